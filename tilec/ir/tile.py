@@ -1,0 +1,259 @@
+"""Tile IR: what the user wrote, resolved and typed, target-neutral.
+
+Expressions are scalar and typed. Buffers have a scope (global tensors, shared memory, block-wide
+fragments, per-thread locals, single variables). Tile operations (copy, gemm, reduce, ...) act on
+rectangular regions of buffers and are executed by the whole block. Every node carries the span
+of the source it came from, so that any later stage can point at the user's line.
+
+Nodes compare by identity (eq=False): two uses of one variable are the same object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..diagnostics import Span
+from .dtypes import DType
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(eq=False)
+class Expr:
+    dtype: DType
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Const(Expr):
+    value: int | float | bool
+
+
+@dataclass(eq=False)
+class Var(Expr):
+    name: str
+    kind: str  # "size" (runtime dim), "block", "loop", "local", "param" (scalar argument)
+
+
+@dataclass(eq=False)
+class Binary(Expr):
+    op: str  # + - * / // % & | ^ << >> and or
+    a: Expr
+    b: Expr
+
+
+@dataclass(eq=False)
+class Compare(Expr):
+    op: str  # < <= > >= == !=
+    a: Expr
+    b: Expr
+
+
+@dataclass(eq=False)
+class Unary(Expr):
+    op: str  # - not ~
+    a: Expr
+
+
+@dataclass(eq=False)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+
+
+@dataclass(eq=False)
+class Call(Expr):
+    func: str  # exp exp2 log log2 sqrt rsqrt abs tanh sin cos floor ceil max min pow sigmoid
+    args: list[Expr]
+
+
+@dataclass(eq=False)
+class Cast(Expr):
+    value: Expr
+
+
+@dataclass(eq=False)
+class Load(Expr):
+    buffer: Buffer
+    indices: list[Expr]
+
+
+# ---------------------------------------------------------------- buffers and regions
+
+SCOPES = ("global", "shared", "fragment", "local", "var")
+
+
+@dataclass(eq=False)
+class Buffer:
+    name: str
+    dtype: DType
+    shape: list[Expr]
+    scope: str
+    span: Span | None
+    is_output: bool = False  # for global tensors: declared `out`
+
+    @property
+    def const_shape(self) -> tuple[int, ...] | None:
+        if all(isinstance(d, Const) for d in self.shape):
+            return tuple(int(d.value) for d in self.shape)
+        return None
+
+
+@dataclass(eq=False)
+class Region:
+    """A rectangular box of a buffer: `buffer[starts[i] : starts[i] + extents[i], ...]`."""
+
+    buffer: Buffer
+    starts: list[Expr]
+    extents: list[Expr]
+    span: Span | None
+
+    @property
+    def const_extents(self) -> tuple[int, ...] | None:
+        if all(isinstance(e, Const) for e in self.extents):
+            return tuple(int(e.value) for e in self.extents)
+        return None
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(eq=False)
+class Stmt:
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Alloc(Stmt):
+    buffer: Buffer
+    init: Expr | None = None  # alloc_var(dtype, init)
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: list[Expr]
+    value: Expr
+
+
+@dataclass(eq=False)
+class Assign(Stmt):
+    """Bind or re-bind a scalar local variable."""
+
+    var: Var
+    value: Expr
+
+
+LOOP_KINDS = ("serial", "unroll", "parallel", "pipelined")
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """`for vars in kind(extents)`; a serial loop may also have a start and a step.
+
+    Iteration values are `begin + step * t` for t in [0, extent); `parallel` loops may bind
+    several variables at once (a multi-dimensional iteration space).
+    """
+
+    kind: str
+    vars: list[Var]
+    extents: list[Expr]
+    body: list[Stmt]
+    begin: Expr | None = None
+    step: Expr | None = None
+    num_stages: int = 0  # pipelined only
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then_body: list[Stmt]
+    else_body: list[Stmt]
+
+
+@dataclass(eq=False)
+class Copy(Stmt):
+    src: Region
+    dst: Region
+
+
+@dataclass(eq=False)
+class Gemm(Stmt):
+    """C += op(A) @ op(B) over the block; op transposes when asked."""
+
+    a: Region
+    b: Region
+    c: Region
+    transpose_a: bool = False
+    transpose_b: bool = False
+    clear_accum: bool = False
+    policy: str = "square"  # warp partition: square | full_row | full_col
+
+
+@dataclass(eq=False)
+class Reduce(Stmt):
+    kind: str  # sum max min abssum absmax
+    src: Region
+    dst: Region
+    dim: int
+    clear: bool = True
+
+
+@dataclass(eq=False)
+class Fill(Stmt):
+    dst: Region
+    value: Expr
+
+
+@dataclass(eq=False)
+class Atomic(Stmt):
+    kind: str  # add max min
+    dst: Region
+    value: Region | Expr
+
+
+@dataclass(eq=False)
+class Print(Stmt):
+    label: str
+    value: Region | Expr
+
+
+@dataclass(eq=False)
+class AnnotateLayout(Stmt):
+    """A user-provided layout hint: `annotate_layout({buf: make_swizzled_layout(buf)})`."""
+
+    buffer: Buffer
+    layout: str
+
+
+@dataclass(eq=False)
+class UseSwizzle(Stmt):
+    panel_size: int
+    enable: bool = True
+
+
+TileOp = Union[Copy, Gemm, Reduce, Fill, Atomic, Print, AnnotateLayout, UseSwizzle]
+
+# ---------------------------------------------------------------- kernels and modules
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    params: list[Buffer | Var]  # global tensors and scalar arguments, in signature order
+    size_vars: list[Var]  # runtime dims, in order of first appearance in the signature
+    grid: list[Expr]  # 3 extents
+    threads: int
+    block_vars: list[Var]  # bx, by, bz
+    body: list[Stmt]
+    span: Span | None
+    attrs: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Module:
+    kernels: list[Kernel]
+    consts: dict[str, object]  # the compile-time constants after -D overrides
+    files: list[str]  # the main file and every imported file, for dependency tracking

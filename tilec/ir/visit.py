@@ -1,0 +1,138 @@
+"""Generic traversal and rewriting of Tile IR."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+from . import tile as T
+
+ExprFn = Callable[[T.Expr], T.Expr | None]
+
+
+def rewrite_expr(e: T.Expr, fn: ExprFn) -> T.Expr:
+    """Rebuild `e` bottom-up; `fn` may return a replacement for each node (or None to keep it)."""
+    if isinstance(e, T.Binary | T.Compare):
+        a, b = rewrite_expr(e.a, fn), rewrite_expr(e.b, fn)
+        if a is not e.a or b is not e.b:
+            e = dataclasses.replace(e, a=a, b=b)
+    elif isinstance(e, T.Unary):
+        a = rewrite_expr(e.a, fn)
+        if a is not e.a:
+            e = dataclasses.replace(e, a=a)
+    elif isinstance(e, T.Select):
+        c, a, b = (rewrite_expr(x, fn) for x in (e.cond, e.a, e.b))
+        if c is not e.cond or a is not e.a or b is not e.b:
+            e = dataclasses.replace(e, cond=c, a=a, b=b)
+    elif isinstance(e, T.Call):
+        args = [rewrite_expr(x, fn) for x in e.args]
+        if any(x is not y for x, y in zip(args, e.args, strict=True)):
+            e = dataclasses.replace(e, args=args)
+    elif isinstance(e, T.Cast):
+        v = rewrite_expr(e.value, fn)
+        if v is not e.value:
+            e = dataclasses.replace(e, value=v)
+    elif isinstance(e, T.Load):
+        idx = [rewrite_expr(x, fn) for x in e.indices]
+        if any(x is not y for x, y in zip(idx, e.indices, strict=True)):
+            e = dataclasses.replace(e, indices=idx)
+    out = fn(e)
+    return e if out is None else out
+
+
+def _rewrite_region(r: T.Region, fn: ExprFn) -> T.Region:
+    return dataclasses.replace(
+        r,
+        starts=[rewrite_expr(x, fn) for x in r.starts],
+        extents=[rewrite_expr(x, fn) for x in r.extents],
+    )
+
+
+def _rewrite_operand(v, fn: ExprFn):
+    return _rewrite_region(v, fn) if isinstance(v, T.Region) else rewrite_expr(v, fn)
+
+
+StmtFn = Callable[[T.Stmt], list[T.Stmt] | None]
+
+
+def rewrite_body(body: list[T.Stmt], expr_fn: ExprFn, stmt_fn: StmtFn | None = None) -> list[T.Stmt]:
+    """Rewrite every expression of a statement list; `stmt_fn` (applied after the children are
+    rewritten) may replace a statement with a list of statements."""
+    out: list[T.Stmt] = []
+    for s in body:
+        s = rewrite_stmt(s, expr_fn, stmt_fn)
+        replaced = stmt_fn(s) if stmt_fn else None
+        out.extend([s] if replaced is None else replaced)
+    return out
+
+
+def rewrite_stmt(s: T.Stmt, expr_fn: ExprFn, stmt_fn: StmtFn | None = None) -> T.Stmt:
+    rx = lambda e: rewrite_expr(e, expr_fn)  # noqa: E731
+    rb = lambda b: rewrite_body(b, expr_fn, stmt_fn)  # noqa: E731
+    if isinstance(s, T.Alloc):
+        buf = s.buffer
+        buf.shape = [rx(d) for d in buf.shape]
+        return dataclasses.replace(s, init=rx(s.init) if s.init is not None else None)
+    if isinstance(s, T.Store):
+        return dataclasses.replace(s, indices=[rx(i) for i in s.indices], value=rx(s.value))
+    if isinstance(s, T.Assign):
+        return dataclasses.replace(s, value=rx(s.value))
+    if isinstance(s, T.For):
+        return dataclasses.replace(
+            s,
+            extents=[rx(e) for e in s.extents],
+            begin=rx(s.begin) if s.begin is not None else None,
+            step=rx(s.step) if s.step is not None else None,
+            body=rb(s.body),
+        )
+    if isinstance(s, T.If):
+        return dataclasses.replace(s, cond=rx(s.cond), then_body=rb(s.then_body), else_body=rb(s.else_body))
+    if isinstance(s, T.Copy):
+        return dataclasses.replace(s, src=_rewrite_region(s.src, expr_fn), dst=_rewrite_region(s.dst, expr_fn))
+    if isinstance(s, T.Gemm):
+        return dataclasses.replace(
+            s, a=_rewrite_region(s.a, expr_fn), b=_rewrite_region(s.b, expr_fn), c=_rewrite_region(s.c, expr_fn)
+        )
+    if isinstance(s, T.Reduce):
+        return dataclasses.replace(s, src=_rewrite_region(s.src, expr_fn), dst=_rewrite_region(s.dst, expr_fn))
+    if isinstance(s, T.Fill):
+        return dataclasses.replace(s, dst=_rewrite_region(s.dst, expr_fn), value=rx(s.value))
+    if isinstance(s, T.Atomic):
+        return dataclasses.replace(
+            s, dst=_rewrite_region(s.dst, expr_fn), value=_rewrite_operand(s.value, expr_fn)
+        )
+    if isinstance(s, T.Print):
+        return dataclasses.replace(s, value=_rewrite_operand(s.value, expr_fn))
+    return s
+
+
+def walk_stmts(body: list[T.Stmt]) -> Iterator[T.Stmt]:
+    """Every statement, pre-order, nested bodies included."""
+    for s in body:
+        yield s
+        if isinstance(s, T.For):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, T.If):
+            yield from walk_stmts(s.then_body)
+            yield from walk_stmts(s.else_body)
+
+
+def sub_exprs(e: T.Expr) -> Iterator[T.Expr]:
+    """`e` and every expression inside it, pre-order."""
+    yield e
+    if isinstance(e, T.Binary | T.Compare):
+        yield from sub_exprs(e.a)
+        yield from sub_exprs(e.b)
+    elif isinstance(e, T.Unary):
+        yield from sub_exprs(e.a)
+    elif isinstance(e, T.Select):
+        for x in (e.cond, e.a, e.b):
+            yield from sub_exprs(x)
+    elif isinstance(e, T.Call):
+        for x in e.args:
+            yield from sub_exprs(x)
+    elif isinstance(e, T.Cast):
+        yield from sub_exprs(e.value)
+    elif isinstance(e, T.Load):
+        for x in e.indices:
+            yield from sub_exprs(x)

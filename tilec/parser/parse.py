@@ -1,0 +1,417 @@
+"""Source text to syntax tree (tilec.parser.ast), with clang-style syntax diagnostics."""
+
+from __future__ import annotations
+
+import ast as pyast
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.indenter import DedentError, Indenter
+
+from ..diagnostics import CompileError, Diagnostic, Span
+from . import ast as A
+
+MAX_NESTING = 200  # deeper bracket nesting is refused before parsing (the tree is walked recursively)
+
+
+class _TileIndenter(Indenter):
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB", "LBRACE"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB", "RBRACE"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+    def reset(self) -> None:
+        self.paren_level = 0
+        self.indent_level = [0]
+
+    def process(self, stream):
+        # Lark calls process() again when it resumes after a syntax error; keep the indentation
+        # stack across that resumption instead of starting over (reset() starts a new file).
+        return self._process(stream)
+
+    def _process(self, stream):
+        # Lark's own loop asserts on an unbalanced ')'; clamp instead and let the parser report it.
+        for token in stream:
+            if token.type == self.NL_type:
+                yield from self.handle_NL(token)
+            else:
+                yield token
+            if token.type in self.OPEN_PAREN_types:
+                self.paren_level += 1
+            elif token.type in self.CLOSE_PAREN_types:
+                self.paren_level = max(0, self.paren_level - 1)
+        while len(self.indent_level) > 1:
+            self.indent_level.pop()
+            yield Token(self.DEDENT_type, "")
+
+
+_parser: Lark | None = None
+
+
+def _get_parser() -> Lark:
+    global _parser
+    if _parser is None:
+        grammar = (Path(__file__).parent / "grammar.lark").read_text()
+        _parser = Lark(
+            grammar,
+            parser="lalr",
+            postlex=_TileIndenter(),
+            propagate_positions=True,
+            maybe_placeholders=True,
+            cache=True,
+        )
+    return _parser
+
+
+_TOKEN_NAMES = {
+    "_NL": "end of line", "_INDENT": "indented block", "_DEDENT": "end of block", "$END": "end of file",
+    "NAME": "name", "NUMBER": "number", "STRING": "string", "LPAR": "'('", "RPAR": "')'",
+    "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'", "RBRACE": "'}'", "COLON": "':'", "COMMA": "','",
+    "EQUAL": "'='", "DOT": "'.'", "SEMICOLON": "';'",
+}
+
+
+def _describe(tok_type: str) -> str:
+    if tok_type in _TOKEN_NAMES:
+        return _TOKEN_NAMES[tok_type]
+    if tok_type.isupper() and len(tok_type) > 1 and not tok_type.startswith("_"):
+        return tok_type.lower().replace("_", " ")
+    return repr(tok_type)
+
+
+def _token_text(tok: Token) -> str:
+    if tok.type == "_NL":
+        return "end of line"
+    if tok.type == "_INDENT":
+        return "indent"
+    if tok.type == "_DEDENT":
+        return "dedent"
+    if tok.type == "$END":
+        return "end of file"
+    return repr(str(tok))
+
+
+def _expected_list(expected) -> str:
+    names = sorted({_describe(e) for e in expected if not e.startswith("__")})
+    if len(names) > 6:
+        return ""
+    return " (expected " + ", ".join(names) + ")"
+
+
+def _span(filename: str, meta) -> Span:
+    return Span(filename, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(filename: str, tok: Token) -> Span:
+    if tok.type in ("_INDENT", "_DEDENT"):
+        return Span(filename, tok.end_line or tok.line or 1, 1)
+    return Span(filename, tok.line or 1, tok.column or 1, tok.end_line or 0, tok.end_column or 0)
+
+
+def _check_nesting(text: str, filename: str) -> None:
+    depth = 0
+    line, col = 1, 0
+    in_str: str | None = None
+    in_comment = False
+    for ch in text:
+        col += 1
+        if ch == "\n":
+            line, col, in_comment = line + 1, 0, False
+            in_str = None
+            continue
+        if in_comment:
+            continue
+        if in_str:
+            if ch == in_str:
+                in_str = None
+            continue
+        if ch in "\"'":
+            in_str = ch
+        elif ch == "#":
+            in_comment = True
+        elif ch in "([{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise CompileError(
+                    [Diagnostic("error", f"brackets nested more than {MAX_NESTING} deep",
+                                Span(filename, line, col, line, col + 1))]
+                )
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+
+
+def parse(text: str, filename: str) -> A.File:
+    """Parse a whole .tile file; raise CompileError with every syntax error found."""
+    _check_nesting(text, filename)
+    if not text.endswith("\n"):
+        text += "\n"
+    diags: list[Diagnostic] = []
+
+    error_lines: set[int] = set()
+
+    def on_error(e: UnexpectedInput) -> bool:
+        if not isinstance(e, UnexpectedToken):
+            return False
+        tok = e.token
+        # Report the first error of each line; later ones on that line are usually its echo.
+        cascade = diags and tok.type in ("_DEDENT", "$END")
+        if tok.line not in error_lines and not cascade:
+            error_lines.add(tok.line)
+            diags.append(Diagnostic(
+                "error", f"unexpected {_token_text(tok)}{_expected_list(e.expected)}", _tok_span(filename, tok)
+            ))
+        if len(diags) >= 20 or tok.type == "$END":
+            return False
+        # Recover by ending the statement here and dropping the offending token.
+        ip = e.interactive_parser
+        if tok.type != "_NL" and "_NL" in ip.accepts():
+            ip.feed_token(Token("_NL", "\n"))
+        return True
+
+    try:
+        parser = _get_parser()
+        parser.options.postlex.reset()
+        tree = parser.parse(text, on_error=on_error)
+    except UnexpectedCharacters as e:
+        ch = text[e.pos_in_stream] if e.pos_in_stream is not None and e.pos_in_stream < len(text) else "?"
+        what = "character" if ch.isprintable() else "byte"
+        diags.append(Diagnostic("error", f"unexpected {what} {ch!r}",
+                                Span(filename, e.line, e.column, e.line, e.column + 1)))
+        raise CompileError(diags) from None
+    except UnexpectedEOF as e:
+        diags.append(Diagnostic("error", f"unexpected end of file{_expected_list(e.expected)}",
+                                Span(filename, text.count("\n") or 1, 1)))
+        raise CompileError(diags) from None
+    except UnexpectedToken as e:
+        if not diags:
+            diags.append(Diagnostic("error", f"unexpected {_token_text(e.token)}{_expected_list(e.expected)}",
+                                    _tok_span(filename, e.token)))
+        raise CompileError(diags) from None
+    except DedentError as e:
+        line = _dedent_line(text)
+        diags.append(Diagnostic("error", f"inconsistent indentation: {e}", Span(filename, line, 1)))
+        raise CompileError(diags) from None
+    if diags:
+        raise CompileError(diags)
+    return _ToAst(filename).transform(tree)
+
+
+def _dedent_line(text: str) -> int:
+    """Best-effort line of an indentation that matches no enclosing block."""
+    stack = [0]
+    for i, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.lstrip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        width = len(raw) - len(stripped)
+        if width > stack[-1]:
+            stack.append(width)
+            continue
+        while width < stack[-1]:
+            stack.pop()
+        if width != stack[-1]:
+            return i
+    return 1
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, filename: str):
+        super().__init__()
+        self.f = filename
+
+    def _s(self, meta) -> Span:
+        return _span(self.f, meta)
+
+    # ---- top level
+    def start(self, meta, items):
+        decls = [i for i in items if isinstance(i, A.Node)]
+        return A.File(Span(self.f, 1, 1), decls)
+
+    def import_stmt(self, meta, items):
+        return A.ImportDecl(self._s(meta), _unquote(items[0]))
+
+    def const_def(self, meta, items):
+        return A.ConstDecl(self._s(meta), str(items[0]), items[1])
+
+    def def_def(self, meta, items):
+        name, params, body = items
+        return A.DefDecl(self._s(meta), str(name), params or [], body)
+
+    def def_params(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def def_param(self, meta, items):
+        return A.DefParam(self._s(meta), str(items[0]), items[1])
+
+    def kernel_def(self, meta, items):
+        name, params, body = items
+        return A.KernelDecl(self._s(meta), str(name), params or [], body)
+
+    def kernel_params(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def kernel_param(self, meta, items):
+        name, out, typ = items
+        return A.KernelParam(self._s(meta), str(name), typ, out is not None)
+
+    def type_expr(self, meta, items):
+        return A.TypeExpr(self._s(meta), items[0], items[1])
+
+    def dim_list(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def dotted(self, meta, items):
+        return ".".join(str(t) for t in items)
+
+    # ---- statements
+    def suite(self, meta, items):
+        out = []
+        for i in items:
+            if isinstance(i, list):
+                out.extend(i)
+            elif isinstance(i, A.Node):
+                out.append(i)
+        return out
+
+    def simple_stmt(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def assign(self, meta, items):
+        return A.AssignStmt(self._s(meta), items[0], items[1])
+
+    def aug_assign(self, meta, items):
+        target, op, value = items
+        return A.AssignStmt(self._s(meta), target, value, str(op)[:-1])
+
+    def expr_stmt(self, meta, items):
+        return A.ExprStmt(self._s(meta), items[0])
+
+    def pass_stmt(self, meta, items):
+        return A.PassStmt(self._s(meta))
+
+    def return_stmt(self, meta, items):
+        return A.ReturnStmt(self._s(meta), items[0])
+
+    def for_stmt(self, meta, items):
+        names, it, body = items
+        return A.ForStmt(self._s(meta), names, it, body)
+
+    def if_stmt(self, meta, items):
+        cond, body, *rest = items
+        elifs = [r for r in rest if isinstance(r, tuple)]
+        orelse = rest[-1] if rest and isinstance(rest[-1], list) else []
+        for e_meta, e_cond, e_body in reversed(elifs):
+            orelse = [A.IfStmt(e_meta, e_cond, e_body, orelse)]
+        return A.IfStmt(self._s(meta), cond, body, orelse)
+
+    def elif_clause(self, meta, items):
+        return (self._s(meta), items[0], items[1])
+
+    def else_clause(self, meta, items):
+        return items[0]
+
+    def with_stmt(self, meta, items):
+        ctx, names, body = items
+        return A.WithStmt(self._s(meta), ctx, names or [], body)
+
+    def name_list(self, meta, items):
+        return [(str(t), _tok_span(self.f, t)) for t in items if t is not None]
+
+    # ---- expressions
+    def or_op(self, meta, items):
+        return A.BinOp(self._s(meta), "or", items[0], items[1])
+
+    def and_op(self, meta, items):
+        return A.BinOp(self._s(meta), "and", items[0], items[1])
+
+    def not_op(self, meta, items):
+        return A.UnaryOp(self._s(meta), "not", items[0])
+
+    def compare(self, meta, items):
+        return A.CompareOp(self._s(meta), str(items[1]), items[0], items[2])
+
+    def binop(self, meta, items):
+        return A.BinOp(self._s(meta), str(items[1]), items[0], items[2])
+
+    def bitor(self, meta, items):
+        return A.BinOp(self._s(meta), "|", items[0], items[1])
+
+    def bitxor(self, meta, items):
+        return A.BinOp(self._s(meta), "^", items[0], items[1])
+
+    def bitand(self, meta, items):
+        return A.BinOp(self._s(meta), "&", items[0], items[1])
+
+    def pow(self, meta, items):
+        return A.BinOp(self._s(meta), "**", items[0], items[1])
+
+    def unary(self, meta, items):
+        return A.UnaryOp(self._s(meta), str(items[0]), items[1])
+
+    def call(self, meta, items):
+        func, args = items
+        pos, kws = [], []
+        for a in args or []:
+            (kws if isinstance(a, A.Keyword) else pos).append(a)
+        return A.CallExpr(self._s(meta), func, pos, kws)
+
+    def arguments(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def kwarg(self, meta, items):
+        return A.Keyword(self._s(meta), str(items[0]), items[1])
+
+    def subscript(self, meta, items):
+        return A.Subscript(self._s(meta), items[0], items[1])
+
+    def subscripts(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def slice(self, meta, items):
+        return A.Slice(self._s(meta), items[0], items[1])
+
+    def attribute(self, meta, items):
+        base, attr = items
+        if isinstance(base, A.Name) and base.id == "T":
+            return A.Name(self._s(meta), str(attr))  # TileLang's T. prefix
+        return A.Attribute(self._s(meta), base, str(attr))
+
+    def name(self, meta, items):
+        return A.Name(self._s(meta), str(items[0]))
+
+    def number(self, meta, items):
+        text = str(items[0]).replace("_", "")
+        if text.lower().startswith("0x"):
+            value: int | float = int(text, 16)
+        elif any(c in text for c in ".eE"):
+            value = float(text)
+        else:
+            value = int(text)
+        return A.Number(self._s(meta), value)
+
+    def string(self, meta, items):
+        return A.String(self._s(meta), _unquote(items[0]))
+
+    def tuple(self, meta, items):
+        return A.TupleExpr(self._s(meta), [i for i in items if i is not None])
+
+    def dict(self, meta, items):
+        return A.DictExpr(self._s(meta), items[0] or [])
+
+    def dict_items(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def dict_item(self, meta, items):
+        return (items[0], items[1])
+
+
+def _unquote(tok) -> str:
+    try:
+        return pyast.literal_eval(str(tok))
+    except (ValueError, SyntaxError):
+        return str(tok)[1:-1]
+

@@ -1,0 +1,335 @@
+// tilec_cuda.h -- tilec's own device helpers for NVIDIA GPUs (sm_80 and newer).
+//
+// Everything here is a thin, force-inlined wrapper around one PTX instruction or
+// one short idiom, so that generated kernels stay readable and nvcc/NVRTC stay
+// fast (no CuTe/CUTLASS).  The header is device-only and self-contained: it
+// includes no host C/C++ headers, because NVRTC ships none.
+//
+// Half precision under NVRTC: NVRTC (13.0) does NOT carry <cuda_fp16.h> or
+// <cuda_bf16.h> as built-in headers; they must be found on the include path
+// (pass e.g. -I<CUDA toolkit>/include, or the include folder of the pip wheel
+// nvidia-cuda-runtime).  When they cannot be found, TILEC_HAS_FP16 is 0 and
+// the half/bf16 parts below are left out rather than failing the whole
+// compile; float/int kernels still build.  nvcc always finds them.
+//
+// Fragment layouts for the mma/ldmatrix wrappers are described (and tested)
+// in tilec/targets/cuda/mma_layouts.py.
+
+#pragma once
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ < 800)
+#error "tilec_cuda.h needs sm_80 or newer (cp.async, bf16 mma)"
+#endif
+
+#ifndef TILEC_HAS_FP16
+#if defined(__CUDACC_RTC__) && defined(__has_include)
+#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)
+#define TILEC_HAS_FP16 1
+#else
+#define TILEC_HAS_FP16 0
+#endif
+#else
+#define TILEC_HAS_FP16 1
+#endif
+#endif
+
+#if TILEC_HAS_FP16
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+#define TL_DEVICE __device__ __forceinline__
+
+namespace tl {
+
+#if TILEC_HAS_FP16
+using half = __half;
+using bf16 = __nv_bfloat16;
+#endif
+
+// ---------------------------------------------------------------------------
+// Integer index arithmetic.
+//
+// C++ division truncates toward zero; tile index maps derived from Python-like
+// semantics need floor division, which differs whenever the signs of the
+// operands differ and the division is inexact.  b must be non-zero.
+// ---------------------------------------------------------------------------
+
+template <typename T>
+TL_DEVICE constexpr T ceildiv(T a, T b) {
+  // Meant for sizes (a >= 0, b > 0), where this never overflows for the
+  // ranges tilec emits and stays a single add + divide.
+  return (a + b - 1) / b;
+}
+
+template <typename T>
+TL_DEVICE constexpr T floordiv(T a, T b) {
+  T q = a / b;
+  // Truncation rounded up exactly when there is a remainder and the true
+  // quotient is negative.
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+template <typename T>
+TL_DEVICE constexpr T floormod(T a, T b) {
+  T r = a % b;
+  // Result takes the sign of the divisor, matching Python's a % b.
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+// ---------------------------------------------------------------------------
+// Addresses and lane id.
+// ---------------------------------------------------------------------------
+
+// ldmatrix / cp.async take a 32-bit .shared window address, not a generic
+// pointer; converting once here keeps the asm operands narrow ("r").
+TL_DEVICE unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+TL_DEVICE unsigned lane_id() {
+  unsigned l;
+  asm("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+
+// ---------------------------------------------------------------------------
+// Vectorised loads / stores (generic address space: global or shared).
+//
+// Plain typed accesses through uint2/uint4 let the compiler emit LDG/LDS.64 and
+// .128 and still schedule them freely; the caller guarantees the 8/16-byte
+// alignment, which is the whole point of calling these.
+// ---------------------------------------------------------------------------
+
+TL_DEVICE unsigned ld_32(const void* p) { return *static_cast<const unsigned*>(p); }
+TL_DEVICE uint2 ld_64(const void* p) { return *static_cast<const uint2*>(p); }
+TL_DEVICE uint4 ld_128(const void* p) { return *static_cast<const uint4*>(p); }
+
+TL_DEVICE void st_32(void* p, unsigned v) { *static_cast<unsigned*>(p) = v; }
+TL_DEVICE void st_64(void* p, uint2 v) { *static_cast<uint2*>(p) = v; }
+TL_DEVICE void st_128(void* p, uint4 v) { *static_cast<uint4*>(p) = v; }
+
+// Read-only global load through the non-coherent path; only valid when no
+// thread of the grid writes that memory during the kernel.
+TL_DEVICE uint4 ld_global_nc_128(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+
+// ---------------------------------------------------------------------------
+// Tensor-core MMA: D = A * B + C, m16n8k16, A row-major, B column-major, f32
+// accumulators.  a: 4 regs of packed 16-bit pairs, b: 2 regs, c/d: 4 floats.
+// d may alias c.  Not volatile: the instruction is pure, so the compiler may
+// schedule or drop it like ordinary arithmetic.
+// ---------------------------------------------------------------------------
+
+TL_DEVICE void mma_m16n8k16_f16_f32(float (&d)[4], const unsigned (&a)[4],
+                                    const unsigned (&b)[2], const float (&c)[4]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+TL_DEVICE void mma_m16n8k16_bf16_f32(float (&d)[4], const unsigned (&a)[4],
+                                     const unsigned (&b)[2], const float (&c)[4]) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]),
+        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+}
+
+// ---------------------------------------------------------------------------
+// ldmatrix: warp-collective load of 8x8 b16 matrices from shared memory.
+// Lane l supplies the address of row (l % 8) of matrix (l / 8); for x1/x2 only
+// lanes 0-7 / 0-15 are read, but every lane must pass a valid pointer.  Each
+// row is 16 contiguous bytes, 16-byte aligned.  volatile: it reads memory the
+// compiler cannot see, so it must stay ordered with the barriers around it.
+// ---------------------------------------------------------------------------
+
+TL_DEVICE void ldmatrix_x1(unsigned& r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];"
+               : "=r"(r)
+               : "r"(smem_addr(smem)));
+}
+
+TL_DEVICE void ldmatrix_x2(unsigned (&r)[2], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(smem)));
+}
+
+TL_DEVICE void ldmatrix_x4(unsigned (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem)));
+}
+
+// .trans: each 8x8 matrix is delivered transposed, which turns a row-major
+// K x N tile in shared memory into the column-major B operand of mma.
+TL_DEVICE void ldmatrix_x1_trans(unsigned& r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];"
+               : "=r"(r)
+               : "r"(smem_addr(smem)));
+}
+
+TL_DEVICE void ldmatrix_x2_trans(unsigned (&r)[2], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(smem)));
+}
+
+TL_DEVICE void ldmatrix_x4_trans(unsigned (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem)));
+}
+
+// ---------------------------------------------------------------------------
+// cp.async: asynchronous global -> shared copies (sm_80).
+//
+// The src-size operand is what makes predication cheap: with src-size 0 no
+// global bytes are read and the destination is zero-filled, so out-of-bounds
+// tile elements need no branch and no separate memset.  The source pointer is
+// never dereferenced when pred is false, but it is still converted, so pass
+// any pointer (e.g. the tensor base) rather than garbage.
+// "memory" clobbers keep the compiler from moving shared-memory accesses
+// across the issue/commit/wait points.
+// ---------------------------------------------------------------------------
+
+// 16 bytes, bypassing L1 (.cg): the usual choice for streamed tiles.
+TL_DEVICE void cp_async_cg_16(void* smem, const void* gmem, bool pred = true) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :
+               : "r"(smem_addr(smem)), "l"(__cvta_generic_to_global(gmem)),
+                 "r"(pred ? 16u : 0u)
+               : "memory");
+}
+
+// .cg only exists for 16-byte copies; narrower ones must go through L1 (.ca).
+TL_DEVICE void cp_async_ca_16(void* smem, const void* gmem, bool pred = true) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;"
+               :
+               : "r"(smem_addr(smem)), "l"(__cvta_generic_to_global(gmem)),
+                 "r"(pred ? 16u : 0u)
+               : "memory");
+}
+
+TL_DEVICE void cp_async_ca_8(void* smem, const void* gmem, bool pred = true) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
+               :
+               : "r"(smem_addr(smem)), "l"(__cvta_generic_to_global(gmem)),
+                 "r"(pred ? 8u : 0u)
+               : "memory");
+}
+
+TL_DEVICE void cp_async_ca_4(void* smem, const void* gmem, bool pred = true) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+               :
+               : "r"(smem_addr(smem)), "l"(__cvta_generic_to_global(gmem)),
+                 "r"(pred ? 4u : 0u)
+               : "memory");
+}
+
+// Closes the current group of this thread's cp.async operations.
+TL_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+// Waits until at most N of this thread's committed groups are still in flight
+// (N = stages - 1 in a multi-stage pipeline).  Only covers this thread's own
+// copies: a __syncthreads() is still needed before reading other threads' data.
+template <int N>
+TL_DEVICE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+TL_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// ---------------------------------------------------------------------------
+// Math.
+// ---------------------------------------------------------------------------
+
+// One MUFU op; flushes denormals and is accurate to ~2 ulp, which is what
+// online softmax (exp2 of pre-scaled logits) wants.
+TL_DEVICE float exp2f_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+TL_DEVICE float rsqrt(float x) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// max/min map to single min/max instructions.  float follows fmaxf (a NaN
+// operand yields the other operand).
+TL_DEVICE float max(float a, float b) { return fmaxf(a, b); }
+TL_DEVICE float min(float a, float b) { return fminf(a, b); }
+TL_DEVICE int max(int a, int b) { return a > b ? a : b; }
+TL_DEVICE int min(int a, int b) { return a < b ? a : b; }
+TL_DEVICE unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+TL_DEVICE unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+#if TILEC_HAS_FP16
+TL_DEVICE half max(half a, half b) { return __hmax(a, b); }
+TL_DEVICE half min(half a, half b) { return __hmin(a, b); }
+TL_DEVICE bf16 max(bf16 a, bf16 b) { return __hmax(a, b); }
+TL_DEVICE bf16 min(bf16 a, bf16 b) { return __hmin(a, b); }
+#endif
+
+// ---------------------------------------------------------------------------
+// Warp reductions (butterfly via shfl.xor).  After the call every lane holds
+// the reduction over its aligned group of `width` lanes (width a power of two,
+// <= 32).  All 32 lanes must take part: the mask is the full warp.
+// ---------------------------------------------------------------------------
+
+template <typename T>
+TL_DEVICE T warp_reduce_sum(T v, int width = 32) {
+  for (int off = width >> 1; off > 0; off >>= 1) v = v + __shfl_xor_sync(0xffffffffu, v, off, width);
+  return v;
+}
+
+template <typename T>
+TL_DEVICE T warp_reduce_max(T v, int width = 32) {
+  for (int off = width >> 1; off > 0; off >>= 1) v = tl::max(v, __shfl_xor_sync(0xffffffffu, v, off, width));
+  return v;
+}
+
+template <typename T>
+TL_DEVICE T warp_reduce_min(T v, int width = 32) {
+  for (int off = width >> 1; off > 0; off >>= 1) v = tl::min(v, __shfl_xor_sync(0xffffffffu, v, off, width));
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+// Packing two floats into one 32-bit register of 16-bit values, `lo` in bits
+// 0-15.  That is the element order mma/ldmatrix fragments use (lower column
+// index in the low half).  cvt's first source goes to the HIGH half, hence the
+// swapped operands.  Round to nearest even.
+// ---------------------------------------------------------------------------
+
+TL_DEVICE unsigned pack_half2(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+TL_DEVICE unsigned pack_bf162(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// Atomic adds (return the old value; when unused the compiler emits RED).
+// ---------------------------------------------------------------------------
+
+TL_DEVICE float atomic_add(float* addr, float v) { return atomicAdd(addr, v); }
+TL_DEVICE int atomic_add(int* addr, int v) { return atomicAdd(addr, v); }
+#if TILEC_HAS_FP16
+TL_DEVICE half atomic_add(half* addr, half v) { return atomicAdd(addr, v); }
+TL_DEVICE bf16 atomic_add(bf16* addr, bf16 v) { return atomicAdd(addr, v); }
+#endif
+
+}  // namespace tl
+
+#undef TL_DEVICE
