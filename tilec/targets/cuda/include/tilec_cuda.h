@@ -321,6 +321,9 @@ TL_DEVICE unsigned pack_bf162(float lo, float hi) {
 
 // ---------------------------------------------------------------------------
 // Atomic adds (return the old value; when unused the compiler emits RED).
+// On sm_80 the half/bf16 forms become compare-and-swap loops (native 16-bit
+// float atomics arrive with sm_90), so hot reductions should accumulate in
+// f32 and convert once.
 // ---------------------------------------------------------------------------
 
 TL_DEVICE float atomic_add(float* addr, float v) { return atomicAdd(addr, v); }

@@ -1,0 +1,1 @@
+"""The `tilec` command line (nvcc conventions)."""

@@ -1,0 +1,49 @@
+"""specialize — bind compile-time constants and fold.
+
+Assumes: a Module straight from the builder (constants, -D overrides included, are already
+substituted as literals).
+Guarantees: every expression is folded (constant subexpressions evaluated, x*1, x+0 removed);
+`if` statements on compile-time conditions are replaced by the branch taken; every non-global
+buffer has a compile-time shape; Parallel and Unroll extents are compile-time integers; loops
+with a zero extent are removed.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Reporter
+from ..ir import tile as T
+from ..ir.fold import as_int, fold, fold_node
+from ..ir.visit import rewrite_body, walk_stmts
+
+NAME = "specialize"
+
+
+def _prune(s: T.Stmt) -> list[T.Stmt] | None:
+    if isinstance(s, T.If) and isinstance(s.cond, T.Const):
+        return s.then_body if s.cond.value else s.else_body
+    if isinstance(s, T.For) and any(as_int(e) == 0 for e in s.extents):
+        return []
+    return None
+
+
+def run(module: T.Module, rep: Reporter) -> T.Module:
+    for k in module.kernels:
+        k.grid = [fold(g) for g in k.grid]
+        k.body = rewrite_body(k.body, fold_node, _prune)
+        for s in walk_stmts(k.body):
+            if isinstance(s, T.Alloc):
+                if s.buffer.const_shape is None:
+                    rep.error(f"the shape of {s.buffer.scope} buffer '{s.buffer.name}' must be known at compile time",
+                              s.span)
+                elif any(d <= 0 for d in s.buffer.const_shape):
+                    rep.error(f"buffer '{s.buffer.name}' has a non-positive dimension {list(s.buffer.const_shape)}",
+                              s.span)
+            elif isinstance(s, T.For) and s.kind in ("parallel", "unroll"):
+                for e in s.extents:
+                    if as_int(e) is None:
+                        rep.error(f"the extent of a {s.kind.capitalize()} loop must be a compile-time integer",
+                                  e.span or s.span)
+                    elif as_int(e) < 0:
+                        rep.error("a loop extent cannot be negative", e.span or s.span)
+    rep.check()
+    return module

@@ -1,0 +1,1 @@
+"""Target descriptions and back ends (one folder per back end)."""

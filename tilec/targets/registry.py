@@ -1,0 +1,104 @@
+"""The registry of compilation targets: names, aliases and what each chip offers.
+
+The passes read a Target to choose instructions (warp size, matrix units, async copies) and to
+check resource limits; the back end named by `backend` prints and builds the code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # canonical name: sm90, gfx942, webgpu, ...
+    backend: str  # cuda | hip | wgsl | ascendc
+    arch: str  # what the toolchain calls it: sm_90a, gfx942, ...
+    description: str
+    warp_size: int = 32
+    max_threads: int = 1024
+    shared_memory_bytes: int = 48 * 1024  # per block, dynamic shared memory included
+    registers_per_thread: int = 255
+    matrix_instructions: tuple[str, ...] = ()
+    async_copy: tuple[str, ...] = ()
+    features: frozenset[str] = field(default_factory=frozenset)
+
+
+def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...]) -> Target:
+    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, 255, mma, copy)
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in [
+        _cuda("sm80", "sm_80", "NVIDIA Ampere A100", 163, ("mma.sync.m16n8k16",), ("cp.async",)),
+        _cuda("sm86", "sm_86", "NVIDIA Ampere RTX 30", 99, ("mma.sync.m16n8k16",), ("cp.async",)),
+        _cuda("sm89", "sm_89", "NVIDIA Ada RTX 40 / L40", 99, ("mma.sync.m16n8k16",), ("cp.async",)),
+        _cuda("sm90", "sm_90a", "NVIDIA Hopper H100 / H200", 227,
+              ("wgmma.m64nNk16", "mma.sync.m16n8k16"), ("tma", "cp.async")),
+        _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
+              ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
+        Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024, 512,
+               ("mfma.32x32x8", "mfma.16x16x16")),
+        Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024, 512,
+               ("mfma.32x32x8", "mfma.16x16x16")),
+        Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024, 0,
+               ("cube.mmad",), ("datacopy",)),
+        Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024, 0),
+    ]
+}
+
+ALIASES = {
+    "sm_80": "sm80", "sm_86": "sm86", "sm_89": "sm89", "sm_90": "sm90", "sm_90a": "sm90", "sm90a": "sm90",
+    "sm_100": "sm100", "sm_100a": "sm100", "sm100a": "sm100", "wgsl": "webgpu", "ascend": "ascend910b",
+}
+
+
+class UnknownTarget(ValueError):
+    pass
+
+
+def lookup(name: str) -> Target:
+    key = ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in TARGETS:
+        raise UnknownTarget(f"unknown target '{name}'; valid targets: {', '.join(TARGETS)}")
+    return TARGETS[key]
+
+
+def backend_available(backend: str) -> bool:
+    """Whether tilec has a code generator for this back end (not whether its toolchain is installed)."""
+    import importlib.util
+
+    return importlib.util.find_spec(f"tilec.targets.{backend}.codegen") is not None
+
+
+def find_toolchains() -> dict[str, str | None]:
+    """Each external toolchain tilec can drive, and where it was found (None if not)."""
+    found: dict[str, str | None] = {
+        "nvcc": shutil.which("nvcc"),
+        "hipcc": shutil.which("hipcc"),
+        "clang-19": shutil.which("clang-19"),
+    }
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("nvidia")
+        locs = list(spec.submodule_search_locations or []) if spec else []
+        nvrtc = None
+        for loc in locs:
+            for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+                d = os.path.join(loc, sub)
+                if os.path.isdir(d) and any(f.startswith("libnvrtc.so") for f in os.listdir(d)):
+                    nvrtc = d
+        found["nvrtc"] = nvrtc
+    except (ImportError, ValueError):
+        found["nvrtc"] = None
+    try:
+        import importlib.util
+
+        found["wgpu"] = "python package" if importlib.util.find_spec("wgpu") else None
+    except (ImportError, ValueError):
+        found["wgpu"] = None
+    return found
