@@ -1,0 +1,462 @@
+"""Reference interpreter: executes Tile IR on numpy arrays, block by block.
+
+It is the oracle of every test and the `cpu` device of `tilec run`, so its rules are the
+language's semantics:
+
+* Values are computed in f32 for f16/bf16/f8 (f64 for f64) and rounded to the expression's dtype
+  after every operation, as the GPU does for half-precision arithmetic; stores round to the
+  buffer's dtype (ml_dtypes for bf16 and f8). Integers wrap around at their width; `//` and `%`
+  floor.
+* A Parallel loop runs vectorized: its variables are broadcast index arrays, `if` and
+  `if_then_else`, `and`, `or` evaluate their branches under a mask, so a guarded access is only
+  performed where its guard holds.
+* Tile operations run for the whole block at once. Global regions are bounds-guarded: reads
+  outside the tensor give zero, writes outside it are dropped. Element accesses outside a buffer
+  are errors (InterpreterError), as they would be undefined behaviour on a GPU.
+* On-chip buffers are fresh for every block and start as NaN (floats) so that reading what was
+  never written shows up in the results.
+* gemm multiplies in f32 (i32 for i8) and accumulates into C's dtype.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import ml_dtypes  # noqa: F401  (registers bfloat16 and float8 with numpy)
+import numpy as np
+
+from ..ir import dtypes as D
+from ..ir import tile as T
+
+
+class InterpreterError(Exception):
+    def __init__(self, message: str, span=None):
+        super().__init__(f"{span}: {message}" if span else message)
+        self.span = span
+
+
+def storage_dtype(dt: D.DType) -> np.dtype:
+    return np.dtype(dt.numpy_name)
+
+
+def compute_dtype(dt: D.DType) -> np.dtype:
+    if dt.is_bool:
+        return np.dtype(bool)
+    if dt.is_float:
+        return np.dtype(np.float64 if dt == D.F64 else np.float32)
+    return np.dtype(np.int64)
+
+
+def to_compute(x: np.ndarray, dt: D.DType) -> np.ndarray:
+    return np.asarray(x).astype(compute_dtype(dt))
+
+
+def round_to(x: np.ndarray, dt: D.DType) -> np.ndarray:
+    """Round a compute-representation value to `dt`, staying in the compute representation."""
+    x = np.asarray(x)
+    if dt.is_bool:
+        return x.astype(bool)
+    if dt.is_float:
+        if dt in (D.F32, D.F64):
+            return x.astype(compute_dtype(dt))
+        with np.errstate(all="ignore"):
+            return x.astype(storage_dtype(dt)).astype(np.float32)
+    return _wrap(x, dt)
+
+
+def _wrap(x: np.ndarray, dt: D.DType) -> np.ndarray:
+    if x.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            x = np.where(np.isfinite(x), np.trunc(x), 0).astype(np.int64)
+    x = x.astype(np.int64)
+    if dt.bits >= 64:
+        return x
+    span = 1 << dt.bits
+    if dt.kind == "int":
+        half = 1 << (dt.bits - 1)
+        return (x + half) % span - half
+    return x % span
+
+
+def to_storage(x: np.ndarray, dt: D.DType) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return round_to(x, dt).astype(storage_dtype(dt))
+
+
+_UNARY_MATH = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+}
+
+_REDUCERS = {
+    "sum": (np.sum, np.add), "abssum": (np.sum, np.add), "max": (np.max, np.maximum),
+    "absmax": (np.max, np.maximum), "min": (np.min, np.minimum),
+}
+
+
+class _Block:
+    """Execution state of one thread block."""
+
+    def __init__(self, interp: Interpreter, block_idx: tuple[int, int, int]):
+        self.interp = interp
+        self.env: dict[int, np.ndarray] = dict(interp.globals_env)
+        for v, i in zip(interp.kernel.block_vars, block_idx, strict=True):
+            self.env[id(v)] = np.asarray(i, dtype=np.int64)
+        self.buffers: dict[int, np.ndarray] = dict(interp.global_buffers)
+        self.block_idx = block_idx
+
+    # ---------------------------------------------------------------- expressions
+    def eval(self, e: T.Expr, mask: np.ndarray | None) -> np.ndarray:
+        if isinstance(e, T.Const):
+            return np.asarray(e.value, dtype=compute_dtype(e.dtype)) if not (
+                e.dtype.is_float and e.dtype not in (D.F32, D.F64)) else round_to(np.float32(e.value), e.dtype)
+        if isinstance(e, T.Var):
+            try:
+                return self.env[id(e)]
+            except KeyError:
+                raise InterpreterError(f"variable '{e.name}' has no value", e.span) from None
+        if isinstance(e, T.Load):
+            return self.load(e, mask)
+        if isinstance(e, T.Binary):
+            if e.op in ("and", "or"):
+                a = self.eval(e.a, mask).astype(bool)
+                sub = _and(mask, a) if e.op == "and" else _and(mask, ~a)
+                b = self.eval(e.b, sub).astype(bool)
+                return (a & b) if e.op == "and" else (a | b)
+            a, b = self.eval(e.a, mask), self.eval(e.b, mask)
+            return self.binary(e, a, b)
+        if isinstance(e, T.Compare):
+            a, b = self.eval(e.a, mask), self.eval(e.b, mask)
+            return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+                    "==": np.equal, "!=": np.not_equal}[e.op](a, b)
+        if isinstance(e, T.Unary):
+            a = self.eval(e.a, mask)
+            if e.op == "not":
+                return ~a.astype(bool)
+            if e.op == "~":
+                return round_to(~a.astype(np.int64), e.dtype) if not e.dtype.is_bool else ~a
+            return round_to(-a, e.dtype)
+        if isinstance(e, T.Select):
+            c = self.eval(e.cond, mask).astype(bool)
+            a = self.eval(e.a, _and(mask, c))
+            b = self.eval(e.b, _and(mask, ~c))
+            return np.where(c, a, b).astype(compute_dtype(e.dtype))
+        if isinstance(e, T.Cast):
+            v = self.eval(e.value, mask)
+            return (v != 0) if e.dtype.is_bool else round_to(v, e.dtype)
+        if isinstance(e, T.Call):
+            args = [self.eval(a, mask) for a in e.args]
+            return self.call(e, args)
+        raise InterpreterError(f"cannot evaluate {type(e).__name__}", e.span)
+
+    def binary(self, e: T.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        op = e.op
+        with np.errstate(all="ignore"):
+            if e.dtype.is_float:
+                r = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "**": np.power,
+                     "%": np.fmod}[op](a, b)
+                return round_to(r, e.dtype)
+            if e.dtype.is_bool:
+                return {"&": np.logical_and, "|": np.logical_or, "^": np.logical_xor}[op](a, b)
+            if op in ("//", "%"):
+                if np.any(np.asarray(b) == 0):
+                    raise InterpreterError("integer division by zero", e.span)
+                r = np.floor_divide(a, b) if op == "//" else np.mod(a, b)
+            elif op == "**":
+                r = np.power(a, b)
+            else:
+                r = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and, "|": np.bitwise_or,
+                     "^": np.bitwise_xor, "<<": np.left_shift, ">>": np.right_shift}[op](a, b)
+            return round_to(r, e.dtype)
+
+    def call(self, e: T.Call, args: list[np.ndarray]) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            if e.func == "ceildiv":
+                if np.any(args[1] == 0):
+                    raise InterpreterError("ceildiv by zero", e.span)
+                return -(-args[0] // args[1])
+            if e.func == "max":
+                return np.maximum(args[0], args[1])
+            if e.func == "min":
+                return np.minimum(args[0], args[1])
+            if e.func == "pow":
+                return round_to(np.power(args[0], args[1]), e.dtype)
+            if e.func == "abs" and not e.dtype.is_float:
+                return round_to(np.abs(args[0]), e.dtype)
+            return round_to(_UNARY_MATH[e.func](args[0]), e.dtype)
+
+    def _indices(self, buf: T.Buffer, indices: list[T.Expr], mask, span, what: str):
+        data = self.buffers.get(id(buf))
+        if data is None:
+            raise InterpreterError(f"buffer '{buf.name}' used before its allocation", span)
+        idx = [self.eval(i, mask).astype(np.int64) for i in indices]
+        shape = data.shape
+        bad = None
+        for axis, (ix, dim) in enumerate(zip(idx, shape, strict=True)):
+            out = (ix < 0) | (ix >= dim)
+            if mask is not None:
+                out = out & mask
+            if np.any(out):
+                bad = (axis, int(np.asarray(ix)[np.nonzero(np.broadcast_to(out, np.shape(ix)))][0]
+                                 if np.ndim(ix) else ix), dim)
+                break
+        if bad is not None:
+            axis, value, dim = bad
+            raise InterpreterError(
+                f"out-of-bounds {what} of '{buf.name}': index {value} in dimension {axis} of size {dim} "
+                f"(block {self.block_idx})", span)
+        if mask is not None:
+            idx = [np.where(mask, ix, 0) for ix in idx]
+        return data, tuple(idx)
+
+    def load(self, e: T.Load, mask) -> np.ndarray:
+        data, idx = self._indices(e.buffer, e.indices, mask, e.span, "read")
+        return to_compute(data[idx], e.buffer.dtype)
+
+    # ---------------------------------------------------------------- statements
+    def run(self, body: list[T.Stmt], mask: np.ndarray | None = None) -> None:
+        for s in body:
+            self.stmt(s, mask)
+
+    def stmt(self, s: T.Stmt, mask) -> None:
+        if isinstance(s, T.Store):
+            data, idx = self._indices(s.buffer, s.indices, mask, s.span, "write")
+            value = to_storage(self.eval(s.value, mask), s.buffer.dtype)
+            if mask is None and all(np.ndim(i) == 0 for i in idx):
+                data[idx] = value
+                return
+            shape = np.broadcast_shapes(*(np.shape(i) for i in idx), np.shape(value),
+                                        () if mask is None else np.shape(mask))
+            idx_b = tuple(np.broadcast_to(i, shape) for i in idx)
+            val_b = np.broadcast_to(value, shape)
+            if mask is not None:
+                sel = np.broadcast_to(mask, shape)
+                idx_b = tuple(i[sel] for i in idx_b)
+                val_b = val_b[sel]
+            data[idx_b] = val_b
+        elif isinstance(s, T.Assign):
+            value = self.eval(s.value, mask)
+            old = self.env.get(id(s.var))
+            if mask is not None and old is not None:
+                value = np.where(mask, value, old)
+            self.env[id(s.var)] = value
+        elif isinstance(s, T.Alloc):
+            self.alloc(s)
+        elif isinstance(s, T.For):
+            self.loop(s, mask)
+        elif isinstance(s, T.If):
+            c = self.eval(s.cond, mask).astype(bool)
+            if mask is None and np.ndim(c) == 0:
+                self.run(s.then_body if bool(c) else s.else_body, None)
+            else:
+                then_mask, else_mask = _and(mask, c), _and(mask, ~c)
+                if np.any(then_mask):
+                    self.run(s.then_body, then_mask)
+                if s.else_body and np.any(else_mask):
+                    self.run(s.else_body, else_mask)
+        elif isinstance(s, T.Copy):
+            self.write_region(s.dst, self.read_region(s.src))
+        elif isinstance(s, T.Gemm):
+            self.gemm(s)
+        elif isinstance(s, T.Reduce):
+            self.reduce(s)
+        elif isinstance(s, T.Fill):
+            ext = self.extents(s.dst)
+            value = np.broadcast_to(self.eval(s.value, None), ext)
+            self.write_region(s.dst, value)
+        elif isinstance(s, T.Atomic):
+            self.atomic(s)
+        elif isinstance(s, T.Print):
+            self.print(s)
+        elif isinstance(s, T.AnnotateLayout | T.UseSwizzle):
+            pass
+        else:
+            raise InterpreterError(f"cannot execute {type(s).__name__}", s.span)
+
+    def alloc(self, s: T.Alloc) -> None:
+        b = s.buffer
+        shape = b.const_shape
+        if shape is None:
+            raise InterpreterError(f"buffer '{b.name}' has no compile-time shape", s.span)
+        fill = np.nan if b.dtype.is_float else 0
+        data = np.full(shape, fill, dtype=np.float64).astype(storage_dtype(b.dtype)) if b.dtype.is_float else \
+            np.zeros(shape, dtype=storage_dtype(b.dtype))
+        if s.init is not None:
+            data[...] = to_storage(self.eval(s.init, None), b.dtype)
+        self.buffers[id(b)] = data
+
+    def loop(self, s: T.For, mask) -> None:
+        if s.kind == "parallel":
+            exts = [self.scalar_int(e, "Parallel extent") for e in s.extents]
+            n = len(exts)
+            for axis, (v, ext) in enumerate(zip(s.vars, exts, strict=True)):
+                shape = [1] * n
+                shape[axis] = ext
+                self.env[id(v)] = np.arange(ext, dtype=np.int64).reshape(shape)
+            if mask is not None:
+                raise InterpreterError("a Parallel loop inside a masked region", s.span)
+            self.run(s.body, None)
+            for v in s.vars:
+                self.env.pop(id(v), None)
+            return
+        extent = self.scalar_int(s.extents[0], "loop extent")
+        begin = self.scalar_int(s.begin, "loop start") if s.begin is not None else 0
+        step = self.scalar_int(s.step, "loop step") if s.step is not None else 1
+        v = s.vars[0]
+        for t in range(extent):
+            self.env[id(v)] = np.asarray(begin + step * t, dtype=np.int64)
+            self.run(s.body, mask)
+        self.env.pop(id(v), None)
+
+    def scalar_int(self, e: T.Expr, what: str) -> int:
+        v = self.eval(e, None)
+        if np.ndim(v) != 0:
+            raise InterpreterError(f"{what} differs between iterations of a Parallel loop", e.span)
+        return int(v)
+
+    # ---------------------------------------------------------------- regions
+    def extents(self, r: T.Region) -> tuple[int, ...]:
+        return tuple(self.scalar_int(e, "tile extent") for e in r.extents)
+
+    def _box(self, r: T.Region):
+        """(buffer data, starts, extents, per-axis valid [lo, hi) inside the tile)."""
+        data = self.buffers.get(id(r.buffer))
+        if data is None:
+            raise InterpreterError(f"buffer '{r.buffer.name}' used before its allocation", r.span)
+        starts = [self.scalar_int(e, "region start") for e in r.starts]
+        exts = self.extents(r)
+        valid = []
+        for axis, (st, ex, dim) in enumerate(zip(starts, exts, data.shape, strict=True)):
+            lo, hi = max(0, -st), min(ex, dim - st)
+            if r.buffer.scope != "global" and (lo != 0 or hi != ex):
+                raise InterpreterError(
+                    f"region [{st}:{st + ex}] is outside dimension {axis} of '{r.buffer.name}' (size {dim})", r.span)
+            valid.append((lo, max(lo, hi)))
+        return data, starts, exts, valid
+
+    def read_region(self, r: T.Region) -> np.ndarray:
+        """The region as a compute-representation array of its extents; outside a tensor reads 0."""
+        data, starts, exts, valid = self._box(r)
+        out = np.zeros(exts, dtype=compute_dtype(r.buffer.dtype))
+        src = tuple(slice(st + lo, st + hi) for st, (lo, hi) in zip(starts, valid, strict=True))
+        dst = tuple(slice(lo, hi) for lo, hi in valid)
+        out[dst] = to_compute(data[src], r.buffer.dtype)
+        return out
+
+    def write_region(self, r: T.Region, value: np.ndarray) -> None:
+        data, starts, exts, valid = self._box(r)
+        value = np.asarray(value).reshape(exts)
+        src = tuple(slice(lo, hi) for lo, hi in valid)
+        dst = tuple(slice(st + lo, st + hi) for st, (lo, hi) in zip(starts, valid, strict=True))
+        data[dst] = to_storage(value[src], r.buffer.dtype)
+
+    # ---------------------------------------------------------------- tile ops
+    def gemm(self, s: T.Gemm) -> None:
+        def mat(r: T.Region) -> np.ndarray:
+            x = self.read_region(r)
+            return x.reshape([e for e in x.shape if e != 1] or [1]) if x.ndim != 2 else x
+
+        a, b = mat(s.a), mat(s.b)
+        if s.transpose_a:
+            a = a.T
+        if s.transpose_b:
+            b = b.T
+        c_dt = s.c.buffer.dtype
+        if c_dt.is_int:
+            prod = a.astype(np.int64) @ b.astype(np.int64)
+        else:
+            prod = a.astype(np.float32) @ b.astype(np.float32)
+        c_shape = self.extents(s.c)
+        prod = prod.reshape(c_shape)
+        if s.clear_accum:
+            result = prod
+        else:
+            result = self.read_region(s.c) + prod
+        self.write_region(s.c, round_to(result, c_dt))
+
+    def reduce(self, s: T.Reduce) -> None:
+        src = self.read_region(s.src)
+        if s.src.buffer.dtype.is_float:
+            src = src.astype(np.float32) if src.dtype != np.float64 else src
+        if s.kind in ("abssum", "absmax"):
+            src = np.abs(src)
+        reducer, combine = _REDUCERS[s.kind]
+        r = reducer(src, axis=s.dim)
+        dst_ext = self.extents(s.dst)
+        r = r.reshape(dst_ext)
+        if not s.clear:
+            r = combine(self.read_region(s.dst), r)
+        self.write_region(s.dst, r)
+
+    def atomic(self, s: T.Atomic) -> None:
+        ext = self.extents(s.dst)
+        if isinstance(s.value, T.Region):
+            v = self.read_region(s.value).reshape(ext)
+        else:
+            v = np.broadcast_to(self.eval(s.value, None), ext)
+        cur = self.read_region(s.dst)
+        new = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind](cur, v)
+        self.write_region(s.dst, new)
+
+    def print(self, s: T.Print) -> None:
+        value = self.read_region(s.value) if isinstance(s.value, T.Region) else self.eval(s.value, None)
+        label = f"{s.label}: " if s.label else ""
+        where = f"[block {self.block_idx}] "
+        with np.printoptions(precision=4, suppress=True, threshold=64, edgeitems=3):
+            print(f"{where}{label}{np.asarray(value)}", file=self.interp.stdout)
+
+
+def _and(mask: np.ndarray | None, cond: np.ndarray) -> np.ndarray:
+    return cond if mask is None else (mask & cond)
+
+
+class Interpreter:
+    """Runs one kernel over its whole grid, updating the output arrays in place."""
+
+    def __init__(self, kernel: T.Kernel, args: dict[str, object], stdout=None):
+        self.kernel = kernel
+        self.stdout = stdout or sys.stdout
+        self.global_buffers: dict[int, np.ndarray] = {}
+        self.globals_env: dict[int, np.ndarray] = {}
+        sizes: dict[str, int] = {}
+        for p in kernel.params:
+            if p.name not in args:
+                raise InterpreterError(f"missing argument '{p.name}' of kernel '{kernel.name}'")
+            value = args[p.name]
+            if isinstance(p, T.Var):
+                self.globals_env[id(p)] = round_to(np.asarray(value, dtype=compute_dtype(p.dtype)), p.dtype)
+                continue
+            arr = value
+            if not isinstance(arr, np.ndarray):
+                raise InterpreterError(f"argument '{p.name}' must be a numpy array")
+            if arr.dtype != storage_dtype(p.dtype):
+                raise InterpreterError(f"argument '{p.name}' has dtype {arr.dtype}, the kernel expects "
+                                       f"{p.dtype} ({storage_dtype(p.dtype)})")
+            if arr.ndim != len(p.shape):
+                raise InterpreterError(f"argument '{p.name}' has {arr.ndim} dimension(s), expected {len(p.shape)}")
+            for axis, (dim, n) in enumerate(zip(p.shape, arr.shape, strict=True)):
+                if isinstance(dim, T.Const):
+                    if int(dim.value) != n:
+                        raise InterpreterError(f"dimension {axis} of '{p.name}' is {n}, the kernel fixes it at "
+                                               f"{dim.value}")
+                else:
+                    assert isinstance(dim, T.Var)
+                    if sizes.setdefault(dim.name, n) != n:
+                        raise InterpreterError(f"runtime size {dim.name} is {sizes[dim.name]} from an earlier "
+                                               f"argument but {n} from '{p.name}'")
+            self.global_buffers[id(p)] = arr
+        for v in kernel.size_vars:
+            self.globals_env[id(v)] = np.asarray(sizes[v.name], dtype=np.int64)
+        self.sizes = sizes
+
+    def grid(self) -> tuple[int, int, int]:
+        probe = _Block(self, (0, 0, 0))
+        dims = tuple(probe.scalar_int(g, "grid extent") for g in self.kernel.grid)
+        return dims  # type: ignore[return-value]
+
+    def run(self) -> None:
+        gx, gy, gz = self.grid()
+        for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+            _Block(self, (bx, by, bz)).run(self.kernel.body)
