@@ -23,8 +23,21 @@ FRONT_PASSES: list[tuple[str, Pass]] = [
 ]
 
 
-def pass_names() -> list[str]:
-    return ["build"] + [n for n, _ in FRONT_PASSES]
+def _target_passes():
+    from .passes import layout_inference, lower_to_simt, pipeline_planning, simplify, storage_planning
+
+    tile_passes = [(layout_inference.NAME, layout_inference.run), (pipeline_planning.NAME, pipeline_planning.run)]
+    simt_passes = [(lower_to_simt.NAME, lower_to_simt.run), (simplify.NAME, simplify.run),
+                   (storage_planning.NAME, storage_planning.run)]
+    return tile_passes, simt_passes
+
+
+TARGET_PASS_NAMES = ["layout-inference", "pipeline-planning", "lower-to-simt", "simplify", "storage-planning"]
+
+
+def pass_names(with_target: bool = False) -> list[str]:
+    names = ["build"] + [n for n, _ in FRONT_PASSES]
+    return names + TARGET_PASS_NAMES if with_target else names
 
 
 @dataclass
@@ -33,8 +46,15 @@ class CompileResult:
     sources: SourceManager
     diagnostics: list[Diagnostic]
     ir_after: dict[str, str] = field(default_factory=dict)  # pass name -> printed IR (when asked)
+    target: object | None = None  # tilec.targets.registry.Target
+    simt: object | None = None  # tilec.ir.simt.SModule, when a target was given
+    source: str | None = None  # generated target source (CUDA C++, ...)
 
     def ir(self) -> str:
+        if self.simt is not None:
+            from .ir.simt_printer import simt_module_str
+
+            return simt_module_str(self.simt)
         return module_str(self.module)
 
 
@@ -47,6 +67,7 @@ def compile(
     kernel: str | None = None,
     dump_after: set[str] | None = None,
     verify: bool = False,
+    target: str | None = None,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR.
 
@@ -80,12 +101,47 @@ def compile(
                 _verify(module, name)
             if name in want:
                 dumps[name] = module_str(module)
+        result = CompileResult(module, sources, rep.diagnostics, dumps)
+        if target is not None:
+            _compile_for_target(result, target, rep, want)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
             e.diagnostics.extend(d for d in rep.diagnostics if d not in e.diagnostics)
         raise
-    return CompileResult(module, sources, rep.diagnostics, dumps)
+    return result
+
+
+def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str]) -> None:
+    from . import __version__
+    from .ir.simt_printer import simt_module_str
+    from .targets.registry import UnknownTarget, backend_available, lookup
+
+    try:
+        target = lookup(target_name)
+    except UnknownTarget as e:
+        raise CompileError([Diagnostic("error", str(e))]) from None
+    if not backend_available(target.backend):
+        raise CompileError([Diagnostic(
+            "error", f"target '{target.name}' ({target.description}) needs the {target.backend} back end, which this "
+            "tilec does not have yet; the source is valid (use --emit-ir to see its Tile IR)")])
+    result.target = target
+    tile_passes, simt_passes = _target_passes()
+    module = result.module
+    for name, run in tile_passes:
+        module = run(module, rep, target)
+        if name in want:
+            result.ir_after[name] = module_str(module)
+    simt = module
+    for name, run in simt_passes:
+        simt = run(simt, rep, target)
+        if name in want:
+            result.ir_after[name] = simt_module_str(simt)
+    result.simt = simt
+    import importlib
+
+    codegen = importlib.import_module(f"tilec.targets.{target.backend}.codegen")
+    result.source = codegen.generate(simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}")
 
 
 def _verify(module: T.Module, after: str) -> None:

@@ -333,6 +333,65 @@ TL_DEVICE half atomic_add(half* addr, half v) { return atomicAdd(addr, v); }
 TL_DEVICE bf16 atomic_add(bf16* addr, bf16 v) { return atomicAdd(addr, v); }
 #endif
 
+
+// atomic max/min: ints have native instructions; floats use the ordering of their bit patterns
+// (non-negative floats order like signed ints, negative ones like reversed unsigned ints).
+TL_DEVICE int atomic_max(int* addr, int v) { return atomicMax(addr, v); }
+TL_DEVICE int atomic_min(int* addr, int v) { return atomicMin(addr, v); }
+TL_DEVICE float atomic_max(float* addr, float v) {
+  return v >= 0.f ? __int_as_float(atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v)))
+                  : __uint_as_float(atomicMin(reinterpret_cast<unsigned*>(addr), __float_as_uint(v)));
+}
+TL_DEVICE float atomic_min(float* addr, float v) {
+  return v >= 0.f ? __int_as_float(atomicMin(reinterpret_cast<int*>(addr), __float_as_int(v)))
+                  : __uint_as_float(atomicMax(reinterpret_cast<unsigned*>(addr), __float_as_uint(v)));
+}
+
+// ---------------------------------------------------------------------------
+// Pointer forms used by generated code: fragments live in flat register arrays
+// (always indexed by constants after unrolling), so the code passes &arr[k].
+// ---------------------------------------------------------------------------
+
+#if TILEC_HAS_FP16
+TL_DEVICE void mma_f16(float* d, const unsigned* a, const unsigned* b) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+TL_DEVICE void mma_bf16(float* d, const unsigned* a, const unsigned* b) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+TL_DEVICE void ldmatrix_x2(unsigned* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(smem)) : "memory");
+}
+TL_DEVICE void ldmatrix_x4(unsigned* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(smem)) : "memory");
+}
+TL_DEVICE void ldmatrix_x2_trans(unsigned* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(smem)) : "memory");
+}
+TL_DEVICE void ldmatrix_x4_trans(unsigned* r, const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(smem)) : "memory");
+}
+
+// A 16-byte global read that yields zeros where `pred` is false (outside the tensor).
+TL_DEVICE void copy16_or_zero(void* dst, const void* src, bool pred) {
+  st_128(dst, pred ? ld_128(src) : make_uint4(0, 0, 0, 0));
+}
+
+TL_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
+
 }  // namespace tl
 
 #undef TL_DEVICE

@@ -1,0 +1,295 @@
+"""Layouts: where each element of a block-wide tile lives.
+
+A *fragment layout* distributes a fragment (a tile held in registers across the block) over the
+threads: thread t holds `num_local` elements, and `coords(t, k)` gives the tile indices of its
+k-th element. Layout inference picks one per fragment; lowering unrolls loops over k, so register
+arrays are only indexed by constants.
+
+A *shared layout* maps tile indices to an offset in a shared-memory array; the XOR swizzle
+permutes 16-byte chunks within a row so that ldmatrix and 16-byte copies are bank-conflict free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import dtypes as D
+from . import tile as T
+
+# ---------------------------------------------------------------- expression helpers
+
+
+def c(v: int) -> T.Const:
+    return T.Const(D.I32, None, v)
+
+
+def _bin(op: str, a: T.Expr, b: T.Expr | int) -> T.Expr:
+    if isinstance(b, int):
+        b = c(b)
+    from .fold import fold_node
+
+    e = T.Binary(D.I32, None, op, a, b)
+    return fold_node(e) or e
+
+
+def add(a, b):
+    return _bin("+", a, b)
+
+
+def mul(a, b):
+    return _bin("*", a, b)
+
+
+def div(a, b):
+    return _bin("//", a, b)
+
+
+def mod(a, b):
+    return _bin("%", a, b)
+
+
+def xor(a, b):
+    return _bin("^", a, b)
+
+
+# ---------------------------------------------------------------- fragment layouts
+
+
+K = T.Expr | int
+
+
+def _e(k: K) -> T.Expr:
+    return c(k) if isinstance(k, int) else k
+
+
+@dataclass(frozen=True)
+class MmaTiled:
+    """The accumulator of warp-level m16n8 matrix instructions tiled over warps.
+
+    The block tile M x N is split into wm x wn warp tiles; each warp tile into 16x8 atoms. In an
+    atom, lane l holds (l/4 + 8*(e/2), 2*(l%4) + e%2) for e in 0..3 (PTX ISA, mma.m16n8k16 C/D).
+    Local element k = (mi * ni_count + ni) * 4 + e.
+    """
+
+    m: int
+    n: int
+    wm: int
+    wn: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.m, self.n)
+
+    @property
+    def mi(self) -> int:
+        return self.m // self.wm // 16
+
+    @property
+    def ni(self) -> int:
+        return self.n // self.wn // 8
+
+    @property
+    def num_local(self) -> int:
+        return self.mi * self.ni * 4
+
+    def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
+        k = _e(k)
+        mi, ni, e = div(k, self.ni * 4), mod(div(k, 4), self.ni), mod(k, 4)
+        warp, lane = div(t, 32), mod(t, 32)
+        warp_m, warp_n = mod(warp, self.wm), div(warp, self.wm)
+        i = add(add(add(mul(warp_m, self.m // self.wm), mul(mi, 16)), mul(div(e, 2), 8)), div(lane, 4))
+        j = add(add(add(mul(warp_n, self.n // self.wn), mul(ni, 8)), mod(e, 2)), mul(mod(lane, 4), 2))
+        return [i, j]
+
+    def __str__(self) -> str:
+        return f"mma_m16n8[{self.m}x{self.n}, warps {self.wm}x{self.wn}]"
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    """A generic row-major distribution: each row is spread over `tpr` consecutive threads, each
+    holding `vec` consecutive elements per chunk; `rpt` = threads / tpr rows are covered per pass.
+    Local element k = (ri * col_chunks + cc) * vec + v."""
+
+    rows: int
+    cols: int
+    threads: int
+    tpr: int
+    vec: int
+    dims: tuple[int, ...]  # the fragment's own shape (rows x cols is it flattened to 2-D)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.dims
+
+    @property
+    def rpt(self) -> int:
+        return self.threads // self.tpr
+
+    @property
+    def row_passes(self) -> int:
+        return -(-self.rows // self.rpt)
+
+    @property
+    def col_chunks(self) -> int:
+        return self.cols // (self.tpr * self.vec)
+
+    @property
+    def per_row(self) -> int:
+        return self.col_chunks * self.vec
+
+    @property
+    def num_local(self) -> int:
+        return self.row_passes * self.per_row
+
+    def coords2d(self, t: T.Expr, k: K) -> tuple[T.Expr, T.Expr]:
+        k = _e(k)
+        ri, cc, v = div(k, self.per_row), div(mod(k, self.per_row), self.vec), mod(k, self.vec)
+        i = add(div(t, self.tpr), mul(ri, self.rpt))
+        j = add(add(mul(mod(t, self.tpr), self.vec), mul(cc, self.tpr * self.vec)), v)
+        return i, j
+
+    def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
+        i, j = self.coords2d(t, k)
+        if len(self.dims) == 1:
+            return [j]
+        if len(self.dims) == 2:
+            return [i, j]
+        out = [j]  # unflatten the leading dims from the row index
+        for d in reversed(self.dims[1:-1]):
+            out.insert(0, mod(i, d))
+            i = div(i, d)
+        out.insert(0, i)
+        return out
+
+    def valid(self, t: T.Expr, k: K) -> T.Expr | None:
+        """Whether element k of thread t exists (the last row pass may be partial)."""
+        if self.rows % self.rpt == 0:
+            return None
+        i, _ = self.coords2d(t, k)
+        return T.Compare(D.BOOL, None, "<", i, c(self.rows))
+
+    def __str__(self) -> str:
+        return f"block_row[{'x'.join(map(str, self.dims))}, {self.tpr} threads/row, vec {self.vec}]"
+
+
+@dataclass(frozen=True)
+class Projected:
+    """One dimension of a 2-D parent layout: a 1-D fragment indexed like the parent's rows
+    (keep=0) or columns (keep=1), replicated over the threads that share them."""
+
+    parent: MmaTiled | BlockRow
+    keep: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        p = self.parent
+        if isinstance(p, MmaTiled):
+            return (p.shape[self.keep],)
+        return (p.rows,) if self.keep == 0 else (p.cols,)
+
+    @property
+    def num_local(self) -> int:
+        p = self.parent
+        if isinstance(p, MmaTiled):
+            return p.mi * 2 if self.keep == 0 else p.ni * 2
+        return p.row_passes if self.keep == 0 else p.per_row
+
+    def local_of_parent(self, k: K) -> T.Expr:
+        """The local index holding the projection of the parent's local element k."""
+        k = _e(k)
+        p = self.parent
+        if isinstance(p, MmaTiled):
+            if self.keep == 0:
+                return add(mul(div(k, p.ni * 4), 2), div(mod(k, 4), 2))
+            return add(mul(mod(div(k, 4), p.ni), 2), mod(k, 2))
+        return div(k, p.per_row) if self.keep == 0 else mod(k, p.per_row)
+
+    def parent_local(self, k: K) -> T.Expr:
+        """A parent local element whose projection is local element k."""
+        k = _e(k)
+        p = self.parent
+        if isinstance(p, MmaTiled):
+            if self.keep == 0:
+                return add(mul(div(k, 2), p.ni * 4), mul(mod(k, 2), 2))
+            return add(mul(div(k, 2), 4), mod(k, 2))
+        return mul(k, p.per_row) if self.keep == 0 else k
+
+    def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
+        p = self.parent
+        pk = self.parent_local(k)
+        idx = p.coords2d(t, pk) if isinstance(p, BlockRow) else p.coords(t, pk)
+        return [idx[self.keep]]
+
+    def valid(self, t: T.Expr, k: K) -> T.Expr | None:
+        return self.parent.valid(t, self.parent_local(k)) if isinstance(self.parent, BlockRow) else None
+
+    def __str__(self) -> str:
+        return f"{'rows' if self.keep == 0 else 'cols'}_of({self.parent})"
+
+
+def valid(layout, t: T.Expr, k: K) -> T.Expr | None:
+    return layout.valid(t, k) if isinstance(layout, BlockRow | Projected) else None
+
+
+Fragment = MmaTiled | BlockRow | Projected
+
+
+def block_row(dims: tuple[int, ...], threads: int, max_vec: int = 4) -> BlockRow:
+    """The generic layout for a fragment that no matrix instruction constrains."""
+    cols = dims[-1]
+    rows = 1
+    for d in dims[:-1]:
+        rows *= d
+    vec = next(v for v in (max_vec, 4, 2, 1) if v <= max_vec and cols % v == 0)
+    chunks = cols // vec
+    tpr = 1
+    while tpr * 2 <= threads and chunks % (tpr * 2) == 0 and (threads // tpr > rows or tpr * 2 <= 32):
+        tpr *= 2
+    return BlockRow(rows, cols, threads, tpr, vec, tuple(dims))
+
+
+# ---------------------------------------------------------------- shared layouts
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Row-major 2-D (or flattened N-D) layout of a shared tile, optionally XOR-swizzled in
+    16-byte chunks: chunk' = chunk ^ ((row / rows_per_128B) % chunks_per_group)."""
+
+    shape: tuple[int, ...]
+    elem_bytes: int
+    swizzle: bool = False
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def row_elems(self) -> int:
+        return self.shape[-1]
+
+    def can_swizzle(self) -> bool:
+        rb = self.row_elems * self.elem_bytes
+        return rb >= 32 and rb & (rb - 1) == 0
+
+    def offset(self, idx: list[T.Expr]) -> T.Expr:
+        row: T.Expr = c(0)
+        for d, i in zip(self.shape[:-1], idx[:-1], strict=True):
+            row = add(mul(row, d), i)
+        col = idx[-1]
+        if not self.swizzle:
+            return add(mul(row, self.row_elems), col)
+        per_chunk = 16 // self.elem_bytes
+        rb = self.row_elems * self.elem_bytes
+        rows_per_line = max(1, 128 // rb)
+        chunks = min(rb // 16, 8)
+        chunk = div(col, per_chunk)
+        phys = xor(chunk, mod(div(row, rows_per_line), chunks))
+        return add(add(mul(row, self.row_elems), mul(phys, per_chunk)), mod(col, per_chunk))
+
+    def __str__(self) -> str:
+        return f"{'swizzled' if self.swizzle else 'linear'}[{'x'.join(map(str, self.shape))}]"

@@ -1,0 +1,154 @@
+"""SIMT IR: per-thread code for one thread block.
+
+Lowering turns Tile IR into this: flat buffers (global pointers, shared arrays, per-thread
+register arrays), scalar registers, loops, predicated accesses, barriers and intrinsics (matrix
+instructions, async copies, shuffles). The CUDA, HIP and WGSL code generators all print from it.
+
+Scalar expressions reuse the Tile IR expression nodes (Const, Var, Binary, Compare, Unary, Select,
+Call, Cast); the nodes below add what exists only per thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import Span
+from . import dtypes as D
+from .tile import Expr, Var
+
+
+@dataclass(eq=False)
+class SBuffer:
+    """A flat array: a global tensor's pointer, a shared-memory array or a register array."""
+
+    name: str
+    dtype: D.DType
+    scope: str  # global | shared | local
+    size: int | None = None  # elements; None for global tensors
+    const: bool = False  # a read-only global tensor
+    offset: int | None = None  # byte offset into dynamic shared memory (storage planning)
+    origin: str = ""  # the Tile IR buffer it implements, for messages
+
+
+@dataclass(eq=False)
+class ThreadIdx(Expr):
+    pass
+
+
+@dataclass(eq=False)
+class BlockIdx(Expr):
+    axis: int
+
+
+@dataclass(eq=False)
+class Ref(Expr):
+    """Load `buffer[index]`."""
+
+    buffer: SBuffer
+    index: Expr
+
+
+@dataclass(eq=False)
+class AddrOf(Expr):
+    """The address of `buffer[index]` (for intrinsics that take pointers)."""
+
+    buffer: SBuffer
+    index: Expr
+
+
+@dataclass(eq=False)
+class Intrinsic(Expr):
+    """A value-producing target intrinsic: shfl_xor, pack_half2, ..."""
+
+    name: str
+    args: list[Expr]
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(eq=False)
+class SStmt:
+    span: Span | None
+
+
+@dataclass(eq=False)
+class Declare(SStmt):
+    var: Var
+    value: Expr | None
+
+
+@dataclass(eq=False)
+class DeclareArray(SStmt):
+    buffer: SBuffer
+    init: Expr | None = None
+
+
+@dataclass(eq=False)
+class SStore(SStmt):
+    buffer: SBuffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(eq=False)
+class SAssign(SStmt):
+    var: Var
+    value: Expr
+
+
+@dataclass(eq=False)
+class SFor(SStmt):
+    var: Var
+    begin: Expr
+    extent: Expr
+    body: list[SStmt]
+    unroll: bool = False
+    step: Expr | None = None
+    keep_rolled: bool = False  # a cold path: unrolling would only add register pressure
+
+
+@dataclass(eq=False)
+class SIf(SStmt):
+    cond: Expr
+    then_body: list[SStmt]
+    else_body: list[SStmt] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Barrier(SStmt):
+    pass
+
+
+@dataclass(eq=False)
+class SCall(SStmt):
+    """An intrinsic statement: mma, ldmatrix, cp.async, atomics, printf..."""
+
+    name: str
+    args: list[Expr]
+
+
+@dataclass(eq=False)
+class SComment(SStmt):
+    text: str
+
+
+@dataclass(eq=False)
+class SKernel:
+    name: str
+    params: list[SBuffer | Var]  # pointers and scalars, in the signature's order
+    size_vars: list[Var]  # runtime sizes, passed after the tensor params
+    grid: list[Expr]  # in terms of size vars
+    threads: int
+    shared: list[SBuffer]  # placed in dynamic shared memory
+    shared_bytes: int
+    body: list[SStmt]
+    span: Span | None
+    flops: Expr | None = None
+    bytes_moved: Expr | None = None
+    attrs: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class SModule:
+    kernels: list[SKernel]

@@ -1,0 +1,261 @@
+"""One C-style printer for SIMT IR; each GPU language is a thin dialect of it.
+
+A dialect overrides type names, thread/block index spellings, barriers, the kernel signature and
+the intrinsic spellings; statements and expressions print the same everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import dtypes as D
+from . import simt as S
+from . import tile as T
+
+_PREC = {"or": 1, "and": 2, "|": 3, "^": 4, "&": 5, "cmp": 6, "<<": 7, ">>": 7, "+": 8, "-": 8,
+         "*": 9, "/": 9, "//": 9, "%": 9}
+
+
+class CStylePrinter:
+    types: dict[str, str] = {}
+    thread_idx = "threadIdx.x"
+    block_idx = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+    barrier = "__syncthreads();"
+    unroll_pragma = "#pragma unroll"
+    no_unroll_pragma = "#pragma unroll 1"
+
+    def __init__(self) -> None:
+        self.nonneg: set[int] = set()
+        self.lines: list[str] = []
+        self.indent = 0
+
+    # ------------------------------------------------------------ types and literals
+    def type(self, dt: D.DType) -> str:
+        return self.types[dt.name]
+
+    def literal(self, e: T.Const) -> str:
+        dt, v = e.dtype, e.value
+        if dt.is_bool:
+            return "true" if v else "false"
+        if dt.is_float:
+            f = float(v)
+            if math.isinf(f):
+                text = "(-TL_INF)" if f < 0 else "TL_INF"
+            elif math.isnan(f):
+                text = "TL_NAN"
+            else:
+                text = repr(f) + ("" if dt == D.F64 else "f")
+            if dt in (D.F32, D.F64):
+                return text
+            return self.cast_from_float(text, dt)
+        if dt == D.I64:
+            return f"{int(v)}ll"
+        if dt.kind == "uint":
+            return f"{int(v)}u"
+        return str(int(v))
+
+    def cast_from_float(self, text: str, dt: D.DType) -> str:
+        return f"{self.type(dt)}({text})"
+
+    # ------------------------------------------------------------ expressions
+    def is_nonneg(self, e: T.Expr) -> bool:
+        if isinstance(e, T.Const):
+            return not e.dtype.is_float and int(e.value) >= 0
+        if isinstance(e, S.ThreadIdx | S.BlockIdx):
+            return True
+        if isinstance(e, T.Var):
+            return id(e) in self.nonneg or e.kind == "size"
+        if isinstance(e, T.Binary) and e.op in ("+", "*", "//", "%", "&", ">>"):
+            return self.is_nonneg(e.a) and self.is_nonneg(e.b)
+        if isinstance(e, T.Cast):
+            return self.is_nonneg(e.value)
+        if isinstance(e, T.Call) and e.func in ("ceildiv", "max", "min"):
+            return all(self.is_nonneg(a) for a in e.args)
+        return False
+
+    def expr(self, e: T.Expr, parent: int = 0) -> str:
+        if isinstance(e, T.Const):
+            return self.literal(e)
+        if isinstance(e, T.Var):
+            return e.name
+        if isinstance(e, S.ThreadIdx):
+            return f"int({self.thread_idx})" if self.thread_idx.startswith("threadIdx") else self.thread_idx
+        if isinstance(e, S.BlockIdx):
+            idx = self.block_idx[e.axis]
+            return f"int({idx})" if idx.startswith("blockIdx") else idx
+        if isinstance(e, S.Ref):
+            return f"{e.buffer.name}[{self.expr(e.index)}]"
+        if isinstance(e, S.AddrOf):
+            return f"&{e.buffer.name}[{self.expr(e.index)}]"
+        if isinstance(e, T.Binary):
+            return self.binary(e, parent)
+        if isinstance(e, T.Compare):
+            p = _PREC["cmp"]
+            text = f"{self.expr(e.a, p + 1)} {e.op} {self.expr(e.b, p + 1)}"
+            return f"({text})" if p <= parent else text
+        if isinstance(e, T.Unary):
+            op = {"not": "!", "-": "-", "~": "~"}[e.op]
+            return f"{op}{self.expr(e.a, 100)}"
+        if isinstance(e, T.Select):
+            return f"({self.expr(e.cond, 1)} ? {self.expr(e.a, 1)} : {self.expr(e.b, 1)})"
+        if isinstance(e, T.Cast):
+            return self.cast(e)
+        if isinstance(e, T.Call):
+            return self.call(e)
+        if isinstance(e, S.Intrinsic):
+            return self.intrinsic(e)
+        raise TypeError(f"cannot print {type(e).__name__}")
+
+    def binary(self, e: T.Binary, parent: int) -> str:
+        op = e.op
+        if op in ("//", "%") and not e.dtype.is_float:
+            if self.is_nonneg(e.a) and self.is_nonneg(e.b):
+                op = "/" if op == "//" else "%"
+            else:
+                fn = "floordiv" if op == "//" else "floormod"
+                return f"{self.int_helper(fn)}({self.expr(e.a)}, {self.expr(e.b)})"
+        elif op == "%":
+            return f"fmodf({self.expr(e.a)}, {self.expr(e.b)})"
+        elif op == "**":
+            return f"powf({self.expr(e.a)}, {self.expr(e.b)})"
+        elif op in ("and", "or"):
+            op = "&&" if op == "and" else "||"
+        if self.wide_arith(e):
+            return self.wide_binary(e, op)
+        p = _PREC.get(e.op, 8)
+        text = f"{self.expr(e.a, p)} {op} {self.expr(e.b, p + 1)}"
+        return f"({text})" if p <= parent else text
+
+    def wide_arith(self, e: T.Binary) -> bool:
+        return False
+
+    def wide_binary(self, e: T.Binary, op: str) -> str:
+        raise NotImplementedError
+
+    def int_helper(self, name: str) -> str:
+        return f"tl::{name}"
+
+    def cast(self, e: T.Cast) -> str:
+        return f"static_cast<{self.type(e.dtype)}>({self.expr(e.value)})"
+
+    def call(self, e: T.Call) -> str:
+        raise NotImplementedError
+
+    def intrinsic(self, e: S.Intrinsic) -> str:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ statements
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.indent + text)
+
+    def stmts(self, body: list[S.SStmt]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: S.SStmt) -> None:
+        if isinstance(s, S.Declare):
+            if s.value is not None and self.is_nonneg(s.value):
+                self.nonneg.add(id(s.var))
+            init = f" = {self.expr(s.value)}" if s.value is not None else ""
+            self.line(f"{self.type(s.var.dtype)} {s.var.name}{init};")
+        elif isinstance(s, S.DeclareArray):
+            self.declare_array(s)
+        elif isinstance(s, S.SStore):
+            self.line(f"{s.buffer.name}[{self.expr(s.index)}] = {self.expr(s.value)};")
+        elif isinstance(s, S.SAssign):
+            self.line(f"{s.var.name} = {self.expr(s.value)};")
+        elif isinstance(s, S.SFor):
+            self.loop(s)
+        elif isinstance(s, S.SIf):
+            self.line(f"if ({self.expr(s.cond)}) {{")
+            self.block(s.then_body)
+            if s.else_body:
+                self.line("} else {")
+                self.block(s.else_body)
+            self.line("}")
+        elif isinstance(s, S.Barrier):
+            self.line(self.barrier)
+        elif isinstance(s, S.SCall):
+            self.line(self.call_stmt(s))
+        elif isinstance(s, S.SComment):
+            self.line(f"// {s.text}")
+        else:
+            raise TypeError(f"cannot print {type(s).__name__}")
+
+    def block(self, body: list[S.SStmt]) -> None:
+        self.indent += 1
+        self.stmts(body)
+        self.indent -= 1
+
+    def declare_array(self, s: S.DeclareArray) -> None:
+        init = f" = {{{self.expr(s.init)}}}" if s.init is not None else ""
+        self.line(f"{self.type(s.buffer.dtype)} {s.buffer.name}[{s.buffer.size}]{init};")
+
+    def loop(self, s: S.SFor) -> None:
+        begin_zero = isinstance(s.begin, T.Const) and int(s.begin.value) == 0
+        if s.unroll:
+            self.line(self.unroll_pragma)
+        elif s.keep_rolled:
+            self.line(self.no_unroll_pragma)
+        if self.is_nonneg(s.begin) and (s.step is None or self.is_nonneg(s.step)):
+            self.nonneg.add(id(s.var))
+        if begin_zero and s.step is None:
+            self.line(f"for (int {s.var.name} = 0; {s.var.name} < {self.expr(s.extent)}; ++{s.var.name}) {{")
+            self.block(s.body)
+            self.line("}")
+            return
+        t = f"{s.var.name}_t"
+        self.line(f"for (int {t} = 0; {t} < {self.expr(s.extent)}; ++{t}) {{")
+        step = f" * {self.expr(s.step, 9)}" if s.step is not None else ""
+        self.indent += 1
+        self.line(f"int {s.var.name} = {self.expr(s.begin, 8)} + {t}{step};")
+        self.indent -= 1
+        self.block(s.body)
+        self.line("}")
+
+    def call_stmt(self, s: S.SCall) -> str:
+        raise NotImplementedError
+
+
+class SimtTextPrinter(CStylePrinter):
+    """Target-neutral text of SIMT IR (`tilec --emit-ir=after:lower-to-simt`)."""
+
+    types = {name: name for name in D.BY_NAME}
+    thread_idx = "tid"
+    block_idx = ("bx", "by", "bz")
+    barrier = "barrier()"
+    unroll_pragma = "unroll:"
+    no_unroll_pragma = "rolled:"
+
+    def cast(self, e: T.Cast) -> str:
+        return f"{e.dtype}({self.expr(e.value)})"
+
+    def call(self, e: T.Call) -> str:
+        return f"{e.func}({', '.join(self.expr(a) for a in e.args)})"
+
+    def intrinsic(self, e: S.Intrinsic) -> str:
+        return f"{e.name}({', '.join(self.expr(a) for a in e.args)})"
+
+    def int_helper(self, name: str) -> str:
+        return name
+
+    def call_stmt(self, s: S.SCall) -> str:
+        return f"{s.name}({', '.join(self.expr(a) for a in s.args)})"
+
+    def kernel(self, k: S.SKernel) -> str:
+        self.lines = []
+        params = [f"{p.name}: {'global ' if isinstance(p, S.SBuffer) else ''}{p.dtype}" for p in k.params]
+        params += [f"{v.name}: i32" for v in k.size_vars]
+        grid = ", ".join(self.expr(g) for g in k.grid)
+        self.line(f"simt kernel {k.name}({', '.join(params)}) grid ({grid}) threads {k.threads} "
+                  f"shared {k.shared_bytes} B")
+        for b in k.shared:
+            self.line(f"  shared {b.name}: {b.dtype}[{b.size}] at {b.offset}")
+        self.indent += 1
+        self.stmts(k.body)
+        self.indent -= 1
+        return "\n".join(self.lines)
+
+
+def simt_module_str(module: S.SModule) -> str:
+    return "\n\n".join(SimtTextPrinter().kernel(k) for k in module.kernels) + "\n"

@@ -1,0 +1,267 @@
+"""layout-inference — a register layout for every fragment, a shared layout for every shared tile.
+
+Assumes: check-tile-ops has run (tile ops are well-shaped); the target is known.
+Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
+  * each fragment a layout: gemm accumulators take the matrix instruction's tiled accumulator
+    layout (a warp partition chosen from the gemm's policy); fragments used together in a Parallel
+    loop, or copied into each other, share a layout; 1-D fragments indexed by one loop variable of
+    such a loop (and reduction results) take the projection of its layout onto that dimension;
+    everything else gets the generic block-row layout;
+  * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
+    power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
+  * each gemm an implementation: "mma" (mma.sync m16n8k16) or "fma" (scalar fallback).
+Conflicting requirements (a fragment needed in two different layouts) are reported at the line
+that creates the conflict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import Reporter
+from ..ir import dtypes as D
+from ..ir import tile as T
+from ..ir.layout import BlockRow, Fragment, MmaTiled, Projected, SharedLayout, block_row
+from ..ir.visit import sub_exprs, walk_stmts
+from ..targets.registry import Target
+
+NAME = "layout-inference"
+
+
+@dataclass
+class LayoutTable:
+    fragments: dict[int, Fragment] = field(default_factory=dict)
+    shared: dict[int, SharedLayout] = field(default_factory=dict)
+    gemm_impl: dict[int, str] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+
+    def fragment(self, b: T.Buffer) -> Fragment:
+        return self.fragments[id(b)]
+
+    def __str__(self) -> str:
+        lines = [""]
+        for key, lay in self.fragments.items():
+            lines.append(f"    {self.names[key]}: {lay}")
+        for key, lay in self.shared.items():
+            lines.append(f"    {self.names[key]}: {lay}")
+        return "\n".join(lines)
+
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _fragment_loads(s: T.Stmt) -> list[tuple[T.Buffer, list[T.Expr], T.Stmt]]:
+    """Every fragment access (loads and stores) directly in statement s (not nested)."""
+    out = []
+    exprs: list[T.Expr] = []
+    if isinstance(s, T.Store):
+        if s.buffer.scope == "fragment":
+            out.append((s.buffer, s.indices, s))
+        exprs = [s.value, *s.indices]
+    elif isinstance(s, T.Assign):
+        exprs = [s.value]
+    elif isinstance(s, T.If):
+        exprs = [s.cond]
+    elif isinstance(s, T.For):
+        exprs = [*s.extents]
+    for e in exprs:
+        for x in sub_exprs(e):
+            if isinstance(x, T.Load) and x.buffer.scope == "fragment":
+                out.append((x.buffer, x.indices, s))
+    return out
+
+
+def _choose_warps(m: int, n: int, warps: int, policy: str) -> tuple[int, int] | None:
+    options = []
+    wm = 1
+    while wm <= warps:
+        if warps % wm == 0:
+            wn = warps // wm
+            if m % (16 * wm) == 0 and n % (8 * wn) == 0:
+                options.append((wm, wn))
+        wm *= 2
+    if not options:
+        return None
+    if policy == "full_row":
+        return max(options, key=lambda o: o[0])
+    if policy == "full_col":
+        return max(options, key=lambda o: o[1])
+    # square: warp tiles as square as possible (in elements)
+    return min(options, key=lambda o: (abs((m / o[0]) - (n / o[1])), -o[0]))
+
+
+def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
+    for k in module.kernels:
+        k.attrs["layouts"] = _infer(k, rep, target)
+    rep.check()
+    return module
+
+
+def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
+    table = LayoutTable()
+    frags: dict[int, T.Buffer] = {}
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc):
+            table.names[id(s.buffer)] = s.buffer.name
+            if s.buffer.scope == "fragment":
+                frags[id(s.buffer)] = s.buffer
+    uf = _UnionFind()
+    for key in frags:
+        uf.find(key)
+    projections: list[tuple[int, int, int, T.Stmt]] = []  # (1-D frag, parent frag, keep, where)
+    row_reduced: set[int] = set()
+    register_a: set[int] = set()
+
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.For) and s.kind == "parallel":
+            loop_ids = [id(v) for v in s.vars]
+            driver: int | None = None
+            accesses = [a for st in walk_stmts(s.body) for a in _fragment_loads(st)]
+            for buf, idx, _ in accesses:
+                if [id(i) if isinstance(i, T.Var) else None for i in idx] == loop_ids:
+                    if driver is None:
+                        driver = id(buf)
+                    else:
+                        uf.union(driver, id(buf))
+            for buf, idx, where in accesses:
+                if len(idx) == 1 and len(loop_ids) == 2 and isinstance(idx[0], T.Var) and id(idx[0]) in loop_ids:
+                    if driver is not None:
+                        projections.append((id(buf), driver, loop_ids.index(id(idx[0])), where))
+        elif isinstance(s, T.Copy) and s.src.buffer.scope == s.dst.buffer.scope == "fragment":
+            uf.union(id(s.src.buffer), id(s.dst.buffer))
+        elif isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment":
+            if len(s.src.buffer.shape) == 2 and len(s.dst.buffer.shape) == 1:
+                projections.append((id(s.dst.buffer), id(s.src.buffer), 1 - s.dim, s))
+                if s.dim == 1:
+                    row_reduced.add(id(s.src.buffer))
+        elif isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment":
+            register_a.add(id(s.a.buffer))
+
+    # Gemm accumulators.
+    class_layout: dict[int, Fragment] = {}
+    class_site: dict[int, T.Stmt] = {}
+    warps = k.threads // target.warp_size if target.warp_size else 0
+    has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
+    for s in walk_stmts(k.body):
+        if not isinstance(s, T.Gemm):
+            continue
+        c_buf = s.c.buffer
+        impl = "fma"
+        exts = s.c.const_extents
+        if (has_mma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
+                and exts is not None and len(c_buf.shape) == 2 and k.threads % 32 == 0):
+            m, n = c_buf.const_shape
+            kdim = _gemm_k(s)
+            policy = s.policy
+            root = uf.find(id(c_buf))
+            members = [b for b in frags if uf.find(b) == root]
+            if policy == "square" and (any(b in row_reduced for b in members) or
+                                       any(uf.find(a) == root for a in register_a)):
+                policy = "full_row"
+            choice = _choose_warps(m, n, warps, policy)
+            if choice is not None and kdim % 16 == 0 and _operands_mma_ok(s, table, frags, uf):
+                impl = "mma"
+                lay = MmaTiled(m, n, *choice)
+                prev = class_layout.get(root)
+                if prev is not None and prev != lay:
+                    rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
+                              f"layouts ({prev} and {lay})", s.span)
+                class_layout[root] = lay
+                class_site[root] = s
+        table.gemm_impl[id(s)] = impl
+
+    # Everything else that is at least 2-D: the generic layout.
+    for key, buf in frags.items():
+        root = uf.find(key)
+        if root not in class_layout and len(buf.shape) >= 2:
+            class_layout[root] = block_row(buf.const_shape, k.threads)
+    # Projections (1-D fragments tied to a 2-D layout), resolved until nothing changes.
+    changed = True
+    while changed:
+        changed = False
+        for child, parent, keep, where in projections:
+            proot, croot = uf.find(parent), uf.find(child)
+            parent_layout = class_layout.get(proot)
+            if parent_layout is None or isinstance(parent_layout, Projected):
+                continue
+            want = Projected(parent_layout, keep)
+            have = class_layout.get(croot)
+            if have is None:
+                class_layout[croot] = want
+                class_site[croot] = where
+                changed = True
+            elif have != want:
+                rep.error(f"fragment '{frags[child].name}' would need two layouts: {have} and {want}; use a "
+                          "separate fragment for each use", where.span)
+                return table
+    for key, buf in frags.items():
+        root = uf.find(key)
+        if root not in class_layout:
+            class_layout[root] = block_row(buf.const_shape, k.threads)
+        lay = class_layout[root]
+        if tuple(lay.shape) != tuple(buf.const_shape):
+            rep.error(f"fragment '{buf.name}' ({'x'.join(map(str, buf.const_shape))}) is used together with a "
+                      f"fragment of layout {lay}; their shapes differ", buf.span)
+            continue
+        table.fragments[key] = lay
+
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mma":
+            la = table.fragments.get(id(s.a.buffer))
+            lc = table.fragments.get(id(s.c.buffer))
+            if not (isinstance(la, MmaTiled) and isinstance(lc, MmaTiled) and la.wn == 1 and lc.wn == 1
+                    and la.wm == lc.wm and not s.transpose_a):
+                table.gemm_impl[id(s)] = "fma"
+
+    # Shared layouts.
+    annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
+    mma_operands = set()
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "mma":
+            mma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared":
+            b = s.buffer
+            lay = SharedLayout(b.const_shape, b.dtype.bytes)
+            want = annotated.get(id(b), "swizzled" if id(b) in mma_operands else "linear")
+            if want == "swizzled" and lay.can_swizzle() and len(b.shape) >= 2:
+                lay = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True)
+            table.shared[id(b)] = lay
+    return table
+
+
+def _gemm_k(s: T.Gemm) -> int:
+    ext = [e for e in s.a.const_extents if e != 1] or [1]
+    return ext[0] if s.transpose_a else ext[-1]
+
+
+def _operands_mma_ok(s: T.Gemm, table, frags, uf) -> bool:
+    if s.a.buffer.dtype != s.b.buffer.dtype or s.b.buffer.scope != "shared":
+        return False
+    for r in (s.a, s.b):
+        if r.buffer.scope == "shared":
+            shape = r.buffer.const_shape
+            if len(shape) != 2 or (shape[-1] * r.buffer.dtype.bytes) % 16 != 0:
+                return False
+            if any(not isinstance(x, T.Const) or int(x.value) % 8 != 0 for x in r.starts):
+                return False
+    ext_b = [e for e in s.b.const_extents if e != 1]
+    n = ext_b[0] if s.transpose_b else ext_b[-1]
+    return n % 8 == 0
+
+
+__all__ = ["LayoutTable", "run", "BlockRow", "MmaTiled", "Projected"]

@@ -1,0 +1,1075 @@
+"""lower-to-simt — tile operations to per-thread code.
+
+Assumes: layout-inference and pipeline-planning have run (kernel.attrs["layouts"],
+kernel.attrs["pipelines"]).
+Guarantees: an SModule whose kernels contain only per-thread statements:
+  * fragments become register arrays indexed only inside fully unrolled loops over the layout's
+    local elements; Parallel loops over fragments iterate those local elements, other Parallel
+    loops are spread over the threads (consecutive threads on the innermost dimension);
+  * copies are spread over the threads, 16 bytes at a time where both sides are contiguous and a
+    run-time check shows the global side aligned (else element by element); every global access is
+    predicated on the tensor bounds, so ragged shapes are safe;
+  * gemm on the "mma" path becomes ldmatrix + mma.sync m16n8k16 per warp; on the "fma" path each
+    thread computes its accumulator elements with scalar multiply-adds;
+  * reductions combine per-thread partials with warp shuffles, then across warps through shared
+    scratch memory;
+  * Pipelined loops with a cp.async plan become prologue / steady state with
+    `stages - 1` copies in flight, multi-buffered shared tiles;
+  * barriers are placed between shared-memory writes and reads by different threads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..diagnostics import CompileError, Diagnostic, Reporter, Span
+from ..ir import dtypes as D
+from ..ir import simt as S
+from ..ir import tile as T
+from ..ir.fold import as_int, fold
+from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, valid
+from ..ir.visit import sub_exprs, walk_stmts
+from ..targets.registry import Target
+
+NAME = "lower-to-simt"
+
+I64 = D.I64
+
+
+def _b(op: str, a: T.Expr, b: T.Expr, dt: D.DType | None = None) -> T.Expr:
+    return fold(T.Binary(dt or a.dtype, None, op, a, b))
+
+
+def _cmp(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
+    return fold(T.Compare(D.BOOL, None, op, a, b))
+
+
+def _and(a: T.Expr | None, b: T.Expr | None) -> T.Expr | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return fold(T.Binary(D.BOOL, None, "and", a, b))
+
+
+def _cast(e: T.Expr, dt: D.DType) -> T.Expr:
+    if e.dtype == dt:
+        return e
+    return fold(T.Cast(dt, None, e))
+
+
+def _i64(e: T.Expr) -> T.Expr:
+    return _cast(e, I64)
+
+
+class Lowerer:
+    def __init__(self, k: T.Kernel, target: Target, rep: Reporter):
+        self.k = k
+        self.target = target
+        self.rep = rep
+        self.layouts = k.attrs["layouts"]
+        self.plans = k.attrs.get("pipelines", {})
+        self.tid = S.ThreadIdx(D.I32, None)
+        self.buffers: dict[int, S.SBuffer] = {}
+        self.shared: list[S.SBuffer] = []
+        self.subst: dict[int, T.Expr] = {}
+        self.stage_offset: dict[int, T.Expr] = {}
+        self.stage_count: dict[int, int] = {}
+        self.out: list[S.SStmt] = []
+        self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
+        self.smem_dirty = False  # shared memory written since the last barrier
+        self.smem_read = False  # shared memory read since the last barrier
+        self.names: set[str] = set()
+        self.scratch: S.SBuffer | None = None
+        self.scratch_elems = 0
+        for v in k.block_vars:
+            self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
+        for kv in k.size_vars:
+            self.names.add(kv.name)
+        for p in k.params:
+            self.names.add(p.name)
+            if isinstance(p, T.Buffer):
+                self.buffers[id(p)] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
+        for s in walk_stmts(k.body):
+            if isinstance(s, T.For) and id(s) in self.plans:
+                plan = self.plans[id(s)]
+                if plan.stages > 1:
+                    for pr in plan.producers:
+                        self.stage_count[id(pr.dst.buffer)] = plan.stages
+
+    # ------------------------------------------------------------ utilities
+    def fail(self, msg: str, span: Span | None) -> CompileError:
+        return CompileError([Diagnostic("error", msg, span)])
+
+    def fresh(self, name: str, dt: D.DType = D.I32) -> T.Var:
+        base, n = name, 1
+        while name in self.names:
+            n += 1
+            name = f"{base}_{n}"
+        self.names.add(name)
+        return T.Var(dt, None, name, "local")
+
+    def emit(self, s: S.SStmt) -> None:
+        self.out.append(s)
+
+    def block(self, fn) -> list[S.SStmt]:
+        saved = self.out
+        self.out = []
+        try:
+            fn()
+            return self.out
+        finally:
+            self.out = saved
+
+    def declare(self, name: str, value: T.Expr, dt: D.DType | None = None) -> T.Var:
+        v = self.fresh(name, dt or value.dtype)
+        self.emit(S.Declare(None, v, value))
+        return v
+
+    def barrier(self) -> None:
+        if self.out and isinstance(self.out[-1], S.Barrier):
+            return
+        self.emit(S.Barrier(None))
+        self.smem_dirty = False
+        self.smem_read = False
+
+    def before_shared_access(self, reads: bool, writes: bool) -> None:
+        if (reads and self.smem_dirty) or (writes and (self.smem_read or self.smem_dirty)):
+            self.barrier()
+
+    def after_shared_access(self, reads: bool, writes: bool) -> None:
+        self.smem_read |= reads
+        self.smem_dirty |= writes
+
+    # ------------------------------------------------------------ buffers and addresses
+    def sbuf(self, b: T.Buffer) -> S.SBuffer:
+        return self.buffers[id(b)]
+
+    def global_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
+        off: T.Expr = T.Const(I64, None, 0)
+        for d, i in zip(b.shape, idx, strict=True):
+            off = _b("+", _b("*", off, _i64(self.lx(d))), _i64(i))
+        return off
+
+    def shared_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
+        lay: SharedLayout = self.layouts.shared[id(b)]
+        off = lay.offset(idx)
+        st = self.stage_offset.get(id(b))
+        return add(st, off) if st is not None else off
+
+    def local_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
+        off: T.Expr = c(0)
+        for d, i in zip(b.const_shape, idx, strict=True):
+            off = add(mul(off, d), i)
+        return off
+
+    def address(self, b: T.Buffer, idx: list[T.Expr], span) -> T.Expr:
+        """Flat index into b's SBuffer of the element at (already lowered) indices idx."""
+        if b.scope == "global":
+            return self.global_offset(b, idx)
+        if b.scope == "shared":
+            return self.shared_offset(b, idx)
+        if b.scope in ("local", "var"):
+            return self.local_offset(b, idx)
+        raise self.fail(f"fragment '{b.name}' cannot be addressed by index here", span)
+
+    def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
+        """The register holding fragment element b[orig_idx] in the current Parallel context."""
+        if self.frag_ctx is None:
+            raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
+                            "are spread over the threads)", span)
+        loop_ids, layout, k = self.frag_ctx
+        lay = self.layouts.fragments[id(b)]
+        ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
+        if ids == loop_ids and lay == layout:
+            return k
+        if len(ids) == 1 and isinstance(lay, Projected) and lay.parent == layout and ids[0] in loop_ids \
+                and loop_ids.index(ids[0]) == lay.keep:
+            return lay.local_of_parent(k)
+        raise self.fail(f"fragment '{b.name}' (layout {lay}) is accessed at an index that this Parallel loop "
+                        f"(layout {layout}) does not own; index fragments with the loop variables", span)
+
+    # ------------------------------------------------------------ expressions
+    def lx(self, e: T.Expr) -> T.Expr:
+        if isinstance(e, T.Const | S.ThreadIdx | S.BlockIdx):
+            return e
+        if isinstance(e, T.Var):
+            return self.subst.get(id(e), e)
+        if isinstance(e, T.Load):
+            b = e.buffer
+            if b.scope == "fragment":
+                return S.Ref(e.dtype, e.span, self.sbuf(b), self.frag_local(b, e.indices, e.span))
+            idx = [self.lx(i) for i in e.indices]
+            if b.scope == "shared":
+                self.smem_read = True
+            return S.Ref(e.dtype, e.span, self.sbuf(b), fold(self.address(b, idx, e.span)))
+        if isinstance(e, T.Binary | T.Compare):
+            return fold(dataclasses.replace(e, a=self.lx(e.a), b=self.lx(e.b)))
+        if isinstance(e, T.Unary):
+            return fold(dataclasses.replace(e, a=self.lx(e.a)))
+        if isinstance(e, T.Select):
+            return fold(dataclasses.replace(e, cond=self.lx(e.cond), a=self.lx(e.a), b=self.lx(e.b)))
+        if isinstance(e, T.Call):
+            return fold(dataclasses.replace(e, args=[self.lx(a) for a in e.args]))
+        if isinstance(e, T.Cast):
+            return fold(dataclasses.replace(e, value=self.lx(e.value)))
+        raise self.fail(f"cannot lower expression {type(e).__name__}", e.span)
+
+    # ------------------------------------------------------------ statements
+    def run(self) -> S.SKernel:
+        k = self.k
+        self.stmts(k.body)
+        params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
+        grid = [self.lx(g) for g in k.grid]
+        return S.SKernel(k.name, params, list(k.size_vars), grid, k.threads, self.shared, 0, self.out, k.span)
+
+    def stmts(self, body: list[T.Stmt]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def uses_shared(self, s: T.Stmt) -> tuple[bool, bool]:
+        """(reads shared memory, writes shared memory) anywhere in s."""
+        reads = writes = False
+        for st in walk_stmts([s]):
+            regions_r, regions_w = [], []
+            exprs: list[T.Expr] = []
+            if isinstance(st, T.Copy):
+                regions_r, regions_w = [st.src], [st.dst]
+            elif isinstance(st, T.Gemm):
+                regions_r, regions_w = [st.a, st.b], [st.c]
+            elif isinstance(st, T.Reduce):
+                regions_r, regions_w = [st.src], [st.dst]
+            elif isinstance(st, T.Fill):
+                regions_w = [st.dst]
+            elif isinstance(st, T.Atomic):
+                regions_w = [st.dst]
+                if isinstance(st.value, T.Region):
+                    regions_r = [st.value]
+            elif isinstance(st, T.Store):
+                writes |= st.buffer.scope == "shared"
+                exprs = [st.value, *st.indices]
+            elif isinstance(st, T.Assign):
+                exprs = [st.value]
+            elif isinstance(st, T.If):
+                exprs = [st.cond]
+            reads |= any(r.buffer.scope == "shared" for r in regions_r)
+            writes |= any(r.buffer.scope == "shared" for r in regions_w)
+            for e in exprs:
+                reads |= any(isinstance(x, T.Load) and x.buffer.scope == "shared" for x in sub_exprs(e))
+        return reads, writes
+
+    def stmt(self, s: T.Stmt) -> None:
+        if isinstance(s, T.For) and s.kind != "parallel":
+            return self.serial_loop(s)
+        reads, writes = self.uses_shared(s)
+        self.before_shared_access(reads, writes)
+        self.lower(s)
+        self.after_shared_access(reads, writes)
+
+    def lower(self, s: T.Stmt) -> None:
+        if isinstance(s, T.Alloc):
+            return self.alloc(s)
+        if isinstance(s, T.Store):
+            b = s.buffer
+            value = self.lx(s.value)
+            if b.scope == "fragment":
+                idx = self.frag_local(b, s.indices, s.span)
+            else:
+                idx = fold(self.address(b, [self.lx(i) for i in s.indices], s.span))
+            return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
+        if isinstance(s, T.Assign):
+            value = self.lx(s.value)
+            if id(s.var) in self.subst:
+                return self.emit(S.SAssign(s.span, self.subst[id(s.var)], value))
+            v = self.fresh(s.var.name, s.var.dtype)
+            self.subst[id(s.var)] = v
+            return self.emit(S.Declare(s.span, v, value))
+        if isinstance(s, T.If):
+            cond = self.lx(s.cond)
+            then_body = self.block(lambda: self.stmts(s.then_body))
+            else_body = self.block(lambda: self.stmts(s.else_body))
+            return self.emit(S.SIf(s.span, cond, then_body, else_body))
+        if isinstance(s, T.For):
+            return self.parallel(s)
+        if isinstance(s, T.Copy):
+            return self.copy(s)
+        if isinstance(s, T.Fill):
+            return self.fill(s)
+        if isinstance(s, T.Gemm):
+            return self.gemm(s)
+        if isinstance(s, T.Reduce):
+            return self.reduce(s)
+        if isinstance(s, T.Atomic):
+            return self.atomic(s)
+        if isinstance(s, T.Print):
+            return self.print(s)
+        if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
+            return
+        raise self.fail(f"cannot lower {type(s).__name__}", s.span)
+
+    def alloc(self, s: T.Alloc) -> None:
+        b = s.buffer
+        self.names.add(b.name)
+        if b.scope == "shared":
+            stages = self.stage_count.get(id(b), 1)
+            lay: SharedLayout = self.layouts.shared[id(b)]
+            sb = S.SBuffer(b.name, b.dtype, "shared", lay.size * stages, origin=b.name)
+            self.shared.append(sb)
+            self.buffers[id(b)] = sb
+            return
+        if b.scope == "fragment":
+            size = self.layouts.fragments[id(b)].num_local
+        else:
+            size = 1
+            for d in b.const_shape:
+                size *= d
+        sb = S.SBuffer(b.name, b.dtype, "local", size, origin=b.name)
+        self.buffers[id(b)] = sb
+        init = self.lx(s.init) if s.init is not None else None
+        self.emit(S.DeclareArray(s.span, sb, init))
+
+    # ------------------------------------------------------------ loops
+    def serial_loop(self, s: T.For) -> None:
+        plan = self.plans.get(id(s))
+        if plan is not None and plan.stages > 1:
+            return self.pipelined(s, plan)
+        var = s.vars[0]
+        v = self.fresh(var.name)
+        begin = self.lx(s.begin) if s.begin is not None else c(0)
+        step = self.lx(s.step) if s.step is not None else None
+        extent = self.lx(s.extents[0])
+        self.subst[id(var)] = v
+
+        def body():
+            self.stmts(s.body)
+            # the next iteration may overwrite shared memory this one read (or read what it wrote)
+            if self.smem_read or self.smem_dirty:
+                r, w = self.uses_shared(s)
+                if r and w:
+                    self.barrier()
+
+        # Barrier state at the loop head must hold for every iteration: enter with a clean slate.
+        r, w = self.uses_shared(s)
+        if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
+            self.barrier()
+        stmts = self.block(body)
+        self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
+
+    def pipelined(self, s: T.For, plan) -> None:
+        var = s.vars[0]
+        n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
+        stages = plan.stages
+        producers = plan.producers
+        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+
+        def issue(iteration: T.Expr):
+            self.subst[id(var)] = iteration
+            for p in producers:
+                self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, stages), sizes[id(p.dst.buffer)])
+                self.copy(p, asynchronous=True)
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+
+        self.before_shared_access(False, True)
+        self.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, cp.async"))
+        pro = self.fresh(f"{var.name}_pre")
+        prologue = self.block(lambda: self.emit(S.SIf(None, _cmp("<", pro, n), self.block(lambda: issue(pro)))))
+        prologue.append(S.SCall(None, "cp_async_commit", []))
+        self.emit(S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True))
+
+        it = self.fresh(var.name)
+
+        def steady():
+            self.emit(S.SCall(None, "cp_async_wait", [c(stages - 2)]))
+            self.emit(S.Barrier(None))
+            self.smem_dirty = self.smem_read = False
+            ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
+            self.emit(S.SIf(None, _cmp("<", ahead, n), self.block(lambda: issue(ahead))))
+            self.emit(S.SCall(None, "cp_async_commit", []))
+            self.subst[id(var)] = it
+            for p in producers:
+                self.stage_offset[id(p.dst.buffer)] = mul(mod(it, stages), sizes[id(p.dst.buffer)])
+            for st in s.body:
+                if st not in producers:
+                    self.stmt(st)
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+
+        body = self.block(steady)
+        self.emit(S.SFor(s.span, it, c(0), n, body))
+        self.emit(S.SCall(None, "cp_async_wait", [c(0)]))
+        self.barrier()
+
+    def parallel(self, s: T.For) -> None:
+        loop_ids = [id(v) for v in s.vars]
+        driver = None
+        for st in walk_stmts(s.body):
+            exprs: list[T.Expr] = []
+            if isinstance(st, T.Store):
+                if st.buffer.scope == "fragment" and [id(i) if isinstance(i, T.Var) else None
+                                                      for i in st.indices] == loop_ids:
+                    driver = st.buffer
+                    break
+                exprs = [st.value]
+            elif isinstance(st, T.Assign):
+                exprs = [st.value]
+            elif isinstance(st, T.If):
+                exprs = [st.cond]
+            for e in exprs:
+                for x in sub_exprs(e):
+                    if isinstance(x, T.Load) and x.buffer.scope == "fragment" and \
+                            [id(i) if isinstance(i, T.Var) else None for i in x.indices] == loop_ids:
+                        driver = driver or x.buffer
+            if driver is not None:
+                break
+        extents = [as_int(e) for e in s.extents]
+        if driver is not None:
+            layout = self.layouts.fragments[id(driver)]
+            if list(layout.shape) != extents:
+                raise self.fail(f"this Parallel loop is {extents} but fragment '{driver.name}' is "
+                                f"{list(layout.shape)}", s.span)
+            kv = self.fresh("r")
+            coords = layout.coords(self.tid, kv)
+
+            def body():
+                for v, idx in zip(s.vars, coords, strict=True):
+                    self.subst[id(v)] = self.declare(v.name, idx)
+                saved = self.frag_ctx
+                self.frag_ctx = (loop_ids, layout, kv)
+                try:
+                    ok = valid(layout, self.tid, kv)
+                    if ok is None:
+                        self.stmts(s.body)
+                    else:
+                        self.emit(S.SIf(None, ok, self.block(lambda: self.stmts(s.body))))
+                finally:
+                    self.frag_ctx = saved
+
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
+            return
+        total = 1
+        for e in extents:
+            total *= e
+        threads = self.k.threads
+        iters = -(-total // threads)
+        itv = self.fresh("it")
+
+        def spread():
+            flat = self.declare("idx", add(mul(itv, threads), self.tid))
+
+            def inner():
+                rem: T.Expr = flat
+                values = []
+                for e in reversed(extents):
+                    values.insert(0, mod(rem, e))
+                    rem = div(rem, e)
+                values[0] = div(flat, total // extents[0]) if len(extents) > 1 else flat
+                for v, val in zip(s.vars, values, strict=True):
+                    self.subst[id(v)] = self.declare(v.name, val)
+                self.stmts(s.body)
+
+            if total % threads == 0:
+                inner()
+            else:
+                self.emit(S.SIf(None, _cmp("<", flat, c(total)), self.block(inner)))
+
+        self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(spread), unroll=iters <= 32))
+
+    # ------------------------------------------------------------ copies
+    def region_index(self, r: T.Region, tile_idx: list[T.Expr]) -> list[T.Expr]:
+        """Indices into r.buffer of the element at squeezed tile position tile_idx."""
+        out = []
+        it = iter(tile_idx)
+        squeezed = [e for e in r.const_extents if e != 1] or [1]
+        unit_only = len([e for e in r.const_extents if e != 1]) == 0
+        pending = len(squeezed)
+        for start, ext in zip(r.starts, r.const_extents, strict=True):
+            base = self.lx(start)
+            if ext != 1 or (unit_only and pending and ext == 1 and False):
+                out.append(add(base, next(it)))
+                pending -= 1
+            else:
+                out.append(base)
+        return out
+
+    def bounds(self, r: T.Region, idx: list[T.Expr]) -> T.Expr | None:
+        if r.buffer.scope != "global":
+            return None
+        cond = None
+        for d, i, ext, start in zip(r.buffer.shape, idx, r.const_extents, r.starts, strict=True):
+            dim = self.lx(d)
+            if as_int(dim) is not None and as_int(self.lx(start)) is not None and \
+                    as_int(self.lx(start)) + ext <= as_int(dim) and as_int(self.lx(start)) >= 0:
+                continue
+            cond = _and(cond, _cmp("<", i, dim))
+        return cond
+
+    def copy(self, s: T.Copy, asynchronous: bool = False) -> None:
+        src, dst = s.src, s.dst
+        sext = [e for e in src.const_extents if e != 1] or [1]
+        if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
+            return self.copy_fragment(s, sext)
+        if not self.vector_copy(s, sext, asynchronous):
+            self.copy_elements(s, sext)
+
+    def copy_fragment(self, s: T.Copy, sext: list[int]) -> None:
+        src, dst = s.src, s.dst
+        frag = src.buffer if src.buffer.scope == "fragment" else dst.buffer
+        layout = self.layouts.fragments[id(frag)]
+        if src.buffer.scope == dst.buffer.scope == "fragment" and \
+                self.layouts.fragments[id(src.buffer)] != self.layouts.fragments[id(dst.buffer)]:
+            raise self.fail("copy between fragments of different layouts", s.span)
+        if [e for e in layout.shape if e != 1] != [e for e in sext if e != 1]:
+            raise self.fail(f"copy of a part of fragment '{frag.name}' is not supported; copy it whole", s.span)
+        kv = self.fresh("r")
+
+        def body():
+            coords = layout.coords(self.tid, kv)
+            tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
+            value: T.Expr
+            if src.buffer.scope == "fragment":
+                value = S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), kv)
+                guard = None
+            else:
+                sidx = self.region_index(src, tile)
+                guard = self.bounds(src, sidx)
+                if src.buffer.scope == "shared":
+                    self.smem_read = True
+                load = S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), fold(self.address(src.buffer, sidx, s.span)))
+                value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
+                                                            T.Const(src.buffer.dtype, None, 0))
+            value = _cast(value, dst.buffer.dtype)
+            if dst.buffer.scope == "fragment":
+                st: S.SStmt = S.SStore(s.span, self.sbuf(dst.buffer), kv, value)
+            else:
+                didx = self.region_index(dst, tile)
+                dguard = self.bounds(dst, didx)
+                st = S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)), value)
+                if dguard is not None:
+                    st = S.SIf(None, dguard, [st])
+            ok = valid(layout, self.tid, kv)
+            self.emit(st if ok is None else S.SIf(None, ok, [st]))
+
+        self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
+
+    def contiguous_inner(self, r: T.Region) -> bool:
+        """The tile's innermost extent runs along the buffer's innermost dimension."""
+        return r.const_extents[-1] != 1 or all(e == 1 for e in r.const_extents)
+
+    def vector_copy(self, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
+        src, dst = s.src, s.dst
+        if src.buffer.dtype != dst.buffer.dtype:
+            return False
+        vec = 16 // src.buffer.dtype.bytes
+        if sext[-1] % vec != 0 or not (self.contiguous_inner(src) and self.contiguous_inner(dst)):
+            return False
+        for r in (src, dst):
+            if r.buffer.scope == "shared":
+                lay = self.layouts.shared[id(r.buffer)]
+                if lay.shape[-1] % vec != 0 or not _multiple_of(self.lx(r.starts[-1]), vec):
+                    return False
+            elif not _multiple_of(self.lx(r.starts[-1]), vec):
+                return False
+        runtime_ok: T.Expr | None = None
+        for r in (src, dst):
+            if r.buffer.scope == "global":
+                inner = self.lx(r.buffer.shape[-1])
+                if as_int(inner) is not None:
+                    if as_int(inner) % vec != 0:
+                        return False
+                else:
+                    runtime_ok = _and(runtime_ok, _cmp("==", mod(inner, vec), c(0)))
+                runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [
+                    S.AddrOf(D.I64, None, self.sbuf(r.buffer), c(0))]))
+        use_async = asynchronous and src.buffer.scope == "global" and dst.buffer.scope == "shared"
+        chunks_shape = list(sext[:-1]) + [sext[-1] // vec]
+        total = 1
+        for e in chunks_shape:
+            total *= e
+        threads = self.k.threads
+        iters = -(-total // threads)
+
+        def vector_body():
+            itv = self.fresh("v")
+
+            def body():
+                flat = self.declare("chunk", add(mul(itv, threads), self.tid))
+                rem: T.Expr = flat
+                tile: list[T.Expr] = []
+                for e in reversed(chunks_shape):
+                    tile.insert(0, mod(rem, e))
+                    rem = div(rem, e)
+                tile[0] = div(flat, total // chunks_shape[0]) if len(chunks_shape) > 1 else flat
+                tile[-1] = mul(tile[-1], vec)
+                sidx = self.region_index(src, tile)
+                didx = self.region_index(dst, tile)
+                guard = _and(self.bounds(src, sidx), self.bounds(dst, didx))
+                saddr = S.AddrOf(D.I64, None, self.sbuf(src.buffer), fold(self.address(src.buffer, sidx, s.span)))
+                daddr = S.AddrOf(D.I64, None, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)))
+                pred = guard if guard is not None else T.Const(D.BOOL, None, True)
+                inner_body: list[S.SStmt]
+                if use_async:
+                    inner_body = [S.SCall(s.span, "cp_async16", [daddr, saddr, pred])]
+                elif src.buffer.scope == "global":  # zero-fill what lies outside the tensor
+                    inner_body = [S.SCall(s.span, "copy16_or_zero", [daddr, saddr, pred])]
+                else:
+                    st = S.SCall(s.span, "copy16", [daddr, saddr])
+                    inner_body = [st] if guard is None else [S.SIf(None, guard, [st])]
+                if total % threads == 0:
+                    self.out.extend(inner_body)
+                else:
+                    self.emit(S.SIf(None, _cmp("<", flat, c(total)), inner_body))
+
+            self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32))
+
+        if runtime_ok is None:
+            vector_body()
+        else:
+            fast = self.block(vector_body)
+            slow = self.block(lambda: self.copy_elements(s, sext, cold=True))
+            self.emit(S.SIf(None, runtime_ok, fast, slow))
+        return True
+
+    def copy_elements(self, s: T.Copy, sext: list[int], cold: bool = False) -> None:
+        src, dst = s.src, s.dst
+        total = 1
+        for e in sext:
+            total *= e
+        threads = self.k.threads
+        iters = -(-total // threads)
+        itv = self.fresh("e")
+
+        def body():
+            flat = self.declare("elem", add(mul(itv, threads), self.tid))
+            rem: T.Expr = flat
+            tile: list[T.Expr] = []
+            for e in reversed(sext):
+                tile.insert(0, mod(rem, e))
+                rem = div(rem, e)
+            tile[0] = div(flat, total // sext[0]) if len(sext) > 1 else flat
+            sidx = self.region_index(src, tile)
+            didx = self.region_index(dst, tile)
+            sguard, dguard = self.bounds(src, sidx), self.bounds(dst, didx)
+            load = S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), fold(self.address(src.buffer, sidx, s.span)))
+            value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
+                                                         T.Const(src.buffer.dtype, None, 0))
+            st: S.SStmt = S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)),
+                                   _cast(value, dst.buffer.dtype))
+            if dguard is not None:
+                st = S.SIf(None, dguard, [st])
+            if total % threads == 0:
+                self.emit(st)
+            else:
+                self.emit(S.SIf(None, _cmp("<", flat, c(total)), [st]))
+
+        self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32 and not cold,
+                         keep_rolled=cold))
+
+    def fill(self, s: T.Fill) -> None:
+        b = s.dst.buffer
+        value = _cast(self.lx(s.value), b.dtype)
+        if b.scope == "fragment":
+            layout = self.layouts.fragments[id(b)]
+            kv = self.fresh("r")
+            body = [S.SStore(s.span, self.sbuf(b), kv, value)]
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), body, unroll=True))
+            return
+        if b.scope in ("local", "var"):
+            size = self.sbuf(b).size
+            kv = self.fresh("r")
+            self.emit(S.SFor(s.span, kv, c(0), c(size), [S.SStore(s.span, self.sbuf(b), kv, value)], unroll=True))
+            return
+        sext = [e for e in s.dst.const_extents if e != 1] or [1]
+        total = 1
+        for e in sext:
+            total *= e
+        threads = self.k.threads
+        itv = self.fresh("e")
+
+        def body():
+            flat = self.declare("elem", add(mul(itv, threads), self.tid))
+            rem: T.Expr = flat
+            tile: list[T.Expr] = []
+            for e in reversed(sext):
+                tile.insert(0, mod(rem, e))
+                rem = div(rem, e)
+            tile[0] = div(flat, total // sext[0]) if len(sext) > 1 else flat
+            idx = self.region_index(s.dst, tile)
+            guard = _and(self.bounds(s.dst, idx), None if total % threads == 0 else _cmp("<", flat, c(total)))
+            st: S.SStmt = S.SStore(s.span, self.sbuf(b), fold(self.address(b, idx, s.span)), value)
+            self.emit(st if guard is None else S.SIf(None, guard, [st]))
+
+        iters = -(-total // threads)
+        self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32))
+
+    # ------------------------------------------------------------ gemm
+    def gemm(self, s: T.Gemm) -> None:
+        impl = self.layouts.gemm_impl.get(id(s), "fma")
+        if s.clear_accum:
+            self.fill(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
+        if impl == "mma":
+            return self.gemm_mma(s)
+        return self.gemm_fma(s)
+
+    def gemm_dims(self, s: T.Gemm) -> tuple[int, int, int]:
+        a = [e for e in s.a.const_extents if e != 1]
+        b = [e for e in s.b.const_extents if e != 1]
+        m, kd = (a[1], a[0]) if s.transpose_a else (a[0], a[1])
+        n = b[0] if s.transpose_b else b[1]
+        return m, n, kd
+
+    def operand_index(self, r: T.Region, row: T.Expr, col: T.Expr) -> list[T.Expr]:
+        return self.region_index(r, [row, col])
+
+    def gemm_fma(self, s: T.Gemm) -> None:
+        if s.a.buffer.scope == "fragment" or s.b.buffer.scope == "fragment":
+            raise self.fail("gemm with a register operand needs the matrix-instruction path (f16/bf16 operands, "
+                            "f32 accumulator, tile sizes multiple of 16)", s.span)
+        m, n, kd = self.gemm_dims(s)
+        cb = s.c.buffer
+        if cb.scope != "fragment":
+            raise self.fail("gemm accumulator must be a fragment", s.span)
+        layout = self.layouts.fragments[id(cb)]
+        kv = self.fresh("r")
+        acc_dt = D.F32 if cb.dtype.is_float else D.I32
+
+        def body():
+            i, j = layout.coords(self.tid, kv)
+            i = self.declare("i", i)
+            j = self.declare("j", j)
+            acc = self.declare("acc", T.Const(acc_dt, None, 0), acc_dt)
+            kk = self.fresh("k")
+            a_idx = self.operand_index(s.a, kk, i) if s.transpose_a else self.operand_index(s.a, i, kk)
+            b_idx = self.operand_index(s.b, j, kk) if s.transpose_b else self.operand_index(s.b, kk, j)
+            av = _cast(S.Ref(s.a.buffer.dtype, None, self.sbuf(s.a.buffer), fold(self.address(s.a.buffer, a_idx, s.span))),
+                       acc_dt)
+            bv = _cast(S.Ref(s.b.buffer.dtype, None, self.sbuf(s.b.buffer), fold(self.address(s.b.buffer, b_idx, s.span))),
+                       acc_dt)
+            upd = S.SAssign(None, acc, T.Binary(acc_dt, None, "+", acc, T.Binary(acc_dt, None, "*", av, bv)))
+            self.emit(S.SFor(None, kk, c(0), c(kd), [upd], unroll=kd <= 64))
+            cur = S.Ref(cb.dtype, None, self.sbuf(cb), kv)
+            self.emit(S.SStore(s.span, self.sbuf(cb), kv,
+                               _cast(T.Binary(acc_dt, None, "+", _cast(cur, acc_dt), acc), cb.dtype)))
+
+        ok = valid(layout, self.tid, kv)
+        inner = self.block(body)
+        self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), inner if ok is None else [S.SIf(None, ok, inner)],
+                         unroll=True))
+
+    def gemm_mma(self, s: T.Gemm) -> None:
+        lay: MmaTiled = self.layouts.fragments[id(s.c.buffer)]
+        m, n, kd = self.gemm_dims(s)
+        dt = s.a.buffer.dtype
+        kind = "f16" if dt == D.F16 else "bf16"
+        warp = self.declare("warp", div(self.tid, 32))
+        lane = self.declare("lane", mod(self.tid, 32))
+        warp_m = mod(warp, lay.wm)
+        warp_n = div(warp, lay.wm)
+        wm_rows, wn_cols = m // lay.wm, n // lay.wn
+        mi_count, ni_count = lay.mi, lay.ni
+        kk = self.fresh("kk")
+        c_sb = self.sbuf(s.c.buffer)
+
+        def shared_addr(r: T.Region, row: T.Expr, col: T.Expr) -> T.Expr:
+            idx = self.operand_index(r, row, col)
+            return S.AddrOf(D.I64, None, self.sbuf(r.buffer), fold(self.address(r.buffer, idx, s.span)))
+
+        def body():
+            a_regs = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", mi_count * 4)
+            b_regs = S.SBuffer(self.fresh("b_frag").name, D.U32, "local", ni_count * 2)
+            self.emit(S.DeclareArray(None, a_regs))
+            self.emit(S.DeclareArray(None, b_regs))
+            k0 = mul(kk, 16)
+            for mi in range(mi_count):
+                row0 = add(mul(warp_m, wm_rows), mi * 16)
+                if s.a.buffer.scope == "fragment":
+                    self.pack_register_a(s, a_regs, mi, kk)
+                    continue
+                if not s.transpose_a:  # A is [M, K]: lane l gives row l%16, k-half l/16
+                    addr = shared_addr(s.a, add(row0, mod(lane, 16)), add(k0, mul(div(lane, 16), 8)))
+                    self.emit(S.SCall(None, "ldmatrix_x4", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr]))
+                else:  # A is [K, M]: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
+                    q = div(lane, 8)
+                    addr = shared_addr(s.a, add(add(k0, mul(div(q, 2), 8)), mod(lane, 8)), add(row0, mul(mod(q, 2), 8)))
+                    self.emit(S.SCall(None, "ldmatrix_x4_trans", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr]))
+            ni = 0
+            while ni < ni_count:
+                col0 = add(mul(warp_n, wn_cols), ni * 8)
+                pair = ni + 1 < ni_count
+                q = div(lane, 8)
+                if not s.transpose_b:  # B is [K, N]: .trans; matrices (k0-7,n) (k8-15,n) (k0-7,n+8) (k8-15,n+8)
+                    krow = add(add(k0, mul(mod(q, 2), 8)), mod(lane, 8))
+                    ncol = add(col0, mul(div(q, 2), 8)) if pair else col0
+                    name = "ldmatrix_x4_trans" if pair else "ldmatrix_x2_trans"
+                    addr = shared_addr(s.b, krow, ncol)
+                else:  # B is [N, K]: matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
+                    nrow = add(add(col0, mul(div(q, 2), 8)), mod(lane, 8)) if pair else add(col0, mod(lane, 8))
+                    kcol = add(k0, mul(mod(q, 2), 8))
+                    name = "ldmatrix_x4" if pair else "ldmatrix_x2"
+                    addr = shared_addr(s.b, nrow, kcol)
+                self.emit(S.SCall(None, name, [S.AddrOf(D.I64, None, b_regs, c(ni * 2)), addr]))
+                ni += 2 if pair else 1
+            for mi in range(mi_count):
+                for nj in range(ni_count):
+                    acc = S.AddrOf(D.I64, None, c_sb, c((mi * ni_count + nj) * 4))
+                    self.emit(S.SCall(None, f"mma_{kind}", [acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
+                                                            S.AddrOf(D.I64, None, b_regs, c(nj * 2))]))
+
+        self.smem_read = True
+        self.emit(S.SFor(s.span, kk, c(0), c(kd // 16), self.block(body), unroll=True))
+
+    def pack_register_a(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
+        la: MmaTiled = self.layouts.fragments[id(s.a.buffer)]
+        src = self.sbuf(s.a.buffer)
+        pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
+        for reg, (tile_off, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
+            ni = add(mul(kk, 2), tile_off)
+            base = add(mul(add(mul(c(mi), la.ni), ni), 4), e)
+            lo = _cast(S.Ref(src.dtype, None, src, base), D.F32)
+            hi = _cast(S.Ref(src.dtype, None, src, add(base, 1)), D.F32)
+            self.emit(S.SStore(None, a_regs, c(mi * 4 + reg), S.Intrinsic(D.U32, None, pack, [lo, hi])))
+
+    # ------------------------------------------------------------ reductions
+    def reduce_op(self, kind: str, a: T.Expr, b: T.Expr) -> T.Expr:
+        if kind in ("sum", "abssum"):
+            return T.Binary(a.dtype, None, "+", a, b)
+        return T.Call(a.dtype, None, "max" if kind in ("max", "absmax") else "min", [a, b])
+
+    def reduce_init(self, kind: str, dt: D.DType) -> T.Const:
+        if kind in ("sum", "abssum", "absmax"):
+            return T.Const(dt, None, 0)
+        if dt.is_float:
+            return T.Const(dt, None, float("-inf") if kind == "max" else float("inf"))
+        return T.Const(dt, None, -(2**31) if kind == "max" else 2**31 - 1)
+
+    def get_scratch(self, elems: int) -> S.SBuffer:
+        if self.scratch is None:
+            self.scratch = S.SBuffer("reduce_scratch", D.F32, "shared", 0, origin="reduction scratch")
+            self.shared.append(self.scratch)
+        self.scratch.size = max(self.scratch.size or 0, elems)
+        return self.scratch
+
+    def reduce(self, s: T.Reduce) -> None:
+        src, dst = s.src.buffer, s.dst.buffer
+        if src.scope == "fragment" and dst.scope == "fragment":
+            ls, ld = self.layouts.fragments[id(src)], self.layouts.fragments[id(dst)]
+            if isinstance(ld, Projected) and ld.parent == ls and ld.keep == 1 - s.dim:
+                return self.reduce_fragment(s, ls, ld)
+            if isinstance(ls, BlockRow) and len(ls.shape) == 1 and isinstance(ld, BlockRow):
+                return self.reduce_whole(s, ls)
+        if src.scope == "shared":
+            return self.reduce_from_shared(s)
+        raise self.fail(f"reduce_{s.kind} from {src.scope} '{src.name}' to {dst.scope} '{dst.name}' over dim "
+                        f"{s.dim} is not supported; reduce a fragment along a dimension into a 1-D fragment",
+                        s.span)
+
+    def reduce_fragment(self, s: T.Reduce, ls, ld: Projected) -> None:
+        kind = s.kind
+        acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
+        src_sb, dst_sb = self.sbuf(s.src.buffer), self.sbuf(s.dst.buffer)
+        rv = self.fresh("r")
+        # Parent elements that project onto local rv, enumerated by a second unrolled loop.
+        if isinstance(ls, MmaTiled):
+            if ld.keep == 0:  # rows: vary ni and e%2
+                count = ls.ni * 2
+                def parent(q):  # noqa: E306
+                    return add(add(mul(add(mul(div(rv, 2), ls.ni), div(q, 2)), 4), mul(mod(rv, 2), 2)), mod(q, 2))
+                lanes = [1, 2]
+                warps_across = ls.wn
+                warp_group = lambda w: mod(w, ls.wm)  # noqa: E731
+                warp_in_group = lambda w: div(w, ls.wm)  # noqa: E731
+                groups = ls.wm
+            else:  # cols: vary mi and e/2
+                count = ls.mi * 2
+                def parent(q):  # noqa: E306
+                    return add(add(mul(add(mul(div(q, 2), ls.ni), div(rv, 2)), 4), mul(mod(q, 2), 2)), mod(rv, 2))
+                lanes = [4, 8, 16]
+                warps_across = ls.wm
+                warp_group = lambda w: div(w, ls.wm)  # noqa: E731
+                warp_in_group = lambda w: mod(w, ls.wm)  # noqa: E731
+                groups = ls.wn
+        else:
+            if ld.keep != 0:
+                raise self.fail("a column reduction (dim=0) of a generic fragment is not supported yet; "
+                                "reduce along dim=1 or transpose the tile", s.span)
+            count = ls.per_row
+            def parent(q):  # noqa: E306
+                return add(mul(rv, ls.per_row), q)
+            lanes = [x for x in (1, 2, 4, 8, 16) if x < min(ls.tpr, 32)]
+            warps_across = max(1, ls.tpr // 32)
+            warp_group = lambda w: div(w, warps_across)  # noqa: E731
+            warp_in_group = lambda w: mod(w, warps_across)  # noqa: E731
+            groups = max(1, self.k.threads // 32 // warps_across)
+
+        def body():
+            v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
+            q = self.fresh("q")
+            elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, parent(q)), acc_dt)
+            if kind in ("abssum", "absmax"):
+                elem = T.Call(acc_dt, None, "abs", [elem])
+            self.emit(S.SFor(None, q, c(0), c(count), [S.SAssign(None, v, self.reduce_op(kind, v, elem))],
+                             unroll=True))
+            for off in lanes:
+                sh = S.Intrinsic(acc_dt, None, "shfl_xor", [v, c(off)])
+                self.emit(S.SAssign(None, v, self.reduce_op(kind, v, sh)))
+            if warps_across > 1:
+                partials.append(v)
+            else:
+                self.store_reduced(s, dst_sb, rv, v, acc_dt)
+
+        partials: list[T.Var] = []
+        if warps_across == 1:
+            self.emit(S.SFor(s.span, rv, c(0), c(ld.num_local), self.block(body), unroll=True))
+            return
+        # Across warps: each warp writes its partial per (row group, local), then all combine.
+        nloc = ld.num_local
+        scratch = self.get_scratch(groups * warps_across * nloc)
+        warp = self.declare("warp", div(self.tid, 32))
+        lane0 = _cmp("==", mod(self.tid, 32), c(0)) if ls.__class__ is BlockRow else None
+        self.before_shared_access(False, True)
+
+        def write_partial():
+            body()
+            v = partials[-1]
+            slot = add(mul(add(mul(warp_group(warp), warps_across), warp_in_group(warp)), nloc), rv)
+            # every lane of the warp holds the same value per row; lanes that own different rows of an
+            # mma tile write different slots, so let each row's owners write (identical values)
+            st = S.SStore(None, scratch, slot_for(slot), _cast(v, D.F32))
+            self.emit(st if lane0 is None else S.SIf(None, lane0, [st]))
+
+        def slot_for(slot):
+            if isinstance(ls, MmaTiled):  # rows/cols inside the warp also differ by lane
+                sub = div(mod(self.tid, 32), 4) if ld.keep == 0 else mod(mod(self.tid, 32), 4)
+                per = 8 if ld.keep == 0 else 4
+                return add(mul(slot, per), sub)
+            return slot
+
+        if isinstance(ls, MmaTiled):
+            per = 8 if ld.keep == 0 else 4
+            scratch = self.get_scratch(groups * warps_across * nloc * per)
+        self.emit(S.SFor(s.span, rv, c(0), c(nloc), self.block(write_partial), unroll=True))
+        self.barrier()
+        rv2 = self.fresh("r")
+
+        def combine():
+            v = self.declare("total", self.reduce_init(kind, acc_dt), acc_dt)
+            w = self.fresh("w")
+            slot = add(mul(add(mul(warp_group(warp), warps_across), w), nloc), rv2)
+            val = _cast(S.Ref(D.F32, None, scratch, slot_for(slot)), acc_dt)
+            self.emit(S.SFor(None, w, c(0), c(warps_across), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
+                             unroll=True))
+            self.store_reduced(s, dst_sb, rv2, v, acc_dt)
+
+        self.emit(S.SFor(s.span, rv2, c(0), c(nloc), self.block(combine), unroll=True))
+        self.smem_read = True
+        self.barrier()
+
+    def store_reduced(self, s: T.Reduce, dst_sb: S.SBuffer, idx: T.Expr, v: T.Expr, acc_dt: D.DType) -> None:
+        if s.clear:
+            value = v
+        else:
+            value = self.reduce_op(s.kind, _cast(S.Ref(dst_sb.dtype, None, dst_sb, idx), acc_dt), v)
+        self.emit(S.SStore(s.span, dst_sb, idx, _cast(value, dst_sb.dtype)))
+
+    def reduce_whole(self, s: T.Reduce, ls: BlockRow) -> None:
+        raise self.fail("reducing a 1-D fragment to a scalar is not supported yet", s.span)
+
+    def reduce_from_shared(self, s: T.Reduce) -> None:
+        """Each thread reduces its own destination elements serially from shared memory."""
+        src, dst = s.src, s.dst
+        acc_dt = D.F32 if src.buffer.dtype.is_float else src.buffer.dtype
+        sext = list(src.const_extents)
+        red = sext[s.dim]
+        keep_shape = [e for i, e in enumerate(sext) if i != s.dim]
+        self.smem_read = True
+
+        def element(out_idx: list[T.Expr]):
+            v = self.declare("part", self.reduce_init(s.kind, acc_dt), acc_dt)
+            q = self.fresh("q")
+            full = list(out_idx)
+            full.insert(s.dim, q)
+            idx = [add(self.lx(st), x) for st, x in zip(src.starts, full, strict=True)]
+            elem = _cast(S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), fold(self.address(src.buffer, idx, s.span))),
+                         acc_dt)
+            if s.kind in ("abssum", "absmax"):
+                elem = T.Call(acc_dt, None, "abs", [elem])
+            self.emit(S.SFor(None, q, c(0), c(red), [S.SAssign(None, v, self.reduce_op(s.kind, v, elem))]))
+            return v
+
+        if dst.buffer.scope == "fragment":
+            layout = self.layouts.fragments[id(dst.buffer)]
+            kv = self.fresh("r")
+
+            def body():
+                coords = layout.coords(self.tid, kv)
+                out_idx = coords if len(keep_shape) == len(coords) else coords[-len(keep_shape):]
+                v = element(out_idx)
+                self.store_reduced(s, self.sbuf(dst.buffer), kv, v, acc_dt)
+
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
+            return
+        raise self.fail("reduce from shared memory into a non-fragment buffer is not supported", s.span)
+
+    # ------------------------------------------------------------ atomics and print
+    def atomic(self, s: T.Atomic) -> None:
+        dst = s.dst
+        name = f"atomic_{s.kind}"
+        if isinstance(s.value, T.Region) and s.value.buffer.scope == "fragment":
+            vb = s.value.buffer
+            layout = self.layouts.fragments[id(vb)]
+            if isinstance(layout, Projected):
+                raise self.fail("atomic update from a replicated (reduced) fragment would apply it several times; "
+                                "copy it to shared memory first", s.span)
+            kv = self.fresh("r")
+
+            def body():
+                coords = layout.coords(self.tid, kv)
+                tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
+                idx = self.region_index(dst, tile)
+                guard = _and(self.bounds(dst, idx), valid(layout, self.tid, kv))
+                addr = S.AddrOf(D.I64, None, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)))
+                val = _cast(S.Ref(vb.dtype, None, self.sbuf(vb), kv), dst.buffer.dtype)
+                st: S.SStmt = S.SCall(s.span, name, [addr, val])
+                self.emit(st if guard is None else S.SIf(None, guard, [st]))
+
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
+            return
+        if isinstance(s.value, T.Region):
+            raise self.fail("atomic update from a shared or global region is not supported; use a fragment",
+                            s.span)
+        ext = dst.const_extents
+        if any(e != 1 for e in ext):
+            raise self.fail("atomic update of a region with a scalar; index one element", s.span)
+        idx = [self.lx(x) for x in dst.starts]
+        guard = _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
+        addr = S.AddrOf(D.I64, None, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)))
+        self.emit(S.SIf(s.span, guard, [S.SCall(s.span, name, [addr, _cast(self.lx(s.value), dst.buffer.dtype)])]))
+
+    def print(self, s: T.Print) -> None:
+        if isinstance(s.value, T.Region):
+            self.emit(S.SComment(s.span, f"print of buffer '{s.value.buffer.name}' runs in the interpreter only"))
+            return
+        v = self.lx(s.value)
+        self.emit(S.SIf(s.span, _cmp("==", self.tid, c(0)), [S.SCall(s.span, f"print:{s.label}", [v])]))
+
+
+def _multiple_of(e: T.Expr, vec: int) -> bool:
+    """Whether integer expression e is a multiple of vec for every value of its variables."""
+    e = fold(e)
+    if isinstance(e, T.Const):
+        return int(e.value) % vec == 0
+    if isinstance(e, T.Binary):
+        if e.op in ("+", "-"):
+            return _multiple_of(e.a, vec) and _multiple_of(e.b, vec)
+        if e.op == "*":
+            return _multiple_of(e.a, vec) or _multiple_of(e.b, vec)
+    if isinstance(e, T.Cast):
+        return _multiple_of(e.value, vec)
+    return False
+
+
+def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
+    kernels = []
+    for k in module.kernels:
+        kernels.append(Lowerer(k, target, rep).run())
+    return S.SModule(kernels)

@@ -1,0 +1,35 @@
+"""storage-planning — shared-memory offsets and the per-block limit.
+
+Assumes: an SModule from lower-to-simt (and simplify).
+Guarantees: every shared SBuffer has a byte `offset` into the kernel's dynamic shared memory,
+aligned to 128 bytes (what 16-byte copies, ldmatrix and TMA need); `shared_bytes` is the total;
+a kernel needing more than the target allows is refused with an error that lists each buffer
+and its size.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Diagnostic, Reporter
+from ..ir import simt as S
+from ..targets.registry import Target
+
+NAME = "storage-planning"
+ALIGN = 128
+
+
+def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
+    for k in module.kernels:
+        offset = 0
+        for b in k.shared:
+            b.offset = offset
+            offset += -(-(b.size or 0) * b.dtype.bytes // ALIGN) * ALIGN
+        k.shared_bytes = offset
+        if offset > target.shared_memory_bytes:
+            detail = ", ".join(f"{b.origin or b.name} {(b.size or 0) * b.dtype.bytes} B" for b in k.shared)
+            rep.diagnostics.append(Diagnostic(
+                "error",
+                f"kernel '{k.name}' needs {offset} bytes of shared memory ({detail}); {target.name} allows "
+                f"{target.shared_memory_bytes} bytes per block — use smaller tiles or fewer pipeline stages",
+                k.span))
+    rep.check()
+    return module
