@@ -1,0 +1,188 @@
+"""The GPU correctness suite: build here (no GPU), run on the H200 (no compiler).
+
+    python bench/gpu_suite.py build .artifacts/suite     # compile every case, inputs + interpreter results
+    python bench/gpu_suite.py run .artifacts/suite       # on the GPU machine: launch, compare, print a table
+
+`build` compiles each sample for sm90 (cubin, sm_90a) and for sm80 as PTX (so the Ampere-class
+lowering runs on a Hopper GPU too), at three or more shapes (one ragged), in f16 and bf16, and
+stores fresh random inputs with the reference interpreter's outputs. `run` needs only numpy,
+ml_dtypes and tilec.runtime (the CUDA driver), as on a production machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TOL = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4)}
+
+# sample, extra defines, list of size dicts (the last one ragged)
+CASES = [
+    ("vector_add", {}, [{"N": 4096}, {"N": 1 << 17}, {"N": 12345}]),
+    ("gemm", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 512, "N": 384, "K": 256}, {"M": 300, "N": 200, "K": 100}]),
+    ("gemm", {"trans_B": True}, [{"M": 256, "N": 256, "K": 128}, {"M": 300, "N": 200, "K": 100}]),
+    ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
+                            {"M": 300, "N": 200, "K": 100}]),
+    ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
+    ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
+    ("layernorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
+    ("row_sum", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 300}, {"M": 33, "N": 777}]),
+    ("transpose", {}, [{"M": 128, "N": 128}, {"M": 256, "N": 192}, {"M": 100, "N": 70}]),
+    ("flash_attention", {}, [{"B": 1, "S": 128, "H": 2}, {"B": 2, "S": 256, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
+    ("flash_attention", {"causal": True}, [{"B": 1, "S": 128, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
+]
+TARGETS = [("sm90", "cubin"), ("sm80", "ptx")]
+
+
+def case_name(sample: str, defines: dict, dtype: str) -> str:
+    extra = "".join(f"_{k}" for k, v in sorted(defines.items()) if v is True)
+    return f"{sample}{extra}_{dtype}"
+
+
+def build(out: Path) -> None:
+    import ml_dtypes  # noqa: F401
+
+    import tilec
+    from tilec.cli.main import main as tilec_main
+    from tilec.interp import run_kernel
+    from tilec.interp.run import random_array, shape_of
+
+    out.mkdir(parents=True, exist_ok=True)
+    index = []
+    for sample, defines, shapes in CASES:
+        for dtype in ("f16", "bf16"):
+            name = case_name(sample, defines, dtype)
+            defs = {**defines, "dtype": dtype}
+            dargs = [f"-D{k}={v}" for k, v in defs.items()]
+            for target, kind in TARGETS:
+                art = out / f"{name}.{target}.{kind}"
+                rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", target, "-o", str(art), *dargs])
+                if rc != 0:
+                    raise SystemExit(f"build of {name} for {target} failed")
+            result = tilec.compile(ROOT / "samples" / f"{sample}.tile", defines=defs)
+            kernel = result.module.kernels[0]
+            for si, sizes in enumerate(shapes):
+                sizes = dict(sizes)
+                if sample == "gemm":
+                    sizes.update({"B_rows": sizes["N"], "B_cols": sizes["K"]} if defines.get("trans_B")
+                                 else {"B_rows": sizes["K"], "B_cols": sizes["N"]})
+                rng = np.random.default_rng(1000 + si)
+                args = {}
+                for p in kernel.params:
+                    if hasattr(p, "shape"):
+                        shape = shape_of(p, sizes)
+                        args[p.name] = (random_array(p.dtype, shape, rng) if not p.is_output
+                                        else np.zeros(shape, dtype=random_array(p.dtype, (1,), rng).dtype))
+                    else:
+                        args[p.name] = 1e-5 if p.name == "eps" else 0.5
+                inputs = {k: v for k, v in args.items()}
+                t0 = time.time()
+                expected = {k: np.array(v, copy=True) for k, v in args.items()}
+                run_kernel(kernel, expected)
+                data = {}
+                meta = {"params": []}
+                for p in kernel.params:
+                    v = inputs[p.name]
+                    if isinstance(v, np.ndarray):
+                        data[f"in_{p.name}"] = v.view(np.uint16) if v.dtype.name == "bfloat16" else v
+                        if p.is_output:
+                            e = expected[p.name]
+                            data[f"out_{p.name}"] = e.view(np.uint16) if e.dtype.name == "bfloat16" else e
+                        meta["params"].append({"name": p.name, "dtype": p.dtype.name, "output": p.is_output})
+                    else:
+                        meta["params"].append({"name": p.name, "scalar": float(v)})
+                case = f"{name}.s{si}"
+                np.savez(out / f"{case}.npz", **data)
+                ragged = si == len(shapes) - 1
+                index.append({"case": case, "name": name, "sample": sample, "dtype": dtype, "sizes": sizes,
+                              "ragged": ragged, "meta": meta, "interp_s": round(time.time() - t0, 2)})
+                print(f"built {case} {sizes} (interpreter {time.time() - t0:.1f} s)", flush=True)
+    (out / "index.json").write_text(json.dumps(index, indent=1))
+
+
+def run(out: Path, only: str | None, targets: list[str], results_path: str | None) -> int:
+    import ml_dtypes
+
+    import tilec.runtime as rt
+
+    index = json.loads((out / "index.json").read_text())
+    rows = []
+    failures = 0
+    for entry in index:
+        if only and not any(entry["case"].startswith(o) for o in only.split(",")):
+            continue
+        data = np.load(out / f"{entry['case']}.npz")
+        for target, kind in TARGETS:
+            if target not in targets:
+                continue
+            mod = rt.load(out / f"{entry['name']}.{target}.{kind}")
+            kernel = next(iter(mod.kernels.values()))
+            args = []
+            outputs = {}
+            for p in entry["meta"]["params"]:
+                if "scalar" in p:
+                    args.append(p["scalar"])
+                    continue
+                a = np.array(data[f"in_{p['name']}"], copy=True)
+                if p["dtype"] == "bf16":
+                    a = a.view(ml_dtypes.bfloat16)
+                if p["output"]:
+                    a[...] = np.nan if a.dtype.kind == "f" or p["dtype"] == "bf16" else 0  # unwritten shows up
+                    outputs[p["name"]] = a
+                args.append(a)
+            err = ""
+            ok = True
+            worst = 0.0
+            try:
+                kernel(*args)
+                for name, got in outputs.items():
+                    exp = data[f"out_{name}"]
+                    if entry["dtype"] == "bf16" and got.dtype.name == "bfloat16":
+                        exp = exp.view(ml_dtypes.bfloat16)
+                    g, e = got.astype(np.float64), exp.astype(np.float64)
+                    rtol, atol = TOL[entry["dtype"]]
+                    close = np.isclose(g, e, rtol=rtol, atol=atol) | (np.isnan(e) & np.isnan(g))
+                    worst = max(worst, float(np.nanmax(np.abs(g - e))) if g.size else 0.0)
+                    if not close.all():
+                        ok = False
+                        bad = np.argwhere(~close)[0]
+                        err = f"{name}{list(bad)}: got {g[tuple(bad)]:.5g}, want {e[tuple(bad)]:.5g}; " \
+                              f"{int((~close).sum())} of {close.size} differ"
+            except Exception as e:  # noqa: BLE001  (report every failure in the table)
+                ok, err = False, f"{type(e).__name__}: {e}"
+            failures += not ok
+            rows.append({"case": entry["case"], "target": f"{target}/{kind}", "sizes": entry["sizes"],
+                         "ragged": entry["ragged"], "ok": ok, "max_abs_err": worst, "error": err})
+            print(f"{'PASS' if ok else 'FAIL'}  {entry['case']:<34} {target}/{kind:<6} "
+                  f"{json.dumps(entry['sizes']):<44} max|err| {worst:.3g} {err}", flush=True)
+    print(f"\n{len(rows) - failures} passed, {failures} failed")
+    if results_path:
+        Path(results_path).write_text(json.dumps(rows, indent=1))
+    return 1 if failures else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["build", "run"])
+    ap.add_argument("dir")
+    ap.add_argument("--only", help="comma-separated case prefixes")
+    ap.add_argument("--targets", default="sm90,sm80")
+    ap.add_argument("--results", help="write the results as JSON here")
+    a = ap.parse_args()
+    if a.mode == "build":
+        build(Path(a.dir))
+        return 0
+    return run(Path(a.dir), a.only, a.targets.split(","), a.results or os.environ.get("TILEC_RESULTS"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

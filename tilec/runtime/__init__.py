@@ -1,0 +1,13 @@
+"""tilec.runtime — load tilec artifacts and launch them, with numpy and the CUDA driver only.
+
+    import tilec.runtime as rt
+    mod = rt.load("gemm.cubin")            # reads gemm.cubin.json beside it
+    mod.gemm(A, B, C)                       # numpy, torch or cupy arrays; sizes taken from them
+
+No compiler, lark or TVM is imported here, so this works on a machine where only the artifacts
+and numpy are installed.
+"""
+
+from .module import ArgumentError, ArchitectureMismatch, Kernel, Module, load
+
+__all__ = ["load", "Module", "Kernel", "ArgumentError", "ArchitectureMismatch"]

@@ -1,0 +1,118 @@
+"""A minimal binding of the CUDA driver API through ctypes: no cuda-python, no compiler."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+class Driver:
+    _instance: Driver | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise CudaError(f"the CUDA driver (libcuda.so.1) is not available: {e}") from None
+        self.check(self.lib.cuInit(0), "cuInit")
+        dev = ctypes.c_int()
+        self.check(self.lib.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+        self.device = dev.value
+        ctx = ctypes.c_void_p()
+        # The primary context is the one torch and cupy use, so pointers are shared with them.
+        self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        self.context = ctx
+        self.check(self.lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        self.lib.cuModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
+        self.lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        self.lib.cuMemcpyHtoD_v2.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t]
+        self.lib.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
+        self.lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
+        self.lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
+            ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+        self.lib.cuEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+
+    @classmethod
+    def get(cls) -> Driver:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = Driver()
+            else:
+                cls._instance.lib.cuCtxSetCurrent(cls._instance.context)
+            return cls._instance
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            name = ctypes.c_char_p()
+            msg = ctypes.c_char_p()
+            self.lib.cuGetErrorName(rc, ctypes.byref(name))
+            self.lib.cuGetErrorString(rc, ctypes.byref(msg))
+            n = name.value.decode() if name.value else str(rc)
+            m = msg.value.decode() if msg.value else ""
+            raise CudaError(f"{what} failed: {n} ({m})")
+
+    def compute_capability(self) -> tuple[int, int]:
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self.lib.cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device)
+        self.lib.cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device)
+        return major.value, minor.value
+
+    def load_module(self, image: bytes):
+        mod = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(image + (b"\0" if not image.endswith(b"\0") else b""))
+        self.check(self.lib.cuModuleLoadData(ctypes.byref(mod), buf), "cuModuleLoadData")
+        return mod
+
+    def function(self, module, name: str):
+        fn = ctypes.c_void_p()
+        self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name})")
+        return fn
+
+    def set_dynamic_shared(self, fn, nbytes: int) -> None:
+        self.check(self.lib.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes),
+                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = ctypes.c_uint64()
+        self.check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), max(1, nbytes)), "cuMemAlloc")
+        return ptr.value
+
+    def free(self, ptr: int) -> None:
+        self.lib.cuMemFree_v2(ptr)
+
+    def htod(self, ptr: int, host, nbytes: int) -> None:
+        self.check(self.lib.cuMemcpyHtoD_v2(ptr, host, nbytes), "cuMemcpyHtoD")
+
+    def dtoh(self, host, ptr: int, nbytes: int) -> None:
+        self.check(self.lib.cuMemcpyDtoH_v2(host, ptr, nbytes), "cuMemcpyDtoH")
+
+    def launch(self, fn, grid, block, shared: int, stream: int, args: list) -> None:
+        arr = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
+        self.check(self.lib.cuLaunchKernel(fn, *grid, *block, shared, ctypes.c_void_p(stream), arr, None),
+                   "cuLaunchKernel")
+
+    def synchronize(self) -> None:
+        self.check(self.lib.cuCtxSynchronize(), "kernel execution (cuCtxSynchronize)")
+
+    def event(self):
+        ev = ctypes.c_void_p()
+        self.check(self.lib.cuEventCreate(ctypes.byref(ev), 0), "cuEventCreate")
+        return ev
+
+    def record(self, ev, stream: int = 0) -> None:
+        self.check(self.lib.cuEventRecord(ev, ctypes.c_void_p(stream)), "cuEventRecord")
+
+    def elapsed_ms(self, start, end) -> float:
+        self.check(self.lib.cuEventSynchronize(end), "cuEventSynchronize")
+        ms = ctypes.c_float()
+        self.check(self.lib.cuEventElapsedTime(ctypes.byref(ms), start, end), "cuEventElapsedTime")
+        return ms.value

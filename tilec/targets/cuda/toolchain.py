@@ -1,0 +1,158 @@
+"""Building CUDA sources: nvcc ahead of time, or NVRTC in process.
+
+Errors from nvcc/ptxas/NVRTC are reported against the generated .cu file with the offending
+generated line quoted, so that a back-end bug is visible as such.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ...diagnostics import CompileError, Diagnostic
+
+
+@dataclass
+class BuildOptions:
+    kind: str  # cubin | ptx | fatbin
+    archs: list[str]  # sm_80, sm_90a, ...
+    lineinfo: bool = False
+    debug: bool = False
+    keep_dir: str | None = None
+    dryrun: bool = False
+    resource_usage: bool = False
+    compiler: str = "nvcc"
+    extra: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BuildResult:
+    binary: bytes
+    commands: list[str]
+    resource_usage: dict[str, dict[str, int]]
+    toolchain: str
+
+
+def nvcc_version() -> str | None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
+    return f"nvcc {m.group(2)}" if m else "nvcc"
+
+
+def _gencode(arch: str, kind: str) -> list[str]:
+    cc = arch.removeprefix("sm_")
+    if kind == "ptx":
+        return [f"-arch=compute_{cc}"]
+    return [f"-gencode=arch=compute_{cc},code=sm_{cc}"]
+
+
+def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
+    if opts.compiler == "nvrtc":
+        from .nvrtc import build_nvrtc
+
+        return build_nvrtc(source, stem, opts)
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise CompileError([Diagnostic("error", "nvcc not found on PATH; install the CUDA toolkit, or use "
+                                                "--compiler nvrtc, or emit CUDA source with -o file.cu")])
+    work = Path(opts.keep_dir) if opts.keep_dir else Path(tempfile.mkdtemp(prefix="tilec-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        cu = work / f"{stem}.cu"
+        cu.write_text(source)
+        out = work / f"{stem}.{opts.kind}"
+        cmd = [nvcc, f"-{opts.kind}", "-o", str(out), str(cu), "-std=c++17", "-diag-suppress=177,20044"]
+        for arch in opts.archs:
+            cmd += _gencode(arch, opts.kind)
+        if opts.lineinfo:
+            cmd.append("-lineinfo")
+        if opts.debug:
+            cmd.append("-G")
+        if opts.resource_usage and opts.kind != "ptx":
+            cmd += ["-Xptxas", "-v"]
+        if opts.keep_dir:
+            cmd += ["--keep", f"--keep-dir={work}"]
+        cmd += opts.extra
+        shown = " ".join(cmd)
+        if opts.dryrun:
+            return BuildResult(b"", [shown], {}, nvcc_version() or "nvcc")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(_toolchain_diagnostics(proc.stderr + proc.stdout, cu, source))
+        usage = parse_ptxas_usage(proc.stderr + proc.stdout) if opts.resource_usage else {}
+        return BuildResult(out.read_bytes(), [shown], usage, nvcc_version() or "nvcc")
+    finally:
+        if not opts.keep_dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+_ERR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<sev>error|warning)[^:]*: (?P<msg>.*)$")
+_PTXAS = re.compile(r"^ptxas (?P<sev>error|fatal)\s*:\s*(?P<msg>.*)$")
+
+
+def _toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnostic]:
+    from ...diagnostics import Span
+
+    lines = source.splitlines()
+    diags: list[Diagnostic] = []
+    for raw in output.splitlines():
+        m = _ERR.match(raw.strip())
+        if m and m.group("sev") == "error":
+            n = int(m.group("line"))
+            text = lines[n - 1].strip() if 0 < n <= len(lines) else ""
+            diags.append(Diagnostic("error", f"nvcc: {m.group('msg')} (in generated code; this is a tilec bug)\n"
+                                             f"  {text}", Span(str(cu), n, 1)))
+        elif _PTXAS.match(raw.strip()):
+            diags.append(Diagnostic("error", f"ptxas: {_PTXAS.match(raw.strip()).group('msg')} (generated code in "
+                                             f"{cu})"))
+    if not diags:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        diags.append(Diagnostic("error", f"the CUDA toolchain failed on the generated code ({cu}):\n{tail}"))
+    return diags
+
+
+_USAGE_FN = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_USAGE_REGS = re.compile(r"Used (?P<regs>\d+) registers")
+_USAGE_SPILL = re.compile(r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads")
+_USAGE_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
+
+
+def parse_ptxas_usage(output: str) -> dict[str, dict[str, int]]:
+    usage: dict[str, dict[str, int]] = {}
+    current = None
+    for line in output.splitlines():
+        if m := _USAGE_FN.search(line):
+            current = usage.setdefault(m.group("name"), {"registers": 0, "stack_bytes": 0, "spill_stores": 0,
+                                                         "spill_loads": 0, "static_smem_bytes": 0})
+        elif current is not None:
+            if m := _USAGE_SPILL.search(line):
+                current.update(stack_bytes=int(m.group("frame")), spill_stores=int(m.group("st")),
+                               spill_loads=int(m.group("ld")))
+            if m := _USAGE_REGS.search(line):
+                current["registers"] = int(m.group("regs"))
+            if m := _USAGE_SMEM.search(line):
+                current["static_smem_bytes"] = int(m.group("smem"))
+    return usage
+
+
+def cuda_include_dir() -> str | None:
+    nvcc = shutil.which("nvcc")
+    candidates = []
+    if nvcc:
+        candidates.append(Path(nvcc).resolve().parent.parent / "include")
+    candidates += [Path("/usr/local/cuda/include"), Path(os.environ.get("CUDA_HOME", "/nonexistent")) / "include"]
+    for c in candidates:
+        if (c / "cuda_fp16.h").is_file():
+            return str(c)
+    return None
