@@ -39,12 +39,14 @@ CASES = [
     ("transpose", {}, [{"M": 128, "N": 128}, {"M": 256, "N": 192}, {"M": 100, "N": 70}]),
     ("flash_attention", {}, [{"B": 1, "S": 128, "H": 2}, {"B": 2, "S": 256, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
     ("flash_attention", {"causal": True}, [{"B": 1, "S": 128, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
+    ("flash_attention", {"dim": 128}, [{"B": 1, "S": 128, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
+    ("flash_attention", {"dim": 128, "causal": True}, [{"B": 1, "S": 256, "H": 1}, {"B": 2, "S": 130, "H": 2}]),
 ]
 TARGETS = [("sm90", "cubin"), ("sm80", "ptx")]
 
 
 def case_name(sample: str, defines: dict, dtype: str) -> str:
-    extra = "".join(f"_{k}" for k, v in sorted(defines.items()) if v is True)
+    extra = "".join(f"_{k}" if v is True else f"_{k}{v}" for k, v in sorted(defines.items()))
     return f"{sample}{extra}_{dtype}"
 
 

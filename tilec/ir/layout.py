@@ -224,8 +224,23 @@ class Projected:
     def valid(self, t: T.Expr, k: K) -> T.Expr | None:
         return self.parent.valid(t, self.parent_local(k)) if isinstance(self.parent, BlockRow) else None
 
+    @property
+    def canonical(self) -> tuple:
+        """Two projections with the same key put the same indices in the same registers of the same
+        threads, even if their parents differ (rows of a 64x64 and of a 64x128 accumulator)."""
+        p = self.parent
+        if isinstance(p, MmaTiled):
+            return ("mma_rows", p.m, p.wm) if self.keep == 0 else ("mma_cols", p.n, p.wm, p.wn)
+        return ("rows", p.rows, p.tpr, p.threads) if self.keep == 0 else ("cols", p.cols, p.tpr, p.vec, p.threads)
+
     def __str__(self) -> str:
         return f"{'rows' if self.keep == 0 else 'cols'}_of({self.parent})"
+
+
+def same_layout(a, b) -> bool:
+    if isinstance(a, Projected) and isinstance(b, Projected):
+        return a.canonical == b.canonical
+    return a == b
 
 
 def valid(layout, t: T.Expr, k: K) -> T.Expr | None:

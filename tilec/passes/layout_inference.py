@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
-from ..ir.layout import BlockRow, Fragment, MmaTiled, Projected, SharedLayout, block_row
+from ..ir.layout import BlockRow, Fragment, MmaTiled, Projected, SharedLayout, block_row, same_layout
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
 
@@ -204,7 +204,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                 class_layout[croot] = want
                 class_site[croot] = where
                 changed = True
-            elif have != want:
+            elif not same_layout(have, want):
                 rep.error(f"fragment '{frags[child].name}' would need two layouts: {have} and {want}; use a "
                           "separate fragment for each use", where.span)
                 return table

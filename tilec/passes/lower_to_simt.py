@@ -27,7 +27,7 @@ from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
-from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, valid
+from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
 
@@ -181,11 +181,12 @@ class Lowerer:
         loop_ids, layout, k = self.frag_ctx
         lay = self.layouts.fragments[id(b)]
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
-        if ids == loop_ids and lay == layout:
+        if ids == loop_ids and same_layout(lay, layout):
             return k
-        if len(ids) == 1 and isinstance(lay, Projected) and lay.parent == layout and ids[0] in loop_ids \
-                and loop_ids.index(ids[0]) == lay.keep:
-            return lay.local_of_parent(k)
+        if len(ids) == 1 and isinstance(lay, Projected) and ids[0] in loop_ids and not isinstance(layout, Projected):
+            view = Projected(layout, loop_ids.index(ids[0]))
+            if same_layout(view, lay):
+                return view.local_of_parent(k)
         raise self.fail(f"fragment '{b.name}' (layout {lay}) is accessed at an index that this Parallel loop "
                         f"(layout {layout}) does not own; index fragments with the loop variables", span)
 
@@ -853,8 +854,9 @@ class Lowerer:
         src, dst = s.src.buffer, s.dst.buffer
         if src.scope == "fragment" and dst.scope == "fragment":
             ls, ld = self.layouts.fragments[id(src)], self.layouts.fragments[id(dst)]
-            if isinstance(ld, Projected) and ld.parent == ls and ld.keep == 1 - s.dim:
-                return self.reduce_fragment(s, ls, ld)
+            if isinstance(ld, Projected) and not isinstance(ls, Projected) and \
+                    same_layout(ld, Projected(ls, 1 - s.dim)):
+                return self.reduce_fragment(s, ls, Projected(ls, 1 - s.dim))
             if isinstance(ls, BlockRow) and len(ls.shape) == 1 and isinstance(ld, BlockRow):
                 return self.reduce_whole(s, ls)
         if src.scope == "shared":
