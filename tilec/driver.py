@@ -24,15 +24,36 @@ FRONT_PASSES: list[tuple[str, Pass]] = [
 
 
 def _target_passes():
-    from .passes import layout_inference, lower_to_simt, pipeline_planning, simplify, storage_planning
+    from .passes import (
+        layout_inference,
+        lower_to_simt,
+        pipeline_planning,
+        rasterization,
+        simplify,
+        storage_planning,
+    )
 
-    tile_passes = [(layout_inference.NAME, layout_inference.run), (pipeline_planning.NAME, pipeline_planning.run)]
-    simt_passes = [(lower_to_simt.NAME, lower_to_simt.run), (simplify.NAME, simplify.run),
-                   (storage_planning.NAME, storage_planning.run)]
+    tile_passes = [
+        (rasterization.NAME, rasterization.run),
+        (layout_inference.NAME, layout_inference.run),
+        (pipeline_planning.NAME, pipeline_planning.run),
+    ]
+    simt_passes = [
+        (lower_to_simt.NAME, lower_to_simt.run),
+        (simplify.NAME, simplify.run),
+        (storage_planning.NAME, storage_planning.run),
+    ]
     return tile_passes, simt_passes
 
 
-TARGET_PASS_NAMES = ["layout-inference", "pipeline-planning", "lower-to-simt", "simplify", "storage-planning"]
+TARGET_PASS_NAMES = [
+    "rasterization",
+    "layout-inference",
+    "pipeline-planning",
+    "lower-to-simt",
+    "simplify",
+    "storage-planning",
+]
 
 
 def pass_names(with_target: bool = False) -> list[str]:
@@ -122,9 +143,15 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     except UnknownTarget as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
     if not backend_available(target.backend):
-        raise CompileError([Diagnostic(
-            "error", f"target '{target.name}' ({target.description}) needs the {target.backend} back end, which this "
-            "tilec does not have yet; the source is valid (use --emit-ir to see its Tile IR)")])
+        raise CompileError(
+            [
+                Diagnostic(
+                    "error",
+                    f"target '{target.name}' ({target.description}) needs the {target.backend} back end, which this "
+                    "tilec does not have yet; the source is valid (use --emit-ir to see its Tile IR)",
+                )
+            ]
+        )
     result.target = target
     tile_passes, simt_passes = _target_passes()
     module = result.module
@@ -141,7 +168,9 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     import importlib
 
     codegen = importlib.import_module(f"tilec.targets.{target.backend}.codegen")
-    result.source = codegen.generate(simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}")
+    result.source = codegen.generate(
+        simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}"
+    )
 
 
 def _verify(module: T.Module, after: str) -> None:

@@ -1,0 +1,46 @@
+"""rasterization — reorder thread blocks for L2 reuse (`use_swizzle(panel_size)`).
+
+Assumes: check-tile-ops has run; the kernel's grid is (gx, gy, gz).
+Guarantees: when the kernel asks for `use_swizzle(panel_size=P)` (enabled), its block indices
+are remapped at entry so that consecutive blocks walk down a panel of P block-rows before moving
+one block-column right (grouped ordering): blocks that run together share A and B tiles in L2.
+The mapping is a bijection of the grid, so every block still runs exactly once; kernels without
+use_swizzle are unchanged.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Reporter
+from ..ir import dtypes as D
+from ..ir import tile as T
+from ..ir.visit import rewrite_body, walk_stmts
+
+NAME = "rasterization"
+
+
+def _b(op, a, b):
+    return T.Binary(D.I32, None, op, a, b if isinstance(b, T.Expr) else T.Const(D.I32, None, b))
+
+
+def run(module: T.Module, rep: Reporter, target=None) -> T.Module:
+    for k in module.kernels:
+        swz = [s for s in walk_stmts(k.body) if isinstance(s, T.UseSwizzle) and s.enable]
+        if not swz:
+            continue
+        panel = swz[0].panel_size
+        bx, by = k.block_vars[0], k.block_vars[1]
+        gx, gy = k.grid[0], k.grid[1]
+        new_x = T.Var(D.I32, None, f"{bx.name}_swizzled", "local")
+        new_y = T.Var(D.I32, None, f"{by.name}_swizzled", "local")
+        pid = _b("+", _b("*", by, gx), bx)
+        per_group = _b("*", gx, panel)
+        first_y = _b("*", _b("//", pid, per_group), panel)
+        size_y = T.Call(D.I32, None, "min", [_b("-", gy, first_y), T.Const(D.I32, None, panel)])
+        in_group = _b("%", pid, per_group)
+        mapping = {id(bx): new_x, id(by): new_y}
+        body = rewrite_body(k.body, lambda e: mapping.get(id(e)) if isinstance(e, T.Var) else None)
+        prologue = [T.Assign(None, new_y, _b("+", first_y, _b("%", in_group, size_y))),
+                    T.Assign(None, new_x, _b("//", in_group, size_y))]
+        k.body = prologue + body
+        k.attrs["rasterization"] = f"grouped, panel {panel}"
+    return module
