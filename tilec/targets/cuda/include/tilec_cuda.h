@@ -368,19 +368,19 @@ TL_DEVICE void mma_bf16(float* d, const unsigned* a, const unsigned* b) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
-TL_DEVICE void ldmatrix_x2(unsigned* r, const void* smem) {
+TL_DEVICE void ldmatrix_x2_p(unsigned* r, const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(smem)) : "memory");
 }
-TL_DEVICE void ldmatrix_x4(unsigned* r, const void* smem) {
+TL_DEVICE void ldmatrix_x4_p(unsigned* r, const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(smem)) : "memory");
 }
-TL_DEVICE void ldmatrix_x2_trans(unsigned* r, const void* smem) {
+TL_DEVICE void ldmatrix_x2_trans_p(unsigned* r, const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(smem)) : "memory");
 }
-TL_DEVICE void ldmatrix_x4_trans(unsigned* r, const void* smem) {
+TL_DEVICE void ldmatrix_x4_trans_p(unsigned* r, const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(smem)) : "memory");
 }
