@@ -86,7 +86,6 @@ def run(out: Path, results_path: str | None) -> None:
     dst = torch.empty_like(src)
     ms = do_bench(lambda: dst.copy_(src))
     report("copy", "1 GiB", "torch copy", ms, nbytes=2 * src.numel())
-    del src, dst
 
     # ---- GEMM
     @triton.jit
@@ -120,7 +119,7 @@ def run(out: Path, results_path: str | None) -> None:
         c = torch.empty(n, n, dtype=tdt[dt], device=dev)
         flops = 2 * n**3
         shape = f"{dt} {n}^3"
-        ms_torch = do_bench(lambda: torch.matmul(a, b))
+        ms_torch = do_bench(lambda: torch.matmul(a, b))  # noqa: B023
         report("gemm", shape, "torch (cuBLAS)", ms_torch, flops)
         best = min(do_bench(triton_mm(a, b, c, cfg)) for cfg in
                    [(128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 32, 4, 4)])
@@ -132,7 +131,6 @@ def run(out: Path, results_path: str | None) -> None:
         err = (c.float() - ref.float()).abs().max().item()
         report("gemm", shape, "tilec", ms, flops, roofline=flops / ms / 1e9 / PEAK_TFLOPS)
         rows[-1]["max_abs_err_vs_torch"] = err
-        del a, b, c, ref
 
     # ---- attention
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -143,7 +141,8 @@ def run(out: Path, results_path: str | None) -> None:
         flops = 4 * b_ * h * s * s * d // (2 if causal else 1)
         shape = f"B{b_} H{h} S{s} D{d}{' causal' if causal else ''}"
         qt, kt, vt = (x.transpose(1, 2) for x in (q, kk, v))
-        for backend, label in ((SDPBackend.FLASH_ATTENTION, "torch flash"), (SDPBackend.CUDNN_ATTENTION, "torch cuDNN")):
+        backends = ((SDPBackend.FLASH_ATTENTION, "torch flash"), (SDPBackend.CUDNN_ATTENTION, "torch cuDNN"))
+        for backend, label in backends:
             try:
                 with sdpa_kernel(backend):
                     ms = do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))  # noqa: B023
@@ -157,7 +156,6 @@ def run(out: Path, results_path: str | None) -> None:
         err = (o.float() - ref.float()).abs().max().item()
         report("attention", shape, "tilec", ms, flops, roofline=flops / ms / 1e9 / PEAK_TFLOPS)
         rows[-1]["max_abs_err_vs_torch"] = err
-        del q, kk, v, o
 
     # ---- memory-bound rows
     x = torch.randn(ROWS, COLS, dtype=torch.bfloat16, device=dev)

@@ -136,8 +136,8 @@ def test_shared_memory_limit_names_buffers(tmp_path):
         "        copy(A[0:256], huge[0, :])\n"
         "        copy(huge[1, :], B[0:256])\n"
         "        fill(other, 1.0)\n")
-    proc = subprocess.run([sys.executable, "-m", "tilec", str(src), "--target", "sm86", "-o", str(tmp_path / "b.cubin")],
-                          capture_output=True, text=True, cwd=ROOT)
+    cmd = [sys.executable, "-m", "tilec", str(src), "--target", "sm86", "-o", str(tmp_path / "b.cubin")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1
     assert "huge 262144 B" in proc.stderr and "other 16384 B" in proc.stderr and "sm86 allows" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -15,24 +15,9 @@ import json
 from . import __version__
 from .ir import simt as S
 from .ir import tile as T
-from .ir.fold import fold
+from .ir.formula import formula
 
 MANIFEST_VERSION = 1
-
-
-def formula(e: T.Expr) -> str:
-    e = fold(e)
-    if isinstance(e, T.Const):
-        return str(int(e.value))
-    if isinstance(e, T.Var):
-        return e.name
-    if isinstance(e, T.Cast):
-        return formula(e.value)
-    if isinstance(e, T.Binary) and e.op in ("+", "-", "*", "//", "%"):
-        return f"({formula(e.a)} {e.op} {formula(e.b)})"
-    if isinstance(e, T.Call) and e.func in ("ceildiv", "min", "max"):
-        return f"{e.func}({', '.join(formula(a) for a in e.args)})"
-    raise ValueError(f"grid extent is not a size formula: {type(e).__name__}")
 
 
 def source_hash(files: list[str], sources_text: dict[str, str], options: dict) -> str:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from . import tile as T
 from .fold import fold
+from .formula import formula
 
 
 def _f(e: T.Expr) -> str:
-    from ..artifacts import formula
-
     return formula(e)
 
 

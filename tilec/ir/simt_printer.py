@@ -115,7 +115,8 @@ class CStylePrinter:
                 fn = "floordiv" if op == "//" else "floormod"
                 return f"{self.int_helper(fn)}({self.expr(e.a)}, {self.expr(e.b)})"
         elif op == "%":
-            return f"fmodf({self.expr(e.a)}, {self.expr(e.b)})"
+            fn = "fmod" if e.dtype == D.F64 else "fmodf"
+            return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
         elif op == "**":
             return f"powf({self.expr(e.a)}, {self.expr(e.b)})"
         elif op in ("and", "or"):

@@ -11,7 +11,6 @@ Nodes compare by identity (eq=False): two uses of one variable are the same obje
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from ..diagnostics import Span
 from .dtypes import DType
@@ -234,7 +233,7 @@ class UseSwizzle(Stmt):
     enable: bool = True
 
 
-TileOp = Union[Copy, Gemm, Reduce, Fill, Atomic, Print, AnnotateLayout, UseSwizzle]
+TileOp = Copy | Gemm | Reduce | Fill | Atomic | Print | AnnotateLayout | UseSwizzle
 
 # ---------------------------------------------------------------- kernels and modules
 

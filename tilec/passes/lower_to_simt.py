@@ -173,6 +173,13 @@ class Lowerer:
             return self.local_offset(b, idx)
         raise self.fail(f"fragment '{b.name}' cannot be addressed by index here", span)
 
+    def ref(self, b: T.Buffer, idx: list[T.Expr], span) -> S.Ref:
+        """Load of element idx (lowered indices) of a non-fragment buffer."""
+        return self.ref(b, idx, span)
+
+    def addr(self, b: T.Buffer, idx: list[T.Expr], span) -> S.AddrOf:
+        return self.addr(b, idx, span)
+
     def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
         """The register holding fragment element b[orig_idx] in the current Parallel context."""
         if self.frag_ctx is None:
@@ -536,7 +543,7 @@ class Lowerer:
                 guard = self.bounds(src, sidx)
                 if src.buffer.scope == "shared":
                     self.smem_read = True
-                load = S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), fold(self.address(src.buffer, sidx, s.span)))
+                load = self.ref(src.buffer, sidx, s.span)
                 value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
                                                             T.Const(src.buffer.dtype, None, 0))
             value = _cast(value, dst.buffer.dtype)
@@ -605,8 +612,8 @@ class Lowerer:
                 sidx = self.region_index(src, tile)
                 didx = self.region_index(dst, tile)
                 guard = _and(self.bounds(src, sidx), self.bounds(dst, didx))
-                saddr = S.AddrOf(D.I64, None, self.sbuf(src.buffer), fold(self.address(src.buffer, sidx, s.span)))
-                daddr = S.AddrOf(D.I64, None, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)))
+                saddr = self.addr(src.buffer, sidx, s.span)
+                daddr = self.addr(dst.buffer, didx, s.span)
                 pred = guard if guard is not None else T.Const(D.BOOL, None, True)
                 inner_body: list[S.SStmt]
                 if use_async:
@@ -651,7 +658,7 @@ class Lowerer:
             sidx = self.region_index(src, tile)
             didx = self.region_index(dst, tile)
             sguard, dguard = self.bounds(src, sidx), self.bounds(dst, didx)
-            load = S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), fold(self.address(src.buffer, sidx, s.span)))
+            load = self.ref(src.buffer, sidx, s.span)
             value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
                                                          T.Const(src.buffer.dtype, None, 0))
             st: S.SStmt = S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)),
@@ -742,9 +749,9 @@ class Lowerer:
             kk = self.fresh("k")
             a_idx = self.operand_index(s.a, kk, i) if s.transpose_a else self.operand_index(s.a, i, kk)
             b_idx = self.operand_index(s.b, j, kk) if s.transpose_b else self.operand_index(s.b, kk, j)
-            av = _cast(S.Ref(s.a.buffer.dtype, None, self.sbuf(s.a.buffer), fold(self.address(s.a.buffer, a_idx, s.span))),
+            av = _cast(self.ref(s.a.buffer, a_idx, s.span),
                        acc_dt)
-            bv = _cast(S.Ref(s.b.buffer.dtype, None, self.sbuf(s.b.buffer), fold(self.address(s.b.buffer, b_idx, s.span))),
+            bv = _cast(self.ref(s.b.buffer, b_idx, s.span),
                        acc_dt)
             upd = S.SAssign(None, acc, T.Binary(acc_dt, None, "+", acc, T.Binary(acc_dt, None, "*", av, bv)))
             self.emit(S.SFor(None, kk, c(0), c(kd), [upd], unroll=kd <= 64))
@@ -773,7 +780,7 @@ class Lowerer:
 
         def shared_addr(r: T.Region, row: T.Expr, col: T.Expr) -> T.Expr:
             idx = self.operand_index(r, row, col)
-            return S.AddrOf(D.I64, None, self.sbuf(r.buffer), fold(self.address(r.buffer, idx, s.span)))
+            return self.addr(r.buffer, idx, s.span)
 
         def body():
             a_regs = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", mi_count * 4)
@@ -991,7 +998,7 @@ class Lowerer:
             full = list(out_idx)
             full.insert(s.dim, q)
             idx = [add(self.lx(st), x) for st, x in zip(src.starts, full, strict=True)]
-            elem = _cast(S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), fold(self.address(src.buffer, idx, s.span))),
+            elem = _cast(self.ref(src.buffer, idx, s.span),
                          acc_dt)
             if s.kind in ("abssum", "absmax"):
                 elem = T.Call(acc_dt, None, "abs", [elem])
@@ -1029,7 +1036,7 @@ class Lowerer:
                 tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
                 idx = self.region_index(dst, tile)
                 guard = _and(self.bounds(dst, idx), valid(layout, self.tid, kv))
-                addr = S.AddrOf(D.I64, None, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)))
+                addr = self.addr(dst.buffer, idx, s.span)
                 val = _cast(S.Ref(vb.dtype, None, self.sbuf(vb), kv), dst.buffer.dtype)
                 st: S.SStmt = S.SCall(s.span, name, [addr, val])
                 self.emit(st if guard is None else S.SIf(None, guard, [st]))
@@ -1044,7 +1051,7 @@ class Lowerer:
             raise self.fail("atomic update of a region with a scalar; index one element", s.span)
         idx = [self.lx(x) for x in dst.starts]
         guard = _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
-        addr = S.AddrOf(D.I64, None, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)))
+        addr = self.addr(dst.buffer, idx, s.span)
         self.emit(S.SIf(s.span, guard, [S.SCall(s.span, name, [addr, _cast(self.lx(s.value), dst.buffer.dtype)])]))
 
     def print(self, s: T.Print) -> None:

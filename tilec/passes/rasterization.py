@@ -38,7 +38,7 @@ def run(module: T.Module, rep: Reporter, target=None) -> T.Module:
         size_y = T.Call(D.I32, None, "min", [_b("-", gy, first_y), T.Const(D.I32, None, panel)])
         in_group = _b("%", pid, per_group)
         mapping = {id(bx): new_x, id(by): new_y}
-        body = rewrite_body(k.body, lambda e: mapping.get(id(e)) if isinstance(e, T.Var) else None)
+        body = rewrite_body(k.body, lambda e, m=mapping: m.get(id(e)) if isinstance(e, T.Var) else None)
         prologue = [T.Assign(None, new_y, _b("+", first_y, _b("%", in_group, size_y))),
                     T.Assign(None, new_x, _b("//", in_group, size_y))]
         k.body = prologue + body

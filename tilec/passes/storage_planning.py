@@ -4,7 +4,7 @@ Assumes: an SModule from lower-to-simt (and simplify).
 Guarantees: every shared SBuffer has a byte `offset` into the kernel's dynamic shared memory,
 aligned to 128 bytes (what 16-byte copies, ldmatrix and TMA need); `shared_bytes` is the total;
 a kernel needing more than the target allows is refused with an error that lists each buffer
-and its size.
+and its size; so is a block of more threads than the target runs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ ALIGN = 128
 
 def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
+        if k.threads > target.max_threads:
+            rep.diagnostics.append(Diagnostic(
+                "error", f"kernel '{k.name}' asks for {k.threads} threads per block; {target.name} allows at most "
+                f"{target.max_threads}", k.span))
+        elif k.threads % target.warp_size and target.backend == "cuda":
+            rep.diagnostics.append(Diagnostic(
+                "warning", f"kernel '{k.name}' has {k.threads} threads, not a multiple of the warp size "
+                f"{target.warp_size}: the last warp runs partly empty", k.span))
         offset = 0
         for b in k.shared:
             b.offset = offset

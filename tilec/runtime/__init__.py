@@ -8,6 +8,6 @@ No compiler, lark or TVM is imported here, so this works on a machine where only
 and numpy are installed.
 """
 
-from .module import ArgumentError, ArchitectureMismatch, Kernel, Module, load
+from .module import ArchitectureMismatch, ArgumentError, Kernel, Module, load
 
 __all__ = ["load", "Module", "Kernel", "ArgumentError", "ArchitectureMismatch"]

@@ -74,7 +74,8 @@ class Driver:
 
     def function(self, module, name: str):
         fn = ctypes.c_void_p()
-        self.check(self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name})")
+        rc = self.lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode())
+        self.check(rc, f"cuModuleGetFunction({name})")
         return fn
 
     def set_dynamic_shared(self, fn, nbytes: int) -> None:

@@ -53,7 +53,8 @@ def build_nvrtc(source: str, stem: str, opts):
     lib = load()
     arch = opts.archs[0]
     cc = arch.removeprefix("sm_")
-    flags = [f"-arch={'compute' if opts.kind == 'ptx' else 'sm'}_{cc}", "-std=c++17", "--device-as-default-execution-space"]
+    arch_flag = f"-arch={'compute' if opts.kind == 'ptx' else 'sm'}_{cc}"
+    flags = [arch_flag, "-std=c++17", "--device-as-default-execution-space"]
     inc = cuda_include_dir()
     if inc:
         flags.append(f"-I{inc}")

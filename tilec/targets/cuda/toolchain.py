@@ -124,7 +124,8 @@ def _toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnosti
 
 _USAGE_FN = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
 _USAGE_REGS = re.compile(r"Used (?P<regs>\d+) registers")
-_USAGE_SPILL = re.compile(r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads")
+_USAGE_SPILL = re.compile(
+    r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads")
 _USAGE_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
 
 
