@@ -175,10 +175,10 @@ class Lowerer:
 
     def ref(self, b: T.Buffer, idx: list[T.Expr], span) -> S.Ref:
         """Load of element idx (lowered indices) of a non-fragment buffer."""
-        return self.ref(b, idx, span)
+        return S.Ref(b.dtype, None, self.sbuf(b), fold(self.address(b, idx, span)))
 
     def addr(self, b: T.Buffer, idx: list[T.Expr], span) -> S.AddrOf:
-        return self.addr(b, idx, span)
+        return S.AddrOf(D.I64, None, self.sbuf(b), fold(self.address(b, idx, span)))
 
     def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
         """The register holding fragment element b[orig_idx] in the current Parallel context."""
