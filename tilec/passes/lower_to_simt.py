@@ -529,6 +529,110 @@ class Lowerer:
             raise self.fail("copy between fragments of different layouts", s.span)
         if [e for e in layout.shape if e != 1] != [e for e in sext if e != 1]:
             raise self.fail(f"copy of a part of fragment '{frag.name}' is not supported; copy it whole", s.span)
+        if self.copy_fragment_vector(s, layout, sext):
+            return
+        self.copy_fragment_elements(s, layout)
+
+    def copy_fragment_vector(self, s: T.Copy, layout, sext: list[int]) -> bool:
+        """Fragment <-> memory `vec` elements at a time, where a block-row thread's consecutive
+        registers are consecutive in memory (with a per-vector scalar fallback at ragged edges and
+        a run-time alignment check on global tensors)."""
+        src, dst = s.src, s.dst
+        to_mem = src.buffer.scope == "fragment"
+        frag_r, mem = (src, dst) if to_mem else (dst, src)
+        if not (isinstance(layout, BlockRow) and layout.vec >= 2 and mem.buffer.scope in ("global", "shared")
+                and self.target.backend == "cuda" and frag_r.buffer.dtype.is_float and mem.buffer.dtype.is_float
+                and self.contiguous_inner(mem) and sext[-1] == layout.shape[-1]):
+            return False
+        vec = layout.vec
+        nbytes = vec * mem.buffer.dtype.bytes
+        if nbytes > 16 or 16 % nbytes or not _multiple_of(self.lx(mem.starts[-1]), vec):
+            return False
+        runtime_ok: T.Expr | None = None
+        if mem.buffer.scope == "shared":
+            if self.layouts.shared[id(mem.buffer)].shape[-1] % vec:
+                return False
+        else:
+            inner = self.lx(mem.buffer.shape[-1])
+            if as_int(inner) is not None and as_int(inner) % vec:
+                return False
+            if as_int(inner) is None:
+                runtime_ok = _cmp("==", mod(inner, vec), c(0))
+            runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned", [
+                S.AddrOf(D.I64, None, self.sbuf(mem.buffer), c(0)), c(nbytes)]))
+        fsb = self.sbuf(frag_r.buffer)
+        if mem.buffer.scope == "shared":
+            self.smem_read |= not to_mem
+
+        def vector_body():
+            kv = self.fresh("r")
+
+            def body():
+                k0 = mul(kv, vec)
+                coords = layout.coords(self.tid, k0)
+                tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
+                idx = self.region_index(mem, tile)
+                dims = [self.lx(d) for d in mem.buffer.shape]
+                full = None
+                partial = None
+                if mem.buffer.scope == "global":
+                    for i, (d, x) in enumerate(zip(dims, idx, strict=True)):
+                        if i == len(idx) - 1:
+                            full = _and(full, _cmp("<=", add(x, vec), d))
+                        else:
+                            partial = _and(partial, self.bounds_one(mem, i, x))
+                    full = _and(partial, full)
+                ok = valid(layout, self.tid, k0)
+                faddr = S.AddrOf(D.I64, None, fsb, k0)
+                maddr = self.addr(mem.buffer, idx, s.span)
+                if to_mem:
+                    fast: list[S.SStmt] = [S.SCall(s.span, f"store_vec{vec}", [maddr, faddr])]
+                else:
+                    fast = [S.SCall(s.span, f"load_vec{vec}", [faddr, maddr, full or T.Const(D.BOOL, None, True)])]
+                if full is None:
+                    stmts = fast
+                else:  # ragged edge: element by element
+                    slow = self.block(lambda: self.fragment_elements(s, layout, k0, vec, to_mem, mem, tile))
+                    stmts = [S.SIf(None, full, fast, slow)] if to_mem else [S.SIf(None, full, fast, slow)]
+                if ok is not None:
+                    stmts = [S.SIf(None, ok, stmts)]
+                self.out.extend(stmts)
+
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), self.block(body), unroll=True))
+
+        if runtime_ok is None:
+            vector_body()
+        else:
+            fast = self.block(vector_body)
+            slow = self.block(lambda: self.copy_fragment_elements(s, layout))
+            self.emit(S.SIf(None, runtime_ok, fast, slow))
+        return True
+
+    def bounds_one(self, r: T.Region, axis: int, i: T.Expr) -> T.Expr | None:
+        return _cmp("<", i, self.lx(r.buffer.shape[axis]))
+
+    def fragment_elements(self, s: T.Copy, layout, k0: T.Expr, vec: int, to_mem: bool, mem: T.Region,
+                          tile: list[T.Expr]) -> None:
+        """Elements k0 .. k0+vec-1 of a block-row fragment, each bounds-checked (a ragged edge)."""
+        fsb = self.sbuf((s.src if to_mem else s.dst).buffer)
+        for v in range(vec):
+            t = list(tile)
+            t[-1] = add(t[-1], v)
+            idx = self.region_index(mem, t)
+            guard = self.bounds(mem, idx)
+            k = add(k0, v)
+            if to_mem:
+                st: S.SStmt = S.SStore(s.span, self.sbuf(mem.buffer), fold(self.address(mem.buffer, idx, s.span)),
+                                       _cast(S.Ref(fsb.dtype, None, fsb, k), mem.buffer.dtype))
+                self.emit(st if guard is None else S.SIf(None, guard, [st]))
+            else:
+                load = self.ref(mem.buffer, idx, s.span)
+                value = load if guard is None else T.Select(mem.buffer.dtype, None, guard, load,
+                                                            T.Const(mem.buffer.dtype, None, 0))
+                self.emit(S.SStore(s.span, fsb, k, _cast(value, fsb.dtype)))
+
+    def copy_fragment_elements(self, s: T.Copy, layout) -> None:
+        src, dst = s.src, s.dst
         kv = self.fresh("r")
 
         def body():

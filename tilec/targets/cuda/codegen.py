@@ -78,6 +78,8 @@ class CudaPrinter(CStylePrinter):
             return f"tl::{e.name}({args[0]}, {args[1]})"
         if e.name == "aligned16":
             return f"tl::aligned16({args[0]})"
+        if e.name == "aligned":
+            return f"tl::aligned({args[0]}, {args[1]})"
         raise TypeError(f"unknown intrinsic {e.name}")
 
     def call_stmt(self, s: S.SCall) -> str:
@@ -91,6 +93,10 @@ class CudaPrinter(CStylePrinter):
                 "%lld", f"static_cast<long long>({args[0]})")
             prefix = f"{label}: " if label else ""
             return f'printf("block (%d,%d,%d) {prefix}{fmt}\\n", blockIdx.x, blockIdx.y, blockIdx.z, {val});'
+        if s.name.startswith(("load_vec", "store_vec")):
+            n = s.name.removeprefix("load_vec").removeprefix("store_vec")
+            fn = "load_cvt" if s.name.startswith("load") else "store_cvt"
+            return f"tl::{fn}<{n}>({', '.join(args)});"
         return _CALLS[s.name].format(*args) + ";"
 
     def kernel(self, k: S.SKernel) -> str:

@@ -390,6 +390,31 @@ TL_DEVICE void copy16_or_zero(void* dst, const void* src, bool pred) {
   st_128(dst, pred ? ld_128(src) : make_uint4(0, 0, 0, 0));
 }
 
+TL_DEVICE bool aligned(const void* p, unsigned long long bytes) {
+  return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
+}
+
+// N consecutive elements as one vector access (8 or 16 bytes), converted between the storage type
+// T and the register type R on the way; a false `pred` loads zeros.
+template <int N, typename T>
+struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+template <int N, typename R, typename T>
+TL_DEVICE void load_cvt(R* dst, const T* src, bool pred) {
+  Vec<N, T> x;
+  if (pred) x = *reinterpret_cast<const Vec<N, T>*>(src);
+#pragma unroll
+  for (int i = 0; i < N; ++i) dst[i] = pred ? static_cast<R>(static_cast<float>(x.v[i])) : static_cast<R>(0.0f);
+}
+
+template <int N, typename T, typename R>
+TL_DEVICE void store_cvt(T* dst, const R* src) {
+  Vec<N, T> x;
+#pragma unroll
+  for (int i = 0; i < N; ++i) x.v[i] = static_cast<T>(static_cast<float>(src[i]));
+  *reinterpret_cast<Vec<N, T>*>(dst) = x;
+}
+
 TL_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
 
 }  // namespace tl
