@@ -14,10 +14,11 @@ import sys
 
 from .. import __version__
 
-SUBCOMMANDS = ("targets", "run")
+SUBCOMMANDS = ("targets", "run", "bench")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
-       tilec run FILE --device cpu [--size M=1000,N=...] [-D NAME=VALUE]...
+       tilec run FILE [--device cpu|cuda] [--target T] [--check] [--size M=1000,N=...] [-D NAME=VALUE]...
+       tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec targets
        tilec --version"""
 
@@ -38,6 +39,15 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit-ir", nargs="?", const="final", metavar="after:PASS",
                    help="print the Tile IR (after all passes, or `after:PASS`, or `all`) and stop")
     p.add_argument("--verify-ir", action="store_true", help="run the IR verifier after every pass")
+    p.add_argument("--emit", metavar="KIND", help="what to write: cu ptx cubin fatbin (default: from -o's suffix)")
+    p.add_argument("--manifest", metavar="PATH", help="where to write the manifest (default OUT.json)")
+    p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc",
+                   help="nvcc (ahead of time) or NVRTC in process (fast; one architecture)")
+    p.add_argument("--resource-usage", action="store_true", help="print registers, shared memory, spills per kernel")
+    p.add_argument("--keep", metavar="DIR", nargs="?", const=".", help="keep intermediate files (in DIR)")
+    p.add_argument("-lineinfo", "--lineinfo", dest="lineinfo", action="store_true", help="line info for profilers")
+    p.add_argument("-G", dest="G", action="store_true", help="device debug information (slow code)")
+    p.add_argument("--dryrun", action="store_true", help="print the toolchain commands without running them")
     return p
 
 
@@ -54,11 +64,27 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilec run", description="Run a kernel on random inputs.")
     p.add_argument("file", metavar="FILE")
-    p.add_argument("--device", default="cpu", help="cpu: the reference interpreter (default)")
-    p.add_argument("--target", help="target to build for when --device is a GPU")
+    p.add_argument("--device", default=None, choices=["cpu", "cuda"],
+                   help="cpu: the reference interpreter (default without --target); cuda: the GPU")
+    p.add_argument("--target", help="target to build for on the GPU (default sm90); implies --device cuda")
+    p.add_argument("--check", action="store_true", help="compare the GPU's outputs with the interpreter's")
     p.add_argument("--size", action="append", default=[], metavar="M=1000,N=...",
                    help="runtime sizes (default 256 each)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _common(p)
+    return p
+
+
+def _bench_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilec bench", description="Time a kernel on the GPU (CUDA events, median "
+                                "after warm-up) and report TFLOP/s, GB/s and the fraction of the roofline.")
+    p.add_argument("file", metavar="FILE", help="a .tile file (compiled for --target) or a built artifact")
+    p.add_argument("--target", help="target to build for (default sm90)")
+    p.add_argument("--size", action="append", default=[], metavar="M=1000,N=...",
+                   help="runtime sizes (default 256 each)")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--iters", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
     _common(p)
     return p
 
@@ -69,10 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tilec {__version__}")
         return 0
     if argv and argv[0] == "targets":
-        return _cmd_targets()
+        return _guarded(argparse.Namespace(debug="--debug" in argv, no_color=True), lambda _: _cmd_targets())
     if argv and argv[0] == "run":
         args = _run_parser().parse_args(_split_attached(argv[1:]))
         return _guarded(args, _cmd_run)
+    if argv and argv[0] == "bench":
+        args = _bench_parser().parse_args(_split_attached(argv[1:]))
+        return _guarded(args, _cmd_bench)
     args = _compile_parser().parse_args(_split_attached(argv))
     return _guarded(args, _cmd_compile)
 
@@ -98,9 +127,17 @@ def _guarded(args, fn) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except FileNotFoundError as e:
+        print(f"tilec: error: {e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
-    except Exception as e:  # an internal compiler error: say so in one line unless --debug
+    except Exception as e:  # an internal compiler error (user-facing errors are handled first)
+        from ..errors import UserFacingError
+
+        if isinstance(e, UserFacingError):
+            print(f"tilec: error: {e}", file=sys.stderr)
+            return 1
         if args.debug:
             raise
         print(f"tilec: internal compiler error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
@@ -129,13 +166,24 @@ def _parse_defines(items: list[str]) -> dict[str, object]:
     return out
 
 
+def _has_backend(backend: str) -> bool:
+    """registry.backend_available, but False (not ModuleNotFoundError) when the back end's package
+    itself does not exist yet (tilec/targets/hip, ...)."""
+    from ..targets.registry import backend_available
+
+    try:
+        return backend_available(backend)
+    except ImportError:
+        return False
+
+
 def _cmd_targets() -> int:
-    from ..targets.registry import TARGETS, backend_available, find_toolchains
+    from ..targets.registry import TARGETS, find_toolchains
 
     tools = find_toolchains()
     print("targets:")
     for t in TARGETS.values():
-        status = "back end available" if backend_available(t.backend) else "no back end yet"
+        status = "back end available" if _has_backend(t.backend) else "no back end yet"
         print(f"  {t.name:<11} {t.arch:<10} {t.description:<30} [{t.backend}: {status}]")
     print("toolchains:")
     for name, where in tools.items():
@@ -148,13 +196,13 @@ def _cmd_compile(args) -> int:
 
     if args.emit_ir is not None:
         return _emit_ir(args)
-    from ..targets.registry import UnknownTarget, backend_available, lookup
+    from ..targets.registry import UnknownTarget, lookup
 
     try:
-        target = lookup(args.target or "sm90")
+        target = lookup((args.target or "sm90").split(",")[0])
     except UnknownTarget as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
-    if not backend_available(target.backend):
+    if not _has_backend(target.backend):
         # Still check the source, so the user learns about errors in it.
         from .. import compile as tilec_compile
 
@@ -164,7 +212,9 @@ def _cmd_compile(args) -> int:
         raise CompileError([Diagnostic(
             "error", f"target '{target.name}' ({target.description}) needs the {target.backend} back end, "
             "which this tilec does not have yet; the source was checked and is valid (use --emit-ir to see it)")])
-    raise CompileError([Diagnostic("error", f"back end {target.backend} is not wired into the driver")])
+    from .build import run_build
+
+    return run_build(args, _parse_defines(args.defines))
 
 
 def _emit_ir(args) -> int:
@@ -173,7 +223,7 @@ def _emit_ir(args) -> int:
     from ..driver import pass_names
 
     mode = args.emit_ir
-    names = pass_names()
+    names = pass_names(with_target=bool(args.target))
     if mode == "final":
         want: set[str] = set()
     elif mode == "all":
@@ -184,7 +234,7 @@ def _emit_ir(args) -> int:
         raise CompileError([Diagnostic("error", f"--emit-ir={mode}: expected `after:PASS` or `all`; passes: "
                                                 f"{', '.join(names)}")])
     result = tilec_compile(args.file, defines=_parse_defines(args.defines), include_dirs=args.include_dirs,
-                           kernel=args.kernel, dump_after=want, verify=args.verify_ir)
+                           kernel=args.kernel, dump_after=want, verify=args.verify_ir, target=args.target)
     _print_diagnostics(result.diagnostics, result.sources, args)
     if mode == "final":
         text = result.ir()
@@ -220,17 +270,35 @@ def _cmd_run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
 
-    if args.device != "cpu":
-        raise CompileError([Diagnostic("error", f"--device {args.device}: only the `cpu` device (the reference "
-                                                "interpreter) is available in this build")])
+    if args.device == "cuda" or (args.device is None and args.target):
+        from .gpu import cmd_run_gpu
+
+        return cmd_run_gpu(args, _parse_defines(args.defines), _parse_sizes(args.size))
+    if args.check:
+        raise CompileError([Diagnostic("error", "--check compares a GPU run with the interpreter; give --target")])
     result = tilec_compile(args.file, defines=_parse_defines(args.defines), include_dirs=args.include_dirs,
                            kernel=args.kernel)
     _print_diagnostics(result.diagnostics, result.sources, args)
     from ..interp.run import random_inputs, run_kernel, summarize
 
     sizes = _parse_sizes(args.size)
+    from ..interp import InterpreterError
+
     for k in result.module.kernels:
-        arrays = random_inputs(k, sizes, seed=args.seed)
-        run_kernel(k, arrays)
+        try:
+            arrays = random_inputs(k, sizes, seed=args.seed)
+            run_kernel(k, arrays)
+        except InterpreterError as e:
+            err = CompileError([Diagnostic("error", f"while running kernel '{k.name}': {e.message}", e.span)])
+            err.sources = result.sources  # type: ignore[attr-defined]
+            raise err from None
+        except ValueError as e:  # an unknown --size name
+            raise CompileError([Diagnostic("error", str(e))]) from None
         print(summarize(k, arrays))
     return 0
+
+
+def _cmd_bench(args) -> int:
+    from .gpu import cmd_bench
+
+    return cmd_bench(args, _parse_defines(args.defines), _parse_sizes(args.size))

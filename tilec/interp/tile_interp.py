@@ -26,13 +26,17 @@ import sys
 import ml_dtypes  # noqa: F401  (registers bfloat16 and float8 with numpy)
 import numpy as np
 
+from ..errors import UserFacingError
 from ..ir import dtypes as D
 from ..ir import tile as T
 
 
-class InterpreterError(Exception):
+class InterpreterError(UserFacingError):
+    """The kernel did something undefined (an access out of bounds, a division by zero)."""
+
     def __init__(self, message: str, span=None):
         super().__init__(f"{span}: {message}" if span else message)
+        self.message = message
         self.span = span
 
 

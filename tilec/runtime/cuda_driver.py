@@ -5,12 +5,14 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from ..errors import UserFacingError
+
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 
-class CudaError(RuntimeError):
+class CudaError(UserFacingError, RuntimeError):
     pass
 
 

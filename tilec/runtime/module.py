@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import UserFacingError
 from .formulas import evaluate
 
 _NP_NAMES = {"bool": "bool", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "u32": "uint32",
@@ -21,11 +22,11 @@ _CTYPES = {"i8": ctypes.c_int8, "u8": ctypes.c_uint8, "i16": ctypes.c_int16, "i3
            "bool": ctypes.c_bool}
 
 
-class ArgumentError(TypeError):
+class ArgumentError(UserFacingError, TypeError):
     pass
 
 
-class ArchitectureMismatch(RuntimeError):
+class ArchitectureMismatch(UserFacingError, RuntimeError):
     pass
 
 
