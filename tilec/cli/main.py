@@ -153,9 +153,26 @@ def _print_diagnostics(diags, sources, args) -> None:
         print(render(d, sources, color), file=sys.stderr)
 
 
+def parse_define(text: str):
+    """The value of `-D NAME=VALUE`: int, float, bool, dtype name, or else the string itself."""
+    from ..ir.dtypes import lookup
+
+    t = text.strip()
+    if t in ("True", "true", "False", "false"):
+        return t in ("True", "true")
+    dt = lookup(t)
+    if dt is not None:
+        return dt
+    for conv in (lambda x: int(x, 0), float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return t
+
+
 def _parse_defines(items: list[str]) -> dict[str, object]:
     from ..diagnostics import CompileError, Diagnostic
-    from ..parser.build import parse_define
 
     out: dict[str, object] = {}
     for item in items:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
-from ..ir.fold import as_int, constant_difference, convert, fold
+from ..ir.fold import as_int, constant_difference, convert, fold, linear_form
 from . import ast as A
 from .parse import parse
 
@@ -40,6 +40,9 @@ BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
 }
 MAX_INLINE_DEPTH = 32
+MAX_EXPR_NODES = 10_000  # limits on what an inlined helper may expand to
+MAX_EXPR_DEPTH = 200
+MAX_INT_POWER = 16  # x ** n with a runtime integer x becomes n - 1 multiplies
 
 
 @dataclasses.dataclass
@@ -57,32 +60,31 @@ class _Scope:
         s: _Scope | None = self
         while s is not None:
             if name in s.names:
-                return s.names[name]
+                value = s.names[name]
+                if value is _POISONED:
+                    raise _Fail()  # its definition failed and was reported; do not cascade
+                return value
             s = s.parent
         return None
+
+    def is_bound(self, name: str) -> bool:
+        s: _Scope | None = self
+        while s is not None:
+            if name in s.names:
+                return True
+            s = s.parent
+        return False
+
+    def poison(self, name: str) -> None:
+        """Mark a name whose definition failed: later uses are skipped instead of reported again."""
+        if not self.is_bound(name):
+            self.names[name] = _POISONED
 
     def bind(self, name: str, value) -> None:
         self.names[name] = value
 
 
-def parse_define(text: str):
-    """The value of `-D NAME=VALUE`: int, float, bool, dtype name, or else the string itself."""
-    t = text.strip()
-    if t in ("True", "true"):
-        return True
-    if t in ("False", "false"):
-        return False
-    dt = D.lookup(t)
-    if dt is not None:
-        return dt
-    try:
-        return int(t, 0)
-    except ValueError:
-        pass
-    try:
-        return float(t)
-    except ValueError:
-        return t
+_POISONED = object()
 
 
 class Builder:
@@ -119,7 +121,11 @@ class Builder:
                 if isinstance(decl, A.ImportDecl):
                     self.import_file(decl, path, scope, chain + (os.path.abspath(path),))
                 elif isinstance(decl, A.ConstDecl):
-                    self.const_decl(decl, scope)
+                    try:
+                        self.const_decl(decl, scope)
+                    except _Fail:
+                        scope.poison(decl.name)
+                        raise
                 elif isinstance(decl, A.DefDecl):
                     self.check_redefinition(decl.name, decl.span, scope)
                     scope.bind(decl.name, _Helper(decl, scope))
@@ -186,6 +192,8 @@ class Builder:
     def dtype_of_name(self, name: str, scope: _Scope) -> D.DType | None:
         bound = scope.lookup(name)
         if isinstance(bound, tuple) and bound[0] == "const":
+            if isinstance(bound[1], str):  # const dtype = "float16", as TileLang kernels write it
+                return D.lookup(bound[1])
             return bound[1] if isinstance(bound[1], D.DType) else None
         if bound is not None:
             return None
@@ -220,7 +228,7 @@ class Builder:
             try:
                 params.append(self.kernel_param(p, scope))
             except _Fail:
-                pass
+                scope.poison(p.name)
         for p in params:
             scope.bind(p.name, p)
             self.names_in_kernel.add(p.name)
@@ -319,7 +327,8 @@ class Builder:
             try:
                 self.stmt(s, scope)
             except _Fail:
-                pass
+                if isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name) and s.op is None:
+                    scope.poison(s.target.id)
 
     def nested(self, body: list[A.Node], scope: _Scope) -> list[T.Stmt]:
         saved, saved_top = self.block, self.at_kernel_top
@@ -556,6 +565,14 @@ class Builder:
             self.inline_depth -= 1
         if want_value and result is None:
             raise self.fail(f"helper '{decl.name}' returns no value", call.span)
+        if result is not None:
+            # A parameter used twice duplicates its argument: nested calls grow exponentially.
+            size, depth = _size_and_depth(result)
+            if size > MAX_EXPR_NODES or depth > MAX_EXPR_DEPTH:
+                what = f"of more than {MAX_EXPR_NODES} operations" if size > MAX_EXPR_NODES else \
+                    f"nested more than {MAX_EXPR_DEPTH} levels deep"
+                raise self.fail(f"helper '{decl.name}' expands to an expression {what}; assign parts of it to "
+                                "local variables", call.span)
         return result
 
     def argument_value(self, node: A.Node, scope: _Scope):
@@ -808,14 +825,22 @@ class Builder:
         return src, dst
 
     def corner_extents(self, corner: T.Region, other: T.Region, node: A.Node) -> list[T.Expr]:
-        """A corner index A[i, j] takes the other operand's (squeezed) extents in its trailing dims."""
+        """A corner index A[i, j] takes the other operand's (squeezed) extents; the other dims get 1.
+
+        The tile's dims go to the rightmost dims whose start is a multiple of the tile extent there
+        (`Q[b, i * bm, h, 0]` with a bm x 64 tile spans dims 1 and 3); when no such placement exists,
+        to the trailing dims, as TileLang does.
+        """
         tile = [e for e in other.extents if as_int(e) != 1] or [other.extents[-1]]
         rank = len(corner.extents)
         if len(tile) > rank:
             raise self.fail(f"a {len(tile)}-D tile does not fit the {rank}-D tensor '{corner.buffer.name}'",
                             node.span)
-        ones = [T.Const(D.I32, node.span, 1)] * (rank - len(tile))
-        return ones + list(tile)
+        dims = _aligned_dims(corner.starts, tile) or list(range(rank - len(tile), rank))
+        out: list[T.Expr] = [T.Const(D.I32, node.span, 1) for _ in range(rank)]
+        for d, e in zip(dims, tile, strict=True):
+            out[d] = e
+        return out
 
     def element_indices(self, buf: T.Buffer, node: A.Subscript, scope: _Scope) -> list[T.Expr]:
         if any(isinstance(i, A.Slice) for i in node.items):
@@ -847,7 +872,9 @@ class Builder:
         return e
 
     def bool_expr(self, node: A.Node, scope: _Scope) -> T.Expr:
-        e = self.expr(node, scope)
+        return self.as_bool(self.expr(node, scope), node)
+
+    def as_bool(self, e: T.Expr, node: A.Node) -> T.Expr:
         if not e.dtype.is_bool:
             if e.dtype.is_int:
                 return T.Compare(D.BOOL, e.span, "!=", e, T.Const(e.dtype, e.span, 0))
@@ -886,8 +913,8 @@ class Builder:
             a = self.expr(node.operand, scope)
             if node.op == "+":
                 return a
-            if node.op == "not":
-                return T.Unary(D.BOOL, node.span, "not", self.bool_expr(node.operand, scope))
+            if node.op == "not":  # (not bool_expr(operand): that would build the operand twice per level)
+                return fold(T.Unary(D.BOOL, node.span, "not", self.as_bool(a, node.operand)))
             if node.op == "~" and not (a.dtype.is_int or a.dtype.is_bool):
                 raise self.fail(f"'~' needs an integer, got {a.dtype}", node.span)
             if node.op == "-" and a.dtype.is_bool:
@@ -965,7 +992,7 @@ class Builder:
         dt = self.operand_type(a, b)
         if op == "**":
             if isinstance(b, T.Const) and not b.dtype.is_float and dt.is_int:
-                return fold(T.Binary(dt, span, "**", self.cast(a, dt), self.cast(b, dt)))
+                return self.int_power(self.cast(a, dt), int(b.value), span)
             fdt = dt if dt.is_float else D.F32
             return fold(T.Call(fdt, span, "pow", [self.cast(a, fdt), self.cast(b, fdt)]))
         if op in ("&", "|", "^", "<<", ">>") and not (dt.is_int or dt.is_bool):
@@ -980,6 +1007,23 @@ class Builder:
         if op in ("//", "%") and isinstance(b, T.Const) and not dt.is_float and int(b.value) == 0:
             raise self.fail("integer division by zero", span)
         return fold(T.Binary(dt, span, op, self.cast(a, dt), self.cast(b, dt)))
+
+    def int_power(self, a: T.Expr, n: int, span: Span) -> T.Expr:
+        """`a ** n` for an integer `a` and a constant n >= 0: folded, or a chain of multiplies."""
+        if n < 0:
+            raise self.fail(f"integer '**' with a negative exponent ({n}); use a float base", span)
+        if isinstance(a, T.Const):
+            r = fold(T.Binary(a.dtype, span, "**", a, T.Const(a.dtype, span, n)))
+            if not isinstance(r, T.Const):
+                raise self.fail(f"integer power {a.value} ** {n} is out of range", span)
+            return r
+        if n > MAX_INT_POWER:
+            raise self.fail(f"integer '**' with a runtime base needs an exponent of at most {MAX_INT_POWER}",
+                            span)
+        result: T.Expr = T.Const(a.dtype, span, 1)
+        for i in range(n):
+            result = a if i == 0 else T.Binary(a.dtype, span, "*", result, a)
+        return result
 
     def call_ceildiv(self, a: T.Expr, b: T.Expr, span: Span) -> T.Expr:
         dt = D.promote(a.dtype, b.dtype)
@@ -1072,6 +1116,63 @@ def _extreme(fname: str, dt: D.DType):
     lo = -(1 << (dt.bits - 1)) if dt.kind == "int" else 0
     hi = (1 << (dt.bits - 1)) - 1 if dt.kind == "int" else (1 << dt.bits) - 1
     return hi if fname == "max_value" else lo
+
+
+def _aligned_dims(starts: list[T.Expr], tile: list[T.Expr]) -> list[int] | None:
+    """The rightmost dims (in order) whose starts are multiples of the matching tile extents."""
+
+    def aligned(start: T.Expr, extent: T.Expr) -> bool:
+        n = as_int(extent)
+        if n is None or n <= 0:
+            return True  # unknown here; a bad extent is reported elsewhere
+        form = linear_form(start)
+        return form is not None and all(c % n == 0 for c in form.values())
+
+    dims: list[int] = []
+    d = len(starts) - 1
+    for e in reversed(tile):
+        while d >= 0 and not aligned(starts[d], e):
+            d -= 1
+        if d < 0:
+            return None
+        dims.append(d)
+        d -= 1
+    return dims[::-1]
+
+
+def _size_and_depth(e: T.Expr) -> tuple[int, int]:
+    """Node count and depth of an expression as a tree (shared subexpressions count once per use)."""
+    memo: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[T.Expr, bool]] = [(e, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = _children(node)
+        if not done:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+            continue
+        size = 1 + sum(memo[id(k)][0] for k in kids)
+        depth = 1 + max((memo[id(k)][1] for k in kids), default=0)
+        memo[id(node)] = (size, depth)
+    return memo[id(e)]
+
+
+def _children(e: T.Expr) -> list[T.Expr]:
+    if isinstance(e, T.Binary | T.Compare):
+        return [e.a, e.b]
+    if isinstance(e, T.Unary):
+        return [e.a]
+    if isinstance(e, T.Select):
+        return [e.cond, e.a, e.b]
+    if isinstance(e, T.Call):
+        return list(e.args)
+    if isinstance(e, T.Cast):
+        return [e.value]
+    if isinstance(e, T.Load):
+        return list(e.indices)
+    return []
 
 
 def _zero(span: Span) -> T.Const:
