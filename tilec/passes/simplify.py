@@ -1,9 +1,10 @@
-"""simplify — fold SIMT expressions and drop predicates that are always true.
+"""simplify — fold SIMT expressions, drop predicates that are always true, remove dead values.
 
 Assumes: an SModule from lower-to-simt.
 Guarantees: every expression is constant-folded; `if (true)` / `if (false)` are replaced by the
-branch taken; loops with a zero trip count are removed. (Lowering already omits bounds checks
-that constant extents prove in range.)
+branch taken; loops with a zero trip count are removed; scalar declarations whose value is never
+read (and has no side effect) are removed, so generated code has no dead variables. (Lowering
+already omits bounds checks that constant extents prove in range.)
 """
 
 from __future__ import annotations
@@ -54,7 +55,93 @@ def _body(body: list[S.SStmt]) -> list[S.SStmt]:
     return out
 
 
+def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
+    def expr(e) -> None:
+        if e is None:
+            return
+        for x in _walk(e):
+            if isinstance(x, T.Var):
+                out.add(id(x))
+
+    for s in body:
+        if isinstance(s, S.Declare):
+            expr(s.value)
+        elif isinstance(s, S.DeclareArray):
+            expr(s.init)
+        elif isinstance(s, S.SStore):
+            expr(s.index)
+            expr(s.value)
+        elif isinstance(s, S.SAssign):
+            out.add(id(s.var))
+            expr(s.value)
+        elif isinstance(s, S.SFor):
+            expr(s.begin)
+            expr(s.extent)
+            expr(s.step)
+            _used_vars(s.body, out)
+        elif isinstance(s, S.SIf):
+            expr(s.cond)
+            _used_vars(s.then_body, out)
+            _used_vars(s.else_body, out)
+        elif isinstance(s, S.SCall):
+            for a in s.args:
+                expr(a)
+
+
+def _walk(e):
+    yield e
+    if isinstance(e, T.Binary | T.Compare):
+        yield from _walk(e.a)
+        yield from _walk(e.b)
+    elif isinstance(e, T.Unary):
+        yield from _walk(e.a)
+    elif isinstance(e, T.Select):
+        for x in (e.cond, e.a, e.b):
+            yield from _walk(x)
+    elif isinstance(e, T.Call | S.Intrinsic):
+        for x in e.args:
+            yield from _walk(x)
+    elif isinstance(e, T.Cast):
+        yield from _walk(e.value)
+    elif isinstance(e, S.Ref | S.AddrOf):
+        yield from _walk(e.index)
+
+
+def _drop_dead(body: list[S.SStmt], used: set[int]) -> list[S.SStmt]:
+    out = []
+    for s in body:
+        if isinstance(s, S.Declare) and id(s.var) not in used:
+            continue  # values are pure expressions: dropping the declaration changes nothing
+        if isinstance(s, S.SFor):
+            s = dataclasses.replace(s, body=_drop_dead(s.body, used))
+        elif isinstance(s, S.SIf):
+            s = dataclasses.replace(s, then_body=_drop_dead(s.then_body, used),
+                                    else_body=_drop_dead(s.else_body, used))
+        out.append(s)
+    return out
+
+
 def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
         k.body = _body(k.body)
+        while True:  # a removed declaration may have been the last reader of another
+            used: set[int] = set()
+            _used_vars(k.body, used)
+            for g in k.grid:
+                used.update(id(x) for x in _walk(g) if isinstance(x, T.Var))
+            new = _drop_dead(k.body, used)
+            if _count(new) == _count(k.body):
+                break
+            k.body = new
     return module
+
+
+def _count(body: list[S.SStmt]) -> int:
+    n = 0
+    for s in body:
+        n += 1
+        if isinstance(s, S.SFor):
+            n += _count(s.body)
+        elif isinstance(s, S.SIf):
+            n += _count(s.then_body) + _count(s.else_body)
+    return n
