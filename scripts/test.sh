@@ -6,6 +6,17 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
+# The WebGPU tests run WGSL through wgpu on Mesa's lavapipe (a Vulkan driver on the CPU): Debian's
+# mesa-vulkan-drivers, installed only when its ICD file is missing.
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    if command -v apt-get >/dev/null && { $SUDO apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q mesa-vulkan-drivers >/dev/null; }; then
+        :
+    else
+        echo "note: could not install mesa-vulkan-drivers (lavapipe); WebGPU tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
+    fi
+fi
 command -v nvcc >/dev/null || echo "note: nvcc not on PATH; CUDA build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
 .venv/bin/ruff check tilec tests bench
 exec .venv/bin/python -m pytest -q "$@"

@@ -36,7 +36,7 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
                            "shape": [int(d.value) if isinstance(d, T.Const) else d.name for d in p.shape]})
         else:
             params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
-    return {
+    entry = {
         "name": k.name,
         "params": params,
         "sizes": [v.name for v in k.size_vars],
@@ -46,6 +46,9 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         "flops": costs.get("flops", "0"),
         "bytes": costs.get("bytes", "0"),
     }
+    if "abi" in sk.attrs:  # the back end's binding interface (WGSL: bindings, uniform block, features)
+        entry["abi"] = sk.attrs["abi"]
+    return entry
 
 
 def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict, binary: str | None) -> dict:
@@ -63,7 +66,9 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
         "kind": kind,
         "binary": binary,
         "toolchain": toolchain,
-        "driver_api": "CUDA driver API (cuModuleLoadData, cuLaunchKernel)" if result.target.backend == "cuda" else "",
+        "driver_api": {"cuda": "CUDA driver API (cuModuleLoadData, cuLaunchKernel)",
+                       "wgsl": "WebGPU (createShaderModule, createComputePipeline, dispatchWorkgroups)"}.get(
+            result.target.backend, ""),
         "source_hash": source_hash(result.module.files, sources_text, options),
         "kernels": kernels,
     }

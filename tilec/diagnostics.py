@@ -110,8 +110,24 @@ def render(diag: Diagnostic, sources: SourceManager | None = None, color: bool =
             else:
                 width = 1
             width = max(1, min(width, len(text) - start)) if start < len(text) else 1
+            text, start, width = _clip(text, start, width)
             out.append(f"  {text}")
             out.append("  " + " " * start + "^" + "~" * (width - 1))
     for note in diag.notes:
         out.append(render(note, sources, color))
     return "\n".join(out)
+
+
+MAX_QUOTED = 120  # longest source excerpt quoted under a diagnostic
+
+
+def _clip(text: str, start: int, width: int) -> tuple[str, int, int]:
+    """A window of a long source line around the caret, with `...` where it was cut."""
+    if len(text) <= MAX_QUOTED:
+        return text, start, width
+    lo = max(0, min(start - MAX_QUOTED // 3, len(text) - MAX_QUOTED))
+    hi = lo + MAX_QUOTED
+    head = "..." if lo > 0 else ""
+    tail = "..." if hi < len(text) else ""
+    width = max(1, min(width, hi - start))
+    return head + text[lo:hi] + tail, start - lo + len(head), width

@@ -89,11 +89,14 @@ def compile(
     dump_after: set[str] | None = None,
     verify: bool = False,
     target: str | None = None,
+    limits: dict[str, int] | None = None,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR.
 
     Raises CompileError carrying every diagnostic on failure; the diagnostics can be rendered
-    with tilec.diagnostics.render using the CompileError's `sources`.
+    with tilec.diagnostics.render using the CompileError's `sources`. `limits` overrides the target's
+    resource limits (Target.with_limits: shared_memory_bytes, max_threads, max_storage_buffers, max_grid),
+    as `--max-workgroup-storage` does for a WebGPU device that grants more than the default.
     """
     from .parser.build import build_module, read_source
 
@@ -124,7 +127,7 @@ def compile(
                 dumps[name] = module_str(module)
         result = CompileResult(module, sources, rep.diagnostics, dumps)
         if target is not None:
-            _compile_for_target(result, target, rep, want)
+            _compile_for_target(result, target, rep, want, limits)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
@@ -133,14 +136,17 @@ def compile(
     return result
 
 
-def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str]) -> None:
+def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str],
+                        limits: dict[str, int] | None = None) -> None:
     from . import __version__
     from .ir.simt_printer import simt_module_str
     from .targets.registry import UnknownTarget, backend_available, lookup
 
     try:
         target = lookup(target_name)
-    except UnknownTarget as e:
+        if limits:
+            target = target.with_limits(**limits)
+    except (UnknownTarget, ValueError) as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
     if not backend_available(target.backend):
         raise CompileError(
@@ -168,6 +174,8 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     import importlib
 
     codegen = importlib.import_module(f"tilec.targets.{target.backend}.codegen")
+    if hasattr(codegen, "check"):  # what the back end's language refuses, reported at the user's lines
+        codegen.check(simt, rep, target)
     result.source = codegen.generate(
         simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}"
     )

@@ -58,7 +58,10 @@ def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
     args = []
     for p in entry["params"]:
         if p["kind"] == "scalar":
-            args.append(1e-5 if p["name"] == "eps" else 0.5)
+            if p["dtype"] in ("f16", "bf16", "f32", "f64"):
+                args.append(1e-5 if p["name"] == "eps" else 0.5)
+            else:
+                args.append(int(rng.integers(1, 8)))
             continue
         shape = tuple(d if isinstance(d, int) else sizes.get(d, 256) for d in p["shape"])
         dt = np.dtype(_NP_NAMES[p["dtype"]])

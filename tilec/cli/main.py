@@ -14,12 +14,14 @@ import sys
 
 from .. import __version__
 
-SUBCOMMANDS = ("targets", "run", "bench")
+SUBCOMMANDS = ("targets", "run", "bench", "cache")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
        tilec run FILE [--device cpu|cuda] [--target T] [--check] [--size M=1000,N=...] [-D NAME=VALUE]...
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec targets
+       tilec cache stats|clear
+       tilec --cmake-dir
        tilec --version"""
 
 
@@ -39,7 +41,18 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit-ir", nargs="?", const="final", metavar="after:PASS",
                    help="print the Tile IR (after all passes, or `after:PASS`, or `all`) and stop")
     p.add_argument("--verify-ir", action="store_true", help="run the IR verifier after every pass")
-    p.add_argument("--emit", metavar="KIND", help="what to write: cu ptx cubin fatbin (default: from -o's suffix)")
+    p.add_argument("--emit", metavar="KIND", help="what to write: cu ptx cubin fatbin header (default: from -o's "
+                   "suffix)")
+    p.add_argument("--header-prefix", metavar="PREFIX", default="",
+                   help="--emit header: name the launchers PREFIXkernel_launch (default: kernel_launch)")
+    p.add_argument("-M", dest="M", action="store_true", help="print the dependency rule (FILE and its imports), stop")
+    p.add_argument("-MD", dest="MD", action="store_true", help="also write the dependency rule to OUT.d (or -MF)")
+    p.add_argument("-MMD", dest="MMD", action="store_true", help="same as -MD (tilec has no system headers)")
+    p.add_argument("-MF", dest="MF", metavar="FILE", help="the file -M / -MD write the rule to")
+    p.add_argument("-MT", dest="MT", action="append", metavar="TARGET", help="the rule's target (default OUT; "
+                   "repeatable)")
+    p.add_argument("-MP", dest="MP", action="store_true", help="add an empty rule for each imported file")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the compile cache")
     p.add_argument("--manifest", metavar="PATH", help="where to write the manifest (default OUT.json)")
     p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc",
                    help="nvcc (ahead of time) or NVRTC in process (fast; one architecture)")
@@ -48,6 +61,8 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("-lineinfo", "--lineinfo", dest="lineinfo", action="store_true", help="line info for profilers")
     p.add_argument("-G", dest="G", action="store_true", help="device debug information (slow code)")
     p.add_argument("--dryrun", action="store_true", help="print the toolchain commands without running them")
+    p.add_argument("--max-workgroup-storage", type=int, metavar="BYTES",
+                   help="webgpu: workgroup memory the device grants (default 16384, WebGPU's guaranteed minimum)")
     return p
 
 
@@ -94,6 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("--version", "-V"):
         print(f"tilec {__version__}")
         return 0
+    if argv and argv[0] == "--cmake-dir":
+        from .build import cmake_dir
+
+        print(cmake_dir())
+        return 0
+    if argv and argv[0] == "cache":
+        from .build import cmd_cache
+
+        return cmd_cache(argv[1:])
     if argv and argv[0] == "targets":
         return _guarded(argparse.Namespace(debug="--debug" in argv, no_color=True), lambda _: _cmd_targets())
     if argv and argv[0] == "run":
@@ -213,6 +237,11 @@ def _cmd_compile(args) -> int:
 
     if args.emit_ir is not None:
         return _emit_ir(args)
+    from .build import before_compile
+
+    rc = before_compile(args)  # -M, or a cache hit: done without importing the compiler
+    if rc is not None:
+        return rc
     from ..targets.registry import UnknownTarget, lookup
 
     try:
@@ -287,6 +316,10 @@ def _cmd_run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
 
+    if args.target and args.target.strip().lower() in ("webgpu", "wgsl"):
+        from .webgpu import cmd_run_webgpu
+
+        return cmd_run_webgpu(args, _parse_defines(args.defines), _parse_sizes(args.size))
     if args.device == "cuda" or (args.device is None and args.target):
         from .gpu import cmd_run_gpu
 

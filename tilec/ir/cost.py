@@ -12,17 +12,26 @@ from .fold import fold
 from .formula import formula
 
 
-def _f(e: T.Expr) -> str:
-    return formula(e)
-
-
 def kernel_costs(k: T.Kernel) -> dict[str, str]:
     flops: list[str] = []
     bytes_: list[str] = []
+    # Loop bounds may name locals (`n = ceildiv(N, 64)`); formulas must only use runtime sizes.
+    values: dict[int, T.Expr] = {}
+
+    def resolve(e: T.Expr) -> T.Expr:
+        from .visit import rewrite_expr
+
+        return rewrite_expr(e, lambda x: resolve(values[id(x)]) if isinstance(x, T.Var) and id(x) in values
+                            else None)
+
+    def _f(e: T.Expr) -> str:
+        return formula(resolve(e))
 
     def walk(body: list[T.Stmt], mult: list[str]) -> None:
         for s in body:
             m = "*".join(mult) if mult else "1"
+            if isinstance(s, T.Assign) and not mult:
+                values[id(s.var)] = s.value
             if isinstance(s, T.For):
                 if s.kind == "parallel":
                     walk(s.body, mult)
@@ -63,6 +72,9 @@ def kernel_costs(k: T.Kernel) -> dict[str, str]:
                     if isinstance(x, T.Binary | T.Call) and x.dtype.is_float:
                         flops.append(f"{n}*{m}")
 
-    walk(k.body, [])
-    grid = "*".join(f"({_f(g)})" for g in k.grid)
+    try:
+        walk(k.body, [])
+        grid = "*".join(f"({_f(g)})" for g in k.grid)
+    except ValueError:  # a bound that is not a size formula (data-dependent): no estimate
+        return {"flops": "0", "bytes": "0"}
     return {"flops": f"({' + '.join(flops) or '0'})*{grid}", "bytes": f"({' + '.join(bytes_) or '0'})*{grid}"}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast as pyast
+import threading
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.indenter import DedentError, Indenter
 
@@ -13,6 +14,7 @@ from ..diagnostics import CompileError, Diagnostic, Span
 from . import ast as A
 
 MAX_NESTING = 200  # deeper bracket nesting is refused before parsing (the tree is walked recursively)
+MAX_DEPTH = 250  # deeper syntax trees (long operator chains, deeply nested blocks) are refused after parsing
 
 
 class _TileIndenter(Indenter):
@@ -49,6 +51,7 @@ class _TileIndenter(Indenter):
 
 
 _parser: Lark | None = None
+_PARSE_LOCK = threading.Lock()
 
 
 def _get_parser() -> Lark:
@@ -94,6 +97,24 @@ def _token_text(tok: Token) -> str:
     return repr(str(tok))
 
 
+def _expected(e: UnexpectedToken) -> set[str]:
+    """What the parser could take here. (An error raised by the contextual lexer lists only what
+    that lexer knew, e.g. `_NL` where the parser wants an `_INDENT`; ask the parser instead.)"""
+    ip = getattr(e, "interactive_parser", None)
+    if ip is not None:
+        try:
+            return set(ip.accepts())
+        except Exception:  # noqa: BLE001 - best effort; fall back to lark's list
+            pass
+    return set(e.expected)
+
+
+def _unexpected_token(tok: Token, expected) -> str:
+    if set(expected) == {"_INDENT"}:
+        return f"expected an indented block, found {_token_text(tok)}"
+    return f"unexpected {_token_text(tok)}{_expected_list(expected)}"
+
+
 def _expected_list(expected) -> str:
     names = sorted({_describe(e) for e in expected if not e.startswith("__")})
     if len(names) > 6:
@@ -105,17 +126,26 @@ def _span(filename: str, meta) -> Span:
     return Span(filename, meta.line, meta.column, meta.end_line, meta.end_column)
 
 
-def _tok_span(filename: str, tok: Token) -> Span:
+def _tok_span(filename: str, tok: Token, default_line: int = 1) -> Span:
+    """Where a token is; tokens made up by the indenter at the end of the file have no position."""
     if tok.type in ("_INDENT", "_DEDENT"):
-        return Span(filename, tok.end_line or tok.line or 1, 1)
-    return Span(filename, tok.line or 1, tok.column or 1, tok.end_line or 0, tok.end_column or 0)
+        # The line the newline run ends on; at the end of the file that is past the last line, so
+        # take the line it starts on (the statement before the missing block).
+        line = getattr(tok, "end_line", None) or default_line
+        if line > default_line:
+            line = getattr(tok, "line", None) or default_line
+        return Span(filename, min(line, default_line), 1)
+    if not getattr(tok, "line", None) or tok.line > default_line:
+        return Span(filename, default_line, 1)
+    return Span(filename, tok.line, tok.column or 1, tok.end_line or 0, tok.end_column or 0)
 
 
-def _check_nesting(text: str, filename: str) -> None:
-    depth = 0
+def _scan_brackets(text: str, filename: str) -> list[Span]:
+    """Refuse brackets nested too deep for the (recursive) tree walks; return the unclosed ones."""
+    stack: list[Span] = []
     line, col = 1, 0
     in_str: str | None = None
-    in_comment = False
+    in_comment = escaped = False
     for ch in text:
         col += 1
         if ch == "\n":
@@ -125,7 +155,11 @@ def _check_nesting(text: str, filename: str) -> None:
         if in_comment:
             continue
         if in_str:
-            if ch == in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == in_str:
                 in_str = None
             continue
         if ch in "\"'":
@@ -133,70 +167,134 @@ def _check_nesting(text: str, filename: str) -> None:
         elif ch == "#":
             in_comment = True
         elif ch in "([{":
-            depth += 1
-            if depth > MAX_NESTING:
+            stack.append(Span(filename, line, col, line, col + 1))
+            if len(stack) > MAX_NESTING:
                 raise CompileError(
                     [Diagnostic("error", f"brackets nested more than {MAX_NESTING} deep",
                                 Span(filename, line, col, line, col + 1))]
                 )
-        elif ch in ")]}":
-            depth = max(0, depth - 1)
+        elif ch in ")]}" and stack:
+            stack.pop()
+    return stack
 
 
 def parse(text: str, filename: str) -> A.File:
     """Parse a whole .tile file; raise CompileError with every syntax error found."""
-    _check_nesting(text, filename)
+    unclosed = _scan_brackets(text, filename)
     if not text.endswith("\n"):
         text += "\n"
+    last_line = max(1, text.count("\n"))
     diags: list[Diagnostic] = []
 
     error_lines: set[int] = set()
+    lexical: set[int] = set()  # ids of the diagnostics about characters rather than tokens
+
+    def report(message: str, span: Span, is_lexical: bool = False) -> None:
+        # Report the first error of each line; later ones on that line are usually its echo.
+        if span.line not in error_lines:
+            error_lines.add(span.line)
+            diags.append(Diagnostic("error", message, span))
+            if is_lexical:
+                lexical.add(id(diags[-1]))
 
     def on_error(e: UnexpectedInput) -> bool:
+        if isinstance(e, UnexpectedCharacters):
+            report(_unexpected_char(text, e), Span(filename, e.line, e.column, e.line, e.column + 1), True)
+            return len(diags) < 20  # lark skips the character and goes on
         if not isinstance(e, UnexpectedToken):
             return False
         tok = e.token
-        # Report the first error of each line; later ones on that line are usually its echo.
-        cascade = diags and tok.type in ("_DEDENT", "$END")
-        if tok.line not in error_lines and not cascade:
-            error_lines.add(tok.line)
-            diags.append(Diagnostic(
-                "error", f"unexpected {_token_text(tok)}{_expected_list(e.expected)}", _tok_span(filename, tok)
-            ))
+        # At the end of the file (or of a block), an error after another one, or inside a bracket
+        # that is never closed, is an echo of that problem.
+        cascade = (diags or unclosed) and tok.type in ("_DEDENT", "$END")
+        expected = _expected(e)
+        if not cascade:
+            report(_unexpected_token(tok, expected), _tok_span(filename, tok, last_line))
         if len(diags) >= 20 or tok.type == "$END":
             return False
-        # Recover by ending the statement here and dropping the offending token.
         ip = e.interactive_parser
-        if tok.type != "_NL" and "_NL" in ip.accepts():
+        if expected == {"_INDENT"}:
+            # A header with no block under it: give it an empty block and go on with this token,
+            # instead of reporting every following line as "expected an indented block".
+            _recover_missing_block(ip, tok)
+        elif tok.type != "_NL" and "_NL" in expected:
+            # Recover by ending the statement here and dropping the offending token.
             ip.feed_token(Token("_NL", "\n"))
         return True
 
+    def failed() -> CompileError:
+        if unclosed:
+            # Inside a bracket newlines do not count, so to the parser the rest of the file after an
+            # unclosed bracket is one line: errors there are echoes of the bracket.
+            b = unclosed[0]
+            # (Lexical errors -- a stray character, an unterminated string -- stand on their own.)
+            diags[:] = [d for d in diags if d.span is None or (d.span.line, d.span.col) < (b.line, b.col)
+                        or id(d) in lexical]
+            diags.append(Diagnostic("error", f"'{text_at(b)}' was never closed", b))
+        diags.sort(key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
+        return CompileError(diags)
+
+    def text_at(span: Span) -> str:
+        return text.splitlines()[span.line - 1][span.col - 1]
+
     try:
-        parser = _get_parser()
-        parser.options.postlex.reset()
-        tree = parser.parse(text, on_error=on_error)
+        with _PARSE_LOCK:  # the indenter keeps per-parse state inside the shared parser
+            parser = _get_parser()
+            parser.options.postlex.reset()
+            tree = parser.parse(text, on_error=on_error)
     except UnexpectedCharacters as e:
-        ch = text[e.pos_in_stream] if e.pos_in_stream is not None and e.pos_in_stream < len(text) else "?"
-        what = "character" if ch.isprintable() else "byte"
-        diags.append(Diagnostic("error", f"unexpected {what} {ch!r}",
-                                Span(filename, e.line, e.column, e.line, e.column + 1)))
-        raise CompileError(diags) from None
+        report(_unexpected_char(text, e), Span(filename, e.line, e.column, e.line, e.column + 1), True)
+        raise failed() from None
     except UnexpectedEOF as e:
-        diags.append(Diagnostic("error", f"unexpected end of file{_expected_list(e.expected)}",
-                                Span(filename, text.count("\n") or 1, 1)))
-        raise CompileError(diags) from None
+        if not unclosed:
+            report(f"unexpected end of file{_expected_list(e.expected)}", Span(filename, last_line, 1))
+        raise failed() from None
     except UnexpectedToken as e:
-        if not diags:
-            diags.append(Diagnostic("error", f"unexpected {_token_text(e.token)}{_expected_list(e.expected)}",
-                                    _tok_span(filename, e.token)))
-        raise CompileError(diags) from None
-    except DedentError as e:
+        if not diags and not unclosed:
+            report(_unexpected_token(e.token, _expected(e)),
+                   _tok_span(filename, e.token, last_line))
+        raise failed() from None
+    except DedentError:
         line = _dedent_line(text)
-        diags.append(Diagnostic("error", f"inconsistent indentation: {e}", Span(filename, line, 1)))
-        raise CompileError(diags) from None
-    if diags:
-        raise CompileError(diags)
+        diags.append(Diagnostic("error", "inconsistent indentation: this line is dedented to a column that "
+                                "matches no enclosing block", Span(filename, line, 1)))
+        raise failed() from None
+    if diags or unclosed:
+        raise failed()
+    _check_depth(tree, filename)
     return _ToAst(filename).transform(tree)
+
+
+def _check_depth(tree: Tree, filename: str) -> None:
+    """Every later stage walks the tree recursively; refuse a tree deeper than MAX_DEPTH with an
+    error at the node that crosses the limit, instead of hitting Python's recursion limit."""
+    stack = [(tree, 1, tree)]
+    while stack:
+        node, depth, located = stack.pop()
+        if not getattr(node.meta, "empty", True):
+            located = node
+        if depth > MAX_DEPTH:
+            meta = located.meta
+            span = Span(filename, meta.line, meta.column) if not getattr(meta, "empty", True) else Span(filename, 1, 1)
+            raise CompileError([Diagnostic(
+                "error", f"expression or block nesting is more than {MAX_DEPTH} levels deep; split it up "
+                "(for example with temporaries)", span)])
+        stack.extend((c, depth + 1, located) for c in node.children if isinstance(c, Tree))
+
+
+def _recover_missing_block(ip, tok: Token) -> None:
+    for t in (Token("_INDENT", ""), Token("PASS", "pass"), Token("_NL", "\n"), Token("_DEDENT", "")):
+        ip.feed_token(t)
+    if tok.type in ip.accepts():
+        ip.feed_token(tok)
+
+
+def _unexpected_char(text: str, e: UnexpectedCharacters) -> str:
+    ch = text[e.pos_in_stream] if e.pos_in_stream is not None and e.pos_in_stream < len(text) else "?"
+    if ch in "\"'":
+        return f"unterminated string (unexpected {ch!r})"
+    what = "character" if ch.isprintable() else "byte"
+    return f"unexpected {what} {ch!r}"
 
 
 def _dedent_line(text: str) -> int:

@@ -2,7 +2,7 @@
 
 Assumes: specialize has run (shapes and tile extents are compile-time integers where they must be).
 Guarantees: every Copy moves between regions of equal (squeezed) extent; every Gemm has 2-D
-operands with matching M, N, K in the scopes a matrix unit can read (A, B shared or fragment; C
+operands (2-D after dropping unit dims, none of M, N, K being 1) with matching M, N, K in the scopes a matrix unit can read (A, B shared or fragment; C
 fragment or local) and a supported accumulator; every Reduce's destination has the source's shape
 without the reduced dimension; every region of an on-chip buffer lies inside it; tile extents of
 global regions are compile-time integers. Errors point at the operation's span.
@@ -75,6 +75,11 @@ def _check_gemm(s: T.Gemm, rep: Reporter) -> None:
     for name, e, r in (("A", a, s.a), ("B", b, s.b), ("C", c, s.c)):
         if len(e) != 2:
             rep.error(f"gemm operand {name} ('{r.buffer.name}') must be 2-D, got {_fmt(e)}", r.span or s.span)
+            ok = False
+        elif 1 in e:
+            # The lowering (and every matrix instruction) works on squeezed 2-D tiles.
+            rep.error(f"gemm operand {name} ('{r.buffer.name}') is {_fmt(e)}: M, N and K must each be more than "
+                      "1 (write a matrix-vector or outer product as a Parallel loop)", r.span or s.span)
             ok = False
     if not ok:
         return

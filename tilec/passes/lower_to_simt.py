@@ -82,6 +82,7 @@ class Lowerer:
         self.names: set[str] = set()
         self.scratch: S.SBuffer | None = None
         self.scratch_elems = 0
+        self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -670,6 +671,8 @@ class Lowerer:
 
     def vector_copy(self, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
         src, dst = s.src, s.dst
+        if "vector_copy16" not in self.target.features:  # WGSL: no reinterpreting 16-byte accesses
+            return False
         if src.buffer.dtype != dst.buffer.dtype:
             return False
         vec = 16 // src.buffer.dtype.bytes
@@ -833,10 +836,46 @@ class Lowerer:
     def operand_index(self, r: T.Region, row: T.Expr, col: T.Expr) -> list[T.Expr]:
         return self.region_index(r, [row, col])
 
+    def stage_operands(self, s: T.Gemm) -> T.Gemm:
+        """The FMA path reads whole rows of A and columns of B, which a fragment spreads over the threads:
+        stage each register operand through its own shared buffer (written, then a barrier)."""
+        regions: dict[str, T.Region] = {}
+        for name in ("a", "b"):
+            r: T.Region = getattr(s, name)
+            b = r.buffer
+            if b.scope != "fragment":
+                continue
+            shape = b.const_shape
+            if (shape is None or len(shape) != 2 or r.const_extents != shape
+                    or any(as_int(self.lx(x)) != 0 for x in r.starts)):
+                raise self.fail("gemm with a register operand needs the matrix-instruction path (f16/bf16 "
+                                "operands, f32 accumulator, tile sizes multiple of 16) or the whole 2-D fragment",
+                                s.span)
+            layout = self.layouts.fragments[id(b)]
+            stage = T.Buffer(self.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
+            lay = SharedLayout(shape, b.dtype.bytes)
+            self.layouts.shared[id(stage)] = lay
+            self.staged.append(stage)
+            sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
+            self.shared.append(sb)
+            self.buffers[id(stage)] = sb
+            self.before_shared_access(False, True)
+            kv = self.fresh("r")
+            i, j = layout.coords(self.tid, kv)
+            st: S.SStmt = S.SStore(s.span, sb, lay.offset([i, j]), S.Ref(b.dtype, None, self.sbuf(b), kv))
+            ok = valid(layout, self.tid, kv)
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), [st if ok is None else S.SIf(None, ok, [st])],
+                             unroll=True))
+            self.smem_dirty = True
+            regions[name] = T.Region(stage, [c(0), c(0)], list(r.extents), r.span)
+        self.before_shared_access(True, False)
+        self.smem_read = True
+        return dataclasses.replace(s, **regions)
+
     def gemm_fma(self, s: T.Gemm) -> None:
-        if s.a.buffer.scope == "fragment" or s.b.buffer.scope == "fragment":
-            raise self.fail("gemm with a register operand needs the matrix-instruction path (f16/bf16 operands, "
-                            "f32 accumulator, tile sizes multiple of 16)", s.span)
+        staged = s.a.buffer.scope == "fragment" or s.b.buffer.scope == "fragment"
+        if staged:
+            s = self.stage_operands(s)
         m, n, kd = self.gemm_dims(s)
         cb = s.c.buffer
         if cb.scope != "fragment":
@@ -867,6 +906,8 @@ class Lowerer:
         inner = self.block(body)
         self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), inner if ok is None else [S.SIf(None, ok, inner)],
                          unroll=True))
+        if staged:
+            self.barrier()  # the staging buffer is rewritten by the next gemm, possibly in the next iteration
 
     def gemm_mma(self, s: T.Gemm) -> None:
         lay: MmaTiled = self.layouts.fragments[id(s.c.buffer)]
@@ -1005,6 +1046,8 @@ class Lowerer:
             if ld.keep != 0:
                 raise self.fail("a column reduction (dim=0) of a generic fragment is not supported yet; "
                                 "reduce along dim=1 or transpose the tile", s.span)
+            if "warp_shuffle" not in self.target.features and ls.tpr > 1:
+                return self.reduce_rows_shared(s, ls, ld)
             count = ls.per_row
             def parent(q):  # noqa: E306
                 return add(mul(rv, ls.per_row), q)
@@ -1076,6 +1119,59 @@ class Lowerer:
         self.emit(S.SFor(s.span, rv2, c(0), c(nloc), self.block(combine), unroll=True))
         self.smem_read = True
         self.barrier()
+
+    def reduce_rows_shared(self, s: T.Reduce, ls: BlockRow, ld: Projected) -> None:
+        """Row reduction of a block-row fragment on a target without warp shuffles (WebGPU): each thread
+        writes its partial of every row it holds to shared scratch, then combines the `tpr` partials of its
+        row in the same order as the row's other threads (so the replicated results agree bit for bit).
+        Rows go in rounds of at most 2 KiB of scratch."""
+        kind = s.kind
+        acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
+        src_sb, dst_sb = self.sbuf(s.src.buffer), self.sbuf(s.dst.buffer)
+        threads, tpr, nloc = self.k.threads, ls.tpr, ld.num_local
+        batch = max(1, min(nloc, 512 // threads))
+        if acc_dt.is_float:
+            scratch = self.get_scratch(threads * batch)
+        else:  # integers combine exactly, not through the f32 scratch
+            scratch = getattr(self, "scratch_int", None)
+            if scratch is None:
+                scratch = S.SBuffer("reduce_scratch_int", D.I32, "shared", 0, origin="reduction scratch (int)")
+                self.scratch_int = scratch
+                self.shared.append(scratch)
+            scratch.size = max(scratch.size or 0, threads * batch)
+        row_base = self.declare("row_base", mul(div(self.tid, tpr), tpr))
+        for first in range(0, nloc, batch):
+            count = min(batch, nloc - first)
+            self.before_shared_access(False, True)
+            rv = self.fresh("r")
+
+            def write(rv=rv, first=first):
+                v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
+                q = self.fresh("q")
+                elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, add(mul(add(rv, first), ls.per_row), q)),
+                             acc_dt)
+                if kind in ("abssum", "absmax"):
+                    elem = T.Call(acc_dt, None, "abs", [elem])
+                self.emit(S.SFor(None, q, c(0), c(ls.per_row), [S.SAssign(None, v, self.reduce_op(kind, v, elem))],
+                                 unroll=True))
+                self.emit(S.SStore(None, scratch, add(mul(rv, threads), self.tid), _cast(v, scratch.dtype)))
+
+            self.emit(S.SFor(s.span, rv, c(0), c(count), self.block(write), unroll=True))
+            self.smem_dirty = True
+            self.barrier()
+            rv2 = self.fresh("r")
+
+            def combine(rv2=rv2, first=first):
+                v = self.declare("total", self.reduce_init(kind, acc_dt), acc_dt)
+                w = self.fresh("w")
+                val = _cast(S.Ref(scratch.dtype, None, scratch, add(add(mul(rv2, threads), row_base), w)), acc_dt)
+                self.emit(S.SFor(None, w, c(0), c(tpr), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
+                                 unroll=True))
+                self.store_reduced(s, dst_sb, add(rv2, first), v, acc_dt)
+
+            self.emit(S.SFor(s.span, rv2, c(0), c(count), self.block(combine), unroll=True))
+            self.smem_read = True
+        self.barrier()  # the scratch is reused by the next reduction, possibly in the next loop iteration
 
     def store_reduced(self, s: T.Reduce, dst_sb: S.SBuffer, idx: T.Expr, v: T.Expr, acc_dt: D.DType) -> None:
         if s.clear:

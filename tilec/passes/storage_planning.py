@@ -34,10 +34,12 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
         k.shared_bytes = offset
         if offset > target.shared_memory_bytes:
             detail = ", ".join(f"{b.origin or b.name} {(b.size or 0) * b.dtype.bytes} B" for b in k.shared)
+            hint = (" (or --max-workgroup-storage BYTES for a device that grants more than WebGPU's default)"
+                    if target.backend == "wgsl" else "")
             rep.diagnostics.append(Diagnostic(
                 "error",
                 f"kernel '{k.name}' needs {offset} bytes of shared memory ({detail}); {target.name} allows "
-                f"{target.shared_memory_bytes} bytes per block — use smaller tiles or fewer pipeline stages",
+                f"{target.shared_memory_bytes} bytes per block — use smaller tiles or fewer pipeline stages{hint}",
                 k.span))
     rep.check()
     return module

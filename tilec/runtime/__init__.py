@@ -5,7 +5,8 @@
     mod.gemm(A, B, C)                       # numpy, torch or cupy arrays; sizes taken from them
 
 No compiler, lark or TVM is imported here, so this works on a machine where only the artifacts
-and numpy are installed.
+and numpy are installed. A WGSL artifact (`rt.load("softmax.wgsl")`, manifest backend "wgsl") runs
+through wgpu instead of the CUDA driver (tilec/runtime/wgsl.py).
 """
 
 from .module import ArchitectureMismatch, ArgumentError, Kernel, Module, load

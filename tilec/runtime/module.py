@@ -35,7 +35,12 @@ def load(path: str | Path, manifest: str | Path | None = None) -> Module:
     mpath = Path(manifest) if manifest else Path(str(path) + ".json")
     if not mpath.is_file():
         raise FileNotFoundError(f"no manifest for {path} (expected {mpath})")
-    return Module(path.read_bytes(), json.loads(mpath.read_text()), str(path))
+    meta = json.loads(mpath.read_text())
+    if meta.get("backend") == "wgsl":  # WebGPU: the artifact is WGSL source, run through wgpu
+        from .wgsl import WgslModule
+
+        return WgslModule(path.read_text(), meta, str(path))  # type: ignore[return-value]
+    return Module(path.read_bytes(), meta, str(path))
 
 
 class Module:

@@ -23,11 +23,31 @@ class Target:
     registers_per_thread: int = 255
     matrix_instructions: tuple[str, ...] = ()
     async_copy: tuple[str, ...] = ()
+    # "warp_shuffle": lanes exchange registers (__shfl_xor_sync); without it reductions combine through shared
+    # memory. "vector_copy16": 16-byte vector loads/stores through reinterpreted pointers; without it copies go
+    # element by element.
     features: frozenset[str] = field(default_factory=frozenset)
+    max_storage_buffers: int | None = None  # tensors per kernel (WebGPU: storage buffers per shader stage)
+    max_grid: int | None = None  # blocks per grid dimension (WebGPU: workgroups per dispatch dimension)
+
+    def with_limits(self, **limits: int) -> Target:
+        """This target with some limits overridden (`tilec --max-workgroup-storage`): shared_memory_bytes,
+        max_threads, max_storage_buffers, max_grid."""
+        import dataclasses
+
+        allowed = {"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"}
+        unknown = set(limits) - allowed
+        if unknown:
+            raise ValueError(f"unknown target limit(s) {', '.join(sorted(unknown))}; known: "
+                             f"{', '.join(sorted(allowed))}")
+        return dataclasses.replace(self, **limits)
+
+
+SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 
 
 def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...]) -> Target:
-    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, 255, mma, copy)
+    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, 255, mma, copy, SIMT_FEATURES)
 
 
 TARGETS: dict[str, Target] = {
@@ -41,12 +61,16 @@ TARGETS: dict[str, Target] = {
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024, 512,
-               ("mfma.32x32x8", "mfma.16x16x16")),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024, 512,
-               ("mfma.32x32x8", "mfma.16x16x16")),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
         Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024, 0,
                ("cube.mmad",), ("datacopy",)),
-        Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024, 0),
+        # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,
+        # 8 storage buffers per stage, 65535 workgroups per dimension; no subgroups or 16-byte reinterpreting
+        # copies in base WGSL (docs/webgpu.md).
+        Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024, 0,
+               max_storage_buffers=8, max_grid=65535),
     ]
 }
 

@@ -1,0 +1,106 @@
+"""Startup latency of the `tilec` command line, and whether heavy modules get imported.
+
+    python bench/startup.py [--runs 5]
+
+Measures the median wall time (over --runs subprocess runs, after one warm-up run that fills the
+OS file cache and lark's grammar cache) of
+
+    tilec --help
+    tilec --version
+    tilec samples/gemm.tile --emit-ir          (a tests/ir file if the sample does not exist yet)
+    tilec samples/gemm.tile --emit-ir --target sm90   (Tile IR through the target passes)
+
+and reports for each whether `tvm` (and numpy, lark) were imported, read from `python -X importtime`.
+Targets (shared/DESIGN.md): --help <= 0.3 s, --emit-ir <= 0.8 s, and no `import tvm` on --help or
+the parse-only paths. Prints a table; the exit status is 0 even when a target is missed (this is a
+measurement, not a test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("tvm", "numpy", "lark", "ml_dtypes")
+
+
+def sample_file() -> Path:
+    for p in (ROOT / "samples/gemm.tile", ROOT / "tests/ir/tilelang_spellings.tile", *sorted(ROOT.glob("tests/ir/*.tile"))):
+        if p.exists():
+            return p
+    raise SystemExit("no .tile file to compile (samples/gemm.tile or tests/ir/*.tile)")
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e
+
+
+def run_once(args: list[str]) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "tilec", *args], cwd=ROOT, env=env(),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0, proc.returncode
+
+
+def imported(args: list[str]) -> tuple[set[str], float]:
+    """Top-level packages imported (from -X importtime), and the time spent importing tvm."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tilec", *args], cwd=ROOT, env=env(),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    mods: set[str] = set()
+    tvm_us = 0
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        parts = line.split("|")
+        name = parts[-1].strip()
+        top = name.split(".")[0]
+        mods.add(top)
+        if name == "tvm":
+            try:
+                tvm_us = int(parts[1].strip())  # cumulative microseconds
+            except ValueError:
+                pass
+    return mods, tvm_us / 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    opts = ap.parse_args()
+    sample = sample_file().relative_to(ROOT)
+    cases = [
+        ("tilec --help", ["--help"], 0.3),
+        ("tilec --version", ["--version"], 0.3),
+        (f"tilec {sample} --emit-ir", [str(sample), "--emit-ir", "-o", os.devnull], 0.8),
+        (f"tilec {sample} --emit-ir --target sm90", [str(sample), "--emit-ir", "--target", "sm90", "-o", os.devnull],
+         None),
+    ]
+    print(f"python {sys.version.split()[0]}, median of {opts.runs} runs (after a warm-up run)\n")
+    header = f"{'command':<58} {'median s':>9} {'min s':>7} {'target':>7}  {'ok':<4} {'exit':>4}  imports"
+    print(header)
+    print("-" * len(header))
+    for label, args, target in cases:
+        run_once(args)  # warm-up: file cache, lark's grammar cache, __pycache__
+        times, rcs = zip(*(run_once(args) for _ in range(opts.runs)), strict=True)
+        med = statistics.median(times)
+        mods, tvm_s = imported(args)
+        heavy = [m for m in HEAVY if m in mods]
+        tvm_note = f" (tvm import {tvm_s:.2f} s)" if "tvm" in mods else ""
+        verdict = "-" if target is None else ("yes" if med <= target else "NO")
+        print(f"{label:<58} {med:>9.3f} {min(times):>7.3f} {target if target else '-':>7}  {verdict:<4} "
+              f"{rcs[-1]:>4}  {', '.join(heavy) or 'none of ' + '/'.join(HEAVY)}{tvm_note}")
+    print("\n`tvm` must not appear on the --help, --version and plain --emit-ir rows (DESIGN.md: import it only "
+          "inside the passes that need it).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,433 @@
+"""Diagnostics through the real command line (`python -m tilec` in a subprocess).
+
+Every problem must come out as `file:line:col: error: message`, the source line and a caret under
+the offending span (or, with no position to give, one line `tilec: error: message`), with exit
+code 1 and never a Python traceback. One run reports as many independent errors as it can find.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LOCATED = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|note): (?P<msg>.+)$")
+PLAIN = re.compile(r"^tilec: (?P<sev>error|warning|note): (?P<msg>.+)$")
+CARET = re.compile(r"^  (?P<pad> *)\^~*$")
+
+
+@dataclass
+class Diag:
+    severity: str
+    message: str
+    file: str | None = None
+    line: int = 0
+    col: int = 0
+    source: str | None = None  # the quoted source line, as printed
+    caret_col: int = 0  # 1-based column of the caret in the quoted line
+
+
+def tilec(*args: str, cwd: Path | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "tilec", *args], cwd=cwd or ROOT, env=env, input=input,
+                          capture_output=True, timeout=120)
+
+
+def parse_stderr(stderr: str) -> list[Diag]:
+    """Every line of stderr must belong to a well-formed diagnostic."""
+    lines = stderr.splitlines()
+    out: list[Diag] = []
+    i = 0
+    while i < len(lines):
+        text = lines[i]
+        m = LOCATED.match(text)
+        if m:
+            d = Diag(m["sev"], m["msg"], m["file"], int(m["line"]), int(m["col"]))
+            if i + 2 < len(lines) and lines[i + 1].startswith("  ") and CARET.match(lines[i + 2]):
+                d.source = lines[i + 1][2:]
+                d.caret_col = len(CARET.match(lines[i + 2])["pad"]) + 1
+                i += 3
+            else:
+                i += 1
+            out.append(d)
+            continue
+        m = PLAIN.match(text)
+        assert m, f"stderr line {i + 1} is not a diagnostic: {text!r}\n--- stderr:\n{stderr}"
+        out.append(Diag(m["sev"], m["msg"]))
+        i += 1
+    return out
+
+
+def errors_of(proc: subprocess.CompletedProcess, expect_rc: int = 1) -> list[Diag]:
+    stderr = proc.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stderr, stderr
+    assert "internal compiler error" not in stderr, stderr
+    assert proc.returncode == expect_rc, f"exit {proc.returncode}, expected {expect_rc}\n{stderr}"
+    diags = parse_stderr(stderr)
+    if expect_rc == 1:
+        assert any(d.severity == "error" for d in diags), stderr
+    return [d for d in diags if d.severity == "error"]
+
+
+def compile_errors(tmp_path: Path, source: str, *args: str, name: str = "k.tile") -> list[Diag]:
+    path = tmp_path / name
+    path.write_text(source)
+    errs = errors_of(tilec(str(path), "--emit-ir", *args))
+    lines = source.splitlines()
+    for d in errs:
+        assert d.file == str(path), d
+        assert d.source is not None, f"no source line quoted under {d}"
+        line = lines[d.line - 1].replace("\t", " ")
+        quoted = d.source
+        if quoted.startswith("...") or quoted.endswith("..."):  # a long line, clipped around the caret
+            head = 3 if quoted.startswith("...") else 0
+            inner = quoted[head:len(quoted) - 3 if quoted.endswith("...") else None]
+            offset = d.col - (d.caret_col - head)  # where the excerpt starts in the line, if the caret is right
+            assert line[offset:offset + len(inner)] == inner and len(quoted) <= 130, (d, line)
+        else:
+            assert quoted == line, (d, line)
+            assert d.caret_col == d.col, d
+    return errs
+
+
+def one_error(tmp_path: Path, source: str, *args: str) -> Diag:
+    errs = compile_errors(tmp_path, source, *args)
+    assert len(errs) == 1, errs
+    return errs[0]
+
+
+HEAD = """\
+const bm = 64
+const bk = 32
+
+kernel k(A: f16[M, K], B: bf16[K, N], C: out f32[M, N], I: i32[N]):
+    with Kernel(ceildiv(N, bm), ceildiv(M, bm), threads=128) as (bx, by):
+        A_s = alloc_shared((bm, bk), f16)
+        B_s = alloc_shared((bk, bm), f16)
+        Bb_s = alloc_shared((bk, bm), bf16)
+        acc = alloc_fragment((bm, bm), f32)
+        row = alloc_fragment((bm,), f32)
+"""
+HEAD_LINES = HEAD.count("\n")
+
+
+def body(*stmts: str) -> str:
+    return HEAD + "".join(f"        {s}\n" for s in stmts)
+
+
+def test_valid_head_compiles(tmp_path):
+    path = tmp_path / "ok.tile"
+    path.write_text(body("gemm(A_s, B_s, acc)"))
+    proc = tilec(str(path), "--emit-ir")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stderr == b""
+
+
+# ---------------------------------------------------------------- syntax
+
+
+def test_several_syntax_errors_in_one_file(tmp_path):
+    src = """\
+kernel k(A: f16[M, K]):
+    with Kernel(1 threads=128) as (bx,):
+        x = = 3
+        y = 2
+        z = 4 +* 5
+        w = (1, 2
+"""
+    errs = compile_errors(tmp_path, src)
+    assert [(d.line, d.col) for d in errs[:3]] == [(2, 19), (3, 13), (5, 16)], errs
+    assert all(d.message.startswith("unexpected ") for d in errs[:3])
+    assert "'threads'" in errs[0].message and "'='" in errs[1].message
+    assert errs[3].message == "'(' was never closed" and (errs[3].line, errs[3].col) == (6, 13)
+
+
+def test_unclosed_bracket_at_end_of_file(tmp_path):
+    # not "unexpected dedent" at 1:1: the bracket that is never closed
+    d = one_error(tmp_path, body("x = ceildiv(M, (bm + 1)"))
+    assert d.message == "'(' was never closed" and (d.line, d.col) == (HEAD_LINES + 1, 20)
+
+
+def test_unexpected_character(tmp_path):
+    d = one_error(tmp_path, body("x = 1 $ 2"))
+    assert (d.line, d.col) == (HEAD_LINES + 1, 15)
+    assert d.message == "unexpected character '$'"
+
+
+def test_unterminated_string(tmp_path):
+    errs = compile_errors(tmp_path, body("print(acc, msg=\"abc)", "x = 1 $ 2"))
+    assert [d.message for d in errs] == ["'(' was never closed", "unterminated string (unexpected '\"')",
+                                         "unexpected character '$'"]
+
+
+def test_bad_indentation(tmp_path):
+    errs = compile_errors(tmp_path, body("x = 1", "  y = 2"))
+    assert errs[0].message == "unexpected indent" and errs[0].line == HEAD_LINES + 2
+    src = HEAD + "        x = 1\n      y = 2\n"
+    errs = compile_errors(tmp_path, src)
+    assert errs[-1].line == HEAD_LINES + 2
+    assert "indentation" in errs[-1].message and "Expected dedent" not in errs[-1].message
+
+
+def test_deep_nesting_is_one_error_not_a_recursion_error(tmp_path):
+    path = tmp_path / "deep.tile"
+    path.write_text("const x = " + "(" * 100_000 + "1" + ")" * 100_000 + "\n")
+    proc = tilec(str(path), "--emit-ir")
+    errs = errors_of(proc)
+    assert len(errs) == 1 and "nested more than 200 deep" in errs[0].message
+    stderr = proc.stderr.decode()
+    assert "RecursionError" not in stderr
+    assert len(stderr) < 1000  # the 200 000-character line is quoted as a short excerpt
+    assert errs[0].caret_col <= len(errs[0].source)
+
+
+@pytest.mark.parametrize("expr", [
+    " + ".join(["bx"] * 5000),  # a long operator chain is a deep tree
+    "-" * 5000 + "bx",
+    "".join(f"A[{i} + " for i in range(150)) + "0" + "]" * 150,
+])
+def test_deep_trees_are_one_error(tmp_path, expr):
+    errs = compile_errors(tmp_path, body(f"x = {expr}"))
+    assert len(errs) == 1, errs
+    assert "levels deep" in errs[0].message or "nested more than" in errs[0].message
+
+
+def test_exponential_helper_expansion_is_refused(tmp_path):
+    # each level triples the expression: 3**30 terms if inlined naively
+    src = "def f(x):\n    return x * x + x\n\n" + body("y = " + "f(" * 30 + "1.5 * bx" + ")" * 30)
+    d = one_error(tmp_path, src)
+    assert "helper 'f' expands to an expression of more than" in d.message
+
+
+def test_long_line_is_clipped_around_the_caret(tmp_path):
+    src = body("x = 1 +" + " " * 400 + "nosuch" + " " * 400 + "+ 1  # " + "z" * 100)
+    path = tmp_path / "long.tile"
+    path.write_text(src)
+    errs = errors_of(tilec(str(path), "--emit-ir"))
+    assert len(errs) == 1 and errs[0].message == "use of undefined name 'nosuch'"
+    d = errs[0]
+    assert len(d.source) < 200 and d.source.startswith("...") and d.source.endswith("...")
+    assert d.source[d.caret_col - 1:].startswith("nosuch")
+
+
+# ---------------------------------------------------------------- names, calls, arguments
+
+
+def test_undefined_name(tmp_path):
+    d = one_error(tmp_path, body("x = nosuch + 1"))
+    assert d.message == "use of undefined name 'nosuch'"
+    assert (d.line, d.col) == (HEAD_LINES + 1, 13)
+
+
+def test_undefined_function(tmp_path):
+    d = one_error(tmp_path, body("x = nosuch(1)"))
+    assert "undefined function 'nosuch'" in d.message
+
+
+@pytest.mark.parametrize("stmt, needle", [
+    ("copy(A_s)", "copy is missing argument(s): dst"),
+    ("copy(A_s, B_s, 1, 2, 3)", "copy takes at most 4 positional argument(s), got 5"),
+    ("gemm(A_s, B_s)", "gemm is missing argument(s): C"),
+    ("clear()", "clear is missing argument(s): buffer"),
+    ("x = exp(1.0, 2.0)", "exp takes 1 argument(s), got 2"),
+    ("x = ceildiv(4)", "ceildiv(a, b) takes two arguments"),
+])
+def test_wrong_arity(tmp_path, stmt, needle):
+    assert needle in one_error(tmp_path, body(stmt)).message
+
+
+@pytest.mark.parametrize("stmt, needle", [
+    ("clear(acc, foo=1)", "clear has no argument 'foo'"),
+    ("gemm(A_s, B_s, acc, transpose_C=True)", "gemm has no argument 'transpose_C'"),
+    ("reduce_sum(acc, row, dimension=1)", "reduce_sum has no argument 'dimension'"),
+    ("copy(A_s, B_s, src=A_s)", "argument 'src' given twice"),
+])
+def test_unknown_or_duplicate_keyword(tmp_path, stmt, needle):
+    d = one_error(tmp_path, body(stmt))
+    assert needle in d.message
+    assert d.col > 9  # points at the keyword, not the statement
+
+
+# ---------------------------------------------------------------- types and shapes
+
+
+def test_gemm_dtype_mismatch(tmp_path):
+    d = one_error(tmp_path, body("gemm(A_s, Bb_s, acc)"))
+    assert d.message == "gemm operand dtypes differ: A is f16, B is bf16"
+    assert (d.line, d.col) == (HEAD_LINES + 1, 9)
+
+
+@pytest.mark.parametrize("stmt, needle", [
+    ("copy(A_s, acc)", "copy shape mismatch: source 'A_s' region is 64x32, destination 'acc' region is 64x64"),
+    ("copy(A_s[0:16, :], B_s)", "copy shape mismatch"),
+    ("gemm(A_s, A_s, acc)", "gemm K mismatch"),
+    ("gemm(A_s, B_s, row)", "gemm operand C ('row') must be 2-D"),
+    ("reduce_sum(acc, A_s, dim=1)", "reduce_sum over dim 1 of a 64x64 buffer gives 64"),
+    ("reduce_max(acc, row, dim=2)", "dim=2 is out of range for a 2-D buffer"),
+])
+def test_shape_mismatch(tmp_path, stmt, needle):
+    assert needle in one_error(tmp_path, body(stmt)).message
+
+
+def test_non_constant_buffer_shape(tmp_path):
+    d = one_error(tmp_path, body("W = alloc_shared((M, 32), f16)"))
+    assert d.message == "the shape of shared buffer 'W' must be known at compile time"
+
+
+def test_assignment_to_input_tensor(tmp_path):
+    d = one_error(tmp_path, body("A[0, 0] = 1.0"))
+    assert "cannot assign to input tensor 'A'" in d.message and "`out`" in d.message
+    d = one_error(tmp_path, body("copy(A_s, A[0, 0])"))
+    assert "cannot copy into input tensor 'A'" in d.message
+
+
+def test_integer_true_division(tmp_path):
+    d = one_error(tmp_path, body("x = bx / 2"))
+    assert "'/' on integers" in d.message and "'//'" in d.message
+    assert (d.col, d.source[d.col - 1:d.col + 5]) == (13, "bx / 2")
+
+
+def test_tile_op_inside_parallel(tmp_path):
+    d = one_error(tmp_path, body("for i, j in Parallel(bm, bm):", "    copy(A_s, B_s)"))
+    assert "cannot be used inside a Parallel loop" in d.message
+    assert d.line == HEAD_LINES + 2
+
+
+def test_failed_definition_does_not_cascade(tmp_path):
+    # The bad alloc is reported once; later uses of `W` are not reported again as undefined.
+    errs = compile_errors(tmp_path, body("W = alloc_shared((bm, bk), nosuchtype)", "clear(W)", "copy(W, A_s)"))
+    assert len(errs) == 1 and "expected a dtype" in errs[0].message
+
+
+# ---------------------------------------------------------------- as many errors as can be found
+
+
+def test_three_independent_errors_in_the_builder(tmp_path):
+    errs = compile_errors(tmp_path, body("x = nosuch + 1", "y = bx / 2", "clear(acc, foo=1)"))
+    assert [d.line for d in errs] == [HEAD_LINES + 1, HEAD_LINES + 2, HEAD_LINES + 3], errs
+
+
+def test_three_independent_errors_in_check_tile_ops(tmp_path):
+    errs = compile_errors(tmp_path, body("gemm(A_s, Bb_s, acc)", "copy(A_s, acc)", "reduce_sum(acc, A_s, dim=1)"))
+    assert [d.line for d in errs] == [HEAD_LINES + 1, HEAD_LINES + 2, HEAD_LINES + 3], errs
+
+
+def test_errors_in_several_kernels(tmp_path):
+    src = body("x = nosuch") + "\n" + body("y = bx / 2").replace("kernel k(", "kernel k2(").split("\n\n", 1)[1]
+    errs = compile_errors(tmp_path, src)
+    assert len(errs) == 2, errs
+
+
+# ---------------------------------------------------------------- targets and files
+
+
+def plain_error(proc: subprocess.CompletedProcess) -> str:
+    errs = errors_of(proc)
+    assert len(errs) == 1, errs
+    assert errs[0].file is None, errs[0]
+    return errs[0].message
+
+
+def test_unknown_target_lists_the_valid_ones():
+    msg = plain_error(tilec("samples/gemm.tile" if (ROOT / "samples/gemm.tile").exists() else "tests/ir/loops.tile",
+                            "--target", "sm999"))
+    assert "unknown target 'sm999'" in msg
+    for name in ("sm80", "sm90", "gfx942", "webgpu", "ascend910b"):
+        assert name in msg
+
+
+def targets_without_back_end() -> list[str]:
+    """One target of each back end this checkout does not have yet."""
+    from tilec.cli.main import _has_backend
+    from tilec.targets.registry import TARGETS
+
+    by_backend = {t.backend: t.name for t in reversed(list(TARGETS.values())) if not _has_backend(t.backend)}
+    return sorted(by_backend.values())
+
+
+@pytest.mark.parametrize("target", targets_without_back_end() or
+                         [pytest.param("none", marks=pytest.mark.skip(reason="every back end exists"))])
+def test_target_without_back_end(target, tmp_path):
+    proc = tilec("tests/ir/loops.tile", "--target", target, "-o", str(tmp_path / "out.bin"))
+    msg = plain_error(proc)
+    assert "back end" in msg
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_targets_subcommand():
+    proc = tilec("targets")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert b"gfx942" in proc.stdout and b"Traceback" not in proc.stderr
+
+
+def test_missing_file(tmp_path):
+    assert "no such file" in plain_error(tilec(str(tmp_path / "nosuch.tile"), "--emit-ir"))
+
+
+def test_directory(tmp_path):
+    assert "is a directory" in plain_error(tilec(str(tmp_path), "--emit-ir"))
+
+
+def test_empty_file(tmp_path):
+    (tmp_path / "e.tile").write_text("")
+    assert "empty" in plain_error(tilec(str(tmp_path / "e.tile"), "--emit-ir"))
+    (tmp_path / "c.tile").write_text("# only a comment\n\n")
+    errs = errors_of(tilec(str(tmp_path / "c.tile"), "--emit-ir"))
+    assert len(errs) == 1 and "no kernel" in errs[0].message
+
+
+def test_binary_file(tmp_path):
+    (tmp_path / "b.tile").write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)))
+    assert "binary" in plain_error(tilec(str(tmp_path / "b.tile"), "--emit-ir"))
+
+
+def test_non_utf8_file(tmp_path):
+    (tmp_path / "l1.tile").write_bytes("const x = 1  # caf\xe9\n".encode("latin-1"))
+    assert "not valid UTF-8" in plain_error(tilec(str(tmp_path / "l1.tile"), "--emit-ir"))
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root can read a chmod 000 file")
+def test_unreadable_file(tmp_path):
+    path = tmp_path / "u.tile"
+    path.write_text("kernel k(A: f32[N]):\n    pass\n")
+    path.chmod(0)
+    try:
+        assert "permission denied" in plain_error(tilec(str(path), "--emit-ir"))
+    finally:
+        path.chmod(0o644)
+
+
+def test_kernel_not_found():
+    msg = plain_error(tilec("tests/ir/emit_final.tile", "--emit-ir", "--kernel", "nosuch"))
+    assert "no kernel named 'nosuch'" in msg and "first" in msg and "second" in msg
+
+
+def test_missing_import(tmp_path):
+    d = one_error(tmp_path, 'import "nosuch.tile"\n' + body())
+    assert "cannot find imported file 'nosuch.tile'" in d.message and d.line == 1
+
+
+def test_bad_define_and_emit_ir_mode():
+    assert "expected NAME=VALUE" in plain_error(tilec("tests/ir/loops.tile", "--emit-ir", "-D", "1x=2"))
+    msg = plain_error(tilec("tests/ir/loops.tile", "--emit-ir=after:nosuch"))
+    assert "specialize" in msg
+
+
+# ---------------------------------------------------------------- warnings
+
+
+def test_unused_define_warns_but_succeeds():
+    proc = tilec("tests/ir/loops.tile", "--emit-ir", "-D", "nosuch=1", "-o", os.devnull)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 0, stderr
+    diags = parse_stderr(stderr)
+    assert len(diags) == 1 and diags[0].severity == "warning", diags
+    assert "-D nosuch" in diags[0].message
+    assert re.match(r"^tilec: warning: ", stderr)

@@ -1,0 +1,17 @@
+# Version file of the Tilec CMake package. tilec is pre-1.0, so the minor version is the
+# compatibility line: find_package(Tilec 0.1) accepts 0.1.x (x >= the requested patch level).
+set(PACKAGE_VERSION "0.1.0")
+if(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+else()
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _tilec_have "${PACKAGE_VERSION}")
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _tilec_want "${PACKAGE_FIND_VERSION}")
+  if(PACKAGE_FIND_VERSION_MAJOR EQUAL 0 AND NOT _tilec_have VERSION_EQUAL _tilec_want AND PACKAGE_FIND_VERSION)
+    set(PACKAGE_VERSION_COMPATIBLE FALSE)
+  else()
+    set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  endif()
+  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+endif()

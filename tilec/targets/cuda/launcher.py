@@ -1,0 +1,492 @@
+"""The C launcher header (`tilec k.tile --emit header -o k.h`): deploy kernels with no Python.
+
+One self-contained header, valid C11 and C++11, that needs only the CUDA driver API (<cuda.h>,
+link with -lcuda). It embeds one device image per target (a cubin for each architecture) and
+declares, for each kernel K of the file,
+
+    CUresult K_launch(CUstream stream, CUdeviceptr tensor..., scalar..., int size...);
+    CUresult K_check_device(CUdevice dev, char* message, size_t message_size);
+
+`K_launch` computes the grid from the runtime sizes (the manifest's formulas, translated to C with
+floor-division semantics), loads the module lazily, once per CUDA context (a mutex-guarded table
+keyed by the context's unique id), picks the image that fits the device's compute capability, sets
+the dynamic shared-memory limit of kernels above 48 KB, and launches. It returns the driver's
+error codes and never prints or exits; CUDA_ERROR_NO_BINARY_FOR_GPU means no embedded image fits
+this GPU, and `K_check_device` then says, in words, what the header was built for.
+
+Everything the header defines is `static` (functions `static inline`), so it can be included in
+several translation units; its private names carry a per-header id, and the small runtime helpers
+shared by every tilec header are guarded by a versioned macro, so that several tilec headers can be
+included in one file.
+
+The generator works from manifest data (tilec.artifacts.kernel_entry dicts) and the built images
+only: nothing here depends on the IR.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass
+
+# Hook for TMA (Hopper tensor maps, issue 4): a kernel whose manifest entry lists "tensor_maps"
+# takes CUtensorMap parameters (passed by value, __grid_constant__) that the host must encode with
+# cuTensorMapEncodeTiled from the tensor's device pointer, shape and strides before each launch.
+# The launcher will do it in `_tensor_map_code`; until then such kernels are refused here rather
+# than given a header that launches them with garbage descriptors.
+TENSOR_MAPS_KEY = "tensor_maps"
+
+LAUNCHER_ABI = 1  # bump when the shared helpers below change meaning
+
+_C_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t", "u16": "uint16_t",
+            "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t", "f32": "float",
+            "f64": "double", "f16": "uint16_t", "bf16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "uint8_t"}
+_BITS_NOTE = {"f16": "IEEE binary16 bits", "bf16": "bfloat16 bits", "f8e4m3": "fp8 e4m3 bits",
+              "f8e5m2": "fp8 e5m2 bits"}
+
+_RESERVED = set("""auto break case char const continue default do double else enum extern float for goto if inline int
+long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
+bool true false alignas alignof and asm catch class constexpr decltype delete explicit export friend mutable
+namespace new noexcept not nullptr operator or private protected public template this throw try typeid typename
+using virtual xor stream NULL""".split())
+
+
+class LauncherError(Exception):
+    """A kernel the C launcher cannot serve (yet)."""
+
+
+@dataclass
+class Image:
+    target: str  # tilec's target name: sm80, sm90
+    arch: str  # sm_80, sm_90a
+    data: bytes  # cubin (or fatbin) bytes
+    kernels: list[dict]  # manifest kernel entries as built for this target
+
+
+def arch_cc(arch: str) -> tuple[int, bool]:
+    """sm_90a -> (90, True): compute capability major*10+minor and whether the image is
+    architecture-specific (runs only on exactly that compute capability)."""
+    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+    if not m:
+        raise LauncherError(f"not a CUDA architecture: {arch}")
+    return int(m.group(1)), bool(m.group(2))
+
+
+def _c_string(text: str) -> str:
+    """A C string literal of the UTF-8 bytes (file names may hold quotes, backslashes, non-ASCII)."""
+    return '"' + "".join(chr(b) if 32 <= b < 127 and chr(b) not in '"\\?' else f"\\{b:03o}"
+                         for b in text.encode()) + '"'
+
+
+def _comment(text: str) -> str:
+    return text.replace("*/", "* /")
+
+
+def ident(text: str) -> str:
+    s = re.sub(r"\W", "_", text)
+    return ("_" + s) if not s or s[0].isdigit() else s
+
+
+def formula_to_c(text: str, names: dict[str, str]) -> str:
+    """A manifest size formula (integers, names, + - * // %, ceildiv/min/max) as a C expression
+    over int64_t values, with Python's floor division and modulo."""
+    def ev(n: ast.AST) -> str:
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            return f"INT64_C({n.value})"
+        if isinstance(n, ast.Name) and n.id in names:
+            return names[n.id]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return f"(-{ev(n.operand)})"
+        if isinstance(n, ast.BinOp):
+            a, b = ev(n.left), ev(n.right)
+            if isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
+                op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}[type(n.op)]
+                return f"({a} {op} {b})"
+            if isinstance(n.op, ast.FloorDiv):
+                return f"tilec_floordiv_({a}, {b})"
+            if isinstance(n.op, ast.Mod):
+                return f"tilec_floormod_({a}, {b})"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("ceildiv", "min", "max") \
+                and len(n.args) == 2 and not n.keywords:
+            return f"tilec_{n.func.id}_({ev(n.args[0])}, {ev(n.args[1])})"
+        raise LauncherError(f"cannot translate the size formula '{text}' to C")
+
+    return ev(ast.parse(text, mode="eval"))
+
+
+def _byte_array(name: str, data: bytes) -> str:
+    lines = [f"TILEC_ALIGN64_ static const unsigned char {name}[{len(data)}] = {{"]
+    for i in range(0, len(data), 24):
+        lines.append("  " + ",".join(f"0x{b:02x}" for b in data[i:i + 24]) + ",")
+    lines.append("};")
+    return "\n".join(lines)
+
+
+_COMMON = r"""
+/* ---- helpers shared by every tilec launcher header (ABI @ABI@) ---- */
+#ifndef TILEC_LAUNCHER_COMMON_@ABI@
+#define TILEC_LAUNCHER_COMMON_@ABI@
+#if defined(__cplusplus)
+#define TILEC_ALIGN64_ alignas(64)
+#else
+#define TILEC_ALIGN64_ _Alignas(64)
+#endif
+#if defined(_WIN32)
+typedef SRWLOCK tilec_mutex_;
+#define TILEC_MUTEX_INIT_ SRWLOCK_INIT
+static inline void tilec_lock_(tilec_mutex_* m) { AcquireSRWLockExclusive(m); }
+static inline void tilec_unlock_(tilec_mutex_* m) { ReleaseSRWLockExclusive(m); }
+#else
+typedef pthread_mutex_t tilec_mutex_;
+#define TILEC_MUTEX_INIT_ PTHREAD_MUTEX_INITIALIZER
+static inline void tilec_lock_(tilec_mutex_* m) { pthread_mutex_lock(m); }
+static inline void tilec_unlock_(tilec_mutex_* m) { pthread_mutex_unlock(m); }
+#endif
+#ifndef TILEC_MAX_CONTEXTS
+#define TILEC_MAX_CONTEXTS 64 /* contexts cached per header; more evict the oldest (its module stays loaded) */
+#endif
+/* One embedded device image. cc = major*10 + minor; exact != 0: runs only on that compute capability. */
+typedef struct tilec_image_ {
+  const unsigned char* data;
+  size_t size;
+  int cc;
+  int exact;
+  const char* arch;
+} tilec_image_;
+/* Size formulas use Python's floor division and modulo (the manifest's semantics). */
+static inline int64_t tilec_floordiv_(int64_t a, int64_t b) {
+  int64_t q;
+  if (b == 0) return 0;
+  q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t tilec_floormod_(int64_t a, int64_t b) { return b == 0 ? 0 : a - tilec_floordiv_(a, b) * b; }
+static inline int64_t tilec_ceildiv_(int64_t a, int64_t b) { return -tilec_floordiv_(-a, b); }
+static inline int64_t tilec_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t tilec_max_(int64_t a, int64_t b) { return a > b ? a : b; }
+/* The best image for compute capability cc (exact match first, else the newest compatible one), or -1. */
+static inline int tilec_pick_image_(const tilec_image_* images, int n, int cc) {
+  int best = -1, i;
+  for (i = 0; i < n; ++i) {
+    int fits = images[i].exact ? (cc == images[i].cc) : (cc / 10 == images[i].cc / 10 && cc >= images[i].cc);
+    if (!fits) continue;
+    if (best < 0 || (images[i].exact && !images[best].exact) ||
+        (images[i].exact == images[best].exact && images[i].cc > images[best].cc))
+      best = i;
+  }
+  return best;
+}
+static inline CUresult tilec_device_cc_(CUdevice dev, int* cc) {
+  int major = 0, minor = 0;
+  CUresult rc = cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  *cc = major * 10 + minor;
+  return rc;
+}
+static inline CUresult tilec_check_device_(const char* header, const tilec_image_* images, int n,
+                                           const char* built_for, int min_driver, CUdevice dev,
+                                           char* msg, size_t size) {
+  int cc = 0, driver = 0, pick;
+  char name[128] = "?";
+  CUresult rc = tilec_device_cc_(dev, &cc);
+  if (rc != CUDA_SUCCESS) {
+    const char* s = "";
+    cuGetErrorName(rc, &s);
+    if (msg && size) snprintf(msg, size, "%s: cannot query device %d: %s", header, (int)dev, s ? s : "?");
+    return rc;
+  }
+  cuDeviceGetName(name, (int)sizeof name, dev);
+  cuDriverGetVersion(&driver);
+  if (driver < min_driver) {
+    if (msg && size)
+      snprintf(msg, size, "%s: built with CUDA %d.%d, which needs a CUDA %d.x driver or newer; this driver "
+               "supports CUDA %d.%d", header, min_driver / 1000, (min_driver % 1000) / 10, min_driver / 1000,
+               driver / 1000, (driver % 1000) / 10);
+    return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+  }
+  pick = tilec_pick_image_(images, n, cc);
+  if (pick < 0) {
+    if (msg && size)
+      snprintf(msg, size, "%s: built for %s; device %d (%s) is sm_%d: rebuild with tilec --target sm%d",
+               header, built_for, (int)dev, name, cc, cc);
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
+  if (msg && size)
+    snprintf(msg, size, "%s: device %d (%s, sm_%d) runs the %s image (built for %s)", header, (int)dev, name, cc,
+             images[pick].arch, built_for);
+  return CUDA_SUCCESS;
+}
+#endif /* TILEC_LAUNCHER_COMMON_@ABI@ */
+"""
+
+_MODULE = r"""
+/* ---- this header's images and per-context module table ---- */
+@IMAGES@
+static const tilec_image_ @P@images[@NIMAGES@] = {
+@IMAGE_TABLE@
+};
+static const char* const @P@kernel_names[@NKERNELS@] = {@KERNEL_NAMES@};
+static const unsigned @P@shared_bytes[@NIMAGES@][@NKERNELS@] = {@SHARED_TABLE@};
+typedef struct @P@slot {
+  unsigned long long ctx_id;
+  int image;
+  CUmodule module;
+  CUfunction fn[@NKERNELS@];
+} @P@slot;
+static @P@slot @P@slots[TILEC_MAX_CONTEXTS];
+static int @P@nslots = 0, @P@next_evict = 0;
+static tilec_mutex_ @P@lock = TILEC_MUTEX_INIT_;
+
+static inline CUresult @P@load(@P@slot* s) {
+  CUdevice dev;
+  int cc = 0, driver = 0, k, pick;
+  CUresult rc = cuCtxGetDevice(&dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = cuDriverGetVersion(&driver);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (driver < @MIN_DRIVER@) return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+  rc = tilec_device_cc_(dev, &cc);
+  if (rc != CUDA_SUCCESS) return rc;
+  pick = tilec_pick_image_(@P@images, @NIMAGES@, cc);
+  if (pick < 0) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  rc = cuModuleLoadData(&s->module, @P@images[pick].data);
+  if (rc != CUDA_SUCCESS) return rc;
+  for (k = 0; k < @NKERNELS@; ++k) {
+    rc = cuModuleGetFunction(&s->fn[k], s->module, @P@kernel_names[k]);
+    if (rc == CUDA_SUCCESS && @P@shared_bytes[pick][k] > 48u * 1024u)
+      rc = cuFuncSetAttribute(s->fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              (int)@P@shared_bytes[pick][k]);
+    if (rc != CUDA_SUCCESS) {
+      cuModuleUnload(s->module);
+      return rc;
+    }
+  }
+  s->image = pick;
+  return CUDA_SUCCESS;
+}
+
+/* The function for kernel k in the current context (its module loaded on first use), and the image chosen. */
+static inline CUresult @P@function(int k, CUfunction* fn, int* image) {
+  CUcontext ctx = NULL;
+  unsigned long long id = 0;
+  int i;
+  CUresult rc = cuCtxGetCurrent(&ctx);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (ctx == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+#if CUDA_VERSION >= 12000
+  rc = cuCtxGetId(ctx, &id); /* unique for the process's lifetime, unlike the handle */
+  if (rc != CUDA_SUCCESS) return rc;
+#else
+  id = (unsigned long long)(uintptr_t)ctx;
+#endif
+  tilec_lock_(&@P@lock);
+  for (i = 0; i < @P@nslots; ++i) {
+    if (@P@slots[i].ctx_id == id) {
+      *fn = @P@slots[i].fn[k];
+      *image = @P@slots[i].image;
+      tilec_unlock_(&@P@lock);
+      return CUDA_SUCCESS;
+    }
+  }
+  {
+    @P@slot s;
+    memset(&s, 0, sizeof s);
+    s.ctx_id = id;
+    rc = @P@load(&s);
+    if (rc == CUDA_SUCCESS) {
+      if (@P@nslots < TILEC_MAX_CONTEXTS) {
+        i = @P@nslots++;
+      } else {
+        i = @P@next_evict;
+        @P@next_evict = (@P@next_evict + 1) % TILEC_MAX_CONTEXTS;
+      }
+      @P@slots[i] = s;
+      *fn = s.fn[k];
+      *image = s.image;
+    }
+  }
+  tilec_unlock_(&@P@lock);
+  return rc;
+}
+"""
+
+
+def _c_name(name: str, taken: set[str]) -> str:
+    n = ident(name)
+    while n in _RESERVED or n in taken or n.startswith("tilec_"):
+        n += "_"
+    taken.add(n)
+    return n
+
+
+def _launch_function(fname: str, k: dict, index: int, images: list[Image], p: str) -> tuple[str, str]:
+    """(doc comment + definition of K_launch, its prototype)."""
+    taken: set[str] = set()
+    args, pack, docs = ["CUstream stream"], [], []
+    taken.add("stream")
+    for prm in k["params"]:
+        c = _c_name(prm["name"], taken)
+        if prm["kind"] == "tensor":
+            args.append(f"CUdeviceptr {c}")
+            shape = ", ".join(str(d) for d in prm["shape"])
+            role = "out " if prm.get("output") else "in  "
+            docs.append(f" *   {c:<10} {role}{prm['dtype']}[{shape}]  device pointer, C-contiguous")
+        else:
+            ctype = _C_TYPES.get(prm["dtype"])
+            if ctype is None:
+                raise LauncherError(f"kernel '{k['name']}': scalar '{prm['name']}' of type {prm['dtype']} cannot be "
+                                    "passed from C")
+            args.append(f"{ctype} {c}")
+            note = f" ({_BITS_NOTE[prm['dtype']]})" if prm["dtype"] in _BITS_NOTE else ""
+            docs.append(f" *   {c:<10} scalar {prm['dtype']}{note}")
+        pack.append(c)
+    sizes = {}
+    for s in k["sizes"]:
+        c = _c_name(s, taken)
+        sizes[s] = c
+        args.append(f"int {c}")
+        pack.append(c)
+    if sizes:
+        docs.append(f" *   {', '.join(sizes.values())}: runtime sizes (>= 0)")
+    per_image = [next(e for e in im.kernels if e["name"] == k["name"]) for im in images]
+    configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
+    vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
+
+    def config_code(cfg, indent: str) -> list[str]:
+        grid, threads, shared = cfg
+        g = [formula_to_c(x, vars_) for x in grid] + ["INT64_C(1)"] * (3 - len(grid))
+        return [f"{indent}tilec_gx = {g[0]};", f"{indent}tilec_gy = {g[1]};", f"{indent}tilec_gz = {g[2]};",
+                f"{indent}tilec_threads = {threads}u;", f"{indent}tilec_shared = {shared}u;"]
+
+    body = ["  CUfunction tilec_fn;", "  int tilec_image = 0;", "  int64_t tilec_gx, tilec_gy, tilec_gz;",
+            "  unsigned tilec_threads, tilec_shared;", "  CUresult tilec_rc;"]
+    used = {n.id for cfg in configs for g in cfg[0] for n in ast.walk(ast.parse(g, mode="eval"))
+            if isinstance(n, ast.Name)}
+    body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
+    body += [f"  void* tilec_params[{max(1, len(pack))}] = {{{', '.join(f'&{a}' for a in pack) or 'NULL'}}};"]
+    if sizes:
+        cond = " || ".join(f"{c} < 0" for c in sizes.values())
+        body += [f"  if ({cond}) return CUDA_ERROR_INVALID_VALUE;"]
+    body += [f"  tilec_rc = {p}function({index}, &tilec_fn, &tilec_image);",
+             "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
+    if len(set(configs)) == 1:
+        body += config_code(configs[0], "  ")
+        body += ["  (void)tilec_image;"]
+    else:
+        body += ["  switch (tilec_image) {"]
+        for i, cfg in enumerate(configs):
+            body += [f"  {'default' if i == len(configs) - 1 else f'case {i}'}: /* {images[i].arch} */"]
+            body += config_code(cfg, "    ") + ["    break;"]
+        body += ["  }"]
+    body += ["  if (tilec_gx <= 0 || tilec_gy <= 0 || tilec_gz <= 0) return CUDA_SUCCESS; /* nothing to compute */",
+             "  if (tilec_gx > INT64_C(2147483647) || tilec_gy > INT64_C(65535) || tilec_gz > INT64_C(65535))",
+             "    return CUDA_ERROR_INVALID_VALUE;",
+             "  return cuLaunchKernel(tilec_fn, (unsigned)tilec_gx, (unsigned)tilec_gy, (unsigned)tilec_gz, "
+             "tilec_threads, 1, 1,",
+             "                        tilec_shared, stream, tilec_params, NULL);"]
+    if len(set(configs)) == 1:
+        c = configs[0]
+        grid_doc = f"grid ({', '.join(c[0])}) x {c[1]} threads, {c[2]} B of dynamic shared memory"
+    else:
+        grid_doc = "; ".join(f"{im.arch}: grid ({', '.join(c[0])}) x {c[1]} threads, {c[2]} B shared"
+                             for im, c in zip(images, configs, strict=True))
+    proto = f"static inline CUresult {fname}({', '.join(args)})"
+    doc = [f"/* {fname}: launch kernel '{k['name']}' on `stream` (asynchronous; 0 is the legacy default stream).",
+           *docs,
+           f" * {grid_doc}.",
+           " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, or a grid over the hardware's",
+           " * limits), CUDA_ERROR_INVALID_CONTEXT (no current context), CUDA_ERROR_NO_BINARY_FOR_GPU (no embedded",
+           " * image for this GPU), CUDA_ERROR_UNSUPPORTED_PTX_VERSION (a driver older than the CUDA that built",
+           " * the images) -- the _check_device function explains these two in words -- or the driver's error. */"]
+    return "\n".join(doc) + "\n" + proto + " {\n" + "\n".join(body) + "\n}\n", proto + ";"
+
+
+def generate_header(header_name: str, images: list[Image], *, source_name: str, tilec_version: str,
+                    toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "") -> str:
+    if not images:
+        raise LauncherError("no image to embed")
+    kernels = images[0].kernels
+    for k in kernels:
+        if k.get(TENSOR_MAPS_KEY):
+            raise LauncherError(f"kernel '{k['name']}' uses TMA tensor maps, which the C launcher cannot encode "
+                                "yet (issue 4); build a .cubin and launch it with tilec.runtime")
+    for im in images[1:]:
+        if [k["name"] for k in im.kernels] != [k["name"] for k in kernels]:
+            raise LauncherError(f"targets {images[0].target} and {im.target} have different kernels")
+    digest = hashlib.sha256()
+    for im in images:
+        digest.update(im.arch.encode() + b"\0" + im.data)
+    digest.update(prefix.encode() + b"\0" + header_name.encode())
+    hid = f"{ident(header_name.rsplit('.', 1)[0]).lower()}_{digest.hexdigest()[:10]}"
+    p = f"tilec_{hid}_"
+    guard = f"TILEC_{hid.upper()}_H"
+    min_driver = (driver_api_version // 1000) * 1000
+    built_for = ", ".join(im.arch for im in images)
+
+    funcs, protos = [], []
+    for i, k in enumerate(kernels):
+        fname = f"{prefix}{k['name']}_launch"
+        code, proto = _launch_function(fname, k, i, images, p)
+        funcs.append(code)
+        protos.append(proto)
+        cname = f"{prefix}{k['name']}_check_device"
+        funcs.append(
+            f"/* {cname}: CUDA_SUCCESS when this header has an image for device `dev`, else\n"
+            " * CUDA_ERROR_NO_BINARY_FOR_GPU (or CUDA_ERROR_UNSUPPORTED_PTX_VERSION, or the driver's error); writes a\n"
+            " * one-line explanation naming the architectures it was built for to `message` (if not NULL). Needs\n"
+            " * cuInit. */\n"
+            f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size) {{\n"
+            f"  return tilec_check_device_({_c_string(header_name)}, {p}images, {len(images)}, {_c_string(built_for)}, "
+            f"{min_driver},\n"
+            "                             dev, message, message_size);\n}\n")
+        protos.append(f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size);")
+
+    image_arrays = "\n".join(_byte_array(f"{p}image{i}", im.data) for i, im in enumerate(images))
+    table = ",\n".join(f'  {{{p}image{i}, sizeof {p}image{i}, {arch_cc(im.arch)[0]}, {int(arch_cc(im.arch)[1])}, '
+                       f'"{im.arch}"}}' for i, im in enumerate(images))
+    shared = ", ".join("{" + ", ".join(f"{next(e for e in im.kernels if e['name'] == k['name'])['shared_bytes']}u"
+                                       for k in kernels) + "}" for im in images)
+    module = (_MODULE.replace("@IMAGES@", image_arrays).replace("@IMAGE_TABLE@", table)
+              .replace("@NIMAGES@", str(len(images))).replace("@NKERNELS@", str(len(kernels)))
+              .replace("@KERNEL_NAMES@", ", ".join(f'"{k["name"]}"' for k in kernels))
+              .replace("@SHARED_TABLE@", shared).replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
+    banner = [
+        f"/* {_comment(header_name)}: generated by tilec {tilec_version} from {_comment(source_name)} -- do not edit.",
+        f" * Built for {built_for} with {toolchain}; needs a CUDA {min_driver // 1000}.x driver or newer.",
+        f" * Source hash {source_hash}.",
+        " *",
+        " * C11 / C++11, CUDA driver API only: #include this file, link with -lcuda (and -lpthread). Functions:",
+        " *",
+        *[f" *   {s}" for s in protos],
+        " *",
+        " * The module is loaded on the first launch in each context (thread-safe); the caller must have a",
+        " * current context (cuCtxSetCurrent / the CUDA runtime's). Nothing here prints or exits. */",
+    ]
+    out = ["\n".join(banner),
+           f"#ifndef {guard}",
+           f"#define {guard}",
+           "",
+           "#include <cuda.h>",
+           "#include <stddef.h>",
+           "#include <stdint.h>",
+           "#include <stdio.h>",
+           "#include <string.h>",
+           "#if !defined(__cplusplus)",
+           "#include <stdbool.h>",
+           "#endif",
+           "#if defined(_WIN32)",
+           "#include <windows.h>",
+           "#else",
+           "#include <pthread.h>",
+           "#endif",
+           _COMMON.replace("@ABI@", str(LAUNCHER_ABI)),
+           module,
+           "/* ---- kernels ---- */",
+           "\n".join(funcs),
+           f"#endif /* {guard} */",
+           ""]
+    return "\n".join(out)

@@ -1,0 +1,276 @@
+"""What WebGPU refuses, checked by tilec before any WGSL is printed.
+
+naga (wgpu's shader compiler) validates types and syntax but not, or not with a useful message, the
+things a tile kernel can run into: types WGSL does not have, float atomics, resource limits and
+barriers in non-uniform control flow. Each is reported here as a diagnostic at the user's line (the
+kernel's line for signature and resource problems, the statement's for the rest). docs/webgpu.md
+lists them with the reasons.
+
+Runs after storage-planning (which already refuses more threads per block, and more workgroup
+storage, than the target allows); the driver calls `check` of a back end's codegen module when it
+has one.
+"""
+
+from __future__ import annotations
+
+from ...diagnostics import Diagnostic, Reporter, Span
+from ...ir import dtypes as D
+from ...ir import simt as S
+from ...ir import tile as T
+from ...ir.visit import sub_exprs as _tile_sub_exprs
+from ...targets.registry import Target
+
+# Types WGSL can hold, and why the others are refused.
+_NO_TYPE = {
+    "bf16": "WGSL has no bfloat16 type (only f16, behind `enable f16`, and f32); use -D dtype=f16 or f32",
+    "f8e4m3": "WGSL has no 8-bit float types; use f16 or f32",
+    "f8e5m2": "WGSL has no 8-bit float types; use f16 or f32",
+    "f64": "WGSL has no 64-bit floats; use f32",
+    "i8": "WGSL has no 8-bit integers (storage buffers hold 32-bit words); use i32",
+    "u8": "WGSL has no 8-bit integers (storage buffers hold 32-bit words); use i32 or u32",
+    "i16": "WGSL has no 16-bit integers; use i32",
+}
+# Allowed inside the kernel but not in its signature.
+_NOT_IN_SIGNATURE = {
+    "i64": "WGSL has no 64-bit integers; use i32 (tilec computes addresses in 32 bits on WebGPU)",
+    "bool": "WGSL storage buffers cannot hold bool; use i32 or u32",
+}
+
+
+def check(module: S.SModule, rep: Reporter, target: Target) -> None:
+    for k in module.kernels:
+        _check_kernel(k, rep, target)
+    rep.check()
+
+
+def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
+    reported: set = set()
+
+    def bad_type(dt: D.DType, what: str, span: Span | None, signature: bool) -> None:
+        why = _NO_TYPE.get(dt.name) or (_NOT_IN_SIGNATURE.get(dt.name) if signature else None)
+        if why is None or (dt.name, signature) in reported:
+            return
+        if dt.name == "bool" and what.startswith("scalar"):
+            return  # bool scalars travel as u32 in the uniform block
+        reported.add((dt.name, signature))
+        rep.error(f"kernel '{k.name}': {what} is {dt.name}, which WebGPU cannot run: {why}", span or k.span)
+
+    for p in k.params:
+        if isinstance(p, S.SBuffer):
+            bad_type(p.dtype, f"tensor '{p.name}'", k.span, True)
+        else:
+            bad_type(p.dtype, f"scalar '{p.name}'", k.span, True)
+    for b in k.shared:
+        bad_type(b.dtype, f"shared buffer '{b.origin or b.name}'", k.span, False)
+    for s, _ in _walk(k.body):
+        if isinstance(s, S.DeclareArray):
+            bad_type(s.buffer.dtype, f"buffer '{s.buffer.origin or s.buffer.name}'", s.span, False)
+        elif isinstance(s, S.Declare):
+            bad_type(s.var.dtype, f"'{s.var.name}'", s.span, False)
+        for e in _stmt_exprs(s):
+            for x in sub_exprs(e):
+                if isinstance(x, T.Cast):
+                    bad_type(x.dtype, "a cast's result", s.span, False)
+                elif (isinstance(x, T.Const) and x.dtype == D.I64 and not -(2**31) <= int(x.value) < 2**31
+                      and "i64 constant" not in reported):
+                    reported.add("i64 constant")
+                    rep.error(f"kernel '{k.name}': the constant {int(x.value)} does not fit the 32-bit integers "
+                              "WGSL has (WebGPU computes i64 arithmetic in 32 bits)", s.span or k.span)
+
+    _check_atomics_and_print(k, rep)
+    _check_limits(k, rep, target)
+    _check_barrier_uniformity(k, rep)
+
+
+# ---------------------------------------------------------------- atomics, print
+
+
+def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
+    for s, _ in _walk(k.body):
+        if not isinstance(s, S.SCall):
+            continue
+        if s.name.startswith("atomic_"):
+            addr = s.args[0]
+            dt = addr.buffer.dtype if isinstance(addr, S.AddrOf) else s.args[1].dtype
+            if dt not in (D.I32, D.U32):
+                name = (addr.buffer.origin or addr.buffer.name) if isinstance(addr, S.AddrOf) else "?"
+                rep.error(f"{s.name} on {dt.name} '{name}' cannot run on WebGPU: WGSL atomics "
+                          "exist only for i32 and u32 (atomic<i32>, atomic<u32>); accumulate in i32, or reduce "
+                          "into a fragment and write the result once", s.span or k.span)
+        elif s.name.startswith("print:"):
+            rep.warning("print is ignored on WebGPU (WGSL has no printf); `tilec run --device cpu` shows it",
+                        s.span or k.span)
+
+
+# ---------------------------------------------------------------- limits
+
+
+def _check_limits(k: S.SKernel, rep: Reporter, target: Target) -> None:
+    tensors = [p for p in k.params if isinstance(p, S.SBuffer)]
+    if target.max_storage_buffers is not None and len(tensors) > target.max_storage_buffers:
+        rep.error(f"kernel '{k.name}' has {len(tensors)} tensor parameters ({', '.join(p.name for p in tensors)}); "
+                  f"{target.name} binds each as a storage buffer and allows at most {target.max_storage_buffers} per "
+                  "shader stage — pass fewer tensors (pack several into one), or raise the limit for a device that "
+                  "grants more", k.span)
+    if target.max_grid is not None:
+        for axis, g in enumerate(k.grid):
+            if isinstance(g, T.Const) and int(g.value) > target.max_grid:
+                rep.error(f"kernel '{k.name}' launches {int(g.value)} blocks along {'xyz'[axis]}; {target.name} "
+                          f"dispatches at most {target.max_grid} workgroups per dimension — use larger tiles, or "
+                          "spread the blocks over another grid dimension", k.span)
+
+
+# ---------------------------------------------------------------- barrier uniformity
+
+
+def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
+    """WGSL requires workgroupBarrier() in uniform control flow: every invocation of the workgroup must
+    reach it. Following WGSL's uniformity rules (simplified to what lowering emits), a value is
+    non-uniform when it depends on the thread index, on workgroup memory, on a read-write storage buffer
+    or on anything assigned under non-uniform control; an `if` on such a value, or a loop bounded by
+    one, makes its body non-uniform."""
+    nonuniform: set[int] = set()  # ids of Vars and of local/shared SBuffers holding non-uniform values
+
+    def nu(e: T.Expr | None) -> bool:
+        if e is None:
+            return False
+        for x in sub_exprs(e):
+            if isinstance(x, S.ThreadIdx):
+                return True
+            if isinstance(x, T.Var) and id(x) in nonuniform:
+                return True
+            if isinstance(x, S.Ref | S.AddrOf):
+                b = x.buffer
+                if b.scope == "shared" or (b.scope == "global" and not b.const) or id(b) in nonuniform:
+                    return True
+                if nu(x.index):
+                    return True
+        return False
+
+    def mark(key: int) -> bool:
+        if key in nonuniform:
+            return False
+        nonuniform.add(key)
+        return True
+
+    def scan(body: list[S.SStmt], divergent: bool) -> bool:
+        changed = False
+        for s in body:
+            if isinstance(s, S.Declare | S.SAssign):
+                if divergent or nu(s.value):
+                    changed |= mark(id(s.var))
+            elif isinstance(s, S.SStore):
+                if s.buffer.scope == "local" and (divergent or nu(s.index) or nu(s.value)):
+                    changed |= mark(id(s.buffer))
+            elif isinstance(s, S.DeclareArray):
+                if s.init is not None and (divergent or nu(s.init)):
+                    changed |= mark(id(s.buffer))
+            elif isinstance(s, S.SFor):
+                d = divergent or nu(s.begin) or nu(s.extent) or nu(s.step)
+                if d:
+                    changed |= mark(id(s.var))
+                changed |= scan(s.body, d)
+            elif isinstance(s, S.SIf):
+                d = divergent or nu(s.cond)
+                changed |= scan(s.then_body, d)
+                changed |= scan(s.else_body, d)
+        return changed
+
+    for _ in range(64):  # to a fixed point: a loop may assign a variable that an earlier statement reads
+        if not scan(k.body, False):
+            break
+
+    found: list[Diagnostic] = []
+
+    def find(body: list[S.SStmt], where: S.SStmt | None) -> None:
+        for i, s in enumerate(body):
+            if isinstance(s, S.Barrier) and where is not None:
+                why = _why(where, nu)
+                d = Diagnostic("error", f"kernel '{k.name}': this {why} so the workgroupBarrier() that tilec "
+                               "places inside it (between a shared-memory write and the reads of other threads) "
+                               "would run in non-uniform control flow, which WGSL forbids (and which hangs or "
+                               "corrupts results on GPUs); move the tile operations out of the branch, or make the "
+                               "condition depend only on block indices, sizes and scalar parameters",
+                               where.span or k.span)
+                nxt = next((t for t in body[i + 1:] if t.span is not None), None)
+                if nxt is not None and nxt.span != where.span:
+                    d.notes.append(Diagnostic("note", "the barrier is placed before this statement", nxt.span))
+                found.append(d)
+                return  # one report per branch
+            if isinstance(s, S.SFor):
+                d = where if where is not None else (s if nu(s.begin) or nu(s.extent) or nu(s.step) else None)
+                find(s.body, d)
+            elif isinstance(s, S.SIf):
+                d = where if where is not None else (s if nu(s.cond) else None)
+                find(s.then_body, d)
+                find(s.else_body, d)
+
+    find(k.body, None)
+    seen: set = set()
+    for d in found:
+        key = (d.span, d.message)
+        if key not in seen:
+            seen.add(key)
+            rep.diagnostics.append(d)
+
+
+def _why(s: S.SStmt, nu) -> str:
+    if isinstance(s, S.SIf):
+        return f"condition {_reason(s.cond)}"
+    assert isinstance(s, S.SFor)
+    bound = next(x for x in (s.extent, s.begin, s.step) if x is not None and nu(x))
+    return f"loop's trip count {_reason(bound)}"
+
+
+def _reason(e: T.Expr) -> str:
+    for x in sub_exprs(e):
+        if isinstance(x, S.ThreadIdx):
+            return "depends on the thread index,"
+        if isinstance(x, S.Ref) and x.buffer.scope == "shared":
+            return (f"reads shared memory ('{x.buffer.origin or x.buffer.name}'), which WGSL treats as different "
+                    "in every invocation,")
+        if isinstance(x, S.Ref) and x.buffer.scope == "global":
+            return f"reads the output tensor '{x.buffer.name}', which WGSL treats as different in every invocation,"
+    return "depends on values that differ between threads,"
+
+
+# ---------------------------------------------------------------- walking
+
+
+def sub_exprs(e: T.Expr):
+    """`e` and every expression inside it, SIMT nodes (Ref, AddrOf, Intrinsic) included."""
+    for x in _tile_sub_exprs(e):
+        yield x
+        if isinstance(x, S.Ref | S.AddrOf):
+            yield from sub_exprs(x.index)
+        elif isinstance(x, S.Intrinsic):
+            for a in x.args:
+                yield from sub_exprs(a)
+
+
+def _walk(body: list[S.SStmt], depth: int = 0):
+    for s in body:
+        yield s, depth
+        if isinstance(s, S.SFor):
+            yield from _walk(s.body, depth + 1)
+        elif isinstance(s, S.SIf):
+            yield from _walk(s.then_body, depth + 1)
+            yield from _walk(s.else_body, depth + 1)
+
+
+def _stmt_exprs(s: S.SStmt) -> list[T.Expr]:
+    if isinstance(s, S.Declare):
+        return [s.value] if s.value is not None else []
+    if isinstance(s, S.SAssign):
+        return [s.value]
+    if isinstance(s, S.SStore):
+        return [s.index, s.value]
+    if isinstance(s, S.SFor):
+        return [x for x in (s.begin, s.extent, s.step) if x is not None]
+    if isinstance(s, S.SIf):
+        return [s.cond]
+    if isinstance(s, S.SCall):
+        return list(s.args)
+    if isinstance(s, S.DeclareArray):
+        return [s.init] if s.init is not None else []
+    return []

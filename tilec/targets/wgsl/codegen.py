@@ -1,0 +1,463 @@
+"""WGSL from SIMT IR: a dialect of the C-style printer, one compute entry point per kernel.
+
+The shader interface (what tilec.runtime.wgsl binds) is recorded in each kernel's `attrs["abi"]` and
+copied into the manifest:
+
+* every tensor parameter is a storage buffer `@group(0) @binding(i)` in signature order, `read` for
+  inputs and `read_write` for outputs (`array<atomic<i32>>` when the kernel updates it atomically);
+* the runtime sizes and scalar parameters are the fields of one uniform struct, bound after the tensors:
+  scalars first in signature order, then the sizes; every field is 4 bytes (i32, u32 or f32; an f16
+  scalar travels as f32, a bool as u32);
+* each shared buffer is its own `var<workgroup>` array (WGSL has no dynamic workgroup memory, so the
+  offsets of storage planning are not used);
+* the thread index is `local_invocation_index`, block indices `workgroup_id`.
+
+WGSL has no 64-bit integers: the i64 global offsets that lowering computes are printed as i32, which is
+exact as long as every tensor has fewer than 2**31 elements (the runtime checks it at launch; WebGPU's
+binding-size limits keep tensors far below that anyway).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from ...diagnostics import Reporter
+from ...ir import dtypes as D
+from ...ir import simt as S
+from ...ir import tile as T
+from ...ir.simt_printer import CStylePrinter
+from ...targets.registry import Target
+from . import checks
+
+# WGSL keywords, reserved words and the built-in functions a kernel could shadow: a tile name that is one of
+# these is printed with a `_tl` suffix.
+RESERVED = frozenset("""
+alias break case const const_assert continue continuing default diagnostic discard else enable false fn for if
+let loop override requires return struct switch true var while
+NULL Self abstract active alignas alignof as asm asm_fragment async attribute auto await become cast catch class
+co_await co_return co_yield coherent column_major common compile compile_fragment concept const_cast consteval
+constexpr constinit crate debugger decltype delete demote demote_to_helper do dynamic_cast enum explicit export
+extends extern external fallthrough filter final finally friend from fxgroup get goto groupshared highp impl
+implements import inline instanceof interface layout lowp macro macro_rules match mediump meta mod module move mut
+mutable namespace new nil noexcept noinline nointerpolation non_coherent noncoherent noperspective null nullptr
+of operator package packoffset partition pass patch pixelfragment precise precision premerge priv protected pub
+public readonly ref regardless register reinterpret_cast require resource restrict self set shared sizeof smooth
+snorm static static_assert static_cast std subroutine super target template this thread_local throw trait try
+type typedef typeid typename typeof union unless unorm unsafe unsized use using varying virtual volatile wgsl
+where with writeonly yield
+array atomic bool f16 f32 i32 u32 mat2x2 mat2x3 mat2x4 mat3x2 mat3x3 mat3x4 mat4x2 mat4x3 mat4x4 ptr sampler
+sampler_comparison texture_1d texture_2d texture_2d_array texture_3d texture_cube texture_cube_array
+texture_multisampled_2d texture_storage_1d texture_storage_2d texture_storage_2d_array texture_storage_3d
+texture_depth_2d texture_depth_2d_array texture_depth_cube texture_depth_cube_array
+texture_depth_multisampled_2d texture_external vec2 vec3 vec4 read write read_write function private
+workgroup uniform storage
+abs acos acosh all any arrayLength asin asinh atan atan2 atanh bitcast ceil clamp cos cosh countLeadingZeros
+countOneBits countTrailingZeros cross degrees determinant distance dot dpdx dpdy exp exp2 extractBits faceForward
+firstLeadingBit firstTrailingBit floor fma fract frexp fwidth insertBits inverseSqrt ldexp length log log2 max
+min mix modf normalize pow quantizeToF16 radians reflect refract reverseBits round saturate select sign sin sinh
+smoothstep sqrt step tan tanh transpose trunc workgroupBarrier storageBarrier atomicLoad atomicStore atomicAdd
+atomicMax atomicMin
+""".split())
+
+_MATH = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "rsqrt": "inverseSqrt",
+         "tanh": "tanh", "sin": "sin", "cos": "cos", "floor": "floor", "ceil": "ceil", "abs": "abs", "max": "max",
+         "min": "min", "pow": "pow"}
+
+_ARITH_PREC = {"+": 8, "-": 8, "*": 9, "/": 9, "%": 9}
+F32_MAX = 3.4028234663852886e38
+F16_MAX = 65504.0
+
+_HELPERS = {
+    "tl_floordiv": """fn tl_floordiv(a: i32, b: i32) -> i32 {
+  let q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) { return q - 1; }
+  return q;
+}""",
+    "tl_floormod": """fn tl_floormod(a: i32, b: i32) -> i32 {
+  let r = a % b;
+  if ((r != 0) && ((r < 0) != (b < 0))) { return r + b; }
+  return r;
+}""",
+    "tl_ceildiv": """fn tl_ceildiv(a: i32, b: i32) -> i32 {
+  return -tl_floordiv(-a, b);
+}""",
+    "tl_inf": """fn tl_inf() -> f32 {
+  return bitcast<f32>(0x7f800000u);
+}""",
+    "tl_nan": """fn tl_nan() -> f32 {
+  return bitcast<f32>(0x7fc00000u);
+}""",
+}
+_HELPER_DEPS = {"tl_ceildiv": ["tl_floordiv"]}
+
+
+def ident(name: str) -> str:
+    """A WGSL identifier for a tile-language name."""
+    if name in RESERVED or name.startswith("__") or name == "_":
+        return f"{name}_tl"
+    return name
+
+
+class WgslPrinter(CStylePrinter):
+    types = {"bool": "bool", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16", "f32": "f32"}
+    barrier = "workgroupBarrier();"
+
+    def __init__(self, module_prefix: str = "") -> None:
+        super().__init__()
+        self.prefix = module_prefix  # for module-scope names when one file holds several kernels
+        self.helpers: set[str] = set()
+        self.uses_f16 = False
+        self.assigned: set[int] = set()  # Vars assigned after their declaration (printed as `var`)
+        self.atomic: set[int] = set()  # SBuffers updated atomically
+        self.module_names: dict[int, str] = {}  # SBuffer id -> module-scope name
+        self.storage_barrier = False
+
+    # ------------------------------------------------------------ types and literals
+    def type(self, dt: D.DType) -> str:
+        if dt == D.F16:
+            self.uses_f16 = True
+        if dt.name not in self.types:  # checks.py reports these with the user's line first
+            raise TypeError(f"WGSL has no type for {dt.name}")
+        return self.types[dt.name]
+
+    def helper(self, name: str) -> str:
+        self.helpers.add(name)
+        self.helpers.update(_HELPER_DEPS.get(name, []))
+        return name
+
+    def literal(self, e: T.Const) -> str:
+        dt, v = e.dtype, e.value
+        if dt.is_bool:
+            return "true" if v else "false"
+        if dt.is_float:
+            f = float(v)
+            self.uses_f16 |= dt == D.F16
+            limit = F16_MAX if dt == D.F16 else F32_MAX
+            if math.isnan(f):
+                text = f"{self.helper('tl_nan')}()"
+            elif math.isinf(f) or abs(f) > limit:
+                text = f"{'-' if f < 0 else ''}{self.helper('tl_inf')}()"
+            else:
+                if dt == D.F32:
+                    f = struct.unpack("f", struct.pack("f", f))[0]
+                text = repr(f) + ("h" if dt == D.F16 else "f")
+                return f"({text})" if f < 0 else text
+            if dt == D.F16:
+                return f"f16({text})"
+            return f"({text})" if text.startswith("-") else text
+        if dt.kind == "uint":
+            return f"{int(v)}u"
+        iv = int(v)
+        if dt == D.I64 and not -(2**31) <= iv < 2**31:
+            raise TypeError(f"the constant {iv} does not fit the 32-bit integers WGSL has")
+        return str(iv) if iv >= 0 else f"({iv})"
+
+    # ------------------------------------------------------------ expressions
+    def var_name(self, v: T.Var) -> str:
+        return ident(v.name)
+
+    def buf_name(self, b: S.SBuffer) -> str:
+        return self.module_names.get(id(b)) or ident(b.name)
+
+    def expr(self, e: T.Expr, parent: int = 0) -> str:
+        if isinstance(e, T.Var):
+            return self.var_name(e)
+        if isinstance(e, S.ThreadIdx):
+            return "tl_tid"
+        if isinstance(e, S.BlockIdx):
+            return ("tl_bx", "tl_by", "tl_bz")[e.axis]
+        if isinstance(e, S.Ref):
+            elem = f"{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
+            return f"atomicLoad(&{elem})" if id(e.buffer) in self.atomic else elem
+        if isinstance(e, S.AddrOf):
+            return f"&{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
+        if isinstance(e, T.Select):
+            return f"select({self.expr(e.b)}, {self.expr(e.a)}, {self.expr(e.cond)})"
+        if isinstance(e, T.Unary):
+            op = {"not": "!", "-": "-", "~": "~"}[e.op]
+            return f"{op}{self.operand(e.a)}"
+        if isinstance(e, T.Compare):
+            text = f"{self.cmp_operand(e.a)} {e.op} {self.cmp_operand(e.b)}"
+            return f"({text})" if parent else text
+        return super().expr(e, parent)
+
+    def operand(self, e: T.Expr) -> str:
+        """e as the operand of a unary operator: parenthesized unless it is atomic."""
+        text = self.expr(e)
+        if isinstance(e, T.Binary | T.Compare | T.Unary) or text.startswith("-"):
+            return f"({text})"
+        return text
+
+    def cmp_operand(self, e: T.Expr) -> str:
+        if isinstance(e, T.Binary) and e.op in (*_ARITH_PREC, "//"):
+            return self.expr(e, 0)
+        if isinstance(e, T.Binary | T.Compare):
+            return f"({self.expr(e)})"
+        return self.expr(e)
+
+    def binary(self, e: T.Binary, parent: int) -> str:
+        """WGSL forbids mixing bitwise, shift, logical and comparison operators without parentheses, so
+        only arithmetic nests by precedence; everything else is parenthesized."""
+        op = e.op
+        if op in ("//", "%") and not e.dtype.is_float:
+            if e.dtype.kind == "uint" or (self.is_nonneg(e.a) and self.is_nonneg(e.b)):
+                op = "/" if op == "//" else "%"
+            else:
+                fn = self.helper("tl_floordiv" if op == "//" else "tl_floormod")
+                return f"{fn}({self.expr(e.a)}, {self.expr(e.b)})"
+        elif op == "**":
+            return f"pow({self.expr(e.a)}, {self.expr(e.b)})"
+        elif op in ("and", "or"):
+            op = "&&" if op == "and" else "||"
+        if op in _ARITH_PREC:
+            p = _ARITH_PREC[op]
+            a = self.arith_operand(e.a, p, left=True)
+            b = self.arith_operand(e.b, p, left=False)
+            text = f"{a} {op} {b}"
+            return f"({text})" if parent >= p or parent == -1 else text
+        a = self.chain_operand(e.a, e.op, left=True)
+        b = self.chain_operand(e.b, e.op, left=False)
+        text = f"{a} {op} {b}"
+        return f"({text})" if parent else text
+
+    def arith_operand(self, e: T.Expr, p: int, left: bool) -> str:
+        if isinstance(e, T.Binary):
+            inner = e.op if not (e.op in ("//", "%") and not e.dtype.is_float) else "%"
+            ip = _ARITH_PREC.get(inner)
+            if ip is not None and e.op not in ("**",) and (ip > p or (ip == p and left)):
+                return self.expr(e, 0)
+            return f"({self.expr(e, 0)})"
+        if isinstance(e, T.Compare):
+            return f"({self.expr(e)})"
+        text = self.expr(e)
+        return f"({text})" if text.startswith("-") and not left else text
+
+    def chain_operand(self, e: T.Expr, op: str, left: bool) -> str:
+        if isinstance(e, T.Compare) and op in ("and", "or"):
+            return self.expr(e, 0)
+        if isinstance(e, T.Binary) and e.op == op and left and op in ("and", "or", "&", "|", "^"):
+            return self.expr(e, 0)
+        if isinstance(e, T.Binary | T.Compare):
+            return f"({self.expr(e, 0)})"
+        return self.operand(e) if isinstance(e, T.Unary) else self.expr(e)
+
+    def cast(self, e: T.Cast) -> str:
+        to = self.type(e.dtype)
+        if to == self.type(e.value.dtype):  # i64 -> i32 and back: the same WGSL type
+            inner = self.expr(e.value)
+            return f"({inner})" if isinstance(e.value, T.Binary | T.Compare) or inner.startswith("-") else inner
+        return f"{to}({self.expr(e.value)})"
+
+    def call(self, e: T.Call) -> str:
+        args = [self.expr(a) for a in e.args]
+        if e.func == "ceildiv":
+            if all(self.is_nonneg(a) for a in e.args):
+                return f"(({args[0]} + {args[1]} - 1) / {args[1]})"
+            return f"{self.helper('tl_ceildiv')}({args[0]}, {args[1]})"
+        dt = e.dtype
+        if not dt.is_float:
+            if e.func in ("max", "min", "abs"):
+                return f"{e.func}({', '.join(args)})"
+            raise TypeError(f"{e.func} on {dt}")
+        if dt != D.F32:  # f16 math in f32, as the CUDA back end and the interpreter do
+            args = [f"f32({a})" for a in args]
+        if e.func == "sigmoid":
+            text = f"(1.0f / (1.0f + exp(-{args[0]})))"
+        else:
+            text = f"{_MATH[e.func]}({', '.join(args)})"
+        return text if dt == D.F32 else f"{self.type(dt)}({text})"
+
+    def intrinsic(self, e: S.Intrinsic) -> str:
+        raise TypeError(f"intrinsic {e.name} has no WGSL form (lowering should not emit it for webgpu)")
+
+    # ------------------------------------------------------------ statements
+    def stmt(self, s: S.SStmt) -> None:
+        if isinstance(s, S.Declare):
+            if s.value is not None and self.is_nonneg(s.value):
+                self.nonneg.add(id(s.var))
+            name, ty = self.var_name(s.var), self.type(s.var.dtype)
+            if s.value is None:
+                self.line(f"var {name}: {ty};")
+            else:
+                kw = "var" if id(s.var) in self.assigned else "let"
+                self.line(f"{kw} {name}: {ty} = {self.expr(s.value)};")
+        elif isinstance(s, S.SStore):
+            elem = f"{self.buf_name(s.buffer)}[{self.expr(s.index)}]"
+            if id(s.buffer) in self.atomic:
+                self.line(f"atomicStore(&{elem}, {self.expr(s.value)});")
+            else:
+                self.line(f"{elem} = {self.expr(s.value)};")
+        elif isinstance(s, S.SAssign):
+            self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")
+        elif isinstance(s, S.Barrier):
+            if self.storage_barrier:
+                self.line("storageBarrier();")
+            self.line(self.barrier)
+        else:
+            super().stmt(s)
+
+    def declare_array(self, s: S.DeclareArray) -> None:
+        b = s.buffer
+        self.line(f"var {self.buf_name(b)}: array<{self.type(b.dtype)}, {b.size}>;")
+        if s.init is not None:  # C's `T x[N] = {v}`: the first element is v, the rest zero
+            self.line(f"{self.buf_name(b)}[0] = {self.expr(s.init)};")
+
+    def loop(self, s: S.SFor) -> None:
+        # WGSL has no unroll pragma; naga and the driver unroll constant-trip loops themselves.
+        if self.is_nonneg(s.begin) and (s.step is None or self.is_nonneg(s.step)):
+            self.nonneg.add(id(s.var))
+        name = self.var_name(s.var)
+        begin_zero = isinstance(s.begin, T.Const) and int(s.begin.value) == 0
+        ext = self.cmp_operand(s.extent)
+        if begin_zero and s.step is None:
+            self.line(f"for (var {name}: i32 = 0; {name} < {ext}; {name}++) {{")
+            self.block(s.body)
+            self.line("}")
+            return
+        t = f"{name}_t"
+        self.line(f"for (var {t}: i32 = 0; {t} < {ext}; {t}++) {{")
+        step = f" * {self.arith_operand(s.step, 9, False)}" if s.step is not None else ""
+        self.indent += 1
+        self.line(f"let {name}: i32 = {self.arith_operand(s.begin, 8, True)} + {t}{step};")
+        self.indent -= 1
+        self.block(s.body)
+        self.line("}")
+
+    def call_stmt(self, s: S.SCall) -> str:
+        if s.name in ("atomic_add", "atomic_max", "atomic_min"):
+            fn = {"atomic_add": "atomicAdd", "atomic_max": "atomicMax", "atomic_min": "atomicMin"}[s.name]
+            return f"_ = {fn}({self.expr(s.args[0])}, {self.expr(s.args[1])});"
+        if s.name.startswith("print:"):
+            return f"// print {s.name[6:]!r}: ignored on WebGPU (WGSL has no printf)"
+        raise TypeError(f"{s.name} has no WGSL form (lowering should not emit it for webgpu)")
+
+    # ------------------------------------------------------------ the kernel
+    def kernel(self, k: S.SKernel) -> tuple[str, str, dict]:
+        """(module-scope declarations, the entry point, the kernel's binding interface)."""
+        self._scan(k)
+        decls: list[str] = []
+        bindings = []
+        binding = 0
+        for p in k.params:
+            if not isinstance(p, S.SBuffer):
+                continue
+            name = self.prefix + ident(p.name)
+            self.module_names[id(p)] = name
+            access = "read" if p.const else "read_write"
+            elem = self.type(p.dtype)
+            if id(p) in self.atomic:
+                elem = f"atomic<{elem}>"
+            decls.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}: array<{elem}>;")
+            bindings.append({"binding": binding, "param": p.name, "access": access})
+            binding += 1
+        fields, prologue = [], []
+        uniform_name = self.prefix + "tl_u"
+        scalars = [p for p in k.params if isinstance(p, T.Var)] + list(k.size_vars)
+        for i, v in enumerate(scalars):
+            name = ident(v.name)
+            if v.kind == "size" or v.dtype in (D.I32, D.I64):
+                ty, read = "i32", f"{uniform_name}.{name}"
+            elif v.dtype == D.U32:
+                ty, read = "u32", f"{uniform_name}.{name}"
+            elif v.dtype == D.BOOL:
+                ty, read = "u32", f"{uniform_name}.{name} != 0u"
+            elif v.dtype == D.F16:
+                ty, read = "f32", f"f16({uniform_name}.{name})"
+            else:
+                ty, read = self.type(v.dtype), f"{uniform_name}.{name}"
+            fields.append({"name": v.name, "field": name, "offset": 4 * i, "type": ty})
+            prologue.append(f"let {name}: {self.type(D.I32 if v.kind == 'size' else v.dtype)} = {read};")
+        uniform = None
+        if fields:
+            struct_name = f"{self.prefix}tl_params"
+            decls.append(f"struct {struct_name} {{\n" + "".join(f"  {f['field']}: {f['type']},\n" for f in fields)
+                         + "}")
+            decls.append(f"@group(0) @binding({binding}) var<uniform> {uniform_name}: {struct_name};")
+            uniform = {"binding": binding, "size": -(-4 * len(fields) // 16) * 16, "fields": fields}
+        workgroup_bytes = 0
+        for b in k.shared:
+            name = self.prefix + ident(b.name)
+            self.module_names[id(b)] = name
+            elem = self.type(b.dtype)
+            if id(b) in self.atomic:
+                elem = f"atomic<{elem}>"
+            decls.append(f"var<workgroup> {name}: array<{elem}, {b.size}>;")
+            workgroup_bytes += -(-(b.size or 0) * b.dtype.bytes // 16) * 16  # WebGPU counts roundUp(16, size)
+        entry = ident(k.name)
+        self.lines = []
+        self.line(f"@compute @workgroup_size({k.threads})")
+        self.line(f"fn {entry}(@builtin(local_invocation_index) tl_lid: u32, "
+                  "@builtin(workgroup_id) tl_wid: vec3<u32>) {")
+        self.indent += 1
+        self.line("let tl_tid: i32 = i32(tl_lid);")
+        for axis in range(max(1, len(k.grid))):
+            self.line(f"let tl_b{'xyz'[axis]}: i32 = i32(tl_wid.{'xyz'[axis]});")
+        for text in prologue:
+            self.line(text)
+        self.stmts(k.body)
+        self.indent -= 1
+        self.line("}")
+        abi = {"entry_point": entry, "bindings": bindings, "uniform": uniform,
+               "workgroup_storage_bytes": workgroup_bytes,
+               "features": ["shader-f16"] if self.uses_f16 else []}
+        return "\n".join(decls), "\n".join(self.lines), abi
+
+    def _scan(self, k: S.SKernel) -> None:
+        declared: set[int] = set()
+        reads_outputs = False
+
+        def walk(body: list[S.SStmt]) -> None:
+            nonlocal reads_outputs
+            for s in body:
+                if isinstance(s, S.Declare):
+                    declared.add(id(s.var))
+                elif isinstance(s, S.SAssign):
+                    self.assigned.add(id(s.var))
+                elif isinstance(s, S.SCall) and s.name.startswith("atomic_") and isinstance(s.args[0], S.AddrOf):
+                    self.atomic.add(id(s.args[0].buffer))
+                for e in checks._stmt_exprs(s):
+                    for x in checks.sub_exprs(e):
+                        if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:
+                            reads_outputs = True
+                if isinstance(s, S.SFor):
+                    walk(s.body)
+                elif isinstance(s, S.SIf):
+                    walk(s.then_body)
+                    walk(s.else_body)
+
+        walk(k.body)
+        # CUDA's __syncthreads also orders global memory; WGSL's workgroupBarrier only workgroup memory.
+        self.storage_barrier = reads_outputs or bool(self.atomic)
+
+
+def check(module: S.SModule, rep: Reporter, target: Target) -> None:
+    """WebGPU's legality checks (types, atomics, limits, barrier uniformity): see checks.py."""
+    checks.check(module, rep, target)
+
+
+def generate(module: S.SModule, banner: str) -> str:
+    """One WGSL module: `enable f16;` if needed, helpers, then each kernel's resources and entry point."""
+    prefix_needed = len(module.kernels) > 1
+    decls, entries, helpers = [], [], set()
+    uses_f16 = False
+    for k in module.kernels:
+        pr = WgslPrinter(f"{ident(k.name)}_" if prefix_needed else "")
+        d, body, abi = pr.kernel(k)
+        k.attrs["abi"] = abi
+        decls.append(d)
+        entries.append(body)
+        helpers |= pr.helpers
+        uses_f16 |= pr.uses_f16
+    parts = [f"// {banner}", "// Generated code; edit the .tile source instead.", ""]
+    if uses_f16:
+        parts += ["enable f16;", ""]
+    for d in decls:
+        if d:
+            parts += [d, ""]
+    for name in _HELPERS:
+        if name in helpers:
+            parts += [_HELPERS[name], ""]
+    for body in entries:
+        parts += [body, ""]
+    return "\n".join(parts)
