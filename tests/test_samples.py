@@ -160,8 +160,9 @@ def test_gemm_bias_relu(dtype, m, n, k):
 def streaming(text: str) -> str:
     """The norm samples hold rows of up to max_row_len in registers; a small limit exercises their
     streaming (long-row) path at test sizes."""
-    assert "const max_row_len = 8192" in text
-    return text.replace("const max_row_len = 8192", "const max_row_len = 256")
+    assert "const max_row_len = 8192" in text and "const block_N = 1024" in text
+    text = text.replace("const max_row_len = 8192", "const max_row_len = 512")
+    return text.replace("const block_N = 1024", "const block_N = 512")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -541,11 +541,12 @@ class Lowerer:
         src, dst = s.src, s.dst
         to_mem = src.buffer.scope == "fragment"
         frag_r, mem = (src, dst) if to_mem else (dst, src)
-        if not (isinstance(layout, BlockRow) and layout.vec >= 2 and mem.buffer.scope in ("global", "shared")
+        block = layout.parent if isinstance(layout, Projected) and layout.keep == 1 else layout
+        if not (isinstance(block, BlockRow) and block.vec >= 2 and mem.buffer.scope in ("global", "shared")
                 and self.target.backend == "cuda" and frag_r.buffer.dtype.is_float and mem.buffer.dtype.is_float
                 and self.contiguous_inner(mem) and sext[-1] == layout.shape[-1]):
             return False
-        vec = layout.vec
+        vec = block.vec  # a block-row thread's (or its column projection's) registers run in chunks of vec
         nbytes = vec * mem.buffer.dtype.bytes
         if nbytes > 16 or 16 % nbytes or not _multiple_of(self.lx(mem.starts[-1]), vec):
             return False
