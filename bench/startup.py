@@ -31,7 +31,8 @@ HEAVY = ("tvm", "numpy", "lark", "ml_dtypes")
 
 
 def sample_file() -> Path:
-    for p in (ROOT / "samples/gemm.tile", ROOT / "tests/ir/tilelang_spellings.tile", *sorted(ROOT.glob("tests/ir/*.tile"))):
+    candidates = [ROOT / "samples/gemm.tile", ROOT / "tests/ir/tilelang_spellings.tile"]
+    for p in candidates + sorted(ROOT.glob("tests/ir/*.tile")):
         if p.exists():
             return p
     raise SystemExit("no .tile file to compile (samples/gemm.tile or tests/ir/*.tile)")

@@ -708,3 +708,18 @@ def test_cmake_dir(capsys):
     import tilec
 
     assert f'set(PACKAGE_VERSION "{tilec.__version__}")' in (d / "TilecConfigVersion.cmake").read_text()
+
+
+def test_an_input_edited_during_the_compile_is_not_cached(tmp_path):
+    """The cache records the inputs as the compiler read them: a file changed since is not stored
+    under its new contents (which would serve stale output later)."""
+    from tilec.cli.build import _dep_digests
+    from tilec.diagnostics import SourceManager
+
+    f = tmp_path / "k.tile"
+    f.write_text("const a = 1\n")
+    seen = SourceManager()
+    seen.add(str(f), "const a = 1\n")
+    assert _dep_digests([str(f)], seen) is not None
+    f.write_text("const a = 2\n")  # edited after the compiler read it
+    assert _dep_digests([str(f)], seen) is None

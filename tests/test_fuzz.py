@@ -1,9 +1,11 @@
 """Fuzzing: mutated .tile sources must compile or be rejected with diagnostics, never crash.
 
 The corpus is every `samples/*.tile` (and its imports) plus `tests/ir/*.tile`, read at run time.
-Mutations: delete / duplicate / swap / replace tokens, delete / duplicate / re-indent lines,
-insert random characters or bytes, nest brackets, operators and blocks deeply, and override
-consts with odd `-D` values. The only acceptable outcomes are success (the IR prints and verifies)
+Mutations: delete / duplicate / swap / replace tokens, syntax-preserving swaps (a number for a
+number, a name for a name...) that reach the passes, delete / duplicate / re-indent lines, insert
+random characters or bytes, nest brackets, operators and blocks deeply, and override consts with
+odd `-D` values; with no target (Tile IR passes) or with a target of each back end present
+(the target passes and code generation). The only acceptable outcomes are success (the IR prints and verifies)
 or a CompileError whose diagnostics render as `file:line:col: severity: message` (or as one
 `tilec: severity: message` line); anything else -- an exception from inside the compiler, a
 diagnostic pointing outside the file -- is a bug.
@@ -61,15 +63,35 @@ VOCAB = sorted({t for text in TEXTS for t in tokens(text) if t.strip() and not t
     "make_swizzled_layout", "reduce_max", "gemm", "copy", "fill", "clear", "transpose_A", "num_stages",
     "threads", "dim", "clear_accum", "policy", "**", "//", "<<", ">>", "~", "%", "!=", "@", "$", "?", "`",
 })
-ODD_DEFINES = [0, -1, 1, 2, 3, 7, 48, 100, 1 << 20, 1 << 40, 0.5, -2.5, float("inf"), True, False, "f16", "bf16",
-               "i8", "i64", "f64", "bool", "f8e4m3", "nosuch", ""]
+ODD_DEFINES = [0, -1, 1, 2, 3, 7, 16, 48, 100, 256, 1 << 20, 1 << 40, 0.5, -2.5, float("inf"), True, False,
+               "f16", "bf16", "i8", "i64", "f64", "bool", "f8e4m3", "nosuch", ""]
 
 
-def check(name: str, text: str | None = None, include_dirs=(), defines=None, path: Path | None = None) -> None:
+def _targets() -> list[str | None]:
+    """No target (Tile IR passes only), and a target of each back end this checkout has."""
+    from tilec.cli.main import _has_backend
+    from tilec.targets.registry import lookup
+
+    out: list[str | None] = [None]
+    for name in ("sm90", "sm80", "webgpu"):
+        try:
+            if _has_backend(lookup(name).backend):
+                out.append(name)
+        except Exception:  # noqa: BLE001 - a registry without this name
+            pass
+    return out
+
+
+TARGETS = _targets()
+
+
+def check(name: str, text: str | None = None, include_dirs=(), defines=None, path: Path | None = None,
+          target: str | None = None) -> None:
     """Compile; success, or a CompileError with well-formed diagnostics, is all that is allowed."""
     source = path or name
     try:
-        result = tilec.compile(source, text=text, include_dirs=list(include_dirs), defines=defines, verify=True)
+        kw = {"target": target} if target else {}
+        result = tilec.compile(source, text=text, include_dirs=list(include_dirs), defines=defines, verify=True, **kw)
         result.ir()
         diags, sources = result.diagnostics, result.sources
         assert not any(d.severity == "error" for d in diags), diags
@@ -145,16 +167,53 @@ def line_mutant(draw) -> tuple[int, str]:
     return i, "\n".join(lines)
 
 
-@fuzz_settings(900)
-@given(token_mutant())
-def test_token_mutations(mutant):
+@fuzz_settings(800)
+@given(token_mutant(), st.sampled_from(TARGETS))
+def test_token_mutations(mutant, target):
     i, text = mutant
     note(text)
     name, inc = origin(i)
-    check(name, text, inc)
+    check(name, text, inc, target=target)
 
 
-@fuzz_settings(350)
+NUMBERS = ["0", "1", "2", "3", "7", "8", "16", "17", "31", "32", "33", "64", "100", "128", "129", "256", "1024",
+           "65536", "0.5", "-1", "1e9"]
+OPERATORS = ["+", "-", "*", "/", "//", "%", "**", "<<", ">>", "&", "|", "^", "<", "<=", "==", "!=", ">=", ">"]
+DTYPES = ["f16", "bf16", "f32", "f64", "i8", "u8", "i32", "i64", "bool", "f8e4m3"]
+
+
+@st.composite
+def semantic_mutant(draw) -> tuple[int, str]:
+    """Mutations that keep the syntax valid, to get past the parser: a number for a number, a name
+    for a name of the same file, a dtype for a dtype, an operator for an operator."""
+    i = draw(st.integers(0, len(CORPUS) - 1))
+    toks = tokens(TEXTS[i])
+    names = sorted({t for t in toks if re.fullmatch(r"[A-Za-z_]\w*", t)})
+    spots = [k for k, t in enumerate(toks) if t.strip() and not t.startswith("#") and not t.startswith('"')]
+    for _ in range(draw(st.integers(1, 3))):
+        k = draw(st.sampled_from(spots))
+        t = toks[k]
+        if t[0].isdigit():
+            toks[k] = draw(st.sampled_from(NUMBERS))
+        elif t in DTYPES:
+            toks[k] = draw(st.sampled_from(DTYPES))
+        elif t in OPERATORS:
+            toks[k] = draw(st.sampled_from(OPERATORS))
+        elif re.fullmatch(r"[A-Za-z_]\w*", t):
+            toks[k] = draw(st.sampled_from(names))
+    return i, "".join(toks)
+
+
+@fuzz_settings(450)
+@given(semantic_mutant(), st.sampled_from(TARGETS))
+def test_semantic_mutations(mutant, target):
+    i, text = mutant
+    note(text)
+    name, inc = origin(i)
+    check(name, text, inc, target=target)
+
+
+@fuzz_settings(300)
 @given(line_mutant())
 def test_line_mutations(mutant):
     i, text = mutant
@@ -166,7 +225,7 @@ def test_line_mutations(mutant):
 # ---------------------------------------------------------------- random characters and bytes
 
 
-@fuzz_settings(250)
+@fuzz_settings(200)
 @given(st.integers(0, 10**6), st.integers(0, 10**6), st.text(min_size=1, max_size=12))
 def test_random_characters(which, where, junk):
     i = which % len(CORPUS)
@@ -178,7 +237,7 @@ def test_random_characters(which, where, junk):
     check(name, mutated, inc)
 
 
-@fuzz_settings(250)
+@fuzz_settings(150)
 @given(st.integers(0, 10**6), st.integers(0, 10**6), st.binary(min_size=1, max_size=12), st.booleans())
 def test_random_bytes(tmp_path_factory, which, where, junk, truncate):
     """Bytes go through a real file, so reading and decoding are fuzzed too."""
@@ -209,7 +268,7 @@ NESTERS = {
 }
 
 
-@fuzz_settings(250)
+@fuzz_settings(200)
 @given(st.integers(0, 10**6), st.integers(0, 10**6), st.sampled_from(sorted(NESTERS)), st.integers(1, 700))
 def test_deep_nesting(which, where, kind, depth):
     i = which % len(CORPUS)
@@ -221,7 +280,7 @@ def test_deep_nesting(which, where, kind, depth):
     check(name, "".join(toks), inc)
 
 
-@fuzz_settings(100)
+@fuzz_settings(80)
 @given(st.integers(1, 400), st.sampled_from(["if bx > 0:", "for i in range(4):", "for i in Parallel(4):",
                                                 "for i in Pipelined(4):", "with Kernel(1) as (bx,):"]))
 def test_deep_blocks(depth, header):
@@ -240,15 +299,15 @@ WITH_CONSTS = [i for i, t in enumerate(TEXTS) if CONST.search(t) and "kernel" in
 
 
 @pytest.mark.skipif(not WITH_CONSTS, reason="no corpus file with consts")
-@fuzz_settings(200)
-@given(st.data())
-def test_odd_defines(data):
+@fuzz_settings(250)
+@given(st.data(), st.sampled_from(TARGETS))
+def test_odd_defines(data, target):
     i = data.draw(st.sampled_from(WITH_CONSTS))
     names = CONST.findall(TEXTS[i])
     defines = {n: data.draw(st.sampled_from(ODD_DEFINES), label=n)
                for n in data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))}
     name, inc = origin(i)
-    check(name, TEXTS[i], inc, defines=defines)
+    check(name, TEXTS[i], inc, defines=defines, target=target)
 
 
 def test_corpus_is_not_empty():

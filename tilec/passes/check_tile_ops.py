@@ -2,8 +2,9 @@
 
 Assumes: specialize has run (shapes and tile extents are compile-time integers where they must be).
 Guarantees: every Copy moves between regions of equal (squeezed) extent; every Gemm has 2-D
-operands (2-D after dropping unit dims, none of M, N, K being 1) with matching M, N, K in the scopes a matrix unit can read (A, B shared or fragment; C
-fragment or local) and a supported accumulator; every Reduce's destination has the source's shape
+operands (2-D once unit dims are dropped, and none of M, N, K is 1) with matching M, N, K in the
+scopes a matrix unit can read (A, B shared or fragment; C fragment or local) and a supported
+accumulator; every Reduce's destination has the source's shape
 without the reduced dimension; every region of an on-chip buffer lies inside it; tile extents of
 global regions are compile-time integers. Errors point at the operation's span.
 """

@@ -4,11 +4,14 @@ Assumes: a Module straight from the builder (constants, -D overrides included, a
 substituted as literals).
 Guarantees: every expression is folded (constant subexpressions evaluated, x*1, x+0 removed);
 `if` statements on compile-time conditions are replaced by the branch taken; every non-global
-buffer has a compile-time shape; Parallel and Unroll extents are compile-time integers; loops
-with a zero extent are removed.
+buffer has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits no target, and the
+passes after this one unroll work in proportion to tile sizes); Parallel and Unroll extents are
+compile-time integers; loops with a zero extent are removed.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..diagnostics import Reporter
 from ..ir import tile as T
@@ -16,6 +19,10 @@ from ..ir.fold import as_int, fold, fold_node
 from ..ir.visit import rewrite_body, walk_stmts
 
 NAME = "specialize"
+
+# No GPU has more on-chip memory per block than this (shared memory tops out at 227 KiB, registers
+# at 255 x 4 bytes x 1024 threads); target passes check the real limits.
+MAX_ONCHIP_BYTES = 4 << 20
 
 
 def _prune(s: T.Stmt) -> list[T.Stmt] | None:
@@ -38,6 +45,11 @@ def run(module: T.Module, rep: Reporter) -> T.Module:
                 elif any(d <= 0 for d in s.buffer.const_shape):
                     rep.error(f"buffer '{s.buffer.name}' has a non-positive dimension {list(s.buffer.const_shape)}",
                               s.span)
+                elif math.prod(s.buffer.const_shape) * s.buffer.dtype.bytes > MAX_ONCHIP_BYTES:
+                    size = math.prod(s.buffer.const_shape) * s.buffer.dtype.bytes
+                    rep.error(f"{s.buffer.scope} buffer '{s.buffer.name}' {list(s.buffer.const_shape)} of "
+                              f"{s.buffer.dtype} is {size} bytes; no target has more than {MAX_ONCHIP_BYTES >> 20} "
+                              "MiB of on-chip memory per block", s.span)
             elif isinstance(s, T.For) and s.kind in ("parallel", "unroll"):
                 for e in s.extents:
                     if as_int(e) is None:
