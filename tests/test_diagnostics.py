@@ -374,8 +374,6 @@ def test_target_without_back_end(target, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(reason="targets.registry.backend_available raises ModuleNotFoundError when the back end's "
-                   "package (tilec/targets/hip) does not exist; the driver calls it directly", strict=False)
 @pytest.mark.parametrize("target", targets_without_back_end() or
                          [pytest.param("none", marks=pytest.mark.skip(reason="every back end exists"))])
 def test_emit_ir_for_target_without_back_end(target):

@@ -207,24 +207,13 @@ def _parse_defines(items: list[str]) -> dict[str, object]:
     return out
 
 
-def _has_backend(backend: str) -> bool:
-    """registry.backend_available, but False (not ModuleNotFoundError) when the back end's package
-    itself does not exist yet (tilec/targets/hip, ...)."""
-    from ..targets.registry import backend_available
-
-    try:
-        return backend_available(backend)
-    except ImportError:
-        return False
-
-
 def _cmd_targets() -> int:
-    from ..targets.registry import TARGETS, find_toolchains
+    from ..targets.registry import TARGETS, backend_available, find_toolchains
 
     tools = find_toolchains()
     print("targets:")
     for t in TARGETS.values():
-        status = "back end available" if _has_backend(t.backend) else "no back end yet"
+        status = "back end available" if backend_available(t.backend) else "no back end yet"
         print(f"  {t.name:<11} {t.arch:<10} {t.description:<30} [{t.backend}: {status}]")
     print("toolchains:")
     for name, where in tools.items():
@@ -242,13 +231,13 @@ def _cmd_compile(args) -> int:
     rc = before_compile(args)  # -M, or a cache hit: done without importing the compiler
     if rc is not None:
         return rc
-    from ..targets.registry import UnknownTarget, lookup
+    from ..targets.registry import UnknownTarget, backend_available, lookup
 
     try:
         target = lookup((args.target or "sm90").split(",")[0])
     except UnknownTarget as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
-    if not _has_backend(target.backend):
+    if not backend_available(target.backend):
         # Still check the source, so the user learns about errors in it.
         from .. import compile as tilec_compile
 

@@ -95,7 +95,10 @@ def backend_available(backend: str) -> bool:
     """Whether tilec has a code generator for this back end (not whether its toolchain is installed)."""
     import importlib.util
 
-    return importlib.util.find_spec(f"tilec.targets.{backend}.codegen") is not None
+    try:
+        return importlib.util.find_spec(f"tilec.targets.{backend}.codegen") is not None
+    except ModuleNotFoundError:  # the back end's package itself does not exist yet
+        return False
 
 
 def find_toolchains() -> dict[str, str | None]:
