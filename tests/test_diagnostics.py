@@ -358,10 +358,9 @@ def test_unknown_target_lists_the_valid_ones():
 
 def targets_without_back_end() -> list[str]:
     """One target of each back end this checkout does not have yet."""
-    from tilec.cli.main import _has_backend
-    from tilec.targets.registry import TARGETS
+    from tilec.targets.registry import TARGETS, backend_available
 
-    by_backend = {t.backend: t.name for t in reversed(list(TARGETS.values())) if not _has_backend(t.backend)}
+    by_backend = {t.backend: t.name for t in reversed(list(TARGETS.values())) if not backend_available(t.backend)}
     return sorted(by_backend.values())
 
 

@@ -69,13 +69,12 @@ ODD_DEFINES = [0, -1, 1, 2, 3, 7, 16, 48, 100, 256, 1 << 20, 1 << 40, 0.5, -2.5,
 
 def _targets() -> list[str | None]:
     """No target (Tile IR passes only), and a target of each back end this checkout has."""
-    from tilec.cli.main import _has_backend
-    from tilec.targets.registry import lookup
+    from tilec.targets.registry import backend_available, lookup
 
     out: list[str | None] = [None]
     for name in ("sm90", "sm80", "webgpu"):
         try:
-            if _has_backend(lookup(name).backend):
+            if backend_available(lookup(name).backend):
                 out.append(name)
         except Exception:  # noqa: BLE001 - a registry without this name
             pass
