@@ -226,7 +226,8 @@ def before_compile(args) -> int | None:
 
 def _write_outputs(args, output: str, artifact: bytes, manifest: bytes, deps: list[str]) -> None:
     _write(output, artifact)
-    _write(args.manifest or output + ".json", manifest)
+    if args.manifest or output != "-":  # output on stdout: a manifest only where --manifest says
+        _write(args.manifest or output + ".json", manifest)
     _write_depfile(args, output, deps)
 
 

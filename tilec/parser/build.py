@@ -103,6 +103,7 @@ class Builder:
         self.block: list[T.Stmt] = []
         self.names_in_kernel: set[str] = set()
         self.in_parallel = 0
+        self.parallel_depth: dict[int, int] = {}  # Parallel nesting at which a local or var was made
         self.at_kernel_top = False
         self.size_vars: dict[str, T.Var] = {}
 
@@ -232,7 +233,12 @@ class Builder:
         for p in params:
             scope.bind(p.name, p)
             self.names_in_kernel.add(p.name)
-        body = [s for s in decl.body if not isinstance(s, A.PassStmt)]
+        body = [s for s in decl.body if not isinstance(s, A.PassStmt)
+                and not (isinstance(s, A.ExprStmt) and isinstance(s.value, A.String))]  # docstrings
+        for p in params:
+            if isinstance(p, T.Var) and p.name in self.size_vars:
+                self.rep.error(f"'{p.name}' is both a runtime size (a tensor dimension) and a scalar parameter; "
+                               "rename one of them", p.span)
         if len(body) != 1 or not _is_kernel_launch(body[0]):
             span = body[0].span if body else decl.span
             self.rep.error("a kernel body must be one `with Kernel(grid..., threads=N) as (bx, by, ...):` "
@@ -370,12 +376,14 @@ class Builder:
                 return self.alloc(name, s.value, scope, target.span)
             bound = scope.lookup(name)
             if isinstance(bound, T.Buffer) and bound.scope == "var":
+                self.check_parallel_update(bound, name, target.span)
                 value = self.expr(s.value, scope)
                 if s.op:
                     value = self.binary(s.op, T.Load(bound.dtype, target.span, bound, [_zero(s.span)]), value,
                                         s.span)
                 return self.emit(T.Store(s.span, bound, [_zero(s.span)], self.cast(value, bound.dtype)))
             if isinstance(bound, T.Var) and bound.kind == "local":
+                self.check_parallel_update(bound, name, target.span)
                 value = self.expr(s.value, scope)
                 if s.op:
                     value = self.binary(s.op, bound, value, s.span)
@@ -389,6 +397,7 @@ class Builder:
             if value.dtype.is_bool and isinstance(value, T.Const):
                 pass
             var = T.Var(value.dtype, target.span, self.unique(name), "local")
+            self.parallel_depth[id(var)] = self.in_parallel
             scope.bind(name, var)
             return self.emit(T.Assign(s.span, var, value))
         if isinstance(target, A.Subscript):
@@ -403,6 +412,13 @@ class Builder:
             return self.emit(T.Store(s.span, buf, indices, self.cast(value, buf.dtype)))
         raise self.fail("cannot assign to this expression", target.span)
 
+    def check_parallel_update(self, bound, name: str, span: Span) -> None:
+        """Iterations of a Parallel loop run at once: one may not update a value they all share."""
+        if self.in_parallel > self.parallel_depth.get(id(bound), 0):
+            raise self.fail(f"cannot update '{name}' inside a Parallel loop: it is defined outside the loop and "
+                            "the iterations run in parallel (accumulate into a fragment and use reduce_sum, or "
+                            "use a Serial loop)", span)
+
     def alloc(self, name: str, call: A.CallExpr, scope: _Scope, span: Span) -> None:
         kind = _callee(call)
         bufscope = ALLOC_FUNCS[kind]
@@ -411,6 +427,8 @@ class Builder:
         if not self.at_kernel_top and bufscope in ("shared", "fragment"):
             raise self.fail(f"{kind} must be at the top level of the kernel body, not inside a loop or if",
                             call.span)
+        if self.in_parallel:
+            raise self.fail(f"{kind} cannot be used inside a Parallel loop; allocate before the loop", call.span)
         args, kwargs = self.call_args(call, ["shape", "dtype", "scope"] if bufscope != "var" else ["dtype", "init"])
         init = None
         if bufscope == "var":
@@ -434,6 +452,7 @@ class Builder:
                 raise self.fail("a buffer needs at least one dimension", shape_node.span)
         buf = T.Buffer(self.unique(name), dt, shape, bufscope, span)
         scope.bind(name, buf)
+        self.parallel_depth[id(buf)] = self.in_parallel
         self.emit(T.Alloc(call.span, buf, init))
 
     def expr_stmt(self, s: A.ExprStmt, scope: _Scope) -> None:
@@ -974,8 +993,13 @@ class Builder:
         raise self.fail(f"'{node.id}' is {_describe_binding(bound)}, not a value", node.span)
 
     def operand_type(self, a: T.Expr, b: T.Expr) -> D.DType:
-        """Literals and consts adapt to the other operand's type, as in TileLang."""
+        """Literals and consts adapt to the other operand's type, as in TileLang — unless an integer
+        literal does not fit that type (u8 * 300), in which case the usual promotion applies."""
         ca, cb = isinstance(a, T.Const), isinstance(b, T.Const)
+        if ca and not cb and not _fits(a, b.dtype):
+            return D.promote(b.dtype, D.I32 if a.dtype == D.I32 else a.dtype)
+        if cb and not ca and not _fits(b, a.dtype):
+            return D.promote(a.dtype, D.I32 if b.dtype == D.I32 else b.dtype)
         if ca and not cb:
             if b.dtype.is_float or not a.dtype.is_float:
                 return b.dtype if not (b.dtype.is_bool and not a.dtype.is_bool) else a.dtype
@@ -1173,6 +1197,16 @@ def _children(e: T.Expr) -> list[T.Expr]:
     if isinstance(e, T.Load):
         return list(e.indices)
     return []
+
+
+def _fits(c: T.Const, dt: D.DType) -> bool:
+    """Whether integer literal c is representable in integer type dt (floats and bools always adapt)."""
+    if c.dtype.is_float or c.dtype.is_bool or not dt.is_int:
+        return True
+    v = int(c.value)
+    if dt.kind == "uint":
+        return 0 <= v < (1 << dt.bits)
+    return -(1 << (dt.bits - 1)) <= v < (1 << (dt.bits - 1))
 
 
 def _zero(span: Span) -> T.Const:

@@ -430,7 +430,14 @@ class _ToAst(Transformer):
         return A.UnaryOp(self._s(meta), "not", items[0])
 
     def compare(self, meta, items):
-        return A.CompareOp(self._s(meta), str(items[1]), items[0], items[2])
+        left, op, right = items
+        if isinstance(left, A.CompareOp):
+            # a < b < c means (a < b) and (b < c), as in Python
+            return _chain(self._s(meta), left, A.CompareOp(self._s(meta), str(op), left.right, right))
+        if isinstance(left, A.BinOp) and left.op == "and" and getattr(left, "chain", False):
+            last = left.right
+            return _chain(self._s(meta), left, A.CompareOp(self._s(meta), str(op), last.right, right))
+        return A.CompareOp(self._s(meta), str(op), left, right)
 
     def binop(self, meta, items):
         return A.BinOp(self._s(meta), str(items[1]), items[0], items[2])
@@ -513,3 +520,8 @@ def _unquote(tok) -> str:
     except (ValueError, SyntaxError):
         return str(tok)[1:-1]
 
+
+def _chain(span: Span, left: A.Node, comparison: A.CompareOp) -> A.BinOp:
+    node = A.BinOp(span, "and", left, comparison)
+    node.chain = True  # type: ignore[attr-defined]
+    return node
