@@ -486,19 +486,13 @@ class Lowerer:
 
     # ------------------------------------------------------------ copies
     def region_index(self, r: T.Region, tile_idx: list[T.Expr]) -> list[T.Expr]:
-        """Indices into r.buffer of the element at squeezed tile position tile_idx."""
+        """Indices into r.buffer of the element at squeezed tile position tile_idx (unit extents
+        of the region take no tile index: they stay at the region's start)."""
         out = []
         it = iter(tile_idx)
-        squeezed = [e for e in r.const_extents if e != 1] or [1]
-        unit_only = len([e for e in r.const_extents if e != 1]) == 0
-        pending = len(squeezed)
         for start, ext in zip(r.starts, r.const_extents, strict=True):
             base = self.lx(start)
-            if ext != 1 or (unit_only and pending and ext == 1 and False):
-                out.append(add(base, next(it)))
-                pending -= 1
-            else:
-                out.append(base)
+            out.append(add(base, next(it)) if ext != 1 else base)
         return out
 
     def bounds(self, r: T.Region, idx: list[T.Expr]) -> T.Expr | None:
