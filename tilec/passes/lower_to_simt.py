@@ -456,33 +456,38 @@ class Lowerer:
 
             self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
             return
+        def point(tile: list[T.Expr]) -> None:
+            for v, val in zip(s.vars, tile, strict=True):
+                self.subst[id(v)] = self.declare(v.name, val)
+            self.stmts(s.body)
+
+        self.spread(extents, "it", point, s.span)
+
+    def spread(self, shape: list[int], name: str, emit_point, span=None, cold: bool = False) -> None:
+        """Spread the points of a tile over the block's threads (consecutive threads on the innermost
+        dimension, so global accesses coalesce); emit_point(index list) emits one point's code."""
         total = 1
-        for e in extents:
+        for e in shape:
             total *= e
         threads = self.k.threads
         iters = -(-total // threads)
-        itv = self.fresh("it")
+        itv = self.fresh(name)
 
-        def spread():
+        def body():
             flat = self.declare("idx", add(mul(itv, threads), self.tid))
-
-            def inner():
-                rem: T.Expr = flat
-                values = []
-                for e in reversed(extents):
-                    values.insert(0, mod(rem, e))
-                    rem = div(rem, e)
-                values[0] = div(flat, total // extents[0]) if len(extents) > 1 else flat
-                for v, val in zip(s.vars, values, strict=True):
-                    self.subst[id(v)] = self.declare(v.name, val)
-                self.stmts(s.body)
-
+            rem: T.Expr = flat
+            tile: list[T.Expr] = []
+            for e in reversed(shape):
+                tile.insert(0, mod(rem, e))
+                rem = div(rem, e)
+            tile[0] = div(flat, total // shape[0]) if len(shape) > 1 else flat
             if total % threads == 0:
-                inner()
+                emit_point(tile)
             else:
-                self.emit(S.SIf(None, _cmp("<", flat, c(total)), self.block(inner)))
+                self.emit(S.SIf(None, _cmp("<", flat, c(total)), self.block(lambda: emit_point(tile))))
 
-        self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(spread), unroll=iters <= 32))
+        self.emit(S.SFor(span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32 and not cold,
+                         keep_rolled=cold))
 
     # ------------------------------------------------------------ copies
     def region_index(self, r: T.Region, tile_idx: list[T.Expr]) -> list[T.Expr]:
@@ -693,44 +698,25 @@ class Lowerer:
                     S.AddrOf(D.I64, None, self.sbuf(r.buffer), c(0))]))
         use_async = asynchronous and src.buffer.scope == "global" and dst.buffer.scope == "shared"
         chunks_shape = list(sext[:-1]) + [sext[-1] // vec]
-        total = 1
-        for e in chunks_shape:
-            total *= e
-        threads = self.k.threads
-        iters = -(-total // threads)
+
+        def point(tile: list[T.Expr]) -> None:
+            tile = tile[:-1] + [mul(tile[-1], vec)]
+            sidx = self.region_index(src, tile)
+            didx = self.region_index(dst, tile)
+            guard = _and(self.bounds(src, sidx), self.bounds(dst, didx))
+            saddr = self.addr(src.buffer, sidx, s.span)
+            daddr = self.addr(dst.buffer, didx, s.span)
+            pred = guard if guard is not None else T.Const(D.BOOL, None, True)
+            if use_async:
+                self.emit(S.SCall(s.span, "cp_async16", [daddr, saddr, pred]))
+            elif src.buffer.scope == "global":  # zero-fill what lies outside the tensor
+                self.emit(S.SCall(s.span, "copy16_or_zero", [daddr, saddr, pred]))
+            else:
+                st = S.SCall(s.span, "copy16", [daddr, saddr])
+                self.emit(st if guard is None else S.SIf(None, guard, [st]))
 
         def vector_body():
-            itv = self.fresh("v")
-
-            def body():
-                flat = self.declare("chunk", add(mul(itv, threads), self.tid))
-                rem: T.Expr = flat
-                tile: list[T.Expr] = []
-                for e in reversed(chunks_shape):
-                    tile.insert(0, mod(rem, e))
-                    rem = div(rem, e)
-                tile[0] = div(flat, total // chunks_shape[0]) if len(chunks_shape) > 1 else flat
-                tile[-1] = mul(tile[-1], vec)
-                sidx = self.region_index(src, tile)
-                didx = self.region_index(dst, tile)
-                guard = _and(self.bounds(src, sidx), self.bounds(dst, didx))
-                saddr = self.addr(src.buffer, sidx, s.span)
-                daddr = self.addr(dst.buffer, didx, s.span)
-                pred = guard if guard is not None else T.Const(D.BOOL, None, True)
-                inner_body: list[S.SStmt]
-                if use_async:
-                    inner_body = [S.SCall(s.span, "cp_async16", [daddr, saddr, pred])]
-                elif src.buffer.scope == "global":  # zero-fill what lies outside the tensor
-                    inner_body = [S.SCall(s.span, "copy16_or_zero", [daddr, saddr, pred])]
-                else:
-                    st = S.SCall(s.span, "copy16", [daddr, saddr])
-                    inner_body = [st] if guard is None else [S.SIf(None, guard, [st])]
-                if total % threads == 0:
-                    self.out.extend(inner_body)
-                else:
-                    self.emit(S.SIf(None, _cmp("<", flat, c(total)), inner_body))
-
-            self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32))
+            self.spread(chunks_shape, "v", point, s.span)
 
         if runtime_ok is None:
             vector_body()
@@ -742,21 +728,8 @@ class Lowerer:
 
     def copy_elements(self, s: T.Copy, sext: list[int], cold: bool = False) -> None:
         src, dst = s.src, s.dst
-        total = 1
-        for e in sext:
-            total *= e
-        threads = self.k.threads
-        iters = -(-total // threads)
-        itv = self.fresh("e")
 
-        def body():
-            flat = self.declare("elem", add(mul(itv, threads), self.tid))
-            rem: T.Expr = flat
-            tile: list[T.Expr] = []
-            for e in reversed(sext):
-                tile.insert(0, mod(rem, e))
-                rem = div(rem, e)
-            tile[0] = div(flat, total // sext[0]) if len(sext) > 1 else flat
+        def point(tile: list[T.Expr]) -> None:
             sidx = self.region_index(src, tile)
             didx = self.region_index(dst, tile)
             sguard, dguard = self.bounds(src, sidx), self.bounds(dst, didx)
@@ -765,15 +738,9 @@ class Lowerer:
                                                          T.Const(src.buffer.dtype, None, 0))
             st: S.SStmt = S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)),
                                    _cast(value, dst.buffer.dtype))
-            if dguard is not None:
-                st = S.SIf(None, dguard, [st])
-            if total % threads == 0:
-                self.emit(st)
-            else:
-                self.emit(S.SIf(None, _cmp("<", flat, c(total)), [st]))
+            self.emit(st if dguard is None else S.SIf(None, dguard, [st]))
 
-        self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32 and not cold,
-                         keep_rolled=cold))
+        self.spread(sext, "e", point, s.span, cold=cold)
 
     def fill(self, s: T.Fill) -> None:
         b = s.dst.buffer
@@ -790,27 +757,14 @@ class Lowerer:
             self.emit(S.SFor(s.span, kv, c(0), c(size), [S.SStore(s.span, self.sbuf(b), kv, value)], unroll=True))
             return
         sext = [e for e in s.dst.const_extents if e != 1] or [1]
-        total = 1
-        for e in sext:
-            total *= e
-        threads = self.k.threads
-        itv = self.fresh("e")
 
-        def body():
-            flat = self.declare("elem", add(mul(itv, threads), self.tid))
-            rem: T.Expr = flat
-            tile: list[T.Expr] = []
-            for e in reversed(sext):
-                tile.insert(0, mod(rem, e))
-                rem = div(rem, e)
-            tile[0] = div(flat, total // sext[0]) if len(sext) > 1 else flat
+        def point(tile: list[T.Expr]) -> None:
             idx = self.region_index(s.dst, tile)
-            guard = _and(self.bounds(s.dst, idx), None if total % threads == 0 else _cmp("<", flat, c(total)))
+            guard = self.bounds(s.dst, idx)
             st: S.SStmt = S.SStore(s.span, self.sbuf(b), fold(self.address(b, idx, s.span)), value)
             self.emit(st if guard is None else S.SIf(None, guard, [st]))
 
-        iters = -(-total // threads)
-        self.emit(S.SFor(s.span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32))
+        self.spread(sext, "e", point, s.span)
 
     # ------------------------------------------------------------ gemm
     def gemm(self, s: T.Gemm) -> None:
