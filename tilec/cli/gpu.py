@@ -76,13 +76,27 @@ def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
 
 def cmd_run_gpu(args, defines, sizes) -> int:
     mod, result = _load(args, defines)
+    return run_and_check(mod, result, args, sizes)
+
+
+def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
+    """Run every kernel of a loaded artifact on random inputs, print its outputs' summary and, with
+    --check, compare them with the reference interpreter (any back end's runtime module)."""
     if args.check and result is None:
         raise CompileError([Diagnostic("error", "--check compares with the interpreter and needs the .tile source")])
     failures = 0
     for name, kernel in mod.kernels.items():
+        unknown = set(sizes) - set(kernel.entry["sizes"])
+        if unknown:
+            raise CompileError([Diagnostic("error", f"kernel '{name}' has no runtime size "
+                                                    f"{', '.join(sorted(unknown))} (its sizes: "
+                                                    f"{', '.join(kernel.entry['sizes']) or 'none'})")])
         call = _random_args(kernel.entry, sizes, args.seed)
         expected = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in call]
-        kernel(*call)
+        try:
+            kernel(*call)
+        except launch_errors as e:
+            raise CompileError([Diagnostic("error", str(e))]) from None
         outs = [(p, a) for p, a in zip(kernel.entry["params"], call, strict=True) if p.get("output")]
         for p, a in outs:
             f = a.astype(np.float64)
@@ -97,8 +111,8 @@ def cmd_run_gpu(args, defines, sizes) -> int:
             for p, a in outs:
                 rtol, atol = TOLERANCE.get(p["dtype"], (0, 0))
                 got, want = a.astype(np.float64), named[p["name"]].astype(np.float64)
-                close = np.isclose(got, want, rtol=rtol, atol=atol)
-                err = float(np.max(np.abs(got - want))) if got.size else 0.0
+                close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+                err = float(np.nanmax(np.abs(got - want))) if got.size else 0.0
                 status = "PASS" if close.all() else "FAIL"
                 failures += status == "FAIL"
                 print(f"  check {p['name']} against the interpreter: {status} (max |err| {err:.3g}, rtol {rtol}, "

@@ -10,10 +10,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
-from ..diagnostics import CompileError, Diagnostic
-
 
 def _load(args, defines):
     """(runtime module, compile result or None)."""
@@ -38,49 +34,10 @@ def _load(args, defines):
 
 def cmd_run_webgpu(args, defines, sizes) -> int:
     from ..runtime.module import ArgumentError
-    from ..runtime.wgsl import LaunchError, ShaderError, WebGPUUnavailable
-    from .gpu import TOLERANCE, _random_args
+    from ..runtime.wgsl import Device, LaunchError, ShaderError, WebGPUUnavailable
+    from .gpu import run_and_check
 
     mod, result = _load(args, defines)
-    if args.check and result is None:
-        raise CompileError([Diagnostic("error", "--check compares with the interpreter and needs the .tile source")])
-    failures = 0
-    for name, kernel in mod.kernels.items():
-        unknown = set(sizes) - set(kernel.entry["sizes"])
-        if unknown:
-            raise CompileError([Diagnostic("error", f"kernel '{name}' has no runtime size "
-                                                    f"{', '.join(sorted(unknown))} (its sizes: "
-                                                    f"{', '.join(kernel.entry['sizes']) or 'none'})")])
-        call = _random_args(kernel.entry, sizes, args.seed)
-        for i, p in enumerate(kernel.entry["params"]):  # integer scalars: a small non-zero value, not 0.5
-            if p["kind"] == "scalar" and p["dtype"] not in ("f16", "bf16", "f32", "f64"):
-                call[i] = 3
-        expected = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in call]
-        try:
-            kernel(*call)
-        except (WebGPUUnavailable, ShaderError, LaunchError, ArgumentError) as e:
-            raise CompileError([Diagnostic("error", str(e))]) from None
-        outs = [(p, a) for p, a in zip(kernel.entry["params"], call, strict=True) if p.get("output")]
-        for p, a in outs:
-            f = a.astype(np.float64)
-            print(f"{name}.{p['name']}: {p['dtype']}{list(a.shape)}  min {np.nanmin(f):.6g}  max {np.nanmax(f):.6g}  "
-                  f"mean {np.nanmean(f):.6g}")
-        if args.check:
-            from ..interp import run_kernel
-
-            k = next(k for k in result.module.kernels if k.name == name)
-            named = {p["name"]: v for p, v in zip(kernel.entry["params"], expected, strict=True)}
-            run_kernel(k, named)
-            for p, a in outs:
-                rtol, atol = TOLERANCE.get(p["dtype"], (0, 0))
-                got, want = a.astype(np.float64), named[p["name"]].astype(np.float64)
-                close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-                err = float(np.nanmax(np.abs(got - want))) if got.size else 0.0
-                status = "PASS" if close.all() else "FAIL"
-                failures += status == "FAIL"
-                print(f"  check {p['name']} against the interpreter: {status} (max |err| {err:.3g}, rtol {rtol}, "
-                      f"atol {atol}, {int((~close).sum())} of {close.size} outside)")
-    from ..runtime.wgsl import Device
-
+    rc = run_and_check(mod, result, args, sizes, (WebGPUUnavailable, ShaderError, LaunchError, ArgumentError))
     print(f"(WebGPU adapter: {Device.get().name})")
-    return 1 if failures else 0
+    return rc
