@@ -185,3 +185,16 @@ def test_bench_from_an_artifact_needs_no_compiler(nvcc, tmp_path):
     assert "internal compiler error" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     # without a GPU the only acceptable failure is the missing driver, reported as a plain error
     assert proc.returncode == 0 or "CUDA driver" in proc.stderr
+
+
+def test_dlpack_description_of_a_host_array():
+    import numpy as np
+
+    from tilec.runtime.dlpack import describe
+
+    a = np.arange(12, dtype=np.float16).reshape(3, 4)
+    d = describe(a)
+    assert d["dtype"] == "f16" and d["shape"] == [3, 4] and d["contiguous"] and d["device_type"] == 1
+    assert d["ptr"] == a.ctypes.data
+    assert not describe(a[:, ::2])["contiguous"]
+    assert describe(np.zeros(3, np.int32))["dtype"] == "i32"

@@ -223,7 +223,7 @@ def _check_numpy_dtype(arr: np.ndarray, p: dict, kernel: str) -> None:
 
 
 def _device_pointer(a, p: dict, kernel: str) -> int | None:
-    """The device address of a torch/cupy array (checked), or None for a host array."""
+    """The device address of a torch, cupy or any DLPack array (checked), or None for a host array."""
     mod = type(a).__module__
     if mod.startswith("torch"):
         if not a.is_cuda:
@@ -242,4 +242,16 @@ def _device_pointer(a, p: dict, kernel: str) -> int | None:
             raise ArgumentError(f"{kernel}: '{p['name']}' has dtype {np.dtype(iface['typestr']).name}, expected "
                                 f"{_NP_NAMES[p['dtype']]}")
         return int(iface["data"][0])
+    if hasattr(a, "__dlpack__") and not isinstance(a, np.ndarray):
+        from .dlpack import K_DL_CUDA, describe
+
+        d = describe(a)
+        if d["device_type"] != K_DL_CUDA:
+            raise ArgumentError(f"{kernel}: '{p['name']}' is a DLPack tensor on device type {d['device_type']}, "
+                                "not a CUDA device")
+        if d["dtype"] != p["dtype"]:
+            raise ArgumentError(f"{kernel}: '{p['name']}' has dtype {d['dtype']}, expected {p['dtype']}")
+        if not d["contiguous"]:
+            raise ArgumentError(f"{kernel}: '{p['name']}' must be contiguous")
+        return int(d["ptr"])
     return None
