@@ -100,6 +100,12 @@ def main() -> int:
               f"{rcs[-1]:>4}  {', '.join(heavy) or 'none of ' + '/'.join(HEAVY)}{tvm_note}")
     print("\n`tvm` must not appear on the --help, --version and plain --emit-ir rows (DESIGN.md: import it only "
           "inside the passes that need it).")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", "import tvm; print(tvm.__version__)"], capture_output=True, text=True)
+    if proc.returncode == 0:
+        print(f"For scale: `import tvm` ({proc.stdout.strip()}) alone takes {time.perf_counter() - t0:.2f} s here.")
+    else:
+        print("tvm is not installed in this environment.")
     return 0
 
 

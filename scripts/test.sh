@@ -17,6 +17,17 @@ if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
         echo "note: could not install mesa-vulkan-drivers (lavapipe); WebGPU tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
     fi
 fi
+# The AMD tests build code objects with Debian's hipcc (clang-15: gfx90a) and clang-19 (gfx942), and read them with
+# llvm-objdump/llvm-readelf from llvm-19; installed only when missing.
+if ! command -v hipcc >/dev/null || ! command -v clang-19 >/dev/null || ! command -v llvm-objdump-19 >/dev/null; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    if command -v apt-get >/dev/null && { $SUDO apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q hipcc clang-19 lld-19 llvm-19 >/dev/null; }; then
+        :
+    else
+        echo "note: could not install hipcc/clang-19; AMD build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
+    fi
+fi
 command -v nvcc >/dev/null || echo "note: nvcc not on PATH; CUDA build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
 .venv/bin/ruff check tilec tests bench
 exec .venv/bin/python -m pytest -q "$@"

@@ -80,7 +80,7 @@ def compile_errors(tmp_path: Path, source: str, *args: str, name: str = "k.tile"
     path = tmp_path / name
     path.write_text(source)
     errs = errors_of(tilec(str(path), "--emit-ir", *args))
-    lines = source.splitlines()
+    lines = source.split("\n")
     for d in errs:
         assert d.file == str(path), d
         assert d.source is not None, f"no source line quoted under {d}"
@@ -165,6 +165,13 @@ def test_unterminated_string(tmp_path):
     errs = compile_errors(tmp_path, body("print(acc, msg=\"abc)", "x = 1 $ 2"))
     assert [d.message for d in errs] == ["'(' was never closed", "unterminated string (unexpected '\"')",
                                          "unexpected character '$'"]
+
+
+def test_unicode_line_separators_do_not_shift_lines(tmp_path):
+    # \x0c, \x1e and \u2028 end a line for str.splitlines but not for the lexer
+    src = body("# a\x1eb\x0cc\u2028d", "x = nosuch")
+    d = one_error(tmp_path, src)
+    assert d.line == HEAD_LINES + 2 and d.source == "        x = nosuch"
 
 
 def test_bad_indentation(tmp_path):

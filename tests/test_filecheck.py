@@ -30,8 +30,8 @@ def test_there_are_ir_tests():
     assert len(IR_FILES) >= 8
 
 
-@pytest.mark.parametrize("path", IR_FILES, ids=[p.stem for p in IR_FILES])
-def test_ir(path: Path):
+def run_ir_test(path: Path) -> None:
+    """Compile `path` with its RUN-ARGS and match the output; raise FileCheckError on a mismatch."""
     text = path.read_text()
     checks, args = parse_checks(text, str(path))
     assert checks, f"{path} has no CHECK lines"
@@ -43,7 +43,25 @@ def test_ir(path: Path):
     try:
         check_text(text, out, str(path))
     except FileCheckError as e:
-        pytest.fail(f"{e}\n\n--- full output of tilec {' '.join(args)}:\n{out}", pytrace=False)
+        raise FileCheckError(f"{e}\n\n--- full output of tilec {' '.join(args)}:\n{out}") from None
+
+
+@pytest.mark.parametrize("path", IR_FILES, ids=[p.stem for p in IR_FILES])
+def test_ir(path: Path):
+    try:
+        run_ir_test(path)
+    except FileCheckError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def test_a_wrong_ir_expectation_fails(tmp_path):
+    """The harness can fail: a copy of an IR test with one CHECK changed does not pass."""
+    src = (IR_DIR / "literals.tile").read_text()
+    assert "# CHECK-NEXT: a[i] = a[i] * 0.5:f16\n" in src
+    bad = tmp_path / "literals.tile"
+    bad.write_text(src.replace("# CHECK-NEXT: a[i] = a[i] * 0.5:f16\n", "# CHECK-NEXT: a[i] = a[i] * 0.5:f32\n"))
+    with pytest.raises(FileCheckError, match=r"literals.tile:\d+: CHECK-NEXT: a\[i\] = a\[i\] \* 0.5:f32"):
+        run_ir_test(bad)
 
 
 # ---------------------------------------------------------------- the matcher itself

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import tilec
 from tilec.diagnostics import CompileError, render
+from tilec.driver import pass_names
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted({*ROOT.glob("samples/*.tile"), *ROOT.glob("samples/*/*.tile"), *ROOT.glob("tests/ir/*.tile"),
@@ -90,7 +91,9 @@ def check(name: str, text: str | None = None, include_dirs=(), defines=None, pat
     source = path or name
     try:
         kw = {"target": target} if target else {}
-        result = tilec.compile(source, text=text, include_dirs=list(include_dirs), defines=defines, verify=True, **kw)
+        every_pass = set(pass_names(with_target=bool(target)))  # print the IR after every pass, as --emit-ir=all
+        result = tilec.compile(source, text=text, include_dirs=list(include_dirs), defines=defines, verify=True,
+                               dump_after=every_pass, **kw)
         result.ir()
         diags, sources = result.diagnostics, result.sources
         assert not any(d.severity == "error" for d in diags), diags
@@ -102,9 +105,11 @@ def check(name: str, text: str | None = None, include_dirs=(), defines=None, pat
         first = out.splitlines()[0]
         assert re.match(r"^(tilec|.+?:\d+:\d+): (error|warning|note): \S", first), out
         if d.span is not None and d.span.line > 0:
-            lines = sources.line(d.span.file, d.span.line) if sources else None
-            assert lines is not None, f"diagnostic points at a line that does not exist: {d}"
+            quoted = sources.line(d.span.file, d.span.line) if sources else None
+            assert quoted is not None, f"diagnostic points at a line that does not exist: {d}"
             assert d.span.col >= 1, d
+            if text is not None and d.span.file == str(source):  # the line the lexer counted
+                assert quoted == text.split("\n")[d.span.line - 1].removesuffix("\r"), (d, quoted)
 
 
 def origin(i: int) -> tuple[str, list[str]]:

@@ -52,7 +52,9 @@ class SourceManager:
         self._lines: dict[str, list[str]] = {}
 
     def add(self, name: str, text: str) -> None:
-        self._lines[name] = text.splitlines()
+        # Lines end at \n only, as the lexer counts them (str.splitlines also splits at \x0c, \x1e,
+        # \u2028..., which would shift every later line number).
+        self._lines[name] = [line.removesuffix("\r") for line in text.split("\n")]
 
     def line(self, name: str, line: int) -> str | None:
         lines = self._lines.get(name)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..diagnostics import CompileError, Diagnostic
 
-KINDS = {".cu": "cu", ".ptx": "ptx", ".cubin": "cubin", ".fatbin": "fatbin", ".h": "header", ".wgsl": "wgsl"}
+KINDS = {".cu": "cu", ".ptx": "ptx", ".cubin": "cubin", ".fatbin": "fatbin", ".h": "header", ".wgsl": "wgsl",
+         ".hip": "hip", ".hsaco": "hsaco", ".s": "asm"}
 
 
 def output_kind(output: str | None, emit: str | None) -> str:
@@ -34,7 +35,7 @@ def output_kind(output: str | None, emit: str | None) -> str:
 
 
 def default_output(file: str, kind: str) -> str:
-    suffix = {"cu": "cu", "header": "h"}.get(kind, kind)
+    suffix = {"cu": "cu", "header": "h", "asm": "s"}.get(kind, kind)
     return f"{Path(file).stem}.{suffix}"
 
 
@@ -138,6 +139,8 @@ def _toolchain_identity(args, kind: str) -> str | None:
 
     if kind == "cu":
         return "none"
+    if kind in ("hip", "hsaco", "asm"):
+        return None  # AMD builds are not cached yet
     parts = [f"CUDA_HOME={os.environ.get('CUDA_HOME', '')}"]
     nvcc = shutil.which("nvcc")
     if _opt(args, "compiler", "nvcc") == "nvrtc":
@@ -258,6 +261,8 @@ def run_build(args, defines: dict[str, object]) -> int:
     backends = {t.backend for t in targets}
     if backends == {"wgsl"} or kind == "wgsl":
         return _build_wgsl(args, defines, targets, names)
+    if backends == {"hip"} or kind in ("hip", "hsaco", "asm"):
+        return _build_hip(args, defines, targets, names, kind)
     if backends != {"cuda"}:
         # compile anyway, so that the diagnostics about the source and the back end are precise
         tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
@@ -302,6 +307,46 @@ def run_build(args, defines: dict[str, object]) -> int:
             print(f"{k.name:<24} {u.get('registers', '?'):>9} {k.shared_bytes:>9} {u.get('stack_bytes', '?'):>8} "
                   f"{u.get('spill_stores', '?'):>9} {u.get('spill_loads', '?'):>9}")
     return _finish(args, output, built.binary, dumps(m).encode(), deps, warnings, results[0].sources)
+
+
+def _build_hip(args, defines: dict[str, object], targets, names: list[str], kind: str) -> int:
+    """AMD (gfx90a, gfx942): HIP source, or a code object / assembly through hipcc or clang-19."""
+    from .. import compile as tilec_compile
+    from ..diagnostics import render
+    from .main import _print_diagnostics
+
+    if len(targets) != 1 or targets[0].backend != "hip":
+        raise CompileError([Diagnostic("error", "-o x.hip / x.hsaco / x.s (--emit hip|hsaco|asm) is an AMD output: "
+                                                "use one of --target gfx90a, gfx942")])
+    if kind not in ("hip", "hsaco", "asm"):
+        raise CompileError([Diagnostic("error", f"the {targets[0].name} target emits hip, hsaco or asm, not {kind}: "
+                                                "use -o NAME.hsaco (or .hip, .s)")])
+    result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
+                           target=targets[0].name)
+    _print_diagnostics(result.diagnostics, result.sources, args)
+    warnings = "".join(render(d, result.sources, False) + "\n" for d in result.diagnostics)
+    output = args.output or default_output(args.file, kind)
+    options = {"defines": defines, "kernel": args.kernel, "targets": names, "kind": kind}
+    toolchain = "none"
+    artifact = result.source.encode()
+    if kind != "hip":
+        from ..targets.hip.toolchain import build, resource_usage
+
+        built = build(result.source, Path(args.file).stem, targets[0].arch, kind)
+        artifact, toolchain = built.data, built.toolchain
+        if kind == "hsaco" and _opt(args, "resource_usage"):
+            print(f"{'kernel':<24} {'VGPRs':>6} {'AGPRs':>6} {'SGPRs':>6} {'LDS B':>7} {'scratch B':>9}")
+            for name, u in resource_usage(artifact).items():
+                print(f"{name:<24} {u.get('vgpr', 0):>6} {u.get('agpr', 0):>6} {u.get('sgpr', 0):>6} "
+                      f"{u.get('lds', 0):>7} {u.get('scratch', 0):>9}")
+    m = _manifest(result, kind, [targets[0].arch], toolchain, options, output)
+    return _finish(args, output, artifact, dumps_manifest(m), _unique(result.module.files), warnings, result.sources)
+
+
+def dumps_manifest(m: dict) -> bytes:
+    from ..artifacts import dumps
+
+    return dumps(m).encode()
 
 
 def _build_wgsl(args, defines: dict[str, object], targets, names: list[str]) -> int:

@@ -115,9 +115,23 @@ def _unexpected_token(tok: Token, expected) -> str:
     return f"unexpected {_token_text(tok)}{_expected_list(expected)}"
 
 
+# Terminals that start an expression, and those that continue one: listed as one phrase each.
+_EXPR_START = {"NAME", "NUMBER", "STRING", "LPAR", "LSQB", "LBRACE", "NOT", "UNARY_OP", "ADD_OP"}
+_OPERATORS = {"ADD_OP", "MUL_OP", "SHIFT_OP", "COMP_OP", "AMPERSAND", "VBAR", "CIRCUMFLEX", "AND", "OR", "_POW",
+              "DOT", "LPAR", "LSQB"}
+
+
 def _expected_list(expected) -> str:
-    names = sorted({_describe(e) for e in expected if not e.startswith("__")})
-    if len(names) > 6:
+    expected = {e for e in expected if not e.startswith("__")}
+    phrases = []
+    if {"NAME", "NUMBER", "LPAR"} <= expected:
+        expected -= _EXPR_START
+        phrases.append("an expression")
+    if {"ADD_OP", "MUL_OP", "COMP_OP"} <= expected:
+        expected -= _OPERATORS
+        phrases.append("an operator")
+    names = sorted({_describe(e) for e in expected}) + phrases
+    if not names or len(names) > 6:
         return ""
     return " (expected " + ", ".join(names) + ")"
 
@@ -235,7 +249,7 @@ def parse(text: str, filename: str) -> A.File:
         return CompileError(diags)
 
     def text_at(span: Span) -> str:
-        return text.splitlines()[span.line - 1][span.col - 1]
+        return text.split("\n")[span.line - 1][span.col - 1]  # (not splitlines: lark counts only \n)
 
     try:
         with _PARSE_LOCK:  # the indenter keeps per-parse state inside the shared parser

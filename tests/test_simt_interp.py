@@ -1,0 +1,254 @@
+"""The lowered SIMT IR of every sample, executed by the SIMT-level interpreter, against the Tile IR interpreter.
+
+tilec.testing.simt_interp runs what lower-to-simt produced — every thread of every block, shared memory,
+barriers, warp shuffles, cp.async, ldmatrix and mma.sync lane by lane — so a wrong fragment layout, a missing
+bounds predicate or a missing barrier is caught here on a CPU. Each sample runs at a shape of one or a few whole
+tiles and at a ragged one, for sm80 (32-lane warps, mma.sync/ldmatrix/cp.async) and for gfx90a (64-lane
+wavefronts, FMA gemm, no cp.async) where the HIP back end exists. Outputs start as NaN in both runs, so an
+element the lowered code fails to write is a mismatch.
+
+Tolerances: both interpreters round the same way; they differ only in the order of f32 accumulation (mma
+tiles of 16 against one matmul), well below half an ulp of the f16/bf16 outputs most of the time, so the bound
+is one or two ulps of the output dtype. A layout or predication bug gives errors of order one.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.interp import random_inputs, run_kernel
+from tilec.ir import tile as T
+from tilec.targets.registry import backend_available, lookup
+from tilec.testing.simt_interp import SimtInterpreterError, run_simt
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}
+
+G64 = {"block_M": 64, "block_N": 64}
+# (sample, defines, [one-tile sizes, ragged sizes])
+CASES = [
+    ("vector_add", {}, [{"N": 1024}, {"N": 1500}]),
+    ("row_sum", {}, [{"M": 16, "N": 256}, {"M": 20, "N": 300}]),
+    ("softmax", {}, [{"M": 4, "N": 512}, {"M": 7, "N": 1000}]),
+    ("rmsnorm", {}, [{"M": 4, "N": 512}, {"M": 7, "N": 1000}]),
+    ("layernorm", {}, [{"M": 4, "N": 512}, {"M": 7, "N": 1000}]),
+    ("transpose", {}, [{"M": 64, "N": 64}, {"M": 100, "N": 37}]),
+    ("gemm", G64, [{"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64},
+                   {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}]),
+    ("gemm", {**G64, "dtype": "bf16"}, [{"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64},
+                                        {"M": 70, "N": 60, "K": 40, "B_rows": 40, "B_cols": 60}]),
+    ("gemm", {**G64, "trans_B": True}, [{"M": 64, "N": 64, "K": 32, "B_rows": 64, "B_cols": 32},
+                                        {"M": 70, "N": 60, "K": 40, "B_rows": 60, "B_cols": 40}]),
+    ("gemm_bias_relu", G64, [{"M": 64, "N": 64, "K": 64}, {"M": 70, "N": 60, "K": 40}]),
+    ("flash_attention", {}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 50, "H": 2}]),
+    ("flash_attention", {"dtype": "bf16"}, [{"B": 1, "S": 50, "H": 1}]),
+    ("flash_attention", {"causal": True}, [{"B": 1, "S": 100, "H": 1}]),
+]
+TARGETS = ["sm80", "gfx90a"]
+
+
+def _id(case) -> str:
+    sample, defines, _ = case
+    return "-".join([sample] + [f"{k}={v}" for k, v in defines.items()])
+
+
+@functools.cache
+def _compiled(sample: str, defines: tuple, target: str | None):
+    return tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=dict(defines))
+
+
+def _sizes(tk: T.Kernel, sizes: dict[str, int]) -> dict[str, int]:
+    return {n: v for n, v in sizes.items() if n in {s.name for s in tk.size_vars}}
+
+
+def check(sample: str, defines: dict, sizes: dict[str, int], target: str, seed: int = 0, result=None) -> None:
+    key = tuple(sorted(defines.items()))
+    tk = _compiled(sample, key, None).module.kernels[0]
+    result = result or _compiled(sample, key, target)
+    sk = result.simt.kernels[0]
+    sizes = _sizes(tk, sizes)
+    args = random_inputs(tk, sizes, seed)
+    for p in tk.params:
+        if isinstance(p, T.Buffer) and p.is_output and p.dtype.is_float:
+            args[p.name][...] = np.nan
+    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+    run_kernel(tk, want)
+    run_simt(sk, args, sizes, warp_size=lookup(target).warp_size)
+    for p in tk.params:
+        if isinstance(p, T.Buffer) and p.is_output:
+            got, exp = args[p.name].astype(np.float64), want[p.name].astype(np.float64)
+            assert not np.isnan(exp).any(), "the oracle left output elements unwritten"
+            rtol, atol = TOL.get(p.dtype.name, (0, 0))
+            bad = ~np.isclose(got, exp, rtol=rtol, atol=atol)
+            assert not bad.any(), (
+                f"{sample} {defines} for {target} at {sizes}: {p.name} differs in {int(bad.sum())} of {bad.size} "
+                f"elements (first at {np.argwhere(bad)[0].tolist()}), max |err| {np.nanmax(np.abs(got - exp)):.3g}, "
+                f"{int(np.isnan(got).sum())} unwritten")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_lowered_sample_matches_interpreter(case, target):
+    if not backend_available(lookup(target).backend):
+        pytest.skip(f"no {lookup(target).backend} back end")
+    sample, defines, shapes = case
+    for sizes in shapes:
+        check(sample, defines, sizes, target)
+
+
+# ---------------------------------------------------------------- the checks catch broken lowerings
+
+
+def _fresh(sample: str, defines: dict, target: str = "sm80"):
+    return tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=defines)
+
+
+GEMM_SIZES = {"M": 64, "N": 64, "K": 32, "B_rows": 32, "B_cols": 64}
+
+
+def test_swapped_lanes_in_mma_layout_are_caught(monkeypatch):
+    """A lowering whose accumulator layout swaps lanes 0 and 1 runs without error but gives a wrong result."""
+    from tilec.ir import dtypes as D
+    from tilec.ir.layout import MmaTiled
+
+    orig = MmaTiled.coords
+
+    def swapped(self, t, k):
+        return orig(self, T.Binary(D.I32, None, "^", t, T.Const(D.I32, None, 1)), k)
+
+    monkeypatch.setattr(MmaTiled, "coords", swapped)
+    broken = _fresh("gemm", G64)
+    with pytest.raises(AssertionError, match="differs"):
+        check("gemm", G64, GEMM_SIZES, "sm80", result=broken)
+
+
+def test_missing_barrier_is_a_race(monkeypatch):
+    from tilec.passes.lower_to_simt import Lowerer
+
+    monkeypatch.setattr(Lowerer, "barrier", lambda self: None)
+    broken = _fresh("transpose", {})
+    with pytest.raises(SimtInterpreterError, match="data race"):
+        check("transpose", {}, {"M": 64, "N": 64}, "sm80", result=broken)
+
+
+def test_missing_cp_async_wait_is_caught():
+    from tilec.ir import simt as S
+
+    broken = _fresh("gemm", G64)
+
+    def strip(body):
+        out = []
+        for s in body:
+            if isinstance(s, S.SCall) and s.name == "cp_async_wait":
+                continue
+            for attr in ("body", "then_body", "else_body"):
+                if hasattr(s, attr):
+                    setattr(s, attr, strip(getattr(s, attr)))
+            out.append(s)
+        return out
+
+    k = broken.simt.kernels[0]
+    k.body = strip(k.body)
+    with pytest.raises(SimtInterpreterError, match="cp_async_wait"):
+        check("gemm", G64, GEMM_SIZES, "sm80", result=broken)
+
+
+def test_barrier_under_divergent_condition_is_an_error():
+    from tilec.ir import dtypes as D
+    from tilec.ir import simt as S
+
+    k = _fresh("vector_add", {}).simt.kernels[0]
+    cond = T.Compare(D.BOOL, None, "<", S.ThreadIdx(D.I32, None), T.Const(D.I32, None, 7))
+    k.body = [S.SIf(None, cond, [S.Barrier(None)])] + k.body
+    args = {"A": np.zeros(4, np.float16), "B": np.zeros(4, np.float16), "C": np.zeros(4, np.float16)}
+    with pytest.raises(SimtInterpreterError, match="barrier reached by 7 of 256"):
+        run_simt(k, args, {"N": 4})
+
+
+def test_out_of_bounds_global_access_is_an_error(monkeypatch):
+    from tilec.passes.lower_to_simt import Lowerer
+
+    monkeypatch.setattr(Lowerer, "bounds", lambda self, r, idx: None)
+    broken = _fresh("transpose", {})
+    with pytest.raises(SimtInterpreterError, match="out-of-bounds"):
+        check("transpose", {}, {"M": 100, "N": 37}, "sm80", result=broken)
+
+
+def test_ldmatrix_matches_the_isa_reference():
+    """The vectorized ldmatrix model agrees with mma_layouts.simulate_ldmatrix on a random shared tile."""
+    from tilec.ir import dtypes as D
+    from tilec.ir import simt as S
+    from tilec.targets.cuda import mma_layouts as L
+
+    rng = np.random.default_rng(1)
+    i32 = D.I32
+    tid = S.ThreadIdx(i32, None)
+
+    def times(n):
+        return T.Binary(i32, None, "*", tid, T.Const(i32, None, n))
+
+    for num, trans in ((4, False), (4, True), (2, False), (2, True)):
+        smem = S.SBuffer("s", D.F16, "shared", 1024, offset=0)
+        src = S.SBuffer("src", D.F16, "global", None, const=True)
+        rowbuf = S.SBuffer("rows", D.I32, "global", None, const=True)
+        out = S.SBuffer("out", D.U32, "global", None)
+        regs = S.SBuffer("r", D.U32, "local", 4)
+        body = [
+            S.DeclareArray(None, regs),
+            S.SCall(None, "copy16", [S.AddrOf(D.I64, None, smem, times(8)), S.AddrOf(D.I64, None, src, times(8))]),
+            S.Barrier(None),
+            S.SCall(None, f"ldmatrix_x{num}" + ("_trans" if trans else ""),
+                    [S.AddrOf(D.I64, None, regs, T.Const(i32, None, 0)),
+                     S.AddrOf(D.I64, None, smem, S.Ref(i32, None, rowbuf, tid))]),
+        ]
+        for r in range(num):
+            idx = T.Binary(i32, None, "+", times(4), T.Const(i32, None, r))
+            body.append(S.SStore(None, out, idx, S.Ref(D.U32, None, regs, T.Const(i32, None, r))))
+        k = S.SKernel("k", [src, rowbuf, out], [], [T.Const(i32, None, 1)], 128, [smem], 2048, body, None)
+        rows = rng.permutation(64)[:32] * 16  # each lane's row start (elements), 16-byte aligned
+        mem = rng.standard_normal(1024).astype(np.float16)
+        got = np.zeros(128 * 4, np.uint32)
+        run_simt(k, {"src": mem, "rows": np.concatenate([rows] * 4).astype(np.int32), "out": got}, {})
+        want = L.pack_registers(L.simulate_ldmatrix(mem, list(rows), num, trans).reshape(32, 2 * num))
+        assert np.array_equal(got.reshape(128, 4)[:32, :num], want), (num, trans)
+
+
+def test_mma_matches_a_matrix_product():
+    """The lane-by-lane mma model: pack A, B per the PTX fragment layouts, run mma_f16, unpack C."""
+    from tilec.ir import dtypes as D
+    from tilec.ir import simt as S
+    from tilec.targets.cuda import mma_layouts as L
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    ra = L.pack_registers(L.pack_fragments(a, L.MMA_M16N8K16_A))  # (32, 4)
+    rb = L.pack_registers(L.pack_fragments(b, L.MMA_M16N8K16_B))  # (32, 2)
+    fc = L.pack_fragments(c, L.MMA_M16N8K16_C)  # (32, 4)
+    i32 = D.I32
+    tid = S.ThreadIdx(i32, None)
+    ga, gb, gc = (S.SBuffer(n, dt, "global", None) for n, dt in (("a", D.U32), ("b", D.U32), ("c", D.F32)))
+    la, lb, lc = (S.SBuffer(n, dt, "local", sz) for n, dt, sz in (("la", D.U32, 4), ("lb", D.U32, 2), ("lc", D.F32, 4)))
+
+    def at(buf, n, j):
+        return T.Binary(i32, None, "+", T.Binary(i32, None, "*", tid, T.Const(i32, None, n)), T.Const(i32, None, j))
+
+    cst = [T.Const(i32, None, j) for j in range(4)]
+    body: list = [S.DeclareArray(None, la), S.DeclareArray(None, lb), S.DeclareArray(None, lc)]
+    body += [S.SStore(None, la, cst[j], S.Ref(D.U32, None, ga, at(ga, 4, j))) for j in range(4)]
+    body += [S.SStore(None, lb, cst[j], S.Ref(D.U32, None, gb, at(gb, 2, j))) for j in range(2)]
+    body += [S.SStore(None, lc, cst[j], S.Ref(D.F32, None, gc, at(gc, 4, j))) for j in range(4)]
+    body.append(S.SCall(None, "mma_f16", [S.AddrOf(D.I64, None, x, cst[0]) for x in (lc, la, lb)]))
+    body += [S.SStore(None, gc, at(gc, 4, j), S.Ref(D.F32, None, lc, cst[j])) for j in range(4)]
+    k = S.SKernel("k", [ga, gb, gc], [], [T.Const(i32, None, 1)], 32, [], 0, body, None)
+    out = fc.astype(np.float32).copy()
+    run_simt(k, {"a": ra.astype(np.uint32), "b": rb.astype(np.uint32), "c": out}, {})
+    got = L.unpack_fragments(out.reshape(32, 4), L.MMA_M16N8K16_C)
+    want = a.astype(np.float64) @ b.astype(np.float64) + c
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

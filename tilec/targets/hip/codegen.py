@@ -1,0 +1,151 @@
+"""HIP C++ from SIMT IR: a dialect of the C-style printer plus tilec's own device prelude (tilec_hip.h).
+
+The generated file includes no HIP header and calls no device library: thread and block indices, barriers,
+wavefront shuffles (ds_bpermute over 64 lanes), atomics and math are clang amdgcn builtins wrapped in
+tilec_hip.h, so the same source builds with hipcc (clang-15) and with plain clang-19 (`-nogpuinc -nogpulib`).
+Shared memory is a static LDS array of the kernel's planned size (so the code object's metadata states it).
+There is no cp.async, ldmatrix or mma.sync on AMD: the lowering does not produce them for these targets (gemm
+takes the FMA path until layout inference knows MFMA); meeting one here is a tilec bug.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...diagnostics import Diagnostic, Reporter
+from ...ir import dtypes as D
+from ...ir import simt as S
+from ...ir import tile as T
+from ...ir.simt_printer import CStylePrinter
+
+HEADER = Path(__file__).parent / "include" / "tilec_hip.h"
+
+_MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "abs", "max", "min",
+         "pow"}
+
+_CALLS = {
+    "copy16_or_zero": "tl::copy16_or_zero({0}, {1}, {2})",
+    "copy16": "tl::st_128({0}, tl::ld_128({1}))",
+    "atomic_add": "tl::atomic_add({0}, {1})",
+    "atomic_max": "tl::atomic_max({0}, {1})",
+    "atomic_min": "tl::atomic_min({0}, {1})",
+}
+
+_NARROW = {D.F16, D.BF16}
+
+
+class HipPrinter(CStylePrinter):
+    types = {
+        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "i32": "int",
+        "u32": "unsigned", "i64": "long long", "f16": "tl::half", "bf16": "tl::bf16", "f32": "float",
+        "f64": "double",
+    }
+    thread_idx = "tl::thread_idx()"
+    block_idx = ("tl::block_idx_x()", "tl::block_idx_y()", "tl::block_idx_z()")
+    barrier = "tl::sync_threads();"
+
+    def binary(self, e: T.Binary, parent: int) -> str:
+        if e.op == "%" and e.dtype.is_float:
+            return f"tl::fmod({self.expr(e.a)}, {self.expr(e.b)})"
+        if e.op == "**":
+            return f"tl::pow({self.expr(e.a)}, {self.expr(e.b)})"
+        return super().binary(e, parent)
+
+    def cast(self, e: T.Cast) -> str:
+        src, dst = e.value.dtype, e.dtype
+        inner = self.expr(e.value)
+        if (src in _NARROW and dst != D.F32) or (dst in _NARROW and src != D.F32):
+            inner = f"static_cast<float>({inner})"
+        return f"static_cast<{self.type(dst)}>({inner})"
+
+    def call(self, e: T.Call) -> str:
+        if e.func == "ceildiv":
+            return f"tl::ceildiv({self.expr(e.args[0])}, {self.expr(e.args[1])})"
+        dt = e.dtype
+        if not dt.is_float:
+            if e.func in ("max", "min"):
+                return f"tl::{e.func}({self.expr(e.args[0])}, {self.expr(e.args[1])})"
+            if e.func == "abs":
+                return f"tl::iabs({self.expr(e.args[0])})"
+            raise TypeError(f"{e.func} on {dt}")
+        wide = D.F64 if dt == D.F64 else D.F32
+        cty = self.type(wide)
+        args = [self.expr(a) if a.dtype == wide else f"static_cast<{cty}>({self.expr(a)})" for a in e.args]
+        if e.func == "sigmoid":
+            text = f"(1.0f / (1.0f + tl::exp(-{args[0]})))"
+        elif e.func in _MATH:
+            text = f"tl::{e.func}({', '.join(args)})"
+        else:
+            raise TypeError(f"unknown math function {e.func}")
+        return text if dt == wide else f"static_cast<{self.type(dt)}>({text})"
+
+    def intrinsic(self, e: S.Intrinsic) -> str:
+        args = [self.expr(a) for a in e.args]
+        if e.name == "shfl_xor":
+            return f"tl::shfl_xor({args[0]}, {args[1]})"
+        if e.name == "aligned16":
+            return f"tl::aligned16({args[0]})"
+        if e.name == "aligned":
+            return f"tl::aligned({args[0]}, {args[1]})"
+        raise TypeError(f"intrinsic {e.name} has no HIP spelling (a tilec bug: the lowering should not emit it "
+                        "for an AMD target)")
+
+    def call_stmt(self, s: S.SCall) -> str:
+        args = [self.expr(a) for a in s.args]
+        if s.name.startswith("print:"):
+            return f"(void)({args[0]});  // print '{s.name[6:]}': device printf is not available on HIP here"
+        if s.name.startswith(("load_vec", "store_vec")):
+            n = s.name.removeprefix("load_vec").removeprefix("store_vec")
+            fn = "load_cvt" if s.name.startswith("load") else "store_cvt"
+            return f"tl::{fn}<{n}>({', '.join(args)});"
+        if s.name not in _CALLS:
+            raise TypeError(f"intrinsic {s.name} has no HIP spelling (a tilec bug: the lowering should not emit it "
+                            "for an AMD target)")
+        return _CALLS[s.name].format(*args) + ";"
+
+    def kernel(self, k: S.SKernel) -> str:
+        self.lines = []
+        params = []
+        for p in k.params:
+            if isinstance(p, S.SBuffer):
+                const = "const " if p.const else ""
+                params.append(f"{const}{self.type(p.dtype)}* __restrict__ {p.name}")
+            else:
+                params.append(f"{self.type(p.dtype)} {p.name}")
+        params += [f"int {v.name}" for v in k.size_vars]
+        self.line(f'extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, {k.threads}))) '
+                  f'void {k.name}({", ".join(params)}) {{')
+        self.indent += 1
+        if k.shared:
+            self.line(f"__shared__ __attribute__((aligned(16))) unsigned char tl_smem[{max(k.shared_bytes, 16)}];")
+            for b in k.shared:
+                self.line(f"{self.type(b.dtype)}* {b.name} = reinterpret_cast<{self.type(b.dtype)}*>(tl_smem + "
+                          f"{b.offset});")
+        self.stmts(k.body)
+        self.indent -= 1
+        self.line("}")
+        return "\n".join(self.lines)
+
+
+def check(module: S.SModule, rep: Reporter, target) -> None:
+    """What the HIP back end cannot express, reported at the kernel."""
+    from ...diagnostics import CompileError
+
+    errors = []
+    for k in module.kernels:
+        for p in k.params:
+            if p.dtype.name not in HipPrinter.types:
+                errors.append(Diagnostic("error", f"{p.dtype} is not supported on {target.name} yet "
+                                         f"(parameter '{p.name}' of kernel '{k.name}')", k.span))
+    if errors:
+        raise CompileError(errors)
+
+
+def generate(module: S.SModule, banner: str) -> str:
+    """A self-contained .hip file: the device prelude inlined, then every kernel."""
+    parts = [f"// {banner}", "// Generated code; edit the .tile source instead.", ""]
+    parts.append(HEADER.read_text())
+    for k in module.kernels:
+        parts.append(HipPrinter().kernel(k))
+        parts.append("")
+    return "\n".join(parts)

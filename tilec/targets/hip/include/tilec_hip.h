@@ -1,0 +1,199 @@
+// tilec_hip.h -- tilec's own device prelude for AMD Instinct GPUs (gfx90a, gfx942).
+//
+// Self-contained on purpose: it includes no HIP or C++ header and uses only clang's amdgcn builtins,
+// so a kernel compiles with `-nogpuinc -nogpulib` (no ROCm headers or device libraries needed) under
+// both Debian's hipcc (clang-15) and clang-19.  Wavefronts are 64 lanes wide.  No cp.async exists on
+// these parts: the lowering uses plain (16-byte) loads and stores there.
+
+#pragma once
+
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __shared__ __attribute__((shared))
+#define TL_DEVICE __attribute__((device)) __attribute__((always_inline)) inline
+
+#define TL_INF __builtin_inff()
+#define TL_NAN __builtin_nanf("")
+
+namespace tl {
+
+TL_DEVICE int thread_idx() { return __builtin_amdgcn_workitem_id_x(); }
+TL_DEVICE int block_idx_x() { return __builtin_amdgcn_workgroup_id_x(); }
+TL_DEVICE int block_idx_y() { return __builtin_amdgcn_workgroup_id_y(); }
+TL_DEVICE int block_idx_z() { return __builtin_amdgcn_workgroup_id_z(); }
+
+// __syncthreads(): make this work-group's LDS and global writes visible, then wait for all its waves.
+TL_DEVICE void sync_threads() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+}
+
+// ------------------------------------------------------------------ 16-bit floats
+using half = _Float16;
+
+// bf16 as its bit pattern; arithmetic goes through f32 and rounds to nearest even, as on NVIDIA.
+struct bf16 {
+  unsigned short bits;
+  TL_DEVICE bf16() = default;
+  TL_DEVICE bf16(float f) {
+    unsigned u = __builtin_bit_cast(unsigned, f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      bits = 0x7fc0;
+    } else {
+      bits = static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+  }
+  TL_DEVICE operator float() const { return __builtin_bit_cast(float, static_cast<unsigned>(bits) << 16); }
+};
+TL_DEVICE bf16 operator+(bf16 a, bf16 b) { return bf16(float(a) + float(b)); }
+TL_DEVICE bf16 operator-(bf16 a, bf16 b) { return bf16(float(a) - float(b)); }
+TL_DEVICE bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }
+TL_DEVICE bf16 operator/(bf16 a, bf16 b) { return bf16(float(a) / float(b)); }
+TL_DEVICE bf16 operator-(bf16 a) { return bf16(-float(a)); }
+
+// ------------------------------------------------------------------ integer index arithmetic
+template <typename T>
+TL_DEVICE constexpr T ceildiv(T a, T b) { return (a + b - 1) / b; }
+template <typename T>
+TL_DEVICE constexpr T floordiv(T a, T b) {
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T>
+TL_DEVICE constexpr T floormod(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T>
+TL_DEVICE constexpr T max(T a, T b) { return a > b ? a : b; }
+template <typename T>
+TL_DEVICE constexpr T min(T a, T b) { return a < b ? a : b; }
+TL_DEVICE int iabs(int a) { return a < 0 ? -a : a; }
+TL_DEVICE long long iabs(long long a) { return a < 0 ? -a : a; }
+
+// ------------------------------------------------------------------ f32 / f64 math (no device library)
+TL_DEVICE float exp2(float x) { return __builtin_exp2f(x); }
+TL_DEVICE float exp(float x) { return __builtin_exp2f(x * 1.4426950408889634f); }
+TL_DEVICE float log2(float x) { return __builtin_log2f(x); }
+TL_DEVICE float log(float x) { return __builtin_log2f(x) * 0.6931471805599453f; }
+TL_DEVICE float sqrt(float x) { return __builtin_sqrtf(x); }
+TL_DEVICE float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+TL_DEVICE float tanh(float x) {
+  float e = exp(-2.0f * __builtin_fabsf(x));
+  float t = (1.0f - e) / (1.0f + e);
+  return x < 0.0f ? -t : t;
+}
+TL_DEVICE float sin(float x) { return __builtin_sinf(x); }
+TL_DEVICE float cos(float x) { return __builtin_cosf(x); }
+TL_DEVICE float floor(float x) { return __builtin_floorf(x); }
+TL_DEVICE float ceil(float x) { return __builtin_ceilf(x); }
+TL_DEVICE float abs(float x) { return __builtin_fabsf(x); }
+TL_DEVICE float max(float a, float b) { return __builtin_fmaxf(a, b); }
+TL_DEVICE float min(float a, float b) { return __builtin_fminf(a, b); }
+TL_DEVICE float pow(float a, float b) { return exp2(b * log2(a)); }
+TL_DEVICE float fmod(float a, float b) { return __builtin_fmodf(a, b); }
+TL_DEVICE double sqrt(double x) { return __builtin_sqrt(x); }
+TL_DEVICE double abs(double x) { return __builtin_fabs(x); }
+TL_DEVICE double max(double a, double b) { return __builtin_fmax(a, b); }
+TL_DEVICE double min(double a, double b) { return __builtin_fmin(a, b); }
+TL_DEVICE double floor(double x) { return __builtin_floor(x); }
+TL_DEVICE double ceil(double x) { return __builtin_ceil(x); }
+TL_DEVICE double fmod(double a, double b) { return __builtin_fmod(a, b); }
+TL_DEVICE double rsqrt(double x) { return 1.0 / __builtin_sqrt(x); }
+
+// ------------------------------------------------------------------ wavefront shuffles (64 lanes)
+TL_DEVICE int lane_id() { return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u)); }
+TL_DEVICE int shfl_xor(int v, int mask) {
+  return __builtin_amdgcn_ds_bpermute((lane_id() ^ mask) << 2, v);
+}
+TL_DEVICE unsigned shfl_xor(unsigned v, int mask) {
+  return static_cast<unsigned>(shfl_xor(static_cast<int>(v), mask));
+}
+TL_DEVICE float shfl_xor(float v, int mask) {
+  return __builtin_bit_cast(float, shfl_xor(__builtin_bit_cast(int, v), mask));
+}
+TL_DEVICE long long shfl_xor(long long v, int mask) {
+  int lo = shfl_xor(static_cast<int>(v), mask);
+  int hi = shfl_xor(static_cast<int>(v >> 32), mask);
+  return (static_cast<long long>(hi) << 32) | static_cast<unsigned>(lo);
+}
+TL_DEVICE double shfl_xor(double v, int mask) {
+  return __builtin_bit_cast(double, shfl_xor(__builtin_bit_cast(long long, v), mask));
+}
+
+// ------------------------------------------------------------------ atomics (device scope, relaxed)
+TL_DEVICE float atomic_add(float* p, float v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+TL_DEVICE int atomic_add(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+TL_DEVICE int atomic_max(int* p, int v) { return __atomic_fetch_max(p, v, __ATOMIC_RELAXED); }
+TL_DEVICE int atomic_min(int* p, int v) { return __atomic_fetch_min(p, v, __ATOMIC_RELAXED); }
+// float max/min through the ordering of bit patterns (non-negative: as signed ints; negative: reversed unsigned)
+TL_DEVICE float atomic_max(float* p, float v) {
+  return v >= 0.f ? __builtin_bit_cast(float, __atomic_fetch_max(reinterpret_cast<int*>(p), __builtin_bit_cast(int, v), __ATOMIC_RELAXED))
+                  : __builtin_bit_cast(float, __atomic_fetch_min(reinterpret_cast<unsigned*>(p), __builtin_bit_cast(unsigned, v), __ATOMIC_RELAXED));
+}
+TL_DEVICE float atomic_min(float* p, float v) {
+  return v >= 0.f ? __builtin_bit_cast(float, __atomic_fetch_min(reinterpret_cast<int*>(p), __builtin_bit_cast(int, v), __ATOMIC_RELAXED))
+                  : __builtin_bit_cast(float, __atomic_fetch_max(reinterpret_cast<unsigned*>(p), __builtin_bit_cast(unsigned, v), __ATOMIC_RELAXED));
+}
+// 16-bit floats: compare-and-swap on the aligned 32-bit word that holds the value.
+template <typename T, typename F>
+TL_DEVICE T atomic16(T* p, T v, F op) {
+  unsigned long long a = reinterpret_cast<unsigned long long>(p);
+  unsigned* w = reinterpret_cast<unsigned*>(a & ~3ull);
+  int shift = (a & 2) ? 16 : 0;
+  unsigned old = __atomic_load_n(w, __ATOMIC_RELAXED);
+  for (;;) {
+    unsigned short ob = static_cast<unsigned short>(old >> shift);
+    T ov = __builtin_bit_cast(T, ob);
+    T nv = T(op(static_cast<float>(ov), static_cast<float>(v)));
+    unsigned nb = __builtin_bit_cast(unsigned short, nv);
+    unsigned nw = (old & ~(0xffffu << shift)) | (nb << shift);
+    if (__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return ov;
+  }
+}
+TL_DEVICE half atomic_add(half* p, half v) { return atomic16(p, v, [](float a, float b) { return a + b; }); }
+TL_DEVICE bf16 atomic_add(bf16* p, bf16 v) { return atomic16(p, v, [](float a, float b) { return a + b; }); }
+TL_DEVICE half atomic_max(half* p, half v) { return atomic16(p, v, [](float a, float b) { return a > b ? a : b; }); }
+TL_DEVICE half atomic_min(half* p, half v) { return atomic16(p, v, [](float a, float b) { return a < b ? a : b; }); }
+TL_DEVICE bf16 atomic_max(bf16* p, bf16 v) { return atomic16(p, v, [](float a, float b) { return a > b ? a : b; }); }
+TL_DEVICE bf16 atomic_min(bf16* p, bf16 v) { return atomic16(p, v, [](float a, float b) { return a < b ? a : b; }); }
+
+// ------------------------------------------------------------------ vector copies
+typedef unsigned u32x4 __attribute__((ext_vector_type(4)));
+
+TL_DEVICE u32x4 ld_128(const void* p) { return *reinterpret_cast<const u32x4*>(p); }
+TL_DEVICE void st_128(void* p, u32x4 v) { *reinterpret_cast<u32x4*>(p) = v; }
+
+// A 16-byte read that yields zeros where `pred` is false (outside the tensor).
+TL_DEVICE void copy16_or_zero(void* dst, const void* src, bool pred) {
+  u32x4 z = {0u, 0u, 0u, 0u};
+  st_128(dst, pred ? ld_128(src) : z);
+}
+
+TL_DEVICE bool aligned(const void* p, unsigned long long bytes) {
+  return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
+}
+TL_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
+
+// N consecutive elements as one vector access, converted between storage type T and register type R.
+template <int N, typename T>
+struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+template <int N, typename R, typename T>
+TL_DEVICE void load_cvt(R* dst, const T* src, bool pred) {
+  Vec<N, T> x;
+  if (pred) x = *reinterpret_cast<const Vec<N, T>*>(src);
+#pragma unroll
+  for (int i = 0; i < N; ++i) dst[i] = pred ? static_cast<R>(static_cast<float>(x.v[i])) : static_cast<R>(0.0f);
+}
+
+template <int N, typename T, typename R>
+TL_DEVICE void store_cvt(T* dst, const R* src) {
+  Vec<N, T> x;
+#pragma unroll
+  for (int i = 0; i < N; ++i) x.v[i] = static_cast<T>(static_cast<float>(src[i]));
+  *reinterpret_cast<Vec<N, T>*>(dst) = x;
+}
+
+}  // namespace tl

@@ -1,0 +1,1 @@
+"""Testing aids that sit above the compiler's layers: the SIMT-level interpreter (simt_interp)."""

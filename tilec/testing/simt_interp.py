@@ -1,0 +1,590 @@
+"""SIMT-level interpreter: executes lowered SIMT IR (an SKernel) for a whole grid on numpy.
+
+The Tile IR interpreter (tilec/interp) is the language's oracle; this one runs what the lowering
+*produced* — per-thread code with registers, shared memory, barriers, shuffles, async copies and
+matrix instructions — so a wrong layout, a missing predicate or a missing barrier shows up on a
+CPU as a difference from the oracle (tests/test_simt_interp.py), before any GPU sees the code.
+
+Execution model
+* Blocks run one after another. Inside a block every statement is executed for all threads at
+  once: values are numpy arrays indexed by thread id (shape (threads,)), and divergent control
+  flow (`SIf` with a thread-dependent condition, loops whose trip count differs per thread) runs
+  its body under a per-thread mask; inactive threads neither store nor fault.
+* Because all threads execute each statement together (lockstep), `Barrier` needs no waiting.
+  It is still checked and used:
+    - a barrier reached by only some threads of the block (under a partial mask) is an error
+      (undefined behaviour / deadlock on a GPU);
+    - barriers delimit *epochs*; a shared-memory element written by one thread and read or
+      written by another within one epoch (no barrier between) is reported as a data race, so
+      the lockstep model does not hide a missing barrier.
+* `shfl_xor` exchanges values between lanes of a warp (`warp_size` lanes: 32 on NVIDIA, 64 on
+  AMD wavefronts); every lane of a warp that executes it must be active.
+* cp.async (`cp_async16`) reads its source when issued and lands in shared memory at the latest
+  moment the PTX rules allow: when a `cp_async_wait(N)` retires its commit group. Reading a
+  shared element with a copy still in flight is an error (a missing wait).
+* `ldmatrix_x{2,4}[_trans]` and `mma_f16` / `mma_bf16` (m16n8k16, f32 accumulators) are modelled
+  lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
+  register halves are packed into u32 registers exactly as on the hardware (low half first).
+* Values follow the Tile IR interpreter: f16/bf16 arithmetic in f32 rounded after every
+  operation, stores round to the buffer's dtype (ml_dtypes), integers wrap, `//` and `%` floor.
+  Shared memory and register arrays start as NaN so that reading what was never written shows.
+* Global tensors are the caller's numpy arrays (flattened views), assumed 16-byte aligned, so
+  `aligned16` / `aligned` check the element offset only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+
+import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
+import numpy as np
+
+from ..interp.tile_interp import InterpreterError, _Block, compute_dtype, round_to, storage_dtype, to_storage
+from ..ir import dtypes as D
+from ..ir import simt as S
+from ..ir import tile as T
+
+__all__ = ["SimtInterpreterError", "run_simt"]
+
+
+class SimtInterpreterError(InterpreterError):
+    """The lowered code did something undefined: out-of-bounds access, data race, divergent barrier."""
+
+
+def _and(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b
+
+
+class _Shared:
+    """One shared-memory buffer of a block with its race-detection state."""
+
+    def __init__(self, data: np.ndarray):
+        self.data = data
+        n = data.shape[0]
+        self.writer = np.full(n, -1, np.int64)
+        self.write_epoch = np.full(n, -1, np.int64)
+        self.reader = np.full(n, -1, np.int64)
+        self.read_epoch = np.full(n, -1, np.int64)
+        self.pending = np.zeros(n, bool)  # a cp.async into this element is in flight
+
+
+class _BlockRun:
+    def __init__(self, sim: _Sim, block_idx: tuple[int, int, int]):
+        self.sim = sim
+        self.k = sim.k
+        self.n = sim.k.threads
+        self.tid = np.arange(self.n, dtype=np.int64)
+        self.block_idx = block_idx
+        self.env: dict[int, np.ndarray] = dict(sim.scalars)
+        self.epoch = 0
+        self.local: dict[int, np.ndarray] = {}
+        self.shared: dict[int, _Shared] = {}
+        self.groups: list[list[tuple]] = []  # committed cp.async groups, oldest first
+        self.open_group: list[tuple] = []
+        self.make_shared()
+
+    # ------------------------------------------------------------ memory
+    def make_shared(self) -> None:
+        k = self.k
+        planned = all(b.offset is not None for b in k.shared) and k.shared_bytes
+        raw = np.zeros(int(k.shared_bytes) if planned else 0, np.uint8)
+        for b in k.shared:
+            dt = storage_dtype(b.dtype)
+            if planned:
+                data = raw[b.offset: b.offset + b.size * dt.itemsize].view(dt)
+            else:
+                data = np.zeros(b.size, dt)
+            if b.dtype.is_float:
+                data[...] = np.nan
+            self.shared[id(b)] = _Shared(data)
+        if planned:  # overlapping buffers: fill every view first, then nothing else is written
+            for b in k.shared:
+                if b.dtype.is_float:
+                    self.shared[id(b)].data[...] = np.nan
+
+    def err(self, msg: str, span=None) -> SimtInterpreterError:
+        return SimtInterpreterError(f"{msg} (kernel {self.k.name}, block {self.block_idx})", span)
+
+    def full(self, x) -> np.ndarray:
+        return np.broadcast_to(np.asarray(x), (self.n,))
+
+    def active(self, mask) -> np.ndarray:
+        return np.ones(self.n, bool) if mask is None else np.broadcast_to(mask, (self.n,))
+
+    def storage(self, b: S.SBuffer) -> np.ndarray:
+        if b.scope == "global":
+            return self.sim.globals[b.name]
+        if b.scope == "shared":
+            return self.shared[id(b)].data
+        arr = self.local.get(id(b))
+        if arr is None:
+            raise self.err(f"register array '{b.name}' used before its declaration")
+        return arr
+
+    def check_index(self, b: S.SBuffer, idx: np.ndarray, act: np.ndarray, width: int, what: str, span):
+        size = self.storage(b).shape[-1]
+        bad = act & ((idx < 0) | (idx + width > size))
+        if np.any(bad):
+            t = int(np.nonzero(bad)[0][0])
+            raise self.err(f"out-of-bounds {what} of '{b.name}' ({b.scope}): index {int(idx[t])}"
+                           f"{f' +{width}' if width > 1 else ''} of {size} by thread {t}", span)
+
+    def track_read(self, b: S.SBuffer, idx: np.ndarray, threads: np.ndarray, span) -> None:
+        """idx, threads: flat arrays of the shared elements read and the threads reading them."""
+        sh = self.shared[id(b)]
+        if idx.size == 0:
+            return
+        if np.any(sh.pending[idx]):
+            i = int(idx[np.nonzero(sh.pending[idx])[0][0]])
+            raise self.err(f"read of shared '{b.name}'[{i}] while a cp.async into it is in flight "
+                           "(missing cp_async_wait)", span)
+        raw = (sh.write_epoch[idx] == self.epoch) & (sh.writer[idx] != threads)
+        if np.any(raw):
+            j = int(np.nonzero(raw)[0][0])
+            raise self.err(f"data race on shared '{b.name}'[{int(idx[j])}]: written by thread "
+                           f"{int(sh.writer[idx[j]])} and read by thread {int(threads[j])} with no barrier between",
+                           span)
+        multi = (sh.read_epoch[idx] == self.epoch) & (sh.reader[idx] != threads)
+        sh.reader[idx] = threads
+        multi |= sh.reader[idx] != threads
+        sh.reader[idx[multi]] = -2
+        sh.read_epoch[idx] = self.epoch
+
+    def track_write(self, b: S.SBuffer, idx: np.ndarray, threads: np.ndarray, span) -> None:
+        sh = self.shared[id(b)]
+        if idx.size == 0:
+            return
+        war = (sh.read_epoch[idx] == self.epoch) & (sh.reader[idx] != threads) & (sh.reader[idx] != -1)
+        if np.any(war):
+            j = int(np.nonzero(war)[0][0])
+            who = int(sh.reader[idx[j]])
+            raise self.err(f"data race on shared '{b.name}'[{int(idx[j])}]: read by "
+                           f"{'several threads' if who == -2 else f'thread {who}'} and written by thread "
+                           f"{int(threads[j])} with no barrier between", span)
+        waw = (sh.write_epoch[idx] == self.epoch) & (sh.writer[idx] != threads)
+        if np.any(waw):
+            j = int(np.nonzero(waw)[0][0])
+            raise self.err(f"data race on shared '{b.name}'[{int(idx[j])}]: written by threads "
+                           f"{int(sh.writer[idx[j]])} and {int(threads[j])} with no barrier between", span)
+        sh.writer[idx] = threads
+        sh.write_epoch[idx] = self.epoch
+
+    def read(self, b: S.SBuffer, idx, mask, width: int = 1, span=None, by=None) -> np.ndarray:
+        """Storage values b[idx + j], j < width, for every thread: shape (n, width); zeros where inactive."""
+        act = self.active(mask)
+        idx = np.where(act, self.full(idx).astype(np.int64), 0)
+        self.check_index(b, idx, act, width, "read", span)
+        data = self.storage(b)
+        cols = idx[:, None] + np.arange(width)
+        if b.scope == "local":
+            return data[self.tid[:, None], cols]
+        if b.scope == "shared":
+            who = self.tid if by is None else by
+            self.track_read(b, cols[act].ravel(), np.repeat(who[act], width), span)
+        return data[cols]
+
+    def write(self, b: S.SBuffer, idx, values: np.ndarray, mask, span=None, track: bool = True) -> None:
+        """Store storage values (n, width) (or (n,)) at b[idx + j] for active threads."""
+        act = self.active(mask)
+        if not np.any(act):
+            return
+        values = np.asarray(values)
+        if values.ndim <= 1:
+            values = np.broadcast_to(values, (self.n,))[:, None]
+        width = values.shape[1]
+        idx = np.where(act, self.full(idx).astype(np.int64), 0)
+        self.check_index(b, idx, act, width, "write", span)
+        data = self.storage(b)
+        cols = (idx[:, None] + np.arange(width))[act]
+        vals = values[act]
+        if b.scope == "local":
+            data[np.repeat(self.tid[act], width).reshape(cols.shape), cols] = vals
+            return
+        flat, fv = cols.ravel(), vals.ravel()
+        if b.scope == "shared" and track:
+            self.track_write(b, flat, np.repeat(self.tid[act], width), span)
+        if len(np.unique(flat)) != len(flat):  # several threads store to one element in one statement
+            order = np.argsort(flat, kind="stable")
+            fs, vs = flat[order], fv[order]
+            same = fs[1:] == fs[:-1]
+            bits = vs.view(np.uint8).reshape(len(vs), -1)
+            differ = same & np.any(bits[1:] != bits[:-1], axis=1)
+            if np.any(differ):
+                raise self.err(f"threads store different values to '{b.name}'[{int(fs[1:][differ][0])}] in one "
+                               "statement (a write conflict)", span)
+        data[flat] = fv
+
+    # ------------------------------------------------------------ expressions
+    def eval(self, e: T.Expr, mask) -> np.ndarray:
+        if isinstance(e, T.Const):
+            if e.dtype.is_float and e.dtype not in (D.F32, D.F64):
+                return round_to(np.float32(e.value), e.dtype)
+            return np.asarray(e.value, dtype=compute_dtype(e.dtype))
+        if isinstance(e, S.ThreadIdx):
+            return self.tid
+        if isinstance(e, S.BlockIdx):
+            return np.asarray(self.block_idx[e.axis], np.int64)
+        if isinstance(e, T.Var):
+            try:
+                return self.env[id(e)]
+            except KeyError:
+                raise self.err(f"variable '{e.name}' has no value", e.span) from None
+        if isinstance(e, S.Ref):
+            v = self.read(e.buffer, self.eval(e.index, mask), mask, 1, e.span)[:, 0]
+            return v.astype(compute_dtype(e.buffer.dtype))
+        if isinstance(e, T.Binary):
+            if e.op in ("and", "or"):
+                a = self.eval(e.a, mask).astype(bool)
+                sub = _and(mask, a) if e.op == "and" else _and(mask, ~a)
+                b = self.eval(e.b, sub).astype(bool)
+                return (a & b) if e.op == "and" else (a | b)
+            a, b = self.eval(e.a, mask), self.eval(e.b, mask)
+            if e.op in ("//", "%") and not e.dtype.is_float:
+                act = self.active(mask)
+                if np.any(act & (np.broadcast_to(b, act.shape) == 0)):
+                    raise self.err("integer division by zero", e.span)
+                b = np.where(act & (np.broadcast_to(b, act.shape) == 0), 1, b) if np.ndim(b) or np.ndim(a) else b
+            return _Block.binary(self, e, a, b)
+        if isinstance(e, T.Compare):
+            a, b = self.eval(e.a, mask), self.eval(e.b, mask)
+            return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+                    "==": np.equal, "!=": np.not_equal}[e.op](a, b)
+        if isinstance(e, T.Unary):
+            a = self.eval(e.a, mask)
+            if e.op == "not":
+                return ~a.astype(bool)
+            if e.op == "~":
+                return round_to(~a.astype(np.int64), e.dtype) if not e.dtype.is_bool else ~a
+            return round_to(-a, e.dtype)
+        if isinstance(e, T.Select):
+            c = self.eval(e.cond, mask).astype(bool)
+            a = self.eval(e.a, _and(mask, c))
+            b = self.eval(e.b, _and(mask, ~c))
+            return np.where(c, a, b).astype(compute_dtype(e.dtype))
+        if isinstance(e, T.Cast):
+            v = self.eval(e.value, mask)
+            return (v != 0) if e.dtype.is_bool else round_to(v, e.dtype)
+        if isinstance(e, T.Call):
+            return _Block.call(self, e, [self.eval(a, mask) for a in e.args])
+        if isinstance(e, S.Intrinsic):
+            return self.intrinsic(e, mask)
+        if isinstance(e, S.AddrOf):
+            raise self.err("an address (AddrOf) used as a value", e.span)
+        raise self.err(f"cannot evaluate {type(e).__name__}", e.span)
+
+    def addr(self, e: T.Expr, mask) -> tuple[S.SBuffer, np.ndarray]:
+        if not isinstance(e, S.AddrOf):
+            raise self.err(f"expected an address, got {type(e).__name__}", e.span)
+        return e.buffer, self.full(self.eval(e.index, mask)).astype(np.int64)
+
+    def warp_check(self, mask, what: str, span) -> None:
+        if mask is None:
+            return
+        m = self.active(mask).reshape(-1, self.sim.warp_size) if self.n % self.sim.warp_size == 0 else None
+        if m is None or np.any(m.any(axis=1) & ~m.all(axis=1)):
+            raise self.err(f"{what} executed by only some lanes of a warp (all {self.sim.warp_size} must take part)",
+                           span)
+
+    def intrinsic(self, e: S.Intrinsic, mask) -> np.ndarray:
+        if e.name == "shfl_xor":
+            v = self.full(self.eval(e.args[0], mask))
+            off = self.eval(e.args[1], mask)
+            if np.ndim(off) or not 0 < int(off) < self.sim.warp_size:
+                raise self.err(f"shfl_xor offset {off} outside the warp of {self.sim.warp_size} lanes", e.span)
+            self.warp_check(mask, "shfl_xor", e.span)
+            return v[self.tid ^ int(off)]
+        if e.name in ("pack_half2", "pack_bf162"):
+            dt = np.float16 if e.name == "pack_half2" else ml_dtypes.bfloat16
+            lo = self.full(self.eval(e.args[0], mask)).astype(np.float32).astype(dt).view(np.uint16)
+            hi = self.full(self.eval(e.args[1], mask)).astype(np.float32).astype(dt).view(np.uint16)
+            return lo.astype(np.int64) | (hi.astype(np.int64) << 16)
+        if e.name in ("aligned16", "aligned"):
+            b, idx = self.addr(e.args[0], mask)
+            nbytes = 16 if e.name == "aligned16" else int(self.eval(e.args[1], mask))
+            return (idx * storage_dtype(b.dtype).itemsize) % nbytes == 0
+        raise self.err(f"unknown intrinsic {e.name}", e.span)
+
+    # ------------------------------------------------------------ statements
+    def stmts(self, body: list[S.SStmt], mask) -> None:
+        for s in body:
+            self.stmt(s, mask)
+
+    def assign(self, var: T.Var, value, mask) -> None:
+        value = self.full(value)
+        old = self.env.get(id(var))
+        if mask is not None and old is not None:
+            value = np.where(mask, value, old)
+        self.env[id(var)] = value
+
+    def stmt(self, s: S.SStmt, mask) -> None:
+        if isinstance(s, S.Declare):
+            if s.value is not None:
+                self.assign(s.var, round_to(self.eval(s.value, mask), s.var.dtype), mask)
+        elif isinstance(s, S.SAssign):
+            self.assign(s.var, round_to(self.eval(s.value, mask), s.var.dtype), mask)
+        elif isinstance(s, S.DeclareArray):
+            b = s.buffer
+            dt = storage_dtype(b.dtype)
+            arr = np.full((self.n, b.size), np.nan).astype(dt) if b.dtype.is_float else np.zeros((self.n, b.size), dt)
+            if s.init is not None:
+                arr[...] = to_storage(self.full(self.eval(s.init, mask)), b.dtype)[:, None]
+            old = self.local.get(id(b))
+            if mask is not None and old is not None:
+                arr = np.where(self.active(mask)[:, None], arr, old)
+            self.local[id(b)] = arr
+        elif isinstance(s, S.SStore):
+            value = to_storage(self.full(self.eval(s.value, mask)), s.buffer.dtype)
+            self.write(s.buffer, self.eval(s.index, mask), value, mask, s.span)
+        elif isinstance(s, S.SIf):
+            c = self.full(self.eval(s.cond, mask)).astype(bool)
+            then_mask = c if mask is None else (mask & c)
+            else_mask = ~c if mask is None else (mask & ~c)
+            if np.any(then_mask):
+                self.stmts(s.then_body, None if then_mask.all() else then_mask)
+            if s.else_body and np.any(else_mask):
+                self.stmts(s.else_body, None if else_mask.all() else else_mask)
+        elif isinstance(s, S.SFor):
+            self.loop(s, mask)
+        elif isinstance(s, S.Barrier):
+            if mask is not None and not self.active(mask).all():
+                n = int(self.active(mask).sum())
+                raise self.err(f"barrier reached by {n} of {self.n} threads (under a thread-dependent condition)",
+                               s.span)
+            self.epoch += 1
+        elif isinstance(s, S.SCall):
+            self.call(s, mask)
+        elif isinstance(s, S.SComment):
+            pass
+        else:
+            raise self.err(f"cannot execute {type(s).__name__}", s.span)
+
+    def loop(self, s: S.SFor, mask) -> None:
+        act = self.active(mask)
+        begin = self.full(self.eval(s.begin, mask)).astype(np.int64)
+        extent = self.full(self.eval(s.extent, mask)).astype(np.int64)
+        step = self.full(self.eval(s.step, mask)).astype(np.int64) if s.step is not None else 1
+        ext_act = extent[act]
+        if ext_act.size == 0:
+            return
+        uniform = np.all(ext_act == ext_act[0])
+        for t in range(int(ext_act.max())):
+            m = mask if uniform else (act & (t < extent))
+            self.env[id(s.var)] = begin + t * step
+            self.stmts(s.body, m)
+
+    # ------------------------------------------------------------ intrinsic statements
+    def call(self, s: S.SCall, mask) -> None:
+        name = s.name
+        act = self.active(mask)
+        if name.startswith("print:"):
+            v = self.full(self.eval(s.args[0], mask))
+            for t in np.nonzero(act)[0]:
+                print(f"block {self.block_idx} {name[6:]}: {v[t]}", file=self.sim.stdout)
+            return
+        if name in ("cp_async16", "copy16_or_zero", "copy16"):
+            db, di = self.addr(s.args[0], mask)
+            sb, si = self.addr(s.args[1], mask)
+            pred = self.full(self.eval(s.args[2], mask)).astype(bool) if len(s.args) > 2 else np.ones(self.n, bool)
+            if db.dtype.bytes != sb.dtype.bytes:
+                raise self.err(f"{name} between {sb.dtype} and {db.dtype}", s.span)
+            width = 16 // db.dtype.bytes
+            for b, i in ((db, di), (sb, si)):
+                if np.any(act & ((i * b.dtype.bytes) % 16 != 0)):
+                    raise self.err(f"{name}: address into '{b.name}' not 16-byte aligned", s.span)
+            vals = self.read(sb, si, _and(mask, pred), width, s.span)
+            vals = np.where(pred[:, None], vals, np.zeros((), vals.dtype))
+            if name == "cp_async16":
+                if db.scope != "shared" or sb.scope != "global":
+                    raise self.err("cp.async copies global -> shared only", s.span)
+                self.check_index(db, np.where(act, di, 0), act, width, "write", s.span)
+                sh = self.shared[id(db)]
+                cols = (di[:, None] + np.arange(width))[act]
+                sh.pending[cols.ravel()] = True
+                self.open_group.append((db, di[act], vals[act], self.tid[act], s.span))
+            else:
+                self.write(db, di, vals, mask, s.span)
+            return
+        if name == "cp_async_commit":
+            self.groups.append(self.open_group)
+            self.open_group = []
+            return
+        if name == "cp_async_wait":
+            keep = int(self.eval(s.args[0], mask))
+            while len(self.groups) > keep:
+                for db, di, vals, threads, span in self.groups.pop(0):
+                    sh = self.shared[id(db)]
+                    cols = di[:, None] + np.arange(vals.shape[1])
+                    sh.pending[cols.ravel()] = False
+                    self.track_write(db, cols.ravel(), np.repeat(threads, vals.shape[1]), span)
+                    sh.data[cols.ravel()] = vals.ravel()
+            return
+        if name.startswith(("load_vec", "store_vec")):
+            width = int(name.removeprefix("load_vec").removeprefix("store_vec"))
+            db, di = self.addr(s.args[0], mask)
+            sb, si = self.addr(s.args[1], mask)
+            mem_b, mem_i = (sb, si) if name.startswith("load") else (db, di)
+            if np.any(act & ((mem_i * mem_b.dtype.bytes) % (width * mem_b.dtype.bytes) != 0)):
+                raise self.err(f"{name}: address into '{mem_b.name}' not aligned to {width} elements", s.span)
+            pred = self.full(self.eval(s.args[2], mask)).astype(bool) if len(s.args) > 2 else np.ones(self.n, bool)
+            vals = self.read(sb, si, _and(mask, pred), width, s.span)
+            vals = vals.astype(compute_dtype(sb.dtype)).astype(np.float32)
+            vals = np.where(pred[:, None], vals, np.float32(0))
+            self.write(db, di, to_storage(vals, db.dtype), mask, s.span)
+            return
+        if name.startswith("ldmatrix_"):
+            return self.ldmatrix(s, mask)
+        if name in ("mma_f16", "mma_bf16"):
+            return self.mma(s, mask)
+        if name in ("atomic_add", "atomic_max", "atomic_min"):
+            b, idx = self.addr(s.args[0], mask)
+            v = self.full(self.eval(s.args[1], mask))
+            self.check_index(b, np.where(act, idx, 0), act, 1, "atomic update", s.span)
+            data = self.storage(b)
+            op = {"atomic_add": np.add, "atomic_max": np.maximum, "atomic_min": np.minimum}[name]
+            cd = compute_dtype(b.dtype)
+            for t in np.nonzero(act)[0]:  # in thread order; float sums round after each update as on the GPU
+                old = np.asarray(data[idx[t]]).astype(cd)
+                data[idx[t]] = to_storage(op(old, np.asarray(v[t]).astype(cd)), b.dtype)
+            return
+        raise self.err(f"unknown intrinsic statement {name}", s.span)
+
+    def ldmatrix(self, s: S.SCall, mask) -> None:
+
+        if self.sim.warp_size != 32:
+            raise self.err("ldmatrix exists only on 32-lane warps", s.span)
+        self.warp_check(mask, s.name, s.span)
+        num = 4 if "_x4" in s.name else 2
+        trans = s.name.endswith("_trans")
+        db, di = self.addr(s.args[0], mask)
+        sb, si = self.addr(s.args[1], mask)
+        if sb.scope != "shared" or sb.dtype.bytes != 2:
+            raise self.err("ldmatrix reads 16-bit elements from shared memory", s.span)
+        act = self.active(mask)
+        rows_used = (self.tid % 32) < 8 * num
+        if np.any(act & rows_used & ((si * 2) % 16 != 0)):
+            raise self.err(f"{s.name}: a row address into '{sb.name}' is not 16-byte aligned", s.span)
+        src_lane, col = self.sim.ldmatrix_tables[(num, trans)]  # (32, num, 2)
+        warp_base = (self.tid // 32) * 32
+        provider = warp_base[:, None, None] + src_lane[self.tid % 32]  # (n, num, 2)
+        elem = si[provider] + col[self.tid % 32]
+        live = act[:, None, None] & np.ones_like(elem, bool)
+        self.check_index(sb, np.where(act & rows_used, si, 0), act & rows_used, 8, "ldmatrix read", s.span)
+        data = self.shared[id(sb)].data
+        e = np.where(live, elem, 0)
+        self.track_read(sb, e[live].ravel(), provider[live].ravel(), s.span)
+        bits = data[e].view(np.uint16).astype(np.uint32)  # (n, num, 2)
+        regs = bits[:, :, 0] | (bits[:, :, 1] << 16)
+        self.write(db, di, regs.astype(np.uint32), mask, s.span)
+
+    def mma(self, s: S.SCall, mask) -> None:
+        if self.sim.warp_size != 32:
+            raise self.err("mma.sync exists only on 32-lane warps", s.span)
+        self.warp_check(mask, s.name, s.span)
+        act = self.active(mask)
+        (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
+        a = self.read(ab, ai, mask, 4, s.span).astype(np.uint32)  # (n, 4) registers
+        b = self.read(bb, bi, mask, 2, s.span).astype(np.uint32)
+        c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
+        half = np.float16 if s.name == "mma_f16" else ml_dtypes.bfloat16
+
+        def unpack(regs):  # (n, r) u32 -> (n, 2r) values, low half first
+            lo = (regs & 0xFFFF).astype(np.uint16)
+            hi = (regs >> 16).astype(np.uint16)
+            return np.stack([lo, hi], axis=-1).reshape(regs.shape[0], -1).view(half).astype(np.float32)
+
+        av, bv = unpack(a), unpack(b)
+        w = self.n // 32
+        t = self.sim.mma_tables
+        A = np.zeros((w, 16, 16), np.float32)
+        B = np.zeros((w, 16, 8), np.float32)
+        C = np.zeros((w, 16, 8), np.float32)
+        A[:, t["a_row"], t["a_col"]] = av.reshape(w, 32, 8)
+        B[:, t["b_row"], t["b_col"]] = bv.reshape(w, 32, 4)
+        C[:, t["c_row"], t["c_col"]] = c.reshape(w, 32, 4)
+        Dm = np.matmul(A, B) + C
+        d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
+        self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
+
+
+class _Sim:
+    def __init__(self, k: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int, stdout):
+        from ..targets.cuda import mma_layouts as L
+
+        self.k = k
+        self.warp_size = warp_size
+        self.stdout = stdout or sys.stdout
+        if k.threads % warp_size:
+            raise SimtInterpreterError(f"kernel {k.name}: {k.threads} threads is not a whole number of "
+                                       f"{warp_size}-lane warps")
+        self.scalars: dict[int, np.ndarray] = {}
+        for v in k.size_vars:
+            if v.name not in sizes:
+                raise SimtInterpreterError(f"kernel {k.name}: no value for runtime size '{v.name}'")
+            self.scalars[id(v)] = np.asarray(int(sizes[v.name]), np.int64)
+        self.globals: dict[str, np.ndarray] = {}
+        self.writeback: list[tuple[np.ndarray, np.ndarray]] = []
+        for p in k.params:
+            if isinstance(p, S.SBuffer):
+                arr = args[p.name]
+                if not isinstance(arr, np.ndarray) or arr.dtype != storage_dtype(p.dtype):
+                    raise SimtInterpreterError(f"argument '{p.name}' must be a numpy array of {p.dtype}")
+                flat = arr.reshape(-1)
+                if not np.shares_memory(flat, arr) and arr.size:
+                    flat = np.ascontiguousarray(arr).reshape(-1)
+                    self.writeback.append((arr, flat))
+                self.globals[p.name] = flat
+            else:
+                self.scalars[id(p)] = round_to(np.asarray(args[p.name]), p.dtype)
+        # ldmatrix: for (num, trans), per destination lane / register / half: the lane supplying the row
+        # address and the column within that row.
+        self.ldmatrix_tables = {}
+        for num in (2, 4):
+            for trans in (False, True):
+                src = np.zeros((32, num, 2), np.int64)
+                col = np.zeros((32, num, 2), np.int64)
+                for lane, reg, h in itertools.product(range(32), range(num), range(2)):
+                    matrix, row, cc = L.ldmatrix_dest(lane, reg, h, trans)
+                    src[lane, reg, h] = L.ldmatrix_address_lane(matrix, row)
+                    col[lane, reg, h] = cc
+                self.ldmatrix_tables[(num, trans)] = (src, col)
+        t = {}
+        for name, fn, count in (("a", L.mma_m16n8k16_a, 8), ("b", L.mma_m16n8k16_b, 4), ("c", L.mma_m16n8k16_c, 4)):
+            coords = np.array([[fn(lane, i) for i in range(count)] for lane in range(32)])  # (32, count, 2)
+            t[f"{name}_row"], t[f"{name}_col"] = coords[..., 0], coords[..., 1]
+        self.mma_tables = t
+
+    def grid(self) -> list[int]:
+        b = _BlockRun(self, (0, 0, 0))
+        out = []
+        for g in self.k.grid:
+            v = b.eval(g, None)
+            if np.ndim(v):
+                raise SimtInterpreterError(f"kernel {self.k.name}: grid size depends on the thread")
+            out.append(int(v))
+        while len(out) < 3:
+            out.append(1)
+        return out
+
+    def run(self) -> None:
+        gx, gy, gz = self.grid()
+        for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+            blk = _BlockRun(self, (bx, by, bz))
+            blk.stmts(self.k.body, None)
+            if blk.open_group or blk.groups:
+                blk.call(S.SCall(None, "cp_async_wait", [T.Const(D.I32, None, 0)]), None)
+        for arr, flat in self.writeback:
+            arr[...] = flat.reshape(arr.shape)
+
+
+def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int = 32,
+             stdout=None) -> dict[str, object]:
+    """Execute `kernel` over its whole grid on `args` (numpy arrays in the declared dtypes, scalars by name);
+    `sizes` gives every runtime size by name. Output arrays are updated in place. Raises
+    SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles)."""
+    _Sim(kernel, args, sizes, warp_size, stdout).run()
+    return args
