@@ -314,6 +314,23 @@ def test_integer_true_division(tmp_path):
     assert (d.col, d.source[d.col - 1:d.col + 5]) == (13, "bx / 2")
 
 
+@pytest.mark.parametrize("stmt, needle", [
+    ("x = bx << 32", "shift by 32 is out of range for i32 (0 to 31)"),
+    ("x = bx >> -1", "shift by -1 is out of range"),
+    ("x = bx ** 20", "integer '**' with a runtime base needs an exponent of at most 16"),
+    ("x = bx % 0", "integer division by zero"),
+    ("x = {1: 2}", "a dict is not a value here"),
+    ("x = 99999999999999999999999", "does not fit in 64 bits"),
+])
+def test_bad_arithmetic(tmp_path, stmt, needle):
+    assert needle in one_error(tmp_path, body(stmt)).message
+
+
+def test_constant_grid_extent_must_be_positive(tmp_path):
+    d = one_error(tmp_path, "kernel k(A: f32[N]):\n    with Kernel(4 - 4, threads=32) as (bx,):\n        pass\n")
+    assert d.message == "a grid extent must be positive, this one is 0" and (d.line, d.col) == (2, 17)
+
+
 def test_tile_op_inside_parallel(tmp_path):
     d = one_error(tmp_path, body("for i, j in Parallel(bm, bm):", "    copy(A_s, B_s)"))
     assert "cannot be used inside a Parallel loop" in d.message

@@ -54,7 +54,7 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
 def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict, binary: str | None) -> dict:
     from .ir.cost import kernel_costs
 
-    sources_text = {f: "\n".join(result.sources._lines.get(f, [])) for f in result.module.files}
+    sources_text = {f: result.sources.text(f) or "" for f in result.module.files}
     kernels = [kernel_entry(k, sk, kernel_costs(k)) for k, sk in zip(result.module.kernels, result.simt.kernels,
                                                                      strict=True)]
     return {

@@ -50,8 +50,14 @@ class SourceManager:
 
     def __init__(self) -> None:
         self._lines: dict[str, list[str]] = {}
+        self._texts: dict[str, str] = {}
+
+    def text(self, name: str) -> str | None:
+        """The exact text the compiler read from file `name` (None if it read no such file)."""
+        return self._texts.get(name)
 
     def add(self, name: str, text: str) -> None:
+        self._texts[name] = text
         # Lines end at \n only, as the lexer counts them (str.splitlines also splits at \x0c, \x1e,
         # \u2028..., which would shift every later line number).
         self._lines[name] = [line.removesuffix("\r") for line in text.split("\n")]

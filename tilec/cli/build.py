@@ -461,8 +461,8 @@ def _dep_digests(deps: list[str], sources) -> dict[str, str] | None:
             data = Path(d).read_bytes()
         except OSError:
             return None
-        seen = getattr(sources, "_lines", {}).get(d) if sources is not None else None
-        if seen is not None and data.decode("utf-8", "replace").splitlines() != seen:
+        seen = sources.text(d) if sources is not None else None
+        if seen is not None and data.decode("utf-8", "replace") != seen:
             return None
         out[d] = sha256_bytes(data)
     return out

@@ -313,6 +313,10 @@ class Builder:
         if not 1 <= len(node.args) <= 3:
             raise self.fail(f"Kernel takes 1 to 3 grid extents, got {len(node.args)}", node.span)
         grid = [self.int_expr(a, scope) for a in node.args]
+        for g, a in zip(grid, node.args, strict=True):
+            n = as_int(fold(g))
+            if n is not None and n <= 0:
+                raise self.fail(f"a grid extent must be positive, this one is {n}", a.span)
         while len(grid) < 3:
             grid.append(T.Const(D.I32, node.span, 1))
         threads = 128
@@ -960,6 +964,8 @@ class Builder:
             raise self.fail("a string is not a value here", node.span)
         if isinstance(node, A.TupleExpr):
             raise self.fail("a tuple is not a value here", node.span)
+        if isinstance(node, A.DictExpr):
+            raise self.fail("a dict is not a value here (only annotate_layout takes one)", node.span)
         if isinstance(node, A.Attribute):
             raise self.fail(f"unknown attribute '{node.attr}'", node.span)
         raise self.fail("unsupported expression", node.span)
@@ -1021,6 +1027,9 @@ class Builder:
             return fold(T.Call(fdt, span, "pow", [self.cast(a, fdt), self.cast(b, fdt)]))
         if op in ("&", "|", "^", "<<", ">>") and not (dt.is_int or dt.is_bool):
             raise self.fail(f"'{op}' needs integer operands, got {a.dtype} and {b.dtype}", span)
+        if op in ("<<", ">>") and isinstance(b, T.Const) and not 0 <= int(b.value) < dt.bits:
+            # undefined behaviour in C, CUDA and WGSL alike
+            raise self.fail(f"shift by {int(b.value)} is out of range for {dt} (0 to {dt.bits - 1})", span)
         if op in ("//", "%") and dt.is_float and op == "//":
             raise self.fail("'//' needs integer operands; use '/' for floating-point division", span)
         if op == "/" and not dt.is_float:

@@ -73,7 +73,7 @@ _TOKEN_NAMES = {
     "_NL": "end of line", "_INDENT": "indented block", "_DEDENT": "end of block", "$END": "end of file",
     "NAME": "name", "NUMBER": "number", "STRING": "string", "LPAR": "'('", "RPAR": "')'",
     "LSQB": "'['", "RSQB": "']'", "LBRACE": "'{'", "RBRACE": "'}'", "COLON": "':'", "COMMA": "','",
-    "EQUAL": "'='", "DOT": "'.'", "SEMICOLON": "';'",
+    "EQUAL": "'='", "DOT": "'.'", "SEMICOLON": "';'", "AUGOP": "'+='",
 }
 
 
