@@ -81,6 +81,8 @@ class Lowerer:
         self.smem_read = False  # shared memory read since the last barrier
         self.names: set[str] = set()
         self.scratch: S.SBuffer | None = None
+        self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
+        self.hoisted_vars: dict[str, T.Var] = {}
         self.scratch_elems = 0
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
         for v in k.block_vars:
@@ -174,6 +176,18 @@ class Lowerer:
             return self.local_offset(b, idx)
         raise self.fail(f"fragment '{b.name}' cannot be addressed by index here", span)
 
+    def hoist(self, name: str, value: T.Expr) -> T.Var:
+        """A value that depends only on the thread index, computed once at kernel entry (so that
+        loops do not recompute it, e.g. a lane's swizzled ldmatrix offset)."""
+        from ..ir.simt_printer import SimtTextPrinter
+
+        key = SimtTextPrinter().expr(value)
+        if key not in self.hoisted_vars:
+            var = self.fresh(name)
+            self.hoisted.append(S.Declare(None, var, value))
+            self.hoisted_vars[key] = var
+        return self.hoisted_vars[key]
+
     def ref(self, b: T.Buffer, idx: list[T.Expr], span) -> S.Ref:
         """Load of element idx (lowered indices) of a non-fragment buffer."""
         return S.Ref(b.dtype, None, self.sbuf(b), fold(self.address(b, idx, span)))
@@ -228,6 +242,7 @@ class Lowerer:
     def run(self) -> S.SKernel:
         k = self.k
         self.stmts(k.body)
+        self.out = self.hoisted + self.out
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = [self.lx(g) for g in k.grid]
         return S.SKernel(k.name, params, list(k.size_vars), grid, k.threads, self.shared, 0, self.out, k.span)
@@ -863,29 +878,32 @@ class Lowerer:
         m, n, kd = self.gemm_dims(s)
         dt = s.a.buffer.dtype
         kind = "f16" if dt == D.F16 else "bf16"
-        warp = self.declare("warp", div(self.tid, 32))
-        lane = self.declare("lane", mod(self.tid, 32))
+        warp = div(self.tid, 32)
+        lane = mod(self.tid, 32)
         warp_m = mod(warp, lay.wm)
         warp_n = div(warp, lay.wm)
         wm_rows, wn_cols = m // lay.wm, n // lay.wn
         mi_count, ni_count = lay.mi, lay.ni
-        kk = self.fresh("kk")
         c_sb = self.sbuf(s.c.buffer)
 
         def shared_addr(r: T.Region, row: T.Expr, col: T.Expr) -> T.Expr:
+            # The lane's offset in the (swizzled) tile is a per-thread constant: hoist it; only the
+            # pipeline stage's base changes from one iteration to the next.
             idx = self.operand_index(r, row, col)
-            return self.addr(r.buffer, idx, s.span)
+            offset = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx)))
+            stage = self.stage_offset.get(id(r.buffer))
+            return S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
 
-        def body():
+        def body(kk: int):
             a_regs = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", mi_count * 4)
             b_regs = S.SBuffer(self.fresh("b_frag").name, D.U32, "local", ni_count * 2)
             self.emit(S.DeclareArray(None, a_regs))
             self.emit(S.DeclareArray(None, b_regs))
-            k0 = mul(kk, 16)
+            k0 = c(kk * 16)
             for mi in range(mi_count):
                 row0 = add(mul(warp_m, wm_rows), mi * 16)
                 if s.a.buffer.scope == "fragment":
-                    self.pack_register_a(s, a_regs, mi, kk)
+                    self.pack_register_a(s, a_regs, mi, c(kk))
                     continue
                 if not s.transpose_a:  # A is [M, K]: lane l gives row l%16, k-half l/16
                     addr = shared_addr(s.a, add(row0, mod(lane, 16)), add(k0, mul(div(lane, 16), 8)))
@@ -918,7 +936,8 @@ class Lowerer:
                                                             S.AddrOf(D.I64, None, b_regs, c(nj * 2))]))
 
         self.smem_read = True
-        self.emit(S.SFor(s.span, kk, c(0), c(kd // 16), self.block(body), unroll=True))
+        for kk in range(kd // 16):  # unrolled here, so every shared offset is a hoistable constant
+            body(kk)
 
     def pack_register_a(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
         la: MmaTiled = self.layouts.fragments[id(s.a.buffer)]
