@@ -73,7 +73,7 @@ def _targets() -> list[str | None]:
     from tilec.targets.registry import backend_available, lookup
 
     out: list[str | None] = [None]
-    for name in ("sm90", "sm80", "webgpu"):
+    for name in ("sm90", "sm80", "gfx90a", "webgpu"):
         try:
             if backend_available(lookup(name).backend):
                 out.append(name)
