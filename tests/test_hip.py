@@ -60,25 +60,36 @@ def test_sample_builds_code_object(sample, arch):
     assert data[:4] == b"\x7fELF", "expected an ELF code object, not an offload bundle"
     usage = tc.resource_usage(data)
     assert usage, "no kernel metadata in the code object"
-    for name, u in usage.items():  # spills are allowed (into AGPRs on gfx90a+; the FMA gemm at 128x128 uses scratch)
+    for name, u in usage.items():  # spills are allowed (into AGPRs on gfx90a+; flash attention's FMA gemm spills)
         assert u["vgpr"] > 0 and "lds" in u, (name, u)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_gemm_isa(arch, tmp_path):
-    """gemm (64x64 tiles): 128-bit global loads and LDS stores from the 16-byte copies, 128-bit LDS reads in the FMA
-    loop, f16 multiply-adds, no scratch. (No v_mfma yet: layout inference does not know MFMA, so gemm takes the FMA
-    path on AMD; see docs/amd.md.)"""
+    """gemm (64x64 tiles): 128-bit global loads and LDS stores from the 16-byte copies, MFMA 16x16x16 (gfx90a spells
+    it v_mfma_f32_16x16x16f16, gfx942 v_mfma_f32_16x16x16_f16; 2 waves x 2x4 atoms x 2 k-steps = 16 per tile),
+    no scratch."""
     data = _build(ROOT / "samples" / "gemm.tile", arch, G64)
     asm = _disasm(data, tmp_path)
     assert "global_load_dwordx4" in asm
     assert "ds_write_b128" in asm
-    assert "ds_read_b128" in asm
-    assert "v_fma_mix_f32" in asm or "v_fma_f32" in asm or "v_pk_fma_f32" in asm
+    assert asm.count("v_mfma_f32_16x16x16") == 16
+    assert "v_fma_mix_f32" not in asm and "v_pk_fma_f32" not in asm  # no scalar FMA gemm left
     assert "s_barrier" in asm
     assert "scratch_" not in asm and "buffer_store_dword" not in asm
     (u,) = tc.resource_usage(data).values()
     assert u["scratch"] == 0 and u["lds"] == 8192, u
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gemm_isa_bf16_and_default_tile(arch, tmp_path):
+    """bf16 gemm uses the bf16 MFMA (v_mfma_f32_16x16x16bf16_1k / _bf16); the default 128x128 tile needs no scratch."""
+    asm = _disasm(_build(ROOT / "samples" / "gemm.tile", arch, {**G64, "dtype": "bf16"}), tmp_path)
+    assert asm.count("v_mfma_f32_16x16x16") == 16 and "bf16" in asm
+    data = _build(ROOT / "samples" / "gemm.tile", arch)
+    assert _disasm(data, tmp_path).count("v_mfma_f32_16x16x16") == 64
+    (u,) = tc.resource_usage(data).values()
+    assert u["scratch"] == 0, u
 
 
 @pytest.mark.parametrize("arch", ARCHS)

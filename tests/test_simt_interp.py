@@ -252,3 +252,121 @@ def test_mma_matches_a_matrix_product():
     got = L.unpack_fragments(out.reshape(32, 4), L.MMA_M16N8K16_C)
     want = a.astype(np.float64) @ b.astype(np.float64) + c
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- AMD MFMA 16x16x16
+
+
+def test_mfma_layouts_are_bijections():
+    """Each of A, B, C/D: the 64 lanes x 4 elements cover the 16x16 tile exactly once."""
+    from tilec.targets.hip import mfma_layouts as ML
+
+    for fn in (ML.mfma_16x16x16_a, ML.mfma_16x16x16_b, ML.mfma_16x16x16_c):
+        coords = {fn(lane, i) for lane in range(64) for i in range(4)}
+        assert coords == {(r, c) for r in range(16) for c in range(16)}, fn.__name__
+
+
+def _mfma_regs(a, b, c):
+    from tilec.targets.hip import mfma_layouts as ML
+
+    t = ML.tables()
+    return a[t["a_row"], t["a_col"]], b[t["b_row"], t["b_col"]], c[t["c_row"], t["c_col"]], t
+
+
+def test_mfma_lane_simulation_is_a_matrix_product():
+    """numpy lane-level MFMA (per-lane registers gathered by the layout functions) equals A @ B + C."""
+    from tilec.targets.hip import mfma_layouts as ML
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 16)).astype(np.float16)
+    c = rng.standard_normal((16, 16)).astype(np.float32)
+    ra, rb, rc, t = _mfma_regs(a, b, c)
+    d = ML.simulate(ra.astype(np.float32), rb.astype(np.float32), rc)
+    got = np.zeros((16, 16), np.float32)
+    got[t["c_row"], t["c_col"]] = d
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64) + c, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_interpreter_mfma_matches_a_matrix_product(dtype):
+    """The SIMT interpreter's mfma_f32_16x16x16{f16,bf16_1k} on a 2-wave block (one independent MFMA per wave)."""
+    import ml_dtypes
+
+    from tilec.ir import dtypes as D
+    from tilec.ir import simt as S
+
+    dt, npdt = (D.F16, np.float16) if dtype == "f16" else (D.BF16, ml_dtypes.bfloat16)
+    name = "mfma_f32_16x16x16f16" if dtype == "f16" else "mfma_f32_16x16x16bf16_1k"
+    rng = np.random.default_rng(4)
+    mats = [(rng.standard_normal((16, 16)).astype(npdt), rng.standard_normal((16, 16)).astype(npdt),
+             rng.standard_normal((16, 16)).astype(np.float32)) for _ in range(2)]
+    regs = [_mfma_regs(*m) for m in mats]
+    i32 = D.I32
+    tid = S.ThreadIdx(i32, None)
+    ga, gb, gc = (S.SBuffer(n, t, "global", None) for n, t in (("a", dt), ("b", dt), ("c", D.F32)))
+    la, lb, lc = (S.SBuffer(n, t, "local", 4) for n, t in (("la", dt), ("lb", dt), ("lc", D.F32)))
+    cst = [T.Const(i32, None, j) for j in range(4)]
+
+    def at(j):
+        return T.Binary(i32, None, "+", T.Binary(i32, None, "*", tid, T.Const(i32, None, 4)), cst[j])
+
+    body: list = [S.DeclareArray(None, x) for x in (la, lb, lc)]
+    for g, loc, t in ((ga, la, dt), (gb, lb, dt), (gc, lc, D.F32)):
+        body += [S.SStore(None, loc, cst[j], S.Ref(t, None, g, at(j))) for j in range(4)]
+    body.append(S.SCall(None, name, [S.AddrOf(D.I64, None, x, cst[0]) for x in (lc, la, lb)]))
+    body += [S.SStore(None, gc, at(j), S.Ref(D.F32, None, lc, cst[j])) for j in range(4)]
+    k = S.SKernel("k", [ga, gb, gc], [], [T.Const(i32, None, 1)], 128, [], 0, body, None)
+    a = np.concatenate([r[0] for r in regs]).reshape(-1)
+    b = np.concatenate([r[1] for r in regs]).reshape(-1)
+    c = np.concatenate([r[2] for r in regs]).reshape(-1).astype(np.float32)
+    run_simt(k, {"a": a, "b": b, "c": c}, {}, warp_size=64)
+    d = c.reshape(2, 64, 4)
+    for w, ((ma, mb, mc), (_, _, _, t)) in enumerate(zip(mats, regs, strict=True)):
+        got = np.zeros((16, 16), np.float32)
+        got[t["c_row"], t["c_col"]] = d[w]
+        want = ma.astype(np.float64) @ mb.astype(np.float64) + mc
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(SimtInterpreterError, match="64-lane"):
+        run_simt(k, {"a": a, "b": b, "c": c}, {}, warp_size=32)
+
+
+@pytest.mark.parametrize("defines", [G64, {**G64, "dtype": "bf16"}, {**G64, "trans_B": True}])
+def test_gfx90a_gemm_takes_the_mfma_path(defines):
+    """The gemm cases above run MFMA on gfx90a (not the FMA fallback); flash attention (row reductions over the
+    accumulator, register A operand) keeps FMA."""
+    r = _compiled("gemm", tuple(sorted(defines.items())), "gfx90a")
+    table = r.module.kernels[0].attrs["layouts"]
+    assert set(table.gemm_impl.values()) == {"mfma"}
+    assert any(c.name.startswith("mfma_f32_16x16x16") for c in _calls(r.simt.kernels[0].body))
+    fa = _compiled("flash_attention", (), "gfx90a").module.kernels[0].attrs["layouts"]
+    assert set(fa.gemm_impl.values()) == {"fma"}
+
+
+def _calls(body):
+    from tilec.ir import simt as S
+
+    for s in body:
+        if isinstance(s, S.SCall):
+            yield s
+        for attr in ("body", "then", "orelse", "else_body"):
+            sub = getattr(s, attr, None)
+            if isinstance(sub, list):
+                yield from _calls(sub)
+
+
+def test_wrong_mfma_accumulator_layout_is_caught(monkeypatch):
+    """The interpreter models MFMA from mfma_layouts; an accumulator layout that disagrees with the one the lowering
+    assumes (MfmaTiled: rows 4*(lane/16)+e, column lane%16) makes the gfx90a gemm differ from the oracle."""
+    from tilec.targets.hip import mfma_layouts as ML
+
+    real = ML.tables
+
+    def transposed():
+        t = real()
+        t["c_row"], t["c_col"] = t["c_col"], t["c_row"]
+        return t
+
+    monkeypatch.setattr(ML, "tables", transposed)
+    with pytest.raises(AssertionError, match="differs"):
+        check("gemm", G64, GEMM_SIZES, "gfx90a", result=_fresh("gemm", G64, "gfx90a"))

@@ -106,6 +106,49 @@ class MmaTiled:
 
 
 @dataclass(frozen=True)
+class MfmaTiled:
+    """The accumulator of AMD v_mfma_f32_16x16x16{f16,bf16_1k} (wave64) tiled over waves.
+
+    The block tile M x N is split into wm x wn wave tiles; each wave tile into 16x16 atoms. In an
+    atom, lane l holds (4*(l/16) + e, l%16) for e in 0..3 (tilec/targets/hip/mfma_layouts.py, C/D).
+    Local element k = (mi * ni_count + ni) * 4 + e. Wave w covers wave tile (w % wm, w / wm).
+    """
+
+    m: int
+    n: int
+    wm: int
+    wn: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.m, self.n)
+
+    @property
+    def mi(self) -> int:
+        return self.m // self.wm // 16
+
+    @property
+    def ni(self) -> int:
+        return self.n // self.wn // 16
+
+    @property
+    def num_local(self) -> int:
+        return self.mi * self.ni * 4
+
+    def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
+        k = _e(k)
+        mi, ni, e = div(k, self.ni * 4), mod(div(k, 4), self.ni), mod(k, 4)
+        wave, lane = div(t, 64), mod(t, 64)
+        wave_m, wave_n = mod(wave, self.wm), div(wave, self.wm)
+        i = add(add(add(mul(wave_m, self.m // self.wm), mul(mi, 16)), mul(div(lane, 16), 4)), e)
+        j = add(add(mul(wave_n, self.n // self.wn), mul(ni, 16)), mod(lane, 16))
+        return [i, j]
+
+    def __str__(self) -> str:
+        return f"mfma_16x16[{self.m}x{self.n}, waves {self.wm}x{self.wn}]"
+
+
+@dataclass(frozen=True)
 class BlockRow:
     """A generic row-major distribution: each row is spread over `tpr` consecutive threads, each
     holding `vec` consecutive elements per chunk; `rpt` = threads / tpr rows are covered per pass.
@@ -247,7 +290,7 @@ def valid(layout, t: T.Expr, k: K) -> T.Expr | None:
     return layout.valid(t, k) if isinstance(layout, BlockRow | Projected) else None
 
 
-Fragment = MmaTiled | BlockRow | Projected
+Fragment = MmaTiled | MfmaTiled | BlockRow | Projected
 
 
 def block_row(dims: tuple[int, ...], threads: int, max_vec: int = 4) -> BlockRow:

@@ -9,7 +9,8 @@ Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
     everything else gets the generic block-row layout;
   * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
     power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
-  * each gemm an implementation: "mma" (mma.sync m16n8k16) or "fma" (scalar fallback).
+  * each gemm an implementation: "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64, shared
+    operands, accumulators used only elementwise) or "fma" (scalar fallback).
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
 that creates the conflict.
 """
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
-from ..ir.layout import BlockRow, Fragment, MmaTiled, Projected, SharedLayout, block_row, same_layout
+from ..ir.layout import BlockRow, Fragment, MfmaTiled, MmaTiled, Projected, SharedLayout, block_row, same_layout
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
 
@@ -85,13 +86,13 @@ def _fragment_loads(s: T.Stmt) -> list[tuple[T.Buffer, list[T.Expr], T.Stmt]]:
     return out
 
 
-def _choose_warps(m: int, n: int, warps: int, policy: str) -> tuple[int, int] | None:
+def _choose_warps(m: int, n: int, warps: int, policy: str, atom_n: int = 8) -> tuple[int, int] | None:
     options = []
     wm = 1
     while wm <= warps:
         if warps % wm == 0:
             wn = warps // wm
-            if m % (16 * wm) == 0 and n % (8 * wn) == 0:
+            if m % (16 * wm) == 0 and n % (atom_n * wn) == 0:
                 options.append((wm, wn))
         wm *= 2
     if not options:
@@ -156,6 +157,8 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     class_site: dict[int, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
     has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
+    has_mfma = "mfma.16x16x16" in target.matrix_instructions and target.warp_size == 64
+    projected = {uf.find(x) for child, parent, _, _ in projections for x in (child, parent)}
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
@@ -182,6 +185,25 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                               f"layouts ({prev} and {lay})", s.span)
                 class_layout[root] = lay
                 class_site[root] = s
+        elif (has_mfma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
+              and exts is not None and len(c_buf.shape) == 2 and k.threads % 64 == 0 and s.a.buffer.scope == "shared"):
+            # MFMA 16x16x16 (wave64): accumulators only feed elementwise code for now (no row/column
+            # projections, reductions or register A operands over the MFMA layout yet).
+            m, n = c_buf.const_shape
+            root = uf.find(id(c_buf))
+            members = [b for b in frags if uf.find(b) == root]
+            choice = _choose_warps(m, n, warps, s.policy, atom_n=16)
+            if (choice is not None and _gemm_k(s) % 16 == 0 and _operands_mma_ok(s, table, frags, uf)
+                    and root not in projected and not any(b in row_reduced for b in members)
+                    and not any(uf.find(a) == root for a in register_a)):
+                lay = MfmaTiled(m, n, *choice)
+                prev = class_layout.get(root)
+                if prev is not None and prev != lay:
+                    rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
+                              f"layouts ({prev} and {lay})", s.span)
+                class_layout[root] = lay
+                class_site[root] = s
+                impl = "mfma"
         table.gemm_impl[id(s)] = impl
 
     # Everything else that is at least 2-D: the generic layout.
@@ -264,4 +286,4 @@ def _operands_mma_ok(s: T.Gemm, table, frags, uf) -> bool:
     return n % 8 == 0
 
 
-__all__ = ["LayoutTable", "run", "BlockRow", "MmaTiled", "Projected"]
+__all__ = ["LayoutTable", "run", "BlockRow", "MfmaTiled", "MmaTiled", "Projected"]

@@ -788,6 +788,8 @@ class Lowerer:
             self.fill(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
         if impl == "mma":
             return self.gemm_mma(s)
+        if impl == "mfma":
+            return self.gemm_mfma(s)
         return self.gemm_fma(s)
 
     def gemm_dims(self, s: T.Gemm) -> tuple[int, int, int]:
@@ -938,6 +940,55 @@ class Lowerer:
         self.smem_read = True
         for kk in range(kd // 16):  # unrolled here, so every shared offset is a hoistable constant
             body(kk)
+
+    def gemm_mfma(self, s: T.Gemm) -> None:
+        """AMD v_mfma_f32_16x16x16{f16,bf16_1k}: per wave and k-step of 16, each lane reads its 4 A and 4 B
+        elements from shared memory (layouts in tilec/targets/hip/mfma_layouts.py), then one MFMA per 16x16
+        accumulator atom of the wave tile."""
+        from ..ir.layout import MfmaTiled
+        from ..targets.hip import mfma_layouts as ML
+
+        lay: MfmaTiled = self.layouts.fragments[id(s.c.buffer)]
+        m, n, kd = self.gemm_dims(s)
+        dt = s.a.buffer.dtype
+        name = "mfma_f32_16x16x16f16" if dt == D.F16 else "mfma_f32_16x16x16bf16_1k"
+        wave = div(self.tid, ML.WAVE)
+        lane = mod(self.tid, ML.WAVE)
+        wave_m = mod(wave, lay.wm)
+        wave_n = div(wave, lay.wm)
+        wm_rows, wn_cols = m // lay.wm, n // lay.wn
+        c_sb = self.sbuf(s.c.buffer)
+        group = div(lane, 16)
+
+        def shared_ref(r: T.Region, row: T.Expr, col: T.Expr) -> S.Ref:
+            idx = self.operand_index(r, row, col)
+            offset = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx)))
+            stage = self.stage_offset.get(id(r.buffer))
+            return S.Ref(r.buffer.dtype, None, self.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
+
+        for kk in range(kd // 16):
+            a_regs = S.SBuffer(self.fresh("a_frag").name, dt, "local", lay.mi * 4)
+            b_regs = S.SBuffer(self.fresh("b_frag").name, dt, "local", lay.ni * 4)
+            self.emit(S.DeclareArray(None, a_regs))
+            self.emit(S.DeclareArray(None, b_regs))
+            for mi in range(lay.mi):
+                row = add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16))  # A: row lane%16, k 4*(lane/16)+i
+                for i in range(4):
+                    kcol = add(mul(group, 4), kk * 16 + i)
+                    ref = shared_ref(s.a, kcol, row) if s.transpose_a else shared_ref(s.a, row, kcol)
+                    self.emit(S.SStore(None, a_regs, c(mi * 4 + i), ref))
+            for nj in range(lay.ni):
+                col = add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16))  # B: col lane%16, k 4*(lane/16)+i
+                for i in range(4):
+                    krow = add(mul(group, 4), kk * 16 + i)
+                    ref = shared_ref(s.b, col, krow) if s.transpose_b else shared_ref(s.b, krow, col)
+                    self.emit(S.SStore(None, b_regs, c(nj * 4 + i), ref))
+            for mi in range(lay.mi):
+                for nj in range(lay.ni):
+                    acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
+                    self.emit(S.SCall(None, name, [acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
+                                                   S.AddrOf(D.I64, None, b_regs, c(nj * 4))]))
+        self.smem_read = True
 
     def pack_register_a(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
         la: MmaTiled = self.layouts.fragments[id(s.a.buffer)]

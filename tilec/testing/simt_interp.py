@@ -440,6 +440,8 @@ class _BlockRun:
             return self.ldmatrix(s, mask)
         if name in ("mma_f16", "mma_bf16"):
             return self.mma(s, mask)
+        if name in ("mfma_f32_16x16x16f16", "mfma_f32_16x16x16bf16_1k"):
+            return self.mfma(s, mask)
         if name in ("atomic_add", "atomic_max", "atomic_min"):
             b, idx = self.addr(s.args[0], mask)
             v = self.full(self.eval(s.args[1], mask))
@@ -511,6 +513,35 @@ class _BlockRun:
         self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
 
 
+    def mfma(self, s: S.SCall, mask) -> None:
+        """v_mfma_f32_16x16x16{f16,bf16_1k}: per 64-lane wave, A/B/C gathered from each lane's 4 registers per
+        tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to the lanes' accumulators."""
+        from ..targets.hip import mfma_layouts as ML
+
+        if self.sim.warp_size != ML.WAVE:
+            raise self.err(f"{s.name} exists only on 64-lane wavefronts", s.span)
+        self.warp_check(mask, s.name, s.span)
+        act = self.active(mask)
+        (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
+        want = D.F16 if s.name.endswith("f16") else D.BF16
+        if ab.dtype != want or bb.dtype != want or cb.dtype != D.F32:
+            raise self.err(f"{s.name} takes {want} A/B registers and f32 accumulators", s.span)
+        a = self.read(ab, ai, mask, 4, s.span).astype(np.float32)  # (n, 4)
+        b = self.read(bb, bi, mask, 4, s.span).astype(np.float32)
+        c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
+        w = self.n // ML.WAVE
+        t = self.sim.mfma_tables
+        A = np.zeros((w, 16, 16), np.float32)
+        B = np.zeros((w, 16, 16), np.float32)
+        C = np.zeros((w, 16, 16), np.float32)
+        A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, 4)
+        B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, 4)
+        C[:, t["c_row"], t["c_col"]] = c.reshape(w, ML.WAVE, 4)
+        Dm = np.matmul(A, B) + C
+        d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
+        self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
+
+
 class _Sim:
     def __init__(self, k: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int, stdout):
         from ..targets.cuda import mma_layouts as L
@@ -557,6 +588,9 @@ class _Sim:
             coords = np.array([[fn(lane, i) for i in range(count)] for lane in range(32)])  # (32, count, 2)
             t[f"{name}_row"], t[f"{name}_col"] = coords[..., 0], coords[..., 1]
         self.mma_tables = t
+        from ..targets.hip import mfma_layouts as ML
+
+        self.mfma_tables = ML.tables()
 
     def grid(self) -> list[int]:
         b = _BlockRun(self, (0, 0, 0))

@@ -4,8 +4,8 @@ The generated file includes no HIP header and calls no device library: thread an
 wavefront shuffles (ds_bpermute over 64 lanes), atomics and math are clang amdgcn builtins wrapped in
 tilec_hip.h, so the same source builds with hipcc (clang-15) and with plain clang-19 (`-nogpuinc -nogpulib`).
 Shared memory is a static LDS array of the kernel's planned size (so the code object's metadata states it).
-There is no cp.async, ldmatrix or mma.sync on AMD: the lowering does not produce them for these targets (gemm
-takes the FMA path until layout inference knows MFMA); meeting one here is a tilec bug.
+There is no cp.async, ldmatrix or mma.sync on AMD: the lowering does not produce them for these targets; meeting
+one here is a tilec bug. Gemm on the "mfma" path calls tl::mfma_16x16x16_{f16,bf16} (v_mfma_f32_16x16x16*).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ _CALLS = {
     "atomic_add": "tl::atomic_add({0}, {1})",
     "atomic_max": "tl::atomic_max({0}, {1})",
     "atomic_min": "tl::atomic_min({0}, {1})",
+    "mfma_f32_16x16x16f16": "tl::mfma_16x16x16_f16({0}, {1}, {2})",
+    "mfma_f32_16x16x16bf16_1k": "tl::mfma_16x16x16_bf16({0}, {1}, {2})",
 }
 
 _NARROW = {D.F16, D.BF16}

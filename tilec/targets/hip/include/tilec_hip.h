@@ -196,4 +196,31 @@ TL_DEVICE void store_cvt(T* dst, const R* src) {
   *reinterpret_cast<Vec<N, T>*>(dst) = x;
 }
 
+// ------------------------------------------------------------------ MFMA (gfx90a, gfx942; wave64)
+// D = A @ B + C for one 16x16x16 atom per wave: each lane passes its 4 A and 4 B elements and its 4 f32
+// accumulators (lane layouts in tilec/targets/hip/mfma_layouts.py).
+typedef _Float16 half4 __attribute__((ext_vector_type(4)));
+typedef short short4 __attribute__((ext_vector_type(4)));
+typedef float float4 __attribute__((ext_vector_type(4)));
+
+TL_DEVICE void mfma_16x16x16_f16(float* acc, const half* a, const half* b) {
+  half4 av, bv;
+  float4 cv;
+  __builtin_memcpy(&av, a, sizeof(av));
+  __builtin_memcpy(&bv, b, sizeof(bv));
+  __builtin_memcpy(&cv, acc, sizeof(cv));
+  cv = __builtin_amdgcn_mfma_f32_16x16x16f16(av, bv, cv, 0, 0, 0);
+  __builtin_memcpy(acc, &cv, sizeof(cv));
+}
+
+TL_DEVICE void mfma_16x16x16_bf16(float* acc, const bf16* a, const bf16* b) {
+  short4 av, bv;
+  float4 cv;
+  __builtin_memcpy(&av, a, sizeof(av));
+  __builtin_memcpy(&bv, b, sizeof(bv));
+  __builtin_memcpy(&cv, acc, sizeof(cv));
+  cv = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(av, bv, cv, 0, 0, 0);
+  __builtin_memcpy(acc, &cv, sizeof(cv));
+}
+
 }  // namespace tl
