@@ -41,8 +41,8 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit-ir", nargs="?", const="final", metavar="after:PASS",
                    help="print the Tile IR (after all passes, or `after:PASS`, or `all`) and stop")
     p.add_argument("--verify-ir", action="store_true", help="run the IR verifier after every pass")
-    p.add_argument("--emit", metavar="KIND", help="what to write: cu ptx cubin fatbin header (default: from -o's "
-                   "suffix)")
+    p.add_argument("--emit", metavar="KIND",
+                   help="what to write: cu ptx cubin fatbin header wgsl hip hsaco asm (default: from -o's suffix)")
     p.add_argument("--header-prefix", metavar="PREFIX", default="",
                    help="--emit header: name the launchers PREFIXkernel_launch (default: kernel_launch)")
     p.add_argument("-M", dest="M", action="store_true", help="print the dependency rule (FILE and its imports), stop")
