@@ -100,29 +100,33 @@ _REDUCERS = {
 }
 
 
-class _Block:
-    """Execution state of one thread block."""
+class ScalarOps:
+    """Evaluation of the scalar operators, shared by this interpreter and the SIMT-level one
+    (tilec/testing/simt_interp.py): subclasses evaluate the leaves (constants, variables, loads)
+    in `eval` and say which lanes are active under a mask and how to report an error."""
 
-    def __init__(self, interp: Interpreter, block_idx: tuple[int, int, int]):
-        self.interp = interp
-        self.env: dict[int, np.ndarray] = dict(interp.globals_env)
-        for v, i in zip(interp.kernel.block_vars, block_idx, strict=True):
-            self.env[id(v)] = np.asarray(i, dtype=np.int64)
-        self.buffers: dict[int, np.ndarray] = dict(interp.global_buffers)
-        self.block_idx = block_idx
+    def eval(self, e: T.Expr, mask) -> np.ndarray:
+        raise NotImplementedError
 
-    # ---------------------------------------------------------------- expressions
-    def eval(self, e: T.Expr, mask: np.ndarray | None) -> np.ndarray:
-        if isinstance(e, T.Const):
-            return np.asarray(e.value, dtype=compute_dtype(e.dtype)) if not (
-                e.dtype.is_float and e.dtype not in (D.F32, D.F64)) else round_to(np.float32(e.value), e.dtype)
-        if isinstance(e, T.Var):
-            try:
-                return self.env[id(e)]
-            except KeyError:
-                raise InterpreterError(f"variable '{e.name}' has no value", e.span) from None
-        if isinstance(e, T.Load):
-            return self.load(e, mask)
+    def error(self, message: str, span) -> Exception:
+        return InterpreterError(message, span)
+
+    def active_lanes(self, mask, shape) -> np.ndarray:
+        return np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
+
+    def check_divisor(self, e: T.Expr, a, b, mask, message: str):
+        """Refuse a zero divisor where the computation is live; elsewhere substitute 1 so numpy
+        computes nothing undefined."""
+        zero = np.asarray(b) == 0
+        if not np.any(zero):
+            return b
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(mask) if mask is not None else ())
+        if np.any(np.broadcast_to(zero, shape) & self.active_lanes(mask, shape)):
+            raise self.error(message, e.span)
+        return np.where(zero, 1, b)
+
+    def eval_operator(self, e: T.Expr, mask) -> np.ndarray | None:
+        """Value of an operator node (None for the leaves, which the subclass evaluates)."""
         if isinstance(e, T.Binary):
             if e.op in ("and", "or"):
                 a = self.eval(e.a, mask).astype(bool)
@@ -130,6 +134,8 @@ class _Block:
                 b = self.eval(e.b, sub).astype(bool)
                 return (a & b) if e.op == "and" else (a | b)
             a, b = self.eval(e.a, mask), self.eval(e.b, mask)
+            if e.op in ("//", "%") and not e.dtype.is_float:
+                b = self.check_divisor(e, a, b, mask, "integer division by zero")
             return self.binary(e, a, b)
         if isinstance(e, T.Compare):
             a, b = self.eval(e.a, mask), self.eval(e.b, mask)
@@ -152,8 +158,10 @@ class _Block:
             return (v != 0) if e.dtype.is_bool else round_to(v, e.dtype)
         if isinstance(e, T.Call):
             args = [self.eval(a, mask) for a in e.args]
+            if e.func == "ceildiv":
+                args[1] = self.check_divisor(e, args[0], args[1], mask, "ceildiv by zero")
             return self.call(e, args)
-        raise InterpreterError(f"cannot evaluate {type(e).__name__}", e.span)
+        return None
 
     def binary(self, e: T.Binary, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         op = e.op
@@ -165,8 +173,6 @@ class _Block:
             if e.dtype.is_bool:
                 return {"&": np.logical_and, "|": np.logical_or, "^": np.logical_xor}[op](a, b)
             if op in ("//", "%"):
-                if np.any(np.asarray(b) == 0):
-                    raise InterpreterError("integer division by zero", e.span)
                 r = np.floor_divide(a, b) if op == "//" else np.mod(a, b)
             elif op == "**":
                 r = np.power(a, b)
@@ -178,8 +184,6 @@ class _Block:
     def call(self, e: T.Call, args: list[np.ndarray]) -> np.ndarray:
         with np.errstate(all="ignore"):
             if e.func == "ceildiv":
-                if np.any(args[1] == 0):
-                    raise InterpreterError("ceildiv by zero", e.span)
                 return -(-args[0] // args[1])
             if e.func == "max":
                 return np.maximum(args[0], args[1])
@@ -190,6 +194,35 @@ class _Block:
             if e.func == "abs" and not e.dtype.is_float:
                 return round_to(np.abs(args[0]), e.dtype)
             return round_to(_UNARY_MATH[e.func](args[0]), e.dtype)
+
+
+class _Block(ScalarOps):
+    """Execution state of one thread block."""
+
+    def __init__(self, interp: Interpreter, block_idx: tuple[int, int, int]):
+        self.interp = interp
+        self.env: dict[int, np.ndarray] = dict(interp.globals_env)
+        for v, i in zip(interp.kernel.block_vars, block_idx, strict=True):
+            self.env[id(v)] = np.asarray(i, dtype=np.int64)
+        self.buffers: dict[int, np.ndarray] = dict(interp.global_buffers)
+        self.block_idx = block_idx
+
+    # ---------------------------------------------------------------- expressions
+    def eval(self, e: T.Expr, mask: np.ndarray | None) -> np.ndarray:
+        if isinstance(e, T.Const):
+            return np.asarray(e.value, dtype=compute_dtype(e.dtype)) if not (
+                e.dtype.is_float and e.dtype not in (D.F32, D.F64)) else round_to(np.float32(e.value), e.dtype)
+        if isinstance(e, T.Var):
+            try:
+                return self.env[id(e)]
+            except KeyError:
+                raise InterpreterError(f"variable '{e.name}' has no value", e.span) from None
+        if isinstance(e, T.Load):
+            return self.load(e, mask)
+        out = self.eval_operator(e, mask)
+        if out is None:
+            raise InterpreterError(f"cannot evaluate {type(e).__name__}", e.span)
+        return out
 
     def _indices(self, buf: T.Buffer, indices: list[T.Expr], mask, span, what: str):
         data = self.buffers.get(id(buf))

@@ -40,7 +40,7 @@ import sys
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
 import numpy as np
 
-from ..interp.tile_interp import InterpreterError, _Block, compute_dtype, round_to, storage_dtype, to_storage
+from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, round_to, storage_dtype, to_storage
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
@@ -73,7 +73,7 @@ class _Shared:
         self.pending = np.zeros(n, bool)  # a cp.async into this element is in flight
 
 
-class _BlockRun:
+class _BlockRun(ScalarOps):
     def __init__(self, sim: _Sim, block_idx: tuple[int, int, int]):
         self.sim = sim
         self.k = sim.k
@@ -237,45 +237,21 @@ class _BlockRun:
         if isinstance(e, S.Ref):
             v = self.read(e.buffer, self.eval(e.index, mask), mask, 1, e.span)[:, 0]
             return v.astype(compute_dtype(e.buffer.dtype))
-        if isinstance(e, T.Binary):
-            if e.op in ("and", "or"):
-                a = self.eval(e.a, mask).astype(bool)
-                sub = _and(mask, a) if e.op == "and" else _and(mask, ~a)
-                b = self.eval(e.b, sub).astype(bool)
-                return (a & b) if e.op == "and" else (a | b)
-            a, b = self.eval(e.a, mask), self.eval(e.b, mask)
-            if e.op in ("//", "%") and not e.dtype.is_float:
-                act = self.active(mask)
-                if np.any(act & (np.broadcast_to(b, act.shape) == 0)):
-                    raise self.err("integer division by zero", e.span)
-                b = np.where(act & (np.broadcast_to(b, act.shape) == 0), 1, b) if np.ndim(b) or np.ndim(a) else b
-            return _Block.binary(self, e, a, b)
-        if isinstance(e, T.Compare):
-            a, b = self.eval(e.a, mask), self.eval(e.b, mask)
-            return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
-                    "==": np.equal, "!=": np.not_equal}[e.op](a, b)
-        if isinstance(e, T.Unary):
-            a = self.eval(e.a, mask)
-            if e.op == "not":
-                return ~a.astype(bool)
-            if e.op == "~":
-                return round_to(~a.astype(np.int64), e.dtype) if not e.dtype.is_bool else ~a
-            return round_to(-a, e.dtype)
-        if isinstance(e, T.Select):
-            c = self.eval(e.cond, mask).astype(bool)
-            a = self.eval(e.a, _and(mask, c))
-            b = self.eval(e.b, _and(mask, ~c))
-            return np.where(c, a, b).astype(compute_dtype(e.dtype))
-        if isinstance(e, T.Cast):
-            v = self.eval(e.value, mask)
-            return (v != 0) if e.dtype.is_bool else round_to(v, e.dtype)
-        if isinstance(e, T.Call):
-            return _Block.call(self, e, [self.eval(a, mask) for a in e.args])
         if isinstance(e, S.Intrinsic):
             return self.intrinsic(e, mask)
         if isinstance(e, S.AddrOf):
             raise self.err("an address (AddrOf) used as a value", e.span)
-        raise self.err(f"cannot evaluate {type(e).__name__}", e.span)
+        out = self.eval_operator(e, mask)
+        if out is None:
+            raise self.err(f"cannot evaluate {type(e).__name__}", e.span)
+        return out
+
+    def error(self, message: str, span) -> Exception:
+        return self.err(message, span)
+
+    def active_lanes(self, mask, shape) -> np.ndarray:
+        return np.broadcast_to(self.active(mask).reshape((-1,) + (1,) * (len(shape) - 1)) if len(shape) > 1
+                               else self.active(mask), shape)
 
     def addr(self, e: T.Expr, mask) -> tuple[S.SBuffer, np.ndarray]:
         if not isinstance(e, S.AddrOf):
@@ -357,7 +333,7 @@ class _BlockRun:
                                s.span)
             self.epoch += 1
         elif isinstance(s, S.SCall):
-            self.call(s, mask)
+            self.call_stmt(s, mask)
         elif isinstance(s, S.SComment):
             pass
         else:
@@ -378,7 +354,7 @@ class _BlockRun:
             self.stmts(s.body, m)
 
     # ------------------------------------------------------------ intrinsic statements
-    def call(self, s: S.SCall, mask) -> None:
+    def call_stmt(self, s: S.SCall, mask) -> None:
         name = s.name
         act = self.active(mask)
         if name.startswith("print:"):
