@@ -136,8 +136,14 @@ class CStylePrinter:
     def int_helper(self, name: str) -> str:
         return f"tl::{name}"
 
+    narrow_floats: frozenset = frozenset()  # storage-only float types: converted through float
+
     def cast(self, e: T.Cast) -> str:
-        return f"static_cast<{self.type(e.dtype)}>({self.expr(e.value)})"
+        src, dst = e.value.dtype, e.dtype
+        inner = self.expr(e.value)
+        if (src in self.narrow_floats and dst != D.F32) or (dst in self.narrow_floats and src != D.F32):
+            inner = f"static_cast<float>({inner})"
+        return f"static_cast<{self.type(dst)}>({inner})"
 
     def call(self, e: T.Call) -> str:
         raise NotImplementedError

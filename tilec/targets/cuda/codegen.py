@@ -41,15 +41,7 @@ class CudaPrinter(CStylePrinter):
         "f64": "double", "f8e4m3": "__nv_fp8_e4m3", "f8e5m2": "__nv_fp8_e5m2",
     }
 
-    def cast(self, e: T.Cast) -> str:
-        src, dst = e.value.dtype, e.dtype
-        inner = self.expr(e.value)
-        narrow = {D.F16, D.BF16, D.F8E4M3, D.F8E5M2}
-        if src in narrow and dst != D.F32:
-            inner = f"static_cast<float>({inner})"
-        elif dst in narrow and src != D.F32:
-            inner = f"static_cast<float>({inner})"
-        return f"static_cast<{self.type(dst)}>({inner})"
+    narrow_floats = frozenset({D.F16, D.BF16, D.F8E4M3, D.F8E5M2})
 
     def call(self, e: T.Call) -> str:
         if e.func == "ceildiv":

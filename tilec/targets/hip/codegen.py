@@ -33,7 +33,7 @@ _CALLS = {
     "mfma_f32_16x16x16bf16_1k": "tl::mfma_16x16x16_bf16({0}, {1}, {2})",
 }
 
-_NARROW = {D.F16, D.BF16}
+
 
 
 class HipPrinter(CStylePrinter):
@@ -53,12 +53,7 @@ class HipPrinter(CStylePrinter):
             return f"tl::pow({self.expr(e.a)}, {self.expr(e.b)})"
         return super().binary(e, parent)
 
-    def cast(self, e: T.Cast) -> str:
-        src, dst = e.value.dtype, e.dtype
-        inner = self.expr(e.value)
-        if (src in _NARROW and dst != D.F32) or (dst in _NARROW and src != D.F32):
-            inner = f"static_cast<float>({inner})"
-        return f"static_cast<{self.type(dst)}>({inner})"
+    narrow_floats = frozenset({D.F16, D.BF16})
 
     def call(self, e: T.Call) -> str:
         if e.func == "ceildiv":
