@@ -63,18 +63,16 @@ def _e(k: K) -> T.Expr:
 
 
 @dataclass(frozen=True)
-class MmaTiled:
-    """The accumulator of warp-level m16n8 matrix instructions tiled over warps.
-
-    The block tile M x N is split into wm x wn warp tiles; each warp tile into 16x8 atoms. In an
-    atom, lane l holds (l/4 + 8*(e/2), 2*(l%4) + e%2) for e in 0..3 (PTX ISA, mma.m16n8k16 C/D).
-    Local element k = (mi * ni_count + ni) * 4 + e.
-    """
+class _WarpTiled:
+    """A block tile M x N split into wm x wn warp (wave) tiles, each split into atoms of a matrix
+    instruction's accumulator; local element k = (mi * ni_count + ni) * 4 + e."""
 
     m: int
     n: int
     wm: int
     wn: int
+    atom_m = 16
+    atom_n = 8
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -82,15 +80,27 @@ class MmaTiled:
 
     @property
     def mi(self) -> int:
-        return self.m // self.wm // 16
+        return self.m // self.wm // self.atom_m
 
     @property
     def ni(self) -> int:
-        return self.n // self.wn // 8
+        return self.n // self.wn // self.atom_n
 
     @property
     def num_local(self) -> int:
         return self.mi * self.ni * 4
+
+
+@dataclass(frozen=True)
+class MmaTiled(_WarpTiled):
+    """The accumulator of warp-level m16n8 matrix instructions tiled over warps.
+
+    The block tile M x N is split into wm x wn warp tiles; each warp tile into 16x8 atoms. In an
+    atom, lane l holds (l/4 + 8*(e/2), 2*(l%4) + e%2) for e in 0..3 (PTX ISA, mma.m16n8k16 C/D).
+    Local element k = (mi * ni_count + ni) * 4 + e.
+    """
+
+    atom_n = 8
 
     def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
         k = _e(k)
@@ -106,7 +116,7 @@ class MmaTiled:
 
 
 @dataclass(frozen=True)
-class MfmaTiled:
+class MfmaTiled(_WarpTiled):
     """The accumulator of AMD v_mfma_f32_16x16x16{f16,bf16_1k} (wave64) tiled over waves.
 
     The block tile M x N is split into wm x wn wave tiles; each wave tile into 16x16 atoms. In an
@@ -114,26 +124,7 @@ class MfmaTiled:
     Local element k = (mi * ni_count + ni) * 4 + e. Wave w covers wave tile (w % wm, w / wm).
     """
 
-    m: int
-    n: int
-    wm: int
-    wn: int
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return (self.m, self.n)
-
-    @property
-    def mi(self) -> int:
-        return self.m // self.wm // 16
-
-    @property
-    def ni(self) -> int:
-        return self.n // self.wn // 16
-
-    @property
-    def num_local(self) -> int:
-        return self.mi * self.ni * 4
+    atom_n = 16
 
     def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
         k = _e(k)

@@ -223,6 +223,18 @@ class CStylePrinter:
     def call_stmt(self, s: S.SCall) -> str:
         raise NotImplementedError
 
+    def c_params(self, k: S.SKernel) -> str:
+        """The C/C++ kernel parameter list: tensors as restrict pointers, scalars, runtime sizes."""
+        params = []
+        for p in k.params:
+            if isinstance(p, S.SBuffer):
+                const = "const " if p.const else ""
+                params.append(f"{const}{self.type(p.dtype)}* __restrict__ {p.name}")
+            else:
+                params.append(f"{self.type(p.dtype)} {p.name}")
+        params += [f"int {v.name}" for v in k.size_vars]
+        return ", ".join(params)
+
 
 class SimtTextPrinter(CStylePrinter):
     """Target-neutral text of SIMT IR (`tilec --emit-ir=after:lower-to-simt`)."""

@@ -93,15 +93,7 @@ class CudaPrinter(CStylePrinter):
 
     def kernel(self, k: S.SKernel) -> str:
         self.lines = []
-        params = []
-        for p in k.params:
-            if isinstance(p, S.SBuffer):
-                const = "const " if p.const else ""
-                params.append(f"{const}{self.type(p.dtype)}* __restrict__ {p.name}")
-            else:
-                params.append(f"{self.type(p.dtype)} {p.name}")
-        params += [f"int {v.name}" for v in k.size_vars]
-        self.line(f'extern "C" __global__ void __launch_bounds__({k.threads}, 1) {k.name}({", ".join(params)}) {{')
+        self.line(f'extern "C" __global__ void __launch_bounds__({k.threads}, 1) {k.name}({self.c_params(k)}) {{')
         self.indent += 1
         if k.shared:
             self.line("extern __shared__ __align__(128) unsigned char tl_smem[];")

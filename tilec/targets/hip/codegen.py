@@ -102,16 +102,8 @@ class HipPrinter(CStylePrinter):
 
     def kernel(self, k: S.SKernel) -> str:
         self.lines = []
-        params = []
-        for p in k.params:
-            if isinstance(p, S.SBuffer):
-                const = "const " if p.const else ""
-                params.append(f"{const}{self.type(p.dtype)}* __restrict__ {p.name}")
-            else:
-                params.append(f"{self.type(p.dtype)} {p.name}")
-        params += [f"int {v.name}" for v in k.size_vars]
         self.line(f'extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, {k.threads}))) '
-                  f'void {k.name}({", ".join(params)}) {{')
+                  f'void {k.name}({self.c_params(k)}) {{')
         self.indent += 1
         if k.shared:
             self.line(f"__shared__ __attribute__((aligned(16))) unsigned char tl_smem[{max(k.shared_bytes, 16)}];")
