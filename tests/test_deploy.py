@@ -318,8 +318,8 @@ def test_launcher_refuses_what_it_cannot_launch():
     from tilec.targets.cuda.launcher import LauncherError, generate_header
 
     images = _mock_images()
-    images[0].kernels[0]["tensor_maps"] = [{"param": "X"}]  # the TMA hook (issue 4)
-    with pytest.raises(LauncherError, match="TMA tensor maps"):
+    images[0].kernels[0]["tensor_maps"] = [{"param": "X"}]  # malformed (TMA kernels: tests/test_tensor_maps.py)
+    with pytest.raises(LauncherError, match="kernel 'scale': tensor map 0 names no tensor"):
         generate_header("x.h", images, source_name="x.tile", tilec_version="0", toolchain="nvcc 13.0",
                         driver_api_version=13000, source_hash="")
 

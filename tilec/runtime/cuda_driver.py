@@ -10,6 +10,22 @@ from ..errors import UserFacingError
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+CU_TENSOR_MAP_INTERLEAVE_NONE = 0
+CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
+CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0  # out-of-bounds elements read as zero
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap): 16 opaque 64-bit words
+TENSOR_MAP_ALIGN = 128  # the driver asks for 64; cuda.h 13 declares the struct alignas(128)
+
+CUtensorMap = ctypes.c_uint64 * 16
+
+
+def tensor_map_buffer() -> ctypes.Array:
+    """A zeroed CUtensorMap at a TENSOR_MAP_ALIGN-aligned address (ctypes only guarantees 16): a view
+    into a larger buffer, which it keeps alive. `ctypes.byref` of it points at the struct itself, as a
+    cuLaunchKernel kernelParams entry for a by-value CUtensorMap parameter must."""
+    raw = ctypes.create_string_buffer(TENSOR_MAP_BYTES + TENSOR_MAP_ALIGN - 1)
+    offset = -ctypes.addressof(raw) % TENSOR_MAP_ALIGN
+    return CUtensorMap.from_buffer(raw, offset)
 
 
 class CudaError(UserFacingError, RuntimeError):
@@ -42,6 +58,7 @@ class Driver:
         self.lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
             ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
         self.lib.cuEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
+        self._encode_tiled = None
 
     @classmethod
     def get(cls) -> Driver:
@@ -102,6 +119,34 @@ class Driver:
         arr = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in args])
         self.check(self.lib.cuLaunchKernel(fn, *grid, *block, shared, ctypes.c_void_p(stream), arr, None),
                    "cuLaunchKernel")
+
+    def encode_tensor_map(self, dtype: int, rank: int, ptr: int, dims, strides, box, swizzle: int,
+                          what: str = "tensor map") -> ctypes.Array:
+        """cuTensorMapEncodeTiled into a fresh aligned CUtensorMap (tensor_map_buffer). dims, box:
+        `rank` entries, innermost first; strides: rank - 1 byte strides; element strides 1, no
+        interleave, 256-byte L2 promotion, out-of-bounds elements read as zero. `what` names the
+        tensor map in the error."""
+        fn = self._encode_tiled
+        if fn is None:
+            fn = getattr(self.lib, "cuTensorMapEncodeTiled", None)
+            if fn is None:
+                raise CudaError(f"{what}: this CUDA driver has no cuTensorMapEncodeTiled (TMA needs CUDA 12 or newer)")
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                           ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                           ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                           ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            fn.restype = ctypes.c_int
+            self._encode_tiled = fn
+        tmap = tensor_map_buffer()
+        c_dims = (ctypes.c_uint64 * rank)(*dims)
+        c_strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides)
+        c_box = (ctypes.c_uint32 * rank)(*box)
+        c_elem = (ctypes.c_uint32 * rank)(*([1] * rank))
+        rc = fn(ctypes.addressof(tmap), dtype, rank, ctypes.c_void_p(ptr), c_dims, c_strides, c_box, c_elem,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        self.check(rc, f"cuTensorMapEncodeTiled for {what}")
+        return tmap
 
     def synchronize(self) -> None:
         self.check(self.lib.cuCtxSynchronize(), "kernel execution (cuCtxSynchronize)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,143 @@ class ArchitectureMismatch(UserFacingError, RuntimeError):
     pass
 
 
+class ManifestError(UserFacingError, ValueError):
+    """A manifest entry the runtime (or the C launcher) cannot serve: a compiler bug or a damaged file."""
+
+
+# ---------------------------------------------------------------- TMA tensor maps (Hopper)
+#
+# A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtensorMap (by value,
+# __grid_constant__) per map, encoded at each launch with cuTensorMapEncodeTiled; when a launch's
+# tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same params and sizes,
+# no maps) is launched instead. tilec/targets/cuda/launcher.py generates the same logic in C from
+# tensor_map_specs below.
+
+TENSOR_MAPS_KEY = "tensor_maps"
+FALLBACK_KEY = "fallback"
+INTERNAL_KEY = "internal"
+
+# CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.
+TMA_DTYPES = {"bool": 0, "i8": 0, "u8": 0, "f8e4m3": 0, "f8e5m2": 0, "i16": 1, "u16": 1, "u32": 2, "i32": 3,
+              "u64": 4, "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
+ELEM_BYTES = {"bool": 1, "i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2,
+              "i32": 4, "u32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8}
+TMA_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
+TMA_MAX_RANK = 5
+TMA_MAX_DIM = 1 << 32
+TMA_MAX_STRIDE = 1 << 40  # exclusive
+TMA_ALIGN = 16  # global address and every global stride
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """One validated "tensor_maps" item: what is fixed by the manifest (shape sizes come at launch)."""
+    index: int  # position among the entry's tensor maps
+    param: dict  # the tensor's param entry
+    param_index: int  # its position in params
+    dtype: int  # CUtensorMapDataType
+    elem_bytes: int
+    box: tuple[int, ...]  # outermost first, like the shape
+    swizzle: int  # CUtensorMapSwizzle
+    swizzle_bytes: int
+
+    def describe(self) -> str:
+        return f"tensor map {self.index} ('{self.param['name']}', box {list(self.box)}, swizzle {self.swizzle_bytes})"
+
+
+@dataclass(frozen=True)
+class TensorMapArgs:
+    """The arguments of cuTensorMapEncodeTiled, driver order (innermost dimension first)."""
+    dtype: int
+    rank: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]  # rank - 1 byte strides
+    box: tuple[int, ...]
+    swizzle: int
+
+
+@dataclass(frozen=True)
+class NoTma:
+    """This launch's tensor cannot be described to TMA (the fallback kernel must run): why."""
+    reason: str
+
+
+def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
+    """The entry's tensor maps, checked against TMA's static rules (ManifestError otherwise)."""
+    maps = entry.get(TENSOR_MAPS_KEY) or []
+    name = entry.get("name", "?")
+    by_name = {p["name"]: (i, p) for i, p in enumerate(entry["params"])}
+    out = []
+    for j, m in enumerate(maps):
+        where = f"kernel '{name}': tensor map {j}"
+        if not isinstance(m, dict) or not isinstance(m.get("tensor"), str):
+            raise ManifestError(f"{where} names no tensor (expected {{\"tensor\": NAME, \"box\": [...], "
+                                f"\"swizzle\": BYTES}}, got {m!r})")
+        if m["tensor"] not in by_name or by_name[m["tensor"]][1]["kind"] != "tensor":
+            raise ManifestError(f"{where} refers to '{m['tensor']}', which is not a tensor parameter")
+        pi, p = by_name[m["tensor"]]
+        if p["dtype"] not in TMA_DTYPES:
+            raise ManifestError(f"{where}: TMA cannot copy '{p['name']}' of type {p['dtype']}")
+        ndim = len(p["shape"])
+        box = m.get("box")
+        if not isinstance(box, list) or len(box) != ndim or not all(type(b) is int and 1 <= b <= 256 for b in box):
+            raise ManifestError(f"{where}: box {box!r} must have one entry in 1..256 per dimension of "
+                                f"'{p['name']}' ({ndim})")
+        if not 1 <= ndim <= TMA_MAX_RANK:
+            raise ManifestError(f"{where}: '{p['name']}' has {ndim} dimensions; TMA takes 1 to {TMA_MAX_RANK}")
+        sw = m.get("swizzle", 0)
+        if sw not in TMA_SWIZZLES or type(sw) is not int:
+            raise ManifestError(f"{where}: swizzle {sw!r} must be 0, 32, 64 or 128 (bytes)")
+        inner = box[-1] * ELEM_BYTES[p["dtype"]]
+        if inner % TMA_ALIGN:
+            raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) must be a multiple of 16 bytes")
+        if sw and inner > sw:
+            raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) exceeds the {sw}-byte swizzle")
+        out.append(TensorMapSpec(j, p, pi, TMA_DTYPES[p["dtype"]], ELEM_BYTES[p["dtype"]], tuple(box),
+                                 TMA_SWIZZLES[sw], sw))
+    return out
+
+
+def fallback_entry(entry: dict, entries: list[dict]) -> dict | None:
+    """The entry's "fallback" kernel entry among `entries` (checked), or None when it names none."""
+    fb = entry.get(FALLBACK_KEY)
+    if fb is None:
+        return None
+    found = [e for e in entries if e["name"] == fb]
+    if not found:
+        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' is not in the manifest")
+    e = found[0]
+    if e.get(TENSOR_MAPS_KEY) or e["params"] != entry["params"] or e["sizes"] != entry["sizes"]:
+        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' must take the same params and sizes "
+                            "and no tensor maps")
+    return e
+
+
+def tensor_map_args(spec: TensorMapSpec | dict, param: dict | None, shape, ptr: int) -> TensorMapArgs | NoTma:
+    """cuTensorMapEncodeTiled's arguments for a C-contiguous tensor of `shape` (outermost first) at
+    device address `ptr`, or NoTma when TMA cannot address it (then the fallback kernel runs).
+    `spec` is a TensorMapSpec, or a manifest "tensor_maps" item with the tensor's `param` entry."""
+    if not isinstance(spec, TensorMapSpec):
+        spec = tensor_map_specs({"name": "?", "params": [param], TENSOR_MAPS_KEY: [spec]})[0]
+    shape = [int(d) for d in shape]
+    rank = len(shape)
+    if rank != len(spec.box):
+        raise ManifestError(f"{spec.describe()}: shape {shape} does not match the box")
+    if ptr % TMA_ALIGN:
+        return NoTma(f"its address 0x{ptr:x} is not 16-byte aligned")
+    if any(d < 1 or d > TMA_MAX_DIM for d in shape):
+        return NoTma(f"its shape {shape} has a dimension outside 1..2^32")
+    dims = tuple(reversed(shape))
+    strides = []
+    stride = spec.elem_bytes
+    for d in dims[:-1]:
+        stride *= d
+        if stride % TMA_ALIGN or stride >= TMA_MAX_STRIDE:
+            return NoTma(f"a row stride of {stride} bytes (shape {shape}) is not a multiple of 16 below 2^40")
+        strides.append(stride)
+    return TensorMapArgs(spec.dtype, rank, dims, tuple(strides), tuple(reversed(spec.box)), spec.swizzle)
+
+
 def load(path: str | Path, manifest: str | Path | None = None) -> Module:
     path = Path(path)
     mpath = Path(manifest) if manifest else Path(str(path) + ".json")
@@ -49,7 +187,9 @@ class Module:
         self.manifest = manifest
         self.name = name
         self._module = None
-        self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"]}
+        # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
+        self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
+        self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
 
     def __getattr__(self, item: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})
@@ -91,6 +231,18 @@ class Kernel:
         self.entry = entry
         self.name = entry["name"]
         self._fn = None
+        self._tmaps: list[TensorMapSpec] | None = None
+        self._fallback: Kernel | None = None
+
+    def _tensor_maps(self) -> tuple[list[TensorMapSpec], Kernel | None]:
+        """The validated tensor maps and the fallback Kernel (None if the entry names none)."""
+        if self._tmaps is None:
+            tmaps = tensor_map_specs(self.entry)
+            fb = fallback_entry(self.entry, self.module.manifest["kernels"]) if tmaps else None
+            if fb is not None:
+                self._fallback = self.module._internal.get(fb["name"]) or self.module.kernels[fb["name"]]
+            self._tmaps = tmaps
+        return self._tmaps, self._fallback
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p['name']}: {'out ' if p.get('output') else ''}{p['dtype']}"
@@ -137,10 +289,11 @@ class Kernel:
             raise ArgumentError(f"{self.name} takes {len(params)} argument(s) "
                                 f"({', '.join(p['name'] for p in params)}), got {len(args)}")
         prepared = _prepared or self.prepare(args)
-        drv, fn = self._function()
+        kernel = prepared.get("kernel", self)  # the fallback when TMA could not address the tensors
+        drv, fn = kernel._function()
         grid, threads = prepared["grid"], prepared["threads"]
         if all(g > 0 for g in grid):
-            drv.launch(fn, grid, (threads, 1, 1), self.entry["shared_bytes"], stream, prepared["cargs"])
+            drv.launch(fn, grid, (threads, 1, 1), kernel.entry["shared_bytes"], stream, prepared["cargs"])
         if sync:
             drv.synchronize()
             prepared["finish"]()
@@ -154,7 +307,8 @@ class Kernel:
         cargs: list = []
         copies_back = []
         temps = []
-        for p, a in zip(self.entry["params"], args, strict=True):
+        ptrs: dict[int, int] = {}
+        for i, (p, a) in enumerate(zip(self.entry["params"], args, strict=True)):
             if p["kind"] == "scalar":
                 ct = _CTYPES.get(p["dtype"])
                 if ct is None:
@@ -174,6 +328,7 @@ class Kernel:
                 drv.htod(ptr, arr.ctypes.data, arr.nbytes)
                 if p.get("output"):
                     copies_back.append((arr, ptr))
+            ptrs[i] = ptr
             cargs.append(ctypes.c_uint64(ptr))
         for name in self.entry["sizes"]:
             cargs.append(ctypes.c_int32(sizes[name]))
@@ -186,7 +341,37 @@ class Kernel:
                 drv.free(ptr)
             temps.clear()
 
-        return {"cargs": cargs, "grid": grid, "threads": threads, "finish": finish, "sizes": sizes}
+        kernel = self
+        try:
+            if all(g > 0 for g in grid):  # an empty launch encodes nothing (a zero dimension cannot be)
+                kernel, grid, threads = self._encode_tensor_maps(drv, args, sizes, ptrs, cargs, grid, threads)
+        except BaseException:
+            finish()
+            raise
+        return {"cargs": cargs, "grid": grid, "threads": threads, "finish": finish, "sizes": sizes, "kernel": kernel}
+
+    def _encode_tensor_maps(self, drv, args, sizes, ptrs, cargs, grid, threads):
+        """Append this launch's encoded tensor maps to cargs, or pick the fallback kernel (and its
+        launch configuration) when TMA cannot address the tensors. Returns (kernel, grid, threads)."""
+        tmaps, fallback = self._tensor_maps()
+        if not tmaps:
+            return self, grid, threads
+        encoded = []
+        for spec in tmaps:
+            shape = tuple(args[spec.param_index].shape)
+            targs = tensor_map_args(spec, spec.param, shape, ptrs[spec.param_index])
+            if isinstance(targs, NoTma):
+                if fallback is None:
+                    raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {targs.reason}; "
+                                        "this kernel has no fallback, so pass 16-byte aligned tensors whose rows "
+                                        "are a multiple of 16 bytes")
+                fgrid, fthreads = fallback.launch_config(sizes)
+                return fallback, fgrid, fthreads
+            encoded.append(drv.encode_tensor_map(targs.dtype, targs.rank, ptrs[spec.param_index], targs.dims,
+                                                 targs.strides, targs.box, targs.swizzle,
+                                                 what=f"{self.name}: {spec.describe()}"))
+        cargs.extend(encoded)
+        return self, grid, threads
 
     def bench(self, *args, warmup: int = 10, iters: int = 50) -> dict:
         """Median time of `iters` launches (CUDA events) after `warmup`, with the data on the device."""

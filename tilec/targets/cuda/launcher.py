@@ -14,6 +14,12 @@ the dynamic shared-memory limit of kernels above 48 KB, and launches. It returns
 error codes and never prints or exits; CUDA_ERROR_NO_BINARY_FOR_GPU means no embedded image fits
 this GPU, and `K_check_device` then says, in words, what the header was built for.
 
+A kernel whose manifest entry lists "tensor_maps" (Hopper TMA) takes one CUtensorMap per map after
+its sizes: `K_launch` encodes them with cuTensorMapEncodeTiled from the pointers and sizes of that
+launch, or, when TMA cannot address the tensors (an address not 16-byte aligned, a row not a
+multiple of 16 bytes), launches the entry's "fallback" kernel instead. Fallback entries are marked
+"internal": they are looked up with the other kernels but get no launch function of their own.
+
 Everything the header defines is `static` (functions `static inline`), so it can be included in
 several translation units; its private names carry a per-header id, and the small runtime helpers
 shared by every tilec header are guarded by a versioned macro, so that several tilec headers can be
@@ -30,14 +36,16 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-# Hook for TMA (Hopper tensor maps, issue 4): a kernel whose manifest entry lists "tensor_maps"
-# takes CUtensorMap parameters (passed by value, __grid_constant__) that the host must encode with
-# cuTensorMapEncodeTiled from the tensor's device pointer, shape and strides before each launch.
-# The launcher will do it in `_tensor_map_code`; until then such kernels are refused here rather
-# than given a header that launches them with garbage descriptors.
-TENSOR_MAPS_KEY = "tensor_maps"
+from ...runtime.module import (
+    INTERNAL_KEY,
+    TENSOR_MAPS_KEY,
+    ManifestError,
+    TensorMapSpec,
+    fallback_entry,
+    tensor_map_specs,
+)
 
-LAUNCHER_ABI = 1  # bump when the shared helpers below change meaning
+LAUNCHER_ABI = 2  # bump when the shared helpers below change meaning (2: tilec_encode_tensor_map_)
 
 _C_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t", "u16": "uint16_t",
             "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t", "f32": "float",
@@ -220,6 +228,44 @@ static inline CUresult tilec_check_device_(const char* header, const tilec_image
              images[pick].arch, built_for);
   return CUDA_SUCCESS;
 }
+#if CUDA_VERSION >= 12000
+/* Encodes a TMA descriptor for a C-contiguous tensor at ptr: shape and box outermost first (the
+ * driver's order is the reverse), byte strides from the shape, no interleave, 256-byte L2 promotion,
+ * out-of-bounds elements read as zero. *usable = 0 (and CUDA_SUCCESS) when TMA cannot address the
+ * tensor -- an address not 16-byte aligned, a stride not a multiple of 16 bytes or over 2^40, a
+ * dimension outside 1..2^32 -- so that the caller launches the fallback kernel; otherwise *usable = 1
+ * and cuTensorMapEncodeTiled's result. */
+static inline CUresult tilec_encode_tensor_map_(CUtensorMap* map, int dtype, unsigned elem_bytes, int rank,
+                                                CUdeviceptr ptr, const int64_t* shape, const unsigned* box,
+                                                int swizzle, int* usable) {
+  cuuint64_t dims[5], strides[5];
+  cuuint32_t boxdim[5], elem_strides[5];
+  uint64_t stride = elem_bytes;
+  int i;
+  *usable = 0;
+  if (rank < 1 || rank > 5) return CUDA_ERROR_INVALID_VALUE;
+  if (ptr % 16u != 0) return CUDA_SUCCESS;
+  for (i = 0; i < rank; ++i) {
+    const int64_t d = shape[rank - 1 - i];
+    if (d < 1 || d > (INT64_C(1) << 32)) return CUDA_SUCCESS;
+    dims[i] = (cuuint64_t)d;
+    boxdim[i] = (cuuint32_t)box[rank - 1 - i];
+    elem_strides[i] = 1;
+  }
+  for (i = 1; i < rank; ++i) {
+    if (dims[i - 1] > ((UINT64_C(1) << 40) - 1) / stride) return CUDA_SUCCESS;
+    stride *= dims[i - 1];
+    if (stride % 16u != 0) return CUDA_SUCCESS;
+    strides[i - 1] = stride;
+  }
+  strides[rank - 1] = 0;
+  *usable = 1;
+  return cuTensorMapEncodeTiled(map, (CUtensorMapDataType)dtype, (cuuint32_t)rank, (void*)(uintptr_t)ptr, dims,
+                                strides, boxdim, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                (CUtensorMapSwizzle)swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+#endif
 #endif /* TILEC_LAUNCHER_COMMON_@ABI@ */
 """
 
@@ -231,6 +277,8 @@ static const tilec_image_ @P@images[@NIMAGES@] = {
 };
 static const char* const @P@kernel_names[@NKERNELS@] = {@KERNEL_NAMES@};
 static const unsigned @P@shared_bytes[@NIMAGES@][@NKERNELS@] = {@SHARED_TABLE@};
+/* Which kernels each image has (an image built for a GPU without TMA has no TMA fallback kernels). */
+static const unsigned char @P@has_kernel[@NIMAGES@][@NKERNELS@] = {@HAS_TABLE@};
 typedef struct @P@slot {
   unsigned long long ctx_id;
   int image;
@@ -256,6 +304,7 @@ static inline CUresult @P@load(@P@slot* s) {
   rc = cuModuleLoadData(&s->module, @P@images[pick].data);
   if (rc != CUDA_SUCCESS) return rc;
   for (k = 0; k < @NKERNELS@; ++k) {
+    if (!@P@has_kernel[pick][k]) continue;
     rc = cuModuleGetFunction(&s->fn[k], s->module, @P@kernel_names[k]);
     if (rc == CUDA_SUCCESS && @P@shared_bytes[pick][k] > 48u * 1024u)
       rc = cuFuncSetAttribute(s->fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -323,13 +372,26 @@ def _c_name(name: str, taken: set[str]) -> str:
     return n
 
 
-def _launch_function(fname: str, k: dict, index: int, images: list[Image], p: str) -> tuple[str, str]:
+def _tensor_map_plan(k: dict, im: Image, index_of: dict[str, int]) -> tuple[list[TensorMapSpec], int | None]:
+    """Image `im`'s tensor maps for kernel k and the kernel-table index of its fallback (None: none)."""
+    try:
+        maps = tensor_map_specs(k)
+        fb = fallback_entry(k, im.kernels) if maps else None
+    except ManifestError as e:
+        raise LauncherError(f"{im.arch}: {e}") from None
+    return maps, (index_of[fb["name"]] if fb is not None else None)
+
+
+def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list[Image],
+                     p: str) -> tuple[str, str]:
     """(doc comment + definition of K_launch, its prototype)."""
     taken: set[str] = set()
     args, pack, docs = ["CUstream stream"], [], []
     taken.add("stream")
+    cname_of: dict[str, str] = {}
     for prm in k["params"]:
         c = _c_name(prm["name"], taken)
+        cname_of[prm["name"]] = c
         if prm["kind"] == "tensor":
             args.append(f"CUdeviceptr {c}")
             shape = ", ".join(str(d) for d in prm["shape"])
@@ -353,6 +415,11 @@ def _launch_function(fname: str, k: dict, index: int, images: list[Image], p: st
     if sizes:
         docs.append(f" *   {', '.join(sizes.values())}: runtime sizes (>= 0)")
     per_image = [next(e for e in im.kernels if e["name"] == k["name"]) for im in images]
+    plans = [_tensor_map_plan(e, im, index_of) for e, im in zip(per_image, images, strict=True)]
+    names_of = {i: n for n, i in index_of.items()}
+    fb_entries = [next(e for e in im.kernels if e["name"] == names_of[fb]) if fb is not None else None
+                  for im, (_, fb) in zip(images, plans, strict=True)]
+    nmaps = max(len(maps) for maps, _ in plans)
     configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
     vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
 
@@ -362,25 +429,65 @@ def _launch_function(fname: str, k: dict, index: int, images: list[Image], p: st
         return [f"{indent}tilec_gx = {g[0]};", f"{indent}tilec_gy = {g[1]};", f"{indent}tilec_gz = {g[2]};",
                 f"{indent}tilec_threads = {threads}u;", f"{indent}tilec_shared = {shared}u;"]
 
+    def dim_c(d) -> str:
+        return f"INT64_C({d})" if isinstance(d, int) else vars_[d]
+
+    def image_code(i: int, indent: str) -> list[str]:
+        """Image i's launch configuration, with its tensor maps encoded (or its fallback picked)."""
+        code = config_code(configs[i], indent)
+        maps, fb = plans[i]
+        if not maps:
+            return code
+        code += [f"{indent}if (tilec_gx > 0 && tilec_gy > 0 && tilec_gz > 0) {{ /* an empty launch encodes nothing */",
+                 f"{indent}  int tilec_tma = 1;"]
+        for m in maps:
+            rank = len(m.box)
+            code += [f"{indent}  if (tilec_tma) {{ /* {_comment(m.describe())} */",
+                     f"{indent}    const int64_t tilec_shape[{rank}] = "
+                     f"{{{', '.join(dim_c(d) for d in m.param['shape'])}}};",
+                     f"{indent}    static const unsigned tilec_box[{rank}] = {{{', '.join(f'{b}u' for b in m.box)}}};",
+                     f"{indent}    tilec_rc = tilec_encode_tensor_map_(&tilec_tmap[{m.index}], {m.dtype}, "
+                     f"{m.elem_bytes}u, {rank}, {cname_of[m.param['name']]}, tilec_shape, tilec_box, {m.swizzle},",
+                     f"{indent}                                        &tilec_tma);",
+                     f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
+                     f"{indent}  }}"]
+        if fb is None:
+            code += [f"{indent}  if (!tilec_tma) return CUDA_ERROR_INVALID_VALUE; /* and no fallback kernel */"]
+        else:
+            fe = fb_entries[i]
+            code += [f"{indent}  if (!tilec_tma) {{ /* TMA cannot address these tensors: the fallback kernel */",
+                     f"{indent}    tilec_rc = {p}function({fb}, &tilec_fn, &tilec_image); /* {_comment(fe['name'])} */",
+                     f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
+                     *config_code((tuple(fe["grid"]), fe["threads"], fe["shared_bytes"]), indent + "    "),
+                     f"{indent}  }}"]
+        code += [f"{indent}}}"]
+        return code
+
     body = ["  CUfunction tilec_fn;", "  int tilec_image = 0;", "  int64_t tilec_gx, tilec_gy, tilec_gz;",
             "  unsigned tilec_threads, tilec_shared;", "  CUresult tilec_rc;"]
-    used = {n.id for cfg in configs for g in cfg[0] for n in ast.walk(ast.parse(g, mode="eval"))
-            if isinstance(n, ast.Name)}
+    formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries if fe for g in fe["grid"]]
+    used = {n.id for g in formulas for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)}
+    used |= {d for maps, _ in plans for m in maps for d in m.param["shape"] if isinstance(d, str)}
     body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
-    body += [f"  void* tilec_params[{max(1, len(pack))}] = {{{', '.join(f'&{a}' for a in pack) or 'NULL'}}};"]
+    ptrs = [f"&{a}" for a in pack]
+    if nmaps:
+        body += [f"  CUtensorMap tilec_tmap[{nmaps}]; /* by-value kernel parameters after the sizes */"]
+        ptrs += [f"&tilec_tmap[{j}]" for j in range(nmaps)]
+    body += [f"  void* tilec_params[{max(1, len(ptrs))}] = {{{', '.join(ptrs) or 'NULL'}}};"]
     if sizes:
         cond = " || ".join(f"{c} < 0" for c in sizes.values())
         body += [f"  if ({cond}) return CUDA_ERROR_INVALID_VALUE;"]
-    body += [f"  tilec_rc = {p}function({index}, &tilec_fn, &tilec_image);",
+    body += [f"  tilec_rc = {p}function({index_of[k['name']]}, &tilec_fn, &tilec_image);",
              "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
-    if len(set(configs)) == 1:
-        body += config_code(configs[0], "  ")
+    blocks = [image_code(i, "    ") for i in range(len(images))]
+    if all(b == blocks[0] for b in blocks):
+        body += image_code(0, "  ")
         body += ["  (void)tilec_image;"]
     else:
         body += ["  switch (tilec_image) {"]
-        for i, cfg in enumerate(configs):
-            body += [f"  {'default' if i == len(configs) - 1 else f'case {i}'}: /* {images[i].arch} */"]
-            body += config_code(cfg, "    ") + ["    break;"]
+        for i, b in enumerate(blocks):
+            body += [f"  {'default' if i == len(images) - 1 else f'case {i}'}: /* {images[i].arch} */"]
+            body += b + ["    break;"]
         body += ["  }"]
     body += ["  if (tilec_gx <= 0 || tilec_gy <= 0 || tilec_gz <= 0) return CUDA_SUCCESS; /* nothing to compute */",
              "  if (tilec_gx > INT64_C(2147483647) || tilec_gy > INT64_C(65535) || tilec_gz > INT64_C(65535))",
@@ -394,10 +501,21 @@ def _launch_function(fname: str, k: dict, index: int, images: list[Image], p: st
     else:
         grid_doc = "; ".join(f"{im.arch}: grid ({', '.join(c[0])}) x {c[1]} threads, {c[2]} B shared"
                              for im, c in zip(images, configs, strict=True))
+    tma_doc = []
+    for im, (maps, fb) in zip(images, plans, strict=True):
+        if maps:
+            what = ", ".join(f"{m.param['name']} (box {'x'.join(map(str, m.box))}, swizzle {m.swizzle_bytes})"
+                             for m in maps)
+            then = (f"launches '{names_of[fb]}' instead" if fb is not None
+                    else "returns CUDA_ERROR_INVALID_VALUE (there is no fallback kernel)")
+            tma_doc += [_comment(f" * {im.arch}: encodes TMA tensor maps for {what} at each launch;"),
+                        _comment(f" *   when TMA cannot address the tensors (an address not 16-byte aligned, a row not "
+                                 f"a multiple of 16 bytes), {then}.")]
     proto = f"static inline CUresult {fname}({', '.join(args)})"
     doc = [f"/* {fname}: launch kernel '{k['name']}' on `stream` (asynchronous; 0 is the legacy default stream).",
            *docs,
            f" * {grid_doc}.",
+           *tma_doc,
            " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, or a grid over the hardware's",
            " * limits), CUDA_ERROR_INVALID_CONTEXT (no current context), CUDA_ERROR_NO_BINARY_FOR_GPU (no embedded",
            " * image for this GPU), CUDA_ERROR_UNSUPPORTED_PTX_VERSION (a driver older than the CUDA that built",
@@ -409,14 +527,17 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
                     toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "") -> str:
     if not images:
         raise LauncherError("no image to embed")
-    kernels = images[0].kernels
-    for k in kernels:
-        if k.get(TENSOR_MAPS_KEY):
-            raise LauncherError(f"kernel '{k['name']}' uses TMA tensor maps, which the C launcher cannot encode "
-                                "yet (issue 4); build a .cubin and launch it with tilec.runtime")
+    # Public kernels get a launch function; internal ones (TMA fallbacks) are launched by them, and
+    # may exist in some images only (a target without TMA has no fallback to carry).
+    kernels = [k for k in images[0].kernels if not k.get(INTERNAL_KEY)]
     for im in images[1:]:
-        if [k["name"] for k in im.kernels] != [k["name"] for k in kernels]:
+        if [k["name"] for k in im.kernels if not k.get(INTERNAL_KEY)] != [k["name"] for k in kernels]:
             raise LauncherError(f"targets {images[0].target} and {im.target} have different kernels")
+    table = [k["name"] for k in kernels]
+    for im in images:
+        table += [k["name"] for k in im.kernels if k.get(INTERNAL_KEY) and k["name"] not in table]
+    index_of = {n: i for i, n in enumerate(table)}
+    uses_tma = any(k.get(TENSOR_MAPS_KEY) for im in images for k in im.kernels)
     digest = hashlib.sha256()
     for im in images:
         digest.update(im.arch.encode() + b"\0" + im.data)
@@ -428,9 +549,9 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
     built_for = ", ".join(im.arch for im in images)
 
     funcs, protos = [], []
-    for i, k in enumerate(kernels):
+    for k in kernels:
         fname = f"{prefix}{k['name']}_launch"
-        code, proto = _launch_function(fname, k, i, images, p)
+        code, proto = _launch_function(fname, k, index_of, images, p)
         funcs.append(code)
         protos.append(proto)
         cname = f"{prefix}{k['name']}_check_device"
@@ -446,14 +567,20 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
         protos.append(f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size);")
 
     image_arrays = "\n".join(_byte_array(f"{p}image{i}", im.data) for i, im in enumerate(images))
-    table = ",\n".join(f'  {{{p}image{i}, sizeof {p}image{i}, {arch_cc(im.arch)[0]}, {int(arch_cc(im.arch)[1])}, '
-                       f'"{im.arch}"}}' for i, im in enumerate(images))
-    shared = ", ".join("{" + ", ".join(f"{next(e for e in im.kernels if e['name'] == k['name'])['shared_bytes']}u"
-                                       for k in kernels) + "}" for im in images)
-    module = (_MODULE.replace("@IMAGES@", image_arrays).replace("@IMAGE_TABLE@", table)
-              .replace("@NIMAGES@", str(len(images))).replace("@NKERNELS@", str(len(kernels)))
-              .replace("@KERNEL_NAMES@", ", ".join(f'"{k["name"]}"' for k in kernels))
-              .replace("@SHARED_TABLE@", shared).replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
+    image_table = ",\n".join(f'  {{{p}image{i}, sizeof {p}image{i}, {arch_cc(im.arch)[0]}, '
+                             f'{int(arch_cc(im.arch)[1])}, "{im.arch}"}}' for i, im in enumerate(images))
+    by_name = [{e["name"]: e for e in im.kernels} for im in images]
+    shared = ", ".join("{" + ", ".join(f"{es[n]['shared_bytes'] if n in es else 0}u" for n in table) + "}"
+                       for es in by_name)
+    has = ", ".join("{" + ", ".join("1" if n in es else "0" for n in table) + "}" for es in by_name)
+    module = (_MODULE.replace("@IMAGES@", image_arrays).replace("@IMAGE_TABLE@", image_table)
+              .replace("@NIMAGES@", str(len(images))).replace("@NKERNELS@", str(len(table)))
+              .replace("@KERNEL_NAMES@", ", ".join(_c_string(n) for n in table))
+              .replace("@SHARED_TABLE@", shared).replace("@HAS_TABLE@", has)
+              .replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
+    if uses_tma:
+        module = ("\n#if CUDA_VERSION < 12000\n#error \"this tilec header launches TMA kernels (CUtensorMap): it needs "
+                  "cuda.h from CUDA 12 or newer\"\n#endif" + module)
     banner = [
         f"/* {_comment(header_name)}: generated by tilec {tilec_version} from {_comment(source_name)} -- do not edit.",
         f" * Built for {built_for} with {toolchain}; needs a CUDA {min_driver // 1000}.x driver or newer.",
