@@ -114,7 +114,7 @@ def test_outputs_are_deterministic(nvcc, tmp_path):
 
 def test_cuda_source_and_ptx(tmp_path):
     cu = tmp_path / "g.cu"
-    assert tilec_main([str(ROOT / "samples/gemm.tile"), "--target", "sm90", "-o", str(cu)]) == 0
+    assert tilec_main([str(ROOT / "samples/gemm.tile"), "--target", "sm80", "-o", str(cu)]) == 0
     text = cu.read_text()
     assert 'extern "C" __global__' in text and "tl::mma_f16" in text and "tl::cp_async_cg_16" in text
     assert "#include <cute" not in text and "#include <cutlass" not in text

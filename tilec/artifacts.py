@@ -46,6 +46,11 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         "flops": costs.get("flops", "0"),
         "bytes": costs.get("bytes", "0"),
     }
+    if sk.attrs.get("tensor_maps"):  # Hopper TMA: CUtensorMap parameters after the sizes (docs/deploy.md)
+        entry["tensor_maps"] = sk.attrs["tensor_maps"]
+        entry["fallback"] = sk.attrs["fallback"]
+    if sk.attrs.get("internal"):
+        entry["internal"] = True
     if "abi" in sk.attrs:  # the back end's binding interface (WGSL: bindings, uniform block, features)
         entry["abi"] = sk.attrs["abi"]
     return entry

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,8 @@ def _target_passes():
     ]
     return tile_passes, simt_passes
 
+
+DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize"})
 
 TARGET_PASS_NAMES = [
     "rasterization",
@@ -90,6 +93,7 @@ def compile(
     verify: bool = False,
     target: str | None = None,
     limits: dict[str, int] | None = None,
+    disable: set[str] | None = None,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR.
 
@@ -97,6 +101,7 @@ def compile(
     with tilec.diagnostics.render using the CompileError's `sources`. `limits` overrides the target's
     resource limits (Target.with_limits: shared_memory_bytes, max_threads, max_storage_buffers, max_grid),
     as `--max-workgroup-storage` does for a WebGPU device that grants more than the default.
+    `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize" (Hopper).
     """
     from .parser.build import build_module, read_source
 
@@ -125,6 +130,12 @@ def compile(
                 _verify(module, name)
             if name in want:
                 dumps[name] = module_str(module)
+        unknown = set(disable or ()) - DISABLEABLE
+        if unknown:
+            raise CompileError([Diagnostic("error", f"unknown feature(s) to disable: {', '.join(sorted(unknown))} "
+                                                    f"(known: {', '.join(sorted(DISABLEABLE))})")])
+        for k in module.kernels:
+            k.attrs["disabled"] = frozenset(disable or ())
         result = CompileResult(module, sources, rep.diagnostics, dumps)
         if target is not None:
             _compile_for_target(result, target, rep, want, limits)
@@ -139,7 +150,6 @@ def compile(
 def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str],
                         limits: dict[str, int] | None = None) -> None:
     from . import __version__
-    from .ir.simt_printer import simt_module_str
     from .targets.registry import UnknownTarget, backend_available, lookup
 
     try:
@@ -161,15 +171,10 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     result.target = target
     tile_passes, simt_passes = _target_passes()
     module = result.module
-    for name, run in tile_passes:
-        module = run(module, rep, target)
-        if name in want:
-            result.ir_after[name] = module_str(module)
-    simt = module
-    for name, run in simt_passes:
-        simt = run(simt, rep, target)
-        if name in want:
-            result.ir_after[name] = simt_module_str(simt)
+    pristine = copy.deepcopy(module) if "tma" in target.async_copy else None
+    simt = _run_target_passes(module, rep, target, tile_passes, simt_passes, want, result.ir_after)
+    if pristine is not None:
+        _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes)
     result.simt = simt
     import importlib
 
@@ -179,6 +184,46 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     result.source = codegen.generate(
         simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}"
     )
+
+
+def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_after):
+    from .ir.simt_printer import simt_module_str
+
+    for name, run in tile_passes:
+        module = run(module, rep, target)
+        if name in want:
+            ir_after[name] = module_str(module)
+    simt = module
+    for name, run in simt_passes:
+        simt = run(simt, rep, target)
+        if name in want:
+            ir_after[name] = simt_module_str(simt)
+    return simt
+
+
+FALLBACK_SUFFIX = "__no_tma"
+
+
+def _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes) -> None:
+    """A kernel that takes TMA tensor maps works only when every tensor's base address and row pitch are
+    multiples of 16 bytes; for other launches (a ragged f16 K of 100) the host launches a twin compiled
+    without TMA. The twins follow the user's kernels in the module, marked internal."""
+    needing = {sk.name for sk in simt.kernels if sk.attrs.get("tensor_maps")}
+    if not needing:
+        return
+    pristine.kernels = [k for k in pristine.kernels if k.name in needing]
+    for k in pristine.kernels:
+        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma"}
+        k.name += FALLBACK_SUFFIX
+        k.attrs["internal"] = True
+    twins = _run_target_passes(pristine, rep, target, tile_passes, simt_passes, set(), {})
+    for sk in simt.kernels:
+        if sk.name in needing:
+            sk.attrs["fallback"] = sk.name + FALLBACK_SUFFIX
+    for sk in twins.kernels:
+        sk.attrs["internal"] = True
+    result.module.kernels.extend(pristine.kernels)
+    simt.kernels.extend(twins.kernels)
 
 
 def _verify(module: T.Module, after: str) -> None:

@@ -39,6 +39,11 @@ def default_output(file: str, kind: str) -> str:
     return f"{Path(file).stem}.{suffix}"
 
 
+def _disabled(args) -> set[str]:
+    """Target features turned off on the command line (--no-tma, --no-wgmma, --no-warp-specialize)."""
+    return set(_opt(args, "disable") or ())
+
+
 def _opt(args, name: str, default=None):
     """Options added after tilec.cli.gpu's _BuildArgs was written are read with a default."""
     return getattr(args, name, default)
@@ -266,9 +271,9 @@ def run_build(args, defines: dict[str, object]) -> int:
     if backends != {"cuda"}:
         # compile anyway, so that the diagnostics about the source and the back end are precise
         tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
-                      target=targets[0].name)
+                      disable=_disabled(args), target=targets[0].name)
     results = [tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
-                             target=t.name) for t in targets]
+                             disable=_disabled(args), target=t.name) for t in targets]
     from ..diagnostics import render
     from .main import _print_diagnostics
 
@@ -322,7 +327,7 @@ def _build_hip(args, defines: dict[str, object], targets, names: list[str], kind
         raise CompileError([Diagnostic("error", f"the {targets[0].name} target emits hip, hsaco or asm, not {kind}: "
                                                 "use -o NAME.hsaco (or .hip, .s)")])
     result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
-                           target=targets[0].name)
+                           disable=_disabled(args), target=targets[0].name)
     _print_diagnostics(result.diagnostics, result.sources, args)
     warnings = "".join(render(d, result.sources, False) + "\n" for d in result.diagnostics)
     output = args.output or default_output(args.file, kind)
@@ -365,7 +370,7 @@ def _build_wgsl(args, defines: dict[str, object], targets, names: list[str]) -> 
     if _opt(args, "max_workgroup_storage") is not None:
         limits["shared_memory_bytes"] = args.max_workgroup_storage
     result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
-                           target=targets[0].name, limits=limits or None)
+                           disable=_disabled(args), target=targets[0].name, limits=limits or None)
     _print_diagnostics(result.diagnostics, result.sources, args)
     warnings = "".join(render(d, result.sources, False) + "\n" for d in result.diagnostics)
     output = args.output or default_output(args.file, "wgsl")
@@ -419,7 +424,8 @@ def _build_header(args, results, output, options, deps, warnings, opts_for, stem
     prefix = _opt(args, "header_prefix") or ""
     m["header"] = {
         "prefix": prefix,
-        "functions": [f"{prefix}{k['name']}_{f}" for k in images[0].kernels for f in ("launch", "check_device")],
+        "functions": [f"{prefix}{k['name']}_{f}" for k in images[0].kernels if not k.get("internal")
+                      for f in ("launch", "check_device")],
         "images": [{"target": im.target, "arch": im.arch, "bytes": len(im.data), "sha256": sha256_bytes(im.data),
                     "kernels": [{"name": e["name"], "grid": e["grid"], "threads": e["threads"],
                                  "shared_bytes": e["shared_bytes"]} for e in im.kernels]} for im in images],

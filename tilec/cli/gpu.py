@@ -33,16 +33,17 @@ def _load(args, defines):
 
     tmp = Path(tempfile.mkdtemp(prefix="tilec-run-"))
     out = tmp / f"{path.stem}.cubin"
-    build_args = _BuildArgs(args.file, str(out), args.target or "sm90", args.include_dirs, args.kernel)
+    build_args = _BuildArgs(args.file, str(out), args.target or "sm90", args.include_dirs, args.kernel,
+                            getattr(args, "disable", None))
     run_build(build_args, defines)
     result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel)
     return rt.load(out), result
 
 
 class _BuildArgs:
-    def __init__(self, file, output, target, include_dirs, kernel):
+    def __init__(self, file, output, target, include_dirs, kernel, disable=None):
         self.file, self.output, self.target = file, output, target
-        self.include_dirs, self.kernel = include_dirs, kernel
+        self.include_dirs, self.kernel, self.disable = include_dirs, kernel, disable
         self.emit = self.manifest = self.keep = None
         self.lineinfo = self.G = self.dryrun = self.resource_usage = False
         self.compiler = "nvcc"

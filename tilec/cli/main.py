@@ -72,6 +72,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
                    help="add a directory to the `import` search path (repeatable)")
     p.add_argument("--kernel", metavar="NAME", help="compile only this kernel (default: all)")
+    p.add_argument("--no-tma", dest="disable", action="append_const", const="tma",
+                   help="sm90: load pipelined tiles with cp.async instead of TMA + mbarriers")
+    p.add_argument("--no-wgmma", dest="disable", action="append_const", const="wgmma",
+                   help="sm90: use mma.sync instead of warpgroup wgmma")
+    p.add_argument("--no-warp-specialize", dest="disable", action="append_const", const="warp_specialize",
+                   help="sm90: no producer warpgroup; the compute threads issue the TMA copies")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks for internal errors")
     p.add_argument("--no-color", action="store_true", help="plain diagnostics even on a terminal")
 

@@ -116,6 +116,38 @@ class MmaTiled(_WarpTiled):
 
 
 @dataclass(frozen=True)
+class WgmmaTiled(MmaTiled):
+    """The accumulator of Hopper wgmma.m64nNk16 tiled over warpgroups (128 threads each).
+
+    The block tile M x N is split into wm x wn warpgroup tiles (warpgroup g covers (g % wm, g / wm));
+    a warpgroup tile is covered by m64 instructions stacked along M (`mi` of them), each N wide.
+    In one instruction, warp w of the warpgroup owns rows 16w..16w+15 and, per 8 columns, lane l holds
+    (l/4 + 8*(e/2), 2*(l%4) + e%2) (PTX ISA, wgmma D fragment for .f32). Local element
+    k = (mi * ni_count + ni) * 4 + e, so one instruction's registers are contiguous.
+    """
+
+    atom_m = 64
+
+    def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
+        k = _e(k)
+        mi, ni, e = div(k, self.ni * 4), mod(div(k, 4), self.ni), mod(k, 4)
+        group, warp, lane = div(t, 128), mod(div(t, 32), 4), mod(t, 32)
+        group_m = c(0) if self.wm == 1 else mod(group, self.wm)
+        group_n = c(0) if self.wn == 1 else div(group, self.wm)
+        i = add(add(add(add(mul(group_m, self.m // self.wm), mul(mi, 64)), mul(warp, 16)), mul(div(e, 2), 8)),
+                div(lane, 4))
+        j = add(add(add(mul(group_n, self.n // self.wn), mul(ni, 8)), mod(e, 2)), mul(mod(lane, 4), 2))
+        return [i, j]
+
+    @property
+    def instr_n(self) -> int:
+        return self.n // self.wn
+
+    def __str__(self) -> str:
+        return f"wgmma_m64n{self.instr_n}[{self.m}x{self.n}, warpgroups {self.wm}x{self.wn}]"
+
+
+@dataclass(frozen=True)
 class MfmaTiled(_WarpTiled):
     """The accumulator of AMD v_mfma_f32_16x16x16{f16,bf16_1k} (wave64) tiled over waves.
 
@@ -264,7 +296,8 @@ class Projected:
         threads, even if their parents differ (rows of a 64x64 and of a 64x128 accumulator)."""
         p = self.parent
         if isinstance(p, MmaTiled):
-            return ("mma_rows", p.m, p.wm) if self.keep == 0 else ("mma_cols", p.n, p.wm, p.wn)
+            kind = type(p).__name__
+            return (kind, "rows", p.m, p.wm) if self.keep == 0 else (kind, "cols", p.n, p.wm, p.wn)
         return ("rows", p.rows, p.tpr, p.threads) if self.keep == 0 else ("cols", p.cols, p.tpr, p.vec, p.threads)
 
     def __str__(self) -> str:
@@ -281,7 +314,7 @@ def valid(layout, t: T.Expr, k: K) -> T.Expr | None:
     return layout.valid(t, k) if isinstance(layout, BlockRow | Projected) else None
 
 
-Fragment = MmaTiled | MfmaTiled | BlockRow | Projected
+Fragment = MmaTiled | WgmmaTiled | MfmaTiled | BlockRow | Projected
 
 
 def block_row(dims: tuple[int, ...], threads: int, max_vec: int = 4) -> BlockRow:
@@ -309,6 +342,10 @@ class SharedLayout:
     shape: tuple[int, ...]
     elem_bytes: int
     swizzle: bool = False
+    # TMA/wgmma form: rows wider than the swizzle span (128 B) are split into column panels of 128 B,
+    # each stored whole (rows x 128 B) one after the other -- the layout a TMA box of 128-byte rows
+    # writes and a wgmma descriptor reads. Within a panel the XOR pattern is the one below.
+    panel: bool = False
 
     @property
     def size(self) -> int:
@@ -325,11 +362,35 @@ class SharedLayout:
         rb = self.row_elems * self.elem_bytes
         return rb >= 32 and rb & (rb - 1) == 0
 
+    @property
+    def rows(self) -> int:
+        return self.size // self.row_elems
+
+    @property
+    def swizzle_bytes(self) -> int:
+        """The TMA/wgmma swizzle span (32, 64 or 128 bytes) of a panel layout; 0 when not swizzled."""
+        if not self.swizzle:
+            return 0
+        return min(128, self.row_elems * self.elem_bytes)
+
+    @property
+    def panel_elems(self) -> int:
+        return self.swizzle_bytes // self.elem_bytes if self.panel else self.row_elems
+
     def offset(self, idx: list[T.Expr]) -> T.Expr:
         row: T.Expr = c(0)
         for d, i in zip(self.shape[:-1], idx[:-1], strict=True):
             row = add(mul(row, d), i)
         col = idx[-1]
+        if self.panel and self.swizzle:
+            span = self.swizzle_bytes
+            width = span // self.elem_bytes
+            per_chunk = 16 // self.elem_bytes
+            in_panel = mod(col, width)
+            chunk = div(in_panel, per_chunk)
+            phys = xor(chunk, mod(div(mul(row, span), 128), span // 16))
+            base = add(mul(div(col, width), self.rows * width), mul(row, width))
+            return add(add(base, mul(phys, per_chunk)), mod(in_panel, per_chunk))
         if not self.swizzle:
             return add(mul(row, self.row_elems), col)
         per_chunk = 16 // self.elem_bytes
@@ -341,4 +402,6 @@ class SharedLayout:
         return add(add(mul(row, self.row_elems), mul(phys, per_chunk)), mod(col, per_chunk))
 
     def __str__(self) -> str:
-        return f"{'swizzled' if self.swizzle else 'linear'}[{'x'.join(map(str, self.shape))}]"
+        kind = f"tma_swizzled{self.swizzle_bytes}" if self.panel and self.swizzle else (
+            "swizzled" if self.swizzle else "linear")
+        return f"{kind}[{'x'.join(map(str, self.shape))}]"

@@ -27,6 +27,7 @@ class SBuffer:
     size: int | None = None  # elements; None for global tensors
     const: bool = False  # a read-only global tensor
     offset: int | None = None  # byte offset into dynamic shared memory (storage planning)
+    align: int = 128  # byte alignment of a shared buffer (1024: a TMA/wgmma 128-byte swizzle pattern)
     origin: str = ""  # the Tile IR buffer it implements, for messages
 
 
@@ -117,7 +118,7 @@ class SIf(SStmt):
 
 @dataclass(eq=False)
 class Barrier(SStmt):
-    pass
+    threads: int | None = None  # a named barrier for the first `threads` threads (warp specialization)
 
 
 @dataclass(eq=False)

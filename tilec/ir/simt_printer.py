@@ -181,7 +181,7 @@ class CStylePrinter:
                 self.block(s.else_body)
             self.line("}")
         elif isinstance(s, S.Barrier):
-            self.line(self.barrier)
+            self.line(self.barrier if s.threads is None else self.named_barrier(s.threads))
         elif isinstance(s, S.SCall):
             self.line(self.call_stmt(s))
         elif isinstance(s, S.SComment):
@@ -222,6 +222,9 @@ class CStylePrinter:
 
     def call_stmt(self, s: S.SCall) -> str:
         raise NotImplementedError
+
+    def named_barrier(self, threads: int) -> str:
+        return f"barrier(threads {threads})"
 
     def c_params(self, k: S.SKernel) -> str:
         """The C/C++ kernel parameter list: tensors as restrict pointers, scalars, runtime sizes."""

@@ -246,6 +246,7 @@ class Builder:
             return None
         launch = body[0]
         assert isinstance(launch, A.WithStmt)
+        self.kernel_attrs: dict[str, object] = {}
         try:
             grid, threads = self.kernel_launch_args(launch.context, scope)
         except _Fail:
@@ -267,7 +268,7 @@ class Builder:
         self.at_kernel_top = True
         self.stmts(launch.body, _Scope(scope))
         return T.Kernel(decl.name, params, list(self.size_vars.values()), grid, threads, block_vars,
-                        self.block, decl.span)
+                        self.block, decl.span, dict(self.kernel_attrs))
 
     def unique(self, name: str) -> str:
         """A name not used yet in this kernel (inlined helpers may reuse the caller's names)."""
@@ -327,8 +328,11 @@ class Builder:
                     raise self.fail("threads must be positive", kw.value.span)
             elif kw.name == "prelude":
                 pass
+            elif kw.name == "warp_specialize":
+                self.kernel_attrs["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
             else:
-                raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=)", kw.span)
+                raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads= or warp_specialize=)",
+                                kw.span)
         return grid, threads
 
     # ------------------------------------------------------------ statements

@@ -9,7 +9,8 @@ Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
     everything else gets the generic block-row layout;
   * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
     power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
-  * each gemm an implementation: "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64, shared
+  * each gemm an implementation: "wgmma" (Hopper wgmma.m64nNk16, warpgroup accumulators, operands
+    in TMA panel layouts), "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64, shared
     operands, accumulators used only elementwise) or "fma" (scalar fallback).
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
 that creates the conflict.
@@ -22,7 +23,17 @@ from dataclasses import dataclass, field
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
-from ..ir.layout import BlockRow, Fragment, MfmaTiled, MmaTiled, Projected, SharedLayout, block_row, same_layout
+from ..ir.layout import (
+    BlockRow,
+    Fragment,
+    MfmaTiled,
+    MmaTiled,
+    Projected,
+    SharedLayout,
+    WgmmaTiled,
+    block_row,
+    same_layout,
+)
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
 
@@ -158,14 +169,27 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     warps = k.threads // target.warp_size if target.warp_size else 0
     has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
     has_mfma = "mfma.16x16x16" in target.matrix_instructions and target.warp_size == 64
+    has_wgmma = "wgmma.m64nNk16" in target.matrix_instructions and "wgmma" not in k.attrs.get("disabled", ())
     projected = {uf.find(x) for child, parent, _, _ in projections for x in (child, parent)}
+    col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
+                   if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
         c_buf = s.c.buffer
         impl = "fma"
         exts = s.c.const_extents
-        if (has_mma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
+        wg = _wgmma_layout(s, k, target, uf, frags, col_reduced) if has_wgmma else None
+        if wg is not None:
+            root = uf.find(id(c_buf))
+            prev = class_layout.get(root)
+            if prev is not None and prev != wg:
+                rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
+                          f"layouts ({prev} and {wg})", s.span)
+            class_layout[root] = wg
+            class_site[root] = s
+            impl = "wgmma"
+        elif (has_mma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
                 and exts is not None and len(c_buf.shape) == 2 and k.threads % 32 == 0):
             m, n = c_buf.const_shape
             kdim = _gemm_k(s)
@@ -242,6 +266,13 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         table.fragments[key] = lay
 
     for s in walk_stmts(k.body):
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "wgmma":
+            la = table.fragments.get(id(s.a.buffer))
+            lc = table.fragments.get(id(s.c.buffer))
+            if not (isinstance(la, WgmmaTiled) and isinstance(lc, WgmmaTiled) and la.wn == 1 and lc.wn == 1
+                    and la.wm == lc.wm and la.m == lc.m):
+                rep.error(f"the register operand '{s.a.buffer.name}' of this gemm does not have the wgmma operand "
+                          f"layout ({la}); stage it through shared memory", s.span)
         if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mma":
             la = table.fragments.get(id(s.a.buffer))
             lc = table.fragments.get(id(s.c.buffer))
@@ -252,18 +283,77 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     # Shared layouts.
     annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
     mma_operands = set()
+    wgmma_operands = set()
     for s in walk_stmts(k.body):
         if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "mma":
             mma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
+        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "wgmma":
+            wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc) and s.buffer.scope == "shared":
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
+            if id(b) in wgmma_operands:  # checked by _wgmma_layout: a swizzle span exists
+                table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
+                continue
             want = annotated.get(id(b), "swizzled" if id(b) in mma_operands else "linear")
             if want == "swizzled" and lay.can_swizzle() and len(b.shape) >= 2:
                 lay = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True)
             table.shared[id(b)] = lay
     return table
+
+
+def _panel_ok(b: T.Buffer) -> bool:
+    """A shared tile that TMA can fill and wgmma can read: 2-D, rows of 32, 64, 128 or k*128 bytes."""
+    shape = b.const_shape
+    if len(shape) != 2:
+        return False
+    rb = shape[-1] * b.dtype.bytes
+    return rb in (32, 64, 128) or rb % 128 == 0
+
+
+def _whole(r: T.Region) -> bool:
+    return all(isinstance(x, T.Const) and int(x.value) == 0 for x in r.starts) and \
+        list(r.const_extents) == list(r.buffer.const_shape)
+
+
+def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced) -> WgmmaTiled | None:
+    """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
+
+    Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
+    layout; 16-bit types may be K- or MN-major, 8-bit floats only K-major (wgmma has no transpose
+    for them); the block's warpgroups split M first (row statistics then stay inside one warp)."""
+    c_buf, a, b = s.c.buffer, s.a.buffer, s.b.buffer
+    eight_bit = a.dtype in (D.F8E4M3, D.F8E5M2)
+    if not (c_buf.scope == "fragment" and c_buf.dtype == D.F32 and len(c_buf.shape) == 2
+            and s.c.const_extents is not None and (a.dtype in (D.F16, D.BF16) or eight_bit)
+            and a.dtype == b.dtype and b.scope == "shared" and k.threads % 128 == 0 and not s.transpose_a):
+        return None
+    if eight_bit and (not s.transpose_b or a.scope != "shared"):
+        return None
+    if not (_whole(s.b) and _panel_ok(b)) or (a.scope == "shared" and not (_whole(s.a) and _panel_ok(a))):
+        return None
+    if a.scope not in ("shared", "fragment"):
+        return None
+    m, n = c_buf.const_shape
+    kdim = _gemm_k(s)
+    if kdim % (32 if eight_bit else 16):
+        return None
+    root = uf.find(id(c_buf))
+    if any(uf.find(x) == root for x in col_reduced):
+        return None
+    groups = k.threads // 128
+    panel_n = 128 // b.dtype.bytes
+    for wm in [g for g in (groups, *range(groups - 1, 0, -1)) if groups % g == 0]:
+        wn = groups // wm
+        if m % (64 * wm) or n % (8 * wn) or n // wn > 256:
+            continue
+        if a.scope == "fragment" and wn != 1:
+            continue
+        if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
+            continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
+        return WgmmaTiled(m, n, wm, wn)
+    return None
 
 
 def _gemm_k(s: T.Gemm) -> int:

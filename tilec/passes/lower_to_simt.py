@@ -30,6 +30,7 @@ from ..ir.fold import as_int, fold
 from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
+from .lower_hopper import HopperLowering
 
 NAME = "lower-to-simt"
 
@@ -62,7 +63,7 @@ def _i64(e: T.Expr) -> T.Expr:
     return _cast(e, I64)
 
 
-class Lowerer:
+class Lowerer(HopperLowering):
     def __init__(self, k: T.Kernel, target: Target, rep: Reporter):
         self.k = k
         self.target = target
@@ -99,6 +100,7 @@ class Lowerer:
                 if plan.stages > 1:
                     for pr in plan.producers:
                         self.stage_count[id(pr.dst.buffer)] = plan.stages
+        self.init_hopper()
 
     # ------------------------------------------------------------ utilities
     def fail(self, msg: str, span: Span | None) -> CompileError:
@@ -132,7 +134,7 @@ class Lowerer:
     def barrier(self) -> None:
         if self.out and isinstance(self.out[-1], S.Barrier):
             return
-        self.emit(S.Barrier(None))
+        self.emit(S.Barrier(None, self.barrier_threads))
         self.smem_dirty = False
         self.smem_read = False
 
@@ -242,10 +244,19 @@ class Lowerer:
     def run(self) -> S.SKernel:
         k = self.k
         self.stmts(k.body)
-        self.out = self.hoisted + self.out
+        body, threads = self.finish_hopper(self.out)
+        body = self.hoisted + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = [self.lx(g) for g in k.grid]
-        return S.SKernel(k.name, params, list(k.size_vars), grid, k.threads, self.shared, 0, self.out, k.span)
+        sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
+        if self.tensor_maps:
+            sk.attrs["tensor_maps"] = self.tensor_maps
+            sk.attrs["tensor_map_params"] = self.tensor_map_vars
+        for b in self.shared:
+            if any(id(b) == id(self.buffers.get(key)) for key, lay in self.layouts.shared.items()
+                   if lay.panel and lay.swizzle):
+                b.align = 1024
+        return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:
         for s in body:
@@ -355,6 +366,8 @@ class Lowerer:
     # ------------------------------------------------------------ loops
     def serial_loop(self, s: T.For) -> None:
         plan = self.plans.get(id(s))
+        if plan is not None and plan.mechanism == "tma":
+            return self.pipelined_tma(s, plan)
         if plan is not None and plan.stages > 1:
             return self.pipelined(s, plan)
         var = s.vars[0]
@@ -786,6 +799,8 @@ class Lowerer:
         impl = self.layouts.gemm_impl.get(id(s), "fma")
         if s.clear_accum:
             self.fill(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
+        if impl == "wgmma":
+            return self.gemm_wgmma(s)
         if impl == "mma":
             return self.gemm_mma(s)
         if impl == "mfma":

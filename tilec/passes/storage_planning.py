@@ -2,7 +2,9 @@
 
 Assumes: an SModule from lower-to-simt (and simplify).
 Guarantees: every shared SBuffer has a byte `offset` into the kernel's dynamic shared memory,
-aligned to 128 bytes (what 16-byte copies, ldmatrix and TMA need); `shared_bytes` is the total;
+aligned to 128 bytes (what 16-byte copies and ldmatrix need), buffers in a TMA 128-byte swizzle
+pattern first so they start on 1024-byte boundaries (their sizes are multiples of 1024 bytes);
+`shared_bytes` is the total;
 a kernel needing more than the target allows is refused with an error that lists each buffer
 and its size; so is a block of more threads than the target runs.
 """
@@ -28,7 +30,8 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
                 "warning", f"kernel '{k.name}' has {k.threads} threads, not a multiple of the warp size "
                 f"{target.warp_size}: the last warp runs partly empty", k.span))
         offset = 0
-        for b in k.shared:
+        for b in sorted(k.shared, key=lambda b: -b.align):  # the most aligned first: least padding
+            offset = -(-offset // b.align) * b.align
             b.offset = offset
             offset += -(-(b.size or 0) * b.dtype.bytes // ALIGN) * ALIGN
         k.shared_bytes = offset

@@ -34,6 +34,21 @@ _CALLS = {
 }
 
 
+_HOPPER_CALLS = {
+    "mbar_init": "tl::mbar_init({0}, {1})",
+    "fence_mbar_init": "tl::fence_mbar_init()",
+    "mbar_expect_tx": "tl::mbar_expect_tx({0}, {1})",
+    "mbar_arrive": "tl::mbar_arrive({0})",
+    "mbar_wait": "tl::mbar_wait({0}, {1})",
+    "setmaxnreg_inc": "tl::setmaxnreg_inc<{0}>()",
+    "setmaxnreg_dec": "tl::setmaxnreg_dec<{0}>()",
+    "wgmma_fence": "tl::wgmma_fence()",
+    "wgmma_commit": "tl::wgmma_commit()",
+    "wgmma_wait": "tl::wgmma_wait<{0}>()",
+    "wgmma_fence_regs": "tl::fence_regs<{1}>({0})",
+}
+
+
 class CudaPrinter(CStylePrinter):
     types = {
         "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "i32": "int",
@@ -74,10 +89,28 @@ class CudaPrinter(CStylePrinter):
             return f"tl::aligned({args[0]}, {args[1]})"
         raise TypeError(f"unknown intrinsic {e.name}")
 
+    def __init__(self):
+        super().__init__()
+        self.helpers: dict[str, str] = {}
+
+    def named_barrier(self, threads: int) -> str:
+        return f"tl::named_barrier(1, {threads});"
+
     def call_stmt(self, s: S.SCall) -> str:
         args = [self.expr(a) for a in s.args]
         if s.name == "cp_async_wait":
             return f"tl::cp_async_wait<{args[0]}>();"
+        if s.name in _HOPPER_CALLS:
+            return _HOPPER_CALLS[s.name].format(*args) + ";"
+        if s.name.startswith("tma_load_"):
+            return f"tl::{s.name}(&{args[0]}, {', '.join(args[1:])});"
+        if s.name.startswith("wgmma_"):
+            fn = self.wgmma_helper(s.name)
+            if s.name.startswith("wgmma_rs"):
+                acc, a, b = args[0], args[1], args[2:]
+                return f"{fn}({acc}, {a}, tl::wgmma_desc({', '.join(b)}));"
+            acc, a, b = args[0], args[1:5], args[5:]
+            return f"{fn}({acc}, tl::wgmma_desc({', '.join(a)}), tl::wgmma_desc({', '.join(b)}));"
         if s.name.startswith("print:"):
             label = s.name[6:].replace("\\", "\\\\").replace('"', '\\"')
             v = s.args[0]
@@ -91,12 +124,51 @@ class CudaPrinter(CStylePrinter):
             return f"tl::{fn}<{n}>({', '.join(args)});"
         return _CALLS[s.name].format(*args) + ";"
 
+    def wgmma_helper(self, variant: str) -> str:
+        """A device function issuing one wgmma.mma_async of this shape and operand kind (generated:
+        the accumulator operand list grows with N)."""
+        kind, n, dt, tnsp_b = variant.split(":")
+        n = int(n[1:])
+        name = f"tl_{kind}_n{n}_{dt}_t{tnsp_b}"
+        if name in self.helpers:
+            return name
+        ptx_t = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}[dt]
+        k = 32 if dt.startswith("f8") else 16
+        nacc = n // 2
+        acc = ", ".join(f"%{i}" for i in range(nacc))
+        if kind == "wgmma_rs":
+            a = "{" + ", ".join(f"%{nacc + i}" for i in range(4)) + "}"
+            b, pred = f"%{nacc + 4}", nacc + 5
+            tail = f"1, 1, {tnsp_b}"
+            params = "float* d, const unsigned* a, unsigned long long db"
+            ins = [f'"r"(a[{i}])' for i in range(4)] + ['"l"(db)']
+        else:
+            a, b, pred = f"%{nacc}", f"%{nacc + 1}", nacc + 2
+            tail = "1, 1" if dt.startswith("f8") else f"1, 1, 0, {tnsp_b}"
+            params = "float* d, unsigned long long da, unsigned long long db"
+            ins = ['"l"(da)', '"l"(db)']
+        ins.append('"n"(1)')
+        outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+        body = (f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"\n'
+                f'               "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_t}.{ptx_t} "\n'
+                f'               "{{{acc}}}, {a}, {b}, p, {tail};\\n}}\\n"\n'
+                f'               : {outs}\n               : {", ".join(ins)});')
+        self.helpers[name] = (f"__device__ __forceinline__ void {name}({params}) {{\n"
+                              f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n{body}\n#endif\n}}")
+        return name
+
+    def c_params(self, k: S.SKernel) -> str:
+        text = super().c_params(k)
+        maps = [f"const __grid_constant__ tl::TensorMap {v.name}" for v in k.attrs.get("tensor_map_params", [])]
+        return ", ".join([text, *maps]) if maps and text else text or ", ".join(maps)
+
     def kernel(self, k: S.SKernel) -> str:
         self.lines = []
         self.line(f'extern "C" __global__ void __launch_bounds__({k.threads}, 1) {k.name}({self.c_params(k)}) {{')
         self.indent += 1
         if k.shared:
-            self.line("extern __shared__ __align__(128) unsigned char tl_smem[];")
+            align = max(b.align for b in k.shared)
+            self.line(f"extern __shared__ __align__({align}) unsigned char tl_smem[];")
             for b in k.shared:
                 self.line(f"{self.type(b.dtype)}* {b.name} = reinterpret_cast<{self.type(b.dtype)}*>(tl_smem + "
                           f"{b.offset});")
@@ -114,7 +186,12 @@ def generate(module: S.SModule, banner: str) -> str:
     if uses_fp8:
         parts.append("#include <cuda_fp8.h>")
     parts.append("#define TL_INF __int_as_float(0x7f800000)\n#define TL_NAN __int_as_float(0x7fffffff)\n")
+    emitted: set[str] = set()
     for k in module.kernels:
-        parts.append(CudaPrinter().kernel(k))
+        printer = CudaPrinter()
+        text = printer.kernel(k)
+        parts.extend(code for name, code in printer.helpers.items() if name not in emitted)
+        emitted.update(printer.helpers)
+        parts.append(text)
         parts.append("")
     return "\n".join(parts)

@@ -417,6 +417,107 @@ TL_DEVICE void store_cvt(T* dst, const R* src) {
 
 TL_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
 
+
+// ---------------------------------------------------------------- Hopper (sm90): mbarriers, TMA, wgmma
+// A CUtensorMap, encoded by the host (cuTensorMapEncodeTiled) and passed by value as a
+// __grid_constant__ kernel parameter.
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+
+// An mbarrier completes a phase when its expected arrivals and transaction bytes have all come in;
+// waiters name the parity of the phase they wait for.
+TL_DEVICE void mbar_init(long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+// Make the initialised barriers visible to the async proxy (TMA) and to the other threads.
+TL_DEVICE void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
+}
+
+TL_DEVICE void mbar_expect_tx(long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+TL_DEVICE void mbar_arrive(long long* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+TL_DEVICE void mbar_wait(long long* bar, int parity) {
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// TMA: one box of the tensor map `map` (a __grid_constant__ kernel parameter) at element coordinates
+// (innermost first) into shared memory; completion is counted in bytes on `bar`. Out-of-bounds
+// elements arrive as zeros.
+#define TL_TMA_LOAD(N, COORDS, ...)                                                                  \
+  asm volatile("cp.async.bulk.tensor." #N "d.shared::cluster.global.mbarrier::complete_tx::bytes"    \
+               " [%0], [%1, {" COORDS "}], [%2];" ::"r"(smem_addr(dst)),                              \
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_addr(bar)), __VA_ARGS__ : "memory")
+TL_DEVICE void tma_load_1d(const void* map, void* dst, long long* bar, int c0) {
+  TL_TMA_LOAD(1, "%3", "r"(c0));
+}
+TL_DEVICE void tma_load_2d(const void* map, void* dst, long long* bar, int c0, int c1) {
+  TL_TMA_LOAD(2, "%3, %4", "r"(c0), "r"(c1));
+}
+TL_DEVICE void tma_load_3d(const void* map, void* dst, long long* bar, int c0, int c1, int c2) {
+  TL_TMA_LOAD(3, "%3, %4, %5", "r"(c0), "r"(c1), "r"(c2));
+}
+TL_DEVICE void tma_load_4d(const void* map, void* dst, long long* bar, int c0, int c1, int c2, int c3) {
+  TL_TMA_LOAD(4, "%3, %4, %5, %6", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+}
+TL_DEVICE void tma_load_5d(const void* map, void* dst, long long* bar, int c0, int c1, int c2, int c3, int c4) {
+  TL_TMA_LOAD(5, "%3, %4, %5, %6, %7", "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4));
+}
+#undef TL_TMA_LOAD
+
+TL_DEVICE void named_barrier(unsigned id, unsigned threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <int N>
+TL_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N>
+TL_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+
+// A wgmma shared-memory matrix descriptor: start address, leading and stride byte offsets (16-byte
+// units) and the swizzle mode (1: 128 B, 2: 64 B, 3: 32 B).
+TL_DEVICE unsigned long long wgmma_desc(const void* smem, unsigned lbo, unsigned sbo, unsigned swizzle) {
+  unsigned long long d = (smem_addr(smem) & 0x3FFFFu) >> 4;
+  d |= static_cast<unsigned long long>((lbo >> 4) & 0x3FFFu) << 16;
+  d |= static_cast<unsigned long long>((sbo >> 4) & 0x3FFFu) << 32;
+  d |= static_cast<unsigned long long>(swizzle) << 62;
+  return d;
+}
+
+TL_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+TL_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+TL_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+
+// Pin accumulator registers in program order around asynchronous wgmma (the compiler must not move
+// their reads before wgmma.wait_group or their writes after the wgmma that reads them).
+template <int N>
+TL_DEVICE void fence_regs(float* r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#endif  // __CUDA_ARCH__ >= 900
+
 }  // namespace tl
 
 #undef TL_DEVICE

@@ -1,0 +1,296 @@
+"""The Hopper (sm90) parts of lower-to-simt: TMA copies, mbarrier pipelines, wgmma, warp specialization.
+
+A mixin of lower_to_simt.Lowerer; it is used when pipeline-planning chose the "tma" mechanism for a
+Pipelined loop or layout-inference chose "wgmma" for a gemm.
+
+Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
+  * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
+    arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase.
+  * empty[s] (warp specialization only): every consumer thread arrives when it is done with stage s;
+    the producer waits for it before refilling the stage (parity starts at 1, so the first round
+    passes).
+  * Without warp specialization, thread 0 issues the copies `stages - 1` iterations ahead after the
+    block barrier that opens each iteration (which also frees the stage being refilled).
+Consumers wait for a producer's stage lazily, right before the first statement that reads it, so
+FlashAttention's softmax runs while V is still in flight.
+
+wgmma: per k-step (16, or 32 for 8-bit types) and per 64-row slice, one wgmma.mma_async whose shared
+operands are described by matrix descriptors over the TMA panel layout (K-major: SBO = 8 rows of the
+swizzle span; MN-major: LBO = the stride between 128-byte panels, SBO = 8 rows). A gemm statement
+ends with wgmma.wait_group 0, so the accumulator is complete when the next statement reads it.
+"""
+
+from __future__ import annotations
+
+from ..ir import dtypes as D
+from ..ir import simt as S
+from ..ir import tile as T
+from ..ir.fold import fold
+from ..ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
+from ..ir.visit import sub_exprs, walk_stmts
+from .pipeline_planning import launch_value_assigns
+
+_SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
+MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
+
+
+def _cmp(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
+    return fold(T.Compare(D.BOOL, None, op, a, b))
+
+
+class HopperLowering:
+    # state (initialised by init_hopper)
+    def init_hopper(self) -> None:
+        self.tensor_maps: list[dict] = []
+        self.tensor_map_vars: list[T.Var] = []
+        self.mbar_count = 0
+        self.mbar_inits: list[tuple[int, int]] = []  # (index, arrival count)
+        self.mbar: S.SBuffer | None = None
+        self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
+        self.barrier_threads: int | None = None  # consumer-only named barrier under warp specialization
+        plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
+        if plans:
+            self.barrier_threads = self.k.threads
+
+    # ------------------------------------------------------------ resources
+    def mbarriers(self, n: int, count: int) -> int:
+        if self.mbar is None:
+            self.mbar = S.SBuffer("tl_mbar", MBAR, "shared", 0, origin="mbarriers")
+            self.shared.append(self.mbar)
+        first = self.mbar_count
+        self.mbar_count += n
+        self.mbar.size = self.mbar_count
+        self.mbar_inits.extend((first + i, count) for i in range(n))
+        return first
+
+    def mbar_addr(self, index: T.Expr) -> S.AddrOf:
+        return S.AddrOf(D.I64, None, self.mbar, index)
+
+    def tensor_map(self, tensor: T.Buffer, box: list[int], swizzle: int) -> T.Var:
+        entry = {"tensor": tensor.name, "box": box, "swizzle": swizzle}
+        if entry in self.tensor_maps:
+            return self.tensor_map_vars[self.tensor_maps.index(entry)]
+        var = T.Var(D.I64, None, f"tl_tmap{len(self.tensor_maps)}", "param")
+        self.tensor_maps.append(entry)
+        self.tensor_map_vars.append(var)
+        return var
+
+    # ------------------------------------------------------------ TMA
+    def tma_boxes(self, p: T.Copy) -> list[tuple[T.Var, int, list[int]]]:
+        """(tensor map, element offset in the shared tile, column offset) for each box of copy p."""
+        lay: SharedLayout = self.layouts.shared[id(p.dst.buffer)]
+        exts = list(p.src.const_extents)
+        if lay.panel and lay.swizzle:
+            width = lay.panel_elems
+            box = exts[:-1] + [min(width, exts[-1])]
+            tmap = self.tensor_map(p.src.buffer, box, lay.swizzle_bytes)
+            panels = -(-exts[-1] // width)
+            return [(tmap, j * lay.rows * width, j * width) for j in range(panels)]
+        return [(self.tensor_map(p.src.buffer, exts, 0), 0, 0)]
+
+    def tma_bytes(self, p: T.Copy) -> int:
+        n = p.dst.buffer.dtype.bytes
+        for e in p.dst.buffer.const_shape:
+            n *= e
+        return n
+
+    def issue_tma(self, p: T.Copy, stage: T.Expr, full: T.Expr) -> None:
+        """arrive.expect_tx on `full`, then one TMA box per panel into stage `stage` of p's tile."""
+        dst = self.sbuf(p.dst.buffer)
+        size = self.layouts.shared[id(p.dst.buffer)].size
+        self.emit(S.SCall(None, "mbar_expect_tx", [self.mbar_addr(full), c(self.tma_bytes(p))]))
+        starts = [fold(T.Cast(D.I32, None, self.lx(x))) for x in p.src.starts]
+        for tmap, smem_off, col in self.tma_boxes(p):
+            coords = list(starts)
+            coords[-1] = fold(add(coords[-1], c(col)))
+            rank = len(coords)
+            self.emit(S.SCall(None, f"tma_load_{rank}d", [
+                tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
+                *reversed(coords)]))
+
+    def reads_buffer(self, s: T.Stmt, buf: T.Buffer) -> bool:
+        for st in walk_stmts([s]):
+            for f in ("src", "a", "b", "value"):
+                r = getattr(st, f, None)
+                if isinstance(r, T.Region) and r.buffer is buf:
+                    return True
+            exprs = [getattr(st, f) for f in ("value", "cond") if isinstance(getattr(st, f, None), T.Expr)]
+            if isinstance(st, T.Store):
+                exprs += st.indices
+            for e in exprs:
+                if any(isinstance(x, T.Load) and x.buffer is buf for x in sub_exprs(e)):
+                    return True
+        return False
+
+    def pipelined_tma(self, s: T.For, plan) -> None:
+        var = s.vars[0]
+        stages = plan.stages
+        producers = plan.producers
+        nprod = len(producers)
+        full0 = self.mbarriers(stages * nprod, 1)
+        ws = plan.warp_specialized
+        empty0 = self.mbarriers(stages, self.k.threads) if ws else None
+        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
+
+        def issue(iteration: T.Expr) -> None:
+            self.subst[id(var)] = iteration
+            stage = mod(iteration, stages)
+            for i, p in enumerate(producers):
+                self.issue_tma(p, stage, add(c(full0 + i * stages), stage))
+
+        self.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, TMA + mbarriers"
+                                   f"{', warp-specialized' if ws else ''}"))
+        if ws:
+            self.ws_loop = (s, plan, {"full": full0, "empty": empty0})
+        else:
+            self.before_shared_access(False, True)
+            self.barrier()
+            pro = self.fresh(f"{var.name}_pre")
+            prologue = [S.SIf(None, _cmp("<", pro, n), self.block(lambda: issue(pro)))]
+            self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
+                            [S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True)]))
+        it = self.fresh(var.name)
+
+        def steady():
+            if not ws:
+                self.emit(S.Barrier(None))  # every thread is done with the stage refilled next
+                self.smem_dirty = self.smem_read = False
+                ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
+                self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
+                                [S.SIf(None, _cmp("<", ahead, n), self.block(lambda: issue(ahead)))]))
+            stage = self.declare(f"{var.name}_stage", mod(it, stages))
+            phase = self.declare(f"{var.name}_phase", mod(div(it, stages), 2))
+            self.subst[id(var)] = it
+            for p in producers:
+                self.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
+            waited: set[int] = set()
+            for st in s.body:
+                if st in producers:
+                    continue
+                for i, p in enumerate(producers):
+                    if id(p) not in waited and self.reads_buffer(st, p.dst.buffer):
+                        waited.add(id(p))
+                        self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
+                                                              phase]))
+                self.stmt(st)
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+            if ws:
+                self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
+
+        body = self.block(steady)
+        self.emit(S.SFor(s.span, it, c(0), n, body))
+        self.barrier()
+
+    def producer_branch(self) -> list[S.SStmt]:
+        """The producer warpgroup's program: recompute the launch values, then for each iteration
+        wait for the stage to be free and issue its boxes (one elected thread)."""
+        loop, plan, bars = self.ws_loop
+        var = loop.vars[0]
+        stages = plan.stages
+
+        def body():
+            saved = dict(self.subst)
+            for a in launch_value_assigns(self.k, loop):
+                v = self.fresh(a.var.name, a.var.dtype)
+                self.emit(S.Declare(a.span, v, self.lx(a.value)))
+                self.subst[id(a.var)] = v
+            n = self.declare(f"{var.name}_count", self.lx(loop.extents[0]))
+            it = self.fresh(f"{var.name}_load")
+
+            def step():
+                stage = self.declare(f"{var.name}_slot", mod(it, stages))
+                phase = self.declare(f"{var.name}_round", mod(div(it, stages), 2))
+                self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)),
+                                                      fold(T.Binary(D.I32, None, "^", phase, c(1)))]))
+                self.subst[id(var)] = it
+                for i, p in enumerate(plan.producers):
+                    self.issue_tma(p, stage, add(c(bars["full"] + i * stages), stage))
+
+            self.emit(S.SFor(None, it, c(0), n, self.block(step)))
+            self.subst = saved
+
+        return [S.SIf(None, _cmp("==", self.tid, c(self.k.threads)), self.block(body))]
+
+    def finish_hopper(self, body: list[S.SStmt]) -> tuple[list[S.SStmt], int]:
+        """Kernel body with mbarrier initialisation and the warp-specialized split; the block size."""
+        threads = self.k.threads
+        pre: list[S.SStmt] = []
+        if self.mbar is not None:
+            inits = [S.SCall(None, "mbar_init", [self.mbar_addr(c(i)), c(n)]) for i, n in self.mbar_inits]
+            inits.append(S.SCall(None, "fence_mbar_init", []))
+            pre = [S.SIf(None, _cmp("==", self.tid, c(0)), inits), S.Barrier(None)]
+        if self.ws_loop is None:
+            return pre + body, threads
+        producer = self.producer_branch()
+        consumer_regs = producer_regs = None
+        if threads >= 256:  # hand the producer's registers to the consumers (setmaxnreg)
+            producer_regs = 40
+            consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
+        prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
+        cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
+        split = S.SIf(None, _cmp(">=", self.tid, c(threads)), prod, cons)
+        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, 0..{threads - 1} "
+                                       "compute"), split], threads + 128
+
+    # ------------------------------------------------------------ wgmma
+    def descriptor(self, r: T.Region, row: T.Expr, col: T.Expr, k_major: bool) -> list[T.Expr]:
+        """[shared address, leading byte offset, stride byte offset, swizzle code] of the operand
+        tile starting at (row, col) of shared buffer r."""
+        lay: SharedLayout = self.layouts.shared[id(r.buffer)]
+        off = lay.offset([row, col])
+        stage = self.stage_offset.get(id(r.buffer))
+        addr = S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
+        span = lay.swizzle_bytes
+        lbo = 16 if k_major else lay.rows * span
+        return [addr, c(lbo), c(8 * span), c(_SWIZZLE_CODE[span])]
+
+    def gemm_wgmma(self, s: T.Gemm) -> None:
+        lay: WgmmaTiled = self.layouts.fragments[id(s.c.buffer)]
+        m, n, kd = self.gemm_dims(s)
+        dt = s.a.buffer.dtype
+        eight_bit = dt.bits == 8
+        kstep = 32 if eight_bit else 16
+        group = div(self.tid, 128)
+        row_base = c(0) if lay.wm == 1 else mul(mod(group, lay.wm), m // lay.wm)
+        col_base = c(0) if lay.wn == 1 else mul(div(group, lay.wm), n // lay.wn)
+        c_sb = self.sbuf(s.c.buffer)
+        regs = lay.ni * 4
+        register_a = s.a.buffer.scope == "fragment"
+        variant = (f"wgmma_{'rs' if register_a else 'ss'}:n{lay.instr_n}:{dt.name}:"
+                   f"{0 if s.transpose_b else 1}")
+        self.smem_read = True
+        self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
+        self.emit(S.SCall(None, "wgmma_fence", []))
+        for kk in range(kd // kstep):
+            k0 = c(kk * kstep)
+            if s.transpose_b:
+                b_desc = self.descriptor(s.b, col_base, k0, True)
+            else:
+                b_desc = self.descriptor(s.b, k0, col_base, False)
+            for mi in range(lay.mi):
+                acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
+                if register_a:
+                    a_regs = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", 4)
+                    self.emit(S.DeclareArray(None, a_regs))
+                    self.pack_register_a_into(s, a_regs, mi, kk)
+                    self.emit(S.SCall(None, variant, [acc, S.AddrOf(D.I64, None, a_regs, c(0)), *b_desc]))
+                else:
+                    a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
+                    self.emit(S.SCall(None, variant, [acc, *a_desc, *b_desc]))
+        self.emit(S.SCall(None, "wgmma_commit", []))
+        self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
+        self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
+
+    def pack_register_a_into(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: int) -> None:
+        """wgmma's register A fragment for k-step kk of 64-row slice mi, from an accumulator-layout
+        fragment (a warp's rows match; two 8-column accumulator chunks make one 16-wide k-step)."""
+        la = self.layouts.fragments[id(s.a.buffer)]
+        src = self.sbuf(s.a.buffer)
+        pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
+        for reg, (chunk, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
+            base = ((mi * la.ni) + kk * 2 + chunk) * 4 + e
+            lo = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(base))))
+            hi = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(base + 1))))
+            self.emit(S.SStore(None, a_regs, c(reg), S.Intrinsic(D.U32, None, pack, [lo, hi])))
