@@ -28,8 +28,14 @@ TOL = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4)}
 # sample, extra defines, list of size dicts (the last one ragged)
 CASES = [
     ("vector_add", {}, [{"N": 4096}, {"N": 1 << 17}, {"N": 12345}]),
-    ("gemm", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 512, "N": 384, "K": 256}, {"M": 300, "N": 200, "K": 100}]),
-    ("gemm", {"trans_B": True}, [{"M": 256, "N": 256, "K": 128}, {"M": 300, "N": 200, "K": 100}]),
+    # K=100 (f16 rows of 200 B) cannot be described by a TMA tensor map: the no-TMA twin runs; M=300, N=264,
+    # K=136 is ragged in every tile dimension but 16-byte aligned, so TMA runs with zero-filled edges.
+    ("gemm", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 512, "N": 384, "K": 256}, {"M": 300, "N": 264, "K": 136},
+                  {"M": 300, "N": 200, "K": 100}]),
+    ("gemm", {"trans_B": True}, [{"M": 256, "N": 256, "K": 128}, {"M": 300, "N": 264, "K": 136},
+                                 {"M": 300, "N": 200, "K": 100}]),
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3},
+     [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100}]),
     ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
                             {"M": 300, "N": 200, "K": 100}]),
     ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
@@ -41,8 +47,15 @@ CASES = [
     ("flash_attention", {"causal": True}, [{"B": 1, "S": 128, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
     ("flash_attention", {"dim": 128}, [{"B": 1, "S": 128, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
     ("flash_attention", {"dim": 128, "causal": True}, [{"B": 1, "S": 256, "H": 1}, {"B": 2, "S": 130, "H": 2}]),
+    ("flash_attention", {"dim": 128, "causal": True, "block_M": 128, "threads": 256},
+     [{"B": 1, "S": 384, "H": 2}, {"B": 2, "S": 200, "H": 2}]),
+    ("flash_attention", {"block_M": 128, "block_N": 128, "threads": 256},
+     [{"B": 1, "S": 384, "H": 2}, {"B": 2, "S": 200, "H": 2}]),
 ]
-TARGETS = [("sm90", "cubin"), ("sm80", "ptx")]
+# (label, target, artifact kind, extra tilec flags): sm90 runs the Hopper path (TMA + wgmma, warp-specialized
+# where the planner chooses it) and again with warp specialization off; sm80 PTX runs the Ampere-class path.
+TARGETS = [("sm90", "sm90", "cubin", []), ("sm90-nows", "sm90", "cubin", ["--no-warp-specialize"]),
+           ("sm80", "sm80", "ptx", [])]
 
 
 def case_name(sample: str, defines: dict, dtype: str) -> str:
@@ -65,9 +78,10 @@ def build(out: Path) -> None:
             name = case_name(sample, defines, dtype)
             defs = {**defines, "dtype": dtype}
             dargs = [f"-D{k}={v}" for k, v in defs.items()]
-            for target, kind in TARGETS:
-                art = out / f"{name}.{target}.{kind}"
-                rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", target, "-o", str(art), *dargs])
+            for label, target, kind, flags in TARGETS:
+                art = out / f"{name}.{label}.{kind}"
+                rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", target, "-o", str(art), *dargs,
+                                 *flags])
                 if rc != 0:
                     raise SystemExit(f"build of {name} for {target} failed")
             result = tilec.compile(ROOT / "samples" / f"{sample}.tile", defines=defs)
@@ -123,7 +137,7 @@ def run(out: Path, only: str | None, targets: list[str], results_path: str | Non
         if only and not any(entry["case"].startswith(o) for o in only.split(",")):
             continue
         data = np.load(out / f"{entry['case']}.npz")
-        for target, kind in TARGETS:
+        for target, _, kind, _ in TARGETS:
             if target not in targets:
                 continue
             mod = rt.load(out / f"{entry['name']}.{target}.{kind}")
@@ -177,7 +191,7 @@ def main() -> int:
     ap.add_argument("mode", choices=["build", "run"])
     ap.add_argument("dir")
     ap.add_argument("--only", help="comma-separated case prefixes")
-    ap.add_argument("--targets", default="sm90,sm80")
+    ap.add_argument("--targets", default="sm90,sm90-nows,sm80")
     ap.add_argument("--results", help="write the results as JSON here")
     a = ap.parse_args()
     if a.mode == "build":

@@ -17,7 +17,9 @@ FlashAttention's softmax runs while V is still in flight.
 wgmma: per k-step (16, or 32 for 8-bit types) and per 64-row slice, one wgmma.mma_async whose shared
 operands are described by matrix descriptors over the TMA panel layout (K-major: SBO = 8 rows of the
 swizzle span; MN-major: LBO = the stride between 128-byte panels, SBO = 8 rows). A gemm statement
-ends with wgmma.wait_group 0, so the accumulator is complete when the next statement reads it.
+ends with wgmma.wait_group 0, so the accumulator is complete when the next statement reads it --
+except in a warp-specialized gemm-like loop, which waits one iteration later (wait_group 1) and
+releases a stage only when the wgmma that read it has finished.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class HopperLowering:
         self.mbar: S.SBuffer | None = None
         self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
         self.barrier_threads: int | None = None  # consumer-only named barrier under warp specialization
+        self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
         plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
         if plans:
             self.barrier_threads = self.k.threads
@@ -151,6 +154,12 @@ class HopperLowering:
             self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
                             [S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True)]))
         it = self.fresh(var.name)
+        # A gemm-like loop (its only computation is one wgmma gemm into an accumulator nothing else in
+        # the loop touches) keeps one k-step of wgmma in flight: wait_group 1, then release the stage
+        # the previous iteration read.
+        rest = [st for st in s.body if st not in producers]
+        deferred = (ws and len(rest) == 1 and isinstance(rest[0], T.Gemm)
+                    and self.layouts.gemm_impl.get(id(rest[0])) == "wgmma" and not rest[0].clear_accum)
 
         def steady():
             if not ws:
@@ -173,14 +182,26 @@ class HopperLowering:
                         waited.add(id(p))
                         self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
                                                               phase]))
-                self.stmt(st)
+                self.wgmma_in_flight = deferred
+                try:
+                    self.stmt(st)
+                finally:
+                    self.wgmma_in_flight = False
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
-            if ws:
+            if deferred:
+                previous = mod(add(it, stages - 1), stages)
+                self.emit(S.SIf(None, _cmp(">", it, c(0)),
+                                [S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), previous))])]))
+            elif ws:
                 self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
 
         body = self.block(steady)
         self.emit(S.SFor(s.span, it, c(0), n, body))
+        if deferred:
+            acc = self.sbuf(rest[0].c.buffer)
+            self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
+            self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
         self.barrier()
 
     def producer_branch(self) -> list[S.SStmt]:
@@ -280,6 +301,9 @@ class HopperLowering:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
                     self.emit(S.SCall(None, variant, [acc, *a_desc, *b_desc]))
         self.emit(S.SCall(None, "wgmma_commit", []))
+        if self.wgmma_in_flight:  # the pipeline waits for this group one iteration later
+            self.emit(S.SCall(None, "wgmma_wait", [c(1)]))
+            return
         self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
         self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
 

@@ -80,6 +80,7 @@ class Lowerer(HopperLowering):
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
         self.smem_dirty = False  # shared memory written since the last barrier
         self.smem_read = False  # shared memory read since the last barrier
+        self.generic_smem_writes = False  # shared memory written by threads since the last proxy fence
         self.names: set[str] = set()
         self.scratch: S.SBuffer | None = None
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
@@ -297,9 +298,17 @@ class Lowerer(HopperLowering):
         if isinstance(s, T.For) and s.kind != "parallel":
             return self.serial_loop(s)
         reads, writes = self.uses_shared(s)
+        if isinstance(s, T.Gemm) and self.layouts.gemm_impl.get(id(s)) == "wgmma" and self.generic_smem_writes:
+            # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
+            # must be fenced into it before the barrier that publishes them.
+            self.emit(S.SCall(None, "fence_proxy_async", []))
+            self.generic_smem_writes = False
+            self.smem_dirty = True
         self.before_shared_access(reads, writes)
         self.lower(s)
         self.after_shared_access(reads, writes)
+        if writes:
+            self.generic_smem_writes = True
 
     def lower(self, s: T.Stmt) -> None:
         if isinstance(s, T.Alloc):
@@ -416,8 +425,13 @@ class Lowerer(HopperLowering):
 
         it = self.fresh(var.name)
 
+        feeds_wgmma = any(isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"
+                          for st in walk_stmts(s.body))
+
         def steady():
             self.emit(S.SCall(None, "cp_async_wait", [c(stages - 2)]))
+            if feeds_wgmma:
+                self.emit(S.SCall(None, "fence_proxy_async", []))
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
             ahead = self.declare(f"{var.name}_next", add(it, stages - 1))

@@ -43,6 +43,7 @@ _HOPPER_CALLS = {
     "setmaxnreg_inc": "tl::setmaxnreg_inc<{0}>()",
     "setmaxnreg_dec": "tl::setmaxnreg_dec<{0}>()",
     "wgmma_fence": "tl::wgmma_fence()",
+    "fence_proxy_async": "tl::fence_proxy_async()",
     "wgmma_commit": "tl::wgmma_commit()",
     "wgmma_wait": "tl::wgmma_wait<{0}>()",
     "wgmma_fence_regs": "tl::fence_regs<{1}>({0})",

@@ -484,6 +484,9 @@ TL_DEVICE void tma_load_5d(const void* map, void* dst, long long* bar, int c0, i
 }
 #undef TL_TMA_LOAD
 
+// Order this thread's generic-proxy shared-memory accesses before later async-proxy ones (wgmma, TMA).
+TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 TL_DEVICE void named_barrier(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
