@@ -28,6 +28,7 @@ ATTN = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 8192, 64, F
 # tilec configurations per problem: (label, -D overrides). The sample defaults suit every target; the
 # sm90 rows give each 64 rows a warpgroup (wgmma's M) and a deeper TMA pipeline.
 GEMM_CONFIGS = [("tilec", []), ("tilec 128x256x64 ws", ["block_N=256", "block_K=64", "threads=256", "num_stages=4"])]
+FP8_CONFIGS = [("tilec", []), ("tilec 128x256x128 ws", ["block_N=256", "threads=256", "num_stages=4"])]
 ATTN_CONFIGS = {64: [("tilec", []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"])],
                 128: [("tilec", []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"]),
                       ("tilec 128x64 ws", ["block_M=128", "threads=256"])]}
@@ -49,6 +50,8 @@ def build(out: Path) -> None:
     for dt in ("f16", "bf16"):
         for i, (_, defs) in enumerate(GEMM_CONFIGS):
             tc("gemm", f"gemm_{dt}_{i}", f"dtype={dt}", *defs)
+    for i, (_, defs) in enumerate(FP8_CONFIGS):
+        tc("fp8_gemm", f"fp8_gemm_{i}", *defs)
     for d in (64, 128):
         for causal in (False, True):
             for i, (_, defs) in enumerate(ATTN_CONFIGS[d]):
@@ -141,6 +144,27 @@ def run(out: Path, results_path: str | None) -> None:
             err = (c.float() - ref.float()).abs().max().item()
             report("gemm", shape, label, ms, flops, roofline=flops / ms / 1e9 / PEAK_TFLOPS)
             rows[-1]["max_abs_err_vs_torch"] = err
+
+    # ---- fp8 gemm (e4m3 x e4m3 -> f32 -> bf16, per-tensor scales) against torch._scaled_mm
+    n = 8192
+    a8 = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+    b8 = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)  # [N, K]: K-major, as _scaled_mm wants
+    sa, sb = torch.tensor(0.5, device=dev), torch.tensor(0.25, device=dev)
+    c8 = torch.empty(n, n, dtype=torch.bfloat16, device=dev)
+    shape = f"e4m3 {n}^3"
+    try:
+        ms = do_bench(lambda: torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+        report("fp8 gemm", shape, "torch._scaled_mm", ms, 2 * n**3)
+        ref8 = torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16).float()
+    except (RuntimeError, AttributeError) as e:
+        print(f"torch._scaled_mm unavailable: {e}")
+        ref8 = ((a8.float() @ b8.float().t()) * 0.125)
+    for i, (label, _) in enumerate(FP8_CONFIGS):
+        c8.zero_()
+        k = rt.load(out / f"fp8_gemm_{i}.cubin").fp8_gemm
+        ms = tilec_time(k, (a8, b8, 0.5, 0.25, c8))
+        report("fp8 gemm", shape, label, ms, 2 * n**3, roofline=2 * n**3 / ms / 1e9 / (2 * PEAK_TFLOPS))
+        rows[-1]["max_abs_err_vs_torch"] = (c8.float() - ref8).abs().max().item() / ref8.abs().max().item()
 
     # ---- attention
     from torch.nn.attention import SDPBackend, sdpa_kernel

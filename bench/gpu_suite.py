@@ -38,6 +38,7 @@ CASES = [
      [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100}]),
     ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
                             {"M": 300, "N": 200, "K": 100}]),
+    ("fp8_gemm", {}, [{"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 272, "K": 160}, {"M": 200, "N": 100, "K": 100}]),
     ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
     ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
     ("layernorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
@@ -58,6 +59,11 @@ TARGETS = [("sm90", "sm90", "cubin", []), ("sm90-nows", "sm90", "cubin", ["--no-
            ("sm80", "sm80", "ptx", [])]
 
 
+# The element-type const each sample takes, and the types the suite runs it with.
+DTYPES = {"fp8_gemm": ("in_dtype", ("f8e4m3", "f8e5m2"))}
+TOL.update({"f8e4m3": TOL["bf16"], "f8e5m2": TOL["bf16"]})  # the fp8 gemm's output is bf16
+
+
 def case_name(sample: str, defines: dict, dtype: str) -> str:
     extra = "".join(f"_{k}" if v is True else f"_{k}{v}" for k, v in sorted(defines.items()))
     return f"{sample}{extra}_{dtype}"
@@ -74,9 +80,10 @@ def build(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     index = []
     for sample, defines, shapes in CASES:
-        for dtype in ("f16", "bf16"):
+        const, dtypes = DTYPES.get(sample, ("dtype", ("f16", "bf16")))
+        for dtype in dtypes:
             name = case_name(sample, defines, dtype)
-            defs = {**defines, "dtype": dtype}
+            defs = {**defines, const: dtype}
             dargs = [f"-D{k}={v}" for k, v in defs.items()]
             for label, target, kind, flags in TARGETS:
                 art = out / f"{name}.{label}.{kind}"
@@ -109,10 +116,9 @@ def build(out: Path) -> None:
                 for p in kernel.params:
                     v = inputs[p.name]
                     if isinstance(v, np.ndarray):
-                        data[f"in_{p.name}"] = v.view(np.uint16) if v.dtype.name == "bfloat16" else v
+                        data[f"in_{p.name}"] = _raw(v)
                         if p.is_output:
-                            e = expected[p.name]
-                            data[f"out_{p.name}"] = e.view(np.uint16) if e.dtype.name == "bfloat16" else e
+                            data[f"out_{p.name}"] = _raw(expected[p.name])
                         meta["params"].append({"name": p.name, "dtype": p.dtype.name, "output": p.is_output})
                     else:
                         meta["params"].append({"name": p.name, "scalar": float(v)})
@@ -125,8 +131,22 @@ def build(out: Path) -> None:
     (out / "index.json").write_text(json.dumps(index, indent=1))
 
 
-def run(out: Path, only: str | None, targets: list[str], results_path: str | None) -> int:
+def _raw(a: np.ndarray) -> np.ndarray:
+    """ml_dtypes arrays (bf16, fp8) are stored as their bits: npz files hold only numpy's own types."""
+    return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint8) if a.dtype.name in _ML_DTYPES else a
+
+
+_ML_DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+
+
+def _typed(a: np.ndarray, dtype: str) -> np.ndarray:
     import ml_dtypes
+
+    names = {"bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2}
+    return a.view(names[dtype]) if dtype in names else a
+
+
+def run(out: Path, only: str | None, targets: list[str], results_path: str | None) -> int:
 
     import tilec.runtime as rt
 
@@ -148,9 +168,7 @@ def run(out: Path, only: str | None, targets: list[str], results_path: str | Non
                 if "scalar" in p:
                     args.append(p["scalar"])
                     continue
-                a = np.array(data[f"in_{p['name']}"], copy=True)
-                if p["dtype"] == "bf16":
-                    a = a.view(ml_dtypes.bfloat16)
+                a = _typed(np.array(data[f"in_{p['name']}"], copy=True), p["dtype"])
                 if p["output"]:
                     a[...] = np.nan if a.dtype.kind == "f" or p["dtype"] == "bf16" else 0  # unwritten shows up
                     outputs[p["name"]] = a
@@ -162,8 +180,8 @@ def run(out: Path, only: str | None, targets: list[str], results_path: str | Non
                 kernel(*args)
                 for name, got in outputs.items():
                     exp = data[f"out_{name}"]
-                    if entry["dtype"] == "bf16" and got.dtype.name == "bfloat16":
-                        exp = exp.view(ml_dtypes.bfloat16)
+                    if got.dtype.name in _ML_DTYPES:
+                        exp = _typed(exp, _ML_DTYPES[got.dtype.name])
                     g, e = got.astype(np.float64), exp.astype(np.float64)
                     rtol, atol = TOL[entry["dtype"]]
                     close = np.isclose(g, e, rtol=rtol, atol=atol) | (np.isnan(e) & np.isnan(g))
