@@ -1,0 +1,198 @@
+"""The sm90 (Hopper) path without a GPU: which instructions the passes choose, the layouts they rely on
+(checked against the PTX ISA's definitions, written out independently here), the SASS nvcc makes of
+them, the manifest's tensor maps and no-TMA twins, and the switches that turn each feature off.
+The same kernels run on the H200 in bench/gpu_suite.py (bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from test_cuda_backend import _sass
+
+import tilec
+from tilec.cli.main import _parse_defines
+from tilec.cli.main import main as tilec_main
+from tilec.diagnostics import CompileError
+from tilec.ir.fold import as_int
+from tilec.ir.layout import SharedLayout, WgmmaTiled, c
+
+ROOT = Path(__file__).resolve().parent.parent
+HOPPER_GEMM = ["-Dblock_N=256", "-Dblock_K=64", "-Dthreads=256", "-Dnum_stages=4"]
+HOPPER_ATTN = ["-Dblock_M=128", "-Dblock_N=128", "-Dthreads=256", "-Ddim=128", "-Ddtype=bf16"]
+
+
+def _defines(flags: list[str]) -> dict[str, object]:
+    return _parse_defines([f[2:] for f in flags])
+
+
+def _compile(sample: str, flags: list[str] | None = None, disable: set[str] | None = None):
+    return tilec.compile(ROOT / "samples" / f"{sample}.tile", defines=_defines(flags or []), target="sm90",
+                         disable=disable)
+
+
+# ---------------------------------------------------------------- layouts against the PTX ISA
+
+
+def _wgmma_d_fragment(thread: int, reg: int, n: int) -> tuple[int, int]:
+    """PTX ISA, wgmma .m64nNk16 D fragment (f32 accumulator) of one 64xN instruction: warp w of the
+    warpgroup owns rows 16w..16w+15; register i of a thread is in 8-column chunk i/4, row
+    lane/4 + 8*((i%4)/2), column 2*(lane%4) + i%2."""
+    warp, lane = (thread % 128) // 32, thread % 32
+    chunk, i = reg // 4, reg % 4
+    assert chunk < n // 8
+    return 16 * warp + lane // 4 + 8 * (i // 2), 8 * chunk + 2 * (lane % 4) + i % 2
+
+
+@pytest.mark.parametrize("m,n,wm,wn", [(64, 64, 1, 1), (128, 128, 1, 1), (128, 256, 2, 1), (128, 128, 1, 2)])
+def test_wgmma_accumulator_layout_is_the_ptx_fragment(m, n, wm, wn):
+    lay = WgmmaTiled(m, n, wm, wn)
+    per_instr = lay.ni * 4
+    seen = set()
+    for t in range(128 * wm * wn):
+        group = t // 128
+        for k in range(lay.num_local):
+            i, j = (as_int(x) for x in lay.coords(c(t), c(k)))
+            mi, reg = divmod(k, per_instr)
+            fi, fj = _wgmma_d_fragment(t, reg, n // wn)
+            assert (i, j) == ((group % wm) * (m // wm) + 64 * mi + fi, (group // wm) * (n // wn) + fj)
+            seen.add((i, j))
+    assert len(seen) == m * n  # every element exactly once
+
+
+def _tma_swizzled_byte(offset: int, span: int) -> int:
+    """The TMA / wgmma swizzle of a byte offset from a 1024-byte aligned base (PTX: the 16-byte chunk
+    index, bits 4.., is XORed with the 128-byte row index, bits 7.., over log2(span/16) bits)."""
+    bits = {128: 3, 64: 2, 32: 1}[span]
+    mask = (1 << bits) - 1
+    return offset ^ (((offset >> 7) & mask) << 4)
+
+
+@pytest.mark.parametrize("shape,elem", [((128, 64), 2), ((64, 128), 2), ((32, 256), 2), ((128, 32), 2),
+                                         ((64, 16), 2), ((128, 128), 1), ((256, 64), 1)])
+def test_panel_layout_is_what_tma_writes(shape, elem):
+    rows, cols = shape
+    lay = SharedLayout(shape, elem, swizzle=True, panel=True)
+    span = min(128, cols * elem)
+    width = span // elem
+    for r in range(rows):
+        for col in range(cols):
+            # TMA writes one box (rows x span bytes) per panel, row-major, then swizzles it.
+            panel, within = divmod(col, width)
+            want = panel * rows * span + _tma_swizzled_byte(r * span + within * elem, span)
+            assert as_int(lay.offset([c(r), c(col)])) * elem == want
+
+
+# ---------------------------------------------------------------- what the passes choose
+
+
+def test_gemm_plan_uses_wgmma_tma_and_a_producer_warpgroup():
+    r = _compile("gemm", HOPPER_GEMM)
+    k = r.module.kernels[0]
+    lay = k.attrs["layouts"]
+    assert set(lay.gemm_impl.values()) == {"wgmma"}
+    assert str(lay.fragments[next(iter(lay.fragments))]) == "wgmma_m64n256[128x256, warpgroups 2x1]"
+    (plan,) = k.attrs["pipelines"].values()
+    assert (plan.mechanism, plan.stages, plan.warp_specialized) == ("tma", 4, True)
+    sk = r.simt.kernels[0]
+    assert sk.threads == 256 + 128
+    assert sk.attrs["tensor_maps"] == [{"tensor": "A", "box": [128, 64], "swizzle": 128},
+                                       {"tensor": "B", "box": [64, 64], "swizzle": 128}]
+    assert "tl::setmaxnreg_inc<232>()" in r.source and "tl::setmaxnreg_dec<40>()" in r.source
+    assert "tl::wgmma_wait<1>()" in r.source  # one k-step of wgmma stays in flight
+    assert [s.name for s in r.simt.kernels] == ["gemm", "gemm__no_tma"]
+
+
+def test_attention_runs_softmax_on_the_wgmma_accumulator():
+    r = _compile("flash_attention", HOPPER_ATTN)
+    k = r.module.kernels[0]
+    lay = k.attrs["layouts"]
+    assert set(lay.gemm_impl.values()) == {"wgmma"}
+    text = str(lay)
+    assert "acc_s: wgmma_m64n128[128x128, warpgroups 2x1]" in text
+    assert "scores_max: rows_of(wgmma_m64n128[128x128, warpgroups 2x1])" in text
+    assert "tl_wgmma_rs_n128_bf16_t1" in r.source  # P.V with P in registers, V MN-major
+    (plan,) = k.attrs["pipelines"].values()
+    assert plan.warp_specialized and [p.dst.buffer.name for p in plan.producers] == ["K_s", "V_s"]
+    # the consumers wait for V only right before P.V, after the softmax
+    body = r.source[r.source.index("pipeline over k"):]
+    waits = [m.start() for m in re.finditer(r"tl::mbar_wait", body)]
+    assert len(waits) >= 2 and body.index("exp2f") < waits[1]
+
+
+def test_switches_turn_each_feature_off():
+    r = _compile("gemm", HOPPER_GEMM, disable={"warp_specialize"})
+    (plan,) = r.module.kernels[0].attrs["pipelines"].values()
+    assert plan.mechanism == "tma" and not plan.warp_specialized and r.simt.kernels[0].threads == 256
+    r = _compile("gemm", HOPPER_GEMM, disable={"tma"})
+    (plan,) = r.module.kernels[0].attrs["pipelines"].values()
+    assert plan.mechanism == "cp.async" and "tensor_maps" not in r.simt.kernels[0].attrs
+    assert set(r.module.kernels[0].attrs["layouts"].gemm_impl.values()) == {"wgmma"}
+    r = _compile("gemm", HOPPER_GEMM, disable={"wgmma", "tma"})
+    assert set(r.module.kernels[0].attrs["layouts"].gemm_impl.values()) == {"mma"}
+    assert "tl::mma_f16" in r.source
+    src = (ROOT / "samples" / "gemm.tile").read_text().replace("threads=threads)",
+                                                              "threads=threads, warp_specialize=False)")
+    r = tilec.compile("ws_off.tile", text=src, target="sm90")
+    (plan,) = r.module.kernels[0].attrs["pipelines"].values()
+    assert plan.mechanism == "tma" and not plan.warp_specialized
+
+
+def test_unknown_feature_and_bad_kernel_argument_are_diagnostics(tmp_path, capsys):
+    with pytest.raises(CompileError) as e:
+        _compile("gemm", disable={"tensor_cores"})
+    assert "unknown feature" in str(e.value.diagnostics[0].message)
+    src = (ROOT / "samples" / "gemm.tile").read_text().replace("threads=threads)", "threads=threads, warp_spec=1)")
+    f = tmp_path / "bad.tile"
+    f.write_text(src)
+    assert tilec_main([str(f), "--target", "sm90", "--emit-ir"]) == 1
+    err = capsys.readouterr().err
+    assert "bad.tile:" in err and "unknown Kernel argument 'warp_spec'" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- SASS (nvcc, no GPU)
+
+
+def _functions(sass: str) -> dict[str, str]:
+    parts = re.split(r"\n\s*Function : (\S+)\n", sass)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+@pytest.fixture(scope="module")
+def hopper_cubins(tmp_path_factory):
+    import shutil
+
+    from test_cuda_backend import _require
+
+    _require(shutil.which("nvcc"), "nvcc")
+    out = tmp_path_factory.mktemp("hopper")
+    built = {}
+    for name, sample, flags in [("gemm", "gemm", []), ("gemm_ws2", "gemm", HOPPER_GEMM),
+                                ("flash_attention", "flash_attention", []),
+                                ("flash_attention_ws2", "flash_attention", HOPPER_ATTN),
+                                ("fp8_gemm", "fp8_gemm", [])]:
+        path = out / f"{name}.cubin"
+        assert tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "-o", str(path),
+                           *flags]) == 0
+        built[name] = path
+    return built
+
+
+@pytest.mark.parametrize("name", ["gemm", "gemm_ws2", "flash_attention", "flash_attention_ws2", "fp8_gemm"])
+def test_sm90_sass_has_wgmma_tma_and_mbarriers(hopper_cubins, name):
+    path = hopper_cubins[name]
+    kernels = _functions(_sass(path))
+    kernel = name.removesuffix("_ws2")
+    main, twin = kernels[kernel], kernels[kernel + "__no_tma"]
+    mma = "QGMMA" if kernel == "fp8_gemm" else "HGMMA"
+    for instr in (mma, "UTMALDG", "SYNCS"):
+        assert instr in main, f"{name}: no {instr} in the sm90 SASS"
+    assert mma in twin and "LDGSTS" in twin and "UTMALDG" not in twin  # the twin: cp.async feeding wgmma
+    for instr in ("LDL", "STL"):
+        assert f" {instr}" not in main and f" {instr}" not in twin, f"{name}: local-memory traffic ({instr})"
+    manifest = json.loads(Path(str(path) + ".json").read_text())
+    entries = {k["name"]: k for k in manifest["kernels"]}
+    assert entries[kernel]["fallback"] == kernel + "__no_tma" and entries[kernel + "__no_tma"]["internal"]
+    assert entries[kernel]["threads"] == entries[kernel + "__no_tma"]["threads"] + 128
