@@ -333,14 +333,33 @@ def test_interpreter_mfma_matches_a_matrix_product(dtype):
 
 @pytest.mark.parametrize("defines", [G64, {**G64, "dtype": "bf16"}, {**G64, "trans_B": True}])
 def test_gfx90a_gemm_takes_the_mfma_path(defines):
-    """The gemm cases above run MFMA on gfx90a (not the FMA fallback); flash attention (row reductions over the
-    accumulator, register A operand) keeps FMA."""
+    """The gemm cases above run MFMA on gfx90a (not the FMA fallback)."""
     r = _compiled("gemm", tuple(sorted(defines.items())), "gfx90a")
     table = r.module.kernels[0].attrs["layouts"]
     assert set(table.gemm_impl.values()) == {"mfma"}
     assert any(c.name.startswith("mfma_f32_16x16x16") for c in _calls(r.simt.kernels[0].body))
-    fa = _compiled("flash_attention", (), "gfx90a").module.kernels[0].attrs["layouts"]
-    assert set(fa.gemm_impl.values()) == {"fma"}
+
+
+@pytest.mark.parametrize("defines", [{}, {"causal": True}, {"dtype": "bf16"}])
+def test_gfx90a_flash_attention_takes_the_mfma_path(defines):
+    """Both flash-attention gemms run MFMA on gfx90a: the accumulators are transposed MFMA tiles (a lane holds 4
+    elements of one row), the row statistics are their row projections, and P (acc_s_cast) is the register
+    operand of the second MFMA -- no shared staging buffer, no FMA gemm."""
+    from tilec.ir.layout import MfmaTiled, Projected
+
+    r = _compiled("flash_attention", tuple(sorted(defines.items())), "gfx90a")
+    k = r.module.kernels[0]
+    table = k.attrs["layouts"]
+    assert list(table.gemm_impl.values()) == ["mfma", "mfma"]
+    by_name = {table.names[key]: lay for key, lay in table.fragments.items()}
+    for name in ("acc_s", "acc_s_cast", "acc_o"):
+        assert isinstance(by_name[name], MfmaTiled) and by_name[name].transposed, (name, by_name[name])
+    for name in ("scores_max", "scores_sum", "logsum"):
+        assert isinstance(by_name[name], Projected) and isinstance(by_name[name].parent, MfmaTiled), name
+    sk = r.simt.kernels[0]
+    assert not any("stage" in b.name and b.scope == "shared" for b in sk.shared)
+    mfmas = [c for c in _calls(sk.body) if c.name.startswith("mfma_f32_16x16x16")]
+    assert any(c.args[2].buffer.name == "acc_s_cast" for c in mfmas)  # P is the MFMA's B argument (C^T = V^T P^T)
 
 
 def _calls(body):
