@@ -85,6 +85,7 @@ class Lowerer:
         self.hoisted_vars: dict[str, T.Var] = {}
         self.scratch_elems = 0
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
+        self.unstaged: set[int] = set()  # Pipelined loops planned for register staging that cannot use it
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -96,6 +97,11 @@ class Lowerer:
         for s in walk_stmts(k.body):
             if isinstance(s, T.For) and id(s) in self.plans:
                 plan = self.plans[id(s)]
+                if plan.mechanism == "registers" and any(self.staged_copy(
+                        pr, [e for e in pr.src.const_extents if e != 1] or [1], check_only=True) is None
+                        for pr in plan.producers):
+                    self.unstaged.add(id(s))  # a producer cannot go through registers: a plain loop
+                    continue
                 if plan.stages > 1:
                     for pr in plan.producers:
                         self.stage_count[id(pr.dst.buffer)] = plan.stages
@@ -353,9 +359,9 @@ class Lowerer:
         self.emit(S.DeclareArray(s.span, sb, init))
 
     # ------------------------------------------------------------ loops
-    def serial_loop(self, s: T.For) -> None:
+    def serial_loop(self, s: T.For, plain: bool = False) -> None:
         plan = self.plans.get(id(s))
-        if plan is not None and plan.stages > 1:
+        if plan is not None and plan.stages > 1 and not plain:
             return self.pipelined(s, plan)
         var = s.vars[0]
         v = self.fresh(var.name)
@@ -380,6 +386,8 @@ class Lowerer:
         self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
 
     def pipelined(self, s: T.For, plan) -> None:
+        if plan.mechanism == "registers":
+            return self.pipelined_registers(s, plan)
         var = s.vars[0]
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         stages = plan.stages
@@ -423,6 +431,55 @@ class Lowerer:
         self.emit(S.SFor(s.span, it, c(0), n, body))
         self.emit(S.SCall(None, "cp_async_wait", [c(0)]))
         self.barrier()
+
+    def pipelined_registers(self, s: T.For, plan) -> None:
+        """Register-staged double buffering (AMD, no cp.async). Each producer's shared tile has two buffers;
+        iteration `it` issues the global loads of iteration it+1 into registers, computes on buffer it%2, stores
+        the registers to buffer (it+1)%2 and ends with the iteration's one barrier. That barrier also separates
+        the stores from the previous iteration's reads of the same buffer."""
+        var = s.vars[0]
+        producers = plan.producers
+        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+
+        def sext(p: T.Copy) -> list[int]:
+            return [e for e in p.src.const_extents if e != 1] or [1]
+
+        if id(s) in self.unstaged:  # one buffer each: a plain loop (load, barrier, compute, barrier)
+            return self.serial_loop(s, plain=True)
+        n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
+        self.before_shared_access(False, True)
+        self.emit(S.SComment(None, f"pipeline over {var.name}: 2 shared buffers, next tiles staged in registers"))
+        stagers = [(p, self.staged_copy(p, sext(p), tag="next")) for p in producers]
+
+        def at(iteration: T.Expr, phase: int):
+            self.subst[id(var)] = iteration
+            for p, st in stagers:
+                self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, 2), sizes[id(p.dst.buffer)])
+                st[phase]()
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+
+        zero = c(0)
+        self.emit(S.SIf(None, _cmp("<", zero, n), self.block(lambda: (at(zero, 0), at(zero, 1)))))
+        self.barrier()
+        it = self.fresh(var.name)
+
+        def body():
+            nxt = self.declare(f"{var.name}_next", add(it, 1))
+            self.emit(S.SIf(None, _cmp("<", nxt, n), self.block(lambda: at(nxt, 0))))
+            self.subst[id(var)] = it
+            for p in producers:
+                self.stage_offset[id(p.dst.buffer)] = mul(mod(it, 2), sizes[id(p.dst.buffer)])
+            for st in s.body:
+                if st not in producers:
+                    self.stmt(st)
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+            self.emit(S.SIf(None, _cmp("<", nxt, n), self.block(lambda: at(nxt, 1))))
+            self.emit(S.Barrier(None))
+            self.smem_dirty = self.smem_read = False
+
+        self.emit(S.SFor(s.span, it, c(0), n, self.block(body)))
 
     def parallel(self, s: T.For) -> None:
         loop_ids = [id(v) for v in s.vars]
@@ -543,7 +600,7 @@ class Lowerer:
         if not self.vector_copy(s, sext, asynchronous):
             self.copy_elements(s, sext)
 
-    def staged_copy(self, s: T.Copy, sext: list[int], tag: str = "stage"):
+    def staged_copy(self, s: T.Copy, sext: list[int], tag: str = "stage", check_only: bool = False):
         """A global -> shared copy through registers, as two code generators: load() reads this thread's
         16-byte chunks of the source into a register array (zero outside the tensor; element by element where
         the tensor is not 16-byte aligned at run time), store() writes them to shared memory (16 bytes at a time
@@ -573,6 +630,8 @@ class Lowerer:
         total = rows * cchunks
         threads = self.k.threads
         iters = -(-total // threads)
+        if check_only:
+            return True
         tmp = S.SBuffer(self.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
         self.emit(S.DeclareArray(None, tmp))
         vector_store = not dlay.transposed and dlay.shape[-1] % vec == 0 and \
@@ -590,18 +649,23 @@ class Lowerer:
         def load_chunk(it, tile):
             sidx = self.region_index(src, tile)
             guard = self.bounds(src, sidx)
-            fast = [S.SCall(s.span, f"load_vec{vec}", [S.AddrOf(D.I64, None, tmp, c(it * vec)),
-                                                       self.addr(src.buffer, sidx, s.span),
-                                                       guard if guard is not None else T.Const(D.BOOL, None, True)])]
-            slow = []
+            self.emit(S.SCall(s.span, f"load_vec{vec}", [S.AddrOf(D.I64, None, tmp, c(it * vec)),
+                                                         self.addr(src.buffer, sidx, s.span),
+                                                         guard if guard is not None else T.Const(D.BOOL, None, True)]))
+
+        def load_elements(it, tile):  # the tensor is not 16-byte aligned: element by element
             for v in range(vec):
                 t = list(tile)
                 t[-1] = add(t[-1], v)
                 idx = self.region_index(src, t)
                 g = self.bounds(src, idx)
                 load = self.ref(src.buffer, idx, s.span)
-                slow.append(S.SStore(s.span, tmp, c(it * vec + v), load if g is None else
-                                     T.Select(dt, None, g, load, T.Const(dt, None, 0))))
+                self.emit(S.SStore(s.span, tmp, c(it * vec + v), load if g is None else
+                                   T.Select(dt, None, g, load, T.Const(dt, None, 0))))
+
+        def load():
+            fast = self.block(lambda: each_chunk(load_chunk))
+            slow = self.block(lambda: each_chunk(load_elements))
             self.emit(S.SIf(None, runtime_ok, fast, slow))
 
         def store_chunk(it, tile):
@@ -617,7 +681,7 @@ class Lowerer:
                 self.emit(S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)),
                                    S.Ref(dt, None, tmp, c(it * vec + v))))
 
-        return (lambda: each_chunk(load_chunk)), (lambda: each_chunk(store_chunk))
+        return load, (lambda: each_chunk(store_chunk))
 
     def copy_fragment(self, s: T.Copy, sext: list[int]) -> None:
         src, dst = s.src, s.dst

@@ -6,8 +6,8 @@ Guarantees: `kernel.attrs["pipelines"]` maps every Pipelined loop to a PipelineP
     with the loop variable and whose destination is only written there; they are issued
     `stages - 1` iterations ahead;
   * `stages`: num_stages when the target has asynchronous copies (cp.async) and there are
-    producers, else 1 (load, barrier, compute, barrier);
-  * `mechanism`: "cp.async" or "sync";
+    producers; 2 on AMD (register-staged double buffering); else 1 (load, barrier, compute, barrier);
+  * `mechanism`: "cp.async", "registers" (AMD) or "sync";
   * every producer's shared buffer is multi-buffered `stages` times by lowering.
 """
 
@@ -66,6 +66,10 @@ def plan_loop(loop: T.For, target: Target) -> PipelinePlan:
                  if not any(isinstance(x, T.Var) and id(x) in assigned for e in p.src.starts for x in sub_exprs(e))]
     if producers and "cp.async" in target.async_copy and loop.num_stages >= 2:
         return PipelinePlan(loop.num_stages, "cp.async", producers)
+    if producers and target.backend == "hip" and loop.num_stages >= 2:
+        # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
+        # compute and stored to the other of two shared buffers after it (one barrier per iteration).
+        return PipelinePlan(2, "registers", producers)
     return PipelinePlan(1, "sync", producers)
 
 
