@@ -300,6 +300,8 @@ def _mfma_operand_layouts(k: T.Kernel, table: LayoutTable) -> dict[int, SharedLa
             if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
                 continue
             shape = b.const_shape
+            if k_first and (shape[0] * b.dtype.bytes) % 16:
+                k_first = False  # stored K rows would not be whole 16-byte chunks: keep the row-major tile
             lay = SharedLayout(shape, b.dtype.bytes, transposed=k_first)
             interleave = k_first and s.a.buffer.scope == "fragment" and lay.row_elems % 32 == 0
             swz = lay.can_swizzle()

@@ -1117,12 +1117,17 @@ class Lowerer:
         group = div(lane, 16)
         reg_a = s.a.buffer.scope == "fragment"
         b_lay = self.layouts.shared[id(s.b.buffer)]
+
+        def kmajor(r: T.Region, k_first: bool, count: int = 8) -> bool:
+            """K is the stored-contiguous dim, and `count` k-values of a lane form one aligned vector."""
+            lay = self.layouts.shared[id(r.buffer)]
+            kstart = as_int(self.lx(r.starts[0 if k_first else -1]))
+            return (lay.transposed == k_first and lay.row_elems % count == 0 and kstart is not None
+                    and kstart % (32 if lay.interleave else count) == 0)
+
         paired = not reg_a and kd % 32 == 0 and not b_lay.interleave and \
             not self.layouts.shared[id(s.a.buffer)].interleave
-        interleaved = reg_a and b_lay.interleave and b_lay.transposed == (not s.transpose_b) and kd % 32 == 0
-
-        def kmajor(r: T.Region, k_first: bool) -> bool:
-            return self.layouts.shared[id(r.buffer)].transposed == k_first
+        interleaved = reg_a and b_lay.interleave and kmajor(s.b, not s.transpose_b) and kd % 32 == 0
 
         def operand(r: T.Region, k_first: bool, other: T.Expr, k0: T.Expr, count: int, regs: S.SBuffer, at: int):
             """regs[at + j] = the operand at (other, k0 + j) (j < count; logical k, or stored order when the tile
@@ -1131,7 +1136,7 @@ class Lowerer:
                 return self.operand_index(r, kx, other) if k_first else self.operand_index(r, other, kx)
 
             stage = self.stage_offset.get(id(r.buffer))
-            if kmajor(r, k_first):
+            if kmajor(r, k_first, count):
                 off = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx(k0))))
                 addr = S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
                 self.emit(S.SCall(None, f"load_vec{count}", [S.AddrOf(D.I64, None, regs, c(at)), addr,
