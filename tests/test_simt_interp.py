@@ -532,3 +532,25 @@ def test_register_staged_pipeline_order_and_missing_barrier():
     loop.body = [s for s in loop.body if not isinstance(s, S.Barrier)]
     with pytest.raises(SimtInterpreterError, match="data race"):
         check("gemm", G64, {"M": 64, "N": 64, "K": 96, "B_rows": 96, "B_cols": 64}, "gfx90a", result=broken)
+
+
+MFMA_VARIANTS = [  # other tilings than the samples' defaults, on gfx90a only, each at a ragged shape
+    ("gemm", {**G64, "block_K": 16}, {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}),  # 64-bit reads
+    ("gemm", {**G64, "block_K": 64, "trans_B": True}, {"M": 70, "N": 60, "K": 100, "B_rows": 60, "B_cols": 100}),
+    ("gemm", {"block_M": 32, "block_N": 128, "block_K": 32}, {"M": 40, "N": 130, "K": 70, "B_rows": 70,
+                                                               "B_cols": 130}),
+    ("flash_attention", {"block_N": 32}, {"B": 1, "S": 50, "H": 1}),  # P V: one interleaved k-pair
+    ("flash_attention", {"dim": 32, "block_N": 32, "causal": True}, {"B": 1, "S": 70, "H": 1}),
+    ("flash_attention", {"block_N": 16}, {"B": 1, "S": 40, "H": 1}),  # P V: K = 16, 64-bit reads of V
+    ("flash_attention", {"dim": 128}, {"B": 1, "S": 70, "H": 1}),  # double buffers would not fit: plain loop
+]
+
+
+@pytest.mark.parametrize("sample,defines,sizes", MFMA_VARIANTS, ids=[_id((s, d, None)) for s, d, _ in MFMA_VARIANTS])
+def test_gfx90a_mfma_variants(sample, defines, sizes):
+    r = _fresh(sample, defines, "gfx90a")
+    k = r.module.kernels[0]
+    assert set(k.attrs["layouts"].gemm_impl.values()) == {"mfma"}
+    (plan,) = k.attrs["pipelines"].values()
+    assert plan.mechanism == ("sync" if defines.get("dim") == 128 else "registers"), plan
+    check(sample, defines, sizes, "gfx90a", result=r)

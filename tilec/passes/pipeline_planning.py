@@ -38,7 +38,7 @@ def _uses(e: T.Expr, v: T.Var) -> bool:
     return any(x is v for x in sub_exprs(e))
 
 
-def plan_loop(loop: T.For, target: Target) -> PipelinePlan:
+def plan_loop(loop: T.For, target: Target, shared_bytes: dict[int, int] | None = None) -> PipelinePlan:
     var = loop.vars[0]
     producers = []
     written_elsewhere: set[int] = set()
@@ -68,17 +68,23 @@ def plan_loop(loop: T.For, target: Target) -> PipelinePlan:
         return PipelinePlan(loop.num_stages, "cp.async", producers)
     if producers and target.backend == "hip" and loop.num_stages >= 2:
         # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
-        # compute and stored to the other of two shared buffers after it (one barrier per iteration).
-        return PipelinePlan(2, "registers", producers)
+        # compute and stored to the other of two shared buffers after it (one barrier per iteration) -- where
+        # the second buffers fit in the target's shared memory (else the plain loop).
+        sizes = shared_bytes or {}
+        extra = sum(sizes.get(id(p.dst.buffer), 0) for p in producers)
+        if sum(sizes.values()) + extra <= target.shared_memory_bytes:
+            return PipelinePlan(2, "registers", producers)
     return PipelinePlan(1, "sync", producers)
 
 
 def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
         plans = {}
+        table = k.attrs.get("layouts")
+        shared_bytes = {key: lay.size * lay.elem_bytes for key, lay in table.shared.items()} if table else {}
         for s in walk_stmts(k.body):
             if isinstance(s, T.For) and s.kind == "pipelined":
-                plans[id(s)] = plan_loop(s, target)
+                plans[id(s)] = plan_loop(s, target, shared_bytes)
         k.attrs["pipelines"] = _PlanTable(plans, k)
     return module
 
