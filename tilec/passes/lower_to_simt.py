@@ -9,12 +9,15 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
   * copies are spread over the threads, 16 bytes at a time where both sides are contiguous and a
     run-time check shows the global side aligned (else element by element); every global access is
     predicated on the tensor bounds, so ragged shapes are safe;
-  * gemm on the "mma" path becomes ldmatrix + mma.sync m16n8k16 per warp; on the "fma" path each
-    thread computes its accumulator elements with scalar multiply-adds;
+  * gemm on the "mma" path becomes ldmatrix + mma.sync m16n8k16 per warp; on the "mfma" path (AMD)
+    64/128-bit LDS reads of K-major operand tiles (or a register A operand) + v_mfma 16x16x16 per
+    wave; on the "fma" path each thread computes its accumulator elements with scalar multiply-adds;
+  * a global -> shared copy into a K-major (transposed) tile goes through registers;
   * reductions combine per-thread partials with warp shuffles, then across warps through shared
     scratch memory;
   * Pipelined loops with a cp.async plan become prologue / steady state with
-    `stages - 1` copies in flight, multi-buffered shared tiles;
+    `stages - 1` copies in flight, multi-buffered shared tiles; with a "registers" plan (AMD),
+    double-buffered tiles whose next contents are loaded into registers during the compute;
   * barriers are placed between shared-memory writes and reads by different threads.
 """
 
