@@ -81,7 +81,9 @@ def test_sample_set_is_complete():
 
 
 # Every variant the tests below run, compiled with the IR verifier between passes.
-VARIANTS = [(p.stem, {}) for p in SAMPLE_FILES] + [(p.stem, {"dtype": "bf16"}) for p in SAMPLE_FILES] + [
+VARIANTS = [(p.stem, {}) for p in SAMPLE_FILES] + [(p.stem, {"dtype": "bf16"}) for p in SAMPLE_FILES
+                                                    if p.stem != "fp8_gemm"] + [
+    ("fp8_gemm", {"in_dtype": "f8e5m2"}),
     ("vector_add", {"dtype": "f32"}),
     ("gemm", {"trans_B": True}), ("gemm", {"dtype": "bf16", "trans_B": True}),
     ("flash_attention", {"causal": True}), ("flash_attention", {"dtype": "bf16", "causal": True}),
@@ -137,6 +139,24 @@ def check_gemm(dtype, trans_b, m, n, k, text=None):
 @pytest.mark.parametrize("m, n, k", [(128, 256, 64), (200, 150, 70), (1, 129, 33)])
 def test_gemm(dtype, trans_b, m, n, k):
     check_gemm(dtype, trans_b, m, n, k)
+
+
+# ---------------------------------------------------------------------------------- fp8_gemm
+
+
+@pytest.mark.parametrize("in_dtype", ["f8e4m3", "f8e5m2"])
+@pytest.mark.parametrize("m, n, k", [(128, 128, 128), (200, 150, 100), (1, 129, 33)])
+def test_fp8_gemm(in_dtype, m, n, k):
+    rng = np.random.default_rng(m * 7 + k)
+    np_t = {"f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2}[in_dtype]
+    a = (rng.standard_normal((m, k)) * 4).astype(np_t)  # fp8 values: the inputs are exact in f32
+    b = (rng.standard_normal((n, k)) * 4).astype(np_t)
+    assert np.count_nonzero(f64(a)) > 0.99 * a.size  # fresh random values, not zeros
+    scale_a, scale_b = 0.37, 1.9
+    out = run("fp8_gemm", {"A": a, "B": b, "scale_a": scale_a, "scale_b": scale_b, "C": nans((m, n), "bf16")},
+              in_dtype=in_dtype)
+    want = (f64(a) @ f64(b).T) * (np.float32(scale_a) * np.float32(scale_b))
+    check(out["C"], want, "bf16", scale=16 * np.sqrt(k))  # |C| ~ 16 sqrt(K) * scales
 
 
 # ---------------------------------------------------------------------------------- gemm_bias_relu

@@ -333,14 +333,33 @@ def test_interpreter_mfma_matches_a_matrix_product(dtype):
 
 @pytest.mark.parametrize("defines", [G64, {**G64, "dtype": "bf16"}, {**G64, "trans_B": True}])
 def test_gfx90a_gemm_takes_the_mfma_path(defines):
-    """The gemm cases above run MFMA on gfx90a (not the FMA fallback); flash attention (row reductions over the
-    accumulator, register A operand) keeps FMA."""
+    """The gemm cases above run MFMA on gfx90a (not the FMA fallback)."""
     r = _compiled("gemm", tuple(sorted(defines.items())), "gfx90a")
     table = r.module.kernels[0].attrs["layouts"]
     assert set(table.gemm_impl.values()) == {"mfma"}
     assert any(c.name.startswith("mfma_f32_16x16x16") for c in _calls(r.simt.kernels[0].body))
-    fa = _compiled("flash_attention", (), "gfx90a").module.kernels[0].attrs["layouts"]
-    assert set(fa.gemm_impl.values()) == {"fma"}
+
+
+@pytest.mark.parametrize("defines", [{}, {"causal": True}, {"dtype": "bf16"}])
+def test_gfx90a_flash_attention_takes_the_mfma_path(defines):
+    """Both flash-attention gemms run MFMA on gfx90a: the accumulators are transposed MFMA tiles (a lane holds 4
+    elements of one row), the row statistics are their row projections, and P (acc_s_cast) is the register
+    operand of the second MFMA -- no shared staging buffer, no FMA gemm."""
+    from tilec.ir.layout import MfmaTiled, Projected
+
+    r = _compiled("flash_attention", tuple(sorted(defines.items())), "gfx90a")
+    k = r.module.kernels[0]
+    table = k.attrs["layouts"]
+    assert list(table.gemm_impl.values()) == ["mfma", "mfma"]
+    by_name = {table.names[key]: lay for key, lay in table.fragments.items()}
+    for name in ("acc_s", "acc_s_cast", "acc_o"):
+        assert isinstance(by_name[name], MfmaTiled) and by_name[name].transposed, (name, by_name[name])
+    for name in ("scores_max", "scores_sum", "logsum"):
+        assert isinstance(by_name[name], Projected) and isinstance(by_name[name].parent, MfmaTiled), name
+    sk = r.simt.kernels[0]
+    assert not any("stage" in b.name and b.scope == "shared" for b in sk.shared)
+    mfmas = [c for c in _calls(sk.body) if c.name.startswith("mfma_f32_16x16x16")]
+    assert any(c.args[2].buffer.name == "acc_s_cast" for c in mfmas)  # P is the MFMA's B argument (C^T = V^T P^T)
 
 
 def _calls(body):
@@ -349,7 +368,7 @@ def _calls(body):
     for s in body:
         if isinstance(s, S.SCall):
             yield s
-        for attr in ("body", "then", "orelse", "else_body"):
+        for attr in ("body", "then_body", "else_body"):
             sub = getattr(s, attr, None)
             if isinstance(sub, list):
                 yield from _calls(sub)
@@ -370,3 +389,168 @@ def test_wrong_mfma_accumulator_layout_is_caught(monkeypatch):
     monkeypatch.setattr(ML, "tables", transposed)
     with pytest.raises(AssertionError, match="differs"):
         check("gemm", G64, GEMM_SIZES, "gfx90a", result=_fresh("gemm", G64, "gfx90a"))
+
+
+# ---------------------------------------------------------------- reductions and projections of MFMA accumulators
+
+MFMA_STATS = """
+const dtype = f16
+const block_M = 64
+
+kernel stats(A: dtype[M, K], B: dtype[K, 64], C: out f32[M, 64], RowMax: out f32[M], ColSum: out f32[MB, 64]):
+    with Kernel(ceildiv(M, block_M), threads=256) as bx:
+        A_s = alloc_shared((block_M, 32), dtype)
+        B_s = alloc_shared((32, 64), dtype)
+        acc = alloc_fragment((block_M, 64), f32)
+        row_max = alloc_fragment((block_M,), f32)
+        col_sum = alloc_fragment((64,), f32)
+        clear(acc)
+        for k in Pipelined(ceildiv(K, 32), num_stages=2):
+            copy(A[bx * block_M, k * 32], A_s)
+            copy(B[k * 32, 0], B_s)
+            gemm(A_s, B_s, acc, policy=GemmWarpPolicy.POLICY)
+        reduce_max(acc, row_max, dim=1)
+        reduce_sum(acc, col_sum, dim=0)
+        for i, j in Parallel(block_M, 64):
+            acc[i, j] = acc[i, j] - row_max[i] + col_sum[j]
+        copy(acc, C[bx * block_M, 0])
+        copy(row_max, RowMax[bx * block_M])
+        copy(col_sum, ColSum[bx, 0])
+"""
+
+
+def _check_stats(result, sizes):
+    tk = tilec.compile("stats.tile", text=result[1]).module.kernels[0]
+    sk = result[0].simt.kernels[0]
+    args = random_inputs(tk, sizes, 5)
+    for name in ("C", "RowMax", "ColSum"):
+        args[name][...] = np.nan
+    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+    run_kernel(tk, want)
+    run_simt(sk, args, sizes, warp_size=64)
+    for name in ("C", "RowMax", "ColSum"):
+        np.testing.assert_allclose(args[name], want[name], rtol=1e-4, atol=1e-3, err_msg=name)
+
+
+@pytest.mark.parametrize("policy", ["FullRow", "FullCol"])  # 4 waves 4x1 (columns across waves) or 1x4 (rows)
+@pytest.mark.parametrize("transposed", [True, False])
+def test_mfma_accumulator_reductions(policy, transposed, monkeypatch):
+    """Row max (dim=1) and column sum (dim=0) of an MFMA accumulator into its projections, and a Parallel loop
+    mixing acc[i, j] with row[i] and col[j], on gfx90a at a ragged shape. Layout inference transposes a row-reduced
+    accumulator (rows by lane%16: shuffles xor 16, 32; columns by e: xor 1..8); forcing the untransposed tile
+    covers the other two reductions. FullRow puts the 4 waves along M (column sums combine across waves through
+    LDS), FullCol along N (row maxima do)."""
+    from tilec.ir.layout import MfmaTiled, Projected
+    from tilec.passes import layout_inference as LI
+
+    if not transposed:
+        monkeypatch.setattr(LI, "_mfma_transposed", lambda *a: False)
+    text = MFMA_STATS.replace("POLICY", policy)
+    r = tilec.compile("stats.tile", text=text, target="gfx90a")
+    table = r.module.kernels[0].attrs["layouts"]
+    lays = {table.names[key]: lay for key, lay in table.fragments.items()}
+    assert isinstance(lays["acc"], MfmaTiled) and lays["acc"].transposed == transposed
+    assert (lays["acc"].wm, lays["acc"].wn) == ((4, 1) if policy == "FullRow" else (1, 4))
+    assert isinstance(lays["row_max"], Projected) and isinstance(lays["col_sum"], Projected)
+    _check_stats((r, text), {"M": 100, "K": 40, "MB": 2})
+
+
+def test_wrong_mfma_reduction_shuffles_are_caught(monkeypatch):
+    """A row reduction that shuffles over the wrong lane bits (xor 1..8 where the row runs over lane/16) gives wrong
+    row maxima: the interpreter's shuffles follow the lanes, so such a lowering bug shows (lanes that hold one row
+    disagree about its maximum: a write conflict when they store it, or a wrong value)."""
+    from tilec.ir import layout as L
+
+    monkeypatch.setattr(L, "_mfma_in_lane", lambda p, keep: (keep == 0) == p.transposed)
+    text = MFMA_STATS.replace("POLICY", "FullRow")
+    r = tilec.compile("stats.tile", text=text, target="gfx90a")
+    monkeypatch.undo()
+    with pytest.raises((AssertionError, SimtInterpreterError), match="write conflict|Mismatch"):
+        _check_stats((r, text), {"M": 64, "K": 32, "MB": 1})
+
+
+def test_interleaved_operand_layout_is_needed(monkeypatch):
+    """Flash attention's V tile is K-major and interleaved so that one 128-bit read gives a lane two k-steps of the
+    P V MFMA; storing it without the interleave (the reads unchanged) breaks the kernel: the 128-bit reads are no
+    longer 16-byte aligned (the interpreter checks vector alignment), or the values differ."""
+    import dataclasses
+
+    from tilec.ir.layout import SharedLayout
+
+    real = SharedLayout.offset
+    monkeypatch.setattr(SharedLayout, "offset",
+                        lambda self, idx: real(dataclasses.replace(self, interleave=False), idx))
+    broken = _fresh("flash_attention", {}, "gfx90a")
+    monkeypatch.undo()
+    with pytest.raises((AssertionError, SimtInterpreterError), match="differs|not aligned"):
+        check("flash_attention", {}, {"B": 1, "S": 64, "H": 1}, "gfx90a", result=broken)
+
+
+def _pipelined_loop(body):
+    from tilec.ir import simt as S
+
+    for i, s in enumerate(body):
+        if isinstance(s, S.SComment) and "staged in registers" in s.text:
+            return next(x for x in body[i:] if isinstance(x, S.SFor) and not x.unroll)
+    for s in body:
+        for attr in ("body", "then_body", "else_body"):
+            found = _pipelined_loop(getattr(s, attr, None) or [])
+            if found is not None:
+                return found
+    return None
+
+
+def test_register_staged_pipeline_order_and_missing_barrier():
+    """gfx90a gemm: in the Pipelined loop, the next tile's global loads come before this tile's MFMAs, the stores
+    to the other buffer after them, then the loop's only barrier. Removing that barrier is a data race."""
+    from tilec.ir import simt as S
+
+    broken = _fresh("gemm", G64, "gfx90a")
+    loop = _pipelined_loop(broken.simt.kernels[0].body)
+    assert loop is not None
+    def stmts(body):
+        for s in body:
+            yield s
+            for attr in ("body", "then_body", "else_body"):
+                yield from stmts(getattr(s, attr, None) or [])
+
+    kinds = []
+    for s in loop.body:
+        inner = list(stmts([s]))
+        if any(isinstance(x, S.SCall) and x.name.startswith("load_vec") and x.args[1].buffer.scope == "global"
+               for x in inner):
+            kinds.append("load")
+        elif isinstance(s, S.SCall) and s.name.startswith("mfma"):
+            kinds.append("mfma")
+        elif isinstance(s, S.SIf) and any(isinstance(x, S.SStore) and x.buffer.scope == "shared" or
+                                          isinstance(x, S.SCall) and x.name.startswith("store_vec") for x in inner):
+            kinds.append("store")
+        elif isinstance(s, S.Barrier):
+            kinds.append("barrier")
+    assert kinds[0] == "load" and kinds[-2:] == ["store", "barrier"] and kinds.count("barrier") == 1, kinds
+    assert "mfma" in kinds[1:-2]
+    loop.body = [s for s in loop.body if not isinstance(s, S.Barrier)]
+    with pytest.raises(SimtInterpreterError, match="data race"):
+        check("gemm", G64, {"M": 64, "N": 64, "K": 96, "B_rows": 96, "B_cols": 64}, "gfx90a", result=broken)
+
+
+MFMA_VARIANTS = [  # other tilings than the samples' defaults, on gfx90a only, each at a ragged shape
+    ("gemm", {**G64, "block_K": 16}, {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}),  # 64-bit reads
+    ("gemm", {**G64, "block_K": 64, "trans_B": True}, {"M": 70, "N": 60, "K": 100, "B_rows": 60, "B_cols": 100}),
+    ("gemm", {"block_M": 32, "block_N": 128, "block_K": 32}, {"M": 40, "N": 130, "K": 70, "B_rows": 70,
+                                                               "B_cols": 130}),
+    ("flash_attention", {"block_N": 32}, {"B": 1, "S": 50, "H": 1}),  # P V: one interleaved k-pair
+    ("flash_attention", {"dim": 32, "block_N": 32, "causal": True}, {"B": 1, "S": 70, "H": 1}),
+    ("flash_attention", {"block_N": 16}, {"B": 1, "S": 40, "H": 1}),  # P V: K = 16, 64-bit reads of V
+    ("flash_attention", {"dim": 128}, {"B": 1, "S": 70, "H": 1}),  # double buffers would not fit: plain loop
+]
+
+
+@pytest.mark.parametrize("sample,defines,sizes", MFMA_VARIANTS, ids=[_id((s, d, None)) for s, d, _ in MFMA_VARIANTS])
+def test_gfx90a_mfma_variants(sample, defines, sizes):
+    r = _fresh(sample, defines, "gfx90a")
+    k = r.module.kernels[0]
+    assert set(k.attrs["layouts"].gemm_impl.values()) == {"mfma"}
+    (plan,) = k.attrs["pipelines"].values()
+    assert plan.mechanism == ("sync" if defines.get("dim") == 128 else "registers"), plan
+    check(sample, defines, sizes, "gfx90a", result=r)

@@ -157,18 +157,33 @@ class MfmaTiled(_WarpTiled):
     """
 
     atom_n = 16
+    # transposed: lane l holds (l%16, 4*(l/16) + e) instead -- the accumulator of the swapped product
+    # C^T = B^T A^T. A lane's 4 registers then run along a row, which is the MFMA B-operand layout of C^T:
+    # a transposed f16/bf16 accumulator feeds a following MFMA (P V in flash attention) with no data movement.
+    transposed: bool = False
 
     def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
         k = _e(k)
         mi, ni, e = div(k, self.ni * 4), mod(div(k, 4), self.ni), mod(k, 4)
         wave, lane = div(t, 64), mod(t, 64)
         wave_m, wave_n = mod(wave, self.wm), div(wave, self.wm)
+        if self.transposed:
+            i = add(add(mul(wave_m, self.m // self.wm), mul(mi, 16)), mod(lane, 16))
+            j = add(add(add(mul(wave_n, self.n // self.wn), mul(ni, 16)), mul(div(lane, 16), 4)), e)
+            return [i, j]
         i = add(add(add(mul(wave_m, self.m // self.wm), mul(mi, 16)), mul(div(lane, 16), 4)), e)
         j = add(add(mul(wave_n, self.n // self.wn), mul(ni, 16)), mod(lane, 16))
         return [i, j]
 
     def __str__(self) -> str:
-        return f"mfma_16x16[{self.m}x{self.n}, waves {self.wm}x{self.wn}]"
+        t = "T" if self.transposed else ""
+        return f"mfma_16x16{t}[{self.m}x{self.n}, waves {self.wm}x{self.wn}]"
+
+
+def _mfma_in_lane(p: MfmaTiled, keep: int) -> bool:
+    """Whether the index kept by a projection of MFMA tile p varies with a lane's register e (0..3) -- the
+    rows of an untransposed tile, the columns of a transposed one -- rather than with lane % 16."""
+    return (keep == 0) != p.transposed
 
 
 @dataclass(frozen=True)
@@ -244,13 +259,13 @@ class Projected:
     """One dimension of a 2-D parent layout: a 1-D fragment indexed like the parent's rows
     (keep=0) or columns (keep=1), replicated over the threads that share them."""
 
-    parent: MmaTiled | BlockRow
+    parent: MmaTiled | MfmaTiled | BlockRow
     keep: int
 
     @property
     def shape(self) -> tuple[int, ...]:
         p = self.parent
-        if isinstance(p, MmaTiled):
+        if isinstance(p, MmaTiled | MfmaTiled):
             return (p.shape[self.keep],)
         return (p.rows,) if self.keep == 0 else (p.cols,)
 
@@ -259,6 +274,8 @@ class Projected:
         p = self.parent
         if isinstance(p, MmaTiled):
             return p.mi * 2 if self.keep == 0 else p.ni * 2
+        if isinstance(p, MfmaTiled):  # one register per atom row/column, times 4 where e selects the index
+            return (p.mi if self.keep == 0 else p.ni) * (4 if _mfma_in_lane(p, self.keep) else 1)
         return p.row_passes if self.keep == 0 else p.per_row
 
     def local_of_parent(self, k: K) -> T.Expr:
@@ -269,6 +286,9 @@ class Projected:
             if self.keep == 0:
                 return add(mul(div(k, p.ni * 4), 2), div(mod(k, 4), 2))
             return add(mul(mod(div(k, 4), p.ni), 2), mod(k, 2))
+        if isinstance(p, MfmaTiled):
+            atom = div(k, p.ni * 4) if self.keep == 0 else mod(div(k, 4), p.ni)
+            return add(mul(atom, 4), mod(k, 4)) if _mfma_in_lane(p, self.keep) else atom
         return div(k, p.per_row) if self.keep == 0 else mod(k, p.per_row)
 
     def parent_local(self, k: K) -> T.Expr:
@@ -279,6 +299,11 @@ class Projected:
             if self.keep == 0:
                 return add(mul(div(k, 2), p.ni * 4), mul(mod(k, 2), 2))
             return add(mul(div(k, 2), 4), mod(k, 2))
+        if isinstance(p, MfmaTiled):
+            if _mfma_in_lane(p, self.keep):
+                atom, e = div(k, 4), mod(k, 4)
+                return add(mul(atom, p.ni * 4), e) if self.keep == 0 else add(mul(atom, 4), e)
+            return mul(k, p.ni * 4) if self.keep == 0 else mul(k, 4)
         return mul(k, p.per_row) if self.keep == 0 else k
 
     def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
@@ -298,6 +323,10 @@ class Projected:
         if isinstance(p, MmaTiled):
             kind = type(p).__name__
             return (kind, "rows", p.m, p.wm) if self.keep == 0 else (kind, "cols", p.n, p.wm, p.wn)
+        if isinstance(p, MfmaTiled):
+            if self.keep == 0:
+                return ("mfma_rows", p.transposed, p.m, p.wm)
+            return ("mfma_cols", p.transposed, p.n, p.wm, p.wn)
         return ("rows", p.rows, p.tpr, p.threads) if self.keep == 0 else ("cols", p.cols, p.tpr, p.vec, p.threads)
 
     def __str__(self) -> str:
@@ -346,6 +375,12 @@ class SharedLayout:
     # each stored whole (rows x 128 B) one after the other -- the layout a TMA box of 128-byte rows
     # writes and a wgmma descriptor reads. Within a panel the XOR pattern is the one below.
     panel: bool = False
+    # transposed: the last two dims are stored swapped ("K-major" for an MFMA operand whose K is the
+    # tile's first dim); swizzle and interleave then apply to the stored order.
+    transposed: bool = False
+    # interleave: within each 32 elements of a stored row, element 16t + 4g + i sits at 8g + 4t + i, so
+    # one 16-byte read gives a lane (group g) its 4 values of two consecutive MFMA 16x16x16 k-steps.
+    interleave: bool = False
 
     @property
     def size(self) -> int:
@@ -355,8 +390,14 @@ class SharedLayout:
         return n
 
     @property
+    def stored_shape(self) -> tuple[int, ...]:
+        if self.transposed:
+            return (*self.shape[:-2], self.shape[-1], self.shape[-2])
+        return self.shape
+
+    @property
     def row_elems(self) -> int:
-        return self.shape[-1]
+        return self.stored_shape[-1]
 
     def can_swizzle(self) -> bool:
         rb = self.row_elems * self.elem_bytes
@@ -378,8 +419,10 @@ class SharedLayout:
         return self.swizzle_bytes // self.elem_bytes if self.panel else self.row_elems
 
     def offset(self, idx: list[T.Expr]) -> T.Expr:
+        if self.transposed:
+            idx = [*idx[:-2], idx[-1], idx[-2]]
         row: T.Expr = c(0)
-        for d, i in zip(self.shape[:-1], idx[:-1], strict=True):
+        for d, i in zip(self.stored_shape[:-1], idx[:-1], strict=True):
             row = add(mul(row, d), i)
         col = idx[-1]
         if self.panel and self.swizzle:
@@ -391,6 +434,9 @@ class SharedLayout:
             phys = xor(chunk, mod(div(mul(row, span), 128), span // 16))
             base = add(mul(div(col, width), self.rows * width), mul(row, width))
             return add(add(base, mul(phys, per_chunk)), mod(in_panel, per_chunk))
+        if self.interleave:  # 32p + 16t + 4g + i -> 32p + 8g + 4t + i
+            r32 = mod(col, 32)
+            col = add(add(add(mul(div(col, 32), 32), mul(div(mod(r32, 16), 4), 8)), mul(div(r32, 16), 4)), mod(col, 4))
         if not self.swizzle:
             return add(mul(row, self.row_elems), col)
         per_chunk = 16 // self.elem_bytes
@@ -404,4 +450,5 @@ class SharedLayout:
     def __str__(self) -> str:
         kind = f"tma_swizzled{self.swizzle_bytes}" if self.panel and self.swizzle else (
             "swizzled" if self.swizzle else "linear")
+        kind += (" k-major" if self.transposed else "") + (" interleaved" if self.interleave else "")
         return f"{kind}[{'x'.join(map(str, self.shape))}]"

@@ -10,8 +10,9 @@ Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
   * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
     power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
   * each gemm an implementation: "wgmma" (Hopper wgmma.m64nNk16, warpgroup accumulators, operands
-    in TMA panel layouts), "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64, shared
-    operands, accumulators used only elementwise) or "fma" (scalar fallback).
+    in TMA panel layouts), "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared
+    operands, or a register A operand that is the transposed accumulator of an earlier MFMA gemm) or "fma"
+    (scalar fallback).
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
 that creates the conflict.
 """
@@ -170,7 +171,6 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
     has_mfma = "mfma.16x16x16" in target.matrix_instructions and target.warp_size == 64
     has_wgmma = "wgmma.m64nNk16" in target.matrix_instructions and "wgmma" not in k.attrs.get("disabled", ())
-    projected = {uf.find(x) for child, parent, _, _ in projections for x in (child, parent)}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
     for s in walk_stmts(k.body):
@@ -210,17 +210,21 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                 class_layout[root] = lay
                 class_site[root] = s
         elif (has_mfma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
-              and exts is not None and len(c_buf.shape) == 2 and k.threads % 64 == 0 and s.a.buffer.scope == "shared"):
-            # MFMA 16x16x16 (wave64): accumulators only feed elementwise code for now (no row/column
-            # projections, reductions or register A operands over the MFMA layout yet).
+              and exts is not None and len(c_buf.shape) == 2 and k.threads % 64 == 0):
+            # MFMA 16x16x16 (wave64). The accumulator is transposed (lane l holds row l%16, computed as
+            # C^T = B^T A^T) when its rows are projected (row reductions, row statistics) or it feeds a
+            # gemm as the register A operand; see _mfma_transposed.
             m, n = c_buf.const_shape
             root = uf.find(id(c_buf))
             members = [b for b in frags if uf.find(b) == root]
-            choice = _choose_warps(m, n, warps, s.policy, atom_n=16)
+            policy = s.policy
+            if policy == "square" and (any(b in row_reduced for b in members) or
+                                       any(uf.find(a) == root for a in register_a)):
+                policy = "full_row"
+            choice = _choose_warps(m, n, warps, policy, atom_n=16)
             if (choice is not None and _gemm_k(s) % 16 == 0 and _operands_mma_ok(s, table, frags, uf)
-                    and root not in projected and not any(b in row_reduced for b in members)
-                    and not any(uf.find(a) == root for a in register_a)):
-                lay = MfmaTiled(m, n, *choice)
+                    and _mfma_a_ok(s, class_layout, uf)):
+                lay = MfmaTiled(m, n, *choice, transposed=_mfma_transposed(root, projections, register_a, uf))
                 prev = class_layout.get(root)
                 if prev is not None and prev != lay:
                     rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
@@ -273,6 +277,14 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                     and la.wm == lc.wm and la.m == lc.m):
                 rep.error(f"the register operand '{s.a.buffer.name}' of this gemm does not have the wgmma operand "
                           f"layout ({la}); stage it through shared memory", s.span)
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mfma":
+            la = table.fragments.get(id(s.a.buffer))
+            lc = table.fragments.get(id(s.c.buffer))
+            if not (isinstance(la, MfmaTiled) and isinstance(lc, MfmaTiled) and la.transposed and lc.transposed
+                    and la.wn == 1 and lc.wn == 1 and la.wm == lc.wm and la.m == lc.m and not s.transpose_a
+                    and s.a.const_extents == s.a.buffer.const_shape):
+                table.gemm_impl[id(s)] = "fma"
+    for s in walk_stmts(k.body):
         if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mma":
             la = table.fragments.get(id(s.a.buffer))
             lc = table.fragments.get(id(s.c.buffer))
@@ -289,12 +301,17 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             mma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
         if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "wgmma":
             wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
+    mfma_operands = _mfma_operand_layouts(k, table)
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc) and s.buffer.scope == "shared":
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
             if id(b) in wgmma_operands:  # checked by _wgmma_layout: a swizzle span exists
                 table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
+                continue
+            if id(b) in mfma_operands and id(b) not in annotated:
+                lay = mfma_operands[id(b)]
+                table.shared[id(b)] = lay
                 continue
             want = annotated.get(id(b), "swizzled" if id(b) in mma_operands else "linear")
             if want == "swizzled" and lay.can_swizzle() and len(b.shape) >= 2:
@@ -354,6 +371,49 @@ def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced
             continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
         return WgmmaTiled(m, n, wm, wn)
     return None
+
+
+def _mfma_operand_layouts(k: T.Kernel, table: LayoutTable) -> dict[int, SharedLayout]:
+    """Shared operands of MFMA gemms are stored K-major (K contiguous; a [K, N] B or a [K, M] A is transposed
+    when it is copied in) and XOR-swizzled, so that each lane reads its k-values of an atom with one 64- or
+    128-bit LDS read and the 8 lanes of one 128-bit read phase hit distinct bank groups. The B operand of a
+    gemm with a register A operand is interleaved (SharedLayout.interleave) when transposed: its A registers
+    follow the fixed MFMA k order, so two k-steps' values must be adjacent in LDS for one 128-bit read.
+    The first gemm that reads a buffer decides its layout; other readers stay correct (every access goes
+    through the layout), only slower."""
+    out: dict[int, SharedLayout] = {}
+    for s in walk_stmts(k.body):
+        if not (isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "mfma"):
+            continue
+        for r, k_first in ((s.a, s.transpose_a), (s.b, not s.transpose_b)):
+            b = r.buffer
+            if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
+                continue
+            shape = b.const_shape
+            if k_first and (shape[0] * b.dtype.bytes) % 16:
+                k_first = False  # stored K rows would not be whole 16-byte chunks: keep the row-major tile
+            lay = SharedLayout(shape, b.dtype.bytes, transposed=k_first)
+            interleave = k_first and s.a.buffer.scope == "fragment" and lay.row_elems % 32 == 0
+            swz = lay.can_swizzle()
+            out[id(b)] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
+    return out
+
+
+def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:
+    """An MFMA accumulator class is laid out transposed when it is the register A operand of a gemm (a lane's
+    4 registers along a row are then the MFMA B-operand layout of the swapped product) or when its rows are
+    projected (row reductions: 4 of a row's elements per lane, 2 shuffles instead of 4)."""
+    if any(uf.find(a) == root for a in register_a):
+        return True
+    return any(keep == 0 and uf.find(parent) == root for _, parent, keep, _ in projections)
+
+
+def _mfma_a_ok(s: T.Gemm, class_layout, uf) -> bool:
+    """A register A operand takes the MFMA path when it is the (transposed) accumulator of an earlier MFMA gemm."""
+    if s.a.buffer.scope == "shared":
+        return True
+    lay = class_layout.get(uf.find(id(s.a.buffer)))
+    return isinstance(lay, MfmaTiled) and lay.transposed and lay.wn == 1 and not s.transpose_a
 
 
 def _gemm_k(s: T.Gemm) -> int:

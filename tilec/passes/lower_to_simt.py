@@ -9,12 +9,15 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
   * copies are spread over the threads, 16 bytes at a time where both sides are contiguous and a
     run-time check shows the global side aligned (else element by element); every global access is
     predicated on the tensor bounds, so ragged shapes are safe;
-  * gemm on the "mma" path becomes ldmatrix + mma.sync m16n8k16 per warp; on the "fma" path each
-    thread computes its accumulator elements with scalar multiply-adds;
+  * gemm on the "mma" path becomes ldmatrix + mma.sync m16n8k16 per warp; on the "mfma" path (AMD)
+    64/128-bit LDS reads of K-major operand tiles (or a register A operand) + v_mfma 16x16x16 per
+    wave; on the "fma" path each thread computes its accumulator elements with scalar multiply-adds;
+  * a global -> shared copy into a K-major (transposed) tile goes through registers;
   * reductions combine per-thread partials with warp shuffles, then across warps through shared
     scratch memory;
   * Pipelined loops with a cp.async plan become prologue / steady state with
-    `stages - 1` copies in flight, multi-buffered shared tiles;
+    `stages - 1` copies in flight, multi-buffered shared tiles; with a "registers" plan (AMD),
+    double-buffered tiles whose next contents are loaded into registers during the compute;
   * barriers are placed between shared-memory writes and reads by different threads.
 """
 
@@ -87,6 +90,7 @@ class Lowerer(HopperLowering):
         self.hoisted_vars: dict[str, T.Var] = {}
         self.scratch_elems = 0
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
+        self.unstaged: set[int] = set()  # Pipelined loops planned for register staging that cannot use it
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -98,6 +102,11 @@ class Lowerer(HopperLowering):
         for s in walk_stmts(k.body):
             if isinstance(s, T.For) and id(s) in self.plans:
                 plan = self.plans[id(s)]
+                if plan.mechanism == "registers" and any(self.staged_copy(
+                        pr, [e for e in pr.src.const_extents if e != 1] or [1], check_only=True) is None
+                        for pr in plan.producers):
+                    self.unstaged.add(id(s))  # a producer cannot go through registers: a plain loop
+                    continue
                 if plan.stages > 1:
                     for pr in plan.producers:
                         self.stage_count[id(pr.dst.buffer)] = plan.stages
@@ -373,11 +382,11 @@ class Lowerer(HopperLowering):
         self.emit(S.DeclareArray(s.span, sb, init))
 
     # ------------------------------------------------------------ loops
-    def serial_loop(self, s: T.For) -> None:
+    def serial_loop(self, s: T.For, plain: bool = False) -> None:
         plan = self.plans.get(id(s))
-        if plan is not None and plan.mechanism == "tma":
+        if plan is not None and plan.mechanism == "tma" and not plain:
             return self.pipelined_tma(s, plan)
-        if plan is not None and plan.stages > 1:
+        if plan is not None and plan.stages > 1 and not plain:
             return self.pipelined(s, plan)
         var = s.vars[0]
         v = self.fresh(var.name)
@@ -402,6 +411,8 @@ class Lowerer(HopperLowering):
         self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
 
     def pipelined(self, s: T.For, plan) -> None:
+        if plan.mechanism == "registers":
+            return self.pipelined_registers(s, plan)
         var = s.vars[0]
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         stages = plan.stages
@@ -450,6 +461,55 @@ class Lowerer(HopperLowering):
         self.emit(S.SFor(s.span, it, c(0), n, body))
         self.emit(S.SCall(None, "cp_async_wait", [c(0)]))
         self.barrier()
+
+    def pipelined_registers(self, s: T.For, plan) -> None:
+        """Register-staged double buffering (AMD, no cp.async). Each producer's shared tile has two buffers;
+        iteration `it` issues the global loads of iteration it+1 into registers, computes on buffer it%2, stores
+        the registers to buffer (it+1)%2 and ends with the iteration's one barrier. That barrier also separates
+        the stores from the previous iteration's reads of the same buffer."""
+        var = s.vars[0]
+        producers = plan.producers
+        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+
+        def sext(p: T.Copy) -> list[int]:
+            return [e for e in p.src.const_extents if e != 1] or [1]
+
+        if id(s) in self.unstaged:  # one buffer each: a plain loop (load, barrier, compute, barrier)
+            return self.serial_loop(s, plain=True)
+        n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
+        self.before_shared_access(False, True)
+        self.emit(S.SComment(None, f"pipeline over {var.name}: 2 shared buffers, next tiles staged in registers"))
+        stagers = [(p, self.staged_copy(p, sext(p), tag="next")) for p in producers]
+
+        def at(iteration: T.Expr, phase: int):
+            self.subst[id(var)] = iteration
+            for p, st in stagers:
+                self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, 2), sizes[id(p.dst.buffer)])
+                st[phase]()
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+
+        zero = c(0)
+        self.emit(S.SIf(None, _cmp("<", zero, n), self.block(lambda: (at(zero, 0), at(zero, 1)))))
+        self.barrier()
+        it = self.fresh(var.name)
+
+        def body():
+            nxt = self.declare(f"{var.name}_next", add(it, 1))
+            self.emit(S.SIf(None, _cmp("<", nxt, n), self.block(lambda: at(nxt, 0))))
+            self.subst[id(var)] = it
+            for p in producers:
+                self.stage_offset[id(p.dst.buffer)] = mul(mod(it, 2), sizes[id(p.dst.buffer)])
+            for st in s.body:
+                if st not in producers:
+                    self.stmt(st)
+            for p in producers:
+                self.stage_offset.pop(id(p.dst.buffer), None)
+            self.emit(S.SIf(None, _cmp("<", nxt, n), self.block(lambda: at(nxt, 1))))
+            self.emit(S.Barrier(None))
+            self.smem_dirty = self.smem_read = False
+
+        self.emit(S.SFor(s.span, it, c(0), n, self.block(body)))
 
     def parallel(self, s: T.For) -> None:
         loop_ids = [id(v) for v in s.vars]
@@ -559,8 +619,99 @@ class Lowerer(HopperLowering):
         sext = [e for e in src.const_extents if e != 1] or [1]
         if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
             return self.copy_fragment(s, sext)
+        if dst.buffer.scope == "shared" and self.layouts.shared[id(dst.buffer)].transposed:
+            staged = self.staged_copy(s, sext)
+            if staged is not None:  # through registers: 128-bit global loads, stores in the K-major order
+                load, store = staged
+                load()
+                store()
+                return
+            return self.copy_elements(s, sext)
         if not self.vector_copy(s, sext, asynchronous):
             self.copy_elements(s, sext)
+
+    def staged_copy(self, s: T.Copy, sext: list[int], tag: str = "stage", check_only: bool = False):
+        """A global -> shared copy through registers, as two code generators: load() reads this thread's
+        16-byte chunks of the source into a register array (zero outside the tensor; element by element where
+        the tensor is not 16-byte aligned at run time), store() writes them to shared memory (16 bytes at a time
+        where the shared layout keeps a chunk contiguous, else element by element, e.g. into a K-major tile).
+        Register-staged pipelining on AMD issues load() one iteration ahead. None when the copy does not fit
+        (16-bit or 32-bit elements of one dtype, the source's inner dim contiguous and chunk-aligned)."""
+        src, dst = s.src, s.dst
+        if ("vector_copy16" not in self.target.features or src.buffer.dtype != dst.buffer.dtype
+                or src.buffer.scope != "global" or dst.buffer.scope != "shared" or len(sext) > 2):
+            return None
+        dt = src.buffer.dtype
+        vec = 16 // dt.bytes
+        if sext[-1] % vec or not self.contiguous_inner(src) or not _multiple_of(self.lx(src.starts[-1]), vec):
+            return None
+        inner = self.lx(src.buffer.shape[-1])
+        if as_int(inner) is not None and as_int(inner) % vec:
+            return None
+        runtime_ok = None if as_int(inner) is not None else _cmp("==", mod(inner, vec), c(0))
+        base = S.AddrOf(D.I64, None, self.sbuf(src.buffer), c(0))
+        runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [base]))
+        dlay = self.layouts.shared[id(dst.buffer)]
+        rows = sext[0] if len(sext) == 2 else 1
+        cchunks = sext[-1] // vec
+        # K-major destination: consecutive threads take consecutive source rows, so that one wave's scalar
+        # stores go to consecutive positions of a few stored rows (few LDS bank conflicts).
+        rows_fastest = dlay.transposed and len(sext) == 2
+        total = rows * cchunks
+        threads = self.k.threads
+        iters = -(-total // threads)
+        if check_only:
+            return True
+        tmp = S.SBuffer(self.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
+        self.emit(S.DeclareArray(None, tmp))
+        vector_store = not dlay.transposed and dlay.shape[-1] % vec == 0 and \
+            _multiple_of(self.lx(dst.starts[-1]), vec) and self.contiguous_inner(dst)
+
+        def each_chunk(fn):
+            for it in range(iters):  # unrolled here: the register array is indexed by constants
+                flat = add(c(it * threads), self.tid)
+                r, cc = (mod(flat, rows), div(flat, rows)) if rows_fastest else (div(flat, cchunks), mod(flat, cchunks))
+                tile = [r, mul(cc, vec)] if len(sext) == 2 else [mul(cc, vec)]
+                body = self.block(lambda it=it, tile=tile: fn(it, tile))
+                self.out.extend(body if total % threads == 0 or (it + 1) * threads <= total
+                                else [S.SIf(None, _cmp("<", flat, c(total)), body)])
+
+        def load_chunk(it, tile):
+            sidx = self.region_index(src, tile)
+            guard = self.bounds(src, sidx)
+            self.emit(S.SCall(s.span, f"load_vec{vec}", [S.AddrOf(D.I64, None, tmp, c(it * vec)),
+                                                         self.addr(src.buffer, sidx, s.span),
+                                                         guard if guard is not None else T.Const(D.BOOL, None, True)]))
+
+        def load_elements(it, tile):  # the tensor is not 16-byte aligned: element by element
+            for v in range(vec):
+                t = list(tile)
+                t[-1] = add(t[-1], v)
+                idx = self.region_index(src, t)
+                g = self.bounds(src, idx)
+                load = self.ref(src.buffer, idx, s.span)
+                self.emit(S.SStore(s.span, tmp, c(it * vec + v), load if g is None else
+                                   T.Select(dt, None, g, load, T.Const(dt, None, 0))))
+
+        def load():
+            fast = self.block(lambda: each_chunk(load_chunk))
+            slow = self.block(lambda: each_chunk(load_elements))
+            self.emit(S.SIf(None, runtime_ok, fast, slow))
+
+        def store_chunk(it, tile):
+            didx = self.region_index(dst, tile)
+            if vector_store:
+                self.emit(S.SCall(s.span, f"store_vec{vec}", [self.addr(dst.buffer, didx, s.span),
+                                                              S.AddrOf(D.I64, None, tmp, c(it * vec))]))
+                return
+            for v in range(vec):
+                t = list(tile)
+                t[-1] = add(t[-1], v)
+                idx = self.region_index(dst, t)
+                self.emit(S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)),
+                                   S.Ref(dt, None, tmp, c(it * vec + v))))
+
+        return load, (lambda: each_chunk(store_chunk))
 
     def copy_fragment(self, s: T.Copy, sext: list[int]) -> None:
         src, dst = s.src, s.dst
@@ -593,7 +744,7 @@ class Lowerer(HopperLowering):
             return False
         runtime_ok: T.Expr | None = None
         if mem.buffer.scope == "shared":
-            if self.layouts.shared[id(mem.buffer)].shape[-1] % vec:
+            if self.layouts.shared[id(mem.buffer)].shape[-1] % vec or self.layouts.shared[id(mem.buffer)].transposed:
                 return False
         else:
             inner = self.lx(mem.buffer.shape[-1])
@@ -723,7 +874,7 @@ class Lowerer(HopperLowering):
         for r in (src, dst):
             if r.buffer.scope == "shared":
                 lay = self.layouts.shared[id(r.buffer)]
-                if lay.shape[-1] % vec != 0 or not _multiple_of(self.lx(r.starts[-1]), vec):
+                if lay.shape[-1] % vec != 0 or not _multiple_of(self.lx(r.starts[-1]), vec) or lay.transposed:
                     return False
             elif not _multiple_of(self.lx(r.starts[-1]), vec):
                 return False
@@ -971,9 +1122,17 @@ class Lowerer(HopperLowering):
             body(kk)
 
     def gemm_mfma(self, s: T.Gemm) -> None:
-        """AMD v_mfma_f32_16x16x16{f16,bf16_1k}: per wave and k-step of 16, each lane reads its 4 A and 4 B
-        elements from shared memory (layouts in tilec/targets/hip/mfma_layouts.py), then one MFMA per 16x16
-        accumulator atom of the wave tile."""
+        """AMD v_mfma_f32_16x16x16{f16,bf16_1k}, per wave. Each lane needs, per 16x16 atom and k-step, the 4
+        k-values of one A row (m = lane%16) and of one B column (n = lane%16), k = 4*(lane/16) + i (layouts in
+        tilec/targets/hip/mfma_layouts.py). A transposed accumulator (MfmaTiled.transposed) is computed as
+        C^T = B^T A^T: the same per-lane values, with the MFMA's A and B arguments swapped.
+
+        k order: the MFMA sums over k, so any bijection between (k-step, lane group, element) and the tile's k is
+        correct as long as A and B agree. With both operands in shared memory and K a multiple of 32, k-steps go
+        in pairs and lane group g takes k = 32p + 8g + 4t + i in step t of pair p: 8 consecutive k per lane, one
+        128-bit LDS read from a K-major swizzled tile. A register A operand (the transposed accumulator of an
+        earlier MFMA) fixes the plain order k = 16kk + 4g + i; its B operand is then read 128 bits at a time
+        from an interleaved K-major tile (SharedLayout.interleave), else 64 bits (4 consecutive k)."""
         from ..ir.layout import MfmaTiled
         from ..targets.hip import mfma_layouts as ML
 
@@ -988,35 +1147,77 @@ class Lowerer(HopperLowering):
         wm_rows, wn_cols = m // lay.wm, n // lay.wn
         c_sb = self.sbuf(s.c.buffer)
         group = div(lane, 16)
+        reg_a = s.a.buffer.scope == "fragment"
+        b_lay = self.layouts.shared[id(s.b.buffer)]
 
-        def shared_ref(r: T.Region, row: T.Expr, col: T.Expr) -> S.Ref:
-            idx = self.operand_index(r, row, col)
-            offset = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx)))
+        def kmajor(r: T.Region, k_first: bool, count: int = 8) -> bool:
+            """K is the stored-contiguous dim, and `count` k-values of a lane form one aligned vector."""
+            lay = self.layouts.shared[id(r.buffer)]
+            kstart = as_int(self.lx(r.starts[0 if k_first else -1]))
+            return (lay.transposed == k_first and lay.row_elems % count == 0 and kstart is not None
+                    and kstart % (32 if lay.interleave else count) == 0)
+
+        paired = not reg_a and kd % 32 == 0 and not b_lay.interleave and \
+            not self.layouts.shared[id(s.a.buffer)].interleave
+        interleaved = reg_a and b_lay.interleave and kmajor(s.b, not s.transpose_b) and kd % 32 == 0
+
+        def operand(r: T.Region, k_first: bool, other: T.Expr, k0: T.Expr, count: int, regs: S.SBuffer, at: int):
+            """regs[at + j] = the operand at (other, k0 + j) (j < count; logical k, or stored order when the tile
+            is interleaved): one vector LDS read when the tile is K-major, else element by element."""
+            def idx(kx):
+                return self.operand_index(r, kx, other) if k_first else self.operand_index(r, other, kx)
+
             stage = self.stage_offset.get(id(r.buffer))
-            return S.Ref(r.buffer.dtype, None, self.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
+            if kmajor(r, k_first, count):
+                off = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx(k0))))
+                addr = S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
+                self.emit(S.SCall(None, f"load_vec{count}", [S.AddrOf(D.I64, None, regs, c(at)), addr,
+                                                              T.Const(D.BOOL, None, True)]))
+                return
+            for j in range(count):
+                off = self.layouts.shared[id(r.buffer)].offset(idx(add(k0, j)))
+                off = self.hoist(f"{r.buffer.name}_off", fold(off))
+                ref = S.Ref(r.buffer.dtype, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
+                self.emit(S.SStore(None, regs, c(at + j), ref))
 
-        for kk in range(kd // 16):
-            a_regs = S.SBuffer(self.fresh("a_frag").name, dt, "local", lay.mi * 4)
-            b_regs = S.SBuffer(self.fresh("b_frag").name, dt, "local", lay.ni * 4)
-            self.emit(S.DeclareArray(None, a_regs))
+        def mfma(mi: int, nj: int, a_addr: S.AddrOf, b_addr: S.AddrOf) -> None:
+            acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
+            args = [acc, b_addr, a_addr] if lay.transposed else [acc, a_addr, b_addr]
+            self.emit(S.SCall(None, name, args))
+
+        rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
+        cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]
+        per = 8 if paired or interleaved else 4  # k-values per lane and atom read at once
+        for kp in range(kd // (16 * (per // 4))):
+            b_regs = S.SBuffer(self.fresh("b_frag").name, dt, "local", lay.ni * per)
             self.emit(S.DeclareArray(None, b_regs))
-            for mi in range(lay.mi):
-                row = add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16))  # A: row lane%16, k 4*(lane/16)+i
-                for i in range(4):
-                    kcol = add(mul(group, 4), kk * 16 + i)
-                    ref = shared_ref(s.a, kcol, row) if s.transpose_a else shared_ref(s.a, row, kcol)
-                    self.emit(S.SStore(None, a_regs, c(mi * 4 + i), ref))
+            if paired:
+                k0 = add(mul(group, 8), kp * 32)
+            elif interleaved:
+                k0 = add(mul(group, 4), kp * 32)  # stored order: this and the next k-step's 4 values
+            else:
+                k0 = add(mul(group, 4), kp * 16)
             for nj in range(lay.ni):
-                col = add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16))  # B: col lane%16, k 4*(lane/16)+i
-                for i in range(4):
-                    krow = add(mul(group, 4), kk * 16 + i)
-                    ref = shared_ref(s.b, col, krow) if s.transpose_b else shared_ref(s.b, krow, col)
-                    self.emit(S.SStore(None, b_regs, c(nj * 4 + i), ref))
+                operand(s.b, not s.transpose_b, cols[nj], k0, per, b_regs, nj * per)
+            if reg_a:
+                la: MfmaTiled = self.layouts.fragments[id(s.a.buffer)]
+                a_sb = self.sbuf(s.a.buffer)
+                for t in range(per // 4):
+                    kk = kp * (per // 4) + t
+                    for mi in range(lay.mi):
+                        for nj in range(lay.ni):
+                            mfma(mi, nj, S.AddrOf(D.I64, None, a_sb, c((mi * la.ni + kk) * 4)),
+                                 S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
+                continue
+            a_regs = S.SBuffer(self.fresh("a_frag").name, dt, "local", lay.mi * per)
+            self.emit(S.DeclareArray(None, a_regs))
             for mi in range(lay.mi):
-                for nj in range(lay.ni):
-                    acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
-                    self.emit(S.SCall(None, name, [acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
-                                                   S.AddrOf(D.I64, None, b_regs, c(nj * 4))]))
+                operand(s.a, s.transpose_a, rows[mi], k0, per, a_regs, mi * per)
+            for t in range(per // 4):
+                for mi in range(lay.mi):
+                    for nj in range(lay.ni):
+                        mfma(mi, nj, S.AddrOf(D.I64, None, a_regs, c(mi * per + t * 4)),
+                             S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
         self.smem_read = True
 
     def pack_register_a(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
@@ -1056,6 +1257,9 @@ class Lowerer(HopperLowering):
             ls, ld = self.layouts.fragments[id(src)], self.layouts.fragments[id(dst)]
             if isinstance(ld, Projected) and not isinstance(ls, Projected) and \
                     same_layout(ld, Projected(ls, 1 - s.dim)):
+                from ..ir.layout import MfmaTiled
+                if isinstance(ls, MfmaTiled):
+                    return self.reduce_mfma(s, ls, Projected(ls, 1 - s.dim))
                 return self.reduce_fragment(s, ls, Projected(ls, 1 - s.dim))
             if isinstance(ls, BlockRow) and len(ls.shape) == 1 and isinstance(ld, BlockRow):
                 return self.reduce_whole(s, ls)
@@ -1161,6 +1365,82 @@ class Lowerer(HopperLowering):
             slot = add(mul(add(mul(warp_group(warp), warps_across), w), nloc), rv2)
             val = _cast(S.Ref(D.F32, None, scratch, slot_for(slot)), acc_dt)
             self.emit(S.SFor(None, w, c(0), c(warps_across), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
+                             unroll=True))
+            self.store_reduced(s, dst_sb, rv2, v, acc_dt)
+
+        self.emit(S.SFor(s.span, rv2, c(0), c(nloc), self.block(combine), unroll=True))
+        self.smem_read = True
+        self.barrier()
+
+    def reduce_mfma(self, s: T.Reduce, ls, ld: Projected) -> None:
+        """Row (dim=1) or column (dim=0) reduction of an MFMA 16x16 accumulator (MfmaTiled) into its projection.
+        Within a 16x16 atom an index is held either by a lane's 4 registers e (then the reduced index runs over
+        lane%16: shuffles xor 1, 2, 4, 8) or by lane%16 (then it runs over e and lane/16: shuffles xor 16, 32);
+        atoms of the same row/column are combined in the lane first. Waves that share rows (columns) combine
+        through shared scratch, one slot per lane."""
+        from ..ir.layout import _mfma_in_lane
+
+        kind, keep = s.kind, ld.keep
+        acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
+        src_sb, dst_sb = self.sbuf(s.src.buffer), self.sbuf(s.dst.buffer)
+        ni, wm = ls.ni, ls.wm
+        in_lane = _mfma_in_lane(ls, keep)
+        lanes = [1, 2, 4, 8] if in_lane else [16, 32]
+        if keep == 0:  # rows: combine over the atom columns ni (and e when the row is held by lane%16)
+            count = ni if in_lane else ni * 4
+            def parent(rv, q):  # noqa: E306
+                return add(mul(add(mul(div(rv, 4), ni), q), 4), mod(rv, 4)) if in_lane else add(mul(rv, ni * 4), q)
+            across = ls.wn
+            def peer(wave, w):  # noqa: E306
+                return add(mod(wave, wm), mul(w, wm))
+        else:  # columns: combine over the atom rows mi (and e)
+            count = ls.mi if in_lane else ls.mi * 4
+            def parent(rv, q):  # noqa: E306
+                return add(mul(q, ni * 4), rv) if in_lane else add(mul(add(mul(div(q, 4), ni), rv), 4), mod(q, 4))
+            across = wm
+            def peer(wave, w):  # noqa: E306
+                return add(mul(div(wave, wm), wm), w)
+
+        def partial(rv) -> T.Var:
+            v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
+            q = self.fresh("q")
+            elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, parent(rv, q)), acc_dt)
+            if kind in ("abssum", "absmax"):
+                elem = T.Call(acc_dt, None, "abs", [elem])
+            self.emit(S.SFor(None, q, c(0), c(count), [S.SAssign(None, v, self.reduce_op(kind, v, elem))],
+                             unroll=True))
+            for off in lanes:
+                sh = S.Intrinsic(acc_dt, None, "shfl_xor", [v, c(off)])
+                self.emit(S.SAssign(None, v, self.reduce_op(kind, v, sh)))
+            return v
+
+        nloc = ld.num_local
+        if across == 1:
+            rv = self.fresh("r")
+            self.emit(S.SFor(s.span, rv, c(0), c(nloc),
+                             self.block(lambda: self.store_reduced(s, dst_sb, rv, partial(rv), acc_dt)), unroll=True))
+            return
+        waves = self.k.threads // 64
+        scratch = self.get_scratch(waves * nloc * 64)
+        wave = self.declare("wave", div(self.tid, 64))
+        lane = mod(self.tid, 64)
+        self.before_shared_access(False, True)
+        rv = self.fresh("r")
+
+        def write():
+            v = partial(rv)
+            self.emit(S.SStore(None, scratch, add(mul(add(mul(wave, nloc), rv), 64), lane), _cast(v, D.F32)))
+
+        self.emit(S.SFor(s.span, rv, c(0), c(nloc), self.block(write), unroll=True))
+        self.smem_dirty = True
+        self.barrier()
+        rv2 = self.fresh("r")
+
+        def combine():
+            v = self.declare("total", self.reduce_init(kind, acc_dt), acc_dt)
+            w = self.fresh("w")
+            val = _cast(S.Ref(D.F32, None, scratch, add(mul(add(mul(peer(wave, w), nloc), rv2), 64), lane)), acc_dt)
+            self.emit(S.SFor(None, w, c(0), c(across), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
                              unroll=True))
             self.store_reduced(s, dst_sb, rv2, v, acc_dt)
 

@@ -6,9 +6,9 @@ Guarantees: `kernel.attrs["pipelines"]` maps every Pipelined loop to a PipelineP
     with the loop variable and whose destination is only written there; they are issued
     `stages - 1` iterations ahead;
   * `stages`: num_stages when the target has asynchronous copies (TMA or cp.async) and there are
-    producers, else 1 (load, barrier, compute, barrier);
+    producers; 2 on AMD (register-staged double buffering); else 1 (load, barrier, compute, barrier);
   * `mechanism`: "tma" (sm90: every producer is one TMA box per 128-byte panel, completion tracked
-    by mbarriers), "cp.async" or "sync";
+    by mbarriers), "cp.async", "registers" (AMD) or "sync";
   * `warp_specialized` (tma only): the kernel's single Pipelined loop sits at its top level and its
     copies depend only on the loop variable and launch values, so a producer warpgroup can issue
     them alone while the declared threads compute; off with `Kernel(..., warp_specialize=False)`
@@ -45,7 +45,8 @@ def _uses(e: T.Expr, v: T.Var) -> bool:
     return any(x is v for x in sub_exprs(e))
 
 
-def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False) -> PipelinePlan:
+def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False,
+              shared_bytes: dict[int, int] | None = None) -> PipelinePlan:
     var = loop.vars[0]
     producers = []
     written_elsewhere: set[int] = set()
@@ -75,6 +76,14 @@ def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False) -
         return PipelinePlan(loop.num_stages, "tma", producers)
     if producers and "cp.async" in target.async_copy and loop.num_stages >= 2:
         return PipelinePlan(loop.num_stages, "cp.async", producers)
+    if producers and target.backend == "hip" and loop.num_stages >= 2:
+        # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
+        # compute and stored to the other of two shared buffers after it (one barrier per iteration) -- where
+        # the second buffers fit in the target's shared memory (else the plain loop).
+        sizes = shared_bytes or {}
+        extra = sum(sizes.get(id(p.dst.buffer), 0) for p in producers)
+        if sum(sizes.values()) + extra <= target.shared_memory_bytes:
+            return PipelinePlan(2, "registers", producers)
     return PipelinePlan(1, "sync", producers)
 
 
@@ -156,9 +165,11 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
         disabled = k.attrs.get("disabled", ())
         tma_ok = "tma" in target.async_copy and "wgmma.m64nNk16" in target.matrix_instructions and \
             "tma" not in disabled
+        table = k.attrs.get("layouts")
+        shared_bytes = {key: lay.size * lay.elem_bytes for key, lay in table.shared.items()} if table else {}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
         for s in loops:
-            plans[id(s)] = plan_loop(s, target, k.attrs["layouts"], tma_ok)
+            plans[id(s)] = plan_loop(s, target, table, tma_ok, shared_bytes)
         tma_loops = [s for s in loops if plans[id(s)].mechanism == "tma"]
         if (len(loops) == 1 and tma_loops and "warp_specialize" not in disabled
                 and k.attrs.get("warp_specialize", True) and _top_level_loop_ok(k, loops[0], plans[id(loops[0])])):

@@ -196,6 +196,22 @@ TL_DEVICE void store_cvt(T* dst, const R* src) {
   *reinterpret_cast<Vec<N, T>*>(dst) = x;
 }
 
+// Same storage and register type: a raw N-element copy (one 64- or 128-bit load or store, e.g. ds_read_b128 of an
+// MFMA operand from LDS, or a register-staged 16-byte global load); no round trip through float.
+template <int N, typename T>
+TL_DEVICE void load_cvt(T* dst, const T* src, bool pred) {
+  Vec<N, T> x = {};
+  if (pred) x = *reinterpret_cast<const Vec<N, T>*>(src);
+  __builtin_memcpy(dst, &x, sizeof(x));
+}
+
+template <int N, typename T>
+TL_DEVICE void store_cvt(T* dst, const T* src) {
+  Vec<N, T> x;
+  __builtin_memcpy(&x, src, sizeof(x));
+  *reinterpret_cast<Vec<N, T>*>(dst) = x;
+}
+
 // ------------------------------------------------------------------ MFMA (gfx90a, gfx942; wave64)
 // D = A @ B + C for one 16x16x16 atom per wave: each lane passes its 4 A and 4 B elements and its 4 f32
 // accumulators (lane layouts in tilec/targets/hip/mfma_layouts.py).
