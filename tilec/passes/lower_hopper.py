@@ -197,6 +197,9 @@ class HopperLowering:
                 self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
 
         body = self.block(steady)
+        if deferred:
+            acc = self.sbuf(rest[0].c.buffer)
+            self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
         self.emit(S.SFor(s.span, it, c(0), n, body))
         if deferred:
             acc = self.sbuf(rest[0].c.buffer)
@@ -282,7 +285,18 @@ class HopperLowering:
         variant = (f"wgmma_{'rs' if register_a else 'ss'}:n{lay.instr_n}:{dt.name}:"
                    f"{0 if s.transpose_b else 1}")
         self.smem_read = True
-        self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
+        a_all = None
+        if register_a:  # every k-step's A registers are packed before wgmma.fence (see below)
+            a_all = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", 4 * lay.mi * (kd // kstep))
+            self.emit(S.DeclareArray(None, a_all))
+            for kk in range(kd // kstep):
+                for mi in range(lay.mi):
+                    self.pack_register_a_into(s, a_all, mi, kk, base=4 * (kk * lay.mi + mi))
+        if not self.wgmma_in_flight:
+            # pin the accumulator's earlier writes before wgmma.fence: ptxas serializes every wgmma
+            # (C7515) when a non-wgmma instruction defines an accumulator register inside a stage.
+            # (A pipelined loop with a group in flight pins them once, before the loop.)
+            self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
         self.emit(S.SCall(None, "wgmma_fence", []))
         for kk in range(kd // kstep):
             k0 = c(kk * kstep)
@@ -293,10 +307,8 @@ class HopperLowering:
             for mi in range(lay.mi):
                 acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
                 if register_a:
-                    a_regs = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", 4)
-                    self.emit(S.DeclareArray(None, a_regs))
-                    self.pack_register_a_into(s, a_regs, mi, kk)
-                    self.emit(S.SCall(None, variant, [acc, S.AddrOf(D.I64, None, a_regs, c(0)), *b_desc]))
+                    a_regs = S.AddrOf(D.I64, None, a_all, c(4 * (kk * lay.mi + mi)))
+                    self.emit(S.SCall(None, variant, [acc, a_regs, *b_desc]))
                 else:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
                     self.emit(S.SCall(None, variant, [acc, *a_desc, *b_desc]))
@@ -307,14 +319,14 @@ class HopperLowering:
         self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
         self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
 
-    def pack_register_a_into(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: int) -> None:
+    def pack_register_a_into(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: int, base: int = 0) -> None:
         """wgmma's register A fragment for k-step kk of 64-row slice mi, from an accumulator-layout
         fragment (a warp's rows match; two 8-column accumulator chunks make one 16-wide k-step)."""
         la = self.layouts.fragments[id(s.a.buffer)]
         src = self.sbuf(s.a.buffer)
         pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
         for reg, (chunk, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
-            base = ((mi * la.ni) + kk * 2 + chunk) * 4 + e
-            lo = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(base))))
-            hi = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(base + 1))))
-            self.emit(S.SStore(None, a_regs, c(reg), S.Intrinsic(D.U32, None, pack, [lo, hi])))
+            k = ((mi * la.ni) + kk * 2 + chunk) * 4 + e
+            lo = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(k))))
+            hi = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(k + 1))))
+            self.emit(S.SStore(None, a_regs, c(base + reg), S.Intrinsic(D.U32, None, pack, [lo, hi])))
