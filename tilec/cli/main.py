@@ -275,7 +275,8 @@ def _emit_ir(args) -> int:
         raise CompileError([Diagnostic("error", f"--emit-ir={mode}: expected `after:PASS` or `all`; passes: "
                                                 f"{', '.join(names)}")])
     result = tilec_compile(args.file, defines=_parse_defines(args.defines), include_dirs=args.include_dirs,
-                           kernel=args.kernel, dump_after=want, verify=args.verify_ir, target=args.target)
+                           kernel=args.kernel, dump_after=want, verify=args.verify_ir, target=args.target,
+                           disable=set(args.disable or ()))
     _print_diagnostics(result.diagnostics, result.sources, args)
     if mode == "final":
         text = result.ir()

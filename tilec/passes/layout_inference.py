@@ -171,6 +171,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
     has_mfma = "mfma.16x16x16" in target.matrix_instructions and target.warp_size == 64
     has_wgmma = "wgmma.m64nNk16" in target.matrix_instructions and "wgmma" not in k.attrs.get("disabled", ())
+    projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
     for s in walk_stmts(k.body):
@@ -179,7 +180,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         c_buf = s.c.buffer
         impl = "fma"
         exts = s.c.const_extents
-        wg = _wgmma_layout(s, k, target, uf, frags, col_reduced) if has_wgmma else None
+        wg = _wgmma_layout(s, k, target, uf, frags, col_reduced, projected_roots) if has_wgmma else None
         if wg is not None:
             root = uf.find(id(c_buf))
             prev = class_layout.get(root)
@@ -334,7 +335,8 @@ def _whole(r: T.Region) -> bool:
         list(r.const_extents) == list(r.buffer.const_shape)
 
 
-def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced) -> WgmmaTiled | None:
+def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced,
+                  projected_roots) -> WgmmaTiled | None:
     """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
 
     Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
@@ -365,8 +367,8 @@ def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced
         wn = groups // wm
         if m % (64 * wm) or n % (8 * wn) or n // wn > 256:
             continue
-        if a.scope == "fragment" and wn != 1:
-            continue
+        if (a.scope == "fragment" or root in projected_roots) and wn != 1:
+            continue  # row statistics and reductions are lowered for warpgroups stacked along M only
         if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
             continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
         return WgmmaTiled(m, n, wm, wn)

@@ -51,6 +51,9 @@ class HopperLowering:
         self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
         self.barrier_threads: int | None = None  # consumer-only named barrier under warp specialization
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
+        self.tma_enabled = ("tma" in self.target.async_copy and "wgmma.m64nNk16" in self.target.matrix_instructions
+                            and "tma" not in self.k.attrs.get("disabled", ()))
+        self.tma_loops_done: dict[int, tuple[T.For, bool]] = {}  # TMA-filled buffer -> (its loop, dead after it)
         plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
         if plans:
             self.barrier_threads = self.k.threads
@@ -110,6 +113,22 @@ class HopperLowering:
             self.emit(S.SCall(None, f"tma_load_{rank}d", [
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
+
+    def unused_after(self, loop: T.For, buf: T.Buffer) -> bool:
+        """Nothing after `loop` (a statement of the kernel's top level) touches `buf`."""
+        if loop not in self.k.body:
+            return False
+        after = self.k.body[self.k.body.index(loop) + 1:]
+        for st in walk_stmts(after):
+            if self.reads_buffer(st, buf):
+                return False
+            for f in ("dst", "c"):
+                r = getattr(st, f, None)
+                if isinstance(r, T.Region) and r.buffer is buf:
+                    return False
+            if isinstance(st, T.Store) and st.buffer is buf:
+                return False
+        return True
 
     def reads_buffer(self, s: T.Stmt, buf: T.Buffer) -> bool:
         for st in walk_stmts([s]):
@@ -197,6 +216,8 @@ class HopperLowering:
                 self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
 
         body = self.block(steady)
+        for p in producers:
+            self.tma_loops_done[id(p.dst.buffer)] = (s, self.unused_after(s, p.dst.buffer))
         if deferred:
             acc = self.sbuf(rest[0].c.buffer)
             self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
@@ -257,6 +278,73 @@ class HopperLowering:
         split = S.SIf(None, _cmp(">=", self.tid, c(threads)), prod, cons)
         return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, 0..{threads - 1} "
                                        "compute"), split], threads + 128
+
+    # ------------------------------------------------------------ TMA stores
+    def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:
+        """A TMA-filled, 1024-byte aligned pipeline buffer of at least nbytes that nothing reads or
+        writes after its loop (the loop has finished when the statement being lowered runs)."""
+        for key, (loop, after) in self.tma_loops_done.items():
+            buf = self.buffers.get(key)
+            if buf is None or (buf.size or 0) * buf.dtype.bytes < nbytes or not after:
+                continue
+            return buf
+        return None
+
+    def tma_store_fragment(self, s: T.Copy) -> bool:
+        """A warpgroup accumulator stored to global memory goes through a dead pipeline tile in the
+        TMA panel layout (converted to the output type there) and leaves with TMA stores: one thread
+        issues one box per 128-byte panel; the tensor map clips the ragged edges."""
+        lay = self.layouts.fragments.get(id(s.src.buffer))
+        dst = s.dst
+        if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and dst.const_extents is not None
+                and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
+                and dst.const_extents[-1] != 1 and len(dst.buffer.shape) <= 5):
+            return False
+        out_dt = dst.buffer.dtype
+        rows, cols = lay.shape
+        if (cols * out_dt.bytes) % 128 and cols * out_dt.bytes not in (32, 64):
+            return False
+        staging_layout = SharedLayout((rows, cols), out_dt.bytes, swizzle=True, panel=True)
+        width = staging_layout.panel_elems
+        if any(e > 256 for e in dst.const_extents[:-1]) or width > 256:
+            return False
+        tile = self.dead_tma_tile(rows * cols * out_dt.bytes)
+        if tile is None:
+            return False
+        staging = tile
+        if tile.dtype != out_dt:  # the same shared bytes seen as the output type
+            staging = S.SBuffer(self.fresh(f"{tile.name}_{out_dt.name}").name, out_dt, "shared",
+                                tile.size * tile.dtype.bytes // out_dt.bytes, origin=tile.origin, align=tile.align,
+                                alias_of=tile)
+            self.shared.append(staging)
+        self.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA"))
+        src = self.sbuf(s.src.buffer)
+        kv = self.fresh("r")
+        i, j = lay.coords(self.tid, kv)
+        off = staging_layout.offset([i, j])
+        self.before_shared_access(False, True)
+        write = S.SFor(None, kv, c(0), c(lay.num_local), [
+            S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))], unroll=True)
+        # (always true for the computing threads: without the branch ptxas serializes the main loop's wgmma,
+        # C7514, as if these reads of the accumulator could join its last wgmma stage)
+        self.emit(S.SIf(None, _cmp("<", self.tid, c(self.k.threads)), [write]))
+        self.emit(S.SCall(None, "fence_proxy_async", []))
+        self.barrier()
+        box = [1] * (len(dst.buffer.shape) - 1) + [width]
+        box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
+        tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
+        starts = [fold(T.Cast(D.I32, None, self.lx(x))) for x in dst.starts]
+        stores = []
+        for p in range(-(-cols // width)):
+            coords = list(starts)
+            coords[-1] = fold(add(coords[-1], c(p * width)))
+            stores.append(S.SCall(None, f"tma_store_{len(coords)}d", [
+                tmap, S.AddrOf(D.I64, None, staging, c(p * rows * width)), *reversed(coords)]))
+        stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
+        self.emit(S.SIf(None, _cmp("==", self.tid, c(0)), stores))
+        self.smem_read = True
+        self.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
+        return True
 
     # ------------------------------------------------------------ wgmma
     def descriptor(self, r: T.Region, row: T.Expr, col: T.Expr, k_major: bool) -> list[T.Expr]:

@@ -617,6 +617,8 @@ class Lowerer(HopperLowering):
     def copy(self, s: T.Copy, asynchronous: bool = False) -> None:
         src, dst = s.src, s.dst
         sext = [e for e in src.const_extents if e != 1] or [1]
+        if src.buffer.scope == "fragment" and dst.buffer.scope == "global" and self.tma_store_fragment(s):
+            return
         if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
             return self.copy_fragment(s, sext)
         if dst.buffer.scope == "shared" and self.layouts.shared[id(dst.buffer)].transposed:

@@ -31,12 +31,18 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
                 f"{target.warp_size}: the last warp runs partly empty", k.span))
         offset = 0
         for b in sorted(k.shared, key=lambda b: -b.align):  # the most aligned first: least padding
+            if b.alias_of is not None:
+                continue
             offset = -(-offset // b.align) * b.align
             b.offset = offset
             offset += -(-(b.size or 0) * b.dtype.bytes // ALIGN) * ALIGN
+        for b in k.shared:
+            if b.alias_of is not None:
+                b.offset = b.alias_of.offset
         k.shared_bytes = offset
         if offset > target.shared_memory_bytes:
-            detail = ", ".join(f"{b.origin or b.name} {(b.size or 0) * b.dtype.bytes} B" for b in k.shared)
+            detail = ", ".join(f"{b.origin or b.name} {(b.size or 0) * b.dtype.bytes} B" for b in k.shared
+                               if b.alias_of is None)
             hint = (" (or --max-workgroup-storage BYTES for a device that grants more than WebGPU's default)"
                     if target.backend == "wgsl" else "")
             rep.diagnostics.append(Diagnostic(

@@ -44,6 +44,8 @@ _HOPPER_CALLS = {
     "setmaxnreg_dec": "tl::setmaxnreg_dec<{0}>()",
     "wgmma_fence": "tl::wgmma_fence()",
     "fence_proxy_async": "tl::fence_proxy_async()",
+    "tma_store_commit": "tl::tma_store_commit()",
+    "tma_store_wait": "tl::tma_store_wait()",
     "wgmma_commit": "tl::wgmma_commit()",
     "wgmma_wait": "tl::wgmma_wait<{0}>()",
     "wgmma_fence_regs": "tl::fence_regs<{1}>({0})",
@@ -103,7 +105,7 @@ class CudaPrinter(CStylePrinter):
             return f"tl::cp_async_wait<{args[0]}>();"
         if s.name in _HOPPER_CALLS:
             return _HOPPER_CALLS[s.name].format(*args) + ";"
-        if s.name.startswith("tma_load_"):
+        if s.name.startswith(("tma_load_", "tma_store_")) and s.name[-1] == "d":
             return f"tl::{s.name}(&{args[0]}, {', '.join(args[1:])});"
         if s.name.startswith("wgmma_"):
             fn = self.wgmma_helper(s.name)

@@ -484,6 +484,28 @@ TL_DEVICE void tma_load_5d(const void* map, void* dst, long long* bar, int c0, i
 }
 #undef TL_TMA_LOAD
 
+// TMA store of one box from shared memory (the tensor map clips what falls outside the tensor);
+// stores are committed as a bulk group, and the shared tile may be reused once the group has read it.
+#define TL_TMA_STORE(N, COORDS, ...)                                                               \
+  asm volatile("cp.async.bulk.tensor." #N "d.global.shared::cta.bulk_group [%0, {" COORDS "}], [%1];" \
+               ::"l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_addr(src)), __VA_ARGS__ : "memory")
+TL_DEVICE void tma_store_1d(const void* map, const void* src, int c0) { TL_TMA_STORE(1, "%2", "r"(c0)); }
+TL_DEVICE void tma_store_2d(const void* map, const void* src, int c0, int c1) {
+  TL_TMA_STORE(2, "%2, %3", "r"(c0), "r"(c1));
+}
+TL_DEVICE void tma_store_3d(const void* map, const void* src, int c0, int c1, int c2) {
+  TL_TMA_STORE(3, "%2, %3, %4", "r"(c0), "r"(c1), "r"(c2));
+}
+TL_DEVICE void tma_store_4d(const void* map, const void* src, int c0, int c1, int c2, int c3) {
+  TL_TMA_STORE(4, "%2, %3, %4, %5", "r"(c0), "r"(c1), "r"(c2), "r"(c3));
+}
+TL_DEVICE void tma_store_5d(const void* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  TL_TMA_STORE(5, "%2, %3, %4, %5, %6", "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4));
+}
+#undef TL_TMA_STORE
+TL_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+TL_DEVICE void tma_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+
 // Order this thread's generic-proxy shared-memory accesses before later async-proxy ones (wgmma, TMA).
 TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
