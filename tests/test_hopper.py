@@ -98,7 +98,8 @@ def test_gemm_plan_uses_wgmma_tma_and_a_producer_warpgroup():
     assert (plan.mechanism, plan.stages, plan.warp_specialized) == ("tma", 4, True)
     sk = r.simt.kernels[0]
     assert sk.threads == 256 + 128
-    assert sk.attrs["tensor_maps"] == [{"tensor": "A", "box": [128, 64], "swizzle": 128},
+    assert sk.attrs["tensor_maps"] == [{"tensor": "C", "box": [128, 64], "swizzle": 128},  # the TMA store
+                                       {"tensor": "A", "box": [128, 64], "swizzle": 128},
                                        {"tensor": "B", "box": [64, 64], "swizzle": 128}]
     assert "tl::setmaxnreg_inc<232>()" in r.source and "tl::setmaxnreg_dec<40>()" in r.source
     assert "tl::wgmma_wait<1>()" in r.source  # one k-step of wgmma stays in flight
@@ -196,3 +197,38 @@ def test_sm90_sass_has_wgmma_tma_and_mbarriers(hopper_cubins, name):
     entries = {k["name"]: k for k in manifest["kernels"]}
     assert entries[kernel]["fallback"] == kernel + "__no_tma" and entries[kernel + "__no_tma"]["internal"]
     assert entries[kernel]["threads"] == entries[kernel + "__no_tma"]["threads"] + 128
+
+
+def test_row_statistics_keep_warpgroups_stacked_along_m():
+    """A 64-row accumulator with two warpgroups could only split N; its row reduction is lowered for
+    warpgroups stacked along M only, so that gemm must not take wgmma (it takes mma.sync)."""
+    src = """
+kernel rowmax(A: f16[M, K], B: f16[K, N], out: out f32[M]):
+    with Kernel(ceildiv(M, 64), threads=256) as (bx,):
+        A_s = alloc_shared((64, 64), f16)
+        B_s = alloc_shared((64, 128), f16)
+        acc = alloc_fragment((64, 128), f32)
+        m = alloc_fragment((64,), f32)
+        clear(acc)
+        copy(A[bx * 64, 0], A_s)
+        copy(B[0, 0], B_s)
+        gemm(A_s, B_s, acc)
+        reduce_max(acc, m, dim=1)
+        copy(m, out[bx * 64])
+"""
+    r = tilec.compile("rowmax.tile", text=src, target="sm90")
+    lay = r.module.kernels[0].attrs["layouts"]
+    assert set(lay.gemm_impl.values()) == {"mma"}
+    no_rows = src.replace("        reduce_max(acc, m, dim=1)\n        copy(m, out[bx * 64])\n", "")
+    no_rows = no_rows.replace("out: out f32[M]", "C: out f32[M, N]") + "        copy(acc, C[bx * 64, 0])\n"
+    lay = tilec.compile("split_n.tile", text=no_rows, target="sm90").module.kernels[0].attrs["layouts"]
+    assert set(lay.gemm_impl.values()) == {"wgmma"}
+    assert "warpgroups 1x2" in str(lay)
+
+
+def test_accumulator_leaves_through_tma_stores():
+    r = _compile("gemm", HOPPER_GEMM)
+    assert {"tensor": "C", "box": [128, 64], "swizzle": 128} in r.simt.kernels[0].attrs["tensor_maps"]
+    assert r.source.count("tl::tma_store_2d(") == 4 and "tl::tma_store_wait()" in r.source
+    twin = r.source[r.source.index("gemm__no_tma("):]
+    assert "tma_store" not in twin

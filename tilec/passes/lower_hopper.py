@@ -53,7 +53,7 @@ class HopperLowering:
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
         self.tma_enabled = ("tma" in self.target.async_copy and "wgmma.m64nNk16" in self.target.matrix_instructions
                             and "tma" not in self.k.attrs.get("disabled", ()))
-        self.tma_loops_done: dict[int, tuple[T.For, bool]] = {}  # TMA-filled buffer -> (its loop, dead after it)
+        self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
         plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
         if plans:
             self.barrier_threads = self.k.threads
@@ -217,7 +217,7 @@ class HopperLowering:
 
         body = self.block(steady)
         for p in producers:
-            self.tma_loops_done[id(p.dst.buffer)] = (s, self.unused_after(s, p.dst.buffer))
+            self.tma_loops_done[id(p.dst.buffer)] = self.unused_after(s, p.dst.buffer)
         if deferred:
             acc = self.sbuf(rest[0].c.buffer)
             self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
@@ -283,11 +283,10 @@ class HopperLowering:
     def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:
         """A TMA-filled, 1024-byte aligned pipeline buffer of at least nbytes that nothing reads or
         writes after its loop (the loop has finished when the statement being lowered runs)."""
-        for key, (loop, after) in self.tma_loops_done.items():
+        for key, dead in self.tma_loops_done.items():
             buf = self.buffers.get(key)
-            if buf is None or (buf.size or 0) * buf.dtype.bytes < nbytes or not after:
-                continue
-            return buf
+            if dead and buf is not None and (buf.size or 0) * buf.dtype.bytes >= nbytes:
+                return buf
         return None
 
     def tma_store_fragment(self, s: T.Copy) -> bool:
