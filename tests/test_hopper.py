@@ -120,7 +120,7 @@ def test_attention_runs_softmax_on_the_wgmma_accumulator():
     # the consumers wait for V only right before P.V, after the softmax
     body = r.source[r.source.index("pipeline over k"):]
     waits = [m.start() for m in re.finditer(r"tl::mbar_wait", body)]
-    assert len(waits) >= 2 and body.index("exp2f") < waits[1]
+    assert len(waits) >= 2 and body.index("exp2f_approx") < waits[1]
 
 
 def test_switches_turn_each_feature_off():

@@ -411,9 +411,12 @@ class HopperLowering:
         fragment (a warp's rows match; two 8-column accumulator chunks make one 16-wide k-step)."""
         la = self.layouts.fragments[id(s.a.buffer)]
         src = self.sbuf(s.a.buffer)
-        pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
         for reg, (chunk, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
             k = ((mi * la.ni) + kk * 2 + chunk) * 4 + e
-            lo = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(k))))
-            hi = fold(T.Cast(D.F32, None, S.Ref(src.dtype, None, src, c(k + 1))))
-            self.emit(S.SStore(None, a_regs, c(base + reg), S.Intrinsic(D.U32, None, pack, [lo, hi])))
+            lo, hi = S.Ref(src.dtype, None, src, c(k)), S.Ref(src.dtype, None, src, c(k + 1))
+            if src.dtype in (D.F16, D.BF16):  # already rounded: put the bits side by side
+                packed = S.Intrinsic(D.U32, None, "pack2", [lo, hi])
+            else:
+                pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
+                packed = S.Intrinsic(D.U32, None, pack, [fold(T.Cast(D.F32, None, lo)), fold(T.Cast(D.F32, None, hi))])
+            self.emit(S.SStore(None, a_regs, c(base + reg), packed))

@@ -11,7 +11,7 @@ from ...ir.simt_printer import CStylePrinter
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 
-_MATH = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
+_MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
          "max": "fmaxf", "min": "fminf", "pow": "powf"}
 _MATH64 = {k: v[:-1] for k, v in _MATH.items()}
@@ -84,7 +84,7 @@ class CudaPrinter(CStylePrinter):
         args = [self.expr(a) for a in e.args]
         if e.name == "shfl_xor":
             return f"__shfl_xor_sync(0xffffffffu, {args[0]}, {args[1]})"
-        if e.name in ("pack_half2", "pack_bf162"):
+        if e.name in ("pack_half2", "pack_bf162", "pack2"):
             return f"tl::{e.name}({args[0]}, {args[1]})"
         if e.name == "aligned16":
             return f"tl::aligned16({args[0]})"
