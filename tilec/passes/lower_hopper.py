@@ -40,6 +40,18 @@ def _cmp(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
     return fold(T.Compare(D.BOOL, None, op, a, b))
 
 
+def _and(a: T.Expr, b: T.Expr) -> T.Expr:
+    return fold(T.Binary(D.BOOL, None, "and", a, b))
+
+
+def _or(a: T.Expr, b: T.Expr) -> T.Expr:
+    return fold(T.Binary(D.BOOL, None, "or", a, b))
+
+
+def sub(a: T.Expr, b: T.Expr) -> T.Expr:
+    return fold(T.Binary(D.I32, None, "-", a, b))
+
+
 class HopperLowering:
     # state (initialised by init_hopper)
     def init_hopper(self) -> None:
@@ -51,6 +63,7 @@ class HopperLowering:
         self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
         self.barrier_threads: int | None = None  # consumer-only named barrier under warp specialization
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
+        self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
         self.tma_enabled = ("tma" in self.target.async_copy and "wgmma.m64nNk16" in self.target.matrix_instructions
                             and "tma" not in self.k.attrs.get("disabled", ()))
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
@@ -114,6 +127,16 @@ class HopperLowering:
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
 
+    def fence_generic_writes_before(self, loop: T.For) -> None:
+        """Shared memory the threads wrote before a loop whose wgmma may read it: fence it into the
+        async proxy and publish it once, before the loop, rather than in every iteration."""
+        if self.generic_smem_writes and any(isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"
+                                            for st in walk_stmts(loop.body)):
+            self.emit(S.SCall(None, "fence_proxy_async", []))
+            self.generic_smem_writes = False
+            self.smem_dirty = True
+            self.barrier()
+
     def unused_after(self, loop: T.For, buf: T.Buffer) -> bool:
         """Nothing after `loop` (a statement of the kernel's top level) touches `buf`."""
         if loop not in self.k.body:
@@ -153,6 +176,7 @@ class HopperLowering:
         ws = plan.warp_specialized
         empty0 = self.mbarriers(stages, self.k.threads) if ws else None
         sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        self.fence_generic_writes_before(s)
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
 
         def issue(iteration: T.Expr) -> None:
@@ -179,6 +203,12 @@ class HopperLowering:
         rest = [st for st in s.body if st not in producers]
         deferred = (ws and len(rest) == 1 and isinstance(rest[0], T.Gemm)
                     and self.layouts.gemm_impl.get(id(rest[0])) == "wgmma" and not rest[0].clear_accum)
+        # An attention-like loop (two or more wgmma gemms, the rest elementwise work on their results) on
+        # two consumer warpgroups: the warpgroups take turns issuing the first gemm, which keeps them half an
+        # iteration apart, so one's softmax overlaps the other's gemms (FlashAttention-3's ping-pong).
+        gemms = [st for st in rest if isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"]
+        pingpong = gemms[0] if ws and len(gemms) >= 2 and self.k.threads == 256 and not deferred else None
+        group = div(self.tid, 128)
 
         def steady():
             if not ws:
@@ -196,16 +226,23 @@ class HopperLowering:
             for st in s.body:
                 if st in producers:
                     continue
+                if st is pingpong:  # wait for this warpgroup's turn to issue (see below)
+                    self.emit(S.SCall(None, "named_barrier_sync", [add(c(2), group), c(256)]))
                 for i, p in enumerate(producers):
                     if id(p) not in waited and self.reads_buffer(st, p.dst.buffer):
                         waited.add(id(p))
                         self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
                                                               phase]))
                 self.wgmma_in_flight = deferred
+                if st is pingpong:  # once issued, hand the turn to the other warpgroup (its last has no partner)
+                    other = S.SCall(None, "named_barrier_arrive", [sub(c(3), group), c(256)])
+                    self.after_wgmma_issue = [
+                        S.SIf(None, _or(_cmp("==", group, c(0)), _cmp("<", it, sub(n, c(1)))), [other])]
                 try:
                     self.stmt(st)
                 finally:
                     self.wgmma_in_flight = False
+                    self.after_wgmma_issue = []
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
             if deferred:
@@ -215,6 +252,11 @@ class HopperLowering:
             elif ws:
                 self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
 
+        if pingpong is not None:
+            self.emit(S.SComment(None, "two warpgroups take turns issuing the first gemm: one's softmax runs under "
+                                       "the other's gemm"))
+            self.emit(S.SIf(None, _and(_cmp("==", group, c(1)), _cmp(">", n, c(0))),
+                            [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
         body = self.block(steady)
         for p in producers:
             self.tma_loops_done[id(p.dst.buffer)] = self.unused_after(s, p.dst.buffer)
@@ -400,6 +442,8 @@ class HopperLowering:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
                     self.emit(S.SCall(None, variant, [acc, *a_desc, *b_desc]))
         self.emit(S.SCall(None, "wgmma_commit", []))
+        for st in self.after_wgmma_issue:
+            self.emit(st)
         if self.wgmma_in_flight:  # the pipeline waits for this group one iteration later
             self.emit(S.SCall(None, "wgmma_wait", [c(1)]))
             return

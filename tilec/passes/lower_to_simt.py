@@ -404,6 +404,7 @@ class Lowerer(HopperLowering):
                     self.barrier()
 
         # Barrier state at the loop head must hold for every iteration: enter with a clean slate.
+        self.fence_generic_writes_before(s)
         r, w = self.uses_shared(s)
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
@@ -427,6 +428,7 @@ class Lowerer(HopperLowering):
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
 
+        self.fence_generic_writes_before(s)
         self.before_shared_access(False, True)
         self.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, cp.async"))
         pro = self.fresh(f"{var.name}_pre")

@@ -44,6 +44,8 @@ _HOPPER_CALLS = {
     "setmaxnreg_dec": "tl::setmaxnreg_dec<{0}>()",
     "wgmma_fence": "tl::wgmma_fence()",
     "fence_proxy_async": "tl::fence_proxy_async()",
+    "named_barrier_sync": "tl::named_barrier({0}, {1})",
+    "named_barrier_arrive": "tl::named_barrier_arrive({0}, {1})",
     "tma_store_commit": "tl::tma_store_commit()",
     "tma_store_wait": "tl::tma_store_wait()",
     "wgmma_commit": "tl::wgmma_commit()",
