@@ -29,7 +29,8 @@ ATTN = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 8192, 64, F
 # sm90 rows give each 64 rows a warpgroup (wgmma's M) and a deeper TMA pipeline.
 GEMM_CONFIGS = [("tilec", []), ("tilec 128x256x64 ws", ["block_N=256", "block_K=64", "threads=256", "num_stages=4"])]
 FP8_CONFIGS = [("tilec", []), ("tilec 128x256x128 ws", ["block_N=256", "threads=256", "num_stages=4"])]
-ATTN_CONFIGS = {64: [("tilec", []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"])],
+ATTN_CONFIGS = {64: [("tilec", []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"]),
+                     ("tilec 192x128 ws", ["block_M=192", "block_N=128", "threads=384"])],
                 128: [("tilec", []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"]),
                       ("tilec 128x64 ws", ["block_M=128", "threads=256"])]}
 NORMS = ["softmax", "rmsnorm", "layernorm"]

@@ -3,49 +3,45 @@
     python bench/sweep.py build .artifacts/sweep     # here
     python3 bench/sweep.py run .artifacts/sweep      # on the H200
 
-Variants change only consts (-D) and, for thread counts, the `threads=` of the launch, so the
-kernel source stays the sample's.
+Variants change only consts (-D) and, for gemm, the use_swizzle panel size, so the kernel source
+stays the sample's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# (name, -D overrides, use_swizzle panel size). Threads are the `threads` const of the samples.
 GEMM = [
-    ("gemm_128x128x32_t128_s3", {"block_K": 32}, 128, False),
-    ("gemm_128x128x32_t128_s3_swz", {"block_K": 32}, 128, True),
-    ("gemm_128x128x32_t256_s3_swz", {"block_K": 32}, 256, True),
-    ("gemm_128x128x64_t256_s3_swz", {"block_K": 64}, 256, True),
-    ("gemm_128x128x64_t128_s3_swz", {"block_K": 64}, 128, True),
-    ("gemm_128x256x32_t256_s3_swz", {"block_N": 256}, 256, True),
-    ("gemm_256x128x32_t256_s3_swz", {"block_M": 256}, 256, True),
-    ("gemm_128x256x64_t256_s3_swz", {"block_N": 256, "block_K": 64}, 256, True),
-    ("gemm_128x128x32_t128_s4_swz", {"num_stages": 4}, 128, True),
+    ("gemm_128x256x64_t256_s4_p8", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4}, 8),
+    ("gemm_128x256x64_t256_s4_p16", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4}, 16),
+    ("gemm_128x256x64_t256_s4_p4", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4}, 4),
+    ("gemm_128x256x64_t256_s3_p8", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3}, 8),
+    ("gemm_256x128x64_t256_s4_p8", {"block_M": 256, "block_K": 64, "threads": 256, "num_stages": 4}, 8),
+    ("gemm_128x128x64_t256_s4_p8", {"block_K": 64, "threads": 256, "num_stages": 4}, 8),
+    ("gemm_128x128x64_t128_s4_p8", {"block_K": 64, "threads": 128, "num_stages": 4}, 8),
 ]
 ATTN = [
-    ("attn_d128_m64n64_t128", {"dim": 128}, 128),
-    ("attn_d128_m128n64_t256", {"dim": 128, "block_M": 128}, 256),
-    ("attn_d128_m128n128_t256", {"dim": 128, "block_M": 128, "block_N": 128}, 256),
-    ("attn_d128_m64n128_t128", {"dim": 128, "block_N": 128}, 128),
-    ("attn_d128_m64n64_t128_s3", {"dim": 128, "num_stages": 3}, 128),
-    ("attn_d64_m64n64_t128", {"dim": 64}, 128),
-    ("attn_d64_m128n64_t256", {"dim": 64, "block_M": 128}, 256),
-    ("attn_d64_m128n128_t256", {"dim": 64, "block_M": 128, "block_N": 128}, 256),
+    ("attn_d128_m128n128_t256", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256}),
+    ("attn_d128_m128n64_t256", {"dim": 128, "block_M": 128, "threads": 256}),
+    ("attn_d128_m64n128_t128", {"dim": 128, "block_N": 128}),
+    ("attn_d64_m128n128_t256", {"dim": 64, "block_M": 128, "block_N": 128, "threads": 256}),
+    ("attn_d64_m128n256_t256", {"dim": 64, "block_M": 128, "block_N": 256, "threads": 256}),
+    ("attn_d64_m128n128_t256_s3", {"dim": 64, "block_M": 128, "block_N": 128, "threads": 256, "num_stages": 3}),
+    ("attn_d64_m192n128_t384", {"dim": 64, "block_M": 192, "block_N": 128, "threads": 384}),
 ]
 
 
-def _variant_source(sample: str, threads: int, swizzle: bool, out: Path, name: str) -> Path:
+def _variant_source(sample: str, panel: int | None, out: Path, name: str) -> Path:
     text = (ROOT / "samples" / f"{sample}.tile").read_text()
-    text = re.sub(r"threads=\d+", f"threads={threads}", text)
-    if swizzle:
-        text = re.sub(r"(\n(\s*)with Kernel\([^\n]*\n)", r"\1\2    use_swizzle(panel_size=8)\n", text, count=1)
+    if panel is not None:
+        text = text.replace("use_swizzle(panel_size=8)", f"use_swizzle(panel_size={panel})")
     path = out / f"{name}.tile"
     path.write_text(text)
     (out / "common").mkdir(exist_ok=True)
@@ -57,14 +53,14 @@ def build(out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     index = []
-    for name, defs, threads, swz in GEMM:
-        src = _variant_source("gemm", threads, swz, out, name)
+    for name, defs, panel in GEMM:
+        src = _variant_source("gemm", panel, out, name)
         rc = tilec_main([str(src), "--target", "sm90", "-o", str(out / f"{name}.cubin"), "--resource-usage",
                          *[f"-D{k}={v}" for k, v in defs.items()]])
         if rc == 0:
             index.append({"name": name, "kind": "gemm"})
-    for name, defs, threads in ATTN:
-        src = _variant_source("flash_attention", threads, False, out, name)
+    for name, defs in ATTN:
+        src = _variant_source("flash_attention", None, out, name)
         rc = tilec_main([str(src), "--target", "sm90", "-o", str(out / f"{name}.cubin"), "--resource-usage",
                          "-Ddtype=bf16", *[f"-D{k}={v}" for k, v in defs.items()]])
         if rc == 0:

@@ -204,10 +204,12 @@ class HopperLowering:
         deferred = (ws and len(rest) == 1 and isinstance(rest[0], T.Gemm)
                     and self.layouts.gemm_impl.get(id(rest[0])) == "wgmma" and not rest[0].clear_accum)
         # An attention-like loop (two or more wgmma gemms, the rest elementwise work on their results) on
-        # two consumer warpgroups: the warpgroups take turns issuing the first gemm, which keeps them half an
-        # iteration apart, so one's softmax overlaps the other's gemms (FlashAttention-3's ping-pong).
+        # 2-4 consumer warpgroups: the warpgroups take turns (round robin, named barriers 2..) issuing the first
+        # gemm, which keeps them out of phase, so one's softmax overlaps the others' gemms (FlashAttention-3's
+        # ping-pong).
         gemms = [st for st in rest if isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"]
-        pingpong = gemms[0] if ws and len(gemms) >= 2 and self.k.threads == 256 and not deferred else None
+        groups = self.k.threads // 128
+        pingpong = gemms[0] if ws and len(gemms) >= 2 and 2 <= groups <= 4 and not deferred else None
         group = div(self.tid, 128)
 
         def steady():
@@ -234,10 +236,12 @@ class HopperLowering:
                         self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
                                                               phase]))
                 self.wgmma_in_flight = deferred
-                if st is pingpong:  # once issued, hand the turn to the other warpgroup (its last has no partner)
-                    other = S.SCall(None, "named_barrier_arrive", [sub(c(3), group), c(256)])
+                if st is pingpong:  # once issued, hand the turn to the next warpgroup (the last one's last turn
+                    # has no taker)
+                    following = mod(add(group, c(1)), groups) if groups > 2 else sub(c(1), group)
+                    other = S.SCall(None, "named_barrier_arrive", [add(c(2), following), c(256)])
                     self.after_wgmma_issue = [
-                        S.SIf(None, _or(_cmp("==", group, c(0)), _cmp("<", it, sub(n, c(1)))), [other])]
+                        S.SIf(None, _or(_cmp("<", group, c(groups - 1)), _cmp("<", it, sub(n, c(1)))), [other])]
                 try:
                     self.stmt(st)
                 finally:
@@ -253,9 +257,9 @@ class HopperLowering:
                 self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
 
         if pingpong is not None:
-            self.emit(S.SComment(None, "two warpgroups take turns issuing the first gemm: one's softmax runs under "
-                                       "the other's gemm"))
-            self.emit(S.SIf(None, _and(_cmp("==", group, c(1)), _cmp(">", n, c(0))),
+            self.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the first gemm: one's softmax runs "
+                                       "under the others' gemms"))
+            self.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
                             [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
         body = self.block(steady)
         for p in producers:
