@@ -27,7 +27,9 @@ ATTN = [(4, 32, 4096, 128, False), (4, 32, 4096, 128, True), (4, 32, 8192, 64, F
         (2, 16, 16384, 128, False), (2, 16, 16384, 128, True)]
 # tilec configurations per problem: (label, -D overrides). The sample defaults suit every target; the
 # sm90 rows give each 64 rows a warpgroup (wgmma's M) and a deeper TMA pipeline.
-GEMM_CONFIGS = [("tilec", []), ("tilec 128x256x64 ws", ["block_N=256", "block_K=64", "threads=256", "num_stages=4"])]
+GEMM_CONFIGS = [("tilec", []), ("tilec 128x256x64 ws", ["block_N=256", "block_K=64", "threads=256", "num_stages=4"]),
+                ("tilec 128x256x64 ws persistent", ["block_N=256", "block_K=64", "threads=256", "num_stages=3",
+                                                    "persistent=True"])]
 FP8_CONFIGS = [("tilec", []), ("tilec 128x256x128 ws", ["block_N=256", "threads=256", "num_stages=4"])]
 ATTN_CONFIGS = {64: [("tilec", []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"]),
                      ("tilec 192x128 ws", ["block_M=192", "block_N=128", "threads=384"])],

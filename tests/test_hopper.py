@@ -134,8 +134,8 @@ def test_switches_turn_each_feature_off():
     r = _compile("gemm", HOPPER_GEMM, disable={"wgmma", "tma"})
     assert set(r.module.kernels[0].attrs["layouts"].gemm_impl.values()) == {"mma"}
     assert "tl::mma_f16" in r.source
-    src = (ROOT / "samples" / "gemm.tile").read_text().replace("threads=threads)",
-                                                              "threads=threads, warp_specialize=False)")
+    src = (ROOT / "samples" / "gemm.tile").read_text().replace("persistent=persistent)",
+                                                              "persistent=persistent, warp_specialize=False)")
     r = tilec.compile("ws_off.tile", text=src, target="sm90")
     (plan,) = r.module.kernels[0].attrs["pipelines"].values()
     assert plan.mechanism == "tma" and not plan.warp_specialized
@@ -145,7 +145,8 @@ def test_unknown_feature_and_bad_kernel_argument_are_diagnostics(tmp_path, capsy
     with pytest.raises(CompileError) as e:
         _compile("gemm", disable={"tensor_cores"})
     assert "unknown feature" in str(e.value.diagnostics[0].message)
-    src = (ROOT / "samples" / "gemm.tile").read_text().replace("threads=threads)", "threads=threads, warp_spec=1)")
+    src = (ROOT / "samples" / "gemm.tile").read_text().replace("persistent=persistent)",
+                                                              "persistent=persistent, warp_spec=1)")
     f = tmp_path / "bad.tile"
     f.write_text(src)
     assert tilec_main([str(f), "--target", "sm90", "--emit-ir"]) == 1
@@ -232,3 +233,44 @@ def test_accumulator_leaves_through_tma_stores():
     assert r.source.count("tl::tma_store_2d(") == 4 and "tl::tma_store_wait()" in r.source
     twin = r.source[r.source.index("gemm__no_tma("):]
     assert "tma_store" not in twin
+
+
+def test_persistent_gemm_loops_over_tiles_and_launches_at_most_one_block_per_sm(tmp_path):
+    import shutil
+    import subprocess
+
+    from test_deploy import _require, cuda_include_dir
+
+    r = _compile("gemm", [*HOPPER_GEMM[:-1], "-Dnum_stages=3", "-Dpersistent=True"])
+    sk = r.simt.kernels[0]
+    from tilec.ir.formula import formula
+
+    from tilec.runtime.formulas import evaluate
+
+    grid = formula(sk.grid[0])  # one block per output tile, at most one per multiprocessor
+    assert evaluate(grid, {"M": 1000, "N": 1000, "num_sms": 132}) == 8 * 4
+    assert evaluate(grid, {"M": 8192, "N": 8192, "num_sms": 132}) == 132
+    src = r.source[r.source.index("gemm("):r.source.index("gemm__no_tma(")]
+    assert src.count("tl_tile = int(blockIdx.x) + tl_tile_t * int(gridDim.x)") == 2  # producer and consumers
+    assert "k_stage = (k_done + k) % 3" in src and "k_slot = (k_issued + k_load) % 3" in src
+    assert "tl_store_tile" in src  # a staging tile of its own: the pipeline tiles hold the next tile's data
+    twin = r.source[r.source.index("gemm__no_tma("):]
+    assert "tl_tile" not in twin
+    # the C launcher asks the device for its multiprocessor count
+    gcc = _require(shutil.which("gcc"), "gcc")
+    inc = _require(cuda_include_dir(), "cuda.h")
+    out = tmp_path / "gemm.h"
+    assert tilec_main([str(ROOT / "samples" / "gemm.tile"), "--target", "sm90", "-o", str(out),
+                       *HOPPER_GEMM[:-1], "-Dnum_stages=3", "-Dpersistent=True"]) == 0
+    header = out.read_text()
+    assert "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT" in header and "tilec_num_sms" in header
+    (tmp_path / "use.c").write_text('#include "gemm.h"\nint f(void) { return (int)gemm_launch(0, 0, 0, 0, 1, 1, 1, '
+                                    '1, 1); }\n')
+    subprocess.run([gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{inc}", f"-I{tmp_path}",
+                    "-fsyntax-only", "use.c"], cwd=tmp_path, check=True)
+
+
+def test_persistent_elsewhere_is_a_warning(capsys):
+    assert tilec_main([str(ROOT / "samples" / "gemm.tile"), "--target", "sm80", "--emit-ir", "-Dpersistent=True"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: persistent=True has no effect on kernel 'gemm' for sm80" in err

@@ -330,9 +330,11 @@ class Builder:
                 pass
             elif kw.name == "warp_specialize":
                 self.kernel_attrs["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
+            elif kw.name == "persistent":
+                self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
             else:
-                raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads= or warp_specialize=)",
-                                kw.span)
+                raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize= or "
+                                "persistent=)", kw.span)
         return grid, threads
 
     # ------------------------------------------------------------ statements

@@ -70,6 +70,24 @@ class HopperLowering:
         plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
         if plans:
             self.barrier_threads = self.k.threads
+        # persistent=True: the grid is at most one block per multiprocessor and each block loops over output
+        # tiles (tile, tile + gridDim.x, ...); the block indices become functions of the tile, and the
+        # pipelines' stage/phase counters run on across tiles.
+        self.persistent = bool(self.k.attrs.get("persistent")) and bool(plans)
+        self.persistent_pre: list[S.SStmt] = []
+        off = self.k.attrs.get("disabled", ())
+        if self.k.attrs.get("persistent") and not plans and "warp_specialize" not in off and "tma" not in off:
+            self.rep.warning(f"persistent=True has no effect on kernel '{self.k.name}' for {self.target.name}: it "
+                             "applies to warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top "
+                             "level)", self.k.span)
+        if self.persistent:
+            self.tile = T.Var(D.I32, None, "tl_tile", "local")
+            self.names.add("tl_tile")
+            gx, gy = self.lx(self.k.grid[0]), self.lx(self.k.grid[1])
+            bx, by, bz = self.k.block_vars
+            self.subst[id(bx)] = mod(self.tile, gx)
+            self.subst[id(by)] = mod(div(self.tile, gx), gy)
+            self.subst[id(bz)] = div(self.tile, mul(gx, gy))
 
     # ------------------------------------------------------------ resources
     def mbarriers(self, n: int, count: int) -> int:
@@ -197,6 +215,10 @@ class HopperLowering:
             self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
                             [S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True)]))
         it = self.fresh(var.name)
+        base = None
+        if self.persistent and ws:
+            base = self.fresh(f"{var.name}_done")
+            self.persistent_pre.append(S.Declare(None, base, c(0)))
         # A gemm-like loop (its only computation is one wgmma gemm into an accumulator nothing else in
         # the loop touches) keeps one k-step of wgmma in flight: wait_group 1, then release the stage
         # the previous iteration read.
@@ -219,8 +241,9 @@ class HopperLowering:
                 ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
                 self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
                                 [S.SIf(None, _cmp("<", ahead, n), self.block(lambda: issue(ahead)))]))
-            stage = self.declare(f"{var.name}_stage", mod(it, stages))
-            phase = self.declare(f"{var.name}_phase", mod(div(it, stages), 2))
+            step = add(base, it) if base is not None else it  # iterations of this pipeline so far
+            stage = self.declare(f"{var.name}_stage", mod(step, stages))
+            phase = self.declare(f"{var.name}_phase", mod(div(step, stages), 2))
             self.subst[id(var)] = it
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
@@ -250,7 +273,7 @@ class HopperLowering:
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
             if deferred:
-                previous = mod(add(it, stages - 1), stages)
+                previous = mod(add(step, stages - 1), stages)
                 self.emit(S.SIf(None, _cmp(">", it, c(0)),
                                 [S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), previous))])]))
             elif ws:
@@ -262,8 +285,8 @@ class HopperLowering:
             self.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
                             [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
         body = self.block(steady)
-        for p in producers:
-            self.tma_loops_done[id(p.dst.buffer)] = self.unused_after(s, p.dst.buffer)
+        for p in producers:  # (a persistent kernel's producer is already refilling them for the next tile)
+            self.tma_loops_done[id(p.dst.buffer)] = not self.persistent and self.unused_after(s, p.dst.buffer)
         if deferred:
             acc = self.sbuf(rest[0].c.buffer)
             self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
@@ -272,6 +295,12 @@ class HopperLowering:
             acc = self.sbuf(rest[0].c.buffer)
             self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
             self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
+            if base is not None:  # the next tile's loads may reuse the last stage
+                last = mod(add(base, sub(n, c(1))), stages)
+                self.emit(S.SIf(None, _cmp(">", n, c(0)),
+                                [S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), last))])]))
+        if base is not None:
+            self.emit(S.SAssign(None, base, add(base, n)))
         self.barrier()
 
     def producer_branch(self) -> list[S.SStmt]:
@@ -280,6 +309,8 @@ class HopperLowering:
         loop, plan, bars = self.ws_loop
         var = loop.vars[0]
         stages = plan.stages
+
+        base = self.fresh(f"{var.name}_issued") if self.persistent else None
 
         def body():
             saved = dict(self.subst)
@@ -291,8 +322,9 @@ class HopperLowering:
             it = self.fresh(f"{var.name}_load")
 
             def step():
-                stage = self.declare(f"{var.name}_slot", mod(it, stages))
-                phase = self.declare(f"{var.name}_round", mod(div(it, stages), 2))
+                count = add(base, it) if base is not None else it
+                stage = self.declare(f"{var.name}_slot", mod(count, stages))
+                phase = self.declare(f"{var.name}_round", mod(div(count, stages), 2))
                 self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)),
                                                       fold(T.Binary(D.I32, None, "^", phase, c(1)))]))
                 self.subst[id(var)] = it
@@ -300,9 +332,25 @@ class HopperLowering:
                     self.issue_tma(p, stage, add(c(bars["full"] + i * stages), stage))
 
             self.emit(S.SFor(None, it, c(0), n, self.block(step)))
+            if base is not None:
+                self.emit(S.SAssign(None, base, add(base, n)))
             self.subst = saved
 
-        return [S.SIf(None, _cmp("==", self.tid, c(self.k.threads)), self.block(body))]
+        if base is None:
+            return [S.SIf(None, _cmp("==", self.tid, c(self.k.threads)), self.block(body))]
+        return [S.SIf(None, _cmp("==", self.tid, c(self.k.threads)),
+                      [S.Declare(None, base, c(0)), self.tile_loop(self.block(body))])]
+
+    def total_tiles(self) -> T.Expr:
+        g = [self.lx(x) for x in self.k.grid]
+        return mul(mul(g[0], g[1]), g[2])
+
+    def tile_loop(self, body: list[S.SStmt]) -> S.SFor:
+        """for (tile = blockIdx.x; tile < tiles; tile += gridDim.x) body"""
+        first = S.BlockIdx(D.I32, None, 0)
+        stride = S.Intrinsic(D.I32, None, "grid_dim_x", [])
+        count = T.Call(D.I32, None, "ceildiv", [sub(self.total_tiles(), first), stride])
+        return S.SFor(None, self.tile, first, count, body, step=stride)
 
     def finish_hopper(self, body: list[S.SStmt]) -> tuple[list[S.SStmt], int]:
         """Kernel body with mbarrier initialisation and the warp-specialized split; the block size."""
@@ -315,6 +363,9 @@ class HopperLowering:
         if self.ws_loop is None:
             return pre + body, threads
         producer = self.producer_branch()
+        if self.persistent:
+            body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
+                                          self.tile_loop(body)]
         consumer_regs = producer_regs = None
         if threads >= 256:  # hand the producer's registers to the consumers (setmaxnreg)
             producer_regs = 40
@@ -354,6 +405,12 @@ class HopperLowering:
         if any(e > 256 for e in dst.const_extents[:-1]) or width > 256:
             return False
         tile = self.dead_tma_tile(rows * cols * out_dt.bytes)
+        if tile is None and self.persistent:  # the pipeline tiles are busy with the next tile: a tile of its own
+            used = sum((b.size or 0) * b.dtype.bytes for b in self.shared if b.alias_of is None)
+            if used + rows * cols * out_dt.bytes + 1024 <= self.target.shared_memory_bytes:
+                tile = S.SBuffer(self.fresh("tl_store_tile").name, out_dt, "shared", rows * cols,
+                                 origin="TMA store staging", align=1024)
+                self.shared.append(tile)
         if tile is None:
             return False
         staging = tile

@@ -258,6 +258,9 @@ class Lowerer(HopperLowering):
         body = self.hoisted + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = [self.lx(g) for g in k.grid]
+        if self.persistent:  # at most one block per multiprocessor (num_sms: known at launch)
+            num_sms = T.Var(D.I32, None, "num_sms", "size")
+            grid = [T.Call(D.I32, None, "min", [self.total_tiles(), num_sms]), c(1), c(1)]
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
         if self.tensor_maps:
             sk.attrs["tensor_maps"] = self.tensor_maps

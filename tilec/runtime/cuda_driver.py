@@ -8,6 +8,7 @@ import threading
 from ..errors import UserFacingError
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_TENSOR_MAP_INTERLEAVE_NONE = 0
@@ -84,6 +85,12 @@ class Driver:
         self.lib.cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.device)
         self.lib.cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.device)
         return major.value, minor.value
+
+    def multiprocessor_count(self) -> int:
+        n = ctypes.c_int()
+        self.check(self.lib.cuDeviceGetAttribute(ctypes.byref(n), CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                                 self.device), "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)")
+        return n.value
 
     def load_module(self, image: bytes):
         mod = ctypes.c_void_p()

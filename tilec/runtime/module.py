@@ -277,6 +277,10 @@ class Kernel:
         return sizes
 
     def launch_config(self, sizes: dict[str, int]) -> tuple[tuple[int, int, int], int]:
+        if any("num_sms" in g for g in self.entry["grid"]):  # a persistent kernel: one block per SM at most
+            from .cuda_driver import Driver
+
+            sizes = {**sizes, "num_sms": Driver.get().multiprocessor_count()}
         grid = tuple(max(0, evaluate(g, sizes)) for g in self.entry["grid"])
         return grid, self.entry["threads"]  # type: ignore[return-value]
 

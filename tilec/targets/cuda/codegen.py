@@ -15,6 +15,7 @@ _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
          "max": "fmaxf", "min": "fminf", "pow": "powf"}
 _MATH64 = {k: v[:-1] for k, v in _MATH.items()}
+_MATH64["exp2"] = "exp2"  # (f64 keeps the accurate libdevice function)
 _MATH64["rsqrt"] = "rsqrt"
 
 _CALLS = {
@@ -88,6 +89,8 @@ class CudaPrinter(CStylePrinter):
             return f"__shfl_xor_sync(0xffffffffu, {args[0]}, {args[1]})"
         if e.name in ("pack_half2", "pack_bf162", "pack2"):
             return f"tl::{e.name}({args[0]}, {args[1]})"
+        if e.name == "grid_dim_x":
+            return "int(gridDim.x)"
         if e.name == "aligned16":
             return f"tl::aligned16({args[0]})"
         if e.name == "aligned":

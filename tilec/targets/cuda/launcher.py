@@ -469,6 +469,16 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     used = {n.id for g in formulas for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)}
     used |= {d for maps, _ in plans for m in maps for d in m.param["shape"] if isinstance(d, str)}
     body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
+    if "num_sms" in used:  # a persistent kernel: at most one block per multiprocessor
+        vars_["num_sms"] = "tilec_num_sms"
+        body += ["  int64_t tilec_num_sms;",
+                 "  { CUdevice tilec_dev; int tilec_n = 0;",
+                 "    tilec_rc = cuCtxGetDevice(&tilec_dev);",
+                 "    if (tilec_rc == CUDA_SUCCESS)",
+                 "      tilec_rc = cuDeviceGetAttribute(&tilec_n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,",
+                 "                                      tilec_dev);",
+                 "    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
+                 "    tilec_num_sms = tilec_n; }"]
     ptrs = [f"&{a}" for a in pack]
     if nmaps:
         body += [f"  CUtensorMap tilec_tmap[{nmaps}]; /* by-value kernel parameters after the sizes */"]

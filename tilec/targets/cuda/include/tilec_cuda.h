@@ -319,6 +319,7 @@ TL_DEVICE unsigned pack_bf162(float lo, float hi) {
   return r;
 }
 
+#if TILEC_HAS_FP16
 // Two 16-bit floats that are already rounded: their bits side by side (lo in the low half), no
 // conversion through f32.
 TL_DEVICE unsigned pack2(half lo, half hi) {
@@ -327,6 +328,7 @@ TL_DEVICE unsigned pack2(half lo, half hi) {
 TL_DEVICE unsigned pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
   return static_cast<unsigned>(__bfloat16_as_ushort(lo)) | (static_cast<unsigned>(__bfloat16_as_ushort(hi)) << 16);
 }
+#endif
 
 // ---------------------------------------------------------------------------
 // Atomic adds (return the old value; when unused the compiler emits RED).
