@@ -244,7 +244,6 @@ def test_persistent_gemm_loops_over_tiles_and_launches_at_most_one_block_per_sm(
     r = _compile("gemm", [*HOPPER_GEMM[:-1], "-Dnum_stages=3", "-Dpersistent=True"])
     sk = r.simt.kernels[0]
     from tilec.ir.formula import formula
-
     from tilec.runtime.formulas import evaluate
 
     grid = formula(sk.grid[0])  # one block per output tile, at most one per multiprocessor
