@@ -273,3 +273,26 @@ def test_persistent_elsewhere_is_a_warning(capsys):
     assert tilec_main([str(ROOT / "samples" / "gemm.tile"), "--target", "sm80", "--emit-ir", "-Dpersistent=True"]) == 0
     err = capsys.readouterr().err
     assert "warning: persistent=True has no effect on kernel 'gemm' for sm80" in err
+
+
+@pytest.mark.parametrize("flags,groups", [(HOPPER_ATTN, 2), (["-Dblock_M=192", "-Dblock_N=128", "-Dthreads=384"], 3)])
+def test_attention_warpgroups_take_turns_issuing_the_first_gemm(flags, groups):
+    """Ping-pong: warpgroup g waits on named barrier 2+g before its first wgmma of an iteration and passes
+    the turn (bar.arrive on the next warpgroup's barrier) after the commit, before waiting for the result;
+    the last warpgroup opens the first turn, and its last turn has no taker."""
+    src = _compile("flash_attention", flags).source
+    body = src[src.index("take turns"):src.index("__no_tma(")]
+    opening = f"if (int(threadIdx.x) / 128 == {groups - 1} && k_count > 0) {{\n      tl::named_barrier_arrive(2, 256);"
+    assert opening in body
+    turn = body.index("tl::named_barrier(2 + (int(threadIdx.x) / 128), 256);")
+    first_wgmma = body.index("tl_wgmma_ss_")
+    commit = body.index("tl::wgmma_commit();", first_wgmma)
+    handoff = body.index("tl::named_barrier_arrive(", commit)
+    wait = body.index("tl::wgmma_wait<0>();", commit)
+    assert turn < first_wgmma < commit < handoff < wait
+    group = "(int(threadIdx.x) / 128)"
+    following = f"2 + (1 - {group})" if groups == 2 else f"2 + ((int(threadIdx.x) / 128 + 1) % {groups})"
+    assert f"tl::named_barrier_arrive({following}, 256);" in body
+    assert f"if (int(threadIdx.x) / 128 < {groups - 1} || k < k_count - 1)" in body
+    # the second gemm (P.V) is issued without a turn
+    assert body.count("tl::named_barrier(2 + ") == 1
