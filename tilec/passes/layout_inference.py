@@ -174,6 +174,16 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
+
+    def set_accumulator(s: T.Gemm, lay: Fragment) -> None:
+        root = uf.find(id(s.c.buffer))
+        prev = class_layout.get(root)
+        if prev is not None and prev != lay:
+            rep.error(f"fragment '{s.c.buffer.name}' is the accumulator of two gemms that need different "
+                      f"layouts ({prev} and {lay})", s.span)
+        class_layout[root] = lay
+        class_site[root] = s
+
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
@@ -182,13 +192,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         exts = s.c.const_extents
         wg = _wgmma_layout(s, k, target, uf, frags, col_reduced, projected_roots) if has_wgmma else None
         if wg is not None:
-            root = uf.find(id(c_buf))
-            prev = class_layout.get(root)
-            if prev is not None and prev != wg:
-                rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
-                          f"layouts ({prev} and {wg})", s.span)
-            class_layout[root] = wg
-            class_site[root] = s
+            set_accumulator(s, wg)
             impl = "wgmma"
         elif (has_mma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
                 and exts is not None and len(c_buf.shape) == 2 and k.threads % 32 == 0):
@@ -203,13 +207,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             choice = _choose_warps(m, n, warps, policy)
             if choice is not None and kdim % 16 == 0 and _operands_mma_ok(s, table, frags, uf):
                 impl = "mma"
-                lay = MmaTiled(m, n, *choice)
-                prev = class_layout.get(root)
-                if prev is not None and prev != lay:
-                    rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
-                              f"layouts ({prev} and {lay})", s.span)
-                class_layout[root] = lay
-                class_site[root] = s
+                set_accumulator(s, MmaTiled(m, n, *choice))
         elif (has_mfma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
               and exts is not None and len(c_buf.shape) == 2 and k.threads % 64 == 0):
             # MFMA 16x16x16 (wave64). The accumulator is transposed (lane l holds row l%16, computed as
@@ -225,13 +223,8 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             choice = _choose_warps(m, n, warps, policy, atom_n=16)
             if (choice is not None and _gemm_k(s) % 16 == 0 and _operands_mma_ok(s, table, frags, uf)
                     and _mfma_a_ok(s, class_layout, uf)):
-                lay = MfmaTiled(m, n, *choice, transposed=_mfma_transposed(root, projections, register_a, uf))
-                prev = class_layout.get(root)
-                if prev is not None and prev != lay:
-                    rep.error(f"fragment '{c_buf.name}' is the accumulator of two gemms that need different "
-                              f"layouts ({prev} and {lay})", s.span)
-                class_layout[root] = lay
-                class_site[root] = s
+                set_accumulator(s, MfmaTiled(m, n, *choice,
+                                             transposed=_mfma_transposed(root, projections, register_a, uf)))
                 impl = "mfma"
         table.gemm_impl[id(s)] = impl
 
