@@ -6,7 +6,8 @@ Pipelined loop or layout-inference chose "wgmma" for a gemm.
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
     arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase.
-  * empty[s] (warp specialization only): every consumer thread arrives when it is done with stage s;
+  * empty[s] (warp specialization only): every consumer warp arrives (lane 0, after __syncwarp) when it
+    is done with stage s;
     the producer waits for it before refilling the stage (parity starts at 1, so the first round
     passes).
   * Without warp specialization, thread 0 issues the copies `stages - 1` iterations ahead after the
@@ -192,7 +193,8 @@ class HopperLowering:
         nprod = len(producers)
         full0 = self.mbarriers(stages * nprod, 1)
         ws = plan.warp_specialized
-        empty0 = self.mbarriers(stages, self.k.threads) if ws else None
+        # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread
+        empty0 = self.mbarriers(stages, self.k.threads // 32) if ws else None
         sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
         self.fence_generic_writes_before(s)
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
@@ -275,9 +277,9 @@ class HopperLowering:
             if deferred:
                 previous = mod(add(step, stages - 1), stages)
                 self.emit(S.SIf(None, _cmp(">", it, c(0)),
-                                [S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), previous))])]))
+                                [S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), previous))])]))
             elif ws:
-                self.emit(S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), stage))]))
+                self.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), stage))]))
 
         if pingpong is not None:
             self.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the first gemm: one's softmax runs "
@@ -298,7 +300,7 @@ class HopperLowering:
             if base is not None:  # the next tile's loads may reuse the last stage
                 last = mod(add(base, sub(n, c(1))), stages)
                 self.emit(S.SIf(None, _cmp(">", n, c(0)),
-                                [S.SCall(None, "mbar_arrive", [self.mbar_addr(add(c(empty0), last))])]))
+                                [S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), last))])]))
         if base is not None:
             self.emit(S.SAssign(None, base, add(base, n)))
         self.barrier()

@@ -40,6 +40,7 @@ _HOPPER_CALLS = {
     "fence_mbar_init": "tl::fence_mbar_init()",
     "mbar_expect_tx": "tl::mbar_expect_tx({0}, {1})",
     "mbar_arrive": "tl::mbar_arrive({0})",
+    "mbar_arrive_warp": "tl::mbar_arrive_warp({0})",
     "mbar_wait": "tl::mbar_wait({0}, {1})",
     "setmaxnreg_inc": "tl::setmaxnreg_inc<{0}>()",
     "setmaxnreg_dec": "tl::setmaxnreg_dec<{0}>()",

@@ -458,6 +458,13 @@ TL_DEVICE void mbar_arrive(long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
+// One arrival for the whole warp: its lanes are done (__syncwarp orders their accesses before lane 0's
+// release-arrive).
+TL_DEVICE void mbar_arrive_warp(long long* bar) {
+  __syncwarp();
+  if (lane_id() == 0) mbar_arrive(bar);
+}
+
 TL_DEVICE void mbar_wait(long long* bar, int parity) {
   unsigned done;
   do {
