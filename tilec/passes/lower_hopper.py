@@ -7,9 +7,8 @@ Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
     arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase.
   * empty[s] (warp specialization only): every consumer warp arrives (lane 0, after __syncwarp) when it
-    is done with stage s;
-    the producer waits for it before refilling the stage (parity starts at 1, so the first round
-    passes).
+    is done with stage s; the producer waits for it before refilling the stage (parity starts at 1, so
+    the first round passes).
   * Without warp specialization, thread 0 issues the copies `stages - 1` iterations ahead after the
     block barrier that opens each iteration (which also frees the stage being refilled).
 Consumers wait for a producer's stage lazily, right before the first statement that reads it, so
@@ -76,8 +75,7 @@ class HopperLowering:
         # pipelines' stage/phase counters run on across tiles.
         self.persistent = bool(self.k.attrs.get("persistent")) and bool(plans)
         self.persistent_pre: list[S.SStmt] = []
-        off = self.k.attrs.get("disabled", ())
-        if self.k.attrs.get("persistent") and not plans and "warp_specialize" not in off and "tma" not in off:
+        if self.k.attrs.get("persistent") and not plans and not self.k.attrs.get("internal"):  # (not the twin)
             self.rep.warning(f"persistent=True has no effect on kernel '{self.k.name}' for {self.target.name}: it "
                              "applies to warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top "
                              "level)", self.k.span)
