@@ -16,6 +16,7 @@ import tilec
 from tilec.cli.main import _parse_defines
 from tilec.cli.main import main as tilec_main
 from tilec.diagnostics import CompileError
+from tilec.ir import simt as S
 from tilec.ir.fold import as_int
 from tilec.ir.layout import SharedLayout, WgmmaTiled, c
 
@@ -296,3 +297,75 @@ def test_attention_warpgroups_take_turns_issuing_the_first_gemm(flags, groups):
     assert f"if (int(threadIdx.x) / 128 < {groups - 1} || k < k_count - 1)" in body
     # the second gemm (P.V) is issued without a turn
     assert body.count("tl::named_barrier(2 + ") == 1
+
+
+# ---------------------------------------------------------------- the lowered code, executed (SIMT interpreter)
+
+RUN_CASES = [
+    ("gemm", {}, {"M": 128, "N": 128, "K": 64}),
+    ("gemm", {}, {"M": 300, "N": 264, "K": 136}),  # ragged: TMA zero-fills the edges
+    ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 136, "K": 72}),
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3}, {"M": 300, "N": 264, "K": 136}),
+    ("flash_attention", {}, {"B": 1, "S": 200, "H": 1}),
+    ("flash_attention", {"causal": True, "dim": 128, "block_M": 128, "threads": 256, "dtype": "bf16"},
+     {"B": 1, "S": 136, "H": 1}),
+    ("fp8_gemm", {}, {"M": 130, "N": 136, "K": 160}),
+]
+
+
+def _gemm_sizes(sample, defines, sizes):
+    if sample != "gemm":
+        return sizes
+    k, n = sizes["K"], sizes["N"]
+    return {**sizes, **({"B_rows": n, "B_cols": k} if defines.get("trans_B") else {"B_rows": k, "B_cols": n})}
+
+
+@pytest.mark.parametrize("sample,defines,sizes", RUN_CASES, ids=lambda x: str(x) if isinstance(x, str) else None)
+def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes):
+    """The sm90 code (TMA boxes, mbarriers, wgmma descriptors, TMA stores) executed lane by lane on a CPU
+    (warp specialization off: the interpreter runs threads in lockstep) matches the Tile IR interpreter."""
+    from test_simt_interp import check
+
+    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines,
+                      disable={"warp_specialize"})
+    text = r.source[:r.source.index("__no_tma(")]
+    assert "tl_wgmma_" in text and "tl::tma_load_" in text
+    check(sample, defines, _gemm_sizes(sample, defines, sizes), "sm90", result=r)
+
+
+def _without(body, name):
+    out = []
+    for st in body:
+        if isinstance(st, S.SCall) and st.name == name:
+            continue
+        for field in ("body", "then_body", "else_body"):
+            if hasattr(st, field):
+                setattr(st, field, _without(getattr(st, field), name))
+        out.append(st)
+    return out
+
+
+def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
+    from test_simt_interp import check
+
+    from tilec.passes import lower_hopper
+    from tilec.testing.simt_interp import SimtInterpreterError
+
+    sizes = {"M": 128, "N": 128, "K": 64, "B_rows": 64, "B_cols": 128}
+    # a consumer that does not wait for the TMA tiles
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", disable={"warp_specialize"})
+    r.simt.kernels[0].body = _without(r.simt.kernels[0].body, "mbar_wait")
+    with pytest.raises(SimtInterpreterError, match="missing mbar_wait"):
+        check("gemm", {}, sizes, "sm90", result=r)
+    # wgmma descriptors with the MN-major strides swapped (LBO <-> SBO)
+    real = lower_hopper.HopperLowering.descriptor
+
+    def swapped(self, r_, row, col, k_major):
+        addr, lbo, sbo, swz = real(self, r_, row, col, k_major)
+        return [addr, sbo, lbo, swz] if not k_major else [addr, lbo, sbo, swz]
+
+    monkeypatch.setattr(lower_hopper.HopperLowering, "descriptor", swapped)
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", text=(ROOT / "samples" / "gemm.tile").read_text() + "\n",
+                      target="sm90", disable={"warp_specialize"})
+    with pytest.raises(AssertionError, match="differs"):
+        check("gemm", {}, sizes, "sm90", result=r)

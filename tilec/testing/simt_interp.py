@@ -25,6 +25,8 @@ Execution model
 * `ldmatrix_x{2,4}[_trans]` and `mma_f16` / `mma_bf16` (m16n8k16, f32 accumulators) are modelled
   lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
   register halves are packed into u32 registers exactly as on the hardware (low half first).
+* sm90: TMA boxes, mbarriers and wgmma are modelled in simt_hopper.py (kernels lowered without warp
+  specialization: the lockstep model has no concurrent producer).
 * Values follow the Tile IR interpreter: f16/bf16 arithmetic in f32 rounded after every
   operation, stores round to the buffer's dtype (ml_dtypes), integers wrap, `//` and `%` floor.
   Shared memory and register arrays start as NaN so that reading what was never written shows.
@@ -44,6 +46,7 @@ from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, rou
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
+from .simt_hopper import HopperModel
 
 __all__ = ["SimtInterpreterError", "run_simt"]
 
@@ -73,7 +76,7 @@ class _Shared:
         self.pending = np.zeros(n, bool)  # a cp.async into this element is in flight
 
 
-class _BlockRun(ScalarOps):
+class _BlockRun(ScalarOps, HopperModel):
     def __init__(self, sim: _Sim, block_idx: tuple[int, int, int]):
         self.sim = sim
         self.k = sim.k
@@ -93,6 +96,7 @@ class _BlockRun(ScalarOps):
         k = self.k
         planned = all(b.offset is not None for b in k.shared) and k.shared_bytes
         raw = np.zeros(int(k.shared_bytes) if planned else 0, np.uint8)
+        self.hopper_init(raw if planned else None)
         for b in k.shared:
             dt = storage_dtype(b.dtype)
             if planned:
@@ -139,6 +143,7 @@ class _BlockRun(ScalarOps):
         sh = self.shared[id(b)]
         if idx.size == 0:
             return
+        self.check_in_flight(b, idx, span)
         if np.any(sh.pending[idx]):
             i = int(idx[np.nonzero(sh.pending[idx])[0][0]])
             raise self.err(f"read of shared '{b.name}'[{i}] while a cp.async into it is in flight "
@@ -279,6 +284,12 @@ class _BlockRun(ScalarOps):
             lo = self.full(self.eval(e.args[0], mask)).astype(np.float32).astype(dt).view(np.uint16)
             hi = self.full(self.eval(e.args[1], mask)).astype(np.float32).astype(dt).view(np.uint16)
             return lo.astype(np.int64) | (hi.astype(np.int64) << 16)
+        if e.name == "pack2":  # two 16-bit floats' bits side by side
+            bits = [self.full(to_storage(self.full(self.eval(a, mask)), a.dtype)).view(np.uint16).astype(np.int64)
+                    for a in e.args]
+            return bits[0] | (bits[1] << 16)
+        if e.name == "grid_dim_x":
+            return np.asarray(self.sim.grid_x, np.int64)
         if e.name in ("aligned16", "aligned"):
             b, idx = self.addr(e.args[0], mask)
             nbytes = 16 if e.name == "aligned16" else int(self.eval(e.args[1], mask))
@@ -355,6 +366,8 @@ class _BlockRun(ScalarOps):
 
     # ------------------------------------------------------------ intrinsic statements
     def call_stmt(self, s: S.SCall, mask) -> None:
+        if self.hopper_call(s, mask):
+            return
         name = s.name
         act = self.active(mask)
         if name.startswith("print:"):
@@ -534,6 +547,8 @@ class _Sim:
                 raise SimtInterpreterError(f"kernel {k.name}: no value for runtime size '{v.name}'")
             self.scalars[id(v)] = np.asarray(int(sizes[v.name]), np.int64)
         self.globals: dict[str, np.ndarray] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.grid_x = 1
         self.writeback: list[tuple[np.ndarray, np.ndarray]] = []
         for p in k.params:
             if isinstance(p, S.SBuffer):
@@ -545,6 +560,7 @@ class _Sim:
                     flat = np.ascontiguousarray(arr).reshape(-1)
                     self.writeback.append((arr, flat))
                 self.globals[p.name] = flat
+                self.shapes[p.name] = arr.shape
             else:
                 self.scalars[id(p)] = round_to(np.asarray(args[p.name]), p.dtype)
         # ldmatrix: for (num, trans), per destination lane / register / half: the lane supplying the row
@@ -582,6 +598,7 @@ class _Sim:
 
     def run(self) -> None:
         gx, gy, gz = self.grid()
+        self.grid_x = gx
         for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
             blk = _BlockRun(self, (bx, by, bz))
             blk.stmts(self.k.body, None)

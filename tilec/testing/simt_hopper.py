@@ -1,0 +1,284 @@
+"""The Hopper (sm90) instructions for the SIMT-level interpreter: TMA boxes, mbarriers and wgmma.
+
+Modelled from the PTX ISA, independently of the lowering that emits them:
+* TMA (`tma_load_Nd`, `tma_store_Nd`): the tensor map is the kernel's manifest entry (tensor, box,
+  swizzle); a box is copied in row-major box order, out-of-bounds elements read as zero and are not
+  stored; shared-memory bytes are swizzled as the hardware does it, from the absolute shared address
+  (the 16-byte chunk bits 4.. XOR the 128-byte row bits 7.., over log2(span/16) bits).
+* mbarriers: `mbar_init` sets the expected arrivals; `mbar_expect_tx` is an arrival that also expects
+  transaction bytes, which TMA loads complete. A phase completes when both reach zero.
+  `mbar_wait(parity)` returns when the phase of that parity has completed — in this lockstep model
+  a wait that could not return is a deadlock and an error. The bytes a TMA load writes count as in
+  flight until a thread has waited for their barrier's phase: reading them before is an error (a
+  missing wait).
+* wgmma (`wgmma_ss:nN:dtype:tnspB`, `wgmma_rs:...`): each warpgroup's 64xN slice is computed when the
+  instruction is issued (the model has no latency; `wgmma_wait` checks nothing): A and B are read from
+  shared memory through the descriptor's start address, leading and stride byte offsets and swizzle
+  mode, with the canonical K-major and MN-major layouts of the PTX ISA (K-major: 8-row core groups
+  SBO apart, rows `span` bytes apart; MN-major: 8-k groups SBO apart, 128-byte MN panels LBO apart);
+  a register A operand follows the m16n8k16 A fragment per warp; D is the documented accumulator
+  fragment (warp w rows 16w..16w+15, register i of lane l at row l/4 + 8((i%4)/2), column
+  8(i/4) + 2(l%4) + i%2).
+Warp-specialized kernels (a producer warpgroup waiting on barriers the consumers release) need
+concurrent threads, which the lockstep model does not have: lower them with warp specialization off.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ..interp.tile_interp import storage_dtype
+from ..ir import simt as S
+
+_NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
+       "f8e5m2": ml_dtypes.float8_e5m2}
+_SPAN = {1: 128, 2: 64, 3: 32}
+
+
+def swizzle(addr: np.ndarray, span: int) -> np.ndarray:
+    if span == 0:
+        return addr
+    bits = {128: 3, 64: 2, 32: 1}[span]
+    return addr ^ (((addr >> 7) & ((1 << bits) - 1)) << 4)
+
+
+class _Barrier:
+    def __init__(self, count: int):
+        self.count = count
+        self.arrivals = 0
+        self.tx = 0
+        self.phase = 0  # completed phases
+        self.in_flight: list[tuple[int, np.ndarray]] = []  # (shared buffer id, element indices)
+
+    def maybe_complete(self) -> None:
+        if self.arrivals >= self.count and self.tx == 0:
+            self.phase += 1
+            self.arrivals = 0
+
+
+class HopperModel:
+    """Mixin of the interpreter's block run (tilec.testing.simt_interp._BlockRun)."""
+
+    def hopper_init(self, raw: np.ndarray | None) -> None:
+        self.raw = raw
+        self.barriers: dict[int, _Barrier] = {}
+        self.in_flight: dict[int, np.ndarray] = {}  # shared buffer id -> bool per element (TMA not waited for)
+
+    # ------------------------------------------------------------ helpers
+    def uniform(self, values: np.ndarray, act: np.ndarray, what: str, span) -> int:
+        v = np.asarray(values)[act] if np.ndim(values) else np.asarray([values])
+        if v.size == 0 or np.any(v != v[0]):
+            raise self.err(f"{what} differs between the threads that issue it", span)
+        return int(v[0])
+
+    def shared_byte(self, b: S.SBuffer, idx: int) -> int:
+        return int(b.offset) + idx * storage_dtype(b.dtype).itemsize
+
+    def buffer_at(self, byte: np.ndarray) -> tuple[S.SBuffer, np.ndarray]:
+        for b in self.k.shared:
+            if b.alias_of is not None:
+                continue
+            eb = storage_dtype(b.dtype).itemsize
+            lo, hi = int(b.offset), int(b.offset) + b.size * eb
+            if np.all((byte >= lo) & (byte < hi)):
+                return b, (byte - lo) // eb
+        raise self.err("a TMA or wgmma access outside any one shared buffer")
+
+    def barrier_of(self, e, mask, span) -> _Barrier:
+        b, idx = self.addr(e, mask)
+        key = self.uniform(self.shared_byte(b, 0) + idx * 8, self.active(mask), "mbarrier address", span)
+        bar = self.barriers.get(key)
+        if bar is None:
+            raise self.err("mbarrier used before mbar_init", span)
+        return bar
+
+    def tensor_map(self, var) -> dict:
+        names = [v.name for v in self.k.attrs.get("tensor_map_params", [])]
+        return self.k.attrs["tensor_maps"][names.index(var.name)]
+
+    def box_elements(self, entry: dict, coords: list[int]):
+        """Global flat indices (or -1 when out of bounds) of a box, in row-major box order."""
+        shape = self.sim.shapes[entry["tensor"]]
+        box = entry["box"]
+        grids = np.meshgrid(*[np.arange(n) for n in box], indexing="ij")
+        inside = np.ones(grids[0].shape, bool)
+        flat = np.zeros(grids[0].shape, np.int64)
+        for d, (g, start) in enumerate(zip(grids, coords, strict=True)):
+            pos = g + start
+            inside &= (pos >= 0) & (pos < shape[d])
+            flat = flat * shape[d] + pos
+        return np.where(inside, flat, -1).ravel()
+
+    # ------------------------------------------------------------ statements
+    def hopper_call(self, s: S.SCall, mask) -> bool:
+        name = s.name
+        act = self.active(mask)
+        if name in ("fence_mbar_init", "fence_proxy_async", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+                    "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait"):
+            return True
+        if name == "mbar_init":
+            b, idx = self.addr(s.args[0], mask)
+            counts = self.full(self.eval(s.args[1], mask))
+            for t in np.nonzero(act)[0]:
+                self.barriers[self.shared_byte(b, int(idx[t]))] = _Barrier(int(counts[t]))
+            return True
+        if name in ("mbar_expect_tx", "mbar_arrive", "mbar_arrive_warp"):
+            for t in np.nonzero(act)[0]:
+                m = np.zeros(self.n, bool)
+                m[t] = True
+                bar = self.barrier_of(s.args[0], m, s.span)
+                if name == "mbar_arrive_warp" and t % 32:
+                    continue
+                bar.arrivals += 1
+                if name == "mbar_expect_tx":
+                    bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
+                bar.maybe_complete()
+            return True
+        if name == "mbar_wait":
+            bar = self.barrier_of(s.args[0], mask, s.span)
+            parity = self.uniform(self.full(self.eval(s.args[1], mask)), act, "mbar_wait parity", s.span)
+            if parity == bar.phase % 2:  # that phase has not completed: the threads would wait forever
+                raise self.err(f"mbarrier wait for phase parity {parity} never completes (expected arrivals "
+                               f"{bar.count}, arrived {bar.arrivals}, {bar.tx} transaction bytes outstanding)",
+                               s.span)
+            for key, idx in bar.in_flight:
+                self.in_flight[key][idx] = False
+            bar.in_flight = []
+            return True
+        if name.startswith("tma_load_"):
+            for t in np.nonzero(act)[0]:
+                self.tma_load(s, t, mask)
+            return True
+        if name.startswith("tma_store_"):
+            for t in np.nonzero(act)[0]:
+                self.tma_store(s, t, mask)
+            return True
+        if name.startswith(("wgmma_ss", "wgmma_rs")):
+            self.wgmma(s, mask)
+            return True
+        if name == "named_barrier_sync" or name == "named_barrier_arrive":
+            raise self.err("named barriers (warp specialization) need concurrent threads; run this kernel "
+                           "with warp specialization off", s.span)
+        return False
+
+    def thread_values(self, args, mask, t: int) -> list[int]:
+        return [int(self.full(self.eval(a, mask))[t]) for a in args]
+
+    def tma_load(self, s: S.SCall, t: int, mask) -> None:
+        entry = self.tensor_map(s.args[0])
+        dst, didx = self.addr(s.args[1], mask)
+        bar_m = np.zeros(self.n, bool)
+        bar_m[t] = True
+        bar = self.barrier_of(s.args[2], bar_m, s.span)
+        coords = list(reversed(self.thread_values(s.args[3:], mask, t)))  # outermost first
+        src = self.sim.globals[entry["tensor"]]
+        flat = self.box_elements(entry, coords)
+        eb = storage_dtype(dst.dtype).itemsize
+        values = np.zeros(flat.shape, storage_dtype(dst.dtype))
+        ok = flat >= 0
+        values[ok] = src[flat[ok]]
+        start = self.shared_byte(dst, int(didx[t]))
+        addr = swizzle(start + np.arange(flat.size) * eb, entry["swizzle"])
+        b, elems = self.buffer_at(addr)
+        self.raw[(addr[:, None] + np.arange(eb)).ravel()] = values.view(np.uint8)
+        flags = self.in_flight.setdefault(id(b), np.zeros(b.size, bool))
+        flags[elems] = True
+        bar.in_flight.append((id(b), elems))
+        sh = self.shared[id(b)]
+        sh.write_epoch[elems] = -1  # written by the async proxy, published by the barrier
+        bar.tx -= values.nbytes
+        bar.maybe_complete()
+
+    def tma_store(self, s: S.SCall, t: int, mask) -> None:
+        entry = self.tensor_map(s.args[0])
+        src_b, sidx = self.addr(s.args[1], mask)
+        coords = list(reversed(self.thread_values(s.args[2:], mask, t)))
+        flat = self.box_elements(entry, coords)
+        eb = storage_dtype(src_b.dtype).itemsize
+        addr = swizzle(self.shared_byte(src_b, int(sidx[t])) + np.arange(flat.size) * eb, entry["swizzle"])
+        b, elems = self.buffer_at(addr)
+        self.check_in_flight(b, elems, s.span)
+        values = self.raw[(addr[:, None] + np.arange(eb)).ravel()].view(storage_dtype(src_b.dtype))
+        ok = flat >= 0
+        self.sim.globals[entry["tensor"]][flat[ok]] = values[ok]
+
+    def check_in_flight(self, b: S.SBuffer, elems: np.ndarray, span) -> None:
+        flags = self.in_flight.get(id(b))
+        if flags is not None and np.any(flags[elems]):
+            raise self.err(f"read of shared '{b.name}' written by a TMA load nobody waited for (missing "
+                           "mbar_wait)", span)
+
+    # ------------------------------------------------------------ wgmma
+    def operand(self, start: int, lbo: int, sbo: int, swz: int, rows: int, cols: int, eb: int, k_major: bool,
+                np_t, span) -> np.ndarray:
+        """A rows x cols operand tile (rows: M or N, cols: K) read through a descriptor."""
+        span_b = _SPAN[swz] if swz else 0
+        r = np.arange(rows)[:, None]
+        k = np.arange(cols)[None, :]
+        if k_major:
+            off = (r // 8) * sbo + (r % 8) * span_b + k * eb
+        else:  # MN-major: panels of span/eb elements along rows, 8-k groups SBO apart
+            width = span_b // eb
+            off = (r // width) * lbo + (k // 8) * sbo + (k % 8) * span_b + (r % width) * eb
+        addr = swizzle(start + off, span_b)
+        b, elems = self.buffer_at(addr.ravel())
+        self.check_in_flight(b, elems, span)
+        raw = self.raw[(int(b.offset) + elems * storage_dtype(b.dtype).itemsize)[:, None] + np.arange(eb)]
+        return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
+
+    def wgmma(self, s: S.SCall, mask) -> None:
+        kind, n, dt, tnsp_b = s.name.split(":")
+        n, np_t = int(n[1:]), _NP[dt]
+        eb = np.dtype(np_t).itemsize
+        kdim = 32 if eb == 1 else 16
+        act = self.active(mask)
+        acc_b, acc_i = self.addr(s.args[0], mask)
+        acc = self.storage(acc_b)
+        for g in range(self.n // 128):
+            threads = np.arange(128 * g, 128 * g + 128)
+            if not act[threads].any():
+                continue
+            if not act[threads].all():
+                raise self.err("wgmma issued by part of a warpgroup", s.span)
+            wg_act = np.zeros(self.n, bool)
+            wg_act[threads] = True
+            if kind == "wgmma_ss":
+                a_b, a_i = self.addr(s.args[1], mask)
+                a_start = self.uniform(self.shared_byte(a_b, 0) + a_i * storage_dtype(a_b.dtype).itemsize,
+                                       wg_act, "A descriptor", s.span)
+                lbo, sbo, swz = (int(self.full(self.eval(x, mask))[threads[0]]) for x in s.args[2:5])
+                a = self.operand(a_start, lbo, sbo, swz, 64, kdim, eb, True, np_t, s.span)
+                b_args = s.args[5:]
+            else:
+                a = self.register_a(s.args[1], mask, threads, np_t)
+                b_args = s.args[2:]
+            b_b, b_i = self.addr(b_args[0], mask)
+            b_start = self.uniform(self.shared_byte(b_b, 0) + b_i * storage_dtype(b_b.dtype).itemsize,
+                                   wg_act, "B descriptor", s.span)
+            lbo, sbo, swz = (int(self.full(self.eval(x, mask))[threads[0]]) for x in b_args[1:4])
+            b = self.operand(b_start, lbo, sbo, swz, n, kdim, eb, tnsp_b == "0", np_t, s.span)  # (N, K)
+            d = a @ b.T  # (64, N)
+            lane = threads % 32
+            warp = (threads % 128) // 32
+            for i in range(n // 2):
+                row = 16 * warp + lane // 4 + 8 * ((i % 4) // 2)
+                col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+                idx = acc_i[threads] + i
+                acc[threads, idx] = (acc[threads, idx].astype(np.float32) + d[row, col]).astype(acc.dtype)
+
+    def register_a(self, e, mask, threads: np.ndarray, np_t) -> np.ndarray:
+        """The 64 x 16 A operand from each warp's four u32 registers (m16n8k16 A fragment per warp)."""
+        regs_b, regs_i = self.addr(e, mask)
+        regs = self.storage(regs_b)
+        a = np.full((64, 16), np.nan, np.float32)
+        lane = threads % 32
+        warp = (threads % 128) // 32
+        for r in range(4):
+            word = regs[threads, regs_i[threads] + r].astype(np.uint32)
+            row = 16 * warp + lane // 4 + 8 * (r % 2)
+            for h in range(2):
+                col = 2 * (lane % 4) + 8 * (r // 2) + h
+                bits = ((word >> (16 * h)) & 0xFFFF).astype(np.uint16)
+                a[row, col] = bits.view(np_t).astype(np.float32)
+        return a
