@@ -320,16 +320,30 @@ def _gemm_sizes(sample, defines, sizes):
     return {**sizes, **({"B_rows": n, "B_cols": k} if defines.get("trans_B") else {"B_rows": k, "B_cols": n})}
 
 
-@pytest.mark.parametrize("sample,defines,sizes", RUN_CASES, ids=lambda x: str(x) if isinstance(x, str) else None)
-def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes):
-    """The sm90 code (TMA boxes, mbarriers, wgmma descriptors, TMA stores) executed lane by lane on a CPU
-    (warp specialization off: the interpreter runs threads in lockstep) matches the Tile IR interpreter."""
+WS_ONLY_CASES = [
+    # persistent: 6 output tiles on 3 "multiprocessors" (the interpreter's num_sms), two per block
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True},
+     {"M": 300, "N": 264, "K": 136}),
+    # three consumer warpgroups taking turns (ping-pong), causal, ragged S
+    ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True}, {"B": 1, "S": 250, "H": 1}),
+]
+
+
+@pytest.mark.parametrize("ws", [True, False], ids=["warp-specialized", "no-ws"])
+@pytest.mark.parametrize("sample,defines,sizes", RUN_CASES + WS_ONLY_CASES,
+                         ids=lambda x: str(x) if isinstance(x, str) else None)
+def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws):
+    """The sm90 code (TMA boxes, mbarriers, wgmma descriptors, TMA stores, the producer warpgroup, persistent
+    tile loops) executed lane by lane on a CPU matches the Tile IR interpreter."""
     from test_simt_interp import check
 
+    if not ws and (sample, defines, sizes) in WS_ONLY_CASES:
+        pytest.skip("a warp-specialization case")
     r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines,
-                      disable={"warp_specialize"})
+                      disable=set() if ws else {"warp_specialize"})
     text = r.source[:r.source.index("__no_tma(")]
     assert "tl_wgmma_" in text and "tl::tma_load_" in text
+    assert (r.simt.kernels[0].threads > r.module.kernels[0].threads) == ws
     check(sample, defines, _gemm_sizes(sample, defines, sizes), "sm90", result=r)
 
 
@@ -357,6 +371,11 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     r.simt.kernels[0].body = _without(r.simt.kernels[0].body, "mbar_wait")
     with pytest.raises(SimtInterpreterError, match="missing mbar_wait"):
         check("gemm", {}, sizes, "sm90", result=r)
+    # consumers that never release a stage: the producer waits forever (a deadlock the model reports)
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90")
+    r.simt.kernels[0].body = _without(r.simt.kernels[0].body, "mbar_arrive_warp")
+    with pytest.raises(SimtInterpreterError, match="never completes"):
+        check("gemm", {}, {"M": 128, "N": 128, "K": 256, "B_rows": 256, "B_cols": 128}, "sm90", result=r)
     # wgmma descriptors with the MN-major strides swapped (LBO <-> SBO)
     real = lower_hopper.HopperLowering.descriptor
 

@@ -115,6 +115,7 @@ class SIf(SStmt):
     cond: Expr
     then_body: list[SStmt]
     else_body: list[SStmt] = field(default_factory=list)
+    concurrent: bool = False  # the branches' threads run concurrently, synchronising through mbarriers
 
 
 @dataclass(eq=False)

@@ -372,7 +372,7 @@ class HopperLowering:
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
-        split = S.SIf(None, _cmp(">=", self.tid, c(threads)), prod, cons)
+        split = S.SIf(None, _cmp(">=", self.tid, c(threads)), prod, cons, concurrent=True)
         return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, 0..{threads - 1} "
                                        "compute"), split], threads + 128
 

@@ -19,11 +19,17 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   a register A operand follows the m16n8k16 A fragment per warp; D is the documented accumulator
   fragment (warp w rows 16w..16w+15, register i of lane l at row l/4 + 8((i%4)/2), column
   8(i/4) + 2(l%4) + i%2).
-Warp-specialized kernels (a producer warpgroup waiting on barriers the consumers release) need
-concurrent threads, which the lockstep model does not have: lower them with warp specialization off.
+* Warp specialization: the two branches of the producer/consumer split (`SIf(concurrent=True)`) run as
+  two groups, each in lockstep, on two Python threads of which only one executes at a time; a group
+  gives way only inside an mbarrier wait that cannot return yet. If both groups wait, the kernel
+  deadlocks, which is an error. The consumers' named barrier is a barrier of the declared threads;
+  the ping-pong named barriers between consumer warpgroups order nothing in a lockstep group and are
+  accepted without effect.
 """
 
 from __future__ import annotations
+
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -51,10 +57,12 @@ class _Barrier:
         self.phase = 0  # completed phases
         self.in_flight: list[tuple[int, np.ndarray]] = []  # (shared buffer id, element indices)
 
-    def maybe_complete(self) -> None:
+    def maybe_complete(self) -> bool:
         if self.arrivals >= self.count and self.tx == 0:
             self.phase += 1
             self.arrivals = 0
+            return True
+        return False
 
 
 class HopperModel:
@@ -64,6 +72,50 @@ class HopperModel:
         self.raw = raw
         self.barriers: dict[int, _Barrier] = {}
         self.in_flight: dict[int, np.ndarray] = {}  # shared buffer id -> bool per element (TMA not waited for)
+        self.turn: threading.Condition | None = None  # set while two thread groups run concurrently
+        self.waiting = 0
+        self.groups_left = 0
+        self.progress = 0  # mbarrier state changes so far
+        self.progress_at_wait = -1
+
+    def give_way(self) -> bool:
+        """Let the other thread group run until it changes something (one group runs at a time); False when
+        it cannot (no other group, or it is waiting too, or it has finished): a deadlock."""
+        if self.turn is None or self.groups_left < 2:
+            return False
+        if self.waiting and self.progress == self.progress_at_wait:  # the other waits, and nothing changed since
+            return False
+        self.waiting += 1
+        self.progress_at_wait = self.progress
+        self.turn.notify_all()
+        self.turn.wait()
+        self.waiting -= 1
+        return True
+
+    def run_concurrently(self, s, then_mask: np.ndarray, else_mask: np.ndarray) -> None:
+        self.turn = threading.Condition()
+        self.groups_left = 2
+        errors: list[BaseException] = []
+
+        def group(body, mask):
+            with self.turn:
+                try:
+                    self.stmts(body, mask)
+                except BaseException as e:  # noqa: BLE001  (re-raised below, in the calling thread)
+                    errors.append(e)
+                finally:
+                    self.groups_left -= 1
+                    self.turn.notify_all()
+
+        worker = threading.Thread(target=group, args=(s.then_body, then_mask))
+        with self.turn:
+            worker.start()
+            self.turn.wait_for(lambda: self.waiting == 1 or self.groups_left < 2, timeout=60)
+        group(s.else_body, else_mask)
+        worker.join(timeout=600)
+        self.turn = None
+        if errors:
+            raise errors[0]
 
     # ------------------------------------------------------------ helpers
     def uniform(self, values: np.ndarray, act: np.ndarray, what: str, span) -> int:
@@ -131,6 +183,7 @@ class HopperModel:
                 if name == "mbar_arrive_warp" and t % 32:
                     continue
                 bar.arrivals += 1
+                self.progress += 1
                 if name == "mbar_expect_tx":
                     bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
                 bar.maybe_complete()
@@ -138,10 +191,11 @@ class HopperModel:
         if name == "mbar_wait":
             bar = self.barrier_of(s.args[0], mask, s.span)
             parity = self.uniform(self.full(self.eval(s.args[1], mask)), act, "mbar_wait parity", s.span)
-            if parity == bar.phase % 2:  # that phase has not completed: the threads would wait forever
-                raise self.err(f"mbarrier wait for phase parity {parity} never completes (expected arrivals "
-                               f"{bar.count}, arrived {bar.arrivals}, {bar.tx} transaction bytes outstanding)",
-                               s.span)
+            while parity == bar.phase % 2:  # that phase has not completed yet
+                if not self.give_way():
+                    raise self.err(f"mbarrier wait for phase parity {parity} never completes (expected arrivals "
+                                   f"{bar.count}, arrived {bar.arrivals}, {bar.tx} transaction bytes "
+                                   "outstanding)", s.span)
             for key, idx in bar.in_flight:
                 self.in_flight[key][idx] = False
             bar.in_flight = []
@@ -157,9 +211,8 @@ class HopperModel:
         if name.startswith(("wgmma_ss", "wgmma_rs")):
             self.wgmma(s, mask)
             return True
-        if name == "named_barrier_sync" or name == "named_barrier_arrive":
-            raise self.err("named barriers (warp specialization) need concurrent threads; run this kernel "
-                           "with warp specialization off", s.span)
+        if name in ("named_barrier_sync", "named_barrier_arrive"):  # consumer warpgroups run in lockstep here
+            return True
         return False
 
     def thread_values(self, args, mask, t: int) -> list[int]:
@@ -188,6 +241,7 @@ class HopperModel:
         sh = self.shared[id(b)]
         sh.write_epoch[elems] = -1  # written by the async proxy, published by the barrier
         bar.tx -= values.nbytes
+        self.progress += 1
         bar.maybe_complete()
 
     def tma_store(self, s: S.SCall, t: int, mask) -> None:

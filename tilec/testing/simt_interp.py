@@ -25,8 +25,8 @@ Execution model
 * `ldmatrix_x{2,4}[_trans]` and `mma_f16` / `mma_bf16` (m16n8k16, f32 accumulators) are modelled
   lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
   register halves are packed into u32 registers exactly as on the hardware (low half first).
-* sm90: TMA boxes, mbarriers and wgmma are modelled in simt_hopper.py (kernels lowered without warp
-  specialization: the lockstep model has no concurrent producer).
+* sm90: TMA boxes, mbarriers and wgmma are modelled in simt_hopper.py; a warp-specialized kernel's
+  producer and consumer branches run as two thread groups that hand over inside mbarrier waits.
 * Values follow the Tile IR interpreter: f16/bf16 arithmetic in f32 rounded after every
   operation, stores round to the buffer's dtype (ml_dtypes), integers wrap, `//` and `%` floor.
   Shared memory and register arrays start as NaN so that reading what was never written shows.
@@ -331,6 +331,8 @@ class _BlockRun(ScalarOps, HopperModel):
             c = self.full(self.eval(s.cond, mask)).astype(bool)
             then_mask = c if mask is None else (mask & c)
             else_mask = ~c if mask is None else (mask & ~c)
+            if s.concurrent and np.any(then_mask) and np.any(else_mask):
+                return self.run_concurrently(s, then_mask, else_mask)
             if np.any(then_mask):
                 self.stmts(s.then_body, None if then_mask.all() else then_mask)
             if s.else_body and np.any(else_mask):
@@ -338,10 +340,12 @@ class _BlockRun(ScalarOps, HopperModel):
         elif isinstance(s, S.SFor):
             self.loop(s, mask)
         elif isinstance(s, S.Barrier):
-            if mask is not None and not self.active(mask).all():
+            want = self.n if s.threads is None else s.threads
+            if int(self.active(mask).sum()) != want or (s.threads is not None and
+                                                         not self.active(mask)[:s.threads].all()):
                 n = int(self.active(mask).sum())
-                raise self.err(f"barrier reached by {n} of {self.n} threads (under a thread-dependent condition)",
-                               s.span)
+                raise self.err(f"barrier for {want} threads reached by {n} of {self.n} threads (under a "
+                               "thread-dependent condition)", s.span)
             self.epoch += 1
         elif isinstance(s, S.SCall):
             self.call_stmt(s, mask)
@@ -532,7 +536,8 @@ class _BlockRun(ScalarOps, HopperModel):
 
 
 class _Sim:
-    def __init__(self, k: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int, stdout):
+    def __init__(self, k: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int, stdout,
+                 num_sms: int = 3):
         from ..targets.cuda import mma_layouts as L
 
         self.k = k
@@ -546,6 +551,12 @@ class _Sim:
             if v.name not in sizes:
                 raise SimtInterpreterError(f"kernel {k.name}: no value for runtime size '{v.name}'")
             self.scalars[id(v)] = np.asarray(int(sizes[v.name]), np.int64)
+        from ..ir.visit import sub_exprs
+
+        for g in k.grid:  # a persistent kernel's grid: min(tiles, num_sms) -- few "SMs", so blocks loop
+            for x in sub_exprs(g):
+                if isinstance(x, T.Var) and x.name == "num_sms":
+                    self.scalars[id(x)] = np.asarray(num_sms, np.int64)
         self.globals: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.grid_x = 1
