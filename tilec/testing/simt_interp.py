@@ -344,8 +344,9 @@ class _BlockRun(ScalarOps, HopperModel):
             if int(self.active(mask).sum()) != want or (s.threads is not None and
                                                          not self.active(mask)[:s.threads].all()):
                 n = int(self.active(mask).sum())
-                raise self.err(f"barrier for {want} threads reached by {n} of {self.n} threads (under a "
-                               "thread-dependent condition)", s.span)
+                what = "barrier" if s.threads is None else f"named barrier of the first {want} threads"
+                raise self.err(f"{what} reached by {n} of {self.n} threads (under a thread-dependent condition)",
+                               s.span)
             self.epoch += 1
         elif isinstance(s, S.SCall):
             self.call_stmt(s, mask)
