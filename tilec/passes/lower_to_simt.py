@@ -1276,6 +1276,21 @@ class Lowerer(HopperLowering):
                         f"{s.dim} is not supported; reduce a fragment along a dimension into a 1-D fragment",
                         s.span)
 
+    def lane_partial(self, s: T.Reduce, acc_dt: D.DType, src_sb: S.SBuffer, count: int, parent, lanes) -> T.Var:
+        """This thread's `count` parent elements parent(q) combined, then combined with the lanes `lanes`
+        apart (xor shuffles): the partial result of one reduced row or column."""
+        kind = s.kind
+        v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
+        q = self.fresh("q")
+        elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, parent(q)), acc_dt)
+        if kind in ("abssum", "absmax"):
+            elem = T.Call(acc_dt, None, "abs", [elem])
+        self.emit(S.SFor(None, q, c(0), c(count), [S.SAssign(None, v, self.reduce_op(kind, v, elem))], unroll=True))
+        for off in lanes:
+            sh = S.Intrinsic(acc_dt, None, "shfl_xor", [v, c(off)])
+            self.emit(S.SAssign(None, v, self.reduce_op(kind, v, sh)))
+        return v
+
     def reduce_fragment(self, s: T.Reduce, ls, ld: Projected) -> None:
         kind = s.kind
         acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
@@ -1317,16 +1332,7 @@ class Lowerer(HopperLowering):
             groups = max(1, self.k.threads // 32 // warps_across)
 
         def body():
-            v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
-            q = self.fresh("q")
-            elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, parent(q)), acc_dt)
-            if kind in ("abssum", "absmax"):
-                elem = T.Call(acc_dt, None, "abs", [elem])
-            self.emit(S.SFor(None, q, c(0), c(count), [S.SAssign(None, v, self.reduce_op(kind, v, elem))],
-                             unroll=True))
-            for off in lanes:
-                sh = S.Intrinsic(acc_dt, None, "shfl_xor", [v, c(off)])
-                self.emit(S.SAssign(None, v, self.reduce_op(kind, v, sh)))
+            v = self.lane_partial(s, acc_dt, src_sb, count, parent, lanes)
             if warps_across > 1:
                 partials.append(v)
             else:
@@ -1409,17 +1415,7 @@ class Lowerer(HopperLowering):
                 return add(mul(div(wave, wm), wm), w)
 
         def partial(rv) -> T.Var:
-            v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
-            q = self.fresh("q")
-            elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, parent(rv, q)), acc_dt)
-            if kind in ("abssum", "absmax"):
-                elem = T.Call(acc_dt, None, "abs", [elem])
-            self.emit(S.SFor(None, q, c(0), c(count), [S.SAssign(None, v, self.reduce_op(kind, v, elem))],
-                             unroll=True))
-            for off in lanes:
-                sh = S.Intrinsic(acc_dt, None, "shfl_xor", [v, c(off)])
-                self.emit(S.SAssign(None, v, self.reduce_op(kind, v, sh)))
-            return v
+            return self.lane_partial(s, acc_dt, src_sb, count, lambda q: parent(rv, q), lanes)
 
         nloc = ld.num_local
         if across == 1:
