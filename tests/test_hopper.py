@@ -310,6 +310,10 @@ RUN_CASES = [
     ("flash_attention", {"causal": True, "dim": 128, "block_M": 128, "threads": 256, "dtype": "bf16"},
      {"B": 1, "S": 136, "H": 1}),
     ("fp8_gemm", {}, {"M": 130, "N": 136, "K": 160}),
+    ("fp8_gemm", {"in_dtype": "f8e5m2", "block_N": 256, "threads": 256, "num_stages": 2},
+     {"M": 130, "N": 272, "K": 160}),
+    ("gemm_bias_relu", {}, {"M": 200, "N": 136, "K": 72}),
+    ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256}, {"B": 1, "S": 260, "H": 1}),
 ]
 
 
