@@ -171,7 +171,7 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     result.target = target
     tile_passes, simt_passes = _target_passes()
     module = result.module
-    pristine = copy.deepcopy(module) if "tma" in target.async_copy else None
+    pristine = copy.deepcopy(module) if target.tma_pipelines else None
     simt = _run_target_passes(module, rep, target, tile_passes, simt_passes, want, result.ir_after)
     if pristine is not None:
         _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes)

@@ -16,6 +16,16 @@ _PREC = {"or": 1, "and": 2, "|": 3, "^": 4, "&": 5, "cmp": 6, "<<": 7, ">>": 7, 
          "*": 9, "/": 9, "//": 9, "%": 9}
 
 
+# Intrinsic statements that every C-style dialect's device header provides under the same names.
+PORTABLE_CALLS = {
+    "copy16_or_zero": "tl::copy16_or_zero({0}, {1}, {2})",
+    "copy16": "tl::st_128({0}, tl::ld_128({1}))",
+    "atomic_add": "tl::atomic_add({0}, {1})",
+    "atomic_max": "tl::atomic_max({0}, {1})",
+    "atomic_min": "tl::atomic_min({0}, {1})",
+}
+
+
 class CStylePrinter:
     types: dict[str, str] = {}
     thread_idx = "threadIdx.x"

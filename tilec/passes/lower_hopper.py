@@ -64,8 +64,7 @@ class HopperLowering:
         self.barrier_threads: int | None = None  # consumer-only named barrier under warp specialization
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
-        self.tma_enabled = ("tma" in self.target.async_copy and "wgmma.m64nNk16" in self.target.matrix_instructions
-                            and "tma" not in self.k.attrs.get("disabled", ()))
+        self.tma_enabled = self.target.tma_pipelines and "tma" not in self.k.attrs.get("disabled", ())
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
         plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
         if plans:

@@ -265,10 +265,6 @@ class Lowerer(HopperLowering):
         if self.tensor_maps:
             sk.attrs["tensor_maps"] = self.tensor_maps
             sk.attrs["tensor_map_params"] = self.tensor_map_vars
-        for b in self.shared:
-            if any(id(b) == id(self.buffers.get(key)) for key, lay in self.layouts.shared.items()
-                   if lay.panel and lay.swizzle):
-                b.align = 1024
         return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:
@@ -369,7 +365,9 @@ class Lowerer(HopperLowering):
         if b.scope == "shared":
             stages = self.stage_count.get(id(b), 1)
             lay: SharedLayout = self.layouts.shared[id(b)]
-            sb = S.SBuffer(b.name, b.dtype, "shared", lay.size * stages, origin=b.name)
+            # a TMA/wgmma swizzle pattern repeats every 1024 bytes from an aligned base
+            sb = S.SBuffer(b.name, b.dtype, "shared", lay.size * stages, origin=b.name,
+                           align=1024 if lay.panel and lay.swizzle else 128)
             self.shared.append(sb)
             self.buffers[id(b)] = sb
             return

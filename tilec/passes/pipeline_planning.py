@@ -163,8 +163,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
         plans = {}
         disabled = k.attrs.get("disabled", ())
-        tma_ok = "tma" in target.async_copy and "wgmma.m64nNk16" in target.matrix_instructions and \
-            "tma" not in disabled
+        tma_ok = target.tma_pipelines and "tma" not in disabled
         table = k.attrs.get("layouts")
         shared_bytes = {key: lay.size * lay.elem_bytes for key, lay in table.shared.items()} if table else {}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]

@@ -30,6 +30,11 @@ class Target:
     max_storage_buffers: int | None = None  # tensors per kernel (WebGPU: storage buffers per shader stage)
     max_grid: int | None = None  # blocks per grid dimension (WebGPU: workgroups per dispatch dimension)
 
+    @property
+    def tma_pipelines(self) -> bool:
+        """TMA copies with mbarrier pipelines and wgmma (the sm90 path; sm100's tcgen05 path is not here)."""
+        return "tma" in self.async_copy and "wgmma.m64nNk16" in self.matrix_instructions
+
     def with_limits(self, **limits: int) -> Target:
         """This target with some limits overridden (`tilec --max-workgroup-storage`): shared_memory_bytes,
         max_threads, max_storage_buffers, max_grid."""

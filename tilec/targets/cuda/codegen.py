@@ -7,7 +7,7 @@ from pathlib import Path
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
-from ...ir.simt_printer import CStylePrinter
+from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 
@@ -19,9 +19,8 @@ _MATH64["exp2"] = "exp2"  # (f64 keeps the accurate libdevice function)
 _MATH64["rsqrt"] = "rsqrt"
 
 _CALLS = {
+    **PORTABLE_CALLS,
     "cp_async16": "tl::cp_async_cg_16({0}, {1}, {2})",
-    "copy16_or_zero": "tl::copy16_or_zero({0}, {1}, {2})",
-    "copy16": "tl::st_128({0}, tl::ld_128({1}))",
     "cp_async_commit": "tl::cp_async_commit()",
     "ldmatrix_x4": "tl::ldmatrix_x4_p({0}, {1})",
     "ldmatrix_x2": "tl::ldmatrix_x2_p({0}, {1})",
@@ -29,9 +28,6 @@ _CALLS = {
     "ldmatrix_x2_trans": "tl::ldmatrix_x2_trans_p({0}, {1})",
     "mma_f16": "tl::mma_f16({0}, {1}, {2})",
     "mma_bf16": "tl::mma_bf16({0}, {1}, {2})",
-    "atomic_add": "tl::atomic_add({0}, {1})",
-    "atomic_max": "tl::atomic_max({0}, {1})",
-    "atomic_min": "tl::atomic_min({0}, {1})",
 }
 
 

@@ -16,7 +16,7 @@ from ...diagnostics import Diagnostic, Reporter
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
-from ...ir.simt_printer import CStylePrinter
+from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter
 
 HEADER = Path(__file__).parent / "include" / "tilec_hip.h"
 
@@ -24,11 +24,7 @@ _MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "f
          "pow"}
 
 _CALLS = {
-    "copy16_or_zero": "tl::copy16_or_zero({0}, {1}, {2})",
-    "copy16": "tl::st_128({0}, tl::ld_128({1}))",
-    "atomic_add": "tl::atomic_add({0}, {1})",
-    "atomic_max": "tl::atomic_max({0}, {1})",
-    "atomic_min": "tl::atomic_min({0}, {1})",
+    **PORTABLE_CALLS,
     "mfma_f32_16x16x16f16": "tl::mfma_16x16x16_f16({0}, {1}, {2})",
     "mfma_f32_16x16x16bf16_1k": "tl::mfma_16x16x16_bf16({0}, {1}, {2})",
 }
