@@ -713,8 +713,8 @@ def test_cmake_dir(capsys):
 def test_an_input_edited_during_the_compile_is_not_cached(tmp_path):
     """The cache records the inputs as the compiler read them: a file changed since is not stored
     under its new contents (which would serve stale output later)."""
-    from tilec.cli.build import _dep_digests
     from tilec.diagnostics import SourceManager
+    from tilec.outputs import dep_digests as _dep_digests
 
     f = tmp_path / "k.tile"
     f.write_text("const a = 1\n")

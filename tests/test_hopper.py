@@ -13,7 +13,7 @@ import pytest
 from test_cuda_backend import _sass
 
 import tilec
-from tilec.cli.main import _parse_defines
+from tilec.cli.common import parse_defines as _parse_defines
 from tilec.cli.main import main as tilec_main
 from tilec.diagnostics import CompileError
 from tilec.ir import simt as S

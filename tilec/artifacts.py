@@ -16,16 +16,25 @@ from . import __version__
 from .ir import simt as S
 from .ir import tile as T
 from .ir.formula import formula
+from .manifest import LOADER_KEY, MANIFEST_VERSION
 
-MANIFEST_VERSION = 1
 
-
-def source_hash(files: list[str], sources_text: dict[str, str], options: dict) -> str:
+def source_hash(result, options: dict) -> str:
+    """A hash of every file the compile read and of the options recorded in the manifest."""
     h = hashlib.sha256()
-    for f in files:
-        h.update(f.encode() + b"\0" + sources_text.get(f, "").encode() + b"\0")
+    for f in result.module.files:
+        h.update(f.encode() + b"\0" + (result.sources.text(f) or "").encode() + b"\0")
     h.update(json.dumps(options, sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+def manifest_options(options, kind: str, backend) -> dict:
+    """The options a manifest records (tilec.options.CompileOptions as plain data): -D values, the kernel, the
+    targets as spelled, the kind, and the back end's own (Backend.manifest_options)."""
+    from .driver import define_values
+
+    return {"defines": define_values(options), "kernel": options.kernel, "targets": list(options.targets),
+            "kind": kind, **backend.manifest_options(options)}
 
 
 def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
@@ -56,13 +65,22 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     return entry
 
 
-def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict, binary: str | None) -> dict:
+def kernel_entries(result) -> list[dict]:
+    """The manifest's kernel entries of a compile result (one per kernel, no-TMA twins included)."""
     from .ir.cost import kernel_costs
 
-    sources_text = {f: result.sources.text(f) or "" for f in result.module.files}
-    kernels = [kernel_entry(k, sk, kernel_costs(k)) for k, sk in zip(result.module.kernels, result.simt.kernels,
-                                                                     strict=True)]
-    return {
+    return [kernel_entry(k, sk, kernel_costs(k)) for k, sk in zip(result.module.kernels, result.simt.kernels,
+                                                                  strict=True)]
+
+
+def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict, binary: str | None,
+             kernels: list[dict] | None = None) -> dict:
+    """The manifest of an artifact built from `result` (its first target's, for several): see tilec/manifest.py.
+    `options` (manifest_options) are recorded as "options", -D values of other types as text."""
+    from .targets.registry import get_backend
+
+    backend = result.backend or get_backend(result.target.backend)
+    m = {
         "manifest_version": MANIFEST_VERSION,
         "tilec_version": __version__,
         "target": result.target.name,
@@ -71,12 +89,16 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
         "kind": kind,
         "binary": binary,
         "toolchain": toolchain,
-        "driver_api": {"cuda": "CUDA driver API (cuModuleLoadData, cuLaunchKernel)",
-                       "wgsl": "WebGPU (createShaderModule, createComputePipeline, dispatchWorkgroups)"}.get(
-            result.target.backend, ""),
-        "source_hash": source_hash(result.module.files, sources_text, options),
-        "kernels": kernels,
+        "driver_api": backend.driver_api,
+        "source_hash": source_hash(result, options),
+        "kernels": kernel_entries(result) if kernels is None else kernels,
     }
+    if options:
+        m["options"] = {k: ({n: v if isinstance(v, (bool, int, float, str)) else str(v) for n, v in v.items()}
+                            if k == "defines" else v) for k, v in options.items()}
+    if backend.loader:
+        m[LOADER_KEY] = backend.loader
+    return m
 
 
 def dumps(m: dict) -> str:

@@ -1,11 +1,11 @@
 """The compilation pipeline: source text → Tile IR → passes → (back end) → artifacts.
 
-`compile()` is the single entry point; the CLI, the Python API and the tests all go through it.
+`compile()` compiles one source for one target into IR and generated source; `tilec.compile` (tilec/__init__.py)
+is the public entry that also writes artifacts through the compile cache (tilec/outputs.py) and calls this.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,55 +13,64 @@ from pathlib import Path
 from .diagnostics import CompileError, Diagnostic, Reporter, SourceManager
 from .ir import tile as T
 from .ir.printer import module_str
+from .options import DISABLEABLE, CompileOptions, DefineText, resolve
 from .passes import check_tile_ops, specialize
 
 Pass = Callable[[T.Module, Reporter], T.Module]
 
-# Target-neutral passes, in order; back ends append their own after these.
+# Target-neutral passes, in order; a back end's pipeline (tilec.targets.backend) follows them.
 FRONT_PASSES: list[tuple[str, Pass]] = [
     (specialize.NAME, specialize.run),
     (check_tile_ops.NAME, check_tile_ops.run),
 ]
 
 
-def _target_passes():
-    from .passes import (
-        layout_inference,
-        lower_to_simt,
-        pipeline_planning,
-        rasterization,
-        simplify,
-        storage_planning,
-    )
+def pass_names(target: str | None = None, with_target: bool = False) -> list[str]:
+    """What `--emit-ir=after:PASS` accepts: build, the target-neutral passes, and with a target (or
+    `with_target`: every back end's) the passes of its back end's pipeline."""
+    from .targets.registry import BACKENDS, UnknownTarget, get_backend, lookup
 
-    tile_passes = [
-        (rasterization.NAME, rasterization.run),
-        (layout_inference.NAME, layout_inference.run),
-        (pipeline_planning.NAME, pipeline_planning.run),
-    ]
-    simt_passes = [
-        (lower_to_simt.NAME, lower_to_simt.run),
-        (simplify.NAME, simplify.run),
-        (storage_planning.NAME, storage_planning.run),
-    ]
-    return tile_passes, simt_passes
-
-
-DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize"})
-
-TARGET_PASS_NAMES = [
-    "rasterization",
-    "layout-inference",
-    "pipeline-planning",
-    "lower-to-simt",
-    "simplify",
-    "storage-planning",
-]
-
-
-def pass_names(with_target: bool = False) -> list[str]:
     names = ["build"] + [n for n, _ in FRONT_PASSES]
-    return names + TARGET_PASS_NAMES if with_target else names
+    if target is not None:
+        try:
+            t = lookup(target.split(",")[0])
+        except UnknownTarget:  # compiling reports it
+            return names
+        backends = [get_backend(t.backend)] if t.backend in BACKENDS else []
+        targets = [t]
+    elif with_target:
+        backends = [get_backend(b) for b in BACKENDS]
+        targets = [None] * len(backends)
+    else:
+        return names
+    for backend, t in zip(backends, targets, strict=True):
+        names += [step.name for step in backend.pipeline(t) if step.name not in names]
+    return names
+
+
+def define_value(value):
+    """A define's value as the builder binds it: -D text (options.DefineText) read as an int, float, bool or
+    dtype name, or else kept as a string; any other value as given."""
+    from .ir.dtypes import lookup
+
+    if not isinstance(value, DefineText):
+        return value
+    t = value.strip()
+    if t in ("True", "true", "False", "false"):
+        return t in ("True", "true")
+    dt = lookup(t)
+    if dt is not None:
+        return dt
+    for conv in (lambda x: int(x, 0), float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return str(t)
+
+
+def define_values(opts: CompileOptions) -> dict[str, object]:
+    return {k: define_value(v) for k, v in opts.defines}
 
 
 @dataclass
@@ -71,8 +80,10 @@ class CompileResult:
     diagnostics: list[Diagnostic]
     ir_after: dict[str, str] = field(default_factory=dict)  # pass name -> printed IR (when asked)
     target: object | None = None  # tilec.targets.registry.Target
-    simt: object | None = None  # tilec.ir.simt.SModule, when a target was given
+    simt: object | None = None  # what the back end's pipeline produced (SIMT back ends: tilec.ir.simt.SModule)
     source: str | None = None  # generated target source (CUDA C++, ...)
+    options: CompileOptions | None = None  # what it was compiled with
+    backend: object | None = None  # tilec.targets.backend.Backend, when a target was given
 
     def ir(self) -> str:
         if self.simt is not None:
@@ -84,39 +95,45 @@ class CompileResult:
 
 def compile(
     source: str | Path,
+    target: str | None = None,
+    options: CompileOptions | None = None,
     *,
     text: str | None = None,
+    dump_after: set[str] | None = None,
+    verify: bool = False,
     defines: dict[str, object] | None = None,
     include_dirs: list[str] | None = None,
     kernel: str | None = None,
-    dump_after: set[str] | None = None,
-    verify: bool = False,
-    target: str | None = None,
     limits: dict[str, int] | None = None,
     disable: set[str] | None = None,
 ) -> CompileResult:
-    """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR.
+    """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR and, with a
+    target, through its back end's pipeline to generated source.
 
-    Raises CompileError carrying every diagnostic on failure; the diagnostics can be rendered
-    with tilec.diagnostics.render using the CompileError's `sources`. `limits` overrides the target's
-    resource limits (Target.with_limits: shared_memory_bytes, max_threads, max_storage_buffers, max_grid),
-    as `--max-workgroup-storage` does for a WebGPU device that grants more than the default.
-    `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize" (Hopper).
+    `options` (tilec.options.CompileOptions) says what to compile for; `target` and the keywords (`defines`,
+    `include_dirs`, `kernel`, `limits`, `disable`) override its fields. Only the first target is compiled
+    here (tilec.outputs builds several into one artifact). Raises CompileError carrying every diagnostic on
+    failure; the diagnostics can be rendered with tilec.diagnostics.render using the CompileError's `sources`.
+    `limits` overrides the target's resource limits (Target.with_limits: shared_memory_bytes, max_threads,
+    max_storage_buffers, max_grid), as `--max-workgroup-storage` does for a WebGPU device that grants more than
+    the default. `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize".
     """
     from .parser.build import build_module, read_source
 
+    opts = resolve(target, options, defines=defines, include_dirs=include_dirs, kernel=kernel, limits=limits,
+                   disable=disable)
     path = str(source)
     sources = SourceManager()
     rep = Reporter()
     try:
         if text is None:
             text = read_source(path)
-        module = build_module(path, text, sources, list(include_dirs or []), dict(defines or {}), rep)
-        if kernel is not None:
-            chosen = [k for k in module.kernels if k.name == kernel]
+        module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
+        if opts.kernel is not None:
+            chosen = [k for k in module.kernels if k.name == opts.kernel]
             if not chosen:
                 names = ", ".join(k.name for k in module.kernels)
-                raise CompileError([Diagnostic("error", f"no kernel named '{kernel}' (kernels: {names})")])
+                raise CompileError([Diagnostic("error", f"no kernel named '{opts.kernel}' (kernels: {names})")])
             module.kernels = chosen
         dumps: dict[str, str] = {}
         want = dump_after or set()
@@ -130,15 +147,15 @@ def compile(
                 _verify(module, name)
             if name in want:
                 dumps[name] = module_str(module)
-        unknown = set(disable or ()) - DISABLEABLE
+        unknown = opts.disable - DISABLEABLE
         if unknown:
             raise CompileError([Diagnostic("error", f"unknown feature(s) to disable: {', '.join(sorted(unknown))} "
                                                     f"(known: {', '.join(sorted(DISABLEABLE))})")])
         for k in module.kernels:
-            k.attrs["disabled"] = frozenset(disable or ())
-        result = CompileResult(module, sources, rep.diagnostics, dumps)
-        if target is not None:
-            _compile_for_target(result, target, rep, want, limits)
+            k.attrs["disabled"] = opts.disable
+        result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts)
+        if opts.target is not None:
+            _compile_for_target(result, opts, rep, want)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
@@ -147,13 +164,12 @@ def compile(
     return result
 
 
-def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str],
-                        limits: dict[str, int] | None = None) -> None:
-    from . import __version__
-    from .targets.registry import UnknownTarget, backend_available, lookup
+def lookup_target(name: str, limits: dict[str, int] | None = None):
+    """The Target called `name` (limits overridden) and its Backend; CompileError when there is none."""
+    from .targets.registry import UnknownTarget, backend_available, get_backend, lookup
 
     try:
-        target = lookup(target_name)
+        target = lookup(name)
         if limits:
             target = target.with_limits(**limits)
     except (UnknownTarget, ValueError) as e:
@@ -168,62 +184,19 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
                 )
             ]
         )
-    result.target = target
-    tile_passes, simt_passes = _target_passes()
-    module = result.module
-    pristine = copy.deepcopy(module) if target.tma_pipelines else None
-    simt = _run_target_passes(module, rep, target, tile_passes, simt_passes, want, result.ir_after)
-    if pristine is not None:
-        _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes)
-    result.simt = simt
-    import importlib
-
-    codegen = importlib.import_module(f"tilec.targets.{target.backend}.codegen")
-    if hasattr(codegen, "check"):  # what the back end's language refuses, reported at the user's lines
-        codegen.check(simt, rep, target)
-    result.source = codegen.generate(
-        simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}"
-    )
+    return target, get_backend(target.backend)
 
 
-def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_after):
-    from .ir.simt_printer import simt_module_str
+def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Reporter, want: set[str]) -> None:
+    from . import __version__
 
-    for name, run in tile_passes:
-        module = run(module, rep, target)
-        if name in want:
-            ir_after[name] = module_str(module)
-    simt = module
-    for name, run in simt_passes:
-        simt = run(simt, rep, target)
-        if name in want:
-            ir_after[name] = simt_module_str(simt)
-    return simt
-
-
-FALLBACK_SUFFIX = "__no_tma"
-
-
-def _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes) -> None:
-    """A kernel that takes TMA tensor maps works only when every tensor's base address and row pitch are
-    multiples of 16 bytes; for other launches (a ragged f16 K of 100) the host launches a twin compiled
-    without TMA. The twins follow the user's kernels in the module, marked internal."""
-    needing = {sk.name for sk in simt.kernels if sk.attrs.get("tensor_maps")}
-    if not needing:
-        return
-    pristine.kernels = [k for k in pristine.kernels if k.name in needing]
-    for k in pristine.kernels:
-        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma"}
-        k.name += FALLBACK_SUFFIX
-        k.attrs["internal"] = True
-    twins = _run_target_passes(pristine, rep, target, tile_passes, simt_passes, set(), {})
-    for sk in simt.kernels:
-        if sk.name in needing:
-            sk.attrs["fallback"] = sk.name + FALLBACK_SUFFIX
-    for sk in twins.kernels:
-        sk.attrs["internal"] = True
-    result.module.kernels.extend(pristine.kernels)
-    simt.kernels.extend(twins.kernels)
+    target, backend = lookup_target(opts.target, opts.limits_dict)
+    result.target, result.backend = target, backend
+    lowered = backend.lower(result.module, rep, target, result.ir_after, want)
+    result.simt = lowered
+    backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
+    result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
+                                                      f"{result.module.files[0]}")
 
 
 def _verify(module: T.Module, after: str) -> None:

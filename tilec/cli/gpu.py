@@ -1,9 +1,9 @@
-"""`tilec run --device cuda [--check]` and `tilec bench`: run kernels on the GPU.
+"""`tilec run --target T [--check]` and `tilec bench`: run kernels on a device.
 
-Both take a .tile file (compiled here for --target, default sm90) or a prebuilt artifact
-(x.cubin / x.ptx / x.fatbin with its manifest) — the latter needs only numpy and the CUDA
-driver, not the compiler. `--check` compares every output with the reference interpreter and
-so needs the .tile source.
+Both take a .tile file (compiled here for --target, default sm90, into the artifact its back end's runtime
+loads: a cubin, WGSL, ...) or a prebuilt artifact with its manifest — the latter needs only numpy and the
+device's driver (the CUDA driver, wgpu), not the compiler. `--check` compares every output with the
+reference interpreter and so needs the .tile source.
 """
 
 from __future__ import annotations
@@ -21,33 +21,45 @@ TOLERANCE = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4), "f6
 PEAK = {"tflops": 989.0, "gbps": 4800.0}  # H200: dense f16/bf16 tensor-core peak, HBM3e bandwidth
 
 
-def _load(args, defines):
-    """(runtime module, compile result or None) for a .tile file or an artifact path."""
+def _backend(args):
+    """The Backend of --target (default sm90), or None when the target is unknown or has no back end (loading a
+    prebuilt artifact needs none; compiling reports it)."""
+    from ..targets.registry import UnknownTarget, backend_available, get_backend, lookup
+
+    try:
+        t = lookup((args.target or "sm90").split(",")[0])
+    except UnknownTarget:
+        return None
+    return get_backend(t.backend) if backend_available(t.backend) else None
+
+
+def _load(args):
+    """(runtime module, compile result or None) for a .tile file (built here for --target, default sm90) or an
+    artifact path."""
     import tilec.runtime as rt
 
     path = Path(args.file)
     if path.suffix != ".tile":
         return rt.load(path), None
     from .. import compile as tilec_compile
-    from .build import run_build
+    from .common import compile_options, print_diagnostics
 
-    tmp = Path(tempfile.mkdtemp(prefix="tilec-run-"))
-    out = tmp / f"{path.stem}.cubin"
-    build_args = _BuildArgs(args.file, str(out), args.target or "sm90", args.include_dirs, args.kernel,
-                            getattr(args, "disable", None))
-    run_build(build_args, defines)
-    result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel)
+    options = compile_options(args)
+    if not options.targets:
+        options = options.replace(targets=("sm90",))
+    backend = _backend(args)
+    if backend is not None and not backend.run_kind:
+        raise CompileError([Diagnostic("error", f"tilec.runtime cannot run {backend.name} artifacts yet; build one "
+                                                f"with -o NAME{backend.output_kinds[backend.default_kind]} instead")])
+    kind = backend.run_kind if backend is not None else "cubin"
+    out = Path(tempfile.mkdtemp(prefix="tilec-run-")) / f"{path.stem}{backend.output_kinds[kind] if backend else ''}"
+    artifact = tilec_compile(args.file, options=options, emit=kind, output_name=out.name,
+                             on_compiled=lambda r: print_diagnostics(r.diagnostics, r.sources, args))
+    out.write_bytes(artifact.data)
+    Path(str(out) + ".json").write_bytes(artifact.manifest)
+    # the interpreter is the oracle for --check: it runs the checked Tile IR, before any target pass
+    result = tilec_compile(args.file, options=options.replace(targets=()))
     return rt.load(out), result
-
-
-class _BuildArgs:
-    def __init__(self, file, output, target, include_dirs, kernel, disable=None):
-        self.file, self.output, self.target = file, output, target
-        self.include_dirs, self.kernel, self.disable = include_dirs, kernel, disable
-        self.emit = self.manifest = self.keep = None
-        self.lineinfo = self.G = self.dryrun = self.resource_usage = False
-        self.compiler = "nvcc"
-        self.no_color, self.debug = True, False
 
 
 def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
@@ -75,9 +87,16 @@ def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
     return args
 
 
-def cmd_run_gpu(args, defines, sizes) -> int:
-    mod, result = _load(args, defines)
-    return run_and_check(mod, result, args, sizes)
+def cmd_run_gpu(args, sizes) -> int:
+    """`tilec run --target T`: build for T (or load an artifact), run on T's device, --check against the
+    interpreter."""
+    mod, result = _load(args)
+    backend = _backend(args)
+    rc = run_and_check(mod, result, args, sizes, backend.runtime_errors() if backend else ())
+    note = backend.device_note() if backend else ""
+    if note:
+        print(note)
+    return rc
 
 
 def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
@@ -121,8 +140,8 @@ def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
     return 1 if failures else 0
 
 
-def cmd_bench(args, defines, sizes) -> int:
-    mod, _ = _load(args, defines)
+def cmd_bench(args, sizes) -> int:
+    mod, _ = _load(args)
     print(f"{'kernel':<22} {'sizes':<32} {'ms':>9} {'TFLOP/s':>9} {'GB/s':>9} {'roofline':>9}")
     for name, kernel in mod.kernels.items():
         call = _random_args(kernel.entry, sizes, args.seed)

@@ -9,10 +9,10 @@ precise control over parsing.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from .. import __version__
+from .common import compile_options, parse_defines, print_diagnostics
 
 SUBCOMMANDS = ("targets", "run", "bench", "cache")
 
@@ -153,7 +153,7 @@ def _guarded(args, fn) -> int:
     try:
         return fn(args)
     except CompileError as e:
-        _print_diagnostics(e.diagnostics, getattr(e, "sources", None), args)
+        print_diagnostics(e.diagnostics, getattr(e, "sources", None), args)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -175,44 +175,6 @@ def _guarded(args, fn) -> int:
         return 3
 
 
-def _print_diagnostics(diags, sources, args) -> None:
-    from ..diagnostics import render
-
-    color = sys.stderr.isatty() and not args.no_color and not os.environ.get("NO_COLOR")
-    for d in diags:
-        print(render(d, sources, color), file=sys.stderr)
-
-
-def parse_define(text: str):
-    """The value of `-D NAME=VALUE`: int, float, bool, dtype name, or else the string itself."""
-    from ..ir.dtypes import lookup
-
-    t = text.strip()
-    if t in ("True", "true", "False", "false"):
-        return t in ("True", "true")
-    dt = lookup(t)
-    if dt is not None:
-        return dt
-    for conv in (lambda x: int(x, 0), float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return t
-
-
-def _parse_defines(items: list[str]) -> dict[str, object]:
-    from ..diagnostics import CompileError, Diagnostic
-
-    out: dict[str, object] = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        if not name.isidentifier():
-            raise CompileError([Diagnostic("error", f"-D {item}: expected NAME=VALUE")])
-        out[name] = parse_define(value) if eq else 1
-    return out
-
-
 def _cmd_targets() -> int:
     from ..targets.registry import TARGETS, backend_available, find_toolchains
 
@@ -228,34 +190,11 @@ def _cmd_targets() -> int:
 
 
 def _cmd_compile(args) -> int:
-    from ..diagnostics import CompileError, Diagnostic
-
     if args.emit_ir is not None:
         return _emit_ir(args)
-    from .build import before_compile
-
-    rc = before_compile(args)  # -M, or a cache hit: done without importing the compiler
-    if rc is not None:
-        return rc
-    from ..targets.registry import UnknownTarget, backend_available, lookup
-
-    try:
-        target = lookup((args.target or "sm90").split(",")[0])
-    except UnknownTarget as e:
-        raise CompileError([Diagnostic("error", str(e))]) from None
-    if not backend_available(target.backend):
-        # Still check the source, so the user learns about errors in it.
-        from .. import compile as tilec_compile
-
-        result = tilec_compile(args.file, defines=_parse_defines(args.defines), include_dirs=args.include_dirs,
-                               kernel=args.kernel)
-        _print_diagnostics(result.diagnostics, result.sources, args)
-        raise CompileError([Diagnostic(
-            "error", f"target '{target.name}' ({target.description}) needs the {target.backend} back end, "
-            "which this tilec does not have yet; the source was checked and is valid (use --emit-ir to see it)")])
     from .build import run_build
 
-    return run_build(args, _parse_defines(args.defines))
+    return run_build(args)
 
 
 def _emit_ir(args) -> int:
@@ -264,7 +203,7 @@ def _emit_ir(args) -> int:
     from ..driver import pass_names
 
     mode = args.emit_ir
-    names = pass_names(with_target=bool(args.target))
+    names = pass_names(args.target)
     if mode == "final":
         want: set[str] = set()
     elif mode == "all":
@@ -274,10 +213,8 @@ def _emit_ir(args) -> int:
     else:
         raise CompileError([Diagnostic("error", f"--emit-ir={mode}: expected `after:PASS` or `all`; passes: "
                                                 f"{', '.join(names)}")])
-    result = tilec_compile(args.file, defines=_parse_defines(args.defines), include_dirs=args.include_dirs,
-                           kernel=args.kernel, dump_after=want, verify=args.verify_ir, target=args.target,
-                           disable=set(args.disable or ()))
-    _print_diagnostics(result.diagnostics, result.sources, args)
+    result = tilec_compile(args.file, options=compile_options(args), dump_after=want, verify=args.verify_ir)
+    print_diagnostics(result.diagnostics, result.sources, args)
     if mode == "final":
         text = result.ir()
     else:
@@ -312,19 +249,15 @@ def _cmd_run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
 
-    if args.target and args.target.strip().lower() in ("webgpu", "wgsl"):
-        from .webgpu import cmd_run_webgpu
-
-        return cmd_run_webgpu(args, _parse_defines(args.defines), _parse_sizes(args.size))
     if args.device == "cuda" or (args.device is None and args.target):
         from .gpu import cmd_run_gpu
 
-        return cmd_run_gpu(args, _parse_defines(args.defines), _parse_sizes(args.size))
+        return cmd_run_gpu(args, _parse_sizes(args.size))
     if args.check:
         raise CompileError([Diagnostic("error", "--check compares a GPU run with the interpreter; give --target")])
-    result = tilec_compile(args.file, defines=_parse_defines(args.defines), include_dirs=args.include_dirs,
+    result = tilec_compile(args.file, defines=parse_defines(args.defines), include_dirs=args.include_dirs,
                            kernel=args.kernel)
-    _print_diagnostics(result.diagnostics, result.sources, args)
+    print_diagnostics(result.diagnostics, result.sources, args)
     from ..interp.run import random_inputs, run_kernel, summarize
 
     sizes = _parse_sizes(args.size)
@@ -347,4 +280,4 @@ def _cmd_run(args) -> int:
 def _cmd_bench(args) -> int:
     from .gpu import cmd_bench
 
-    return cmd_bench(args, _parse_defines(args.defines), _parse_sizes(args.size))
+    return cmd_bench(args, _parse_sizes(args.size))

@@ -9,6 +9,7 @@ and numpy are installed. A WGSL artifact (`rt.load("softmax.wgsl")`, manifest ba
 through wgpu instead of the CUDA driver (tilec/runtime/wgsl.py).
 """
 
-from .module import ArchitectureMismatch, ArgumentError, Kernel, Module, load
+from .loader import load
+from .module import ArchitectureMismatch, ArgumentError, Kernel, Module
 
 __all__ = ["load", "Module", "Kernel", "ArgumentError", "ArchitectureMismatch"]

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import ctypes
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import UserFacingError
+from ..manifest import (  # noqa: F401  (the schema's names, re-exported for the runtime's users)
+    ELEM_BYTES,
+    FALLBACK_KEY,
+    INTERNAL_KEY,
+    TENSOR_MAPS_KEY,
+    TMA_ALIGN,
+    TMA_DTYPES,
+    TMA_MAX_DIM,
+    TMA_MAX_RANK,
+    TMA_MAX_STRIDE,
+    TMA_SWIZZLES,
+    ManifestError,
+    TensorMapSpec,
+    fallback_entry,
+    tensor_map_specs,
+)
 from .formulas import evaluate
 
 _NP_NAMES = {"bool": "bool", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "u32": "uint32",
@@ -31,48 +45,10 @@ class ArchitectureMismatch(UserFacingError, RuntimeError):
     pass
 
 
-class ManifestError(UserFacingError, ValueError):
-    """A manifest entry the runtime (or the C launcher) cannot serve: a compiler bug or a damaged file."""
-
-
 # ---------------------------------------------------------------- TMA tensor maps (Hopper)
 #
-# A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtensorMap (by value,
-# __grid_constant__) per map, encoded at each launch with cuTensorMapEncodeTiled; when a launch's
-# tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same params and sizes,
-# no maps) is launched instead. tilec/targets/cuda/launcher.py generates the same logic in C from
-# tensor_map_specs below.
-
-TENSOR_MAPS_KEY = "tensor_maps"
-FALLBACK_KEY = "fallback"
-INTERNAL_KEY = "internal"
-
-# CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.
-TMA_DTYPES = {"bool": 0, "i8": 0, "u8": 0, "f8e4m3": 0, "f8e5m2": 0, "i16": 1, "u16": 1, "u32": 2, "i32": 3,
-              "u64": 4, "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
-ELEM_BYTES = {"bool": 1, "i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2,
-              "i32": 4, "u32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8}
-TMA_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
-TMA_MAX_RANK = 5
-TMA_MAX_DIM = 1 << 32
-TMA_MAX_STRIDE = 1 << 40  # exclusive
-TMA_ALIGN = 16  # global address and every global stride
-
-
-@dataclass(frozen=True)
-class TensorMapSpec:
-    """One validated "tensor_maps" item: what is fixed by the manifest (shape sizes come at launch)."""
-    index: int  # position among the entry's tensor maps
-    param: dict  # the tensor's param entry
-    param_index: int  # its position in params
-    dtype: int  # CUtensorMapDataType
-    elem_bytes: int
-    box: tuple[int, ...]  # outermost first, like the shape
-    swizzle: int  # CUtensorMapSwizzle
-    swizzle_bytes: int
-
-    def describe(self) -> str:
-        return f"tensor map {self.index} ('{self.param['name']}', box {list(self.box)}, swizzle {self.swizzle_bytes})"
+# The manifest's "tensor_maps" are described and validated in tilec/manifest.py (shared with the C
+# launcher); here each launch encodes them with cuTensorMapEncodeTiled.
 
 
 @dataclass(frozen=True)
@@ -90,57 +66,6 @@ class TensorMapArgs:
 class NoTma:
     """This launch's tensor cannot be described to TMA (the fallback kernel must run): why."""
     reason: str
-
-
-def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
-    """The entry's tensor maps, checked against TMA's static rules (ManifestError otherwise)."""
-    maps = entry.get(TENSOR_MAPS_KEY) or []
-    name = entry.get("name", "?")
-    by_name = {p["name"]: (i, p) for i, p in enumerate(entry["params"])}
-    out = []
-    for j, m in enumerate(maps):
-        where = f"kernel '{name}': tensor map {j}"
-        if not isinstance(m, dict) or not isinstance(m.get("tensor"), str):
-            raise ManifestError(f"{where} names no tensor (expected {{\"tensor\": NAME, \"box\": [...], "
-                                f"\"swizzle\": BYTES}}, got {m!r})")
-        if m["tensor"] not in by_name or by_name[m["tensor"]][1]["kind"] != "tensor":
-            raise ManifestError(f"{where} refers to '{m['tensor']}', which is not a tensor parameter")
-        pi, p = by_name[m["tensor"]]
-        if p["dtype"] not in TMA_DTYPES:
-            raise ManifestError(f"{where}: TMA cannot copy '{p['name']}' of type {p['dtype']}")
-        ndim = len(p["shape"])
-        box = m.get("box")
-        if not isinstance(box, list) or len(box) != ndim or not all(type(b) is int and 1 <= b <= 256 for b in box):
-            raise ManifestError(f"{where}: box {box!r} must have one entry in 1..256 per dimension of "
-                                f"'{p['name']}' ({ndim})")
-        if not 1 <= ndim <= TMA_MAX_RANK:
-            raise ManifestError(f"{where}: '{p['name']}' has {ndim} dimensions; TMA takes 1 to {TMA_MAX_RANK}")
-        sw = m.get("swizzle", 0)
-        if sw not in TMA_SWIZZLES or type(sw) is not int:
-            raise ManifestError(f"{where}: swizzle {sw!r} must be 0, 32, 64 or 128 (bytes)")
-        inner = box[-1] * ELEM_BYTES[p["dtype"]]
-        if inner % TMA_ALIGN:
-            raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) must be a multiple of 16 bytes")
-        if sw and inner > sw:
-            raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) exceeds the {sw}-byte swizzle")
-        out.append(TensorMapSpec(j, p, pi, TMA_DTYPES[p["dtype"]], ELEM_BYTES[p["dtype"]], tuple(box),
-                                 TMA_SWIZZLES[sw], sw))
-    return out
-
-
-def fallback_entry(entry: dict, entries: list[dict]) -> dict | None:
-    """The entry's "fallback" kernel entry among `entries` (checked), or None when it names none."""
-    fb = entry.get(FALLBACK_KEY)
-    if fb is None:
-        return None
-    found = [e for e in entries if e["name"] == fb]
-    if not found:
-        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' is not in the manifest")
-    e = found[0]
-    if e.get(TENSOR_MAPS_KEY) or e["params"] != entry["params"] or e["sizes"] != entry["sizes"]:
-        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' must take the same params and sizes "
-                            "and no tensor maps")
-    return e
 
 
 def tensor_map_args(spec: TensorMapSpec | dict, param: dict | None, shape, ptr: int) -> TensorMapArgs | NoTma:
@@ -166,19 +91,6 @@ def tensor_map_args(spec: TensorMapSpec | dict, param: dict | None, shape, ptr: 
             return NoTma(f"a row stride of {stride} bytes (shape {shape}) is not a multiple of 16 below 2^40")
         strides.append(stride)
     return TensorMapArgs(spec.dtype, rank, dims, tuple(strides), tuple(reversed(spec.box)), spec.swizzle)
-
-
-def load(path: str | Path, manifest: str | Path | None = None) -> Module:
-    path = Path(path)
-    mpath = Path(manifest) if manifest else Path(str(path) + ".json")
-    if not mpath.is_file():
-        raise FileNotFoundError(f"no manifest for {path} (expected {mpath})")
-    meta = json.loads(mpath.read_text())
-    if meta.get("backend") == "wgsl":  # WebGPU: the artifact is WGSL source, run through wgpu
-        from .wgsl import WgslModule
-
-        return WgslModule(path.read_text(), meta, str(path))  # type: ignore[return-value]
-    return Module(path.read_bytes(), meta, str(path))
 
 
 class Module:

@@ -20,7 +20,6 @@ class Target:
     warp_size: int = 32
     max_threads: int = 1024
     shared_memory_bytes: int = 48 * 1024  # per block, dynamic shared memory included
-    registers_per_thread: int = 255
     matrix_instructions: tuple[str, ...] = ()
     async_copy: tuple[str, ...] = ()
     # "warp_shuffle": lanes exchange registers (__shfl_xor_sync); without it reductions combine through shared
@@ -52,7 +51,7 @@ SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 
 
 def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...]) -> Target:
-    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, 255, mma, copy, SIMT_FEATURES)
+    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, mma, copy, SIMT_FEATURES)
 
 
 TARGETS: dict[str, Target] = {
@@ -65,16 +64,16 @@ TARGETS: dict[str, Target] = {
               ("wgmma.m64nNk16", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
-        Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024, 512,
+        Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024,
                ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
-        Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024, 512,
+        Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
                ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
-        Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024, 0,
+        Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024,
                ("cube.mmad",), ("datacopy",)),
         # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,
         # 8 storage buffers per stage, 65535 workgroups per dimension; no subgroups or 16-byte reinterpreting
         # copies in base WGSL (docs/webgpu.md).
-        Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024, 0,
+        Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024,
                max_storage_buffers=8, max_grid=65535),
     ]
 }
@@ -96,14 +95,25 @@ def lookup(name: str) -> Target:
     return TARGETS[key]
 
 
-def backend_available(backend: str) -> bool:
-    """Whether tilec has a code generator for this back end (not whether its toolchain is installed)."""
-    import importlib.util
+# Back-end name -> the module whose BACKEND is its tilec.targets.backend.Backend object. A new back end is a
+# folder tilec/targets/<name>/ with a backend.py, plus its line here.
+BACKENDS = {
+    "cuda": "tilec.targets.cuda.backend",
+    "wgsl": "tilec.targets.wgsl.backend",
+    "hip": "tilec.targets.hip.backend",
+}
 
-    try:
-        return importlib.util.find_spec(f"tilec.targets.{backend}.codegen") is not None
-    except ModuleNotFoundError:  # the back end's package itself does not exist yet
-        return False
+
+def backend_available(backend: str) -> bool:
+    """Whether tilec has this back end (not whether its toolchain is installed)."""
+    return backend in BACKENDS
+
+
+def get_backend(backend: str):
+    """The Backend object of a back end (tilec.targets.backend.Backend); KeyError when tilec has none."""
+    import importlib
+
+    return importlib.import_module(BACKENDS[backend]).BACKEND
 
 
 def find_toolchains() -> dict[str, str | None]:

@@ -36,7 +36,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from ...runtime.module import (
+from ...manifest import (
     INTERNAL_KEY,
     TENSOR_MAPS_KEY,
     ManifestError,

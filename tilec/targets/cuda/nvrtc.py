@@ -11,11 +11,12 @@ import importlib.util
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
+from .toolchain import BuildOptions, BuildResult, cuda_include_dir, toolchain_diagnostics
 
 _lib = None
 
 
-def _find_lib() -> Path | None:
+def find_lib() -> Path | None:
     spec = importlib.util.find_spec("nvidia")
     for loc in list(spec.submodule_search_locations or []) if spec else []:
         for cand in sorted(Path(loc).glob("*/lib/libnvrtc.so*")):
@@ -27,7 +28,7 @@ def _find_lib() -> Path | None:
 def load():
     global _lib
     if _lib is None:
-        path = _find_lib()
+        path = find_lib()
         if path is None:
             raise CompileError([Diagnostic("error", "NVRTC not found: pip install 'nvidia-cuda-nvrtc==13.0.*'")])
         for b in sorted(path.parent.glob("libnvrtc-builtins.so*")):
@@ -44,9 +45,7 @@ def version() -> str:
     return f"nvrtc {major.value}.{minor.value}"
 
 
-def build_nvrtc(source: str, stem: str, opts):
-    from .toolchain import BuildResult, _toolchain_diagnostics, cuda_include_dir
-
+def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     if opts.kind == "fatbin" or len(opts.archs) != 1:
         raise CompileError([Diagnostic("error", "--compiler nvrtc builds one architecture to .cubin or .ptx; "
                                                 "use nvcc for a fatbin")])
@@ -75,7 +74,7 @@ def build_nvrtc(source: str, stem: str, opts):
         lib.nvrtcGetProgramLog(prog, log)
         if rc != 0:
             text = log.value.decode(errors="replace").replace(f"{stem}.cu(", f"{stem}.cu(")
-            raise CompileError(_toolchain_diagnostics(text, Path(f"{stem}.cu"), source))
+            raise CompileError(toolchain_diagnostics(text, Path(f"{stem}.cu"), source))
         get_size, get = (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX) if opts.kind == "ptx" else (
             lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
         get_size(prog, ctypes.byref(n))

@@ -1,4 +1,5 @@
-"""Building CUDA sources: nvcc ahead of time, or NVRTC in process.
+"""Building CUDA sources with nvcc, ahead of time (nvrtc.py builds in process with the same options and
+results; the CUDA back end, backend.py, picks one).
 
 Errors from nvcc/ptxas/NVRTC are reported against the generated .cu file with the offending
 generated line quoted, so that a back-end bug is visible as such.
@@ -26,7 +27,6 @@ class BuildOptions:
     keep_dir: str | None = None
     dryrun: bool = False
     resource_usage: bool = False
-    compiler: str = "nvcc"
     extra: list[str] = field(default_factory=list)
 
 
@@ -58,10 +58,6 @@ def _gencode(arch: str, kind: str) -> list[str]:
 
 
 def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
-    if opts.compiler == "nvrtc":
-        from .nvrtc import build_nvrtc
-
-        return build_nvrtc(source, stem, opts)
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise CompileError([Diagnostic("error", "nvcc not found on PATH; install the CUDA toolkit, or use "
@@ -89,7 +85,7 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
             return BuildResult(b"", [shown], {}, nvcc_version() or "nvcc")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise CompileError(_toolchain_diagnostics(proc.stderr + proc.stdout, cu, source))
+            raise CompileError(toolchain_diagnostics(proc.stderr + proc.stdout, cu, source))
         usage = parse_ptxas_usage(proc.stderr + proc.stdout) if opts.resource_usage else {}
         return BuildResult(out.read_bytes(), [shown], usage, nvcc_version() or "nvcc")
     finally:
@@ -101,7 +97,7 @@ _ERR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<sev>error|warning)[
 _PTXAS = re.compile(r"^ptxas (?P<sev>error|fatal)\s*:\s*(?P<msg>.*)$")
 
 
-def _toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnostic]:
+def toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnostic]:
     from ...diagnostics import Span
 
     lines = source.splitlines()

@@ -1,0 +1,164 @@
+"""The artifact manifest's schema: the keys the compiler writes and the runtimes and C launcher read.
+
+One leaf module (standard library only) that tilec.artifacts (which writes manifests), the back ends
+(tilec/targets/*: their manifest fields, the CUDA C launcher) and tilec.runtime (which reads them) all import,
+so that none of them imports another for the schema.
+
+A manifest (OUT.json beside the binary) is a JSON object:
+
+    manifest_version, tilec_version, target, backend, loader, archs, kind, binary, toolchain, driver_api,
+    source_hash, options, kernels: [entry...], and per back end extra fields (CUDA: driver_api_version;
+    a header: header; several architectures in one binary: arch_kernels)
+
+A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
+the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA), internal,
+abi (the back end's binding interface: WGSL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UserFacingError
+
+MANIFEST_VERSION = 1
+
+BACKEND_KEY = "backend"
+LOADER_KEY = "loader"  # which tilec.runtime module loads the artifact ("cuda", "wgsl"); absent: from BACKEND_KEY
+KERNELS_KEY = "kernels"
+ARCHS_KEY = "archs"
+# Several architectures in one binary (a fatbin) whose kernels launch differently (threads, shared memory,
+# TMA twins): arch -> that architecture's kernel entries. KERNELS_KEY then holds the first architecture's.
+ARCH_KERNELS_KEY = "arch_kernels"
+
+
+class ManifestError(UserFacingError, ValueError):
+    """A manifest entry the runtime (or the C launcher) cannot serve: a compiler bug or a damaged file."""
+
+
+# ---------------------------------------------------------------- TMA tensor maps (Hopper)
+#
+# A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtensorMap (by value,
+# __grid_constant__) per map, encoded at each launch with cuTensorMapEncodeTiled; when a launch's
+# tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same params and sizes,
+# no maps) is launched instead. tilec/targets/cuda/launcher.py generates the same logic in C from
+# tensor_map_specs below.
+
+TENSOR_MAPS_KEY = "tensor_maps"
+FALLBACK_KEY = "fallback"
+INTERNAL_KEY = "internal"
+
+# CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.
+TMA_DTYPES = {"bool": 0, "i8": 0, "u8": 0, "f8e4m3": 0, "f8e5m2": 0, "i16": 1, "u16": 1, "u32": 2, "i32": 3,
+              "u64": 4, "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
+ELEM_BYTES = {"bool": 1, "i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2,
+              "i32": 4, "u32": 4, "f32": 4, "i64": 8, "u64": 8, "f64": 8}
+TMA_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
+TMA_MAX_RANK = 5
+TMA_MAX_DIM = 1 << 32
+TMA_MAX_STRIDE = 1 << 40  # exclusive
+TMA_ALIGN = 16  # global address and every global stride
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """One validated "tensor_maps" item: what is fixed by the manifest (shape sizes come at launch)."""
+    index: int  # position among the entry's tensor maps
+    param: dict  # the tensor's param entry
+    param_index: int  # its position in params
+    dtype: int  # CUtensorMapDataType
+    elem_bytes: int
+    box: tuple[int, ...]  # outermost first, like the shape
+    swizzle: int  # CUtensorMapSwizzle
+    swizzle_bytes: int
+
+    def describe(self) -> str:
+        return f"tensor map {self.index} ('{self.param['name']}', box {list(self.box)}, swizzle {self.swizzle_bytes})"
+
+
+def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
+    """The entry's tensor maps, checked against TMA's static rules (ManifestError otherwise)."""
+    maps = entry.get(TENSOR_MAPS_KEY) or []
+    name = entry.get("name", "?")
+    by_name = {p["name"]: (i, p) for i, p in enumerate(entry["params"])}
+    out = []
+    for j, m in enumerate(maps):
+        where = f"kernel '{name}': tensor map {j}"
+        if not isinstance(m, dict) or not isinstance(m.get("tensor"), str):
+            raise ManifestError(f"{where} names no tensor (expected {{\"tensor\": NAME, \"box\": [...], "
+                                f"\"swizzle\": BYTES}}, got {m!r})")
+        if m["tensor"] not in by_name or by_name[m["tensor"]][1]["kind"] != "tensor":
+            raise ManifestError(f"{where} refers to '{m['tensor']}', which is not a tensor parameter")
+        pi, p = by_name[m["tensor"]]
+        if p["dtype"] not in TMA_DTYPES:
+            raise ManifestError(f"{where}: TMA cannot copy '{p['name']}' of type {p['dtype']}")
+        ndim = len(p["shape"])
+        box = m.get("box")
+        if not isinstance(box, list) or len(box) != ndim or not all(type(b) is int and 1 <= b <= 256 for b in box):
+            raise ManifestError(f"{where}: box {box!r} must have one entry in 1..256 per dimension of "
+                                f"'{p['name']}' ({ndim})")
+        if not 1 <= ndim <= TMA_MAX_RANK:
+            raise ManifestError(f"{where}: '{p['name']}' has {ndim} dimensions; TMA takes 1 to {TMA_MAX_RANK}")
+        sw = m.get("swizzle", 0)
+        if sw not in TMA_SWIZZLES or type(sw) is not int:
+            raise ManifestError(f"{where}: swizzle {sw!r} must be 0, 32, 64 or 128 (bytes)")
+        inner = box[-1] * ELEM_BYTES[p["dtype"]]
+        if inner % TMA_ALIGN:
+            raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) must be a multiple of 16 bytes")
+        if sw and inner > sw:
+            raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) exceeds the {sw}-byte swizzle")
+        out.append(TensorMapSpec(j, p, pi, TMA_DTYPES[p["dtype"]], ELEM_BYTES[p["dtype"]], tuple(box),
+                                 TMA_SWIZZLES[sw], sw))
+    return out
+
+
+def fallback_entry(entry: dict, entries: list[dict]) -> dict | None:
+    """The entry's "fallback" kernel entry among `entries` (checked), or None when it names none."""
+    fb = entry.get(FALLBACK_KEY)
+    if fb is None:
+        return None
+    found = [e for e in entries if e["name"] == fb]
+    if not found:
+        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' is not in the manifest")
+    e = found[0]
+    if e.get(TENSOR_MAPS_KEY) or e["params"] != entry["params"] or e["sizes"] != entry["sizes"]:
+        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' must take the same params and sizes "
+                            "and no tensor maps")
+    return e
+
+
+def loader_name(manifest: dict) -> str:
+    """The runtime loader an artifact needs: the manifest's "loader", or (manifests written before it existed,
+    and back ends without a runtime) its back end's name."""
+    return manifest.get(LOADER_KEY) or manifest.get(BACKEND_KEY) or "cuda"
+
+
+def compute_capability(arch: str) -> int:
+    """sm_90a -> 90: the compute capability (major*10+minor) a CUDA architecture name stands for."""
+    return int(arch.removeprefix("sm_").rstrip("af"))
+
+
+def arch_runs_on(arch: str, kind: str, device_cc: int) -> bool:
+    """Whether code built for `arch` as `kind` runs on a GPU of compute capability `device_cc`: PTX on that one
+    and newer, an arch-specific (sm_90a) binary on exactly that one, other binaries within the major version."""
+    cc = compute_capability(arch)
+    if kind == "ptx":
+        return device_cc >= cc
+    if arch.endswith(("a", "f")):
+        return device_cc == cc
+    return device_cc // 10 == cc // 10 and device_cc >= cc
+
+
+def for_device(manifest: dict, device_cc: int) -> dict:
+    """The manifest as the GPU of compute capability `device_cc` sees it: with ARCH_KERNELS_KEY, KERNELS_KEY
+    replaced by the entries of the newest architecture in the binary that runs on it (the driver loads that
+    architecture's image from the fatbin). Other manifests come back unchanged."""
+    per_arch = manifest.get(ARCH_KERNELS_KEY)
+    if not per_arch:
+        return manifest
+    usable = [a for a in manifest.get(ARCHS_KEY, per_arch) if a in per_arch
+              and arch_runs_on(a, manifest.get("kind", ""), device_cc)]
+    if not usable:
+        return manifest  # the runtime's architecture check reports it
+    chosen = max(usable, key=compute_capability)
+    return dict(manifest, **{KERNELS_KEY: per_arch[chosen]})

@@ -1,0 +1,113 @@
+"""Compile options: one frozen, hashable value that says everything a compile depends on besides its input files.
+
+The command line, the Python API, the tests and the tuner all describe a compile with a `CompileOptions`;
+`key()` is the part of the compile cache's key that comes from the options. Standard library only: the
+command line builds one before deciding whether the compiler needs importing at all (a cache hit does not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# Target features a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize).
+DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize"})
+
+# Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
+LIMITS = frozenset({"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"})
+
+
+class DefineText(str):
+    """A -D value as written on the command line. The compiler reads it (tilec.driver.define_value) as an int,
+    float, bool, dtype name or else a string; keeping the text here lets the command line make a cache key
+    without importing the compiler."""
+
+
+def _frozen_items(value) -> tuple:
+    """A mapping (or an iterable of pairs) as a sorted tuple of pairs, so that equal options hash equal."""
+    items = value.items() if isinstance(value, dict) else value
+    return tuple(sorted((str(k), v) for k, v in items))
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What to compile for and how. Build one with `CompileOptions.make(...)`, which accepts dicts, lists and
+    sets and freezes them; `replace(...)` derives a variant (the tuner's handle)."""
+
+    targets: tuple[str, ...] = ()  # target names as the user spelled them; several for a fatbin or a header
+    defines: tuple[tuple[str, object], ...] = ()  # -D NAME=VALUE, sorted by name
+    include_dirs: tuple[str, ...] = ()  # -I, in search order
+    kernel: str | None = None  # compile only this kernel
+    disable: frozenset[str] = frozenset()  # target features turned off (DISABLEABLE)
+    limits: tuple[tuple[str, int], ...] = ()  # target limits overridden (LIMITS)
+    toolchain: str | None = None  # the back end's compiler when it has several (CUDA: nvcc | nvrtc)
+    lineinfo: bool = False  # line information for profilers
+    device_debug: bool = False  # device debug information (nvcc -G)
+    header_prefix: str = ""  # --emit header: prefix of the launcher functions
+    # How the build runs, not what it produces: any of these turns the compile cache off.
+    keep_dir: str | None = None  # keep the toolchain's intermediate files here
+    dryrun: bool = False  # print the toolchain's commands instead of running them
+    resource_usage: bool = False  # report registers, shared memory and spills per kernel
+    use_cache: bool = True  # --no-cache: neither read nor write the compile cache
+    _RUN_ONLY = ("keep_dir", "dryrun", "resource_usage", "use_cache")
+
+    @classmethod
+    def make(cls, targets=(), *, defines=None, include_dirs=(), disable=(), limits=None, **rest) -> CompileOptions:
+        if isinstance(targets, str):
+            targets = tuple(t for t in targets.split(",") if t.strip())
+        return cls(targets=tuple(targets), defines=_frozen_items(defines or {}), include_dirs=tuple(include_dirs),
+                   disable=frozenset(disable or ()), limits=_frozen_items(limits or {}), **rest)
+
+    def replace(self, **changes) -> CompileOptions:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def target(self) -> str | None:
+        """The first (or only) target."""
+        return self.targets[0] if self.targets else None
+
+    @property
+    def defines_dict(self) -> dict[str, object]:
+        return dict(self.defines)
+
+    @property
+    def limits_dict(self) -> dict[str, int]:
+        return dict(self.limits)
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether a compile with these options may be served from (and stored in) the cache."""
+        return self.use_cache and not (self.dryrun or self.keep_dir or self.resource_usage)
+
+    def key(self) -> dict:
+        """The options as plain data for the cache key: every field that can change what is written."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if f.name in self._RUN_ONLY:
+                continue
+            value = getattr(self, f.name)
+            if f.name == "defines":
+                value = [[k, str(v), type(v).__name__] for k, v in value]
+            elif isinstance(value, (tuple, frozenset)):
+                value = sorted(value) if isinstance(value, frozenset) else list(value)
+            out[f.name] = value
+        return out
+
+
+def resolve(target=None, options: CompileOptions | None = None, **overrides) -> CompileOptions:
+    """The options of a `tilec.compile(source, target, options, defines=..., ...)` call: `options` (or the
+    defaults), with `target` and every keyword that is not None laid over it."""
+    opts = options or CompileOptions()
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    if target is not None:
+        changes["targets"] = target
+    if not changes:
+        return opts
+    made = CompileOptions.make(changes.pop("targets", opts.targets), defines=changes.pop("defines", opts.defines),
+                               include_dirs=changes.pop("include_dirs", opts.include_dirs),
+                               disable=changes.pop("disable", opts.disable),
+                               limits=changes.pop("limits", opts.limits))
+    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix",
+                                          "keep_dir", "dryrun", "resource_usage", "use_cache")}
+    keep.update(changes)
+    return made.replace(**keep)

@@ -1,0 +1,233 @@
+"""`tilec.compile(..., emit=KIND)`: a compile's artifact and manifest, through the compile cache, for every back end.
+
+The cache (tilec/cache.py) is consulted before anything heavy is imported: the key is made from the source
+file's bytes, the CompileOptions, the output kind and name, tilec's own sources and the identity of the back
+end's toolchain (Backend.toolchain_identity: paths and mtimes, no subprocess). A hit returns the stored bytes
+without importing the parser, the passes, numpy or a toolchain. A miss compiles every target through the
+driver, hands the generated code to the back end's `build`, writes the manifest and stores the result, with
+the files the compile read and the import candidates that were absent (so that a later edit or a new file
+on the import path is a miss).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .diagnostics import CompileError, Diagnostic
+from .options import CompileOptions, resolve
+
+DEFAULT_TARGET = "sm90"
+
+
+@dataclass
+class Artifact:
+    """What a compile with `emit` produced (or found in the cache)."""
+
+    kind: str
+    data: bytes  # the artifact: a binary, or the generated source for source kinds
+    manifest: bytes  # the manifest's JSON text
+    deps: list[str]  # the files the compile read (the main file first), for dependency files
+    warnings: str  # the compile's diagnostics, rendered without colour ("" for none)
+    from_cache: bool = False
+    commands: list[str] | None = None  # the toolchain commands (what --dryrun prints); None on a cache hit
+    report: str = ""  # text the back end has for the user (--resource-usage)
+    result: object | None = None  # the tilec.driver.CompileResult of the first target; None on a cache hit
+
+
+def compile_artifact(source: str | os.PathLike, target=None, options: CompileOptions | None = None, *, emit: str,
+                     output_name: str | None = None, text: str | None = None,
+                     on_compiled: Callable[[object], None] | None = None, **overrides) -> Artifact:
+    """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache.
+
+    `output_name` is the artifact's file name as the manifest records it (default: the source's stem with the
+    kind's suffix). `on_compiled(result)` is called with the first target's CompileResult as soon as the
+    source compiled (the command line prints its warnings then, before a slow toolchain runs). `text`
+    compiles that text instead of the file's (never cached).
+    """
+    opts = resolve(target, options, **overrides)
+    if not opts.targets:
+        opts = opts.replace(targets=(DEFAULT_TARGET,))
+    targets, backend = _targets_and_backend(source, opts, text)
+    from .targets.backend import BuildRefused
+
+    try:
+        backend.check_kind(targets, emit)
+    except BuildRefused as e:
+        raise CompileError([Diagnostic("error", str(e))]) from None
+    name = output_name or f"{Path(source).stem}{backend.output_kinds[emit]}"
+    key = cache_key(source, opts, targets, backend, emit, name) if opts.cacheable and text is None else None
+    if key is not None:
+        from .cache import Cache
+
+        entry = Cache().lookup(key)
+        if entry is not None:
+            info = entry.meta["info"]
+            return Artifact(emit, entry.outputs["artifact"], entry.outputs["manifest"], info["deps"],
+                            info.get("warnings", ""), from_cache=True)
+    artifact = _build(source, opts, targets, backend, emit, name, text, on_compiled)
+    if key is not None and opts.cacheable:
+        _store(key, artifact, list(opts.include_dirs))
+    return artifact
+
+
+def _targets_and_backend(source, opts: CompileOptions, text: str | None):
+    """The Target objects of the options and their one Backend; CompileError for an unknown target, targets of
+    several back ends, or a back end this tilec does not have (after checking the source, so that the user
+    also learns about errors in it)."""
+    from .targets.registry import UnknownTarget, backend_available, get_backend, lookup
+
+    try:
+        targets = [lookup(t) for t in opts.targets]
+    except UnknownTarget as e:
+        raise CompileError([Diagnostic("error", str(e))]) from None
+    backends = sorted({t.backend for t in targets})
+    if len(backends) > 1:
+        raise CompileError([Diagnostic("error", f"targets {', '.join(opts.targets)} belong to different back ends "
+                                                f"({', '.join(backends)}); build one artifact per back end")])
+    first = targets[0]
+    if not backend_available(first.backend):
+        from .driver import compile as compile_ir
+
+        compile_ir(source, None, opts.replace(targets=()), text=text)
+        raise CompileError([Diagnostic(
+            "error", f"target '{first.name}' ({first.description}) needs the {first.backend} back end, "
+            "which this tilec does not have yet; the source was checked and is valid (use --emit-ir to see it)")])
+    if opts.limits:
+        try:
+            targets = [t.with_limits(**opts.limits_dict) for t in targets]
+        except ValueError as e:
+            raise CompileError([Diagnostic("error", str(e))]) from None
+    return targets, get_backend(first.backend)
+
+
+def _build(source, opts: CompileOptions, targets, backend, kind: str, output_name: str, text, on_compiled) -> Artifact:
+    from .artifacts import kernel_entries, manifest, manifest_options, source_hash
+    from .diagnostics import render
+    from .driver import compile as compile_ir
+    from .targets.backend import ArtifactInfo, Unit
+
+    results = []
+    for i, t in enumerate(opts.targets):
+        results.append(compile_ir(source, t, opts, text=text))
+        if i == 0 and on_compiled is not None:
+            on_compiled(results[0])
+    first = results[0]
+    warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
+    deps = unique_paths(first.module.files)
+    units = [Unit(r.target, r.source, kernel_entries(r)) for r in results]
+    recorded = manifest_options(opts, kind, backend)
+    info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
+                        source_hash(first, recorded))
+    built = backend.build(units, kind, opts, info)
+    if opts.dryrun:
+        return Artifact(kind, b"", b"", deps, warnings, commands=built.commands, result=first)
+    m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels)
+    m.update(built.manifest)
+    return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,
+                    result=first)
+
+
+def _dumps(m: dict) -> bytes:
+    return (json.dumps(m, indent=2, sort_keys=True) + "\n").encode()
+
+
+def unique_paths(paths: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for p in paths:
+        key = os.path.abspath(p)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+# ---------------------------------------------------------------------------- the cache
+
+
+def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_name: str) -> str | None:
+    """key1 of the cache (see tilec.cache), or None when this compile cannot be cached (no toolchain to
+    identify, an unreadable file: the compile then reports what is wrong)."""
+    from . import __version__
+    from .cache import sha256_bytes, tilec_fingerprint
+
+    try:
+        data = Path(source).read_bytes()
+    except OSError:
+        return None
+    tool = backend.toolchain_identity(targets, kind, opts)
+    if tool is None:
+        return None
+    key = {
+        "tilec": __version__,
+        "tilec_sources": tilec_fingerprint(),
+        "toolchain": tool,
+        "file": str(source),
+        "file_abs": os.path.abspath(source),
+        "file_sha256": sha256_bytes(data),
+        "include_dirs_abs": [os.path.abspath(d) for d in opts.include_dirs],
+        "kind": kind,
+        "output_name": output_name,
+        "options": opts.key(),
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _store(key: str, artifact: Artifact, include_dirs: list[str]) -> None:
+    from .cache import Cache
+
+    sources = artifact.result.sources if artifact.result is not None else None
+    digests = dep_digests(artifact.deps, sources)
+    if digests is None:
+        return
+    Cache().store(key, artifact.deps, absent_candidates(artifact.deps, include_dirs),
+                  {"artifact": artifact.data, "manifest": artifact.manifest},
+                  {"deps": artifact.deps, "warnings": artifact.warnings}, digests=digests)
+
+
+_IMPORT = re.compile(r'^[ \t]*import[ \t]+"([^"\n]+)"', re.M)
+
+
+def absent_candidates(files: list[str], include_dirs: list[str]) -> list[str]:
+    """For each import in the compiled files, the candidate paths searched *before* the one that
+    was found (the importing file's directory, then each -I directory). They did not exist at
+    compile time; if one appears later, the import would resolve to it, so the entry is stale."""
+    found = {os.path.abspath(f) for f in files}
+    absent = []
+    for f in files:
+        try:
+            text = Path(f).read_text(errors="replace")
+        except OSError:
+            continue
+        for rel in _IMPORT.findall(text):
+            for c in [Path(f).parent / rel] + [Path(d) / rel for d in include_dirs]:
+                if os.path.abspath(c) in found:
+                    break
+                if not c.exists():
+                    absent.append(str(c))
+    return absent
+
+
+def dep_digests(deps: list[str], sources) -> dict[str, str] | None:
+    """SHA-256 of each input file, or None when one is unreadable or no longer what the compiler read
+    (`sources`, the compile's SourceManager): a file edited during the compile is not cached under its new
+    contents."""
+    from .cache import sha256_bytes
+
+    out = {}
+    for d in deps:
+        try:
+            data = Path(d).read_bytes()
+        except OSError:
+            return None
+        seen = sources.text(d) if sources is not None else None
+        if seen is not None and data.decode("utf-8", "replace") != seen:
+            return None
+        out[d] = sha256_bytes(data)
+    return out

@@ -1,0 +1,38 @@
+"""`tilec.runtime.load`: open an artifact with the runtime its manifest names.
+
+The manifest's "loader" (tilec/manifest.py) picks the module: "cuda" (tilec.runtime.module, the CUDA
+driver) or "wgsl" (tilec.runtime.wgsl, wgpu). This module sits above both, so neither imports the other.
+A fatbin whose architectures launch differently carries per-architecture kernel entries; the GPU's compute
+capability picks them here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..manifest import ARCH_KERNELS_KEY, ManifestError, for_device, loader_name
+
+
+def load(path: str | Path, manifest: str | Path | None = None):
+    path = Path(path)
+    mpath = Path(manifest) if manifest else Path(str(path) + ".json")
+    if not mpath.is_file():
+        raise FileNotFoundError(f"no manifest for {path} (expected {mpath})")
+    meta = json.loads(mpath.read_text())
+    loader = loader_name(meta)
+    if loader not in ("cuda", "wgsl"):
+        raise ManifestError(f"{path}: tilec.runtime cannot load {meta.get('backend', loader)} artifacts (its manifest "
+                            f"names the loader '{loader}')")
+    if loader == "wgsl":  # WebGPU: the artifact is WGSL source, run through wgpu
+        from .wgsl import WgslModule
+
+        return WgslModule(path.read_text(), meta, str(path))
+    from .module import Module
+
+    if meta.get(ARCH_KERNELS_KEY):
+        from .cuda_driver import Driver
+
+        major, minor = Driver.get().compute_capability()
+        meta = for_device(meta, major * 10 + minor)
+    return Module(path.read_bytes(), meta, str(path))

@@ -1,0 +1,162 @@
+"""What a back end is: one object per tilec/targets/<name>/ that owns everything after checked Tile IR.
+
+A `Backend` declares its pass pipeline (starting from the checked, target-neutral Tile IR), the checks its
+language needs, its code generator, its toolchain build (one signature for every back end), the output kinds
+it can write, the fields it adds to the manifest and the runtime loader that opens its artifacts. The driver
+runs whatever pipeline the back end declares and knows no back end by name; `tilec/targets/backends.py` maps
+a back-end name to its object.
+
+Import-light on purpose: the command line asks a back end for its output kinds and toolchain identity (the
+compile cache's key) before the compiler is imported, so passes, code generators and toolchains are
+imported inside the methods that use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PassStep:
+    """One pass of a back end's pipeline: `run(module, rep, target) -> module` and how its result prints (for
+    `--emit-ir=after:NAME`)."""
+
+    name: str
+    run: Callable
+    prints: Callable[[object], str]
+
+
+@dataclass
+class Unit:
+    """One target's generated code, as `Backend.build` receives it."""
+
+    target: object  # tilec.targets.registry.Target
+    source: str  # the generated source text
+    kernels: list[dict]  # the manifest's kernel entries for this target (tilec.artifacts.kernel_entry)
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """Names a build may need: for intermediate files, and what an artifact that quotes them (a C header) says."""
+
+    stem: str  # the source file's stem: intermediate files are named after it
+    output_name: str  # the artifact's file name (no directory)
+    source_name: str  # the .tile file's name (no directory)
+    source_hash: str  # the manifest's source_hash
+
+
+@dataclass
+class Built:
+    """What `Backend.build` produced: the artifact's bytes and what the manifest and the user learn about it."""
+
+    data: bytes
+    toolchain: str  # the toolchain that built it, with its version ("none" when the artifact is the source)
+    commands: list[str] = field(default_factory=list)  # the toolchain commands run (printed by --dryrun)
+    manifest: dict = field(default_factory=dict)  # fields the back end adds to the manifest
+    report: str = ""  # text for the user (--resource-usage's table)
+
+
+class BuildRefused(Exception):
+    """The back end cannot write this output kind for these targets; the message says what to write instead."""
+
+
+class Backend:
+    """The base of every back end. Subclasses set the class attributes and implement `pipeline`, `generate`
+    and `build`; `check`, `lower` and `toolchain_identity` have defaults."""
+
+    name: str = ""  # the registry's back-end name: cuda, hip, wgsl, ascendc
+    output_kinds: dict[str, str] = {}  # kind -> file suffix, e.g. {"cubin": ".cubin"}
+    default_kind: str = ""  # what a build writes when neither -o's suffix nor --emit says
+    source_kind: str = ""  # the kind that is the generated source itself (written without a toolchain)
+    multi_target_kinds: frozenset[str] = frozenset()  # kinds that can carry several targets at once
+    run_kind: str = ""  # what `tilec run` builds and loads (through loader)
+    loader: str = ""  # the tilec.runtime loader named in the manifest ("cuda", "wgsl")
+    driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
+
+    # ------------------------------------------------------------------ compiling
+
+    def pipeline(self, target) -> list[PassStep]:
+        """The passes from checked Tile IR to what `generate` prints, in order."""
+        raise NotImplementedError
+
+    def lower(self, module, rep, target, dumps: dict[str, str], want: set[str]):
+        """Run the pipeline on `module` (mutated and extended as the passes please) and return the lowered
+        module; `dumps[name]` receives the printed IR after each pass named in `want`."""
+        return run_steps(self.pipeline(target), module, rep, target, dumps, want)
+
+    def check(self, lowered, rep, target) -> None:
+        """Report what the back end's language refuses, at the user's lines (`generate` then only spells)."""
+
+    def generate(self, lowered, target, banner: str) -> str:
+        """The source text of the lowered module."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ building
+
+    def check_kind(self, targets: list, kind: str) -> None:
+        """Raise BuildRefused when `kind` cannot be written for `targets` (all of this back end)."""
+        if kind not in self.output_kinds:
+            names = ", ".join(t.name for t in targets)
+            suffix = self.output_kinds[self.default_kind]
+            others = ", ".join(f"{s}" for k, s in self.output_kinds.items() if k != self.default_kind)
+            raise BuildRefused(f"the {names} target emits {', '.join(self.output_kinds)}, not {kind}: use -o "
+                               f"NAME{suffix}" + (f" (or {others})" if others else ""))
+        if len(targets) > 1 and kind not in self.multi_target_kinds:
+            names = ", ".join(t.name for t in targets)
+            if not self.multi_target_kinds:
+                raise BuildRefused(f"several targets ({names}): the {self.name} back end builds one target at a time")
+            ways = ", ".join(f"-o x{self.output_kinds[k]}" for k in sorted(self.multi_target_kinds))
+            raise BuildRefused(f"several targets ({names}) need a "
+                               f"{' or '.join(sorted(self.multi_target_kinds))} output ({ways})")
+
+    def toolchain_identity(self, targets: list, kind: str, options) -> str | None:
+        """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for
+        the compile cache's key; None when there is none (the build then reports it, and nothing is cached)."""
+        return "none" if kind == self.source_kind else None
+
+    def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
+        """Turn the generated code of one or several targets (see multi_target_kinds) into an artifact of
+        `kind`. `options` is the compile's tilec.options.CompileOptions.
+        Errors of the toolchain on generated code are CompileErrors that say it is a tilec bug."""
+        raise NotImplementedError
+
+    def manifest_options(self, options) -> dict:
+        """Back-end options recorded in the manifest's "options" (and so in its source hash)."""
+        return {}
+
+    def runtime_errors(self) -> tuple[type[BaseException], ...]:
+        """Exceptions of this back end's runtime that `tilec run` reports as plain errors (not internal ones)."""
+        return ()
+
+    def device_note(self) -> str:
+        """A line `tilec run` prints after running on this back end's device ("" for none)."""
+        return ""
+
+
+def run_steps(steps: list[PassStep], module, rep, target, dumps: dict[str, str], want: set[str]):
+    for step in steps:
+        module = step.run(module, rep, target)
+        if step.name in want:
+            dumps[step.name] = step.prints(module)
+    return module
+
+
+def simt_pipeline() -> list[PassStep]:
+    """The passes every SIMT back end (CUDA, HIP, WGSL) shares: Tile IR decisions, then lowering to SIMT IR and
+    the SIMT IR passes. Their order is fixed by what each pass assumes (see each pass's docstring)."""
+    from ..ir.printer import module_str
+    from ..ir.simt_printer import simt_module_str
+    from ..passes import (
+        layout_inference,
+        lower_to_simt,
+        pipeline_planning,
+        rasterization,
+        simplify,
+        storage_planning,
+    )
+
+    tile = [rasterization, layout_inference, pipeline_planning]
+    simt = [lower_to_simt, simplify, storage_planning]
+    return [PassStep(p.NAME, p.run, module_str) for p in tile] + [PassStep(p.NAME, p.run, simt_module_str)
+                                                                   for p in simt]

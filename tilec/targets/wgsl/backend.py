@@ -1,0 +1,51 @@
+"""The WGSL back end (webgpu): the SIMT pipeline, WebGPU's checks (checks.py) and WGSL (codegen.py). The artifact
+is the WGSL source itself: wgpu compiles it when tilec.runtime.wgsl loads it, so there is no toolchain at build
+time."""
+
+from __future__ import annotations
+
+from ..backend import ArtifactInfo, Backend, Built, Unit, simt_pipeline
+
+
+class WgslBackend(Backend):
+    name = "wgsl"
+    output_kinds = {"wgsl": ".wgsl"}
+    default_kind = "wgsl"
+    source_kind = "wgsl"
+    run_kind = "wgsl"
+    loader = "wgsl"
+    driver_api = "WebGPU (createShaderModule, createComputePipeline, dispatchWorkgroups)"
+
+    def pipeline(self, target):
+        return simt_pipeline()
+
+    def check(self, lowered, rep, target):
+        from .codegen import check
+
+        check(lowered, rep, target)
+
+    def generate(self, lowered, target, banner):
+        from .codegen import generate
+
+        return generate(lowered, banner)
+
+    def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
+        (unit,) = units
+        return Built(unit.source.encode(), "none")
+
+    def manifest_options(self, options):
+        return {"limits": options.limits_dict}
+
+    def runtime_errors(self):
+        from ...runtime.module import ArgumentError
+        from ...runtime.wgsl import LaunchError, ShaderError, WebGPUUnavailable
+
+        return (WebGPUUnavailable, ShaderError, LaunchError, ArgumentError)
+
+    def device_note(self):
+        from ...runtime.wgsl import Device
+
+        return f"(WebGPU adapter: {Device.get().name})"
+
+
+BACKEND = WgslBackend()
