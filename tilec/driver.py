@@ -37,7 +37,7 @@ def pass_names(target: str | None = None, with_target: bool = False) -> list[str
         except UnknownTarget:  # compiling reports it
             return names
         backends = [get_backend(t.backend)] if t.backend in BACKENDS else []
-        targets = [t]
+        targets = [t] * len(backends)
     elif with_target:
         backends = [get_backend(b) for b in BACKENDS]
         targets = [None] * len(backends)

@@ -53,7 +53,7 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     opts = resolve(target, options, **overrides)
     if not opts.targets:
         opts = opts.replace(targets=(DEFAULT_TARGET,))
-    targets, backend = _targets_and_backend(source, opts, text)
+    targets, backend = targets_and_backend(source, opts, text)
     from .targets.backend import BuildRefused
 
     try:
@@ -76,7 +76,7 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     return artifact
 
 
-def _targets_and_backend(source, opts: CompileOptions, text: str | None):
+def targets_and_backend(source, opts: CompileOptions, text: str | None):
     """The Target objects of the options and their one Backend; CompileError for an unknown target, targets of
     several back ends, or a back end this tilec does not have (after checking the source, so that the user
     also learns about errors in it)."""

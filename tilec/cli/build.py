@@ -114,12 +114,14 @@ def run_build(args) -> int:
     if args.M:
         return print_dependencies(args)
     from .. import compile as tilec_compile
+    from ..outputs import targets_and_backend
 
-    kind = output_kind(args.output, args.emit, args.target)
-    output = args.output or default_output(args.file, kind)
     options = compile_options(args)
     if not options.targets:
         options = options.replace(targets=(DEFAULT_TARGET,))
+    targets_and_backend(args.file, options, None)  # an unknown target, or one without a back end, first
+    kind = output_kind(args.output, args.emit, args.target)
+    output = args.output or default_output(args.file, kind)
     artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
                              on_compiled=lambda r: print_diagnostics(r.diagnostics, r.sources, args))
     if artifact.from_cache and artifact.warnings:
