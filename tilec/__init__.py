@@ -5,7 +5,7 @@ Importing this package is cheap: the compiler proper is imported on first use, s
 tilec.runtime works where only numpy and the GPU driver are installed.
 """
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def compile(source, target=None, options=None, *, emit=None, output_name=None, **kwargs):  # noqa: A001

@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-from . import __version__
 from .ir import simt as S
 from .ir import tile as T
 from .ir.formula import formula
 from .manifest import LOADER_KEY, MANIFEST_VERSION
+from .version import __version__
 
 
 def source_hash(result, options: dict) -> str:

@@ -188,7 +188,7 @@ def lookup_target(name: str, limits: dict[str, int] | None = None):
 
 
 def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Reporter, want: set[str]) -> None:
-    from . import __version__
+    from .version import __version__
 
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend

@@ -154,8 +154,8 @@ def unique_paths(paths: list[str]) -> list[str]:
 def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_name: str) -> str | None:
     """key1 of the cache (see tilec.cache), or None when this compile cannot be cached (no toolchain to
     identify, an unreadable file: the compile then reports what is wrong)."""
-    from . import __version__
     from .cache import sha256_bytes, tilec_fingerprint
+    from .version import __version__
 
     try:
         data = Path(source).read_bytes()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import __version__
+from ..version import __version__
 from .common import compile_options, parse_defines, print_diagnostics
 
 SUBCOMMANDS = ("targets", "run", "bench", "cache")

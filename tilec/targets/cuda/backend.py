@@ -87,9 +87,9 @@ class CudaBackend(Backend):
         """One cubin per target, embedded in a C launcher header (launcher.py)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from ... import __version__
         from ...cache import sha256_bytes
         from ...diagnostics import CompileError, Diagnostic
+        from ...version import __version__
         from .launcher import Image, LauncherError, generate_header
 
         def one(u: Unit):
