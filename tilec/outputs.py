@@ -22,8 +22,6 @@ from pathlib import Path
 from .diagnostics import CompileError, Diagnostic
 from .options import CompileOptions, resolve
 
-DEFAULT_TARGET = "sm90"
-
 
 @dataclass
 class Artifact:
@@ -50,6 +48,8 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     source compiled (the command line prints its warnings then, before a slow toolchain runs). `text`
     compiles that text instead of the file's (never cached).
     """
+    from .targets.registry import DEFAULT_TARGET
+
     opts = resolve(target, options, **overrides)
     if not opts.targets:
         opts = opts.replace(targets=(DEFAULT_TARGET,))

@@ -15,8 +15,6 @@ from pathlib import Path
 from ..diagnostics import CompileError, Diagnostic
 from .common import compile_options, print_diagnostics
 
-DEFAULT_TARGET = "sm90"
-
 
 def _backends():
     from ..targets.registry import BACKENDS, get_backend
@@ -37,7 +35,7 @@ def output_kind(output: str | None, emit: str | None, target: str | None) -> str
             raise CompileError([Diagnostic("error", f"--emit {emit}: expected one of {', '.join(kinds.values())}")])
         return emit
     if output is None:
-        from ..targets.registry import UnknownTarget, backend_available, get_backend, lookup
+        from ..targets.registry import DEFAULT_TARGET, UnknownTarget, backend_available, get_backend, lookup
 
         try:
             t = lookup((target or DEFAULT_TARGET).split(",")[0])
@@ -115,6 +113,7 @@ def run_build(args) -> int:
         return print_dependencies(args)
     from .. import compile as tilec_compile
     from ..outputs import targets_and_backend
+    from ..targets.registry import DEFAULT_TARGET
 
     options = compile_options(args)
     if not options.targets:

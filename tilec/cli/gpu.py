@@ -24,10 +24,10 @@ PEAK = {"tflops": 989.0, "gbps": 4800.0}  # H200: dense f16/bf16 tensor-core pea
 def _backend(args):
     """The Backend of --target (default sm90), or None when the target is unknown or has no back end (loading a
     prebuilt artifact needs none; compiling reports it)."""
-    from ..targets.registry import UnknownTarget, backend_available, get_backend, lookup
+    from ..targets.registry import DEFAULT_TARGET, UnknownTarget, backend_available, get_backend, lookup
 
     try:
-        t = lookup((args.target or "sm90").split(",")[0])
+        t = lookup((args.target or DEFAULT_TARGET).split(",")[0])
     except UnknownTarget:
         return None
     return get_backend(t.backend) if backend_available(t.backend) else None
@@ -45,8 +45,6 @@ def _load(args):
     from .common import compile_options, print_diagnostics
 
     options = compile_options(args)
-    if not options.targets:
-        options = options.replace(targets=("sm90",))
     backend = _backend(args)
     if backend is not None and not backend.run_kind:
         raise CompileError([Diagnostic("error", f"tilec.runtime cannot run {backend.name} artifacts yet; build one "

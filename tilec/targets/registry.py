@@ -78,6 +78,8 @@ TARGETS: dict[str, Target] = {
     ]
 }
 
+DEFAULT_TARGET = "sm90"  # what a build targets when no --target is given
+
 ALIASES = {
     "sm_80": "sm80", "sm_86": "sm86", "sm_89": "sm89", "sm_90": "sm90", "sm_90a": "sm90", "sm90a": "sm90",
     "sm_100": "sm100", "sm_100a": "sm100", "sm100a": "sm100", "wgsl": "webgpu", "ascend": "ascend910b",
