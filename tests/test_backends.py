@@ -150,7 +150,7 @@ def nvcc():
 
 
 @pytest.mark.parametrize("flags", [[], ["--no-tma"]])
-def test_fatbin_of_architectures_that_launch_differently(nvcc, tmp_path, flags):
+def test_fatbin_of_architectures_that_launch_differently(nvcc, tmp_path, flags, monkeypatch):
     """The README's `tilec samples/gemm.tile --target sm80,sm90 -o gemm.fatbin`: the sm90 gemm takes a producer
     warpgroup (256 threads) and a no-TMA twin, the sm80 one does not; the manifest carries both."""
     from tilec.cli.main import main
@@ -169,6 +169,16 @@ def test_fatbin_of_architectures_that_launch_differently(nvcc, tmp_path, flags):
         assert [(k["name"], k["threads"]) for k in per["sm_90a"]] == [(k.name, k.threads) for k in sm90.simt.kernels]
         assert [k["name"] for k in per["sm_90a"]] == ["gemm", "gemm__no_tma"]
         assert for_device(m, 90)[KERNELS_KEY] == per["sm_90a"]
+        # tilec.runtime.load asks the GPU its compute capability and takes that architecture's entries
+        import tilec.runtime as rt
+        from tilec.runtime import cuda_driver
+
+        for cc, threads in (((9, 0), 256), ((8, 0), 128), ((8, 9), 128)):
+            fake = type("FakeDriver", (), {"compute_capability": lambda self, cc=cc: cc})()
+            monkeypatch.setattr(cuda_driver.Driver, "get", classmethod(lambda cls, fake=fake: fake))
+            mod = rt.load(out)
+            assert mod.gemm.entry["threads"] == threads, cc
+            assert ("gemm__no_tma" in mod._internal) == (cc == (9, 0))
 
 
 # ---------------------------------------------------------------------------- structure

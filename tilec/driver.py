@@ -86,10 +86,10 @@ class CompileResult:
     backend: object | None = None  # tilec.targets.backend.Backend, when a target was given
 
     def ir(self) -> str:
+        """The final IR as text: what the back end's last pass produced, printed as that pass prints it (SIMT IR
+        for the SIMT back ends), or the checked Tile IR without a target."""
         if self.simt is not None:
-            from .ir.simt_printer import simt_module_str
-
-            return simt_module_str(self.simt)
+            return self.backend.pipeline(self.target)[-1].prints(self.simt)
         return module_str(self.module)
 
 

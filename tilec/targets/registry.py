@@ -39,7 +39,8 @@ class Target:
         max_threads, max_storage_buffers, max_grid."""
         import dataclasses
 
-        allowed = {"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"}
+        from ..options import LIMITS as allowed
+
         unknown = set(limits) - allowed
         if unknown:
             raise ValueError(f"unknown target limit(s) {', '.join(sorted(unknown))}; known: "
