@@ -94,10 +94,12 @@ def targets_and_backend(source, opts: CompileOptions, text: str | None):
     if not backend_available(first.backend):
         from .driver import compile as compile_ir
 
-        compile_ir(source, None, opts.replace(targets=()), text=text)
-        raise CompileError([Diagnostic(
+        checked = compile_ir(source, None, opts.replace(targets=()), text=text)
+        err = CompileError([*checked.diagnostics, Diagnostic(
             "error", f"target '{first.name}' ({first.description}) needs the {first.backend} back end, "
             "which this tilec does not have yet; the source was checked and is valid (use --emit-ir to see it)")])
+        err.sources = checked.sources  # type: ignore[attr-defined]
+        raise err
     if opts.limits:
         try:
             targets = [t.with_limits(**opts.limits_dict) for t in targets]
