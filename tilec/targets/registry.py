@@ -28,6 +28,12 @@ class Target:
     features: frozenset[str] = field(default_factory=frozenset)
     max_storage_buffers: int | None = None  # tensors per kernel (WebGPU: storage buffers per shader stage)
     max_grid: int | None = None  # blocks per grid dimension (WebGPU: workgroups per dispatch dimension)
+    # Whether a block whose thread count is not a multiple of warp_size deserves a warning (its last warp runs
+    # partly empty); WebGPU has no warps, and HIP's wave64 kernels keep their CUDA-sized blocks.
+    warn_partial_warp: bool = False
+    # How a user raises the limits when the device grants more than the target assumes (appended to the
+    # shared-memory error), "" when there is no such way.
+    limits_hint: str = ""
 
     @property
     def tma_pipelines(self) -> bool:
@@ -52,7 +58,7 @@ SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 
 
 def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...]) -> Target:
-    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, mma, copy, SIMT_FEATURES)
+    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, mma, copy, SIMT_FEATURES, warn_partial_warp=True)
 
 
 TARGETS: dict[str, Target] = {
@@ -75,7 +81,8 @@ TARGETS: dict[str, Target] = {
         # 8 storage buffers per stage, 65535 workgroups per dimension; no subgroups or 16-byte reinterpreting
         # copies in base WGSL (docs/webgpu.md).
         Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024,
-               max_storage_buffers=8, max_grid=65535),
+               max_storage_buffers=8, max_grid=65535,
+               limits_hint="--max-workgroup-storage BYTES for a device that grants more than WebGPU's default"),
     ]
 }
 
