@@ -71,7 +71,7 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
             return Artifact(emit, entry.outputs["artifact"], entry.outputs["manifest"], info["deps"],
                             info.get("warnings", ""), from_cache=True)
     artifact = _build(source, opts, targets, backend, emit, name, text, on_compiled)
-    if key is not None and opts.cacheable:
+    if key is not None:
         _store(key, artifact, list(opts.include_dirs))
     return artifact
 

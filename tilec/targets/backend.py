@@ -3,8 +3,8 @@
 A `Backend` declares its pass pipeline (starting from the checked, target-neutral Tile IR), the checks its
 language needs, its code generator, its toolchain build (one signature for every back end), the output kinds
 it can write, the fields it adds to the manifest and the runtime loader that opens its artifacts. The driver
-runs whatever pipeline the back end declares and knows no back end by name; `tilec/targets/backends.py` maps
-a back-end name to its object.
+runs whatever pipeline the back end declares and knows no back end by name; `BACKENDS` in
+tilec/targets/registry.py maps a back-end name to the module holding its object.
 
 Import-light on purpose: the command line asks a back end for its output kinds and toolchain identity (the
 compile cache's key) before the compiler is imported, so passes, code generators and toolchains are
