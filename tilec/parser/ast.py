@@ -93,6 +93,19 @@ class TupleExpr(Node):
 
 
 @dataclass(eq=False)
+class ListExpr(Node):
+    items: list[Node]
+
+
+@dataclass(eq=False)
+class IfExpr(Node):
+    """`a if cond else b`"""
+    cond: Node
+    then: Node
+    orelse: Node
+
+
+@dataclass(eq=False)
 class DictExpr(Node):
     items: list[tuple[Node, Node]]
 
@@ -126,6 +139,12 @@ class ReturnStmt(Node):
 class ForStmt(Node):
     targets: list[tuple[str, Span]]
     iter: Node
+    body: list[Node]
+
+
+@dataclass(eq=False)
+class WhileStmt(Node):
+    cond: Node
     body: list[Node]
 
 

@@ -14,9 +14,11 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
+from ..ir.visit import sub_exprs
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
+    BUILTINS,
     LOOP_FUNCS,
     MAX_EXPR_DEPTH,
     MAX_EXPR_NODES,
@@ -145,6 +147,10 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.names_in_kernel = set()
         params: list[T.Buffer | T.Var] = []
         seen: set[str] = set()
+        try:
+            self.declare_sizes(decl.params, scope)
+        except _Fail:
+            pass
         for p in decl.params:
             if p.name in seen:
                 self.rep.error(f"duplicate parameter '{p.name}'", p.span)
@@ -203,6 +209,20 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.names_in_kernel.add(out)
         return out
 
+    def declare_sizes(self, params: list[A.KernelParam], scope: _Scope) -> None:
+        """Every dimension that is a bare name which is no const is a runtime size: declared before
+        the parameters are typed, so that a dimension like ceildiv(N, 128) may use a size that a
+        later parameter introduces."""
+        for p in params:
+            for d in p.type.dims or []:
+                if not isinstance(d, A.Name) or d.id in self.size_vars:
+                    continue
+                bound = scope.lookup(d.id)
+                if bound is None and D.lookup(d.id) is None and d.id not in BUILTINS:
+                    self.size_vars[d.id] = T.Var(D.I32, d.span, d.id, "size")
+                    self.names_in_kernel.add(d.id)
+                    scope.bind(d.id, self.size_vars[d.id])
+
     def kernel_param(self, p: A.KernelParam, scope: _Scope) -> T.Buffer | T.Var:
         dt = self.dtype_arg(A.Name(p.type.span, p.type.dtype) if "." not in p.type.dtype
                             else A.Attribute(p.type.span, A.Name(p.type.span, "T"), p.type.dtype.split(".")[-1]),
@@ -213,24 +233,21 @@ class Builder(ExprBuilder, TileOpBuilder):
             return T.Var(dt, p.span, p.name, "param")
         shape: list[T.Expr] = []
         for d in p.type.dims:
-            if isinstance(d, A.Number) and isinstance(d.value, int):
-                shape.append(T.Const(D.I32, d.span, d.value))
-            elif isinstance(d, A.Name):
-                bound = scope.lookup(d.id)
-                if isinstance(bound, tuple) and bound[0] == "const":
-                    if not isinstance(bound[1], int) or isinstance(bound[1], bool):
-                        raise self.fail(f"dimension '{d.id}' is a const of value {bound[1]!r}, not an integer",
-                                        d.span)
-                    shape.append(T.Const(D.I32, d.span, bound[1]))
-                else:
-                    if d.id not in self.size_vars:
-                        self.size_vars[d.id] = T.Var(D.I32, d.span, d.id, "size")
-                        self.names_in_kernel.add(d.id)
-                        scope.bind(d.id, self.size_vars[d.id])
-                    shape.append(self.size_vars[d.id])
-            else:
-                raise self.fail("a tensor dimension must be a name (a runtime size or a const) or an integer",
-                                d.span)
+            if isinstance(d, A.Name) and d.id in self.size_vars:
+                shape.append(self.size_vars[d.id])
+                continue
+            e = fold(self.int_expr(d, scope))
+            if isinstance(e, T.Const | T.Var) and not (isinstance(e, T.Var) and e.kind != "size"):
+                if isinstance(e, T.Const) and int(e.value) <= 0:
+                    raise self.fail(f"a tensor dimension must be positive, this one is {e.value}", d.span)
+                shape.append(e)
+                continue
+            stray = [x for x in sub_exprs(e) if isinstance(x, T.Var) and x.kind != "size"]
+            if stray or not all(isinstance(x, T.Const | T.Var | T.Binary | T.Call | T.Select | T.Compare | T.Cast)
+                                for x in sub_exprs(e)):
+                raise self.fail("a tensor dimension is an integer, a const, a runtime size or an expression of "
+                                "those (like ceildiv(N, 128))", d.span)
+            shape.append(e)
         return T.Buffer(p.name, dt, shape, "global", p.span, is_output=p.is_output)
 
     def kernel_launch_args(self, node: A.Node, scope: _Scope) -> tuple[list[T.Expr], int]:
@@ -296,6 +313,9 @@ class Builder(ExprBuilder, TileOpBuilder):
             then_body = self.nested(s.body, scope)
             else_body = self.nested(s.orelse, scope)
             return self.emit(T.If(s.span, cond, then_body, else_body))
+        if isinstance(s, A.WhileStmt):
+            cond = self.bool_expr(s.cond, scope)
+            return self.emit(T.While(s.span, cond, self.nested(s.body, scope)))
         if isinstance(s, A.WithStmt):
             raise self.fail("`with Kernel(...)` may only be the body of a kernel", s.span)
         if isinstance(s, A.ReturnStmt):
@@ -377,11 +397,7 @@ class Builder(ExprBuilder, TileOpBuilder):
                 raise self.fail(f"{kind}(shape, dtype) needs a shape and a dtype", call.span)
             dt = self.dtype_arg(args["dtype"], scope)
             shape_node = args["shape"]
-            dims = shape_node.items if isinstance(shape_node, A.TupleExpr) else [shape_node]
-            shape = []
-            for d in dims:
-                e = fold(self.int_expr(d, scope))
-                shape.append(e)
+            shape = [fold(d) for d in self.shape_arg(shape_node, scope)]
             if not shape:
                 raise self.fail("a buffer needs at least one dimension", shape_node.span)
         buf = T.Buffer(self.unique(name), dt, shape, bufscope, span)
@@ -399,6 +415,8 @@ class Builder(ExprBuilder, TileOpBuilder):
                 return
             if fname in TILE_OPS and bound is None:
                 return self.tile_op(fname, v, scope)
+            if fname is not None and bound is None and fname not in BUILTINS:
+                raise self.fail(f"call to undefined function '{fname}'", v.func.span)
         if isinstance(v, A.String):
             return  # a docstring
         raise self.fail("expression statement has no effect", s.span)
@@ -415,7 +433,7 @@ class Builder(ExprBuilder, TileOpBuilder):
             raise self.fail(f"{fname} loops are not supported", it.span)
         if self.in_parallel and kind != "serial" and kind != "unroll":
             raise self.fail(f"a {fname} loop cannot be nested inside a Parallel loop", it.span)
-        begin = step = None
+        begin = step = offset = None
         num_stages = 0
         if kind == "parallel":
             if not it.args:
@@ -431,24 +449,31 @@ class Builder(ExprBuilder, TileOpBuilder):
                 raise self.fail(f"{fname} binds one loop variable", s.span)
             args = [self.int_expr(a, scope) for a in it.args]
             if kind == "pipelined":
-                if len(args) != 1:
-                    raise self.fail("Pipelined(n, num_stages=k) takes one extent", it.span)
+                if not 1 <= len(args) <= 2:
+                    raise self.fail("Pipelined takes (n) or (start, stop), and num_stages=k", it.span)
                 num_stages = 2
                 for kw in it.kwargs:
                     if kw.name == "num_stages":
                         num_stages = self.const_int(kw.value, scope, "num_stages")
-                        if num_stages < 1:
-                            raise self.fail("num_stages must be at least 1", kw.value.span)
-                    elif kw.name in ("order", "stage", "group"):
+                        if num_stages < 0:
+                            raise self.fail("num_stages must be at least 0 (0: no pipelining)", kw.value.span)
+                    elif kw.name in ("order", "stage", "group", "sync"):
                         pass  # TileLang scheduling hints; the pipeline planner decides
                     else:
                         raise self.fail(f"unknown Pipelined argument '{kw.name}' (expected num_stages=)", kw.span)
+                if num_stages == 0:
+                    kind = "serial"  # TileLang's num_stages=0: an ordinary loop
+                elif len(args) == 2:
+                    # The planner's iterations count from 0: iterate t over stop - start and bind the
+                    # user's name to start + t.
+                    offset = args[0]
+                    args = [fold(self.binary("-", args[1], args[0], it.span))]
             else:
                 for kw in it.kwargs:
                     raise self.fail(f"unknown {fname} argument '{kw.name}'", kw.span)
-                if not 1 <= len(args) <= 3:
-                    raise self.fail(f"{fname} takes 1 to 3 arguments (stop), (start, stop) or (start, stop, step)",
-                                    it.span)
+            if not 1 <= len(args) <= 3:
+                raise self.fail(f"{fname} takes 1 to 3 arguments (stop), (start, stop) or (start, stop, step)",
+                                it.span)
             if len(args) == 1:
                 extents = args
             else:
@@ -462,7 +487,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         vars_ = []
         for name, span in s.targets:
             v = T.Var(D.I32, span, self.unique(name), "loop")
-            inner.bind(name, v)
+            inner.bind(name, v if offset is None else fold(self.binary("+", offset, v, span)))
             vars_.append(v)
         saved = self.block, self.at_kernel_top
         self.block, self.at_kernel_top = [], False
@@ -571,6 +596,7 @@ def read_source(path: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CompileError([_plain(f"'{path}' is not valid UTF-8 (byte {e.start})")]) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as some Windows editors write
     if not text.strip():
         raise CompileError([_plain(f"'{path}' is empty: it defines no kernel")])
     return text

@@ -26,10 +26,11 @@ ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_lo
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
                 "reduce_absmax": "absmax"}
 ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
-TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", *REDUCE_FUNCS,
+TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", *REDUCE_FUNCS,
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
-    "Kernel", "ceildiv", "if_then_else", "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
+    "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
+    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
 }
 MAX_INLINE_DEPTH = 32
 MAX_EXPR_NODES = 10_000  # limits on what an inlined helper may expand to

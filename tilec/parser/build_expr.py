@@ -43,6 +43,8 @@ class ExprBuilder:
             dt = D.lookup(node.value)
         elif isinstance(node, A.Name):
             dt = self.dtype_of_name(node.id, scope)
+        elif isinstance(node, A.Attribute) and node.attr == "dtype":
+            dt = self.buffer_attr_owner(node, scope).dtype
         elif isinstance(node, A.Attribute):
             dt = D.lookup(node.attr)
         else:
@@ -129,6 +131,19 @@ class ExprBuilder:
             b = self.expr(node.right, scope)
             dt = self.operand_type(a, b)
             return T.Compare(D.BOOL, node.span, node.op, self.cast(a, dt), self.cast(b, dt))
+        if isinstance(node, A.IfExpr):
+            c = self.bool_expr(node.cond, scope)
+            a, b = self.expr(node.then, scope), self.expr(node.orelse, scope)
+            dt = self.operand_type(a, b)
+            return fold(T.Select(dt, node.span, c, self.cast(a, dt), self.cast(b, dt)))
+        if isinstance(node, A.Subscript) and isinstance(node.value, A.Attribute) and node.value.attr == "shape":
+            shape = self.buffer_attr_owner(node.value, scope).shape
+            if len(node.items) != 1 or isinstance(node.items[0], A.Slice):
+                raise self.fail("index a shape with one integer: buf.shape[0]", node.span)
+            i = self.const_int(node.items[0], scope, "a shape index")
+            if not -len(shape) <= i < len(shape):
+                raise self.fail(f"shape index {i} is out of range for a {len(shape)}-D buffer", node.span)
+            return shape[i]
         if isinstance(node, A.Subscript):
             if isinstance(node.value, A.Name):
                 bound = scope.lookup(node.value.id)
@@ -141,13 +156,38 @@ class ExprBuilder:
             return self.call_expr(node, scope)
         if isinstance(node, A.String):
             raise self.fail("a string is not a value here", node.span)
-        if isinstance(node, A.TupleExpr):
-            raise self.fail("a tuple is not a value here", node.span)
+        if isinstance(node, A.TupleExpr | A.ListExpr):
+            what = "tuple" if isinstance(node, A.TupleExpr) else "list"
+            raise self.fail(f"a {what} is not a value here (shapes and tile-op options take one)", node.span)
         if isinstance(node, A.DictExpr):
             raise self.fail("a dict is not a value here (only annotate_layout takes one)", node.span)
         if isinstance(node, A.Attribute):
-            raise self.fail(f"unknown attribute '{node.attr}'", node.span)
+            if node.attr == "dtype":
+                raise self.fail(f"'{_dotted(node)}' is a dtype, not a value (use it where a dtype goes: "
+                                "cast(x, buf.dtype), alloc_fragment(shape, buf.dtype))", node.span)
+            if node.attr == "shape":
+                raise self.fail(f"'{_dotted(node)}' is a shape, not a value; index it (buf.shape[0]) or pass it "
+                                "as an allocation's shape", node.span)
+            raise self.fail(f"unknown attribute '{node.attr}' (buffers have .dtype and .shape)", node.span)
         raise self.fail("unsupported expression", node.span)
+
+    def buffer_attr_owner(self, node: A.Attribute, scope) -> T.Buffer:
+        """The buffer of `buf.dtype` / `buf.shape`."""
+        base = node.value
+        bound = scope.lookup(base.id) if isinstance(base, A.Name) else None
+        if not isinstance(bound, T.Buffer):
+            raise self.fail(f"'.{node.attr}' is an attribute of a buffer or tensor; '{_dotted(base)}' is not one",
+                            node.span)
+        return bound
+
+    def shape_arg(self, node: A.Node, scope) -> list[T.Expr]:
+        """A shape: (a, b), [a, b], a single extent, or another buffer's `buf.shape`."""
+        if isinstance(node, A.Attribute) and node.attr == "shape":
+            return list(self.buffer_attr_owner(node, scope).shape)
+        dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
+        if not dims:
+            raise self.fail("a buffer needs at least one dimension", node.span)
+        return [self.int_expr(d, scope) for d in dims]
 
     def name_expr(self, node: A.Name, scope: _Scope) -> T.Expr:
         bound = scope.lookup(node.id)
@@ -242,6 +282,10 @@ class ExprBuilder:
         return fold(T.Call(dt, span, "ceildiv", [self.cast(a, dt), self.cast(b, dt)]))
 
     def call_expr(self, node: A.CallExpr, scope: _Scope) -> T.Expr:
+        if isinstance(node.func, A.Attribute) and node.func.attr == "astype":  # x.astype(f16)
+            if len(node.args) != 1 or node.kwargs:
+                raise self.fail("x.astype(dtype) takes one dtype", node.span)
+            return self.cast(self.expr(node.func.value, scope), self.dtype_arg(node.args[0], scope))
         fname = _callee(node)
         if fname is None:
             raise self.fail("only named functions can be called", node.func.span)
@@ -271,6 +315,18 @@ class ExprBuilder:
             if as_int(b) == 0:
                 raise self.fail("ceildiv by zero", args[1].span)
             return self.call_ceildiv(a, b, node.span)
+        if fname == "clamp":
+            if len(args) != 3:
+                raise self.fail("clamp(x, lo, hi) takes three arguments", node.span)
+            x, lo, hi = (self.expr(a, scope) for a in args)
+            dt = D.promote(self.operand_type(x, lo), self.operand_type(x, hi))
+            low = fold(T.Call(dt, node.span, "max", [self.cast(x, dt), self.cast(lo, dt)]))
+            return fold(T.Call(dt, node.span, "min", [low, self.cast(hi, dt)]))
+        if fname in ("floordiv", "floormod"):
+            if len(args) != 2:
+                raise self.fail(f"{fname}(a, b) takes two arguments", node.span)
+            a, b = self.int_expr(args[0], scope), self.int_expr(args[1], scope)
+            return self.binary("//" if fname == "floordiv" else "%", a, b, node.span)
         if fname == "if_then_else":
             if len(args) != 3:
                 raise self.fail("if_then_else(cond, a, b) takes three arguments", node.span)
@@ -307,3 +363,10 @@ class ExprBuilder:
             raise self.fail(f"{fname} can only be used as a loop or `with` header", node.span)
         raise self.fail(f"call to undefined function '{fname}'", node.func.span)
 
+
+def _dotted(node: A.Node) -> str:
+    if isinstance(node, A.Name):
+        return node.id
+    if isinstance(node, A.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return "this expression"

@@ -36,6 +36,8 @@ class TileOpBuilder:
         return out, {}
 
     def tile_op(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
+        if self.in_parallel and fname in ATOMIC_FUNCS:
+            return self.atomic_element(fname, call, scope)
         if self.in_parallel:
             raise self.fail(f"{fname} is a block-wide tile operation and cannot be used inside a Parallel loop",
                             call.span)
@@ -77,6 +79,21 @@ class TileOpBuilder:
                 raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args.get("dim", call).span)
             clear = self.const_bool(args["clear"], scope, "clear") if "clear" in args else True
             return self.emit(T.Reduce(span, REDUCE_FUNCS[fname], src, dst, dim % rank, clear))
+        if fname == "cumsum":
+            args, _ = self.call_args(call, ["src", "dst", "dim", "reverse"])
+            self.require(args, ["src"], call)
+            src = self.region(args["src"], scope)
+            dst = self.region(args["dst"], scope) if "dst" in args else src
+            self.require_full_extents(src, args["src"])
+            self.require_full_extents(dst, args.get("dst", args["src"]))
+            if dst.buffer.scope == "global" and not dst.buffer.is_output:
+                raise self.fail(f"cannot write input tensor '{dst.buffer.name}'; declare it `out`", call.span)
+            rank = len(src.extents)
+            dim = self.const_int(args["dim"], scope, "dim") if "dim" in args else 0
+            if not -rank <= dim < rank:
+                raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args["dim"].span)
+            rev = self.const_bool(args["reverse"], scope, "reverse") if "reverse" in args else False
+            return self.emit(T.CumSum(span, src, dst, dim % rank, rev))
         if fname in ("fill", "clear"):
             names = ["buffer", "value"] if fname == "fill" else ["buffer"]
             args, _ = self.call_args(call, names)
@@ -88,7 +105,8 @@ class TileOpBuilder:
             value = self.expr(args["value"], scope) if fname == "fill" else T.Const(dst.buffer.dtype, span, 0)
             return self.emit(T.Fill(span, dst, self.cast(value, dst.buffer.dtype)))
         if fname in ATOMIC_FUNCS:
-            args, _ = self.call_args(call, ["dst", "value"])
+            args, _ = self.call_args(call, ["dst", "value", "memory_order", "return_prev", "use_tma"])
+            self.atomic_options(args, scope)
             self.require(args, ["dst", "value"], call)
             if self.is_region_node(args["value"], scope):
                 src, dst = self.region_pair(args["value"], args["dst"], scope)
@@ -142,6 +160,39 @@ class TileOpBuilder:
                 raise self.fail("panel_size must be positive", args["panel_size"].span)
             return self.emit(T.UseSwizzle(span, panel, enable))
         raise self.fail(f"unknown tile operation '{fname}'", span)
+
+    def atomic_options(self, args: dict, scope) -> None:
+        """memory_order= is accepted and ignored: every atomic is relaxed (docs/language.md)."""
+        if "return_prev" in args and self.const_bool(args["return_prev"], scope, "return_prev"):
+            raise self.fail("return_prev=True is not supported: atomics are statements here", args["return_prev"].span)
+        if "use_tma" in args:
+            self.const_bool(args["use_tma"], scope, "use_tma")
+        order = args.get("memory_order")
+        if order is not None and not (isinstance(order, A.String) and order.value in (
+                "relaxed", "acquire", "release", "acq_rel", "seq_cst", "consume")):
+            raise self.fail('memory_order must be a string: "relaxed", "acquire", "release", "acq_rel" or "seq_cst"',
+                            order.span)
+
+    def atomic_element(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
+        """`atomic_add(C[i, j], v)` inside a Parallel loop: each iteration updates its element."""
+        args, _ = self.call_args(call, ["dst", "value", "memory_order", "return_prev", "use_tma"])
+        self.require(args, ["dst", "value"], call)
+        self.atomic_options(args, scope)
+        node = args["dst"]
+        if not isinstance(node, A.Subscript) or any(isinstance(i, A.Slice) for i in node.items):
+            raise self.fail(f"inside a Parallel loop {fname} updates one element: {fname}(buf[i, j], value)",
+                            node.span)
+        buf = self.buffer_ref(node.value, scope)
+        if buf.scope == "global" and not buf.is_output:
+            raise self.fail(f"cannot update input tensor '{buf.name}' atomically; declare it `out`", node.span)
+        if buf.scope not in ("global", "shared"):
+            raise self.fail(f"atomic updates go to global or shared memory; '{buf.name}' is a {buf.scope} buffer "
+                            "(its elements belong to one thread: update it with a plain assignment)", node.span)
+        idx = self.element_indices(buf, node, scope)
+        value = self.cast(self.expr(args["value"], scope), buf.dtype)
+        ones = [T.Const(D.I32, node.span, 1) for _ in idx]
+        self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,
+                           per_element=True))
 
     def require(self, args: dict, names: list[str], call: A.CallExpr) -> None:
         missing = [n for n in names if n not in args]
