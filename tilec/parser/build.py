@@ -32,6 +32,7 @@ from .build_common import (
     _Scope,
     _size_and_depth,
     _zero,
+    c_safe,
 )
 from .build_expr import ExprBuilder
 from .build_tileops import TileOpBuilder
@@ -146,6 +147,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.size_vars = {}
         self.names_in_kernel = set()
         params: list[T.Buffer | T.Var] = []
+        user_names: list[str] = []
         seen: set[str] = set()
         try:
             self.declare_sizes(decl.params, scope)
@@ -158,16 +160,17 @@ class Builder(ExprBuilder, TileOpBuilder):
             seen.add(p.name)
             try:
                 params.append(self.kernel_param(p, scope))
+                user_names.append(p.name)
             except _Fail:
                 scope.poison(p.name)
-        for p in params:
-            scope.bind(p.name, p)
+        for name, p in zip(user_names, params, strict=True):
+            scope.bind(name, p)
             self.names_in_kernel.add(p.name)
         body = [s for s in decl.body if not isinstance(s, A.PassStmt)
                 and not (isinstance(s, A.ExprStmt) and isinstance(s.value, A.String))]  # docstrings
-        for p in params:
-            if isinstance(p, T.Var) and p.name in self.size_vars:
-                self.rep.error(f"'{p.name}' is both a runtime size (a tensor dimension) and a scalar parameter; "
+        for name, p in zip(user_names, params, strict=True):
+            if isinstance(p, T.Var) and name in self.size_vars:
+                self.rep.error(f"'{name}' is both a runtime size (a tensor dimension) and a scalar parameter; "
                                "rename one of them", p.span)
         if len(body) != 1 or not _is_kernel_launch(body[0]):
             span = body[0].span if body else decl.span
@@ -197,11 +200,12 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.block = []
         self.at_kernel_top = True
         self.stmts(launch.body, _Scope(scope))
-        return T.Kernel(decl.name, params, list(self.size_vars.values()), grid, threads, block_vars,
+        return T.Kernel(c_safe(decl.name), params, list(self.size_vars.values()), grid, threads, block_vars,
                         self.block, decl.span, dict(self.kernel_attrs))
 
     def unique(self, name: str) -> str:
         """A name not used yet in this kernel (inlined helpers may reuse the caller's names)."""
+        name = c_safe(name)
         out, n = name, 1
         while out in self.names_in_kernel:
             n += 1
@@ -219,8 +223,8 @@ class Builder(ExprBuilder, TileOpBuilder):
                     continue
                 bound = scope.lookup(d.id)
                 if bound is None and D.lookup(d.id) is None and d.id not in BUILTINS:
-                    self.size_vars[d.id] = T.Var(D.I32, d.span, d.id, "size")
-                    self.names_in_kernel.add(d.id)
+                    self.size_vars[d.id] = T.Var(D.I32, d.span, c_safe(d.id), "size")
+                    self.names_in_kernel.add(c_safe(d.id))
                     scope.bind(d.id, self.size_vars[d.id])
 
     def kernel_param(self, p: A.KernelParam, scope: _Scope) -> T.Buffer | T.Var:
@@ -230,7 +234,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         if p.type.dims is None:
             if p.is_output:
                 raise self.fail("a scalar parameter cannot be `out`; use a one-element tensor", p.span)
-            return T.Var(dt, p.span, p.name, "param")
+            return T.Var(dt, p.span, c_safe(p.name), "param")
         shape: list[T.Expr] = []
         for d in p.type.dims:
             if isinstance(d, A.Name) and d.id in self.size_vars:
@@ -248,7 +252,7 @@ class Builder(ExprBuilder, TileOpBuilder):
                 raise self.fail("a tensor dimension is an integer, a const, a runtime size or an expression of "
                                 "those (like ceildiv(N, 128))", d.span)
             shape.append(e)
-        return T.Buffer(p.name, dt, shape, "global", p.span, is_output=p.is_output)
+        return T.Buffer(c_safe(p.name), dt, shape, "global", p.span, is_output=p.is_output)
 
     def kernel_launch_args(self, node: A.Node, scope: _Scope) -> tuple[list[T.Expr], int]:
         assert isinstance(node, A.CallExpr)

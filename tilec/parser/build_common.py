@@ -32,6 +32,32 @@ BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
     "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
 }
+# Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
+# variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
+# name that is one of these gets a trailing underscore where the builder assigns IR names (the WGSL
+# printer has its own list and suffix).
+C_RESERVED = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq NULL main
+threadIdx blockIdx blockDim gridDim warpSize dim3 half half2 nv_bfloat16 nv_bfloat162 size_t int8_t uint8_t
+int16_t uint16_t int32_t uint32_t int64_t uint64_t uint
+exp exp2 log log2 sqrt rsqrt tanh sin cos floor ceil abs fabs max min pow expf exp2f logf log2f sqrtf rsqrtf
+tanhf sinf cosf floorf ceilf fabsf fmaxf fminf powf fmax fmin printf tl
+""".split())
+
+
+def c_safe(name: str) -> str:
+    """`name`, or `name_` when it would clash with the generated source's own names."""
+    if name in C_RESERVED or name.startswith(("tl_", "__")):
+        return name + "_"
+    return name
+
+
 MAX_INLINE_DEPTH = 32
 MAX_EXPR_NODES = 10_000  # limits on what an inlined helper may expand to
 MAX_EXPR_DEPTH = 200

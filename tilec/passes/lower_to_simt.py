@@ -1579,7 +1579,9 @@ class Lowerer(HopperLowering):
         if any(e != 1 for e in ext):
             raise self.fail("atomic update of a region with a scalar; index one element", s.span)
         idx = [self.lx(x) for x in dst.starts]
-        guard = _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
+        # A block-wide scalar update is made once, by thread 0; a per-element one (inside a Parallel
+        # loop) by the thread that owns the iteration.
+        guard = self.bounds(dst, idx) if s.per_element else _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
         addr = self.addr(dst.buffer, idx, s.span)
         self.emit(S.SIf(s.span, guard, [S.SCall(s.span, name, [addr, _cast(self.lx(s.value), dst.buffer.dtype)])]))
 

@@ -262,6 +262,8 @@ class Kernel:
         sizes: dict[str, int] = {}
         for p, a in zip(self.entry["params"], args, strict=True):
             if p["kind"] != "tensor":
+                if p["dtype"][0] in "iu":  # an integer scalar may be a grid extent: Kernel(nblocks, ...)
+                    sizes[p["name"]] = int(a)
                 continue
             shape = tuple(a.shape)
             if len(shape) != len(p["shape"]):
