@@ -163,6 +163,7 @@ class Builder(ExprBuilder, TileOpBuilder):
                 user_names.append(p.name)
             except _Fail:
                 scope.poison(p.name)
+        self.check_sizes(params)
         for name, p in zip(user_names, params, strict=True):
             scope.bind(name, p)
             self.names_in_kernel.add(p.name)
@@ -214,18 +215,31 @@ class Builder(ExprBuilder, TileOpBuilder):
         return out
 
     def declare_sizes(self, params: list[A.KernelParam], scope: _Scope) -> None:
-        """Every dimension that is a bare name which is no const is a runtime size: declared before
-        the parameters are typed, so that a dimension like ceildiv(N, 128) may use a size that a
-        later parameter introduces."""
+        """Every name in a dimension that is no const (nor a builtin) is a runtime size: declared
+        before the parameters are typed, so that a dimension like ceildiv(N, 128) may use a size that
+        a later parameter introduces."""
         for p in params:
             for d in p.type.dims or []:
-                if not isinstance(d, A.Name) or d.id in self.size_vars:
-                    continue
-                bound = scope.lookup(d.id)
-                if bound is None and D.lookup(d.id) is None and d.id not in BUILTINS:
-                    self.size_vars[d.id] = T.Var(D.I32, d.span, c_safe(d.id), "size")
-                    self.names_in_kernel.add(c_safe(d.id))
-                    scope.bind(d.id, self.size_vars[d.id])
+                for n in _names_in(d):
+                    if n.id in self.size_vars or scope.lookup(n.id) is not None:
+                        continue
+                    if D.lookup(n.id) is None and n.id not in BUILTINS and n.id not in ("True", "False"):
+                        self.size_vars[n.id] = T.Var(D.I32, n.span, c_safe(n.id), "size")
+                        self.names_in_kernel.add(c_safe(n.id))
+                        scope.bind(n.id, self.size_vars[n.id])
+
+    def check_sizes(self, params: list[T.Buffer | T.Var]) -> None:
+        """A runtime size is read from the arguments' shapes, so it must be a whole dimension of some
+        tensor; one that appears only in the untaken branch of a const choice is dropped."""
+        whole = {id(d) for p in params if isinstance(p, T.Buffer) for d in p.shape}
+        used = {id(x) for p in params if isinstance(p, T.Buffer) for d in p.shape for x in sub_exprs(d)}
+        for name, v in list(self.size_vars.items()):
+            if id(v) not in used:
+                del self.size_vars[name]
+            elif id(v) not in whole:
+                self.rep.error(f"runtime size '{name}' appears only inside dimension formulas; it must also be a "
+                               "whole dimension of some tensor, so that its value can be read from the arguments",
+                               v.span)
 
     def kernel_param(self, p: A.KernelParam, scope: _Scope) -> T.Buffer | T.Var:
         dt = self.dtype_arg(A.Name(p.type.span, p.type.dtype) if "." not in p.type.dtype
@@ -579,6 +593,26 @@ class Builder(ExprBuilder, TileOpBuilder):
             ):
                 return ("region", node, scope)
         return self.expr(node, scope)
+
+
+def _names_in(node: A.Node) -> list[A.Name]:
+    """The names an expression reads (not those it calls)."""
+    if isinstance(node, A.Name):
+        return [node]
+    kids: list[A.Node] = []
+    if isinstance(node, A.BinOp | A.CompareOp):
+        kids = [node.left, node.right]
+    elif isinstance(node, A.UnaryOp):
+        kids = [node.operand]
+    elif isinstance(node, A.BoolOp):
+        kids = list(node.values)
+    elif isinstance(node, A.IfExpr):
+        kids = [node.cond, node.then, node.orelse]
+    elif isinstance(node, A.CallExpr):
+        kids = list(node.args) + [k.value for k in node.kwargs]
+    elif isinstance(node, A.TupleExpr | A.ListExpr):
+        kids = list(node.items)
+    return [n for k in kids for n in _names_in(k)]
 
 
 def read_source(path: str) -> str:
