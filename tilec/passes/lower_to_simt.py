@@ -209,6 +209,12 @@ class Lowerer(HopperLowering):
 
     def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
         """The register holding fragment element b[orig_idx] in the current Parallel context."""
+        if self.frag_ctx is None and getattr(self, "undriven_parallel", None) is not None:
+            shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
+            raise self.fail(f"fragment '{b.name}' is read in a Parallel loop that writes no fragment of the loop's "
+                            f"shape ({shape}): {self.target.name} places a Parallel loop's iterations on the threads "
+                            "that own such a fragment. Compute into a fragment of that shape here (and copy it "
+                            f"out afterwards), or keep '{b.name}' in shared memory", span)
         if self.frag_ctx is None:
             raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
                             "are spread over the threads)", span)
@@ -281,7 +287,7 @@ class Lowerer(HopperLowering):
                 regions_r, regions_w = [st.src], [st.dst]
             elif isinstance(st, T.Gemm):
                 regions_r, regions_w = [st.a, st.b], [st.c]
-            elif isinstance(st, T.Reduce):
+            elif isinstance(st, T.Reduce | T.CumSum):
                 regions_r, regions_w = [st.src], [st.dst]
             elif isinstance(st, T.Fill):
                 regions_w = [st.dst]
@@ -357,6 +363,11 @@ class Lowerer(HopperLowering):
             return self.print(s)
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
+        if isinstance(s, T.While):  # the interpreter runs these; the SIMT IR has no unbounded loop yet
+            raise self.fail(f"while loops are not supported on {self.target.name} yet: write a Serial loop over an "
+                            "upper bound with an `if` around its body instead", s.span)
+        if isinstance(s, T.CumSum):
+            return self.cumsum(s)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
 
     def alloc(self, s: T.Alloc) -> None:
@@ -529,6 +540,8 @@ class Lowerer(HopperLowering):
                 exprs = [st.value]
             elif isinstance(st, T.If):
                 exprs = [st.cond]
+            elif isinstance(st, T.Atomic) and st.per_element:
+                exprs = [st.value, *st.dst.starts]
             for e in exprs:
                 for x in sub_exprs(e):
                     if isinstance(x, T.Load) and x.buffer.scope == "fragment" and \
@@ -566,7 +579,11 @@ class Lowerer(HopperLowering):
                 self.subst[id(v)] = self.declare(v.name, val)
             self.stmts(s.body)
 
-        self.spread(extents, "it", point, s.span)
+        self.undriven_parallel = s  # (a fragment read here has no thread that owns it: frag_local says so)
+        try:
+            self.spread(extents, "it", point, s.span)
+        finally:
+            self.undriven_parallel = None
 
     def spread(self, shape: list[int], name: str, emit_point, span=None, cold: bool = False) -> None:
         """Spread the points of a tile over the block's threads (consecutive threads on the innermost
@@ -963,6 +980,36 @@ class Lowerer(HopperLowering):
             self.emit(st if guard is None else S.SIf(None, guard, [st]))
 
         self.spread(sext, "e", point, s.span)
+
+    def cumsum(self, s: T.CumSum) -> None:
+        """A serial scan of each line along `dim`, one line per thread, in shared memory."""
+        for r in (s.src, s.dst):
+            if r.buffer.scope != "shared":
+                raise self.fail(f"cumsum of the {r.buffer.scope} buffer '{r.buffer.name}' is not supported on "
+                                f"{self.target.name} yet: copy it to a shared buffer and scan that", s.span)
+        ext = s.src.const_extents
+        n = ext[s.dim]
+        acc_dt = D.F32 if s.src.buffer.dtype.is_float and s.src.buffer.dtype.bits < 32 else s.src.buffer.dtype
+        lines = [e for d, e in enumerate(ext) if d != s.dim] or [1]
+
+        def line(tile: list[T.Expr]) -> None:
+            acc = self.declare("scan", T.Const(acc_dt, None, 0), acc_dt)
+            t = self.fresh("t")
+
+            def step():
+                j = add(c(n - 1), mul(t, c(-1))) if s.reverse else t
+                full = tile[:s.dim] + [j] + tile[s.dim:] if len(ext) > 1 else [j]
+                src_idx = [add(self.lx(st), x) for st, x in zip(s.src.starts, full, strict=True)]
+                dst_idx = [add(self.lx(st), x) for st, x in zip(s.dst.starts, full, strict=True)]
+                sb, db = s.src.buffer, s.dst.buffer
+                value = _cast(self.ref(sb, src_idx, s.span), acc_dt)
+                self.emit(S.SAssign(s.span, acc, _b("+", acc, value, acc_dt)))
+                self.emit(S.SStore(s.span, self.sbuf(db), fold(self.address(db, dst_idx, s.span)),
+                                   _cast(acc, db.dtype)))
+
+            self.emit(S.SFor(s.span, t, c(0), c(n), self.block(step)))
+
+        self.spread(lines, "line", line, s.span)
 
     # ------------------------------------------------------------ gemm
     def gemm(self, s: T.Gemm) -> None:

@@ -1,0 +1,223 @@
+"""The TileLang ports in examples/tilelang/: their numpy references and test shapes (read by
+tests/test_examples_tilelang.py), and the example x target table of docs/tilelang_ports.md.
+
+    python scripts/tilelang_ports.py            # build every port for every target, rewrite the table
+    python scripts/tilelang_ports.py --check    # fail if the table in the docs is out of date
+
+"Builds" means the target's toolchain produced a binary here (nvcc cubin, hipcc code object, WGSL
+validated by naga); "runs" means it was also executed and matched the interpreter (WebGPU under
+wgpu/lavapipe on this machine). A target that refuses a port says why, in the compiler's words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "tilelang"
+DOC = ROOT / "docs" / "tilelang_ports.md"
+TARGETS = ["sm80", "sm90", "gfx942", "webgpu"]
+
+
+@dataclasses.dataclass
+class Case:
+    name: str  # the file's stem
+    reference: Callable[[dict, dict], dict]  # (arguments after the run, sizes) -> expected outputs
+    sizes: dict[str, dict[str, int]]  # "regular" and "ragged" runtime sizes
+    defines: dict[str, object] = dataclasses.field(default_factory=dict)  # small tiles for the interpreter
+    build_defines: dict[str, object] = dataclasses.field(default_factory=dict)  # for the target builds
+    kernels: list[str] | None = None  # run in this order (default: the file's first kernel)
+    inputs: Callable[[dict, np.random.Generator], dict] | None = None  # default: random normal inputs
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    tilelang: str = ""  # the example it was ported from
+
+    @property
+    def file(self) -> str:
+        return f"{self.name}.tile"
+
+
+def f32(a):
+    return np.asarray(a).astype(np.float32)
+
+
+def round_to(a, dtype: str):
+    import ml_dtypes
+
+    return np.asarray(a, np.float32).astype(getattr(ml_dtypes, dtype) if dtype in ("bfloat16", "float8_e4m3fn")
+                                            else dtype).astype(np.float32)
+
+
+# ------------------------------------------------------------------ references
+
+
+def ref_add(a, s):
+    return {"C": f32(a["A"]) + f32(a["B"])}
+
+
+def ref_matmul(a, s):
+    return {"C": round_to(f32(a["A"]) @ f32(a["B"]), "float16")}
+
+
+def ref_matmul_f32(a, s):
+    return {"C": f32(a["A"]) @ f32(a["B"])}
+
+
+def ref_gemv(a, s):
+    return {"C": round_to(f32(a["B"]) @ f32(a["A"]), "float16")}
+
+
+def ref_rms_norm(a, s):
+    x = f32(a["A"])
+    return {"B": x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-12)}
+
+
+def ref_softmax(a, s):
+    x = f32(a["X"])
+    e = np.exp(x - x.max(1, keepdims=True))
+    return {"Y": round_to(e / e.sum(1, keepdims=True), "float16")}
+
+
+def ref_cast_fp8(a, s):
+    x = f32(a["X"])
+    m, n = x.shape
+    groups = -(-n // 128)
+    padded = np.zeros((m, groups * 128), np.float32)
+    padded[:, :n] = x
+    g = padded.reshape(m, groups, 128)
+    scale = np.maximum(np.abs(g).max(-1), 1e-4) / 448.0
+    q = np.clip(g / scale[..., None], -448.0, 448.0).reshape(m, -1)[:, :n]
+    return {"X_fp8": round_to(q, "float8_e4m3fn"), "X_amax": scale}
+
+
+def ref_topk(a, s):
+    x = f32(a["logits"])
+    order = np.argsort(-x, axis=1, kind="stable")[:, :4]
+    return {"topk_gates": np.take_along_axis(x, order, 1), "topk_indices": order.astype(np.int32)}
+
+
+def distinct_logits(sizes, rng):
+    m = sizes["M"]
+    return {"logits": np.stack([rng.permutation(64) for _ in range(m)]).astype(np.float32) / 8.0,
+            "topk_gates": np.zeros((m, 4), np.float32), "topk_indices": np.zeros((m, 4), np.int32)}
+
+
+def ref_chunk_cumsum(a, s, block=16):
+    g = f32(a["G"])
+    b, n, h = g.shape
+    out = np.zeros_like(g)
+    for start in range(0, n, block):
+        out[:, start:start + block] = np.cumsum(g[:, start:start + block], axis=1)
+    return {"G_new": out}
+
+
+CASES: list[Case] = [
+    Case("elementwise_add", ref_add, {"regular": {"M": 64, "N": 64}, "ragged": {"M": 45, "N": 37}},
+         tilelang="elementwise/example_elementwise_add.py"),
+    Case("gemm", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 50, "N": 37, "K": 45}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         tilelang="gemm/example_gemm.py"),
+    Case("gemm_splitk", ref_matmul_f32, {"regular": {"M": 64, "N": 64, "K": 128},
+                                         "ragged": {"M": 33, "N": 47, "K": 90}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16, "split_k": 3}, rtol=1e-3, atol=1e-3,
+         tilelang="gemm_splitk/example_tilelang_gemm_splitk.py"),
+    Case("gemv", ref_gemv, {"regular": {"N": 128, "K": 128}, "ragged": {"N": 70, "K": 99}},
+         defines={"block_N": 32, "block_K": 32}, rtol=2e-3, atol=2e-3, tilelang="gemv/example_gemv.py"),
+    Case("rms_norm", ref_rms_norm, {"regular": {"M": 8, "N": 256}, "ragged": {"M": 5, "N": 300}},
+         defines={"blk_k": 64}, rtol=1e-4, atol=1e-5, tilelang="norm/rms_norm.py"),
+    Case("online_softmax", ref_softmax, {"regular": {"M": 4, "N": 256}, "ragged": {"M": 3, "N": 300}},
+         defines={"BLOCK_N": 128}, rtol=5e-3, atol=1e-3, tilelang="online_softmax/online_softmax.py"),
+    Case("per_token_cast_to_fp8", ref_cast_fp8, {"regular": {"M": 32, "N": 256}, "ragged": {"M": 19, "N": 200}},
+         rtol=0.07, atol=1e-5, tilelang="cast/example_per_token_cast_to_fp8.py"),
+    Case("topk", ref_topk, {"regular": {"M": 32}, "ragged": {"M": 21}}, inputs=distinct_logits,
+         tilelang="topk/example_topk.py"),
+    Case("chunk_cumsum", ref_chunk_cumsum, {"regular": {"B": 2, "S": 64, "H": 3}, "ragged": {"B": 1, "S": 37, "H": 2}},
+         defines={"block_S": 16}, rtol=1e-3, atol=1e-3, tilelang="gdn/example_cumsum.py"),
+]
+
+# (port, target) -> the start of the error that target gives, where it refuses the port.
+F32_ATOMICS_WGSL = "WGSL atomics exist only for i32 and u32"
+EXPECTED_TARGETS: dict[tuple[str, str], str] = {
+    ("gemm_splitk", "webgpu"): F32_ATOMICS_WGSL,
+    ("per_token_cast_to_fp8", "gfx942"): "f8e4m3 is not supported on gfx942 yet",
+    ("per_token_cast_to_fp8", "webgpu"): "f8e4m3",
+}
+
+
+def main() -> int:  # pragma: no cover - run by hand (and by CI's table check)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="fail if docs/tilelang_ports.md is out of date")
+    args = ap.parse_args()
+    table = build_table()
+    text = render(table)
+    if args.check:
+        if not DOC.exists() or DOC.read_text() != text:
+            print(f"{DOC} is out of date: run python scripts/tilelang_ports.py", file=sys.stderr)
+            return 1
+        return 0
+    DOC.write_text(text)
+    print(f"wrote {DOC}")
+    return 0
+
+
+def build_table() -> dict[tuple[str, str], str]:
+    import tempfile
+
+    import tilec
+    from tilec.diagnostics import CompileError
+
+    out: dict[tuple[str, str], str] = {}
+    suffix = {"sm80": ".cubin", "sm90": ".cubin", "gfx942": ".hsaco", "webgpu": ".wgsl"}
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in CASES:
+            for target in TARGETS:
+                try:
+                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.build_defines)
+                except CompileError as e:
+                    out[case.name, target] = "no: " + e.diagnostics[0].message
+                    continue
+                dest = Path(tmp) / f"{case.name}.{target}{suffix[target]}"
+                out[case.name, target] = _build(case, target, dest)
+    return out
+
+
+def _build(case: Case, target: str, dest: Path) -> str:
+    import subprocess
+
+    defines = [f"-D{k}={v}" for k, v in case.build_defines.items()]
+    cmd = [sys.executable, "-m", "tilec", str(EXAMPLES / case.file), "--target", target, "-o", str(dest), *defines]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        first = (r.stderr.strip().splitlines() or ["?"])[0]
+        return f"no (toolchain): {first}"
+    return "builds"
+
+
+def render(table: dict[tuple[str, str], str]) -> str:
+    lines = [
+        "# TileLang examples ported to tilec",
+        "",
+        "Generated by `python scripts/tilelang_ports.py` (do not edit by hand; `--check` verifies it).",
+        "Every port lives in [examples/tilelang/](../examples/tilelang/) and is checked against numpy through",
+        "the interpreter at a regular and a ragged shape in `tests/test_examples_tilelang.py`. A cell says",
+        "`builds` when the target's toolchain produced a binary from the port's default configuration, or",
+        "the first error the compiler gives for that target.",
+        "",
+        "| port | TileLang example | " + " | ".join(TARGETS) + " |",
+        "|---|---|" + "---|" * len(TARGETS),
+    ]
+    for case in CASES:
+        cells = [table[case.name, t].replace("|", "\\|") for t in TARGETS]
+        lines.append(f"| [{case.name}](../examples/tilelang/{case.file}) | `{case.tilelang}` | " + " | ".join(cells)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
