@@ -32,15 +32,20 @@ class Case:
     sizes: dict[str, dict[str, int]]  # "regular" and "ragged" runtime sizes
     defines: dict[str, object] = dataclasses.field(default_factory=dict)  # small tiles for the interpreter
     build_defines: dict[str, object] = dataclasses.field(default_factory=dict)  # for the target builds
+    webgpu_defines: dict[str, object] = dataclasses.field(default_factory=dict)  # smaller tiles (16 KB of shared)
     kernels: list[str] | None = None  # run in this order (default: the file's first kernel)
     inputs: Callable[[dict, np.random.Generator], dict] | None = None  # default: random normal inputs
     rtol: float = 1e-5
     atol: float = 1e-5
     tilelang: str = ""  # the example it was ported from
+    source: str | None = None  # the .tile file's stem when several cases share one file
+
+    def defines_for(self, target: str) -> dict[str, object]:
+        return {**self.build_defines, **(self.webgpu_defines if target == "webgpu" else {})}
 
     @property
     def file(self) -> str:
-        return f"{self.name}.tile"
+        return f"{self.source or self.name}.tile"
 
 
 def f32(a):
@@ -117,6 +122,93 @@ def ref_chunk_cumsum(a, s, block=16):
     return {"G_new": out}
 
 
+def _attention(q, k, v, causal_offset=None):
+    """softmax(q k^T / sqrt(d)) v over the last two axes; causal_offset: query i sees keys <= i + offset."""
+    s = np.einsum("...qd,...kd->...qk", q, k) / np.sqrt(q.shape[-1])
+    if causal_offset is not None:
+        qi = np.arange(q.shape[-2])[:, None]
+        ki = np.arange(k.shape[-2])[None, :]
+        s = np.where(ki <= qi + causal_offset, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("...qk,...kd->...qd", p / p.sum(-1, keepdims=True), v)
+
+
+def ref_mha_bhsd(a, s, causal=False):
+    q, k, v = f32(a["Q"]), f32(a["K"]), f32(a["V"])
+    offset = k.shape[2] - q.shape[2] if causal else None
+    return {"Output": round_to(_attention(q, k, v, offset), "float16")}
+
+
+def ref_gqa_bshd(a, s, groups=4, causal=True):
+    q, k, v = (f32(a[n]).transpose(0, 2, 1, 3) for n in ("Q", "K", "V"))  # -> [b, h, s, d]
+    k, v = np.repeat(k, groups, axis=1), np.repeat(v, groups, axis=1)
+    o = _attention(q, k, v, 0 if causal else None)
+    return {"Output": round_to(o.transpose(0, 2, 1, 3), "float16")}
+
+
+def ref_blocksparse(a, s, bm=32, bn=32, bk=16):
+    x, w, mask = f32(a["A"]), f32(a["B"]), a["BlockMask"]
+    m, kdim = x.shape
+    n = w.shape[1]
+    c = np.zeros((m, n), np.float32)
+    for i in range(mask.shape[0]):
+        for j in range(mask.shape[1]):
+            for t in range(mask.shape[2]):
+                if mask[i, j, t]:
+                    c[i * bm:(i + 1) * bm, j * bn:(j + 1) * bn] += (
+                        x[i * bm:(i + 1) * bm, t * bk:(t + 1) * bk] @ w[t * bk:(t + 1) * bk, j * bn:(j + 1) * bn])
+    return {"C": round_to(c, "float16")}
+
+
+def ref_conv(a, s, stride=1, pad=1, dil=1):
+    x, w = f32(a["data"]), f32(a["kernel_"])
+    n, h, wd, c = x.shape
+    kh, kw, _, f = w.shape
+    oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    xp = np.zeros((n, h + 2 * pad, wd + 2 * pad, c), np.float32)
+    xp[:, pad:pad + h, pad:pad + wd] = x
+    out = np.zeros((n, oh, ow, f), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i * dil:i * dil + stride * oh:stride, j * dil:j * dil + stride * ow:stride]
+            out += patch @ w[i, j]
+    return {"out_": round_to(out, "float16")}
+
+
+def grouped_inputs(sizes, rng, block_m=32):
+    g, k, n = sizes["G"], sizes["K"], sizes["N"]
+    rows = [int(r) for r in rng.integers(1, 50, g)]
+    offsets = np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int32)
+    tiles = [-(-r // block_m) for r in rows]
+    padded = (np.concatenate([[0], np.cumsum(tiles)[:-1]]) * block_m).astype(np.int32)
+    total = sum(rows)
+    return {"A": rng.standard_normal((total, k)).astype(np.float16),
+            "B": rng.standard_normal((g, k, n)).astype(np.float16),
+            "C": np.zeros((total, n), np.float16), "batch_sizes": np.array(rows, np.int32),
+            "batch_offsets": offsets, "batch_padded_offsets": padded, "total_m_blocks": int(sum(tiles))}
+
+
+def ref_grouped(a, s):
+    x, w = f32(a["A"]), f32(a["B"])
+    out = np.concatenate([x[o:o + r] @ w[i] for i, (o, r) in enumerate(zip(a["batch_offsets"], a["batch_sizes"],
+                                                                           strict=True))])
+    return {"C": round_to(out, "float16")}
+
+
+def ref_linear_attn(a, s, chunk=16):
+    q, k, v = (f32(a[n]).transpose(0, 2, 1, 3) for n in ("Q", "K", "V"))  # [b, h, s, d]
+    q = round_to(q / np.sqrt(q.shape[-1]), "float16")
+    seq = q.shape[2]
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k)
+    scores = np.where(np.arange(seq)[:, None] >= np.arange(seq)[None, :], scores, 0)
+    o = np.einsum("bhqk,bhkd->bhqd", scores, v)
+    state = np.einsum("bhsk,bhsv->bhkv", k, v)
+    return {"O": o.transpose(0, 2, 1, 3), "final_state": state}
+
+
+SMALL_ATTENTION = {"block_M": 32, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
+
 CASES: list[Case] = [
     Case("elementwise_add", ref_add, {"regular": {"M": 64, "N": 64}, "ragged": {"M": 45, "N": 37}},
          tilelang="elementwise/example_elementwise_add.py"),
@@ -139,14 +231,54 @@ CASES: list[Case] = [
          tilelang="topk/example_topk.py"),
     Case("chunk_cumsum", ref_chunk_cumsum, {"regular": {"B": 2, "S": 64, "H": 3}, "ragged": {"B": 1, "S": 37, "H": 2}},
          defines={"block_S": 16}, rtol=1e-3, atol=1e-3, tilelang="gdn/example_cumsum.py"),
+    Case("mha_fwd_bhsd", ref_mha_bhsd, {"regular": {"batch": 1, "heads": 2, "seq_q": 64, "seq_kv": 64},
+                                         "ragged": {"batch": 2, "heads": 1, "seq_q": 37, "seq_kv": 45}},
+         defines={"block_M": 32, "block_N": 32}, rtol=1e-2, atol=1e-2, webgpu_defines=SMALL_ATTENTION,
+         tilelang="flash_attention/example_mha_fwd_bhsd.py"),
+    Case("mha_fwd_bhsd_causal", lambda a, s: ref_mha_bhsd(a, s, causal=True),
+         {"regular": {"batch": 1, "heads": 2, "seq_q": 64, "seq_kv": 64},
+          "ragged": {"batch": 1, "heads": 2, "seq_q": 29, "seq_kv": 50}},
+         defines={"block_M": 32, "block_N": 32, "is_causal": True}, build_defines={"is_causal": True},
+         webgpu_defines=SMALL_ATTENTION,
+         rtol=1e-2, atol=1e-2, tilelang="flash_attention/example_mha_fwd_bhsd.py (is_causal)",
+         source="mha_fwd_bhsd"),
+    Case("gqa_fwd_bshd", ref_gqa_bshd, {"regular": {"batch": 1, "seq_len": 64, "heads": 4, "head_kv": 1},
+                                        "ragged": {"batch": 1, "seq_len": 45, "heads": 8, "head_kv": 2}},
+         defines={"block_M": 32, "block_N": 32}, rtol=1e-2, atol=1e-2, webgpu_defines=SMALL_ATTENTION,
+         tilelang="flash_attention/example_gqa_fwd_bshd.py"),
+    Case("blocksparse_gemm", ref_blocksparse, {"regular": {"M": 64, "N": 64, "K": 64},
+                                               "ragged": {"M": 50, "N": 40, "K": 70}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         webgpu_defines={"block_M": 64, "block_N": 64, "block_K": 16},
+         tilelang="blocksparse_gemm/example_blocksparse_gemm.py"),
+    Case("convolution", ref_conv, {"regular": {"N": 2, "H": 8, "W": 8, "C": 16, "F": 32},
+                                   "ragged": {"N": 1, "H": 7, "W": 5, "C": 6, "F": 10}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         tilelang="convolution/example_convolution.py"),
+    Case("grouped_gemm", ref_grouped, {"regular": {"G": 3, "K": 64, "N": 64}, "ragged": {"G": 4, "K": 40, "N": 37}},
+         inputs=grouped_inputs, defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         tilelang="grouped_gemm/example_grouped_gemm_fwd.py"),
+    Case("linear_attn_fwd", ref_linear_attn, {"regular": {"B": 1, "S": 32, "H": 2, "DK": 32, "DV": 32},
+                                              "ragged": {"B": 1, "S": 27, "H": 1, "DK": 24, "DV": 40}},
+         defines={"chunk_size": 16, "BK": 16, "BV": 16}, rtol=2e-2, atol=2e-2,
+         webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32},
+         tilelang="linear_attention/example_linear_attn_fwd.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
 F32_ATOMICS_WGSL = "WGSL atomics exist only for i32 and u32"
+# WebGPU's 16 KB of workgroup memory needs block_N < dim, and the row statistics are then shared by
+# fragments of two shapes (acc_s and acc_o), which the block-row layouts cannot give one layout.
+TWO_LAYOUTS = "would need two layouts"
 EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("gemm_splitk", "webgpu"): F32_ATOMICS_WGSL,
     ("per_token_cast_to_fp8", "gfx942"): "f8e4m3 is not supported on gfx942 yet",
     ("per_token_cast_to_fp8", "webgpu"): "f8e4m3",
+    ("mha_fwd_bhsd", "webgpu"): TWO_LAYOUTS,
+    ("mha_fwd_bhsd_causal", "webgpu"): TWO_LAYOUTS,
+    ("gqa_fwd_bshd", "webgpu"): TWO_LAYOUTS,
+    ("blocksparse_gemm", "webgpu"): "WGSL storage buffers cannot hold bool",
+    ("linear_attn_fwd", "webgpu"): F32_ATOMICS_WGSL,
 }
 
 
@@ -178,7 +310,7 @@ def build_table() -> dict[tuple[str, str], str]:
         for case in CASES:
             for target in TARGETS:
                 try:
-                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.build_defines)
+                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.defines_for(target))
                 except CompileError as e:
                     out[case.name, target] = "no: " + e.diagnostics[0].message
                     continue
@@ -190,7 +322,7 @@ def build_table() -> dict[tuple[str, str], str]:
 def _build(case: Case, target: str, dest: Path) -> str:
     import subprocess
 
-    defines = [f"-D{k}={v}" for k, v in case.build_defines.items()]
+    defines = [f"-D{k}={v}" for k, v in case.defines_for(target).items()]
     cmd = [sys.executable, "-m", "tilec", str(EXAMPLES / case.file), "--target", target, "-o", str(dest), *defines]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:

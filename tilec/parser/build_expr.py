@@ -184,6 +184,9 @@ class ExprBuilder:
         """A shape: (a, b), [a, b], a single extent, or another buffer's `buf.shape`."""
         if isinstance(node, A.Attribute) and node.attr == "shape":
             return list(self.buffer_attr_owner(node, scope).shape)
+        if isinstance(node, A.IfExpr):  # [a, b] if const else [b, a]
+            taken = node.then if self.const_bool(node.cond, scope, "the condition choosing a shape") else node.orelse
+            return self.shape_arg(taken, scope)
         dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
         if not dims:
             raise self.fail("a buffer needs at least one dimension", node.span)

@@ -1619,9 +1619,21 @@ class Lowerer(HopperLowering):
 
             self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
             return
+        if isinstance(s.value, T.Region) and s.value.buffer.scope == "shared":
+            src = s.value
+
+            def point(tile: list[T.Expr]) -> None:  # each element of the tile by one thread
+                idx = self.region_index(dst, tile)
+                guard = self.bounds(dst, idx)
+                val = _cast(self.ref(src.buffer, self.region_index(src, tile), s.span), dst.buffer.dtype)
+                st: S.SStmt = S.SCall(s.span, name, [self.addr(dst.buffer, idx, s.span), val])
+                self.emit(st if guard is None else S.SIf(None, guard, [st]))
+
+            self.spread([e for e in src.const_extents if e != 1] or [1], "e", point, s.span)
+            return
         if isinstance(s.value, T.Region):
-            raise self.fail("atomic update from a shared or global region is not supported; use a fragment",
-                            s.span)
+            raise self.fail("atomic update from a global region is not supported: copy it to a fragment or to "
+                            "shared memory first", s.span)
         ext = dst.const_extents
         if any(e != 1 for e in ext):
             raise self.fail("atomic update of a region with a scalar; index one element", s.span)
