@@ -40,6 +40,11 @@ class Case:
     tilelang: str = ""  # the example it was ported from
     source: str | None = None  # the .tile file's stem when several cases share one file
 
+    @property
+    def kernel(self) -> str | None:
+        """The one kernel of the file this case builds (None: all of them)."""
+        return self.kernels[0] if self.kernels and len(self.kernels) == 1 else None
+
     def defines_for(self, target: str) -> dict[str, object]:
         return {**self.build_defines, **(self.webgpu_defines if target == "webgpu" else {})}
 
@@ -207,6 +212,64 @@ def ref_linear_attn(a, s, chunk=16):
     return {"O": o.transpose(0, 2, 1, 3), "final_state": state}
 
 
+def layernorm_fwd_ref(x, gamma, beta, eps=1e-5):
+    mean = x.mean(1)
+    rstd = 1 / np.sqrt((x * x).mean(1) - mean * mean + eps)
+    return (x - mean[:, None]) * rstd[:, None] * gamma + beta, mean, rstd
+
+
+def ref_layernorm_fwd(a, s):
+    y, mean, rstd = layernorm_fwd_ref(f32(a["X"]), f32(a["gamma"]), f32(a["beta"]))
+    return {"Y": round_to(y, "bfloat16"), "Mean": mean, "Rstd": rstd}
+
+
+def layernorm_bwd_inputs(sizes, rng, d=64):
+    import ml_dtypes
+
+    n = sizes["N"]
+    x = rng.standard_normal((n, d)).astype(ml_dtypes.bfloat16)
+    _, mean, rstd = layernorm_fwd_ref(f32(x), 0, 0)
+    return {"DY": rng.standard_normal((n, d)).astype(ml_dtypes.bfloat16), "X": x,
+            "gamma": rng.standard_normal(d).astype(ml_dtypes.bfloat16), "Mean": mean.astype(np.float32),
+            "Rstd": rstd.astype(np.float32), "DX": np.zeros((n, d), ml_dtypes.bfloat16),
+            "DGamma": np.zeros(d, np.float32), "DBeta": np.zeros(d, np.float32)}
+
+
+def ref_layernorm_bwd(a, s):
+    dy, x, g = f32(a["DY"]), f32(a["X"]), f32(a["gamma"])
+    x_hat = (x - a["Mean"][:, None]) * a["Rstd"][:, None]
+    dx_hat = dy * g
+    c1 = (dx_hat * x_hat).mean(1, keepdims=True)
+    c2 = dx_hat.mean(1, keepdims=True)
+    dx = a["Rstd"][:, None] * (dx_hat - c2 - x_hat * c1)
+    return {"DX": round_to(dx, "bfloat16"), "DGamma": (dy * x_hat).sum(0), "DBeta": dy.sum(0)}
+
+
+def ref_gqa_decode(a, s, groups=4):
+    q = f32(a["Q"])[:, :, None, :]  # [b, h, 1, d]
+    k, v = (np.repeat(f32(a[n]).transpose(0, 2, 1, 3), groups, axis=1) for n in ("K", "V"))
+    return {"Output": round_to(_attention(q, k, v)[:, :, 0], "float16")}
+
+
+def dequant_inputs(sizes, rng):
+    n, k = sizes["N"], sizes["K"]
+    return {"A": rng.standard_normal(k).astype(np.float16),
+            "B": rng.integers(0, 256, (n, -(-k // 2))).astype(np.uint8),
+            "Scale": rng.uniform(0.01, 0.1, n).astype(np.float16), "C": np.zeros(n, np.float16)}
+
+
+def ref_dequant_gemv(a, s):
+    b = a["B"].astype(np.int32)
+    w = np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[0], -1)[:, :s["K"]]
+    w = np.where(w >= 8, w - 16, w).astype(np.float32) * f32(a["Scale"])[:, None]
+    return {"C": round_to(w @ f32(a["A"]), "float16")}
+
+
+def ref_gemm_fp8(a, s):
+    return {"C": f32(a["A"]) @ f32(a["B"]).T}
+
+
+WEBGPU_F16 = {"in_dtype": "f16", "out_dtype": "f16"}  # WGSL has no bf16
 SMALL_ATTENTION = {"block_M": 32, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
 
 CASES: list[Case] = [
@@ -263,6 +326,27 @@ CASES: list[Case] = [
          defines={"chunk_size": 16, "BK": 16, "BV": 16}, rtol=2e-2, atol=2e-2,
          webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32},
          tilelang="linear_attention/example_linear_attn_fwd.py"),
+    Case("layernorm_fwd", ref_layernorm_fwd, {"regular": {"N": 8}, "ragged": {"N": 5}}, source="layernorm",
+         kernels=["layernorm_fwd"], defines={"D": 64}, rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (forward)",
+         webgpu_defines=WEBGPU_F16),
+    Case("layernorm_bwd", ref_layernorm_bwd, {"regular": {"N": 16}, "ragged": {"N": 11}}, source="layernorm",
+         kernels=["layernorm_bwd"], inputs=layernorm_bwd_inputs, defines={"D": 64, "bwd_blk_m": 8},
+         webgpu_defines=WEBGPU_F16,
+         rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (backward)"),
+    Case("gqa_decode_splitkv", ref_gqa_decode, {"regular": {"batch": 1, "heads": 8, "heads_kv": 2, "seqlen_kv": 128},
+                                                "ragged": {"batch": 2, "heads": 4, "heads_kv": 1, "seqlen_kv": 70}},
+         kernels=["gqa_decode_split", "gqa_decode_combine"], defines={"num_split": 3},
+         rtol=1e-2, atol=1e-2, webgpu_defines={"block_N": 32},
+         tilelang="flash_decoding/example_gqa_decode.py"),
+    Case("dequant_gemv_int4", ref_dequant_gemv, {"regular": {"N": 64, "K": 128}, "ragged": {"N": 45, "K": 77}},
+         inputs=dequant_inputs, defines={"block_N": 32, "block_K": 32}, rtol=1e-2, atol=1e-2,
+         tilelang="dequantize_gemm/example_dequant_gemv_fp16xint4.py"),
+    Case("gemm_fp8", ref_gemm_fp8, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 40, "N": 33, "K": 50}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 32}, rtol=1e-4, atol=1e-3,
+         tilelang="gemm_fp8/example_tilelang_gemm_fp8.py"),
+    Case("gemm_dynamic", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 27, "N": 70, "K": 41}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         tilelang="dynamic_shape/example_dynamic.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
@@ -279,6 +363,12 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("gqa_fwd_bshd", "webgpu"): TWO_LAYOUTS,
     ("blocksparse_gemm", "webgpu"): "WGSL storage buffers cannot hold bool",
     ("linear_attn_fwd", "webgpu"): F32_ATOMICS_WGSL,
+    ("dequant_gemv_int4", "webgpu"): "WGSL has no 8-bit integers",
+    ("gemm_fp8", "gfx942"): "f8e4m3 is not supported on gfx942 yet",
+    ("gemm_fp8", "webgpu"): "f8e4m3",
+    ("layernorm_bwd", "webgpu"): F32_ATOMICS_WGSL,
+    ("gqa_decode_splitkv", "gfx942"): TWO_LAYOUTS,
+    ("gqa_decode_splitkv", "webgpu"): TWO_LAYOUTS,
 }
 
 
@@ -310,7 +400,7 @@ def build_table() -> dict[tuple[str, str], str]:
         for case in CASES:
             for target in TARGETS:
                 try:
-                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.defines_for(target))
+                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.defines_for(target), kernel=case.kernel)
                 except CompileError as e:
                     out[case.name, target] = "no: " + e.diagnostics[0].message
                     continue
@@ -324,6 +414,8 @@ def _build(case: Case, target: str, dest: Path) -> str:
 
     defines = [f"-D{k}={v}" for k, v in case.defines_for(target).items()]
     cmd = [sys.executable, "-m", "tilec", str(EXAMPLES / case.file), "--target", target, "-o", str(dest), *defines]
+    if case.kernel:
+        cmd += ["--kernel", case.kernel]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         first = (r.stderr.strip().splitlines() or ["?"])[0]

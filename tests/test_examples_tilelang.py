@@ -65,7 +65,7 @@ def test_port_compiles_where_the_table_says(case):
         want = EXPECTED_TARGETS.get((case.name, target))
         try:
             tilec.compile(ROOT / "examples" / "tilelang" / case.file, target=target,
-                          defines=case.defines_for(target))
+                          defines=case.defines_for(target), kernel=case.kernel)
         except tilec.diagnostics.CompileError as e:
             msg = " ".join(d.message for d in e.diagnostics)
             assert want is not None and want in msg, f"{case.name} on {target}: {msg}"
@@ -84,8 +84,8 @@ def test_port_lowering_matches_interpreter(case, target):
     if (case.name, target) in EXPECTED_TARGETS:
         pytest.skip(f"{target} refuses this port: {EXPECTED_TARGETS[case.name, target]}")
     path = ROOT / "examples" / "tilelang" / case.file
-    front = tilec.compile(path, defines=case.defines)
-    lowered = tilec.compile(path, defines=case.defines, target=target)
+    front = tilec.compile(path, defines=case.defines, kernel=case.kernel)
+    lowered = tilec.compile(path, defines=case.defines, target=target, kernel=case.kernel)
     sizes = case.sizes["ragged"]
     rng = np.random.default_rng(7)
     args = case.inputs(sizes, rng) if case.inputs else None

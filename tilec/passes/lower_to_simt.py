@@ -82,6 +82,7 @@ class Lowerer(HopperLowering):
         self.out: list[S.SStmt] = []
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
         self.smem_dirty = False  # shared memory written since the last barrier
+        self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
         self.smem_read = False  # shared memory read since the last barrier
         self.generic_smem_writes = False  # shared memory written by threads since the last proxy fence
         self.names: set[str] = set()
@@ -143,6 +144,11 @@ class Lowerer(HopperLowering):
 
     def barrier(self) -> None:
         if self.out and isinstance(self.out[-1], S.Barrier):
+            return
+        if self.parallel_body:
+            # Inside a Parallel loop each thread touches only its own iterations' elements (the
+            # barriers around the loop order it against the rest); a barrier here would sit under
+            # the thread-dependent guard of a loop with fewer iterations than threads.
             return
         self.emit(S.Barrier(None, self.barrier_threads))
         self.smem_dirty = False
@@ -223,10 +229,15 @@ class Lowerer(HopperLowering):
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
         if ids == loop_ids and same_layout(lay, layout):
             return k
-        if len(ids) == 1 and isinstance(lay, Projected) and ids[0] in loop_ids and not isinstance(layout, Projected):
-            view = Projected(layout, loop_ids.index(ids[0]))
-            if same_layout(view, lay):
-                return view.local_of_parent(k)
+        if len(ids) == 1 and isinstance(lay, Projected) and not isinstance(layout, Projected):
+            # x[i] of a reduced fragment, or x[0] where the loop's dimension is 1 wide (`sum[0]` in a
+            # Parallel(1, D) loop): the row this thread's iteration is on.
+            dims = [loop_ids.index(ids[0])] if ids[0] in loop_ids else [
+                d for d, e in enumerate(layout.shape) if e == 1] if as_int(orig_idx[0]) == 0 else []
+            for d in dims:
+                view = Projected(layout, d)
+                if same_layout(view, lay):
+                    return view.local_of_parent(k)
         raise self.fail(f"fragment '{b.name}' (layout {lay}) is accessed at an index that this Parallel loop "
                         f"(layout {layout}) does not own; index fragments with the loop variables", span)
 
@@ -526,6 +537,13 @@ class Lowerer(HopperLowering):
         self.emit(S.SFor(s.span, it, c(0), n, self.block(body)))
 
     def parallel(self, s: T.For) -> None:
+        self.parallel_body += 1
+        try:
+            self.parallel_loop(s)
+        finally:
+            self.parallel_body -= 1
+
+    def parallel_loop(self, s: T.For) -> None:
         loop_ids = [id(v) for v in s.vars]
         driver = None
         for st in walk_stmts(s.body):
