@@ -400,7 +400,8 @@ def build_table() -> dict[tuple[str, str], str]:
         for case in CASES:
             for target in TARGETS:
                 try:
-                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.defines_for(target), kernel=case.kernel)
+                    tilec.compile(EXAMPLES / case.file, target=target, defines=case.defines_for(target),
+                                  kernel=case.kernel)
                 except CompileError as e:
                     out[case.name, target] = "no: " + e.diagnostics[0].message
                     continue
