@@ -247,3 +247,26 @@ def test_diagnostics(tmp_path, text, needle):
 def test_reserved_word_as_a_parameter_name_says_so(tmp_path):
     msg = error_of(tmp_path, "kernel k(kernel: out f32[4]):\n    with Kernel(1) as bx:\n        pass\n")
     assert "'kernel' is a reserved word" in msg
+
+
+def test_manifest_and_runtime_check_dimension_formulas_and_scalar_grids(tmp_path):
+    """The manifest carries a formula dimension as text; the runtime checks it and the shared sizes
+    at launch, and an integer scalar parameter is a grid extent it can evaluate (no GPU needed)."""
+    from tilec.artifacts import kernel_entry
+    from tilec.runtime.module import ArgumentError, Kernel
+
+    result = compiled(tmp_path, """
+kernel part(A: f32[M, K], B: f32[K, N], S: out f32[M, ceildiv(N, 32)], nblocks: i32):
+    with Kernel(nblocks, threads=32) as bx:
+        pass
+""", target="sm80")
+    entry = kernel_entry(result.module.kernels[0], result.simt.kernels[0], {})
+    assert entry["params"][2]["shape"] == ["M", "ceildiv(N, 32)"]
+    k = Kernel(None, entry)
+    a, b = np.zeros((4, 5)), np.zeros((5, 70))
+    sizes = k.sizes_of([a, b, np.zeros((4, 3)), 7])
+    assert sizes["N"] == 70 and k.launch_config(sizes)[0] == (7, 1, 1)
+    with pytest.raises(ArgumentError, match="must be ceildiv"):
+        k.sizes_of([a, b, np.zeros((4, 2)), 7])
+    with pytest.raises(ArgumentError, match="size K is 5"):
+        k.sizes_of([a, np.zeros((6, 70)), np.zeros((4, 3)), 7])
