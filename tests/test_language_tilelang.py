@@ -270,3 +270,34 @@ kernel part(A: f32[M, K], B: f32[K, N], S: out f32[M, ceildiv(N, 32)], nblocks: 
         k.sizes_of([a, b, np.zeros((4, 2)), 7])
     with pytest.raises(ArgumentError, match="size K is 5"):
         k.sizes_of([a, np.zeros((6, 70)), np.zeros((4, 3)), 7])
+
+
+def test_slice_extent_from_a_local_assigned_once(tmp_path):
+    k = kernel_of(tmp_path, """
+kernel k(A: f32[N], B: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        width = 32
+        s = alloc_shared((2 * width,), f32)
+        copy(A[bx * 64:bx * 64 + 2 * width], s)
+        for i in Parallel(width):
+            s[i] = s[i] * 2.0
+        copy(s, B[bx * 64:bx * 64 + 2 * width])
+""")
+    a = RNG.standard_normal(100).astype(np.float32)
+    b = np.zeros_like(a)
+    run_kernel(k, {"A": a, "B": b})
+    want = a.copy()
+    want[(np.arange(100) % 64) < 32] *= 2
+    np.testing.assert_array_equal(b, want)
+
+
+def test_slice_extent_from_a_reassigned_local_is_not_constant(tmp_path):
+    msg = error_of(tmp_path, """
+kernel k(A: f32[N], B: out f32[N]):
+    with Kernel(1, threads=64) as bx:
+        w = 32
+        w = 16
+        s = alloc_shared((32,), f32)
+        copy(A[0:w], s)
+""")
+    assert "must be a compile-time constant" in msg

@@ -58,6 +58,8 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.parallel_depth: dict[int, int] = {}  # Parallel nesting at which a local or var was made
         self.at_kernel_top = False
         self.size_vars: dict[str, T.Var] = {}
+        self.assign_counts: dict[str, int] = {}  # assignments to each name in the kernel body
+        self.const_locals: dict[int, T.Const] = {}  # locals assigned an integer constant exactly once
 
     # ------------------------------------------------------------ errors
     def fail(self, msg: str, span: Span | None) -> _Fail:
@@ -200,6 +202,8 @@ class Builder(ExprBuilder, TileOpBuilder):
                 scope.bind(name, v)
         self.block = []
         self.at_kernel_top = True
+        self.assign_counts = _assignment_counts(launch.body)
+        self.const_locals = {}
         self.stmts(launch.body, _Scope(scope))
         return T.Kernel(c_safe(decl.name), params, list(self.size_vars.values()), grid, threads, block_vars,
                         self.block, decl.span, dict(self.kernel_attrs))
@@ -369,6 +373,9 @@ class Builder(ExprBuilder, TileOpBuilder):
             if value.dtype.is_bool and isinstance(value, T.Const):
                 pass
             var = T.Var(value.dtype, target.span, self.unique(name), "local")
+            if (isinstance(value, T.Const) and value.dtype.is_int and self.assign_counts.get(name) == 1
+                    and not self.inline_depth):
+                self.const_locals[id(var)] = value  # assigned once: a compile-time value where one is needed
             self.parallel_depth[id(var)] = self.in_parallel
             scope.bind(name, var)
             return self.emit(T.Assign(s.span, var, value))
@@ -456,7 +463,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         if kind == "parallel":
             if not it.args:
                 raise self.fail("Parallel needs at least one extent", it.span)
-            extents = [self.int_expr(a, scope) for a in it.args]
+            extents = [self.fold_locals(self.int_expr(a, scope)) for a in it.args]
             for kw in it.kwargs:
                 raise self.fail(f"unknown Parallel argument '{kw.name}'", kw.span)
             if len(s.targets) != len(extents):
@@ -593,6 +600,21 @@ class Builder(ExprBuilder, TileOpBuilder):
             ):
                 return ("region", node, scope)
         return self.expr(node, scope)
+
+
+def _assignment_counts(body: list[A.Node]) -> dict[str, int]:
+    """How often each plain name is assigned in a body (its nested blocks included)."""
+    counts: dict[str, int] = {}
+    stack = list(body)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name):
+            counts[s.target.id] = counts.get(s.target.id, 0) + 1
+        elif isinstance(s, A.ForStmt | A.WhileStmt | A.WithStmt):
+            stack.extend(s.body)
+        elif isinstance(s, A.IfStmt):
+            stack.extend(s.body + s.orelse)
+    return counts
 
 
 def _names_in(node: A.Node) -> list[A.Name]:

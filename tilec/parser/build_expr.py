@@ -6,6 +6,7 @@ from ..diagnostics import Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, convert, fold
+from ..ir.visit import rewrite_expr
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
@@ -55,8 +56,15 @@ class ExprBuilder:
         return dt
 
     # ------------------------------------------------------------ expressions
+    def fold_locals(self, e: T.Expr) -> T.Expr:
+        """`e` with the locals that are assigned a constant once (and never again) replaced by their
+        value, folded: for the places that need a compile-time integer (slice extents, shapes)."""
+        if not self.const_locals:
+            return fold(e)
+        return fold(rewrite_expr(e, lambda x: self.const_locals.get(id(x)) if isinstance(x, T.Var) else None))
+
     def const_int(self, node: A.Node, scope: _Scope, what: str) -> int:
-        e = fold(self.expr(node, scope))
+        e = self.fold_locals(self.expr(node, scope))
         if not isinstance(e, T.Const) or e.dtype.is_float:
             raise self.fail(f"{what} must be a compile-time integer", node.span)
         return int(e.value)
@@ -190,7 +198,7 @@ class ExprBuilder:
         dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
         if not dims:
             raise self.fail("a buffer needs at least one dimension", node.span)
-        return [self.int_expr(d, scope) for d in dims]
+        return [self.fold_locals(self.int_expr(d, scope)) for d in dims]
 
     def name_expr(self, node: A.Name, scope: _Scope) -> T.Expr:
         bound = scope.lookup(node.id)

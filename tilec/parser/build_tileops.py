@@ -263,7 +263,7 @@ class TileOpBuilder:
                 if isinstance(item, A.Slice):
                     lo = self.int_expr(item.lower, scope) if item.lower is not None else T.Const(D.I32, item.span, 0)
                     hi = self.int_expr(item.upper, scope) if item.upper is not None else dim
-                    ext = constant_difference(hi, lo)
+                    ext = constant_difference(self.fold_locals(hi), self.fold_locals(lo))
                     if ext is None:
                         if item.lower is None:
                             ext_e = fold(hi)
