@@ -155,6 +155,22 @@ kernel k(A: f16[N], B: out f32[N]):
     np.testing.assert_array_equal(b, want)
 
 
+def test_vectorized_is_a_per_thread_unrolled_loop(tmp_path):
+    k = kernel_of(tmp_path, """
+kernel k(A: f32[N], B: out f32[N]):
+    with Kernel(ceildiv(N, 32), threads=8) as bx:
+        for i in Parallel(8):
+            for v in T.vectorized(4):
+                g = bx * 32 + i * 4 + v
+                if g < N:
+                    B[g] = A[g] + 1.0
+""")
+    a = RNG.standard_normal(50).astype(np.float32)
+    b = np.zeros_like(a)
+    run_kernel(k, {"A": a, "B": b})
+    np.testing.assert_array_equal(b, a + 1)
+
+
 def test_pipelined_with_start_and_stop(tmp_path):
     k = kernel_of(tmp_path, """
 kernel tail_sum(A: f32[N, 8], S: out f32[8], start: i32):
@@ -238,6 +254,8 @@ def test_byte_order_mark_is_accepted(tmp_path):
     ("        x = A.dtype\n", "is a dtype, not a value"),
     ("        x = A.size\n", "buffers have .dtype and .shape"),
     ("        x = [1, 2]\n", "a list is not a value here"),
+    ("        tx = T.get_thread_binding(0)\n", "T.get_thread_binding is not supported: tilec spreads a tile"),
+    ("        T.im2col(A, A, 0, 0)\n", "T.im2col is not supported"),
 ])
 def test_diagnostics(tmp_path, text, needle):
     src = "kernel k(A: out f32[4]):\n    with Kernel(1) as bx:\n" + text

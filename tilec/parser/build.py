@@ -33,6 +33,7 @@ from .build_common import (
     _size_and_depth,
     _zero,
     c_safe,
+    unsupported_builtin,
 )
 from .build_expr import ExprBuilder
 from .build_tileops import TileOpBuilder
@@ -441,7 +442,7 @@ class Builder(ExprBuilder, TileOpBuilder):
             if fname in TILE_OPS and bound is None:
                 return self.tile_op(fname, v, scope)
             if fname is not None and bound is None and fname not in BUILTINS:
-                raise self.fail(f"call to undefined function '{fname}'", v.func.span)
+                raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", v.func.span)
         if isinstance(v, A.String):
             return  # a docstring
         raise self.fail("expression statement has no effect", s.span)

@@ -20,7 +20,8 @@ MATH_FUNCS = {
     "floor": 1, "ceil": 1, "sigmoid": 1, "abs": 1, "max": 2, "min": 2, "pow": 2,
 }
 LOOP_FUNCS = {"Parallel": "parallel", "Pipelined": "pipelined", "Serial": "serial", "serial": "serial",
-              "range": "serial", "Unroll": "unroll", "unroll": "unroll", "Persistent": None}
+              "range": "serial", "Unroll": "unroll", "unroll": "unroll", "Persistent": None,
+              "vectorized": "unroll", "Vectorized": "unroll"}  # (TileLang's per-thread vectorized loop)
 ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_local": "local",
                "alloc_var": "var"}
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
@@ -56,6 +57,34 @@ def c_safe(name: str) -> str:
     if name in C_RESERVED or name.startswith(("tl_", "__")):
         return name + "_"
     return name
+
+
+# TileLang builtins with no tilec counterpart, and what to write instead (docs/language.md, porting).
+_PARALLEL_INSTEAD = "tilec spreads a tile over the threads itself: write a Parallel loop over the tile instead"
+TILELANG_UNSUPPORTED = {
+    "get_thread_binding": _PARALLEL_INSTEAD,
+    "thread_binding": _PARALLEL_INSTEAD,
+    "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
+    "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
+    "im2col": "gather the tile with a Parallel loop and index arithmetic instead (examples/tilelang/convolution.tile)",
+    "Tensor": "index the original tensor with the arithmetic of the view instead",
+    "reshape": "index the original tensor with the arithmetic of the view instead",
+    "view": "index the original tensor with the arithmetic of the view instead",
+    "reinterpret": "unpack bits with shifts and masks instead (examples/tilelang/dequant_gemv_int4.tile)",
+    "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
+    "import_source": "tilec generates all device code itself: write the computation in the kernel instead",
+    "dp4a": "multiply and add the unpacked integers in a Parallel loop instead",
+    "Layout": "use make_swizzled_layout, make_padded_layout or make_linear_layout, or no annotation instead",
+    "symbolic": "any tensor dimension that is not a const is already a runtime size",
+    "alloc_barrier": "tilec places barriers and mbarriers itself",
+    "sync_threads": "tilec places barriers itself",
+}
+
+
+def unsupported_builtin(name: str) -> str | None:
+    """The message for a TileLang builtin tilec does not have, or None."""
+    advice = TILELANG_UNSUPPORTED.get(name)
+    return f"TileLang's T.{name} is not supported: {advice}" if advice else None
 
 
 MAX_INLINE_DEPTH = 32

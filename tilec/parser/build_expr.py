@@ -22,6 +22,7 @@ from .build_common import (
     _Helper,
     _Scope,
     _zero,
+    unsupported_builtin,
 )
 
 
@@ -372,7 +373,7 @@ class ExprBuilder:
             raise self.fail(f"{fname} must be assigned to a name: buf = {fname}(...)", node.span)
         if fname in LOOP_FUNCS or fname == "Kernel":
             raise self.fail(f"{fname} can only be used as a loop or `with` header", node.span)
-        raise self.fail(f"call to undefined function '{fname}'", node.func.span)
+        raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", node.func.span)
 
 
 def _dotted(node: A.Node) -> str:
