@@ -270,6 +270,40 @@ def ref_gemm_fp8(a, s):
     return {"C": f32(a["A"]) @ f32(a["B"]).T}
 
 
+def _attention_parts(q, k, v, causal):
+    d = q.shape[-1]
+    s = np.einsum("...qd,...kd->...qk", q, k) / np.sqrt(d)
+    if causal:
+        n = q.shape[-2]
+        s = np.where(np.arange(n)[None, :] <= np.arange(n)[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    total = p.sum(-1, keepdims=True)
+    lse2 = (np.log(total) + m)[..., 0] / np.log(2)  # base-2 log-sum-exp of the scores
+    return p / total, lse2
+
+
+def attention_bwd_inputs(sizes, rng, causal=False):
+    shape = (sizes["batch"], sizes["heads"], sizes["seq_len"], 64)
+    q, k, v, do = (rng.standard_normal(shape).astype(np.float16) for _ in range(4))
+    p, lse = _attention_parts(f32(q), f32(k), f32(v), causal)
+    o = (p @ f32(v)).astype(np.float16)
+    zeros32 = np.zeros(shape, np.float32)
+    return {"Q": q, "K": k, "V": v, "dO": do, "O": o, "lse": lse.astype(np.float32),
+            "Delta": np.zeros(shape[:3], np.float32), "dQ": zeros32, "dK": np.zeros(shape, np.float16),
+            "dV": np.zeros(shape, np.float16), "dQ_out": np.zeros(shape, np.float16)}
+
+
+def ref_attention_bwd(a, s, causal=False):
+    q, k, v, do = (f32(a[n]) for n in ("Q", "K", "V", "dO"))
+    p, _ = _attention_parts(q, k, v, causal)
+    delta = (f32(a["O"]) * do).sum(-1)
+    dv = np.swapaxes(p, -1, -2) @ do
+    ds = p * (do @ np.swapaxes(v, -1, -2) - delta[..., None]) / np.sqrt(q.shape[-1])
+    return {"Delta": delta, "dV": round_to(dv, "float16"), "dK": round_to(np.swapaxes(ds, -1, -2) @ q, "float16"),
+            "dQ_out": round_to(ds @ k, "float16")}
+
+
 WEBGPU_F16 = {"in_dtype": "f16", "out_dtype": "f16"}  # WGSL has no bf16
 SMALL_ATTENTION = {"block_M": 32, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
 
@@ -350,6 +384,18 @@ CASES: list[Case] = [
     Case("gemm_dynamic", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 27, "N": 70, "K": 41}},
          defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
          tilelang="dynamic_shape/example_dynamic.py"),
+    Case("mha_bwd_bhsd", ref_attention_bwd, {"regular": {"batch": 1, "heads": 2, "seq_len": 64},
+                                             "ragged": {"batch": 1, "heads": 1, "seq_len": 45}},
+         inputs=attention_bwd_inputs, random_inputs_ok=False,
+         kernels=["flash_bwd_prep", "flash_bwd", "flash_bwd_post"], rtol=2e-2, atol=2e-2,
+         webgpu_defines={"block_M": 16, "block_N": 16}, tilelang="flash_attention/example_mha_bwd_bhsd.py"),
+    Case("mha_bwd_bhsd_causal", lambda a, s: ref_attention_bwd(a, s, causal=True),
+         {"regular": {"batch": 1, "heads": 1, "seq_len": 64}, "ragged": {"batch": 1, "heads": 1, "seq_len": 45}},
+         inputs=lambda sizes, rng: attention_bwd_inputs(sizes, rng, causal=True), random_inputs_ok=False,
+         kernels=["flash_bwd_prep", "flash_bwd", "flash_bwd_post"], defines={"is_causal": True},
+         build_defines={"is_causal": True}, rtol=2e-2, atol=2e-2, source="mha_bwd_bhsd",
+         webgpu_defines={"block_M": 16, "block_N": 16},
+         tilelang="flash_attention/example_mha_bwd_bhsd.py (is_causal)"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
@@ -372,6 +418,8 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("layernorm_bwd", "webgpu"): F32_ATOMICS_WGSL,
     ("gqa_decode_splitkv", "gfx942"): TWO_LAYOUTS,
     ("gqa_decode_splitkv", "webgpu"): TWO_LAYOUTS,
+    ("mha_bwd_bhsd", "webgpu"): F32_ATOMICS_WGSL,
+    ("mha_bwd_bhsd_causal", "webgpu"): F32_ATOMICS_WGSL,
 }
 
 
