@@ -304,6 +304,26 @@ def ref_attention_bwd(a, s, causal=False):
             "dQ_out": round_to(ds @ k, "float16")}
 
 
+def blocksparse_attn_inputs(sizes, rng, bm=32, bn=32):
+    b, h, n = sizes["batch"], sizes["heads"], sizes["seq_len"]
+    shape = (b, h, n, 64)
+    mask = rng.random((b, h, -(-n // bm), -(-n // bn))) < 0.5
+    mask[..., 0] = True  # every query block attends at least its first key block
+    return {"Q": rng.standard_normal(shape).astype(np.float16), "K": rng.standard_normal(shape).astype(np.float16),
+            "V": rng.standard_normal(shape).astype(np.float16), "BlockSparseMask": mask,
+            "Output": np.zeros(shape, np.float16)}
+
+
+def ref_blocksparse_attn(a, s, bm=32, bn=32):
+    q, k, v = f32(a["Q"]), f32(a["K"]), f32(a["V"])
+    n = q.shape[2]
+    keep = np.repeat(np.repeat(a["BlockSparseMask"], bm, axis=2), bn, axis=3)[:, :, :n, :n]
+    sc = np.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(64)
+    sc = np.where(keep, sc, -np.inf)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    return {"Output": round_to((p / p.sum(-1, keepdims=True)) @ v, "float16")}
+
+
 WEBGPU_F16 = {"in_dtype": "f16", "out_dtype": "f16"}  # WGSL has no bf16
 SMALL_ATTENTION = {"block_M": 32, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
 
@@ -396,6 +416,11 @@ CASES: list[Case] = [
          build_defines={"is_causal": True}, rtol=2e-2, atol=2e-2, source="mha_bwd_bhsd",
          webgpu_defines={"block_M": 16, "block_N": 16},
          tilelang="flash_attention/example_mha_bwd_bhsd.py (is_causal)"),
+    Case("blocksparse_attn", ref_blocksparse_attn, {"regular": {"batch": 1, "heads": 2, "seq_len": 96},
+                                                    "ragged": {"batch": 1, "heads": 1, "seq_len": 75}},
+         inputs=blocksparse_attn_inputs, random_inputs_ok=False, defines={"block_M": 32, "block_N": 32},
+         rtol=1e-2, atol=1e-2, webgpu_defines=SMALL_ATTENTION,
+         tilelang="blocksparse_attention/example_tilelang_block_sparse_attn.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
@@ -420,6 +445,7 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("gqa_decode_splitkv", "webgpu"): TWO_LAYOUTS,
     ("mha_bwd_bhsd", "webgpu"): F32_ATOMICS_WGSL,
     ("mha_bwd_bhsd_causal", "webgpu"): F32_ATOMICS_WGSL,
+    ("blocksparse_attn", "webgpu"): TWO_LAYOUTS,
 }
 
 
