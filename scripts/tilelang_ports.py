@@ -324,6 +324,15 @@ def ref_blocksparse_attn(a, s, bm=32, bn=32):
     return {"Output": round_to((p / p.sum(-1, keepdims=True)) @ v, "float16")}
 
 
+def ref_mla_decode(a, s):
+    q, q_pe, kv, k_pe = (f32(a[n]) for n in ("Q", "Q_pe", "KV", "K_pe"))
+    kv, k_pe = kv[:, :, 0], k_pe[:, :, 0]  # [b, s, d]
+    scores = (np.einsum("bhd,bsd->bhs", q, kv) + np.einsum("bhd,bsd->bhs", q_pe, k_pe)) / np.sqrt(
+        q.shape[-1] + q_pe.shape[-1])
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    return {"Output": round_to(np.einsum("bhs,bsd->bhd", p / p.sum(-1, keepdims=True), kv), "float16")}
+
+
 WEBGPU_F16 = {"in_dtype": "f16", "out_dtype": "f16"}  # WGSL has no bf16
 SMALL_ATTENTION = {"block_M": 32, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
 
@@ -421,6 +430,11 @@ CASES: list[Case] = [
          inputs=blocksparse_attn_inputs, random_inputs_ok=False, defines={"block_M": 32, "block_N": 32},
          rtol=1e-2, atol=1e-2, webgpu_defines=SMALL_ATTENTION,
          tilelang="blocksparse_attention/example_tilelang_block_sparse_attn.py"),
+    Case("mla_decode", ref_mla_decode, {"regular": {"batch": 1, "heads": 16, "seqlen_kv": 64},
+                                        "ragged": {"batch": 2, "heads": 16, "seqlen_kv": 45}},
+         defines={"dim": 64, "pe_dim": 16, "block_H": 16, "block_N": 64, "threads": 128}, rtol=1e-2, atol=1e-2,
+         webgpu_defines={"dim": 64, "pe_dim": 16, "block_H": 16, "block_N": 16, "threads": 128},
+         tilelang="deepseek_mla/example_mla_decode.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
@@ -446,6 +460,8 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("mha_bwd_bhsd", "webgpu"): F32_ATOMICS_WGSL,
     ("mha_bwd_bhsd_causal", "webgpu"): F32_ATOMICS_WGSL,
     ("blocksparse_attn", "webgpu"): TWO_LAYOUTS,
+    ("mla_decode", "gfx942"): TWO_LAYOUTS,
+    ("mla_decode", "webgpu"): TWO_LAYOUTS,
 }
 
 
