@@ -243,6 +243,24 @@ kernel cs(A: f32[M, 16], F: out f32[M, 16], R: out f32[M, 16]):
     np.testing.assert_allclose(r, np.cumsum(a[:, ::-1], 1)[:, ::-1], rtol=1e-5, atol=1e-5)
 
 
+def test_tilelang_tensor_parameter_types(tmp_path):
+    k = kernel_of(tmp_path, """
+const dtype = "float16"
+kernel k(A: T.Tensor((M, K), dtype), B: out T.Tensor([M, K], "float32")):
+    with T.Kernel(ceildiv(M, 16)) as bx:
+        for i, j in T.Parallel(16, 16):
+            if bx * 16 + i < M and j < K:
+                B[bx * 16 + i, j] = A[bx * 16 + i, j]
+""")
+    assert [str(p.dtype) for p in k.params] == ["f16", "f32"]
+    a = RNG.standard_normal((20, 9)).astype(np.float16)
+    b = np.zeros((20, 9), np.float32)
+    run_kernel(k, {"A": a, "B": b})
+    np.testing.assert_array_equal(b, a.astype(np.float32))
+    assert "T.Tensor(shape, dtype) needs a shape and a dtype" in error_of(
+        tmp_path, "kernel k(A: T.Tensor((M,))):\n    with Kernel(1) as bx:\n        pass\n")
+
+
 def test_byte_order_mark_is_accepted(tmp_path):
     p = tmp_path / "bom.tile"
     p.write_bytes("\ufeffkernel k(A: out f32[4]):\n    with Kernel(1) as bx:\n        A[0] = 1.0\n".encode())

@@ -169,6 +169,7 @@ class WithStmt(Node):
 class TypeExpr(Node):
     dtype: str
     dims: list[Node] | None  # None for a scalar parameter
+    dtype_node: Node | None = None  # TileLang's T.Tensor((M, K), dtype): the dtype argument
 
 
 @dataclass(eq=False)

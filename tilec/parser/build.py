@@ -247,9 +247,17 @@ class Builder(ExprBuilder, TileOpBuilder):
                                v.span)
 
     def kernel_param(self, p: A.KernelParam, scope: _Scope) -> T.Buffer | T.Var:
-        dt = self.dtype_arg(A.Name(p.type.span, p.type.dtype) if "." not in p.type.dtype
-                            else A.Attribute(p.type.span, A.Name(p.type.span, "T"), p.type.dtype.split(".")[-1]),
-                            scope)
+        if p.type.dtype_node is not None:  # T.Tensor((M, K), dtype)
+            if p.type.dtype.split(".")[-1] not in ("Tensor", "Buffer") or isinstance(p.type.dtype_node, A.Keyword):
+                raise self.fail(f"a parameter type is dtype[dims] or T.Tensor((dims...), dtype), not "
+                                f"{p.type.dtype}(...)", p.type.span)
+            if isinstance(p.type.dtype_node, A.Name) and p.type.dtype_node.id == "?":
+                raise self.fail("T.Tensor(shape, dtype) needs a shape and a dtype", p.type.span)
+            dt = self.dtype_arg(p.type.dtype_node, scope)
+        else:
+            dt = self.dtype_arg(A.Name(p.type.span, p.type.dtype) if "." not in p.type.dtype
+                                else A.Attribute(p.type.span, A.Name(p.type.span, "T"), p.type.dtype.split(".")[-1]),
+                                scope)
         if p.type.dims is None:
             if p.is_output:
                 raise self.fail("a scalar parameter cannot be `out`; use a one-element tensor", p.span)

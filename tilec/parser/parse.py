@@ -380,6 +380,14 @@ class _ToAst(Transformer):
     def type_expr(self, meta, items):
         return A.TypeExpr(self._s(meta), items[0], items[1])
 
+    def tensor_type(self, meta, items):
+        """TileLang's `T.Tensor((M, K), dtype)` / `T.Tensor[(M, K), dtype]`; checked by the builder."""
+        args = [a for a in (items[1] or [])]
+        shape = args[0] if args else None
+        dims = list(shape.items) if isinstance(shape, A.TupleExpr | A.ListExpr) else [shape] if shape else []
+        dtype_node = args[1] if len(args) > 1 else None
+        return A.TypeExpr(self._s(meta), items[0], dims, dtype_node or A.Name(self._s(meta), "?"))
+
     def dim_list(self, meta, items):
         return [i for i in items if i is not None]
 
