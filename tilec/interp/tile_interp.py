@@ -16,6 +16,12 @@ language's semantics:
 * On-chip buffers are fresh for every block and start as NaN (floats) so that reading what was
   never written shows up in the results.
 * gemm multiplies in f32 (i32 for i8) and accumulates into C's dtype.
+* An atomic inside a Parallel loop updates one element per active iteration; iterations that hit
+  the same element all apply their update (in f64 / i64, rounded once to the buffer's dtype);
+  updates past a tensor's edge are dropped, as for tile operations.
+* A `while` loop inside a Parallel loop runs each iteration until its own condition fails (the
+  body runs masked to the iterations still looping).
+* cumsum sums 16-bit floats in f32, like the reductions.
 """
 
 from __future__ import annotations
