@@ -280,6 +280,17 @@ def test_diagnostics(tmp_path, text, needle):
     assert needle in error_of(tmp_path, src)
 
 
+def test_two_launches_in_one_kernel_say_what_to_write(tmp_path):
+    msg = error_of(tmp_path, """
+kernel k(A: out f32[4]):
+    with Kernel(1) as bx:
+        A[0] = 1.0
+    with Kernel(1) as bx:
+        A[1] = 2.0
+""")
+    assert "write one `kernel` per launch" in msg
+
+
 def test_reserved_word_as_a_parameter_name_says_so(tmp_path):
     msg = error_of(tmp_path, "kernel k(kernel: out f32[4]):\n    with Kernel(1) as bx:\n        pass\n")
     assert "'kernel' is a reserved word" in msg
@@ -337,3 +348,50 @@ kernel k(A: f32[N], B: out f32[N]):
         copy(A[0:w], s)
 """)
     assert "must be a compile-time constant" in msg
+
+
+RESERVED_NAMES = """
+kernel new(do: f32[N], new: out f32[N], float: f32[N], threadIdx: f32[N], tl_smem: f32[N], nblocks: i32):
+    with Kernel(nblocks, threads=32) as bx:
+        switch = alloc_shared((32,), f32)
+        copy(do[bx * 32], switch)
+        for i in Parallel(32):
+            if bx * 32 + i < N:
+                new[bx * 32 + i] = switch[i] + float[bx * 32 + i] + threadIdx[bx * 32 + i] + tl_smem[bx * 32 + i]
+"""
+
+
+def test_reserved_names_are_renamed_in_generated_source(tmp_path):
+    for target in ("sm80", "gfx942", "webgpu"):
+        src = compiled(tmp_path, RESERVED_NAMES, target=target).source
+        for name in ("do", "new", "float", "threadIdx", "tl_smem", "switch"):
+            assert f"{name}_[" in src or f"{name}_:" in src or f"{name}_ " in src, (target, name)
+            if name != "tl_smem":  # (tilec's own shared-memory array keeps that name)
+                assert f" {name}[" not in src and f"({name}[" not in src, (target, name)
+    k = kernel_of(tmp_path, RESERVED_NAMES)
+    args = {"do_": RNG.standard_normal(40).astype(np.float32), "new_": np.zeros(40, np.float32),
+            "float_": np.ones(40, np.float32), "threadIdx_": np.ones(40, np.float32),
+            "tl_smem_": np.ones(40, np.float32), "nblocks": 2}
+    run_kernel(k, args)
+    np.testing.assert_allclose(args["new_"], args["do_"] + 3)
+
+
+def test_reserved_names_and_a_scalar_grid_build_with_nvcc(tmp_path):
+    """nvcc accepts the renamed names, and the C launcher computes the grid from the scalar."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("nvcc") is None:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail("nvcc is required (TILEC_REQUIRE_TOOLCHAINS=1) but was not found")
+        pytest.skip("nvcc not found")
+    src = tmp_path / "k.tile"
+    src.write_text(RESERVED_NAMES)
+    header = tmp_path / "k.h"
+    r = subprocess.run([sys.executable, "-m", "tilec", str(src), "--target", "sm80", "--emit", "header", "-o",
+                        str(header)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = header.read_text()
+    assert "tilec_gx = ((int64_t)nblocks);" in text

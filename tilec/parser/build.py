@@ -177,6 +177,12 @@ class Builder(ExprBuilder, TileOpBuilder):
                 self.rep.error(f"'{name}' is both a runtime size (a tensor dimension) and a scalar parameter; "
                                "rename one of them", p.span)
         if len(body) != 1 or not _is_kernel_launch(body[0]):
+            launches = [b for b in body if _is_kernel_launch(b)]
+            if len(launches) > 1:
+                self.rep.error("a kernel is one launch: for several (TileLang's split and combine kernels with "
+                               "T.alloc_global scratch between them), write one `kernel` per launch and pass the "
+                               "scratch as `out` tensors that the caller allocates", launches[1].span)
+                return None
             span = body[0].span if body else decl.span
             self.rep.error("a kernel body must be one `with Kernel(grid..., threads=N) as (bx, by, ...):` "
                            "block", span)
