@@ -83,6 +83,7 @@ class Lowerer(HopperLowering):
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
         self.smem_dirty = False  # shared memory written since the last barrier
         self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
+        self.undriven_parallel: T.For | None = None  # a Parallel loop spread over the threads, no fragment driving it
         self.smem_read = False  # shared memory read since the last barrier
         self.generic_smem_writes = False  # shared memory written by threads since the last proxy fence
         self.names: set[str] = set()
@@ -215,7 +216,7 @@ class Lowerer(HopperLowering):
 
     def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
         """The register holding fragment element b[orig_idx] in the current Parallel context."""
-        if self.frag_ctx is None and getattr(self, "undriven_parallel", None) is not None:
+        if self.frag_ctx is None and self.undriven_parallel is not None:
             shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
             raise self.fail(f"fragment '{b.name}' is read in a Parallel loop that writes no fragment of the loop's "
                             f"shape ({shape}): {self.target.name} places a Parallel loop's iterations on the threads "
