@@ -93,6 +93,10 @@ class TileOpBuilder:
             if not -rank <= dim < rank:
                 raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args["dim"].span)
             rev = self.const_bool(args["reverse"], scope, "reverse") if "reverse" in args else False
+            src_ext, dst_ext = [as_int(fold(e)) for e in src.extents], [as_int(fold(e)) for e in dst.extents]
+            if None not in src_ext + dst_ext and src_ext != dst_ext:
+                raise self.fail(f"cumsum needs a destination of the source's extents {src_ext}, got {dst_ext}",
+                                call.span)
             return self.emit(T.CumSum(span, src, dst, dim % rank, rev))
         if fname in ("fill", "clear"):
             names = ["buffer", "value"] if fname == "fill" else ["buffer"]
