@@ -7,6 +7,7 @@ reports as many problems as it can.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -273,7 +274,7 @@ class Builder(ExprBuilder, TileOpBuilder):
             if isinstance(d, A.Name) and d.id in self.size_vars:
                 shape.append(self.size_vars[d.id])
                 continue
-            e = fold(self.int_expr(d, scope))
+            e = _tidy(fold(self.int_expr(d, scope)))
             if isinstance(e, T.Const | T.Var) and not (isinstance(e, T.Var) and e.kind != "size"):
                 if isinstance(e, T.Const) and int(e.value) <= 0:
                     raise self.fail(f"a tensor dimension must be positive, this one is {e.value}", d.span)
@@ -615,6 +616,44 @@ class Builder(ExprBuilder, TileOpBuilder):
             ):
                 return ("region", node, scope)
         return self.expr(node, scope)
+
+
+def _tidy(e: T.Expr) -> T.Expr:
+    """A dimension formula with its sums of sizes and constants collected (`(H + 2) - 2 - 1 + 1` is
+    `H`), so that the manifest, the C header and the diagnostics show it the way one would write it."""
+    if isinstance(e, T.Binary) and e.op in ("+", "-"):
+        terms: dict[int, list] = {}  # id(var) -> [var, coefficient]
+        const = 0
+        stack = [(e, 1)]
+        while stack:
+            x, sign = stack.pop()
+            if isinstance(x, T.Binary) and x.op in ("+", "-"):
+                stack += [(x.a, sign), (x.b, sign if x.op == "+" else -sign)]
+            elif isinstance(x, T.Const):
+                const += sign * int(x.value)
+            elif isinstance(x, T.Var):
+                terms.setdefault(id(x), [x, 0])[1] += sign
+            else:  # a product, quotient or call: tidied inside, kept as one term
+                terms[id(x)] = [_tidy(x), sign]
+        out: T.Expr | None = None
+        for var, coef in terms.values():
+            if coef == 0:
+                continue
+            term = var if coef == 1 else T.Binary(var.dtype, e.span, "*", var, T.Const(var.dtype, e.span, abs(coef)))
+            if out is None:
+                out = term if coef > 0 else T.Binary(e.dtype, e.span, "-", T.Const(e.dtype, e.span, 0), term)
+            else:
+                out = T.Binary(e.dtype, e.span, "+" if coef > 0 else "-", out, term)
+        if out is None:
+            return T.Const(e.dtype, e.span, const)
+        if const:
+            out = T.Binary(e.dtype, e.span, "+" if const > 0 else "-", out, T.Const(e.dtype, e.span, abs(const)))
+        return fold(out)
+    if isinstance(e, T.Binary):
+        return fold(dataclasses.replace(e, a=_tidy(e.a), b=_tidy(e.b)))
+    if isinstance(e, T.Call):
+        return fold(dataclasses.replace(e, args=[_tidy(a) for a in e.args]))
+    return e
 
 
 def _assignment_counts(body: list[A.Node]) -> dict[str, int]:
