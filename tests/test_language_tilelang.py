@@ -395,3 +395,30 @@ def test_reserved_names_and_a_scalar_grid_build_with_nvcc(tmp_path):
     assert r.returncode == 0, r.stderr
     text = header.read_text()
     assert "tilec_gx = ((int64_t)nblocks);" in text
+
+
+def test_parallel_loop_smaller_than_the_block_has_no_barrier_under_its_guard(tmp_path):
+    """A Parallel loop that writes and then reads shared memory, with fewer iterations than threads:
+    the lowering must not put a barrier inside the loop's thread-dependent guard (a race on CUDA/HIP,
+    refused as non-uniform control flow on WebGPU)."""
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    text = """
+kernel k(X: f32[N, 64], Y: out f32[N, 64]):
+    with Kernel(N, threads=128) as bx:
+        S = alloc_shared((1, 64), f32)
+        F = alloc_fragment((1, 64), f32)
+        T.copy(X[bx, 0], F)
+        for i, j in T.Parallel(1, 64):
+            S[i, j] = F[i, j] * 2.0
+            F[i, j] = S[i, j] + 1.0
+        T.copy(F, Y[bx, 0])
+"""
+    compiled(tmp_path, text, target="webgpu")
+    for target in ("sm80", "gfx942"):
+        result = compiled(tmp_path, text, target=target)
+        x = RNG.standard_normal((3, 64)).astype(np.float32)
+        y = np.zeros_like(x)
+        run_simt(result.simt.kernels[0], {"X": x, "Y": y}, {"N": 3}, warp_size=lookup(target).warp_size)
+        np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
