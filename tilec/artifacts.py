@@ -42,7 +42,8 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     for p in k.params:
         if isinstance(p, T.Buffer):
             params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype.name, "output": p.is_output,
-                           "shape": [int(d.value) if isinstance(d, T.Const) else d.name for d in p.shape]})
+                           "shape": [int(d.value) if isinstance(d, T.Const) else d.name if isinstance(d, T.Var)
+                                     else formula(d) for d in p.shape]})  # a formula: ceildiv(N, 128)
         else:
             params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
     entry = {

@@ -63,10 +63,14 @@ def _load(args):
 def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
     import ml_dtypes  # noqa: F401  (bfloat16 / float8 numpy dtypes)
 
+    from ..runtime.formulas import evaluate
     from ..runtime.module import _NP_NAMES
 
     rng = np.random.default_rng(seed)
     args = []
+    # a dimension is an int, a size's name, or a formula of the sizes (ceildiv(N, 128))
+    full = {d: sizes.get(d, 256) for p in entry["params"] if p["kind"] == "tensor" for d in p["shape"]
+            if isinstance(d, str) and d.isidentifier()}
     for p in entry["params"]:
         if p["kind"] == "scalar":
             if p["dtype"] in ("f16", "bf16", "f32", "f64"):
@@ -74,7 +78,7 @@ def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
             else:
                 args.append(int(rng.integers(1, 8)))
             continue
-        shape = tuple(d if isinstance(d, int) else sizes.get(d, 256) for d in p["shape"])
+        shape = tuple(d if isinstance(d, int) else full[d] if d in full else evaluate(d, full) for d in p["shape"])
         dt = np.dtype(_NP_NAMES[p["dtype"]])
         if p["output"]:
             args.append(np.zeros(shape, dtype=dt))

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir import dtypes as D
 from ..ir import tile as T
+from ..ir.fold import as_int, fold
+from ..ir.visit import rewrite_expr
 from .tile_interp import Interpreter, storage_dtype
 
 DEFAULT_SIZE = 256
 
 
 def shape_of(param: T.Buffer, sizes: dict[str, int]) -> tuple[int, ...]:
+    def value(e: T.Expr) -> T.Expr | None:
+        if isinstance(e, T.Var) and e.kind == "size":
+            return T.Const(D.I32, e.span, sizes.get(e.name, DEFAULT_SIZE))
+        return None
+
     dims = []
     for d in param.shape:
-        if isinstance(d, T.Const):
-            dims.append(int(d.value))
-        else:
-            assert isinstance(d, T.Var)
-            dims.append(sizes.get(d.name, DEFAULT_SIZE))
+        n = as_int(fold(rewrite_expr(d, value)))
+        assert n is not None, "a tensor dimension is a formula of the runtime sizes"
+        dims.append(n)
     return tuple(dims)
 
 

@@ -16,6 +16,12 @@ language's semantics:
 * On-chip buffers are fresh for every block and start as NaN (floats) so that reading what was
   never written shows up in the results.
 * gemm multiplies in f32 (i32 for i8) and accumulates into C's dtype.
+* An atomic inside a Parallel loop updates one element per active iteration; iterations that hit
+  the same element all apply their update (in f64 / i64, rounded once to the buffer's dtype);
+  updates past a tensor's edge are dropped, as for tile operations.
+* A `while` loop inside a Parallel loop runs each iteration until its own condition fails (the
+  body runs masked to the iterations still looping).
+* cumsum sums 16-bit floats in f32, like the reductions.
 """
 
 from __future__ import annotations
@@ -293,6 +299,10 @@ class _Block(ScalarOps):
                     self.run(s.then_body, then_mask)
                 if s.else_body and np.any(else_mask):
                     self.run(s.else_body, else_mask)
+        elif isinstance(s, T.While):
+            self.while_loop(s, mask)
+        elif isinstance(s, T.CumSum):
+            self.cumsum(s)
         elif isinstance(s, T.Copy):
             self.write_region(s.dst, self.read_region(s.src))
         elif isinstance(s, T.Gemm):
@@ -303,6 +313,8 @@ class _Block(ScalarOps):
             ext = self.extents(s.dst)
             value = np.broadcast_to(self.eval(s.value, None), ext)
             self.write_region(s.dst, value)
+        elif isinstance(s, T.Atomic) and s.per_element:
+            self.atomic_element(s, mask)
         elif isinstance(s, T.Atomic):
             self.atomic(s)
         elif isinstance(s, T.Print):
@@ -346,6 +358,21 @@ class _Block(ScalarOps):
             self.env[id(v)] = np.asarray(begin + step * t, dtype=np.int64)
             self.run(s.body, mask)
         self.env.pop(id(v), None)
+
+    def while_loop(self, s: T.While, mask) -> None:
+        """Lanes of a Parallel loop leave the loop one by one: each iteration runs under the lanes
+        whose condition still holds."""
+        while True:
+            c = self.eval(s.cond, mask).astype(bool)
+            if mask is None and np.ndim(c) == 0:
+                if not c:
+                    return
+                self.run(s.body, None)
+                continue
+            live = _and(mask, c)
+            if not np.any(live):
+                return
+            self.run(s.body, live)
 
     def scalar_int(self, e: T.Expr, what: str) -> int:
         v = self.eval(e, None)
@@ -437,6 +464,43 @@ class _Block(ScalarOps):
         new = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind](cur, v)
         self.write_region(s.dst, new)
 
+    def atomic_element(self, s: T.Atomic, mask) -> None:
+        """Each active lane of the enclosing Parallel loop updates its element; lanes that hit the
+        same element all apply their update (numpy's unbuffered ufunc.at)."""
+        r = s.dst
+        data = self.buffers.get(id(r.buffer))
+        if data is None:
+            raise InterpreterError(f"buffer '{r.buffer.name}' used before its allocation", s.span)
+        idx = [self.eval(i, mask).astype(np.int64) for i in r.starts]
+        value = self.eval(s.value, mask)
+        shape = np.broadcast_shapes(*(np.shape(i) for i in idx), np.shape(value),
+                                    () if mask is None else np.shape(mask))
+        live = np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape).copy()
+        idx = [np.broadcast_to(i, shape) for i in idx]
+        if r.buffer.scope == "global":  # like copies to a tensor: updates past its edge are dropped
+            for i, dim in zip(idx, data.shape, strict=True):
+                live &= (i >= 0) & (i < dim)
+        else:
+            for axis, (i, dim) in enumerate(zip(idx, data.shape, strict=True)):
+                if np.any(live & ((i < 0) | (i >= dim))):
+                    raise InterpreterError(f"out-of-bounds atomic update of '{r.buffer.name}' in dimension {axis} "
+                                           f"(size {dim})", s.span)
+        sel = tuple(i[live] for i in idx)
+        vals = np.broadcast_to(value, shape)[live]
+        acc = to_compute(data, r.buffer.dtype).astype(np.float64 if r.buffer.dtype.is_float else np.int64)
+        {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind].at(acc, sel, vals)
+        data[...] = to_storage(round_to(acc, r.buffer.dtype) if r.buffer.dtype.is_float else acc, r.buffer.dtype)
+
+    def cumsum(self, s: T.CumSum) -> None:
+        src = self.read_region(s.src)
+        acc = src.astype(np.float32) if s.src.buffer.dtype.is_float and src.dtype != np.float64 else src
+        if s.reverse:
+            acc = np.flip(acc, axis=s.dim)
+        r = np.cumsum(acc, axis=s.dim)
+        if s.reverse:
+            r = np.flip(r, axis=s.dim)
+        self.write_region(s.dst, round_to(r.reshape(self.extents(s.dst)), s.dst.buffer.dtype))
+
     def print(self, s: T.Print) -> None:
         value = self.read_region(s.value) if isinstance(s.value, T.Region) else self.eval(s.value, None)
         label = f"{s.label}: " if s.label else ""
@@ -478,8 +542,7 @@ class Interpreter:
                     if int(dim.value) != n:
                         raise InterpreterError(f"dimension {axis} of '{p.name}' is {n}, the kernel fixes it at "
                                                f"{dim.value}")
-                else:
-                    assert isinstance(dim, T.Var)
+                elif isinstance(dim, T.Var):
                     if sizes.setdefault(dim.name, n) != n:
                         raise InterpreterError(f"runtime size {dim.name} is {sizes[dim.name]} from an earlier "
                                                f"argument but {n} from '{p.name}'")
@@ -487,6 +550,16 @@ class Interpreter:
         for v in kernel.size_vars:
             self.globals_env[id(v)] = np.asarray(sizes[v.name], dtype=np.int64)
         self.sizes = sizes
+        probe = None
+        for p in kernel.params:  # dimensions that are formulas of the sizes (ceildiv(N, 128))
+            if isinstance(p, T.Buffer):
+                for axis, (dim, n) in enumerate(zip(p.shape, args[p.name].shape, strict=True)):
+                    if not isinstance(dim, T.Const | T.Var):
+                        probe = probe or _Block(self, (0, 0, 0))
+                        want = probe.scalar_int(dim, "tensor dimension")
+                        if want != n:
+                            raise InterpreterError(f"dimension {axis} of '{p.name}' is {n}, the kernel expects "
+                                                   f"{want} from its sizes", p.span)
 
     def grid(self) -> tuple[int, int, int]:
         probe = _Block(self, (0, 0, 0))

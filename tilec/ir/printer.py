@@ -99,6 +99,11 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         if s.else_body:
             lines += [f"{pad}else:"] + _body(s.else_body, indent + 1)
         return lines
+    if isinstance(s, T.While):
+        return [f"{pad}while {expr_str(s.cond)}:"] + _body(s.body, indent + 1)
+    if isinstance(s, T.CumSum):
+        order = ", reverse" if s.reverse else ""
+        return [f"{pad}cumsum {region_str(s.src)} -> {region_str(s.dst)} [dim={s.dim}{order}]"]
     if isinstance(s, T.Copy):
         return [f"{pad}copy {region_str(s.src)} -> {region_str(s.dst)}"]
     if isinstance(s, T.Gemm):
@@ -117,7 +122,8 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
     if isinstance(s, T.Fill):
         return [f"{pad}fill {region_str(s.dst)}, {expr_str(s.value)}"]
     if isinstance(s, T.Atomic):
-        return [f"{pad}atomic_{s.kind} {region_str(s.dst)}, {_operand(s.value)}"]
+        each = " [per element]" if s.per_element else ""
+        return [f"{pad}atomic_{s.kind} {region_str(s.dst)}, {_operand(s.value)}{each}"]
     if isinstance(s, T.Print):
         return [f"{pad}print {s.label!r}, {_operand(s.value)}"]
     if isinstance(s, T.AnnotateLayout):

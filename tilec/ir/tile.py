@@ -207,10 +207,34 @@ class Fill(Stmt):
 
 
 @dataclass(eq=False)
+class While(Stmt):
+    """`while cond:`; the condition is re-evaluated before every iteration and must be the same for
+    every thread of the block (it may not depend on a Parallel loop variable)."""
+
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
 class Atomic(Stmt):
+    """An atomic read-modify-write of `dst`. `per_element`: one element, updated by each iteration of
+    the enclosing Parallel loop (TileLang's `atomic_add(C[i, j], v)` inside `T.Parallel`); otherwise
+    a block-wide tile operation (`value` a region of dst's extents, or one scalar)."""
+
     kind: str  # add max min
     dst: Region
     value: Region | Expr
+    per_element: bool = False
+
+
+@dataclass(eq=False)
+class CumSum(Stmt):
+    """Inclusive prefix sum of `src` along `dim` into `dst` (same extents), from the end if `reverse`."""
+
+    src: Region
+    dst: Region
+    dim: int
+    reverse: bool = False
 
 
 @dataclass(eq=False)
@@ -233,7 +257,7 @@ class UseSwizzle(Stmt):
     enable: bool = True
 
 
-TileOp = Copy | Gemm | Reduce | Fill | Atomic | Print | AnnotateLayout | UseSwizzle
+TileOp = Copy | Gemm | Reduce | CumSum | Fill | Atomic | Print | AnnotateLayout | UseSwizzle
 
 # ---------------------------------------------------------------- kernels and modules
 

@@ -109,7 +109,12 @@ class _Verifier:
                 raise self.fail("if condition is not bool")
             self.body(s.then_body)
             self.body(s.else_body)
-        elif isinstance(s, T.Copy | T.Reduce):
+        elif isinstance(s, T.While):
+            self.expr(s.cond)
+            if not s.cond.dtype.is_bool:
+                raise self.fail("while condition is not bool")
+            self.body(s.body)
+        elif isinstance(s, T.Copy | T.Reduce | T.CumSum):
             self.region(s.src)
             self.region(s.dst)
         elif isinstance(s, T.Gemm):

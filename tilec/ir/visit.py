@@ -87,13 +87,15 @@ def rewrite_stmt(s: T.Stmt, expr_fn: ExprFn, stmt_fn: StmtFn | None = None) -> T
         )
     if isinstance(s, T.If):
         return dataclasses.replace(s, cond=rx(s.cond), then_body=rb(s.then_body), else_body=rb(s.else_body))
+    if isinstance(s, T.While):
+        return dataclasses.replace(s, cond=rx(s.cond), body=rb(s.body))
     if isinstance(s, T.Copy):
         return dataclasses.replace(s, src=_rewrite_region(s.src, expr_fn), dst=_rewrite_region(s.dst, expr_fn))
     if isinstance(s, T.Gemm):
         return dataclasses.replace(
             s, a=_rewrite_region(s.a, expr_fn), b=_rewrite_region(s.b, expr_fn), c=_rewrite_region(s.c, expr_fn)
         )
-    if isinstance(s, T.Reduce):
+    if isinstance(s, T.Reduce | T.CumSum):
         return dataclasses.replace(s, src=_rewrite_region(s.src, expr_fn), dst=_rewrite_region(s.dst, expr_fn))
     if isinstance(s, T.Fill):
         return dataclasses.replace(s, dst=_rewrite_region(s.dst, expr_fn), value=rx(s.value))
@@ -110,7 +112,7 @@ def walk_stmts(body: list[T.Stmt]) -> Iterator[T.Stmt]:
     """Every statement, pre-order, nested bodies included."""
     for s in body:
         yield s
-        if isinstance(s, T.For):
+        if isinstance(s, T.For | T.While):
             yield from walk_stmts(s.body)
         elif isinstance(s, T.If):
             yield from walk_stmts(s.then_body)

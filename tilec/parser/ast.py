@@ -93,6 +93,19 @@ class TupleExpr(Node):
 
 
 @dataclass(eq=False)
+class ListExpr(Node):
+    items: list[Node]
+
+
+@dataclass(eq=False)
+class IfExpr(Node):
+    """`a if cond else b`"""
+    cond: Node
+    then: Node
+    orelse: Node
+
+
+@dataclass(eq=False)
 class DictExpr(Node):
     items: list[tuple[Node, Node]]
 
@@ -130,6 +143,12 @@ class ForStmt(Node):
 
 
 @dataclass(eq=False)
+class WhileStmt(Node):
+    cond: Node
+    body: list[Node]
+
+
+@dataclass(eq=False)
 class IfStmt(Node):
     cond: Node
     body: list[Node]
@@ -150,6 +169,7 @@ class WithStmt(Node):
 class TypeExpr(Node):
     dtype: str
     dims: list[Node] | None  # None for a scalar parameter
+    dtype_node: Node | None = None  # TileLang's T.Tensor((M, K), dtype): the dtype argument
 
 
 @dataclass(eq=False)

@@ -109,9 +109,15 @@ def _expected(e: UnexpectedToken) -> set[str]:
     return set(e.expected)
 
 
+_KEYWORDS = {"import", "const", "def", "kernel", "for", "while", "in", "if", "elif", "else", "with", "as", "return",
+             "pass", "and", "or", "not"}
+
+
 def _unexpected_token(tok: Token, expected) -> str:
     if set(expected) == {"_INDENT"}:
         return f"expected an indented block, found {_token_text(tok)}"
+    if str(tok) in _KEYWORDS and "NAME" in expected:
+        return f"'{tok}' is a reserved word in .tile files and cannot be used as a name; rename it (e.g. '{tok}_')"
     return f"unexpected {_token_text(tok)}{_expected_list(expected)}"
 
 
@@ -194,6 +200,7 @@ def _scan_brackets(text: str, filename: str) -> list[Span]:
 
 def parse(text: str, filename: str) -> A.File:
     """Parse a whole .tile file; raise CompileError with every syntax error found."""
+    text = text.removeprefix("\ufeff")
     unclosed = _scan_brackets(text, filename)
     if not text.endswith("\n"):
         text += "\n"
@@ -373,6 +380,14 @@ class _ToAst(Transformer):
     def type_expr(self, meta, items):
         return A.TypeExpr(self._s(meta), items[0], items[1])
 
+    def tensor_type(self, meta, items):
+        """TileLang's `T.Tensor((M, K), dtype)` / `T.Tensor[(M, K), dtype]`; checked by the builder."""
+        args = [a for a in (items[1] or [])]
+        shape = args[0] if args else None
+        dims = list(shape.items) if isinstance(shape, A.TupleExpr | A.ListExpr) else [shape] if shape else []
+        dtype_node = args[1] if len(args) > 1 else None
+        return A.TypeExpr(self._s(meta), items[0], dims, dtype_node or A.Name(self._s(meta), "?"))
+
     def dim_list(self, meta, items):
         return [i for i in items if i is not None]
 
@@ -411,6 +426,9 @@ class _ToAst(Transformer):
     def for_stmt(self, meta, items):
         names, it, body = items
         return A.ForStmt(self._s(meta), names, it, body)
+
+    def while_stmt(self, meta, items):
+        return A.WhileStmt(self._s(meta), items[0], items[1])
 
     def if_stmt(self, meta, items):
         cond, body, *rest = items
@@ -514,6 +532,13 @@ class _ToAst(Transformer):
 
     def string(self, meta, items):
         return A.String(self._s(meta), _unquote(items[0]))
+
+    def ternary(self, meta, items):
+        then, cond, orelse = items
+        return A.IfExpr(self._s(meta), cond, then, orelse)
+
+    def list(self, meta, items):
+        return A.ListExpr(self._s(meta), [i for i in items if i is not None])
 
     def tuple(self, meta, items):
         return A.TupleExpr(self._s(meta), [i for i in items if i is not None])

@@ -82,6 +82,8 @@ class Lowerer(HopperLowering):
         self.out: list[S.SStmt] = []
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
         self.smem_dirty = False  # shared memory written since the last barrier
+        self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
+        self.undriven_parallel: T.For | None = None  # a Parallel loop spread over the threads, no fragment driving it
         self.smem_read = False  # shared memory read since the last barrier
         self.generic_smem_writes = False  # shared memory written by threads since the last proxy fence
         self.names: set[str] = set()
@@ -143,6 +145,11 @@ class Lowerer(HopperLowering):
 
     def barrier(self) -> None:
         if self.out and isinstance(self.out[-1], S.Barrier):
+            return
+        if self.parallel_body:
+            # Inside a Parallel loop each thread touches only its own iterations' elements (the
+            # barriers around the loop order it against the rest); a barrier here would sit under
+            # the thread-dependent guard of a loop with fewer iterations than threads.
             return
         self.emit(S.Barrier(None, self.barrier_threads))
         self.smem_dirty = False
@@ -209,6 +216,12 @@ class Lowerer(HopperLowering):
 
     def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
         """The register holding fragment element b[orig_idx] in the current Parallel context."""
+        if self.frag_ctx is None and self.undriven_parallel is not None:
+            shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
+            raise self.fail(f"fragment '{b.name}' is read in a Parallel loop that writes no fragment of the loop's "
+                            f"shape ({shape}): {self.target.name} places a Parallel loop's iterations on the threads "
+                            "that own such a fragment. Compute into a fragment of that shape here (and copy it "
+                            f"out afterwards), or keep '{b.name}' in shared memory", span)
         if self.frag_ctx is None:
             raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
                             "are spread over the threads)", span)
@@ -217,10 +230,15 @@ class Lowerer(HopperLowering):
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
         if ids == loop_ids and same_layout(lay, layout):
             return k
-        if len(ids) == 1 and isinstance(lay, Projected) and ids[0] in loop_ids and not isinstance(layout, Projected):
-            view = Projected(layout, loop_ids.index(ids[0]))
-            if same_layout(view, lay):
-                return view.local_of_parent(k)
+        if len(ids) == 1 and isinstance(lay, Projected) and not isinstance(layout, Projected):
+            # x[i] of a reduced fragment, or x[0] where the loop's dimension is 1 wide (`sum[0]` in a
+            # Parallel(1, D) loop): the row this thread's iteration is on.
+            dims = [loop_ids.index(ids[0])] if ids[0] in loop_ids else [
+                d for d, e in enumerate(layout.shape) if e == 1] if as_int(orig_idx[0]) == 0 else []
+            for d in dims:
+                view = Projected(layout, d)
+                if same_layout(view, lay):
+                    return view.local_of_parent(k)
         raise self.fail(f"fragment '{b.name}' (layout {lay}) is accessed at an index that this Parallel loop "
                         f"(layout {layout}) does not own; index fragments with the loop variables", span)
 
@@ -281,7 +299,7 @@ class Lowerer(HopperLowering):
                 regions_r, regions_w = [st.src], [st.dst]
             elif isinstance(st, T.Gemm):
                 regions_r, regions_w = [st.a, st.b], [st.c]
-            elif isinstance(st, T.Reduce):
+            elif isinstance(st, T.Reduce | T.CumSum):
                 regions_r, regions_w = [st.src], [st.dst]
             elif isinstance(st, T.Fill):
                 regions_w = [st.dst]
@@ -357,6 +375,11 @@ class Lowerer(HopperLowering):
             return self.print(s)
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
+        if isinstance(s, T.While):  # the interpreter runs these; the SIMT IR has no unbounded loop yet
+            raise self.fail(f"while loops are not supported on {self.target.name} yet: write a Serial loop over an "
+                            "upper bound with an `if` around its body instead", s.span)
+        if isinstance(s, T.CumSum):
+            return self.cumsum(s)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
 
     def alloc(self, s: T.Alloc) -> None:
@@ -515,6 +538,13 @@ class Lowerer(HopperLowering):
         self.emit(S.SFor(s.span, it, c(0), n, self.block(body)))
 
     def parallel(self, s: T.For) -> None:
+        self.parallel_body += 1
+        try:
+            self.parallel_loop(s)
+        finally:
+            self.parallel_body -= 1
+
+    def parallel_loop(self, s: T.For) -> None:
         loop_ids = [id(v) for v in s.vars]
         driver = None
         for st in walk_stmts(s.body):
@@ -529,6 +559,8 @@ class Lowerer(HopperLowering):
                 exprs = [st.value]
             elif isinstance(st, T.If):
                 exprs = [st.cond]
+            elif isinstance(st, T.Atomic) and st.per_element:
+                exprs = [st.value, *st.dst.starts]
             for e in exprs:
                 for x in sub_exprs(e):
                     if isinstance(x, T.Load) and x.buffer.scope == "fragment" and \
@@ -566,7 +598,11 @@ class Lowerer(HopperLowering):
                 self.subst[id(v)] = self.declare(v.name, val)
             self.stmts(s.body)
 
-        self.spread(extents, "it", point, s.span)
+        self.undriven_parallel = s  # (a fragment read here has no thread that owns it: frag_local says so)
+        try:
+            self.spread(extents, "it", point, s.span)
+        finally:
+            self.undriven_parallel = None
 
     def spread(self, shape: list[int], name: str, emit_point, span=None, cold: bool = False) -> None:
         """Spread the points of a tile over the block's threads (consecutive threads on the innermost
@@ -963,6 +999,36 @@ class Lowerer(HopperLowering):
             self.emit(st if guard is None else S.SIf(None, guard, [st]))
 
         self.spread(sext, "e", point, s.span)
+
+    def cumsum(self, s: T.CumSum) -> None:
+        """A serial scan of each line along `dim`, one line per thread, in shared memory."""
+        for r in (s.src, s.dst):
+            if r.buffer.scope != "shared":
+                raise self.fail(f"cumsum of the {r.buffer.scope} buffer '{r.buffer.name}' is not supported on "
+                                f"{self.target.name} yet: copy it to a shared buffer and scan that", s.span)
+        ext = s.src.const_extents
+        n = ext[s.dim]
+        acc_dt = D.F32 if s.src.buffer.dtype.is_float and s.src.buffer.dtype.bits < 32 else s.src.buffer.dtype
+        lines = [e for d, e in enumerate(ext) if d != s.dim] or [1]
+
+        def line(tile: list[T.Expr]) -> None:
+            acc = self.declare("scan", T.Const(acc_dt, None, 0), acc_dt)
+            t = self.fresh("t")
+
+            def step():
+                j = add(c(n - 1), mul(t, c(-1))) if s.reverse else t
+                full = tile[:s.dim] + [j] + tile[s.dim:] if len(ext) > 1 else [j]
+                src_idx = [add(self.lx(st), x) for st, x in zip(s.src.starts, full, strict=True)]
+                dst_idx = [add(self.lx(st), x) for st, x in zip(s.dst.starts, full, strict=True)]
+                sb, db = s.src.buffer, s.dst.buffer
+                value = _cast(self.ref(sb, src_idx, s.span), acc_dt)
+                self.emit(S.SAssign(s.span, acc, _b("+", acc, value, acc_dt)))
+                self.emit(S.SStore(s.span, self.sbuf(db), fold(self.address(db, dst_idx, s.span)),
+                                   _cast(acc, db.dtype)))
+
+            self.emit(S.SFor(s.span, t, c(0), c(n), self.block(step)))
+
+        self.spread(lines, "line", line, s.span)
 
     # ------------------------------------------------------------ gemm
     def gemm(self, s: T.Gemm) -> None:
@@ -1572,14 +1638,28 @@ class Lowerer(HopperLowering):
 
             self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
             return
+        if isinstance(s.value, T.Region) and s.value.buffer.scope == "shared":
+            src = s.value
+
+            def point(tile: list[T.Expr]) -> None:  # each element of the tile by one thread
+                idx = self.region_index(dst, tile)
+                guard = self.bounds(dst, idx)
+                val = _cast(self.ref(src.buffer, self.region_index(src, tile), s.span), dst.buffer.dtype)
+                st: S.SStmt = S.SCall(s.span, name, [self.addr(dst.buffer, idx, s.span), val])
+                self.emit(st if guard is None else S.SIf(None, guard, [st]))
+
+            self.spread([e for e in src.const_extents if e != 1] or [1], "e", point, s.span)
+            return
         if isinstance(s.value, T.Region):
-            raise self.fail("atomic update from a shared or global region is not supported; use a fragment",
-                            s.span)
+            raise self.fail("atomic update from a global region is not supported: copy it to a fragment or to "
+                            "shared memory first", s.span)
         ext = dst.const_extents
         if any(e != 1 for e in ext):
             raise self.fail("atomic update of a region with a scalar; index one element", s.span)
         idx = [self.lx(x) for x in dst.starts]
-        guard = _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
+        # A block-wide scalar update is made once, by thread 0; a per-element one (inside a Parallel
+        # loop) by the thread that owns the iteration.
+        guard = self.bounds(dst, idx) if s.per_element else _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
         addr = self.addr(dst.buffer, idx, s.span)
         self.emit(S.SIf(s.span, guard, [S.SCall(s.span, name, [addr, _cast(self.lx(s.value), dst.buffer.dtype)])]))
 

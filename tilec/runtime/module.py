@@ -172,8 +172,11 @@ class Kernel:
 
     def sizes_of(self, args) -> dict[str, int]:
         sizes: dict[str, int] = {}
+        formulas: list[tuple[str, int, str, int]] = []
         for p, a in zip(self.entry["params"], args, strict=True):
             if p["kind"] != "tensor":
+                if p["dtype"][0] in "iu":  # an integer scalar may be a grid extent: Kernel(nblocks, ...)
+                    sizes[p["name"]] = int(a)
                 continue
             shape = tuple(a.shape)
             if len(shape) != len(p["shape"]):
@@ -183,9 +186,15 @@ class Kernel:
                 if isinstance(want, int):
                     if want != got:
                         raise ArgumentError(f"{self.name}: dimension {axis} of '{p['name']}' must be {want}, got {got}")
+                elif not want.isidentifier():
+                    formulas.append((p["name"], axis, want, got))  # checked once every size is known
                 elif sizes.setdefault(want, got) != got:
                     raise ArgumentError(f"{self.name}: size {want} is {sizes[want]} from an earlier argument but "
                                         f"{got} from '{p['name']}'")
+        for name, axis, want, got in formulas:
+            if evaluate(want, sizes) != got:
+                raise ArgumentError(f"{self.name}: dimension {axis} of '{name}' must be {want} = "
+                                    f"{evaluate(want, sizes)}, got {got}")
         return sizes
 
     def launch_config(self, sizes: dict[str, int]) -> tuple[tuple[int, int, int], int]:

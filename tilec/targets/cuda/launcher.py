@@ -422,6 +422,9 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     nmaps = max(len(maps) for maps, _ in plans)
     configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
     vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
+    # A grid extent may also be an integer scalar parameter (Kernel(nblocks, ...)).
+    vars_.update({prm["name"]: f"((int64_t){cname_of[prm['name']]})" for prm in k["params"]
+                  if prm["kind"] == "scalar" and prm["dtype"] in ("i8", "u8", "i16", "u16", "i32", "u32", "i64")})
 
     def config_code(cfg, indent: str) -> list[str]:
         grid, threads, shared = cfg

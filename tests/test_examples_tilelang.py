@@ -1,0 +1,125 @@
+"""The TileLang ports in examples/tilelang/: each one run by the interpreter against a numpy
+reference at a regular and a ragged shape (small tiles through -D, so the interpreter is quick),
+and compiled for every target in tests/tilelang_ports.py's table (generated source, or the located
+error the table documents)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.interp import run_kernel
+from tilec.interp.run import random_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from tilelang_ports import CASES, EXPECTED_TARGETS, TARGETS  # noqa: E402
+
+
+def _size_from(kernel, args: dict, name: str) -> int:
+    """A runtime size read off the arguments that a case's input function made."""
+    for p in kernel.params:
+        for axis, d in enumerate(getattr(p, "shape", [])):
+            if getattr(d, "name", None) == name and p.name in args:
+                return args[p.name].shape[axis]
+    raise KeyError(name)
+
+
+def _f32(a):
+    return np.asarray(a).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize("shape", ["regular", "ragged"])
+def test_port_matches_numpy(case, shape):
+    result = tilec.compile(ROOT / "examples" / "tilelang" / case.file, defines=case.defines, verify=True)
+    kernels = {k.name: k for k in result.module.kernels}
+    sizes = case.sizes[shape]
+    rng = np.random.default_rng(abs(hash((case.name, shape))) % 2**32)
+    args = case.inputs(sizes, rng) if case.inputs else None
+    for name in case.kernels or [result.module.kernels[0].name]:
+        k = kernels[name]
+        if args is None:
+            args = random_inputs(k, {s.name: sizes[s.name] for s in k.size_vars}, seed=int(rng.integers(1 << 30)))
+        else:
+            for p in k.params:  # scratch and outputs of later kernels
+                if p.name not in args:
+                    extra = random_inputs(k, {s.name: sizes[s.name] for s in k.size_vars})
+                    args[p.name] = extra[p.name]
+        run_kernel(k, args)
+    expected = case.reference(args, sizes)
+    for name, want in expected.items():
+        got = _f32(args[name])
+        assert got.shape == np.shape(want), name
+        np.testing.assert_allclose(got, _f32(want), rtol=case.rtol, atol=case.atol, err_msg=f"{case.name}: {name}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_port_compiles_where_the_table_says(case):
+    """Every target either generates source or fails with the error the docs table records."""
+    for target in TARGETS:
+        want = EXPECTED_TARGETS.get((case.name, target))
+        try:
+            tilec.compile(ROOT / "examples" / "tilelang" / case.file, target=target,
+                          defines=case.defines_for(target), kernel=case.kernel)
+        except tilec.diagnostics.CompileError as e:
+            msg = " ".join(d.message for d in e.diagnostics)
+            assert want is not None and want in msg, f"{case.name} on {target}: {msg}"
+            continue
+        assert want is None, f"{case.name} on {target} now compiles: update EXPECTED_TARGETS ({want})"
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx942"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_port_lowering_matches_interpreter(case, target):
+    """The target's lowering, executed lane by lane by the SIMT model, agrees with the interpreter
+    at the ragged shape (where the target compiles the port at all)."""
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    if (case.name, target) in EXPECTED_TARGETS:
+        pytest.skip(f"{target} refuses this port: {EXPECTED_TARGETS[case.name, target]}")
+    path = ROOT / "examples" / "tilelang" / case.file
+    front = tilec.compile(path, defines=case.defines, kernel=case.kernel)
+    lowered = tilec.compile(path, defines=case.defines, target=target, kernel=case.kernel)
+    sizes = case.sizes["ragged"]
+    rng = np.random.default_rng(7)
+    args = case.inputs(sizes, rng) if case.inputs else None
+    for k in front.module.kernels if case.kernels is None else [
+            next(k for k in front.module.kernels if k.name == n) for n in case.kernels]:
+        ksizes = {s.name: sizes.get(s.name) or _size_from(k, args, s.name) for s in k.size_vars}
+        fresh = random_inputs(k, ksizes, seed=3)
+        args = fresh if args is None else {**fresh, **args}
+        want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+        run_kernel(k, want)
+        sk = next(s for s in lowered.simt.kernels if s.name == k.name)
+        run_simt(sk, args, ksizes, warp_size=lookup(target).warp_size)
+        for p in k.params:
+            if getattr(p, "is_output", False):
+                np.testing.assert_allclose(_f32(args[p.name]), _f32(want[p.name]), rtol=max(case.rtol, 1e-3),
+                                           atol=max(case.atol, 1e-3), err_msg=f"{case.name} {target}: {p.name}")
+        args = want
+        if case.kernels is None:
+            break
+
+
+def test_docs_table_agrees_with_the_cases():
+    """docs/tilelang_ports.md (generated by scripts/tilelang_ports.py, which runs the toolchains) has a
+    row per case, and its refusals are exactly the expected ones: regenerate it when this fails."""
+    rows = {}
+    for line in (ROOT / "docs" / "tilelang_ports.md").read_text().splitlines():
+        if line.startswith("| [") and "](../examples/tilelang/" in line:
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            rows[cells[0].split("]")[0].lstrip("[")] = dict(zip(TARGETS, cells[2:], strict=True))
+    assert list(rows) == [c.name for c in CASES]
+    for case in CASES:
+        for target in TARGETS:
+            cell, want = rows[case.name][target], EXPECTED_TARGETS.get((case.name, target))
+            if want is None:
+                assert cell.startswith(("builds", "runs")), f"{case.name} on {target}: {cell}"
+            else:
+                assert cell.startswith("no") and want in cell, f"{case.name} on {target}: {cell}"

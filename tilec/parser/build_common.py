@@ -1,0 +1,258 @@
+"""What the builder's modules share: the name tables, scopes, and small helpers on syntax and IR."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..diagnostics import Span
+from ..ir import dtypes as D
+from ..ir import tile as T
+from ..ir.fold import as_int, linear_form
+from . import ast as A
+
+
+class _Fail(Exception):
+    """Abandon the current statement; the diagnostic has already been reported."""
+
+
+MATH_FUNCS = {
+    "exp": 1, "exp2": 1, "log": 1, "log2": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sin": 1, "cos": 1,
+    "floor": 1, "ceil": 1, "sigmoid": 1, "abs": 1, "max": 2, "min": 2, "pow": 2,
+}
+LOOP_FUNCS = {"Parallel": "parallel", "Pipelined": "pipelined", "Serial": "serial", "serial": "serial",
+              "range": "serial", "Unroll": "unroll", "unroll": "unroll", "Persistent": None,
+              "vectorized": "unroll", "Vectorized": "unroll"}  # (TileLang's per-thread vectorized loop)
+ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_local": "local",
+               "alloc_var": "var"}
+REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
+                "reduce_absmax": "absmax"}
+ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
+TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", *REDUCE_FUNCS,
+            *ATOMIC_FUNCS}
+BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
+    "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
+    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
+}
+# Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
+# variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
+# name that is one of these gets a trailing underscore where the builder assigns IR names (the WGSL
+# printer has its own list and suffix).
+C_RESERVED = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq NULL main
+threadIdx blockIdx blockDim gridDim warpSize dim3 half half2 nv_bfloat16 nv_bfloat162 size_t int8_t uint8_t
+int16_t uint16_t int32_t uint32_t int64_t uint64_t uint
+exp exp2 log log2 sqrt rsqrt tanh sin cos floor ceil abs fabs max min pow expf exp2f logf log2f sqrtf rsqrtf
+tanhf sinf cosf floorf ceilf fabsf fmaxf fminf powf fmax fmin printf tl
+""".split())
+
+
+def c_safe(name: str) -> str:
+    """`name`, or `name_` when it would clash with the generated source's own names."""
+    if name in C_RESERVED or name.startswith(("tl_", "__")):
+        return name + "_"
+    return name
+
+
+# TileLang builtins with no tilec counterpart, and what to write instead (docs/language.md, porting).
+_PARALLEL_INSTEAD = "tilec spreads a tile over the threads itself: write a Parallel loop over the tile instead"
+TILELANG_UNSUPPORTED = {
+    "get_thread_binding": _PARALLEL_INSTEAD,
+    "thread_binding": _PARALLEL_INSTEAD,
+    "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
+    "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
+    "im2col": "gather the tile with a Parallel loop and index arithmetic instead (examples/tilelang/convolution.tile)",
+    "Tensor": "index the original tensor with the arithmetic of the view instead",
+    "reshape": "index the original tensor with the arithmetic of the view instead",
+    "view": "index the original tensor with the arithmetic of the view instead",
+    "reinterpret": "unpack bits with shifts and masks instead (examples/tilelang/dequant_gemv_int4.tile)",
+    "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
+    "import_source": "tilec generates all device code itself: write the computation in the kernel instead",
+    "dp4a": "multiply and add the unpacked integers in a Parallel loop instead",
+    "Layout": "use make_swizzled_layout, make_padded_layout or make_linear_layout, or no annotation instead",
+    "symbolic": "any tensor dimension that is not a const is already a runtime size",
+    "alloc_barrier": "tilec places barriers and mbarriers itself",
+    "sync_threads": "tilec places barriers itself",
+}
+
+
+def unsupported_builtin(name: str) -> str | None:
+    """The message for a TileLang builtin tilec does not have, or None."""
+    advice = TILELANG_UNSUPPORTED.get(name)
+    return f"TileLang's T.{name} is not supported: {advice}" if advice else None
+
+
+MAX_INLINE_DEPTH = 32
+MAX_EXPR_NODES = 10_000  # limits on what an inlined helper may expand to
+MAX_EXPR_DEPTH = 200
+MAX_INT_POWER = 16  # x ** n with a runtime integer x becomes n - 1 multiplies
+
+
+@dataclasses.dataclass
+class _Helper:
+    decl: A.DefDecl
+    scope: _Scope  # where it was defined (its file's globals)
+
+
+class _Scope:
+    def __init__(self, parent: _Scope | None = None):
+        self.parent = parent
+        self.names: dict[str, object] = {}
+
+    def lookup(self, name: str):
+        s: _Scope | None = self
+        while s is not None:
+            if name in s.names:
+                value = s.names[name]
+                if value is _POISONED:
+                    raise _Fail()  # its definition failed and was reported; do not cascade
+                return value
+            s = s.parent
+        return None
+
+    def is_bound(self, name: str) -> bool:
+        s: _Scope | None = self
+        while s is not None:
+            if name in s.names:
+                return True
+            s = s.parent
+        return False
+
+    def poison(self, name: str) -> None:
+        """Mark a name whose definition failed: later uses are skipped instead of reported again."""
+        if not self.is_bound(name):
+            self.names[name] = _POISONED
+
+    def bind(self, name: str, value) -> None:
+        self.names[name] = value
+
+
+_POISONED = object()
+
+
+def _extreme(fname: str, dt: D.DType):
+    if dt.is_float:
+        if fname == "infinity":
+            return float("inf")
+        import numpy as np
+
+        from ..ir.fold import _round_float  # noqa: F401  (registers ml_dtypes)
+
+        if dt.name in ("bf16", "f8e4m3", "f8e5m2"):
+            import ml_dtypes
+
+            info = ml_dtypes.finfo(np.dtype(dt.numpy_name))
+        else:
+            info = np.finfo(dt.numpy_name)
+        return float(info.max) if fname == "max_value" else float(-info.max)
+    if dt.is_bool:
+        return fname == "max_value"
+    lo = -(1 << (dt.bits - 1)) if dt.kind == "int" else 0
+    hi = (1 << (dt.bits - 1)) - 1 if dt.kind == "int" else (1 << dt.bits) - 1
+    return hi if fname == "max_value" else lo
+
+
+def _aligned_dims(starts: list[T.Expr], tile: list[T.Expr]) -> list[int] | None:
+    """The rightmost dims (in order) whose starts are multiples of the matching tile extents."""
+
+    def aligned(start: T.Expr, extent: T.Expr) -> bool:
+        n = as_int(extent)
+        if n is None or n <= 0:
+            return True  # unknown here; a bad extent is reported elsewhere
+        form = linear_form(start)
+        return form is not None and all(c % n == 0 for c in form.values())
+
+    dims: list[int] = []
+    d = len(starts) - 1
+    for e in reversed(tile):
+        while d >= 0 and not aligned(starts[d], e):
+            d -= 1
+        if d < 0:
+            return None
+        dims.append(d)
+        d -= 1
+    return dims[::-1]
+
+
+def _size_and_depth(e: T.Expr) -> tuple[int, int]:
+    """Node count and depth of an expression as a tree (shared subexpressions count once per use)."""
+    memo: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[T.Expr, bool]] = [(e, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = _children(node)
+        if not done:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+            continue
+        size = 1 + sum(memo[id(k)][0] for k in kids)
+        depth = 1 + max((memo[id(k)][1] for k in kids), default=0)
+        memo[id(node)] = (size, depth)
+    return memo[id(e)]
+
+
+def _children(e: T.Expr) -> list[T.Expr]:
+    if isinstance(e, T.Binary | T.Compare):
+        return [e.a, e.b]
+    if isinstance(e, T.Unary):
+        return [e.a]
+    if isinstance(e, T.Select):
+        return [e.cond, e.a, e.b]
+    if isinstance(e, T.Call):
+        return list(e.args)
+    if isinstance(e, T.Cast):
+        return [e.value]
+    if isinstance(e, T.Load):
+        return list(e.indices)
+    return []
+
+
+def _fits(c: T.Const, dt: D.DType) -> bool:
+    """Whether integer literal c is representable in integer type dt (floats and bools always adapt)."""
+    if c.dtype.is_float or c.dtype.is_bool or not dt.is_int:
+        return True
+    v = int(c.value)
+    if dt.kind == "uint":
+        return 0 <= v < (1 << dt.bits)
+    return -(1 << (dt.bits - 1)) <= v < (1 << (dt.bits - 1))
+
+
+def _zero(span: Span) -> T.Const:
+    return T.Const(D.I32, span, 0)
+
+
+def _callee(node: A.Node) -> str | None:
+    if isinstance(node, A.CallExpr):
+        node = node.func
+    if isinstance(node, A.Name):
+        return node.id
+    return None
+
+
+def _is_kernel_launch(node: A.Node) -> bool:
+    return isinstance(node, A.WithStmt) and isinstance(node.context, A.CallExpr) and _callee(node.context) == "Kernel"
+
+
+def _describe_binding(bound) -> str:
+    if isinstance(bound, tuple) and bound[0] == "const":
+        return "a const"
+    if isinstance(bound, tuple) and bound[0] == "region":
+        return "a region"
+    if isinstance(bound, T.Var):
+        return {"size": "a runtime size", "block": "a block index", "loop": "a loop variable",
+                "param": "a scalar kernel parameter", "local": "a local variable"}[bound.kind]
+    if isinstance(bound, T.Buffer):
+        return "an input tensor" if bound.scope == "global" else f"a {bound.scope} buffer"
+    if isinstance(bound, _Helper):
+        return "a def helper"
+    if isinstance(bound, A.KernelDecl):
+        return "a kernel"
+    return "an expression"
+

@@ -1,0 +1,328 @@
+"""Tile operations (copy, gemm, reduce, fill, atomic, print, layouts) and the regions they take."""
+
+from __future__ import annotations
+
+from ..ir import dtypes as D
+from ..ir import tile as T
+from ..ir.fold import as_int, constant_difference, fold
+from . import ast as A
+from .build_common import (
+    ATOMIC_FUNCS,
+    BUILTINS,
+    REDUCE_FUNCS,
+    _aligned_dims,
+    _callee,
+    _Scope,
+)
+
+
+class TileOpBuilder:
+    """Mixin of Builder: tile-op statements and their region operands."""
+
+    # ------------------------------------------------------------ tile ops
+    def call_args(self, call: A.CallExpr, names: list[str]) -> tuple[dict[str, A.Node], dict[str, A.Node]]:
+        """Match positional and keyword arguments against `names`; extra keywords are an error."""
+        if len(call.args) > len(names):
+            raise self.fail(f"{_callee(call)} takes at most {len(names)} positional argument(s), "
+                            f"got {len(call.args)}", call.span)
+        out = dict(zip(names, call.args, strict=False))
+        for kw in call.kwargs:
+            if kw.name not in names:
+                raise self.fail(f"{_callee(call)} has no argument '{kw.name}' (expected: {', '.join(names)})",
+                                kw.span)
+            if kw.name in out:
+                raise self.fail(f"argument '{kw.name}' given twice", kw.span)
+            out[kw.name] = kw.value
+        return out, {}
+
+    def tile_op(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
+        if self.in_parallel and fname in ATOMIC_FUNCS:
+            return self.atomic_element(fname, call, scope)
+        if self.in_parallel:
+            raise self.fail(f"{fname} is a block-wide tile operation and cannot be used inside a Parallel loop",
+                            call.span)
+        span = call.span
+        if fname == "copy":
+            args, _ = self.call_args(call, ["src", "dst", "coalesced_width", "disable_tma"])
+            self.require(args, ["src", "dst"], call)
+            src, dst = self.region_pair(args["src"], args["dst"], scope)
+            if dst.buffer.scope == "global" and not dst.buffer.is_output:
+                raise self.fail(f"cannot copy into input tensor '{dst.buffer.name}'; declare it `out`",
+                                args["dst"].span)
+            return self.emit(T.Copy(span, src, dst))
+        if fname == "gemm":
+            args, _ = self.call_args(call, ["A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",
+                                            "k_pack", "wg_wait"])
+            self.require(args, ["A", "B", "C"], call)
+            a = self.region(args["A"], scope)
+            b = self.region(args["B"], scope)
+            c = self.region(args["C"], scope)
+            for r, node in ((a, args["A"]), (b, args["B"]), (c, args["C"])):
+                self.require_full_extents(r, node)
+            ta = self.const_bool(args["transpose_A"], scope, "transpose_A") if "transpose_A" in args else False
+            tb = self.const_bool(args["transpose_B"], scope, "transpose_B") if "transpose_B" in args else False
+            ca = self.const_bool(args["clear_accum"], scope, "clear_accum") if "clear_accum" in args else False
+            policy = "square"
+            if "policy" in args:
+                policy = self.policy_arg(args["policy"])
+            return self.emit(T.Gemm(span, a, b, c, ta, tb, ca, policy))
+        if fname in REDUCE_FUNCS:
+            args, _ = self.call_args(call, ["buffer", "out", "dim", "clear"])
+            self.require(args, ["buffer", "out"], call)
+            src = self.region(args["buffer"], scope)
+            dst = self.region(args["out"], scope)
+            self.require_full_extents(src, args["buffer"])
+            self.require_full_extents(dst, args["out"])
+            dim = self.const_int(args["dim"], scope, "dim") if "dim" in args else -1
+            rank = len(src.extents)
+            if not -rank <= dim < rank:
+                raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args.get("dim", call).span)
+            clear = self.const_bool(args["clear"], scope, "clear") if "clear" in args else True
+            return self.emit(T.Reduce(span, REDUCE_FUNCS[fname], src, dst, dim % rank, clear))
+        if fname == "cumsum":
+            args, _ = self.call_args(call, ["src", "dst", "dim", "reverse"])
+            self.require(args, ["src"], call)
+            src = self.region(args["src"], scope)
+            dst = self.region(args["dst"], scope) if "dst" in args else src
+            self.require_full_extents(src, args["src"])
+            self.require_full_extents(dst, args.get("dst", args["src"]))
+            if dst.buffer.scope == "global" and not dst.buffer.is_output:
+                raise self.fail(f"cannot write input tensor '{dst.buffer.name}'; declare it `out`", call.span)
+            rank = len(src.extents)
+            dim = self.const_int(args["dim"], scope, "dim") if "dim" in args else 0
+            if not -rank <= dim < rank:
+                raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args["dim"].span)
+            rev = self.const_bool(args["reverse"], scope, "reverse") if "reverse" in args else False
+            src_ext, dst_ext = [as_int(fold(e)) for e in src.extents], [as_int(fold(e)) for e in dst.extents]
+            if None not in src_ext + dst_ext and src_ext != dst_ext:
+                raise self.fail(f"cumsum needs a destination of the source's extents {src_ext}, got {dst_ext}",
+                                call.span)
+            return self.emit(T.CumSum(span, src, dst, dim % rank, rev))
+        if fname in ("fill", "clear"):
+            names = ["buffer", "value"] if fname == "fill" else ["buffer"]
+            args, _ = self.call_args(call, names)
+            self.require(args, names, call)
+            dst = self.region(args["buffer"], scope)
+            self.require_full_extents(dst, args["buffer"])
+            if dst.buffer.scope == "global" and not dst.buffer.is_output:
+                raise self.fail(f"cannot fill input tensor '{dst.buffer.name}'", args["buffer"].span)
+            value = self.expr(args["value"], scope) if fname == "fill" else T.Const(dst.buffer.dtype, span, 0)
+            return self.emit(T.Fill(span, dst, self.cast(value, dst.buffer.dtype)))
+        if fname in ATOMIC_FUNCS:
+            args, _ = self.call_args(call, ["dst", "value", "memory_order", "return_prev", "use_tma"])
+            self.atomic_options(args, scope)
+            self.require(args, ["dst", "value"], call)
+            if self.is_region_node(args["value"], scope):
+                src, dst = self.region_pair(args["value"], args["dst"], scope)
+                value: T.Region | T.Expr = src
+            else:
+                dst = self.region(args["dst"], scope, unit_corner=True)
+                value = self.expr(args["value"], scope)
+            if dst.buffer.scope == "global" and not dst.buffer.is_output:
+                raise self.fail(f"cannot update input tensor '{dst.buffer.name}' atomically; declare it `out`",
+                                args["dst"].span)
+            return self.emit(T.Atomic(span, ATOMIC_FUNCS[fname], dst, value))
+        if fname == "print":
+            label = ""
+            vals = []
+            for a in call.args:
+                if isinstance(a, A.String):
+                    label = a.value
+                else:
+                    vals.append(a)
+            for kw in call.kwargs:
+                if kw.name == "msg" and isinstance(kw.value, A.String):
+                    label = kw.value.value
+                else:
+                    raise self.fail("print(value[, msg=\"...\"]) ", kw.span)
+            if len(vals) != 1:
+                raise self.fail("print takes one buffer or scalar (and an optional message string)", span)
+            node = vals[0]
+            pv: T.Region | T.Expr
+            if self.is_region_node(node, scope):
+                pv = self.region(node, scope, unit_corner=True)
+                self.require_full_extents(pv, node)
+            else:
+                pv = self.expr(node, scope)
+            return self.emit(T.Print(span, label, pv))
+        if fname == "annotate_layout":
+            if len(call.args) != 1 or not isinstance(call.args[0], A.DictExpr):
+                raise self.fail("annotate_layout takes a dict {buffer: layout}", span)
+            for key, val in call.args[0].items:
+                buf = self.buffer_ref(key, scope)
+                layout = _callee(val) if isinstance(val, A.CallExpr) else None
+                if layout not in ("make_swizzled_layout", "make_padded_layout", "make_linear_layout"):
+                    raise self.fail("expected make_swizzled_layout(buf), make_padded_layout(buf) or "
+                                    "make_linear_layout(buf)", val.span)
+                self.emit(T.AnnotateLayout(span, buf, layout.removeprefix("make_").removesuffix("_layout")))
+            return
+        if fname == "use_swizzle":
+            args, _ = self.call_args(call, ["panel_size", "order", "enable"])
+            panel = self.const_int(args["panel_size"], scope, "panel_size") if "panel_size" in args else 8
+            enable = self.const_bool(args["enable"], scope, "enable") if "enable" in args else True
+            if panel <= 0:
+                raise self.fail("panel_size must be positive", args["panel_size"].span)
+            return self.emit(T.UseSwizzle(span, panel, enable))
+        raise self.fail(f"unknown tile operation '{fname}'", span)
+
+    def atomic_options(self, args: dict, scope) -> None:
+        """memory_order= is accepted and ignored: every atomic is relaxed (docs/language.md)."""
+        if "return_prev" in args and self.const_bool(args["return_prev"], scope, "return_prev"):
+            raise self.fail("return_prev=True is not supported: atomics are statements here", args["return_prev"].span)
+        if "use_tma" in args:
+            self.const_bool(args["use_tma"], scope, "use_tma")
+        order = args.get("memory_order")
+        if order is not None and not (isinstance(order, A.String) and order.value in (
+                "relaxed", "acquire", "release", "acq_rel", "seq_cst", "consume")):
+            raise self.fail('memory_order must be a string: "relaxed", "acquire", "release", "acq_rel" or "seq_cst"',
+                            order.span)
+
+    def atomic_element(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
+        """`atomic_add(C[i, j], v)` inside a Parallel loop: each iteration updates its element."""
+        args, _ = self.call_args(call, ["dst", "value", "memory_order", "return_prev", "use_tma"])
+        self.require(args, ["dst", "value"], call)
+        self.atomic_options(args, scope)
+        node = args["dst"]
+        if not isinstance(node, A.Subscript) or any(isinstance(i, A.Slice) for i in node.items):
+            raise self.fail(f"inside a Parallel loop {fname} updates one element: {fname}(buf[i, j], value)",
+                            node.span)
+        buf = self.buffer_ref(node.value, scope)
+        if buf.scope == "global" and not buf.is_output:
+            raise self.fail(f"cannot update input tensor '{buf.name}' atomically; declare it `out`", node.span)
+        if buf.scope not in ("global", "shared"):
+            raise self.fail(f"atomic updates go to global or shared memory; '{buf.name}' is a {buf.scope} buffer "
+                            "(its elements belong to one thread: update it with a plain assignment)", node.span)
+        idx = self.element_indices(buf, node, scope)
+        value = self.cast(self.expr(args["value"], scope), buf.dtype)
+        ones = [T.Const(D.I32, node.span, 1) for _ in idx]
+        self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,
+                           per_element=True))
+
+    def require(self, args: dict, names: list[str], call: A.CallExpr) -> None:
+        missing = [n for n in names if n not in args]
+        if missing:
+            raise self.fail(f"{_callee(call)} is missing argument(s): {', '.join(missing)}", call.span)
+
+    def require_full_extents(self, r: T.Region, node: A.Node) -> None:
+        if any(e is None for e in r.extents):
+            raise self.fail(f"the extent of this region of '{r.buffer.name}' cannot be inferred; use slices "
+                            "(a:b) or the whole buffer", node.span)
+
+    def policy_arg(self, node: A.Node) -> str:
+        name = node.attr if isinstance(node, A.Attribute) else node.id if isinstance(node, A.Name) else (
+            node.value if isinstance(node, A.String) else None)
+        mapping = {"Square": "square", "FullRow": "full_row", "FullCol": "full_col", "square": "square",
+                   "full_row": "full_row", "full_col": "full_col"}
+        if name not in mapping:
+            raise self.fail("policy must be GemmWarpPolicy.Square, FullRow or FullCol", node.span)
+        return mapping[name]
+
+    # ------------------------------------------------------------ regions
+    def is_region_node(self, node: A.Node, scope: _Scope) -> bool:
+        base = node.value if isinstance(node, A.Subscript) else node
+        if not isinstance(base, A.Name):
+            return False
+        bound = scope.lookup(base.id)
+        if isinstance(bound, tuple) and bound[0] == "region":
+            return True
+        if not isinstance(bound, T.Buffer) or bound.scope == "var":
+            return False
+        if isinstance(node, A.Name):
+            return True
+        return any(isinstance(i, A.Slice) for i in node.items) or len(node.items) != len(bound.shape)
+
+    def buffer_ref(self, node: A.Node, scope: _Scope) -> T.Buffer:
+        if isinstance(node, A.Name):
+            bound = scope.lookup(node.id)
+            if isinstance(bound, T.Buffer):
+                return bound
+            if bound is None and node.id not in BUILTINS:
+                raise self.fail(f"use of undefined name '{node.id}'", node.span)
+        raise self.fail("expected a buffer or tensor", node.span)
+
+    def region(self, node: A.Node, scope: _Scope, unit_corner: bool = False) -> T.Region:
+        """A region whose extents may still be None (a corner index, sized by the other operand)."""
+        if isinstance(node, A.Name):
+            bound = scope.lookup(node.id)
+            if isinstance(bound, tuple) and bound[0] == "region":
+                return self.region(bound[1], bound[2], unit_corner)
+            buf = self.buffer_ref(node, scope)
+            zeros = [T.Const(D.I32, node.span, 0) for _ in buf.shape]
+            return T.Region(buf, zeros, list(buf.shape), node.span)
+        if isinstance(node, A.Subscript):
+            if isinstance(node.value, A.Name):
+                bound = scope.lookup(node.value.id)
+                if isinstance(bound, tuple) and bound[0] == "region":
+                    raise self.fail("indexing a region passed to a helper is not supported; pass the buffer",
+                                    node.span)
+            buf = self.buffer_ref(node.value, scope)
+            if len(node.items) > len(buf.shape):
+                raise self.fail(f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(node.items)}",
+                                node.span)
+            items = list(node.items) + [A.Slice(node.span, None, None)] * (len(buf.shape) - len(node.items))
+            has_slice = any(isinstance(i, A.Slice) for i in items)
+            starts: list[T.Expr] = []
+            extents: list[T.Expr | None] = []
+            for dim, item in zip(buf.shape, items, strict=True):
+                if isinstance(item, A.Slice):
+                    lo = self.int_expr(item.lower, scope) if item.lower is not None else T.Const(D.I32, item.span, 0)
+                    hi = self.int_expr(item.upper, scope) if item.upper is not None else dim
+                    ext = constant_difference(self.fold_locals(hi), self.fold_locals(lo))
+                    if ext is None:
+                        if item.lower is None:
+                            ext_e = fold(hi)
+                        else:
+                            raise self.fail("the extent of a slice (upper - lower) must be a compile-time constant",
+                                            item.span)
+                    else:
+                        if ext <= 0:
+                            raise self.fail(f"empty slice (extent {ext})", item.span)
+                        ext_e = T.Const(D.I32, item.span, ext)
+                    starts.append(fold(lo))
+                    extents.append(ext_e)
+                else:
+                    starts.append(fold(self.int_expr(item, scope)))
+                    extents.append(T.Const(D.I32, item.span, 1) if (has_slice or unit_corner) else None)
+            return T.Region(buf, starts, extents, node.span)  # type: ignore[arg-type]
+        raise self.fail("expected a buffer, a tensor region (A[i:j, :]) or a corner (A[i, j])", node.span)
+
+    def region_pair(self, src_node: A.Node, dst_node: A.Node, scope: _Scope) -> tuple[T.Region, T.Region]:
+        src = self.region(src_node, scope)
+        dst = self.region(dst_node, scope)
+        src_corner = any(e is None for e in src.extents)
+        dst_corner = any(e is None for e in dst.extents)
+        if src_corner and dst_corner:
+            raise self.fail("both operands are corner indices; give one of them slices or a whole buffer",
+                            src_node.span)
+        if src_corner:
+            src.extents = self.corner_extents(src, dst, src_node)
+        if dst_corner:
+            dst.extents = self.corner_extents(dst, src, dst_node)
+        return src, dst
+
+    def corner_extents(self, corner: T.Region, other: T.Region, node: A.Node) -> list[T.Expr]:
+        """A corner index A[i, j] takes the other operand's (squeezed) extents; the other dims get 1.
+
+        The tile's dims go to the rightmost dims whose start is a multiple of the tile extent there
+        (`Q[b, i * bm, h, 0]` with a bm x 64 tile spans dims 1 and 3); when no such placement exists,
+        to the trailing dims, as TileLang does.
+        """
+        tile = [e for e in other.extents if as_int(e) != 1] or [other.extents[-1]]
+        rank = len(corner.extents)
+        if len(tile) > rank:
+            raise self.fail(f"a {len(tile)}-D tile does not fit the {rank}-D tensor '{corner.buffer.name}'",
+                            node.span)
+        dims = _aligned_dims(corner.starts, tile) or list(range(rank - len(tile), rank))
+        out: list[T.Expr] = [T.Const(D.I32, node.span, 1) for _ in range(rank)]
+        for d, e in zip(dims, tile, strict=True):
+            out[d] = e
+        return out
+
+    def element_indices(self, buf: T.Buffer, node: A.Subscript, scope: _Scope) -> list[T.Expr]:
+        if any(isinstance(i, A.Slice) for i in node.items):
+            raise self.fail("a slice is not an element; use copy() or a Parallel loop", node.span)
+        if len(node.items) != len(buf.shape):
+            raise self.fail(f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(node.items)}",
+                            node.span)
+        return [self.int_expr(i, scope) for i in node.items]
+
