@@ -366,7 +366,7 @@ def _without(body, name):
 def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     from test_simt_interp import check
 
-    from tilec.passes import lower_hopper
+    from tilec.targets.cuda import hopper_lowering as lower_hopper
     from tilec.testing.simt_interp import SimtInterpreterError
 
     sizes = {"M": 128, "N": 128, "K": 64, "B_rows": 64, "B_cols": 128}

@@ -33,7 +33,7 @@ from ..ir.fold import as_int, fold
 from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
-from .lower_hopper import HopperLowering
+from .lowering_extension import extension_for
 
 NAME = "lower-to-simt"
 
@@ -66,7 +66,7 @@ def _i64(e: T.Expr) -> T.Expr:
     return _cast(e, I64)
 
 
-class Lowerer(HopperLowering):
+class Lowerer:
     def __init__(self, k: T.Kernel, target: Target, rep: Reporter):
         self.k = k
         self.target = target
@@ -110,7 +110,7 @@ class Lowerer(HopperLowering):
                 if plan.stages > 1:
                     for pr in plan.producers:
                         self.stage_count[id(pr.dst.buffer)] = plan.stages
-        self.init_hopper()
+        self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
     # ------------------------------------------------------------ utilities
     def fail(self, msg: str, span: Span | None) -> CompileError:
@@ -144,7 +144,7 @@ class Lowerer(HopperLowering):
     def barrier(self) -> None:
         if self.out and isinstance(self.out[-1], S.Barrier):
             return
-        self.emit(S.Barrier(None, self.barrier_threads))
+        self.emit(S.Barrier(None, self.ext.barrier_threads))
         self.smem_dirty = False
         self.smem_read = False
 
@@ -254,17 +254,12 @@ class Lowerer(HopperLowering):
     def run(self) -> S.SKernel:
         k = self.k
         self.stmts(k.body)
-        body, threads = self.finish_hopper(self.out)
+        body, threads = self.ext.finish(self.out)
         body = self.hoisted + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
-        grid = [self.lx(g) for g in k.grid]
-        if self.persistent:  # at most one block per multiprocessor (num_sms: known at launch)
-            num_sms = T.Var(D.I32, None, "num_sms", "size")
-            grid = [T.Call(D.I32, None, "min", [self.total_tiles(), num_sms]), c(1), c(1)]
+        grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
-        if self.tensor_maps:
-            sk.attrs["tensor_maps"] = self.tensor_maps
-            sk.attrs["tensor_map_params"] = self.tensor_map_vars
+        sk.attrs.update(self.ext.kernel_attrs())
         return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:
@@ -306,12 +301,7 @@ class Lowerer(HopperLowering):
         if isinstance(s, T.For) and s.kind != "parallel":
             return self.serial_loop(s)
         reads, writes = self.uses_shared(s)
-        if isinstance(s, T.Gemm) and self.layouts.gemm_impl.get(id(s)) == "wgmma" and self.generic_smem_writes:
-            # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
-            # must be fenced into it before the barrier that publishes them.
-            self.emit(S.SCall(None, "fence_proxy_async", []))
-            self.generic_smem_writes = False
-            self.smem_dirty = True
+        self.ext.before_stmt(s)
         self.before_shared_access(reads, writes)
         self.lower(s)
         self.after_shared_access(reads, writes)
@@ -385,8 +375,8 @@ class Lowerer(HopperLowering):
     # ------------------------------------------------------------ loops
     def serial_loop(self, s: T.For, plain: bool = False) -> None:
         plan = self.plans.get(id(s))
-        if plan is not None and plan.mechanism == "tma" and not plain:
-            return self.pipelined_tma(s, plan)
+        if plan is not None and not plain and self.ext.lower_pipelined(s, plan):
+            return
         if plan is not None and plan.stages > 1 and not plain:
             return self.pipelined(s, plan)
         var = s.vars[0]
@@ -405,7 +395,7 @@ class Lowerer(HopperLowering):
                     self.barrier()
 
         # Barrier state at the loop head must hold for every iteration: enter with a clean slate.
-        self.fence_generic_writes_before(s)
+        self.ext.before_loop(s)
         r, w = self.uses_shared(s)
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
@@ -429,7 +419,7 @@ class Lowerer(HopperLowering):
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
 
-        self.fence_generic_writes_before(s)
+        self.ext.before_loop(s)
         self.before_shared_access(False, True)
         self.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, cp.async"))
         pro = self.fresh(f"{var.name}_pre")
@@ -439,13 +429,9 @@ class Lowerer(HopperLowering):
 
         it = self.fresh(var.name)
 
-        feeds_wgmma = any(isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"
-                          for st in walk_stmts(s.body))
-
         def steady():
             self.emit(S.SCall(None, "cp_async_wait", [c(stages - 2)]))
-            if feeds_wgmma:
-                self.emit(S.SCall(None, "fence_proxy_async", []))
+            self.ext.after_async_copies_landed(s)
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
             ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
@@ -620,7 +606,7 @@ class Lowerer(HopperLowering):
     def copy(self, s: T.Copy, asynchronous: bool = False) -> None:
         src, dst = s.src, s.dst
         sext = [e for e in src.const_extents if e != 1] or [1]
-        if src.buffer.scope == "fragment" and dst.buffer.scope == "global" and self.tma_store_fragment(s):
+        if self.ext.lower_copy(s):
             return
         if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
             return self.copy_fragment(s, sext)
@@ -740,7 +726,7 @@ class Lowerer(HopperLowering):
         frag_r, mem = (src, dst) if to_mem else (dst, src)
         block = layout.parent if isinstance(layout, Projected) and layout.keep == 1 else layout
         if not (isinstance(block, BlockRow) and block.vec >= 2 and mem.buffer.scope in ("global", "shared")
-                and self.target.backend == "cuda" and frag_r.buffer.dtype.is_float and mem.buffer.dtype.is_float
+                and "vector_fragment_copy" in self.target.features and frag_r.buffer.dtype.is_float and mem.buffer.dtype.is_float
                 and self.contiguous_inner(mem) and sext[-1] == layout.shape[-1]):
             return False
         vec = block.vec  # a block-row thread's (or its column projection's) registers run in chunks of vec
@@ -969,8 +955,8 @@ class Lowerer(HopperLowering):
         impl = self.layouts.gemm_impl.get(id(s), "fma")
         if s.clear_accum:
             self.fill(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
-        if impl == "wgmma":
-            return self.gemm_wgmma(s)
+        if self.ext.lower_gemm(s, impl):
+            return
         if impl == "mma":
             return self.gemm_mma(s)
         if impl == "mfma":
@@ -1139,14 +1125,12 @@ class Lowerer(HopperLowering):
         earlier MFMA) fixes the plain order k = 16kk + 4g + i; its B operand is then read 128 bits at a time
         from an interleaved K-major tile (SharedLayout.interleave), else 64 bits (4 consecutive k)."""
         from ..ir.layout import MfmaTiled
-        from ..targets.hip import mfma_layouts as ML
-
         lay: MfmaTiled = self.layouts.fragments[id(s.c.buffer)]
         m, n, kd = self.gemm_dims(s)
         dt = s.a.buffer.dtype
         name = "mfma_f32_16x16x16f16" if dt == D.F16 else "mfma_f32_16x16x16bf16_1k"
-        wave = div(self.tid, ML.WAVE)
-        lane = mod(self.tid, ML.WAVE)
+        wave = div(self.tid, self.target.warp_size)
+        lane = mod(self.tid, self.target.warp_size)
         wave_m = mod(wave, lay.wm)
         wave_n = div(wave, lay.wm)
         wm_rows, wn_cols = m // lay.wm, n // lay.wn

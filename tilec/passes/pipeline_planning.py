@@ -76,7 +76,7 @@ def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False,
         return PipelinePlan(loop.num_stages, "tma", producers)
     if producers and "cp.async" in target.async_copy and loop.num_stages >= 2:
         return PipelinePlan(loop.num_stages, "cp.async", producers)
-    if producers and target.backend == "hip" and loop.num_stages >= 2:
+    if producers and "register_double_buffer" in target.features and loop.num_stages >= 2:
         # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
         # compute and stored to the other of two shared buffers after it (one barrier per iteration) -- where
         # the second buffers fit in the target's shared memory (else the plain loop).
@@ -173,6 +173,10 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
         if (len(loops) == 1 and tma_loops and "warp_specialize" not in disabled
                 and k.attrs.get("warp_specialize", True) and _top_level_loop_ok(k, loops[0], plans[id(loops[0])])):
             plans[id(loops[0])].warp_specialized = True
+        if (k.attrs.get("persistent") and not any(p.warp_specialized for p in plans.values())
+                and not k.attrs.get("internal")):  # (the TMA-less twin says nothing)
+            rep.warning(f"persistent=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
+                        "warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top level)", k.span)
         k.attrs["pipelines"] = _PlanTable(plans, k)
     return module
 
