@@ -94,6 +94,8 @@ def compile(
     target: str | None = None,
     limits: dict[str, int] | None = None,
     disable: set[str] | None = None,
+    schedule: object | None = None,
+    plan_only: bool = False,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR.
 
@@ -102,6 +104,10 @@ def compile(
     resource limits (Target.with_limits: shared_memory_bytes, max_threads, max_storage_buffers, max_grid),
     as `--max-workgroup-storage` does for a WebGPU device that grants more than the default.
     `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize" (Hopper).
+    `schedule` pins parts of every kernel's schedule before the planners run (a tilec.ir.schedule.ScheduleRequest
+    or its plain dict form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}}}); a pin a
+    kernel cannot honour is an error at its line. `plan_only` stops after the planning passes: the module's
+    kernels carry their schedules (tilec.ir.schedule.resources prices them) and nothing is lowered.
     """
     from .parser.build import build_module, read_source
 
@@ -134,11 +140,18 @@ def compile(
         if unknown:
             raise CompileError([Diagnostic("error", f"unknown feature(s) to disable: {', '.join(sorted(unknown))} "
                                                     f"(known: {', '.join(sorted(DISABLEABLE))})")])
+        from .ir.schedule import ScheduleRequest
+
+        try:
+            request = ScheduleRequest.parse(schedule)
+        except ValueError as e:
+            raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
             k.attrs["disabled"] = frozenset(disable or ())
+            k.request = request
         result = CompileResult(module, sources, rep.diagnostics, dumps)
         if target is not None:
-            _compile_for_target(result, target, rep, want, limits)
+            _compile_for_target(result, target, rep, want, limits, plan_only)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
@@ -148,7 +161,7 @@ def compile(
 
 
 def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str],
-                        limits: dict[str, int] | None = None) -> None:
+                        limits: dict[str, int] | None = None, plan_only: bool = False) -> None:
     from . import __version__
     from .targets.registry import UnknownTarget, backend_available, lookup
 
@@ -170,6 +183,12 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
         )
     result.target = target
     tile_passes, simt_passes = _target_passes()
+    if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
+        for name, run in tile_passes:
+            result.module = run(result.module, rep, target)
+            if name in want:
+                result.ir_after[name] = module_str(result.module)
+        return
     module = result.module
     pristine = copy.deepcopy(module) if target.tma_pipelines else None
     simt = _run_target_passes(module, rep, target, tile_passes, simt_passes, want, result.ir_after)

@@ -11,9 +11,13 @@ Nodes compare by identity (eq=False): two uses of one variable are the same obje
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..diagnostics import Span
 from .dtypes import DType
+
+if TYPE_CHECKING:
+    from .schedule import KernelSchedule, ScheduleRequest
 
 # ---------------------------------------------------------------- expressions
 
@@ -92,6 +96,7 @@ class Buffer:
     scope: str
     span: Span | None
     is_output: bool = False  # for global tensors: declared `out`
+    uid: int = field(default=0, kw_only=True)  # stable within its kernel (number_ops); 0: not numbered
 
     @property
     def const_shape(self) -> tuple[int, ...] | None:
@@ -122,6 +127,9 @@ class Region:
 @dataclass(eq=False)
 class Stmt:
     span: Span | None
+    # A stable id within the kernel (number_ops), by which the schedule records decisions about this statement
+    # and `--emit-ir` names it; it survives copies of the kernel. 0: made after numbering (by a pass).
+    uid: int = field(default=0, kw_only=True)
 
 
 @dataclass(eq=False)
@@ -233,8 +241,6 @@ class UseSwizzle(Stmt):
     enable: bool = True
 
 
-TileOp = Copy | Gemm | Reduce | Fill | Atomic | Print | AnnotateLayout | UseSwizzle
-
 # ---------------------------------------------------------------- kernels and modules
 
 
@@ -249,6 +255,8 @@ class Kernel:
     body: list[Stmt]
     span: Span | None
     attrs: dict[str, object] = field(default_factory=dict)
+    schedule: KernelSchedule | None = None  # the planning passes' decisions (tilec/ir/schedule.py)
+    request: ScheduleRequest | None = None  # parts of the schedule pinned by the caller before planning
 
 
 @dataclass(eq=False)
@@ -256,3 +264,21 @@ class Module:
     kernels: list[Kernel]
     consts: dict[str, object]  # the compile-time constants after -D overrides
     files: list[str]  # the main file and every imported file, for dependency tracking
+
+
+def number_ops(k: Kernel) -> None:
+    """Give every statement and buffer of kernel k its stable id: 1, 2, ... in source order (parameters,
+    then the body depth first), so that the same source always numbers the same way."""
+    from .visit import walk_stmts
+
+    n = 0
+    for p in k.params:
+        if isinstance(p, Buffer):
+            n += 1
+            p.uid = n
+    for s in walk_stmts(k.body):
+        n += 1
+        s.uid = n
+        if isinstance(s, Alloc):
+            n += 1
+            s.buffer.uid = n

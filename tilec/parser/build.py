@@ -1297,4 +1297,6 @@ def build_module(path: str, text: str, sources: SourceManager, include_dirs: lis
     if not b.kernels and not reporter.has_errors:
         reporter.error("no kernel defined", Span(path, 1, 1))
     reporter.check()
+    for k in b.kernels:
+        T.number_ops(k)  # stable ids for the schedule (tilec/ir/schedule.py)
     return T.Module(b.kernels, b.consts, b.files)

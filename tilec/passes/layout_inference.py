@@ -1,7 +1,7 @@
 """layout-inference — a register layout for every fragment, a shared layout for every shared tile.
 
 Assumes: check-tile-ops has run (tile ops are well-shaped); the target is known.
-Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
+Guarantees: `kernel.schedule` (tilec/ir/schedule.py) records, keyed by stable op/buffer ids,
   * each fragment a layout: gemm accumulators take the matrix instruction's tiled accumulator
     layout (a warp partition chosen from the gemm's policy); fragments used together in a Parallel
     loop, or copied into each other, share a layout; 1-D fragments indexed by one loop variable of
@@ -9,12 +9,14 @@ Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
     everything else gets the generic block-row layout;
   * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
     power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
-  * each gemm an implementation: "wgmma" (Hopper wgmma.m64nNk16, warpgroup accumulators, operands
-    in TMA panel layouts), "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared
-    operands, or a register A operand that is the transposed accumulator of an earlier MFMA gemm) or "fma"
-    (scalar fallback).
+  * each gemm an instruction (GemmSchedule: family, instruction shape, warp partition): "wgmma" (Hopper
+    wgmma.m64nNk16, warpgroup accumulators, operands in TMA panel layouts), "mma" (mma.sync m16n8k16),
+    "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared operands, or a register A operand that is the
+    transposed accumulator of an earlier MFMA gemm) or "fma" (scalar fallback), chosen among the
+    instructions the target lists in `matrix_instructions`.
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
-that creates the conflict.
+that creates the conflict; so is a gemm instruction or warp partition pinned by the kernel's
+ScheduleRequest that this gemm cannot use.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..ir.layout import (
     block_row,
     same_layout,
 )
+from ..ir.schedule import GemmRequest, GemmSchedule, KernelSchedule
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
 
@@ -98,7 +101,8 @@ def _fragment_loads(s: T.Stmt) -> list[tuple[T.Buffer, list[T.Expr], T.Stmt]]:
     return out
 
 
-def _choose_warps(m: int, n: int, warps: int, policy: str, atom_n: int = 8) -> tuple[int, int] | None:
+def _choose_warps(m: int, n: int, warps: int, policy: str, atom_n: int = 8,
+                  pinned: tuple[int, int] | None = None) -> tuple[int, int] | None:
     options = []
     wm = 1
     while wm <= warps:
@@ -109,6 +113,8 @@ def _choose_warps(m: int, n: int, warps: int, policy: str, atom_n: int = 8) -> t
         wm *= 2
     if not options:
         return None
+    if pinned is not None:
+        return pinned if pinned in options else None
     if policy == "full_row":
         return max(options, key=lambda o: o[0])
     if policy == "full_col":
@@ -119,9 +125,47 @@ def _choose_warps(m: int, n: int, warps: int, policy: str, atom_n: int = 8) -> t
 
 def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
-        k.attrs["layouts"] = _infer(k, rep, target)
+        table = _infer(k, rep, target)
+        k.schedule = _record(k, table, k.schedule or KernelSchedule(), rep)
     rep.check()
     return module
+
+
+def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporter) -> KernelSchedule:
+    """The inference's results in the kernel's schedule, keyed by stable ids; a pinned instruction that
+    was not taken is an error at the gemm."""
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc):
+            b = s.buffer
+            if id(b) in table.fragments:
+                sched.fragments[b.uid] = table.fragments[id(b)]
+            elif id(b) in table.shared:
+                sched.shared[b.uid] = table.shared[id(b)]
+            else:
+                continue
+            sched.labels[b.uid] = b.name
+        elif isinstance(s, T.Gemm):
+            impl = table.gemm_impl.get(id(s), "fma")
+            sched.gemms[s.uid] = _gemm_schedule(s, impl, table.fragments.get(id(s.c.buffer)))
+            sched.labels[s.uid] = f"#{s.uid}" + (f" (line {s.span.line})" if s.span is not None else "")
+            req = k.request.gemm(s) if k.request is not None else GemmRequest()
+            if req.instruction is not None and req.instruction != impl:
+                rep.error(f"the schedule asks for '{req.instruction}' for this gemm, which cannot use it here "
+                          f"(operands, shapes or target); it can use '{impl}'", s.span)
+            elif req.warps is not None and impl != "fma" and sched.gemms[s.uid].warps != tuple(req.warps):
+                rep.error(f"the schedule asks for a {req.warps[0]}x{req.warps[1]} warp partition for this gemm, "
+                          f"which its {impl} accumulator cannot take", s.span)
+    return sched
+
+
+def _gemm_schedule(s: T.Gemm, impl: str, lay: Fragment | None) -> GemmSchedule:
+    if impl == "wgmma" and isinstance(lay, WgmmaTiled):
+        return GemmSchedule("wgmma", (64, lay.instr_n, 32 if s.a.buffer.dtype.bits == 8 else 16), (lay.wm, lay.wn))
+    if impl == "mma" and isinstance(lay, MmaTiled):
+        return GemmSchedule("mma", (16, 8, 16), (lay.wm, lay.wn))
+    if impl == "mfma" and isinstance(lay, MfmaTiled):
+        return GemmSchedule("mfma", (16, 16, 16), (lay.wm, lay.wn))
+    return GemmSchedule("fma")
 
 
 def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
@@ -190,11 +234,15 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         c_buf = s.c.buffer
         impl = "fma"
         exts = s.c.const_extents
-        wg = _wgmma_layout(s, k, target, uf, frags, col_reduced, projected_roots) if has_wgmma else None
+        req = k.request.gemm(s) if k.request is not None else GemmRequest()
+        allowed = (req.instruction,) if req.instruction is not None else ("wgmma", "mma", "mfma")
+        wg = (_wgmma_layout(s, k, target, uf, frags, col_reduced, projected_roots, req.warps)
+              if has_wgmma and "wgmma" in allowed else None)
         if wg is not None:
             set_accumulator(s, wg)
             impl = "wgmma"
-        elif (has_mma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
+        elif (has_mma and "mma" in allowed and c_buf.scope == "fragment" and c_buf.dtype == D.F32
+              and s.a.buffer.dtype in (D.F16, D.BF16)
                 and exts is not None and len(c_buf.shape) == 2 and k.threads % 32 == 0):
             m, n = c_buf.const_shape
             kdim = _gemm_k(s)
@@ -204,11 +252,12 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             if policy == "square" and (any(b in row_reduced for b in members) or
                                        any(uf.find(a) == root for a in register_a)):
                 policy = "full_row"
-            choice = _choose_warps(m, n, warps, policy)
+            choice = _choose_warps(m, n, warps, policy, pinned=req.warps)
             if choice is not None and kdim % 16 == 0 and _operands_mma_ok(s, table, frags, uf):
                 impl = "mma"
                 set_accumulator(s, MmaTiled(m, n, *choice))
-        elif (has_mfma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
+        elif (has_mfma and "mfma" in allowed and c_buf.scope == "fragment" and c_buf.dtype == D.F32
+              and s.a.buffer.dtype in (D.F16, D.BF16)
               and exts is not None and len(c_buf.shape) == 2 and k.threads % 64 == 0):
             # MFMA 16x16x16 (wave64). The accumulator is transposed (lane l holds row l%16, computed as
             # C^T = B^T A^T) when its rows are projected (row reductions, row statistics) or it feeds a
@@ -220,7 +269,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             if policy == "square" and (any(b in row_reduced for b in members) or
                                        any(uf.find(a) == root for a in register_a)):
                 policy = "full_row"
-            choice = _choose_warps(m, n, warps, policy, atom_n=16)
+            choice = _choose_warps(m, n, warps, policy, atom_n=16, pinned=req.warps)
             if (choice is not None and _gemm_k(s) % 16 == 0 and _operands_mma_ok(s, table, frags, uf)
                     and _mfma_a_ok(s, class_layout, uf)):
                 set_accumulator(s, MfmaTiled(m, n, *choice,
@@ -329,7 +378,7 @@ def _whole(r: T.Region) -> bool:
 
 
 def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced,
-                  projected_roots) -> WgmmaTiled | None:
+                  projected_roots, pinned: tuple[int, int] | None = None) -> WgmmaTiled | None:
     """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
 
     Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
@@ -358,6 +407,8 @@ def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced
     panel_n = 128 // b.dtype.bytes
     for wm in [g for g in (groups, *range(groups - 1, 0, -1)) if groups % g == 0]:
         wn = groups // wm
+        if pinned is not None and (wm, wn) != tuple(pinned):
+            continue
         if m % (64 * wm) or n % (8 * wn) or n // wn > 256:
             continue
         if (a.scope == "fragment" or root in projected_roots) and wn != 1:

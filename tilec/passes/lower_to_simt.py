@@ -1,7 +1,7 @@
 """lower-to-simt — tile operations to per-thread code.
 
-Assumes: layout-inference and pipeline-planning have run (kernel.attrs["layouts"],
-kernel.attrs["pipelines"]).
+Assumes: layout-inference and pipeline-planning have run: kernel.schedule holds every layout, gemm
+instruction and loop plan, and lowering follows it without revisiting any of it.
 Guarantees: an SModule whose kernels contain only per-thread statements:
   * fragments become register arrays indexed only inside fully unrolled loops over the layout's
     local elements; Parallel loops over fragments iterate those local elements, other Parallel
@@ -29,7 +29,7 @@ from ..diagnostics import CompileError, Diagnostic, Reporter, Span
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
-from ..ir.fold import as_int, fold
+from ..ir.fold import as_int, fold, multiple_of
 from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
 from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
@@ -71,8 +71,8 @@ class Lowerer:
         self.k = k
         self.target = target
         self.rep = rep
-        self.layouts = k.attrs["layouts"]
-        self.plans = k.attrs.get("pipelines", {})
+        self.sched = k.schedule  # the planners' decisions (tilec/ir/schedule.py): final
+        self.staged_layouts: dict[int, SharedLayout] = {}  # shared buffers lowering makes (operand staging)
         self.tid = S.ThreadIdx(D.I32, None)
         self.buffers: dict[int, S.SBuffer] = {}
         self.shared: list[S.SBuffer] = []
@@ -88,9 +88,7 @@ class Lowerer:
         self.scratch: S.SBuffer | None = None
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
         self.hoisted_vars: dict[str, T.Var] = {}
-        self.scratch_elems = 0
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
-        self.unstaged: set[int] = set()  # Pipelined loops planned for register staging that cannot use it
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -99,17 +97,10 @@ class Lowerer:
             self.names.add(p.name)
             if isinstance(p, T.Buffer):
                 self.buffers[id(p)] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
-        for s in walk_stmts(k.body):
-            if isinstance(s, T.For) and id(s) in self.plans:
-                plan = self.plans[id(s)]
-                if plan.mechanism == "registers" and any(self.staged_copy(
-                        pr, [e for e in pr.src.const_extents if e != 1] or [1], check_only=True) is None
-                        for pr in plan.producers):
-                    self.unstaged.add(id(s))  # a producer cannot go through registers: a plain loop
-                    continue
-                if plan.stages > 1:
-                    for pr in plan.producers:
-                        self.stage_count[id(pr.dst.buffer)] = plan.stages
+        for plan in self.sched.loops.values():
+            if plan.stages > 1:
+                for pr in plan.producers:
+                    self.stage_count[id(pr.dst.buffer)] = plan.stages
         self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
     # ------------------------------------------------------------ utilities
@@ -160,6 +151,10 @@ class Lowerer:
     def sbuf(self, b: T.Buffer) -> S.SBuffer:
         return self.buffers[id(b)]
 
+    def shared_layout(self, b: T.Buffer) -> SharedLayout:
+        staged = self.staged_layouts.get(id(b))
+        return staged if staged is not None else self.sched.shared_layout(b)
+
     def global_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
         off: T.Expr = T.Const(I64, None, 0)
         for d, i in zip(b.shape, idx, strict=True):
@@ -167,7 +162,7 @@ class Lowerer:
         return off
 
     def shared_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
-        lay: SharedLayout = self.layouts.shared[id(b)]
+        lay: SharedLayout = self.shared_layout(b)
         off = lay.offset(idx)
         st = self.stage_offset.get(id(b))
         return add(st, off) if st is not None else off
@@ -213,7 +208,7 @@ class Lowerer:
             raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
                             "are spread over the threads)", span)
         loop_ids, layout, k = self.frag_ctx
-        lay = self.layouts.fragments[id(b)]
+        lay = self.sched.fragment(b)
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
         if ids == loop_ids and same_layout(lay, layout):
             return k
@@ -354,7 +349,7 @@ class Lowerer:
         self.names.add(b.name)
         if b.scope == "shared":
             stages = self.stage_count.get(id(b), 1)
-            lay: SharedLayout = self.layouts.shared[id(b)]
+            lay: SharedLayout = self.shared_layout(b)
             # a TMA/wgmma swizzle pattern repeats every 1024 bytes from an aligned base
             sb = S.SBuffer(b.name, b.dtype, "shared", lay.size * stages, origin=b.name,
                            align=1024 if lay.panel and lay.swizzle else 128)
@@ -362,7 +357,7 @@ class Lowerer:
             self.buffers[id(b)] = sb
             return
         if b.scope == "fragment":
-            size = self.layouts.fragments[id(b)].num_local
+            size = self.sched.fragment(b).num_local
         else:
             size = 1
             for d in b.const_shape:
@@ -373,11 +368,11 @@ class Lowerer:
         self.emit(S.DeclareArray(s.span, sb, init))
 
     # ------------------------------------------------------------ loops
-    def serial_loop(self, s: T.For, plain: bool = False) -> None:
-        plan = self.plans.get(id(s))
-        if plan is not None and not plain and self.ext.lower_pipelined(s, plan):
+    def serial_loop(self, s: T.For) -> None:
+        plan = self.sched.loop(s)
+        if plan is not None and self.ext.lower_pipelined(s, plan):
             return
-        if plan is not None and plan.stages > 1 and not plain:
+        if plan is not None and plan.stages > 1:
             return self.pipelined(s, plan)
         var = s.vars[0]
         v = self.fresh(var.name)
@@ -409,7 +404,7 @@ class Lowerer:
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         stages = plan.stages
         producers = plan.producers
-        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
 
         def issue(iteration: T.Expr):
             self.subst[id(var)] = iteration
@@ -458,17 +453,17 @@ class Lowerer:
         the stores from the previous iteration's reads of the same buffer."""
         var = s.vars[0]
         producers = plan.producers
-        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
 
         def sext(p: T.Copy) -> list[int]:
             return [e for e in p.src.const_extents if e != 1] or [1]
 
-        if id(s) in self.unstaged:  # one buffer each: a plain loop (load, barrier, compute, barrier)
-            return self.serial_loop(s, plain=True)
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         self.before_shared_access(False, True)
         self.emit(S.SComment(None, f"pipeline over {var.name}: 2 shared buffers, next tiles staged in registers"))
         stagers = [(p, self.staged_copy(p, sext(p), tag="next")) for p in producers]
+        if any(st is None for _, st in stagers):  # pipeline-planning's register_stageable promised otherwise
+            raise self.fail("internal error: a register-staged pipeline's copy cannot go through registers", s.span)
 
         def at(iteration: T.Expr, phase: int):
             self.subst[id(var)] = iteration
@@ -524,7 +519,7 @@ class Lowerer:
                 break
         extents = [as_int(e) for e in s.extents]
         if driver is not None:
-            layout = self.layouts.fragments[id(driver)]
+            layout = self.sched.fragment(driver)
             if list(layout.shape) != extents:
                 raise self.fail(f"this Parallel loop is {extents} but fragment '{driver.name}' is "
                                 f"{list(layout.shape)}", s.span)
@@ -610,7 +605,7 @@ class Lowerer:
             return
         if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
             return self.copy_fragment(s, sext)
-        if dst.buffer.scope == "shared" and self.layouts.shared[id(dst.buffer)].transposed:
+        if dst.buffer.scope == "shared" and self.shared_layout(dst.buffer).transposed:
             staged = self.staged_copy(s, sext)
             if staged is not None:  # through registers: 128-bit global loads, stores in the K-major order
                 load, store = staged
@@ -621,7 +616,7 @@ class Lowerer:
         if not self.vector_copy(s, sext, asynchronous):
             self.copy_elements(s, sext)
 
-    def staged_copy(self, s: T.Copy, sext: list[int], tag: str = "stage", check_only: bool = False):
+    def staged_copy(self, s: T.Copy, sext: list[int], tag: str = "stage"):
         """A global -> shared copy through registers, as two code generators: load() reads this thread's
         16-byte chunks of the source into a register array (zero outside the tensor; element by element where
         the tensor is not 16-byte aligned at run time), store() writes them to shared memory (16 bytes at a time
@@ -634,7 +629,7 @@ class Lowerer:
             return None
         dt = src.buffer.dtype
         vec = 16 // dt.bytes
-        if sext[-1] % vec or not self.contiguous_inner(src) or not _multiple_of(self.lx(src.starts[-1]), vec):
+        if sext[-1] % vec or not self.contiguous_inner(src) or not multiple_of(self.lx(src.starts[-1]), vec):
             return None
         inner = self.lx(src.buffer.shape[-1])
         if as_int(inner) is not None and as_int(inner) % vec:
@@ -642,7 +637,7 @@ class Lowerer:
         runtime_ok = None if as_int(inner) is not None else _cmp("==", mod(inner, vec), c(0))
         base = S.AddrOf(D.I64, None, self.sbuf(src.buffer), c(0))
         runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [base]))
-        dlay = self.layouts.shared[id(dst.buffer)]
+        dlay = self.shared_layout(dst.buffer)
         rows = sext[0] if len(sext) == 2 else 1
         cchunks = sext[-1] // vec
         # K-major destination: consecutive threads take consecutive source rows, so that one wave's scalar
@@ -651,12 +646,10 @@ class Lowerer:
         total = rows * cchunks
         threads = self.k.threads
         iters = -(-total // threads)
-        if check_only:
-            return True
         tmp = S.SBuffer(self.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
         self.emit(S.DeclareArray(None, tmp))
         vector_store = not dlay.transposed and dlay.shape[-1] % vec == 0 and \
-            _multiple_of(self.lx(dst.starts[-1]), vec) and self.contiguous_inner(dst)
+            multiple_of(self.lx(dst.starts[-1]), vec) and self.contiguous_inner(dst)
 
         def each_chunk(fn):
             for it in range(iters):  # unrolled here: the register array is indexed by constants
@@ -707,9 +700,9 @@ class Lowerer:
     def copy_fragment(self, s: T.Copy, sext: list[int]) -> None:
         src, dst = s.src, s.dst
         frag = src.buffer if src.buffer.scope == "fragment" else dst.buffer
-        layout = self.layouts.fragments[id(frag)]
+        layout = self.sched.fragment(frag)
         if src.buffer.scope == dst.buffer.scope == "fragment" and \
-                self.layouts.fragments[id(src.buffer)] != self.layouts.fragments[id(dst.buffer)]:
+                self.sched.fragment(src.buffer) != self.sched.fragment(dst.buffer):
             raise self.fail("copy between fragments of different layouts", s.span)
         if [e for e in layout.shape if e != 1] != [e for e in sext if e != 1]:
             raise self.fail(f"copy of a part of fragment '{frag.name}' is not supported; copy it whole", s.span)
@@ -726,16 +719,17 @@ class Lowerer:
         frag_r, mem = (src, dst) if to_mem else (dst, src)
         block = layout.parent if isinstance(layout, Projected) and layout.keep == 1 else layout
         if not (isinstance(block, BlockRow) and block.vec >= 2 and mem.buffer.scope in ("global", "shared")
-                and "vector_fragment_copy" in self.target.features and frag_r.buffer.dtype.is_float and mem.buffer.dtype.is_float
+                and "vector_fragment_copy" in self.target.features and frag_r.buffer.dtype.is_float
+                and mem.buffer.dtype.is_float
                 and self.contiguous_inner(mem) and sext[-1] == layout.shape[-1]):
             return False
         vec = block.vec  # a block-row thread's (or its column projection's) registers run in chunks of vec
         nbytes = vec * mem.buffer.dtype.bytes
-        if nbytes > 16 or 16 % nbytes or not _multiple_of(self.lx(mem.starts[-1]), vec):
+        if nbytes > 16 or 16 % nbytes or not multiple_of(self.lx(mem.starts[-1]), vec):
             return False
         runtime_ok: T.Expr | None = None
         if mem.buffer.scope == "shared":
-            if self.layouts.shared[id(mem.buffer)].shape[-1] % vec or self.layouts.shared[id(mem.buffer)].transposed:
+            if self.shared_layout(mem.buffer).shape[-1] % vec or self.shared_layout(mem.buffer).transposed:
                 return False
         else:
             inner = self.lx(mem.buffer.shape[-1])
@@ -864,10 +858,10 @@ class Lowerer:
             return False
         for r in (src, dst):
             if r.buffer.scope == "shared":
-                lay = self.layouts.shared[id(r.buffer)]
-                if lay.shape[-1] % vec != 0 or not _multiple_of(self.lx(r.starts[-1]), vec) or lay.transposed:
+                lay = self.shared_layout(r.buffer)
+                if lay.shape[-1] % vec != 0 or not multiple_of(self.lx(r.starts[-1]), vec) or lay.transposed:
                     return False
-            elif not _multiple_of(self.lx(r.starts[-1]), vec):
+            elif not multiple_of(self.lx(r.starts[-1]), vec):
                 return False
         runtime_ok: T.Expr | None = None
         for r in (src, dst):
@@ -930,7 +924,7 @@ class Lowerer:
         b = s.dst.buffer
         value = _cast(self.lx(s.value), b.dtype)
         if b.scope == "fragment":
-            layout = self.layouts.fragments[id(b)]
+            layout = self.sched.fragment(b)
             kv = self.fresh("r")
             body = [S.SStore(s.span, self.sbuf(b), kv, value)]
             self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), body, unroll=True))
@@ -952,7 +946,7 @@ class Lowerer:
 
     # ------------------------------------------------------------ gemm
     def gemm(self, s: T.Gemm) -> None:
-        impl = self.layouts.gemm_impl.get(id(s), "fma")
+        impl = self.sched.instruction(s)
         if s.clear_accum:
             self.fill(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
         if self.ext.lower_gemm(s, impl):
@@ -988,10 +982,10 @@ class Lowerer:
                 raise self.fail("gemm with a register operand needs the matrix-instruction path (f16/bf16 "
                                 "operands, f32 accumulator, tile sizes multiple of 16) or the whole 2-D fragment",
                                 s.span)
-            layout = self.layouts.fragments[id(b)]
+            layout = self.sched.fragment(b)
             stage = T.Buffer(self.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
             lay = SharedLayout(shape, b.dtype.bytes)
-            self.layouts.shared[id(stage)] = lay
+            self.staged_layouts[id(stage)] = lay
             self.staged.append(stage)
             sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
             self.shared.append(sb)
@@ -1017,7 +1011,7 @@ class Lowerer:
         cb = s.c.buffer
         if cb.scope != "fragment":
             raise self.fail("gemm accumulator must be a fragment", s.span)
-        layout = self.layouts.fragments[id(cb)]
+        layout = self.sched.fragment(cb)
         kv = self.fresh("r")
         acc_dt = D.F32 if cb.dtype.is_float else D.I32
 
@@ -1047,7 +1041,7 @@ class Lowerer:
             self.barrier()  # the staging buffer is rewritten by the next gemm, possibly in the next iteration
 
     def gemm_mma(self, s: T.Gemm) -> None:
-        lay: MmaTiled = self.layouts.fragments[id(s.c.buffer)]
+        lay: MmaTiled = self.sched.fragment(s.c.buffer)
         m, n, kd = self.gemm_dims(s)
         dt = s.a.buffer.dtype
         kind = "f16" if dt == D.F16 else "bf16"
@@ -1063,7 +1057,7 @@ class Lowerer:
             # The lane's offset in the (swizzled) tile is a per-thread constant: hoist it; only the
             # pipeline stage's base changes from one iteration to the next.
             idx = self.operand_index(r, row, col)
-            offset = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx)))
+            offset = self.hoist(f"{r.buffer.name}_off", fold(self.shared_layout(r.buffer).offset(idx)))
             stage = self.stage_offset.get(id(r.buffer))
             return S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
 
@@ -1125,7 +1119,7 @@ class Lowerer:
         earlier MFMA) fixes the plain order k = 16kk + 4g + i; its B operand is then read 128 bits at a time
         from an interleaved K-major tile (SharedLayout.interleave), else 64 bits (4 consecutive k)."""
         from ..ir.layout import MfmaTiled
-        lay: MfmaTiled = self.layouts.fragments[id(s.c.buffer)]
+        lay: MfmaTiled = self.sched.fragment(s.c.buffer)
         m, n, kd = self.gemm_dims(s)
         dt = s.a.buffer.dtype
         name = "mfma_f32_16x16x16f16" if dt == D.F16 else "mfma_f32_16x16x16bf16_1k"
@@ -1137,17 +1131,17 @@ class Lowerer:
         c_sb = self.sbuf(s.c.buffer)
         group = div(lane, 16)
         reg_a = s.a.buffer.scope == "fragment"
-        b_lay = self.layouts.shared[id(s.b.buffer)]
+        b_lay = self.shared_layout(s.b.buffer)
 
         def kmajor(r: T.Region, k_first: bool, count: int = 8) -> bool:
             """K is the stored-contiguous dim, and `count` k-values of a lane form one aligned vector."""
-            lay = self.layouts.shared[id(r.buffer)]
+            lay = self.shared_layout(r.buffer)
             kstart = as_int(self.lx(r.starts[0 if k_first else -1]))
             return (lay.transposed == k_first and lay.row_elems % count == 0 and kstart is not None
                     and kstart % (32 if lay.interleave else count) == 0)
 
         paired = not reg_a and kd % 32 == 0 and not b_lay.interleave and \
-            not self.layouts.shared[id(s.a.buffer)].interleave
+            not self.shared_layout(s.a.buffer).interleave
         interleaved = reg_a and b_lay.interleave and kmajor(s.b, not s.transpose_b) and kd % 32 == 0
 
         def operand(r: T.Region, k_first: bool, other: T.Expr, k0: T.Expr, count: int, regs: S.SBuffer, at: int):
@@ -1158,13 +1152,13 @@ class Lowerer:
 
             stage = self.stage_offset.get(id(r.buffer))
             if kmajor(r, k_first, count):
-                off = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx(k0))))
+                off = self.hoist(f"{r.buffer.name}_off", fold(self.shared_layout(r.buffer).offset(idx(k0))))
                 addr = S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
                 self.emit(S.SCall(None, f"load_vec{count}", [S.AddrOf(D.I64, None, regs, c(at)), addr,
                                                               T.Const(D.BOOL, None, True)]))
                 return
             for j in range(count):
-                off = self.layouts.shared[id(r.buffer)].offset(idx(add(k0, j)))
+                off = self.shared_layout(r.buffer).offset(idx(add(k0, j)))
                 off = self.hoist(f"{r.buffer.name}_off", fold(off))
                 ref = S.Ref(r.buffer.dtype, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
                 self.emit(S.SStore(None, regs, c(at + j), ref))
@@ -1189,7 +1183,7 @@ class Lowerer:
             for nj in range(lay.ni):
                 operand(s.b, not s.transpose_b, cols[nj], k0, per, b_regs, nj * per)
             if reg_a:
-                la: MfmaTiled = self.layouts.fragments[id(s.a.buffer)]
+                la: MfmaTiled = self.sched.fragment(s.a.buffer)
                 a_sb = self.sbuf(s.a.buffer)
                 for t in range(per // 4):
                     kk = kp * (per // 4) + t
@@ -1210,7 +1204,7 @@ class Lowerer:
         self.smem_read = True
 
     def pack_register_a(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
-        la: MmaTiled = self.layouts.fragments[id(s.a.buffer)]
+        la: MmaTiled = self.sched.fragment(s.a.buffer)
         src = self.sbuf(s.a.buffer)
         pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
         for reg, (tile_off, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
@@ -1243,7 +1237,7 @@ class Lowerer:
     def reduce(self, s: T.Reduce) -> None:
         src, dst = s.src.buffer, s.dst.buffer
         if src.scope == "fragment" and dst.scope == "fragment":
-            ls, ld = self.layouts.fragments[id(src)], self.layouts.fragments[id(dst)]
+            ls, ld = self.sched.fragment(src), self.sched.fragment(dst)
             if isinstance(ld, Projected) and not isinstance(ls, Projected) and \
                     same_layout(ld, Projected(ls, 1 - s.dim)):
                 from ..ir.layout import MfmaTiled
@@ -1519,7 +1513,7 @@ class Lowerer:
             return v
 
         if dst.buffer.scope == "fragment":
-            layout = self.layouts.fragments[id(dst.buffer)]
+            layout = self.sched.fragment(dst.buffer)
             kv = self.fresh("r")
 
             def body():
@@ -1538,7 +1532,7 @@ class Lowerer:
         name = f"atomic_{s.kind}"
         if isinstance(s.value, T.Region) and s.value.buffer.scope == "fragment":
             vb = s.value.buffer
-            layout = self.layouts.fragments[id(vb)]
+            layout = self.sched.fragment(vb)
             if isinstance(layout, Projected):
                 raise self.fail("atomic update from a replicated (reduced) fragment would apply it several times; "
                                 "copy it to shared memory first", s.span)
@@ -1573,21 +1567,6 @@ class Lowerer:
             return
         v = self.lx(s.value)
         self.emit(S.SIf(s.span, _cmp("==", self.tid, c(0)), [S.SCall(s.span, f"print:{s.label}", [v])]))
-
-
-def _multiple_of(e: T.Expr, vec: int) -> bool:
-    """Whether integer expression e is a multiple of vec for every value of its variables."""
-    e = fold(e)
-    if isinstance(e, T.Const):
-        return int(e.value) % vec == 0
-    if isinstance(e, T.Binary):
-        if e.op in ("+", "-"):
-            return _multiple_of(e.a, vec) and _multiple_of(e.b, vec)
-        if e.op == "*":
-            return _multiple_of(e.a, vec) or _multiple_of(e.b, vec)
-    if isinstance(e, T.Cast):
-        return _multiple_of(e.value, vec)
-    return False
 
 
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:

@@ -70,13 +70,12 @@ class HopperLowering(LoweringExtension):
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
         self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.attrs.get("disabled", ())
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
-        plans = [p for p in self.cx.plans.values() if getattr(p, "warp_specialized", False)]
-        if plans:
+        if any(p.warp_specialized for p in self.cx.sched.loops.values()):
             self.barrier_threads = self.cx.k.threads  # consumer-only named barrier under warp specialization
         # persistent=True: the grid is at most one block per multiprocessor and each block loops over output
         # tiles (tile, tile + gridDim.x, ...); the block indices become functions of the tile, and the
         # pipelines' stage/phase counters run on across tiles.
-        self.persistent = bool(self.cx.k.attrs.get("persistent")) and bool(plans)
+        self.persistent = self.cx.sched.persistent
         self.persistent_pre: list[S.SStmt] = []
         if self.persistent:
             self.tile = T.Var(D.I32, None, "tl_tile", "local")
@@ -89,7 +88,7 @@ class HopperLowering(LoweringExtension):
 
     # ------------------------------------------------------------ hooks (LoweringExtension)
     def before_stmt(self, s: T.Stmt) -> None:
-        if isinstance(s, T.Gemm) and self.cx.layouts.gemm_impl.get(id(s)) == "wgmma" and self.cx.generic_smem_writes:
+        if isinstance(s, T.Gemm) and self.cx.sched.instruction(s) == "wgmma" and self.cx.generic_smem_writes:
             # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
             # must be fenced into it before the barrier that publishes them.
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
@@ -106,7 +105,7 @@ class HopperLowering(LoweringExtension):
         return True
 
     def after_async_copies_landed(self, loop: T.For) -> None:
-        if any(isinstance(st, T.Gemm) and self.cx.layouts.gemm_impl.get(id(st)) == "wgmma"
+        if any(isinstance(st, T.Gemm) and self.cx.sched.instruction(st) == "wgmma"
                for st in walk_stmts(loop.body)):
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
 
@@ -159,7 +158,7 @@ class HopperLowering(LoweringExtension):
     # ------------------------------------------------------------ TMA
     def tma_boxes(self, p: T.Copy) -> list[tuple[T.Var, int, list[int]]]:
         """(tensor map, element offset in the shared tile, column offset) for each box of copy p."""
-        lay: SharedLayout = self.cx.layouts.shared[id(p.dst.buffer)]
+        lay: SharedLayout = self.cx.shared_layout(p.dst.buffer)
         exts = list(p.src.const_extents)
         if lay.panel and lay.swizzle:
             width = lay.panel_elems
@@ -178,7 +177,7 @@ class HopperLowering(LoweringExtension):
     def issue_tma(self, p: T.Copy, stage: T.Expr, full: T.Expr) -> None:
         """arrive.expect_tx on `full`, then one TMA box per panel into stage `stage` of p's tile."""
         dst = self.cx.sbuf(p.dst.buffer)
-        size = self.cx.layouts.shared[id(p.dst.buffer)].size
+        size = self.cx.shared_layout(p.dst.buffer).size
         self.cx.emit(S.SCall(None, "mbar_expect_tx", [self.mbar_addr(full), c(self.tma_bytes(p))]))
         starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in p.src.starts]
         for tmap, smem_off, col in self.tma_boxes(p):
@@ -192,7 +191,7 @@ class HopperLowering(LoweringExtension):
     def fence_generic_writes_before(self, loop: T.For) -> None:
         """Shared memory the threads wrote before a loop whose wgmma may read it: fence it into the
         async proxy and publish it once, before the loop, rather than in every iteration."""
-        if self.cx.generic_smem_writes and any(isinstance(st, T.Gemm) and self.cx.layouts.gemm_impl.get(id(st)) == "wgmma"
+        if self.cx.generic_smem_writes and any(isinstance(st, T.Gemm) and self.cx.sched.instruction(st) == "wgmma"
                                             for st in walk_stmts(loop.body)):
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
             self.cx.generic_smem_writes = False
@@ -238,7 +237,7 @@ class HopperLowering(LoweringExtension):
         ws = plan.warp_specialized
         # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread
         empty0 = self.mbarriers(stages, self.cx.k.threads // 32) if ws else None
-        sizes = {id(p.dst.buffer): self.cx.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in producers}
         self.fence_generic_writes_before(s)
         n = self.cx.declare(f"{var.name}_count", self.cx.lx(s.extents[0]))
 
@@ -269,12 +268,12 @@ class HopperLowering(LoweringExtension):
         # the previous iteration read.
         rest = [st for st in s.body if st not in producers]
         deferred = (ws and len(rest) == 1 and isinstance(rest[0], T.Gemm)
-                    and self.cx.layouts.gemm_impl.get(id(rest[0])) == "wgmma" and not rest[0].clear_accum)
+                    and self.cx.sched.instruction(rest[0]) == "wgmma" and not rest[0].clear_accum)
         # An attention-like loop (two or more wgmma gemms, the rest elementwise work on their results) on
         # 2-4 consumer warpgroups: the warpgroups take turns (round robin, named barriers 2..) issuing the first
         # gemm, which keeps them out of phase, so one's softmax overlaps the others' gemms (FlashAttention-3's
         # ping-pong).
-        gemms = [st for st in rest if isinstance(st, T.Gemm) and self.cx.layouts.gemm_impl.get(id(st)) == "wgmma"]
+        gemms = [st for st in rest if isinstance(st, T.Gemm) and self.cx.sched.instruction(st) == "wgmma"]
         groups = self.cx.k.threads // 128
         pingpong = gemms[0] if ws and len(gemms) >= 2 and 2 <= groups <= 4 and not deferred else None
         group = div(self.cx.tid, 128)
@@ -435,7 +434,7 @@ class HopperLowering(LoweringExtension):
         """A warpgroup accumulator stored to global memory goes through a dead pipeline tile in the
         TMA panel layout (converted to the output type there) and leaves with TMA stores: one thread
         issues one box per 128-byte panel; the tensor map clips the ragged edges."""
-        lay = self.cx.layouts.fragments.get(id(s.src.buffer))
+        lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
         if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and dst.const_extents is not None
                 and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
@@ -497,7 +496,7 @@ class HopperLowering(LoweringExtension):
     def descriptor(self, r: T.Region, row: T.Expr, col: T.Expr, k_major: bool) -> list[T.Expr]:
         """[shared address, leading byte offset, stride byte offset, swizzle code] of the operand
         tile starting at (row, col) of shared buffer r."""
-        lay: SharedLayout = self.cx.layouts.shared[id(r.buffer)]
+        lay: SharedLayout = self.cx.shared_layout(r.buffer)
         off = lay.offset([row, col])
         stage = self.cx.stage_offset.get(id(r.buffer))
         addr = S.AddrOf(D.I64, None, self.cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
@@ -506,7 +505,7 @@ class HopperLowering(LoweringExtension):
         return [addr, c(lbo), c(8 * span), c(_SWIZZLE_CODE[span])]
 
     def gemm_wgmma(self, s: T.Gemm) -> None:
-        lay: WgmmaTiled = self.cx.layouts.fragments[id(s.c.buffer)]
+        lay: WgmmaTiled = self.cx.sched.fragment(s.c.buffer)
         m, n, kd = self.cx.gemm_dims(s)
         dt = s.a.buffer.dtype
         eight_bit = dt.bits == 8
@@ -559,7 +558,7 @@ class HopperLowering(LoweringExtension):
     def pack_register_a_into(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: int, base: int = 0) -> None:
         """wgmma's register A fragment for k-step kk of 64-row slice mi, from an accumulator-layout
         fragment (a warp's rows match; two 8-column accumulator chunks make one 16-wide k-step)."""
-        la = self.cx.layouts.fragments[id(s.a.buffer)]
+        la = self.cx.sched.fragment(s.a.buffer)
         src = self.cx.sbuf(s.a.buffer)
         for reg, (chunk, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
             k = ((mi * la.ni) + kk * 2 + chunk) * 4 + e
