@@ -152,9 +152,9 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
             if req.instruction is not None and req.instruction != impl:
                 rep.error(f"the schedule asks for '{req.instruction}' for this gemm, which cannot use it here "
                           f"(operands, shapes or target); it can use '{impl}'", s.span)
-            elif req.warps is not None and impl != "fma" and sched.gemms[s.uid].warps != tuple(req.warps):
+            elif req.warps is not None and sched.gemms[s.uid].warps != tuple(req.warps):
                 rep.error(f"the schedule asks for a {req.warps[0]}x{req.warps[1]} warp partition for this gemm, "
-                          f"which its {impl} accumulator cannot take", s.span)
+                          f"which no matrix instruction of the target can take here (it runs on {impl})", s.span)
     return sched
 
 
