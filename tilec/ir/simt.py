@@ -147,8 +147,6 @@ class SKernel:
     shared_bytes: int
     body: list[SStmt]
     span: Span | None
-    flops: Expr | None = None
-    bytes_moved: Expr | None = None
     attrs: dict[str, object] = field(default_factory=dict)
 
 
