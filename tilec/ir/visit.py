@@ -136,3 +136,17 @@ def sub_exprs(e: T.Expr) -> Iterator[T.Expr]:
     elif isinstance(e, T.Load):
         for x in e.indices:
             yield from sub_exprs(x)
+
+
+def direct_exprs(s: T.Stmt) -> list[T.Expr]:
+    """The expressions of a scalar statement itself, not of nested bodies or tile-op regions: a store's value
+    and indices, an assignment's value, an `if`'s condition, a loop's extents."""
+    if isinstance(s, T.Store):
+        return [s.value, *s.indices]
+    if isinstance(s, T.Assign):
+        return [s.value]
+    if isinstance(s, T.If):
+        return [s.cond]
+    if isinstance(s, T.For):
+        return [*s.extents]
+    return []

@@ -38,7 +38,7 @@ from ..ir.layout import (
     same_layout,
 )
 from ..ir.schedule import GemmRequest, GemmSchedule, KernelSchedule
-from ..ir.visit import sub_exprs, walk_stmts
+from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..targets.registry import Target
 
 NAME = "layout-inference"
@@ -83,18 +83,9 @@ class _UnionFind:
 def _fragment_loads(s: T.Stmt) -> list[tuple[T.Buffer, list[T.Expr], T.Stmt]]:
     """Every fragment access (loads and stores) directly in statement s (not nested)."""
     out = []
-    exprs: list[T.Expr] = []
-    if isinstance(s, T.Store):
-        if s.buffer.scope == "fragment":
-            out.append((s.buffer, s.indices, s))
-        exprs = [s.value, *s.indices]
-    elif isinstance(s, T.Assign):
-        exprs = [s.value]
-    elif isinstance(s, T.If):
-        exprs = [s.cond]
-    elif isinstance(s, T.For):
-        exprs = [*s.extents]
-    for e in exprs:
+    if isinstance(s, T.Store) and s.buffer.scope == "fragment":
+        out.append((s.buffer, s.indices, s))
+    for e in direct_exprs(s):
         for x in sub_exprs(e):
             if isinstance(x, T.Load) and x.buffer.scope == "fragment":
                 out.append((x.buffer, x.indices, s))

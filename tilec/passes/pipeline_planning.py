@@ -30,6 +30,7 @@ from ..ir import tile as T
 from ..ir.fold import as_int, multiple_of
 from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
 from ..ir.visit import sub_exprs, walk_stmts
+from ..ops import registry as ops
 from ..targets.registry import Target
 
 NAME = "pipeline-planning"
@@ -58,15 +59,8 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool =
     for s in walk_stmts(loop.body):
         if s in producers:
             continue
-        dst = None
-        if isinstance(s, T.Copy | T.Fill | T.Reduce):
-            dst = s.dst.buffer
-        elif isinstance(s, T.Store):
-            dst = s.buffer
-        elif isinstance(s, T.Gemm):
-            dst = s.c.buffer
-        if dst is not None and id(dst) in producer_bufs:
-            written_elsewhere.add(id(dst))
+        written = [r.buffer for r in ops.writes(s)] + ([s.buffer] if isinstance(s, T.Store) else [])
+        written_elsewhere.update(id(b) for b in written if id(b) in producer_bufs)
     producers = [p for p in producers if id(p.dst.buffer) not in written_elsewhere]
     # A producer's source may only depend on the loop variable and values fixed before the loop.
     assigned = {id(s.var) for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
@@ -149,8 +143,7 @@ def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: PipelinePlan) -> bool:
     for s in walk_stmts(k.body):
         if id(s) in inside or s is loop:
             continue
-        regions = [getattr(s, f) for f in ("src", "dst", "a", "b", "c") if isinstance(getattr(s, f, None), T.Region)]
-        if any(id(r.buffer) in filled for r in regions):
+        if any(id(r.buffer) in filled for r in ops.reads(s) + ops.writes(s)):
             return False
         if isinstance(s, T.Store) and id(s.buffer) in filled:
             return False

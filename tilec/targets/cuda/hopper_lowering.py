@@ -32,6 +32,7 @@ from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
 from ...ir.visit import sub_exprs, walk_stmts
+from ...ops import gemm as gemm_op
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import launch_value_assigns
 
@@ -506,7 +507,7 @@ class HopperLowering(LoweringExtension):
 
     def gemm_wgmma(self, s: T.Gemm) -> None:
         lay: WgmmaTiled = self.cx.sched.fragment(s.c.buffer)
-        m, n, kd = self.cx.gemm_dims(s)
+        m, n, kd = gemm_op.dims(s)
         dt = s.a.buffer.dtype
         eight_bit = dt.bits == 8
         kstep = 32 if eight_bit else 16
