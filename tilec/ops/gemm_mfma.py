@@ -6,6 +6,7 @@ from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
+from ..ir.instructions import MFMA
 from ..ir.layout import (
     MfmaTiled,
     add,
@@ -34,8 +35,8 @@ def lower(cx, s: T.Gemm) -> None:
     m, n, kd = gemm.dims(s)
     dt = s.a.buffer.dtype
     name = "mfma_f32_16x16x16f16" if dt == D.F16 else "mfma_f32_16x16x16bf16_1k"
-    wave = div(cx.tid, cx.target.warp_size)
-    lane = mod(cx.tid, cx.target.warp_size)
+    wave = div(cx.tid, MFMA.lanes)
+    lane = mod(cx.tid, MFMA.lanes)
     wave_m = mod(wave, lay.wm)
     wave_n = div(wave, lay.wm)
     wm_rows, wn_cols = m // lay.wm, n // lay.wn

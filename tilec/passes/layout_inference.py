@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
+from ..ir.instructions import FAMILIES, MFMA, MMA, WGMMA
 from ..ir.layout import (
     BlockRow,
     Fragment,
@@ -150,13 +151,11 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
 
 
 def _gemm_schedule(s: T.Gemm, impl: str, lay: Fragment | None) -> GemmSchedule:
-    if impl == "wgmma" and isinstance(lay, WgmmaTiled):
-        return GemmSchedule("wgmma", (64, lay.instr_n, 32 if s.a.buffer.dtype.bits == 8 else 16), (lay.wm, lay.wn))
-    if impl == "mma" and isinstance(lay, MmaTiled):
-        return GemmSchedule("mma", (16, 8, 16), (lay.wm, lay.wn))
-    if impl == "mfma" and isinstance(lay, MfmaTiled):
-        return GemmSchedule("mfma", (16, 16, 16), (lay.wm, lay.wn))
-    return GemmSchedule("fma")
+    instr = FAMILIES.get(impl)
+    if instr is None or not isinstance(lay, instr.accumulator):
+        return GemmSchedule("fma")
+    n = lay.instr_n if instr is WGMMA else instr.n
+    return GemmSchedule(impl, (instr.m, n, instr.step_k(s.a.buffer.dtype)), (lay.wm, lay.wn))
 
 
 def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
@@ -203,9 +202,9 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     class_layout: dict[int, Fragment] = {}
     class_site: dict[int, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
-    has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
-    has_mfma = "mfma.16x16x16" in target.matrix_instructions and target.warp_size == 64
-    has_wgmma = "wgmma.m64nNk16" in target.matrix_instructions and "wgmma" not in k.attrs.get("disabled", ())
+    has_mma = MMA.offered_by(target)
+    has_mfma = MFMA.offered_by(target) and target.warp_size == MFMA.lanes
+    has_wgmma = WGMMA.offered_by(target) and "wgmma" not in k.attrs.get("disabled", ())
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
@@ -243,8 +242,8 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             if policy == "square" and (any(b in row_reduced for b in members) or
                                        any(uf.find(a) == root for a in register_a)):
                 policy = "full_row"
-            choice = _choose_warps(m, n, warps, policy, pinned=req.warps)
-            if choice is not None and kdim % 16 == 0 and _operands_mma_ok(s, table, frags, uf):
+            choice = _choose_warps(m, n, warps, policy, atom_n=MMA.n, pinned=req.warps)
+            if choice is not None and kdim % MMA.k == 0 and _operands_mma_ok(s, table, frags, uf):
                 impl = "mma"
                 set_accumulator(s, MmaTiled(m, n, *choice))
         elif (has_mfma and "mfma" in allowed and c_buf.scope == "fragment" and c_buf.dtype == D.F32
@@ -260,8 +259,8 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             if policy == "square" and (any(b in row_reduced for b in members) or
                                        any(uf.find(a) == root for a in register_a)):
                 policy = "full_row"
-            choice = _choose_warps(m, n, warps, policy, atom_n=16, pinned=req.warps)
-            if (choice is not None and _gemm_k(s) % 16 == 0 and _operands_mma_ok(s, table, frags, uf)
+            choice = _choose_warps(m, n, warps, policy, atom_n=MFMA.n, pinned=req.warps)
+            if (choice is not None and _gemm_k(s) % MFMA.k == 0 and _operands_mma_ok(s, table, frags, uf)
                     and _mfma_a_ok(s, class_layout, uf)):
                 set_accumulator(s, MfmaTiled(m, n, *choice,
                                              transposed=_mfma_transposed(root, projections, register_a, uf)))
@@ -378,8 +377,8 @@ def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced
     c_buf, a, b = s.c.buffer, s.a.buffer, s.b.buffer
     eight_bit = a.dtype in (D.F8E4M3, D.F8E5M2)
     if not (c_buf.scope == "fragment" and c_buf.dtype == D.F32 and len(c_buf.shape) == 2
-            and s.c.const_extents is not None and (a.dtype in (D.F16, D.BF16) or eight_bit)
-            and a.dtype == b.dtype and b.scope == "shared" and k.threads % 128 == 0 and not s.transpose_a):
+            and s.c.const_extents is not None and a.dtype in WGMMA.operand_types
+            and a.dtype == b.dtype and b.scope == "shared" and k.threads % WGMMA.lanes == 0 and not s.transpose_a):
         return None
     if eight_bit and (not s.transpose_b or a.scope != "shared"):
         return None
@@ -389,18 +388,18 @@ def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced
         return None
     m, n = c_buf.const_shape
     kdim = _gemm_k(s)
-    if kdim % (32 if eight_bit else 16):
+    if kdim % WGMMA.step_k(a.dtype):
         return None
     root = uf.find(id(c_buf))
     if any(uf.find(x) == root for x in col_reduced):
         return None
-    groups = k.threads // 128
+    groups = k.threads // WGMMA.lanes
     panel_n = 128 // b.dtype.bytes
     for wm in [g for g in (groups, *range(groups - 1, 0, -1)) if groups % g == 0]:
         wn = groups // wm
         if pinned is not None and (wm, wn) != tuple(pinned):
             continue
-        if m % (64 * wm) or n % (8 * wn) or n // wn > 256:
+        if m % (WGMMA.m * wm) or n % (WGMMA.n * wn) or n // wn > WGMMA.max_n:
             continue
         if (a.scope == "fragment" or root in projected_roots) and wn != 1:
             continue  # row statistics and reductions are lowered for warpgroups stacked along M only

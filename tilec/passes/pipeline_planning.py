@@ -34,7 +34,6 @@ from ..ops import registry as ops
 from ..targets.registry import Target
 
 NAME = "pipeline-planning"
-PipelinePlan = LoopSchedule  # (the name the planner's helpers use)
 
 
 def _uses(e: T.Expr, v: T.Var) -> bool:
@@ -42,7 +41,7 @@ def _uses(e: T.Expr, v: T.Var) -> bool:
 
 
 def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool = False,
-              shared_bytes: dict[int, int] | None = None, request: LoopRequest | None = None) -> PipelinePlan:
+              shared_bytes: dict[int, int] | None = None, request: LoopRequest | None = None) -> LoopSchedule:
     """The plan for one Pipelined loop: the first mechanism (tma, cp.async, registers) the target offers and
     every producer can use, else sync; `request` narrows the choice (stages, mechanism)."""
     request = request or LoopRequest()
@@ -68,9 +67,9 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool =
                  if not any(isinstance(x, T.Var) and id(x) in assigned for e in p.src.starts for x in sub_exprs(e))]
     if (producers and stages >= 2 and "tma" in allowed and tma_ok
             and all(tma_copy_ok(p, sched) for p in producers)):
-        return PipelinePlan(stages, "tma", producers)
+        return LoopSchedule(stages, "tma", producers)
     if producers and "cp.async" in allowed and "cp.async" in target.async_copy and stages >= 2:
-        return PipelinePlan(stages, "cp.async", producers)
+        return LoopSchedule(stages, "cp.async", producers)
     if (producers and "registers" in allowed and "register_double_buffer" in target.features and stages >= 2
             and all(register_stageable(p, target) for p in producers)):
         # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
@@ -79,8 +78,8 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool =
         sizes = shared_bytes or {}
         extra = sum(sizes.get(p.dst.buffer.uid, 0) for p in producers)
         if sum(sizes.values()) + extra <= target.shared_memory_bytes:
-            return PipelinePlan(2, "registers", producers)
-    return PipelinePlan(1, "sync", producers)
+            return LoopSchedule(2, "registers", producers)
+    return LoopSchedule(1, "sync", producers)
 
 
 def register_stageable(p: T.Copy, target: Target) -> bool:
@@ -123,7 +122,7 @@ def tma_copy_ok(p: T.Copy, sched: KernelSchedule) -> bool:
     return all(e <= 256 for e in exts[:-1]) and inner <= 256
 
 
-def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: PipelinePlan) -> bool:
+def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
     """Warp specialization moves the copies of `loop` to a producer warpgroup that runs nothing else:
     the loop must sit at the kernel's top level, its trip count and copy sources must depend only on
     block indices, sizes, scalars and the loop variable, and nothing outside the loop may touch the

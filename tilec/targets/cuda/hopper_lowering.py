@@ -30,6 +30,7 @@ from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
+from ...ir.instructions import WGMMA
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
@@ -509,8 +510,7 @@ class HopperLowering(LoweringExtension):
         lay: WgmmaTiled = self.cx.sched.fragment(s.c.buffer)
         m, n, kd = gemm_op.dims(s)
         dt = s.a.buffer.dtype
-        eight_bit = dt.bits == 8
-        kstep = 32 if eight_bit else 16
+        kstep = WGMMA.step_k(dt)
         group = div(self.cx.tid, 128)
         row_base = c(0) if lay.wm == 1 else mul(mod(group, lay.wm), m // lay.wm)
         col_base = c(0) if lay.wn == 1 else mul(div(group, lay.wm), n // lay.wn)
