@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import Span
 from . import dtypes as D
 from .tile import Expr, Var
+from .visit import register_children
 
 
 @dataclass(eq=False)
@@ -153,3 +154,9 @@ class SKernel:
 @dataclass(eq=False)
 class SModule:
     kernels: list[SKernel]
+
+
+# The one expression walker (tilec/ir/visit.py: sub_exprs) reaches inside SIMT IR's expression nodes.
+register_children(Ref, lambda e: (e.index,))
+register_children(AddrOf, lambda e: (e.index,))
+register_children(Intrinsic, lambda e: e.args)

@@ -27,6 +27,7 @@ from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.simt_printer import CStylePrinter
+from ...ir.visit import sub_exprs
 from ...targets.registry import Target
 from . import checks
 
@@ -417,7 +418,7 @@ class WgslPrinter(CStylePrinter):
                 elif isinstance(s, S.SCall) and s.name.startswith("atomic_") and isinstance(s.args[0], S.AddrOf):
                     self.atomic.add(id(s.args[0].buffer))
                 for e in checks._stmt_exprs(s):
-                    for x in checks.sub_exprs(e):
+                    for x in sub_exprs(e):
                         if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:
                             reads_outputs = True
                 if isinstance(s, S.SFor):
