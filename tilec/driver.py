@@ -151,7 +151,7 @@ def compile(
             k.request = request
         result = CompileResult(module, sources, rep.diagnostics, dumps)
         if target is not None:
-            _compile_for_target(result, target, rep, want, limits, plan_only)
+            _compile_for_target(result, target, rep, want, limits, plan_only, verify)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
@@ -161,7 +161,8 @@ def compile(
 
 
 def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, want: set[str],
-                        limits: dict[str, int] | None = None, plan_only: bool = False) -> None:
+                        limits: dict[str, int] | None = None, plan_only: bool = False,
+                        verify: bool = False) -> None:
     from . import __version__
     from .targets.registry import UnknownTarget, backend_available, lookup
 
@@ -191,7 +192,7 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
         return
     module = result.module
     pristine = copy.deepcopy(module) if target.tma_pipelines else None
-    simt = _run_target_passes(module, rep, target, tile_passes, simt_passes, want, result.ir_after)
+    simt = _run_target_passes(module, rep, target, tile_passes, simt_passes, want, result.ir_after, verify)
     if pristine is not None:
         _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes)
     result.simt = simt
@@ -205,7 +206,7 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     )
 
 
-def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_after):
+def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_after, verify=False):
     from .ir.simt_printer import simt_module_str
 
     for name, run in tile_passes:
@@ -215,6 +216,8 @@ def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_a
     simt = module
     for name, run in simt_passes:
         simt = run(simt, rep, target)
+        if verify:
+            _verify_simt(simt, name)
         if name in want:
             ir_after[name] = simt_module_str(simt)
     return simt
@@ -243,6 +246,15 @@ def _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes
         sk.attrs["internal"] = True
     result.module.kernels.extend(pristine.kernels)
     simt.kernels.extend(twins.kernels)
+
+
+def _verify_simt(module, after: str) -> None:
+    from .ir.simt_verify import VerifyError, verify
+
+    try:
+        verify(module)
+    except VerifyError as e:
+        raise AssertionError(f"SIMT IR verification failed after {after}: {e}") from e
 
 
 def _verify(module: T.Module, after: str) -> None:
