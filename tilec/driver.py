@@ -217,7 +217,7 @@ def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_a
     for name, run in simt_passes:
         simt = run(simt, rep, target)
         if verify:
-            _verify_simt(simt, name)
+            _verify_simt(simt, name, target)
         if name in want:
             ir_after[name] = simt_module_str(simt)
     return simt
@@ -248,11 +248,11 @@ def _add_fallbacks(result, simt, pristine, rep, target, tile_passes, simt_passes
     simt.kernels.extend(twins.kernels)
 
 
-def _verify_simt(module, after: str) -> None:
+def _verify_simt(module, after: str, target) -> None:
     from .ir.simt_verify import VerifyError, verify
 
     try:
-        verify(module)
+        verify(module, target)
     except VerifyError as e:
         raise AssertionError(f"SIMT IR verification failed after {after}: {e}") from e
 

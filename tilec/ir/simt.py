@@ -126,10 +126,22 @@ class Barrier(SStmt):
 
 @dataclass(eq=False)
 class SCall(SStmt):
-    """An intrinsic statement: mma, ldmatrix, cp.async, atomics, printf..."""
+    """An intrinsic statement (tilec/ir/intrinsics.py): mma, ldmatrix, cp.async, atomics, printf...
+
+    `op` names the intrinsic's definition and `params` its typed compile-time parameters; `name` is the
+    printed key (`load_vec8`). Built through intrinsics.call; a call built by name alone (a test) gets its
+    op and params parsed from the name."""
 
     name: str
     args: list[Expr]
+    op: str = ""
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.op:
+            from .intrinsics import parse
+
+            self.op, self.params = parse(self.name)
 
 
 @dataclass(eq=False)

@@ -7,7 +7,8 @@
     or a register array declared (DeclareArray) in an enclosing scope;
   * a register array indexed by a constant is indexed inside its size;
   * shared buffers are listed once, and an alias views a listed buffer;
-  * every call and intrinsic has a name.
+  * every call and intrinsic names a definition of tilec/ir/intrinsics.py, with parameters of the types it
+    declares, and (given the target) one the target offers.
 A violation is a compiler bug, reported as VerifyError naming the kernel and what broke.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from . import simt as S
 from . import tile as T
+from .intrinsics import DEFS, offered
 from .visit import sub_exprs
 
 
@@ -22,14 +24,15 @@ class VerifyError(Exception):
     pass
 
 
-def verify(module: S.SModule) -> None:
+def verify(module: S.SModule, target=None) -> None:
     for k in module.kernels:
-        _Verifier(k).run()
+        _Verifier(k, target).run()
 
 
 class _Verifier:
-    def __init__(self, k: S.SKernel):
+    def __init__(self, k: S.SKernel, target=None):
         self.k = k
+        self.target = target
         self.shared_ids = {id(b) for b in k.shared}
 
     def fail(self, msg: str):
@@ -80,8 +83,7 @@ class _Verifier:
                 self.body(s.then_body, scope, buffers)
                 self.body(s.else_body, scope, buffers)
             elif isinstance(s, S.SCall):
-                if not s.name:
-                    self.fail("a call without a name")
+                self.intrinsic(s.op, True, s.params)
                 self.exprs(list(s.args), scope, buffers)
             elif not isinstance(s, S.Barrier | S.SComment):
                 self.fail(f"unknown statement {type(s).__name__}")
@@ -93,8 +95,8 @@ class _Verifier:
                     self.fail(f"'{x.name}' is used outside the scope of its declaration")
                 elif isinstance(x, S.Ref | S.AddrOf):
                     self.access(x.buffer, x.index, buffers, "access to")
-                elif isinstance(x, S.Intrinsic) and not x.name:
-                    self.fail("an intrinsic without a name")
+                elif isinstance(x, S.Intrinsic):
+                    self.intrinsic(x.name, False, {})
                 elif isinstance(x, T.Load):
                     self.fail(f"a Tile IR load of '{x.buffer.name}' survived lowering")
 
@@ -104,3 +106,14 @@ class _Verifier:
         if b.scope == "local" and isinstance(index, T.Const) and b.size is not None \
                 and not 0 <= int(index.value) < b.size:
             self.fail(f"{what} '{b.name}'[{index.value}] outside its {b.size} elements")
+
+    def intrinsic(self, op: str, statement: bool, params: dict) -> None:
+        d = DEFS.get(op)
+        if d is None or d.statement != statement:
+            self.fail(f"'{op}' is not a defined intrinsic {'statement' if statement else 'expression'}")
+        try:
+            d.check(params)
+        except TypeError as e:
+            self.fail(str(e))
+        if self.target is not None and not offered(d, self.target):
+            self.fail(f"intrinsic '{op}' needs '{d.feature}', which {self.target.name} does not offer")

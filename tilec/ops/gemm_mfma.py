@@ -7,6 +7,7 @@ from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.instructions import MFMA
+from ..ir.intrinsics import call
 from ..ir.layout import (
     MfmaTiled,
     add,
@@ -34,7 +35,6 @@ def lower(cx, s: T.Gemm) -> None:
     lay: MfmaTiled = cx.sched.fragment(s.c.buffer)
     m, n, kd = gemm.dims(s)
     dt = s.a.buffer.dtype
-    name = "mfma_f32_16x16x16f16" if dt == D.F16 else "mfma_f32_16x16x16bf16_1k"
     wave = div(cx.tid, MFMA.lanes)
     lane = mod(cx.tid, MFMA.lanes)
     wave_m = mod(wave, lay.wm)
@@ -66,7 +66,7 @@ def lower(cx, s: T.Gemm) -> None:
         if kmajor(r, k_first, count):
             off = cx.hoist(f"{r.buffer.name}_off", fold(cx.shared_layout(r.buffer).offset(idx(k0))))
             addr = S.AddrOf(D.I64, None, cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
-            cx.emit(S.SCall(None, f"load_vec{count}", [S.AddrOf(D.I64, None, regs, c(at)), addr,
+            cx.emit(call(None, "load_vec", n=count, args=[S.AddrOf(D.I64, None, regs, c(at)), addr,
                                                           T.Const(D.BOOL, None, True)]))
             return
         for j in range(count):
@@ -78,7 +78,7 @@ def lower(cx, s: T.Gemm) -> None:
     def mfma(mi: int, nj: int, a_addr: S.AddrOf, b_addr: S.AddrOf) -> None:
         acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
         args = [acc, b_addr, a_addr] if lay.transposed else [acc, a_addr, b_addr]
-        cx.emit(S.SCall(None, name, args))
+        cx.emit(call(None, "mfma", args, dtype=dt.name))
 
     rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
     cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import compare
+from ..ir.intrinsics import call
 from ..ir.layout import (
     c,
 )
@@ -16,7 +17,7 @@ def lower(cx, s: T.Print) -> None:
         cx.emit(S.SComment(s.span, f"print of buffer '{s.value.buffer.name}' runs in the interpreter only"))
         return
     v = cx.lx(s.value)
-    cx.emit(S.SIf(s.span, compare("==", cx.tid, c(0)), [S.SCall(s.span, f"print:{s.label}", [v])]))
+    cx.emit(S.SIf(s.span, compare("==", cx.tid, c(0)), [call(s.span, "print", [v], label=s.label)]))
 
 
 def reads(s: T.Print) -> list[T.Region]:

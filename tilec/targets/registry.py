@@ -148,3 +148,16 @@ def find_toolchains() -> dict[str, str | None]:
     except (ImportError, ValueError):
         found["wgpu"] = None
     return found
+
+
+def check_spellings(dialect: str, spelled, backend: str) -> None:
+    """Raise when a dialect's code generator lacks the spelling of an intrinsic (tilec/ir/intrinsics.py) that
+    one of its back end's targets may receive -- checked when the code generator is loaded."""
+    from ..ir.intrinsics import DEFS, offered
+
+    targets = [t for t in TARGETS.values() if t.backend == backend]
+    needed = {d.op for d in DEFS.values() if any(offered(d, t) for t in targets)}
+    missing = needed - set(spelled)
+    if missing:
+        raise ImportError(f"the {dialect} code generator has no spelling for intrinsic(s) "
+                          f"{', '.join(sorted(missing))}, which its targets may receive")

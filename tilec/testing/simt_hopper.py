@@ -164,7 +164,8 @@ class HopperModel:
 
     # ------------------------------------------------------------ statements
     def hopper_call(self, s: S.SCall, mask) -> bool:
-        name = s.name
+        """The Hopper intrinsics' semantics, by op (tilec/ir/intrinsics.py); False: not one of them."""
+        name = s.op
         act = self.active(mask)
         if name in ("fence_mbar_init", "fence_proxy_async", "wgmma_fence", "wgmma_commit", "wgmma_wait",
                     "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait"):
@@ -200,15 +201,15 @@ class HopperModel:
                 self.in_flight[key][idx] = False
             bar.in_flight = []
             return True
-        if name.startswith("tma_load_"):
+        if name == "tma_load":
             for t in np.nonzero(act)[0]:
                 self.tma_load(s, t, mask)
             return True
-        if name.startswith("tma_store_"):
+        if name == "tma_store":
             for t in np.nonzero(act)[0]:
                 self.tma_store(s, t, mask)
             return True
-        if name.startswith(("wgmma_ss", "wgmma_rs")):
+        if name == "wgmma":
             self.wgmma(s, mask)
             return True
         if name in ("named_barrier_sync", "named_barrier_arrive"):  # consumer warpgroups run in lockstep here
@@ -282,8 +283,9 @@ class HopperModel:
         return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
 
     def wgmma(self, s: S.SCall, mask) -> None:
-        kind, n, dt, tnsp_b = s.name.split(":")
-        n, np_t = int(n[1:]), _NP[dt]
+        p = s.params
+        kind, n, dt, tnsp_b = f"wgmma_{p['operands']}", p["n"], p["dtype"], str(p["b_k_major"])
+        np_t = _NP[dt]
         eb = np.dtype(np_t).itemsize
         kdim = 32 if eb == 1 else 16
         act = self.active(mask)

@@ -31,6 +31,7 @@ from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.instructions import WGMMA
+from ...ir.intrinsics import call
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
@@ -186,7 +187,7 @@ class HopperLowering(LoweringExtension):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(col)))
             rank = len(coords)
-            self.cx.emit(S.SCall(None, f"tma_load_{rank}d", [
+            self.cx.emit(call(None, "tma_load", rank=rank, args=[
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
 
@@ -486,7 +487,7 @@ class HopperLowering(LoweringExtension):
         for p in range(-(-cols // width)):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(p * width)))
-            stores.append(S.SCall(None, f"tma_store_{len(coords)}d", [
+            stores.append(call(None, "tma_store", rank=len(coords), args=[
                 tmap, S.AddrOf(D.I64, None, staging, c(p * rows * width)), *reversed(coords)]))
         stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
         self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
@@ -517,8 +518,8 @@ class HopperLowering(LoweringExtension):
         c_sb = self.cx.sbuf(s.c.buffer)
         regs = lay.ni * 4
         register_a = s.a.buffer.scope == "fragment"
-        variant = (f"wgmma_{'rs' if register_a else 'ss'}:n{lay.instr_n}:{dt.name}:"
-                   f"{0 if s.transpose_b else 1}")
+        variant = {"operands": "rs" if register_a else "ss", "n": lay.instr_n, "dtype": dt.name,
+                   "b_k_major": 0 if s.transpose_b else 1}
         self.cx.smem_read = True
         a_all = None
         if register_a:  # every k-step's A registers are packed before wgmma.fence (see below)
@@ -543,10 +544,10 @@ class HopperLowering(LoweringExtension):
                 acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
                 if register_a:
                     a_regs = S.AddrOf(D.I64, None, a_all, c(4 * (kk * lay.mi + mi)))
-                    self.cx.emit(S.SCall(None, variant, [acc, a_regs, *b_desc]))
+                    self.cx.emit(call(None, "wgmma", [acc, a_regs, *b_desc], **variant))
                 else:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
-                    self.cx.emit(S.SCall(None, variant, [acc, *a_desc, *b_desc]))
+                    self.cx.emit(call(None, "wgmma", [acc, *a_desc, *b_desc], **variant))
         self.cx.emit(S.SCall(None, "wgmma_commit", []))
         for st in self.after_wgmma_issue:
             self.cx.emit(st)
