@@ -3,6 +3,7 @@ reads a region value. Lowering: one atomic per fragment element (or one, by thre
 
 from __future__ import annotations
 
+from ..diagnostics import Reporter
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import both, cast, compare
@@ -12,6 +13,7 @@ from ..ir.layout import (
     c,
     valid,
 )
+from .schema import extents, fmt, squeeze
 
 
 def lower(cx, s: T.Atomic) -> None:
@@ -54,3 +56,28 @@ def reads(s: T.Atomic) -> list[T.Region]:
 
 def writes(s: T.Atomic) -> list[T.Region]:
     return [s.dst]
+
+
+def check(s: T.Atomic, rep: Reporter) -> None:
+    """A global or shared destination; a region value of the destination's shape."""
+    if s.dst.buffer.scope not in ("global", "shared"):
+        rep.error(f"atomic_{s.kind} needs a global or shared destination, '{s.dst.buffer.name}' is "
+                  f"{s.dst.buffer.scope}", s.span)
+        return
+    d = extents(s.dst, rep, s.span)
+    if isinstance(s.value, T.Region):
+        v = extents(s.value, rep, s.span)
+        if d is not None and v is not None and squeeze(d) != squeeze(v):
+            rep.error(f"atomic_{s.kind} shape mismatch: destination is {fmt(d)}, value is {fmt(v)}", s.span)
+
+
+def interpret(block, s: T.Atomic) -> None:
+    import numpy as np
+
+    ext = block.extents(s.dst)
+    if isinstance(s.value, T.Region):
+        v = block.read_region(s.value).reshape(ext)
+    else:
+        v = np.broadcast_to(block.eval(s.value, None), ext)
+    cur = block.read_region(s.dst)
+    block.write_region(s.dst, {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind](cur, v))

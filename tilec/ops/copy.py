@@ -11,6 +11,7 @@ target's LoweringExtension may take the copy first (sm90: TMA stores of warpgrou
 
 from __future__ import annotations
 
+from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
@@ -27,6 +28,7 @@ from ..ir.layout import (
     mul,
     valid,
 )
+from .schema import extents, fmt, squeeze
 
 
 def lower(cx, s: T.Copy, asynchronous: bool = False) -> None:
@@ -362,3 +364,18 @@ def reads(s: T.Copy) -> list[T.Region]:
 
 def writes(s: T.Copy) -> list[T.Region]:
     return [s.dst]
+
+
+def check(s: T.Copy, rep: Reporter) -> None:
+    """Source and destination regions of equal (squeezed) extent."""
+    a, b = extents(s.src, rep, s.span), extents(s.dst, rep, s.span)
+    if a is None or b is None:
+        return
+    if squeeze(a) != squeeze(b):
+        rep.error(f"copy shape mismatch: source '{s.src.buffer.name}' region is {fmt(a)}, destination "
+                  f"'{s.dst.buffer.name}' region is {fmt(b)}", s.span)
+
+
+def interpret(block, s: T.Copy) -> None:
+    """Tile IR semantics (tilec/interp/tile_interp.py's block): the region, bounds-guarded on global memory."""
+    block.write_region(s.dst, block.read_region(s.src))

@@ -5,6 +5,7 @@ Lowering: fragments element by element in registers; memory regions spread over 
 
 from __future__ import annotations
 
+from ..diagnostics import Reporter
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import cast
@@ -12,6 +13,7 @@ from ..ir.fold import fold
 from ..ir.layout import (
     c,
 )
+from .schema import extents
 
 
 def lower(cx, s: T.Fill) -> None:
@@ -45,3 +47,13 @@ def reads(s: T.Fill) -> list[T.Region]:
 
 def writes(s: T.Fill) -> list[T.Region]:
     return [s.dst]
+
+
+def check(s: T.Fill, rep: Reporter) -> None:
+    extents(s.dst, rep, s.span)
+
+
+def interpret(block, s: T.Fill) -> None:
+    import numpy as np
+
+    block.write_region(s.dst, np.broadcast_to(block.eval(s.value, None), block.extents(s.dst)))

@@ -9,7 +9,10 @@ Each implementation is a module `lower(cx, s)` talking to the lowering context o
 
 from __future__ import annotations
 
+from ..diagnostics import Reporter
+from ..ir import dtypes as D
 from ..ir import tile as T
+from .schema import extents, fmt, squeeze
 
 
 def dims(s: T.Gemm) -> tuple[int, int, int]:
@@ -52,3 +55,72 @@ def lower(cx, s: T.Gemm) -> None:
     if instruction not in IMPLEMENTATIONS:
         raise cx.fail(f"internal error: no lowering of gemm instruction '{instruction}' for {cx.target.name}", s.span)
     IMPLEMENTATIONS[instruction](cx, s)
+
+
+GEMM_INPUTS = {D.F16, D.BF16, D.F32, D.F8E4M3, D.F8E5M2, D.I8}
+GEMM_ACCUMULATORS = {D.F32, D.F16, D.I32}
+
+
+def check(s: T.Gemm, rep: Reporter) -> None:
+    """2-D operands with matching M, N, K in scopes a matrix unit reads, supported operand and accumulator types."""
+    ok = True
+    for name, r, scopes in (("A", s.a, ("shared", "fragment")), ("B", s.b, ("shared", "fragment")),
+                            ("C", s.c, ("fragment", "local"))):
+        if r.buffer.scope not in scopes:
+            rep.error(f"gemm operand {name} ('{r.buffer.name}') must be in {' or '.join(scopes)} memory, not "
+                      f"{r.buffer.scope}", r.span or s.span)
+            ok = False
+    exts = [extents(r, rep, s.span) for r in (s.a, s.b, s.c)]
+    if not ok or any(e is None for e in exts):
+        return
+    a, b, c = (squeeze(e) if len(squeeze(e)) == 2 else e for e in exts)
+    for name, e, r in (("A", a, s.a), ("B", b, s.b), ("C", c, s.c)):
+        if len(e) != 2:
+            rep.error(f"gemm operand {name} ('{r.buffer.name}') must be 2-D, got {fmt(e)}", r.span or s.span)
+            ok = False
+        elif 1 in e:
+            # The lowering (and every matrix instruction) works on squeezed 2-D tiles.
+            rep.error(f"gemm operand {name} ('{r.buffer.name}') is {fmt(e)}: M, N and K must each be more than "
+                      "1 (write a matrix-vector or outer product as a Parallel loop)", r.span or s.span)
+            ok = False
+    if not ok:
+        return
+    m, k = (a[1], a[0]) if s.transpose_a else a
+    k2, n = (b[1], b[0]) if s.transpose_b else b
+    if k != k2:
+        rep.error(f"gemm K mismatch: A is {fmt(a)}{' (transposed)' if s.transpose_a else ''}, B is "
+                  f"{fmt(b)}{' (transposed)' if s.transpose_b else ''}", s.span)
+    elif c != (m, n):
+        rep.error(f"gemm C must be {m}x{n} for A {fmt(a)} and B {fmt(b)}, got {fmt(c)}", s.span)
+    da, db, dc = s.a.buffer.dtype, s.b.buffer.dtype, s.c.buffer.dtype
+    if da != db and not ({da, db} <= {D.F8E4M3, D.F8E5M2}):
+        rep.error(f"gemm operand dtypes differ: A is {da}, B is {db}", s.span)
+    elif da not in GEMM_INPUTS:
+        rep.error(f"gemm does not support {da} operands", s.span)
+    if dc not in GEMM_ACCUMULATORS:
+        rep.error(f"gemm accumulator C must be f32, f16 or i32, got {dc}", s.c.span or s.span)
+    elif (da == D.I8) != (dc == D.I32):
+        rep.error(f"gemm of {da} operands cannot accumulate in {dc}", s.span)
+
+
+def interpret(block, s: T.Gemm) -> None:
+    """C (+)= op(A) @ op(B) in f32 (i64 for integers), rounded once to C's type."""
+    import numpy as np
+
+    def mat(r: T.Region):
+        x = block.read_region(r)
+        return x.reshape([e for e in x.shape if e != 1] or [1]) if x.ndim != 2 else x
+
+    a, b = mat(s.a), mat(s.b)
+    if s.transpose_a:
+        a = a.T
+    if s.transpose_b:
+        b = b.T
+    c_dt = s.c.buffer.dtype
+    if c_dt.is_int:
+        prod = a.astype(np.int64) @ b.astype(np.int64)
+    else:
+        prod = a.astype(np.float32) @ b.astype(np.float32)
+    prod = prod.reshape(block.extents(s.c))
+    result = prod if s.clear_accum else block.read_region(s.c) + prod
+    block.write_region(s.c, block.round_to(result, c_dt))

@@ -3,6 +3,7 @@ buffer's print runs in the interpreter only."""
 
 from __future__ import annotations
 
+from ..diagnostics import Reporter
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import compare
@@ -10,6 +11,7 @@ from ..ir.intrinsics import call
 from ..ir.layout import (
     c,
 )
+from .schema import extents
 
 
 def lower(cx, s: T.Print) -> None:
@@ -26,3 +28,18 @@ def reads(s: T.Print) -> list[T.Region]:
 
 def writes(s: T.Print) -> list[T.Region]:
     return []
+
+
+def check(s: T.Print, rep: Reporter) -> None:
+    if isinstance(s.value, T.Region):
+        extents(s.value, rep, s.span)
+
+
+def interpret(block, s: T.Print) -> None:
+    import numpy as np
+
+    value = block.read_region(s.value) if isinstance(s.value, T.Region) else block.eval(s.value, None)
+    label = f"{s.label}: " if s.label else ""
+    where = f"[block {block.block_idx}] "
+    with np.printoptions(precision=4, suppress=True, threshold=64, edgeitems=3):
+        print(f"{where}{label}{np.asarray(value)}", file=block.interp.stdout)

@@ -8,6 +8,7 @@ reduced serially by the threads owning the destination elements.
 
 from __future__ import annotations
 
+from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
@@ -24,6 +25,7 @@ from ..ir.layout import (
     mul,
     same_layout,
 )
+from .schema import extents, fmt, squeeze
 
 
 def reduce_op(cx, kind: str, a: T.Expr, b: T.Expr) -> T.Expr:
@@ -353,3 +355,39 @@ def reads(s: T.Reduce) -> list[T.Region]:
 
 def writes(s: T.Reduce) -> list[T.Region]:
     return [s.dst]
+
+
+def check(s: T.Reduce, rep: Reporter) -> None:
+    """On-chip buffers; the destination has the source's shape without the reduced dimension."""
+    for r in (s.src, s.dst):
+        if r.buffer.scope == "global":
+            rep.error(f"reduce_{s.kind} works on on-chip buffers; copy '{r.buffer.name}' into shared or "
+                      "fragment memory first", r.span or s.span)
+            return
+    a, b = extents(s.src, rep, s.span), extents(s.dst, rep, s.span)
+    if a is None or b is None:
+        return
+    expected = tuple(e for i, e in enumerate(a) if i != s.dim) or (1,)
+    if squeeze(expected) != squeeze(b):
+        rep.error(f"reduce_{s.kind} over dim {s.dim} of a {fmt(a)} buffer gives {fmt(expected)}, but "
+                  f"'{s.dst.buffer.name}' is {fmt(b)}", s.span)
+    if s.src.buffer.dtype.is_bool or s.dst.buffer.dtype.is_bool:
+        rep.error(f"reduce_{s.kind} on bool buffers", s.span)
+
+
+def interpret(block, s: T.Reduce) -> None:
+    """The reduction in f32 (or the integer type), combined with the destination when clear=False."""
+    import numpy as np
+
+    reducers = {"sum": (np.sum, np.add), "abssum": (np.sum, np.add), "max": (np.max, np.maximum),
+                "absmax": (np.max, np.maximum), "min": (np.min, np.minimum)}
+    src = block.read_region(s.src)
+    if s.src.buffer.dtype.is_float:
+        src = src.astype(np.float32) if src.dtype != np.float64 else src
+    if s.kind in ("abssum", "absmax"):
+        src = np.abs(src)
+    reducer, combine = reducers[s.kind]
+    r = reducer(src, axis=s.dim).reshape(block.extents(s.dst))
+    if not s.clear:
+        r = combine(block.read_region(s.dst), r)
+    block.write_region(s.dst, r)
