@@ -25,21 +25,22 @@ class MatrixInstruction:
     n: int  # columns of one accumulator atom (wgmma: the step of its variable N)
     k: int  # reduction depth of one instruction for 16-bit operands
     lanes: int  # threads that execute one instruction together (warp, warpgroup, wave)
+    warp_size: int  # the width of the hardware's warps (wavefronts) it runs on
     operand_types: tuple[D.DType, ...]
     accumulator: type  # its accumulator's Fragment layout (tilec/ir/layout.py)
     max_n: int | None = None  # wgmma: the largest N of one instruction
     k_8bit: int | None = None  # reduction depth for 8-bit float operands, where taken
 
     def offered_by(self, target) -> bool:
-        return self.target_name in target.matrix_instructions
+        return self.target_name in target.matrix_instructions and target.warp_size == self.warp_size
 
     def step_k(self, dtype: D.DType) -> int:
         return self.k_8bit if dtype.bits == 8 and self.k_8bit else self.k
 
 
-WGMMA = MatrixInstruction("wgmma", "wgmma.m64nNk16", 64, 8, 16, 128,
+WGMMA = MatrixInstruction("wgmma", "wgmma.m64nNk16", 64, 8, 16, 128, 32,
                           (D.F16, D.BF16, D.F8E4M3, D.F8E5M2), WgmmaTiled, max_n=256, k_8bit=32)
-MMA = MatrixInstruction("mma", "mma.sync.m16n8k16", 16, 8, 16, 32, (D.F16, D.BF16), MmaTiled)
-MFMA = MatrixInstruction("mfma", "mfma.16x16x16", 16, 16, 16, 64, (D.F16, D.BF16), MfmaTiled)
+MMA = MatrixInstruction("mma", "mma.sync.m16n8k16", 16, 8, 16, 32, 32, (D.F16, D.BF16), MmaTiled)
+MFMA = MatrixInstruction("mfma", "mfma.16x16x16", 16, 16, 16, 64, 64, (D.F16, D.BF16), MfmaTiled)
 
 FAMILIES = {i.family: i for i in (WGMMA, MMA, MFMA)}

@@ -9,6 +9,8 @@ Each implementation is a module `lower(cx, s)` talking to the lowering context o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
@@ -36,6 +38,76 @@ def writes(s: T.Gemm) -> list[T.Region]:
 
 
 IMPLEMENTATIONS: dict[str, object] = {}  # instruction -> lower(cx, s); the implementation modules register
+ACCUMULATOR_LAYOUTS: dict[str, object] = {}  # instruction -> accumulator_layout(query): eligibility and layout
+
+
+@dataclass(frozen=True)
+class GemmQuery:
+    """What layout-inference tells an instruction's implementation about one gemm: the narrow context of
+    `accumulator_layout(query) -> Fragment | None` (None: the instruction cannot run this gemm)."""
+
+    s: T.Gemm
+    kernel: T.Kernel
+    warps: int  # warps (of the target's warp size) in the block
+    policy: str  # the warp policy, made full_row where rows must stay inside one warp
+    pinned_warps: tuple[int, int] | None  # a partition the schedule request pins
+    a_layout: object | None  # the layout already chosen for a register A operand's class, if any
+    col_reduced: bool  # the accumulator's class is reduced along columns somewhere
+    rows_projected: bool  # its rows are projected (row statistics, row reductions)
+    transposed_wanted: bool  # MFMA: a transposed accumulator serves its uses better
+
+    @property
+    def k(self) -> int:
+        ext = [e for e in self.s.a.const_extents if e != 1] or [1]
+        return ext[0] if self.s.transpose_a else ext[-1]
+
+
+def register_layout(instruction: str):
+    def add_layout(fn):
+        ACCUMULATOR_LAYOUTS[instruction] = fn
+        return fn
+    return add_layout
+
+
+def operand_tiles_ok(s: T.Gemm) -> bool:
+    """Operands a warp-level matrix instruction (mma.sync, MFMA) reads: B in shared memory, A and B of one type,
+    shared tiles 2-D with 16-byte rows starting at multiples of 8, N a multiple of 8."""
+    if s.a.buffer.dtype != s.b.buffer.dtype or s.b.buffer.scope != "shared":
+        return False
+    for r in (s.a, s.b):
+        if r.buffer.scope == "shared":
+            shape = r.buffer.const_shape
+            if len(shape) != 2 or (shape[-1] * r.buffer.dtype.bytes) % 16 != 0:
+                return False
+            if any(not isinstance(x, T.Const) or int(x.value) % 8 != 0 for x in r.starts):
+                return False
+    ext_b = [e for e in s.b.const_extents if e != 1]
+    n = ext_b[0] if s.transpose_b else ext_b[-1]
+    return n % 8 == 0
+
+
+def choose_warps(q: GemmQuery, atom_m: int, atom_n: int) -> tuple[int, int] | None:
+    """A partition of the block's warps over M x N by the gemm's policy (or the pinned one), each warp's tile a
+    whole number of atom_m x atom_n atoms; None when there is none."""
+    m, n = q.s.c.buffer.const_shape
+    options = []
+    wm = 1
+    while wm <= q.warps:
+        if q.warps % wm == 0:
+            wn = q.warps // wm
+            if m % (atom_m * wm) == 0 and n % (atom_n * wn) == 0:
+                options.append((wm, wn))
+        wm *= 2
+    if not options:
+        return None
+    if q.pinned_warps is not None:
+        return q.pinned_warps if q.pinned_warps in options else None
+    if q.policy == "full_row":
+        return max(options, key=lambda o: o[0])
+    if q.policy == "full_col":
+        return max(options, key=lambda o: o[1])
+    # square: warp tiles as square as possible (in elements)
+    return min(options, key=lambda o: (abs((m / o[0]) - (n / o[1])), -o[0]))
 
 
 def register(instruction: str):

@@ -10,12 +10,14 @@ from ..ir.instructions import MFMA
 from ..ir.intrinsics import call
 from ..ir.layout import (
     MfmaTiled,
+    SharedLayout,
     add,
     c,
     div,
     mod,
     mul,
 )
+from ..ir.visit import walk_stmts
 from . import gemm
 
 
@@ -114,3 +116,47 @@ def lower(cx, s: T.Gemm) -> None:
                     mfma(mi, nj, S.AddrOf(D.I64, None, a_regs, c(mi * per + t * 4)),
                          S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
     cx.smem_read = True
+
+
+@gemm.register_layout("mfma")
+def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
+    """MFMA 16x16x16 (wave64): f16/bf16 operands, an f32 2-D fragment accumulator, whole waves; a register A
+    operand only when it is the (transposed) accumulator of an earlier MFMA gemm. The accumulator is
+    transposed (lane l holds row l%16, computed as C^T = B^T A^T) when its rows are projected or it feeds a
+    gemm as the register A operand."""
+    s, c_buf = q.s, q.s.c.buffer
+    if not (c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in MFMA.operand_types
+            and s.c.const_extents is not None and len(c_buf.shape) == 2 and q.kernel.threads % MFMA.lanes == 0):
+        return None
+    choice = gemm.choose_warps(q, MFMA.m, MFMA.n)
+    a_ok = s.a.buffer.scope == "shared" or (isinstance(q.a_layout, MfmaTiled) and q.a_layout.transposed
+                                            and q.a_layout.wn == 1 and not s.transpose_a)
+    if choice is None or q.k % MFMA.k or not gemm.operand_tiles_ok(s) or not a_ok:
+        return None
+    return MfmaTiled(*c_buf.const_shape, *choice, transposed=q.transposed_wanted)
+
+
+def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, SharedLayout]:
+    """Shared operands of MFMA gemms are stored K-major (K contiguous; a [K, N] B or a [K, M] A is transposed
+    when it is copied in) and XOR-swizzled, so that each lane reads its k-values of an atom with one 64- or
+    128-bit LDS read and the 8 lanes of one 128-bit read phase hit distinct bank groups. The B operand of a
+    gemm with a register A operand is interleaved (SharedLayout.interleave) when transposed: its A registers
+    follow the fixed MFMA k order, so two k-steps' values must be adjacent in LDS for one 128-bit read.
+    The first gemm that reads a buffer decides its layout; other readers stay correct (every access goes
+    through the layout), only slower."""
+    out: dict[int, SharedLayout] = {}
+    for s in walk_stmts(k.body):
+        if not (isinstance(s, T.Gemm) and instructions.get(id(s)) == "mfma"):
+            continue
+        for r, k_first in ((s.a, s.transpose_a), (s.b, not s.transpose_b)):
+            b = r.buffer
+            if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
+                continue
+            shape = b.const_shape
+            if k_first and (shape[0] * b.dtype.bytes) % 16:
+                k_first = False  # stored K rows would not be whole 16-byte chunks: keep the row-major tile
+            lay = SharedLayout(shape, b.dtype.bytes, transposed=k_first)
+            interleave = k_first and s.a.buffer.scope == "fragment" and lay.row_elems % 32 == 0
+            swz = lay.can_swizzle()
+            out[id(b)] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
+    return out

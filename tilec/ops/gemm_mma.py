@@ -8,6 +8,7 @@ from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import cast
 from ..ir.fold import fold
+from ..ir.instructions import MMA
 from ..ir.intrinsics import call, value
 from ..ir.layout import (
     MmaTiled,
@@ -98,3 +99,17 @@ def pack_register_a(cx, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> No
         lo = cast(S.Ref(src.dtype, None, src, base), D.F32)
         hi = cast(S.Ref(src.dtype, None, src, add(base, 1)), D.F32)
         cx.emit(S.SStore(None, a_regs, c(mi * 4 + reg), value(D.U32, None, pack, [lo, hi])))
+
+
+@gemm.register_layout("mma")
+def accumulator_layout(q: gemm.GemmQuery) -> MmaTiled | None:
+    """mma.sync m16n8k16: f16/bf16 operands (B in shared memory), an f32 2-D fragment accumulator, whole warps;
+    the accumulator tiled over the warps by the gemm's policy."""
+    s, c_buf = q.s, q.s.c.buffer
+    if not (c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in MMA.operand_types
+            and s.c.const_extents is not None and len(c_buf.shape) == 2 and q.kernel.threads % MMA.lanes == 0):
+        return None
+    choice = gemm.choose_warps(q, MMA.m, MMA.n)
+    if choice is None or q.k % MMA.k or not gemm.operand_tiles_ok(s):
+        return None
+    return MmaTiled(*c_buf.const_shape, *choice)

@@ -10,7 +10,11 @@ target's LoweringExtension). Generic passes ask this registry instead of testing
 from __future__ import annotations
 
 from ..ir import tile as T
-from . import atomic, copy, fill, gemm, gemm_fma, gemm_mfma, gemm_mma, reduce  # noqa: F401 (they register themselves with gemm)
+from . import atomic, copy, fill, gemm, reduce
+from . import gemm_fma as _gemm_fma  # noqa: F401 -- the gemm implementations register themselves with gemm
+from . import gemm_mfma as _gemm_mfma  # noqa: F401
+from . import gemm_mma as _gemm_mma  # noqa: F401
+from . import gemm_wgmma as _gemm_wgmma  # noqa: F401
 from . import print as print_op
 
 OPS = {T.Copy: copy, T.Fill: fill, T.Gemm: gemm, T.Reduce: reduce, T.Atomic: atomic, T.Print: print_op}
