@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
     ("wgmma", {"operands": "rs", "n": 64, "dtype": "f8e4m3", "b_k_major": 1}), ("cp_async_wait", {}),
 ])
 def test_printed_names_round_trip(op, params):
-    s = I.call(None, op, [], **params)
+    s = S.call(None, op, [], **params)
     assert (s.op, s.params) == (op, params)
     assert I.parse(s.name) == (op, params)
     again = S.SCall(None, s.name, [])  # built by name (as a test does): the same typed intrinsic
@@ -35,11 +35,11 @@ def test_printed_names_round_trip(op, params):
 
 def test_parameters_are_typed():
     with pytest.raises(TypeError, match="parameter n must be int"):
-        I.call(None, "load_vec", [], n="8")
+        S.call(None, "load_vec", [], n="8")
     with pytest.raises(TypeError, match="takes parameters"):
-        I.call(None, "mma", [])
+        S.call(None, "mma", [])
     with pytest.raises(TypeError, match="is an expression"):
-        I.call(None, "shfl_xor", [])
+        S.call(None, "shfl_xor", [])
     with pytest.raises(KeyError):
         S.SCall(None, "no_such_intrinsic", [])
 
@@ -64,7 +64,7 @@ def test_the_verifier_refuses_an_intrinsic_the_target_does_not_offer():
     r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm80")
     verify(r.simt, r.target)
     k = r.simt.kernels[0]
-    k.body.insert(0, I.call(None, "wgmma_fence", []))
+    k.body.insert(0, S.call(None, "wgmma_fence", []))
     with pytest.raises(VerifyError, match="needs 'wgmma.m64nNk16', which sm80 does not offer"):
         verify(r.simt, r.target)
     k.body[0] = S.SCall(None, "cp_async_commit", [])

@@ -1,6 +1,6 @@
 """Every intrinsic SIMT IR may call, defined once: its typed parameters and the target capability it needs.
 
-Lowering builds calls through `call(...)` / `value(...)`, which check the parameters against the definition
+Lowering builds calls through `simt.call(...)` / `simt.value(...)`, which check the parameters against the definition
 and record them on the node (`SCall.op`, `SCall.params`); the node's `name` is the intrinsic's printed key
 (`load_vec8`, `wgmma_rs:n64:f16:1`), produced and parsed here only. Each dialect (tilec/targets/*/codegen.py)
 spells intrinsics from a table keyed by `op` and checks it complete when it is loaded
@@ -12,10 +12,8 @@ intrinsic the target offers.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-
-from . import dtypes as D
 
 
 @dataclass(frozen=True)
@@ -125,27 +123,6 @@ def parse(name: str) -> tuple[str, dict]:
             if params is not None:
                 return d.op, params
     raise KeyError(f"no intrinsic is named '{name}'")
-
-
-def call(span, op: str, args: Iterable, **params):
-    """The SCall of intrinsic `op` with these typed parameters."""
-    from . import simt as S
-
-    d = DEFS[op]
-    if not d.statement:
-        raise TypeError(f"intrinsic {op} is an expression, not a statement")
-    d.check(params)
-    return S.SCall(span, d.name(params), list(args), op=op, params=params)
-
-
-def value(dtype: D.DType, span, op: str, args: Iterable):
-    """The expression intrinsic `op` (S.Intrinsic)."""
-    from . import simt as S
-
-    d = DEFS[op]
-    if d.statement:
-        raise TypeError(f"intrinsic {op} is a statement, not an expression")
-    return S.Intrinsic(dtype, span, op, list(args))
 
 
 def offered(d: IntrinsicDef, target) -> bool:

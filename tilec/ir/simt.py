@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Span
 from . import dtypes as D
+from .intrinsics import DEFS as INTRINSICS
+from .intrinsics import parse as parse_intrinsic
 from .tile import Expr, Var
 from .visit import register_children
 
@@ -139,9 +141,7 @@ class SCall(SStmt):
 
     def __post_init__(self) -> None:
         if not self.op:
-            from .intrinsics import parse
-
-            self.op, self.params = parse(self.name)
+            self.op, self.params = parse_intrinsic(self.name)
 
 
 @dataclass(eq=False)
@@ -172,3 +172,19 @@ class SModule:
 register_children(Ref, lambda e: (e.index,))
 register_children(AddrOf, lambda e: (e.index,))
 register_children(Intrinsic, lambda e: e.args)
+
+
+def call(span: Span | None, op: str, args: list[Expr], **params) -> SCall:
+    """The SCall of intrinsic `op` (tilec/ir/intrinsics.py) with these typed parameters."""
+    d = INTRINSICS[op]
+    if not d.statement:
+        raise TypeError(f"intrinsic {op} is an expression, not a statement")
+    d.check(params)
+    return SCall(span, d.name(params), list(args), op=op, params=params)
+
+
+def value(dtype: D.DType, span: Span | None, op: str, args: list[Expr]) -> Intrinsic:
+    """The expression intrinsic `op` (S.Intrinsic)."""
+    if INTRINSICS[op].statement:
+        raise TypeError(f"intrinsic {op} is a statement, not an expression")
+    return Intrinsic(dtype, span, op, list(args))

@@ -7,7 +7,6 @@ from ..diagnostics import Reporter
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import both, cast, compare
-from ..ir.intrinsics import call
 from ..ir.layout import (
     Projected,
     c,
@@ -33,7 +32,7 @@ def lower(cx, s: T.Atomic) -> None:
             guard = both(cx.bounds(dst, idx), valid(layout, cx.tid, kv))
             addr = cx.addr(dst.buffer, idx, s.span)
             val = cast(S.Ref(vb.dtype, None, cx.sbuf(vb), kv), dst.buffer.dtype)
-            st: S.SStmt = call(s.span, "atomic", [addr, val], kind=s.kind)
+            st: S.SStmt = S.call(s.span, "atomic", [addr, val], kind=s.kind)
             cx.emit(st if guard is None else S.SIf(None, guard, [st]))
 
         cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), cx.block(body), unroll=True))
@@ -47,7 +46,8 @@ def lower(cx, s: T.Atomic) -> None:
     idx = [cx.lx(x) for x in dst.starts]
     guard = both(cx.bounds(dst, idx), compare("==", cx.tid, c(0)))
     addr = cx.addr(dst.buffer, idx, s.span)
-    cx.emit(S.SIf(s.span, guard, [call(s.span, "atomic", [addr, cast(cx.lx(s.value), dst.buffer.dtype)], kind=s.kind)]))
+    value = cast(cx.lx(s.value), dst.buffer.dtype)
+    cx.emit(S.SIf(s.span, guard, [S.call(s.span, "atomic", [addr, value], kind=s.kind)]))
 
 
 def reads(s: T.Atomic) -> list[T.Region]:

@@ -17,7 +17,6 @@ from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import both, cast, compare
 from ..ir.fold import as_int, fold, multiple_of
-from ..ir.intrinsics import call
 from ..ir.layout import (
     BlockRow,
     Projected,
@@ -97,7 +96,7 @@ def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
     def load_chunk(it, tile):
         sidx = cx.region_index(src, tile)
         guard = cx.bounds(src, sidx)
-        cx.emit(call(s.span, "load_vec", n=vec, args=[S.AddrOf(D.I64, None, tmp, c(it * vec)),
+        cx.emit(S.call(s.span, "load_vec", n=vec, args=[S.AddrOf(D.I64, None, tmp, c(it * vec)),
                                                      cx.addr(src.buffer, sidx, s.span),
                                                      guard if guard is not None else T.Const(D.BOOL, None, True)]))
 
@@ -119,7 +118,7 @@ def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
     def store_chunk(it, tile):
         didx = cx.region_index(dst, tile)
         if vector_store:
-            cx.emit(call(s.span, "store_vec", n=vec, args=[cx.addr(dst.buffer, didx, s.span),
+            cx.emit(S.call(s.span, "store_vec", n=vec, args=[cx.addr(dst.buffer, didx, s.span),
                                                           S.AddrOf(D.I64, None, tmp, c(it * vec))]))
             return
         for v in range(vec):
@@ -201,9 +200,9 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
             faddr = S.AddrOf(D.I64, None, fsb, k0)
             maddr = cx.addr(mem.buffer, idx, s.span)
             if to_mem:
-                fast: list[S.SStmt] = [call(s.span, "store_vec", n=vec, args=[maddr, faddr])]
+                fast: list[S.SStmt] = [S.call(s.span, "store_vec", n=vec, args=[maddr, faddr])]
             else:
-                fast = [call(s.span, "load_vec", n=vec, args=[faddr, maddr, full or T.Const(D.BOOL, None, True)])]
+                fast = [S.call(s.span, "load_vec", n=vec, args=[faddr, maddr, full or T.Const(D.BOOL, None, True)])]
             if full is None:
                 stmts = fast
             else:  # ragged edge: element by element

@@ -7,7 +7,6 @@ from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.instructions import MFMA
-from ..ir.intrinsics import call
 from ..ir.layout import (
     MfmaTiled,
     SharedLayout,
@@ -68,7 +67,7 @@ def lower(cx, s: T.Gemm) -> None:
         if kmajor(r, k_first, count):
             off = cx.hoist(f"{r.buffer.name}_off", fold(cx.shared_layout(r.buffer).offset(idx(k0))))
             addr = S.AddrOf(D.I64, None, cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
-            cx.emit(call(None, "load_vec", n=count, args=[S.AddrOf(D.I64, None, regs, c(at)), addr,
+            cx.emit(S.call(None, "load_vec", n=count, args=[S.AddrOf(D.I64, None, regs, c(at)), addr,
                                                           T.Const(D.BOOL, None, True)]))
             return
         for j in range(count):
@@ -80,7 +79,7 @@ def lower(cx, s: T.Gemm) -> None:
     def mfma(mi: int, nj: int, a_addr: S.AddrOf, b_addr: S.AddrOf) -> None:
         acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
         args = [acc, b_addr, a_addr] if lay.transposed else [acc, a_addr, b_addr]
-        cx.emit(call(None, "mfma", args, dtype=dt.name))
+        cx.emit(S.call(None, "mfma", args, dtype=dt.name))
 
     rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
     cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]

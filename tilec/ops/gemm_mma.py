@@ -9,7 +9,6 @@ from ..ir import tile as T
 from ..ir.exprs import cast
 from ..ir.fold import fold
 from ..ir.instructions import MMA
-from ..ir.intrinsics import call, value
 from ..ir.layout import (
     MmaTiled,
     add,
@@ -56,11 +55,12 @@ def lower(cx, s: T.Gemm) -> None:
                 continue
             if not s.transpose_a:  # A is [M, K]: lane l gives row l%16, k-half l/16
                 addr = shared_addr(s.a, add(row0, mod(lane, 16)), add(k0, mul(div(lane, 16), 8)))
-                cx.emit(call(None, "ldmatrix", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr], count=4, trans=False))
+                regs = S.AddrOf(D.I64, None, a_regs, c(mi * 4))
+                cx.emit(S.call(None, "ldmatrix", [regs, addr], count=4, trans=False))
             else:  # A is [K, M]: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
                 q = div(lane, 8)
                 addr = shared_addr(s.a, add(add(k0, mul(div(q, 2), 8)), mod(lane, 8)), add(row0, mul(mod(q, 2), 8)))
-                cx.emit(call(None, "ldmatrix", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr], count=4, trans=True))
+                cx.emit(S.call(None, "ldmatrix", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr], count=4, trans=True))
         ni = 0
         while ni < ni_count:
             col0 = add(mul(warp_n, wn_cols), ni * 8)
@@ -76,12 +76,13 @@ def lower(cx, s: T.Gemm) -> None:
                 kcol = add(k0, mul(mod(q, 2), 8))
                 count, trans = (4 if pair else 2), False
                 addr = shared_addr(s.b, nrow, kcol)
-            cx.emit(call(None, "ldmatrix", [S.AddrOf(D.I64, None, b_regs, c(ni * 2)), addr], count=count, trans=trans))
+            regs = S.AddrOf(D.I64, None, b_regs, c(ni * 2))
+            cx.emit(S.call(None, "ldmatrix", [regs, addr], count=count, trans=trans))
             ni += 2 if pair else 1
         for mi in range(mi_count):
             for nj in range(ni_count):
                 acc = S.AddrOf(D.I64, None, c_sb, c((mi * ni_count + nj) * 4))
-                cx.emit(call(None, "mma", dtype=kind, args=[acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
+                cx.emit(S.call(None, "mma", dtype=kind, args=[acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
                                                         S.AddrOf(D.I64, None, b_regs, c(nj * 2))]))
 
     cx.smem_read = True
@@ -98,7 +99,7 @@ def pack_register_a(cx, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> No
         base = add(mul(add(mul(c(mi), la.ni), ni), 4), e)
         lo = cast(S.Ref(src.dtype, None, src, base), D.F32)
         hi = cast(S.Ref(src.dtype, None, src, add(base, 1)), D.F32)
-        cx.emit(S.SStore(None, a_regs, c(mi * 4 + reg), value(D.U32, None, pack, [lo, hi])))
+        cx.emit(S.SStore(None, a_regs, c(mi * 4 + reg), S.value(D.U32, None, pack, [lo, hi])))
 
 
 @gemm.register_layout("mma")

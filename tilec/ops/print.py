@@ -7,7 +7,6 @@ from ..diagnostics import Reporter
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import compare
-from ..ir.intrinsics import call
 from ..ir.layout import (
     c,
 )
@@ -19,7 +18,7 @@ def lower(cx, s: T.Print) -> None:
         cx.emit(S.SComment(s.span, f"print of buffer '{s.value.buffer.name}' runs in the interpreter only"))
         return
     v = cx.lx(s.value)
-    cx.emit(S.SIf(s.span, compare("==", cx.tid, c(0)), [call(s.span, "print", [v], label=s.label)]))
+    cx.emit(S.SIf(s.span, compare("==", cx.tid, c(0)), [S.call(s.span, "print", [v], label=s.label)]))
 
 
 def reads(s: T.Print) -> list[T.Region]:

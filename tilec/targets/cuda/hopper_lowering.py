@@ -31,7 +31,6 @@ from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.instructions import WGMMA
-from ...ir.intrinsics import call
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
@@ -187,7 +186,7 @@ class HopperLowering(LoweringExtension):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(col)))
             rank = len(coords)
-            self.cx.emit(call(None, "tma_load", rank=rank, args=[
+            self.cx.emit(S.call(None, "tma_load", rank=rank, args=[
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
 
@@ -487,7 +486,7 @@ class HopperLowering(LoweringExtension):
         for p in range(-(-cols // width)):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(p * width)))
-            stores.append(call(None, "tma_store", rank=len(coords), args=[
+            stores.append(S.call(None, "tma_store", rank=len(coords), args=[
                 tmap, S.AddrOf(D.I64, None, staging, c(p * rows * width)), *reversed(coords)]))
         stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
         self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
@@ -544,10 +543,10 @@ class HopperLowering(LoweringExtension):
                 acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
                 if register_a:
                     a_regs = S.AddrOf(D.I64, None, a_all, c(4 * (kk * lay.mi + mi)))
-                    self.cx.emit(call(None, "wgmma", [acc, a_regs, *b_desc], **variant))
+                    self.cx.emit(S.call(None, "wgmma", [acc, a_regs, *b_desc], **variant))
                 else:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
-                    self.cx.emit(call(None, "wgmma", [acc, *a_desc, *b_desc], **variant))
+                    self.cx.emit(S.call(None, "wgmma", [acc, *a_desc, *b_desc], **variant))
         self.cx.emit(S.SCall(None, "wgmma_commit", []))
         for st in self.after_wgmma_issue:
             self.cx.emit(st)
