@@ -46,6 +46,7 @@ from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, rou
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
+from ..ir.instructions import MFMA, MMA
 from .simt_hopper import HopperModel
 
 __all__ = ["SimtInterpreterError", "run_simt"]
@@ -451,8 +452,8 @@ class _BlockRun(ScalarOps, HopperModel):
 
     def ldmatrix(self, s: S.SCall, mask) -> None:
 
-        if self.sim.warp_size != 32:
-            raise self.err("ldmatrix exists only on 32-lane warps", s.span)
+        if self.sim.warp_size != MMA.warp_size:
+            raise self.err(f"ldmatrix exists only on {MMA.warp_size}-lane warps", s.span)
         self.warp_check(mask, s.name, s.span)
         num, trans = s.params["count"], s.params["trans"]
         db, di = self.addr(s.args[0], mask)
@@ -477,8 +478,8 @@ class _BlockRun(ScalarOps, HopperModel):
         self.write(db, di, regs.astype(np.uint32), mask, s.span)
 
     def mma(self, s: S.SCall, mask) -> None:
-        if self.sim.warp_size != 32:
-            raise self.err("mma.sync exists only on 32-lane warps", s.span)
+        if self.sim.warp_size != MMA.warp_size:
+            raise self.err(f"mma.sync exists only on {MMA.warp_size}-lane warps", s.span)
         self.warp_check(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
@@ -511,8 +512,8 @@ class _BlockRun(ScalarOps, HopperModel):
         tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to the lanes' accumulators."""
         from ..targets.hip import mfma_layouts as ML
 
-        if self.sim.warp_size != ML.WAVE:
-            raise self.err(f"{s.name} exists only on 64-lane wavefronts", s.span)
+        if self.sim.warp_size != MFMA.warp_size:
+            raise self.err(f"{s.name} exists only on {MFMA.warp_size}-lane wavefronts", s.span)
         self.warp_check(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
