@@ -1,4 +1,5 @@
-"""IR tests that read like the IR: every tests/ir/*.tile is compiled with its `# RUN-ARGS:` and its
+"""IR tests that read like the IR: every tests/ir/*.tile (front end) and tests/target_ir/*.tile (target
+passes: `--target X --emit-ir=after:PASS`, one behaviour each) is compiled with its `# RUN-ARGS:` and its
 output matched against its `# CHECK:` lines (see tests/filecheck.py); plus tests of the matcher."""
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from filecheck import FileCheckError, check_text, compile_pattern, parse_checks,
 from tilec.cli.main import main as tilec_main
 
 IR_DIR = Path(__file__).parent / "ir"
-IR_FILES = sorted(IR_DIR.glob("*.tile"))
+TARGET_IR_DIR = Path(__file__).parent / "target_ir"
+TARGET_IR_FILES = sorted(TARGET_IR_DIR.glob("*.tile"))
+IR_FILES = sorted(IR_DIR.glob("*.tile")) + TARGET_IR_FILES
 
 
 def run_tilec(argv: list[str]) -> tuple[int, str, str]:
@@ -28,6 +31,9 @@ def run_tilec(argv: list[str]) -> tuple[int, str, str]:
 
 def test_there_are_ir_tests():
     assert len(IR_FILES) >= 8
+    assert len(TARGET_IR_FILES) >= 8
+    for path in TARGET_IR_FILES:  # each runs a target pass
+        assert "--target" in path.read_text(), path
 
 
 def run_ir_test(path: Path) -> None:

@@ -92,10 +92,10 @@ def test_panel_layout_is_what_tma_writes(shape, elem):
 def test_gemm_plan_uses_wgmma_tma_and_a_producer_warpgroup():
     r = _compile("gemm", HOPPER_GEMM)
     k = r.module.kernels[0]
-    lay = k.attrs["layouts"]
-    assert set(lay.gemm_impl.values()) == {"wgmma"}
+    lay = k.schedule
+    assert {g.instruction for g in lay.gemms.values()} == {"wgmma"}
     assert str(lay.fragments[next(iter(lay.fragments))]) == "wgmma_m64n256[128x256, warpgroups 2x1]"
-    (plan,) = k.attrs["pipelines"].values()
+    (plan,) = k.schedule.loops.values()
     assert (plan.mechanism, plan.stages, plan.warp_specialized) == ("tma", 4, True)
     sk = r.simt.kernels[0]
     assert sk.threads == 256 + 128
@@ -110,13 +110,13 @@ def test_gemm_plan_uses_wgmma_tma_and_a_producer_warpgroup():
 def test_attention_runs_softmax_on_the_wgmma_accumulator():
     r = _compile("flash_attention", HOPPER_ATTN)
     k = r.module.kernels[0]
-    lay = k.attrs["layouts"]
-    assert set(lay.gemm_impl.values()) == {"wgmma"}
+    lay = k.schedule
+    assert {g.instruction for g in lay.gemms.values()} == {"wgmma"}
     text = str(lay)
     assert "acc_s: wgmma_m64n128[128x128, warpgroups 2x1]" in text
     assert "scores_max: rows_of(wgmma_m64n128[128x128, warpgroups 2x1])" in text
     assert "tl_wgmma_rs_n128_bf16_t1" in r.source  # P.V with P in registers, V MN-major
-    (plan,) = k.attrs["pipelines"].values()
+    (plan,) = k.schedule.loops.values()
     assert plan.warp_specialized and [p.dst.buffer.name for p in plan.producers] == ["K_s", "V_s"]
     # the consumers wait for V only right before P.V, after the softmax
     body = r.source[r.source.index("pipeline over k"):]
@@ -126,19 +126,19 @@ def test_attention_runs_softmax_on_the_wgmma_accumulator():
 
 def test_switches_turn_each_feature_off():
     r = _compile("gemm", HOPPER_GEMM, disable={"warp_specialize"})
-    (plan,) = r.module.kernels[0].attrs["pipelines"].values()
+    (plan,) = r.module.kernels[0].schedule.loops.values()
     assert plan.mechanism == "tma" and not plan.warp_specialized and r.simt.kernels[0].threads == 256
     r = _compile("gemm", HOPPER_GEMM, disable={"tma"})
-    (plan,) = r.module.kernels[0].attrs["pipelines"].values()
+    (plan,) = r.module.kernels[0].schedule.loops.values()
     assert plan.mechanism == "cp.async" and "tensor_maps" not in r.simt.kernels[0].attrs
-    assert set(r.module.kernels[0].attrs["layouts"].gemm_impl.values()) == {"wgmma"}
+    assert {g.instruction for g in r.module.kernels[0].schedule.gemms.values()} == {"wgmma"}
     r = _compile("gemm", HOPPER_GEMM, disable={"wgmma", "tma"})
-    assert set(r.module.kernels[0].attrs["layouts"].gemm_impl.values()) == {"mma"}
+    assert {g.instruction for g in r.module.kernels[0].schedule.gemms.values()} == {"mma"}
     assert "tl::mma_f16" in r.source
     src = (ROOT / "samples" / "gemm.tile").read_text().replace("persistent=persistent)",
                                                               "persistent=persistent, warp_specialize=False)")
     r = tilec.compile("ws_off.tile", text=src, target="sm90")
-    (plan,) = r.module.kernels[0].attrs["pipelines"].values()
+    (plan,) = r.module.kernels[0].schedule.loops.values()
     assert plan.mechanism == "tma" and not plan.warp_specialized
 
 
@@ -219,12 +219,12 @@ kernel rowmax(A: f16[M, K], B: f16[K, N], out: out f32[M]):
         copy(m, out[bx * 64])
 """
     r = tilec.compile("rowmax.tile", text=src, target="sm90")
-    lay = r.module.kernels[0].attrs["layouts"]
-    assert set(lay.gemm_impl.values()) == {"mma"}
+    lay = r.module.kernels[0].schedule
+    assert {g.instruction for g in lay.gemms.values()} == {"mma"}
     no_rows = src.replace("        reduce_max(acc, m, dim=1)\n        copy(m, out[bx * 64])\n", "")
     no_rows = no_rows.replace("out: out f32[M]", "C: out f32[M, N]") + "        copy(acc, C[bx * 64, 0])\n"
-    lay = tilec.compile("split_n.tile", text=no_rows, target="sm90").module.kernels[0].attrs["layouts"]
-    assert set(lay.gemm_impl.values()) == {"wgmma"}
+    lay = tilec.compile("split_n.tile", text=no_rows, target="sm90").module.kernels[0].schedule
+    assert {g.instruction for g in lay.gemms.values()} == {"wgmma"}
     assert "warpgroups 1x2" in str(lay)
 
 
@@ -366,7 +366,7 @@ def _without(body, name):
 def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     from test_simt_interp import check
 
-    from tilec.passes import lower_hopper
+    from tilec.targets.cuda import hopper_lowering as lower_hopper
     from tilec.testing.simt_interp import SimtInterpreterError
 
     sizes = {"M": 128, "N": 128, "K": 64, "B_rows": 64, "B_cols": 128}

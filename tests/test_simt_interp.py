@@ -335,8 +335,8 @@ def test_interpreter_mfma_matches_a_matrix_product(dtype):
 def test_gfx90a_gemm_takes_the_mfma_path(defines):
     """The gemm cases above run MFMA on gfx90a (not the FMA fallback)."""
     r = _compiled("gemm", tuple(sorted(defines.items())), "gfx90a")
-    table = r.module.kernels[0].attrs["layouts"]
-    assert set(table.gemm_impl.values()) == {"mfma"}
+    table = r.module.kernels[0].schedule
+    assert {g.instruction for g in table.gemms.values()} == {"mfma"}
     assert any(c.name.startswith("mfma_f32_16x16x16") for c in _calls(r.simt.kernels[0].body))
 
 
@@ -349,9 +349,9 @@ def test_gfx90a_flash_attention_takes_the_mfma_path(defines):
 
     r = _compiled("flash_attention", tuple(sorted(defines.items())), "gfx90a")
     k = r.module.kernels[0]
-    table = k.attrs["layouts"]
-    assert list(table.gemm_impl.values()) == ["mfma", "mfma"]
-    by_name = {table.names[key]: lay for key, lay in table.fragments.items()}
+    table = k.schedule
+    assert [g.instruction for g in table.gemms.values()] == ["mfma", "mfma"]
+    by_name = {table.labels[key]: lay for key, lay in table.fragments.items()}
     for name in ("acc_s", "acc_s_cast", "acc_o"):
         assert isinstance(by_name[name], MfmaTiled) and by_name[name].transposed, (name, by_name[name])
     for name in ("scores_max", "scores_sum", "logsum"):
@@ -447,8 +447,8 @@ def test_mfma_accumulator_reductions(policy, transposed, monkeypatch):
         monkeypatch.setattr(LI, "_mfma_transposed", lambda *a: False)
     text = MFMA_STATS.replace("POLICY", policy)
     r = tilec.compile("stats.tile", text=text, target="gfx90a")
-    table = r.module.kernels[0].attrs["layouts"]
-    lays = {table.names[key]: lay for key, lay in table.fragments.items()}
+    table = r.module.kernels[0].schedule
+    lays = {table.labels[key]: lay for key, lay in table.fragments.items()}
     assert isinstance(lays["acc"], MfmaTiled) and lays["acc"].transposed == transposed
     assert (lays["acc"].wm, lays["acc"].wn) == ((4, 1) if policy == "FullRow" else (1, 4))
     assert isinstance(lays["row_max"], Projected) and isinstance(lays["col_sum"], Projected)
@@ -550,7 +550,7 @@ MFMA_VARIANTS = [  # other tilings than the samples' defaults, on gfx90a only, e
 def test_gfx90a_mfma_variants(sample, defines, sizes):
     r = _fresh(sample, defines, "gfx90a")
     k = r.module.kernels[0]
-    assert set(k.attrs["layouts"].gemm_impl.values()) == {"mfma"}
-    (plan,) = k.attrs["pipelines"].values()
+    assert {g.instruction for g in k.schedule.gemms.values()} == {"mfma"}
+    (plan,) = k.schedule.loops.values()
     assert plan.mechanism == ("sync" if defines.get("dim") == 128 else "registers"), plan
     check(sample, defines, sizes, "gfx90a", result=r)

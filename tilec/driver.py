@@ -106,6 +106,8 @@ def compile(
     kernel: str | None = None,
     limits: dict[str, int] | None = None,
     disable: set[str] | None = None,
+    schedule: object | None = None,
+    plan_only: bool = False,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR and, with a
     target, through its back end's pipeline to generated source.
@@ -117,6 +119,10 @@ def compile(
     `limits` overrides the target's resource limits (Target.with_limits: shared_memory_bytes, max_threads,
     max_storage_buffers, max_grid), as `--max-workgroup-storage` does for a WebGPU device that grants more than
     the default. `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize".
+    `schedule` pins parts of every kernel's schedule before the planners run (a tilec.ir.schedule.ScheduleRequest
+    or its plain dict form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}}}); a pin a
+    kernel cannot honour is an error at its line. `plan_only` stops after the back end's planning passes: the
+    module's kernels carry their schedules (tilec.ir.schedule.resources prices them) and nothing is lowered.
     """
     from .parser.build import build_module, read_source
 
@@ -151,11 +157,18 @@ def compile(
         if unknown:
             raise CompileError([Diagnostic("error", f"unknown feature(s) to disable: {', '.join(sorted(unknown))} "
                                                     f"(known: {', '.join(sorted(DISABLEABLE))})")])
+        from .ir.schedule import ScheduleRequest
+
+        try:
+            request = ScheduleRequest.parse(schedule)
+        except ValueError as e:
+            raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
             k.attrs["disabled"] = opts.disable
+            k.request = request
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts)
         if opts.target is not None:
-            _compile_for_target(result, opts, rep, want)
+            _compile_for_target(result, opts, rep, want, plan_only, verify)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
@@ -187,12 +200,16 @@ def lookup_target(name: str, limits: dict[str, int] | None = None):
     return target, get_backend(target.backend)
 
 
-def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Reporter, want: set[str]) -> None:
+def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Reporter, want: set[str],
+                        plan_only: bool = False, verify: bool = False) -> None:
     from .version import __version__
 
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend
-    lowered = backend.lower(result.module, rep, target, result.ir_after, want)
+    if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
+        result.module = backend.plan(result.module, rep, target, result.ir_after, want)
+        return
+    lowered = backend.lower(result.module, rep, target, result.ir_after, want, verify)
     result.simt = lowered
     backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "

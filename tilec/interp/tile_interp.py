@@ -35,6 +35,7 @@ import numpy as np
 from ..errors import UserFacingError
 from ..ir import dtypes as D
 from ..ir import tile as T
+from ..ops.registry import op_module
 
 
 class InterpreterError(UserFacingError):
@@ -100,10 +101,7 @@ _UNARY_MATH = {
     "floor": np.floor, "ceil": np.ceil, "abs": np.abs, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
 }
 
-_REDUCERS = {
-    "sum": (np.sum, np.add), "abssum": (np.sum, np.add), "max": (np.max, np.maximum),
-    "absmax": (np.max, np.maximum), "min": (np.min, np.minimum),
-}
+
 
 
 class ScalarOps:
@@ -301,24 +299,10 @@ class _Block(ScalarOps):
                     self.run(s.else_body, else_mask)
         elif isinstance(s, T.While):
             self.while_loop(s, mask)
-        elif isinstance(s, T.CumSum):
-            self.cumsum(s)
-        elif isinstance(s, T.Copy):
-            self.write_region(s.dst, self.read_region(s.src))
-        elif isinstance(s, T.Gemm):
-            self.gemm(s)
-        elif isinstance(s, T.Reduce):
-            self.reduce(s)
-        elif isinstance(s, T.Fill):
-            ext = self.extents(s.dst)
-            value = np.broadcast_to(self.eval(s.value, None), ext)
-            self.write_region(s.dst, value)
-        elif isinstance(s, T.Atomic) and s.per_element:
+        elif isinstance(s, T.Atomic) and s.per_element:  # needs the Parallel loop's lanes (the mask)
             self.atomic_element(s, mask)
-        elif isinstance(s, T.Atomic):
-            self.atomic(s)
-        elif isinstance(s, T.Print):
-            self.print(s)
+        elif op_module(s) is not None:  # a tile op: its home defines its semantics (tilec/ops/<op>.py)
+            op_module(s).interpret(self, s)
         elif isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             pass
         else:
@@ -409,61 +393,6 @@ class _Block(ScalarOps):
         out[dst] = to_compute(data[src], r.buffer.dtype)
         return out
 
-    def write_region(self, r: T.Region, value: np.ndarray) -> None:
-        data, starts, exts, valid = self._box(r)
-        value = np.asarray(value).reshape(exts)
-        src = tuple(slice(lo, hi) for lo, hi in valid)
-        dst = tuple(slice(st + lo, st + hi) for st, (lo, hi) in zip(starts, valid, strict=True))
-        data[dst] = to_storage(value[src], r.buffer.dtype)
-
-    # ---------------------------------------------------------------- tile ops
-    def gemm(self, s: T.Gemm) -> None:
-        def mat(r: T.Region) -> np.ndarray:
-            x = self.read_region(r)
-            return x.reshape([e for e in x.shape if e != 1] or [1]) if x.ndim != 2 else x
-
-        a, b = mat(s.a), mat(s.b)
-        if s.transpose_a:
-            a = a.T
-        if s.transpose_b:
-            b = b.T
-        c_dt = s.c.buffer.dtype
-        if c_dt.is_int:
-            prod = a.astype(np.int64) @ b.astype(np.int64)
-        else:
-            prod = a.astype(np.float32) @ b.astype(np.float32)
-        c_shape = self.extents(s.c)
-        prod = prod.reshape(c_shape)
-        if s.clear_accum:
-            result = prod
-        else:
-            result = self.read_region(s.c) + prod
-        self.write_region(s.c, round_to(result, c_dt))
-
-    def reduce(self, s: T.Reduce) -> None:
-        src = self.read_region(s.src)
-        if s.src.buffer.dtype.is_float:
-            src = src.astype(np.float32) if src.dtype != np.float64 else src
-        if s.kind in ("abssum", "absmax"):
-            src = np.abs(src)
-        reducer, combine = _REDUCERS[s.kind]
-        r = reducer(src, axis=s.dim)
-        dst_ext = self.extents(s.dst)
-        r = r.reshape(dst_ext)
-        if not s.clear:
-            r = combine(self.read_region(s.dst), r)
-        self.write_region(s.dst, r)
-
-    def atomic(self, s: T.Atomic) -> None:
-        ext = self.extents(s.dst)
-        if isinstance(s.value, T.Region):
-            v = self.read_region(s.value).reshape(ext)
-        else:
-            v = np.broadcast_to(self.eval(s.value, None), ext)
-        cur = self.read_region(s.dst)
-        new = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind](cur, v)
-        self.write_region(s.dst, new)
-
     def atomic_element(self, s: T.Atomic, mask) -> None:
         """Each active lane of the enclosing Parallel loop updates its element; lanes that hit the
         same element all apply their update (numpy's unbuffered ufunc.at)."""
@@ -491,22 +420,14 @@ class _Block(ScalarOps):
         {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind].at(acc, sel, vals)
         data[...] = to_storage(round_to(acc, r.buffer.dtype) if r.buffer.dtype.is_float else acc, r.buffer.dtype)
 
-    def cumsum(self, s: T.CumSum) -> None:
-        src = self.read_region(s.src)
-        acc = src.astype(np.float32) if s.src.buffer.dtype.is_float and src.dtype != np.float64 else src
-        if s.reverse:
-            acc = np.flip(acc, axis=s.dim)
-        r = np.cumsum(acc, axis=s.dim)
-        if s.reverse:
-            r = np.flip(r, axis=s.dim)
-        self.write_region(s.dst, round_to(r.reshape(self.extents(s.dst)), s.dst.buffer.dtype))
+    round_to = staticmethod(round_to)  # (what the tile ops' semantics need of this module)
 
-    def print(self, s: T.Print) -> None:
-        value = self.read_region(s.value) if isinstance(s.value, T.Region) else self.eval(s.value, None)
-        label = f"{s.label}: " if s.label else ""
-        where = f"[block {self.block_idx}] "
-        with np.printoptions(precision=4, suppress=True, threshold=64, edgeitems=3):
-            print(f"{where}{label}{np.asarray(value)}", file=self.interp.stdout)
+    def write_region(self, r: T.Region, value: np.ndarray) -> None:
+        data, starts, exts, valid = self._box(r)
+        value = np.asarray(value).reshape(exts)
+        src = tuple(slice(lo, hi) for lo, hi in valid)
+        dst = tuple(slice(st + lo, st + hi) for st, (lo, hi) in zip(starts, valid, strict=True))
+        data[dst] = to_storage(value[src], r.buffer.dtype)
 
 
 def _and(mask: np.ndarray | None, cond: np.ndarray) -> np.ndarray:

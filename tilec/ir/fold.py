@@ -218,3 +218,18 @@ def constant_difference(hi: T.Expr, lo: T.Expr) -> int | None:
     if set(diff) == {1}:
         return diff[1]
     return None
+
+
+def multiple_of(e: T.Expr, vec: int) -> bool:
+    """Whether integer expression e is a multiple of vec for every value of its variables."""
+    e = fold(e)
+    if isinstance(e, T.Const):
+        return int(e.value) % vec == 0
+    if isinstance(e, T.Binary):
+        if e.op in ("+", "-"):
+            return multiple_of(e.a, vec) and multiple_of(e.b, vec)
+        if e.op == "*":
+            return multiple_of(e.a, vec) or multiple_of(e.b, vec)
+    if isinstance(e, T.Cast):
+        return multiple_of(e.value, vec)
+    return False

@@ -157,6 +157,8 @@ def kernel_str(k: T.Kernel) -> str:
     lines.append(f"  grid ({grid}) threads {k.threads} as ({blocks})")
     for key in sorted(k.attrs):
         lines.append(f"  attr {key} = {k.attrs[key]}")
+    if k.schedule is not None:
+        lines.append(f"  schedule:{k.schedule}")
     lines.append("body:")
     lines += _body(k.body, 1)
     return "\n".join(lines)

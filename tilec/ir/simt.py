@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Span
 from . import dtypes as D
+from .intrinsics import DEFS as INTRINSICS
+from .intrinsics import parse as parse_intrinsic
 from .tile import Expr, Var
+from .visit import register_children
 
 
 @dataclass(eq=False)
@@ -125,10 +128,20 @@ class Barrier(SStmt):
 
 @dataclass(eq=False)
 class SCall(SStmt):
-    """An intrinsic statement: mma, ldmatrix, cp.async, atomics, printf..."""
+    """An intrinsic statement (tilec/ir/intrinsics.py): mma, ldmatrix, cp.async, atomics, printf...
+
+    `op` names the intrinsic's definition and `params` its typed compile-time parameters; `name` is the
+    printed key (`load_vec8`). Built through intrinsics.call; a call built by name alone (a test) gets its
+    op and params parsed from the name."""
 
     name: str
     args: list[Expr]
+    op: str = ""
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.op:
+            self.op, self.params = parse_intrinsic(self.name)
 
 
 @dataclass(eq=False)
@@ -147,11 +160,31 @@ class SKernel:
     shared_bytes: int
     body: list[SStmt]
     span: Span | None
-    flops: Expr | None = None
-    bytes_moved: Expr | None = None
     attrs: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
 class SModule:
     kernels: list[SKernel]
+
+
+# The one expression walker (tilec/ir/visit.py: sub_exprs) reaches inside SIMT IR's expression nodes.
+register_children(Ref, lambda e: (e.index,))
+register_children(AddrOf, lambda e: (e.index,))
+register_children(Intrinsic, lambda e: e.args)
+
+
+def call(span: Span | None, op: str, args: list[Expr], **params) -> SCall:
+    """The SCall of intrinsic `op` (tilec/ir/intrinsics.py) with these typed parameters."""
+    d = INTRINSICS[op]
+    if not d.statement:
+        raise TypeError(f"intrinsic {op} is an expression, not a statement")
+    d.check(params)
+    return SCall(span, d.name(params), list(args), op=op, params=params)
+
+
+def value(dtype: D.DType, span: Span | None, op: str, args: list[Expr]) -> Intrinsic:
+    """The expression intrinsic `op` (S.Intrinsic)."""
+    if INTRINSICS[op].statement:
+        raise TypeError(f"intrinsic {op} is a statement, not an expression")
+    return Intrinsic(dtype, span, op, list(args))

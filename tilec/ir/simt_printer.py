@@ -16,13 +16,23 @@ _PREC = {"or": 1, "and": 2, "|": 3, "^": 4, "&": 5, "cmp": 6, "<<": 7, ">>": 7, 
          "*": 9, "/": 9, "//": 9, "%": 9}
 
 
-# Intrinsic statements that every C-style dialect's device header provides under the same names.
+def spelled(template: str):
+    """A dialect's spelling of an intrinsic statement (tilec/ir/intrinsics.py) from a template: `{0}`, `{1}`...
+    are the printed arguments, named fields (`{n}`, `{dtype}`) the intrinsic's parameters."""
+    return lambda printer, s, args: template.format(*args, **s.params) + ";"
+
+
+def _vector(fn: str):
+    return lambda printer, s, args: f"tl::{fn}<{s.params['n']}>({', '.join(args)});"
+
+
+# Intrinsic statements that every C-style dialect's device header provides under the same names, by op.
 PORTABLE_CALLS = {
-    "copy16_or_zero": "tl::copy16_or_zero({0}, {1}, {2})",
-    "copy16": "tl::st_128({0}, tl::ld_128({1}))",
-    "atomic_add": "tl::atomic_add({0}, {1})",
-    "atomic_max": "tl::atomic_max({0}, {1})",
-    "atomic_min": "tl::atomic_min({0}, {1})",
+    "copy16_or_zero": spelled("tl::copy16_or_zero({0}, {1}, {2})"),
+    "copy16": spelled("tl::st_128({0}, tl::ld_128({1}))"),
+    "atomic": spelled("tl::atomic_{kind}({0}, {1})"),
+    "load_vec": _vector("load_cvt"),
+    "store_vec": _vector("store_cvt"),
 }
 
 

@@ -92,6 +92,7 @@ class Buffer:
     scope: str
     span: Span | None
     is_output: bool = False  # for global tensors: declared `out`
+    uid: int = field(default=0, kw_only=True)  # stable within its kernel (number_ops); 0: not numbered
 
     @property
     def const_shape(self) -> tuple[int, ...] | None:
@@ -122,6 +123,9 @@ class Region:
 @dataclass(eq=False)
 class Stmt:
     span: Span | None
+    # A stable id within the kernel (number_ops), by which the schedule records decisions about this statement
+    # and `--emit-ir` names it; it survives copies of the kernel. 0: made after numbering (by a pass).
+    uid: int = field(default=0, kw_only=True)
 
 
 @dataclass(eq=False)
@@ -257,8 +261,6 @@ class UseSwizzle(Stmt):
     enable: bool = True
 
 
-TileOp = Copy | Gemm | Reduce | CumSum | Fill | Atomic | Print | AnnotateLayout | UseSwizzle
-
 # ---------------------------------------------------------------- kernels and modules
 
 
@@ -273,6 +275,9 @@ class Kernel:
     body: list[Stmt]
     span: Span | None
     attrs: dict[str, object] = field(default_factory=dict)
+    # Typed as object: Tile IR does not depend on the schedule module (which depends on it).
+    schedule: object | None = None  # the planning passes' decisions: a tilec.ir.schedule.KernelSchedule
+    request: object | None = None  # parts of the schedule pinned by the caller (tilec.ir.schedule.ScheduleRequest)
 
 
 @dataclass(eq=False)

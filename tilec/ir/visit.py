@@ -120,21 +120,63 @@ def walk_stmts(body: list[T.Stmt]) -> Iterator[T.Stmt]:
 
 
 def sub_exprs(e: T.Expr) -> Iterator[T.Expr]:
-    """`e` and every expression inside it, pre-order."""
+    """`e` and every expression inside it, pre-order -- the one expression walker of both IRs (SIMT IR's
+    nodes register their children with `register_children`, see tilec/ir/simt.py)."""
     yield e
+    for x in _children(e):
+        yield from sub_exprs(x)
+
+
+_CHILDREN: dict[type, Callable[[T.Expr], tuple | list]] = {}
+
+
+def register_children(node_type: type, children: Callable[[T.Expr], tuple | list]) -> None:
+    """Teach sub_exprs the sub-expressions of an expression node defined outside Tile IR."""
+    _CHILDREN[node_type] = children
+
+
+def _children(e: T.Expr):
     if isinstance(e, T.Binary | T.Compare):
-        yield from sub_exprs(e.a)
-        yield from sub_exprs(e.b)
-    elif isinstance(e, T.Unary):
-        yield from sub_exprs(e.a)
-    elif isinstance(e, T.Select):
-        for x in (e.cond, e.a, e.b):
-            yield from sub_exprs(x)
-    elif isinstance(e, T.Call):
-        for x in e.args:
-            yield from sub_exprs(x)
-    elif isinstance(e, T.Cast):
-        yield from sub_exprs(e.value)
-    elif isinstance(e, T.Load):
-        for x in e.indices:
-            yield from sub_exprs(x)
+        return (e.a, e.b)
+    if isinstance(e, T.Unary):
+        return (e.a,)
+    if isinstance(e, T.Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, T.Call):
+        return e.args
+    if isinstance(e, T.Cast):
+        return (e.value,)
+    if isinstance(e, T.Load):
+        return e.indices
+    fn = _CHILDREN.get(type(e))
+    return fn(e) if fn is not None else ()
+
+
+def direct_exprs(s: T.Stmt) -> list[T.Expr]:
+    """The expressions of a scalar statement itself, not of nested bodies or tile-op regions: a store's value
+    and indices, an assignment's value, an `if`'s condition, a loop's extents."""
+    if isinstance(s, T.Store):
+        return [s.value, *s.indices]
+    if isinstance(s, T.Assign):
+        return [s.value]
+    if isinstance(s, T.If):
+        return [s.cond]
+    if isinstance(s, T.For):
+        return [*s.extents]
+    return []
+
+
+def number_ops(k: T.Kernel) -> None:
+    """Give every statement and buffer of kernel k its stable id: 1, 2, ... in source order (parameters,
+    then the body depth first), so that the same source always numbers the same way."""
+    n = 0
+    for p in k.params:
+        if isinstance(p, T.Buffer):
+            n += 1
+            p.uid = n
+    for s in walk_stmts(k.body):
+        n += 1
+        s.uid = n
+        if isinstance(s, T.Alloc):
+            n += 1
+            s.buffer.uid = n

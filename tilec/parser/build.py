@@ -15,7 +15,7 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
-from ..ir.visit import sub_exprs
+from ..ir.visit import number_ops, sub_exprs
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
@@ -732,4 +732,6 @@ def build_module(path: str, text: str, sources: SourceManager, include_dirs: lis
     if not b.kernels and not reporter.has_errors:
         reporter.error("no kernel defined", Span(path, 1, 1))
     reporter.check()
+    for k in b.kernels:
+        number_ops(k)  # stable ids for the schedule (tilec/ir/schedule.py)
     return T.Module(b.kernels, b.consts, b.files)

@@ -1,7 +1,7 @@
 """layout-inference — a register layout for every fragment, a shared layout for every shared tile.
 
 Assumes: check-tile-ops has run (tile ops are well-shaped); the target is known.
-Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
+Guarantees: `kernel.schedule` (tilec/ir/schedule.py) records, keyed by stable op/buffer ids,
   * each fragment a layout: gemm accumulators take the matrix instruction's tiled accumulator
     layout (a warp partition chosen from the gemm's policy); fragments used together in a Parallel
     loop, or copied into each other, share a layout; 1-D fragments indexed by one loop variable of
@@ -9,12 +9,14 @@ Guarantees: `kernel.attrs["layouts"]` is a LayoutTable giving
     everything else gets the generic block-row layout;
   * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
     power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
-  * each gemm an implementation: "wgmma" (Hopper wgmma.m64nNk16, warpgroup accumulators, operands
-    in TMA panel layouts), "mma" (mma.sync m16n8k16), "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared
-    operands, or a register A operand that is the transposed accumulator of an earlier MFMA gemm) or "fma"
-    (scalar fallback).
+  * each gemm an instruction (GemmSchedule: family, instruction shape, warp partition): "wgmma" (Hopper
+    wgmma.m64nNk16, warpgroup accumulators, operands in TMA panel layouts), "mma" (mma.sync m16n8k16),
+    "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared operands, or a register A operand that is the
+    transposed accumulator of an earlier MFMA gemm) or "fma" (scalar fallback), chosen among the
+    instructions the target lists in `matrix_instructions`.
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
-that creates the conflict.
+that creates the conflict; so is a gemm instruction or warp partition pinned by the kernel's
+ScheduleRequest that this gemm cannot use.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..diagnostics import Reporter
-from ..ir import dtypes as D
 from ..ir import tile as T
+from ..ir.instructions import FAMILIES, WGMMA
 from ..ir.layout import (
     BlockRow,
     Fragment,
@@ -35,7 +37,12 @@ from ..ir.layout import (
     block_row,
     same_layout,
 )
-from ..ir.visit import sub_exprs, walk_stmts
+from ..ir.schedule import GemmRequest, GemmSchedule, KernelSchedule
+from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
+from ..ops import gemm as gemm_op
+from ..ops import gemm_mfma
+from ..ops.gemm import GemmQuery
+from ..ops.registry import OPS  # noqa: F401 (loads the gemm implementations, which register their layouts)
 from ..targets.registry import Target
 
 NAME = "layout-inference"
@@ -80,48 +87,56 @@ class _UnionFind:
 def _fragment_loads(s: T.Stmt) -> list[tuple[T.Buffer, list[T.Expr], T.Stmt]]:
     """Every fragment access (loads and stores) directly in statement s (not nested)."""
     out = []
-    exprs: list[T.Expr] = []
-    if isinstance(s, T.Store):
-        if s.buffer.scope == "fragment":
-            out.append((s.buffer, s.indices, s))
-        exprs = [s.value, *s.indices]
-    elif isinstance(s, T.Assign):
-        exprs = [s.value]
-    elif isinstance(s, T.If):
-        exprs = [s.cond]
-    elif isinstance(s, T.For):
-        exprs = [*s.extents]
-    for e in exprs:
+    if isinstance(s, T.Store) and s.buffer.scope == "fragment":
+        out.append((s.buffer, s.indices, s))
+    for e in direct_exprs(s):
         for x in sub_exprs(e):
             if isinstance(x, T.Load) and x.buffer.scope == "fragment":
                 out.append((x.buffer, x.indices, s))
     return out
 
 
-def _choose_warps(m: int, n: int, warps: int, policy: str, atom_n: int = 8) -> tuple[int, int] | None:
-    options = []
-    wm = 1
-    while wm <= warps:
-        if warps % wm == 0:
-            wn = warps // wm
-            if m % (16 * wm) == 0 and n % (atom_n * wn) == 0:
-                options.append((wm, wn))
-        wm *= 2
-    if not options:
-        return None
-    if policy == "full_row":
-        return max(options, key=lambda o: o[0])
-    if policy == "full_col":
-        return max(options, key=lambda o: o[1])
-    # square: warp tiles as square as possible (in elements)
-    return min(options, key=lambda o: (abs((m / o[0]) - (n / o[1])), -o[0]))
-
-
 def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
-        k.attrs["layouts"] = _infer(k, rep, target)
+        table = _infer(k, rep, target)
+        k.schedule = _record(k, table, k.schedule or KernelSchedule(), rep)
     rep.check()
     return module
+
+
+def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporter) -> KernelSchedule:
+    """The inference's results in the kernel's schedule, keyed by stable ids; a pinned instruction that
+    was not taken is an error at the gemm."""
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc):
+            b = s.buffer
+            if id(b) in table.fragments:
+                sched.fragments[b.uid] = table.fragments[id(b)]
+            elif id(b) in table.shared:
+                sched.shared[b.uid] = table.shared[id(b)]
+            else:
+                continue
+            sched.labels[b.uid] = b.name
+        elif isinstance(s, T.Gemm):
+            impl = table.gemm_impl.get(id(s), "fma")
+            sched.gemms[s.uid] = _gemm_schedule(s, impl, table.fragments.get(id(s.c.buffer)))
+            sched.labels[s.uid] = f"#{s.uid}" + (f" (line {s.span.line})" if s.span is not None else "")
+            req = k.request.gemm(s) if k.request is not None else GemmRequest()
+            if req.instruction is not None and req.instruction != impl:
+                rep.error(f"the schedule asks for '{req.instruction}' for this gemm, which cannot use it here "
+                          f"(operands, shapes or target); it can use '{impl}'", s.span)
+            elif req.warps is not None and sched.gemms[s.uid].warps != tuple(req.warps):
+                rep.error(f"the schedule asks for a {req.warps[0]}x{req.warps[1]} warp partition for this gemm, "
+                          f"which no matrix instruction of the target can take here (it runs on {impl})", s.span)
+    return sched
+
+
+def _gemm_schedule(s: T.Gemm, impl: str, lay: Fragment | None) -> GemmSchedule:
+    instr = FAMILIES.get(impl)
+    if instr is None or not isinstance(lay, instr.accumulator):
+        return GemmSchedule("fma")
+    n = lay.instr_n if instr is WGMMA else instr.n
+    return GemmSchedule(impl, (instr.m, n, instr.step_k(s.a.buffer.dtype)), (lay.wm, lay.wn))
 
 
 def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
@@ -168,9 +183,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     class_layout: dict[int, Fragment] = {}
     class_site: dict[int, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
-    has_mma = any(m.startswith("mma.sync") for m in target.matrix_instructions)
-    has_mfma = "mfma.16x16x16" in target.matrix_instructions and target.warp_size == 64
-    has_wgmma = "wgmma.m64nNk16" in target.matrix_instructions and "wgmma" not in k.attrs.get("disabled", ())
+    offered = {f for f, instr in FAMILIES.items() if instr.offered_by(target) and f not in k.attrs.get("disabled", ())}
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
@@ -187,45 +200,28 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
-        c_buf = s.c.buffer
         impl = "fma"
-        exts = s.c.const_extents
-        wg = _wgmma_layout(s, k, target, uf, frags, col_reduced, projected_roots) if has_wgmma else None
-        if wg is not None:
-            set_accumulator(s, wg)
-            impl = "wgmma"
-        elif (has_mma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
-                and exts is not None and len(c_buf.shape) == 2 and k.threads % 32 == 0):
-            m, n = c_buf.const_shape
-            kdim = _gemm_k(s)
-            policy = s.policy
-            root = uf.find(id(c_buf))
-            members = [b for b in frags if uf.find(b) == root]
-            if policy == "square" and (any(b in row_reduced for b in members) or
-                                       any(uf.find(a) == root for a in register_a)):
-                policy = "full_row"
-            choice = _choose_warps(m, n, warps, policy)
-            if choice is not None and kdim % 16 == 0 and _operands_mma_ok(s, table, frags, uf):
-                impl = "mma"
-                set_accumulator(s, MmaTiled(m, n, *choice))
-        elif (has_mfma and c_buf.scope == "fragment" and c_buf.dtype == D.F32 and s.a.buffer.dtype in (D.F16, D.BF16)
-              and exts is not None and len(c_buf.shape) == 2 and k.threads % 64 == 0):
-            # MFMA 16x16x16 (wave64). The accumulator is transposed (lane l holds row l%16, computed as
-            # C^T = B^T A^T) when its rows are projected (row reductions, row statistics) or it feeds a
-            # gemm as the register A operand; see _mfma_transposed.
-            m, n = c_buf.const_shape
-            root = uf.find(id(c_buf))
-            members = [b for b in frags if uf.find(b) == root]
-            policy = s.policy
-            if policy == "square" and (any(b in row_reduced for b in members) or
-                                       any(uf.find(a) == root for a in register_a)):
-                policy = "full_row"
-            choice = _choose_warps(m, n, warps, policy, atom_n=16)
-            if (choice is not None and _gemm_k(s) % 16 == 0 and _operands_mma_ok(s, table, frags, uf)
-                    and _mfma_a_ok(s, class_layout, uf)):
-                set_accumulator(s, MfmaTiled(m, n, *choice,
-                                             transposed=_mfma_transposed(root, projections, register_a, uf)))
-                impl = "mfma"
+        req = k.request.gemm(s) if k.request is not None else GemmRequest()
+        root = uf.find(id(s.c.buffer))
+        members = [b for b in frags if uf.find(b) == root]
+        policy = s.policy
+        if policy == "square" and (any(b in row_reduced for b in members) or
+                                   any(uf.find(a) == root for a in register_a)):
+            policy = "full_row"  # rows stay inside one warp: row statistics and register A operands
+        query = GemmQuery(s, k, warps, policy, req.warps,
+                          a_layout=class_layout.get(uf.find(id(s.a.buffer))) if s.a.buffer.scope == "fragment"
+                          else None,
+                          col_reduced=any(uf.find(x) == root for x in col_reduced),
+                          rows_projected=root in projected_roots,
+                          transposed_wanted=_mfma_transposed(root, projections, register_a, uf))
+        for family in (req.instruction,) if req.instruction is not None else FAMILIES:
+            if family not in offered:
+                continue
+            lay = gemm_op.ACCUMULATOR_LAYOUTS[family](query)
+            if lay is not None:
+                set_accumulator(s, lay)
+                impl = family
+                break
         table.gemm_impl[id(s)] = impl
 
     # Everything else that is at least 2-D: the generic layout.
@@ -295,12 +291,12 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             mma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
         if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "wgmma":
             wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
-    mfma_operands = _mfma_operand_layouts(k, table)
+    mfma_operands = gemm_mfma.operand_layouts(k, table.gemm_impl)
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc) and s.buffer.scope == "shared":
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
-            if id(b) in wgmma_operands:  # checked by _wgmma_layout: a swizzle span exists
+            if id(b) in wgmma_operands:  # checked by the wgmma accumulator layout: a swizzle span exists
                 table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
                 continue
             if id(b) in mfma_operands and id(b) not in annotated:
@@ -314,86 +310,6 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     return table
 
 
-def _panel_ok(b: T.Buffer) -> bool:
-    """A shared tile that TMA can fill and wgmma can read: 2-D, rows of 32, 64, 128 or k*128 bytes."""
-    shape = b.const_shape
-    if len(shape) != 2:
-        return False
-    rb = shape[-1] * b.dtype.bytes
-    return rb in (32, 64, 128) or rb % 128 == 0
-
-
-def _whole(r: T.Region) -> bool:
-    return all(isinstance(x, T.Const) and int(x.value) == 0 for x in r.starts) and \
-        list(r.const_extents) == list(r.buffer.const_shape)
-
-
-def _wgmma_layout(s: T.Gemm, k: T.Kernel, target: Target, uf, frags, col_reduced,
-                  projected_roots) -> WgmmaTiled | None:
-    """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
-
-    Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
-    layout; 16-bit types may be K- or MN-major, 8-bit floats only K-major (wgmma has no transpose
-    for them); the block's warpgroups split M first (row statistics then stay inside one warp)."""
-    c_buf, a, b = s.c.buffer, s.a.buffer, s.b.buffer
-    eight_bit = a.dtype in (D.F8E4M3, D.F8E5M2)
-    if not (c_buf.scope == "fragment" and c_buf.dtype == D.F32 and len(c_buf.shape) == 2
-            and s.c.const_extents is not None and (a.dtype in (D.F16, D.BF16) or eight_bit)
-            and a.dtype == b.dtype and b.scope == "shared" and k.threads % 128 == 0 and not s.transpose_a):
-        return None
-    if eight_bit and (not s.transpose_b or a.scope != "shared"):
-        return None
-    if not (_whole(s.b) and _panel_ok(b)) or (a.scope == "shared" and not (_whole(s.a) and _panel_ok(a))):
-        return None
-    if a.scope not in ("shared", "fragment"):
-        return None
-    m, n = c_buf.const_shape
-    kdim = _gemm_k(s)
-    if kdim % (32 if eight_bit else 16):
-        return None
-    root = uf.find(id(c_buf))
-    if any(uf.find(x) == root for x in col_reduced):
-        return None
-    groups = k.threads // 128
-    panel_n = 128 // b.dtype.bytes
-    for wm in [g for g in (groups, *range(groups - 1, 0, -1)) if groups % g == 0]:
-        wn = groups // wm
-        if m % (64 * wm) or n % (8 * wn) or n // wn > 256:
-            continue
-        if (a.scope == "fragment" or root in projected_roots) and wn != 1:
-            continue  # row statistics and reductions are lowered for warpgroups stacked along M only
-        if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
-            continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
-        return WgmmaTiled(m, n, wm, wn)
-    return None
-
-
-def _mfma_operand_layouts(k: T.Kernel, table: LayoutTable) -> dict[int, SharedLayout]:
-    """Shared operands of MFMA gemms are stored K-major (K contiguous; a [K, N] B or a [K, M] A is transposed
-    when it is copied in) and XOR-swizzled, so that each lane reads its k-values of an atom with one 64- or
-    128-bit LDS read and the 8 lanes of one 128-bit read phase hit distinct bank groups. The B operand of a
-    gemm with a register A operand is interleaved (SharedLayout.interleave) when transposed: its A registers
-    follow the fixed MFMA k order, so two k-steps' values must be adjacent in LDS for one 128-bit read.
-    The first gemm that reads a buffer decides its layout; other readers stay correct (every access goes
-    through the layout), only slower."""
-    out: dict[int, SharedLayout] = {}
-    for s in walk_stmts(k.body):
-        if not (isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "mfma"):
-            continue
-        for r, k_first in ((s.a, s.transpose_a), (s.b, not s.transpose_b)):
-            b = r.buffer
-            if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
-                continue
-            shape = b.const_shape
-            if k_first and (shape[0] * b.dtype.bytes) % 16:
-                k_first = False  # stored K rows would not be whole 16-byte chunks: keep the row-major tile
-            lay = SharedLayout(shape, b.dtype.bytes, transposed=k_first)
-            interleave = k_first and s.a.buffer.scope == "fragment" and lay.row_elems % 32 == 0
-            swz = lay.can_swizzle()
-            out[id(b)] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
-    return out
-
-
 def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:
     """An MFMA accumulator class is laid out transposed when it is the register A operand of a gemm (a lane's
     4 registers along a row are then the MFMA B-operand layout of the swapped product) or when its rows are
@@ -401,34 +317,6 @@ def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:
     if any(uf.find(a) == root for a in register_a):
         return True
     return any(keep == 0 and uf.find(parent) == root for _, parent, keep, _ in projections)
-
-
-def _mfma_a_ok(s: T.Gemm, class_layout, uf) -> bool:
-    """A register A operand takes the MFMA path when it is the (transposed) accumulator of an earlier MFMA gemm."""
-    if s.a.buffer.scope == "shared":
-        return True
-    lay = class_layout.get(uf.find(id(s.a.buffer)))
-    return isinstance(lay, MfmaTiled) and lay.transposed and lay.wn == 1 and not s.transpose_a
-
-
-def _gemm_k(s: T.Gemm) -> int:
-    ext = [e for e in s.a.const_extents if e != 1] or [1]
-    return ext[0] if s.transpose_a else ext[-1]
-
-
-def _operands_mma_ok(s: T.Gemm, table, frags, uf) -> bool:
-    if s.a.buffer.dtype != s.b.buffer.dtype or s.b.buffer.scope != "shared":
-        return False
-    for r in (s.a, s.b):
-        if r.buffer.scope == "shared":
-            shape = r.buffer.const_shape
-            if len(shape) != 2 or (shape[-1] * r.buffer.dtype.bytes) % 16 != 0:
-                return False
-            if any(not isinstance(x, T.Const) or int(x.value) % 8 != 0 for x in r.starts):
-                return False
-    ext_b = [e for e in s.b.const_extents if e != 1]
-    n = ext_b[0] if s.transpose_b else ext_b[-1]
-    return n % 8 == 0
 
 
 __all__ = ["LayoutTable", "run", "BlockRow", "MfmaTiled", "MmaTiled", "Projected"]

@@ -1,7 +1,7 @@
 """lower-to-simt — tile operations to per-thread code.
 
-Assumes: layout-inference and pipeline-planning have run (kernel.attrs["layouts"],
-kernel.attrs["pipelines"]).
+Assumes: layout-inference and pipeline-planning have run: kernel.schedule holds every layout, gemm
+instruction and loop plan, and lowering follows it without revisiting any of it.
 Guarantees: an SModule whose kernels contain only per-thread statements:
   * fragments become register arrays indexed only inside fully unrolled loops over the layout's
     local elements; Parallel loops over fragments iterate those local elements, other Parallel
@@ -29,50 +29,24 @@ from ..diagnostics import CompileError, Diagnostic, Reporter, Span
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
+from ..ir.exprs import binary, both, compare, to_i64
 from ..ir.fold import as_int, fold
-from ..ir.layout import BlockRow, MmaTiled, Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
-from ..ir.visit import sub_exprs, walk_stmts
+from ..ir.layout import Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
+from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
+from ..ops import copy as copy_op
+from ..ops import registry as ops
 from ..targets.registry import Target
-from .lower_hopper import HopperLowering
+from .lowering_extension import extension_for
 
 NAME = "lower-to-simt"
 
-I64 = D.I64
-
-
-def _b(op: str, a: T.Expr, b: T.Expr, dt: D.DType | None = None) -> T.Expr:
-    return fold(T.Binary(dt or a.dtype, None, op, a, b))
-
-
-def _cmp(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
-    return fold(T.Compare(D.BOOL, None, op, a, b))
-
-
-def _and(a: T.Expr | None, b: T.Expr | None) -> T.Expr | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return fold(T.Binary(D.BOOL, None, "and", a, b))
-
-
-def _cast(e: T.Expr, dt: D.DType) -> T.Expr:
-    if e.dtype == dt:
-        return e
-    return fold(T.Cast(dt, None, e))
-
-
-def _i64(e: T.Expr) -> T.Expr:
-    return _cast(e, I64)
-
-
-class Lowerer(HopperLowering):
+class Lowerer:
     def __init__(self, k: T.Kernel, target: Target, rep: Reporter):
         self.k = k
         self.target = target
         self.rep = rep
-        self.layouts = k.attrs["layouts"]
-        self.plans = k.attrs.get("pipelines", {})
+        self.sched = k.schedule  # the planners' decisions (tilec/ir/schedule.py): final
+        self.staged_layouts: dict[int, SharedLayout] = {}  # shared buffers lowering makes (operand staging)
         self.tid = S.ThreadIdx(D.I32, None)
         self.buffers: dict[int, S.SBuffer] = {}
         self.shared: list[S.SBuffer] = []
@@ -90,9 +64,7 @@ class Lowerer(HopperLowering):
         self.scratch: S.SBuffer | None = None
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
         self.hoisted_vars: dict[str, T.Var] = {}
-        self.scratch_elems = 0
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
-        self.unstaged: set[int] = set()  # Pipelined loops planned for register staging that cannot use it
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -101,18 +73,11 @@ class Lowerer(HopperLowering):
             self.names.add(p.name)
             if isinstance(p, T.Buffer):
                 self.buffers[id(p)] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
-        for s in walk_stmts(k.body):
-            if isinstance(s, T.For) and id(s) in self.plans:
-                plan = self.plans[id(s)]
-                if plan.mechanism == "registers" and any(self.staged_copy(
-                        pr, [e for e in pr.src.const_extents if e != 1] or [1], check_only=True) is None
-                        for pr in plan.producers):
-                    self.unstaged.add(id(s))  # a producer cannot go through registers: a plain loop
-                    continue
-                if plan.stages > 1:
-                    for pr in plan.producers:
-                        self.stage_count[id(pr.dst.buffer)] = plan.stages
-        self.init_hopper()
+        for plan in self.sched.loops.values():
+            if plan.stages > 1:
+                for pr in plan.producers:
+                    self.stage_count[id(pr.dst.buffer)] = plan.stages
+        self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
     # ------------------------------------------------------------ utilities
     def fail(self, msg: str, span: Span | None) -> CompileError:
@@ -151,7 +116,7 @@ class Lowerer(HopperLowering):
             # barriers around the loop order it against the rest); a barrier here would sit under
             # the thread-dependent guard of a loop with fewer iterations than threads.
             return
-        self.emit(S.Barrier(None, self.barrier_threads))
+        self.emit(S.Barrier(None, self.ext.barrier_threads))
         self.smem_dirty = False
         self.smem_read = False
 
@@ -167,14 +132,18 @@ class Lowerer(HopperLowering):
     def sbuf(self, b: T.Buffer) -> S.SBuffer:
         return self.buffers[id(b)]
 
+    def shared_layout(self, b: T.Buffer) -> SharedLayout:
+        staged = self.staged_layouts.get(id(b))
+        return staged if staged is not None else self.sched.shared_layout(b)
+
     def global_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
-        off: T.Expr = T.Const(I64, None, 0)
+        off: T.Expr = T.Const(D.I64, None, 0)
         for d, i in zip(b.shape, idx, strict=True):
-            off = _b("+", _b("*", off, _i64(self.lx(d))), _i64(i))
+            off = binary("+", binary("*", off, to_i64(self.lx(d))), to_i64(i))
         return off
 
     def shared_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
-        lay: SharedLayout = self.layouts.shared[id(b)]
+        lay: SharedLayout = self.shared_layout(b)
         off = lay.offset(idx)
         st = self.stage_offset.get(id(b))
         return add(st, off) if st is not None else off
@@ -226,7 +195,7 @@ class Lowerer(HopperLowering):
             raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
                             "are spread over the threads)", span)
         loop_ids, layout, k = self.frag_ctx
-        lay = self.layouts.fragments[id(b)]
+        lay = self.sched.fragment(b)
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
         if ids == loop_ids and same_layout(lay, layout):
             return k
@@ -272,17 +241,12 @@ class Lowerer(HopperLowering):
     def run(self) -> S.SKernel:
         k = self.k
         self.stmts(k.body)
-        body, threads = self.finish_hopper(self.out)
+        body, threads = self.ext.finish(self.out)
         body = self.hoisted + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
-        grid = [self.lx(g) for g in k.grid]
-        if self.persistent:  # at most one block per multiprocessor (num_sms: known at launch)
-            num_sms = T.Var(D.I32, None, "num_sms", "size")
-            grid = [T.Call(D.I32, None, "min", [self.total_tiles(), num_sms]), c(1), c(1)]
+        grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
-        if self.tensor_maps:
-            sk.attrs["tensor_maps"] = self.tensor_maps
-            sk.attrs["tensor_map_params"] = self.tensor_map_vars
+        sk.attrs.update(self.ext.kernel_attrs())
         return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:
@@ -293,30 +257,10 @@ class Lowerer(HopperLowering):
         """(reads shared memory, writes shared memory) anywhere in s."""
         reads = writes = False
         for st in walk_stmts([s]):
-            regions_r, regions_w = [], []
-            exprs: list[T.Expr] = []
-            if isinstance(st, T.Copy):
-                regions_r, regions_w = [st.src], [st.dst]
-            elif isinstance(st, T.Gemm):
-                regions_r, regions_w = [st.a, st.b], [st.c]
-            elif isinstance(st, T.Reduce | T.CumSum):
-                regions_r, regions_w = [st.src], [st.dst]
-            elif isinstance(st, T.Fill):
-                regions_w = [st.dst]
-            elif isinstance(st, T.Atomic):
-                regions_w = [st.dst]
-                if isinstance(st.value, T.Region):
-                    regions_r = [st.value]
-            elif isinstance(st, T.Store):
-                writes |= st.buffer.scope == "shared"
-                exprs = [st.value, *st.indices]
-            elif isinstance(st, T.Assign):
-                exprs = [st.value]
-            elif isinstance(st, T.If):
-                exprs = [st.cond]
-            reads |= any(r.buffer.scope == "shared" for r in regions_r)
-            writes |= any(r.buffer.scope == "shared" for r in regions_w)
-            for e in exprs:
+            reads |= any(r.buffer.scope == "shared" for r in ops.reads(st))
+            writes |= any(r.buffer.scope == "shared" for r in ops.writes(st))
+            writes |= isinstance(st, T.Store) and st.buffer.scope == "shared"
+            for e in direct_exprs(st):
                 reads |= any(isinstance(x, T.Load) and x.buffer.scope == "shared" for x in sub_exprs(e))
         return reads, writes
 
@@ -324,12 +268,7 @@ class Lowerer(HopperLowering):
         if isinstance(s, T.For) and s.kind != "parallel":
             return self.serial_loop(s)
         reads, writes = self.uses_shared(s)
-        if isinstance(s, T.Gemm) and self.layouts.gemm_impl.get(id(s)) == "wgmma" and self.generic_smem_writes:
-            # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
-            # must be fenced into it before the barrier that publishes them.
-            self.emit(S.SCall(None, "fence_proxy_async", []))
-            self.generic_smem_writes = False
-            self.smem_dirty = True
+        self.ext.before_stmt(s)
         self.before_shared_access(reads, writes)
         self.lower(s)
         self.after_shared_access(reads, writes)
@@ -361,25 +300,14 @@ class Lowerer(HopperLowering):
             return self.emit(S.SIf(s.span, cond, then_body, else_body))
         if isinstance(s, T.For):
             return self.parallel(s)
-        if isinstance(s, T.Copy):
-            return self.copy(s)
-        if isinstance(s, T.Fill):
-            return self.fill(s)
-        if isinstance(s, T.Gemm):
-            return self.gemm(s)
-        if isinstance(s, T.Reduce):
-            return self.reduce(s)
-        if isinstance(s, T.Atomic):
-            return self.atomic(s)
-        if isinstance(s, T.Print):
-            return self.print(s)
+        op = ops.op_module(s)
+        if op is not None:  # a tile op: its home lowers it (tilec/ops/<op>.py)
+            return op.lower(self, s)
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
         if isinstance(s, T.While):  # the interpreter runs these; the SIMT IR has no unbounded loop yet
             raise self.fail(f"while loops are not supported on {self.target.name} yet: write a Serial loop over an "
                             "upper bound with an `if` around its body instead", s.span)
-        if isinstance(s, T.CumSum):
-            return self.cumsum(s)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
 
     def alloc(self, s: T.Alloc) -> None:
@@ -387,7 +315,7 @@ class Lowerer(HopperLowering):
         self.names.add(b.name)
         if b.scope == "shared":
             stages = self.stage_count.get(id(b), 1)
-            lay: SharedLayout = self.layouts.shared[id(b)]
+            lay: SharedLayout = self.shared_layout(b)
             # a TMA/wgmma swizzle pattern repeats every 1024 bytes from an aligned base
             sb = S.SBuffer(b.name, b.dtype, "shared", lay.size * stages, origin=b.name,
                            align=1024 if lay.panel and lay.swizzle else 128)
@@ -395,7 +323,7 @@ class Lowerer(HopperLowering):
             self.buffers[id(b)] = sb
             return
         if b.scope == "fragment":
-            size = self.layouts.fragments[id(b)].num_local
+            size = self.sched.fragment(b).num_local
         else:
             size = 1
             for d in b.const_shape:
@@ -406,11 +334,11 @@ class Lowerer(HopperLowering):
         self.emit(S.DeclareArray(s.span, sb, init))
 
     # ------------------------------------------------------------ loops
-    def serial_loop(self, s: T.For, plain: bool = False) -> None:
-        plan = self.plans.get(id(s))
-        if plan is not None and plan.mechanism == "tma" and not plain:
-            return self.pipelined_tma(s, plan)
-        if plan is not None and plan.stages > 1 and not plain:
+    def serial_loop(self, s: T.For) -> None:
+        plan = self.sched.loop(s)
+        if plan is not None and self.ext.lower_pipelined(s, plan):
+            return
+        if plan is not None and plan.stages > 1:
             return self.pipelined(s, plan)
         var = s.vars[0]
         v = self.fresh(var.name)
@@ -428,7 +356,7 @@ class Lowerer(HopperLowering):
                     self.barrier()
 
         # Barrier state at the loop head must hold for every iteration: enter with a clean slate.
-        self.fence_generic_writes_before(s)
+        self.ext.before_loop(s)
         r, w = self.uses_shared(s)
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
@@ -442,37 +370,33 @@ class Lowerer(HopperLowering):
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         stages = plan.stages
         producers = plan.producers
-        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
 
         def issue(iteration: T.Expr):
             self.subst[id(var)] = iteration
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, stages), sizes[id(p.dst.buffer)])
-                self.copy(p, asynchronous=True)
+                copy_op.lower(self, p, asynchronous=True)
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
 
-        self.fence_generic_writes_before(s)
+        self.ext.before_loop(s)
         self.before_shared_access(False, True)
         self.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, cp.async"))
         pro = self.fresh(f"{var.name}_pre")
-        prologue = self.block(lambda: self.emit(S.SIf(None, _cmp("<", pro, n), self.block(lambda: issue(pro)))))
+        prologue = self.block(lambda: self.emit(S.SIf(None, compare("<", pro, n), self.block(lambda: issue(pro)))))
         prologue.append(S.SCall(None, "cp_async_commit", []))
         self.emit(S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True))
 
         it = self.fresh(var.name)
 
-        feeds_wgmma = any(isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"
-                          for st in walk_stmts(s.body))
-
         def steady():
             self.emit(S.SCall(None, "cp_async_wait", [c(stages - 2)]))
-            if feeds_wgmma:
-                self.emit(S.SCall(None, "fence_proxy_async", []))
+            self.ext.after_async_copies_landed(s)
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
             ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
-            self.emit(S.SIf(None, _cmp("<", ahead, n), self.block(lambda: issue(ahead))))
+            self.emit(S.SIf(None, compare("<", ahead, n), self.block(lambda: issue(ahead))))
             self.emit(S.SCall(None, "cp_async_commit", []))
             self.subst[id(var)] = it
             for p in producers:
@@ -495,17 +419,17 @@ class Lowerer(HopperLowering):
         the stores from the previous iteration's reads of the same buffer."""
         var = s.vars[0]
         producers = plan.producers
-        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
 
         def sext(p: T.Copy) -> list[int]:
             return [e for e in p.src.const_extents if e != 1] or [1]
 
-        if id(s) in self.unstaged:  # one buffer each: a plain loop (load, barrier, compute, barrier)
-            return self.serial_loop(s, plain=True)
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         self.before_shared_access(False, True)
         self.emit(S.SComment(None, f"pipeline over {var.name}: 2 shared buffers, next tiles staged in registers"))
-        stagers = [(p, self.staged_copy(p, sext(p), tag="next")) for p in producers]
+        stagers = [(p, copy_op.staged_copy(self, p, sext(p), tag="next")) for p in producers]
+        if any(st is None for _, st in stagers):  # pipeline-planning's register_stageable promised otherwise
+            raise self.fail("internal error: a register-staged pipeline's copy cannot go through registers", s.span)
 
         def at(iteration: T.Expr, phase: int):
             self.subst[id(var)] = iteration
@@ -516,13 +440,13 @@ class Lowerer(HopperLowering):
                 self.stage_offset.pop(id(p.dst.buffer), None)
 
         zero = c(0)
-        self.emit(S.SIf(None, _cmp("<", zero, n), self.block(lambda: (at(zero, 0), at(zero, 1)))))
+        self.emit(S.SIf(None, compare("<", zero, n), self.block(lambda: (at(zero, 0), at(zero, 1)))))
         self.barrier()
         it = self.fresh(var.name)
 
         def body():
             nxt = self.declare(f"{var.name}_next", add(it, 1))
-            self.emit(S.SIf(None, _cmp("<", nxt, n), self.block(lambda: at(nxt, 0))))
+            self.emit(S.SIf(None, compare("<", nxt, n), self.block(lambda: at(nxt, 0))))
             self.subst[id(var)] = it
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(mod(it, 2), sizes[id(p.dst.buffer)])
@@ -531,7 +455,7 @@ class Lowerer(HopperLowering):
                     self.stmt(st)
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
-            self.emit(S.SIf(None, _cmp("<", nxt, n), self.block(lambda: at(nxt, 1))))
+            self.emit(S.SIf(None, compare("<", nxt, n), self.block(lambda: at(nxt, 1))))
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
 
@@ -570,7 +494,7 @@ class Lowerer(HopperLowering):
                 break
         extents = [as_int(e) for e in s.extents]
         if driver is not None:
-            layout = self.layouts.fragments[id(driver)]
+            layout = self.sched.fragment(driver)
             if list(layout.shape) != extents:
                 raise self.fail(f"this Parallel loop is {extents} but fragment '{driver.name}' is "
                                 f"{list(layout.shape)}", s.span)
@@ -625,7 +549,7 @@ class Lowerer(HopperLowering):
             if total % threads == 0:
                 emit_point(tile)
             else:
-                self.emit(S.SIf(None, _cmp("<", flat, c(total)), self.block(lambda: emit_point(tile))))
+                self.emit(S.SIf(None, compare("<", flat, c(total)), self.block(lambda: emit_point(tile))))
 
         self.emit(S.SFor(span, itv, c(0), c(iters), self.block(body), unroll=iters <= 32 and not cold,
                          keep_rolled=cold))
@@ -650,1041 +574,15 @@ class Lowerer(HopperLowering):
             if as_int(dim) is not None and as_int(self.lx(start)) is not None and \
                     as_int(self.lx(start)) + ext <= as_int(dim) and as_int(self.lx(start)) >= 0:
                 continue
-            cond = _and(cond, _cmp("<", i, dim))
+            cond = both(cond, compare("<", i, dim))
         return cond
-
-    def copy(self, s: T.Copy, asynchronous: bool = False) -> None:
-        src, dst = s.src, s.dst
-        sext = [e for e in src.const_extents if e != 1] or [1]
-        if src.buffer.scope == "fragment" and dst.buffer.scope == "global" and self.tma_store_fragment(s):
-            return
-        if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
-            return self.copy_fragment(s, sext)
-        if dst.buffer.scope == "shared" and self.layouts.shared[id(dst.buffer)].transposed:
-            staged = self.staged_copy(s, sext)
-            if staged is not None:  # through registers: 128-bit global loads, stores in the K-major order
-                load, store = staged
-                load()
-                store()
-                return
-            return self.copy_elements(s, sext)
-        if not self.vector_copy(s, sext, asynchronous):
-            self.copy_elements(s, sext)
-
-    def staged_copy(self, s: T.Copy, sext: list[int], tag: str = "stage", check_only: bool = False):
-        """A global -> shared copy through registers, as two code generators: load() reads this thread's
-        16-byte chunks of the source into a register array (zero outside the tensor; element by element where
-        the tensor is not 16-byte aligned at run time), store() writes them to shared memory (16 bytes at a time
-        where the shared layout keeps a chunk contiguous, else element by element, e.g. into a K-major tile).
-        Register-staged pipelining on AMD issues load() one iteration ahead. None when the copy does not fit
-        (16-bit or 32-bit elements of one dtype, the source's inner dim contiguous and chunk-aligned)."""
-        src, dst = s.src, s.dst
-        if ("vector_copy16" not in self.target.features or src.buffer.dtype != dst.buffer.dtype
-                or src.buffer.scope != "global" or dst.buffer.scope != "shared" or len(sext) > 2):
-            return None
-        dt = src.buffer.dtype
-        vec = 16 // dt.bytes
-        if sext[-1] % vec or not self.contiguous_inner(src) or not _multiple_of(self.lx(src.starts[-1]), vec):
-            return None
-        inner = self.lx(src.buffer.shape[-1])
-        if as_int(inner) is not None and as_int(inner) % vec:
-            return None
-        runtime_ok = None if as_int(inner) is not None else _cmp("==", mod(inner, vec), c(0))
-        base = S.AddrOf(D.I64, None, self.sbuf(src.buffer), c(0))
-        runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [base]))
-        dlay = self.layouts.shared[id(dst.buffer)]
-        rows = sext[0] if len(sext) == 2 else 1
-        cchunks = sext[-1] // vec
-        # K-major destination: consecutive threads take consecutive source rows, so that one wave's scalar
-        # stores go to consecutive positions of a few stored rows (few LDS bank conflicts).
-        rows_fastest = dlay.transposed and len(sext) == 2
-        total = rows * cchunks
-        threads = self.k.threads
-        iters = -(-total // threads)
-        if check_only:
-            return True
-        tmp = S.SBuffer(self.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
-        self.emit(S.DeclareArray(None, tmp))
-        vector_store = not dlay.transposed and dlay.shape[-1] % vec == 0 and \
-            _multiple_of(self.lx(dst.starts[-1]), vec) and self.contiguous_inner(dst)
-
-        def each_chunk(fn):
-            for it in range(iters):  # unrolled here: the register array is indexed by constants
-                flat = add(c(it * threads), self.tid)
-                r, cc = (mod(flat, rows), div(flat, rows)) if rows_fastest else (div(flat, cchunks), mod(flat, cchunks))
-                tile = [r, mul(cc, vec)] if len(sext) == 2 else [mul(cc, vec)]
-                body = self.block(lambda it=it, tile=tile: fn(it, tile))
-                self.out.extend(body if total % threads == 0 or (it + 1) * threads <= total
-                                else [S.SIf(None, _cmp("<", flat, c(total)), body)])
-
-        def load_chunk(it, tile):
-            sidx = self.region_index(src, tile)
-            guard = self.bounds(src, sidx)
-            self.emit(S.SCall(s.span, f"load_vec{vec}", [S.AddrOf(D.I64, None, tmp, c(it * vec)),
-                                                         self.addr(src.buffer, sidx, s.span),
-                                                         guard if guard is not None else T.Const(D.BOOL, None, True)]))
-
-        def load_elements(it, tile):  # the tensor is not 16-byte aligned: element by element
-            for v in range(vec):
-                t = list(tile)
-                t[-1] = add(t[-1], v)
-                idx = self.region_index(src, t)
-                g = self.bounds(src, idx)
-                load = self.ref(src.buffer, idx, s.span)
-                self.emit(S.SStore(s.span, tmp, c(it * vec + v), load if g is None else
-                                   T.Select(dt, None, g, load, T.Const(dt, None, 0))))
-
-        def load():
-            fast = self.block(lambda: each_chunk(load_chunk))
-            slow = self.block(lambda: each_chunk(load_elements))
-            self.emit(S.SIf(None, runtime_ok, fast, slow))
-
-        def store_chunk(it, tile):
-            didx = self.region_index(dst, tile)
-            if vector_store:
-                self.emit(S.SCall(s.span, f"store_vec{vec}", [self.addr(dst.buffer, didx, s.span),
-                                                              S.AddrOf(D.I64, None, tmp, c(it * vec))]))
-                return
-            for v in range(vec):
-                t = list(tile)
-                t[-1] = add(t[-1], v)
-                idx = self.region_index(dst, t)
-                self.emit(S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, idx, s.span)),
-                                   S.Ref(dt, None, tmp, c(it * vec + v))))
-
-        return load, (lambda: each_chunk(store_chunk))
-
-    def copy_fragment(self, s: T.Copy, sext: list[int]) -> None:
-        src, dst = s.src, s.dst
-        frag = src.buffer if src.buffer.scope == "fragment" else dst.buffer
-        layout = self.layouts.fragments[id(frag)]
-        if src.buffer.scope == dst.buffer.scope == "fragment" and \
-                self.layouts.fragments[id(src.buffer)] != self.layouts.fragments[id(dst.buffer)]:
-            raise self.fail("copy between fragments of different layouts", s.span)
-        if [e for e in layout.shape if e != 1] != [e for e in sext if e != 1]:
-            raise self.fail(f"copy of a part of fragment '{frag.name}' is not supported; copy it whole", s.span)
-        if self.copy_fragment_vector(s, layout, sext):
-            return
-        self.copy_fragment_elements(s, layout)
-
-    def copy_fragment_vector(self, s: T.Copy, layout, sext: list[int]) -> bool:
-        """Fragment <-> memory `vec` elements at a time, where a block-row thread's consecutive
-        registers are consecutive in memory (with a per-vector scalar fallback at ragged edges and
-        a run-time alignment check on global tensors)."""
-        src, dst = s.src, s.dst
-        to_mem = src.buffer.scope == "fragment"
-        frag_r, mem = (src, dst) if to_mem else (dst, src)
-        block = layout.parent if isinstance(layout, Projected) and layout.keep == 1 else layout
-        if not (isinstance(block, BlockRow) and block.vec >= 2 and mem.buffer.scope in ("global", "shared")
-                and self.target.backend == "cuda" and frag_r.buffer.dtype.is_float and mem.buffer.dtype.is_float
-                and self.contiguous_inner(mem) and sext[-1] == layout.shape[-1]):
-            return False
-        vec = block.vec  # a block-row thread's (or its column projection's) registers run in chunks of vec
-        nbytes = vec * mem.buffer.dtype.bytes
-        if nbytes > 16 or 16 % nbytes or not _multiple_of(self.lx(mem.starts[-1]), vec):
-            return False
-        runtime_ok: T.Expr | None = None
-        if mem.buffer.scope == "shared":
-            if self.layouts.shared[id(mem.buffer)].shape[-1] % vec or self.layouts.shared[id(mem.buffer)].transposed:
-                return False
-        else:
-            inner = self.lx(mem.buffer.shape[-1])
-            if as_int(inner) is not None and as_int(inner) % vec:
-                return False
-            if as_int(inner) is None:
-                runtime_ok = _cmp("==", mod(inner, vec), c(0))
-            runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned", [
-                S.AddrOf(D.I64, None, self.sbuf(mem.buffer), c(0)), c(nbytes)]))
-        fsb = self.sbuf(frag_r.buffer)
-        if mem.buffer.scope == "shared":
-            self.smem_read |= not to_mem
-
-        def vector_body():
-            kv = self.fresh("r")
-
-            def body():
-                k0 = mul(kv, vec)
-                coords = layout.coords(self.tid, k0)
-                tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
-                idx = self.region_index(mem, tile)
-                dims = [self.lx(d) for d in mem.buffer.shape]
-                full = None
-                partial = None
-                if mem.buffer.scope == "global":
-                    for i, (d, x) in enumerate(zip(dims, idx, strict=True)):
-                        if i == len(idx) - 1:
-                            full = _and(full, _cmp("<=", add(x, vec), d))
-                        else:
-                            partial = _and(partial, self.bounds_one(mem, i, x))
-                    full = _and(partial, full)
-                ok = valid(layout, self.tid, k0)
-                faddr = S.AddrOf(D.I64, None, fsb, k0)
-                maddr = self.addr(mem.buffer, idx, s.span)
-                if to_mem:
-                    fast: list[S.SStmt] = [S.SCall(s.span, f"store_vec{vec}", [maddr, faddr])]
-                else:
-                    fast = [S.SCall(s.span, f"load_vec{vec}", [faddr, maddr, full or T.Const(D.BOOL, None, True)])]
-                if full is None:
-                    stmts = fast
-                else:  # ragged edge: element by element
-                    slow = self.block(lambda: self.fragment_elements(s, layout, k0, vec, to_mem, mem, tile))
-                    stmts = [S.SIf(None, full, fast, slow)] if to_mem else [S.SIf(None, full, fast, slow)]
-                if ok is not None:
-                    stmts = [S.SIf(None, ok, stmts)]
-                self.out.extend(stmts)
-
-            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), self.block(body), unroll=True))
-
-        if runtime_ok is None:
-            vector_body()
-        else:
-            fast = self.block(vector_body)
-            slow = self.block(lambda: self.copy_fragment_elements(s, layout))
-            self.emit(S.SIf(None, runtime_ok, fast, slow))
-        return True
-
-    def bounds_one(self, r: T.Region, axis: int, i: T.Expr) -> T.Expr | None:
-        return _cmp("<", i, self.lx(r.buffer.shape[axis]))
-
-    def fragment_elements(self, s: T.Copy, layout, k0: T.Expr, vec: int, to_mem: bool, mem: T.Region,
-                          tile: list[T.Expr]) -> None:
-        """Elements k0 .. k0+vec-1 of a block-row fragment, each bounds-checked (a ragged edge)."""
-        fsb = self.sbuf((s.src if to_mem else s.dst).buffer)
-        for v in range(vec):
-            t = list(tile)
-            t[-1] = add(t[-1], v)
-            idx = self.region_index(mem, t)
-            guard = self.bounds(mem, idx)
-            k = add(k0, v)
-            if to_mem:
-                st: S.SStmt = S.SStore(s.span, self.sbuf(mem.buffer), fold(self.address(mem.buffer, idx, s.span)),
-                                       _cast(S.Ref(fsb.dtype, None, fsb, k), mem.buffer.dtype))
-                self.emit(st if guard is None else S.SIf(None, guard, [st]))
-            else:
-                load = self.ref(mem.buffer, idx, s.span)
-                value = load if guard is None else T.Select(mem.buffer.dtype, None, guard, load,
-                                                            T.Const(mem.buffer.dtype, None, 0))
-                self.emit(S.SStore(s.span, fsb, k, _cast(value, fsb.dtype)))
-
-    def copy_fragment_elements(self, s: T.Copy, layout) -> None:
-        src, dst = s.src, s.dst
-        kv = self.fresh("r")
-
-        def body():
-            coords = layout.coords(self.tid, kv)
-            tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
-            value: T.Expr
-            if src.buffer.scope == "fragment":
-                value = S.Ref(src.buffer.dtype, None, self.sbuf(src.buffer), kv)
-                guard = None
-            else:
-                sidx = self.region_index(src, tile)
-                guard = self.bounds(src, sidx)
-                if src.buffer.scope == "shared":
-                    self.smem_read = True
-                load = self.ref(src.buffer, sidx, s.span)
-                value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
-                                                            T.Const(src.buffer.dtype, None, 0))
-            value = _cast(value, dst.buffer.dtype)
-            if dst.buffer.scope == "fragment":
-                st: S.SStmt = S.SStore(s.span, self.sbuf(dst.buffer), kv, value)
-            else:
-                didx = self.region_index(dst, tile)
-                dguard = self.bounds(dst, didx)
-                st = S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)), value)
-                if dguard is not None:
-                    st = S.SIf(None, dguard, [st])
-            ok = valid(layout, self.tid, kv)
-            self.emit(st if ok is None else S.SIf(None, ok, [st]))
-
-        self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
 
     def contiguous_inner(self, r: T.Region) -> bool:
         """The tile's innermost extent runs along the buffer's innermost dimension."""
         return r.const_extents[-1] != 1 or all(e == 1 for e in r.const_extents)
 
-    def vector_copy(self, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
-        src, dst = s.src, s.dst
-        if "vector_copy16" not in self.target.features:  # WGSL: no reinterpreting 16-byte accesses
-            return False
-        if src.buffer.dtype != dst.buffer.dtype:
-            return False
-        vec = 16 // src.buffer.dtype.bytes
-        if sext[-1] % vec != 0 or not (self.contiguous_inner(src) and self.contiguous_inner(dst)):
-            return False
-        for r in (src, dst):
-            if r.buffer.scope == "shared":
-                lay = self.layouts.shared[id(r.buffer)]
-                if lay.shape[-1] % vec != 0 or not _multiple_of(self.lx(r.starts[-1]), vec) or lay.transposed:
-                    return False
-            elif not _multiple_of(self.lx(r.starts[-1]), vec):
-                return False
-        runtime_ok: T.Expr | None = None
-        for r in (src, dst):
-            if r.buffer.scope == "global":
-                inner = self.lx(r.buffer.shape[-1])
-                if as_int(inner) is not None:
-                    if as_int(inner) % vec != 0:
-                        return False
-                else:
-                    runtime_ok = _and(runtime_ok, _cmp("==", mod(inner, vec), c(0)))
-                runtime_ok = _and(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [
-                    S.AddrOf(D.I64, None, self.sbuf(r.buffer), c(0))]))
-        use_async = asynchronous and src.buffer.scope == "global" and dst.buffer.scope == "shared"
-        chunks_shape = list(sext[:-1]) + [sext[-1] // vec]
-
-        def point(tile: list[T.Expr]) -> None:
-            tile = tile[:-1] + [mul(tile[-1], vec)]
-            sidx = self.region_index(src, tile)
-            didx = self.region_index(dst, tile)
-            guard = _and(self.bounds(src, sidx), self.bounds(dst, didx))
-            saddr = self.addr(src.buffer, sidx, s.span)
-            daddr = self.addr(dst.buffer, didx, s.span)
-            pred = guard if guard is not None else T.Const(D.BOOL, None, True)
-            if use_async:
-                self.emit(S.SCall(s.span, "cp_async16", [daddr, saddr, pred]))
-            elif src.buffer.scope == "global":  # zero-fill what lies outside the tensor
-                self.emit(S.SCall(s.span, "copy16_or_zero", [daddr, saddr, pred]))
-            else:
-                st = S.SCall(s.span, "copy16", [daddr, saddr])
-                self.emit(st if guard is None else S.SIf(None, guard, [st]))
-
-        def vector_body():
-            self.spread(chunks_shape, "v", point, s.span)
-
-        if runtime_ok is None:
-            vector_body()
-        else:
-            fast = self.block(vector_body)
-            slow = self.block(lambda: self.copy_elements(s, sext, cold=True))
-            self.emit(S.SIf(None, runtime_ok, fast, slow))
-        return True
-
-    def copy_elements(self, s: T.Copy, sext: list[int], cold: bool = False) -> None:
-        src, dst = s.src, s.dst
-
-        def point(tile: list[T.Expr]) -> None:
-            sidx = self.region_index(src, tile)
-            didx = self.region_index(dst, tile)
-            sguard, dguard = self.bounds(src, sidx), self.bounds(dst, didx)
-            load = self.ref(src.buffer, sidx, s.span)
-            value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
-                                                         T.Const(src.buffer.dtype, None, 0))
-            st: S.SStmt = S.SStore(s.span, self.sbuf(dst.buffer), fold(self.address(dst.buffer, didx, s.span)),
-                                   _cast(value, dst.buffer.dtype))
-            self.emit(st if dguard is None else S.SIf(None, dguard, [st]))
-
-        self.spread(sext, "e", point, s.span, cold=cold)
-
-    def fill(self, s: T.Fill) -> None:
-        b = s.dst.buffer
-        value = _cast(self.lx(s.value), b.dtype)
-        if b.scope == "fragment":
-            layout = self.layouts.fragments[id(b)]
-            kv = self.fresh("r")
-            body = [S.SStore(s.span, self.sbuf(b), kv, value)]
-            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), body, unroll=True))
-            return
-        if b.scope in ("local", "var"):
-            size = self.sbuf(b).size
-            kv = self.fresh("r")
-            self.emit(S.SFor(s.span, kv, c(0), c(size), [S.SStore(s.span, self.sbuf(b), kv, value)], unroll=True))
-            return
-        sext = [e for e in s.dst.const_extents if e != 1] or [1]
-
-        def point(tile: list[T.Expr]) -> None:
-            idx = self.region_index(s.dst, tile)
-            guard = self.bounds(s.dst, idx)
-            st: S.SStmt = S.SStore(s.span, self.sbuf(b), fold(self.address(b, idx, s.span)), value)
-            self.emit(st if guard is None else S.SIf(None, guard, [st]))
-
-        self.spread(sext, "e", point, s.span)
-
-    def cumsum(self, s: T.CumSum) -> None:
-        """A serial scan of each line along `dim`, one line per thread, in shared memory."""
-        for r in (s.src, s.dst):
-            if r.buffer.scope != "shared":
-                raise self.fail(f"cumsum of the {r.buffer.scope} buffer '{r.buffer.name}' is not supported on "
-                                f"{self.target.name} yet: copy it to a shared buffer and scan that", s.span)
-        ext = s.src.const_extents
-        n = ext[s.dim]
-        acc_dt = D.F32 if s.src.buffer.dtype.is_float and s.src.buffer.dtype.bits < 32 else s.src.buffer.dtype
-        lines = [e for d, e in enumerate(ext) if d != s.dim] or [1]
-
-        def line(tile: list[T.Expr]) -> None:
-            acc = self.declare("scan", T.Const(acc_dt, None, 0), acc_dt)
-            t = self.fresh("t")
-
-            def step():
-                j = add(c(n - 1), mul(t, c(-1))) if s.reverse else t
-                full = tile[:s.dim] + [j] + tile[s.dim:] if len(ext) > 1 else [j]
-                src_idx = [add(self.lx(st), x) for st, x in zip(s.src.starts, full, strict=True)]
-                dst_idx = [add(self.lx(st), x) for st, x in zip(s.dst.starts, full, strict=True)]
-                sb, db = s.src.buffer, s.dst.buffer
-                value = _cast(self.ref(sb, src_idx, s.span), acc_dt)
-                self.emit(S.SAssign(s.span, acc, _b("+", acc, value, acc_dt)))
-                self.emit(S.SStore(s.span, self.sbuf(db), fold(self.address(db, dst_idx, s.span)),
-                                   _cast(acc, db.dtype)))
-
-            self.emit(S.SFor(s.span, t, c(0), c(n), self.block(step)))
-
-        self.spread(lines, "line", line, s.span)
-
     # ------------------------------------------------------------ gemm
-    def gemm(self, s: T.Gemm) -> None:
-        impl = self.layouts.gemm_impl.get(id(s), "fma")
-        if s.clear_accum:
-            self.fill(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
-        if impl == "wgmma":
-            return self.gemm_wgmma(s)
-        if impl == "mma":
-            return self.gemm_mma(s)
-        if impl == "mfma":
-            return self.gemm_mfma(s)
-        return self.gemm_fma(s)
-
-    def gemm_dims(self, s: T.Gemm) -> tuple[int, int, int]:
-        a = [e for e in s.a.const_extents if e != 1]
-        b = [e for e in s.b.const_extents if e != 1]
-        m, kd = (a[1], a[0]) if s.transpose_a else (a[0], a[1])
-        n = b[0] if s.transpose_b else b[1]
-        return m, n, kd
-
-    def operand_index(self, r: T.Region, row: T.Expr, col: T.Expr) -> list[T.Expr]:
-        return self.region_index(r, [row, col])
-
-    def stage_operands(self, s: T.Gemm) -> T.Gemm:
-        """The FMA path reads whole rows of A and columns of B, which a fragment spreads over the threads:
-        stage each register operand through its own shared buffer (written, then a barrier)."""
-        regions: dict[str, T.Region] = {}
-        for name in ("a", "b"):
-            r: T.Region = getattr(s, name)
-            b = r.buffer
-            if b.scope != "fragment":
-                continue
-            shape = b.const_shape
-            if (shape is None or len(shape) != 2 or r.const_extents != shape
-                    or any(as_int(self.lx(x)) != 0 for x in r.starts)):
-                raise self.fail("gemm with a register operand needs the matrix-instruction path (f16/bf16 "
-                                "operands, f32 accumulator, tile sizes multiple of 16) or the whole 2-D fragment",
-                                s.span)
-            layout = self.layouts.fragments[id(b)]
-            stage = T.Buffer(self.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
-            lay = SharedLayout(shape, b.dtype.bytes)
-            self.layouts.shared[id(stage)] = lay
-            self.staged.append(stage)
-            sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
-            self.shared.append(sb)
-            self.buffers[id(stage)] = sb
-            self.before_shared_access(False, True)
-            kv = self.fresh("r")
-            i, j = layout.coords(self.tid, kv)
-            st: S.SStmt = S.SStore(s.span, sb, lay.offset([i, j]), S.Ref(b.dtype, None, self.sbuf(b), kv))
-            ok = valid(layout, self.tid, kv)
-            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), [st if ok is None else S.SIf(None, ok, [st])],
-                             unroll=True))
-            self.smem_dirty = True
-            regions[name] = T.Region(stage, [c(0), c(0)], list(r.extents), r.span)
-        self.before_shared_access(True, False)
-        self.smem_read = True
-        return dataclasses.replace(s, **regions)
-
-    def gemm_fma(self, s: T.Gemm) -> None:
-        staged = s.a.buffer.scope == "fragment" or s.b.buffer.scope == "fragment"
-        if staged:
-            s = self.stage_operands(s)
-        m, n, kd = self.gemm_dims(s)
-        cb = s.c.buffer
-        if cb.scope != "fragment":
-            raise self.fail("gemm accumulator must be a fragment", s.span)
-        layout = self.layouts.fragments[id(cb)]
-        kv = self.fresh("r")
-        acc_dt = D.F32 if cb.dtype.is_float else D.I32
-
-        def body():
-            i, j = layout.coords(self.tid, kv)
-            i = self.declare("i", i)
-            j = self.declare("j", j)
-            acc = self.declare("acc", T.Const(acc_dt, None, 0), acc_dt)
-            kk = self.fresh("k")
-            a_idx = self.operand_index(s.a, kk, i) if s.transpose_a else self.operand_index(s.a, i, kk)
-            b_idx = self.operand_index(s.b, j, kk) if s.transpose_b else self.operand_index(s.b, kk, j)
-            av = _cast(self.ref(s.a.buffer, a_idx, s.span),
-                       acc_dt)
-            bv = _cast(self.ref(s.b.buffer, b_idx, s.span),
-                       acc_dt)
-            upd = S.SAssign(None, acc, T.Binary(acc_dt, None, "+", acc, T.Binary(acc_dt, None, "*", av, bv)))
-            self.emit(S.SFor(None, kk, c(0), c(kd), [upd], unroll=kd <= 64))
-            cur = S.Ref(cb.dtype, None, self.sbuf(cb), kv)
-            self.emit(S.SStore(s.span, self.sbuf(cb), kv,
-                               _cast(T.Binary(acc_dt, None, "+", _cast(cur, acc_dt), acc), cb.dtype)))
-
-        ok = valid(layout, self.tid, kv)
-        inner = self.block(body)
-        self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), inner if ok is None else [S.SIf(None, ok, inner)],
-                         unroll=True))
-        if staged:
-            self.barrier()  # the staging buffer is rewritten by the next gemm, possibly in the next iteration
-
-    def gemm_mma(self, s: T.Gemm) -> None:
-        lay: MmaTiled = self.layouts.fragments[id(s.c.buffer)]
-        m, n, kd = self.gemm_dims(s)
-        dt = s.a.buffer.dtype
-        kind = "f16" if dt == D.F16 else "bf16"
-        warp = div(self.tid, 32)
-        lane = mod(self.tid, 32)
-        warp_m = mod(warp, lay.wm)
-        warp_n = div(warp, lay.wm)
-        wm_rows, wn_cols = m // lay.wm, n // lay.wn
-        mi_count, ni_count = lay.mi, lay.ni
-        c_sb = self.sbuf(s.c.buffer)
-
-        def shared_addr(r: T.Region, row: T.Expr, col: T.Expr) -> T.Expr:
-            # The lane's offset in the (swizzled) tile is a per-thread constant: hoist it; only the
-            # pipeline stage's base changes from one iteration to the next.
-            idx = self.operand_index(r, row, col)
-            offset = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx)))
-            stage = self.stage_offset.get(id(r.buffer))
-            return S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
-
-        def body(kk: int):
-            a_regs = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", mi_count * 4)
-            b_regs = S.SBuffer(self.fresh("b_frag").name, D.U32, "local", ni_count * 2)
-            self.emit(S.DeclareArray(None, a_regs))
-            self.emit(S.DeclareArray(None, b_regs))
-            k0 = c(kk * 16)
-            for mi in range(mi_count):
-                row0 = add(mul(warp_m, wm_rows), mi * 16)
-                if s.a.buffer.scope == "fragment":
-                    self.pack_register_a(s, a_regs, mi, c(kk))
-                    continue
-                if not s.transpose_a:  # A is [M, K]: lane l gives row l%16, k-half l/16
-                    addr = shared_addr(s.a, add(row0, mod(lane, 16)), add(k0, mul(div(lane, 16), 8)))
-                    self.emit(S.SCall(None, "ldmatrix_x4", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr]))
-                else:  # A is [K, M]: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
-                    q = div(lane, 8)
-                    addr = shared_addr(s.a, add(add(k0, mul(div(q, 2), 8)), mod(lane, 8)), add(row0, mul(mod(q, 2), 8)))
-                    self.emit(S.SCall(None, "ldmatrix_x4_trans", [S.AddrOf(D.I64, None, a_regs, c(mi * 4)), addr]))
-            ni = 0
-            while ni < ni_count:
-                col0 = add(mul(warp_n, wn_cols), ni * 8)
-                pair = ni + 1 < ni_count
-                q = div(lane, 8)
-                if not s.transpose_b:  # B is [K, N]: .trans; matrices (k0-7,n) (k8-15,n) (k0-7,n+8) (k8-15,n+8)
-                    krow = add(add(k0, mul(mod(q, 2), 8)), mod(lane, 8))
-                    ncol = add(col0, mul(div(q, 2), 8)) if pair else col0
-                    name = "ldmatrix_x4_trans" if pair else "ldmatrix_x2_trans"
-                    addr = shared_addr(s.b, krow, ncol)
-                else:  # B is [N, K]: matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
-                    nrow = add(add(col0, mul(div(q, 2), 8)), mod(lane, 8)) if pair else add(col0, mod(lane, 8))
-                    kcol = add(k0, mul(mod(q, 2), 8))
-                    name = "ldmatrix_x4" if pair else "ldmatrix_x2"
-                    addr = shared_addr(s.b, nrow, kcol)
-                self.emit(S.SCall(None, name, [S.AddrOf(D.I64, None, b_regs, c(ni * 2)), addr]))
-                ni += 2 if pair else 1
-            for mi in range(mi_count):
-                for nj in range(ni_count):
-                    acc = S.AddrOf(D.I64, None, c_sb, c((mi * ni_count + nj) * 4))
-                    self.emit(S.SCall(None, f"mma_{kind}", [acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
-                                                            S.AddrOf(D.I64, None, b_regs, c(nj * 2))]))
-
-        self.smem_read = True
-        for kk in range(kd // 16):  # unrolled here, so every shared offset is a hoistable constant
-            body(kk)
-
-    def gemm_mfma(self, s: T.Gemm) -> None:
-        """AMD v_mfma_f32_16x16x16{f16,bf16_1k}, per wave. Each lane needs, per 16x16 atom and k-step, the 4
-        k-values of one A row (m = lane%16) and of one B column (n = lane%16), k = 4*(lane/16) + i (layouts in
-        tilec/targets/hip/mfma_layouts.py). A transposed accumulator (MfmaTiled.transposed) is computed as
-        C^T = B^T A^T: the same per-lane values, with the MFMA's A and B arguments swapped.
-
-        k order: the MFMA sums over k, so any bijection between (k-step, lane group, element) and the tile's k is
-        correct as long as A and B agree. With both operands in shared memory and K a multiple of 32, k-steps go
-        in pairs and lane group g takes k = 32p + 8g + 4t + i in step t of pair p: 8 consecutive k per lane, one
-        128-bit LDS read from a K-major swizzled tile. A register A operand (the transposed accumulator of an
-        earlier MFMA) fixes the plain order k = 16kk + 4g + i; its B operand is then read 128 bits at a time
-        from an interleaved K-major tile (SharedLayout.interleave), else 64 bits (4 consecutive k)."""
-        from ..ir.layout import MfmaTiled
-        from ..targets.hip import mfma_layouts as ML
-
-        lay: MfmaTiled = self.layouts.fragments[id(s.c.buffer)]
-        m, n, kd = self.gemm_dims(s)
-        dt = s.a.buffer.dtype
-        name = "mfma_f32_16x16x16f16" if dt == D.F16 else "mfma_f32_16x16x16bf16_1k"
-        wave = div(self.tid, ML.WAVE)
-        lane = mod(self.tid, ML.WAVE)
-        wave_m = mod(wave, lay.wm)
-        wave_n = div(wave, lay.wm)
-        wm_rows, wn_cols = m // lay.wm, n // lay.wn
-        c_sb = self.sbuf(s.c.buffer)
-        group = div(lane, 16)
-        reg_a = s.a.buffer.scope == "fragment"
-        b_lay = self.layouts.shared[id(s.b.buffer)]
-
-        def kmajor(r: T.Region, k_first: bool, count: int = 8) -> bool:
-            """K is the stored-contiguous dim, and `count` k-values of a lane form one aligned vector."""
-            lay = self.layouts.shared[id(r.buffer)]
-            kstart = as_int(self.lx(r.starts[0 if k_first else -1]))
-            return (lay.transposed == k_first and lay.row_elems % count == 0 and kstart is not None
-                    and kstart % (32 if lay.interleave else count) == 0)
-
-        paired = not reg_a and kd % 32 == 0 and not b_lay.interleave and \
-            not self.layouts.shared[id(s.a.buffer)].interleave
-        interleaved = reg_a and b_lay.interleave and kmajor(s.b, not s.transpose_b) and kd % 32 == 0
-
-        def operand(r: T.Region, k_first: bool, other: T.Expr, k0: T.Expr, count: int, regs: S.SBuffer, at: int):
-            """regs[at + j] = the operand at (other, k0 + j) (j < count; logical k, or stored order when the tile
-            is interleaved): one vector LDS read when the tile is K-major, else element by element."""
-            def idx(kx):
-                return self.operand_index(r, kx, other) if k_first else self.operand_index(r, other, kx)
-
-            stage = self.stage_offset.get(id(r.buffer))
-            if kmajor(r, k_first, count):
-                off = self.hoist(f"{r.buffer.name}_off", fold(self.layouts.shared[id(r.buffer)].offset(idx(k0))))
-                addr = S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
-                self.emit(S.SCall(None, f"load_vec{count}", [S.AddrOf(D.I64, None, regs, c(at)), addr,
-                                                              T.Const(D.BOOL, None, True)]))
-                return
-            for j in range(count):
-                off = self.layouts.shared[id(r.buffer)].offset(idx(add(k0, j)))
-                off = self.hoist(f"{r.buffer.name}_off", fold(off))
-                ref = S.Ref(r.buffer.dtype, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
-                self.emit(S.SStore(None, regs, c(at + j), ref))
-
-        def mfma(mi: int, nj: int, a_addr: S.AddrOf, b_addr: S.AddrOf) -> None:
-            acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
-            args = [acc, b_addr, a_addr] if lay.transposed else [acc, a_addr, b_addr]
-            self.emit(S.SCall(None, name, args))
-
-        rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
-        cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]
-        per = 8 if paired or interleaved else 4  # k-values per lane and atom read at once
-        for kp in range(kd // (16 * (per // 4))):
-            b_regs = S.SBuffer(self.fresh("b_frag").name, dt, "local", lay.ni * per)
-            self.emit(S.DeclareArray(None, b_regs))
-            if paired:
-                k0 = add(mul(group, 8), kp * 32)
-            elif interleaved:
-                k0 = add(mul(group, 4), kp * 32)  # stored order: this and the next k-step's 4 values
-            else:
-                k0 = add(mul(group, 4), kp * 16)
-            for nj in range(lay.ni):
-                operand(s.b, not s.transpose_b, cols[nj], k0, per, b_regs, nj * per)
-            if reg_a:
-                la: MfmaTiled = self.layouts.fragments[id(s.a.buffer)]
-                a_sb = self.sbuf(s.a.buffer)
-                for t in range(per // 4):
-                    kk = kp * (per // 4) + t
-                    for mi in range(lay.mi):
-                        for nj in range(lay.ni):
-                            mfma(mi, nj, S.AddrOf(D.I64, None, a_sb, c((mi * la.ni + kk) * 4)),
-                                 S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
-                continue
-            a_regs = S.SBuffer(self.fresh("a_frag").name, dt, "local", lay.mi * per)
-            self.emit(S.DeclareArray(None, a_regs))
-            for mi in range(lay.mi):
-                operand(s.a, s.transpose_a, rows[mi], k0, per, a_regs, mi * per)
-            for t in range(per // 4):
-                for mi in range(lay.mi):
-                    for nj in range(lay.ni):
-                        mfma(mi, nj, S.AddrOf(D.I64, None, a_regs, c(mi * per + t * 4)),
-                             S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
-        self.smem_read = True
-
-    def pack_register_a(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
-        la: MmaTiled = self.layouts.fragments[id(s.a.buffer)]
-        src = self.sbuf(s.a.buffer)
-        pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
-        for reg, (tile_off, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
-            ni = add(mul(kk, 2), tile_off)
-            base = add(mul(add(mul(c(mi), la.ni), ni), 4), e)
-            lo = _cast(S.Ref(src.dtype, None, src, base), D.F32)
-            hi = _cast(S.Ref(src.dtype, None, src, add(base, 1)), D.F32)
-            self.emit(S.SStore(None, a_regs, c(mi * 4 + reg), S.Intrinsic(D.U32, None, pack, [lo, hi])))
-
-    # ------------------------------------------------------------ reductions
-    def reduce_op(self, kind: str, a: T.Expr, b: T.Expr) -> T.Expr:
-        if kind in ("sum", "abssum"):
-            return T.Binary(a.dtype, None, "+", a, b)
-        return T.Call(a.dtype, None, "max" if kind in ("max", "absmax") else "min", [a, b])
-
-    def reduce_init(self, kind: str, dt: D.DType) -> T.Const:
-        if kind in ("sum", "abssum", "absmax"):
-            return T.Const(dt, None, 0)
-        if dt.is_float:
-            return T.Const(dt, None, float("-inf") if kind == "max" else float("inf"))
-        return T.Const(dt, None, -(2**31) if kind == "max" else 2**31 - 1)
-
-    def get_scratch(self, elems: int) -> S.SBuffer:
-        if self.scratch is None:
-            self.scratch = S.SBuffer("reduce_scratch", D.F32, "shared", 0, origin="reduction scratch")
-            self.shared.append(self.scratch)
-        self.scratch.size = max(self.scratch.size or 0, elems)
-        return self.scratch
-
-    def reduce(self, s: T.Reduce) -> None:
-        src, dst = s.src.buffer, s.dst.buffer
-        if src.scope == "fragment" and dst.scope == "fragment":
-            ls, ld = self.layouts.fragments[id(src)], self.layouts.fragments[id(dst)]
-            if isinstance(ld, Projected) and not isinstance(ls, Projected) and \
-                    same_layout(ld, Projected(ls, 1 - s.dim)):
-                from ..ir.layout import MfmaTiled
-                if isinstance(ls, MfmaTiled):
-                    return self.reduce_mfma(s, ls, Projected(ls, 1 - s.dim))
-                return self.reduce_fragment(s, ls, Projected(ls, 1 - s.dim))
-            if isinstance(ls, BlockRow) and len(ls.shape) == 1 and isinstance(ld, BlockRow):
-                return self.reduce_whole(s, ls)
-        if src.scope == "shared":
-            return self.reduce_from_shared(s)
-        raise self.fail(f"reduce_{s.kind} from {src.scope} '{src.name}' to {dst.scope} '{dst.name}' over dim "
-                        f"{s.dim} is not supported; reduce a fragment along a dimension into a 1-D fragment",
-                        s.span)
-
-    def lane_partial(self, s: T.Reduce, acc_dt: D.DType, src_sb: S.SBuffer, count: int, parent, lanes) -> T.Var:
-        """This thread's `count` parent elements parent(q) combined, then combined with the lanes `lanes`
-        apart (xor shuffles): the partial result of one reduced row or column."""
-        kind = s.kind
-        v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
-        q = self.fresh("q")
-        elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, parent(q)), acc_dt)
-        if kind in ("abssum", "absmax"):
-            elem = T.Call(acc_dt, None, "abs", [elem])
-        self.emit(S.SFor(None, q, c(0), c(count), [S.SAssign(None, v, self.reduce_op(kind, v, elem))], unroll=True))
-        for off in lanes:
-            sh = S.Intrinsic(acc_dt, None, "shfl_xor", [v, c(off)])
-            self.emit(S.SAssign(None, v, self.reduce_op(kind, v, sh)))
-        return v
-
-    def reduce_fragment(self, s: T.Reduce, ls, ld: Projected) -> None:
-        kind = s.kind
-        acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
-        src_sb, dst_sb = self.sbuf(s.src.buffer), self.sbuf(s.dst.buffer)
-        rv = self.fresh("r")
-        # Parent elements that project onto local rv, enumerated by a second unrolled loop.
-        if isinstance(ls, MmaTiled):
-            if ld.keep == 0:  # rows: vary ni and e%2
-                count = ls.ni * 2
-                def parent(q):  # noqa: E306
-                    return add(add(mul(add(mul(div(rv, 2), ls.ni), div(q, 2)), 4), mul(mod(rv, 2), 2)), mod(q, 2))
-                lanes = [1, 2]
-                warps_across = ls.wn
-                warp_group = lambda w: mod(w, ls.wm)  # noqa: E731
-                warp_in_group = lambda w: div(w, ls.wm)  # noqa: E731
-                groups = ls.wm
-            else:  # cols: vary mi and e/2
-                count = ls.mi * 2
-                def parent(q):  # noqa: E306
-                    return add(add(mul(add(mul(div(q, 2), ls.ni), div(rv, 2)), 4), mul(mod(q, 2), 2)), mod(rv, 2))
-                lanes = [4, 8, 16]
-                warps_across = ls.wm
-                warp_group = lambda w: div(w, ls.wm)  # noqa: E731
-                warp_in_group = lambda w: mod(w, ls.wm)  # noqa: E731
-                groups = ls.wn
-        else:
-            if ld.keep != 0:
-                raise self.fail("a column reduction (dim=0) of a generic fragment is not supported yet; "
-                                "reduce along dim=1 or transpose the tile", s.span)
-            if "warp_shuffle" not in self.target.features and ls.tpr > 1:
-                return self.reduce_rows_shared(s, ls, ld)
-            count = ls.per_row
-            def parent(q):  # noqa: E306
-                return add(mul(rv, ls.per_row), q)
-            lanes = [x for x in (1, 2, 4, 8, 16) if x < min(ls.tpr, 32)]
-            warps_across = max(1, ls.tpr // 32)
-            warp_group = lambda w: div(w, warps_across)  # noqa: E731
-            warp_in_group = lambda w: mod(w, warps_across)  # noqa: E731
-            groups = max(1, self.k.threads // 32 // warps_across)
-
-        def body():
-            v = self.lane_partial(s, acc_dt, src_sb, count, parent, lanes)
-            if warps_across > 1:
-                partials.append(v)
-            else:
-                self.store_reduced(s, dst_sb, rv, v, acc_dt)
-
-        partials: list[T.Var] = []
-        if warps_across == 1:
-            self.emit(S.SFor(s.span, rv, c(0), c(ld.num_local), self.block(body), unroll=True))
-            return
-        # Across warps: each warp writes its partial per (row group, local), then all combine.
-        nloc = ld.num_local
-        scratch = self.get_scratch(groups * warps_across * nloc)
-        warp = self.declare("warp", div(self.tid, 32))
-        lane0 = _cmp("==", mod(self.tid, 32), c(0)) if ls.__class__ is BlockRow else None
-        self.before_shared_access(False, True)
-
-        def write_partial():
-            body()
-            v = partials[-1]
-            slot = add(mul(add(mul(warp_group(warp), warps_across), warp_in_group(warp)), nloc), rv)
-            # every lane of the warp holds the same value per row; lanes that own different rows of an
-            # mma tile write different slots, so let each row's owners write (identical values)
-            st = S.SStore(None, scratch, slot_for(slot), _cast(v, D.F32))
-            self.emit(st if lane0 is None else S.SIf(None, lane0, [st]))
-
-        def slot_for(slot):
-            if isinstance(ls, MmaTiled):  # rows/cols inside the warp also differ by lane
-                sub = div(mod(self.tid, 32), 4) if ld.keep == 0 else mod(mod(self.tid, 32), 4)
-                per = 8 if ld.keep == 0 else 4
-                return add(mul(slot, per), sub)
-            return slot
-
-        if isinstance(ls, MmaTiled):
-            per = 8 if ld.keep == 0 else 4
-            scratch = self.get_scratch(groups * warps_across * nloc * per)
-        self.emit(S.SFor(s.span, rv, c(0), c(nloc), self.block(write_partial), unroll=True))
-        self.barrier()
-        rv2 = self.fresh("r")
-
-        def combine():
-            v = self.declare("total", self.reduce_init(kind, acc_dt), acc_dt)
-            w = self.fresh("w")
-            slot = add(mul(add(mul(warp_group(warp), warps_across), w), nloc), rv2)
-            val = _cast(S.Ref(D.F32, None, scratch, slot_for(slot)), acc_dt)
-            self.emit(S.SFor(None, w, c(0), c(warps_across), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
-                             unroll=True))
-            self.store_reduced(s, dst_sb, rv2, v, acc_dt)
-
-        self.emit(S.SFor(s.span, rv2, c(0), c(nloc), self.block(combine), unroll=True))
-        self.smem_read = True
-        self.barrier()
-
-    def reduce_mfma(self, s: T.Reduce, ls, ld: Projected) -> None:
-        """Row (dim=1) or column (dim=0) reduction of an MFMA 16x16 accumulator (MfmaTiled) into its projection.
-        Within a 16x16 atom an index is held either by a lane's 4 registers e (then the reduced index runs over
-        lane%16: shuffles xor 1, 2, 4, 8) or by lane%16 (then it runs over e and lane/16: shuffles xor 16, 32);
-        atoms of the same row/column are combined in the lane first. Waves that share rows (columns) combine
-        through shared scratch, one slot per lane."""
-        from ..ir.layout import _mfma_in_lane
-
-        kind, keep = s.kind, ld.keep
-        acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
-        src_sb, dst_sb = self.sbuf(s.src.buffer), self.sbuf(s.dst.buffer)
-        ni, wm = ls.ni, ls.wm
-        in_lane = _mfma_in_lane(ls, keep)
-        lanes = [1, 2, 4, 8] if in_lane else [16, 32]
-        if keep == 0:  # rows: combine over the atom columns ni (and e when the row is held by lane%16)
-            count = ni if in_lane else ni * 4
-            def parent(rv, q):  # noqa: E306
-                return add(mul(add(mul(div(rv, 4), ni), q), 4), mod(rv, 4)) if in_lane else add(mul(rv, ni * 4), q)
-            across = ls.wn
-            def peer(wave, w):  # noqa: E306
-                return add(mod(wave, wm), mul(w, wm))
-        else:  # columns: combine over the atom rows mi (and e)
-            count = ls.mi if in_lane else ls.mi * 4
-            def parent(rv, q):  # noqa: E306
-                return add(mul(q, ni * 4), rv) if in_lane else add(mul(add(mul(div(q, 4), ni), rv), 4), mod(q, 4))
-            across = wm
-            def peer(wave, w):  # noqa: E306
-                return add(mul(div(wave, wm), wm), w)
-
-        def partial(rv) -> T.Var:
-            return self.lane_partial(s, acc_dt, src_sb, count, lambda q: parent(rv, q), lanes)
-
-        nloc = ld.num_local
-        if across == 1:
-            rv = self.fresh("r")
-            self.emit(S.SFor(s.span, rv, c(0), c(nloc),
-                             self.block(lambda: self.store_reduced(s, dst_sb, rv, partial(rv), acc_dt)), unroll=True))
-            return
-        waves = self.k.threads // 64
-        scratch = self.get_scratch(waves * nloc * 64)
-        wave = self.declare("wave", div(self.tid, 64))
-        lane = mod(self.tid, 64)
-        self.before_shared_access(False, True)
-        rv = self.fresh("r")
-
-        def write():
-            v = partial(rv)
-            self.emit(S.SStore(None, scratch, add(mul(add(mul(wave, nloc), rv), 64), lane), _cast(v, D.F32)))
-
-        self.emit(S.SFor(s.span, rv, c(0), c(nloc), self.block(write), unroll=True))
-        self.smem_dirty = True
-        self.barrier()
-        rv2 = self.fresh("r")
-
-        def combine():
-            v = self.declare("total", self.reduce_init(kind, acc_dt), acc_dt)
-            w = self.fresh("w")
-            val = _cast(S.Ref(D.F32, None, scratch, add(mul(add(mul(peer(wave, w), nloc), rv2), 64), lane)), acc_dt)
-            self.emit(S.SFor(None, w, c(0), c(across), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
-                             unroll=True))
-            self.store_reduced(s, dst_sb, rv2, v, acc_dt)
-
-        self.emit(S.SFor(s.span, rv2, c(0), c(nloc), self.block(combine), unroll=True))
-        self.smem_read = True
-        self.barrier()
-
-    def reduce_rows_shared(self, s: T.Reduce, ls: BlockRow, ld: Projected) -> None:
-        """Row reduction of a block-row fragment on a target without warp shuffles (WebGPU): each thread
-        writes its partial of every row it holds to shared scratch, then combines the `tpr` partials of its
-        row in the same order as the row's other threads (so the replicated results agree bit for bit).
-        Rows go in rounds of at most 2 KiB of scratch."""
-        kind = s.kind
-        acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
-        src_sb, dst_sb = self.sbuf(s.src.buffer), self.sbuf(s.dst.buffer)
-        threads, tpr, nloc = self.k.threads, ls.tpr, ld.num_local
-        batch = max(1, min(nloc, 512 // threads))
-        if acc_dt.is_float:
-            scratch = self.get_scratch(threads * batch)
-        else:  # integers combine exactly, not through the f32 scratch
-            scratch = getattr(self, "scratch_int", None)
-            if scratch is None:
-                scratch = S.SBuffer("reduce_scratch_int", D.I32, "shared", 0, origin="reduction scratch (int)")
-                self.scratch_int = scratch
-                self.shared.append(scratch)
-            scratch.size = max(scratch.size or 0, threads * batch)
-        row_base = self.declare("row_base", mul(div(self.tid, tpr), tpr))
-        for first in range(0, nloc, batch):
-            count = min(batch, nloc - first)
-            self.before_shared_access(False, True)
-            rv = self.fresh("r")
-
-            def write(rv=rv, first=first):
-                v = self.declare("part", self.reduce_init(kind, acc_dt), acc_dt)
-                q = self.fresh("q")
-                elem = _cast(S.Ref(s.src.buffer.dtype, None, src_sb, add(mul(add(rv, first), ls.per_row), q)),
-                             acc_dt)
-                if kind in ("abssum", "absmax"):
-                    elem = T.Call(acc_dt, None, "abs", [elem])
-                self.emit(S.SFor(None, q, c(0), c(ls.per_row), [S.SAssign(None, v, self.reduce_op(kind, v, elem))],
-                                 unroll=True))
-                self.emit(S.SStore(None, scratch, add(mul(rv, threads), self.tid), _cast(v, scratch.dtype)))
-
-            self.emit(S.SFor(s.span, rv, c(0), c(count), self.block(write), unroll=True))
-            self.smem_dirty = True
-            self.barrier()
-            rv2 = self.fresh("r")
-
-            def combine(rv2=rv2, first=first):
-                v = self.declare("total", self.reduce_init(kind, acc_dt), acc_dt)
-                w = self.fresh("w")
-                val = _cast(S.Ref(scratch.dtype, None, scratch, add(add(mul(rv2, threads), row_base), w)), acc_dt)
-                self.emit(S.SFor(None, w, c(0), c(tpr), [S.SAssign(None, v, self.reduce_op(kind, v, val))],
-                                 unroll=True))
-                self.store_reduced(s, dst_sb, add(rv2, first), v, acc_dt)
-
-            self.emit(S.SFor(s.span, rv2, c(0), c(count), self.block(combine), unroll=True))
-            self.smem_read = True
-        self.barrier()  # the scratch is reused by the next reduction, possibly in the next loop iteration
-
-    def store_reduced(self, s: T.Reduce, dst_sb: S.SBuffer, idx: T.Expr, v: T.Expr, acc_dt: D.DType) -> None:
-        if s.clear:
-            value = v
-        else:
-            value = self.reduce_op(s.kind, _cast(S.Ref(dst_sb.dtype, None, dst_sb, idx), acc_dt), v)
-        self.emit(S.SStore(s.span, dst_sb, idx, _cast(value, dst_sb.dtype)))
-
-    def reduce_whole(self, s: T.Reduce, ls: BlockRow) -> None:
-        raise self.fail("reducing a 1-D fragment to a scalar is not supported yet", s.span)
-
-    def reduce_from_shared(self, s: T.Reduce) -> None:
-        """Each thread reduces its own destination elements serially from shared memory."""
-        src, dst = s.src, s.dst
-        acc_dt = D.F32 if src.buffer.dtype.is_float else src.buffer.dtype
-        sext = list(src.const_extents)
-        red = sext[s.dim]
-        keep_shape = [e for i, e in enumerate(sext) if i != s.dim]
-        self.smem_read = True
-
-        def element(out_idx: list[T.Expr]):
-            v = self.declare("part", self.reduce_init(s.kind, acc_dt), acc_dt)
-            q = self.fresh("q")
-            full = list(out_idx)
-            full.insert(s.dim, q)
-            idx = [add(self.lx(st), x) for st, x in zip(src.starts, full, strict=True)]
-            elem = _cast(self.ref(src.buffer, idx, s.span),
-                         acc_dt)
-            if s.kind in ("abssum", "absmax"):
-                elem = T.Call(acc_dt, None, "abs", [elem])
-            self.emit(S.SFor(None, q, c(0), c(red), [S.SAssign(None, v, self.reduce_op(s.kind, v, elem))]))
-            return v
-
-        if dst.buffer.scope == "fragment":
-            layout = self.layouts.fragments[id(dst.buffer)]
-            kv = self.fresh("r")
-
-            def body():
-                coords = layout.coords(self.tid, kv)
-                out_idx = coords if len(keep_shape) == len(coords) else coords[-len(keep_shape):]
-                v = element(out_idx)
-                self.store_reduced(s, self.sbuf(dst.buffer), kv, v, acc_dt)
-
-            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
-            return
-        raise self.fail("reduce from shared memory into a non-fragment buffer is not supported", s.span)
-
     # ------------------------------------------------------------ atomics and print
-    def atomic(self, s: T.Atomic) -> None:
-        dst = s.dst
-        name = f"atomic_{s.kind}"
-        if isinstance(s.value, T.Region) and s.value.buffer.scope == "fragment":
-            vb = s.value.buffer
-            layout = self.layouts.fragments[id(vb)]
-            if isinstance(layout, Projected):
-                raise self.fail("atomic update from a replicated (reduced) fragment would apply it several times; "
-                                "copy it to shared memory first", s.span)
-            kv = self.fresh("r")
-
-            def body():
-                coords = layout.coords(self.tid, kv)
-                tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
-                idx = self.region_index(dst, tile)
-                guard = _and(self.bounds(dst, idx), valid(layout, self.tid, kv))
-                addr = self.addr(dst.buffer, idx, s.span)
-                val = _cast(S.Ref(vb.dtype, None, self.sbuf(vb), kv), dst.buffer.dtype)
-                st: S.SStmt = S.SCall(s.span, name, [addr, val])
-                self.emit(st if guard is None else S.SIf(None, guard, [st]))
-
-            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
-            return
-        if isinstance(s.value, T.Region) and s.value.buffer.scope == "shared":
-            src = s.value
-
-            def point(tile: list[T.Expr]) -> None:  # each element of the tile by one thread
-                idx = self.region_index(dst, tile)
-                guard = self.bounds(dst, idx)
-                val = _cast(self.ref(src.buffer, self.region_index(src, tile), s.span), dst.buffer.dtype)
-                st: S.SStmt = S.SCall(s.span, name, [self.addr(dst.buffer, idx, s.span), val])
-                self.emit(st if guard is None else S.SIf(None, guard, [st]))
-
-            self.spread([e for e in src.const_extents if e != 1] or [1], "e", point, s.span)
-            return
-        if isinstance(s.value, T.Region):
-            raise self.fail("atomic update from a global region is not supported: copy it to a fragment or to "
-                            "shared memory first", s.span)
-        ext = dst.const_extents
-        if any(e != 1 for e in ext):
-            raise self.fail("atomic update of a region with a scalar; index one element", s.span)
-        idx = [self.lx(x) for x in dst.starts]
-        # A block-wide scalar update is made once, by thread 0; a per-element one (inside a Parallel
-        # loop) by the thread that owns the iteration.
-        guard = self.bounds(dst, idx) if s.per_element else _and(self.bounds(dst, idx), _cmp("==", self.tid, c(0)))
-        addr = self.addr(dst.buffer, idx, s.span)
-        self.emit(S.SIf(s.span, guard, [S.SCall(s.span, name, [addr, _cast(self.lx(s.value), dst.buffer.dtype)])]))
-
-    def print(self, s: T.Print) -> None:
-        if isinstance(s.value, T.Region):
-            self.emit(S.SComment(s.span, f"print of buffer '{s.value.buffer.name}' runs in the interpreter only"))
-            return
-        v = self.lx(s.value)
-        self.emit(S.SIf(s.span, _cmp("==", self.tid, c(0)), [S.SCall(s.span, f"print:{s.label}", [v])]))
-
-
-def _multiple_of(e: T.Expr, vec: int) -> bool:
-    """Whether integer expression e is a multiple of vec for every value of its variables."""
-    e = fold(e)
-    if isinstance(e, T.Const):
-        return int(e.value) % vec == 0
-    if isinstance(e, T.Binary):
-        if e.op in ("+", "-"):
-            return _multiple_of(e.a, vec) and _multiple_of(e.b, vec)
-        if e.op == "*":
-            return _multiple_of(e.a, vec) or _multiple_of(e.b, vec)
-    if isinstance(e, T.Cast):
-        return _multiple_of(e.value, vec)
-    return False
-
 
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     kernels = []

@@ -1,52 +1,52 @@
 """pipeline-planning — how each `Pipelined` loop overlaps its loads with its compute.
 
-Assumes: layout-inference has run.
-Guarantees: `kernel.attrs["pipelines"]` maps every Pipelined loop to a PipelinePlan:
+Assumes: layout-inference has run (kernel.schedule holds the layouts).
+Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id) to a LoopSchedule:
   * `producers`: the global→shared copies at the top level of the loop body whose source moves
     with the loop variable and whose destination is only written there; they are issued
     `stages - 1` iterations ahead;
   * `stages`: num_stages when the target has asynchronous copies (TMA or cp.async) and there are
-    producers; 2 on AMD (register-staged double buffering); else 1 (load, barrier, compute, barrier);
+    producers; 2 on targets with "register_double_buffer" (AMD: register-staged double buffering) where
+    every producer can go through registers and the second buffers fit; else 1 (load, barrier, compute,
+    barrier);
   * `mechanism`: "tma" (sm90: every producer is one TMA box per 128-byte panel, completion tracked
     by mbarriers), "cp.async", "registers" (AMD) or "sync";
   * `warp_specialized` (tma only): the kernel's single Pipelined loop sits at its top level and its
     copies depend only on the loop variable and launch values, so a producer warpgroup can issue
     them alone while the declared threads compute; off with `Kernel(..., warp_specialize=False)`
     or `--no-warp-specialize`;
-  * every producer's shared buffer is multi-buffered `stages` times by lowering.
+  * every producer's shared buffer is multi-buffered `stages` times by lowering;
+  * `kernel.schedule.persistent`: `Kernel(..., persistent=True)` on a warp-specialized kernel (else a
+    warning says it has no effect).
+Parts pinned by the kernel's ScheduleRequest (stages, mechanism, warp specialization, persistence)
+are taken when the loop can have them, else reported as errors at the loop. The plan is final:
+lowering follows it as it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..diagnostics import Reporter
 from ..ir import tile as T
+from ..ir.fold import as_int, multiple_of
+from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
 from ..ir.visit import sub_exprs, walk_stmts
+from ..ops import registry as ops
 from ..targets.registry import Target
 
 NAME = "pipeline-planning"
-
-
-@dataclass
-class PipelinePlan:
-    stages: int
-    mechanism: str
-    producers: list[T.Copy] = field(default_factory=list)
-    warp_specialized: bool = False  # tma only: a producer warpgroup issues the copies
-
-    def __str__(self) -> str:
-        bufs = ", ".join(p.dst.buffer.name for p in self.producers) or "none"
-        ws = ", warp-specialized" if self.warp_specialized else ""
-        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}"
 
 
 def _uses(e: T.Expr, v: T.Var) -> bool:
     return any(x is v for x in sub_exprs(e))
 
 
-def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False,
-              shared_bytes: dict[int, int] | None = None) -> PipelinePlan:
+def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool = False,
+              shared_bytes: dict[int, int] | None = None, request: LoopRequest | None = None) -> LoopSchedule:
+    """The plan for one Pipelined loop: the first mechanism (tma, cp.async, registers) the target offers and
+    every producer can use, else sync; `request` narrows the choice (stages, mechanism)."""
+    request = request or LoopRequest()
+    stages = request.stages if request.stages is not None else loop.num_stages
+    allowed = (request.mechanism,) if request.mechanism is not None else ("tma", "cp.async", "registers", "sync")
     var = loop.vars[0]
     producers = []
     written_elsewhere: set[int] = set()
@@ -58,41 +58,53 @@ def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False,
     for s in walk_stmts(loop.body):
         if s in producers:
             continue
-        dst = None
-        if isinstance(s, T.Copy | T.Fill | T.Reduce):
-            dst = s.dst.buffer
-        elif isinstance(s, T.Store):
-            dst = s.buffer
-        elif isinstance(s, T.Gemm):
-            dst = s.c.buffer
-        if dst is not None and id(dst) in producer_bufs:
-            written_elsewhere.add(id(dst))
+        written = [r.buffer for r in ops.writes(s)] + ([s.buffer] if isinstance(s, T.Store) else [])
+        written_elsewhere.update(id(b) for b in written if id(b) in producer_bufs)
     producers = [p for p in producers if id(p.dst.buffer) not in written_elsewhere]
     # A producer's source may only depend on the loop variable and values fixed before the loop.
     assigned = {id(s.var) for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
     producers = [p for p in producers
                  if not any(isinstance(x, T.Var) and id(x) in assigned for e in p.src.starts for x in sub_exprs(e))]
-    if producers and loop.num_stages >= 2 and tma_ok and all(tma_copy_ok(p, layouts) for p in producers):
-        return PipelinePlan(loop.num_stages, "tma", producers)
-    if producers and "cp.async" in target.async_copy and loop.num_stages >= 2:
-        return PipelinePlan(loop.num_stages, "cp.async", producers)
-    if producers and target.backend == "hip" and loop.num_stages >= 2:
+    if (producers and stages >= 2 and "tma" in allowed and tma_ok
+            and all(tma_copy_ok(p, sched) for p in producers)):
+        return LoopSchedule(stages, "tma", producers)
+    if producers and "cp.async" in allowed and "cp.async" in target.async_copy and stages >= 2:
+        return LoopSchedule(stages, "cp.async", producers)
+    if (producers and "registers" in allowed and "register_double_buffer" in target.features and stages >= 2
+            and all(register_stageable(p, target) for p in producers)):
         # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
         # compute and stored to the other of two shared buffers after it (one barrier per iteration) -- where
         # the second buffers fit in the target's shared memory (else the plain loop).
         sizes = shared_bytes or {}
-        extra = sum(sizes.get(id(p.dst.buffer), 0) for p in producers)
+        extra = sum(sizes.get(p.dst.buffer.uid, 0) for p in producers)
         if sum(sizes.values()) + extra <= target.shared_memory_bytes:
-            return PipelinePlan(2, "registers", producers)
-    return PipelinePlan(1, "sync", producers)
+            return LoopSchedule(2, "registers", producers)
+    return LoopSchedule(1, "sync", producers)
 
 
-def tma_copy_ok(p: T.Copy, layouts) -> bool:
+def register_stageable(p: T.Copy, target: Target) -> bool:
+    """A global -> shared copy that can go through registers 16 bytes at a time (what register-staged
+    double buffering needs; lower-to-simt's staged_copy): one 16- or 32-bit element type, at most 2-D,
+    the source's inner dimension contiguous, chunk-aligned and, where known, a multiple of a chunk."""
+    src, dst = p.src, p.dst
+    sext = [e for e in src.const_extents if e != 1] or [1]
+    if ("vector_copy16" not in target.features or src.buffer.dtype != dst.buffer.dtype
+            or src.buffer.scope != "global" or dst.buffer.scope != "shared" or len(sext) > 2):
+        return False
+    vec = 16 // src.buffer.dtype.bytes
+    contiguous = src.const_extents[-1] != 1 or all(e == 1 for e in src.const_extents)
+    if sext[-1] % vec or not contiguous or not multiple_of(src.starts[-1], vec):
+        return False
+    inner = as_int(src.buffer.shape[-1])
+    return inner is None or inner % vec == 0
+
+
+def tma_copy_ok(p: T.Copy, sched: KernelSchedule) -> bool:
     """A global->shared copy one TMA box (or one per 128-byte panel) can do: the whole destination
     tile, the same element type, a source box of at most 256 per dimension, and a destination layout
     that TMA writes (a swizzled panel layout, or linear rows of a multiple of 16 bytes)."""
     src, dst = p.src, p.dst
-    lay = layouts.shared.get(id(dst.buffer))
+    lay = sched.shared.get(dst.buffer.uid)
     exts = src.const_extents
     if lay is None or exts is None or src.buffer.dtype != dst.buffer.dtype or len(src.buffer.shape) > 5:
         return False
@@ -110,7 +122,7 @@ def tma_copy_ok(p: T.Copy, layouts) -> bool:
     return all(e <= 256 for e in exts[:-1]) and inner <= 256
 
 
-def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: PipelinePlan) -> bool:
+def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
     """Warp specialization moves the copies of `loop` to a producer warpgroup that runs nothing else:
     the loop must sit at the kernel's top level, its trip count and copy sources must depend only on
     block indices, sizes, scalars and the loop variable, and nothing outside the loop may touch the
@@ -130,8 +142,7 @@ def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: PipelinePlan) -> bool:
     for s in walk_stmts(k.body):
         if id(s) in inside or s is loop:
             continue
-        regions = [getattr(s, f) for f in ("src", "dst", "a", "b", "c") if isinstance(getattr(s, f, None), T.Region)]
-        if any(id(r.buffer) in filled for r in regions):
+        if any(id(r.buffer) in filled for r in ops.reads(s) + ops.writes(s)):
             return False
         if isinstance(s, T.Store) and id(s.buffer) in filled:
             return False
@@ -161,26 +172,43 @@ def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
 
 def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
-        plans = {}
+        sched = k.schedule if k.schedule is not None else KernelSchedule()
+        k.schedule = sched
         disabled = k.attrs.get("disabled", ())
         tma_ok = target.tma_pipelines and "tma" not in disabled
-        table = k.attrs.get("layouts")
-        shared_bytes = {key: lay.size * lay.elem_bytes for key, lay in table.shared.items()} if table else {}
+        shared_bytes = {uid: lay.size * lay.elem_bytes for uid, lay in sched.shared.items()}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
+        requests = {s.uid: k.request.loop(s) if k.request is not None else LoopRequest() for s in loops}
+        if not tma_ok and k.attrs.get("internal"):  # the TMA-less twin of a kernel: its pins on TMA do not apply
+            requests = {uid: LoopRequest(r.stages, None if r.mechanism == "tma" else r.mechanism, None)
+                        for uid, r in requests.items()}
+        plans: dict[int, LoopSchedule] = {}
         for s in loops:
-            plans[id(s)] = plan_loop(s, target, table, tma_ok, shared_bytes)
-        tma_loops = [s for s in loops if plans[id(s)].mechanism == "tma"]
-        if (len(loops) == 1 and tma_loops and "warp_specialize" not in disabled
-                and k.attrs.get("warp_specialize", True) and _top_level_loop_ok(k, loops[0], plans[id(loops[0])])):
-            plans[id(loops[0])].warp_specialized = True
-        k.attrs["pipelines"] = _PlanTable(plans, k)
+            plans[s.uid] = plan_loop(s, target, sched, tma_ok, shared_bytes, requests[s.uid])
+            sched.labels[s.uid] = f"#{s.uid} {s.vars[0].name}" + (f" (line {s.span.line})" if s.span else "")
+        tma_loops = [s for s in loops if plans[s.uid].mechanism == "tma"]
+        if loops:
+            first = loops[0]
+            wanted = requests[first.uid].warp_specialized
+            can = (len(loops) == 1 and bool(tma_loops) and "warp_specialize" not in disabled
+                   and _top_level_loop_ok(k, first, plans[first.uid]))
+            if can and (wanted if wanted is not None else k.attrs.get("warp_specialize", True)):
+                plans[first.uid].warp_specialized = True
+        for s in loops:
+            req, plan = requests[s.uid], plans[s.uid]
+            if req.mechanism is not None and plan.mechanism != req.mechanism:
+                rep.error(f"the schedule asks for copy mechanism '{req.mechanism}' for this loop, which it cannot "
+                          f"use here; it can use '{plan.mechanism}'", s.span)
+            if req.warp_specialized and not plan.warp_specialized:
+                rep.error("the schedule asks for warp specialization of this loop, which needs the kernel's only "
+                          "Pipelined loop, at its top level, on TMA", s.span)
+        ws = any(p.warp_specialized for p in plans.values())
+        wants_persistent = k.request.persistent if k.request is not None and k.request.persistent is not None \
+            else bool(k.attrs.get("persistent"))
+        if wants_persistent and not ws and not k.attrs.get("internal"):  # (the TMA-less twin says nothing)
+            rep.warning(f"persistent=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
+                        "warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top level)", k.span)
+        sched.loops.update(plans)
+        sched.persistent = wants_persistent and ws
+    rep.check()
     return module
-
-
-class _PlanTable(dict):
-    def __init__(self, plans, kernel):
-        super().__init__(plans)
-        self._names = {id(s): s.vars[0].name for s in walk_stmts(kernel.body) if isinstance(s, T.For)}
-
-    def __str__(self) -> str:
-        return "".join(f"\n    loop {self._names[key]}: {plan}" for key, plan in self.items())

@@ -5,7 +5,7 @@ Guarantees: when the kernel asks for `use_swizzle(panel_size=P)` (enabled), its 
 are remapped at entry so that consecutive blocks walk down a panel of P block-rows before moving
 one block-column right (grouped ordering): blocks that run together share A and B tiles in L2.
 The mapping is a bijection of the grid, so every block still runs exactly once; kernels without
-use_swizzle are unchanged.
+use_swizzle are unchanged. The kernel's schedule records the panel size (`schedule.rasterization`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
+from ..ir.schedule import KernelSchedule
 from ..ir.visit import rewrite_body, walk_stmts
 
 NAME = "rasterization"
@@ -42,5 +43,6 @@ def run(module: T.Module, rep: Reporter, target=None) -> T.Module:
         prologue = [T.Assign(None, new_y, _b("+", first_y, _b("%", in_group, size_y))),
                     T.Assign(None, new_x, _b("//", in_group, size_y))]
         k.body = prologue + body
-        k.attrs["rasterization"] = f"grouped, panel {panel}"
+        k.schedule = k.schedule if k.schedule is not None else KernelSchedule()
+        k.schedule.rasterization = panel
     return module

@@ -15,6 +15,7 @@ from ..diagnostics import Reporter
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.fold import fold
+from ..ir.visit import sub_exprs
 from ..targets.registry import Target
 
 NAME = "simplify"
@@ -59,7 +60,7 @@ def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
     def expr(e) -> None:
         if e is None:
             return
-        for x in _walk(e):
+        for x in sub_exprs(e):
             if isinstance(x, T.Var):
                 out.add(id(x))
 
@@ -88,25 +89,6 @@ def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
                 expr(a)
 
 
-def _walk(e):
-    yield e
-    if isinstance(e, T.Binary | T.Compare):
-        yield from _walk(e.a)
-        yield from _walk(e.b)
-    elif isinstance(e, T.Unary):
-        yield from _walk(e.a)
-    elif isinstance(e, T.Select):
-        for x in (e.cond, e.a, e.b):
-            yield from _walk(x)
-    elif isinstance(e, T.Call | S.Intrinsic):
-        for x in e.args:
-            yield from _walk(x)
-    elif isinstance(e, T.Cast):
-        yield from _walk(e.value)
-    elif isinstance(e, S.Ref | S.AddrOf):
-        yield from _walk(e.index)
-
-
 def _drop_dead(body: list[S.SStmt], used: set[int]) -> list[S.SStmt]:
     out = []
     for s in body:
@@ -128,7 +110,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
             used: set[int] = set()
             _used_vars(k.body, used)
             for g in k.grid:
-                used.update(id(x) for x in _walk(g) if isinstance(x, T.Var))
+                used.update(id(x) for x in sub_exprs(g) if isinstance(x, T.Var))
             new = _drop_dead(k.body, used)
             if _count(new) == _count(k.body):
                 break

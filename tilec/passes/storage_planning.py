@@ -25,7 +25,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
             rep.diagnostics.append(Diagnostic(
                 "error", f"kernel '{k.name}' asks for {k.threads} threads per block; {target.name} allows at most "
                 f"{target.max_threads}", k.span))
-        elif k.threads % target.warp_size and target.warn_partial_warp:
+        elif k.threads % target.warp_size and "warp_shuffle" in target.features:  # the block runs as warps
             rep.diagnostics.append(Diagnostic(
                 "warning", f"kernel '{k.name}' has {k.threads} threads, not a multiple of the warp size "
                 f"{target.warp_size}: the last warp runs partly empty", k.span))
@@ -43,7 +43,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
         if offset > target.shared_memory_bytes:
             detail = ", ".join(f"{b.origin or b.name} {(b.size or 0) * b.dtype.bytes} B" for b in k.shared
                                if b.alias_of is None)
-            hint = f" (or {target.limits_hint})" if target.limits_hint else ""
+            hint = f" ({target.shared_memory_hint})" if target.shared_memory_hint else ""
             rep.diagnostics.append(Diagnostic(
                 "error",
                 f"kernel '{k.name}' needs {offset} bytes of shared memory ({detail}); {target.name} allows "

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class PassStep:
-    """One pass of a back end's pipeline: `run(module, rep, target) -> module` and how its result prints (for
-    `--emit-ir=after:NAME`)."""
+    """One pass of a back end's pipeline: `run(module, rep, target) -> module`, how its result prints (for
+    `--emit-ir=after:NAME`) and, where its IR has a verifier, `verify(module, target)` (run under verify=True;
+    raises AssertionError)."""
 
     name: str
     run: Callable
     prints: Callable[[object], str]
+    verify: Callable | None = None
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Backend:
     run_kind: str = ""  # what `tilec run` builds and loads (through loader)
     loader: str = ""  # the tilec.runtime loader named in the manifest ("cuda", "wgsl")
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
+    last_planning_pass: str = ""  # the pipeline's decisions are all made after this pass (plan_only stops there)
 
     # ------------------------------------------------------------------ compiling
 
@@ -80,10 +83,18 @@ class Backend:
         """The passes from checked Tile IR to what `generate` prints, in order."""
         raise NotImplementedError
 
-    def lower(self, module, rep, target, dumps: dict[str, str], want: set[str]):
+    def lower(self, module, rep, target, dumps: dict[str, str], want: set[str], verify: bool = False):
         """Run the pipeline on `module` (mutated and extended as the passes please) and return the lowered
         module; `dumps[name]` receives the printed IR after each pass named in `want`."""
-        return run_steps(self.pipeline(target), module, rep, target, dumps, want)
+        return run_steps(self.pipeline(target), module, rep, target, dumps, want, verify)
+
+    def plan(self, module, rep, target, dumps: dict[str, str], want: set[str]):
+        """Run the pipeline up to and including `last_planning_pass`: every decision made, nothing lowered."""
+        steps = self.pipeline(target)
+        names = [st.name for st in steps]
+        if self.last_planning_pass not in names:
+            raise NotImplementedError(f"the {self.name} back end has no planning stage to stop after")
+        return run_steps(steps[:names.index(self.last_planning_pass) + 1], module, rep, target, dumps, want)
 
     def check(self, lowered, rep, target) -> None:
         """Report what the back end's language refuses, at the user's lines (`generate` then only spells)."""
@@ -134,9 +145,12 @@ class Backend:
         return ""
 
 
-def run_steps(steps: list[PassStep], module, rep, target, dumps: dict[str, str], want: set[str]):
+def run_steps(steps: list[PassStep], module, rep, target, dumps: dict[str, str], want: set[str],
+              verify: bool = False):
     for step in steps:
         module = step.run(module, rep, target)
+        if verify and step.verify is not None:
+            step.verify(module, target, step.name)
         if step.name in want:
             dumps[step.name] = step.prints(module)
     return module
@@ -158,5 +172,17 @@ def simt_pipeline() -> list[PassStep]:
 
     tile = [rasterization, layout_inference, pipeline_planning]
     simt = [lower_to_simt, simplify, storage_planning]
-    return [PassStep(p.NAME, p.run, module_str) for p in tile] + [PassStep(p.NAME, p.run, simt_module_str)
-                                                                   for p in simt]
+    return [PassStep(p.NAME, p.run, module_str) for p in tile] + [PassStep(p.NAME, p.run, simt_module_str,
+                                                                           verify_simt) for p in simt]
+
+
+SIMT_LAST_PLANNING_PASS = "pipeline-planning"
+
+
+def verify_simt(module, target, after: str) -> None:
+    from ..ir.simt_verify import VerifyError, verify
+
+    try:
+        verify(module, target)
+    except VerifyError as e:
+        raise AssertionError(f"SIMT IR verification failed after {after}: {e}") from e

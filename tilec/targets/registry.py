@@ -22,18 +22,20 @@ class Target:
     shared_memory_bytes: int = 48 * 1024  # per block, dynamic shared memory included
     matrix_instructions: tuple[str, ...] = ()
     async_copy: tuple[str, ...] = ()
-    # "warp_shuffle": lanes exchange registers (__shfl_xor_sync); without it reductions combine through shared
-    # memory. "vector_copy16": 16-byte vector loads/stores through reinterpreted pointers; without it copies go
-    # element by element.
+    # "warp_shuffle": lanes exchange registers (__shfl_xor_sync) and a block runs as warps of warp_size lanes;
+    # without it reductions combine through shared memory. "vector_copy16": 16-byte vector loads/stores through
+    # reinterpreted pointers; without it copies go element by element. "vector_fragment_copy": a block-row
+    # fragment moves to and from memory a vector at a time, converting its type on the way (the device
+    # header's load_cvt/store_cvt). "register_double_buffer": with no asynchronous copy, a Pipelined loop may
+    # load its next tiles into registers during the compute and store them to a second shared buffer.
     features: frozenset[str] = field(default_factory=frozenset)
     max_storage_buffers: int | None = None  # tensors per kernel (WebGPU: storage buffers per shader stage)
     max_grid: int | None = None  # blocks per grid dimension (WebGPU: workgroups per dispatch dimension)
-    # Whether a block whose thread count is not a multiple of warp_size deserves a warning (its last warp runs
-    # partly empty); WebGPU has no warps, and HIP's wave64 kernels keep their CUDA-sized blocks.
-    warn_partial_warp: bool = False
-    # How a user raises the limits when the device grants more than the target assumes (appended to the
-    # shared-memory error), "" when there is no such way.
-    limits_hint: str = ""
+    # Added to the error that refuses a kernel over the shared-memory limit: how to raise the limit, if one can.
+    shared_memory_hint: str = ""
+    # "module:Class" of the LoweringExtension (tilec/passes/lowering_extension.py) that adds this target's
+    # own machinery to lower-to-simt (sm90: TMA pipelines, wgmma, warp specialization); None for none.
+    lowering_extension: str | None = None
 
     @property
     def tma_pipelines(self) -> bool:
@@ -55,10 +57,15 @@ class Target:
 
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
+CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy"}
+HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
+HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
 
 
-def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...]) -> Target:
-    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, mma, copy, SIMT_FEATURES, warn_partial_warp=True)
+def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...],
+          lowering_extension: str | None = None) -> Target:
+    return Target(name, "cuda", cc, desc, 32, 1024, smem_kb * 1024, mma, copy, CUDA_FEATURES,
+                  lowering_extension=lowering_extension)
 
 
 TARGETS: dict[str, Target] = {
@@ -68,13 +75,13 @@ TARGETS: dict[str, Target] = {
         _cuda("sm86", "sm_86", "NVIDIA Ampere RTX 30", 99, ("mma.sync.m16n8k16",), ("cp.async",)),
         _cuda("sm89", "sm_89", "NVIDIA Ada RTX 40 / L40", 99, ("mma.sync.m16n8k16",), ("cp.async",)),
         _cuda("sm90", "sm_90a", "NVIDIA Hopper H100 / H200", 227,
-              ("wgmma.m64nNk16", "mma.sync.m16n8k16"), ("tma", "cp.async")),
+              ("wgmma.m64nNk16", "mma.sync.m16n8k16"), ("tma", "cp.async"), HOPPER_LOWERING),
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES),
         Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024,
                ("cube.mmad",), ("datacopy",)),
         # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,
@@ -82,7 +89,8 @@ TARGETS: dict[str, Target] = {
         # copies in base WGSL (docs/webgpu.md).
         Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024,
                max_storage_buffers=8, max_grid=65535,
-               limits_hint="--max-workgroup-storage BYTES for a device that grants more than WebGPU's default"),
+               shared_memory_hint="or --max-workgroup-storage BYTES for a device that grants more than WebGPU's "
+                                  "default"),
     ]
 }
 
@@ -154,3 +162,16 @@ def find_toolchains() -> dict[str, str | None]:
     except (ImportError, ValueError):
         found["wgpu"] = None
     return found
+
+
+def check_spellings(dialect: str, spelled, backend: str) -> None:
+    """Raise when a dialect's code generator lacks the spelling of an intrinsic (tilec/ir/intrinsics.py) that
+    one of its back end's targets may receive -- checked when the code generator is loaded."""
+    from ..ir.intrinsics import DEFS, offered
+
+    targets = [t for t in TARGETS.values() if t.backend == backend]
+    needed = {d.op for d in DEFS.values() if any(offered(d, t) for t in targets)}
+    missing = needed - set(spelled)
+    if missing:
+        raise ImportError(f"the {dialect} code generator has no spelling for intrinsic(s) "
+                          f"{', '.join(sorted(missing))}, which its targets may receive")

@@ -164,56 +164,55 @@ class HopperModel:
 
     # ------------------------------------------------------------ statements
     def hopper_call(self, s: S.SCall, mask) -> bool:
-        name = s.name
+        """The Hopper intrinsics' semantics, registered by op in HOPPER_SEMANTICS; False: not one of them."""
+        semantics = HOPPER_SEMANTICS.get(s.op)
+        if semantics is None:
+            return False
+        if semantics:
+            getattr(self, semantics)(s, mask)
+        return True
+
+    def mbar_init(self, s: S.SCall, mask) -> None:
         act = self.active(mask)
-        if name in ("fence_mbar_init", "fence_proxy_async", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-                    "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait"):
-            return True
-        if name == "mbar_init":
-            b, idx = self.addr(s.args[0], mask)
-            counts = self.full(self.eval(s.args[1], mask))
-            for t in np.nonzero(act)[0]:
-                self.barriers[self.shared_byte(b, int(idx[t]))] = _Barrier(int(counts[t]))
-            return True
-        if name in ("mbar_expect_tx", "mbar_arrive", "mbar_arrive_warp"):
-            for t in np.nonzero(act)[0]:
-                m = np.zeros(self.n, bool)
-                m[t] = True
-                bar = self.barrier_of(s.args[0], m, s.span)
-                if name == "mbar_arrive_warp" and t % 32:
-                    continue
-                bar.arrivals += 1
-                self.progress += 1
-                if name == "mbar_expect_tx":
-                    bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
-                bar.maybe_complete()
-            return True
-        if name == "mbar_wait":
-            bar = self.barrier_of(s.args[0], mask, s.span)
-            parity = self.uniform(self.full(self.eval(s.args[1], mask)), act, "mbar_wait parity", s.span)
-            while parity == bar.phase % 2:  # that phase has not completed yet
-                if not self.give_way():
-                    raise self.err(f"mbarrier wait for phase parity {parity} never completes (expected arrivals "
-                                   f"{bar.count}, arrived {bar.arrivals}, {bar.tx} transaction bytes "
-                                   "outstanding)", s.span)
-            for key, idx in bar.in_flight:
-                self.in_flight[key][idx] = False
-            bar.in_flight = []
-            return True
-        if name.startswith("tma_load_"):
-            for t in np.nonzero(act)[0]:
-                self.tma_load(s, t, mask)
-            return True
-        if name.startswith("tma_store_"):
-            for t in np.nonzero(act)[0]:
-                self.tma_store(s, t, mask)
-            return True
-        if name.startswith(("wgmma_ss", "wgmma_rs")):
-            self.wgmma(s, mask)
-            return True
-        if name in ("named_barrier_sync", "named_barrier_arrive"):  # consumer warpgroups run in lockstep here
-            return True
-        return False
+        b, idx = self.addr(s.args[0], mask)
+        counts = self.full(self.eval(s.args[1], mask))
+        for t in np.nonzero(act)[0]:
+            self.barriers[self.shared_byte(b, int(idx[t]))] = _Barrier(int(counts[t]))
+
+    def mbar_arrive(self, s: S.SCall, mask) -> None:
+        """mbar_arrive, mbar_arrive_warp (lane 0 of each warp arrives) and mbar_expect_tx (arrives, expecting
+        transaction bytes)."""
+        for t in np.nonzero(self.active(mask))[0]:
+            m = np.zeros(self.n, bool)
+            m[t] = True
+            bar = self.barrier_of(s.args[0], m, s.span)
+            if s.op == "mbar_arrive_warp" and t % 32:
+                continue
+            bar.arrivals += 1
+            self.progress += 1
+            if s.op == "mbar_expect_tx":
+                bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
+            bar.maybe_complete()
+
+    def mbar_wait(self, s: S.SCall, mask) -> None:
+        bar = self.barrier_of(s.args[0], mask, s.span)
+        parity = self.uniform(self.full(self.eval(s.args[1], mask)), self.active(mask), "mbar_wait parity", s.span)
+        while parity == bar.phase % 2:  # that phase has not completed yet
+            if not self.give_way():
+                raise self.err(f"mbarrier wait for phase parity {parity} never completes (expected arrivals "
+                               f"{bar.count}, arrived {bar.arrivals}, {bar.tx} transaction bytes "
+                               "outstanding)", s.span)
+        for key, idx in bar.in_flight:
+            self.in_flight[key][idx] = False
+        bar.in_flight = []
+
+    def tma_loads(self, s: S.SCall, mask) -> None:
+        for t in np.nonzero(self.active(mask))[0]:
+            self.tma_load(s, t, mask)
+
+    def tma_stores(self, s: S.SCall, mask) -> None:
+        for t in np.nonzero(self.active(mask))[0]:
+            self.tma_store(s, t, mask)
 
     def thread_values(self, args, mask, t: int) -> list[int]:
         return [int(self.full(self.eval(a, mask))[t]) for a in args]
@@ -282,8 +281,9 @@ class HopperModel:
         return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
 
     def wgmma(self, s: S.SCall, mask) -> None:
-        kind, n, dt, tnsp_b = s.name.split(":")
-        n, np_t = int(n[1:]), _NP[dt]
+        p = s.params
+        kind, n, dt, tnsp_b = f"wgmma_{p['operands']}", p["n"], p["dtype"], str(p["b_k_major"])
+        np_t = _NP[dt]
         eb = np.dtype(np_t).itemsize
         kdim = 32 if eb == 1 else 16
         act = self.active(mask)
@@ -336,3 +336,16 @@ class HopperModel:
                 bits = ((word >> (16 * h)) & 0xFFFF).astype(np.uint16)
                 a[row, col] = bits.view(np_t).astype(np.float32)
         return a
+
+
+# The semantics of the Hopper intrinsics (tilec/ir/intrinsics.py), by op: a method of HopperModel, or "" for
+# the fences, register hints and commits that order nothing in this model (the model runs each wgmma at once,
+# and consumer warpgroups in lockstep, so named barriers hold trivially).
+HOPPER_SEMANTICS = {
+    "mbar_init": "mbar_init", "mbar_expect_tx": "mbar_arrive", "mbar_arrive": "mbar_arrive",
+    "mbar_arrive_warp": "mbar_arrive", "mbar_wait": "mbar_wait", "tma_load": "tma_loads", "tma_store": "tma_stores",
+    "wgmma": "wgmma",
+    **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+                     "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait",
+                     "named_barrier_sync", "named_barrier_arrive"), ""),
+}

@@ -46,6 +46,7 @@ from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, rou
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
+from ..ir.instructions import MFMA, MMA
 from .simt_hopper import HopperModel
 
 __all__ = ["SimtInterpreterError", "run_simt"]
@@ -373,89 +374,88 @@ class _BlockRun(ScalarOps, HopperModel):
     def call_stmt(self, s: S.SCall, mask) -> None:
         if self.hopper_call(s, mask):
             return
-        name = s.name
+        semantics = _SEMANTICS.get(s.op)
+        if semantics is None:
+            raise self.err(f"unknown intrinsic statement {s.name}", s.span)
+        getattr(self, semantics)(s, mask)
+
+    def call_print(self, s: S.SCall, mask) -> None:
         act = self.active(mask)
-        if name.startswith("print:"):
-            v = self.full(self.eval(s.args[0], mask))
-            for t in np.nonzero(act)[0]:
-                print(f"block {self.block_idx} {name[6:]}: {v[t]}", file=self.sim.stdout)
-            return
-        if name in ("cp_async16", "copy16_or_zero", "copy16"):
-            db, di = self.addr(s.args[0], mask)
-            sb, si = self.addr(s.args[1], mask)
-            pred = self.full(self.eval(s.args[2], mask)).astype(bool) if len(s.args) > 2 else np.ones(self.n, bool)
-            if db.dtype.bytes != sb.dtype.bytes:
-                raise self.err(f"{name} between {sb.dtype} and {db.dtype}", s.span)
-            width = 16 // db.dtype.bytes
-            for b, i in ((db, di), (sb, si)):
-                if np.any(act & ((i * b.dtype.bytes) % 16 != 0)):
-                    raise self.err(f"{name}: address into '{b.name}' not 16-byte aligned", s.span)
-            vals = self.read(sb, si, _and(mask, pred), width, s.span)
-            vals = np.where(pred[:, None], vals, np.zeros((), vals.dtype))
-            if name == "cp_async16":
-                if db.scope != "shared" or sb.scope != "global":
-                    raise self.err("cp.async copies global -> shared only", s.span)
-                self.check_index(db, np.where(act, di, 0), act, width, "write", s.span)
+        v = self.full(self.eval(s.args[0], mask))
+        for t in np.nonzero(act)[0]:
+            print(f"block {self.block_idx} {s.params['label']}: {v[t]}", file=self.sim.stdout)
+
+    def copy16(self, s: S.SCall, mask) -> None:
+        """copy16, copy16_or_zero and cp_async16 (which lands at the group's cp_async_wait)."""
+        name, act = s.name, self.active(mask)
+        db, di = self.addr(s.args[0], mask)
+        sb, si = self.addr(s.args[1], mask)
+        pred = self.full(self.eval(s.args[2], mask)).astype(bool) if len(s.args) > 2 else np.ones(self.n, bool)
+        if db.dtype.bytes != sb.dtype.bytes:
+            raise self.err(f"{name} between {sb.dtype} and {db.dtype}", s.span)
+        width = 16 // db.dtype.bytes
+        for b, i in ((db, di), (sb, si)):
+            if np.any(act & ((i * b.dtype.bytes) % 16 != 0)):
+                raise self.err(f"{name}: address into '{b.name}' not 16-byte aligned", s.span)
+        vals = self.read(sb, si, _and(mask, pred), width, s.span)
+        vals = np.where(pred[:, None], vals, np.zeros((), vals.dtype))
+        if s.op == "cp_async16":
+            if db.scope != "shared" or sb.scope != "global":
+                raise self.err("cp.async copies global -> shared only", s.span)
+            self.check_index(db, np.where(act, di, 0), act, width, "write", s.span)
+            sh = self.shared[id(db)]
+            cols = (di[:, None] + np.arange(width))[act]
+            sh.pending[cols.ravel()] = True
+            self.open_group.append((db, di[act], vals[act], self.tid[act], s.span))
+        else:
+            self.write(db, di, vals, mask, s.span)
+
+    def cp_async_commit(self, s: S.SCall, mask) -> None:
+        self.groups.append(self.open_group)
+        self.open_group = []
+
+    def cp_async_wait(self, s: S.SCall, mask) -> None:
+        keep = int(self.eval(s.args[0], mask))
+        while len(self.groups) > keep:
+            for db, di, vals, threads, span in self.groups.pop(0):
                 sh = self.shared[id(db)]
-                cols = (di[:, None] + np.arange(width))[act]
-                sh.pending[cols.ravel()] = True
-                self.open_group.append((db, di[act], vals[act], self.tid[act], s.span))
-            else:
-                self.write(db, di, vals, mask, s.span)
-            return
-        if name == "cp_async_commit":
-            self.groups.append(self.open_group)
-            self.open_group = []
-            return
-        if name == "cp_async_wait":
-            keep = int(self.eval(s.args[0], mask))
-            while len(self.groups) > keep:
-                for db, di, vals, threads, span in self.groups.pop(0):
-                    sh = self.shared[id(db)]
-                    cols = di[:, None] + np.arange(vals.shape[1])
-                    sh.pending[cols.ravel()] = False
-                    self.track_write(db, cols.ravel(), np.repeat(threads, vals.shape[1]), span)
-                    sh.data[cols.ravel()] = vals.ravel()
-            return
-        if name.startswith(("load_vec", "store_vec")):
-            width = int(name.removeprefix("load_vec").removeprefix("store_vec"))
-            db, di = self.addr(s.args[0], mask)
-            sb, si = self.addr(s.args[1], mask)
-            mem_b, mem_i = (sb, si) if name.startswith("load") else (db, di)
-            if np.any(act & ((mem_i * mem_b.dtype.bytes) % (width * mem_b.dtype.bytes) != 0)):
-                raise self.err(f"{name}: address into '{mem_b.name}' not aligned to {width} elements", s.span)
-            pred = self.full(self.eval(s.args[2], mask)).astype(bool) if len(s.args) > 2 else np.ones(self.n, bool)
-            vals = self.read(sb, si, _and(mask, pred), width, s.span)
-            vals = vals.astype(compute_dtype(sb.dtype)).astype(np.float32)
-            vals = np.where(pred[:, None], vals, np.float32(0))
-            self.write(db, di, to_storage(vals, db.dtype), mask, s.span)
-            return
-        if name.startswith("ldmatrix_"):
-            return self.ldmatrix(s, mask)
-        if name in ("mma_f16", "mma_bf16"):
-            return self.mma(s, mask)
-        if name in ("mfma_f32_16x16x16f16", "mfma_f32_16x16x16bf16_1k"):
-            return self.mfma(s, mask)
-        if name in ("atomic_add", "atomic_max", "atomic_min"):
-            b, idx = self.addr(s.args[0], mask)
-            v = self.full(self.eval(s.args[1], mask))
-            self.check_index(b, np.where(act, idx, 0), act, 1, "atomic update", s.span)
-            data = self.storage(b)
-            op = {"atomic_add": np.add, "atomic_max": np.maximum, "atomic_min": np.minimum}[name]
-            cd = compute_dtype(b.dtype)
-            for t in np.nonzero(act)[0]:  # in thread order; float sums round after each update as on the GPU
-                old = np.asarray(data[idx[t]]).astype(cd)
-                data[idx[t]] = to_storage(op(old, np.asarray(v[t]).astype(cd)), b.dtype)
-            return
-        raise self.err(f"unknown intrinsic statement {name}", s.span)
+                cols = di[:, None] + np.arange(vals.shape[1])
+                sh.pending[cols.ravel()] = False
+                self.track_write(db, cols.ravel(), np.repeat(threads, vals.shape[1]), span)
+                sh.data[cols.ravel()] = vals.ravel()
+
+    def vector_copy(self, s: S.SCall, mask) -> None:
+        """load_vec / store_vec: n elements, converted to the destination's type."""
+        name, act, width = s.name, self.active(mask), s.params["n"]
+        db, di = self.addr(s.args[0], mask)
+        sb, si = self.addr(s.args[1], mask)
+        mem_b, mem_i = (sb, si) if s.op == "load_vec" else (db, di)
+        if np.any(act & ((mem_i * mem_b.dtype.bytes) % (width * mem_b.dtype.bytes) != 0)):
+            raise self.err(f"{name}: address into '{mem_b.name}' not aligned to {width} elements", s.span)
+        pred = self.full(self.eval(s.args[2], mask)).astype(bool) if len(s.args) > 2 else np.ones(self.n, bool)
+        vals = self.read(sb, si, _and(mask, pred), width, s.span)
+        vals = vals.astype(compute_dtype(sb.dtype)).astype(np.float32)
+        vals = np.where(pred[:, None], vals, np.float32(0))
+        self.write(db, di, to_storage(vals, db.dtype), mask, s.span)
+
+    def atomic(self, s: S.SCall, mask) -> None:
+        act = self.active(mask)
+        b, idx = self.addr(s.args[0], mask)
+        v = self.full(self.eval(s.args[1], mask))
+        self.check_index(b, np.where(act, idx, 0), act, 1, "atomic update", s.span)
+        data = self.storage(b)
+        op = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.params["kind"]]
+        cd = compute_dtype(b.dtype)
+        for t in np.nonzero(act)[0]:  # in thread order; float sums round after each update as on the GPU
+            old = np.asarray(data[idx[t]]).astype(cd)
+            data[idx[t]] = to_storage(op(old, np.asarray(v[t]).astype(cd)), b.dtype)
 
     def ldmatrix(self, s: S.SCall, mask) -> None:
 
-        if self.sim.warp_size != 32:
-            raise self.err("ldmatrix exists only on 32-lane warps", s.span)
+        if self.sim.warp_size != MMA.warp_size:
+            raise self.err(f"ldmatrix exists only on {MMA.warp_size}-lane warps", s.span)
         self.warp_check(mask, s.name, s.span)
-        num = 4 if "_x4" in s.name else 2
-        trans = s.name.endswith("_trans")
+        num, trans = s.params["count"], s.params["trans"]
         db, di = self.addr(s.args[0], mask)
         sb, si = self.addr(s.args[1], mask)
         if sb.scope != "shared" or sb.dtype.bytes != 2:
@@ -478,15 +478,15 @@ class _BlockRun(ScalarOps, HopperModel):
         self.write(db, di, regs.astype(np.uint32), mask, s.span)
 
     def mma(self, s: S.SCall, mask) -> None:
-        if self.sim.warp_size != 32:
-            raise self.err("mma.sync exists only on 32-lane warps", s.span)
+        if self.sim.warp_size != MMA.warp_size:
+            raise self.err(f"mma.sync exists only on {MMA.warp_size}-lane warps", s.span)
         self.warp_check(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
         a = self.read(ab, ai, mask, 4, s.span).astype(np.uint32)  # (n, 4) registers
         b = self.read(bb, bi, mask, 2, s.span).astype(np.uint32)
         c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
-        half = np.float16 if s.name == "mma_f16" else ml_dtypes.bfloat16
+        half = np.float16 if s.params["dtype"] == "f16" else ml_dtypes.bfloat16
 
         def unpack(regs):  # (n, r) u32 -> (n, 2r) values, low half first
             lo = (regs & 0xFFFF).astype(np.uint16)
@@ -512,12 +512,12 @@ class _BlockRun(ScalarOps, HopperModel):
         tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to the lanes' accumulators."""
         from ..targets.hip import mfma_layouts as ML
 
-        if self.sim.warp_size != ML.WAVE:
-            raise self.err(f"{s.name} exists only on 64-lane wavefronts", s.span)
+        if self.sim.warp_size != MFMA.warp_size:
+            raise self.err(f"{s.name} exists only on {MFMA.warp_size}-lane wavefronts", s.span)
         self.warp_check(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
-        want = D.F16 if s.name.endswith("f16") else D.BF16
+        want = D.F16 if s.params["dtype"] == "f16" else D.BF16
         if ab.dtype != want or bb.dtype != want or cb.dtype != D.F32:
             raise self.err(f"{s.name} takes {want} A/B registers and f32 accumulators", s.span)
         a = self.read(ab, ai, mask, 4, s.span).astype(np.float32)  # (n, 4)
@@ -627,3 +627,12 @@ def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], 
     SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles)."""
     _Sim(kernel, args, sizes, warp_size, stdout).run()
     return args
+
+
+# The semantics of each intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. The Hopper
+# intrinsics (mbarriers, TMA, wgmma) are modelled in simt_hopper.py.
+_SEMANTICS = {
+    "print": "call_print", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
+    "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
+    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "atomic": "atomic",
+}

@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 
-from ..backend import ArtifactInfo, Backend, Built, Unit, run_steps, simt_pipeline
+from ..backend import SIMT_LAST_PLANNING_PASS, ArtifactInfo, Backend, Built, Unit, run_steps, simt_pipeline
 
 FALLBACK_SUFFIX = "__no_tma"
 
@@ -25,16 +25,17 @@ class CudaBackend(Backend):
     run_kind = "cubin"
     loader = "cuda"
     driver_api = "CUDA driver API (cuModuleLoadData, cuLaunchKernel)"
+    last_planning_pass = SIMT_LAST_PLANNING_PASS
 
     def pipeline(self, target):
         return simt_pipeline()
 
-    def lower(self, module, rep, target, dumps, want):
+    def lower(self, module, rep, target, dumps, want, verify=False):
         import copy
 
         pristine = copy.deepcopy(module) if target.tma_pipelines else None
         steps = self.pipeline(target)
-        lowered = run_steps(steps, module, rep, target, dumps, want)
+        lowered = run_steps(steps, module, rep, target, dumps, want, verify)
         if pristine is not None:
             _add_no_tma_twins(module, lowered, pristine, rep, target, steps)
         return lowered

@@ -7,7 +7,8 @@ from pathlib import Path
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
-from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter
+from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter, spelled
+from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 
@@ -18,38 +19,57 @@ _MATH64 = {k: v[:-1] for k, v in _MATH.items()}
 _MATH64["exp2"] = "exp2"  # (f64 keeps the accurate libdevice function)
 _MATH64["rsqrt"] = "rsqrt"
 
+def _tma(printer, s: S.SCall, args: list[str]) -> str:
+    return f"tl::{s.name}(&{args[0]}, {', '.join(args[1:])});"
+
+
+def _ldmatrix(printer, s: S.SCall, args: list[str]) -> str:
+    return f"tl::ldmatrix_x{s.params['count']}{'_trans' if s.params['trans'] else ''}_p({args[0]}, {args[1]});"
+
+
+# The CUDA spelling of every intrinsic statement, by op (checked complete below).
 _CALLS = {
     **PORTABLE_CALLS,
-    "cp_async16": "tl::cp_async_cg_16({0}, {1}, {2})",
-    "cp_async_commit": "tl::cp_async_commit()",
-    "ldmatrix_x4": "tl::ldmatrix_x4_p({0}, {1})",
-    "ldmatrix_x2": "tl::ldmatrix_x2_p({0}, {1})",
-    "ldmatrix_x4_trans": "tl::ldmatrix_x4_trans_p({0}, {1})",
-    "ldmatrix_x2_trans": "tl::ldmatrix_x2_trans_p({0}, {1})",
-    "mma_f16": "tl::mma_f16({0}, {1}, {2})",
-    "mma_bf16": "tl::mma_bf16({0}, {1}, {2})",
+    "cp_async16": spelled("tl::cp_async_cg_16({0}, {1}, {2})"),
+    "cp_async_commit": spelled("tl::cp_async_commit()"),
+    "cp_async_wait": spelled("tl::cp_async_wait<{0}>()"),
+    "ldmatrix": _ldmatrix,
+    "mma": spelled("tl::mma_{dtype}({0}, {1}, {2})"),
+    "print": lambda printer, s, args: printer.print_call(s, args),
+    "wgmma": lambda printer, s, args: printer.wgmma_call(s, args),
+    "tma_load": _tma,
+    "tma_store": _tma,
+    "mbar_init": spelled("tl::mbar_init({0}, {1})"),
+    "fence_mbar_init": spelled("tl::fence_mbar_init()"),
+    "mbar_expect_tx": spelled("tl::mbar_expect_tx({0}, {1})"),
+    "mbar_arrive": spelled("tl::mbar_arrive({0})"),
+    "mbar_arrive_warp": spelled("tl::mbar_arrive_warp({0})"),
+    "mbar_wait": spelled("tl::mbar_wait({0}, {1})"),
+    "setmaxnreg_inc": spelled("tl::setmaxnreg_inc<{0}>()"),
+    "setmaxnreg_dec": spelled("tl::setmaxnreg_dec<{0}>()"),
+    "wgmma_fence": spelled("tl::wgmma_fence()"),
+    "fence_proxy_async": spelled("tl::fence_proxy_async()"),
+    "named_barrier_sync": spelled("tl::named_barrier({0}, {1})"),
+    "named_barrier_arrive": spelled("tl::named_barrier_arrive({0}, {1})"),
+    "tma_store_commit": spelled("tl::tma_store_commit()"),
+    "tma_store_wait": spelled("tl::tma_store_wait()"),
+    "wgmma_commit": spelled("tl::wgmma_commit()"),
+    "wgmma_wait": spelled("tl::wgmma_wait<{0}>()"),
+    "wgmma_fence_regs": spelled("tl::fence_regs<{1}>({0})"),
 }
 
-
-_HOPPER_CALLS = {
-    "mbar_init": "tl::mbar_init({0}, {1})",
-    "fence_mbar_init": "tl::fence_mbar_init()",
-    "mbar_expect_tx": "tl::mbar_expect_tx({0}, {1})",
-    "mbar_arrive": "tl::mbar_arrive({0})",
-    "mbar_arrive_warp": "tl::mbar_arrive_warp({0})",
-    "mbar_wait": "tl::mbar_wait({0}, {1})",
-    "setmaxnreg_inc": "tl::setmaxnreg_inc<{0}>()",
-    "setmaxnreg_dec": "tl::setmaxnreg_dec<{0}>()",
-    "wgmma_fence": "tl::wgmma_fence()",
-    "fence_proxy_async": "tl::fence_proxy_async()",
-    "named_barrier_sync": "tl::named_barrier({0}, {1})",
-    "named_barrier_arrive": "tl::named_barrier_arrive({0}, {1})",
-    "tma_store_commit": "tl::tma_store_commit()",
-    "tma_store_wait": "tl::tma_store_wait()",
-    "wgmma_commit": "tl::wgmma_commit()",
-    "wgmma_wait": "tl::wgmma_wait<{0}>()",
-    "wgmma_fence_regs": "tl::fence_regs<{1}>({0})",
+# ... and of every intrinsic expression.
+_VALUES = {
+    "shfl_xor": lambda a: f"__shfl_xor_sync(0xffffffffu, {a[0]}, {a[1]})",
+    "pack_half2": lambda a: f"tl::pack_half2({a[0]}, {a[1]})",
+    "pack_bf162": lambda a: f"tl::pack_bf162({a[0]}, {a[1]})",
+    "pack2": lambda a: f"tl::pack2({a[0]}, {a[1]})",
+    "grid_dim_x": lambda a: "int(gridDim.x)",
+    "aligned16": lambda a: f"tl::aligned16({a[0]})",
+    "aligned": lambda a: f"tl::aligned({a[0]}, {a[1]})",
 }
+
+check_spellings("CUDA", {*_CALLS, *_VALUES}, "cuda")
 
 
 class CudaPrinter(CStylePrinter):
@@ -81,18 +101,7 @@ class CudaPrinter(CStylePrinter):
         return text if dt == D.F32 else f"static_cast<{self.type(dt)}>({text})"
 
     def intrinsic(self, e: S.Intrinsic) -> str:
-        args = [self.expr(a) for a in e.args]
-        if e.name == "shfl_xor":
-            return f"__shfl_xor_sync(0xffffffffu, {args[0]}, {args[1]})"
-        if e.name in ("pack_half2", "pack_bf162", "pack2"):
-            return f"tl::{e.name}({args[0]}, {args[1]})"
-        if e.name == "grid_dim_x":
-            return "int(gridDim.x)"
-        if e.name == "aligned16":
-            return f"tl::aligned16({args[0]})"
-        if e.name == "aligned":
-            return f"tl::aligned({args[0]}, {args[1]})"
-        raise TypeError(f"unknown intrinsic {e.name}")
+        return _VALUES[e.name]([self.expr(a) for a in e.args])
 
     def __init__(self):
         super().__init__()
@@ -102,38 +111,28 @@ class CudaPrinter(CStylePrinter):
         return f"tl::named_barrier(1, {threads});"
 
     def call_stmt(self, s: S.SCall) -> str:
-        args = [self.expr(a) for a in s.args]
-        if s.name == "cp_async_wait":
-            return f"tl::cp_async_wait<{args[0]}>();"
-        if s.name in _HOPPER_CALLS:
-            return _HOPPER_CALLS[s.name].format(*args) + ";"
-        if s.name.startswith(("tma_load_", "tma_store_")) and s.name[-1] == "d":
-            return f"tl::{s.name}(&{args[0]}, {', '.join(args[1:])});"
-        if s.name.startswith("wgmma_"):
-            fn = self.wgmma_helper(s.name)
-            if s.name.startswith("wgmma_rs"):
-                acc, a, b = args[0], args[1], args[2:]
-                return f"{fn}({acc}, {a}, tl::wgmma_desc({', '.join(b)}));"
-            acc, a, b = args[0], args[1:5], args[5:]
-            return f"{fn}({acc}, tl::wgmma_desc({', '.join(a)}), tl::wgmma_desc({', '.join(b)}));"
-        if s.name.startswith("print:"):
-            label = s.name[6:].replace("\\", "\\\\").replace('"', '\\"')
-            v = s.args[0]
-            fmt, val = ("%f", f"static_cast<double>(static_cast<float>({args[0]}))") if v.dtype.is_float else (
-                "%lld", f"static_cast<long long>({args[0]})")
-            prefix = f"{label}: " if label else ""
-            return f'printf("block (%d,%d,%d) {prefix}{fmt}\\n", blockIdx.x, blockIdx.y, blockIdx.z, {val});'
-        if s.name.startswith(("load_vec", "store_vec")):
-            n = s.name.removeprefix("load_vec").removeprefix("store_vec")
-            fn = "load_cvt" if s.name.startswith("load") else "store_cvt"
-            return f"tl::{fn}<{n}>({', '.join(args)});"
-        return _CALLS[s.name].format(*args) + ";"
+        return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])
 
-    def wgmma_helper(self, variant: str) -> str:
+    def print_call(self, s: S.SCall, args: list[str]) -> str:
+        label = s.params["label"].replace("\\", "\\\\").replace('"', '\\"')
+        v = s.args[0]
+        fmt, val = ("%f", f"static_cast<double>(static_cast<float>({args[0]}))") if v.dtype.is_float else (
+            "%lld", f"static_cast<long long>({args[0]})")
+        prefix = f"{label}: " if label else ""
+        return f'printf("block (%d,%d,%d) {prefix}{fmt}\\n", blockIdx.x, blockIdx.y, blockIdx.z, {val});'
+
+    def wgmma_call(self, s: S.SCall, args: list[str]) -> str:
+        fn = self.wgmma_helper(s.params)
+        if s.params["operands"] == "rs":
+            acc, a, b = args[0], args[1], args[2:]
+            return f"{fn}({acc}, {a}, tl::wgmma_desc({', '.join(b)}));"
+        acc, a, b = args[0], args[1:5], args[5:]
+        return f"{fn}({acc}, tl::wgmma_desc({', '.join(a)}), tl::wgmma_desc({', '.join(b)}));"
+
+    def wgmma_helper(self, params: dict) -> str:
         """A device function issuing one wgmma.mma_async of this shape and operand kind (generated:
         the accumulator operand list grows with N)."""
-        kind, n, dt, tnsp_b = variant.split(":")
-        n = int(n[1:])
+        kind, n, dt, tnsp_b = f"wgmma_{params['operands']}", params["n"], params["dtype"], params["b_k_major"]
         name = f"tl_{kind}_n{n}_{dt}_t{tnsp_b}"
         if name in self.helpers:
             return name

@@ -3,7 +3,7 @@ hipcc or clang-19 (toolchain.py). tilec.runtime has no HIP loader yet, so `tilec
 
 from __future__ import annotations
 
-from ..backend import ArtifactInfo, Backend, Built, Unit, simt_pipeline
+from ..backend import SIMT_LAST_PLANNING_PASS, ArtifactInfo, Backend, Built, Unit, simt_pipeline
 
 
 class HipBackend(Backend):
@@ -12,6 +12,7 @@ class HipBackend(Backend):
     default_kind = "hsaco"
     source_kind = "hip"
     driver_api = ""
+    last_planning_pass = SIMT_LAST_PLANNING_PASS
 
     def pipeline(self, target):
         return simt_pipeline()

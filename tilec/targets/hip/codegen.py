@@ -16,20 +16,30 @@ from ...diagnostics import Diagnostic, Reporter
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
-from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter
+from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter, spelled
+from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_hip.h"
 
 _MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "abs", "max", "min",
          "pow"}
 
+# The HIP spelling of every intrinsic statement, by op (checked complete below) ...
 _CALLS = {
     **PORTABLE_CALLS,
-    "mfma_f32_16x16x16f16": "tl::mfma_16x16x16_f16({0}, {1}, {2})",
-    "mfma_f32_16x16x16bf16_1k": "tl::mfma_16x16x16_bf16({0}, {1}, {2})",
+    "mfma": spelled("tl::mfma_16x16x16_{dtype}({0}, {1}, {2})"),
+    "print": lambda printer, s, args: (f"(void)({args[0]});  // print '{s.params['label']}': device printf is not "
+                                       "available on HIP here"),
 }
 
+# ... and of every intrinsic expression.
+_VALUES = {
+    "shfl_xor": lambda a: f"tl::shfl_xor({a[0]}, {a[1]})",
+    "aligned16": lambda a: f"tl::aligned16({a[0]})",
+    "aligned": lambda a: f"tl::aligned({a[0]}, {a[1]})",
+}
 
+check_spellings("HIP", {*_CALLS, *_VALUES}, "hip")
 
 
 class HipPrinter(CStylePrinter):
@@ -73,28 +83,10 @@ class HipPrinter(CStylePrinter):
         return text if dt == wide else f"static_cast<{self.type(dt)}>({text})"
 
     def intrinsic(self, e: S.Intrinsic) -> str:
-        args = [self.expr(a) for a in e.args]
-        if e.name == "shfl_xor":
-            return f"tl::shfl_xor({args[0]}, {args[1]})"
-        if e.name == "aligned16":
-            return f"tl::aligned16({args[0]})"
-        if e.name == "aligned":
-            return f"tl::aligned({args[0]}, {args[1]})"
-        raise TypeError(f"intrinsic {e.name} has no HIP spelling (a tilec bug: the lowering should not emit it "
-                        "for an AMD target)")
+        return _VALUES[e.name]([self.expr(a) for a in e.args])
 
     def call_stmt(self, s: S.SCall) -> str:
-        args = [self.expr(a) for a in s.args]
-        if s.name.startswith("print:"):
-            return f"(void)({args[0]});  // print '{s.name[6:]}': device printf is not available on HIP here"
-        if s.name.startswith(("load_vec", "store_vec")):
-            n = s.name.removeprefix("load_vec").removeprefix("store_vec")
-            fn = "load_cvt" if s.name.startswith("load") else "store_cvt"
-            return f"tl::{fn}<{n}>({', '.join(args)});"
-        if s.name not in _CALLS:
-            raise TypeError(f"intrinsic {s.name} has no HIP spelling (a tilec bug: the lowering should not emit it "
-                            "for an AMD target)")
-        return _CALLS[s.name].format(*args) + ";"
+        return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])
 
     def kernel(self, k: S.SKernel) -> str:
         self.lines = []

@@ -4,7 +4,7 @@ time."""
 
 from __future__ import annotations
 
-from ..backend import ArtifactInfo, Backend, Built, Unit, simt_pipeline
+from ..backend import SIMT_LAST_PLANNING_PASS, ArtifactInfo, Backend, Built, Unit, simt_pipeline
 
 
 class WgslBackend(Backend):
@@ -15,6 +15,7 @@ class WgslBackend(Backend):
     run_kind = "wgsl"
     loader = "wgsl"
     driver_api = "WebGPU (createShaderModule, createComputePipeline, dispatchWorkgroups)"
+    last_planning_pass = SIMT_LAST_PLANNING_PASS
 
     def pipeline(self, target):
         return simt_pipeline()

@@ -17,7 +17,7 @@ from ...diagnostics import Diagnostic, Reporter, Span
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
-from ...ir.visit import sub_exprs as _tile_sub_exprs
+from ...ir.visit import sub_exprs
 from ...targets.registry import Target
 
 # Types WGSL can hold, and why the others are refused.
@@ -236,17 +236,6 @@ def _reason(e: T.Expr) -> str:
 
 
 # ---------------------------------------------------------------- walking
-
-
-def sub_exprs(e: T.Expr):
-    """`e` and every expression inside it, SIMT nodes (Ref, AddrOf, Intrinsic) included."""
-    for x in _tile_sub_exprs(e):
-        yield x
-        if isinstance(x, S.Ref | S.AddrOf):
-            yield from sub_exprs(x.index)
-        elif isinstance(x, S.Intrinsic):
-            for a in x.args:
-                yield from sub_exprs(a)
 
 
 def _walk(body: list[S.SStmt], depth: int = 0):

@@ -27,7 +27,8 @@ from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.simt_printer import CStylePrinter
-from ...targets.registry import Target
+from ...ir.visit import sub_exprs
+from ...targets.registry import Target, check_spellings
 from . import checks
 
 # WGSL keywords, reserved words and the built-in functions a kernel could shadow: a tile name that is one of
@@ -97,6 +98,16 @@ def ident(name: str) -> str:
     if name in RESERVED or name.startswith("__") or name == "_":
         return f"{name}_tl"
     return name
+
+
+# The WGSL spelling of every intrinsic statement a WebGPU target may receive, by op (checked complete below);
+# WebGPU offers no intrinsic expression (no subgroups, no reinterpreting 16-byte copies).
+_CALLS = {
+    "atomic": lambda printer, s, args: f"_ = atomic{s.params['kind'].capitalize()}({args[0]}, {args[1]});",
+    "print": lambda printer, s, args: f"// print {s.params['label']!r}: ignored on WebGPU (WGSL has no printf)",
+}
+
+check_spellings("WGSL", _CALLS, "wgsl")
 
 
 class WgslPrinter(CStylePrinter):
@@ -269,7 +280,7 @@ class WgslPrinter(CStylePrinter):
         return text if dt == D.F32 else f"{self.type(dt)}({text})"
 
     def intrinsic(self, e: S.Intrinsic) -> str:
-        raise TypeError(f"intrinsic {e.name} has no WGSL form (lowering should not emit it for webgpu)")
+        raise TypeError(f"intrinsic {e.name} has no WGSL form (the SIMT IR verifier should have refused it)")
 
     # ------------------------------------------------------------ statements
     def stmt(self, s: S.SStmt) -> None:
@@ -325,12 +336,7 @@ class WgslPrinter(CStylePrinter):
         self.line("}")
 
     def call_stmt(self, s: S.SCall) -> str:
-        if s.name in ("atomic_add", "atomic_max", "atomic_min"):
-            fn = {"atomic_add": "atomicAdd", "atomic_max": "atomicMax", "atomic_min": "atomicMin"}[s.name]
-            return f"_ = {fn}({self.expr(s.args[0])}, {self.expr(s.args[1])});"
-        if s.name.startswith("print:"):
-            return f"// print {s.name[6:]!r}: ignored on WebGPU (WGSL has no printf)"
-        raise TypeError(f"{s.name} has no WGSL form (lowering should not emit it for webgpu)")
+        return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])
 
     # ------------------------------------------------------------ the kernel
     def kernel(self, k: S.SKernel) -> tuple[str, str, dict]:
@@ -417,7 +423,7 @@ class WgslPrinter(CStylePrinter):
                 elif isinstance(s, S.SCall) and s.name.startswith("atomic_") and isinstance(s.args[0], S.AddrOf):
                     self.atomic.add(id(s.args[0].buffer))
                 for e in checks._stmt_exprs(s):
-                    for x in checks.sub_exprs(e):
+                    for x in sub_exprs(e):
                         if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:
                             reads_outputs = True
                 if isinstance(s, S.SFor):

@@ -1,7 +1,9 @@
 """The Hopper (sm90) parts of lower-to-simt: TMA copies, mbarrier pipelines, wgmma, warp specialization.
 
-A mixin of lower_to_simt.Lowerer; it is used when pipeline-planning chose the "tma" mechanism for a
-Pipelined loop or layout-inference chose "wgmma" for a gemm.
+The LoweringExtension of the sm90 target (Target.lowering_extension): the generic lowering hands it a
+Pipelined loop that pipeline-planning gave the "tma" mechanism, a gemm that layout-inference gave "wgmma",
+and a warpgroup accumulator stored to global memory (TMA stores); it talks back only through the
+lowering context (tilec/passes/lowering_extension.py).
 
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
@@ -24,13 +26,16 @@ releases a stage only when the wgmma that read it has finished.
 
 from __future__ import annotations
 
-from ..ir import dtypes as D
-from ..ir import simt as S
-from ..ir import tile as T
-from ..ir.fold import fold
-from ..ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
-from ..ir.visit import sub_exprs, walk_stmts
-from .pipeline_planning import launch_value_assigns
+from ...ir import dtypes as D
+from ...ir import simt as S
+from ...ir import tile as T
+from ...ir.fold import fold
+from ...ir.instructions import WGMMA
+from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
+from ...ir.visit import sub_exprs, walk_stmts
+from ...ops import gemm as gemm_op
+from ...passes.lowering_extension import LoweringExtension
+from ...passes.pipeline_planning import launch_value_assigns
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
 MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
@@ -52,46 +57,88 @@ def sub(a: T.Expr, b: T.Expr) -> T.Expr:
     return fold(T.Binary(D.I32, None, "-", a, b))
 
 
-class HopperLowering:
-    # state (initialised by init_hopper)
-    def init_hopper(self) -> None:
+class HopperLowering(LoweringExtension):
+    """sm90's additions to lower-to-simt, talking to the generic lowering through its context `cx`."""
+
+    def __init__(self, cx) -> None:
+        super().__init__(cx)
         self.tensor_maps: list[dict] = []
         self.tensor_map_vars: list[T.Var] = []
         self.mbar_count = 0
         self.mbar_inits: list[tuple[int, int]] = []  # (index, arrival count)
         self.mbar: S.SBuffer | None = None
         self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
-        self.barrier_threads: int | None = None  # consumer-only named barrier under warp specialization
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
-        self.tma_enabled = self.target.tma_pipelines and "tma" not in self.k.attrs.get("disabled", ())
+        self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.attrs.get("disabled", ())
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
-        plans = [p for p in self.plans.values() if getattr(p, "warp_specialized", False)]
-        if plans:
-            self.barrier_threads = self.k.threads
+        if any(p.warp_specialized for p in self.cx.sched.loops.values()):
+            self.barrier_threads = self.cx.k.threads  # consumer-only named barrier under warp specialization
         # persistent=True: the grid is at most one block per multiprocessor and each block loops over output
         # tiles (tile, tile + gridDim.x, ...); the block indices become functions of the tile, and the
         # pipelines' stage/phase counters run on across tiles.
-        self.persistent = bool(self.k.attrs.get("persistent")) and bool(plans)
+        self.persistent = self.cx.sched.persistent
         self.persistent_pre: list[S.SStmt] = []
-        if self.k.attrs.get("persistent") and not plans and not self.k.attrs.get("internal"):  # (not the twin)
-            self.rep.warning(f"persistent=True has no effect on kernel '{self.k.name}' for {self.target.name}: it "
-                             "applies to warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top "
-                             "level)", self.k.span)
         if self.persistent:
             self.tile = T.Var(D.I32, None, "tl_tile", "local")
-            self.names.add("tl_tile")
-            gx, gy = self.lx(self.k.grid[0]), self.lx(self.k.grid[1])
-            bx, by, bz = self.k.block_vars
-            self.subst[id(bx)] = mod(self.tile, gx)
-            self.subst[id(by)] = mod(div(self.tile, gx), gy)
-            self.subst[id(bz)] = div(self.tile, mul(gx, gy))
+            self.cx.names.add("tl_tile")
+            gx, gy = self.cx.lx(self.cx.k.grid[0]), self.cx.lx(self.cx.k.grid[1])
+            bx, by, bz = self.cx.k.block_vars
+            self.cx.subst[id(bx)] = mod(self.tile, gx)
+            self.cx.subst[id(by)] = mod(div(self.tile, gx), gy)
+            self.cx.subst[id(bz)] = div(self.tile, mul(gx, gy))
+
+    # ------------------------------------------------------------ hooks (LoweringExtension)
+    def before_stmt(self, s: T.Stmt) -> None:
+        if isinstance(s, T.Gemm) and self.cx.sched.instruction(s) == "wgmma" and self.cx.generic_smem_writes:
+            # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
+            # must be fenced into it before the barrier that publishes them.
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+            self.cx.generic_smem_writes = False
+            self.cx.smem_dirty = True
+
+    def before_loop(self, loop: T.For) -> None:
+        self.fence_generic_writes_before(loop)
+
+    def lower_pipelined(self, s: T.For, plan) -> bool:
+        if plan.mechanism != "tma":
+            return False
+        self.pipelined_tma(s, plan)
+        return True
+
+    def after_async_copies_landed(self, loop: T.For) -> None:
+        if any(isinstance(st, T.Gemm) and self.cx.sched.instruction(st) == "wgmma"
+               for st in walk_stmts(loop.body)):
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+
+    def lower_copy(self, s: T.Copy) -> bool:
+        return s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global" and self.tma_store_fragment(s)
+
+    def lower_gemm(self, s: T.Gemm, instruction: str) -> bool:
+        if instruction != "wgmma":
+            return False
+        self.gemm_wgmma(s)
+        return True
+
+    def finish(self, body: list[S.SStmt]) -> tuple[list[S.SStmt], int]:
+        return self.finish_hopper(body)
+
+    def launch_grid(self, grid: list[T.Expr]) -> list[T.Expr]:
+        if not self.persistent:
+            return grid
+        num_sms = T.Var(D.I32, None, "num_sms", "size")  # at most one block per multiprocessor (known at launch)
+        return [T.Call(D.I32, None, "min", [self.total_tiles(), num_sms]), c(1), c(1)]
+
+    def kernel_attrs(self) -> dict[str, object]:
+        if not self.tensor_maps:
+            return {}
+        return {"tensor_maps": self.tensor_maps, "tensor_map_params": self.tensor_map_vars}
 
     # ------------------------------------------------------------ resources
     def mbarriers(self, n: int, count: int) -> int:
         if self.mbar is None:
             self.mbar = S.SBuffer("tl_mbar", MBAR, "shared", 0, origin="mbarriers")
-            self.shared.append(self.mbar)
+            self.cx.shared.append(self.mbar)
         first = self.mbar_count
         self.mbar_count += n
         self.mbar.size = self.mbar_count
@@ -113,7 +160,7 @@ class HopperLowering:
     # ------------------------------------------------------------ TMA
     def tma_boxes(self, p: T.Copy) -> list[tuple[T.Var, int, list[int]]]:
         """(tensor map, element offset in the shared tile, column offset) for each box of copy p."""
-        lay: SharedLayout = self.layouts.shared[id(p.dst.buffer)]
+        lay: SharedLayout = self.cx.shared_layout(p.dst.buffer)
         exts = list(p.src.const_extents)
         if lay.panel and lay.swizzle:
             width = lay.panel_elems
@@ -131,33 +178,33 @@ class HopperLowering:
 
     def issue_tma(self, p: T.Copy, stage: T.Expr, full: T.Expr) -> None:
         """arrive.expect_tx on `full`, then one TMA box per panel into stage `stage` of p's tile."""
-        dst = self.sbuf(p.dst.buffer)
-        size = self.layouts.shared[id(p.dst.buffer)].size
-        self.emit(S.SCall(None, "mbar_expect_tx", [self.mbar_addr(full), c(self.tma_bytes(p))]))
-        starts = [fold(T.Cast(D.I32, None, self.lx(x))) for x in p.src.starts]
+        dst = self.cx.sbuf(p.dst.buffer)
+        size = self.cx.shared_layout(p.dst.buffer).size
+        self.cx.emit(S.SCall(None, "mbar_expect_tx", [self.mbar_addr(full), c(self.tma_bytes(p))]))
+        starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in p.src.starts]
         for tmap, smem_off, col in self.tma_boxes(p):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(col)))
             rank = len(coords)
-            self.emit(S.SCall(None, f"tma_load_{rank}d", [
+            self.cx.emit(S.call(None, "tma_load", rank=rank, args=[
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
 
     def fence_generic_writes_before(self, loop: T.For) -> None:
         """Shared memory the threads wrote before a loop whose wgmma may read it: fence it into the
         async proxy and publish it once, before the loop, rather than in every iteration."""
-        if self.generic_smem_writes and any(isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"
+        if self.cx.generic_smem_writes and any(isinstance(st, T.Gemm) and self.cx.sched.instruction(st) == "wgmma"
                                             for st in walk_stmts(loop.body)):
-            self.emit(S.SCall(None, "fence_proxy_async", []))
-            self.generic_smem_writes = False
-            self.smem_dirty = True
-            self.barrier()
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+            self.cx.generic_smem_writes = False
+            self.cx.smem_dirty = True
+            self.cx.barrier()
 
     def unused_after(self, loop: T.For, buf: T.Buffer) -> bool:
         """Nothing after `loop` (a statement of the kernel's top level) touches `buf`."""
-        if loop not in self.k.body:
+        if loop not in self.cx.k.body:
             return False
-        after = self.k.body[self.k.body.index(loop) + 1:]
+        after = self.cx.k.body[self.cx.k.body.index(loop) + 1:]
         for st in walk_stmts(after):
             if self.reads_buffer(st, buf):
                 return False
@@ -191,71 +238,71 @@ class HopperLowering:
         full0 = self.mbarriers(stages * nprod, 1)
         ws = plan.warp_specialized
         # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread
-        empty0 = self.mbarriers(stages, self.k.threads // 32) if ws else None
-        sizes = {id(p.dst.buffer): self.layouts.shared[id(p.dst.buffer)].size for p in producers}
+        empty0 = self.mbarriers(stages, self.cx.k.threads // 32) if ws else None
+        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in producers}
         self.fence_generic_writes_before(s)
-        n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
+        n = self.cx.declare(f"{var.name}_count", self.cx.lx(s.extents[0]))
 
         def issue(iteration: T.Expr) -> None:
-            self.subst[id(var)] = iteration
+            self.cx.subst[id(var)] = iteration
             stage = mod(iteration, stages)
             for i, p in enumerate(producers):
                 self.issue_tma(p, stage, add(c(full0 + i * stages), stage))
 
-        self.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, TMA + mbarriers"
+        self.cx.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, TMA + mbarriers"
                                    f"{', warp-specialized' if ws else ''}"))
         if ws:
             self.ws_loop = (s, plan, {"full": full0, "empty": empty0})
         else:
-            self.before_shared_access(False, True)
-            self.barrier()
-            pro = self.fresh(f"{var.name}_pre")
-            prologue = [S.SIf(None, _cmp("<", pro, n), self.block(lambda: issue(pro)))]
-            self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
+            self.cx.before_shared_access(False, True)
+            self.cx.barrier()
+            pro = self.cx.fresh(f"{var.name}_pre")
+            prologue = [S.SIf(None, _cmp("<", pro, n), self.cx.block(lambda: issue(pro)))]
+            self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)),
                             [S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True)]))
-        it = self.fresh(var.name)
+        it = self.cx.fresh(var.name)
         base = None
         if self.persistent and ws:
-            base = self.fresh(f"{var.name}_done")
+            base = self.cx.fresh(f"{var.name}_done")
             self.persistent_pre.append(S.Declare(None, base, c(0)))
         # A gemm-like loop (its only computation is one wgmma gemm into an accumulator nothing else in
         # the loop touches) keeps one k-step of wgmma in flight: wait_group 1, then release the stage
         # the previous iteration read.
         rest = [st for st in s.body if st not in producers]
         deferred = (ws and len(rest) == 1 and isinstance(rest[0], T.Gemm)
-                    and self.layouts.gemm_impl.get(id(rest[0])) == "wgmma" and not rest[0].clear_accum)
+                    and self.cx.sched.instruction(rest[0]) == "wgmma" and not rest[0].clear_accum)
         # An attention-like loop (two or more wgmma gemms, the rest elementwise work on their results) on
         # 2-4 consumer warpgroups: the warpgroups take turns (round robin, named barriers 2..) issuing the first
         # gemm, which keeps them out of phase, so one's softmax overlaps the others' gemms (FlashAttention-3's
         # ping-pong).
-        gemms = [st for st in rest if isinstance(st, T.Gemm) and self.layouts.gemm_impl.get(id(st)) == "wgmma"]
-        groups = self.k.threads // 128
+        gemms = [st for st in rest if isinstance(st, T.Gemm) and self.cx.sched.instruction(st) == "wgmma"]
+        groups = self.cx.k.threads // 128
         pingpong = gemms[0] if ws and len(gemms) >= 2 and 2 <= groups <= 4 and not deferred else None
-        group = div(self.tid, 128)
+        group = div(self.cx.tid, 128)
 
         def steady():
             if not ws:
-                self.emit(S.Barrier(None))  # every thread is done with the stage refilled next
-                self.smem_dirty = self.smem_read = False
-                ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
-                self.emit(S.SIf(None, _cmp("==", self.tid, c(0)),
-                                [S.SIf(None, _cmp("<", ahead, n), self.block(lambda: issue(ahead)))]))
+                self.cx.emit(S.Barrier(None))  # every thread is done with the stage refilled next
+                self.cx.smem_dirty = self.cx.smem_read = False
+                ahead = self.cx.declare(f"{var.name}_next", add(it, stages - 1))
+                self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)),
+                                [S.SIf(None, _cmp("<", ahead, n), self.cx.block(lambda: issue(ahead)))]))
             step = add(base, it) if base is not None else it  # iterations of this pipeline so far
-            stage = self.declare(f"{var.name}_stage", mod(step, stages))
-            phase = self.declare(f"{var.name}_phase", mod(div(step, stages), 2))
-            self.subst[id(var)] = it
+            stage = self.cx.declare(f"{var.name}_stage", mod(step, stages))
+            phase = self.cx.declare(f"{var.name}_phase", mod(div(step, stages), 2))
+            self.cx.subst[id(var)] = it
             for p in producers:
-                self.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
+                self.cx.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
             waited: set[int] = set()
             for st in s.body:
                 if st in producers:
                     continue
                 if st is pingpong:  # wait for this warpgroup's turn to issue (see below)
-                    self.emit(S.SCall(None, "named_barrier_sync", [add(c(2), group), c(256)]))
+                    self.cx.emit(S.SCall(None, "named_barrier_sync", [add(c(2), group), c(256)]))
                 for i, p in enumerate(producers):
                     if id(p) not in waited and self.reads_buffer(st, p.dst.buffer):
                         waited.add(id(p))
-                        self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
+                        self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
                                                               phase]))
                 self.wgmma_in_flight = deferred
                 if st is pingpong:  # once issued, hand the turn to the next warpgroup (the last one's last turn
@@ -265,42 +312,42 @@ class HopperLowering:
                     self.after_wgmma_issue = [
                         S.SIf(None, _or(_cmp("<", group, c(groups - 1)), _cmp("<", it, sub(n, c(1)))), [other])]
                 try:
-                    self.stmt(st)
+                    self.cx.stmt(st)
                 finally:
                     self.wgmma_in_flight = False
                     self.after_wgmma_issue = []
             for p in producers:
-                self.stage_offset.pop(id(p.dst.buffer), None)
+                self.cx.stage_offset.pop(id(p.dst.buffer), None)
             if deferred:
                 previous = mod(add(step, stages - 1), stages)
-                self.emit(S.SIf(None, _cmp(">", it, c(0)),
+                self.cx.emit(S.SIf(None, _cmp(">", it, c(0)),
                                 [S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), previous))])]))
             elif ws:
-                self.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), stage))]))
+                self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), stage))]))
 
         if pingpong is not None:
-            self.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the first gemm: one's softmax runs "
+            self.cx.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the first gemm: one's softmax runs "
                                        "under the others' gemms"))
-            self.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
+            self.cx.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
                             [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
-        body = self.block(steady)
+        body = self.cx.block(steady)
         for p in producers:  # (a persistent kernel's producer is already refilling them for the next tile)
             self.tma_loops_done[id(p.dst.buffer)] = not self.persistent and self.unused_after(s, p.dst.buffer)
         if deferred:
-            acc = self.sbuf(rest[0].c.buffer)
-            self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
-        self.emit(S.SFor(s.span, it, c(0), n, body))
+            acc = self.cx.sbuf(rest[0].c.buffer)
+            self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
+        self.cx.emit(S.SFor(s.span, it, c(0), n, body))
         if deferred:
-            acc = self.sbuf(rest[0].c.buffer)
-            self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
-            self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
+            acc = self.cx.sbuf(rest[0].c.buffer)
+            self.cx.emit(S.SCall(None, "wgmma_wait", [c(0)]))
+            self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
             if base is not None:  # the next tile's loads may reuse the last stage
                 last = mod(add(base, sub(n, c(1))), stages)
-                self.emit(S.SIf(None, _cmp(">", n, c(0)),
+                self.cx.emit(S.SIf(None, _cmp(">", n, c(0)),
                                 [S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), last))])]))
         if base is not None:
-            self.emit(S.SAssign(None, base, add(base, n)))
-        self.barrier()
+            self.cx.emit(S.SAssign(None, base, add(base, n)))
+        self.cx.barrier()
 
     def producer_branch(self) -> list[S.SStmt]:
         """The producer warpgroup's program: recompute the launch values, then for each iteration
@@ -309,39 +356,39 @@ class HopperLowering:
         var = loop.vars[0]
         stages = plan.stages
 
-        base = self.fresh(f"{var.name}_issued") if self.persistent else None
+        base = self.cx.fresh(f"{var.name}_issued") if self.persistent else None
 
         def body():
-            saved = dict(self.subst)
-            for a in launch_value_assigns(self.k, loop):
-                v = self.fresh(a.var.name, a.var.dtype)
-                self.emit(S.Declare(a.span, v, self.lx(a.value)))
-                self.subst[id(a.var)] = v
-            n = self.declare(f"{var.name}_count", self.lx(loop.extents[0]))
-            it = self.fresh(f"{var.name}_load")
+            saved = dict(self.cx.subst)
+            for a in launch_value_assigns(self.cx.k, loop):
+                v = self.cx.fresh(a.var.name, a.var.dtype)
+                self.cx.emit(S.Declare(a.span, v, self.cx.lx(a.value)))
+                self.cx.subst[id(a.var)] = v
+            n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
+            it = self.cx.fresh(f"{var.name}_load")
 
             def step():
                 count = add(base, it) if base is not None else it
-                stage = self.declare(f"{var.name}_slot", mod(count, stages))
-                phase = self.declare(f"{var.name}_round", mod(div(count, stages), 2))
-                self.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)),
+                stage = self.cx.declare(f"{var.name}_slot", mod(count, stages))
+                phase = self.cx.declare(f"{var.name}_round", mod(div(count, stages), 2))
+                self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)),
                                                       fold(T.Binary(D.I32, None, "^", phase, c(1)))]))
-                self.subst[id(var)] = it
+                self.cx.subst[id(var)] = it
                 for i, p in enumerate(plan.producers):
                     self.issue_tma(p, stage, add(c(bars["full"] + i * stages), stage))
 
-            self.emit(S.SFor(None, it, c(0), n, self.block(step)))
+            self.cx.emit(S.SFor(None, it, c(0), n, self.cx.block(step)))
             if base is not None:
-                self.emit(S.SAssign(None, base, add(base, n)))
-            self.subst = saved
+                self.cx.emit(S.SAssign(None, base, add(base, n)))
+            self.cx.subst = saved
 
         if base is None:
-            return [S.SIf(None, _cmp("==", self.tid, c(self.k.threads)), self.block(body))]
-        return [S.SIf(None, _cmp("==", self.tid, c(self.k.threads)),
-                      [S.Declare(None, base, c(0)), self.tile_loop(self.block(body))])]
+            return [S.SIf(None, _cmp("==", self.cx.tid, c(self.cx.k.threads)), self.cx.block(body))]
+        return [S.SIf(None, _cmp("==", self.cx.tid, c(self.cx.k.threads)),
+                      [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
 
     def total_tiles(self) -> T.Expr:
-        g = [self.lx(x) for x in self.k.grid]
+        g = [self.cx.lx(x) for x in self.cx.k.grid]
         return mul(mul(g[0], g[1]), g[2])
 
     def tile_loop(self, body: list[S.SStmt]) -> S.SFor:
@@ -353,12 +400,12 @@ class HopperLowering:
 
     def finish_hopper(self, body: list[S.SStmt]) -> tuple[list[S.SStmt], int]:
         """Kernel body with mbarrier initialisation and the warp-specialized split; the block size."""
-        threads = self.k.threads
+        threads = self.cx.k.threads
         pre: list[S.SStmt] = []
         if self.mbar is not None:
             inits = [S.SCall(None, "mbar_init", [self.mbar_addr(c(i)), c(n)]) for i, n in self.mbar_inits]
             inits.append(S.SCall(None, "fence_mbar_init", []))
-            pre = [S.SIf(None, _cmp("==", self.tid, c(0)), inits), S.Barrier(None)]
+            pre = [S.SIf(None, _cmp("==", self.cx.tid, c(0)), inits), S.Barrier(None)]
         if self.ws_loop is None:
             return pre + body, threads
         producer = self.producer_branch()
@@ -371,7 +418,7 @@ class HopperLowering:
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
-        split = S.SIf(None, _cmp(">=", self.tid, c(threads)), prod, cons, concurrent=True)
+        split = S.SIf(None, _cmp(">=", self.cx.tid, c(threads)), prod, cons, concurrent=True)
         return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, 0..{threads - 1} "
                                        "compute"), split], threads + 128
 
@@ -380,7 +427,7 @@ class HopperLowering:
         """A TMA-filled, 1024-byte aligned pipeline buffer of at least nbytes that nothing reads or
         writes after its loop (the loop has finished when the statement being lowered runs)."""
         for key, dead in self.tma_loops_done.items():
-            buf = self.buffers.get(key)
+            buf = self.cx.buffers.get(key)
             if dead and buf is not None and (buf.size or 0) * buf.dtype.bytes >= nbytes:
                 return buf
         return None
@@ -389,7 +436,7 @@ class HopperLowering:
         """A warpgroup accumulator stored to global memory goes through a dead pipeline tile in the
         TMA panel layout (converted to the output type there) and leaves with TMA stores: one thread
         issues one box per 128-byte panel; the tensor map clips the ragged edges."""
-        lay = self.layouts.fragments.get(id(s.src.buffer))
+        lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
         if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and dst.const_extents is not None
                 and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
@@ -405,79 +452,78 @@ class HopperLowering:
             return False
         tile = self.dead_tma_tile(rows * cols * out_dt.bytes)
         if tile is None and self.persistent:  # the pipeline tiles are busy with the next tile: a tile of its own
-            used = sum((b.size or 0) * b.dtype.bytes for b in self.shared if b.alias_of is None)
-            if used + rows * cols * out_dt.bytes + 1024 <= self.target.shared_memory_bytes:
-                tile = S.SBuffer(self.fresh("tl_store_tile").name, out_dt, "shared", rows * cols,
+            used = sum((b.size or 0) * b.dtype.bytes for b in self.cx.shared if b.alias_of is None)
+            if used + rows * cols * out_dt.bytes + 1024 <= self.cx.target.shared_memory_bytes:
+                tile = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", rows * cols,
                                  origin="TMA store staging", align=1024)
-                self.shared.append(tile)
+                self.cx.shared.append(tile)
         if tile is None:
             return False
         staging = tile
         if tile.dtype != out_dt:  # the same shared bytes seen as the output type
-            staging = S.SBuffer(self.fresh(f"{tile.name}_{out_dt.name}").name, out_dt, "shared",
+            staging = S.SBuffer(self.cx.fresh(f"{tile.name}_{out_dt.name}").name, out_dt, "shared",
                                 tile.size * tile.dtype.bytes // out_dt.bytes, origin=tile.origin, align=tile.align,
                                 alias_of=tile)
-            self.shared.append(staging)
-        self.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA"))
-        src = self.sbuf(s.src.buffer)
-        kv = self.fresh("r")
-        i, j = lay.coords(self.tid, kv)
+            self.cx.shared.append(staging)
+        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA"))
+        src = self.cx.sbuf(s.src.buffer)
+        kv = self.cx.fresh("r")
+        i, j = lay.coords(self.cx.tid, kv)
         off = staging_layout.offset([i, j])
-        self.before_shared_access(False, True)
+        self.cx.before_shared_access(False, True)
         write = S.SFor(None, kv, c(0), c(lay.num_local), [
             S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))], unroll=True)
         # (always true for the computing threads: without the branch ptxas serializes the main loop's wgmma,
         # C7514, as if these reads of the accumulator could join its last wgmma stage)
-        self.emit(S.SIf(None, _cmp("<", self.tid, c(self.k.threads)), [write]))
-        self.emit(S.SCall(None, "fence_proxy_async", []))
-        self.barrier()
+        self.cx.emit(S.SIf(None, _cmp("<", self.cx.tid, c(self.cx.k.threads)), [write]))
+        self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+        self.cx.barrier()
         box = [1] * (len(dst.buffer.shape) - 1) + [width]
         box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
         tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
-        starts = [fold(T.Cast(D.I32, None, self.lx(x))) for x in dst.starts]
+        starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in dst.starts]
         stores = []
         for p in range(-(-cols // width)):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(p * width)))
-            stores.append(S.SCall(None, f"tma_store_{len(coords)}d", [
+            stores.append(S.call(None, "tma_store", rank=len(coords), args=[
                 tmap, S.AddrOf(D.I64, None, staging, c(p * rows * width)), *reversed(coords)]))
         stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
-        self.emit(S.SIf(None, _cmp("==", self.tid, c(0)), stores))
-        self.smem_read = True
-        self.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
+        self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
+        self.cx.smem_read = True
+        self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
         return True
 
     # ------------------------------------------------------------ wgmma
     def descriptor(self, r: T.Region, row: T.Expr, col: T.Expr, k_major: bool) -> list[T.Expr]:
         """[shared address, leading byte offset, stride byte offset, swizzle code] of the operand
         tile starting at (row, col) of shared buffer r."""
-        lay: SharedLayout = self.layouts.shared[id(r.buffer)]
+        lay: SharedLayout = self.cx.shared_layout(r.buffer)
         off = lay.offset([row, col])
-        stage = self.stage_offset.get(id(r.buffer))
-        addr = S.AddrOf(D.I64, None, self.sbuf(r.buffer), add(stage, off) if stage is not None else off)
+        stage = self.cx.stage_offset.get(id(r.buffer))
+        addr = S.AddrOf(D.I64, None, self.cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
         span = lay.swizzle_bytes
         lbo = 16 if k_major else lay.rows * span
         return [addr, c(lbo), c(8 * span), c(_SWIZZLE_CODE[span])]
 
     def gemm_wgmma(self, s: T.Gemm) -> None:
-        lay: WgmmaTiled = self.layouts.fragments[id(s.c.buffer)]
-        m, n, kd = self.gemm_dims(s)
+        lay: WgmmaTiled = self.cx.sched.fragment(s.c.buffer)
+        m, n, kd = gemm_op.dims(s)
         dt = s.a.buffer.dtype
-        eight_bit = dt.bits == 8
-        kstep = 32 if eight_bit else 16
-        group = div(self.tid, 128)
+        kstep = WGMMA.step_k(dt)
+        group = div(self.cx.tid, 128)
         row_base = c(0) if lay.wm == 1 else mul(mod(group, lay.wm), m // lay.wm)
         col_base = c(0) if lay.wn == 1 else mul(div(group, lay.wm), n // lay.wn)
-        c_sb = self.sbuf(s.c.buffer)
+        c_sb = self.cx.sbuf(s.c.buffer)
         regs = lay.ni * 4
         register_a = s.a.buffer.scope == "fragment"
-        variant = (f"wgmma_{'rs' if register_a else 'ss'}:n{lay.instr_n}:{dt.name}:"
-                   f"{0 if s.transpose_b else 1}")
-        self.smem_read = True
+        variant = {"operands": "rs" if register_a else "ss", "n": lay.instr_n, "dtype": dt.name,
+                   "b_k_major": 0 if s.transpose_b else 1}
+        self.cx.smem_read = True
         a_all = None
         if register_a:  # every k-step's A registers are packed before wgmma.fence (see below)
-            a_all = S.SBuffer(self.fresh("a_frag").name, D.U32, "local", 4 * lay.mi * (kd // kstep))
-            self.emit(S.DeclareArray(None, a_all))
+            a_all = S.SBuffer(self.cx.fresh("a_frag").name, D.U32, "local", 4 * lay.mi * (kd // kstep))
+            self.cx.emit(S.DeclareArray(None, a_all))
             for kk in range(kd // kstep):
                 for mi in range(lay.mi):
                     self.pack_register_a_into(s, a_all, mi, kk, base=4 * (kk * lay.mi + mi))
@@ -485,8 +531,8 @@ class HopperLowering:
             # pin the accumulator's earlier writes before wgmma.fence: ptxas serializes every wgmma
             # (C7515) when a non-wgmma instruction defines an accumulator register inside a stage.
             # (A pipelined loop with a group in flight pins them once, before the loop.)
-            self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
-        self.emit(S.SCall(None, "wgmma_fence", []))
+            self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
+        self.cx.emit(S.SCall(None, "wgmma_fence", []))
         for kk in range(kd // kstep):
             k0 = c(kk * kstep)
             if s.transpose_b:
@@ -497,24 +543,24 @@ class HopperLowering:
                 acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
                 if register_a:
                     a_regs = S.AddrOf(D.I64, None, a_all, c(4 * (kk * lay.mi + mi)))
-                    self.emit(S.SCall(None, variant, [acc, a_regs, *b_desc]))
+                    self.cx.emit(S.call(None, "wgmma", [acc, a_regs, *b_desc], **variant))
                 else:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
-                    self.emit(S.SCall(None, variant, [acc, *a_desc, *b_desc]))
-        self.emit(S.SCall(None, "wgmma_commit", []))
+                    self.cx.emit(S.call(None, "wgmma", [acc, *a_desc, *b_desc], **variant))
+        self.cx.emit(S.SCall(None, "wgmma_commit", []))
         for st in self.after_wgmma_issue:
-            self.emit(st)
+            self.cx.emit(st)
         if self.wgmma_in_flight:  # the pipeline waits for this group one iteration later
-            self.emit(S.SCall(None, "wgmma_wait", [c(1)]))
+            self.cx.emit(S.SCall(None, "wgmma_wait", [c(1)]))
             return
-        self.emit(S.SCall(None, "wgmma_wait", [c(0)]))
-        self.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
+        self.cx.emit(S.SCall(None, "wgmma_wait", [c(0)]))
+        self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
 
     def pack_register_a_into(self, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: int, base: int = 0) -> None:
         """wgmma's register A fragment for k-step kk of 64-row slice mi, from an accumulator-layout
         fragment (a warp's rows match; two 8-column accumulator chunks make one 16-wide k-step)."""
-        la = self.layouts.fragments[id(s.a.buffer)]
-        src = self.sbuf(s.a.buffer)
+        la = self.cx.sched.fragment(s.a.buffer)
+        src = self.cx.sbuf(s.a.buffer)
         for reg, (chunk, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
             k = ((mi * la.ni) + kk * 2 + chunk) * 4 + e
             lo, hi = S.Ref(src.dtype, None, src, c(k)), S.Ref(src.dtype, None, src, c(k + 1))
@@ -523,4 +569,4 @@ class HopperLowering:
             else:
                 pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
                 packed = S.Intrinsic(D.U32, None, pack, [fold(T.Cast(D.F32, None, lo)), fold(T.Cast(D.F32, None, hi))])
-            self.emit(S.SStore(None, a_regs, c(base + reg), packed))
+            self.cx.emit(S.SStore(None, a_regs, c(base + reg), packed))

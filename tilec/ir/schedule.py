@@ -1,0 +1,222 @@
+"""A kernel's schedule: every decision the planning passes make, typed, printable and final.
+
+layout-inference decides the instruction of each gemm (with its warp partition), the register layout of
+every fragment and the layout of every shared tile; pipeline-planning decides, per Pipelined loop, the
+stages, the copy mechanism and the prefetched copies, whether a producer warpgroup issues them (warp
+specialization), and whether the kernel is persistent; rasterization records the block order. Lowering
+reads the schedule and obeys it: it never revisits a decision.
+
+Entries are keyed by the stable ids the builder gives tile ops and buffers (`Stmt.uid`, `Buffer.uid`,
+see visit.number_ops), so a schedule survives copies of the kernel and can be named from outside:
+a ScheduleRequest (tilec.compile(..., schedule=...), the tuner's handle) pins parts of it before the
+planners run, and `resources` prices a scheduled kernel before lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from . import tile as T
+from .layout import Fragment, SharedLayout
+
+GEMM_INSTRUCTIONS = ("wgmma", "mma", "mfma", "fma")
+COPY_MECHANISMS = ("tma", "cp.async", "registers", "sync")
+
+
+@dataclass(frozen=True)
+class GemmSchedule:
+    """How one gemm runs: the matrix instruction family, its shape (m, n, k of one instruction; None for
+    scalar FMA) and the partition of the block's warps (warpgroups for wgmma, waves for MFMA) over M x N."""
+
+    instruction: str  # one of GEMM_INSTRUCTIONS
+    shape: tuple[int, int, int] | None = None
+    warps: tuple[int, int] | None = None
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.instruction} (scalar multiply-add per thread)"
+        m, n, k = self.shape
+        unit = {"wgmma": "warpgroups", "mfma": "waves"}.get(self.instruction, "warps")
+        warps = f", {unit} {self.warps[0]}x{self.warps[1]}" if self.warps else ""
+        return f"{self.instruction} m{m}n{n}k{k}{warps}"
+
+
+@dataclass
+class LoopSchedule:
+    """How one Pipelined loop overlaps its loads with its compute (see passes/pipeline_planning.py)."""
+
+    stages: int
+    mechanism: str  # one of COPY_MECHANISMS
+    producers: list[T.Copy] = field(default_factory=list)  # the copies issued `stages - 1` iterations ahead
+    warp_specialized: bool = False  # tma only: a producer warpgroup issues the copies
+
+    def __str__(self) -> str:
+        bufs = ", ".join(p.dst.buffer.name for p in self.producers) or "none"
+        ws = ", warp-specialized" if self.warp_specialized else ""
+        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}"
+
+
+@dataclass
+class KernelSchedule:
+    gemms: dict[int, GemmSchedule] = field(default_factory=dict)  # gemm uid ->
+    fragments: dict[int, Fragment] = field(default_factory=dict)  # fragment buffer uid ->
+    shared: dict[int, SharedLayout] = field(default_factory=dict)  # shared buffer uid ->
+    loops: dict[int, LoopSchedule] = field(default_factory=dict)  # Pipelined loop uid ->
+    persistent: bool = False  # at most one block per multiprocessor, each looping over output tiles
+    rasterization: int | None = None  # panel size of the grouped block order (use_swizzle), None: row order
+    labels: dict[int, str] = field(default_factory=dict)  # uid -> how the printout names it
+
+    # ---- lookups by the Tile IR objects (what lowering holds)
+    def instruction(self, g: T.Gemm) -> str:
+        return self.gemms[g.uid].instruction if g.uid in self.gemms else "fma"
+
+    def fragment(self, b: T.Buffer) -> Fragment:
+        return self.fragments[b.uid]
+
+    def shared_layout(self, b: T.Buffer) -> SharedLayout:
+        return self.shared[b.uid]
+
+    def loop(self, s: T.For) -> LoopSchedule | None:
+        return self.loops.get(s.uid)
+
+    def __str__(self) -> str:
+        lines = []
+        for uid, g in self.gemms.items():
+            lines.append(f"gemm {self.labels.get(uid, f'#{uid}')}: {g}")
+        for uid, lp in self.loops.items():
+            lines.append(f"loop {self.labels.get(uid, f'#{uid}')}: {lp}")
+        if self.loops or self.persistent:
+            lines.append(f"persistent: {'yes' if self.persistent else 'no'}")
+        if self.rasterization is not None:
+            lines.append(f"rasterization: grouped, panel {self.rasterization}")
+        for uid, lay in self.fragments.items():
+            lines.append(f"fragment {self.labels.get(uid, f'#{uid}')}: {lay}")
+        for uid, lay in self.shared.items():
+            lines.append(f"shared {self.labels.get(uid, f'#{uid}')}: {lay}")
+        return "".join(f"\n    {line}" for line in lines)
+
+
+# ---------------------------------------------------------------- requests (pinned before planning)
+
+
+@dataclass(frozen=True)
+class GemmRequest:
+    instruction: str | None = None  # one of GEMM_INSTRUCTIONS
+    warps: tuple[int, int] | None = None  # the warp (warpgroup, wave) partition over M x N
+
+
+@dataclass(frozen=True)
+class LoopRequest:
+    stages: int | None = None
+    mechanism: str | None = None  # one of COPY_MECHANISMS
+    warp_specialized: bool | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleRequest:
+    """Parts of a schedule a caller pins; everything left None is decided by the planners. Gemms are named
+    by uid (as `--emit-ir` prints them: `gemm #7 (line 52)`) or "*" for every gemm; loops by uid or by
+    their variable's name. A pinned choice the kernel cannot honour is an error at the op's line."""
+
+    gemms: Mapping[int | str, GemmRequest] = field(default_factory=dict)
+    loops: Mapping[int | str, LoopRequest] = field(default_factory=dict)
+    persistent: bool | None = None
+
+    def gemm(self, g: T.Gemm) -> GemmRequest:
+        return self.gemms.get(g.uid) or self.gemms.get("*") or GemmRequest()
+
+    def loop(self, s: T.For) -> LoopRequest:
+        return self.loops.get(s.uid) or self.loops.get(s.vars[0].name) or self.loops.get("*") or LoopRequest()
+
+    @staticmethod
+    def parse(spec: ScheduleRequest | Mapping | None) -> ScheduleRequest | None:
+        """A request from its plain form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}},
+        "persistent": False}. Raises ValueError naming what is wrong."""
+        if spec is None or isinstance(spec, ScheduleRequest):
+            return spec
+        unknown = set(spec) - {"gemms", "loops", "persistent"}
+        if unknown:
+            raise ValueError(f"unknown schedule part(s) {', '.join(sorted(map(str, unknown)))}; "
+                             "known: gemms, loops, persistent")
+        gemms = {key: _entry(GemmRequest, v, f"gemm {key}") for key, v in dict(spec.get("gemms", {})).items()}
+        loops = {key: _entry(LoopRequest, v, f"loop {key}") for key, v in dict(spec.get("loops", {})).items()}
+        for key, g in gemms.items():
+            if g.instruction is not None and g.instruction not in GEMM_INSTRUCTIONS:
+                raise ValueError(f"gemm {key}: unknown instruction '{g.instruction}' "
+                                 f"(known: {', '.join(GEMM_INSTRUCTIONS)})")
+        for key, lp in loops.items():
+            if lp.mechanism is not None and lp.mechanism not in COPY_MECHANISMS:
+                raise ValueError(f"loop {key}: unknown copy mechanism '{lp.mechanism}' "
+                                 f"(known: {', '.join(COPY_MECHANISMS)})")
+            if lp.stages is not None and (not isinstance(lp.stages, int) or lp.stages < 1):
+                raise ValueError(f"loop {key}: stages must be a positive integer")
+        return ScheduleRequest(gemms, loops, spec.get("persistent"))
+
+
+def _entry(cls, value, what: str):
+    if isinstance(value, cls):
+        return value
+    try:
+        if cls is GemmRequest and value.get("warps") is not None:
+            value = {**value, "warps": tuple(value["warps"])}
+        return cls(**dict(value))
+    except (TypeError, AttributeError) as e:
+        raise ValueError(f"{what}: {e}") from None
+
+
+# ---------------------------------------------------------------- resources (priced before lowering)
+
+
+@dataclass(frozen=True)
+class Resources:
+    shared_bytes: int  # shared memory of the scheduled tiles (stages included) and pipeline barriers
+    threads: int  # threads per block as launched (a producer warpgroup included)
+    registers: int  # estimated 32-bit registers per thread: fragments plus a fixed allowance for addresses
+
+    def __str__(self) -> str:
+        return f"shared {self.shared_bytes} B, threads {self.threads}, ~{self.registers} registers/thread"
+
+
+REGISTER_ALLOWANCE = 32  # addresses, loop counters and temporaries, on top of the fragments
+TILE_ALIGN = 128  # storage-planning's alignment of each shared buffer
+
+
+def resources(k: T.Kernel) -> Resources:
+    """What kernel k, scheduled (layout-inference and pipeline-planning have run), will ask of a block.
+
+    Shared memory counts every shared tile in its scheduled layout times its pipeline stages, each rounded
+    to storage-planning's 128-byte alignment, plus 8 bytes per mbarrier of the TMA pipelines; lowering may
+    add a reduction scratch buffer and operand staging on top. Registers are an estimate (fragments'
+    elements per thread, in 32-bit registers, plus a fixed allowance)."""
+    sched = k.schedule
+    if sched is None:
+        raise ValueError(f"kernel '{k.name}' has no schedule yet (run layout-inference and pipeline-planning)")
+    stages: dict[int, int] = {}
+    barriers = 0
+    warp_specialized = False
+    for lp in sched.loops.values():
+        if lp.stages > 1:
+            for p in lp.producers:
+                stages[p.dst.buffer.uid] = lp.stages
+        if lp.mechanism == "tma":
+            barriers += lp.stages * len(lp.producers) + (lp.stages if lp.warp_specialized else 0)
+        warp_specialized |= lp.warp_specialized
+    shared = 0
+    for uid, lay in sched.shared.items():
+        shared += -(-lay.size * lay.elem_bytes * stages.get(uid, 1) // TILE_ALIGN) * TILE_ALIGN
+    if barriers:
+        shared += -(-barriers * 8 // TILE_ALIGN) * TILE_ALIGN
+    regs = 0
+    for uid, lay in sched.fragments.items():
+        regs += -(-lay.num_local * _fragment_bytes(k, uid) // 4)
+    return Resources(shared, k.threads + (128 if warp_specialized else 0), regs + REGISTER_ALLOWANCE)
+
+
+def _fragment_bytes(k: T.Kernel, uid: int) -> int:
+    from .visit import walk_stmts
+
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc) and s.buffer.uid == uid:
+            return s.buffer.dtype.bytes
+    return 4

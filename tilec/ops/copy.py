@@ -1,0 +1,380 @@
+"""copy: a rectangular region moved between global, shared and fragment buffers, bounds-guarded.
+
+Schema: `copy(src, dst)`; src and dst regions of equal (squeezed) extents. Reads src, writes dst.
+Lowering (the SIMT targets): spread over the block's threads, 16 bytes at a time where both sides are
+contiguous and a run-time check shows the global side aligned (as cp.async inside a cp.async pipeline),
+else element by element; into a K-major (transposed) shared tile through registers (`staged_copy`, also
+what register-staged pipelining issues one iteration ahead); fragments move a vector at a time where a
+thread's registers are consecutive in memory ("vector_fragment_copy"), else element by element. A
+target's LoweringExtension may take the copy first (sm90: TMA stores of warpgroup accumulators).
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Reporter
+from ..ir import dtypes as D
+from ..ir import simt as S
+from ..ir import tile as T
+from ..ir.exprs import both, cast, compare
+from ..ir.fold import as_int, fold, multiple_of
+from ..ir.layout import (
+    BlockRow,
+    Projected,
+    add,
+    c,
+    div,
+    mod,
+    mul,
+    valid,
+)
+from .schema import extents, fmt, squeeze
+
+
+def lower(cx, s: T.Copy, asynchronous: bool = False) -> None:
+    src, dst = s.src, s.dst
+    sext = [e for e in src.const_extents if e != 1] or [1]
+    if cx.ext.lower_copy(s):
+        return
+    if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
+        return copy_fragment(cx, s, sext)
+    if dst.buffer.scope == "shared" and cx.shared_layout(dst.buffer).transposed:
+        staged = staged_copy(cx, s, sext)
+        if staged is not None:  # through registers: 128-bit global loads, stores in the K-major order
+            load, store = staged
+            load()
+            store()
+            return
+        return copy_elements(cx, s, sext)
+    if not vector_copy(cx, s, sext, asynchronous):
+        copy_elements(cx, s, sext)
+
+
+def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
+    """A global -> shared copy through registers, as two code generators: load() reads this thread's
+    16-byte chunks of the source into a register array (zero outside the tensor; element by element where
+    the tensor is not 16-byte aligned at run time), store() writes them to shared memory (16 bytes at a time
+    where the shared layout keeps a chunk contiguous, else element by element, e.g. into a K-major tile).
+    Register-staged pipelining on AMD issues load() one iteration ahead. None when the copy does not fit
+    (16-bit or 32-bit elements of one dtype, the source's inner dim contiguous and chunk-aligned)."""
+    src, dst = s.src, s.dst
+    if ("vector_copy16" not in cx.target.features or src.buffer.dtype != dst.buffer.dtype
+            or src.buffer.scope != "global" or dst.buffer.scope != "shared" or len(sext) > 2):
+        return None
+    dt = src.buffer.dtype
+    vec = 16 // dt.bytes
+    if sext[-1] % vec or not cx.contiguous_inner(src) or not multiple_of(cx.lx(src.starts[-1]), vec):
+        return None
+    inner = cx.lx(src.buffer.shape[-1])
+    if as_int(inner) is not None and as_int(inner) % vec:
+        return None
+    runtime_ok = None if as_int(inner) is not None else compare("==", mod(inner, vec), c(0))
+    base = S.AddrOf(D.I64, None, cx.sbuf(src.buffer), c(0))
+    runtime_ok = both(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [base]))
+    dlay = cx.shared_layout(dst.buffer)
+    rows = sext[0] if len(sext) == 2 else 1
+    cchunks = sext[-1] // vec
+    # K-major destination: consecutive threads take consecutive source rows, so that one wave's scalar
+    # stores go to consecutive positions of a few stored rows (few LDS bank conflicts).
+    rows_fastest = dlay.transposed and len(sext) == 2
+    total = rows * cchunks
+    threads = cx.k.threads
+    iters = -(-total // threads)
+    tmp = S.SBuffer(cx.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
+    cx.emit(S.DeclareArray(None, tmp))
+    vector_store = not dlay.transposed and dlay.shape[-1] % vec == 0 and \
+        multiple_of(cx.lx(dst.starts[-1]), vec) and cx.contiguous_inner(dst)
+
+    def each_chunk(fn):
+        for it in range(iters):  # unrolled here: the register array is indexed by constants
+            flat = add(c(it * threads), cx.tid)
+            r, cc = (mod(flat, rows), div(flat, rows)) if rows_fastest else (div(flat, cchunks), mod(flat, cchunks))
+            tile = [r, mul(cc, vec)] if len(sext) == 2 else [mul(cc, vec)]
+            body = cx.block(lambda it=it, tile=tile: fn(it, tile))
+            cx.out.extend(body if total % threads == 0 or (it + 1) * threads <= total
+                            else [S.SIf(None, compare("<", flat, c(total)), body)])
+
+    def load_chunk(it, tile):
+        sidx = cx.region_index(src, tile)
+        guard = cx.bounds(src, sidx)
+        cx.emit(S.call(s.span, "load_vec", n=vec, args=[S.AddrOf(D.I64, None, tmp, c(it * vec)),
+                                                     cx.addr(src.buffer, sidx, s.span),
+                                                     guard if guard is not None else T.Const(D.BOOL, None, True)]))
+
+    def load_elements(it, tile):  # the tensor is not 16-byte aligned: element by element
+        for v in range(vec):
+            t = list(tile)
+            t[-1] = add(t[-1], v)
+            idx = cx.region_index(src, t)
+            g = cx.bounds(src, idx)
+            load = cx.ref(src.buffer, idx, s.span)
+            cx.emit(S.SStore(s.span, tmp, c(it * vec + v), load if g is None else
+                               T.Select(dt, None, g, load, T.Const(dt, None, 0))))
+
+    def load():
+        fast = cx.block(lambda: each_chunk(load_chunk))
+        slow = cx.block(lambda: each_chunk(load_elements))
+        cx.emit(S.SIf(None, runtime_ok, fast, slow))
+
+    def store_chunk(it, tile):
+        didx = cx.region_index(dst, tile)
+        if vector_store:
+            cx.emit(S.call(s.span, "store_vec", n=vec, args=[cx.addr(dst.buffer, didx, s.span),
+                                                          S.AddrOf(D.I64, None, tmp, c(it * vec))]))
+            return
+        for v in range(vec):
+            t = list(tile)
+            t[-1] = add(t[-1], v)
+            idx = cx.region_index(dst, t)
+            cx.emit(S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, idx, s.span)),
+                               S.Ref(dt, None, tmp, c(it * vec + v))))
+
+    return load, (lambda: each_chunk(store_chunk))
+
+
+def copy_fragment(cx, s: T.Copy, sext: list[int]) -> None:
+    src, dst = s.src, s.dst
+    frag = src.buffer if src.buffer.scope == "fragment" else dst.buffer
+    layout = cx.sched.fragment(frag)
+    if src.buffer.scope == dst.buffer.scope == "fragment" and \
+            cx.sched.fragment(src.buffer) != cx.sched.fragment(dst.buffer):
+        raise cx.fail("copy between fragments of different layouts", s.span)
+    if [e for e in layout.shape if e != 1] != [e for e in sext if e != 1]:
+        raise cx.fail(f"copy of a part of fragment '{frag.name}' is not supported; copy it whole", s.span)
+    if copy_fragment_vector(cx, s, layout, sext):
+        return
+    copy_fragment_elements(cx, s, layout)
+
+
+def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
+    """Fragment <-> memory `vec` elements at a time, where a block-row thread's consecutive
+    registers are consecutive in memory (with a per-vector scalar fallback at ragged edges and
+    a run-time alignment check on global tensors)."""
+    src, dst = s.src, s.dst
+    to_mem = src.buffer.scope == "fragment"
+    frag_r, mem = (src, dst) if to_mem else (dst, src)
+    block = layout.parent if isinstance(layout, Projected) and layout.keep == 1 else layout
+    if not (isinstance(block, BlockRow) and block.vec >= 2 and mem.buffer.scope in ("global", "shared")
+            and "vector_fragment_copy" in cx.target.features and frag_r.buffer.dtype.is_float
+            and mem.buffer.dtype.is_float
+            and cx.contiguous_inner(mem) and sext[-1] == layout.shape[-1]):
+        return False
+    vec = block.vec  # a block-row thread's (or its column projection's) registers run in chunks of vec
+    nbytes = vec * mem.buffer.dtype.bytes
+    if nbytes > 16 or 16 % nbytes or not multiple_of(cx.lx(mem.starts[-1]), vec):
+        return False
+    runtime_ok: T.Expr | None = None
+    if mem.buffer.scope == "shared":
+        if cx.shared_layout(mem.buffer).shape[-1] % vec or cx.shared_layout(mem.buffer).transposed:
+            return False
+    else:
+        inner = cx.lx(mem.buffer.shape[-1])
+        if as_int(inner) is not None and as_int(inner) % vec:
+            return False
+        if as_int(inner) is None:
+            runtime_ok = compare("==", mod(inner, vec), c(0))
+        runtime_ok = both(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned", [
+            S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), c(0)), c(nbytes)]))
+    fsb = cx.sbuf(frag_r.buffer)
+    if mem.buffer.scope == "shared":
+        cx.smem_read |= not to_mem
+
+    def vector_body():
+        kv = cx.fresh("r")
+
+        def body():
+            k0 = mul(kv, vec)
+            coords = layout.coords(cx.tid, k0)
+            tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
+            idx = cx.region_index(mem, tile)
+            dims = [cx.lx(d) for d in mem.buffer.shape]
+            full = None
+            partial = None
+            if mem.buffer.scope == "global":
+                for i, (d, x) in enumerate(zip(dims, idx, strict=True)):
+                    if i == len(idx) - 1:
+                        full = both(full, compare("<=", add(x, vec), d))
+                    else:
+                        partial = both(partial, bounds_one(cx, mem, i, x))
+                full = both(partial, full)
+            ok = valid(layout, cx.tid, k0)
+            faddr = S.AddrOf(D.I64, None, fsb, k0)
+            maddr = cx.addr(mem.buffer, idx, s.span)
+            if to_mem:
+                fast: list[S.SStmt] = [S.call(s.span, "store_vec", n=vec, args=[maddr, faddr])]
+            else:
+                fast = [S.call(s.span, "load_vec", n=vec, args=[faddr, maddr, full or T.Const(D.BOOL, None, True)])]
+            if full is None:
+                stmts = fast
+            else:  # ragged edge: element by element
+                slow = cx.block(lambda: fragment_elements(cx, s, layout, k0, vec, to_mem, mem, tile))
+                stmts = [S.SIf(None, full, fast, slow)] if to_mem else [S.SIf(None, full, fast, slow)]
+            if ok is not None:
+                stmts = [S.SIf(None, ok, stmts)]
+            cx.out.extend(stmts)
+
+        cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), cx.block(body), unroll=True))
+
+    if runtime_ok is None:
+        vector_body()
+    else:
+        fast = cx.block(vector_body)
+        slow = cx.block(lambda: copy_fragment_elements(cx, s, layout))
+        cx.emit(S.SIf(None, runtime_ok, fast, slow))
+    return True
+
+
+def bounds_one(cx, r: T.Region, axis: int, i: T.Expr) -> T.Expr | None:
+    return compare("<", i, cx.lx(r.buffer.shape[axis]))
+
+
+def fragment_elements(cx, s: T.Copy, layout, k0: T.Expr, vec: int, to_mem: bool, mem: T.Region,
+                      tile: list[T.Expr]) -> None:
+    """Elements k0 .. k0+vec-1 of a block-row fragment, each bounds-checked (a ragged edge)."""
+    fsb = cx.sbuf((s.src if to_mem else s.dst).buffer)
+    for v in range(vec):
+        t = list(tile)
+        t[-1] = add(t[-1], v)
+        idx = cx.region_index(mem, t)
+        guard = cx.bounds(mem, idx)
+        k = add(k0, v)
+        if to_mem:
+            st: S.SStmt = S.SStore(s.span, cx.sbuf(mem.buffer), fold(cx.address(mem.buffer, idx, s.span)),
+                                   cast(S.Ref(fsb.dtype, None, fsb, k), mem.buffer.dtype))
+            cx.emit(st if guard is None else S.SIf(None, guard, [st]))
+        else:
+            load = cx.ref(mem.buffer, idx, s.span)
+            value = load if guard is None else T.Select(mem.buffer.dtype, None, guard, load,
+                                                        T.Const(mem.buffer.dtype, None, 0))
+            cx.emit(S.SStore(s.span, fsb, k, cast(value, fsb.dtype)))
+
+
+def copy_fragment_elements(cx, s: T.Copy, layout) -> None:
+    src, dst = s.src, s.dst
+    kv = cx.fresh("r")
+
+    def body():
+        coords = layout.coords(cx.tid, kv)
+        tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
+        value: T.Expr
+        if src.buffer.scope == "fragment":
+            value = S.Ref(src.buffer.dtype, None, cx.sbuf(src.buffer), kv)
+            guard = None
+        else:
+            sidx = cx.region_index(src, tile)
+            guard = cx.bounds(src, sidx)
+            if src.buffer.scope == "shared":
+                cx.smem_read = True
+            load = cx.ref(src.buffer, sidx, s.span)
+            value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
+                                                        T.Const(src.buffer.dtype, None, 0))
+        value = cast(value, dst.buffer.dtype)
+        if dst.buffer.scope == "fragment":
+            st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), kv, value)
+        else:
+            didx = cx.region_index(dst, tile)
+            dguard = cx.bounds(dst, didx)
+            st = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, didx, s.span)), value)
+            if dguard is not None:
+                st = S.SIf(None, dguard, [st])
+        ok = valid(layout, cx.tid, kv)
+        cx.emit(st if ok is None else S.SIf(None, ok, [st]))
+
+    cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), cx.block(body), unroll=True))
+
+
+def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
+    src, dst = s.src, s.dst
+    if "vector_copy16" not in cx.target.features:  # WGSL: no reinterpreting 16-byte accesses
+        return False
+    if src.buffer.dtype != dst.buffer.dtype:
+        return False
+    vec = 16 // src.buffer.dtype.bytes
+    if sext[-1] % vec != 0 or not (cx.contiguous_inner(src) and cx.contiguous_inner(dst)):
+        return False
+    for r in (src, dst):
+        if r.buffer.scope == "shared":
+            lay = cx.shared_layout(r.buffer)
+            if lay.shape[-1] % vec != 0 or not multiple_of(cx.lx(r.starts[-1]), vec) or lay.transposed:
+                return False
+        elif not multiple_of(cx.lx(r.starts[-1]), vec):
+            return False
+    runtime_ok: T.Expr | None = None
+    for r in (src, dst):
+        if r.buffer.scope == "global":
+            inner = cx.lx(r.buffer.shape[-1])
+            if as_int(inner) is not None:
+                if as_int(inner) % vec != 0:
+                    return False
+            else:
+                runtime_ok = both(runtime_ok, compare("==", mod(inner, vec), c(0)))
+            runtime_ok = both(runtime_ok, S.Intrinsic(D.BOOL, None, "aligned16", [
+                S.AddrOf(D.I64, None, cx.sbuf(r.buffer), c(0))]))
+    use_async = asynchronous and src.buffer.scope == "global" and dst.buffer.scope == "shared"
+    chunks_shape = list(sext[:-1]) + [sext[-1] // vec]
+
+    def point(tile: list[T.Expr]) -> None:
+        tile = tile[:-1] + [mul(tile[-1], vec)]
+        sidx = cx.region_index(src, tile)
+        didx = cx.region_index(dst, tile)
+        guard = both(cx.bounds(src, sidx), cx.bounds(dst, didx))
+        saddr = cx.addr(src.buffer, sidx, s.span)
+        daddr = cx.addr(dst.buffer, didx, s.span)
+        pred = guard if guard is not None else T.Const(D.BOOL, None, True)
+        if use_async:
+            cx.emit(S.SCall(s.span, "cp_async16", [daddr, saddr, pred]))
+        elif src.buffer.scope == "global":  # zero-fill what lies outside the tensor
+            cx.emit(S.SCall(s.span, "copy16_or_zero", [daddr, saddr, pred]))
+        else:
+            st = S.SCall(s.span, "copy16", [daddr, saddr])
+            cx.emit(st if guard is None else S.SIf(None, guard, [st]))
+
+    def vector_body():
+        cx.spread(chunks_shape, "v", point, s.span)
+
+    if runtime_ok is None:
+        vector_body()
+    else:
+        fast = cx.block(vector_body)
+        slow = cx.block(lambda: copy_elements(cx, s, sext, cold=True))
+        cx.emit(S.SIf(None, runtime_ok, fast, slow))
+    return True
+
+
+def copy_elements(cx, s: T.Copy, sext: list[int], cold: bool = False) -> None:
+    src, dst = s.src, s.dst
+
+    def point(tile: list[T.Expr]) -> None:
+        sidx = cx.region_index(src, tile)
+        didx = cx.region_index(dst, tile)
+        sguard, dguard = cx.bounds(src, sidx), cx.bounds(dst, didx)
+        load = cx.ref(src.buffer, sidx, s.span)
+        value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
+                                                     T.Const(src.buffer.dtype, None, 0))
+        st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, didx, s.span)),
+                               cast(value, dst.buffer.dtype))
+        cx.emit(st if dguard is None else S.SIf(None, dguard, [st]))
+
+    cx.spread(sext, "e", point, s.span, cold=cold)
+
+
+def reads(s: T.Copy) -> list[T.Region]:
+    return [s.src]
+
+
+def writes(s: T.Copy) -> list[T.Region]:
+    return [s.dst]
+
+
+def check(s: T.Copy, rep: Reporter) -> None:
+    """Source and destination regions of equal (squeezed) extent."""
+    a, b = extents(s.src, rep, s.span), extents(s.dst, rep, s.span)
+    if a is None or b is None:
+        return
+    if squeeze(a) != squeeze(b):
+        rep.error(f"copy shape mismatch: source '{s.src.buffer.name}' region is {fmt(a)}, destination "
+                  f"'{s.dst.buffer.name}' region is {fmt(b)}", s.span)
+
+
+def interpret(block, s: T.Copy) -> None:
+    """Tile IR semantics (tilec/interp/tile_interp.py's block): the region, bounds-guarded on global memory."""
+    block.write_region(s.dst, block.read_region(s.src))

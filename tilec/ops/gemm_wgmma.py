@@ -1,0 +1,66 @@
+"""gemm on Hopper's wgmma.m64nNk16: which gemms can run on it and the warpgroup accumulator layout.
+
+(Its lowering -- descriptors, async groups, the producer warpgroup -- is sm90 machinery and lives with the CUDA
+back end: tilec/targets/cuda/hopper_lowering.py, the sm90 target's LoweringExtension.)
+"""
+
+from __future__ import annotations
+
+from ..ir import dtypes as D
+from ..ir import tile as T
+from ..ir.instructions import WGMMA
+from ..ir.layout import WgmmaTiled
+from . import gemm
+
+
+def _panel_ok(b: T.Buffer) -> bool:
+    """A shared tile that TMA can fill and wgmma can read: 2-D, rows of 32, 64, 128 or k*128 bytes."""
+    shape = b.const_shape
+    if len(shape) != 2:
+        return False
+    rb = shape[-1] * b.dtype.bytes
+    return rb in (32, 64, 128) or rb % 128 == 0
+
+
+def _whole(r: T.Region) -> bool:
+    return all(isinstance(x, T.Const) and int(x.value) == 0 for x in r.starts) and \
+        list(r.const_extents) == list(r.buffer.const_shape)
+
+
+@gemm.register_layout("wgmma")
+def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
+    """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
+
+    Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
+    layout; 16-bit types may be K- or MN-major, 8-bit floats only K-major (wgmma has no transpose
+    for them); the block's warpgroups split M first (row statistics then stay inside one warp)."""
+    s, k, pinned = q.s, q.kernel, q.pinned_warps
+    c_buf, a, b = s.c.buffer, s.a.buffer, s.b.buffer
+    eight_bit = a.dtype in (D.F8E4M3, D.F8E5M2)
+    if not (c_buf.scope == "fragment" and c_buf.dtype == D.F32 and len(c_buf.shape) == 2
+            and s.c.const_extents is not None and a.dtype in WGMMA.operand_types
+            and a.dtype == b.dtype and b.scope == "shared" and k.threads % WGMMA.lanes == 0 and not s.transpose_a):
+        return None
+    if eight_bit and (not s.transpose_b or a.scope != "shared"):
+        return None
+    if not (_whole(s.b) and _panel_ok(b)) or (a.scope == "shared" and not (_whole(s.a) and _panel_ok(a))):
+        return None
+    if a.scope not in ("shared", "fragment"):
+        return None
+    m, n = c_buf.const_shape
+    if q.k % WGMMA.step_k(a.dtype) or q.col_reduced:
+        return None
+    groups = k.threads // WGMMA.lanes
+    panel_n = 128 // b.dtype.bytes
+    for wm in [g for g in (groups, *range(groups - 1, 0, -1)) if groups % g == 0]:
+        wn = groups // wm
+        if pinned is not None and (wm, wn) != tuple(pinned):
+            continue
+        if m % (WGMMA.m * wm) or n % (WGMMA.n * wn) or n // wn > WGMMA.max_n:
+            continue
+        if (a.scope == "fragment" or q.rows_projected) and wn != 1:
+            continue  # row statistics and reductions are lowered for warpgroups stacked along M only
+        if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
+            continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
+        return WgmmaTiled(m, n, wm, wn)
+    return None

@@ -1,0 +1,38 @@
+"""Which tile op a Tile IR statement is, and what it reads and writes.
+
+Each tile op has a home, tilec/ops/<op>.py, owning what the op reads and writes (`reads(s)`, `writes(s)`:
+regions) and how the SIMT targets lower it (`lower(cx, s)`, talking to the lowering context `cx` only --
+tilec/passes/lowering_extension.py says what the context offers). The instruction families of an op are
+implementation modules registered with it (gemm: gemm_fma, gemm_mma, gemm_mfma; sm90's wgmma through the
+target's LoweringExtension). Generic passes ask this registry instead of testing statement types.
+"""
+
+from __future__ import annotations
+
+from ..ir import tile as T
+from . import atomic, copy, cumsum, fill, gemm, reduce
+from . import gemm_fma as _gemm_fma  # noqa: F401 -- the gemm implementations register themselves with gemm
+from . import gemm_mfma as _gemm_mfma  # noqa: F401
+from . import gemm_mma as _gemm_mma  # noqa: F401
+from . import gemm_wgmma as _gemm_wgmma  # noqa: F401
+from . import print as print_op
+
+OPS = {T.Copy: copy, T.Fill: fill, T.Gemm: gemm, T.Reduce: reduce, T.Atomic: atomic, T.Print: print_op,
+       T.CumSum: cumsum}
+
+
+def op_module(s: T.Stmt):
+    """The module of the tile op s, or None (a scalar statement, a loop, a hint)."""
+    return OPS.get(type(s))
+
+
+def reads(s: T.Stmt) -> list[T.Region]:
+    """The regions the tile op s reads (none for other statements)."""
+    op = OPS.get(type(s))
+    return op.reads(s) if op is not None else []
+
+
+def writes(s: T.Stmt) -> list[T.Region]:
+    """The regions the tile op s writes (none for other statements)."""
+    op = OPS.get(type(s))
+    return op.writes(s) if op is not None else []
