@@ -53,7 +53,7 @@ class _BuildArgs:
 def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
     import ml_dtypes  # noqa: F401  (bfloat16 / float8 numpy dtypes)
 
-    from ..runtime.module import _NP_NAMES
+    from ..runtime.arrays import NP_NAMES as _NP_NAMES
 
     rng = np.random.default_rng(seed)
     args = []
