@@ -36,22 +36,22 @@ class ArgumentError(UserFacingError, TypeError):
 class TensorParam:
     """A tensor parameter of a kernel, with what its adapters compare against (built once)."""
 
-    __slots__ = ("name", "dtype", "index", "output", "shape", "kernel", "_torch_dtype")
+    __slots__ = ("name", "dtype", "index", "output", "shape", "kernel", "torch_dtype_cached")
 
     def __init__(self, kernel: str, index: int, p: dict) -> None:
         self.kernel, self.index, self.name, self.dtype = kernel, index, p["name"], p["dtype"]
         self.output = bool(p.get("output"))
         self.shape = list(p["shape"])
-        self._torch_dtype = None
+        self.torch_dtype_cached = None  # the torch dtype object, once a torch argument made torch importable
 
     def where(self) -> str:
         return f"{self.kernel}: '{self.name}'"
 
     def torch_dtype(self):
-        if self._torch_dtype is None:
+        if self.torch_dtype_cached is None:
             name = TORCH_NAMES.get(self.dtype)
-            self._torch_dtype = getattr(sys.modules["torch"], name, None) if name else None
-        return self._torch_dtype
+            self.torch_dtype_cached = getattr(sys.modules["torch"], name, None) if name else None
+        return self.torch_dtype_cached
 
 
 # ---------------------------------------------------------------- adapters: a -> (ptr | None, shape, device)
@@ -59,12 +59,16 @@ class TensorParam:
 
 def _torch_view(a, p: TensorParam, stream):
     dev = a.get_device()
-    if dev < 0 or a.dtype is not p.torch_dtype() or not a.is_contiguous():
+    if dev < 0 or a.dtype is not p.torch_dtype_cached or not a.is_contiguous():
         _torch_problem(a, p)
     return a.data_ptr(), a.shape, dev
 
 
 def _torch_problem(a, p: TensorParam):
+    """Raise the ArgumentError that a torch tensor deserves — unless its dtype only had to be
+    looked up (the first torch call of a parameter), then return normally."""
+    if p.torch_dtype_cached is None and a.dtype is p.torch_dtype() and a.get_device() >= 0 and a.is_contiguous():
+        return
     if a.get_device() < 0:
         raise ArgumentError(f"{p.where()} is a torch tensor on {a.device}; move it to the GPU (or pass numpy)")
     if a.dtype is not p.torch_dtype():

@@ -23,7 +23,7 @@ import ctypes
 import struct
 import threading
 
-from .arrays import HOST, ArgumentError, TensorParam, adapter, register_adapter, stream_handle
+from .arrays import _ADAPTERS, HOST, ArgumentError, TensorParam, adapter, register_adapter, stream_handle
 from .formulas import compile_formulas, evaluate
 from .tensor_maps import NoTma, tensor_map_args, tensor_map_specs
 
@@ -123,6 +123,43 @@ class _Layout:
                 self.dims.append((t_pos, axis, d))
         self.plans: dict[tuple, _Plan] = {}
         self.lock = threading.Lock()
+        self.bind = self._make_binder()
+
+    def _make_binder(self):
+        """The function that reads a call's tensor arguments: straight-line code for this kernel's
+        tensors (what a loop over them would do, without the loop's per-call bookkeeping, which
+        costs as much as the reading itself). Generated from the parameter count alone."""
+        tensors = self.tensors
+        n = len(tensors)
+        if n == 0:
+            fallback = adapter(int)
+            return lambda args, explicit: ((), (0,), 0, fallback)
+        env = {"get": _ADAPTERS.get, "adapter": adapter, "mixed": self._mixed_devices}
+        lines = ["def bind(args, explicit):"]
+        for k, t in enumerate(tensors):
+            env[f"T{k}"] = t
+            lines += [f"    a{k} = args[{t.index}]",
+                      f"    v{k} = get(type(a{k})) or adapter(type(a{k}))",
+                      f"    p{k}, s{k}, d{k} = v{k}.view(a{k}, T{k}, explicit)"]
+        devices = ", ".join(f"d{k}" for k in range(n))
+        if n > 1:
+            lines.append(f"    if {' or '.join(f'd{k} != d0' for k in range(1, n))}:")
+            lines.append(f"        mixed(({devices},))")
+        ptrs = "".join(f"p{k}, " for k in range(n))
+        key = "".join(f"s{k}, " for k in range(n)) + (ptrs if self.tmaps else "") + "d0"
+        lines.append(f"    return ({ptrs}), ({key}), d0, v0")
+        exec("\n".join(lines), env)  # straight-line code over this kernel's parameter positions only
+        return env["bind"]
+
+    def _mixed_devices(self, devices: tuple) -> None:
+        def where(d):
+            return "the host" if d == HOST else f"GPU {d}"
+
+        k = next(k for k, d in enumerate(devices) if d != devices[0])
+        t = self.tensors[k]
+        raise ArgumentError(f"{t.kernel}: '{t.name}' is on {where(devices[k])} but '{self.tensors[0].name}' is on "
+                            f"{where(devices[0])}; pass all tensors on one device (numpy arrays are staged only when "
+                            "every tensor is numpy)")
 
 
 class _Plan:
@@ -171,12 +208,11 @@ class Kernel:
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         explicit = None if stream is None else stream_handle(stream)
-        ptrs, shapes, device, first = self._bind(args, layout, explicit)
+        ptrs, key, device, first = self._bind(args, layout, explicit)
         if device == HOST:
-            self._run_staged(args, layout, shapes, explicit)
+            self._run_staged(args, layout, key[:len(layout.tensors)], explicit)
         else:
-            key = (device, *shapes, *[ptrs[i] for i in layout.tma_params]) if layout.tmaps else (device, *shapes)
-            plan = layout.plans.get(key) or self._new_plan(layout, key, ptrs, shapes, device)
+            plan = layout.plans.get(key) or self._new_plan(layout, key, ptrs, device)
             handle = explicit if explicit is not None else first.stream(device)
             self._launch(layout, plan, args, ptrs, handle)
             if sync:
@@ -187,28 +223,10 @@ class Kernel:
         return tuple(args[i] for i in outs) if outs else None
 
     def _bind(self, args, layout: _Layout, explicit):
-        """Each tensor argument's (pointer, shape) and the common device, checked; `first` is the
-        adapter of the first tensor argument (whose framework's current stream a launch uses)."""
-        ptrs = {}
-        shapes = []
-        device = None
-        first = None
-        for p in layout.tensors:
-            a = args[p.index]
-            ad = adapter(type(a))
-            ptr, shape, dev = ad.view(a, p, explicit)
-            if device is None:
-                device, first = dev, ad
-            elif dev != device:
-                raise ArgumentError(f"{self.name}: '{p.name}' is on "
-                                    f"{'the host' if dev == HOST else f'GPU {dev}'} but an earlier argument is on "
-                                    f"{'the host' if device == HOST else f'GPU {device}'}; pass all tensors on one "
-                                    "device (numpy arrays are staged only when every tensor is numpy)")
-            ptrs[p.index] = ptr
-            shapes.append(tuple(shape))
-        if device is None:  # a kernel without tensors
-            device, first = (0, adapter(int))
-        return ptrs, shapes, device, first
+        """(pointers, plan key, device, adapter of the first tensor) of a call, every tensor checked
+        by its adapter. The key is the shapes, then for a TMA kernel the pointers, then the device:
+        what a plan depends on. The first tensor's framework gives the stream when none is passed."""
+        return layout.bind(args, explicit)
 
     def _launch(self, layout: _Layout, plan: _Plan, args, ptrs, handle: int) -> None:
         if plan.empty:
@@ -217,8 +235,8 @@ class Kernel:
             return
         with layout.lock:
             slots = layout.slots
-            for i, ptr in ptrs.items():
-                slots[i] = ptr
+            for t, ptr in zip(layout.tensors, ptrs, strict=True):
+                slots[t.index] = ptr
             for s in layout.scalars:
                 s.store(args[s.index])
             for cell, v in zip(layout.size_cells, plan.sizes, strict=True):
@@ -289,8 +307,8 @@ class Kernel:
         grid = tuple(max(0, g) for g in fn(*values))
         return grid, self.entry["threads"]  # type: ignore[return-value]
 
-    def _new_plan(self, layout: _Layout, key, ptrs, shapes, device: int) -> _Plan:
-        plan = self._plan(layout, ptrs, shapes, device)
+    def _new_plan(self, layout: _Layout, key, ptrs, device: int) -> _Plan:
+        plan = self._plan(layout, ptrs, key[:len(layout.tensors)], device)
         if len(layout.plans) >= PLAN_CACHE_LIMIT:
             layout.plans.clear()
         layout.plans[key] = plan
@@ -315,7 +333,8 @@ class Kernel:
         position = {t.index: k for k, t in enumerate(layout.tensors)}
         encoded_args = []
         for spec in layout.tmaps:
-            targs = tensor_map_args(spec, spec.param, shapes[position[spec.param_index]], ptrs[spec.param_index])
+            k = position[spec.param_index]
+            targs = tensor_map_args(spec, spec.param, shapes[k], ptrs[k])
             if isinstance(targs, NoTma):
                 if self._fallback is None:
                     raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {targs.reason}; "
@@ -327,8 +346,8 @@ class Kernel:
         from .cuda_driver import Driver
 
         drv = Driver.get(device)
-        maps = [drv.encode_tensor_map(t.dtype, t.rank, ptrs[s.param_index], t.dims, t.strides, t.box, t.swizzle,
-                                      what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
+        maps = [drv.encode_tensor_map(t.dtype, t.rank, ptrs[position[s.param_index]], t.dims, t.strides, t.box,
+                                      t.swizzle, what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
         return self, grid, threads, maps
 
     def _function(self, drv, device: int) -> int:
@@ -348,10 +367,10 @@ class Kernel:
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         explicit = None if stream is None else stream_handle(stream)
-        ptrs, shapes, device, _ = self._bind(args, layout, explicit)
+        ptrs, key, device, _ = self._bind(args, layout, explicit)
         if device == HOST:
             raise ArgumentError(f"{self.name}: launch_plan needs device arrays (numpy arrays are staged per call)")
-        return self._plan(layout, ptrs, shapes, device)
+        return self._plan(layout, ptrs, key[:len(layout.tensors)], device)
 
     # ------------------------------------------------------------ outputs left out; numpy staging
 
@@ -403,21 +422,21 @@ class Kernel:
 
         drv = Driver.get(0)
         handle = explicit or 0
-        staged: dict[int, int] = {}
+        staged: list[int] = []  # device copies, in layout.tensors order
         try:
             for t in layout.tensors:
                 arr = args[t.index]
-                staged[t.index] = ptr = drv.alloc(arr.nbytes)
-                drv.htod(ptr, arr.ctypes.data, arr.nbytes)
+                staged.append(drv.alloc(arr.nbytes))
+                drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
             plan = self._plan(layout, staged, shapes, 0)
             self._launch(layout, plan, args, staged, handle)
             drv.synchronize(handle)
-            for t in layout.tensors:
+            for t, ptr in zip(layout.tensors, staged, strict=True):
                 if t.output:
                     arr = args[t.index]
-                    drv.dtoh(arr.ctypes.data, staged[t.index], arr.nbytes)
+                    drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
         finally:
-            for ptr in staged.values():
+            for ptr in staged:
                 drv.free(ptr)
 
     # ------------------------------------------------------------ timing
