@@ -35,6 +35,7 @@ class FakeDriver:
         self.next_ptr = 0x7F00_0000_0000
         self.encodes, self.launches, self.attrs, self.freed, self.allocs = [], [], [], [], []
         self.syncs, self.events, self.destroyed, self.loads, self.calls = [], [], [], [], []
+        self.raw_results = []
 
     def watch(self, module) -> None:
         """Decode launches of every kernel of a tilec.runtime Module."""
@@ -85,7 +86,19 @@ class FakeDriver:
         tmap[0] = len(self.encodes)  # a marker the launch can be matched with
         return tmap
 
+    def raw_launch(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        """cuLaunchKernel as the launch path calls it: records the launch and returns 0, or returns
+        the next code of `raw_results` (the runtime then retries through launch_packed)."""
+        if self.raw_results:
+            return self.raw_results.pop(0)
+        self._record(fn, (gx, gy, gz), bx, shared, stream, params)
+        return 0
+
     def launch_packed(self, fn, grid, threads, shared, stream, params):
+        self.calls.append("launch_packed")
+        self._record(fn, grid, threads, shared, stream, params)
+
+    def _record(self, fn, grid, threads, shared, stream, params):
         entry = self.entries[fn]
         pointers = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
         args = []

@@ -60,11 +60,11 @@ class TensorParam:
 def _torch_view(a, p: TensorParam, stream):
     dev = a.get_device()
     if dev < 0 or a.dtype is not p.torch_dtype_cached or not a.is_contiguous():
-        _torch_problem(a, p)
+        torch_problem(a, p)
     return a.data_ptr(), a.shape, dev
 
 
-def _torch_problem(a, p: TensorParam):
+def torch_problem(a, p: TensorParam):
     """Raise the ArgumentError that a torch tensor deserves — unless its dtype only had to be
     looked up (the first torch call of a parameter), then return normally."""
     if p.torch_dtype_cached is None and a.dtype is p.torch_dtype() and a.get_device() >= 0 and a.is_contiguous():
@@ -143,12 +143,17 @@ def _instance_view(a, p: TensorParam, stream):
 # ---------------------------------------------------------------- streams: device ordinal -> CUstream
 
 
+_torch_current_stream = None
+
+
 def _torch_stream(device: int) -> int:
-    torch_c = sys.modules["torch"]._C
-    raw = getattr(torch_c, "_cuda_getCurrentRawStream", None)  # an int, without building a Stream object
-    if raw is not None:
-        return raw(device)
-    return sys.modules["torch"].cuda.current_stream(device).cuda_stream
+    global _torch_current_stream
+    if _torch_current_stream is None:
+        torch = sys.modules["torch"]
+        # the handle as an int, without building a torch.cuda.Stream object (what Triton's launcher uses)
+        _torch_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+            lambda d: torch.cuda.current_stream(d).cuda_stream)
+    return _torch_current_stream(device)
 
 
 def _cupy_stream(device: int) -> int:

@@ -71,6 +71,14 @@ class Driver:
         self.lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.lib.cuLaunchKernel.restype = ctypes.c_int
+        # The launch path calls cuLaunchKernel directly, without checking the current context first
+        # (a ctypes call of its own): where the launch fails — no context current on this thread —
+        # launch_packed retries with this device's context pushed, and reports any other error. It
+        # is bound through PyDLL, which keeps the GIL across the call, as torch's own launches do:
+        # cuLaunchKernel only enqueues, and handing the GIL to another thread and back costs more.
+        self.raw_launch = ctypes.PyDLL(lib._name).cuLaunchKernel
+        self.raw_launch.argtypes = self.lib.cuLaunchKernel.argtypes
+        self.raw_launch.restype = ctypes.c_int
         self.lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self.lib.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
         self.lib.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]

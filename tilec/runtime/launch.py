@@ -21,9 +21,19 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import threading
 
-from .arrays import _ADAPTERS, HOST, ArgumentError, TensorParam, adapter, register_adapter, stream_handle
+from .arrays import (
+    _ADAPTERS,
+    HOST,
+    ArgumentError,
+    TensorParam,
+    adapter,
+    register_adapter,
+    stream_handle,
+    torch_problem,
+)
 from .formulas import compile_formulas, evaluate
 from .tensor_maps import NoTma, tensor_map_args, tensor_map_specs
 
@@ -57,12 +67,12 @@ class _Scalar:
 
     __slots__ = ("kernel", "name", "dtype", "index", "cell", "convert")
 
-    def __init__(self, kernel: str, index: int, p: dict, slots) -> None:
+    def __init__(self, kernel: str, index: int, p: dict, slots, slot: int) -> None:
         self.kernel, self.index, self.name, self.dtype = kernel, index, p["name"], p["dtype"]
         ct = _SCALAR_CTYPES.get(self.dtype)
         if ct is None:
             raise ArgumentError(f"{kernel}: scalar '{self.name}' of type {self.dtype} cannot be passed from Python")
-        self.cell = ct.from_buffer(slots, index * SLOT_BYTES)
+        self.cell = ct.from_buffer(slots, slot * SLOT_BYTES)
         self.convert = {"f16": _f16_bits, "bf16": _bf16_bits}.get(self.dtype)
 
     def check(self, value):
@@ -106,14 +116,21 @@ class _Layout:
         self.size_names = list(entry["sizes"])
         self.tmaps = tensor_map_specs(entry)
         self.tma_params = sorted({s.param_index for s in self.tmaps})
+        # Slots: the tensors' pointers first (one slice assignment writes them all), then the scalars,
+        # then the sizes; kernelParams lists them in the kernel's parameter order, then the maps.
         nslots = self.nparams + len(self.size_names)
+        self.ntensors = len(self.tensors)
         self.slots = (ctypes.c_uint64 * max(1, nslots))()
         self.params = (ctypes.c_void_p * max(1, nslots + len(self.tmaps)))()
+        base = ctypes.addressof(self.slots)
+        scalar_params = [i for i, p in enumerate(params) if p["kind"] == "scalar"]
+        slot_of = {t.index: k for k, t in enumerate(self.tensors)}
+        slot_of.update({i: self.ntensors + j for j, i in enumerate(scalar_params)})
         for i in range(nslots):
-            self.params[i] = ctypes.addressof(self.slots) + i * SLOT_BYTES
+            self.params[i] = base + slot_of.get(i, i) * SLOT_BYTES
         self.params_address = ctypes.addressof(self.params)
         self.first_map = nslots
-        self.scalars = [_Scalar(kernel.name, i, p, self.slots) for i, p in enumerate(params) if p["kind"] == "scalar"]
+        self.scalars = [_Scalar(kernel.name, i, params[i], self.slots, slot_of[i]) for i in scalar_params]
         self.size_cells = [ctypes.c_int32.from_buffer(self.slots, (self.nparams + j) * SLOT_BYTES)
                            for j in range(len(self.size_names))]
         # where each size is first seen: (tensor position, axis); and every dimension to check
@@ -122,8 +139,16 @@ class _Layout:
             for axis, d in enumerate(t.shape):
                 self.dims.append((t_pos, axis, d))
         self.plans: dict[tuple, _Plan] = {}
+        self.written: _Plan | None = None  # the plan whose sizes and maps the block holds
         self.lock = threading.Lock()
+
+    def bind(self, args, explicit):
+        """(pointers, plan key, device, adapter of the first tensor) of a call, every tensor checked
+        by its adapter. The key is the shapes, then for a TMA kernel the pointers, then the device:
+        what a plan depends on. The first tensor's framework gives the stream when none is passed.
+        The first call generates the binder (knowing now whether torch is imported) in its place."""
         self.bind = self._make_binder()
+        return self.bind(args, explicit)
 
     def _make_binder(self):
         """The function that reads a call's tensor arguments: straight-line code for this kernel's
@@ -135,12 +160,25 @@ class _Layout:
             fallback = adapter(int)
             return lambda args, explicit: ((), (0,), 0, fallback)
         env = {"get": _ADAPTERS.get, "adapter": adapter, "mixed": self._mixed_devices}
+        torch = sys.modules.get("torch")
+        if torch is not None:  # torch tensors are read inline, without a call to their adapter
+            env.update(Tensor=torch.Tensor, TORCH=adapter(torch.Tensor), torch_problem=torch_problem)
         lines = ["def bind(args, explicit):"]
         for k, t in enumerate(tensors):
             env[f"T{k}"] = t
-            lines += [f"    a{k} = args[{t.index}]",
-                      f"    v{k} = get(type(a{k})) or adapter(type(a{k}))",
-                      f"    p{k}, s{k}, d{k} = v{k}.view(a{k}, T{k}, explicit)"]
+            generic = [f"v{k} = get(type(a{k})) or adapter(type(a{k}))",
+                       f"p{k}, s{k}, d{k} = v{k}.view(a{k}, T{k}, explicit)"]
+            lines.append(f"    a{k} = args[{t.index}]")
+            if torch is not None and t.torch_dtype() is not None:
+                env[f"D{k}"] = t.torch_dtype()
+                lines += [f"    if type(a{k}) is Tensor:",
+                          f"        d{k} = a{k}.get_device()",
+                          f"        if d{k} < 0 or a{k}.dtype is not D{k} or not a{k}.is_contiguous():",
+                          f"            torch_problem(a{k}, T{k})",
+                          f"        p{k}, s{k}, v{k} = a{k}.data_ptr(), a{k}.shape, TORCH",
+                          "    else:"] + [f"        {line}" for line in generic]
+            else:
+                lines += [f"    {line}" for line in generic]
         devices = ", ".join(f"d{k}" for k in range(n))
         if n > 1:
             lines.append(f"    if {' or '.join(f'd{k} != d0' for k in range(1, n))}:")
@@ -166,13 +204,26 @@ class _Plan:
     """One launch configuration: the kernel that runs (TMA or fallback), its CUfunction on the
     device, grid, block, dynamic shared memory, the sizes and the encoded tensor maps."""
 
-    __slots__ = ("kernel", "driver", "fn", "grid", "threads", "shared", "sizes", "maps", "map_addresses", "empty")
+    __slots__ = ("kernel", "driver", "fn", "grid", "gx", "gy", "gz", "threads", "shared", "sizes", "maps",
+                 "map_addresses", "empty", "raw_launch")
 
     def __init__(self, kernel, driver, fn, grid, threads, shared, sizes, maps) -> None:
         self.kernel, self.driver, self.fn, self.grid, self.threads = kernel, driver, fn, grid, threads
+        self.gx, self.gy, self.gz = grid
         self.shared, self.sizes, self.maps = shared, sizes, maps
         self.map_addresses = [ctypes.addressof(m) for m in maps]
         self.empty = any(g <= 0 for g in grid)
+        self.raw_launch = driver.raw_launch  # cuLaunchKernel itself: one foreign call per launch
+
+    def write(self, layout: _Layout) -> None:
+        """Store this plan's sizes and tensor-map addresses in the argument block."""
+        for cell, v in zip(layout.size_cells, self.sizes, strict=True):
+            cell.value = v
+        j = layout.first_map
+        for address in self.map_addresses:
+            layout.params[j] = address
+            j += 1
+        layout.written = self
 
 
 class Kernel:
@@ -190,7 +241,7 @@ class Kernel:
         self.entry = entry
         self.name = entry["name"]
         self._fns: dict[int, int] = {}  # device ordinal -> CUfunction handle
-        self._layout: _Layout | None = None
+        self._arguments: _Layout | None = None
         self._fallback: Kernel | None = None
         self._grid = None  # compiled grid formulas
         self._num_sms: dict[int, int] = {}
@@ -204,17 +255,29 @@ class Kernel:
     # ------------------------------------------------------------ the call
 
     def __call__(self, *args, stream=None, sync: bool | None = None):
-        layout = self._layout or self._make_layout()
+        layout = self._arguments or self._make_layout()
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         explicit = None if stream is None else stream_handle(stream)
-        ptrs, key, device, first = self._bind(args, layout, explicit)
+        ptrs, key, device, first = layout.bind(args, explicit)
         if device == HOST:
             self._run_staged(args, layout, key[:len(layout.tensors)], explicit)
         else:
             plan = layout.plans.get(key) or self._new_plan(layout, key, ptrs, device)
             handle = explicit if explicit is not None else first.stream(device)
-            self._launch(layout, plan, args, ptrs, handle)
+            if plan.empty:
+                self._launch(layout, plan, args, ptrs, handle)
+            else:  # _launch's body, inline: this is the path every launch takes
+                with layout.lock:
+                    layout.slots[:layout.ntensors] = ptrs
+                    for s in layout.scalars:
+                        s.store(args[s.index])
+                    if layout.written is not plan:
+                        plan.write(layout)
+                    if plan.raw_launch(plan.fn, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, handle,
+                                       layout.params_address, None):
+                        plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
+                                                  layout.params_address)
             if sync:
                 plan.driver.synchronize(handle)
         outs = layout.outputs
@@ -222,30 +285,21 @@ class Kernel:
             return args[outs[0]]
         return tuple(args[i] for i in outs) if outs else None
 
-    def _bind(self, args, layout: _Layout, explicit):
-        """(pointers, plan key, device, adapter of the first tensor) of a call, every tensor checked
-        by its adapter. The key is the shapes, then for a TMA kernel the pointers, then the device:
-        what a plan depends on. The first tensor's framework gives the stream when none is passed."""
-        return layout.bind(args, explicit)
-
     def _launch(self, layout: _Layout, plan: _Plan, args, ptrs, handle: int) -> None:
         if plan.empty:
             for s in layout.scalars:  # still refuse a bad scalar
                 s.check(args[s.index])
             return
         with layout.lock:
-            slots = layout.slots
-            for t, ptr in zip(layout.tensors, ptrs, strict=True):
-                slots[t.index] = ptr
+            layout.slots[:layout.ntensors] = ptrs
             for s in layout.scalars:
                 s.store(args[s.index])
-            for cell, v in zip(layout.size_cells, plan.sizes, strict=True):
-                cell.value = v
-            j = layout.first_map
-            for address in plan.map_addresses:
-                layout.params[j] = address
-                j += 1
-            plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle, layout.params_address)
+            if layout.written is not plan:  # sizes and tensor maps change only with the plan
+                plan.write(layout)
+            rc = plan.raw_launch(plan.fn, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, handle,
+                                 layout.params_address, None)
+            if rc:  # no current context on this thread, say: the careful path, which reports errors
+                plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle, layout.params_address)
 
     # ------------------------------------------------------------ building a plan (once per shape)
 
@@ -257,12 +311,12 @@ class Kernel:
             fb = fallback_entry(self.entry, self.module.manifest["kernels"])
             if fb is not None:
                 self._fallback = self.module._internal.get(fb["name"]) or self.module.kernels[fb["name"]]
-        self._layout = layout
+        self._arguments = layout
         return layout
 
     def sizes_of(self, args) -> dict[str, int]:
         """The runtime sizes the arguments imply (ArgumentError when their shapes disagree)."""
-        layout = self._layout or self._make_layout()
+        layout = self._arguments or self._make_layout()
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         return self._sizes_from_shapes(layout, [tuple(args[t.index].shape) for t in layout.tensors])
@@ -363,11 +417,11 @@ class Kernel:
     def launch_plan(self, *args, stream=None) -> _Plan:
         """What `kernel(*args)` would launch — the kernel (a TMA kernel or its fallback), grid,
         block, sizes — without launching; device arrays only."""
-        layout = self._layout or self._make_layout()
+        layout = self._arguments or self._make_layout()
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         explicit = None if stream is None else stream_handle(stream)
-        ptrs, key, device, _ = self._bind(args, layout, explicit)
+        ptrs, key, device, _ = layout.bind(args, explicit)
         if device == HOST:
             raise ArgumentError(f"{self.name}: launch_plan needs device arrays (numpy arrays are staged per call)")
         return self._plan(layout, ptrs, key[:len(layout.tensors)], device)
@@ -446,7 +500,7 @@ class Kernel:
         after `warmup` calls. numpy arguments are copied to the device once, first."""
         from .cuda_driver import Driver
 
-        layout = self._layout or self._make_layout()
+        layout = self._arguments or self._make_layout()
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         drv = Driver.get(0)
@@ -460,7 +514,7 @@ class Kernel:
                     staged.append(drv.alloc(a.nbytes))
                     drv.htod(staged[-1], a.ctypes.data, a.nbytes)
                     device_args[t.index] = _DeviceBuffer(staged[-1], a.shape)
-            _, _, device, first = self._bind(device_args, layout, None)
+            _, _, device, first = layout.bind(device_args, None)
             drv = Driver.get(device)
             handle = stream_handle(stream) if stream is not None else first.stream(device)
             for _ in range(warmup):
