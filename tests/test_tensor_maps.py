@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fake_cuda import FakeDriver, install
+
 from tilec.runtime import cuda_driver
 from tilec.runtime.module import (
     ArgumentError,

@@ -65,7 +65,7 @@ def _bf16_bits(x: float) -> int:
 class _Scalar:
     """A scalar parameter: checks a Python value and writes it into its slot."""
 
-    __slots__ = ("kernel", "name", "dtype", "index", "cell", "convert")
+    __slots__ = ("kernel", "name", "dtype", "index", "cell", "convert", "plain_float")
 
     def __init__(self, kernel: str, index: int, p: dict, slots, slot: int) -> None:
         self.kernel, self.index, self.name, self.dtype = kernel, index, p["name"], p["dtype"]
@@ -74,6 +74,7 @@ class _Scalar:
             raise ArgumentError(f"{kernel}: scalar '{self.name}' of type {self.dtype} cannot be passed from Python")
         self.cell = ct.from_buffer(slots, slot * SLOT_BYTES)
         self.convert = {"f16": _f16_bits, "bf16": _bf16_bits}.get(self.dtype)
+        self.plain_float = self.dtype in ("f32", "f64")
 
     def check(self, value):
         """The value to store, or ArgumentError naming the parameter."""
@@ -88,7 +89,7 @@ class _Scalar:
                 raise ArgumentError(f"{self.kernel}: scalar '{self.name}' = {value} does not fit {d} ({lo}..{hi})")
             return value
         if d == "bool":
-            if not isinstance(value, bool) and type(value).__name__ != "bool_":
+            if type(value).__name__ not in ("bool", "bool_"):  # Python or numpy booleans
                 raise ArgumentError(f"{self.kernel}: scalar '{self.name}' is bool: pass True or False, got "
                                     f"{type(value).__name__} {value!r}")
             return bool(value)
@@ -99,7 +100,11 @@ class _Scalar:
         return self.convert(value) if self.convert else value
 
     def store(self, value) -> None:
-        self.cell.value = self.check(value)
+        # the common cases without check()'s dispatch: a Python float for a 32/64-bit float, an int in range
+        if self.plain_float and type(value) is float:
+            self.cell.value = value
+        else:
+            self.cell.value = self.check(value)
 
 
 class _Layout:

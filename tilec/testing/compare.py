@@ -106,6 +106,7 @@ def compare(actual, expected, rtol: float | None = None, atol: float | None = No
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(a - e)
         bad = ~(err <= atol + rtol * np.abs(e))  # NaN in either makes the test false: a mismatch ...
+        bad |= (np.isinf(a) | np.isinf(e)) & (a != e)  # (an infinite tolerance would accept any infinity)
         same_special = (np.isnan(a) & np.isnan(e)) | (np.isinf(a) & (a == e))
         bad &= ~same_special  # ... unless both are NaN, or the same infinity
         err = np.where(same_special, 0.0, np.where(np.isnan(err), np.inf, err))
