@@ -233,21 +233,27 @@ def test_torch_current_stream_is_read_as_an_int(monkeypatch):
 def test_dlpack_producers_are_told_the_stream():
     seen = []
 
-    class Producer:  # a DLPack producer on the host: refused, after being asked with the stream
-        def __init__(self):
+    class Producer:  # a DLPack producer that says it is on a GPU: asked with the stream
+        def __init__(self, device_type=2):
             self.data = np.ones(8, np.float32)
             self.shape = self.data.shape
+            self.device_type = device_type
+
+        def __dlpack_device__(self):
+            return (self.device_type, 0)
 
         def __dlpack__(self, stream=None):
             seen.append(stream)
-            return self.data.__dlpack__()
+            return self.data.__dlpack__()  # (really on the host: refused below, by the capsule's device)
 
     p = arrays.TensorParam("k", 0, _t("X", "f32", ["N"]))
     with pytest.raises(rt.ArgumentError, match="DLPack tensor on device type 1, not a CUDA device"):
         arrays.adapter(Producer).view(Producer(), p, 33)
     with pytest.raises(rt.ArgumentError):
         arrays.adapter(Producer).view(Producer(), p, None)
-    assert seen == [33, 1]  # no stream: the legacy default stream, spelled 1 by the protocol
+    with pytest.raises(rt.ArgumentError):
+        arrays.adapter(Producer).view(Producer(device_type=1), p, 33)  # a host producer gets no stream
+    assert seen == [33, 1, None]  # no stream: the legacy default stream, spelled 1 by the protocol
 
 
 def test_a_cpu_torch_tensor_is_refused_before_the_driver(no_gpu):

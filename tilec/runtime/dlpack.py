@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 
 K_DL_CUDA = 2
+K_DL_CUDA_MANAGED = 13
 _CODES = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}  # DLDataTypeCode: int, uint, float, bfloat, bool
 
 
@@ -40,8 +41,10 @@ def describe(obj, stream: int | None = None) -> dict | None:
     0 mean the legacy default stream, which the protocol spells 1)."""
     if not hasattr(obj, "__dlpack__"):
         return None
-    try:
-        capsule = obj.__dlpack__(stream=stream or 1)
+    device = getattr(obj, "__dlpack_device__", None)
+    on_cuda = device is not None and device()[0] in (K_DL_CUDA, K_DL_CUDA_MANAGED)
+    try:  # the stream argument is for CUDA producers only (a host producer must get None)
+        capsule = obj.__dlpack__(stream=stream or 1) if on_cuda else obj.__dlpack__()
     except TypeError:  # a producer older than the stream protocol
         capsule = obj.__dlpack__()
     t = ctypes.cast(_get_pointer(capsule, b"dltensor"), ctypes.POINTER(_DLManagedTensor)).contents.dl_tensor
