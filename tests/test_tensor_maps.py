@@ -245,6 +245,18 @@ def test_driver_binding_of_cuTensorMapEncodeTiled():
     class Lib:
         rc = 0
         cuTensorMapEncodeTiled = staticmethod(encode)
+        pushed = []  # the encoding needs a current context (CUDA_ERROR_INVALID_CONTEXT without one)
+
+        def cuCtxGetCurrent(self, out):
+            return 0  # none current: the device's context is pushed for the call
+
+        def cuCtxPushCurrent_v2(self, ctx):
+            self.pushed.append(ctx)
+            return 0
+
+        def cuCtxPopCurrent_v2(self, out):
+            self.pushed.append("pop")
+            return 0
 
         def cuGetErrorName(self, rc, out):
             return 0
@@ -254,8 +266,9 @@ def test_driver_binding_of_cuTensorMapEncodeTiled():
 
     lib = Lib()
     drv = cuda_driver.Driver.__new__(cuda_driver.Driver)
-    drv.lib, drv._encode_tiled = lib, None
+    drv.lib, drv._encode_tiled, drv.context, drv.context_handle = lib, None, "ctx", 0x1234
     tmap = drv.encode_tensor_map(9, 4, 0x40000, (64, 100, 8, 2), (128, 12800, 102400), (64, 1, 64, 1), 3, what="Q")
+    assert lib.pushed == ["ctx", "pop"]
     (addr, *rest), = calls
     assert addr == ctypes.addressof(tmap) and addr % 64 == 0 and tmap[15] == 77
     assert rest == [9, 4, 0x40000, [64, 100, 8, 2], [128, 12800, 102400], [64, 1, 64, 1], [1, 1, 1, 1], 0, 3, 3, 0]

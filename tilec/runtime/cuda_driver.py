@@ -220,9 +220,10 @@ class Driver:
         c_strides = (ctypes.c_uint64 * max(1, rank - 1))(*strides)
         c_box = (ctypes.c_uint32 * rank)(*box)
         c_elem = (ctypes.c_uint32 * rank)(*([1] * rank))
-        rc = fn(ctypes.addressof(tmap), dtype, rank, ctypes.c_void_p(ptr), c_dims, c_strides, c_box, c_elem,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        with self.current():  # the driver wants a context, although the encoding is host-side
+            rc = fn(ctypes.addressof(tmap), dtype, rank, ctypes.c_void_p(ptr), c_dims, c_strides, c_box, c_elem,
+                    CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
         self.check(rc, f"cuTensorMapEncodeTiled for {what}")
         return tmap
 
