@@ -70,19 +70,20 @@ def host_us(fn, calls: int = 100, repeats: int = 30) -> float:
 
 
 def raw_launcher(kernel, args):
-    """cuLaunchKernel through ctypes with the runtime's argument block, packed by one public call:
-    the least a Python launch through ctypes can cost."""
+    """cuLaunchKernel through ctypes — the runtime's own foreign function, its pointer arguments ready —
+    on the runtime's argument block, packed by one public call: all that is left of a launch once the
+    Python around it is gone."""
     import torch
 
     from tilec.runtime.cuda_driver import Driver
 
     kernel(*args)
     plan = kernel.launch_plan(*args)
-    layout = kernel._arguments
-    lib = Driver.get(0).lib
-    fn, (gx, gy, gz), threads, shared, params = plan.fn, plan.grid, plan.threads, plan.shared, layout.params_address
-    stream = torch.cuda.current_stream().cuda_stream
-    launch = lib.cuLaunchKernel
+    drv = Driver.get(0)
+    fn, (gx, gy, gz), threads, shared = drv.pointer_arg(plan.fn), plan.grid, plan.threads, plan.shared
+    stream = drv.pointer_arg(torch.cuda.current_stream().cuda_stream)
+    params = drv.pointer_arg(kernel._arguments.params_address)
+    launch = drv.raw_launch
     return lambda: launch(fn, gx, gy, gz, threads, 1, 1, shared, stream, params, None)
 
 

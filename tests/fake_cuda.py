@@ -86,6 +86,10 @@ class FakeDriver:
         tmap[0] = len(self.encodes)  # a marker the launch can be matched with
         return tmap
 
+    @staticmethod
+    def pointer_arg(value):
+        return value
+
     def raw_launch(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         """cuLaunchKernel as the launch path calls it: records the launch and returns 0, or returns
         the next code of `raw_results` (the runtime then retries through launch_packed)."""

@@ -145,7 +145,14 @@ class _Layout:
                 self.dims.append((t_pos, axis, d))
         self.plans: dict[tuple, _Plan] = {}
         self.written: _Plan | None = None  # the plan whose sizes and maps the block holds
+        self.stream_args: dict[int, object] = {}  # CUstream handle -> raw_launch's pointer argument
         self.lock = threading.Lock()
+
+    def stream_arg(self, driver, handle: int):
+        if len(self.stream_args) >= 64:
+            self.stream_args.clear()
+        arg = self.stream_args[handle] = driver.pointer_arg(handle)
+        return arg
 
     def bind(self, args, explicit):
         """(pointers, plan key, device, adapter of the first tensor) of a call, every tensor checked
@@ -210,15 +217,17 @@ class _Plan:
     device, grid, block, dynamic shared memory, the sizes and the encoded tensor maps."""
 
     __slots__ = ("kernel", "driver", "fn", "grid", "gx", "gy", "gz", "threads", "shared", "sizes", "maps",
-                 "map_addresses", "empty", "raw_launch")
+                 "map_addresses", "empty", "raw_launch", "fn_arg", "params_arg")
 
-    def __init__(self, kernel, driver, fn, grid, threads, shared, sizes, maps) -> None:
+    def __init__(self, kernel, driver, fn, grid, threads, shared, sizes, maps, params_address: int) -> None:
         self.kernel, self.driver, self.fn, self.grid, self.threads = kernel, driver, fn, grid, threads
         self.gx, self.gy, self.gz = grid
         self.shared, self.sizes, self.maps = shared, sizes, maps
         self.map_addresses = [ctypes.addressof(m) for m in maps]
         self.empty = any(g <= 0 for g in grid)
+        self.params_arg = driver.pointer_arg(params_address)  # the argument block, as raw_launch takes it
         self.raw_launch = driver.raw_launch  # cuLaunchKernel itself: one foreign call per launch
+        self.fn_arg = driver.pointer_arg(fn)
 
     def write(self, layout: _Layout) -> None:
         """Store this plan's sizes and tensor-map addresses in the argument block."""
@@ -279,8 +288,9 @@ class Kernel:
                         s.store(args[s.index])
                     if layout.written is not plan:
                         plan.write(layout)
-                    if plan.raw_launch(plan.fn, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, handle,
-                                       layout.params_address, None):
+                    stream_arg = layout.stream_args.get(handle) or layout.stream_arg(plan.driver, handle)
+                    if plan.raw_launch(plan.fn_arg, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared,
+                                       stream_arg, plan.params_arg, None):
                         plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                                   layout.params_address)
             if sync:
@@ -301,8 +311,9 @@ class Kernel:
                 s.store(args[s.index])
             if layout.written is not plan:  # sizes and tensor maps change only with the plan
                 plan.write(layout)
-            rc = plan.raw_launch(plan.fn, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, handle,
-                                 layout.params_address, None)
+            stream_arg = layout.stream_args.get(handle) or layout.stream_arg(plan.driver, handle)
+            rc = plan.raw_launch(plan.fn_arg, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, stream_arg,
+                                 plan.params_arg, None)
             if rc:  # no current context on this thread, say: the careful path, which reports errors
                 plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle, layout.params_address)
 
@@ -384,7 +395,7 @@ class Kernel:
         drv = Driver.get(device)
         fn = kernel._function(drv, device)
         return _Plan(kernel, drv, fn, grid, threads, kernel.entry["shared_bytes"],
-                     tuple(sizes[n] for n in layout.size_names), maps)
+                     tuple(sizes[n] for n in layout.size_names), maps, layout.params_address)
 
     def _choose_tma(self, layout: _Layout, ptrs, shapes, sizes, grid, threads, device: int):
         """The encoded tensor maps of this launch, or the fallback kernel (and its launch
