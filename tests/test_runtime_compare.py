@@ -203,3 +203,25 @@ def test_load_reports_source_errors(cache, tmp_path):
     with pytest.raises(CompileError) as e:
         tilec.load(bad, target="sm90")
     assert f"{bad}:3:9: error:" in str(e.value) and "foo(A)" in str(e.value)
+
+
+# ---------------------------------------------------------------- the C launcher: asynchronous and capturable
+
+
+def test_the_c_launcher_takes_a_stream_and_never_synchronizes(tmp_path):
+    import os
+
+    if shutil.which("nvcc") is None:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail("nvcc is required (TILEC_REQUIRE_TOOLCHAINS=1) but was not found")
+        pytest.skip("nvcc not found")
+    from tilec.cli.main import main as tilec_main
+
+    out = tmp_path / "gemm.h"
+    assert tilec_main([str(ROOT / "samples/gemm.tile"), "--target", "sm90", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "CUresult gemm_launch(CUstream stream," in text
+    assert "cuLaunchKernel(" in text and "stream" in text[text.index("cuLaunchKernel("):][:200]
+    # nothing that waits for the GPU: the launch is asynchronous, and so can be captured into a CUDA graph
+    for waiting in ("Synchronize", "cuStreamQuery", "cuEventQuery", "cuMemcpy", "cuMemAlloc"):
+        assert waiting not in text, waiting

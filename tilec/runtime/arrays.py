@@ -10,7 +10,8 @@ imported here; torch and cupy are looked up in sys.modules, where an argument of
 Streams (docs/deploy.md, "tilec.runtime"): an explicit `stream=` wins; otherwise a launch goes to
 the current stream of the framework that made the first tensor argument — torch's
 `current_stream(device)`, cupy's `get_current_stream()` — or, for __cuda_array_interface__ and
-DLPack producers, the stream they name or the legacy default stream (handle 0).
+DLPack producers, the legacy default stream (handle 0; a DLPack producer on a GPU is told the
+launch's stream through `__dlpack__(stream=...)`, so that it orders its pending work before it).
 """
 
 from __future__ import annotations
