@@ -81,8 +81,7 @@ def run(out: Path) -> None:
             for n in (4096, 8192):
                 a, b = (torch.randn(n, n, dtype=torch.float16, device="cuda") for _ in range(2))
                 c = torch.empty_like(a)
-                p = k.prepare((a, b, c))
-                ms = do_bench(lambda: k.launch((a, b, c), sync=False, _prepared=p), warmup=25, rep=200)  # noqa: B023
+                ms = do_bench(lambda: k(a, b, c), warmup=25, rep=200)  # noqa: B023
                 err = (c.float() - (a @ b).float()).abs().max().item()
                 print(f"{e['name']:<34} {n}^3  {ms:7.3f} ms  {2 * n**3 / ms / 1e9:6.1f} TFLOP/s  err {err:.3g}",
                       flush=True)
@@ -91,8 +90,7 @@ def run(out: Path) -> None:
             bb, h, s = 4, 32, 4096 if d == 128 else 8192
             q, kk, v = (torch.randn(bb, s, h, d, dtype=torch.bfloat16, device="cuda") for _ in range(3))
             o = torch.empty_like(q)
-            p = k.prepare((q, kk, v, o))
-            ms = do_bench(lambda: k.launch((q, kk, v, o), sync=False, _prepared=p), warmup=25, rep=200)  # noqa: B023
+            ms = do_bench(lambda: k(q, kk, v, o), warmup=25, rep=200)  # noqa: B023
             ref = torch.nn.functional.scaled_dot_product_attention(*(x.transpose(1, 2) for x in (q, kk, v)))
             err = (o.float() - ref.transpose(1, 2).float()).abs().max().item()
             print(f"{e['name']:<34} S{s} D{d}  {ms:7.3f} ms  {4 * bb * h * s * s * d / ms / 1e9:6.1f} TFLOP/s  "

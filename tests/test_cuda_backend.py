@@ -169,7 +169,7 @@ def test_runtime_checks_arguments(nvcc, tmp_path):
     with pytest.raises(rt.ArgumentError, match="dimension"):
         k.sizes_of((np.ones((2, 2), np.float16), a, a))
     with pytest.raises(rt.ArgumentError, match="takes 3 argument"):
-        k.launch((a, a))
+        k(a)  # neither every argument nor the inputs alone (A, B)
 
 
 def test_bench_from_an_artifact_needs_no_compiler(nvcc, tmp_path):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_cuda import FakeDriver, install
 
 from tilec.runtime import cuda_driver
 from tilec.runtime.module import (
@@ -143,49 +144,6 @@ def _entries() -> dict[str, dict]:
     return {"gemm": gemm, "gemm__simt": simt, "attn": attn}
 
 
-class FakeDriver:
-    def __init__(self):
-        self.next_ptr = 0x7F00_0000_0000
-        self.encodes, self.launches, self.attrs, self.freed = [], [], [], []
-
-    def compute_capability(self):
-        return 9, 0
-
-    def load_module(self, image):
-        return "module"
-
-    def function(self, mod, name):
-        return name
-
-    def set_dynamic_shared(self, fn, nbytes):
-        self.attrs.append((fn, nbytes))
-
-    def alloc(self, nbytes):
-        ptr, self.next_ptr = self.next_ptr, self.next_ptr + ((nbytes + 255) // 256 + 1) * 256
-        return ptr
-
-    def htod(self, ptr, host, nbytes):
-        pass
-
-    def dtoh(self, host, ptr, nbytes):
-        pass
-
-    def free(self, ptr):
-        self.freed.append(ptr)
-
-    def encode_tensor_map(self, dtype, rank, ptr, dims, strides, box, swizzle, what=""):
-        self.encodes.append((dtype, rank, ptr, tuple(dims), tuple(strides), tuple(box), swizzle, what))
-        tmap = cuda_driver.tensor_map_buffer()
-        tmap[0] = len(self.encodes)  # a marker the launch can be matched with
-        return tmap
-
-    def launch(self, fn, grid, block, shared, stream, args):
-        self.launches.append((fn, tuple(grid), tuple(block), shared, list(args)))
-
-    def synchronize(self):
-        pass
-
-
 class DeviceArray:
     """A device array seen through __cuda_array_interface__ (what cupy offers), at any address."""
 
@@ -197,9 +155,7 @@ class DeviceArray:
 
 @pytest.fixture
 def fake(monkeypatch):
-    drv = FakeDriver()
-    monkeypatch.setattr(cuda_driver.Driver, "get", classmethod(lambda cls: drv))
-    return drv
+    return install(monkeypatch, FakeDriver(_entries()))
 
 
 def _module() -> Module:
@@ -219,20 +175,20 @@ def test_runtime_encodes_tensor_maps(fake):
     M, K, N = 256, 128, 512
     A, B, C = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16), np.zeros((M, N), np.float32)
     mod.gemm(A, B, C, 2.0)
-    (fn, grid, block, shared, args), = fake.launches
+    (launch,) = fake.launches
+    fn, grid, block, shared, args = launch.as_tuple()
     assert (fn, grid, block, shared) == ("gemm", (4, 2, 1), (384, 1, 1), 200000)
     assert fake.attrs == [("gemm", 200000)]
-    pa, pb = args[0].value, args[1].value
-    assert [a.value for a in args[3:7]] == [2.0, M, K, N]
+    pa, pb = args[0], args[1]
+    assert args[3:7] == [2.0, M, K, N]
     assert [e[:7] for e in fake.encodes] == [
         (6, 2, pa, (K, M), (K * 2,), (64, 128), 3),
         (6, 2, pb, (N, K), (N * 2,), (64, 64), 3),
         (6, 2, pa, (K, M), (K * 2,), (32, 64), 2)]
     assert "tensor map 1 ('B', box [64, 64], swizzle 128)" in fake.encodes[1][7]
-    maps = args[7:]
+    maps = launch.maps
     assert len(maps) == 3 and [m[0] for m in maps] == [1, 2, 3]  # in order, after the sizes
-    for m in maps:
-        assert ctypes.sizeof(m) == 128 and ctypes.addressof(m) % 64 == 0
+    assert all(address % 64 == 0 for address in launch.map_addresses)
     assert len(fake.freed) == 3  # staged numpy arrays released
 
 
@@ -240,22 +196,24 @@ def test_runtime_falls_back_when_tma_cannot_address_the_tensors(fake):
     mod = _module()
     M, K, N = 200, 100, 300  # a K=100 f16 row is 200 bytes
     A, B, C = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16), np.zeros((M, N), np.float32)
-    prepared = mod.gemm.launch((A, B, C, 1.0))
-    assert prepared["kernel"].name == "gemm__simt"
-    (fn, grid, block, shared, args), = fake.launches
+    mod.gemm(A, B, C, 1.0)
+    (launch,) = fake.launches
+    fn, grid, block, shared, args = launch.as_tuple()
     assert (fn, grid, block, shared) == ("gemm__simt", (5, 4, 1), (128, 1, 1), 32768)
     assert len(args) == 7 and fake.encodes == []
-    # a misaligned device pointer: the same, and bench launches what prepare chose
+    # a misaligned device pointer: the same (launch_plan says what a call launches)
     fake.launches.clear()
     dA = DeviceArray(0x10008, (256, 128), "<f2")
     dB = DeviceArray(0x20000, (128, 512), "<f2")
     dC = DeviceArray(0x30000, (256, 512), "<f4")
-    assert mod.gemm.launch((dA, dB, dC, 1.0))["kernel"].name == "gemm__simt"
-    assert fake.launches[-1][0] == "gemm__simt" and fake.encodes == []
+    assert mod.gemm.launch_plan(dA, dB, dC, 1.0).kernel.name == "gemm__simt"
+    mod.gemm(dA, dB, dC, 1.0)
+    assert fake.launches[-1].fn == "gemm__simt" and fake.encodes == []
     # aligned: TMA (the first map encodes, the kernel is gemm)
     dA = DeviceArray(0x10010, (256, 128), "<f2")
-    assert mod.gemm.launch((dA, dB, dC, 1.0))["kernel"].name == "gemm"
-    assert fake.launches[-1][0] == "gemm" and len(fake.launches[-1][4]) == 10
+    assert mod.gemm.launch_plan(dA, dB, dC, 1.0).kernel.name == "gemm"
+    mod.gemm(dA, dB, dC, 1.0)
+    assert fake.launches[-1].fn == "gemm" and len(fake.launches[-1].maps) == 3
     assert fake.encodes[0][2] == 0x10010
 
 
@@ -267,8 +225,8 @@ def test_runtime_empty_launch_and_no_fallback(fake):
     Q = DeviceArray(0x40000, (2, 8, 100, 64), "<u2")
     O = DeviceArray(0x50000, (2, 8, 100, 64), "<u2")
     mod.attn(Q, O)
-    (fn, grid, block, shared, args), = fake.launches
-    assert (fn, grid) == ("attn", (2, 8, 2)) and len(args) == 6
+    (launch,) = fake.launches
+    assert (launch.fn, launch.grid) == ("attn", (2, 8, 2)) and len(launch.args) == 5 and len(launch.maps) == 1
     assert fake.encodes[0][:7] == (9, 4, 0x40000, (64, 100, 8, 2), (128, 12800, 102400), (64, 1, 64, 1), 3)
     with pytest.raises(ArgumentError, match="TMA cannot read 'Q'.*no fallback"):
         mod.attn(DeviceArray(0x40008, (2, 8, 100, 64), "<u2"), O)
@@ -287,6 +245,18 @@ def test_driver_binding_of_cuTensorMapEncodeTiled():
     class Lib:
         rc = 0
         cuTensorMapEncodeTiled = staticmethod(encode)
+        pushed = []  # the encoding needs a current context (CUDA_ERROR_INVALID_CONTEXT without one)
+
+        def cuCtxGetCurrent(self, out):
+            return 0  # none current: the device's context is pushed for the call
+
+        def cuCtxPushCurrent_v2(self, ctx):
+            self.pushed.append(ctx)
+            return 0
+
+        def cuCtxPopCurrent_v2(self, out):
+            self.pushed.append("pop")
+            return 0
 
         def cuGetErrorName(self, rc, out):
             return 0
@@ -296,8 +266,9 @@ def test_driver_binding_of_cuTensorMapEncodeTiled():
 
     lib = Lib()
     drv = cuda_driver.Driver.__new__(cuda_driver.Driver)
-    drv.lib, drv._encode_tiled = lib, None
+    drv.lib, drv._encode_tiled, drv.context, drv.context_handle = lib, None, "ctx", 0x1234
     tmap = drv.encode_tensor_map(9, 4, 0x40000, (64, 100, 8, 2), (128, 12800, 102400), (64, 1, 64, 1), 3, what="Q")
+    assert lib.pushed == ["ctx", "pop"]
     (addr, *rest), = calls
     assert addr == ctypes.addressof(tmap) and addr % 64 == 0 and tmap[15] == 77
     assert rest == [9, 4, 0x40000, [64, 100, 8, 2], [128, 12800, 102400], [64, 1, 64, 1], [1, 1, 1, 1], 0, 3, 3, 0]

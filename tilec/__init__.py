@@ -1,8 +1,9 @@
 """tilec: an ahead-of-time compiler for tile-level GPU kernels.
 
 `tilec.compile` is the one entry point used by the CLI, the Python API, the tests and the tuner.
-Importing this package is cheap: the compiler proper is imported on first use, so that
-tilec.runtime works where only numpy and the GPU driver are installed.
+`tilec.load` is the development loop in Python: compile a .tile file through the compile cache and
+load it with tilec.runtime. Importing this package is cheap: the compiler proper is imported on first
+use, so that tilec.runtime works where only numpy and the GPU driver are installed.
 """
 
 from .version import __version__
@@ -30,4 +31,64 @@ def compile(source, target=None, options=None, *, emit=None, output_name=None, *
     return _compile(source, target, options, **kwargs)
 
 
-__all__ = ["compile", "__version__"]
+def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(), kernel: str | None = None,
+         compiler: str = "auto", disable=()):
+    """A tilec.runtime Module for a .tile file — compiled for `target` through the compile cache (a
+    second call with the same source and options is a cache hit) — or for a prebuilt artifact
+    (x.cubin, x.ptx, x.fatbin, x.wgsl: exactly tilec.runtime.load).
+
+        mod = tilec.load("softmax.tile", target="sm90", defines={"block_N": 1024})
+        y = mod.softmax(x)
+
+    `compiler`: "nvrtc" (in process), "nvcc", or "auto" (NVRTC when its library is installed, else
+    nvcc). `disable`: sm90 features to turn off ("tma", "wgmma", "warp_specialize"). The artifact is
+    written under the cache directory (tilec/cache.py: TILEC_CACHE_DIR), one folder per option set.
+    A source error raises tilec.diagnostics.CompileError, whose message shows the diagnostics."""
+    import hashlib
+    import json
+    import os
+    from pathlib import Path
+
+    from . import runtime
+
+    path = Path(path)
+    if path.suffix != ".tile":
+        return runtime.load(path)
+    from .cache import default_dir
+    from .diagnostics import CompileError
+    from .options import CompileOptions, DefineText
+
+    options = CompileOptions.make(target, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
+                                  include_dirs=[str(d) for d in include_dirs], kernel=kernel, disable=disable,
+                                  toolchain=compiler)
+    try:
+        from .driver import lookup_target
+
+        _, backend = lookup_target(target.split(",")[0])
+        kind = backend.run_kind  # what tilec.runtime loads for this back end (a cubin, WGSL, ...)
+        if not kind:
+            from .diagnostics import Diagnostic
+
+            raise CompileError([Diagnostic("error", f"tilec.runtime cannot load {backend.name} artifacts yet")])
+        artifact = compile(path, options=options, emit=kind)  # through the compile cache
+    except CompileError as e:
+        e.args = (_render(e),)
+        raise
+    folder = hashlib.sha256(json.dumps([str(path.resolve()), repr(options)]).encode()).hexdigest()[:24]
+    out = default_dir() / "load" / folder / f"{path.stem}{backend.output_kinds[kind]}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for target_path, data in ((out, artifact.data), (Path(f"{out}.json"), artifact.manifest)):
+        temporary = target_path.with_name(f".{target_path.name}.{os.getpid()}.tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, target_path)  # atomic: a concurrent load sees the old file or the new one
+    return runtime.load(out)
+
+
+def _render(error) -> str:
+    from .diagnostics import render
+
+    sources = getattr(error, "sources", None)
+    return "\n".join(render(d, sources, False) for d in error.diagnostics)
+
+
+__all__ = ["compile", "load", "__version__"]

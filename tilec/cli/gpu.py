@@ -1,9 +1,10 @@
-"""`tilec run --target T [--check]` and `tilec bench`: run kernels on a device.
+"""`tilec run --target T [--check] [--rtol R --atol A] [--reference MOD:FN]` and `tilec bench`.
 
 Both take a .tile file (compiled here for --target, default sm90, into the artifact its back end's runtime
 loads: a cubin, WGSL, ...) or a prebuilt artifact with its manifest — the latter needs only numpy and the
 device's driver (the CUDA driver, wgpu), not the compiler. `--check` compares every output with the
-reference interpreter and so needs the .tile source.
+reference interpreter (which needs the .tile source) or, with `--reference`, with a Python function given the
+kernel's inputs as numpy arrays; tolerances default by dtype (tilec.testing.compare.DEFAULT_TOLERANCE).
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import numpy as np
 
 from ..diagnostics import CompileError, Diagnostic
 
-TOLERANCE = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4), "f64": (1e-8, 1e-8),
-             "f8e4m3": (0.125, 0.125), "f8e5m2": (0.25, 0.25)}
 PEAK = {"tflops": 989.0, "gbps": 4800.0}  # H200: dense f16/bf16 tensor-core peak, HBM3e bandwidth
 
 
@@ -63,8 +62,8 @@ def _load(args):
 def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
     import ml_dtypes  # noqa: F401  (bfloat16 / float8 numpy dtypes)
 
+    from ..runtime.arrays import NP_NAMES as _NP_NAMES
     from ..runtime.formulas import evaluate
-    from ..runtime.module import _NP_NAMES
 
     rng = np.random.default_rng(seed)
     args = []
@@ -103,9 +102,14 @@ def cmd_run_gpu(args, sizes) -> int:
 
 def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
     """Run every kernel of a loaded artifact on random inputs, print its outputs' summary and, with
-    --check, compare them with the reference interpreter (any back end's runtime module)."""
-    if args.check and result is None:
-        raise CompileError([Diagnostic("error", "--check compares with the interpreter and needs the .tile source")])
+    --check, compare them with the reference interpreter or --reference (any back end's runtime module)."""
+    from ..testing.compare import compare
+
+    reference = getattr(args, "reference", None)
+    if args.check and result is None and not reference:
+        raise CompileError([Diagnostic("error", "--check compares with the interpreter and needs the .tile source "
+                                                "(or give --reference MODULE:FUNCTION)")])
+    ref_fn = _reference_function(reference) if reference and args.check else None
     failures = 0
     for name, kernel in mod.kernels.items():
         unknown = set(sizes) - set(kernel.entry["sizes"])
@@ -124,22 +128,63 @@ def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
             f = a.astype(np.float64)
             print(f"{name}.{p['name']}: {p['dtype']}{list(a.shape)}  min {np.nanmin(f):.6g}  max {np.nanmax(f):.6g}  "
                   f"mean {np.nanmean(f):.6g}")
-        if args.check:
-            from ..interp import run_kernel
-
-            k = next(k for k in result.module.kernels if k.name == name)
-            named = {p["name"]: v for p, v in zip(kernel.entry["params"], expected, strict=True)}
-            run_kernel(k, named)
-            for p, a in outs:
-                rtol, atol = TOLERANCE.get(p["dtype"], (0, 0))
-                got, want = a.astype(np.float64), named[p["name"]].astype(np.float64)
-                close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-                err = float(np.nanmax(np.abs(got - want))) if got.size else 0.0
-                status = "PASS" if close.all() else "FAIL"
-                failures += status == "FAIL"
-                print(f"  check {p['name']} against the interpreter: {status} (max |err| {err:.3g}, rtol {rtol}, "
-                      f"atol {atol}, {int((~close).sum())} of {close.size} outside)")
+        if not args.check:
+            continue
+        wanted = _reference_outputs(kernel, expected, ref_fn, result, name)
+        for p, a in outs:
+            c = compare(a, wanted[p["name"]], getattr(args, "rtol", None), getattr(args, "atol", None),
+                        name=f"{name}.{p['name']}")
+            failures += not c.ok
+            source = "--reference" if ref_fn else "the interpreter"
+            print(f"  check {p['name']} against {source}: " + c.verdict().replace("\n", "\n  "))
     return 1 if failures else 0
+
+
+def _reference_function(spec: str):
+    """MODULE:FUNCTION or path/to/file.py:FUNCTION -> the callable (a CompileError if not found)."""
+    import importlib
+    import importlib.util
+
+    where, _, fn_name = spec.rpartition(":")
+    if not where or not fn_name:
+        raise CompileError([Diagnostic("error", f"--reference {spec}: expected MODULE:FUNCTION or FILE.py:FUNCTION")])
+    try:
+        if where.endswith(".py"):
+            spec_ = importlib.util.spec_from_file_location(Path(where).stem, where)
+            if spec_ is None or spec_.loader is None:
+                raise ImportError(f"cannot load {where}")
+            module = importlib.util.module_from_spec(spec_)
+            spec_.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+        fn = getattr(module, fn_name)
+    except (ImportError, AttributeError, OSError) as e:
+        raise CompileError([Diagnostic("error", f"--reference {spec}: {e}")]) from None
+    if not callable(fn):
+        raise CompileError([Diagnostic("error", f"--reference {spec}: {fn_name} is not callable")])
+    return fn
+
+
+def _reference_outputs(kernel, inputs_and_outputs: list, ref_fn, result, name: str) -> dict:
+    """{output name: expected array}: from the reference function called with the kernel's inputs, or
+    from the interpreter run on a copy of every argument."""
+    params = kernel.entry["params"]
+    out_names = [p["name"] for p in params if p["kind"] == "tensor" and p.get("output")]
+    if ref_fn is not None:
+        inputs = [a for p, a in zip(params, inputs_and_outputs, strict=True)
+                  if not (p["kind"] == "tensor" and p.get("output"))]
+        got = ref_fn(*inputs)
+        got = list(got) if isinstance(got, (tuple, list)) else [got]
+        if len(got) != len(out_names):
+            raise CompileError([Diagnostic("error", f"--reference returned {len(got)} value(s) for kernel '{name}', "
+                                                    f"which has {len(out_names)} output(s) ({', '.join(out_names)})")])
+        return dict(zip(out_names, got, strict=True))
+    from ..interp import run_kernel
+
+    k = next(k for k in result.module.kernels if k.name == name)
+    named = {p["name"]: v for p, v in zip(params, inputs_and_outputs, strict=True)}
+    run_kernel(k, named)
+    return {n: named[n] for n in out_names}
 
 
 def cmd_bench(args, sizes) -> int:

@@ -17,7 +17,7 @@ from .common import compile_options, parse_defines, print_diagnostics
 SUBCOMMANDS = ("targets", "run", "bench", "cache")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
-       tilec run FILE [--device cpu|cuda] [--target T] [--check] [--size M=1000,N=...] [-D NAME=VALUE]...
+       tilec run FILE [--device cpu|cuda] [--target T] [--check [--rtol R] [--atol A]] [--size M=1000,N=...]
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec targets
        tilec cache stats|clear
@@ -89,6 +89,10 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="cpu: the reference interpreter (default without --target); cuda: the GPU")
     p.add_argument("--target", help="target to build for on the GPU (default sm90); implies --device cuda")
     p.add_argument("--check", action="store_true", help="compare the GPU's outputs with the interpreter's")
+    p.add_argument("--rtol", type=float, metavar="R", help="--check: relative tolerance (default by dtype)")
+    p.add_argument("--atol", type=float, metavar="A", help="--check: absolute tolerance (default by dtype)")
+    p.add_argument("--reference", metavar="MODULE:FUNCTION", help="--check against this Python function (given "
+                   "the kernel's inputs as numpy arrays, returning its outputs) instead of the interpreter")
     p.add_argument("--size", action="append", default=[], metavar="M=1000,N=...",
                    help="runtime sizes (default 256 each)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")

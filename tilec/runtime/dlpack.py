@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 
 K_DL_CUDA = 2
+K_DL_CUDA_MANAGED = 13
 _CODES = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}  # DLDataTypeCode: int, uint, float, bfloat, bool
 
 
@@ -32,13 +33,20 @@ _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def describe(obj) -> dict | None:
-    """{'ptr', 'device_type', 'dtype' (e.g. 'f16', 'bf16'), 'shape', 'contiguous'} of a DLPack
-    exporter, or None if obj is not one. The capsule is only read (not consumed), and `obj` keeps
-    the memory alive while the caller holds it."""
+def describe(obj, stream: int | None = None) -> dict | None:
+    """{'ptr', 'device_type', 'device_id', 'dtype' (e.g. 'f16', 'bf16'), 'shape', 'contiguous'} of a
+    DLPack exporter, or None if obj is not one. The capsule is only read (not consumed), and `obj`
+    keeps the memory alive while the caller holds it. `stream` is the CUstream the consumer will use
+    the data on (the DLPack stream protocol: the producer orders its pending work before it; None or
+    0 mean the legacy default stream, which the protocol spells 1)."""
     if not hasattr(obj, "__dlpack__"):
         return None
-    capsule = obj.__dlpack__()
+    device = getattr(obj, "__dlpack_device__", None)
+    on_cuda = device is not None and device()[0] in (K_DL_CUDA, K_DL_CUDA_MANAGED)
+    try:  # the stream argument is for CUDA producers only (a host producer must get None)
+        capsule = obj.__dlpack__(stream=stream or 1) if on_cuda else obj.__dlpack__()
+    except TypeError:  # a producer older than the stream protocol
+        capsule = obj.__dlpack__()
     t = ctypes.cast(_get_pointer(capsule, b"dltensor"), ctypes.POINTER(_DLManagedTensor)).contents.dl_tensor
     shape = [t.shape[i] for i in range(t.ndim)]
     contiguous = True
@@ -50,5 +58,6 @@ def describe(obj) -> dict | None:
             expect *= shape[i]
     code = _CODES.get(t.dtype.code, "?")
     dtype = "bool" if code == "b" else f"{code}{t.dtype.bits}"
-    return {"ptr": (t.data or 0) + t.byte_offset, "device_type": t.device.device_type, "dtype": dtype,
+    return {"ptr": (t.data or 0) + t.byte_offset, "device_type": t.device.device_type,
+            "device_id": t.device.device_id, "dtype": dtype,
             "shape": shape, "contiguous": contiguous}

@@ -1,30 +1,67 @@
-"""Evaluate the manifest's size formulas (integers, names, + - * // %, ceildiv/min/max) safely."""
+"""Evaluate the manifest's size formulas (integers, names, + - * // %, ceildiv/min/max) safely.
+
+`evaluate` walks one formula; `compile_formulas` checks formulas with the same rules once and
+turns them into one Python function, so that a launch computes its grid without parsing anything.
+"""
 
 from __future__ import annotations
 
 import ast
 
 _FUNCS = {"ceildiv": lambda a, b: -(-a // b), "min": min, "max": max}
+_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
+
+
+def _check(text: str, names) -> ast.Expression:
+    """Parse a formula and refuse anything but integers, the given names, + - * // % and
+    ceildiv/min/max calls (KeyError for an unknown name, ValueError for anything else)."""
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError:
+        raise ValueError(f"not a size formula: {text}") from None
+
+    def walk(n: ast.AST) -> None:
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return
+        if isinstance(n, ast.Name):
+            if n.id not in names:
+                raise KeyError(f"formula '{text}' needs the size {n.id}")
+            return
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            walk(n.left)
+            walk(n.right)
+            return
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _FUNCS and not n.keywords
+                and len(n.args) >= (2 if n.func.id == "ceildiv" else 1)):
+            for a in n.args:
+                walk(a)
+            return
+        raise ValueError(f"not a size formula: {text}")
+
+    walk(tree.body)
+    return tree
 
 
 def evaluate(text: str, sizes: dict[str, int]) -> int:
-    def ev(n: ast.AST) -> int:
-        if isinstance(n, ast.Expression):
-            return ev(n.body)
-        if isinstance(n, ast.Constant) and isinstance(n.value, int):
-            return n.value
-        if isinstance(n, ast.Name):
-            if n.id not in sizes:
-                raise KeyError(f"formula '{text}' needs the size {n.id}")
-            return sizes[n.id]
-        if isinstance(n, ast.BinOp):
-            a, b = ev(n.left), ev(n.right)
-            ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
-                   ast.FloorDiv: lambda: a // b, ast.Mod: lambda: a % b}
-            if type(n.op) in ops:
-                return ops[type(n.op)]()
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _FUNCS:
-            return _FUNCS[n.func.id](*[ev(a) for a in n.args])
-        raise ValueError(f"not a size formula: {text}")
+    tree = _check(text, sizes)
+    return eval(compile(tree, "<formula>", "eval"), {"__builtins__": {}, **_FUNCS}, dict(sizes))  # checked above
 
-    return ev(ast.parse(text, mode="eval"))
+
+def compile_formulas(texts: list[str], names: list[str]):
+    """One function of the sizes, in `names` order, returning every formula's value as a tuple.
+    Every formula is checked first (as in `evaluate`), so the generated code holds only integers,
+    those names, arithmetic and the three helper calls."""
+    for t in texts:
+        _check(t, names)
+    params = [f"_{i}" for i in range(len(names))]  # positional, so that no size name can clash
+    renamed = [_rename(t, dict(zip(names, params, strict=True))) for t in texts]
+    src = f"lambda {', '.join(params)}: ({', '.join(renamed)}{',' if len(renamed) == 1 else ''})"
+    return eval(src, {"__builtins__": {}, **_FUNCS})  # built from checked formulas only
+
+
+def _rename(text: str, mapping: dict[str, str]) -> str:
+    tree = ast.parse(text, mode="eval")
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in mapping:
+            n.id = mapping[n.id]
+    return f"({ast.unparse(tree)})"

@@ -19,7 +19,13 @@ def load(path: str | Path, manifest: str | Path | None = None):
     mpath = Path(manifest) if manifest else Path(str(path) + ".json")
     if not mpath.is_file():
         raise FileNotFoundError(f"no manifest for {path} (expected {mpath})")
-    meta = json.loads(mpath.read_text())
+    try:
+        meta = json.loads(mpath.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ManifestError(f"{mpath}: not a tilec manifest (invalid JSON: {e})") from None
+    from .module import check_manifest
+
+    check_manifest(meta, str(mpath))
     loader = loader_name(meta)
     if loader not in ("cuda", "wgsl"):
         raise ManifestError(f"{path}: tilec.runtime cannot load {meta.get('backend', loader)} artifacts (its manifest "

@@ -22,8 +22,10 @@ import time
 
 import numpy as np
 
+from .arrays import NP_NAMES as _NP_NAMES
+from .arrays import ArgumentError
 from .formulas import evaluate
-from .module import _NP_NAMES, ArgumentError, Kernel
+from .launch import Kernel
 
 _UNIFORM_NP = {"i32": np.int32, "u32": np.uint32, "f32": np.float32}
 # Limits tilec's kernels may need above WebGPU's defaults; asked of the adapter up to what it offers.

@@ -52,7 +52,7 @@ class CudaBackend(Backend):
             return "none"
         parts = [f"CUDA_HOME={os.environ.get('CUDA_HOME', '')}"]
         nvcc = shutil.which("nvcc")
-        if options.toolchain == "nvrtc":
+        if _uses_nvrtc(options, kind, len(targets)):
             from .nvrtc import find_lib
 
             lib = find_lib()
@@ -128,13 +128,25 @@ class CudaBackend(Backend):
 BACKEND = CudaBackend()
 
 
+def _uses_nvrtc(options, kind: str, ntargets: int) -> bool:
+    """CompileOptions.toolchain "nvrtc", or "auto" where NVRTC can build the kind (one target's cubin or PTX) and
+    its library is installed; nvcc otherwise."""
+    if options.toolchain == "nvrtc":
+        return True
+    if options.toolchain != "auto" or kind not in ("cubin", "ptx") or ntargets != 1:
+        return False
+    from .nvrtc import find_lib
+
+    return find_lib() is not None
+
+
 def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str]):
     """nvcc (toolchain.py) or, with CompileOptions.toolchain "nvrtc", NVRTC in process (nvrtc.py)."""
     from .toolchain import BuildOptions
 
     opts = BuildOptions(kind, archs, lineinfo=options.lineinfo, debug=options.device_debug,
                         keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage)
-    if options.toolchain == "nvrtc":
+    if _uses_nvrtc(options, kind, len(archs)):
         from .nvrtc import build_nvrtc
 
         return build_nvrtc(source, stem, opts)

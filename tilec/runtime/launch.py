@@ -1,0 +1,610 @@
+"""Launching a kernel: `kernel(*args, stream=None, sync=None)` with a few microseconds of Python.
+
+What a launch costs is decided here. Everything that depends only on the manifest is done once
+per kernel (`_Layout`): the tensor and scalar parameters, the compiled grid formulas, and one
+argument block — an 8-byte slot per parameter and size, and the `kernelParams` array of pointers
+to them (then to the tensor maps) — that every launch rewrites in place and hands to
+cuLaunchKernel by address. Everything that depends on the arguments' shapes (and, for TMA
+kernels, the tensors' addresses) — sizes, grid, which kernel runs (TMA or its fallback), the
+encoded CUtensorMaps, the CUfunction — is one `_Plan`, cached by (device, shapes, addresses).
+A launch with a cached plan reads each tensor's pointer, shape and device, resolves the stream,
+writes the slots and calls the driver; nothing else. The driver copies the parameters when the
+launch is enqueued, so the block can be rewritten for the next launch at once (a lock keeps
+concurrent launches of one kernel from interleaving their writes).
+
+Device arrays are launched asynchronously on the caller's stream (arrays.py says which); numpy
+host arrays are staged through device memory, and that path synchronizes, as it must to copy the
+outputs back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+import sys
+import threading
+
+from .arrays import (
+    _ADAPTERS,
+    HOST,
+    ArgumentError,
+    TensorParam,
+    adapter,
+    register_adapter,
+    stream_handle,
+    torch_problem,
+)
+from .formulas import compile_formulas, evaluate
+from .tensor_maps import NoTma, tensor_map_args, tensor_map_specs
+
+SLOT_BYTES = 8  # every parameter and size gets one 8-byte slot (kernel arguments are at most 8-byte aligned)
+PLAN_CACHE_LIMIT = 1024  # plans kept per kernel; past that the cache starts over
+INT32_MAX = 2**31 - 1
+
+_INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-(2**15), 2**15 - 1), "u16": (0, 2**16 - 1),
+               "i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
+               "u64": (0, 2**64 - 1)}
+_SCALAR_CTYPES = {"i8": ctypes.c_int8, "u8": ctypes.c_uint8, "i16": ctypes.c_int16, "u16": ctypes.c_uint16,
+                  "i32": ctypes.c_int32, "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
+                  "f32": ctypes.c_float, "f64": ctypes.c_double, "bool": ctypes.c_bool,
+                  "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}  # 16-bit floats travel as their bits
+
+
+def _f16_bits(x: float) -> int:
+    return struct.unpack("<H", struct.pack("<e", x))[0]
+
+
+def _bf16_bits(x: float) -> int:
+    """bfloat16 bits of x, rounded to nearest even (NaN stays a NaN)."""
+    bits = struct.unpack("<I", struct.pack("<f", x))[0]
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return (bits >> 16) | 0x40
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+class _Scalar:
+    """A scalar parameter: checks a Python value and writes it into its slot."""
+
+    __slots__ = ("kernel", "name", "dtype", "index", "cell", "convert", "plain_float")
+
+    def __init__(self, kernel: str, index: int, p: dict, slots, slot: int) -> None:
+        self.kernel, self.index, self.name, self.dtype = kernel, index, p["name"], p["dtype"]
+        ct = _SCALAR_CTYPES.get(self.dtype)
+        if ct is None:
+            raise ArgumentError(f"{kernel}: scalar '{self.name}' of type {self.dtype} cannot be passed from Python")
+        self.cell = ct.from_buffer(slots, slot * SLOT_BYTES)
+        self.convert = {"f16": _f16_bits, "bf16": _bf16_bits}.get(self.dtype)
+        self.plain_float = self.dtype in ("f32", "f64")
+
+    def check(self, value):
+        """The value to store, or ArgumentError naming the parameter."""
+        d = self.dtype
+        if d in _INT_RANGES:
+            if isinstance(value, bool) or not hasattr(value, "__index__"):
+                raise ArgumentError(f"{self.kernel}: scalar '{self.name}' is {d}: pass an integer, got "
+                                    f"{type(value).__name__} {value!r}")
+            value = value.__index__()
+            lo, hi = _INT_RANGES[d]
+            if not lo <= value <= hi:
+                raise ArgumentError(f"{self.kernel}: scalar '{self.name}' = {value} does not fit {d} ({lo}..{hi})")
+            return value
+        if d == "bool":
+            if type(value).__name__ not in ("bool", "bool_"):  # Python or numpy booleans
+                raise ArgumentError(f"{self.kernel}: scalar '{self.name}' is bool: pass True or False, got "
+                                    f"{type(value).__name__} {value!r}")
+            return bool(value)
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+            raise ArgumentError(f"{self.kernel}: scalar '{self.name}' is {d}: pass a number, got "
+                                f"{type(value).__name__} {value!r}")
+        value = float(value)
+        return self.convert(value) if self.convert else value
+
+    def store(self, value) -> None:
+        # the common cases without check()'s dispatch: a Python float for a 32/64-bit float, an int in range
+        if self.plain_float and type(value) is float:
+            self.cell.value = value
+        else:
+            self.cell.value = self.check(value)
+
+
+class _Layout:
+    """What a kernel's launches share, built once from its manifest entry (and its fallback's, which
+    takes the same parameters and sizes, so both use one argument block)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        entry = kernel.entry
+        params = entry["params"]
+        self.nparams = len(params)
+        self.tensors = [TensorParam(kernel.name, i, p) for i, p in enumerate(params) if p["kind"] == "tensor"]
+        self.inputs = [i for i, p in enumerate(params) if not (p["kind"] == "tensor" and p.get("output"))]
+        self.outputs = [t.index for t in self.tensors if t.output]
+        self.size_names = list(entry["sizes"])
+        self.param_names = [p["name"] for p in params]
+        grid_names = set(re.findall(r"[A-Za-z_]\w*", " ".join(entry["grid"])))
+        self.grid_scalars = [i for i, p in enumerate(params) if p["kind"] == "scalar" and p["name"] in grid_names
+                             and p["dtype"][0] in "iu"]
+        self.tmaps = tensor_map_specs(entry)
+        self.tma_params = sorted({s.param_index for s in self.tmaps})
+        # Slots: the tensors' pointers first (one slice assignment writes them all), then the scalars,
+        # then the sizes; kernelParams lists them in the kernel's parameter order, then the maps.
+        nslots = self.nparams + len(self.size_names)
+        self.ntensors = len(self.tensors)
+        self.slots = (ctypes.c_uint64 * max(1, nslots))()
+        self.params = (ctypes.c_void_p * max(1, nslots + len(self.tmaps)))()
+        base = ctypes.addressof(self.slots)
+        scalar_params = [i for i, p in enumerate(params) if p["kind"] == "scalar"]
+        slot_of = {t.index: k for k, t in enumerate(self.tensors)}
+        slot_of.update({i: self.ntensors + j for j, i in enumerate(scalar_params)})
+        for i in range(nslots):
+            self.params[i] = base + slot_of.get(i, i) * SLOT_BYTES
+        self.params_address = ctypes.addressof(self.params)
+        self.first_map = nslots
+        self.scalars = [_Scalar(kernel.name, i, params[i], self.slots, slot_of[i]) for i in scalar_params]
+        self.size_cells = [ctypes.c_int32.from_buffer(self.slots, (self.nparams + j) * SLOT_BYTES)
+                           for j in range(len(self.size_names))]
+        # where each size is first seen: (tensor position, axis); and every dimension to check
+        self.dims: list[tuple[int, int, int | str]] = []
+        for t_pos, t in enumerate(self.tensors):
+            for axis, d in enumerate(t.shape):
+                self.dims.append((t_pos, axis, d))
+        self.plans: dict[tuple, _Plan] = {}
+        self.written: _Plan | None = None  # the plan whose sizes and maps the block holds
+        self.stream_args: dict[int, object] = {}  # CUstream handle -> raw_launch's pointer argument
+        self.lock = threading.Lock()
+
+    def stream_arg(self, driver, handle: int):
+        if len(self.stream_args) >= 64:
+            self.stream_args.clear()
+        arg = self.stream_args[handle] = driver.pointer_arg(handle)
+        return arg
+
+    def bind(self, args, explicit):
+        """(pointers, plan key, device, adapter of the first tensor) of a call, every tensor checked
+        by its adapter. The key is the shapes, then for a TMA kernel the pointers, then the device:
+        what a plan depends on. The first tensor's framework gives the stream when none is passed.
+        The first call generates the binder (knowing now whether torch is imported) in its place."""
+        self.bind = self._make_binder()
+        return self.bind(args, explicit)
+
+    def _make_binder(self):
+        """The function that reads a call's tensor arguments: straight-line code for this kernel's
+        tensors (what a loop over them would do, without the loop's per-call bookkeeping, which
+        costs as much as the reading itself). Generated from the parameter count alone."""
+        tensors = self.tensors
+        n = len(tensors)
+        if n == 0:
+            fallback = adapter(int)
+            return lambda args, explicit: ((), (0,), 0, fallback)
+        env = {"get": _ADAPTERS.get, "adapter": adapter, "mixed": self._mixed_devices}
+        torch = sys.modules.get("torch")
+        if torch is not None:  # torch tensors are read inline, without a call to their adapter
+            env.update(Tensor=torch.Tensor, TORCH=adapter(torch.Tensor), torch_problem=torch_problem)
+        lines = ["def bind(args, explicit):"]
+        for k, t in enumerate(tensors):
+            env[f"T{k}"] = t
+            generic = [f"v{k} = get(type(a{k})) or adapter(type(a{k}))",
+                       f"p{k}, s{k}, d{k} = v{k}.view(a{k}, T{k}, explicit)"]
+            lines.append(f"    a{k} = args[{t.index}]")
+            if torch is not None and t.torch_dtype() is not None:
+                env[f"D{k}"] = t.torch_dtype()
+                lines += [f"    if type(a{k}) is Tensor:",
+                          f"        d{k} = a{k}.get_device()",
+                          f"        if d{k} < 0 or a{k}.dtype is not D{k} or not a{k}.is_contiguous():",
+                          f"            torch_problem(a{k}, T{k})",
+                          f"        p{k}, s{k}, v{k} = a{k}.data_ptr(), a{k}.shape, TORCH",
+                          "    else:"] + [f"        {line}" for line in generic]
+            else:
+                lines += [f"    {line}" for line in generic]
+        devices = ", ".join(f"d{k}" for k in range(n))
+        if n > 1:
+            lines.append(f"    if {' or '.join(f'd{k} != d0' for k in range(1, n))}:")
+            lines.append(f"        mixed(({devices},))")
+        ptrs = "".join(f"p{k}, " for k in range(n))
+        key = "".join(f"s{k}, " for k in range(n)) + (ptrs if self.tmaps else "") + "d0"
+        lines.append(f"    return ({ptrs}), ({key}), d0, v0")
+        exec("\n".join(lines), env)  # straight-line code over this kernel's parameter positions only
+        return env["bind"]
+
+    def _mixed_devices(self, devices: tuple) -> None:
+        def where(d):
+            return "the host" if d == HOST else f"GPU {d}"
+
+        k = next(k for k, d in enumerate(devices) if d != devices[0])
+        t = self.tensors[k]
+        raise ArgumentError(f"{t.kernel}: '{t.name}' is on {where(devices[k])} but '{self.tensors[0].name}' is on "
+                            f"{where(devices[0])}; pass all tensors on one device (numpy arrays are staged only when "
+                            "every tensor is numpy)")
+
+
+class _Plan:
+    """One launch configuration: the kernel that runs (TMA or fallback), its CUfunction on the
+    device, grid, block, dynamic shared memory, the sizes and the encoded tensor maps."""
+
+    __slots__ = ("kernel", "driver", "fn", "grid", "gx", "gy", "gz", "threads", "shared", "sizes", "maps",
+                 "map_addresses", "empty", "raw_launch", "fn_arg", "params_arg")
+
+    def __init__(self, kernel, driver, fn, grid, threads, shared, sizes, maps, params_address: int) -> None:
+        self.kernel, self.driver, self.fn, self.grid, self.threads = kernel, driver, fn, grid, threads
+        self.gx, self.gy, self.gz = grid
+        self.shared, self.sizes, self.maps = shared, sizes, maps
+        self.map_addresses = [ctypes.addressof(m) for m in maps]
+        self.empty = any(g <= 0 for g in grid)
+        self.params_arg = driver.pointer_arg(params_address)  # the argument block, as raw_launch takes it
+        self.raw_launch = driver.raw_launch  # cuLaunchKernel itself: one foreign call per launch
+        self.fn_arg = driver.pointer_arg(fn)
+
+    def write(self, layout: _Layout) -> None:
+        """Store this plan's sizes and tensor-map addresses in the argument block."""
+        for cell, v in zip(layout.size_cells, self.sizes, strict=True):
+            cell.value = v
+        j = layout.first_map
+        for address in self.map_addresses:
+            layout.params[j] = address
+            j += 1
+        layout.written = self
+
+
+class Kernel:
+    """A kernel of a loaded module. Call it with its parameters in order:
+
+        C = gemm(A, B, C)        # device arrays: asynchronous on the caller's current stream
+        C = gemm(A, B)           # outputs may be left out: allocated like the first tensor argument
+        gemm(A, B, C, stream=s)  # an explicit stream (int handle, torch / cupy stream)
+        gemm(a, b, c)            # numpy arrays: staged through the GPU, synchronous
+
+    It returns the output tensor (a tuple when there are several, None when there are none)."""
+
+    def __init__(self, module, entry: dict):
+        self.module = module
+        self.entry = entry
+        self.name = entry["name"]
+        self._fns: dict[int, int] = {}  # device ordinal -> CUfunction handle
+        self._arguments: _Layout | None = None
+        self._fallback: Kernel | None = None
+        self._grid = None  # compiled grid formulas
+        self._num_sms: dict[int, int] = {}
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p['name']}: {'out ' if p.get('output') else ''}{p['dtype']}"
+                        + (f"[{', '.join(map(str, p['shape']))}]" if p["kind"] == "tensor" else "")
+                        for p in self.entry["params"])
+        return f"<tilec kernel {self.name}({sig})>"
+
+    # ------------------------------------------------------------ the call
+
+    def __call__(self, *args, stream=None, sync: bool | None = None):
+        layout = self._arguments or self._make_layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        explicit = None if stream is None else stream_handle(stream)
+        ptrs, key, device, first = layout.bind(args, explicit)
+        if layout.grid_scalars:  # the grid depends on these scalars' values: so does the plan
+            key = (*key, *(args[i] for i in layout.grid_scalars))
+        if device == HOST:
+            self._run_staged(args, layout, key[:len(layout.tensors)], explicit)
+        else:
+            plan = layout.plans.get(key) or self._new_plan(layout, key, ptrs, device, args)
+            handle = explicit if explicit is not None else first.stream(device)
+            if plan.empty:
+                self._launch(layout, plan, args, ptrs, handle)
+            else:  # _launch's body, inline: this is the path every launch takes
+                with layout.lock:
+                    layout.slots[:layout.ntensors] = ptrs
+                    for s in layout.scalars:
+                        s.store(args[s.index])
+                    if layout.written is not plan:
+                        plan.write(layout)
+                    stream_arg = layout.stream_args.get(handle) or layout.stream_arg(plan.driver, handle)
+                    if plan.raw_launch(plan.fn_arg, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared,
+                                       stream_arg, plan.params_arg, None):
+                        plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
+                                                  layout.params_address)
+            if sync:
+                plan.driver.synchronize(handle)
+        outs = layout.outputs
+        if len(outs) == 1:
+            return args[outs[0]]
+        return tuple(args[i] for i in outs) if outs else None
+
+    def _launch(self, layout: _Layout, plan: _Plan, args, ptrs, handle: int) -> None:
+        if plan.empty:
+            for s in layout.scalars:  # still refuse a bad scalar
+                s.check(args[s.index])
+            return
+        with layout.lock:
+            layout.slots[:layout.ntensors] = ptrs
+            for s in layout.scalars:
+                s.store(args[s.index])
+            if layout.written is not plan:  # sizes and tensor maps change only with the plan
+                plan.write(layout)
+            stream_arg = layout.stream_args.get(handle) or layout.stream_arg(plan.driver, handle)
+            rc = plan.raw_launch(plan.fn_arg, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, stream_arg,
+                                 plan.params_arg, None)
+            if rc:  # no current context on this thread, say: the careful path, which reports errors
+                plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle, layout.params_address)
+
+    # ------------------------------------------------------------ building a plan (once per shape)
+
+    def _make_layout(self) -> _Layout:
+        from .tensor_maps import fallback_entry
+
+        layout = _Layout(self)
+        if layout.tmaps:
+            fb = fallback_entry(self.entry, self.module.manifest["kernels"])
+            if fb is not None:
+                self._fallback = self.module._internal.get(fb["name"]) or self.module.kernels[fb["name"]]
+        self._arguments = layout
+        return layout
+
+    def sizes_of(self, args) -> dict[str, int]:
+        """The runtime sizes the arguments imply (ArgumentError when their shapes disagree)."""
+        layout = self._arguments or self._make_layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        return self._sizes_from_shapes(layout, [tuple(args[t.index].shape) for t in layout.tensors], args)
+
+    def _sizes_from_shapes(self, layout: _Layout, shapes, args=None) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        formulas = []
+        for t, shape in zip(layout.tensors, shapes, strict=True):
+            if len(shape) != len(t.shape):
+                raise ArgumentError(f"{self.name}: '{t.name}' has {len(shape)} dimension(s), expected "
+                                    f"{len(t.shape)} ({t.shape})")
+        for t_pos, axis, want in layout.dims:
+            got = int(shapes[t_pos][axis])
+            name = layout.tensors[t_pos].name
+            if isinstance(want, int):
+                if want != got:
+                    raise ArgumentError(f"{self.name}: dimension {axis} of '{name}' must be {want}, got {got}")
+            elif not want.isidentifier():  # a formula of sizes: checked once every size is known
+                formulas.append((name, axis, want, got))
+            elif sizes.setdefault(want, got) != got:
+                raise ArgumentError(f"{self.name}: size {want} is {sizes[want]} from an earlier argument but "
+                                    f"{got} from '{name}'")
+        for name, axis, want, got in formulas:
+            if evaluate(want, sizes) != got:
+                raise ArgumentError(f"{self.name}: dimension {axis} of '{name}' must be {want} = "
+                                    f"{evaluate(want, sizes)}, got {got}")
+        if args is not None:  # integer scalars a grid formula names: Kernel(nblocks, ...)
+            for i in layout.grid_scalars:
+                sizes[layout.param_names[i]] = int(args[i])
+        for name in layout.size_names:
+            if name not in sizes:
+                raise ArgumentError(f"{self.name}: no tensor argument gives the size {name}")
+            if sizes[name] > INT32_MAX:
+                raise ArgumentError(f"{self.name}: size {name} = {sizes[name]} exceeds the kernel's 32-bit sizes")
+        return sizes
+
+    def launch_config(self, sizes: dict[str, int], device: int = 0) -> tuple[tuple[int, int, int], int]:
+        """(grid, threads per block) for these runtime sizes."""
+        names = list(self.entry["sizes"]) + [p["name"] for p in self.entry["params"]
+                                             if p["kind"] == "scalar" and p["name"] in sizes]
+        if self._grid is None:
+            persistent = any("num_sms" in g for g in self.entry["grid"])
+            self._grid = (compile_formulas(self.entry["grid"], names + (["num_sms"] if persistent else [])),
+                          persistent)
+        fn, persistent = self._grid
+        values = [sizes[n] for n in names]
+        if persistent:  # a persistent kernel: one block per SM at most
+            if device not in self._num_sms:
+                from .cuda_driver import Driver
+
+                self._num_sms[device] = Driver.get(device).multiprocessor_count()
+            values.append(self._num_sms[device])
+        grid = tuple(max(0, g) for g in fn(*values))
+        return grid, self.entry["threads"]  # type: ignore[return-value]
+
+    def _new_plan(self, layout: _Layout, key, ptrs, device: int, args) -> _Plan:
+        plan = self._plan(layout, ptrs, key[:len(layout.tensors)], device, args)
+        if len(layout.plans) >= PLAN_CACHE_LIMIT:
+            layout.plans.clear()
+        layout.plans[key] = plan
+        return plan
+
+    def _plan(self, layout: _Layout, ptrs, shapes, device: int, args=None) -> _Plan:
+        sizes = self._sizes_from_shapes(layout, shapes, args)
+        grid, threads = self.launch_config(sizes, device)
+        kernel, maps = self, []
+        if layout.tmaps and all(g > 0 for g in grid):  # an empty launch encodes nothing
+            kernel, grid, threads, maps = self._choose_tma(layout, ptrs, shapes, sizes, grid, threads, device)
+        from .cuda_driver import Driver
+
+        drv = Driver.get(device)
+        fn = kernel._function(drv, device)
+        return _Plan(kernel, drv, fn, grid, threads, kernel.entry["shared_bytes"],
+                     tuple(sizes[n] for n in layout.size_names), maps, layout.params_address)
+
+    def _choose_tma(self, layout: _Layout, ptrs, shapes, sizes, grid, threads, device: int):
+        """The encoded tensor maps of this launch, or the fallback kernel (and its launch
+        configuration) when TMA cannot address the tensors."""
+        position = {t.index: k for k, t in enumerate(layout.tensors)}
+        encoded_args = []
+        for spec in layout.tmaps:
+            k = position[spec.param_index]
+            targs = tensor_map_args(spec, spec.param, shapes[k], ptrs[k])
+            if isinstance(targs, NoTma):
+                if self._fallback is None:
+                    raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {targs.reason}; "
+                                        "this kernel has no fallback, so pass 16-byte aligned tensors whose rows "
+                                        "are a multiple of 16 bytes")
+                fgrid, fthreads = self._fallback.launch_config(sizes, device)
+                return self._fallback, fgrid, fthreads, []
+            encoded_args.append((spec, targs))
+        from .cuda_driver import Driver
+
+        drv = Driver.get(device)
+        maps = [drv.encode_tensor_map(t.dtype, t.rank, ptrs[position[s.param_index]], t.dims, t.strides, t.box,
+                                      t.swizzle, what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
+        return self, grid, threads, maps
+
+    def _function(self, drv, device: int) -> int:
+        fn = self._fns.get(device)
+        if fn is None:
+            mod = self.module.cuda_module(device)
+            handle = drv.function(mod, self.name)
+            if self.entry["shared_bytes"] > 48 * 1024:
+                drv.set_dynamic_shared(handle, self.entry["shared_bytes"])
+            fn = self._fns[device] = getattr(handle, "value", handle)
+        return fn
+
+    def launch_plan(self, *args, stream=None) -> _Plan:
+        """What `kernel(*args)` would launch — the kernel (a TMA kernel or its fallback), grid,
+        block, sizes — without launching; device arrays only."""
+        layout = self._arguments or self._make_layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        explicit = None if stream is None else stream_handle(stream)
+        ptrs, key, device, _ = layout.bind(args, explicit)
+        if device == HOST:
+            raise ArgumentError(f"{self.name}: launch_plan needs device arrays (numpy arrays are staged per call)")
+        return self._plan(layout, ptrs, key[:len(layout.tensors)], device, args)
+
+    # ------------------------------------------------------------ outputs left out; numpy staging
+
+    def _with_outputs(self, args, layout: _Layout) -> tuple:
+        """The full argument list when the outputs were left out: each output allocated with the
+        dtype and shape its parameter declares (sizes from the inputs), like the first tensor input."""
+        params = self.entry["params"]
+        if len(args) != len(layout.inputs) or not layout.outputs:
+            names = ", ".join(p["name"] for p in params)
+            ins = ", ".join(params[i]["name"] for i in layout.inputs)
+            raise ArgumentError(f"{self.name} takes {len(params)} argument(s) ({names})"
+                                + (f", or {len(layout.inputs)} without its outputs ({ins})" if layout.outputs else "")
+                                + f", got {len(args)}")
+        full: list = [None] * layout.nparams
+        for i, a in zip(layout.inputs, args, strict=True):
+            full[i] = a
+        sizes: dict[str, int] = {}
+        like = None
+        for t in layout.tensors:
+            if t.output:
+                continue
+            a = full[t.index]
+            like = like if like is not None else a
+            shape = tuple(a.shape)
+            if len(shape) != len(t.shape):
+                raise ArgumentError(f"{self.name}: '{t.name}' has {len(shape)} dimension(s), expected "
+                                    f"{len(t.shape)} ({t.shape})")
+            for want, got in zip(t.shape, shape, strict=True):
+                if isinstance(want, str):
+                    sizes.setdefault(want, int(got))
+        if like is None:
+            raise ArgumentError(f"{self.name}: pass the outputs (no tensor input shows where to allocate them)")
+        for t in layout.tensors:
+            if t.output:
+                missing = [d for d in t.shape if isinstance(d, str) and d not in sizes]
+                if missing:
+                    raise ArgumentError(f"{self.name}: output '{t.name}' needs the size {missing[0]}, which no input "
+                                        "gives; pass the output")
+                shape = tuple(d if isinstance(d, int) else sizes[d] if d.isidentifier() else evaluate(d, sizes)
+                              for d in t.shape)
+                full[t.index] = allocate_like(like, shape, t)
+        return tuple(full)
+
+    def _run_staged(self, args, layout: _Layout, shapes, explicit) -> None:
+        """numpy arguments: copy in, launch, wait, copy the outputs back, free (synchronous)."""
+        for s in layout.scalars:  # every argument is checked before the driver is touched
+            s.check(args[s.index])
+        self._sizes_from_shapes(layout, shapes, args)
+        from .cuda_driver import Driver
+
+        drv = Driver.get(0)
+        handle = explicit or 0
+        staged: list[int] = []  # device copies, in layout.tensors order
+        try:
+            for t in layout.tensors:
+                arr = args[t.index]
+                staged.append(drv.alloc(arr.nbytes))
+                drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
+            plan = self._plan(layout, staged, shapes, 0, args)
+            self._launch(layout, plan, args, staged, handle)
+            drv.synchronize(handle)
+            for t, ptr in zip(layout.tensors, staged, strict=True):
+                if t.output:
+                    arr = args[t.index]
+                    drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
+        finally:
+            for ptr in staged:
+                drv.free(ptr)
+
+    # ------------------------------------------------------------ timing
+
+    def bench(self, *args, warmup: int = 10, iters: int = 50, stream=None) -> dict:
+        """Median time of `iters` calls through the public call path (CUDA events around each),
+        after `warmup` calls. numpy arguments are copied to the device once, first."""
+        from .cuda_driver import Driver
+
+        layout = self._arguments or self._make_layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        drv = Driver.get(0)
+        device_args = list(args)
+        staged = []
+        start = end = None
+        try:
+            for t in layout.tensors:
+                a = args[t.index]
+                if adapter(type(a)).kind == "numpy":
+                    staged.append(drv.alloc(a.nbytes))
+                    drv.htod(staged[-1], a.ctypes.data, a.nbytes)
+                    device_args[t.index] = _DeviceBuffer(staged[-1], a.shape)
+            _, _, device, first = layout.bind(device_args, None)
+            drv = Driver.get(device)
+            handle = stream_handle(stream) if stream is not None else first.stream(device)
+            for _ in range(warmup):
+                self(*device_args, stream=handle)
+            start, end = drv.event(), drv.event()
+            times = []
+            for _ in range(iters):
+                drv.record(start, handle)
+                self(*device_args, stream=handle)
+                drv.record(end, handle)
+                times.append(drv.elapsed_ms(start, end))
+        finally:
+            for ev in (start, end):
+                if ev is not None:
+                    drv.destroy_event(ev)
+            if staged:
+                drv.synchronize()
+            for ptr in staged:
+                drv.free(ptr)
+        times.sort()
+        ms = times[len(times) // 2]
+        sizes = self.sizes_of(args)
+        flops = evaluate(self.entry.get("flops", "0"), sizes)
+        nbytes = evaluate(self.entry.get("bytes", "0"), sizes)
+        return {"ms": ms, "tflops": flops / ms / 1e9, "gbps": nbytes / ms / 1e6, "flops": flops, "bytes": nbytes}
+
+
+class _DeviceBuffer:
+    """A device copy of a checked numpy argument (for `bench`), on GPU 0."""
+
+    def __init__(self, ptr: int, shape) -> None:
+        self.ptr, self.shape = ptr, tuple(shape)
+
+
+register_adapter(_DeviceBuffer, "device_buffer", lambda a, p, stream: (a.ptr, a.shape, 0))
+
+
+def allocate_like(like, shape: tuple, t: TensorParam):
+    """An uninitialized array for output `t`, of the kind (and device) of the input `like`."""
+    from .arrays import NP_NAMES
+
+    kind = adapter(type(like)).kind
+    if kind == "torch":
+        import torch
+
+        return torch.empty(shape, dtype=t.torch_dtype(), device=like.device)
+    if kind == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=NP_NAMES[t.dtype])
+    if kind == "numpy":
+        import numpy as np
+
+        if t.dtype in ("bf16", "f8e4m3", "f8e5m2"):
+            import ml_dtypes  # noqa: F401  (registers these dtypes with numpy)
+        return np.empty(shape, dtype=NP_NAMES[t.dtype])
+    raise ArgumentError(f"{t.kernel}: cannot allocate output '{t.name}' next to a {type(like).__name__}; pass it")
