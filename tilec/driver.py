@@ -169,6 +169,13 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
             ]
         )
     result.target = target
+    if target.backend == "ascend":  # AscendC (issue #15): its own pipeline from Tile IR, no SIMT IR
+        from .targets.ascend.backend import compile_module
+
+        result.source = compile_module(result.module, rep, target,
+                                       f"tilec {__version__} for {target.name} from {result.module.files[0]}",
+                                       want, result.ir_after)
+        return
     tile_passes, simt_passes = _target_passes()
     module = result.module
     pristine = copy.deepcopy(module) if target.tma_pipelines else None

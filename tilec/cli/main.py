@@ -316,6 +316,10 @@ def _cmd_run(args) -> int:
         from .webgpu import cmd_run_webgpu
 
         return cmd_run_webgpu(args, _parse_defines(args.defines), _parse_sizes(args.size))
+    if args.target and _is_ascend(args.target):  # AscendC (issue #15): run on tilec's CPU model of the API
+        from ..targets.ascend.run import cmd_run_ascend
+
+        return cmd_run_ascend(args, _parse_defines(args.defines), _parse_sizes(args.size))
     if args.device == "cuda" or (args.device is None and args.target):
         from .gpu import cmd_run_gpu
 
@@ -342,6 +346,15 @@ def _cmd_run(args) -> int:
             raise CompileError([Diagnostic("error", str(e))]) from None
         print(summarize(k, arrays))
     return 0
+
+
+def _is_ascend(name: str) -> bool:
+    from ..targets.registry import UnknownTarget, lookup
+
+    try:
+        return lookup(name).backend == "ascend"
+    except UnknownTarget:
+        return False
 
 
 def _cmd_bench(args) -> int:
