@@ -151,6 +151,14 @@ class Lowering:
             ub_counts.append(lay.count)
             depth = self.plan.queues.get(b.name, 0)
             self.add_alloc(Alloc(b.name, pos, ctype(b.dtype), lay.count, depth, s.span, b.name))
+        from ...ir.fold import fold
+        from ...ir.visit import walk_stmts
+
+        for s in walk_stmts(k.body):  # temporaries cover every Parallel loop's tile
+            if isinstance(s, T.For) and s.kind == "parallel":
+                ext = [fold(e) for e in s.extents]
+                if all(isinstance(e, T.Const) for e in ext) and 1 <= len(ext) <= 2:
+                    ub_counts.append(layout_of(tuple(int(e.value) for e in ext)).count)
         self.temp_count = max(ub_counts)
         if self.plan.kernel_type != "AIV_ONLY":
             from .lower_cube import CubeLowering
@@ -334,9 +342,25 @@ class Lowering:
             row_stride = strides[row_dim]
         return offset, row_stride, valid_rows, valid_cols, nrows, ncols
 
+    def staging(self, name: str, gm_ctype: str) -> str:
+        """A UB tile in the global tensor's type for a copy that also converts (Cast in or out)."""
+        stage = f"{name}_{gm_ctype.replace('_t', '')}"
+        if stage not in self.allocs:
+            self.add_alloc(Alloc(stage, "VECCALC", gm_ctype, self.allocs[name].count))
+            self.layouts[stage] = self.layouts[name]
+        return stage
+
     def copy_in(self, region: T.Region, dst: T.Buffer, span, name: str | None = None) -> None:
         name = name or dst.name
         a = self.allocs[name]
+        gm_ctype = ctype(region.buffer.dtype)
+        if gm_ctype != a.ctype:
+            stage = self.staging(name, gm_ctype)
+            self.copy_in(region, dst, span, name=stage)
+            self.first_touch(name)
+            self.v(f"Cast({name}, {stage}, RoundMode::{'CAST_NONE' if a.ctype == 'float' else 'CAST_RINT'}, "
+                   f"{a.count});", [stage], [name])
+            return
         lay = self.layouts[name]
         if a.position == "VECIN" and a.depth:
             self.queue_alloc(name)
@@ -367,6 +391,14 @@ class Lowering:
     def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None) -> None:
         name = name or src.name
         a = self.allocs[name]
+        gm_ctype = ctype(region.buffer.dtype)
+        if gm_ctype != a.ctype:
+            if a.depth:
+                raise error("a converting copy out of a queue buffer", span)
+            stage = self.staging(name, gm_ctype)
+            self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
+                   f"{a.count});", [name], [stage])
+            return self.copy_out(src, region, span, name=stage)
         lay = self.layouts[name]
         self.first_touch(name)
         if a.position == "VECOUT" and a.depth:

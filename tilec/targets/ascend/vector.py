@@ -381,7 +381,6 @@ def lower_parallel(lw, s: T.For) -> None:
     loop = VecLoop(lw, s.vars, tuple(shape), s.span)
     loads, stores, guards = [], [], []
     _collect(loop, s.body, loads, stores, guards)
-    loop.env.clear()
     ins, outs = [], []
     for x in loads + stores:
         box = _global_box(loop, x)
@@ -401,6 +400,7 @@ def lower_parallel(lw, s: T.For) -> None:
                            x.buffer.name))
         loop.globals[key] = name
         (outs if is_store else ins).append((name, region))
+    loop.env.clear()
     for name, region in ins:
         lw.copy_in(region, region.buffer, s.span, name=name)
     for name, _ in outs:

@@ -45,6 +45,9 @@ def plan_queues(k: T.Kernel) -> None:
             else:
                 continue
             name = buf.name
+            if s.src.buffer.dtype != s.dst.buffer.dtype:  # a converting copy stages through a TBuf
+                refused.add(name)
+                continue
             inside = [j for j, x in enumerate(body) if name in touched(x)]
             if direction == "in":
                 ok = inside[0] == i and not any(name in reads_writes(body[j])[1] for j in inside if j != i)
