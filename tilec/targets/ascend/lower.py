@@ -198,7 +198,7 @@ class Lowering:
         for i, s in enumerate(stmts):
             self.stmt(s)
             for n in home:
-                if last_use[n] == i and self.allocs.get(n) and self.allocs[n].position in ("VECIN",):
+                if last_use[n] == i and self.allocs.get(n) and self.allocs[n].position in ("VECIN", "A1", "B1"):
                     self.emit(f"{n}_que.FreeTensor({n});", ordered=(n,))
 
     def stmt(self, s: T.Stmt) -> None:
@@ -265,7 +265,7 @@ class Lowering:
     def first_touch(self, name: str) -> None:
         """A VECOUT queue buffer is allocated where its statement list first touches it."""
         a = self.allocs.get(name)
-        if a and a.position == "VECOUT" and name not in self.declared:
+        if a and a.position in ("VECOUT", "CO1") and name not in self.declared:
             self.declared.add(name)
             self.queue_alloc(name)
 

@@ -12,7 +12,7 @@ inline void gm_register(void* p, size_t bytes, const char* name) {
     GmRange r;
     r.base = static_cast<uint8_t*>(p);
     r.bytes = bytes;
-    r.shadow.resize((bytes + 31) / 32 + 1);
+    r.shadow.resize(bytes / GM_GRANULE + 1);
     r.name = name;
     world().gm.push_back(std::move(r));
 }

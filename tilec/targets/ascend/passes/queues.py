@@ -45,7 +45,8 @@ def plan_queues(k: T.Kernel) -> None:
             else:
                 continue
             name = buf.name
-            if s.src.buffer.dtype != s.dst.buffer.dtype:  # a converting copy stages through a TBuf
+            if s.src.buffer.dtype != s.dst.buffer.dtype and plan.position[name] != "CO1":
+                # a converting copy stages through a TBuf (Fixpipe converts on its own)
                 refused.add(name)
                 continue
             inside = [j for j, x in enumerate(body) if name in touched(x)]
