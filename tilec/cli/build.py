@@ -17,7 +17,7 @@ from pathlib import Path
 from ..diagnostics import CompileError, Diagnostic
 
 KINDS = {".cu": "cu", ".ptx": "ptx", ".cubin": "cubin", ".fatbin": "fatbin", ".h": "header", ".wgsl": "wgsl",
-         ".hip": "hip", ".hsaco": "hsaco", ".s": "asm"}
+         ".hip": "hip", ".hsaco": "hsaco", ".s": "asm", ".cpp": "cpp", ".o": "obj"}
 
 
 def output_kind(output: str | None, emit: str | None) -> str:
@@ -35,7 +35,7 @@ def output_kind(output: str | None, emit: str | None) -> str:
 
 
 def default_output(file: str, kind: str) -> str:
-    suffix = {"cu": "cu", "header": "h", "asm": "s"}.get(kind, kind)
+    suffix = {"cu": "cu", "header": "h", "asm": "s", "obj": "o"}.get(kind, kind)
     return f"{Path(file).stem}.{suffix}"
 
 
@@ -264,6 +264,8 @@ def run_build(args, defines: dict[str, object]) -> int:
         raise CompileError([Diagnostic("error", f"several targets ({', '.join(names)}) need a fatbin or header "
                                                 "output (-o x.fatbin, -o x.h)")])
     backends = {t.backend for t in targets}
+    if backends == {"ascend"} or kind in ("cpp", "obj"):
+        return _build_ascend(args, defines, targets, names, kind)
     if backends == {"wgsl"} or kind == "wgsl":
         return _build_wgsl(args, defines, targets, names)
     if backends == {"hip"} or kind in ("hip", "hsaco", "asm"):
@@ -345,6 +347,31 @@ def _build_hip(args, defines: dict[str, object], targets, names: list[str], kind
                 print(f"{name:<24} {u.get('vgpr', 0):>6} {u.get('agpr', 0):>6} {u.get('sgpr', 0):>6} "
                       f"{u.get('lds', 0):>7} {u.get('scratch', 0):>9}")
     m = _manifest(result, kind, [targets[0].arch], toolchain, options, output)
+    return _finish(args, output, artifact, dumps_manifest(m), _unique(result.module.files), warnings, result.sources)
+
+
+def _build_ascend(args, defines: dict[str, object], targets, names: list[str], kind: str) -> int:
+    """AscendC (issue #15): the kernel source (.cpp), its ACL launcher header (.h) or a kernel object (.o)."""
+    from .. import compile as tilec_compile
+    from ..diagnostics import render
+    from ..targets.ascend import backend
+    from .main import _print_diagnostics
+
+    if len(targets) != 1 or targets[0].backend != "ascend":
+        raise CompileError([Diagnostic("error", "-o x.cpp / x.o is an AscendC output: use --target ascend910b alone")])
+    if kind not in ("cpp", "header", "obj"):
+        raise CompileError([Diagnostic("error", f"the {targets[0].name} target emits cpp, header or obj, not {kind}: "
+                                                "use -o NAME.cpp (or .h, .o)")])
+    result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
+                           target=targets[0].name)
+    _print_diagnostics(result.diagnostics, result.sources, args)
+    warnings = "".join(render(d, result.sources, False) + "\n" for d in result.diagnostics)
+    output = args.output or default_output(args.file, kind)
+    options = {"defines": {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in defines.items()},
+               "kernel": args.kernel, "targets": names, "kind": kind}
+    artifact = backend.build(result.source, kind, {"programs": result.module.attrs_ascend, "name": Path(args.file).stem,
+                                                   "prefix": _opt(args, "header_prefix", "")})
+    m = backend.manifest(result, kind, "bisheng" if kind == "obj" else "none", options, os.path.basename(output))
     return _finish(args, output, artifact, dumps_manifest(m), _unique(result.module.files), warnings, result.sources)
 
 

@@ -45,6 +45,32 @@ def compile_module(module: T.Module, rep: Reporter, target, banner: str, want=No
     return generate(programs, banner)
 
 
+def manifest(result, kind: str, toolchain: str, options: dict, binary: str | None) -> dict:
+    """The artifact manifest: parameters, runtime sizes and grid formulas as for the other back ends, plus the
+    kernel type, the block-count rule and the on-chip bytes per memory."""
+    from ... import __version__
+    from ...artifacts import MANIFEST_VERSION, source_hash
+    from ...ir.formula import formula
+
+    sources_text = {f: result.sources.text(f) or "" for f in result.module.files}
+    fields = manifest_fields(result.module)["ascend"]
+    kernels = []
+    for k in result.module.kernels:
+        params = []
+        for p in k.params:
+            if isinstance(p, T.Buffer):
+                params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype.name, "output": p.is_output,
+                               "shape": [int(d.value) if isinstance(d, T.Const) else d.name for d in p.shape]})
+            else:
+                params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
+        kernels.append({"name": k.name, "params": params, "sizes": [v.name for v in k.size_vars],
+                        "grid": [formula(g) for g in k.grid], **fields.get(k.name, {})})
+    return {"manifest_version": MANIFEST_VERSION, "tilec_version": __version__, "target": result.target.name,
+            "backend": "ascend", "archs": [result.target.arch], "kind": kind, "binary": binary,
+            "toolchain": toolchain, "driver_api": "ACL (aclrtLaunchKernel through the NAME_do launch functions)",
+            "source_hash": source_hash(result.module.files, sources_text, options), "kernels": kernels}
+
+
 def manifest_fields(module: T.Module) -> dict:
     programs = getattr(module, "attrs_ascend", [])
     return {"ascend": {p.name: {"kernel_type": p.kernel_type, "grid": p.grid,
