@@ -199,6 +199,7 @@ struct Core {
     int kernel_type = 0;
     bool pipe_made = false;
     int waiting_flag = -1;  // the cross-core flag this core is blocked on
+    const int* waiting_count = nullptr;  // its pending-set counter
 };
 
 constexpr size_t GM_GRANULE = 2;
@@ -574,7 +575,10 @@ namespace model {
 // blocked on a cross-core flag, none of them can ever be woken.
 inline void report_deadlock_if_stuck() {
     World& w = world();
-    if (w.running == 0 || w.blocked < w.running) return;
+    int stuck = 0;  // blocked with nothing pending (a woken core may not have run yet)
+    for (Core* other : w.cores)
+        if (other->waiting_flag >= 0 && other->waiting_count && *other->waiting_count == 0) stuck++;
+    if (w.running == 0 || stuck < w.running) return;
     std::string waits;
     for (Core* other : w.cores)
         if (other->waiting_flag >= 0) waits += fmt(" %s waits for flag %d;", other->label.c_str(), other->waiting_flag);
@@ -628,10 +632,12 @@ template <uint8_t MODE, pipe_t P> inline void CrossCoreWaitFlag(uint16_t flagId)
     while (f.pending[flagId] == 0) {
         w.blocked++;
         c.waiting_flag = flagId;
+        c.waiting_count = &f.pending[flagId];
         report_deadlock_if_stuck();
         w.cv.wait(lock);
         w.blocked--;
         c.waiting_flag = -1;
+        c.waiting_count = nullptr;
     }
     f.pending[flagId]--;
     for (int p = 0; p < NPIPES; ++p) join(c.clock[p], f.snap[flagId]);  // the whole core stalls on the wait
