@@ -32,7 +32,7 @@ def lower_module(module: T.Module, rep: Reporter, target, want: set[str] | None 
         if ir_after is not None and name in want:
             ir_after[name] = module_str(module)
     programs = [lower_kernel(k) for k in module.kernels]
-    for name, run in LOWERED_PASSES:
+    for _name, run in LOWERED_PASSES:
         programs = run(programs, rep, target)
     return programs
 

@@ -128,8 +128,9 @@ class CubeLowering:
         lw.out.append(Block("", [
             Call(f"int64_t rows = {vrows}, cols = {vcols};"),
             Block("if (rows > 0 && cols > 0)", [
-                Call(f"FixpipeParamsV220 p; p.nSize = (uint16_t)cols; p.mSize = (uint16_t)rows; p.srcStride = {rows_pad}; "
-                     f"p.dstStride = (uint32_t)({ld}); p.quantPre = QuantMode_t::{QUANT[out_t]}; p.reluEn = false;"),
+                Call(f"FixpipeParamsV220 p; p.nSize = (uint16_t)cols; p.mSize = (uint16_t)rows; "
+                     f"p.srcStride = {rows_pad}; p.dstStride = (uint32_t)({ld}); "
+                     f"p.quantPre = QuantMode_t::{QUANT[out_t]}; p.reluEn = false;"),
                 Call(f"Fixpipe<{out_t}, float, CFG_ROW_MAJOR>({s.dst.buffer.name}[{offset}], {c}, p);", "FIX", (c,),
                      (s.dst.buffer.name,))])]))
         lw.emit(f"{c}_que.FreeTensor({c});", ordered=(c,))

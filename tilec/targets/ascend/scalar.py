@@ -9,7 +9,7 @@ from ...diagnostics import error
 from ...ir import tile as T
 
 PRELUDE = """\
-__aicore__ inline int64_t tilec_floordiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+__aicore__ inline int64_t tilec_floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 __aicore__ inline int64_t tilec_floormod(int64_t a, int64_t b) { return a - tilec_floordiv(a, b) * b; }
 __aicore__ inline int64_t tilec_ceildiv(int64_t a, int64_t b) { return tilec_floordiv(a + b - 1, b); }
 __aicore__ inline int64_t tilec_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }

@@ -287,8 +287,8 @@ class VecLoop:
         full, tail = divmod(cp, 64)
         calls = []
         if full:
-            calls.append((f"Adds({d.text}[r * {cp}], {scratch}[r * 8], 0.0f, 64, {full}, UnaryRepeatParams(1, 0, 8, 0));",
-                          [scratch], [d.text]))
+            calls.append((f"Adds({d.text}[r * {cp}], {scratch}[r * 8], 0.0f, 64, {full}, "
+                          "UnaryRepeatParams(1, 0, 8, 0));", [scratch], [d.text]))
         if tail:
             calls.append((f"Adds({d.text}[r * {cp} + {full * 64}], {scratch}[r * 8], 0.0f, {tail}, 1, "
                           "UnaryRepeatParams(1, 0, 8, 0));", [scratch], [d.text]))
@@ -344,7 +344,7 @@ def _global_box(loop: VecLoop, e) -> tuple[T.Region, str] | None:
         if any(isinstance(x, T.Var) and any(x is w for w in loop.vars) for x in sub_exprs(base)):
             return None
         starts.append(fold(base))
-    region = T.Region(buf, starts, [T.Const(D.I32, None, n) for n in loop.shape], e.span if hasattr(e, "span") else None)
+    region = T.Region(buf, starts, [T.Const(D.I32, None, n) for n in loop.shape], e.span)
     return region, f"{buf.name}[{', '.join(expr_str(i) for i in idx)}]"
 
 
