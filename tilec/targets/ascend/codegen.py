@@ -30,28 +30,41 @@ def kernel_source(p: KernelProgram) -> str:
     out = [f'extern "C" __global__ __aicore__ void {p.name}({", ".join(p.params)})', "{",
            f"{INDENT}KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_{p.kernel_type});"]
     out += [INDENT + g for g in p.globals_setup]
-    out.append(f"{INDENT}TPipe pipe;")
-    for a in p.allocs:
-        if a.depth:
-            out.append(f"{INDENT}TQue<TPosition::{a.position}, 1> {a.holder};")
-            out.append(f"{INDENT}pipe.InitBuffer({a.holder}, {a.depth}, {a.buffer_bytes});")
-        else:
-            out.append(f"{INDENT}TBuf<TPosition::{a.position}> {a.holder};")
-            out.append(f"{INDENT}pipe.InitBuffer({a.holder}, {a.buffer_bytes});")
-    _stmts(p.setup, 1, out)
     gx, gy, gz = p.grid
     out.append(f"{INDENT}const int64_t grid_x = {gx}, grid_y = {gy}, grid_z = {gz};")
-    loop_var = "tile"
-    out.append(f"{INDENT}for (int64_t {loop_var} = GetBlockIdx(); {loop_var} < grid_x * grid_y * grid_z; "
-               f"{loop_var} += GetBlockNum()) {{")
-    bx, by, bz = p.block_vars
-    out.append(f"{INDENT * 2}const int64_t {bx} = {loop_var} % grid_x, {by} = {loop_var} / grid_x % grid_y, "
-               f"{bz} = {loop_var} / (grid_x * grid_y);")
-    out.append(f"{INDENT * 2}(void){bx}; (void){by}; (void){bz};")
-    _stmts(p.body, 2, out)
-    out.append(f"{INDENT}}}")
+    for side in p.sides:
+        d = 1
+        if side.guard:
+            out.append(f"{INDENT}if {side.guard} {{")
+            d = 2
+        _side(p, side, d, out)
+        if side.guard:
+            out.append(f"{INDENT}}}")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _side(p: KernelProgram, side, d: int, out: list[str]) -> None:
+    pad = INDENT * d
+    out.append(f"{pad}const int64_t group = {side.group};")
+    out += [pad + g for g in side.globals_setup]
+    out.append(f"{pad}TPipe pipe;")
+    for a in side.allocs:
+        if a.depth:
+            out.append(f"{pad}TQue<TPosition::{a.position}, 1> {a.holder};")
+            out.append(f"{pad}pipe.InitBuffer({a.holder}, {a.depth}, {a.buffer_bytes});")
+        else:
+            out.append(f"{pad}TBuf<TPosition::{a.position}> {a.holder};")
+            out.append(f"{pad}pipe.InitBuffer({a.holder}, {a.buffer_bytes});")
+    _stmts(side.setup, d, out)
+    out.append(f"{pad}for (int64_t tile = group; tile < grid_x * grid_y * grid_z; tile += GetBlockNum()) {{")
+    bx, by, bz = p.block_vars
+    inner = pad + INDENT
+    out.append(f"{inner}const int64_t {bx} = tile % grid_x, {by} = tile / grid_x % grid_y, "
+               f"{bz} = tile / (grid_x * grid_y);")
+    out.append(f"{inner}(void){bx}; (void){by}; (void){bz};")
+    _stmts(side.body, d + 1, out)
+    out.append(f"{pad}}}")
 
 
 def host_source(p: KernelProgram) -> str:

@@ -14,7 +14,7 @@ from ...diagnostics import error
 from ...ir import tile as T
 from .chip import CPP_TYPES, round_up
 from .layout import TileLayout, layout_of
-from .program import Alloc, Block, Call, KernelProgram, Stmt
+from .program import Alloc, Block, Call, KernelProgram, Side, Stmt
 from .scalar import cpp, float_literal, scalar_type
 
 AXES = ("bx", "by", "bz")
@@ -27,9 +27,14 @@ def ctype(dt) -> str:
 
 
 class Lowering:
-    def __init__(self, k: T.Kernel):
+    def __init__(self, k: T.Kernel, side: str | None = None):
+        from .handover import workspace_layout
+
         self.k = k
+        self.side = side  # None: a single-unit kernel; "AIC" / "AIV": one half of a mixed kernel
         self.plan = k.attrs["ascend"]
+        self.workspace, self.workspace_bytes = workspace_layout(k) if side else ({}, 0)
+        self.gemm_index = {id(g): i for i, g in enumerate(x for x in _walk(k.body) if isinstance(x, T.Gemm))}
         self.allocs: dict[str, Alloc] = {}
         self.layouts: dict[str, TileLayout] = {}
         self.buffers: dict[str, T.Buffer] = {}
@@ -132,9 +137,15 @@ class Lowering:
 
     # ------------------------------------------------------------ the kernel
 
-    def run(self) -> KernelProgram:
+    def run_side(self) -> Side:
+        """Lower the kernel body for this side: every core of a single-unit kernel, or the AIC (cube work) or the
+        AIVs (vector work) of a mixed one."""
+        from ...ir.fold import fold
+        from ...ir.visit import walk_stmts
+
         k = self.k
         ub_counts = [128]
+        mixed = self.side is not None
         for s in _allocs(k.body):
             b = s.buffer
             self.buffers[b.name] = b
@@ -144,23 +155,20 @@ class Lowering:
             pos = self.plan.position[b.name]
             if b.dtype.name not in CPP_TYPES:
                 raise error(f"'{b.name}' is {b.dtype}, which the AscendC back end does not place on chip", s.span)
-            if pos in ("A1", "B1", "CO1"):
+            if pos in ("A1", "B1", "CO1") or self.side == "AIC":
                 continue  # lower_cube lays these out
             lay = layout_of(shape)
             self.layouts[b.name] = lay
             ub_counts.append(lay.count)
             depth = self.plan.queues.get(b.name, 0)
             self.add_alloc(Alloc(b.name, pos, ctype(b.dtype), lay.count, depth, s.span, b.name))
-        from ...ir.fold import fold
-        from ...ir.visit import walk_stmts
-
         for s in walk_stmts(k.body):  # temporaries cover every Parallel loop's tile
             if isinstance(s, T.For) and s.kind == "parallel":
                 ext = [fold(e) for e in s.extents]
                 if all(isinstance(e, T.Const) for e in ext) and 1 <= len(ext) <= 2:
                     ub_counts.append(layout_of(tuple(int(e.value) for e in ext)).count)
         self.temp_count = max(ub_counts)
-        if self.plan.kernel_type != "AIV_ONLY":
+        if self.side == "AIC" or (not mixed and self.plan.kernel_type == "AIC_ONLY"):
             from .lower_cube import CubeLowering
 
             self.cube = CubeLowering(self)
@@ -169,25 +177,16 @@ class Lowering:
         body = self.out
         gets = [Call(f"LocalTensor<{a.ctype}> {name} = {a.holder}.Get<{a.ctype}>();")
                 for name, a in self.allocs.items() if a.depth == 0]
-        self.setup = gets + self.setup
-        params, globals_setup, host = [], [], []
-        for p in k.params:
-            if isinstance(p, T.Buffer):
-                params.append(f"GM_ADDR {p.name}_addr")
-                host.append(("uint8_t*", p.name))
-                globals_setup.append(f"GlobalTensor<{ctype(p.dtype)}> {p.name};")
-                globals_setup.append(f"{p.name}.SetGlobalBuffer((__gm__ {ctype(p.dtype)}*){p.name}_addr);")
-            else:
-                ty = scalar_type(p)
-                params.append(f"{ty} {p.name}")
-                host.append((ty, p.name))
-        for v in k.size_vars:
-            params.append(f"int64_t {v.name}")
-            host.append(("int64_t", v.name))
-        grid = [cpp(g) for g in k.grid]
-        return KernelProgram(k.name, self.plan.kernel_type, params, globals_setup, [], list(self.allocs.values()),
-                             self.setup, body, grid, [v.name for v in k.block_vars], host, k.span)
+        group = {None: "GetBlockIdx()", "AIC": "GetBlockIdx()", "AIV": "GetBlockIdx() / GetSubBlockNum()"}
+        guard = {None: None, "AIC": "ASCEND_IS_AIC", "AIV": "ASCEND_IS_AIV"}
+        views = []
+        for w in self.workspace.values():
+            views.append(f"GlobalTensor<{w.ctype}> {w.name};")
+            views.append(f"{w.name}.SetGlobalBuffer((__gm__ {w.ctype}*)(workspace_addr + group * "
+                         f"{self.workspace_bytes} + {w.offset}));")
+        return Side(guard[self.side], group[self.side], list(self.allocs.values()), gets + self.setup, body, views)
 
+    # ------------------------------------------------------------ statements
     # ------------------------------------------------------------ statements
 
     def body(self, stmts: list[T.Stmt]) -> None:
@@ -201,8 +200,17 @@ class Lowering:
                 if last_use[n] == i and self.allocs.get(n) and self.allocs[n].position in ("VECIN", "A1", "B1"):
                     self.emit(f"{n}_que.FreeTensor({n});", ordered=(n,))
 
+    def on_this_side(self, s: T.Stmt) -> bool:
+        """In a mixed kernel the AIC runs the copies into cube operands and the gemms, the AIVs the rest; both run
+        the scalar control flow (loops, ifs, assignments) so that they meet at the same cross-core flags."""
+        if self.side is None or isinstance(s, T.Assign | T.For | T.If | T.Gemm) and not (
+                isinstance(s, T.For) and s.kind == "parallel"):
+            return True
+        cube = isinstance(s, T.Copy) and self.plan.position.get(s.dst.buffer.name) in ("A1", "B1")
+        return cube == (self.side == "AIC")
+
     def stmt(self, s: T.Stmt) -> None:
-        if isinstance(s, T.Alloc):
+        if isinstance(s, T.Alloc) or not self.on_this_side(s):
             return
         if isinstance(s, T.Assign):
             ty = scalar_type(s.var)
@@ -245,6 +253,10 @@ class Lowering:
 
             return lower_reduce(self, s)
         if isinstance(s, T.Gemm):
+            if self.side == "AIV":
+                from .handover import vector_gemm
+
+                return vector_gemm(self, s)
             return self.cube.gemm(s)
         if isinstance(s, T.UseSwizzle | T.AnnotateLayout):
             return  # GPU block-order and shared-memory hints: nothing to do on Ascend
@@ -413,7 +425,8 @@ class Lowering:
             Block("if (rows > 0 && cols > 0)", [
                 Call(f"uint32_t bytes = (uint32_t)cols * {size}, padded = (bytes + 31) / 32 * 32;"),
                 Call(f"DataCopyExtParams p{{(uint16_t)rows, bytes, ({pad_row} - padded) / 32, {gap}, 0}};"),
-                Call(f"DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,)),
+                Call(f"{'if (GetSubBlockIdx() == 0) ' if self.side == 'AIV' else ''}"
+                     f"DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,)),
             ]),
         ]
         self.out.append(Block("", body))
@@ -428,5 +441,34 @@ def _allocs(body: list[T.Stmt]):
     return [s for s in walk_stmts(body) if isinstance(s, T.Alloc)]
 
 
+def _walk(body):
+    from ...ir.visit import walk_stmts
+
+    return walk_stmts(body)
+
+
 def lower_kernel(k: T.Kernel) -> KernelProgram:
-    return Lowering(k).run()
+    plan = k.attrs["ascend"]
+    mixed = plan.kernel_type == "MIX_AIC_1_2"
+    lowerings = [Lowering(k, "AIC"), Lowering(k, "AIV")] if mixed else [Lowering(k)]
+    sides = [lw.run_side() for lw in lowerings]
+    params, globals_setup, host = [], [], []
+    for p in k.params:
+        if isinstance(p, T.Buffer):
+            params.append(f"GM_ADDR {p.name}_addr")
+            host.append(("uint8_t*", p.name))
+            globals_setup.append(f"GlobalTensor<{ctype(p.dtype)}> {p.name};")
+            globals_setup.append(f"{p.name}.SetGlobalBuffer((__gm__ {ctype(p.dtype)}*){p.name}_addr);")
+        else:
+            ty = scalar_type(p)
+            params.append(f"{ty} {p.name}")
+            host.append((ty, p.name))
+    if mixed:
+        params.append("GM_ADDR workspace_addr")
+        host.append(("uint8_t*", "workspace"))
+    for v in k.size_vars:
+        params.append(f"int64_t {v.name}")
+        host.append(("int64_t", v.name))
+    grid = [cpp(g) for g in k.grid]
+    return KernelProgram(k.name, plan.kernel_type, params, globals_setup, sides, grid,
+                         [v.name for v in k.block_vars], host, lowerings[0].workspace_bytes, k.span)

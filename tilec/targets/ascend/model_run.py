@@ -52,6 +52,9 @@ def _main_source(program) -> str:
     call = []
     tensors = []
     for ty, name in program.host_params:
+        if name == "workspace":  # a mixed kernel's GM workspace: allocated below, once the block count is known
+            call.append("workspace_data.data()")
+            continue
         if ty == "uint8_t*":
             lines.append(f"    const char* {name}_path = argv[a++];")
             lines.append(f"    std::vector<uint8_t> {name}_data = load({name}_path);")
@@ -69,6 +72,10 @@ def _main_source(program) -> str:
     sizes = ", ".join(n for t, n in program.host_params if t == "int64_t")
     lines.append(f"    const int64_t tiles = {program.name}_tiles({sizes});")
     lines.append("    const uint32_t blocks = (uint32_t)std::max<int64_t>(1, std::min<int64_t>(tiles, cores));")
+    lines.append(f"    std::vector<uint8_t> workspace_data(size_t(blocks) * {program.workspace_bytes} + 64);")
+    if program.workspace_bytes:
+        lines.append(f'    AscendC::model::gm_register(workspace_data.data(), size_t(blocks) * {program.workspace_bytes}, '
+                     '"workspace");')
     lines.append(f"    AscendC::model::launch(KERNEL_TYPE_{program.kernel_type}, blocks, [&] {{ "
                  f"{program.name}({', '.join(call)}); }});")
     for name in tensors:
@@ -112,6 +119,8 @@ def run_on_model(exe: Path, program, args: dict, cores: int = 8, timeout: float 
         argv = [str(exe), str(cores)]
         files = {}
         for ty, name in program.host_params:
+            if name == "workspace":
+                continue
             v = args[name]
             if ty == "uint8_t*":
                 path = Path(tmp, name + ".bin")

@@ -66,16 +66,30 @@ Stmt = Call | Block
 
 
 @dataclass
+class Side:
+    """The code one kind of core runs: all of a single-unit kernel, or the AIC / the AIV half of a mixed one."""
+
+    guard: str | None  # None | "ASCEND_IS_AIC" | "ASCEND_IS_AIV"
+    group: str  # C++: this core's group (block) index
+    allocs: list[Alloc]
+    setup: list[Stmt]  # once per core, before the loop over tiles
+    body: list[Stmt]  # one tile (block) of the grid
+    globals_setup: list[str] = field(default_factory=list)  # GM workspace views
+
+
+@dataclass
 class KernelProgram:
     name: str
     kernel_type: str  # AIV_ONLY AIC_ONLY MIX_AIC_1_2
     params: list[str]  # C++ parameter declarations
     globals_setup: list[str]  # GlobalTensor declarations
-    scalars: list[str]  # per-launch scalar declarations (grid extents, ...)
-    allocs: list[Alloc]
-    setup: list[Stmt]  # once per core, before the loop over tiles
-    body: list[Stmt]  # one tile (block) of the grid
+    sides: list[Side]
     grid: list[str]  # C++ expressions of the 3 grid extents
     block_vars: list[str]
     host_params: list[tuple[str, str]]  # (C++ type, name) of the launch function
+    workspace_bytes: int = 0  # GM workspace per block (mixed kernels)
     span: Span | None = None
+
+    @property
+    def allocs(self) -> list[Alloc]:
+        return [a for s in self.sides for a in s.allocs]

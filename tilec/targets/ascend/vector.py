@@ -120,7 +120,8 @@ class VecLoop:
         if e.op not in BINARY:
             raise error(f"'{e.op}' on tiles has no AscendC vector lowering", e.span)
         a, b = self.eval(e.a), self.eval(e.b)
-        d = self.target(into)
+        # element-wise calls may write over an operand: reuse a temporary the operands own
+        d = Val("t", into) if into else (a if a.owned else (b if b.owned and e.op in "+*" else self.target(None)))
         n = self.n
         if a.kind == "t" and b.kind == "t":
             self.v(f"{BINARY[e.op]}({d.text}, {a.text}, {b.text}, {n});", [a.text, b.text], [d.text])
@@ -254,12 +255,11 @@ class VecLoop:
             if lay.rows != self.shape[1]:
                 raise error(f"'{buf.name}' has {lay.rows} elements but is read across {self.shape[1]} columns",
                             e.span)
-            src = self.as_float(buf.name, a.ctype, lay.count, None)
             d = self.target(into)
             r, cp = self.layout.rows, self.layout.cols_pad
-            self.lw.out.append(_for_rows(r, [(f"Adds({d.text}[r * {cp}], {src.text}, 0.0f, {cp});",
-                                              [src.text], [d.text])]))
-            self.done(src, keep=d)
+            row = (f"Adds({d.text}[r * {cp}], {buf.name}, 0.0f, {cp});" if a.ctype == "float" else
+                   f"Cast({d.text}[r * {cp}], {buf.name}, RoundMode::CAST_NONE, {cp});")
+            self.lw.out.append(_for_rows(r, [(row, [buf.name], [d.text])]))
             return d
         table = self.lw_gather_table(e)
         if a.ctype == "float":

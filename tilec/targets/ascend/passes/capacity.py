@@ -16,8 +16,13 @@ NAME = "ascend-capacity"
 
 
 def check_program(p: KernelProgram) -> None:
+    for side in p.sides:
+        _check_side(p, side.allocs)
+
+
+def _check_side(p: KernelProgram, side_allocs) -> None:
     for mem in MEMORIES.values():
-        allocs = [a for a in p.allocs if a.memory == mem.name]
+        allocs = [a for a in side_allocs if a.memory == mem.name]
         used = 0
         for a in allocs:
             used = round_up(used, mem.align) + a.bytes
@@ -29,7 +34,7 @@ def check_program(p: KernelProgram) -> None:
                         f"({listing}); make the tiles smaller (-D) or use fewer pipeline stages",
                         biggest.span or p.span)
     for pos in ("VECIN", "VECOUT", "A1", "B1", "A2", "B2", "CO1"):
-        queued = [a for a in p.allocs if a.position == pos and a.depth]
+        queued = [a for a in side_allocs if a.position == pos and a.depth]
         if sum(a.depth for a in queued) > QUEUE_BUFFERS_PER_POSITION:
             listing = ", ".join(f"{a.user or a.name} x{a.depth}" for a in queued)
             raise error(f"kernel '{p.name}' has {sum(a.depth for a in queued)} {pos} queue buffers ({listing}); "

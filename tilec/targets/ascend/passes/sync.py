@@ -113,11 +113,12 @@ def insert(stmts: list, state: State) -> tuple[list, State]:
 
 
 def run_program(prog: KernelProgram) -> KernelProgram:
-    setup, state = insert(prog.setup, {})
-    tile_loop = Block("tiles", prog.body, loop=True)
-    [looped], _ = insert([tile_loop], state)
-    prog.setup = setup
-    prog.body = looped.body
+    for side in prog.sides:  # each kind of core orders its own pipes
+        setup, state = insert(side.setup, {})
+        tile_loop = Block("tiles", side.body, loop=True)
+        [looped], _ = insert([tile_loop], state)
+        side.setup = setup
+        side.body = looped.body
     return prog
 
 
