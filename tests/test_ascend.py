@@ -97,6 +97,24 @@ def test_gemm_on_cube_unit(defines, regular, ragged):
         _assert_close(got, want, outs)
 
 
+MIXED_CASES = [
+    ("gemm_bias_relu", {}, {"M": 128, "N": 256, "K": 64}, {"M": 200, "N": 150, "K": 100}),
+    ("flash_attention", {}, {"B": 1, "S": 128, "H": 2}, {"B": 2, "S": 100, "H": 2}),
+    ("flash_attention", {"causal": True}, {"B": 1, "S": 128, "H": 1}, {"B": 1, "S": 130, "H": 2}),
+]
+
+
+@pytest.mark.parametrize("sample,defines,regular,ragged", MIXED_CASES, ids=["gemm_bias_relu", "fa", "fa_causal"])
+def test_mixed_kernels_hand_over_through_cross_core_flags(sample, defines, regular, ragged):
+    result = _compile(sample, defines)
+    src = result.source
+    assert "KERNEL_TYPE_MIX_AIC_1_2" in src and "if ASCEND_IS_AIC {" in src
+    assert "CrossCoreSetFlag<2, PIPE_FIX>" in src and "CrossCoreWaitFlag<2, PIPE_MTE2>" in src
+    for sizes in (regular, ragged):
+        got, want, outs = _run(result, sizes)
+        _assert_close(got, want, outs)
+
+
 def test_cli_outputs(tmp_path, capsys):
     out = tmp_path / "softmax.cpp"
     assert tilec_main([str(SAMPLES / "softmax.tile"), "--target", "ascend910b", "-o", str(out)]) == 0
@@ -185,6 +203,13 @@ def test_over_capacity_tiles_are_refused_at_the_users_line():
     with pytest.raises(CompileError) as e:
         _compile("softmax", {"block_M": 8, "block_N": 2032})
     assert "UB" in e.value.diagnostics[0].message and "196608" in e.value.diagnostics[0].message
+
+
+def test_missing_cross_core_flag_is_a_reported_deadlock():
+    result = _compile("flash_attention")
+    bad = _without(result.source, "CrossCoreSetFlag<2, PIPE_FIX>(1);")
+    with pytest.raises(ModelError, match="deadlock.*waits for flag 1"):
+        _run(result, {"B": 1, "S": 64, "H": 1}, source=bad)
 
 
 MIXED_KERNEL = r"""
