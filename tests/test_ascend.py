@@ -145,6 +145,15 @@ def test_run_check_cli(capsys):
     assert rc == 0 and "PASS" in out
 
 
+def test_api_spelling_table_respells_for_another_cann_version():
+    from tilec.targets.ascend.codegen import respell
+
+    src = _compile("row_sum").source
+    assert "WholeReduceSum(" in src
+    renamed = respell(src, "9")
+    assert "ReduceRepeat(" in renamed and "WholeReduceSum" not in renamed
+
+
 def test_fp8_is_refused_at_the_users_line(tmp_path, capsys):
     rc = tilec_main([str(SAMPLES / "fp8_gemm.tile"), "--target", "ascend910b", "-o", str(tmp_path / "k.cpp")])
     err = capsys.readouterr().err

@@ -1,6 +1,8 @@
-"""AscendC API spellings per CANN version, as data: the code generator prints every API name through `api()`,
-so a rename between versions is one edit here. CANN 8.x (asc-devkit v8.5.0) is the default; 9.x renames a few
-entries (for example WholeReduceSum -> ReduceRepeat, InitConstValue -> Fill)."""
+"""AscendC API spellings per CANN version, as data. The lowering writes CANN 8.x names (asc-devkit v8.5.0, the
+version tilec's CPU model follows); codegen.respell maps every entry listed here to another version's spelling,
+so a rename between versions is one edit in this table. 9.x renames a few entries (WholeReduceSum ->
+ReduceRepeat, InitConstValue -> Fill); where a rename also changes the parameters, the table is not enough and
+the lowering must learn the new form -- which is why 8.x stays the default."""
 
 from __future__ import annotations
 
