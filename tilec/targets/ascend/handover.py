@@ -5,8 +5,9 @@ A gemm operand the vector cores compute is copied by AIV 0 to its workspace slot
 `CrossCoreSetFlag<2, PIPE_MTE3>(3g)`; the AIC waits for it, loads the slot with Nd2Nz and runs the gemm into a
 fresh L0C tile, Fixpipes the product to the accumulator's slot and sets flag 3g + 1; the AIVs wait for it, copy
 the product into UB, add it to the accumulator and set flag 3g + 2, which the AIC waits for before it may
-overwrite the slot. Both AIVs run every flag (mode 2: the AIC's counter moves when both have set); AIV 1 computes
-the same tiles but writes nothing to global memory (its half of the work is not split off yet).
+overwrite the slot. Both AIVs run every flag (mode 2: the AIC's counter moves when both have set); each works on
+its half of the block's rows (passes/split_rows.py), or, where the vector work is not row-separable, both
+compute every row and AIV 0 alone writes.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ class Workspace:
     cols: int
     offset: int  # bytes into the group's workspace
 
-    def region(self, dtype) -> T.Region:
+    def region(self, dtype, half_rows: int | None = None) -> T.Region:
+        """The whole slot, or (half_rows) this AIV's rows of it: row0 = GetSubBlockIdx() * half_rows."""
         buf = T.Buffer(self.name, dtype, [T.Const(D.I32, None, self.rows), T.Const(D.I32, None, self.cols)],
                        "global", None)
         zero = T.Const(D.I32, None, 0)
-        return T.Region(buf, [zero, zero], [T.Const(D.I32, None, self.rows), T.Const(D.I32, None, self.cols)], None)
+        start = T.Var(D.I32, None, "row0", "param") if half_rows else zero
+        rows = half_rows or self.rows
+        return T.Region(buf, [start, zero], [T.Const(D.I32, None, rows), T.Const(D.I32, None, self.cols)], None)
 
 
 def workspace_layout(k: T.Kernel) -> tuple[dict[str, Workspace], int]:
@@ -70,7 +74,7 @@ def vector_gemm(lw, g: T.Gemm) -> None:
         b = region.buffer
         if b.name in plan.workspace_operands:
             ws = lw.workspace[b.name]
-            lw.copy_out(b, ws.region(b.dtype), g.span)
+            lw.copy_out(b, ws.region(b.dtype, lw.half_rows), g.span)
             handed = True
     if handed:
         lw.emit(f"CrossCoreSetFlag<2, PIPE_MTE3>({ready});")
@@ -81,7 +85,7 @@ def vector_gemm(lw, g: T.Gemm) -> None:
     staged = lw.temp()  # the product, staged in a pool temporary
     lw.layouts[staged] = lw.layouts[acc.name]
     lw.emit(f"CrossCoreWaitFlag<2, PIPE_MTE2>({product});")
-    lw.copy_in(ws.region(acc.dtype), acc, g.span, name=staged)
+    lw.copy_in(ws.region(acc.dtype, lw.half_rows), acc, g.span, name=staged)
     lw.emit(f"CrossCoreSetFlag<2, PIPE_MTE2>({consumed});")
     lw.first_touch(acc.name)
     n = lw.allocs[acc.name].count

@@ -27,13 +27,12 @@ def ctype(dt) -> str:
 
 
 class Lowering:
-    def __init__(self, k: T.Kernel, side: str | None = None):
-        from .handover import workspace_layout
-
+    def __init__(self, k: T.Kernel, side: str | None = None, workspace=({}, 0), half_rows: int | None = None):
         self.k = k
         self.side = side  # None: a single-unit kernel; "AIC" / "AIV": one half of a mixed kernel
         self.plan = k.attrs["ascend"]
-        self.workspace, self.workspace_bytes = workspace_layout(k) if side else ({}, 0)
+        self.workspace, self.workspace_bytes = workspace
+        self.half_rows = half_rows  # AIV side: each AIV holds this many of the block's rows (split_rows)
         self.gemm_index = {id(g): i for i, g in enumerate(x for x in _walk(k.body) if isinstance(x, T.Gemm))}
         self.allocs: dict[str, Alloc] = {}
         self.layouts: dict[str, TileLayout] = {}
@@ -180,6 +179,8 @@ class Lowering:
         group = {None: "GetBlockIdx()", "AIC": "GetBlockIdx()", "AIV": "GetBlockIdx() / GetSubBlockNum()"}
         guard = {None: None, "AIC": "ASCEND_IS_AIC", "AIV": "ASCEND_IS_AIV"}
         views = []
+        if self.half_rows:
+            views.append(f"const int64_t row0 = GetSubBlockIdx() * {self.half_rows};  // this AIV's rows")
         for w in self.workspace.values():
             views.append(f"GlobalTensor<{w.ctype}> {w.name};")
             views.append(f"{w.name}.SetGlobalBuffer((__gm__ {w.ctype}*)(workspace_addr + group * "
@@ -425,7 +426,7 @@ class Lowering:
             Block("if (rows > 0 && cols > 0)", [
                 Call(f"uint32_t bytes = (uint32_t)cols * {size}, padded = (bytes + 31) / 32 * 32;"),
                 Call(f"DataCopyExtParams p{{(uint16_t)rows, bytes, ({pad_row} - padded) / 32, {gap}, 0}};"),
-                Call(f"{'if (GetSubBlockIdx() == 0) ' if self.side == 'AIV' else ''}"
+                Call(f"{'if (GetSubBlockIdx() == 0) ' if self.side == 'AIV' and not self.half_rows else ''}"
                      f"DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,)),
             ]),
         ]
@@ -450,7 +451,30 @@ def _walk(body):
 def lower_kernel(k: T.Kernel) -> KernelProgram:
     plan = k.attrs["ascend"]
     mixed = plan.kernel_type == "MIX_AIC_1_2"
-    lowerings = [Lowering(k, "AIC"), Lowering(k, "AIV")] if mixed else [Lowering(k)]
+    if mixed:
+        import copy
+
+        from .handover import workspace_layout
+        from .passes.queues import plan_queues
+        from .passes.split_rows import split_rows
+
+        workspace = workspace_layout(k)
+
+        def aiv_copy() -> T.Kernel:
+            k2 = copy.deepcopy(k)
+            p2 = k2.attrs["ascend"]
+            p2.queues = {}
+            p2.position = {n: ("VECCALC" if p in ("VECIN", "VECOUT") else p) for n, p in p2.position.items()}
+            return k2
+
+        k_aiv = aiv_copy()
+        half = split_rows(k_aiv)
+        if half is None:
+            k_aiv = aiv_copy()
+        plan_queues(k_aiv)
+        lowerings = [Lowering(k, "AIC", workspace), Lowering(k_aiv, "AIV", workspace, half)]
+    else:
+        lowerings = [Lowering(k)]
     sides = [lw.run_side() for lw in lowerings]
     params, globals_setup, host = [], [], []
     for p in k.params:

@@ -140,8 +140,8 @@ class CubeLowering:
         else:
             lw.first_touch(c)
         lw.out.append(Block("", [
-            Call(f"MmadParams p; p.m = {m}; p.n = {n}; p.k = {kp}; p.cmatrixInitVal = {'true' if fresh else c + '_init'}; "
-                 "p.cmatrixSource = false; p.unitFlag = 0;"),
+            Call(f"MmadParams p; p.m = {m}; p.n = {n}; p.k = {kp}; "
+                 f"p.cmatrixInitVal = {'true' if fresh else c + '_init'}; p.cmatrixSource = false; p.unitFlag = 0;"),
             Call(f"Mmad({acc}, {al0}, {bl0}, p);", "M", (al0, bl0, acc), (acc,))]))
         if not fresh:
             lw.emit(f"{c}_init = false;")

@@ -74,8 +74,8 @@ def _main_source(program) -> str:
     lines.append("    const uint32_t blocks = (uint32_t)std::max<int64_t>(1, std::min<int64_t>(tiles, cores));")
     lines.append(f"    std::vector<uint8_t> workspace_data(size_t(blocks) * {program.workspace_bytes} + 64);")
     if program.workspace_bytes:
-        lines.append(f'    AscendC::model::gm_register(workspace_data.data(), size_t(blocks) * {program.workspace_bytes}, '
-                     '"workspace");')
+        lines.append("    AscendC::model::gm_register(workspace_data.data(), "
+                     f'size_t(blocks) * {program.workspace_bytes}, "workspace");')
     lines.append(f"    AscendC::model::launch(KERNEL_TYPE_{program.kernel_type}, blocks, [&] {{ "
                  f"{program.name}({', '.join(call)}); }});")
     for name in tensors:
