@@ -22,6 +22,7 @@ from ...ir.fold import fold, linear_form
 from ...ir.printer import expr_str
 from ...ir.visit import rewrite_expr, sub_exprs
 from .layout import layout_of
+from .program import CPP_SIZES
 from .scalar import cpp, float_literal
 
 CMP = {"<": "LT", ">": "GT", "==": "EQ", "<=": "LE", ">=": "GE", "!=": "NE"}
@@ -303,7 +304,7 @@ class VecLoop:
     def lw_gather_table(self, e: T.Load) -> str:
         """A per-core int32 table of source byte offsets for an affine read of an on-chip tile."""
         src = self.lw.layouts[e.buffer.name]
-        size = {"half": 2, "bfloat16_t": 2, "float": 4}[self.lw.allocs[e.buffer.name].ctype]
+        size = CPP_SIZES[self.lw.allocs[e.buffer.name].ctype]
         idx = [self.subst(i) for i in e.indices]
         coef = {"1": 0, "i": 0, "j": 0}
         names = [v.name for v in self.vars]

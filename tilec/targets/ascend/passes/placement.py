@@ -32,14 +32,20 @@ class AscendPlan:
     vector_accumulators: set[str] = field(default_factory=set)
 
 
-def _no_fp8(k: T.Kernel) -> None:
-    for p in k.params:
-        if p.dtype.name.startswith("f8"):
-            raise error(f"'{p.name}' is {p.dtype}: the Ascend 910B has no fp8 types (its cube unit takes f16, bf16 "
-                        "and int8); use -D to pick f16 or bf16", p.span)
-    for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.dtype.name.startswith("f8"):
-            raise error(f"'{s.buffer.name}' is {s.buffer.dtype}: the Ascend 910B has no fp8 types", s.span)
+TYPES = ("f16", "bf16", "f32", "i32")
+
+
+def _check_types(k: T.Kernel) -> None:
+    """fp8 does not exist on the 910B; other types the back end does not move or compute are refused too."""
+    named = [(p.name, p.dtype, p.span) for p in k.params if isinstance(p, T.Buffer)]
+    named += [(s.buffer.name, s.buffer.dtype, s.span) for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
+    for name, dt, span in named:
+        if dt.name.startswith("f8"):
+            raise error(f"'{name}' is {dt}: the Ascend 910B has no fp8 types (its cube unit takes f16, bf16 "
+                        "and int8); use -D to pick f16 or bf16", span)
+        if dt.name not in TYPES:
+            raise error(f"'{name}' is {dt}: the AscendC back end handles {', '.join(TYPES)} tensors and tiles",
+                        span)
 
 
 def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
@@ -56,7 +62,7 @@ def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
 
 
 def plan_kernel(k: T.Kernel) -> AscendPlan:
-    _no_fp8(k)
+    _check_types(k)
     plan = AscendPlan()
     allocs = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
     gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
