@@ -100,8 +100,12 @@ class Lowering:
             n = len(self.index_tiles)
             rows_t, cols_t = f"index_rows{n}", f"index_cols{n}"
             self.add_alloc(Alloc(cols_t, "VECCALC", "float", lay.count))
+            # Elements past the tile (its rounding to whole repeats) get index 0, so that every offset computed
+            # from them stays a valid one.
+            self.per_core(f"Duplicate({cols_t}, 0.0f, {lay.count});", (), (cols_t,))
             if lay.is_2d:
                 self.add_alloc(Alloc(rows_t, "VECCALC", "float", lay.count))
+                self.per_core(f"Duplicate({rows_t}, 0.0f, {lay.count});", (), (rows_t,))
                 cp = lay.cols_pad
                 self.per_core(f"CreateVecIndex({cols_t}[r * {cp}], 0.0f, {cp});", (), (cols_t,), lay.rows)
                 self.per_core(f"Duplicate({rows_t}[r * {cp}], float(r), {cp});", (), (rows_t,), lay.rows)

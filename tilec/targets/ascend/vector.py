@@ -25,6 +25,7 @@ from .layout import layout_of
 from .program import CPP_SIZES
 from .scalar import cpp, float_literal
 
+TILE_VALUE = "ascend-tile"  # the kind of a Var standing for a computed temporary tile
 CMP = {"<": "LT", ">": "GT", "==": "EQ", "<=": "LE", ">=": "GE", "!=": "NE"}
 FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
 BINARY = {"+": "Add", "-": "Sub", "*": "Mul", "/": "Div"}
@@ -47,12 +48,17 @@ class VecLoop:
         self.n = self.layout.count
         self.span = span
         self.env: dict[str, T.Expr] = {}
+        # Locals whose value reads a tile are computed where they are assigned (a later store may change the
+        # tile): name -> a Var standing for the temporary holding the value.
+        self.materialized: dict[str, T.Var] = {}
         self.globals: dict[str, str] = {}  # key of a global access -> its tile
 
     # ------------------------------------------------------------ helpers
 
     def subst(self, e: T.Expr) -> T.Expr:
         def fn(x):
+            if isinstance(x, T.Var) and x.name in self.materialized:
+                return self.materialized[x.name]
             if isinstance(x, T.Var) and x.name in self.env:
                 return self.subst(self.env[x.name])
             return None
@@ -60,7 +66,8 @@ class VecLoop:
         return rewrite_expr(e, fn)
 
     def is_vec(self, e: T.Expr) -> bool:
-        return any(isinstance(x, T.Load) or (isinstance(x, T.Var) and any(x is v for v in self.vars))
+        return any(isinstance(x, T.Load) or (isinstance(x, T.Var) and (x.kind == TILE_VALUE or
+                                                                       any(x is v for v in self.vars)))
                    for x in sub_exprs(e))
 
     def target(self, into: str | None) -> Val:
@@ -94,7 +101,7 @@ class VecLoop:
         if not self.is_vec(e):
             return Val("s", f"float({cpp(e)})")
         if isinstance(e, T.Var):
-            return Val("t", self.index_tile(e))
+            return Val("t", e.name if e.kind == TILE_VALUE else self.index_tile(e))
         if isinstance(e, T.Load):
             return self.load(e, into)
         if isinstance(e, T.Cast):
@@ -407,6 +414,8 @@ def lower_parallel(lw, s: T.For) -> None:
     for name, _ in outs:
         lw.first_touch(name)
     _lower_body(loop, s.body, [])
+    for var in loop.materialized.values():
+        lw.release(var.name)
     for name, region in outs:
         lw.copy_out(region.buffer, region, s.span, name=name)
     for name, _ in ins:
@@ -437,7 +446,17 @@ def _is_bound_guard(loop: VecLoop, cond: T.Expr, body: list[T.Stmt]) -> bool:
 def _lower_body(loop: VecLoop, body: list[T.Stmt], guards: list[T.Expr]) -> None:
     for s in body:
         if isinstance(s, T.Assign):
+            loop.materialized.pop(s.var.name, None)
             loop.env[s.var.name] = s.value
+            value = loop.subst(s.value)
+            if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x.kind == TILE_VALUE)
+                   for x in sub_exprs(value)):
+                got = loop.tile(loop.eval(value))
+                if not got.owned:  # a tile the loop may overwrite: take a copy
+                    t = loop.lw.temp()
+                    loop.v(f"Adds({t}, {got.text}, 0.0f, {loop.n});", [got.text], [t])
+                    got = Val("t", t, True)
+                loop.materialized[s.var.name] = T.Var(D.F32, s.span, got.text, TILE_VALUE)
         elif isinstance(s, T.If):
             if s.else_body or not _is_bound_guard(loop, s.cond, s.then_body):
                 inner = guards + [s.cond]
