@@ -16,7 +16,8 @@ from .passes import capacity, placement, queues, sync
 
 PASSES = [(placement.NAME, placement.run), (queues.NAME, queues.run)]
 LOWERED_PASSES = [(capacity.NAME, capacity.run), (sync.NAME, sync.run)]
-PASS_NAMES = [n for n, _ in PASSES] + ["ascend-lower"] + [n for n, _ in LOWERED_PASSES]
+# split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel.
+PASS_NAMES = [n for n, _ in PASSES] + ["ascend-lower", "ascend-split-rows"] + [n for n, _ in LOWERED_PASSES]
 OUTPUT_KINDS = {".cpp": "cpp", ".h": "header", ".o": "obj"}
 
 
