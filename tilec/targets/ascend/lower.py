@@ -334,17 +334,20 @@ class Lowering:
             raise error("AscendC copies need constant extents", span)
         big = [i for i, e in enumerate(ext) if e != 1]
         rows, cols = tile
-        want = 2 if cols is not None else 1
-        if len(big) > want or (big and big[-1] != len(ext) - 1 and cols is not None):
+        last = len(ext) - 1
+        # A tile's columns are the tensor's innermost dimension; its rows (if any) one outer dimension.
+        col_dim, row_dim = last, None
+        outer = [i for i in big if i != last]
+        ok = ext[last] == (cols if cols is not None else rows) or (not big and ext[last] == 1)
+        if cols is not None and rows != 1:
+            ok = ok and len(outer) == 1 and ext[outer[0]] == rows
+            row_dim = outer[0] if outer else None
+        else:
+            ok = ok and not outer
+        if not ok:
             raise error(f"copy of a {list(ext)} box of '{buf.name}' into a {list(t for t in tile if t)} tile: "
                         "the AscendC back end copies row boxes whose last dimension is the tensor's innermost",
                         span)
-        if cols is None:
-            col_dim = big[0] if big else len(ext) - 1
-            row_dim = None
-        else:
-            col_dim = len(ext) - 1
-            row_dim = big[0] if len(big) == 2 else (big[0] if big and big[0] != col_dim else None)
         offset = " + ".join(f"({cpp(st)}) * {strides[i]}" for i, st in enumerate(region.starts)) or "0"
         col_start = cpp(region.starts[col_dim])
         ncols = ext[col_dim]
