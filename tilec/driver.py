@@ -59,8 +59,20 @@ TARGET_PASS_NAMES = [
 ]
 
 
-def pass_names(with_target: bool = False) -> list[str]:
+def pass_names(with_target: bool | str = False) -> list[str]:
+    """The passes `--emit-ir=after:PASS` knows: the front end's, plus a target's (`with_target` names one, or True
+    for the SIMT pipeline's)."""
     names = ["build"] + [n for n, _ in FRONT_PASSES]
+    if isinstance(with_target, str):  # AscendC (issue #15) declares its own pipeline
+        from .targets.registry import UnknownTarget, lookup
+
+        try:
+            if lookup(with_target).backend == "ascend":
+                from .targets.ascend.backend import PASS_NAMES
+
+                return names + PASS_NAMES
+        except UnknownTarget:
+            pass
     return names + TARGET_PASS_NAMES if with_target else names
 
 

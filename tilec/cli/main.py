@@ -264,7 +264,7 @@ def _emit_ir(args) -> int:
     from ..driver import pass_names
 
     mode = args.emit_ir
-    names = pass_names(with_target=bool(args.target))
+    names = pass_names(with_target=args.target or False)
     if mode == "final":
         want: set[str] = set()
     elif mode == "all":

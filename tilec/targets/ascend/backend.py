@@ -32,9 +32,16 @@ def lower_module(module: T.Module, rep: Reporter, target, want: set[str] | None 
         module = run(module, rep, target)
         if ir_after is not None and name in want:
             ir_after[name] = module_str(module)
+    from .codegen import generate
+
     programs = [lower_kernel(k) for k in module.kernels]
-    for _name, run in LOWERED_PASSES:
+    if ir_after is not None and ("ascend-lower" in want or "ascend-split-rows" in want):
+        # after the lowering the IR is the AscendC program itself (no synchronisation yet)
+        ir_after["ascend-lower"] = ir_after["ascend-split-rows"] = generate(programs, "tilec, after ascend-lower")
+    for name, run in LOWERED_PASSES:
         programs = run(programs, rep, target)
+        if ir_after is not None and name in want:
+            ir_after[name] = generate(programs, f"tilec, after {name}")
     return programs
 
 
