@@ -145,6 +145,17 @@ def test_run_check_cli(capsys):
     assert rc == 0 and "PASS" in out
 
 
+def test_emit_ir_after_the_ascend_passes(capsys):
+    assert tilec_main([str(SAMPLES / "softmax.tile"), "--target", "ascend910b", "--emit-ir=after:ascend-queues"]) == 0
+    assert "kernel softmax" in capsys.readouterr().out
+    assert tilec_main([str(SAMPLES / "softmax.tile"), "--target", "ascend910b", "--emit-ir=after:ascend-lower"]) == 0
+    before = capsys.readouterr().out
+    assert tilec_main([str(SAMPLES / "softmax.tile"), "--target", "ascend910b", "--emit-ir=after:ascend-sync"]) == 0
+    after = capsys.readouterr().out
+    assert "SetFlag" not in before and "PipeBarrier" not in before
+    assert "SetFlag<HardEvent::V_MTE2>" in after and "PipeBarrier<PIPE_V>" in after
+
+
 def test_api_spelling_table_respells_for_another_cann_version():
     from tilec.targets.ascend.codegen import respell
 

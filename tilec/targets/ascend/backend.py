@@ -17,7 +17,7 @@ from .passes import capacity, placement, queues, sync
 PASSES = [(placement.NAME, placement.run), (queues.NAME, queues.run)]
 LOWERED_PASSES = [(capacity.NAME, capacity.run), (sync.NAME, sync.run)]
 # split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel.
-PASS_NAMES = [n for n, _ in PASSES] + ["ascend-lower", "ascend-split-rows"] + [n for n, _ in LOWERED_PASSES]
+PASS_NAMES = [n for n, _ in PASSES] + ["ascend-lower"] + [n for n, _ in LOWERED_PASSES]
 OUTPUT_KINDS = {".cpp": "cpp", ".h": "header", ".o": "obj"}
 
 
@@ -35,9 +35,9 @@ def lower_module(module: T.Module, rep: Reporter, target, want: set[str] | None 
     from .codegen import generate
 
     programs = [lower_kernel(k) for k in module.kernels]
-    if ir_after is not None and ("ascend-lower" in want or "ascend-split-rows" in want):
+    if ir_after is not None and "ascend-lower" in want:
         # after the lowering the IR is the AscendC program itself (no synchronisation yet)
-        ir_after["ascend-lower"] = ir_after["ascend-split-rows"] = generate(programs, "tilec, after ascend-lower")
+        ir_after["ascend-lower"] = generate(programs, "tilec, after ascend-lower")
     for name, run in LOWERED_PASSES:
         programs = run(programs, rep, target)
         if ir_after is not None and name in want:
