@@ -65,9 +65,23 @@ VECTOR_CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def prebuilt_runners():
+    """Compile every configuration's model runner up front, on all cores (each g++ run takes a few seconds);
+    the tests then find them in the runner cache."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    configs = [(s, {"dtype": tilec.ir.dtypes.lookup(dt)}) for s, _, _ in VECTOR_CASES for dt in ("f16", "bf16")]
+    configs += [("gemm", d) for d, _, _ in GEMM_CASES] + [(s, d) for s, d, _, _ in MIXED_CASES]
+    results = [_compile(s, d) for s, d in configs]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        list(pool.map(lambda r: build_runner(r.source, r.module.attrs_ascend[0]), results))
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("sample,regular,ragged", VECTOR_CASES, ids=[c[0] for c in VECTOR_CASES])
-def test_vector_samples_on_model(sample, regular, ragged, dtype):
+def test_vector_samples_on_model(sample, regular, ragged, dtype, prebuilt_runners):
     result = _compile(sample, {"dtype": tilec.ir.dtypes.lookup(dtype)})
     assert result.module.attrs_ascend[0].kernel_type == "AIV_ONLY"
     for sizes in (regular, ragged):
@@ -83,7 +97,7 @@ GEMM_CASES = [
 
 
 @pytest.mark.parametrize("defines,regular,ragged", GEMM_CASES, ids=["f16", "trans_B", "bf16"])
-def test_gemm_on_cube_unit(defines, regular, ragged):
+def test_gemm_on_cube_unit(defines, regular, ragged, prebuilt_runners):
     result = _compile("gemm", defines)
     src = result.source
     assert "KERNEL_TYPE_AIC_ONLY" in src and "Mmad(" in src and "LoadData(" in src and "Fixpipe<" in src
@@ -105,7 +119,7 @@ MIXED_CASES = [
 
 
 @pytest.mark.parametrize("sample,defines,regular,ragged", MIXED_CASES, ids=["gemm_bias_relu", "fa", "fa_causal"])
-def test_mixed_kernels_hand_over_through_cross_core_flags(sample, defines, regular, ragged):
+def test_mixed_kernels_hand_over_through_cross_core_flags(sample, defines, regular, ragged, prebuilt_runners):
     result = _compile(sample, defines)
     src = result.source
     assert "KERNEL_TYPE_MIX_AIC_1_2" in src and "if ASCEND_IS_AIC {" in src
