@@ -83,6 +83,7 @@ def manifest_fields(module: T.Module) -> dict:
     programs = getattr(module, "attrs_ascend", [])
     return {"ascend": {p.name: {"kernel_type": p.kernel_type, "grid": p.grid,
                                 "block_dim": "min(grid_x * grid_y * grid_z, cores)",
+                                "workspace_bytes_per_block": p.workspace_bytes,
                                 "on_chip_bytes": {m: sum(a.bytes for a in p.allocs if a.memory == m)
                                                   for m in ("UB", "L1", "L0A", "L0B", "L0C")}}
                        for p in programs}}

@@ -25,7 +25,10 @@ def generate_header(programs: list[KernelProgram], prefix: str = "") -> str:
         args = ", ".join(f"(uint8_t*){n}" if t == "uint8_t*" else n for t, n in p.host_params)
         gx, gy, gz = p.grid
         out += [f"void {p.name}_do(uint32_t blockDim, void* stream{', ' if do_sig else ''}{do_sig});",
-                f"/* {p.name}: a {p.kernel_type} kernel; blocks = min(tiles, cores of that type). */",
+                f"/* {p.name}: a {p.kernel_type} kernel; blocks = min(tiles, cores of that type)."
+                + (f" `workspace`: device memory of {p.workspace_bytes} bytes per block (AI Core count x "
+                   f"{p.workspace_bytes} is always enough), for the cube/vector hand-over." if p.workspace_bytes
+                   else "") + " */",
                 f"static inline aclError {prefix}{p.name}_launch(aclrtStream stream{', ' if sig else ''}{sig})", "{",
                 f"    const int64_t tiles = ({gx}) * ({gy}) * ({gz});",
                 "    int32_t device = 0;", "    int64_t cores = 0;",
