@@ -27,16 +27,12 @@ MEMORIES = {
 POSITION_MEMORY = {p: m.name for m in MEMORIES.values() for p in m.positions}
 
 QUEUE_BUFFERS_PER_POSITION = 8  # one hardware event id each
-VECTOR_REPEAT_BYTES = 256  # a vector instruction's repeat
-BLOCK_BYTES = 32  # the unit of DataCopy and of UB addresses
 MAX_REPEAT = 255
 FRACTAL = 16  # cube fractals are 16 x 16 (16-bit inputs), 512 bytes
-AIV_CORES = 48  # 910B: 24 AI Cores of 1 AIC + 2 AIV
-AIC_CORES = 24
+# Core counts differ between 910B SKUs: the launcher asks ACL, never assumes them.
 
-# Element types the units take; the vector unit of 910B has no bf16 arithmetic (Cast to f32 first) and no fp8.
-CUBE_INPUTS = ("f16", "bf16")
-VECTOR_TYPES = ("f16", "f32", "i32")
+# Tensor and tile types the back end moves and computes (the vector unit of 910B has no bf16 arithmetic: tilec
+# computes in f32 and casts; the chip has no fp8 at all).
 STORAGE_TYPES = ("f16", "bf16", "f32", "i32")
 CPP_TYPES = {"f16": "half", "bf16": "bfloat16_t", "f32": "float", "i32": "int32_t", "u8": "uint8_t"}
 

@@ -404,7 +404,6 @@ class TPipe {
 public:
     uint32_t used[model::NMEM] = {};
     int queue_buffers[16] = {};
-    std::vector<std::string> names[model::NMEM];
     TPipe() {
         model::Core& c = model::core();
         if (c.pipe_made) model::fail("error", "a second TPipe in one kernel");

@@ -179,7 +179,6 @@ TILEC_MODEL_UNARY(Sqrt, std::sqrt(float(x)))
 TILEC_MODEL_UNARY(Rsqrt, 1.0f / std::sqrt(float(x)))
 TILEC_MODEL_UNARY(Reciprocal, 1.0f / float(x))
 TILEC_MODEL_UNARY(Relu, std::isnan(x) ? x : std::max(x, 0.0))
-TILEC_MODEL_UNARY(Tanh, std::tanh(float(x)))
 #undef TILEC_MODEL_UNARY
 
 template <typename T> inline void Duplicate(const LocalTensor<T>& dst, const T& scalar, const int32_t& count) {

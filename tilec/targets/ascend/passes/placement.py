@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ....diagnostics import Reporter, error
 from ....ir import tile as T
 from ....ir.visit import walk_stmts
+from ..chip import STORAGE_TYPES
 
 NAME = "ascend-placement"
 
@@ -32,9 +33,6 @@ class AscendPlan:
     vector_accumulators: set[str] = field(default_factory=set)
 
 
-TYPES = ("f16", "bf16", "f32", "i32")
-
-
 def _check_types(k: T.Kernel) -> None:
     """fp8 does not exist on the 910B; other types the back end does not move or compute are refused too."""
     named = [(p.name, p.dtype, p.span) for p in k.params if isinstance(p, T.Buffer)]
@@ -43,9 +41,9 @@ def _check_types(k: T.Kernel) -> None:
         if dt.name.startswith("f8"):
             raise error(f"'{name}' is {dt}: the Ascend 910B has no fp8 types (its cube unit takes f16, bf16 "
                         "and int8); use -D to pick f16 or bf16", span)
-        if dt.name not in TYPES:
-            raise error(f"'{name}' is {dt}: the AscendC back end handles {', '.join(TYPES)} tensors and tiles",
-                        span)
+        if dt.name not in STORAGE_TYPES:
+            raise error(f"'{name}' is {dt}: the AscendC back end handles {', '.join(STORAGE_TYPES)} tensors and "
+                        "tiles", span)
 
 
 def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
