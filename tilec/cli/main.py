@@ -317,7 +317,7 @@ def _cmd_run(args) -> int:
 
         return cmd_run_webgpu(args, _parse_defines(args.defines), _parse_sizes(args.size))
     if args.target and _is_ascend(args.target):  # AscendC (issue #15): run on tilec's CPU model of the API
-        from ..targets.ascend.run import cmd_run_ascend
+        from .ascend import cmd_run_ascend
 
         return cmd_run_ascend(args, _parse_defines(args.defines), _parse_sizes(args.size))
     if args.device == "cuda" or (args.device is None and args.target):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import sys
 
-from ...diagnostics import CompileError, Diagnostic
+from ..diagnostics import CompileError, Diagnostic
 
 MODEL_CORES = 8  # model cores: fewer than the chip's, so that each core loops over several tiles
 
@@ -14,10 +14,10 @@ MODEL_CORES = 8  # model cores: fewer than the chip's, so that each core loops o
 def cmd_run_ascend(args, defines: dict, sizes: dict[str, int]) -> int:
     import numpy as np
 
-    from ... import compile as tilec_compile
-    from ...cli.gpu import TOLERANCE
-    from ...interp.run import DEFAULT_SIZE, random_inputs, run_kernel
-    from .model_run import build_runner, run_on_model
+    from .. import compile as tilec_compile
+    from ..interp.run import DEFAULT_SIZE, random_inputs, run_kernel
+    from ..targets.ascend.model_run import build_runner, run_on_model
+    from .gpu import TOLERANCE
 
     result = tilec_compile(args.file, defines=defines, include_dirs=args.include_dirs, kernel=args.kernel,
                            target=args.target)
