@@ -34,7 +34,7 @@ UNARY = {"exp": "Exp", "log": "Ln", "sqrt": "Sqrt", "rsqrt": "Rsqrt", "abs": "Ab
 
 @dataclass
 class Val:
-    kind: str  # "s": a C++ float expression; "t": a float tile
+    kind: str  # "s": a C++ expression of type float (a literal or float(...)); "t": a float tile
     text: str
     owned: bool = False  # a pool temporary this value may release
 
@@ -86,7 +86,7 @@ class VecLoop:
         if v.kind == "t":
             return v
         t = self.target(None)
-        self.v(f"Duplicate({t.text}, float({v.text}), {self.n});", writes=[t.text])
+        self.v(f"Duplicate({t.text}, {v.text}, {self.n});", writes=[t.text])
         return t
 
     def key(self, e: T.Load) -> str:
@@ -136,13 +136,13 @@ class VecLoop:
         elif a.kind == "t":
             scalar = {"+": b.text, "-": f"-({b.text})", "*": b.text, "/": f"1.0f / ({b.text})"}[e.op]
             fn = "Adds" if e.op in "+-" else "Muls"
-            self.v(f"{fn}({d.text}, {a.text}, float({scalar}), {n});", [a.text], [d.text])
+            self.v(f"{fn}({d.text}, {a.text}, {scalar}, {n});", [a.text], [d.text])
         elif e.op in "+*":
-            self.v(f"{'Adds' if e.op == '+' else 'Muls'}({d.text}, {b.text}, float({a.text}), {n});",
+            self.v(f"{'Adds' if e.op == '+' else 'Muls'}({d.text}, {b.text}, {a.text}, {n});",
                    [b.text], [d.text])
         elif e.op == "-":
             self.v(f"Muls({d.text}, {b.text}, -1.0f, {n});", [b.text], [d.text])
-            self.v(f"Adds({d.text}, {d.text}, float({a.text}), {n});", [d.text], [d.text])
+            self.v(f"Adds({d.text}, {d.text}, {a.text}, {n});", [d.text], [d.text])
         else:
             t = self.tile(a)
             self.v(f"Div({d.text}, {t.text}, {b.text}, {n});", [t.text, b.text], [d.text])
@@ -161,7 +161,7 @@ class VecLoop:
             if b.kind == "t":
                 self.v(f"{fn}({d.text}, {a.text}, {b.text}, {n});", [a.text, b.text], [d.text])
             else:
-                self.v(f"{fn}s({d.text}, {a.text}, float({b.text}), {n});", [a.text], [d.text])
+                self.v(f"{fn}s({d.text}, {a.text}, {b.text}, {n});", [a.text], [d.text])
             self.done(a, b, keep=d)
             return d
         if len(e.args) != 1:
@@ -208,7 +208,7 @@ class VecLoop:
         if y.kind == "t":
             self.v(f"Compare({m}, {x.text}, {y.text}, CMPMODE::{CMP[op]}, {self.n});", [x.text, y.text], [m])
         else:
-            self.v(f"CompareScalar({m}, {x.text}, float({y.text}), CMPMODE::{CMP[op]}, {self.n});", [x.text], [m])
+            self.v(f"CompareScalar({m}, {x.text}, {y.text}, CMPMODE::{CMP[op]}, {self.n});", [x.text], [m])
         self.done(x, y)
         if a.kind == "s":
             a = self.tile(a)
@@ -217,7 +217,7 @@ class VecLoop:
             self.v(f"Select({d.text}, {m}, {a.text}, {b.text}, SELMODE::VSEL_TENSOR_TENSOR_MODE, {self.n});",
                    [m, a.text, b.text], [d.text])
         else:
-            self.v(f"Select({d.text}, {m}, {a.text}, float({b.text}), SELMODE::VSEL_TENSOR_SCALAR_MODE, {self.n});",
+            self.v(f"Select({d.text}, {m}, {a.text}, {b.text}, SELMODE::VSEL_TENSOR_SCALAR_MODE, {self.n});",
                    [m, a.text], [d.text])
         self.lw.release_mask(m)
         self.done(a, b, keep=d)
@@ -492,7 +492,7 @@ def _store(loop: VecLoop, s: T.Store, guards: list[T.Expr]) -> None:
     if a.ctype == "float":
         got = loop.eval(value, into=name)
         if got.kind == "s":
-            loop.v(f"Duplicate({name}, float({got.text}), {n});", writes=[name])
+            loop.v(f"Duplicate({name}, {got.text}, {n});", writes=[name])
         elif got.text != name:
             loop.v(f"Adds({name}, {got.text}, 0.0f, {n});", [got.text], [name])
             loop.done(got)
