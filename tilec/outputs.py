@@ -122,7 +122,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     first = results[0]
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
-    units = [Unit(r.target, r.source, kernel_entries(r)) for r in results]
+    units = [Unit(r.target, r.source, backend.kernel_entries(r) or kernel_entries(r), r.simt) for r in results]
     recorded = manifest_options(opts, kind, backend)
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded))

@@ -253,6 +253,14 @@ def _cmd_run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
 
+    if args.device is None and args.target:
+        from .gpu import _backend
+
+        backend = _backend(args)
+        if backend is not None and not backend.run_kind and backend.host_model:  # no runtime: its CPU model
+            from .model import cmd_run_model
+
+            return cmd_run_model(args, backend, _parse_sizes(args.size))
     if args.device == "cuda" or (args.device is None and args.target):
         from .gpu import cmd_run_gpu
 

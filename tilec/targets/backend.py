@@ -36,6 +36,7 @@ class Unit:
     target: object  # tilec.targets.registry.Target
     source: str  # the generated source text
     kernels: list[dict]  # the manifest's kernel entries for this target (tilec.artifacts.kernel_entry)
+    lowered: object = None  # what the pipeline lowered the module to (what `generate` printed)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Backend:
     loader: str = ""  # the tilec.runtime loader named in the manifest ("cuda", "wgsl")
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
     last_planning_pass: str = ""  # the pipeline's decisions are all made after this pass (plan_only stops there)
+    host_model: str = ""  # a CPU model `tilec run` executes the generated code on, when the device is out of reach
 
     # ------------------------------------------------------------------ compiling
 
@@ -139,6 +141,19 @@ class Backend:
     def runtime_errors(self) -> tuple[type[BaseException], ...]:
         """Exceptions of this back end's runtime that `tilec run` reports as plain errors (not internal ones)."""
         return ()
+
+    def kernel_entries(self, result) -> list[dict] | None:
+        """The manifest's kernel entries, for a back end whose lowered form is not SIMT IR; None: the SIMT ones."""
+        return None
+
+    def run_on_model(self, result, kernel: str, arrays: dict, sizes: dict[str, int]) -> str:
+        """Run `kernel` of a compile result on `host_model`, updating the numpy `arrays` (by parameter name) in
+        place; returns the model's warnings."""
+        raise NotImplementedError(f"the {self.name} back end has no CPU model")
+
+    def describe_run(self, result, kernel: str) -> str:
+        """What `tilec run` prints after a kernel's outputs: where it ran."""
+        return self.host_model
 
     def device_note(self) -> str:
         """A line `tilec run` prints after running on this back end's device ("" for none)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Target:
     name: str  # canonical name: sm90, gfx942, webgpu, ...
-    backend: str  # cuda | hip | wgsl | ascendc
+    backend: str  # cuda | hip | wgsl | ascend
     arch: str  # what the toolchain calls it: sm_90a, gfx942, ...
     description: str
     warp_size: int = 32
@@ -82,7 +82,7 @@ TARGETS: dict[str, Target] = {
                ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
                ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES),
-        Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024,
+        Target("ascend910b", "ascend", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024,
                ("cube.mmad",), ("datacopy",)),
         # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,
         # 8 storage buffers per stage, 65535 workgroups per dimension; no subgroups or 16-byte reinterpreting
@@ -99,6 +99,7 @@ DEFAULT_TARGET = "sm90"  # what a build targets when no --target is given
 ALIASES = {
     "sm_80": "sm80", "sm_86": "sm86", "sm_89": "sm89", "sm_90": "sm90", "sm_90a": "sm90", "sm90a": "sm90",
     "sm_100": "sm100", "sm_100a": "sm100", "sm100a": "sm100", "wgsl": "webgpu", "ascend": "ascend910b",
+    "910b": "ascend910b",
 }
 
 
@@ -119,6 +120,7 @@ BACKENDS = {
     "cuda": "tilec.targets.cuda.backend",
     "wgsl": "tilec.targets.wgsl.backend",
     "hip": "tilec.targets.hip.backend",
+    "ascend": "tilec.targets.ascend.backend",
 }
 
 

@@ -1,0 +1,118 @@
+"""The AscendC back end (ascend910b). Not a SIMT target: its pipeline starts from checked Tile IR —
+
+- placement and queue planning over Tile IR (PASSES), then `ascend-lower` turns each kernel into a KernelProgram
+  (lower.py), then capacity checks and sync insertion over the programs (LOWERED_PASSES);
+- `generate` prints the programs as AscendC C++; `build` writes the source (.cpp), the ACL launcher header (.h)
+  or a kernel object through CANN's bisheng (.o, toolchain.py);
+- the manifest's kernel entries add the kernel type, the block-count rule and the on-chip bytes per memory;
+- `tilec run` runs the generated source on tilec's CPU model of the AscendC API (model/, model_run.py).
+"""
+
+from __future__ import annotations
+
+from ...ir import tile as T
+from ..backend import ArtifactInfo, Backend, Built, PassStep, Unit
+from .passes import capacity, placement, queues, sync
+
+PASSES = [(placement.NAME, placement.run), (queues.NAME, queues.run)]
+LOWERED_PASSES = [(capacity.NAME, capacity.run), (sync.NAME, sync.run)]
+# split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel.
+PASS_NAMES = [n for n, _ in PASSES] + ["ascend-lower"] + [n for n, _ in LOWERED_PASSES]
+MODEL_CORES = 8  # model cores: fewer than the chip's, so that each core loops over several tiles
+
+
+def manifest_fields(programs) -> dict:
+    return {"ascend": {p.name: {"kernel_type": p.kernel_type, "grid": p.grid,
+                                "block_dim": "min(grid_x * grid_y * grid_z, cores)",
+                                "workspace_bytes_per_block": p.workspace_bytes,
+                                "on_chip_bytes": {m: sum(a.bytes for a in p.allocs if a.memory == m)
+                                                  for m in ("UB", "L1", "L0A", "L0B", "L0C")}}
+                       for p in programs}}
+
+
+class AscendBackend(Backend):
+    name = "ascend"
+    output_kinds = {"cpp": ".cpp", "header": ".h", "obj": ".o"}
+    default_kind = "cpp"
+    source_kind = "cpp"
+    driver_api = "ACL (aclrtLaunchKernel through the NAME_do launch functions)"
+    last_planning_pass = "ascend-queues"
+    host_model = "tilec's CPU model of the AscendC API"
+
+    def pipeline(self, target) -> list[PassStep]:
+        from ...ir.printer import module_str
+        from .codegen import generate
+        from .lower import lower_kernel
+
+        def programs_text(name):
+            return lambda programs: generate(programs, f"tilec, after {name}")
+
+        steps = [PassStep(n, run, module_str) for n, run in PASSES]
+        steps.append(PassStep("ascend-lower", lambda module, rep, target: [lower_kernel(k) for k in module.kernels],
+                              programs_text("ascend-lower")))
+        steps += [PassStep(n, run, programs_text(n)) for n, run in LOWERED_PASSES]
+        return steps
+
+    def generate(self, lowered, target, banner):
+        from .codegen import generate
+
+        return generate(lowered, banner)
+
+    def kernel_entries(self, result) -> list[dict]:
+        from ...ir.formula import formula
+
+        fields = manifest_fields(result.simt)["ascend"]
+        kernels = []
+        for k in result.module.kernels:
+            params = []
+            for p in k.params:
+                if isinstance(p, T.Buffer):
+                    params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype.name, "output": p.is_output,
+                                   "shape": [int(d.value) if isinstance(d, T.Const) else d.name if isinstance(d, T.Var)
+                                             else formula(d) for d in p.shape]})
+                else:
+                    params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
+            kernels.append({"name": k.name, "params": params, "sizes": [v.name for v in k.size_vars],
+                            "grid": [formula(g) for g in k.grid], **fields.get(k.name, {})})
+        return kernels
+
+    def toolchain_identity(self, targets, kind, options):
+        if kind in ("cpp", "header"):
+            return "none"
+        from ...cache import executable_fingerprint
+        from .toolchain import find_cann
+
+        _, bisheng = find_cann()
+        return None if bisheng is None else executable_fingerprint(bisheng)
+
+    def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
+        (unit,) = units
+        if kind == "cpp":
+            return Built(unit.source.encode(), "none")
+        if kind == "header":
+            from .launcher import generate_header
+
+            return Built(generate_header(unit.lowered, options.header_prefix).encode(), "none")
+        from .toolchain import compile_object, find_cann
+
+        data = compile_object(unit.source, info.stem)
+        return Built(data, f"bisheng {find_cann()[1]}")
+
+    def runtime_errors(self):
+        from .model_run import ModelError
+
+        return (ModelError,)
+
+    def run_on_model(self, result, kernel: str, arrays: dict, sizes: dict[str, int]) -> str:
+        from .model_run import build_runner, run_on_model
+
+        program = next(p for p in result.simt if p.name == kernel)
+        exe = build_runner(result.source, program)
+        return run_on_model(exe, program, {**sizes, **arrays}, cores=MODEL_CORES)
+
+    def describe_run(self, result, kernel: str) -> str:
+        program = next(p for p in result.simt if p.name == kernel)
+        return f"AscendC on {self.host_model}, {program.kernel_type}"
+
+
+BACKEND = AscendBackend()

@@ -1,0 +1,48 @@
+"""What the Ascend 910B offers, as data: memories with their capacities and alignments, core counts, the
+queue-event limit. Read by the placement and capacity passes, the code generator and the launcher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Memory:
+    name: str  # UB, L1, L0A, L0B, L0C
+    bytes: int
+    align: int  # start-address alignment of a buffer in it
+    positions: tuple[str, ...]  # the TPosition names that live in it
+
+
+MEMORIES = {
+    m.name: m
+    for m in [
+        Memory("UB", 192 * 1024, 32, ("VECIN", "VECOUT", "VECCALC")),
+        Memory("L1", 512 * 1024, 32, ("A1", "B1", "C1")),
+        Memory("L0A", 64 * 1024, 512, ("A2",)),
+        Memory("L0B", 64 * 1024, 512, ("B2",)),
+        Memory("L0C", 128 * 1024, 64, ("CO1",)),
+    ]
+}
+POSITION_MEMORY = {p: m.name for m in MEMORIES.values() for p in m.positions}
+
+QUEUE_BUFFERS_PER_POSITION = 8  # one hardware event id each
+MAX_REPEAT = 255
+FRACTAL = 16  # cube fractals are 16 x 16 (16-bit inputs), 512 bytes
+# Core counts differ between 910B SKUs: the launcher asks ACL, never assumes them.
+
+# Tensor and tile types the back end moves and computes (the vector unit of 910B has no bf16 arithmetic: tilec
+# computes in f32 and casts; the chip has no fp8 at all).
+STORAGE_TYPES = ("f16", "bf16", "f32", "i32")
+CPP_TYPES = {"f16": "half", "bf16": "bfloat16_t", "f32": "float", "i32": "int32_t", "u8": "uint8_t"}
+
+
+def ctype(dt) -> str:
+    """The AscendC C++ type of a tilec dtype (ValueError for one the back end does not support)."""
+    if dt.name not in CPP_TYPES:
+        raise ValueError(dt.name)
+    return CPP_TYPES[dt.name]
+
+
+def round_up(x: int, m: int) -> int:
+    return (x + m - 1) // m * m

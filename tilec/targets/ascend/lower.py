@@ -1,0 +1,499 @@
+"""Lower one planned Tile IR kernel to an AscendC program (program.KernelProgram).
+
+Assumes: placement and queue planning have run (kernel.attrs["ascend"]). Guarantees: every tile op is a
+sequence of AscendC calls tagged with their pipe and the buffers they read and write; the grid is flattened into
+a `GetBlockIdx()`/`GetBlockNum()` loop over tiles; queue buffers are allocated, enqueued, dequeued and freed
+where their statement list uses them; ragged edges go through DataCopyPad with explicit zero padding (a tile
+that may be partial is zero-filled first, as the language reads zeros past a tensor's edge); gemms are Nd2Nz
+DataCopy, LoadData, Mmad and Fixpipe (lower_cube). No synchronisation is inserted here (sync.py does it).
+"""
+
+from __future__ import annotations
+
+from ...diagnostics import error
+from ...ir import tile as T
+from .chip import CPP_TYPES, ctype, round_up
+from .layout import TileLayout, layout_of
+from .program import Alloc, Block, Call, KernelProgram, Side, Stmt
+from .scalar import cpp, float_literal, scalar_type
+
+AXES = ("bx", "by", "bz")
+
+
+class Lowering:
+    def __init__(self, k: T.Kernel, side: str | None = None, workspace=({}, 0), half_rows: int | None = None):
+        self.k = k
+        self.side = side  # None: a single-unit kernel; "AIC" / "AIV": one half of a mixed kernel
+        self.plan = k.attrs["ascend"]
+        self.workspace, self.workspace_bytes = workspace
+        self.half_rows = half_rows  # AIV side: each AIV holds this many of the block's rows (split_rows)
+        self.gemm_index = {id(g): i for i, g in enumerate(x for x in _walk(k.body) if isinstance(x, T.Gemm))}
+        self.allocs: dict[str, Alloc] = {}
+        self.layouts: dict[str, TileLayout] = {}
+        self.buffers: dict[str, T.Buffer] = {}
+        self.setup: list[Stmt] = []
+        self.out: list[Stmt] = []
+        self.declared: set[str] = set()
+        self.temp_free: list[str] = []
+        self.temp_count = 0
+        self.mask_free: list[str] = []
+        self.index_tiles: dict[tuple[int, int], tuple[str, str]] = {}
+        self.gathers: dict[str, str] = {}
+        self.implicit = 0
+        self.cube = None
+
+    # ------------------------------------------------------------ allocations
+
+    def add_alloc(self, a: Alloc) -> Alloc:
+        self.allocs[a.name] = a
+        return a
+
+    def temp(self) -> str:
+        if self.temp_free:
+            return self.temp_free.pop()
+        name = f"tmp{len([a for a in self.allocs if a.startswith('tmp')])}"
+        self.add_alloc(Alloc(name, "VECCALC", "float", self.temp_count))
+        return name
+
+    def release(self, name: str) -> None:
+        if name.startswith("tmp") and name not in self.temp_free:
+            self.temp_free.append(name)
+
+    def mask(self) -> str:
+        if self.mask_free:
+            return self.mask_free.pop()
+        name = f"mask{len([a for a in self.allocs if a.startswith('mask')])}"
+        self.add_alloc(Alloc(name, "VECCALC", "uint8_t", self.temp_count // 8))
+        return name
+
+    def release_mask(self, name: str) -> None:
+        self.mask_free.append(name)
+
+    def emit(self, text: str, pipe: str | None = None, reads=(), writes=(), ordered=()) -> None:
+        self.out.append(Call(text, pipe, tuple(reads), tuple(writes), tuple(ordered)))
+
+    def v(self, text: str, reads=(), writes=()) -> None:
+        self.emit(text, "V", reads, writes)
+
+    def per_core(self, text: str, reads=(), writes=(), rows: int | None = None) -> None:
+        """A vector call made once per core, before the tile loop (index tiles, gather tables)."""
+        call = Call(text, "V", tuple(reads), tuple(writes))
+        self.setup.append(Block(f"for (int64_t r = 0; r < {rows}; ++r)", [call], loop=True) if rows else call)
+
+    def brcb_scratch(self, rows: int) -> str:
+        name = "brcb_rows"
+        need = round_up(rows, 8) * 8
+        if name not in self.allocs or self.allocs[name].count < need:
+            self.add_alloc(Alloc(name, "VECCALC", "float", round_up(need, 64)))
+        return name
+
+    def index_tiles_for(self, lay: TileLayout) -> tuple[str, str]:
+        """Float tiles holding each element's row and column index (1-D: its index, twice)."""
+        key = (lay.rows, lay.cols or 0)
+        if key not in self.index_tiles:
+            n = len(self.index_tiles)
+            rows_t, cols_t = f"index_rows{n}", f"index_cols{n}"
+            self.add_alloc(Alloc(cols_t, "VECCALC", "float", lay.count))
+            # Elements past the tile (its rounding to whole repeats) get index 0, so that every offset computed
+            # from them stays a valid one.
+            self.per_core(f"Duplicate({cols_t}, 0.0f, {lay.count});", (), (cols_t,))
+            if lay.is_2d:
+                self.add_alloc(Alloc(rows_t, "VECCALC", "float", lay.count))
+                self.per_core(f"Duplicate({rows_t}, 0.0f, {lay.count});", (), (rows_t,))
+                cp = lay.cols_pad
+                self.per_core(f"CreateVecIndex({cols_t}[r * {cp}], 0.0f, {cp});", (), (cols_t,), lay.rows)
+                self.per_core(f"Duplicate({rows_t}[r * {cp}], float(r), {cp});", (), (rows_t,), lay.rows)
+            else:
+                rows_t = cols_t
+                self.per_core(f"CreateVecIndex({cols_t}, 0.0f, {lay.count});", (), (cols_t,))
+            self.index_tiles[key] = (rows_t, cols_t)
+        return self.index_tiles[key]
+
+    def gather_table(self, lay: TileLayout, coef: dict[str, int], max_bytes: int) -> str:
+        """An int32 tile of byte offsets coef["1"] + coef["i"] * row + coef["j"] * col, clamped into the source."""
+        key = f"{lay}{sorted(coef.items())}{max_bytes}"
+        if key in self.gathers:
+            return self.gathers[key]
+        name = f"gather_offsets{len(self.gathers)}"
+        self.gathers[key] = name
+        self.add_alloc(Alloc(name, "VECCALC", "int32_t", lay.count))
+        rows_t, cols_t = self.index_tiles_for(lay)
+        work = f"{name}.ReinterpretCast<float>()"
+        n = lay.count
+        self.per_core(f"Muls({work}, {rows_t}, {float(coef['i'])!r}f, {n});", (rows_t,), (name,))
+        t = "brcb_rows_off"
+        if t not in self.allocs:
+            self.add_alloc(Alloc(t, "VECCALC", "float", self.temp_count))
+        self.per_core(f"Muls({t}, {cols_t}, {float(coef['j'])!r}f, {n});", (cols_t,), (t,))
+        self.per_core(f"Add({work}, {work}, {t}, {n});", (name, t), (name,))
+        self.per_core(f"Adds({work}, {work}, {float(coef['1'])!r}f, {n});", (name,), (name,))
+        self.per_core(f"Maxs({work}, {work}, 0.0f, {n});", (name,), (name,))
+        self.per_core(f"Mins({work}, {work}, {float(max_bytes)!r}f, {n});", (name,), (name,))
+        self.per_core(f"Cast({name}, {work}, RoundMode::CAST_RINT, {n});", (name,), (name,))
+        return name
+
+    # ------------------------------------------------------------ the kernel
+
+    def run_side(self) -> Side:
+        """Lower the kernel body for this side: every core of a single-unit kernel, or the AIC (cube work) or the
+        AIVs (vector work) of a mixed one."""
+        from ...ir.fold import fold
+        from ...ir.visit import walk_stmts
+
+        k = self.k
+        ub_counts = [128]
+        mixed = self.side is not None
+        for s in _allocs(k.body):
+            b = s.buffer
+            self.buffers[b.name] = b
+            shape = b.const_shape
+            if shape is None or len(shape) > 2:
+                raise error(f"'{b.name}': AscendC tiles are 1-D or 2-D with constant shapes", s.span)
+            pos = self.plan.position[b.name]
+            if b.dtype.name not in CPP_TYPES:
+                raise error(f"'{b.name}' is {b.dtype}, which the AscendC back end does not place on chip", s.span)
+            if pos in ("A1", "B1", "CO1") or self.side == "AIC":
+                continue  # lower_cube lays these out
+            lay = layout_of(shape)
+            self.layouts[b.name] = lay
+            ub_counts.append(lay.count)
+            depth = self.plan.queues.get(b.name, 0)
+            self.add_alloc(Alloc(b.name, pos, ctype(b.dtype), lay.count, depth, s.span, b.name))
+        for s in walk_stmts(k.body):  # temporaries cover every Parallel loop's tile
+            if isinstance(s, T.For) and s.kind == "parallel":
+                ext = [fold(e) for e in s.extents]
+                if all(isinstance(e, T.Const) for e in ext) and 1 <= len(ext) <= 2:
+                    ub_counts.append(layout_of(tuple(int(e.value) for e in ext)).count)
+        self.temp_count = max(ub_counts)
+        if self.side == "AIC" or (not mixed and self.plan.kernel_type == "AIC_ONLY"):
+            from .lower_cube import CubeLowering
+
+            self.cube = CubeLowering(self)
+        self.out = []
+        self.body(k.body)
+        body = self.out
+        gets = [Call(f"LocalTensor<{a.ctype}> {name} = {a.holder}.Get<{a.ctype}>();")
+                for name, a in self.allocs.items() if a.depth == 0]
+        group = {None: "GetBlockIdx()", "AIC": "GetBlockIdx()", "AIV": "GetBlockIdx() / GetSubBlockNum()"}
+        guard = {None: None, "AIC": "ASCEND_IS_AIC", "AIV": "ASCEND_IS_AIV"}
+        views = []
+        if self.half_rows:
+            views.append(f"const int64_t row0 = GetSubBlockIdx() * {self.half_rows};  // this AIV's rows")
+        for w in self.workspace.values():
+            views.append(f"GlobalTensor<{w.ctype}> {w.name};")
+            views.append(f"{w.name}.SetGlobalBuffer((__gm__ {w.ctype}*)(workspace_addr + group * "
+                         f"{self.workspace_bytes} + {w.offset}));")
+        return Side(guard[self.side], group[self.side], list(self.allocs.values()), gets + self.setup, body, views)
+
+    # ------------------------------------------------------------ statements
+    # ------------------------------------------------------------ statements
+
+    def body(self, stmts: list[T.Stmt]) -> None:
+        from .regions import touched
+
+        home = [n for n, h in self.plan.queue_home.items() if id(stmts) in h]
+        last_use = {n: max((i for i, s in enumerate(stmts) if n in touched(s)), default=-1) for n in home}
+        for i, s in enumerate(stmts):
+            self.stmt(s)
+            for n in home:
+                if last_use[n] == i and self.allocs.get(n) and self.allocs[n].position in ("VECIN", "A1", "B1"):
+                    self.emit(f"{n}_que.FreeTensor({n});", ordered=(n,))
+
+    def on_this_side(self, s: T.Stmt) -> bool:
+        """In a mixed kernel the AIC runs the copies into cube operands and the gemms, the AIVs the rest; both run
+        the scalar control flow (loops, ifs, assignments) so that they meet at the same cross-core flags."""
+        if self.side is None or isinstance(s, T.Assign | T.For | T.If | T.Gemm) and not (
+                isinstance(s, T.For) and s.kind == "parallel"):
+            return True
+        cube = isinstance(s, T.Copy) and self.plan.position.get(s.dst.buffer.name) in ("A1", "B1")
+        return cube == (self.side == "AIC")
+
+    def stmt(self, s: T.Stmt) -> None:
+        if isinstance(s, T.Alloc) or not self.on_this_side(s):
+            return
+        if isinstance(s, T.Assign):
+            ty = scalar_type(s.var)
+            if s.var.name in self.declared:
+                self.emit(f"{s.var.name} = {cpp(s.value)};")
+            else:
+                self.declared.add(s.var.name)
+                self.emit(f"{ty} {s.var.name} = {cpp(s.value)};")
+            return
+        if isinstance(s, T.For):
+            if s.kind == "parallel":
+                from .vector import lower_parallel
+
+                lower_parallel(self, s)
+                return
+            v = s.vars[0].name
+            begin = cpp(s.begin) if s.begin is not None else "0"
+            step = cpp(s.step) if s.step is not None else "1"
+            head = f"for (int64_t {v}_t = 0; {v}_t < {cpp(s.extents[0])}; ++{v}_t)"
+            saved, self.out = self.out, []
+            self.emit(f"int64_t {v} = {begin} + {step} * {v}_t;")
+            self.body(s.body)
+            inner, self.out = self.out, saved
+            self.out.append(Block(head, inner, loop=True))
+            return
+        if isinstance(s, T.If):
+            saved, self.out = self.out, []
+            self.body(s.then_body)
+            then, self.out = self.out, []
+            self.body(s.else_body)
+            other, self.out = self.out, saved
+            self.out.append(Block(f"if ({cpp(s.cond)})", then, other or None))
+            return
+        if isinstance(s, T.Copy):
+            return self.copy(s)
+        if isinstance(s, T.Fill):
+            return self.fill(s)
+        if isinstance(s, T.Reduce):
+            from .vector import lower_reduce
+
+            return lower_reduce(self, s)
+        if isinstance(s, T.Gemm):
+            if self.side == "AIV":
+                from .handover import vector_gemm
+
+                return vector_gemm(self, s)
+            return self.cube.gemm(s)
+        if isinstance(s, T.UseSwizzle | T.AnnotateLayout):
+            return  # GPU block-order and shared-memory hints: nothing to do on Ascend
+        raise error(f"the AscendC back end does not lower {type(s).__name__} statements yet", s.span)
+
+    # ------------------------------------------------------------ queue helpers
+
+    def queue_alloc(self, name: str) -> None:
+        a = self.allocs[name]
+        self.emit(f"LocalTensor<{a.ctype}> {name} = {name}_que.AllocTensor<{a.ctype}>();", ordered=(name,))
+
+    def queue_pass(self, name: str) -> None:
+        """EnQue then DeQue: the producer pipe's writes are ordered before the consumer pipe's reads."""
+        a = self.allocs[name]
+        self.emit(f"{name}_que.EnQue({name});")
+        self.emit(f"{name} = {name}_que.DeQue<{a.ctype}>();", ordered=(name,))
+
+    def first_touch(self, name: str) -> None:
+        """A VECOUT queue buffer is allocated where its statement list first touches it."""
+        a = self.allocs.get(name)
+        if a and a.position in ("VECOUT", "CO1") and name not in self.declared:
+            self.declared.add(name)
+            self.queue_alloc(name)
+
+    # ------------------------------------------------------------ copies and fills
+
+    def fill(self, s: T.Fill) -> None:
+        b = s.dst.buffer
+        if self.plan.position.get(b.name) == "CO1":
+            return self.cube.clear(s)
+        self.first_touch(b.name)
+        a = self.allocs[b.name]
+        value = s.value
+        if value.dtype.is_float or a.ctype == "float":
+            text = float_literal(float(value.value)) if isinstance(value, T.Const) else f"float({cpp(value)})"
+        else:
+            text = cpp(value)
+        if a.ctype == "bfloat16_t":
+            if not (isinstance(value, T.Const) and float(value.value) == 0.0):
+                raise error("the 910B vector unit fills bf16 tiles with zero only; fill an f32 tile and cast", s.span)
+            self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t(0), {a.count});", writes=[b.name])
+        else:
+            self.v(f"Duplicate({b.name}, {a.ctype}({text}), {a.count});", writes=[b.name])
+
+    def copy(self, s: T.Copy) -> None:
+        src, dst = s.src.buffer, s.dst.buffer
+        if src.scope == "global" and dst.scope == "global":
+            raise error("a copy from global memory to global memory has no AscendC lowering", s.span)
+        if self.plan.position.get(dst.name) in ("A1", "B1") or self.plan.position.get(src.name) == "CO1":
+            return self.cube.copy(s)
+        if src.scope == "global":
+            return self.copy_in(s.src, dst, s.span)
+        if dst.scope == "global":
+            return self.copy_out(src, s.dst, s.span)
+        from .vector import lower_tile_assign
+
+        lower_tile_assign(self, s)
+
+    def gm_box(self, region: T.Region, tile: tuple[int, int | None], span):
+        """(element offset, row stride, valid rows, valid cols) of a global region copied to/from a tile, as C++."""
+        buf = region.buffer
+        dims = [cpp(d) for d in buf.shape]
+        strides = []
+        acc = "1"
+        for d in reversed(dims):
+            strides.insert(0, acc)
+            acc = f"{acc} * {d}" if acc != "1" else d
+        ext = region.const_extents
+        if ext is None:
+            raise error("AscendC copies need constant extents", span)
+        big = [i for i, e in enumerate(ext) if e != 1]
+        rows, cols = tile
+        last = len(ext) - 1
+        # A tile's columns are the tensor's innermost dimension; its rows (if any) one outer dimension.
+        col_dim, row_dim = last, None
+        outer = [i for i in big if i != last]
+        ok = ext[last] == (cols if cols is not None else rows) or (not big and ext[last] == 1)
+        if cols is not None and rows != 1:
+            ok = ok and len(outer) == 1 and ext[outer[0]] == rows
+            row_dim = outer[0] if outer else None
+        else:
+            ok = ok and not outer
+        if not ok:
+            raise error(f"copy of a {list(ext)} box of '{buf.name}' into a {list(t for t in tile if t)} tile: "
+                        "the AscendC back end copies row boxes whose last dimension is the tensor's innermost",
+                        span)
+        offset = " + ".join(f"({cpp(st)}) * {strides[i]}" for i, st in enumerate(region.starts)) or "0"
+        col_start = cpp(region.starts[col_dim])
+        ncols = ext[col_dim]
+        valid_cols = f"tilec_clamp({dims[col_dim]} - {col_start}, 0, {ncols})"
+        if row_dim is None:
+            nrows = 1
+            valid_rows = "int64_t(1)"
+            row_stride = "0"
+        else:
+            nrows = ext[row_dim]
+            valid_rows = f"tilec_clamp({dims[row_dim]} - {cpp(region.starts[row_dim])}, 0, {nrows})"
+            row_stride = strides[row_dim]
+        return offset, row_stride, valid_rows, valid_cols, nrows, ncols
+
+    def staging(self, name: str, gm_ctype: str) -> str:
+        """A UB tile in the global tensor's type for a copy that also converts (Cast in or out)."""
+        stage = f"{name}_{gm_ctype.replace('_t', '')}"
+        if stage not in self.allocs:
+            self.add_alloc(Alloc(stage, "VECCALC", gm_ctype, self.allocs[name].count))
+            self.layouts[stage] = self.layouts[name]
+        return stage
+
+    def copy_in(self, region: T.Region, dst: T.Buffer, span, name: str | None = None) -> None:
+        name = name or dst.name
+        a = self.allocs[name]
+        gm_ctype = ctype(region.buffer.dtype)
+        if gm_ctype != a.ctype:
+            stage = self.staging(name, gm_ctype)
+            self.copy_in(region, dst, span, name=stage)
+            self.first_touch(name)
+            self.v(f"Cast({name}, {stage}, RoundMode::{'CAST_NONE' if a.ctype == 'float' else 'CAST_RINT'}, "
+                   f"{a.count});", [stage], [name])
+            return
+        lay = self.layouts[name]
+        if a.position == "VECIN" and a.depth:
+            self.queue_alloc(name)
+        tile = (lay.rows, lay.cols)
+        offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, tile, span)
+        size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
+        g = region.buffer.name
+        saved, self.out = self.out, []
+        self.emit(f"int64_t rows = {vrows}, cols = {vcols};")
+        zero = (f"Duplicate({name}.ReinterpretCast<int16_t>(), int16_t(0), {a.count * size // 2});"
+                if a.ctype == "bfloat16_t" else f"Duplicate({name}, {a.ctype}(0), {a.count});")
+        self.out.append(Block(f"if (rows < {nrows} || cols < {ncols})", [Call(zero, "V", (), (name,))]))
+        gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
+        pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
+        inner = [
+            Call(f"uint32_t bytes = (uint32_t)cols * {size}, padded = (bytes + 31) / 32 * 32;"),
+            Call(f"DataCopyExtParams p{{(uint16_t)rows, bytes, {gap}, ({pad_row} - padded) / 32, 0}};"),
+            Call(f"DataCopyPadExtParams<{a.ctype}> pad{{true, 0, (uint8_t)((padded - bytes) / {size}), "
+                 f"{a.ctype}(0)}};"),
+            Call(f"DataCopyPad({name}, {g}[{offset}], p, pad);", "MTE2", (g,), (name,)),
+        ]
+        self.out.append(Block("if (rows > 0 && cols > 0)", inner))
+        body, self.out = self.out, saved
+        self.out.append(Block("", body))
+        if a.position == "VECIN" and a.depth:
+            self.queue_pass(name)
+
+    def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None) -> None:
+        name = name or src.name
+        a = self.allocs[name]
+        gm_ctype = ctype(region.buffer.dtype)
+        if gm_ctype != a.ctype:
+            if a.depth:
+                raise error("a converting copy out of a queue buffer", span)
+            stage = self.staging(name, gm_ctype)
+            self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
+                   f"{a.count});", [name], [stage])
+            return self.copy_out(src, region, span, name=stage)
+        lay = self.layouts[name]
+        self.first_touch(name)
+        if a.position == "VECOUT" and a.depth:
+            self.queue_pass(name)
+        offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span)
+        size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
+        g = region.buffer.name
+        gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
+        pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
+        body = [
+            Call(f"int64_t rows = {vrows}, cols = {vcols};"),
+            Block("if (rows > 0 && cols > 0)", [
+                Call(f"uint32_t bytes = (uint32_t)cols * {size}, padded = (bytes + 31) / 32 * 32;"),
+                Call(f"DataCopyExtParams p{{(uint16_t)rows, bytes, ({pad_row} - padded) / 32, {gap}, 0}};"),
+                Call(f"{'if (GetSubBlockIdx() == 0) ' if self.side == 'AIV' and not self.half_rows else ''}"
+                     f"DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,)),
+            ]),
+        ]
+        self.out.append(Block("", body))
+        if a.position == "VECOUT" and a.depth:
+            self.emit(f"{name}_que.FreeTensor({name});", ordered=(name,))
+            self.declared.discard(name)
+
+
+def _allocs(body: list[T.Stmt]):
+    from ...ir.visit import walk_stmts
+
+    return [s for s in walk_stmts(body) if isinstance(s, T.Alloc)]
+
+
+def _walk(body):
+    from ...ir.visit import walk_stmts
+
+    return walk_stmts(body)
+
+
+def lower_kernel(k: T.Kernel) -> KernelProgram:
+    plan = k.attrs["ascend"]
+    mixed = plan.kernel_type == "MIX_AIC_1_2"
+    if mixed:
+        import copy
+
+        from .handover import workspace_layout
+        from .passes.queues import plan_queues
+        from .passes.split_rows import split_rows
+
+        workspace = workspace_layout(k)
+
+        def aiv_copy() -> T.Kernel:
+            k2 = copy.deepcopy(k)
+            p2 = k2.attrs["ascend"]
+            p2.queues = {}
+            p2.position = {n: ("VECCALC" if p in ("VECIN", "VECOUT") else p) for n, p in p2.position.items()}
+            return k2
+
+        k_aiv = aiv_copy()
+        half = split_rows(k_aiv)
+        if half is None:
+            k_aiv = aiv_copy()
+        plan_queues(k_aiv)
+        lowerings = [Lowering(k, "AIC", workspace), Lowering(k_aiv, "AIV", workspace, half)]
+    else:
+        lowerings = [Lowering(k)]
+    sides = [lw.run_side() for lw in lowerings]
+    params, globals_setup, host = [], [], []
+    for p in k.params:
+        if isinstance(p, T.Buffer):
+            params.append(f"GM_ADDR {p.name}_addr")
+            host.append(("uint8_t*", p.name))
+            globals_setup.append(f"GlobalTensor<{ctype(p.dtype)}> {p.name};")
+            globals_setup.append(f"{p.name}.SetGlobalBuffer((__gm__ {ctype(p.dtype)}*){p.name}_addr);")
+        else:
+            ty = scalar_type(p)
+            params.append(f"{ty} {p.name}")
+            host.append((ty, p.name))
+    if mixed:
+        params.append("GM_ADDR workspace_addr")
+        host.append(("uint8_t*", "workspace"))
+    for v in k.size_vars:
+        params.append(f"int64_t {v.name}")
+        host.append(("int64_t", v.name))
+    grid = [cpp(g) for g in k.grid]
+    return KernelProgram(k.name, plan.kernel_type, params, globals_setup, sides, grid,
+                         [v.name for v in k.block_vars], host, lowerings[0].workspace_bytes, k.span)

@@ -1,0 +1,174 @@
+"""Gemms on the cube unit (part of the lowering): the shared operand tiles live in L1 as NZ fractals filled by
+Nd2Nz DataCopy (zero-filled first with InitConstValue when the box is ragged, since Mmad multiplies whole 16x16
+fractals), LoadData moves them to L0A (zZ, one call per row of fractals) and L0B (nZ: a transpose of each
+fractal for a [K, N] operand, a plain copy for a [N, K] one), Mmad accumulates into L0C (its first call of a
+tile zeroes C: `clear(acc)` becomes cmatrixInitVal), and Fixpipe writes the accumulator's valid box to GM in
+the output type. Every hand-over between pipes goes through a queue (A1/B1: MTE2 -> MTE1, A2/B2: MTE1 -> M,
+CO1: M -> FIX)."""
+
+from __future__ import annotations
+
+from ...diagnostics import error
+from ...ir import tile as T
+from ...ir.visit import walk_stmts
+from .chip import FRACTAL, MAX_REPEAT, ctype, round_up
+from .program import Alloc, Block, Call
+
+QUANT = {"half": "F322F16", "bfloat16_t": "F322BF16", "float": "NoQuant"}
+
+
+class CubeLowering:
+    def __init__(self, lw):
+        self.lw = lw
+        plan = lw.plan
+        self.shape: dict[str, tuple[int, int]] = {}  # L1/L0C buffer -> padded (rows, cols)
+        for s in walk_stmts(lw.k.body):
+            if not isinstance(s, T.Alloc):
+                continue
+            b = s.buffer
+            pos = plan.position.get(b.name)
+            if b.name in plan.workspace_operands:  # computed by the AIVs: an L1 copy of its workspace slot
+                name, pos, depth = f"{b.name}_l1", plan.workspace_operands[b.name], 1
+            elif b.name in plan.vector_accumulators:  # added to by the AIVs: a fresh L0C product per gemm
+                name, pos, depth = f"{b.name}_l0c", "CO1", 1
+            elif pos in ("A1", "B1", "CO1"):
+                name, depth = b.name, plan.queues[b.name]
+            else:
+                continue
+            shape = b.const_shape
+            if len(shape) != 2:
+                raise error(f"cube operand '{b.name}' must be a 2-D tile", s.span)
+            rows, cols = (round_up(x, FRACTAL) for x in shape)
+            self.shape[name] = (rows, cols)
+            self.shape[b.name] = (rows, cols)
+            lw.add_alloc(Alloc(name, pos, ctype(b.dtype) if pos != "CO1" else "float", rows * cols, depth, s.span,
+                               b.name))
+            if pos == "CO1" and name == b.name:
+                lw.setup.append(Call(f"bool {b.name}_init = true;"))
+
+    def clear(self, s: T.Fill) -> None:
+        if not (isinstance(s.value, T.Const) and float(s.value.value) == 0.0):
+            raise error("an L0C accumulator can only be cleared (Mmad zeroes it on its first step)", s.span)
+        self.lw.first_touch(s.dst.buffer.name)
+        self.lw.emit(f"{s.dst.buffer.name}_init = true;")
+
+    def copy(self, s: T.Copy) -> None:
+        if s.dst.buffer.scope == "global":
+            return self.fixpipe(s.src.buffer.name, s.dst, s.src.buffer.const_shape, s.span)
+        self.lw.queue_alloc(s.dst.buffer.name)
+        self.load_l1(s.dst.buffer.name, s.src, s.dst.buffer.const_shape, s.span)
+
+    def load_l1(self, name: str, src: T.Region, tile: tuple[int, int], span) -> None:
+        """Nd2Nz DataCopy of a global box into the L1 tile `name` (allocated), zero-filled when ragged; then EnQue
+        and DeQue (MTE2 -> MTE1)."""
+        lw = self.lw
+        a = lw.allocs[name]
+        rows_pad, cols_pad = self.shape[name]
+        nrows, ncols = tile
+        offset, ld, vrows, vcols, _, _ = lw.gm_box(src, (nrows, ncols), span)
+        if ld == "0":
+            raise error("a cube operand is copied from a 2-D box of global memory", span)
+        blocks = rows_pad * cols_pad * 2 // 32
+        zero = [Call(f"InitConstValueParams<{a.ctype}> z; z.repeatTimes = 1; z.blockNum = {blocks}; z.dstGap = 0; "
+                     f"z.initValue = {a.ctype}(0);"),
+                Call(f"InitConstValue({name}, z);", "MTE2", (), (name,))]
+        copy = [Call(f"Nd2NzParams p; p.ndNum = 1; p.nValue = (uint16_t)rows; p.dValue = (uint16_t)cols; "
+                     f"p.srcNdMatrixStride = 0; p.srcDValue = (uint16_t)({ld}); p.dstNzC0Stride = {rows_pad}; "
+                     "p.dstNzNStride = 1; p.dstNzMatrixStride = 0;"),
+                Call(f"DataCopy({name}, {src.buffer.name}[{offset}], p);", "MTE2", (src.buffer.name,), (name,))]
+        lw.out.append(Block("", [Call(f"int64_t rows = {vrows}, cols = {vcols};"),
+                                 Block(f"if (rows < {nrows} || cols < {ncols})", zero),
+                                 Block("if (rows > 0 && cols > 0)", copy)]))
+        lw.queue_pass(name)
+
+    def _l0(self, name: str, pos: str, ctype: str, count: int) -> str:
+        l0 = f"{name}_l0"
+        if l0 not in self.lw.allocs:
+            self.lw.add_alloc(Alloc(l0, pos, ctype, count, 2, None, name))
+        return l0
+
+    def gemm(self, s: T.Gemm) -> None:
+        from .handover import flags
+
+        lw = self.lw
+        plan = lw.plan
+        a, b, c = s.a.buffer.name, s.b.buffer.name, s.c.buffer.name
+        ready, product, consumed = flags(lw, s) if lw.side else (0, 0, 0)
+        handed = [r.buffer for r in (s.a, s.b) if r.buffer.name in plan.workspace_operands]
+        if handed:
+            lw.emit(f"CrossCoreWaitFlag<2, PIPE_MTE2>({ready});")
+        for buf in handed:
+            l1 = f"{buf.name}_l1"
+            lw.queue_alloc(l1)
+            self.load_l1(l1, lw.workspace[buf.name].region(buf.dtype), buf.const_shape, s.span)
+        a = f"{a}_l1" if a in plan.workspace_operands else a
+        b = f"{b}_l1" if b in plan.workspace_operands else b
+        (mp, kp), (br, bc) = self.shape[a], self.shape[b]
+        np_ = br if s.transpose_b else bc
+        if (bc if s.transpose_b else br) != kp:
+            raise error("gemm operand shapes disagree on K", s.span)
+        m1, k1, n1 = mp // FRACTAL, kp // FRACTAL, np_ // FRACTAL
+        if max(m1, n1, k1) > MAX_REPEAT:
+            raise error("a gemm tile of more than 255 fractals along a side", s.span)
+        m, n = s.a.buffer.const_shape[0], s.c.buffer.const_shape[1]
+        ct = lw.allocs[a].ctype
+        al0 = self._l0(a, "A2", ct, mp * kp)
+        bl0 = self._l0(b, "B2", ct, kp * np_)
+        lw.queue_alloc(al0)
+        lw.out.append(Block(f"for (int64_t mi = 0; mi < {m1}; ++mi)", [
+            Call(f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {k1}; p.srcStride = {m1}; p.sid = 0; "
+                 "p.dstGap = 0; p.ifTranspose = false; p.addrMode = 0;"),
+            Call(f"LoadData({al0}[mi * {k1 * 256}], {a}[mi * 256], p);", "MTE1", (a,), (al0,))], loop=True))
+        lw.queue_pass(al0)
+        lw.queue_alloc(bl0)
+        if s.transpose_b:  # [N, K] in L1: fractal (n, k) at k * N1 + n, each already n-major: a straight copy
+            load = Call(f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {n1}; p.srcStride = 1; p.sid = 0; "
+                        "p.dstGap = 0; p.ifTranspose = false; p.addrMode = 0;")
+            src = f"{b}[ki * {n1 * 256}]"
+        else:  # [K, N] in L1: fractal (k, n) at n * K1 + k, k-major: transpose each
+            load = Call(f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {n1}; p.srcStride = {k1}; p.sid = 0; "
+                        "p.dstGap = 0; p.ifTranspose = true; p.addrMode = 0;")
+            src = f"{b}[ki * 256]"
+        lw.out.append(Block(f"for (int64_t ki = 0; ki < {k1}; ++ki)", [
+            load, Call(f"LoadData({bl0}[ki * {n1 * 256}], {src}, p);", "MTE1", (b,), (bl0,))], loop=True))
+        lw.queue_pass(bl0)
+        for buf in handed:
+            lw.emit(f"{buf.name}_l1_que.FreeTensor({buf.name}_l1);", ordered=(f"{buf.name}_l1",))
+        fresh = c in plan.vector_accumulators
+        acc = f"{c}_l0c" if fresh else c
+        if fresh:
+            lw.queue_alloc(acc)
+        else:
+            lw.first_touch(c)
+        lw.out.append(Block("", [
+            Call(f"MmadParams p; p.m = {m}; p.n = {n}; p.k = {kp}; "
+                 f"p.cmatrixInitVal = {'true' if fresh else c + '_init'}; p.cmatrixSource = false; p.unitFlag = 0;"),
+            Call(f"Mmad({acc}, {al0}, {bl0}, p);", "M", (al0, bl0, acc), (acc,))]))
+        if not fresh:
+            lw.emit(f"{c}_init = false;")
+        lw.emit(f"{al0}_que.FreeTensor({al0});", ordered=(al0,))
+        lw.emit(f"{bl0}_que.FreeTensor({bl0});", ordered=(bl0,))
+        if fresh:
+            ws = lw.workspace[c]
+            self.fixpipe(acc, ws.region(s.c.buffer.dtype), s.c.buffer.const_shape, s.span)
+            lw.emit(f"CrossCoreSetFlag<2, PIPE_FIX>({product});")
+            lw.emit(f"CrossCoreWaitFlag<2, PIPE_FIX>({consumed});")
+
+    def fixpipe(self, c: str, dst: T.Region, tile: tuple[int, int], span) -> None:
+        lw = self.lw
+        rows_pad, _ = self.shape[c]
+        out_t = ctype(dst.buffer.dtype)
+        if out_t not in QUANT:
+            raise error(f"Fixpipe cannot write {dst.buffer.dtype}", span)
+        lw.queue_pass(c)
+        offset, ld, vrows, vcols, _, _ = lw.gm_box(dst, tile, span)
+        lw.out.append(Block("", [
+            Call(f"int64_t rows = {vrows}, cols = {vcols};"),
+            Block("if (rows > 0 && cols > 0)", [
+                Call(f"FixpipeParamsV220 p; p.nSize = (uint16_t)cols; p.mSize = (uint16_t)rows; "
+                     f"p.srcStride = {rows_pad}; p.dstStride = (uint32_t)({ld}); "
+                     f"p.quantPre = QuantMode_t::{QUANT[out_t]}; p.reluEn = false;"),
+                Call(f"Fixpipe<{out_t}, float, CFG_ROW_MAJOR>({dst.buffer.name}[{offset}], {c}, p);", "FIX", (c,),
+                     (dst.buffer.name,))])]))
+        lw.emit(f"{c}_que.FreeTensor({c});", ordered=(c,))
+        lw.declared.discard(c)

@@ -1,0 +1,1 @@
+"""The AscendC pipeline's passes over checked Tile IR, in order (see backend.PASSES)."""

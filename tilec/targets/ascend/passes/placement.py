@@ -1,0 +1,116 @@
+"""Buffer placement by role, and the cube/vector split.
+
+Assumes: checked Tile IR (shapes constant, dtypes known). Guarantees: every on-chip buffer of each kernel has a
+TPosition in `kernel.attrs["ascend"].position` -- a gemm's A operand in L1 (A1), its B operand in L1 (B1), its
+accumulator in L0C (CO1), everything else in UB (VECCALC; queue planning later makes some VECIN/VECOUT) -- and the
+kernel's type is decided: vector-only (no gemm), cube-only (gemms whose operands come from global memory and whose
+accumulator goes straight back to it), or mixed (AIC + 2 AIVs): then a gemm operand the vector cores compute stays
+in UB and reaches the cube through a GM workspace, and an accumulator they compute on stays in UB and receives
+each product through a GM workspace. Refused at the user's line: fp8 (the 910B has none), a transposed A
+operand, operand types the cube does not take, more gemms than the cross-core flag ids can serve.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ....diagnostics import Reporter, error
+from ....ir import tile as T
+from ....ir.visit import walk_stmts
+from ..chip import STORAGE_TYPES
+
+NAME = "ascend-placement"
+
+
+@dataclass
+class AscendPlan:
+    kernel_type: str = "AIV_ONLY"  # AIV_ONLY | AIC_ONLY | MIX_AIC_1_2
+    position: dict[str, str] = field(default_factory=dict)  # on-chip buffer -> TPosition
+    queues: dict[str, int] = field(default_factory=dict)  # buffer -> queue depth (queue planning)
+    # Mixed kernels: gemm operands the vector cores compute (-> GM workspace -> L1), and accumulators they
+    # compute on (the cube's product goes through a GM workspace and is added on the vector core).
+    workspace_operands: dict[str, str] = field(default_factory=dict)  # buffer -> A1 | B1
+    vector_accumulators: set[str] = field(default_factory=set)
+
+
+def _check_types(k: T.Kernel) -> None:
+    """fp8 does not exist on the 910B; other types the back end does not move or compute are refused too."""
+    named = [(p.name, p.dtype, p.span) for p in k.params if isinstance(p, T.Buffer)]
+    named += [(s.buffer.name, s.buffer.dtype, s.span) for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
+    for name, dt, span in named:
+        if dt.name.startswith("f8"):
+            raise error(f"'{name}' is {dt}: the Ascend 910B has no fp8 types (its cube unit takes f16, bf16 "
+                        "and int8); use -D to pick f16 or bf16", span)
+        if dt.name not in STORAGE_TYPES:
+            raise error(f"'{name}' is {dt}: the AscendC back end handles {', '.join(STORAGE_TYPES)} tensors and "
+                        "tiles", span)
+
+
+def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
+    """On-chip buffer -> the statements (outside gemms) that touch it."""
+    from ..regions import touched
+
+    out: dict[str, list[T.Stmt]] = {}
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.For | T.If | T.Alloc | T.Gemm):
+            continue
+        for name in touched(s):
+            out.setdefault(name, []).append(s)
+    return out
+
+
+def plan_kernel(k: T.Kernel) -> AscendPlan:
+    _check_types(k)
+    plan = AscendPlan()
+    allocs = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
+    gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
+    for b in allocs:
+        if b.scope in ("shared", "fragment"):
+            plan.position[b.name] = "VECCALC"
+        elif b.scope in ("local", "var"):
+            raise error(f"'{b.name}' is a per-thread {b.scope} buffer; AscendC cores have no threads: use "
+                        "alloc_fragment (a tile in the vector core's UB)", b.span)
+    if not gemms:
+        return plan
+    if len(gemms) > 3:
+        raise error("the AscendC back end hands at most 3 gemms per kernel between cube and vector cores (11 "
+                    "cross-core flag ids)", gemms[3].span)
+    users = _users(k)
+    roles: dict[str, str] = {}
+    for g in gemms:
+        if g.transpose_a:
+            raise error("the AscendC back end loads A untransposed into L0A; store A as [M, K]", g.span)
+        for role, region in (("A1", g.a), ("B1", g.b), ("CO1", g.c)):
+            b = region.buffer
+            if role != "CO1" and b.dtype.name not in ("f16", "bf16"):
+                raise error(f"gemm operand '{b.name}' is {b.dtype}; the 910B cube unit takes f16 or bf16", g.span)
+            if role == "CO1" and b.dtype.name != "f32":
+                raise error(f"gemm accumulator '{b.name}' is {b.dtype}; L0C accumulates f32", g.span)
+            if roles.setdefault(b.name, role) != role:
+                raise error(f"'{b.name}' plays two cube roles", g.span)
+    for name, role in roles.items():
+        # The cube reads only what DataCopy brings from GM and writes only what Fixpipe takes to GM; a buffer the
+        # vector cores also compute on is handed over through a GM workspace with cross-core flags.
+        vector_work = False
+        for s in users.get(name, []):
+            from_gm = isinstance(s, T.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.name == name
+            to_gm = isinstance(s, T.Copy) and s.dst.buffer.scope == "global" and s.src.buffer.name == name
+            zero = isinstance(s, T.Fill) and isinstance(s.value, T.Const) and s.value.value == 0
+            ok = from_gm if role != "CO1" else (to_gm or zero)
+            vector_work |= not ok
+        buf = next(b for b in allocs if b.name == name)
+        if role != "CO1" and (vector_work or buf.scope != "shared"):
+            plan.workspace_operands[name] = role
+        elif role == "CO1" and vector_work:
+            plan.vector_accumulators.add(name)
+        else:
+            plan.position[name] = role
+    vector = [b for b in allocs if plan.position.get(b.name) == "VECCALC"]
+    plan.kernel_type = "MIX_AIC_1_2" if vector else "AIC_ONLY"
+    return plan
+
+
+def run(module: T.Module, rep: Reporter, target) -> T.Module:
+    for k in module.kernels:
+        k.attrs["ascend"] = plan_kernel(k)
+    return module

@@ -1,0 +1,82 @@
+"""Scalar Tile IR expressions printed as AscendC scalar C++ (the scalar unit's code: indices, sizes, loop
+bounds, the scalar operands of vector calls). Integers are int64_t, floats are float."""
+
+from __future__ import annotations
+
+import math
+
+from ...diagnostics import error
+from ...ir import tile as T
+
+PRELUDE = """\
+__aicore__ inline int64_t tilec_floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+__aicore__ inline int64_t tilec_floormod(int64_t a, int64_t b) { return a - tilec_floordiv(a, b) * b; }
+__aicore__ inline int64_t tilec_ceildiv(int64_t a, int64_t b) { return tilec_floordiv(a + b - 1, b); }
+__aicore__ inline int64_t tilec_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+template <typename T> __aicore__ inline T tilec_max(T a, T b) { return a > b ? a : b; }
+template <typename T> __aicore__ inline T tilec_min(T a, T b) { return a < b ? a : b; }
+"""
+
+_SCALAR_MATH = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "abs": "fabsf"}
+
+
+def float_literal(v: float) -> str:
+    if math.isinf(v):
+        return "(-INFINITY)" if v < 0 else "INFINITY"
+    if math.isnan(v):
+        return "NAN"
+    text = repr(float(v))
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return text + "f"
+
+
+def cpp(e: T.Expr) -> str:
+    """C++ text of a scalar expression (no tile loads)."""
+    if isinstance(e, T.Const):
+        if e.dtype.is_bool:
+            return "true" if e.value else "false"
+        if e.dtype.is_float:
+            return float_literal(float(e.value))
+        return f"int64_t({int(e.value)})" if int(e.value) < 0 else str(int(e.value))
+    if isinstance(e, T.Var):
+        return e.name
+    if isinstance(e, T.Binary):
+        a, b = cpp(e.a), cpp(e.b)
+        if e.op == "//":
+            return f"tilec_floordiv({a}, {b})"
+        if e.op == "%":
+            return f"tilec_floormod({a}, {b})"
+        if e.op == "/" and not e.dtype.is_float:
+            return f"tilec_floordiv({a}, {b})"
+        op = {"and": "&&", "or": "||"}.get(e.op, e.op)
+        return f"({a} {op} {b})"
+    if isinstance(e, T.Compare):
+        return f"({cpp(e.a)} {e.op} {cpp(e.b)})"
+    if isinstance(e, T.Unary):
+        return f"({'!' if e.op == 'not' else e.op}{cpp(e.a)})"
+    if isinstance(e, T.Select):
+        return f"({cpp(e.cond)} ? {cpp(e.a)} : {cpp(e.b)})"
+    if isinstance(e, T.Call):
+        args = [cpp(a) for a in e.args]
+        if e.func == "ceildiv":
+            return f"tilec_ceildiv({args[0]}, {args[1]})"
+        if e.func in ("max", "min"):
+            ty = "float" if e.dtype.is_float else "int64_t"
+            return f"tilec_{e.func}<{ty}>({args[0]}, {args[1]})"
+        if e.func == "rsqrt":
+            return f"(1.0f / sqrtf({args[0]}))"
+        if e.func in _SCALAR_MATH:
+            return f"{_SCALAR_MATH[e.func]}({args[0]})"
+        raise error(f"the AscendC back end cannot compute {e.func}() on the scalar unit", e.span)
+    if isinstance(e, T.Cast):
+        ty = "float" if e.dtype.is_float else ("bool" if e.dtype.is_bool else "int64_t")
+        return f"static_cast<{ty}>({cpp(e.value)})"
+    if isinstance(e, T.Load):
+        raise error(f"'{e.buffer.name}' is read as a scalar here; the AscendC back end computes on-chip tiles with "
+                    "vector instructions only (inside Parallel loops and tile operations)", e.span)
+    raise error(f"cannot print {type(e).__name__} for AscendC", getattr(e, "span", None))
+
+
+def scalar_type(e: T.Expr) -> str:
+    return "float" if e.dtype.is_float else ("bool" if e.dtype.is_bool else "int64_t")
