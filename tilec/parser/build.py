@@ -15,6 +15,7 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, constant_difference, convert, fold, linear_form
+from ..tuning import space as tune_space
 from . import ast as A
 from .parse import parse
 
@@ -168,6 +169,8 @@ class Builder:
             raise _Fail() from None
 
     def const_decl(self, decl: A.ConstDecl, scope: _Scope) -> None:
+        if decl.names or tune_space.is_tune_call(decl.value):  # a search space: tilec/tuning/space.py binds it
+            return tune_space.bind_const(self, decl, scope)
         self.check_redefinition(decl.name, decl.span, scope)
         if decl.name in self.defines:
             value = self.defines[decl.name]
