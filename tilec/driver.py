@@ -129,8 +129,9 @@ def compile(
     try:
         if text is None:
             text = read_source(path)
-        with tune_space.building(_tune_keys(opts.target)):  # tune() consts take this target's default
+        with tune_space.building(tune_keys(opts.target)):  # tune() consts take this target's default
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
+            tune_space.rename_kernels(module.kernels)
         if opts.kernel is not None:
             chosen = [k for k in module.kernels if k.name == opts.kernel]
             if not chosen:
@@ -166,7 +167,7 @@ def compile(
     return result
 
 
-def _tune_keys(target: str | None) -> tuple[str, ...]:
+def tune_keys(target: str | None) -> tuple[str, ...]:
     """The keys a `tune()` const's per-target defaults are looked up by: the target's name, then its back end's."""
     from .targets.registry import UnknownTarget, lookup
 

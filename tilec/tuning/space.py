@@ -44,6 +44,7 @@ class TuneContext:
 
     target_keys: tuple[str, ...] = ()
     axes: list[Axis] = field(default_factory=list)
+    kernel_suffix: str = ""  # appended to every kernel's name: a tuned configuration's variant (tuning.multi)
 
 
 _CONTEXT: contextvars.ContextVar[TuneContext | None] = contextvars.ContextVar("tilec_tune_context", default=None)
@@ -59,6 +60,14 @@ def building(target_keys: tuple[str, ...] = (), context: TuneContext | None = No
         yield ctx
     finally:
         _CONTEXT.reset(token)
+
+
+def rename_kernels(kernels) -> None:
+    """Give the kernels of a build their variant's name (the driver's hook, right after the build)."""
+    ctx = _CONTEXT.get()
+    if ctx is not None and ctx.kernel_suffix:
+        for k in kernels:
+            k.name += ctx.kernel_suffix
 
 
 def is_tune_call(node) -> bool:
