@@ -60,6 +60,7 @@ class Plan:
     default: dict[str, object]  # the target's default configuration
     shapes: list[dict[str, int]]
     size_rules: dict[str, object] = field(default_factory=dict)  # sizes a shape leaves out: NAME -> size name | int
+    source_path: str = ""  # where the source was (the database goes beside it)
     check: dict = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
 
@@ -148,7 +149,7 @@ def check_sizes(kernel, shapes: list[dict[str, int]], rules: dict[str, object]) 
         if v.name in rules:
             continue
         tuned = min((s[v.name] for s in shapes if v.name in s), default=ragged[i % len(ragged)])
-        out[v.name] = min(tuned, 2) if tuned <= 64 else min(tuned, ragged[i % len(ragged)])
+        out[v.name] = min(tuned, 2) if tuned < 16 else min(tuned, ragged[i % len(ragged)])
     for name, rule in rules.items():
         out[name] = out[rule] if isinstance(rule, str) else int(rule)
     return out
@@ -206,7 +207,7 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
             raise ValueError(f"shape {s} leaves out {', '.join(sorted(missing))} (give them, or --size-rule "
                              "NAME=OTHER)")
     plan = Plan(os.path.basename(source), file_hash(source), kernel.name, opts.target, fixed, tuned, default,
-                shapes, rules)
+                shapes, rules, os.path.abspath(source))
     configs = configurations(axes)
     plan.candidates = [Candidate(i, {k: jsonable(v) for k, v in c.items()}) for i, c in enumerate(configs)]
     base = opts.replace(defines=tuple(sorted((k, v) for k, v in opts.defines if k not in tuned)),

@@ -7,7 +7,8 @@
 The positional arguments are the candidates (a tuple for a tuple of names: values that go together). A keyword
 named after a target (`sm90`, `webgpu`, `gfx942`) or a back end (`cuda`, `hip`, `webgpu`) gives that target's
 default, most specific first; it joins the candidates. `where=` is a constraint over this const and the consts
-before it: the tuner skips the candidates that break it, and a build whose values break it is an error.
+before it: the tuner skips the candidates that break it; a default that breaks it gives way to the next candidate
+(the target's first, then the source's order); -D values that break it are an error.
 
 Without a tuning database a build binds each name to its target's default; `-D NAME=VALUE` (which the tuner
 and a database's configurations use too) overrides. The builder (tilec/parser/build.py) calls `bind_const`;
@@ -110,18 +111,23 @@ def bind_const(builder, decl, scope) -> None:
     keys = ctx.target_keys if ctx is not None else ()
     overridden = [n for n in names if n in builder.defines]
     # A partial -D of a tuple takes the rest from the first candidate, so that it means the same on every target.
-    chosen = candidates[0] if overridden else next((per_target[k] for k in keys if k in per_target), candidates[0])
-    values = dict(zip(names, chosen, strict=True))
-    for n in overridden:
-        values[n] = builder.defines[n]
-        builder.used_defines.add(n)
-    for n in names:
-        scope.bind(n, ("const", values[n]))
-        builder.consts[n] = values[n]
-    if where is not None and not builder.const_value(where, scope):
+    preferred = [] if overridden else [per_target[k] for k in keys if k in per_target]
+    order = list(dict.fromkeys(preferred + candidates)) if not overridden else [candidates[0]]
+    for chosen in order:  # the default: the first in this order that the constraint allows
+        values = dict(zip(names, chosen, strict=True))
+        for n in overridden:
+            values[n] = builder.defines[n]
+            builder.used_defines.add(n)
+        for n in names:
+            scope.bind(n, ("const", values[n]))
+            builder.consts[n] = values[n]
+        if where is None or builder.const_value(where, scope):
+            break
+    else:
         shown = ", ".join(f"{n}={_show(v)}" for n, v in values.items())
-        why = "the -D values" if overridden else "the default"
-        raise builder.fail(f"{why} {shown} break this const's constraint (where=)", where.span)
+        why = "the -D values" if overridden else "no candidate (the last tried:"
+        tail = "" if overridden else ")"
+        raise builder.fail(f"{why} {shown}{tail} break this const's constraint (where=)", where.span)
     if ctx is not None:
         ctx.axes.append(Axis(names, candidates, per_target, where is not None, tuple(values[n] for n in names)))
 

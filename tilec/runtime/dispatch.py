@@ -1,0 +1,73 @@
+"""Launch-time choice among a kernel's tuned configurations (the manifest's "dispatch" table).
+
+An artifact built with a tuning database (tilec/tuning/multi.py) may hold several variants of a kernel
+(`gemm__cfg0`, `gemm__cfg1`, ...) and, under "dispatch", the tuned shapes with the variant that serves each. The
+public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
+variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|. The
+generated C launcher (tilec/targets/cuda/launcher.py) computes the same choice.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def choose(table: dict, sizes: dict[str, int]) -> int:
+    """The index (into table["configs"]) of the variant that serves a launch with these sizes."""
+    best, best_distance = 0, math.inf
+    for rule in table["rules"]:
+        distance = sum(abs(math.log2(max(sizes.get(n, 1), 1)) - math.log2(max(rule["at"][n], 1)))
+                       for n in table["sizes"] if n in rule["at"])
+        if distance < best_distance:
+            best, best_distance = rule["config"], distance
+    return best
+
+
+class DispatchKernel:
+    """A kernel's public name over its tuned variants: launches, prepares and benchmarks the chosen one."""
+
+    def __init__(self, name: str, table: dict, variants: list):
+        self.name = name
+        self.table = table
+        self.variants = variants
+        self.entry = variants[0].entry  # the variants share the signature
+
+    def __repr__(self) -> str:
+        names = ", ".join(v.name for v in self.variants)
+        return f"<tilec kernel {self.name}, dispatching over {names}>"
+
+    def sizes_of(self, args) -> dict[str, int]:
+        return self.variants[0].sizes_of(args)
+
+    def pick(self, args):
+        return self.variants[choose(self.table, self.sizes_of(args))]
+
+    def __call__(self, *args, stream: int = 0, sync: bool = True):
+        return self.launch(args, stream=stream, sync=sync)
+
+    def launch(self, args, stream: int = 0, sync: bool = True, _prepared=None):
+        if _prepared is not None:  # prepared by the chosen variant (or its fallback), which launches it
+            return _prepared["variant"].launch(args, stream=stream, sync=sync, _prepared=_prepared)
+        return self.pick(args).launch(args, stream=stream, sync=sync)
+
+    def prepare(self, args) -> dict:
+        variant = self.pick(args)
+        prepared = variant.prepare(args)
+        prepared["variant"] = variant
+        return prepared
+
+    def launch_config(self, sizes: dict[str, int]):
+        return self.variants[choose(self.table, sizes)].launch_config(sizes)
+
+    def bench(self, *args, **kw) -> dict:
+        return self.pick(args).bench(*args, **kw)
+
+
+def dispatchers(manifest: dict, kernels: dict) -> dict:
+    """The public names the manifest's dispatch table defines, as DispatchKernels over `kernels` (by name)."""
+    out = {}
+    for name, table in (manifest.get("dispatch") or {}).items():
+        variants = [kernels[c["kernel"]] for c in table["configs"] if c["kernel"] in kernels]
+        if len(variants) == len(table["configs"]) and variants:
+            out[name] = DispatchKernel(name, table, variants)
+    return out
