@@ -299,3 +299,25 @@ def test_build_folder_then_collect_then_build_with_the_database(tmp_path):
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "k.cu.json").read_text())
     assert "dispatch" in m and m["tuning"]["gpu"] == "test GPU"
+
+
+def test_c_launcher_dispatches_over_the_variants(tmp_path):
+    import shutil
+
+    from tilec.targets.cuda.toolchain import cuda_include_dir, nvcc_version
+
+    if nvcc_version() is None or shutil.which("gcc") is None or cuda_include_dir() is None:
+        pytest.skip("nvcc, gcc and cuda.h are needed")
+    src = _write(tmp_path)
+    _db(tmp_path)
+    header = tmp_path / "k.h"
+    art = tilec.compile(str(src), "sm90", emit="header", output_name="k.h")
+    header.write_bytes(art.data)
+    text = art.data.decode()
+    assert "static inline CUresult scale_launch(" in text
+    assert "case 1: return scale__cfg1_launch(" in text
+    main = tmp_path / "main.c"
+    main.write_text('#include "k.h"\nint main(void) { return scale_launch(0, 0, 0, 7, 100) == CUDA_SUCCESS; }\n')
+    r = subprocess.run(["gcc", "-std=c11", "-fsyntax-only", "-I", cuda_include_dir(), "-I", str(tmp_path), str(main)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

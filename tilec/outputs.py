@@ -11,6 +11,7 @@ on the import path is a miss).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -139,6 +140,10 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels)
     if dispatch is not None:
         m.update(dispatch.manifest(dispatch.entry["kernel"], len(variants)))
+        if kind == "header" and "dispatch" in m:  # the C launcher dispatches as tilec.runtime does
+            data = tuned.header_dispatch(built.data.decode(), dispatch.entry["kernel"],
+                                         m["dispatch"][dispatch.entry["kernel"]], opts.header_prefix).encode()
+            built = dataclasses.replace(built, data=data)
     m.update(built.manifest)
     return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,
                     result=first)

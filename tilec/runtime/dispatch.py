@@ -12,11 +12,22 @@ from __future__ import annotations
 import math
 
 
+def log2_approx(x: int) -> float:
+    """log2 of a size, linear between powers of two: what the C launcher computes too (no libm), so that both
+    pick the same variant."""
+    x = float(max(x, 1))
+    e = 0
+    while x >= 2.0:
+        x /= 2.0
+        e += 1
+    return e + (x - 1.0)
+
+
 def choose(table: dict, sizes: dict[str, int]) -> int:
     """The index (into table["configs"]) of the variant that serves a launch with these sizes."""
     best, best_distance = 0, math.inf
     for rule in table["rules"]:
-        distance = sum(abs(math.log2(max(sizes.get(n, 1), 1)) - math.log2(max(rule["at"][n], 1)))
+        distance = sum(abs(log2_approx(sizes.get(n, 1)) - log2_approx(rule["at"][n]))
                        for n in table["sizes"] if n in rule["at"])
         if distance < best_distance:
             best, best_distance = rule["config"], distance

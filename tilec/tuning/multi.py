@@ -69,6 +69,62 @@ def compile_variant(compile_ir, source, target: str, opts, kernel_suffix: str, t
         return compile_ir(source, target, opts, text=text)
 
 
+def header_dispatch(text: str, kernel: str, table: dict, prefix: str = "") -> str:
+    """Add `<prefix><kernel>_launch` to a C launcher header holding the variants' launchers: it computes the
+    same choice as tilec.runtime.dispatch.choose and calls the chosen variant's launcher."""
+    import re
+
+    from ..runtime.dispatch import log2_approx
+
+    first = f"{prefix}{table['configs'][0]['kernel']}_launch"
+    m = re.search(r"static inline CUresult " + re.escape(first) + r"\(([^)]*)\)", text)
+    if m is None:
+        return text
+    params = [a.strip() for a in m.group(1).split(",")]
+    names = [a.split()[-1] for a in params]
+    sizes = [n for n in table["sizes"] if n in names]
+    if len(sizes) != len(table["sizes"]):
+        return text
+    fname = f"{prefix}{kernel}_launch"
+    at = ", ".join("{" + ", ".join(f"{log2_approx(r['at'][n])!r}" for n in sizes) + "}" for r in table["rules"])
+    picks = ", ".join(str(r["config"]) for r in table["rules"])
+    calls = "\n".join(f"    case {i}: return {prefix}{c['kernel']}_launch({', '.join(names)});"
+                      for i, c in enumerate(table["configs"]))
+    logs = ", ".join(f"tilec_dispatch_log2_({n})" for n in sizes)
+    code = f"""
+/* {fname}: launch '{kernel}' in the tuned configuration whose shape is nearest to this launch's sizes
+ * (sum over {', '.join(sizes)} of |log2 a - log2 b|, log2 linear between powers of two); the arguments are those
+ * of {first}. */
+#ifndef TILEC_DISPATCH_LOG2_
+#define TILEC_DISPATCH_LOG2_
+static inline double tilec_dispatch_log2_(int v) {{
+  double x = v > 1 ? (double)v : 1.0;
+  int e = 0;
+  while (x >= 2.0) {{ x /= 2.0; e++; }}
+  return e + (x - 1.0);
+}}
+#endif
+static inline CUresult {fname}({', '.join(params)}) {{
+  static const double at[{len(table['rules'])}][{len(sizes)}] = {{{at}}};
+  static const int pick[{len(table['rules'])}] = {{{picks}}};
+  const double here[{len(sizes)}] = {{{logs}}};
+  double best = 1e300;
+  int chosen = 0;
+  for (int r = 0; r < {len(table['rules'])}; r++) {{
+    double d = 0;
+    for (int s = 0; s < {len(sizes)}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
+    if (d < best) {{ best = d; chosen = pick[r]; }}
+  }}
+  switch (chosen) {{
+{calls}
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }}
+}}
+"""
+    end = text.rstrip().rfind("#endif")
+    return text[:end] + code.lstrip("\n") + "\n" + text[end:]
+
+
 def merged_source(sources: list[str], kernels: list[str]) -> str:
     """One translation unit from the sources of several variants of a kernel: the first whole, then of each
     other what follows the text it shares with the first (the device header and common helpers) up to the
