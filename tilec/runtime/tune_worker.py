@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import subprocess
 import sys
@@ -166,9 +167,9 @@ def time_launches(kernel, args) -> float:
         drv.synchronize()
         iters = max(MIN_ITERS, min(MAX_ITERS, int(TARGET_MS / max(first_ms, 1e-3))))
         times: list[float] = []
+        s, e = drv.event(), drv.event()
         for attempt in range(2):
             for _ in range(iters):
-                s, e = drv.event(), drv.event()
                 drv.record(s)
                 kernel.launch(args, sync=False, _prepared=prepared)
                 drv.record(e)
@@ -196,7 +197,7 @@ def label(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
-def run(folder: Path, shard: tuple[int, int] = (0, 1), quiet: bool = False) -> dict:
+def run(folder: Path, shard: tuple[int, int] = (0, 1), quiet: bool = False, deadline: float = math.inf) -> dict:
     from .loader import load
 
     plan = json.loads((folder / "plan.json").read_text())
@@ -218,6 +219,10 @@ def run(folder: Path, shard: tuple[int, int] = (0, 1), quiet: bool = False) -> d
             r = results[str(c["index"])]
             print(f"  check cand{c['index']}: {r['check']} {r.get('max_rel_err', r.get('error', ''))}", flush=True)
     for si, shape in enumerate(plan["shapes"]):
+        if time.monotonic() > deadline:  # out of time: the shapes left are not timed (collect skips them)
+            if not quiet:
+                print(f"  {label(shape)}: skipped (--budget spent)", flush=True)
+            continue
         sizes = shape_sizes(shape, plan.get("size_rules", {}))
         args = None
         for c in built:
@@ -255,20 +260,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device-count", type=int, help="GPUs to spread candidates over (default: all visible)")
     p.add_argument("--shard", help=argparse.SUPPRESS)  # I/N: this process times every N-th candidate from I
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--budget", type=float, default=math.inf, metavar="SECONDS",
+                   help="stop timing new shapes after this long (what was timed is kept)")
     args = p.parse_args(argv)
+    deadline = time.monotonic() + args.budget
+    failed = 0
     for f in args.folders:
         folder = Path(f)
         if args.shard:
             i, n = (int(x) for x in args.shard.split("/"))
-            out = run(folder, (i, n), args.quiet)
+            out = run(folder, (i, n), args.quiet, deadline)
             (folder / f"results.shard{i}.json").write_text(json.dumps(out))
             continue
         if not args.quiet:
             print(f"{folder}:", flush=True)
         n = args.device_count or device_count()
         if n > 1:
+            left = max(1.0, deadline - time.monotonic()) if math.isfinite(deadline) else math.inf
             procs = [subprocess.Popen([sys.executable, "-m", "tilec.runtime.tune_worker", str(folder), "--shard",
-                                       f"{i}/{n}", "--quiet"], env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)})
+                                       f"{i}/{n}", "--quiet", "--budget", str(left)],
+                                      env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)})
                      for i in range(n)]
             if any(pr.wait() for pr in procs):
                 print(f"{folder}: a worker failed", file=sys.stderr)
@@ -279,10 +290,15 @@ def main(argv: list[str] | None = None) -> int:
                 merged.update(json.loads(shard_file.read_text()))
                 shard_file.unlink()
         else:
-            merged = run(folder, (0, 1), args.quiet)
+            try:
+                merged = run(folder, (0, 1), args.quiet, deadline)
+            except Exception as e:  # one folder's failure (a missing file, a driver error) spares the others
+                print(f"{folder}: failed: {type(e).__name__}: {e}", file=sys.stderr)
+                failed += 1
+                continue
         out = {"version": RESULTS_VERSION, **device_info(), "date": time.strftime("%Y-%m-%d"), "candidates": merged}
         (folder / "results.json").write_text(json.dumps(out, indent=1) + "\n")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
