@@ -115,7 +115,8 @@ def _entry(**extra) -> dict:
          "runner_ups": [{"config": c, "ms": 1.01}, {"config": a, "ms": 3.0}]},
         {"sizes": {"M": 8, "N": 8192}, "winner": {"config": c, "ms": 1.0}, "runner_ups": [{"config": b, "ms": 1.02}]},
     ]
-    e = {"source": "k.tile", "kernel": "scale", "target": "sm90", "defines": {}, "space": list(a),
+    e = {"source": "k.tile", "kernel": "scale", "target": "sm90", "defines": {}, "source_consts": {"dtype": "f16"},
+         "space": list(a),
          "default": b, "gpu": "test GPU", "shapes": shapes}
     e.update(extra)
     return e
@@ -148,6 +149,7 @@ def test_database_entry_applies_only_to_its_target_and_defines(tmp_path):
     assert entry_for(src, CompileOptions.make("sm90")) is not None
     assert entry_for(src, CompileOptions.make("sm80")) is None
     assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "bf16"})) is None
+    assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "f16"})) is not None  # the default again
     assert entry_for(src, CompileOptions.make("sm90", defines={"block_M": 4})) is None  # explicit config wins
     assert entry_for(src, CompileOptions.make("sm90", tune_db="")) is None
     os.environ["TILEC_TUNE_DB"] = str(tmp_path / "missing.json")

@@ -91,7 +91,8 @@ def collect(folder: str | os.PathLike) -> dict:
         row = [{"config": by_index[i]["config"], "ms": round(ms, 5)} for ms, i in ranked[:1 + RUNNER_UPS]]
         shapes.append({"sizes": shape, "winner": row[0], "runner_ups": row[1:]})
     return {"source": plan["source"], "source_hash": plan["source_hash"], "kernel": plan["kernel"],
-            "target": plan["target"], "defines": plan["defines"], "space": plan["space"], "default": plan["default"],
+            "target": plan["target"], "defines": plan["defines"], "source_consts": plan.get("source_consts", {}),
+            "space": plan["space"], "default": plan["default"],
             "size_rules": plan.get("size_rules", {}), "gpu": results.get("gpu"),
             "cuda_driver": results.get("cuda_driver"), "cc": results.get("cc"), "date": results.get("date"),
             "tilec": __version__, "candidates": counts, "shapes": shapes}
@@ -107,8 +108,24 @@ def find(source: str | os.PathLike, explicit: str | None = None) -> Path | None:
     return beside if beside.is_file() else None
 
 
-def _text(value) -> str:
-    return str(getattr(value, "name", value))
+def _text(value) -> str | None:
+    """A const's value as text for comparing -D values (`True`/`true` alike); None for none."""
+    if value is None:
+        return None
+    t = str(getattr(value, "name", value))
+    return t.lower() if t.lower() in ("true", "false") else t
+
+
+def same_consts(defines: dict, entry: dict) -> bool:
+    """Whether a compile's -D values give the consts the entry was tuned with: a -D equal to the source's
+    default (`-D causal=False`) is the same build as none."""
+    base = entry.get("source_consts", {})
+    for k in set(defines) | set(entry["defines"]):
+        want = _text(entry["defines"][k]) if k in entry["defines"] else _text(base.get(k))
+        have = _text(defines[k]) if k in defines else _text(base.get(k))
+        if want != have:
+            return False
+    return True
 
 
 def entry_for(source, opts) -> dict | None:
@@ -131,7 +148,7 @@ def entry_for(source, opts) -> dict | None:
         target = lookup(opts.targets[0]).name
     except UnknownTarget:
         return None
-    defines = {k: _text(v) for k, v in opts.defines}
+    defines = dict(opts.defines)
     name = Path(source).name
     for e in db["entries"]:
         if e["source"] != name or e["target"] != target or len(opts.targets) > 1:
@@ -140,7 +157,7 @@ def entry_for(source, opts) -> dict | None:
             continue
         if any(n in defines for n in e["space"]):
             continue  # an explicit -D configuration wins
-        if {k: v for k, v in defines.items()} != {k: _text(v) for k, v in e["defines"].items()}:
+        if not same_consts(defines, e):
             continue
         return e
     return None

@@ -127,13 +127,14 @@ static inline CUresult {fname}({', '.join(params)}) {{
 
 def merged_source(sources: list[str], kernels: list[str]) -> str:
     """One translation unit from the sources of several variants of a kernel: the first whole, then of each
-    other what follows the text it shares with the first (the device header and common helpers) up to the
-    first line that names its own kernel."""
+    other what follows the text it shares with the first (the device header and common helpers), inside a
+    namespace of its own, so that helpers the variants both generate (`tl_wgmma_ss_n128_f16_t1`) do not clash.
+    The kernels are `extern "C"`, so their symbol names stay unqualified."""
     if len(sources) == 1:
         return sources[0]
     first = sources[0].split("\n")
     parts = [sources[0]]
-    for text, name in zip(sources[1:], kernels[1:], strict=True):
+    for i, (text, name) in enumerate(zip(sources[1:], kernels[1:], strict=True), start=1):
         lines = text.split("\n")
         shared = 0
         while shared < min(len(first), len(lines)) and first[shared] == lines[shared] and name not in lines[shared]:
@@ -141,5 +142,6 @@ def merged_source(sources: list[str], kernels: list[str]) -> str:
         # back up to a blank line so that a declaration the two share only in part is repeated whole
         while shared > 0 and lines[shared - 1].strip():
             shared -= 1
-        parts.append("\n".join(lines[shared:]))
+        own = "\n".join(lines[shared:])
+        parts.append(f"namespace tilec_variant{i} {{\n{own}\n}}  // namespace tilec_variant{i}\n")
     return "\n".join(parts)

@@ -61,6 +61,7 @@ class Plan:
     shapes: list[dict[str, int]]
     size_rules: dict[str, object] = field(default_factory=dict)  # sizes a shape leaves out: NAME -> size name | int
     source_path: str = ""  # where the source was (the database goes beside it)
+    source_consts: dict[str, object] = field(default_factory=dict)  # the untuned consts with no -D (JSON)
     check: dict = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
 
@@ -98,6 +99,15 @@ def discover(source: str, opts: CompileOptions):
         pick = next((axis.per_target[k] for k in keys if k in axis.per_target), axis.candidates[0])
         default.update(zip(axis.names, pick, strict=True))
     return ctx.axes, default, result
+
+
+def source_consts(source: str, opts: CompileOptions, tuned: set[str]) -> dict[str, object]:
+    """The values the source gives its untuned consts (no -D): a database entry records them, so that a build
+    whose -D repeats a default (`-D causal=False`) finds the entry tuned without it."""
+    from ..driver import compile as compile_ir
+
+    module = compile_ir(source, None, opts.replace(targets=(), defines=())).module
+    return {k: jsonable(v) for k, v in module.consts.items() if k not in tuned}
 
 
 def configurations(axes) -> list[dict[str, object]]:
@@ -209,6 +219,7 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
     plan = Plan(os.path.basename(source), file_hash(source), kernel.name, opts.target, fixed, tuned, default,
                 shapes, rules, os.path.abspath(source))
     configs = configurations(axes)
+    plan.source_consts = source_consts(source, opts, set(tuned))
     plan.candidates = [Candidate(i, {k: jsonable(v) for k, v in c.items()}) for i, c in enumerate(configs)]
     base = opts.replace(defines=tuple(sorted((k, v) for k, v in opts.defines if k not in tuned)),
                         kernel=opts.kernel or kernel.name)
