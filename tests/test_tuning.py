@@ -169,6 +169,10 @@ def test_artifact_carries_the_tuned_configurations_and_dispatch(tmp_path):
     table = m["dispatch"]["scale"]
     assert [c["kernel"] for c in table["configs"]] == names
     assert [r["config"] for r in table["rules"]] == [1, 0, 0]  # the one serving two shapes came first
+    from tilec.runtime.module import Module
+
+    mod = Module(b"", m)  # the runtime's view: one public kernel over the variants
+    assert list(mod.kernels) == ["scale"] and [v.name for v in mod.scale.variants] == names
     text = art.data.decode()
     assert text.count("tilec_cuda.h --") == 1  # one device header for both variants
     assert "scale__cfg0(" in text and "scale__cfg1(" in text

@@ -124,10 +124,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
         results.append(per_variant[0])
         if i == 0 and on_compiled is not None:
             on_compiled(results[0])
-        units.append(Unit(per_variant[0].target, tuned.merged_source([r.source for r in per_variant],
-                                                                     [k.name for r in per_variant
-                                                                      for k in r.module.kernels[:1]]),
-                          [e for r in per_variant for e in kernel_entries(r)]))
+        units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], kernel_entries))
     first = results[0]
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)

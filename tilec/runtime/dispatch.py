@@ -74,11 +74,12 @@ class DispatchKernel:
         return self.pick(args).bench(*args, **kw)
 
 
-def dispatchers(manifest: dict, kernels: dict) -> dict:
-    """The public names the manifest's dispatch table defines, as DispatchKernels over `kernels` (by name)."""
-    out = {}
+def add_dispatchers(manifest: dict, kernels: dict, internal: dict) -> None:
+    """Put a DispatchKernel under each public name the manifest's dispatch table defines, and move its variants
+    from `kernels` (the module's public kernels, by name) to `internal` (reachable as `.variants`)."""
     for name, table in (manifest.get("dispatch") or {}).items():
         variants = [kernels[c["kernel"]] for c in table["configs"] if c["kernel"] in kernels]
         if len(variants) == len(table["configs"]) and variants:
-            out[name] = DispatchKernel(name, table, variants)
-    return out
+            for v in variants:
+                internal[v.name] = kernels.pop(v.name)
+            kernels[name] = DispatchKernel(name, table, variants)

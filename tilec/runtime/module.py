@@ -24,7 +24,7 @@ from ..manifest import (  # noqa: F401  (the schema's names, re-exported for the
     fallback_entry,
     tensor_map_specs,
 )
-from .dispatch import dispatchers
+from .dispatch import add_dispatchers
 from .formulas import evaluate
 
 _NP_NAMES = {"bool": "bool", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "u32": "uint32",
@@ -103,7 +103,7 @@ class Module:
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
         self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
-        self.kernels.update(dispatchers(manifest, self.kernels))  # a tuned kernel's name over its variants
+        add_dispatchers(manifest, self.kernels, self._internal)  # a tuned kernel's name over its variants
 
     def __getattr__(self, item: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})

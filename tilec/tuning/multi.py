@@ -125,6 +125,18 @@ static inline CUresult {fname}({', '.join(params)}) {{
     return text[:end] + code.lstrip("\n") + "\n" + text[end:]
 
 
+def variants_unit(unit_type, results: list, suffixes: list[str], kernel_entries):
+    """The back end's Unit for one target from its variants' CompileResults: the merged source and every variant's
+    kernel entries. The results' Tile IR kernels get their public names back, so that a caller comparing the
+    artifact's public kernel with the interpreter (`tilec run --check`) finds it."""
+    entries = [e for r in results for e in kernel_entries(r)]
+    source = merged_source([r.source for r in results], [r.module.kernels[0].name for r in results])
+    for r, sfx in zip(results, suffixes, strict=True):
+        for k in r.module.kernels:
+            k.name = k.name.removesuffix(sfx) if sfx else k.name
+    return unit_type(results[0].target, source, entries)
+
+
 def merged_source(sources: list[str], kernels: list[str]) -> str:
     """One translation unit from the sources of several variants of a kernel: the first whole, then of each
     other what follows the text it shares with the first (the device header and common helpers), inside a
