@@ -117,7 +117,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     from .tuning import multi as tuned
 
     dispatch = tuned.plan_for(source, opts) if text is None else None  # the tuning database's configurations
-    variants = dispatch.variants(opts, backend.name) if dispatch else [(opts, "")]
+    variants = dispatch.variants(opts, backend.source_kind) if dispatch else [(opts, "")]
     results, units = [], []
     for i, t in enumerate(opts.targets):
         per_variant = [tuned.compile_variant(compile_ir, source, t, o, sfx, text) for o, sfx in variants]

@@ -2,10 +2,11 @@
 
 When a database entry applies to a compile (tilec.tuning.database.entry_for), `plan_for` selects the few
 configurations that win across its shapes. With one, the artifact is simply that configuration. With several,
-each is compiled as its own kernel (`gemm__cfg0`, `gemm__cfg1`, ...; the back end must accept several kernels in
-one source: CUDA and HIP), and the manifest gains a dispatch table that tilec.runtime (tilec/runtime/dispatch.py)
-and the generated C launcher evaluate at launch: the public name runs the configuration of the tuned shape
-nearest to the launch's sizes (distance: the sum over the tuned sizes of |log2 a - log2 b|).
+each is compiled as its own kernel (`gemm__cfg0`, `gemm__cfg1`, ...) and the sources are merged into one C++
+translation unit (CUDA and HIP; a WGSL build takes the configuration that alone serves the tuned shapes best). The manifest gains
+a dispatch table that tilec.runtime (tilec/runtime/dispatch.py) and the generated C launcher evaluate at launch:
+the public name runs the configuration of the tuned shape nearest to the launch's sizes (distance: the sum over
+the tuned sizes of |log2 a - log2 b|).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 from . import database
 
-MULTI_BACKENDS = ("cuda", "hip")  # back ends whose generated sources can be merged into one translation unit
+# Generated languages whose sources merge into one translation unit (C++: a namespace per variant)
+MERGEABLE_SOURCES = ("cu", "hip")
 
 
 def suffix(i: int) -> str:
@@ -27,12 +29,12 @@ class DispatchPlan:
     configs: list[dict]
     per_shape: list[int]
 
-    def variants(self, opts, backend_name: str) -> list[tuple[object, str]]:
+    def variants(self, opts, source_kind: str) -> list[tuple[object, str]]:
         """(options, kernel-name suffix) of each kernel variant the artifact holds."""
         def with_config(config):
             return opts.replace(defines=tuple(sorted({**dict(opts.defines), **config}.items())))
 
-        if len(self.configs) == 1 or backend_name not in MULTI_BACKENDS:
+        if len(self.configs) == 1 or source_kind not in MERGEABLE_SOURCES:
             return [(with_config(self.configs[0]), "")]
         return [(with_config(c), suffix(i)) for i, c in enumerate(self.configs)]
 

@@ -71,16 +71,17 @@ def rename_kernels(kernels) -> None:
             k.name += ctx.kernel_suffix
 
 
-def is_tune_call(node) -> bool:
-    from ..parser import ast as A
+# The AST is the parser's (tilec/parser/ast.py); this module, which the parser imports, recognises its nodes by
+# class name rather than importing it back.
 
-    return isinstance(node, A.CallExpr) and isinstance(node.func, A.Name) and node.func.id == TUNE
+
+def is_tune_call(node) -> bool:
+    func = getattr(node, "func", None)
+    return type(node).__name__ == "CallExpr" and type(func).__name__ == "Name" and func.id == TUNE
 
 
 def bind_const(builder, decl, scope) -> None:
     """Bind the names of a `tune()` const declaration (the builder's hook)."""
-    from ..parser import ast as A
-
     names = decl.names or (decl.name,)
     for n in names:
         builder.check_redefinition(n, decl.span, scope)
@@ -91,7 +92,7 @@ def bind_const(builder, decl, scope) -> None:
         raise builder.fail("tune() needs at least one candidate value", call.span)
 
     def candidate(node) -> tuple:
-        items = node.items if isinstance(node, A.TupleExpr) and len(names) > 1 else [node]
+        items = node.items if type(node).__name__ == "TupleExpr" and len(names) > 1 else [node]
         if len(items) != len(names):
             raise builder.fail(f"a candidate for ({', '.join(names)}) needs {len(names)} values, got {len(items)}",
                                node.span)
