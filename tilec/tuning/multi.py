@@ -3,10 +3,10 @@
 When a database entry applies to a compile (tilec.tuning.database.entry_for), `plan_for` selects the few
 configurations that win across its shapes. With one, the artifact is simply that configuration. With several,
 each is compiled as its own kernel (`gemm__cfg0`, `gemm__cfg1`, ...) and the sources are merged into one C++
-translation unit (CUDA and HIP; a WGSL build takes the configuration that alone serves the tuned shapes best). The manifest gains
-a dispatch table that tilec.runtime (tilec/runtime/dispatch.py) and the generated C launcher evaluate at launch:
-the public name runs the configuration of the tuned shape nearest to the launch's sizes (distance: the sum over
-the tuned sizes of |log2 a - log2 b|).
+translation unit (CUDA and HIP; a WGSL build takes the configuration that alone serves the tuned shapes best).
+The manifest gains a dispatch table that tilec.runtime (tilec/runtime/dispatch.py) and the generated C launcher
+evaluate at launch: the public name runs the configuration of the tuned shape nearest to the launch's sizes
+(distance: the sum over the tuned sizes of |log2 a - log2 b|).
 """
 
 from __future__ import annotations
