@@ -32,6 +32,11 @@ kernel scale(X: dtype[M, N], Y: out dtype[M, N]):
 """
 
 
+@pytest.fixture(autouse=True)
+def _databases_beside_sources(monkeypatch):
+    monkeypatch.delenv("TILEC_TUNE_DB", raising=False)  # conftest turns them off for the other tests
+
+
 def _write(tmp_path: Path, text: str = SPACE, name: str = "k.tile") -> Path:
     p = tmp_path / name
     p.write_text(text)
@@ -152,7 +157,7 @@ def test_database_entry_applies_only_to_its_target_and_defines(tmp_path):
     assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "f16"})) is not None  # the default again
     assert entry_for(src, CompileOptions.make("sm90", defines={"block_M": 4})) is None  # explicit config wins
     assert entry_for(src, CompileOptions.make("sm90", tune_db="")) is None
-    os.environ["TILEC_TUNE_DB"] = str(tmp_path / "missing.json")
+    os.environ["TILEC_TUNE_DB"] = ""  # set and empty: none
     try:
         assert entry_for(src, CompileOptions.make("sm90")) is None
     finally:
@@ -256,7 +261,8 @@ def test_worker_check_rejects_a_wrong_kernel(tmp_path):
 
 
 def _tilec(*args, cwd=ROOT):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
+    env = {k: v for k, v in os.environ.items() if k != "TILEC_TUNE_DB"}
+    env.update(PYTHONPATH=str(ROOT), NO_COLOR="1")
     return subprocess.run([sys.executable, "-m", "tilec", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)
 

@@ -102,8 +102,8 @@ def find(source: str | os.PathLike, explicit: str | None = None) -> Path | None:
     """The database a build of `source` reads: `explicit`, $TILEC_TUNE_DB, or the project file beside it."""
     if explicit:
         return Path(explicit)
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV])
+    if ENV in os.environ:  # set and empty: no database at all
+        return Path(os.environ[ENV]) if os.environ[ENV] else None
     beside = Path(source).with_name(Path(source).stem + SUFFIX)
     return beside if beside.is_file() else None
 
