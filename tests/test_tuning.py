@@ -333,3 +333,46 @@ def test_c_launcher_dispatches_over_the_variants(tmp_path):
     r = subprocess.run(["gcc", "-std=c11", "-fsyntax-only", "-I", cuda_include_dir(), "-I", str(tmp_path), str(main)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_progress_uses_rich_on_a_terminal_only(monkeypatch, capsys):
+    import types
+
+    from tilec.tuning.cli import _Progress
+
+    calls = []
+
+    class FakeProgress:
+        def __init__(self, **kw):
+            calls.append("init")
+
+        def start(self):
+            calls.append("start")
+
+        def add_task(self, what, total):
+            calls.append(("task", what, total))
+            return what
+
+        def update(self, task, completed):
+            calls.append(("update", task, completed))
+
+        def stop(self):
+            calls.append("stop")
+
+    rich = types.ModuleType("rich")
+    rich_progress = types.ModuleType("rich.progress")
+    rich_progress.Progress = FakeProgress
+    monkeypatch.setitem(sys.modules, "rich", rich)
+    monkeypatch.setitem(sys.modules, "rich.progress", rich_progress)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    p = _Progress(quiet=False)
+    p("compile", 1, 3)
+    p.close()
+    assert calls == ["init", "start", ("task", "compile", 3), ("update", "compile", 1), "stop"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    p = _Progress(quiet=False)
+    p("compile", 3, 3)
+    assert "compile: 3/3" in capsys.readouterr().err
+    q = _Progress(quiet=True)
+    q("compile", 3, 3)
+    assert capsys.readouterr().err == ""
