@@ -329,7 +329,8 @@ def test_c_launcher_dispatches_over_the_variants(tmp_path):
     assert "static inline CUresult scale_launch(" in text
     assert "case 1: return scale__cfg1_launch(" in text
     main = tmp_path / "main.c"
-    main.write_text('#include "k.h"\nint main(void) { return scale_launch(0, 0, 0, 7, 100) == CUDA_SUCCESS; }\n')
+    main.write_text('#include "k.h"\nint main(void) { char m[64]; scale_check_device(0, m, sizeof m);\n'
+                    '  return scale_launch(0, 0, 0, 7, 100) == CUDA_SUCCESS; }\n')
     r = subprocess.run(["gcc", "-std=c11", "-fsyntax-only", "-I", cuda_include_dir(), "-I", str(tmp_path), str(main)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -88,6 +88,7 @@ def header_dispatch(text: str, kernel: str, table: dict, prefix: str = "") -> st
     if len(sizes) != len(table["sizes"]):
         return text
     fname = f"{prefix}{kernel}_launch"
+    first_check = f"{prefix}{table['configs'][0]['kernel']}_check_device"
     at = ", ".join("{" + ", ".join(f"{log2_approx(r['at'][n])!r}" for n in sizes) + "}" for r in table["rules"])
     picks = ", ".join(str(r["config"]) for r in table["rules"])
     calls = "\n".join(f"    case {i}: return {prefix}{c['kernel']}_launch({', '.join(names)});"
@@ -121,6 +122,10 @@ static inline CUresult {fname}({', '.join(params)}) {{
 {calls}
     default: return CUDA_ERROR_INVALID_VALUE;
   }}
+}}
+/* {prefix}{kernel}_check_device: as {first_check} (the variants share the images). */
+static inline CUresult {prefix}{kernel}_check_device(CUdevice dev, char* message, size_t message_size) {{
+  return {first_check}(dev, message, message_size);
 }}
 """
     end = text.rstrip().rfind("#endif")
