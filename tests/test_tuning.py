@@ -377,3 +377,20 @@ def test_progress_uses_rich_on_a_terminal_only(monkeypatch, capsys):
     q = _Progress(quiet=True)
     q("compile", 3, 3)
     assert capsys.readouterr().err == ""
+
+
+def test_check_on_cpu_rejects_a_wrong_lowering_before_building(tmp_path):
+    """--check-on-cpu: each candidate's SIMT IR runs in the SIMT interpreter at the check shape; a configuration
+    whose output differs from the Tile IR interpreter's (here: the kernel scales by block_N / 128) is rejected."""
+    from tilec.tuning.plan import prepare
+
+    src = _write(tmp_path, SPACE.replace("* 2.0", "* f32(block_N) / 64.0"))
+    plan = prepare(str(src), CompileOptions.make("sm80"), [{"M": 4096, "N": 128}], tmp_path / "b", emit="cu",
+                   jobs=1, check_on_cpu=True)
+    by_status = {}
+    for c in plan.candidates:
+        by_status.setdefault(c.status, []).append(c.config["block_N"])
+    assert sorted(by_status["built"]) == [128, 128]  # the reference's block_N, at both thread counts
+    assert sorted(by_status["wrong"]) == [64, 256, 256]  # the pruned one (64 with 128 threads) never ran
+    assert by_status["pruned"] == [64]
+    assert all("differs from the interpreter" in c.reason for c in plan.candidates if c.status == "wrong")

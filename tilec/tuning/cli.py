@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvrtc",
                    help="the toolchain that builds the candidates (default nvrtc: fast)")
     p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="compile processes")
+    p.add_argument("--check-on-cpu", action="store_true",
+                   help="also run each candidate's lowered code in the SIMT interpreter at the check shape before "
+                        "building it (slow; rejects a wrong lowering with no GPU)")
     p.add_argument("--build-dir", metavar="DIR", help="compile into DIR and stop (time elsewhere, then --collect)")
     p.add_argument("--collect", metavar="DIR", help="write the database from a timed build folder")
     p.add_argument("--db", metavar="FILE", help="the database to write (default: <source stem>.tune.json beside "
@@ -153,7 +156,7 @@ def _tune(args) -> int:
     progress = _Progress(args.quiet)
     try:
         plan = tune_plan.prepare(args.file, opts, shapes, folder, size_rules=rules, jobs=args.jobs,
-                                 progress=progress)
+                                 progress=progress, check_on_cpu=args.check_on_cpu)
     finally:
         progress.close()
     if not args.quiet:

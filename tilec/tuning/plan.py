@@ -121,15 +121,68 @@ def configurations(axes) -> list[dict[str, object]]:
     return out
 
 
+# The largest output error the check accepts, relative to the output's magnitude (tilec.runtime.tune_worker's too)
+TOLERANCE = {"f16": 1e-2, "bf16": 4e-2, "f32": 1e-4, "f64": 1e-8, "f8e4m3": 0.15, "f8e5m2": 0.3}
+
+
+def cpu_check(result, folder: Path, check: dict) -> str | None:
+    """Run a candidate's lowered kernel (SIMT IR) lane by lane in the SIMT interpreter on the check inputs and
+    compare with the Tile IR interpreter's outputs: None when they agree, else why not. For a machine without the
+    GPU: CUDA lowerings (sm80-class and sm90's TMA/wgmma model) and HIP's run there."""
+    import numpy as np
+
+    from ..interp.tile_interp import storage_dtype
+    from ..ir.dtypes import lookup
+    from ..testing.simt_interp import SimtInterpreterError, run_simt
+
+    args, expected = {}, {}
+    for a in check["args"]:
+        if a["kind"] == "scalar":
+            args[a["name"]] = a["value"]
+            continue
+        dtype = storage_dtype(lookup(a["dtype"]))
+        arr = np.frombuffer((folder / a["file"]).read_bytes(), dtype=dtype).reshape(a["shape"]).copy()
+        if a.get("output"):
+            expected[a["name"]] = (a["dtype"], np.frombuffer((folder / a["expected"]).read_bytes(), dtype=dtype)
+                                   .reshape(a["shape"]).astype(np.float64))
+            if lookup(a["dtype"]).is_float:
+                arr[...] = np.nan  # an element the kernel leaves unwritten shows
+        args[a["name"]] = arr
+    try:
+        run_simt(result.simt.kernels[0], args, check["sizes"], warp_size=result.target.warp_size)
+    except SimtInterpreterError as e:
+        return f"the SIMT interpreter: {str(e).splitlines()[0]}"
+    for name, (dt, want) in expected.items():
+        got = args[name].astype(np.float64)
+        scale = max(float(np.max(np.abs(want))), 1e-6) if want.size else 1.0
+        err = float(np.max(np.abs(got - want))) / scale if want.size else 0.0
+        if not np.all(np.isfinite(got)) or err > TOLERANCE.get(dt, 1e-2):
+            return f"'{name}' differs from the interpreter's at {check['sizes']} (relative error {err:.3g})"
+    return None
+
+
 def _build_one(args) -> dict:
-    """In a worker process: lower (the resource query) and, if it fits, build one candidate's binary."""
-    source, opts, index, config, folder, emit = args
+    """In a worker process: lower (the resource query), optionally check the lowering on the CPU, and, if it fits
+    and is right, build one candidate's binary."""
+    source, opts, index, config, folder, emit, check = args
     from ..artifacts import kernel_entries
     from ..diagnostics import CompileError
     from ..outputs import compile_artifact
 
     name = f"cand{index}.{emit}"
     resources: dict = {}
+    opts = opts.replace(defines=tuple(sorted({**dict(opts.defines), **config}.items())))
+    if check is not None:
+        from ..driver import compile as compile_ir
+
+        try:
+            lowered = compile_ir(source, None, opts)
+        except CompileError as e:
+            first = next((d.message for d in e.diagnostics if d.severity == "error"), str(e))
+            return {"status": "pruned", "reason": first.splitlines()[0]}
+        why = cpu_check(lowered, Path(folder), check)
+        if why is not None:
+            return {"status": "wrong", "reason": why}
 
     def compiled(result):
         entries = kernel_entries(result)
@@ -138,9 +191,7 @@ def _build_one(args) -> dict:
         resources["lowered"] = True
 
     try:
-        art = compile_artifact(source, options=opts.replace(defines=tuple(sorted({**dict(opts.defines),
-                                                                                 **config}.items()))),
-                               emit=emit, output_name=name, on_compiled=compiled)
+        art = compile_artifact(source, options=opts, emit=emit, output_name=name, on_compiled=compiled)
     except CompileError as e:
         first = next((d.message for d in e.diagnostics if d.severity == "error"), str(e))
         status = "failed" if resources.get("lowered") else "pruned"
@@ -194,6 +245,7 @@ def write_check(folder: Path, kernel, sizes: dict[str, int], seed: int = 1) -> d
 
 def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], folder: str | os.PathLike, *,
             size_rules: dict[str, object] | None = None, emit: str = "cubin", jobs: int | None = None,
+            check_on_cpu: bool = False,
             progress: Callable[[str, int, int], None] | None = None) -> Plan:
     """Write the build folder for tuning `source` (the options' target, -D values and kernel) at `shapes`."""
     folder = Path(folder)
@@ -223,7 +275,13 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
     plan.candidates = [Candidate(i, {k: jsonable(v) for k, v in c.items()}) for i, c in enumerate(configs)]
     base = opts.replace(defines=tuple(sorted((k, v) for k, v in opts.defines if k not in tuned)),
                         kernel=opts.kernel or kernel.name)
-    work = [(source, base, c.index, c.config, str(folder), emit) for c in plan.candidates]
+    if progress:
+        progress("check", 0, 1)
+    plan.check = write_check(folder, kernel, check_sizes(kernel, shapes, rules))
+    if progress:
+        progress("check", 1, 1)
+    cpu = plan.check if check_on_cpu else None
+    work = [(source, base, c.index, c.config, str(folder), emit, cpu) for c in plan.candidates]
     jobs = jobs or os.cpu_count() or 1
     done = 0
     if progress:
@@ -241,10 +299,5 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
             done += 1
             if progress:
                 progress("compile", done, len(work))
-    if progress:
-        progress("check", 0, 1)
-    plan.check = write_check(folder, kernel, check_sizes(kernel, shapes, rules))
-    if progress:
-        progress("check", 1, 1)
     (folder / PLAN_FILE).write_text(json.dumps(plan.to_json(), indent=1) + "\n")
     return plan
