@@ -13,3 +13,6 @@ for p in (ROOT, ROOT / "tests"):
 
 # Keep the test suite's compile cache out of the user's ~/.cache (one fresh directory per run).
 os.environ.setdefault("TILEC_CACHE_DIR", tempfile.mkdtemp(prefix="tilec-test-cache-"))
+# Samples build without their tuning databases (samples/*.tune.json) unless a test asks: tests of a lowering look
+# at one kernel per sample; tests/test_tuning.py covers the databases.
+os.environ.setdefault("TILEC_TUNE_DB", "")

@@ -152,8 +152,9 @@ def nvcc():
 
 @pytest.mark.parametrize("flags", [[], ["--no-tma"]])
 def test_fatbin_of_architectures_that_launch_differently(nvcc, tmp_path, flags, monkeypatch):
-    """The README's `tilec samples/gemm.tile --target sm80,sm90 -o gemm.fatbin`: the sm90 gemm takes a producer
-    warpgroup (256 threads) and a no-TMA twin, the sm80 one does not; the manifest carries both."""
+    """The README's `tilec samples/gemm.tile --target sm80,sm90 -o gemm.fatbin`: the sm90 gemm takes its own
+    default tile (two consumer warpgroups) plus a producer warpgroup (384 threads) and a no-TMA twin, the sm80 one
+    does not; the manifest carries both."""
     from tilec.cli.main import main
 
     out = tmp_path / "gemm.fatbin"
@@ -163,8 +164,10 @@ def test_fatbin_of_architectures_that_launch_differently(nvcc, tmp_path, flags, 
     sm80 = tilec.compile(SAMPLES / "gemm.tile", "sm80", disable=[f[5:] for f in flags])
     sm90 = tilec.compile(SAMPLES / "gemm.tile", "sm90", disable=[f[5:] for f in flags])
     assert [(k["name"], k["threads"]) for k in m[KERNELS_KEY]] == [(k.name, k.threads) for k in sm80.simt.kernels]
-    if flags:
-        assert ARCH_KERNELS_KEY not in m or m[ARCH_KERNELS_KEY]["sm_80"] == m[ARCH_KERNELS_KEY]["sm_90a"]
+    if flags:  # no TMA, no twin; sm90 still takes its own default tile, so its entries are its own
+        per = m.get(ARCH_KERNELS_KEY) or {"sm_90a": m[KERNELS_KEY]}
+        assert [(k["name"], k["threads"]) for k in per["sm_90a"]] == [(k.name, k.threads) for k in sm90.simt.kernels]
+        assert [k["name"] for k in per["sm_90a"]] == ["gemm"]
     else:
         per = m[ARCH_KERNELS_KEY]
         assert [(k["name"], k["threads"]) for k in per["sm_90a"]] == [(k.name, k.threads) for k in sm90.simt.kernels]
@@ -174,7 +177,7 @@ def test_fatbin_of_architectures_that_launch_differently(nvcc, tmp_path, flags, 
         import tilec.runtime as rt
         from tilec.runtime import cuda_driver
 
-        for cc, threads in (((9, 0), 256), ((8, 0), 128), ((8, 9), 128)):
+        for cc, threads in (((9, 0), 384), ((8, 0), 128), ((8, 9), 128)):
             fake = type("FakeDriver", (), {"compute_capability": lambda self, cc=cc: cc})()
             monkeypatch.setattr(cuda_driver.Driver, "get", classmethod(lambda cls, fake=fake: fake))
             mod = rt.load(out)

@@ -370,16 +370,18 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     from tilec.testing.simt_interp import SimtInterpreterError
 
     sizes = {"M": 128, "N": 128, "K": 64, "B_rows": 64, "B_cols": 128}
+    # the every-target tile (sm90's own default has one k-step at these sizes, which would hide the plants)
+    tile = {"block_M": 128, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3}
     # a consumer that does not wait for the TMA tiles
-    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", disable={"warp_specialize"})
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", defines=tile, disable={"warp_specialize"})
     r.simt.kernels[0].body = _without(r.simt.kernels[0].body, "mbar_wait")
     with pytest.raises(SimtInterpreterError, match="missing mbar_wait"):
-        check("gemm", {}, sizes, "sm90", result=r)
+        check("gemm", tile, sizes, "sm90", result=r)
     # consumers that never release a stage: the producer waits forever (a deadlock the model reports)
-    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90")
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", defines=tile)
     r.simt.kernels[0].body = _without(r.simt.kernels[0].body, "mbar_arrive_warp")
     with pytest.raises(SimtInterpreterError, match="never completes"):
-        check("gemm", {}, {"M": 128, "N": 128, "K": 256, "B_rows": 256, "B_cols": 128}, "sm90", result=r)
+        check("gemm", tile, {"M": 128, "N": 128, "K": 256, "B_rows": 256, "B_cols": 128}, "sm90", result=r)
     # wgmma descriptors with the MN-major strides swapped (LBO <-> SBO)
     real = lower_hopper.HopperLowering.descriptor
 
@@ -389,6 +391,6 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
 
     monkeypatch.setattr(lower_hopper.HopperLowering, "descriptor", swapped)
     r = tilec.compile(ROOT / "samples" / "gemm.tile", text=(ROOT / "samples" / "gemm.tile").read_text() + "\n",
-                      target="sm90", disable={"warp_specialize"})
+                      target="sm90", defines=tile, disable={"warp_specialize"})
     with pytest.raises(AssertionError, match="differs"):
-        check("gemm", {}, sizes, "sm90", result=r)
+        check("gemm", tile, sizes, "sm90", result=r)

@@ -15,6 +15,7 @@ from .ir import tile as T
 from .ir.printer import module_str
 from .options import DISABLEABLE, CompileOptions, DefineText, resolve
 from .passes import check_tile_ops, specialize
+from .tuning import space as tune_space
 
 Pass = Callable[[T.Module, Reporter], T.Module]
 
@@ -134,7 +135,9 @@ def compile(
     try:
         if text is None:
             text = read_source(path)
-        module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
+        with tune_space.building(tune_keys(opts.target)):  # tune() consts take this target's default
+            module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
+            tune_space.rename_kernels(module.kernels)
         if opts.kernel is not None:
             chosen = [k for k in module.kernels if k.name == opts.kernel]
             if not chosen:
@@ -175,6 +178,19 @@ def compile(
             e.diagnostics.extend(d for d in rep.diagnostics if d not in e.diagnostics)
         raise
     return result
+
+
+def tune_keys(target: str | None) -> tuple[str, ...]:
+    """The keys a `tune()` const's per-target defaults are looked up by: the target's name, then its back end's."""
+    from .targets.registry import UnknownTarget, lookup
+
+    if target is None:
+        return ()
+    try:
+        t = lookup(target)
+    except UnknownTarget:  # reported when the target is compiled for
+        return (target,)
+    return (t.name, t.backend)
 
 
 def lookup_target(name: str, limits: dict[str, int] | None = None):

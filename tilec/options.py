@@ -44,6 +44,7 @@ class CompileOptions:
     lineinfo: bool = False  # line information for profilers
     device_debug: bool = False  # device debug information (nvcc -G)
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
+    tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them
@@ -107,7 +108,7 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                include_dirs=changes.pop("include_dirs", opts.include_dirs),
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
-    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix",
+    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix", "tune_db",
                                           "keep_dir", "dryrun", "resource_usage", "use_cache")}
     keep.update(changes)
     return made.replace(**keep)

@@ -11,6 +11,7 @@ on the import path is a miss).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -113,16 +114,21 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     from .diagnostics import render
     from .driver import compile as compile_ir
     from .targets.backend import ArtifactInfo, Unit
+    from .tuning import multi as tuned
 
-    results = []
+    dispatch = tuned.plan_for(source, opts) if text is None else None  # the tuning database's configurations
+    variants = dispatch.variants(opts, backend.source_kind) if dispatch else [(opts, "")]
+    results, units = [], []
     for i, t in enumerate(opts.targets):
-        results.append(compile_ir(source, t, opts, text=text))
+        per_variant = [tuned.compile_variant(compile_ir, source, t, o, sfx, text) for o, sfx in variants]
+        results.append(per_variant[0])
         if i == 0 and on_compiled is not None:
             on_compiled(results[0])
+        units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants],
+                                         lambda r: backend.kernel_entries(r) or kernel_entries(r)))
     first = results[0]
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
-    units = [Unit(r.target, r.source, backend.kernel_entries(r) or kernel_entries(r), r.simt) for r in results]
     recorded = manifest_options(opts, kind, backend)
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded))
@@ -130,6 +136,12 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     if opts.dryrun:
         return Artifact(kind, b"", b"", deps, warnings, commands=built.commands, result=first)
     m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels)
+    if dispatch is not None:
+        m.update(dispatch.manifest(dispatch.entry["kernel"], len(variants)))
+        if kind == "header" and "dispatch" in m:  # the C launcher dispatches as tilec.runtime does
+            data = tuned.header_dispatch(built.data.decode(), dispatch.entry["kernel"],
+                                         m["dispatch"][dispatch.entry["kernel"]], opts.header_prefix).encode()
+            built = dataclasses.replace(built, data=data)
     m.update(built.manifest)
     return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,
                     result=first)
@@ -157,6 +169,7 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
     """key1 of the cache (see tilec.cache), or None when this compile cannot be cached (no toolchain to
     identify, an unreadable file: the compile then reports what is wrong)."""
     from .cache import sha256_bytes, tilec_fingerprint
+    from .tuning.database import entry_digest
     from .version import __version__
 
     try:
@@ -177,6 +190,7 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
         "kind": kind,
         "output_name": output_name,
         "options": opts.key(),
+        "tune_db": entry_digest(source, opts),  # the tuning database's entry for this compile
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -42,7 +42,8 @@ def compile_options(args, **extra):
         toolchain=getattr(args, "compiler", None), lineinfo=bool(getattr(args, "lineinfo", False)),
         device_debug=bool(getattr(args, "G", False)), header_prefix=getattr(args, "header_prefix", None) or "",
         keep_dir=getattr(args, "keep", None), dryrun=bool(getattr(args, "dryrun", False)),
-        resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False))
+        resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False),
+        tune_db=getattr(args, "tune_db", None))
     targets = extra.pop("targets", getattr(args, "target", None) or ())
     fields.update(extra)
     return CompileOptions.make(targets, **fields)

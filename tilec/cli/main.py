@@ -14,11 +14,12 @@ import sys
 from ..version import __version__
 from .common import compile_options, parse_defines, print_diagnostics
 
-SUBCOMMANDS = ("targets", "run", "bench", "cache")
+SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
        tilec run FILE [--device cpu|cuda] [--target T] [--check [--rtol R] [--atol A]] [--size M=1000,N=...]
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
+       tilec tune FILE --target T --size M=..,N=.. | --shapes SET [--build-dir D] | tilec tune --collect D
        tilec targets
        tilec cache stats|clear
        tilec --cmake-dir
@@ -53,6 +54,8 @@ def _compile_parser() -> argparse.ArgumentParser:
                    "repeatable)")
     p.add_argument("-MP", dest="MP", action="store_true", help="add an empty rule for each imported file")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the compile cache")
+    p.add_argument("--tune-db", metavar="FILE", help="the tuning database (default: $TILEC_TUNE_DB, else "
+                   "FILE's stem + .tune.json beside it; '' for none); see docs/tuning.md")
     p.add_argument("--manifest", metavar="PATH", help="where to write the manifest (default OUT.json)")
     p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc",
                    help="nvcc (ahead of time) or NVRTC in process (fast; one architecture)")
@@ -128,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         from .build import cmd_cache
 
         return cmd_cache(argv[1:])
+    if argv and argv[0] == "tune":  # tilec/tuning/cli.py
+        from ..tuning.cli import main as tune_main
+
+        return tune_main(argv[1:])
     if argv and argv[0] == "targets":
         return _guarded(argparse.Namespace(debug="--debug" in argv, no_color=True), lambda _: _cmd_targets())
     if argv and argv[0] == "run":

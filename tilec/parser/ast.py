@@ -194,6 +194,7 @@ class ImportDecl(Node):
 class ConstDecl(Node):
     name: str
     value: Node
+    names: tuple[str, ...] = ()  # `const (a, b) = tune(...)`: every name (name is the first); () for one name
 
 
 @dataclass(eq=False)

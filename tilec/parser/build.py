@@ -16,6 +16,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.visit import number_ops, sub_exprs
+from ..tuning import space as tune_space
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
@@ -124,6 +125,8 @@ class Builder(ExprBuilder, TileOpBuilder):
             raise _Fail() from None
 
     def const_decl(self, decl: A.ConstDecl, scope: _Scope) -> None:
+        if decl.names or tune_space.is_tune_call(decl.value):  # a search space: tilec/tuning/space.py binds it
+            return tune_space.bind_const(self, decl, scope)
         self.check_redefinition(decl.name, decl.span, scope)
         if decl.name in self.defines:
             value = self.defines[decl.name]

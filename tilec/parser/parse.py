@@ -354,7 +354,8 @@ class _ToAst(Transformer):
         return A.ImportDecl(self._s(meta), _unquote(items[0]))
 
     def const_def(self, meta, items):
-        return A.ConstDecl(self._s(meta), str(items[0]), items[1])
+        names = tuple(str(i) for i in items[:-1] if i is not None)
+        return A.ConstDecl(self._s(meta), names[0], items[-1], names if len(names) > 1 else ())
 
     def def_def(self, meta, items):
         name, params, body = items

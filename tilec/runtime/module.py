@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import UserFacingError
 from .arrays import ArgumentError
+from .dispatch import add_dispatchers
 from .launch import Kernel
 from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launcher.py and tests use them)
     ELEM_BYTES,
@@ -64,6 +65,7 @@ class Module:
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
         self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
+        add_dispatchers(manifest, self.kernels, self._internal)  # a tuned kernel's name over its variants
 
     def __getattr__(self, item: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})

@@ -1,0 +1,61 @@
+"""Tune the samples for one GPU and write their tuning databases (samples/<name>.tune.json).
+
+    python bench/tune_samples.py build .artifacts/tune            # here: compile every candidate (no GPU needed)
+    python3 -m tilec.runtime.tune_worker .artifacts/tune/*         # on the GPU machine: check and time
+    python bench/tune_samples.py collect .artifacts/tune          # here: write samples/*.tune.json
+
+Each job is one `tilec tune` run: a sample, the -D values its database entry is for (only values that differ
+from the sample's defaults, so that a build with the same -D finds the entry), and the shapes it is tuned at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm", "--size-rule", "B_rows=K", "--size-rule", "B_cols=N"]
+# (job name, sample, -D values, tilec tune shape arguments)
+JOBS = [
+    ("gemm_f16", "gemm", [], GEMM),
+    ("gemm_bf16", "gemm", ["dtype=bf16"], GEMM),
+    ("fp8_gemm", "fp8_gemm", [], ["--shapes", "llm-gemm", "--shapes", "square-gemm"]),
+    ("attn_d64", "flash_attention", ["dtype=bf16"], ["--shapes", "attention"]),
+    ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),
+    ("attn_d128", "flash_attention", ["dtype=bf16", "dim=128"], ["--shapes", "attention"]),
+    ("attn_d128_causal", "flash_attention", ["dtype=bf16", "dim=128", "causal=True"], ["--shapes", "attention"]),
+    ("softmax_bf16", "softmax", ["dtype=bf16"], ["--shapes", "rows"]),
+    ("rmsnorm_bf16", "rmsnorm", ["dtype=bf16"], ["--shapes", "rows"]),
+    ("layernorm_bf16", "layernorm", ["dtype=bf16"], ["--shapes", "rows"]),
+]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("step", choices=["build", "collect"])
+    p.add_argument("folder", type=Path)
+    p.add_argument("--only", action="append", help="just these jobs")
+    p.add_argument("--target", default="sm90")
+    args = p.parse_args()
+    from tilec.cli.main import main as tilec_main
+
+    for name, sample, defines, shapes in JOBS:
+        if args.only and name not in args.only:
+            continue
+        folder = args.folder / name
+        if args.step == "build":
+            rc = tilec_main(["tune", str(ROOT / "samples" / f"{sample}.tile"), "--target", args.target,
+                             "--build-dir", str(folder), *[f"-D{d}" for d in defines], *shapes])
+        else:
+            rc = tilec_main(["tune", "--collect", str(folder), "--db", str(ROOT / "samples" / f"{sample}.tune.json")])
+        if rc:
+            print(f"{name}: failed", file=sys.stderr)
+            return rc
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+"""Search spaces in the source (`tune()`), target-aware defaults, the tuning database and its selection, launch-time
+dispatch, and `tilec tune`'s build / collect halves (the GPU half is exercised with a stand-in kernel here and on
+the H200 for real: bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.diagnostics import CompileError, render
+from tilec.options import CompileOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPACE = """
+const dtype = f16
+const (block_M, block_N) = tune((4, 128), (2, 256), (8, 64), sm90=(2, 256), webgpu=(8, 64))
+const threads = tune(128, 64, where=threads <= block_N)
+
+kernel scale(X: dtype[M, N], Y: out dtype[M, N]):
+    with Kernel(ceildiv(M, block_M), threads=threads) as bx:
+        for i, j in Parallel(block_M, block_N):
+            if bx * block_M + i < M and j < N:
+                Y[bx * block_M + i, j] = X[bx * block_M + i, j] * 2.0
+"""
+
+
+@pytest.fixture(autouse=True)
+def _databases_beside_sources(monkeypatch):
+    monkeypatch.delenv("TILEC_TUNE_DB", raising=False)  # conftest turns them off for the other tests
+
+
+def _write(tmp_path: Path, text: str = SPACE, name: str = "k.tile") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _consts(path, target=None, **defines):
+    return tilec.compile(str(path), target, defines=defines).module.consts
+
+
+def _error_text(exc: CompileError) -> str:
+    return "\n".join(render(d, exc.sources, False) for d in exc.diagnostics)
+
+
+def test_tune_consts_take_the_targets_default(tmp_path):
+    p = _write(tmp_path)
+    assert (_consts(p)["block_M"], _consts(p)["block_N"]) == (4, 128)  # no target: the first candidate
+    assert (_consts(p, "sm80")["block_M"], _consts(p, "sm80")["block_N"]) == (4, 128)
+    assert (_consts(p, "sm90")["block_M"], _consts(p, "sm90")["block_N"]) == (2, 256)
+    assert (_consts(p, "webgpu")["block_M"], _consts(p, "webgpu")["block_N"]) == (8, 64)  # by back end name too
+
+
+def test_define_overrides_and_partial_tuple_takes_the_first_candidate(tmp_path):
+    p = _write(tmp_path)
+    c = _consts(p, "sm90", block_M=16)
+    assert (c["block_M"], c["block_N"]) == (16, 128)  # not sm90's 256: a partial -D means the same everywhere
+    c = _consts(p, "sm90", block_M=1, block_N=32, threads=32)
+    assert (c["block_M"], c["block_N"], c["threads"]) == (1, 32, 32)
+
+
+def test_where_constraint_is_checked_at_the_users_line(tmp_path):
+    p = _write(tmp_path)
+    with pytest.raises(CompileError) as e:
+        _consts(p, block_N=32, threads=128)
+    text = _error_text(e.value)
+    assert "k.tile:4:" in text and "break this const's constraint" in text and "threads=128" in text
+
+
+@pytest.mark.parametrize("line, message", [
+    ("const (a, b) = tune((1, 2), (3,))", "needs 2 values, got 1"),
+    ("const (a, b) = 3", "takes a tune(...) of tuples"),
+    ("const a = tune()", "at least one candidate"),
+])
+def test_bad_spaces_are_diagnostics(tmp_path, line, message):
+    p = _write(tmp_path, SPACE.replace("const dtype = f16", f"const dtype = f16\n{line}"))
+    with pytest.raises(CompileError) as e:
+        tilec.compile(str(p))
+    assert message in _error_text(e.value)
+
+
+def test_every_sample_declares_a_space_and_builds_its_default_for_each_target():
+    from tilec.tuning.plan import discover
+
+    for sample in ("gemm", "flash_attention", "fp8_gemm", "softmax", "rmsnorm", "layernorm", "gemm_bias_relu"):
+        axes, default, _ = discover(str(ROOT / "samples" / f"{sample}.tile"), CompileOptions.make("sm90"))
+        assert axes, sample
+        assert default  # sm90's default configuration
+    gemm = tilec.compile(str(ROOT / "samples/gemm.tile"), "sm90").module.consts
+    assert (gemm["block_N"], gemm["block_K"], gemm["threads"], gemm["num_stages"]) == (256, 64, 256, 4)
+    # WebGPU: gemm_bias_relu's default fits the 16 KB of workgroup memory (it did not before the space)
+    tilec.compile(str(ROOT / "samples/gemm_bias_relu.tile"), "webgpu")
+
+
+def test_configurations_are_the_product_of_the_axes(tmp_path):
+    from tilec.tuning.plan import configurations, discover
+
+    axes, default, _ = discover(str(_write(tmp_path)), CompileOptions.make("sm90"))
+    configs = configurations(axes)
+    assert len(configs) == 3 * 2
+    assert {"block_M": 2, "block_N": 256, "threads": 64} in configs
+    assert default == {"block_M": 2, "block_N": 256, "threads": 128}
+
+
+def _entry(**extra) -> dict:
+    a = {"block_M": 4, "block_N": 128, "threads": 128}
+    b = {"block_M": 2, "block_N": 256, "threads": 64}
+    c = {"block_M": 8, "block_N": 64, "threads": 64}
+    shapes = [
+        {"sizes": {"M": 4096, "N": 128}, "winner": {"config": a, "ms": 1.0}, "runner_ups": [{"config": b, "ms": 2.0}]},
+        {"sizes": {"M": 8, "N": 4096}, "winner": {"config": b, "ms": 1.0},
+         "runner_ups": [{"config": c, "ms": 1.01}, {"config": a, "ms": 3.0}]},
+        {"sizes": {"M": 8, "N": 8192}, "winner": {"config": c, "ms": 1.0}, "runner_ups": [{"config": b, "ms": 1.02}]},
+    ]
+    e = {"source": "k.tile", "kernel": "scale", "target": "sm90", "defines": {}, "source_consts": {"dtype": "f16"},
+         "space": list(a),
+         "default": b, "gpu": "test GPU", "shapes": shapes}
+    e.update(extra)
+    return e
+
+
+def test_select_keeps_few_configurations_and_maps_every_shape():
+    from tilec.tuning.database import select
+
+    configs, per_shape = select(_entry())
+    # b serves the last two shapes within 3%, a the first: two configurations suffice
+    assert len(configs) == 2
+    assert [configs[i] for i in per_shape] == [{"block_M": 4, "block_N": 128, "threads": 128},
+                                               {"block_M": 2, "block_N": 256, "threads": 64},
+                                               {"block_M": 2, "block_N": 256, "threads": 64}]
+    one, _ = select(_entry(), max_configs=1)
+    assert len(one) == 1
+
+
+def _db(tmp_path, entry=None) -> Path:
+    path = tmp_path / "k.tune.json"
+    path.write_text(json.dumps({"tilec_tune_db": 1, "entries": [entry or _entry()]}))
+    return path
+
+
+def test_database_entry_applies_only_to_its_target_and_defines(tmp_path):
+    from tilec.tuning.database import entry_for
+
+    src = _write(tmp_path)
+    _db(tmp_path)  # found beside the source
+    assert entry_for(src, CompileOptions.make("sm90")) is not None
+    assert entry_for(src, CompileOptions.make("sm80")) is None
+    assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "bf16"})) is None
+    assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "f16"})) is not None  # the default again
+    assert entry_for(src, CompileOptions.make("sm90", defines={"block_M": 4})) is None  # explicit config wins
+    assert entry_for(src, CompileOptions.make("sm90", tune_db="")) is None
+    os.environ["TILEC_TUNE_DB"] = ""  # set and empty: none
+    try:
+        assert entry_for(src, CompileOptions.make("sm90")) is None
+    finally:
+        del os.environ["TILEC_TUNE_DB"]
+
+
+def test_artifact_carries_the_tuned_configurations_and_dispatch(tmp_path):
+    src = _write(tmp_path)
+    _db(tmp_path)
+    art = tilec.compile(str(src), "sm90", emit="cu")
+    m = json.loads(art.manifest)
+    names = [k["name"] for k in m["kernels"]]
+    assert names == ["scale__cfg0", "scale__cfg1"]
+    table = m["dispatch"]["scale"]
+    assert [c["kernel"] for c in table["configs"]] == names
+    assert [r["config"] for r in table["rules"]] == [1, 0, 0]  # the one serving two shapes came first
+    from tilec.runtime.module import Module
+
+    mod = Module(b"", m)  # the runtime's view: one public kernel over the variants
+    assert list(mod.kernels) == ["scale"] and [v.name for v in mod.scale.variants] == names
+    text = art.data.decode()
+    assert text.count("tilec_cuda.h --") == 1  # one device header for both variants
+    assert "scale__cfg0(" in text and "scale__cfg1(" in text
+    # without the database (or with an explicit configuration): one kernel, as before
+    plain = json.loads(tilec.compile(str(src), "sm90", emit="cu", options=CompileOptions(tune_db="")).manifest)
+    assert [k["name"] for k in plain["kernels"]] == ["scale"] and "dispatch" not in plain
+
+
+def test_database_change_is_a_cache_miss(tmp_path):
+    src = _write(tmp_path)
+    db = _db(tmp_path)
+    first = tilec.compile(str(src), "sm90", emit="cu")
+    assert not first.from_cache
+    assert tilec.compile(str(src), "sm90", emit="cu").from_cache
+    e = _entry()
+    e["shapes"] = e["shapes"][:1]
+    db.write_text(json.dumps({"tilec_tune_db": 1, "entries": [e]}))
+    again = tilec.compile(str(src), "sm90", emit="cu")
+    assert not again.from_cache
+    assert [k["name"] for k in json.loads(again.manifest)["kernels"]] == ["scale"]  # one configuration left
+
+
+def test_merged_source_builds_with_the_toolchain(tmp_path):
+    from tilec.targets.cuda.toolchain import nvcc_version
+
+    if nvcc_version() is None:
+        pytest.skip("nvcc is not installed")
+    src = _write(tmp_path)
+    _db(tmp_path)
+    art = tilec.compile(str(src), "sm90", emit="cubin")
+    assert b"scale__cfg1" in art.data
+
+
+def test_dispatch_picks_the_nearest_tuned_shape():
+    from tilec.runtime.dispatch import DispatchKernel, choose
+
+    table = {"sizes": ["M", "N"], "configs": [{"kernel": "k0"}, {"kernel": "k1"}],
+             "rules": [{"at": {"M": 4096, "N": 128}, "config": 0}, {"at": {"M": 8, "N": 4096}, "config": 1}]}
+    assert choose(table, {"M": 3000, "N": 100}) == 0
+    assert choose(table, {"M": 1, "N": 5000}) == 1
+
+    class Fake:
+        def __init__(self, name):
+            self.name, self.entry, self.calls = name, {"params": []}, 0
+
+        def sizes_of(self, args):
+            return {"M": args[0].shape[0], "N": args[0].shape[1]}
+
+        def __call__(self, *args, stream=None, sync=None):
+            self.calls += 1
+
+    k0, k1 = Fake("k0"), Fake("k1")
+    d = DispatchKernel("k", table, [k0, k1])
+    d(np.zeros((16, 4000)))
+    assert (k0.calls, k1.calls) == (0, 1)
+
+
+def test_worker_check_rejects_a_wrong_kernel(tmp_path):
+    """The worker's correctness check against the interpreter's outputs, with numpy arrays and stand-in kernels."""
+    from tilec.runtime import tune_worker
+    from tilec.tuning.plan import write_check
+
+    src = _write(tmp_path)
+    kernel = tilec.compile(str(src)).module.kernels[0]
+    check = write_check(tmp_path, kernel, {"M": 7, "N": 100})
+    plan = {"check": check}
+    expected = np.frombuffer((tmp_path / check["args"][1]["expected"]).read_bytes(), np.float16).reshape(7, 100)
+    x = np.frombuffer((tmp_path / check["args"][0]["file"]).read_bytes(), np.float16).reshape(7, 100)
+    assert np.allclose(expected.astype(np.float32), 2 * x.astype(np.float32))  # the interpreter ran
+
+    def right(X, Y):
+        Y[...] = X * np.float16(2)
+
+    def wrong(X, Y):
+        Y[...] = X * np.float16(2)
+        Y[3, 99] += np.float16(1)
+
+    arrays = tune_worker.Arrays(None)
+    assert tune_worker.check(right, tmp_path, plan, arrays)["check"] == "ok"
+    assert tune_worker.check(wrong, tmp_path, plan, arrays)["check"] == "wrong"
+
+
+def _tilec(*args, cwd=ROOT):
+    env = {k: v for k, v in os.environ.items() if k != "TILEC_TUNE_DB"}
+    env.update(PYTHONPATH=str(ROOT), NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "tilec", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_tune_cli_help_and_errors(tmp_path):
+    r = _tilec("tune", "--help")
+    assert r.returncode == 0 and "--build-dir" in r.stdout and "--collect" in r.stdout
+    src = _write(tmp_path)
+    r = _tilec("tune", str(src), "--size", "M=abc")
+    assert r.returncode == 2 and "not an integer" in r.stderr and "Traceback" not in r.stderr
+    r = _tilec("tune", str(src), "--size", "M=100", "--build-dir", str(tmp_path / "b"))
+    assert r.returncode == 2 and "leaves out N" in r.stderr and "Traceback" not in r.stderr
+    r = _tilec("tune", "--collect", str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_build_folder_then_collect_then_build_with_the_database(tmp_path):
+    """`tilec tune --build-dir` prunes and compiles (through NVRTC), the worker's results come back (written here
+    as the worker would), --collect writes the database beside the source, and a plain build then reads it."""
+    from tilec.targets.cuda.nvrtc import find_lib
+
+    if find_lib() is None:
+        pytest.skip("NVRTC is not installed")
+    src = _write(tmp_path)
+    folder = tmp_path / "b"
+    r = _tilec("tune", str(src), "--target", "sm90", "--size", "M=4096,N=128", "--size", "M=8,N=8192",
+               "--build-dir", str(folder), "-j", "1")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((folder / "plan.json").read_text())
+    statuses = [c["status"] for c in plan["candidates"]]
+    assert statuses.count("pruned") == 1  # block_N=64 with 128 threads breaks where=
+    built = [c for c in plan["candidates"] if c["status"] == "built"]
+    assert all((folder / c["artifact"]).is_file() for c in built)
+    # what the worker would write on the GPU: a time per candidate and shape
+    times = {str(c["index"]): {"check": "ok", "times": {"M=4096,N=128": 1.0 + c["index"],
+                                                        "M=8,N=8192": 9.0 - c["index"]}} for c in built}
+    (folder / "results.json").write_text(json.dumps({"version": 1, "gpu": "test GPU", "cuda_driver": 13000,
+                                                     "cc": "9.0", "date": "2026-12-01", "candidates": times}))
+    r = _tilec("tune", "--collect", str(folder))
+    assert r.returncode == 0, r.stderr
+    db = json.loads((tmp_path / "k.tune.json").read_text())
+    (entry,) = db["entries"]
+    assert entry["gpu"] == "test GPU" and entry["target"] == "sm90" and len(entry["shapes"]) == 2
+    assert entry["shapes"][0]["winner"]["config"] == built[0]["config"]
+    r = _tilec(str(src), "--target", "sm90", "--emit", "cu", "-o", str(tmp_path / "k.cu"))
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "k.cu.json").read_text())
+    assert "dispatch" in m and m["tuning"]["gpu"] == "test GPU"
+
+
+def test_c_launcher_dispatches_over_the_variants(tmp_path):
+    import shutil
+
+    from tilec.targets.cuda.toolchain import cuda_include_dir, nvcc_version
+
+    if nvcc_version() is None or shutil.which("gcc") is None or cuda_include_dir() is None:
+        pytest.skip("nvcc, gcc and cuda.h are needed")
+    src = _write(tmp_path)
+    _db(tmp_path)
+    header = tmp_path / "k.h"
+    art = tilec.compile(str(src), "sm90", emit="header", output_name="k.h")
+    header.write_bytes(art.data)
+    text = art.data.decode()
+    assert "static inline CUresult scale_launch(" in text
+    assert "case 1: return scale__cfg1_launch(" in text
+    main = tmp_path / "main.c"
+    main.write_text('#include "k.h"\nint main(void) { char m[64]; scale_check_device(0, m, sizeof m);\n'
+                    '  return scale_launch(0, 0, 0, 7, 100) == CUDA_SUCCESS; }\n')
+    r = subprocess.run(["gcc", "-std=c11", "-fsyntax-only", "-I", cuda_include_dir(), "-I", str(tmp_path), str(main)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_progress_uses_rich_on_a_terminal_only(monkeypatch, capsys):
+    import types
+
+    from tilec.tuning.cli import _Progress
+
+    calls = []
+
+    class FakeProgress:
+        def __init__(self, **kw):
+            calls.append("init")
+
+        def start(self):
+            calls.append("start")
+
+        def add_task(self, what, total):
+            calls.append(("task", what, total))
+            return what
+
+        def update(self, task, completed):
+            calls.append(("update", task, completed))
+
+        def stop(self):
+            calls.append("stop")
+
+    rich = types.ModuleType("rich")
+    rich_progress = types.ModuleType("rich.progress")
+    rich_progress.Progress = FakeProgress
+    monkeypatch.setitem(sys.modules, "rich", rich)
+    monkeypatch.setitem(sys.modules, "rich.progress", rich_progress)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    p = _Progress(quiet=False)
+    p("compile", 1, 3)
+    p.close()
+    assert calls == ["init", "start", ("task", "compile", 3), ("update", "compile", 1), "stop"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    p = _Progress(quiet=False)
+    p("compile", 3, 3)
+    assert "compile: 3/3" in capsys.readouterr().err
+    q = _Progress(quiet=True)
+    q("compile", 3, 3)
+    assert capsys.readouterr().err == ""
+
+
+def test_check_on_cpu_rejects_a_wrong_lowering_before_building(tmp_path):
+    """--check-on-cpu: each candidate's SIMT IR runs in the SIMT interpreter at the check shape; a configuration
+    whose output differs from the Tile IR interpreter's (here: the kernel scales by block_N / 128) is rejected."""
+    from tilec.tuning.plan import prepare
+
+    src = _write(tmp_path, SPACE.replace("* 2.0", "* f32(block_N) / 64.0"))
+    plan = prepare(str(src), CompileOptions.make("sm80"), [{"M": 4096, "N": 128}], tmp_path / "b", emit="cu",
+                   jobs=1, check_on_cpu=True)
+    by_status = {}
+    for c in plan.candidates:
+        by_status.setdefault(c.status, []).append(c.config["block_N"])
+    assert sorted(by_status["built"]) == [128, 128]  # the reference's block_N, at both thread counts
+    assert sorted(by_status["wrong"]) == [64, 256, 256]  # the pruned one (64 with 128 threads) never ran
+    assert by_status["pruned"] == [64]
+    assert all("differs from the interpreter" in c.reason for c in plan.candidates if c.status == "wrong")
+
+
+@pytest.mark.parametrize("split_k", [1, 3, 4])
+def test_splitk_gemm_matches_numpy_at_a_ragged_shape(split_k):
+    from tilec.interp.run import run_kernel
+
+    kernel = tilec.compile(str(ROOT / "samples/gemm_splitk.tile"),
+                           defines={"split_k": split_k, "block_M": 64, "block_N": 64, "block_K": 32}).module.kernels[0]
+    rng = np.random.default_rng(5)
+    m, n, k = 70, 45, 200  # 7 K tiles: split 3 ways leaves the last block one tile, 4 ways a short share
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    c = rng.standard_normal((m, n)).astype(np.float32)  # C += A @ B
+    args = run_kernel(kernel, {"A": a, "B": b, "C": c.copy()})
+    want = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(args["C"], want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("target", ["sm80", "sm90"])
+def test_splitk_lowering_passes_the_simt_interpreter(tmp_path, target):
+    from tilec.tuning.plan import cpu_check, write_check
+
+    path = str(ROOT / "samples/gemm_splitk.tile")
+    config = {"split_k": 3, "block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num_stages": 4}
+    check = write_check(tmp_path, tilec.compile(path, defines=config).module.kernels[0], {"M": 70, "N": 45, "K": 400})
+    assert cpu_check(tilec.compile(path, target, defines=config), tmp_path, check) is None

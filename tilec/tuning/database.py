@@ -1,0 +1,207 @@
+"""The tuning database: a versioned JSON file of what `tilec tune` measured, and how a build reads it.
+
+    {"tilec_tune_db": 1, "entries": [{
+        "source": "gemm.tile", "source_hash": ..., "kernel": "gemm", "target": "sm90", "defines": {"dtype": "bf16"},
+        "space": ["block_M", ...], "default": {...}, "gpu": "NVIDIA H200", "cuda_driver": 13000, "cc": "9.0",
+        "date": ..., "tilec": ..., "candidates": {"built": 14, "pruned": 0, "wrong": 0},
+        "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
+                    "runner_ups": [{"config": {...}, "ms": 0.22}, ...]}]}]}
+
+An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
+by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
+it uses the entry of its source, kernel, target and -D values, unless a -D sets one of the tuned names (an
+explicit configuration wins). `select` picks the few configurations that win across the tuned shapes and the
+dispatch rules. Standard library only: the cache key reads the entry on the cache-hit path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+DB_VERSION = 1
+ENV = "TILEC_TUNE_DB"
+SUFFIX = ".tune.json"
+MAX_CONFIGS = 4  # configurations one artifact carries at most
+SLACK = 0.03  # a shape is served well enough by a configuration within 3% of its best
+RUNNER_UPS = 4
+
+
+class DatabaseError(ValueError):
+    pass
+
+
+def load(path: str | os.PathLike) -> dict:
+    try:
+        db = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise DatabaseError(f"{path}: cannot read the tuning database: {e}") from None
+    if not isinstance(db, dict) or db.get("tilec_tune_db") != DB_VERSION:
+        raise DatabaseError(f"{path}: not a tilec tuning database of version {DB_VERSION}")
+    return db
+
+
+def save(path: str | os.PathLike, db: dict) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(db, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _same_entry(a: dict, b: dict) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("source", "kernel", "target", "defines"))
+
+
+def merge(path: str | os.PathLike, entry: dict) -> dict:
+    """Add `entry` to the database at `path` (created if absent), replacing the entry it supersedes."""
+    db = load(path) if Path(path).is_file() else {"tilec_tune_db": DB_VERSION, "entries": []}
+    db["entries"] = [e for e in db["entries"] if not _same_entry(e, entry)] + [entry]
+    db["entries"].sort(key=lambda e: (e["source"], e["kernel"], e["target"], json.dumps(e["defines"],
+                                                                                         sort_keys=True)))
+    save(path, db)
+    return db
+
+
+def collect(folder: str | os.PathLike) -> dict:
+    """The database entry of a build folder whose results the worker wrote."""
+    from ..version import __version__
+
+    folder = Path(folder)
+    plan = json.loads((folder / "plan.json").read_text())
+    try:
+        results = json.loads((folder / "results.json").read_text())
+    except OSError:
+        raise DatabaseError(f"{folder}: no results.json; run `python -m tilec.runtime.tune_worker {folder}` on "
+                            "the GPU machine first") from None
+    by_index = {c["index"]: c for c in plan["candidates"]}
+    timed = results["candidates"]
+    counts = {"built": 0, "pruned": 0, "failed": 0, "wrong": 0}
+    for c in plan["candidates"]:
+        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    counts["wrong"] = sum(1 for r in timed.values() if r["check"] != "ok")
+    shapes = []
+    for shape in plan["shapes"]:
+        label = ",".join(f"{k}={v}" for k, v in shape.items())
+        ranked = sorted((r["times"][label], int(i)) for i, r in timed.items()
+                        if r["check"] == "ok" and label in r.get("times", {}))
+        if not ranked:
+            continue
+        row = [{"config": by_index[i]["config"], "ms": round(ms, 5)} for ms, i in ranked[:1 + RUNNER_UPS]]
+        shapes.append({"sizes": shape, "winner": row[0], "runner_ups": row[1:]})
+    return {"source": plan["source"], "source_hash": plan["source_hash"], "kernel": plan["kernel"],
+            "target": plan["target"], "defines": plan["defines"], "source_consts": plan.get("source_consts", {}),
+            "space": plan["space"], "default": plan["default"],
+            "size_rules": plan.get("size_rules", {}), "gpu": results.get("gpu"),
+            "cuda_driver": results.get("cuda_driver"), "cc": results.get("cc"), "date": results.get("date"),
+            "tilec": __version__, "candidates": counts, "shapes": shapes}
+
+
+def find(source: str | os.PathLike, explicit: str | None = None) -> Path | None:
+    """The database a build of `source` reads: `explicit`, $TILEC_TUNE_DB, or the project file beside it."""
+    if explicit:
+        return Path(explicit)
+    if ENV in os.environ:  # set and empty: no database at all
+        return Path(os.environ[ENV]) if os.environ[ENV] else None
+    beside = Path(source).with_name(Path(source).stem + SUFFIX)
+    return beside if beside.is_file() else None
+
+
+def _text(value) -> str | None:
+    """A const's value as text for comparing -D values (`True`/`true` alike); None for none."""
+    if value is None:
+        return None
+    t = str(getattr(value, "name", value))
+    return t.lower() if t.lower() in ("true", "false") else t
+
+
+def same_consts(defines: dict, entry: dict) -> bool:
+    """Whether a compile's -D values give the consts the entry was tuned with: a -D equal to the source's
+    default (`-D causal=False`) is the same build as none."""
+    base = entry.get("source_consts", {})
+    for k in set(defines) | set(entry["defines"]):
+        want = _text(entry["defines"][k]) if k in entry["defines"] else _text(base.get(k))
+        have = _text(defines[k]) if k in defines else _text(base.get(k))
+        if want != have:
+            return False
+    return True
+
+
+def entry_for(source, opts) -> dict | None:
+    """The database entry that applies to this compile, or None. DatabaseError for an unreadable database that
+    was asked for explicitly."""
+    explicit = getattr(opts, "tune_db", None)
+    if explicit == "":  # --tune-db '' (or none): the target defaults, whatever file lies beside the source
+        return None
+    path = find(source, explicit)
+    if path is None or not opts.targets:
+        return None
+    if not path.is_file():
+        if explicit:
+            raise DatabaseError(f"--tune-db {path}: no such file")
+        return None
+    db = load(path)
+    from ..targets.registry import UnknownTarget, lookup
+
+    try:
+        target = lookup(opts.targets[0]).name
+    except UnknownTarget:
+        return None
+    defines = dict(opts.defines)
+    name = Path(source).name
+    for e in db["entries"]:
+        if e["source"] != name or e["target"] != target or len(opts.targets) > 1:
+            continue
+        if opts.kernel is not None and e["kernel"] != opts.kernel:
+            continue
+        if any(n in defines for n in e["space"]):
+            continue  # an explicit -D configuration wins
+        if not same_consts(defines, e):
+            continue
+        return e
+    return None
+
+
+def entry_digest(source, opts) -> str | None:
+    """What the compile cache's key records of the database: the applying entry's hash."""
+    try:
+        e = entry_for(source, opts)
+    except DatabaseError:
+        return None
+    return hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest() if e else None
+
+
+def _key(config: dict) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def select(entry: dict, max_configs: int = MAX_CONFIGS, slack: float = SLACK) -> tuple[list[dict], list[int]]:
+    """The configurations an artifact carries (at most `max_configs`, greedily: each added one cuts the summed
+    slowdown against every shape's best the most) and, per tuned shape, the index of the one it runs."""
+    times: dict[str, dict[int, float]] = {}
+    configs: dict[str, dict] = {}
+    for si, s in enumerate(entry["shapes"]):
+        for r in [s["winner"], *s["runner_ups"]]:
+            k = _key(r["config"])
+            configs[k] = r["config"]
+            times.setdefault(k, {})[si] = r["ms"]
+    best = [s["winner"]["ms"] for s in entry["shapes"]]
+    n = len(best)
+    missing = 4.0  # the slowdown charged where a configuration was not among a shape's fastest
+
+    def cost(chosen: list[str]) -> float:
+        return sum(min((times[c].get(si, float("inf")) / best[si] for c in chosen), default=missing)
+                   if chosen else missing for si in range(n))
+
+    chosen: list[str] = []
+    while len(chosen) < max_configs:
+        if chosen and all(min(times[c].get(si, float("inf")) for c in chosen) <= best[si] * (1 + slack)
+                          for si in range(n)):
+            break
+        pick = min((c for c in configs if c not in chosen), key=lambda c: (cost(chosen + [c]), c), default=None)
+        if pick is None or (chosen and cost(chosen + [pick]) >= cost(chosen)):
+            break
+        chosen.append(pick)
+    per_shape = [min(range(len(chosen)), key=lambda i: times[chosen[i]].get(si, float("inf"))) for si in range(n)]
+    return [configs[c] for c in chosen], per_shape

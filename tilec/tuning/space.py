@@ -1,0 +1,137 @@
+"""Search spaces declared in the source: `const NAME = tune(...)` and `const (A, B) = tune((a1, b1), (a2, b2))`.
+
+    const block_N = tune(128, 256)                                  # an axis; the default is the first value
+    const (block_M, block_N, threads) = tune((128, 128, 128), (128, 256, 256), sm90=(128, 256, 256))
+    const num_stages = tune(2, 3, 4, where=num_stages * block_N <= 1024)
+
+The positional arguments are the candidates (a tuple for a tuple of names: values that go together). A keyword
+named after a target (`sm90`, `webgpu`, `gfx942`) or a back end (`cuda`, `hip`, `webgpu`) gives that target's
+default, most specific first; it joins the candidates. `where=` is a constraint over this const and the consts
+before it: the tuner skips the candidates that break it; a default that breaks it gives way to the next candidate
+(the target's first, then the source's order); -D values that break it are an error.
+
+Without a tuning database a build binds each name to its target's default; `-D NAME=VALUE` (which the tuner
+and a database's configurations use too) overrides. The builder (tilec/parser/build.py) calls `bind_const`;
+the driver says which target the build is for with `building(keys)`, and the tuner reads the axes a build met
+from the context it passes. Standard library only: the parser imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+TUNE = "tune"
+
+
+@dataclass
+class Axis:
+    """One `tune(...)` const: its names, candidate values (one tuple per candidate, in the source's order), the
+    per-target defaults and whether it has a constraint."""
+
+    names: tuple[str, ...]
+    candidates: list[tuple]
+    per_target: dict[str, tuple]
+    has_where: bool
+    chosen: tuple  # what this build bound
+
+
+@dataclass
+class TuneContext:
+    """What a build needs to know to bind `tune()` consts, and what it met. `target_keys` are the target's
+    name and its back end's (most specific first); empty for a target-neutral build."""
+
+    target_keys: tuple[str, ...] = ()
+    axes: list[Axis] = field(default_factory=list)
+    kernel_suffix: str = ""  # appended to every kernel's name: a tuned configuration's variant (tuning.multi)
+
+
+_CONTEXT: contextvars.ContextVar[TuneContext | None] = contextvars.ContextVar("tilec_tune_context", default=None)
+
+
+@contextlib.contextmanager
+def building(target_keys: tuple[str, ...] = (), context: TuneContext | None = None) -> Iterator[TuneContext]:
+    """Bind `tune()` consts for the target named by `target_keys` during this block (a build, in the driver)."""
+    ctx = context or _CONTEXT.get() or TuneContext()  # a tuner's context, set around the compile, is kept
+    ctx.target_keys = tuple(target_keys)
+    token = _CONTEXT.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _CONTEXT.reset(token)
+
+
+def rename_kernels(kernels) -> None:
+    """Give the kernels of a build their variant's name (the driver's hook, right after the build)."""
+    ctx = _CONTEXT.get()
+    if ctx is not None and ctx.kernel_suffix:
+        for k in kernels:
+            k.name += ctx.kernel_suffix
+
+
+# The AST is the parser's (tilec/parser/ast.py); this module, which the parser imports, recognises its nodes by
+# class name rather than importing it back.
+
+
+def is_tune_call(node) -> bool:
+    func = getattr(node, "func", None)
+    return type(node).__name__ == "CallExpr" and type(func).__name__ == "Name" and func.id == TUNE
+
+
+def bind_const(builder, decl, scope) -> None:
+    """Bind the names of a `tune()` const declaration (the builder's hook)."""
+    names = decl.names or (decl.name,)
+    for n in names:
+        builder.check_redefinition(n, decl.span, scope)
+    if not is_tune_call(decl.value):
+        raise builder.fail(f"a const of several names ({', '.join(names)}) takes a tune(...) of tuples", decl.span)
+    call = decl.value
+    if not call.args:
+        raise builder.fail("tune() needs at least one candidate value", call.span)
+
+    def candidate(node) -> tuple:
+        items = node.items if type(node).__name__ == "TupleExpr" and len(names) > 1 else [node]
+        if len(items) != len(names):
+            raise builder.fail(f"a candidate for ({', '.join(names)}) needs {len(names)} values, got {len(items)}",
+                               node.span)
+        return tuple(builder.const_value(i, scope) for i in items)
+
+    candidates = [candidate(a) for a in call.args]
+    per_target: dict[str, tuple] = {}
+    where = None
+    for kw in call.kwargs:
+        if kw.name == "where":
+            where = kw.value
+        else:
+            per_target[kw.name] = candidate(kw.value)
+            if per_target[kw.name] not in candidates:
+                candidates.append(per_target[kw.name])
+    ctx = _CONTEXT.get()
+    keys = ctx.target_keys if ctx is not None else ()
+    overridden = [n for n in names if n in builder.defines]
+    # A partial -D of a tuple takes the rest from the first candidate, so that it means the same on every target.
+    preferred = [] if overridden else [per_target[k] for k in keys if k in per_target]
+    order = list(dict.fromkeys(preferred + candidates)) if not overridden else [candidates[0]]
+    for chosen in order:  # the default: the first in this order that the constraint allows
+        values = dict(zip(names, chosen, strict=True))
+        for n in overridden:
+            values[n] = builder.defines[n]
+            builder.used_defines.add(n)
+        for n in names:
+            scope.bind(n, ("const", values[n]))
+            builder.consts[n] = values[n]
+        if where is None or builder.const_value(where, scope):
+            break
+    else:
+        shown = ", ".join(f"{n}={_show(v)}" for n, v in values.items())
+        why = "the -D values" if overridden else "no candidate (the last tried:"
+        tail = "" if overridden else ")"
+        raise builder.fail(f"{why} {shown}{tail} break this const's constraint (where=)", where.span)
+    if ctx is not None:
+        ctx.axes.append(Axis(names, candidates, per_target, where is not None, tuple(values[n] for n in names)))
+
+
+def _show(value) -> str:
+    return str(getattr(value, "name", value))
