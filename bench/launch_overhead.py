@@ -78,6 +78,7 @@ def raw_launcher(kernel, args):
     from tilec.runtime.cuda_driver import Driver
 
     kernel(*args)
+    kernel = kernel.pick(args) if hasattr(kernel, "pick") else kernel  # a tuned kernel: the variant it dispatches to
     plan = kernel.launch_plan(*args)
     drv = Driver.get(0)
     fn, (gx, gy, gz), threads, shared = drv.pointer_arg(plan.fn), plan.grid, plan.threads, plan.shared

@@ -58,7 +58,8 @@ def test_pinning_warps_and_switching_off_warp_specialization():
     r = tilec.compile(GEMM, target="sm80", schedule={"gemms": {"*": {"warps": [4, 1]}}})
     (g,) = r.module.kernels[0].schedule.gemms.values()
     assert g.warps == (4, 1)
-    r = tilec.compile(GEMM, target="sm90", schedule=ScheduleRequest(loops={"k": _loop(warp_specialized=False)}))
+    r = tilec.compile(GEMM, target="sm90", schedule=ScheduleRequest(loops={"k": _loop(warp_specialized=False)}),
+                      defines={"block_N": 128, "block_K": 32, "threads": 128})  # one consumer warpgroup
     (plan,) = r.module.kernels[0].schedule.loops.values()
     assert plan.mechanism == "tma" and not plan.warp_specialized and r.simt.kernels[0].threads == 128
 

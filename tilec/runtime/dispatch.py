@@ -42,6 +42,7 @@ class DispatchKernel:
         self.table = table
         self.variants = variants
         self.entry = variants[0].entry  # the variants share the signature
+        self._chosen: dict[tuple, object] = {}  # the arguments' shapes (and scalars) -> the variant that serves them
 
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.variants)
@@ -51,7 +52,16 @@ class DispatchKernel:
         return self.variants[0].sizes_of(args)
 
     def pick(self, args):
-        return self.variants[choose(self.table, self.sizes_of(args))]
+        # The choice depends on the sizes only, which the shapes (and integer scalars) give: remembered per key,
+        # so that a launch pays a dictionary look-up, not the size formulas (tilec.runtime's launch budget).
+        key = tuple(getattr(a, "shape", a) for a in args)
+        variant = self._chosen.get(key)
+        if variant is None:
+            variant = self.variants[choose(self.table, self.sizes_of(args))]
+            if len(self._chosen) >= 256:
+                self._chosen.clear()
+            self._chosen[key] = variant
+        return variant
 
     def __call__(self, *args, stream=None, sync: bool | None = None):
         return self.pick(args)(*args, stream=stream, sync=sync)
