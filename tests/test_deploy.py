@@ -555,7 +555,9 @@ HEAVY = ("lark", "numpy", "tilec.parser", "tilec.passes", "tilec.driver", "tilec
          "tilec.targets.cuda.toolchain", "tilec.artifacts")
 
 
-def test_cache_hit_is_light_and_fast(nvcc, tmp_path):
+def test_cache_hit_imports_nothing_heavy(nvcc, tmp_path):
+    """A cache hit answers without the compiler, numpy or a toolchain (its time is measured by bench/startup.py,
+    not asserted here: a loaded CI machine would make a timed test flaky)."""
     cache = tmp_path / "cache"
     out = tmp_path / "g.h"
     args = [str(SAMPLES / "gemm_bias_relu.tile"), "-t", "sm80", "-o", str(out), "-MD"]
@@ -569,14 +571,6 @@ def test_cache_hit_is_light_and_fast(nvcc, tmp_path):
              "print(rc, heavy)\n")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(cache))
     assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr
-    times = []
-    for _ in range(3):
-        t = time.perf_counter()
-        proc = _tilec(args, cache)
-        times.append(time.perf_counter() - t)
-        assert proc.returncode == 0
-    print(f"cache hit, whole process: {min(times) * 1000:.0f} ms (best of 3)")
-    assert min(times) <= 0.25
 
 
 CONCURRENT_WORKER = r"""
