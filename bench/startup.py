@@ -13,8 +13,8 @@ OS file cache and lark's grammar cache) of
 
 and reports for each whether `tvm` (and numpy, lark) were imported, read from `python -X importtime`.
 Targets (shared/DESIGN.md, the issues): --help <= 0.2 s, a cache hit <= 0.2 s, --emit-ir <= 0.8 s, and no
-`import tvm` on --help or the parse-only paths. Prints a table; the exit status is 0 even when a target is missed (this is a
-measurement, not a test).
+`import tvm` on --help or the parse-only paths. Prints a table; the exit status is 0 even when a target is
+missed (this is a measurement, not a test).
 """
 
 from __future__ import annotations
