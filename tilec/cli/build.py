@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..diagnostics import CompileError, Diagnostic
+from . import outputs
 
 KINDS = {".cu": "cu", ".ptx": "ptx", ".cubin": "cubin", ".fatbin": "fatbin", ".h": "header", ".wgsl": "wgsl",
          ".hip": "hip", ".hsaco": "hsaco", ".s": "asm"}
@@ -24,6 +25,7 @@ def output_kind(output: str | None, emit: str | None) -> str:
     if emit:
         if emit not in KINDS.values():
             raise CompileError([Diagnostic("error", f"--emit {emit}: expected one of {', '.join(KINDS.values())}")])
+        outputs.check_emit_matches_output(output, emit, KINDS)
         return emit
     if output is None:
         return "cubin"
@@ -75,11 +77,17 @@ def _dep_targets(args, output: str) -> list[str]:
     return list(_opt(args, "MT") or []) or [output]
 
 
-def _write_depfile(args, output: str, deps: list[str]) -> None:
-    if not (_opt(args, "MD") or _opt(args, "MMD")):
-        return
-    path = _opt(args, "MF") or f"{output}.d"
-    _write(path, depfile_text(_dep_targets(args, output), deps, bool(_opt(args, "MP"))).encode())
+def planned_outputs(args, output: str) -> dict[str, tuple[str, str]]:
+    """{"artifact" | "manifest" | "depfile": (path, the flag that names it)} for every file this
+    compile writes: no manifest when the artifact goes to a stream without --manifest, a
+    dependency file only with -MD (beside a stream output -- `-`, /dev/null -- only where named)."""
+    planned = {"artifact": (output, "-o" if args.output else "output")}
+    beside = not outputs.is_stream(output)  # no x.json next to standard output or /dev/null
+    if args.manifest or beside:
+        planned["manifest"] = (args.manifest or output + ".json", "--manifest" if args.manifest else "manifest")
+    if (_opt(args, "MD") or _opt(args, "MMD")) and (_opt(args, "MF") or beside):
+        planned["depfile"] = (_opt(args, "MF") or f"{output}.d", "-MF" if _opt(args, "MF") else "dependency file")
+    return planned
 
 
 def print_dependencies(args, defines: dict[str, object]) -> int:
@@ -93,7 +101,8 @@ def print_dependencies(args, defines: dict[str, object]) -> int:
     output = args.output or default_output(args.file, kind)
     text = depfile_text(_dep_targets(args, output), _unique(result.module.files), bool(_opt(args, "MP")))
     if _opt(args, "MF"):
-        _write(args.MF, text.encode())
+        outputs.check_output(args.MF, "-MF", result.module.files, main_file=args.file)
+        _write(args.MF, text.encode(), "-MF")
     else:
         sys.stdout.write(text)
     return 0
@@ -211,32 +220,47 @@ def cache_key(args) -> str | None:
 def before_compile(args) -> int | None:
     """Run by the command line before the compiler is imported: -M, then the cache lookup. Returns
     an exit status when it has done the whole job (a cache hit), None to go on compiling."""
+    outputs.check_input(args.file)
     if _opt(args, "M"):
         from .main import _parse_defines
 
         return print_dependencies(args, _parse_defines(args.defines))
+    kind = output_kind(args.output, args.emit)
+    # refuse what the paths alone show (an output over FILE, a directory, a missing directory)
+    # before any work; the imports are checked once they are known
+    planned = planned_outputs(args, args.output or default_output(args.file, kind))
+    outputs.check_outputs(list(planned.values()), [args.file])
     key = cache_key(args)
     args.cache_key = key
     if key is None:
         return None
     from ..cache import Cache
 
-    entry = Cache().lookup(key)
+    cache = Cache()
+    entry = cache.lookup(key, require=("artifact", "manifest"))
     if entry is None:
         return None
-    kind = output_kind(args.output, args.emit)
+    deps, warnings = entry.meta["info"].get("deps"), entry.meta["info"].get("warnings", "")
+    if not (isinstance(deps, list) and all(isinstance(d, str) for d in deps) and isinstance(warnings, str)):
+        cache.evict(entry.path)  # verified bytes, but not what this command line stores: rebuild
+        return None
     output = args.output or default_output(args.file, kind)
-    if entry.meta["info"].get("warnings"):
-        sys.stderr.write(entry.meta["info"]["warnings"])
-    _write_outputs(args, output, entry.outputs["artifact"], entry.outputs["manifest"], entry.meta["info"]["deps"])
+    if warnings:
+        sys.stderr.write(warnings)
+    _write_outputs(args, output, entry.outputs["artifact"], entry.outputs["manifest"], deps)
     return 0
 
 
 def _write_outputs(args, output: str, artifact: bytes, manifest: bytes, deps: list[str]) -> None:
-    _write(output, artifact)
-    if args.manifest or output != "-":  # output on stdout: a manifest only where --manifest says
-        _write(args.manifest or output + ".json", manifest)
-    _write_depfile(args, output, deps)
+    """Write the artifact, its manifest and the dependency file, after checking all of them
+    against the files the compile read (tilec.cli.outputs): nothing is written if one is refused."""
+    planned = planned_outputs(args, output)
+    outputs.check_outputs(list(planned.values()), [args.file, *deps], main_file=args.file)
+    contents = {"artifact": artifact, "manifest": manifest}
+    if "depfile" in planned:
+        contents["depfile"] = depfile_text(_dep_targets(args, output), deps, bool(_opt(args, "MP"))).encode()
+    for role, (path, flag) in planned.items():
+        _write(path, contents[role], flag)
 
 
 # ---------------------------------------------------------------------------- building
@@ -254,7 +278,7 @@ def run_build(args, defines: dict[str, object]) -> int:
     from ..artifacts import dumps
     from ..targets.registry import UnknownTarget, lookup
 
-    names = [t for t in (args.target or "sm90").split(",") if t]
+    names = outputs.parse_targets(args.target)
     try:
         targets = [lookup(t) for t in names]
     except UnknownTarget as e:
@@ -494,15 +518,9 @@ def _combined_source(results) -> str:
     return "\n".join(parts)
 
 
-def _write(path: str, data: bytes) -> None:
-    """Write atomically: a reader (or a parallel build) never sees a half-written file."""
-    if path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return
-    from ..cache import write_atomic
-
-    write_atomic(path, data)
+def _write(path: str, data: bytes, flag: str = "-o") -> None:
+    """Write atomically (tilec.cli.outputs): a reader (or a parallel build) never sees a half-written file."""
+    outputs.write_output(path, data, flag)
 
 
 # ---------------------------------------------------------------------------- tilec cache, --cmake-dir

@@ -227,9 +227,22 @@ def _cmd_targets() -> int:
     return 0
 
 
+def _check_inputs(args) -> None:
+    """What the command line names as input, checked before any work (tilec.cli.outputs): FILE a
+    regular file, a non-empty --target list, and a warning for each -I that is no directory."""
+    from .outputs import check_input, include_dir_warnings, parse_targets
+
+    check_input(args.file)
+    if getattr(args, "target", None) is not None:
+        parse_targets(args.target)
+    _print_diagnostics(include_dir_warnings(args.include_dirs), None, args)
+
+
 def _cmd_compile(args) -> int:
     from ..diagnostics import CompileError, Diagnostic
+    from .outputs import parse_targets
 
+    _check_inputs(args)
     if args.emit_ir is not None:
         return _emit_ir(args)
     from .build import before_compile
@@ -240,7 +253,7 @@ def _cmd_compile(args) -> int:
     from ..targets.registry import UnknownTarget, backend_available, lookup
 
     try:
-        target = lookup((args.target or "sm90").split(",")[0])
+        target = lookup(parse_targets(args.target)[0])
     except UnknownTarget as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
     if not backend_available(target.backend):
@@ -262,7 +275,12 @@ def _emit_ir(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
     from ..driver import pass_names
+    from .build import KINDS
+    from .outputs import check_ir_output, check_outputs, write_output
 
+    check_ir_output(args.output, KINDS)
+    if args.output:
+        check_outputs([(args.output, "-o")], [args.file])
     mode = args.emit_ir
     names = pass_names(with_target=bool(args.target))
     if mode == "final":
@@ -283,8 +301,8 @@ def _emit_ir(args) -> int:
     else:
         text = "".join(f"// ----- IR after {n}\n{result.ir_after[n]}" for n in names if n in result.ir_after)
     if args.output and args.output != "-":
-        with open(args.output, "w") as f:
-            f.write(text)
+        check_outputs([(args.output, "-o")], [args.file, *result.module.files], main_file=args.file)
+        write_output(args.output, text.encode(), "-o")
     else:
         sys.stdout.write(text)
     return 0
@@ -312,6 +330,7 @@ def _cmd_run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
 
+    _check_inputs(args)
     if args.target and args.target.strip().lower() in ("webgpu", "wgsl"):
         from .webgpu import cmd_run_webgpu
 
