@@ -217,10 +217,11 @@ class Cache:
     def _dir(self, key1: str) -> Path:
         return self.base / "entries" / key1[:2] / key1
 
-    def lookup(self, key1: str, require: tuple[str, ...] = ()) -> Entry | None:
+    def lookup(self, key1: str, require: tuple[str, ...] = (), check_info=None) -> Entry | None:
         """The entry for key1 whose recorded inputs all still match, or None. Counts a hit or a miss.
-        `require` names outputs a usable entry must have. An entry that fails any check (see
-        decode_entry) is deleted; nothing here raises."""
+        `require` names outputs a usable entry must have, `check_info(info) -> bool` vets the
+        caller's own record. An entry that fails any check (see decode_entry) is deleted; nothing
+        here raises."""
         d = self._dir(key1)
         try:
             names = [n for n in os.listdir(d) if n.endswith(".entry")]
@@ -233,7 +234,7 @@ class Cache:
             except OSError:
                 continue
         for _, n in sorted(candidates, reverse=True):  # newest first
-            entry = self._read(d / n, key1, require)
+            entry = self._read(d / n, key1, require, check_info)
             if entry is not None and _inputs_unchanged(entry.meta):
                 self._count("hits")
                 try:
@@ -244,7 +245,8 @@ class Cache:
         self._count("misses")
         return None
 
-    def _read(self, path: Path, key1: str | None = None, require: tuple[str, ...] = ()) -> Entry | None:
+    def _read(self, path: Path, key1: str | None = None, require: tuple[str, ...] = (),
+              check_info=None) -> Entry | None:
         try:
             entry = decode_entry(path.read_bytes(), path)
             if key1 is not None and entry.meta["key1"] != key1:
@@ -252,6 +254,8 @@ class Cache:
             missing = [r for r in require if r not in entry.outputs]
             if missing:
                 raise BadEntry(f"no {missing[0]}")
+            if check_info is not None and not check_info(entry.meta["info"]):
+                raise BadEntry("info")
             return entry
         except FileNotFoundError:
             return None  # evicted or cleared by another process meanwhile
@@ -264,6 +268,8 @@ class Cache:
         """Delete one entry (a bad one, or the least recently used); best effort."""
         try:
             os.unlink(path)
+        except IsADirectoryError:  # something else squatting on an entry's name
+            shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
 

@@ -236,19 +236,22 @@ def before_compile(args) -> int | None:
         return None
     from ..cache import Cache
 
-    cache = Cache()
-    entry = cache.lookup(key, require=("artifact", "manifest"))
+    entry = Cache().lookup(key, require=("artifact", "manifest"), check_info=_usable_info)
     if entry is None:
         return None
-    deps, warnings = entry.meta["info"].get("deps"), entry.meta["info"].get("warnings", "")
-    if not (isinstance(deps, list) and all(isinstance(d, str) for d in deps) and isinstance(warnings, str)):
-        cache.evict(entry.path)  # verified bytes, but not what this command line stores: rebuild
-        return None
+    deps, warnings = entry.meta["info"]["deps"], entry.meta["info"].get("warnings", "")
     output = args.output or default_output(args.file, kind)
     if warnings:
         sys.stderr.write(warnings)
     _write_outputs(args, output, entry.outputs["artifact"], entry.outputs["manifest"], deps)
     return 0
+
+
+def _usable_info(info: dict) -> bool:
+    """What _finish records beside the outputs, in the types a hit needs (else the entry is rebuilt)."""
+    deps = info.get("deps")
+    return (isinstance(deps, list) and all(isinstance(d, str) for d in deps)
+            and isinstance(info.get("warnings", ""), str))
 
 
 def _write_outputs(args, output: str, artifact: bytes, manifest: bytes, deps: list[str]) -> None:
