@@ -225,7 +225,10 @@ def before_compile(args) -> int | None:
         from .main import _parse_defines
 
         return print_dependencies(args, _parse_defines(args.defines))
-    kind = output_kind(args.output, args.emit)
+    try:
+        kind = output_kind(args.output, args.emit)
+    except CompileError:
+        return None  # reported by the build, after what is wrong with the source or the target
     # refuse what the paths alone show (an output over FILE, a directory, a missing directory)
     # before any work; the imports are checked once they are known
     planned = planned_outputs(args, args.output or default_output(args.file, kind))

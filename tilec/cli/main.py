@@ -308,6 +308,22 @@ def _emit_ir(args) -> int:
     return 0
 
 
+MAX_RUNTIME_SIZE = 2**31 - 1
+# `tilec run --device cpu` allocates every argument in host memory before running the interpreter:
+# refuse sizes whose arrays together exceed this, rather than fail inside numpy.
+RUN_MAX_BYTES = 4 << 30
+
+
+def _argument_bytes(kernel, sizes: dict[str, int]) -> int:
+    import math
+
+    from ..interp.run import shape_of
+    from ..ir import tile as T
+
+    return sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in kernel.params
+               if isinstance(p, T.Buffer))
+
+
 def _parse_sizes(items: list[str]) -> dict[str, int]:
     from ..diagnostics import CompileError, Diagnostic
 
@@ -323,6 +339,8 @@ def _parse_sizes(items: list[str]) -> dict[str, int]:
                     raise ValueError
             except ValueError:
                 raise CompileError([Diagnostic("error", f"--size {part}: expected NAME=INTEGER (>= 0)")]) from None
+            if sizes[name.strip()] > MAX_RUNTIME_SIZE:  # kernels take their sizes as 32-bit integers
+                raise CompileError([Diagnostic("error", f"--size {part}: a runtime size is at most {MAX_RUNTIME_SIZE}")])
     return sizes
 
 
@@ -350,6 +368,11 @@ def _cmd_run(args) -> int:
     from ..interp import InterpreterError
 
     for k in result.module.kernels:
+        need = _argument_bytes(k, sizes)
+        if need > RUN_MAX_BYTES:
+            raise CompileError([Diagnostic("error", f"kernel '{k.name}': these --size values need {need / 2**30:.1f} "
+                                                    f"GiB of arguments; the interpreter allows "
+                                                    f"{RUN_MAX_BYTES >> 30} GiB (use smaller sizes)")])
         try:
             arrays = random_inputs(k, sizes, seed=args.seed)
             run_kernel(k, arrays)

@@ -6,7 +6,8 @@ Guarantees: `kernel.attrs["pipelines"]` maps every Pipelined loop to a PipelineP
     with the loop variable and whose destination is only written there; they are issued
     `stages - 1` iterations ahead;
   * `stages`: num_stages when the target has asynchronous copies (TMA or cp.async) and there are
-    producers; 2 on AMD (register-staged double buffering); else 1 (load, barrier, compute, barrier);
+    producers; 2 on AMD (register-staged double buffering, where the staged tiles come to at most
+    MAX_STAGED_PER_THREAD elements a thread); else 1 (load, barrier, compute, barrier);
   * `mechanism`: "tma" (sm90: every producer is one TMA box per 128-byte panel, completion tracked
     by mbarriers), "cp.async", "registers" (AMD) or "sync";
   * `warp_specialized` (tma only): the kernel's single Pipelined loop sits at its top level and its
@@ -18,6 +19,7 @@ Guarantees: `kernel.attrs["pipelines"]` maps every Pipelined loop to a PipelineP
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..diagnostics import Reporter
@@ -26,6 +28,10 @@ from ..ir.visit import sub_exprs, walk_stmts
 from ..targets.registry import Target
 
 NAME = "pipeline-planning"
+# Register staging holds a thread's share of every prefetched tile in registers, and lowering
+# unrolls one load per element: beyond this many elements a thread (a block of a few threads
+# loading whole tiles) it costs minutes of compile time for code that spills; the loop is plain.
+MAX_STAGED_PER_THREAD = 512
 
 
 @dataclass
@@ -46,7 +52,7 @@ def _uses(e: T.Expr, v: T.Var) -> bool:
 
 
 def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False,
-              shared_bytes: dict[int, int] | None = None) -> PipelinePlan:
+              shared_bytes: dict[int, int] | None = None, threads: int | None = None) -> PipelinePlan:
     var = loop.vars[0]
     producers = []
     written_elsewhere: set[int] = set()
@@ -82,7 +88,9 @@ def plan_loop(loop: T.For, target: Target, layouts=None, tma_ok: bool = False,
         # the second buffers fit in the target's shared memory (else the plain loop).
         sizes = shared_bytes or {}
         extra = sum(sizes.get(id(p.dst.buffer), 0) for p in producers)
-        if sum(sizes.values()) + extra <= target.shared_memory_bytes:
+        staged = sum(math.prod(p.dst.buffer.const_shape or (0,)) for p in producers)
+        fits = sum(sizes.values()) + extra <= target.shared_memory_bytes
+        if fits and staged <= MAX_STAGED_PER_THREAD * (threads or 1):
             return PipelinePlan(2, "registers", producers)
     return PipelinePlan(1, "sync", producers)
 
@@ -168,7 +176,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
         shared_bytes = {key: lay.size * lay.elem_bytes for key, lay in table.shared.items()} if table else {}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
         for s in loops:
-            plans[id(s)] = plan_loop(s, target, table, tma_ok, shared_bytes)
+            plans[id(s)] = plan_loop(s, target, table, tma_ok, shared_bytes, k.threads)
         tma_loops = [s for s in loops if plans[id(s)].mechanism == "tma"]
         if (len(loops) == 1 and tma_loops and "warp_specialize" not in disabled
                 and k.attrs.get("warp_specialize", True) and _top_level_loop_ok(k, loops[0], plans[id(loops[0])])):
