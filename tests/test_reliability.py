@@ -335,3 +335,114 @@ def test_concurrent_processes_under_a_tight_bound(tmp_path):
         assert p.returncode == 0, err
     st = Cache(tmp_path / "c").stats()
     assert st["bytes"] <= 20000 and st["hits"] + st["misses"] == 240
+
+
+# ================================================================ limits before work, located diagnostics
+
+import tilec  # noqa: E402
+from tilec.diagnostics import CompileError  # noqa: E402
+
+SAMPLES = ROOT / "samples"
+
+
+def _error_of(path, **kw) -> tuple[str, float]:
+    t = time.perf_counter()
+    with pytest.raises(CompileError) as e:
+        tilec.compile(str(path), **kw)
+    d = next(d for d in e.value.diagnostics if d.severity == "error")
+    assert d.span is None or d.span.line >= 1
+    return d.message, time.perf_counter() - t
+
+
+@pytest.mark.parametrize("target", [None, "sm90", "gfx942"])
+@pytest.mark.parametrize("define, message", [
+    ({"num_stages": 65536}, "num_stages=65536: at most 64 pipeline stages"),
+    ({"num_stages": 2**31}, "at most 64 pipeline stages"),
+    ({"threads": 2**40}, "no GPU runs more than 1024 threads per block"),
+])
+def test_huge_consts_are_refused_before_work_in_proportion(target, define, message):
+    msg, seconds = _error_of(SAMPLES / "gemm.tile", defines=define, target=target)
+    assert message in msg and seconds < 2
+
+
+@pytest.mark.parametrize("sample, define", [("softmax", "accum_dtype"), ("row_sum", "accum_dtype"),
+                                            ("fp8_gemm", "out_dtype"), ("vector_add", "dtype")])
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942"])
+def test_fp8_on_amd_is_a_diagnostic(sample, define, target):
+    msg, _ = _error_of(SAMPLES / f"{sample}.tile", defines={define: "f8e4m3"}, target=target)
+    assert f"is not supported on {target}" in msg or "must be" in msg
+
+
+@pytest.mark.parametrize("threads", [1, 4, 8])
+def test_tiny_hip_blocks_are_refused_fast(threads):
+    """A block smaller than a wavefront: a located error in well under a second (it took 25 s and wrote
+    3.5 MB of HIP), and the register-staged pipeline is not used for a few threads loading whole tiles."""
+    msg, seconds = _error_of(SAMPLES / "gemm.tile", defines={"threads": threads}, target="gfx942")
+    assert "not a whole number of 64-lane wavefronts" in msg and seconds < 3
+
+
+def test_register_staging_is_bounded_per_thread():
+    from tilec.passes import pipeline_planning
+
+    r = tilec.compile(str(SAMPLES / "gemm.tile"), target="gfx942", defines={"threads": 64})
+    plans = list(r.module.kernels[0].attrs["pipelines"].values())
+    assert [p.mechanism for p in plans] == ["registers"]  # 8192 elements / 64 threads = 128 a thread
+    assert pipeline_planning.MAX_STAGED_PER_THREAD >= 128
+
+
+@pytest.mark.parametrize("target, unit", [("sm80", "32-lane warps"), ("sm90", "32-lane warps"),
+                                          ("gfx90a", "64-lane wavefronts")])
+def test_partial_warps_are_refused_where_the_lowering_needs_whole_ones(target, unit):
+    msg, _ = _error_of(SAMPLES / "gemm.tile", defines={"threads": 100}, target=target)
+    assert unit in msg
+
+
+def test_the_simt_interpreter_runs_partial_warps_as_the_gpu_does():
+    """The compiler refuses partial warps; the SIMT interpreter models them (a short last warp) and
+    reports a shuffle that reads past the block -- which is what the refused lowerings did."""
+    import re
+
+    import numpy as np
+
+    from tilec.interp import random_inputs, run_kernel
+    from tilec.testing.simt_interp import SimtInterpreterError, run_simt
+
+    def lowered(text: str, target: str):
+        return (tilec.compile("k.tile", text=text).module.kernels[0],
+                tilec.compile("k.tile", text=text, target=target).simt.kernels[0])
+
+    # WebGPU has no warps to refuse: its lowering of an 80-thread block runs with a 16-lane last warp
+    text = re.sub(r"threads=\d+", "threads=80", (SAMPLES / "vector_add.tile").read_text())
+    tk, sk = lowered(text, "webgpu")
+    sizes = {"N": 1000}
+    args = random_inputs(tk, sizes, 3)
+    out = next(p.name for p in tk.params if getattr(p, "is_output", False))
+    args[out][...] = np.nan
+    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+    run_kernel(tk, want)
+    run_simt(sk, args, sizes, warp_size=32)
+    np.testing.assert_allclose(args[out].astype(float), want[out].astype(float), rtol=4e-3, atol=4e-3)
+    softmax = tilec.compile(str(SAMPLES / "softmax.tile"), target="sm80").simt.kernels[0]
+    softmax.threads = 100  # its row reductions shuffle across lanes that a 100-thread block does not have
+    tk = tilec.compile(str(SAMPLES / "softmax.tile")).module.kernels[0]
+    with pytest.raises(SimtInterpreterError, match="shfl_xor reads lane|data race|out-of-bounds"):
+        run_simt(softmax, random_inputs(tk, {"M": 4, "N": 300}, 1), {"M": 4, "N": 300}, warp_size=32)
+
+
+def test_long_inputs_fail_fast(tmp_path):
+    long_line = tmp_path / "line.tile"
+    long_line.write_text("const c = " + "1 + " * 250_000 + "1\n")
+    msg, seconds = _error_of(long_line)
+    assert "characters long; at most 10000" in msg and seconds < 1
+    big = tmp_path / "big.tile"
+    big.write_text("".join(f"const c{i} = {i}\n" for i in range(700_000)))
+    msg, seconds = _error_of(big)
+    assert "a .tile file may have at most 1 MiB" in msg and seconds < 1
+
+
+def test_run_sizes_are_bounded(project, capsys):
+    (project / "v.tile").write_text((SAMPLES / "vector_add.tile").read_text())
+    assert tilec_main(["run", "v.tile", "--size", "N=10000000000"]) == 1
+    assert "a runtime size is at most 2147483647" in capsys.readouterr().err
+    assert tilec_main(["run", "v.tile", "--size", "N=2000000000"]) == 1
+    assert "GiB of arguments; the interpreter allows 4 GiB" in capsys.readouterr().err

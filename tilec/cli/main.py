@@ -340,7 +340,8 @@ def _parse_sizes(items: list[str]) -> dict[str, int]:
             except ValueError:
                 raise CompileError([Diagnostic("error", f"--size {part}: expected NAME=INTEGER (>= 0)")]) from None
             if sizes[name.strip()] > MAX_RUNTIME_SIZE:  # kernels take their sizes as 32-bit integers
-                raise CompileError([Diagnostic("error", f"--size {part}: a runtime size is at most {MAX_RUNTIME_SIZE}")])
+                raise CompileError([Diagnostic("error", f"--size {part}: a runtime size is at most "
+                                                        f"{MAX_RUNTIME_SIZE}")])
     return sizes
 
 

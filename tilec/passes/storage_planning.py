@@ -7,7 +7,8 @@ pattern first so they start on 1024-byte boundaries (their sizes are multiples o
 `shared_bytes` is the total;
 a kernel needing more than the target allows is refused with an error that lists each buffer
 and its size; so is a block of more threads than the target runs, and (CUDA, HIP) a block that is
-not a whole number of warps.
+not a whole number of warps; no element type the target cannot hold (Target.unsupported_dtypes)
+reaches code generation.
 """
 
 from __future__ import annotations
@@ -20,8 +21,39 @@ NAME = "storage-planning"
 ALIGN = 128
 
 
+def _dtypes_used(k: S.SKernel) -> dict[str, str]:
+    """Every element type in the kernel -> the first buffer (or "a value") that has it: the
+    parameters, shared and register buffers, and every expression's type."""
+    found: dict[str, str] = {}
+    seen: set[int] = set()
+    stack: list[object] = [*reversed(k.body), *reversed(k.shared), *reversed(k.params)]  # parameters first
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or not hasattr(node, "__dataclass_fields__"):
+            continue
+        seen.add(id(node))
+        dt = getattr(node, "dtype", None)
+        if isinstance(getattr(dt, "name", None), str):
+            if isinstance(node, S.SBuffer) and found.get(dt.name, "a value") == "a value":
+                found[dt.name] = f"buffer '{node.origin or node.name}'"  # a buffer names it best
+            found.setdefault(dt.name, "a value")
+        for f in node.__dataclass_fields__:
+            v = getattr(node, f, None)
+            if isinstance(v, list | tuple):
+                stack.extend(reversed(v))
+            elif hasattr(v, "__dataclass_fields__"):
+                stack.append(v)
+    return found
+
+
 def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
+        if target.unsupported_dtypes:
+            for name, where in sorted(_dtypes_used(k).items()):
+                if name in target.unsupported_dtypes:
+                    rep.diagnostics.append(Diagnostic(
+                        "error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')",
+                        k.span))
         if k.threads > target.max_threads:
             rep.diagnostics.append(Diagnostic(
                 "error", f"kernel '{k.name}' asks for {k.threads} threads per block; {target.name} allows at most "

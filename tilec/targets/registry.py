@@ -29,6 +29,9 @@ class Target:
     features: frozenset[str] = field(default_factory=frozenset)
     max_storage_buffers: int | None = None  # tensors per kernel (WebGPU: storage buffers per shader stage)
     max_grid: int | None = None  # blocks per grid dimension (WebGPU: workgroups per dispatch dimension)
+    # element types the back end cannot hold in a buffer or a value (checked by storage planning, so
+    # that no such type reaches a code printer)
+    unsupported_dtypes: frozenset[str] = frozenset()
 
     @property
     def tma_pipelines(self) -> bool:
@@ -49,6 +52,7 @@ class Target:
 
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
+FP8 = frozenset({"f8e4m3", "f8e5m2"})  # the HIP back end has no fp8 types yet
 
 
 def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...]) -> Target:
@@ -66,9 +70,9 @@ TARGETS: dict[str, Target] = {
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024, 512,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES, unsupported_dtypes=FP8),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024, 512,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), SIMT_FEATURES, unsupported_dtypes=FP8),
         Target("ascend910b", "ascendc", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024, 0,
                ("cube.mmad",), ("datacopy",)),
         # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,
