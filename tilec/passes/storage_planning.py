@@ -35,7 +35,8 @@ def _dtypes_used(k: S.SKernel) -> dict[str, str]:
         dt = getattr(node, "dtype", None)
         if isinstance(getattr(dt, "name", None), str):
             if isinstance(node, S.SBuffer) and found.get(dt.name, "a value") == "a value":
-                found[dt.name] = f"buffer '{node.origin or node.name}'"  # a buffer names it best
+                found[dt.name] = (f"parameter '{node.name}'" if node.scope == "global"  # a buffer names it best
+                                  else f"buffer '{node.origin or node.name}'")
             found.setdefault(dt.name, "a value")
         for f in node.__dataclass_fields__:
             v = getattr(node, f, None)
