@@ -290,6 +290,8 @@ def run_build(args, defines: dict[str, object]) -> int:
     except UnknownTarget as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
     kind = output_kind(args.output, args.emit)
+    if _opt(args, "keep"):
+        outputs.check_keep_dir(args.keep)
     if len(targets) > 1 and kind not in ("fatbin", "header"):
         raise CompileError([Diagnostic("error", f"several targets ({', '.join(names)}) need a fatbin or header "
                                                 "output (-o x.fatbin, -o x.h)")])

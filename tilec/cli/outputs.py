@@ -133,6 +133,18 @@ def write_output(path: str, data: bytes, flag: str = "-o") -> None:
         raise _error(f"cannot write {flag} '{path}': {e.strerror or e}") from None
 
 
+def check_keep_dir(path: str) -> None:
+    """`--keep DIR`: the toolchain writes its intermediates there; it must be a directory or be
+    creatable (its parent exists)."""
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path):
+        raise _error(f"--keep '{path}' is not a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise _error(f"--keep '{path}': directory '{os.path.dirname(path) or '.'}' does not exist")
+
+
 # ---------------------------------------------------------------------------- what is asked for
 
 
