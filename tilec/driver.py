@@ -169,6 +169,7 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
             ]
         )
     result.target = target
+    _check_types(result.module, target)
     tile_passes, simt_passes = _target_passes()
     module = result.module
     pristine = copy.deepcopy(module) if target.tma_pipelines else None
@@ -184,6 +185,18 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     result.source = codegen.generate(
         simt, f"tilec {__version__} for {target.name} from {result.module.files[0]}"
     )
+
+
+def _check_types(module: T.Module, target) -> None:
+    """Element types the back end cannot hold, refused before the target passes do any work."""
+    from .ir.dtype_use import unsupported
+
+    errors = [Diagnostic("error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')",
+                         k.span)
+              for k in module.kernels for name, where in unsupported([*k.params, *k.body],
+                                                                     target.unsupported_dtypes)]
+    if errors:
+        raise CompileError(errors)
 
 
 def _run_target_passes(module, rep, target, tile_passes, simt_passes, want, ir_after):

@@ -15,46 +15,19 @@ from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Reporter
 from ..ir import simt as S
+from ..ir.dtype_use import unsupported
 from ..targets.registry import Target
 
 NAME = "storage-planning"
 ALIGN = 128
 
 
-def _dtypes_used(k: S.SKernel) -> dict[str, str]:
-    """Every element type in the kernel -> the first buffer (or "a value") that has it: the
-    parameters, shared and register buffers, and every expression's type."""
-    found: dict[str, str] = {}
-    seen: set[int] = set()
-    stack: list[object] = [*reversed(k.body), *reversed(k.shared), *reversed(k.params)]  # parameters first
-    while stack:
-        node = stack.pop()
-        if id(node) in seen or not hasattr(node, "__dataclass_fields__"):
-            continue
-        seen.add(id(node))
-        dt = getattr(node, "dtype", None)
-        if isinstance(getattr(dt, "name", None), str):
-            if isinstance(node, S.SBuffer) and found.get(dt.name, "a value") == "a value":
-                found[dt.name] = (f"parameter '{node.name}'" if node.scope == "global"  # a buffer names it best
-                                  else f"buffer '{node.origin or node.name}'")
-            found.setdefault(dt.name, "a value")
-        for f in node.__dataclass_fields__:
-            v = getattr(node, f, None)
-            if isinstance(v, list | tuple):
-                stack.extend(reversed(v))
-            elif hasattr(v, "__dataclass_fields__"):
-                stack.append(v)
-    return found
-
-
 def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
-        if target.unsupported_dtypes:
-            for name, where in sorted(_dtypes_used(k).items()):
-                if name in target.unsupported_dtypes:
-                    rep.diagnostics.append(Diagnostic(
-                        "error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')",
-                        k.span))
+        if target.unsupported_dtypes:  # what lowering introduced (the driver checked the Tile IR already)
+            for name, where in unsupported([*k.params, *k.shared, *k.body], target.unsupported_dtypes):
+                rep.diagnostics.append(Diagnostic(
+                    "error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')", k.span))
         if k.threads > target.max_threads:
             rep.diagnostics.append(Diagnostic(
                 "error", f"kernel '{k.name}' asks for {k.threads} threads per block; {target.name} allows at most "
