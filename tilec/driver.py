@@ -48,6 +48,7 @@ def _target_passes():
 
 
 DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize"})
+RECURSION_LIMIT = 20_000
 
 TARGET_PASS_NAMES = [
     "rasterization",
@@ -103,6 +104,12 @@ def compile(
     as `--max-workgroup-storage` does for a WebGPU device that grants more than the default.
     `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize" (Hopper).
     """
+    import sys
+
+    # The parser bounds every tree at MAX_DEPTH (250) levels; the passes and copy.deepcopy recurse
+    # several Python frames a level, more than the default limit of 1000 allows at that depth.
+    if sys.getrecursionlimit() < RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)
     from .parser.build import build_module, read_source
 
     path = str(source)
