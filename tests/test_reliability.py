@@ -404,6 +404,16 @@ def test_huge_consts_are_refused_before_work_in_proportion(target, define, messa
     assert message in msg and seconds < 2
 
 
+@pytest.mark.parametrize("target", ["sm90", "gfx942", "webgpu"])
+def test_shared_memory_far_over_the_limit_is_refused_before_lowering(target):
+    """block_K=4096 declares 2 MiB of shared tiles: lowering them for gfx942 took 4 s of CPU before
+    storage planning refused them (found by the fuzzer)."""
+    msg, seconds = _error_of(SAMPLES / "gemm.tile", defines={"block_K": 4096}, target=target)
+    assert "declares 2097152 bytes of shared memory (A_s 1048576 B, B_s 1048576 B)" in msg and seconds < 1
+    msg, _ = _error_of(SAMPLES / "gemm.tile", defines={"block_K": 256}, target=target)  # near the limit:
+    assert "needs" in msg and "bytes of shared memory" in msg  # storage planning's exact figures
+
+
 @pytest.mark.parametrize("sample, define", [("softmax", "accum_dtype"), ("row_sum", "accum_dtype"),
                                             ("fp8_gemm", "out_dtype"), ("vector_add", "dtype")])
 @pytest.mark.parametrize("target", ["gfx90a", "gfx942"])

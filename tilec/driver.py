@@ -176,7 +176,7 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
             ]
         )
     result.target = target
-    _check_types(result.module, target)
+    _check_target_fit(result.module, target)
     tile_passes, simt_passes = _target_passes()
     module = result.module
     pristine = copy.deepcopy(module) if target.tma_pipelines else None
@@ -194,14 +194,34 @@ def _compile_for_target(result: CompileResult, target_name: str, rep: Reporter, 
     )
 
 
-def _check_types(module: T.Module, target) -> None:
-    """Element types the back end cannot hold, refused before the target passes do any work."""
+# Shared memory declared beyond this multiple of the target's limit (and beyond the floor) is refused before the target
+# passes: lowering does work in proportion to tile sizes, and storage planning would refuse it anyway
+# (nearer the limit, it does, with the exact layout's figures).
+FAR_OVER_SHARED = 4
+FAR_OVER_SHARED_FLOOR = 512 * 1024
+
+
+def _check_target_fit(module: T.Module, target) -> None:
+    """Before the target passes do any work: element types the back end cannot hold, and shared
+    memory declared far beyond what the target has."""
+    import math
+
     from .ir.dtype_use import unsupported
+    from .ir.visit import walk_stmts
 
     errors = [Diagnostic("error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')",
                          k.span)
               for k in module.kernels for name, where in unsupported([*k.params, *k.body],
                                                                      target.unsupported_dtypes)]
+    for k in module.kernels:
+        shared = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"]
+        sizes = [(b.name, math.prod(b.const_shape or (0,)) * b.dtype.bytes) for b in shared]
+        total = sum(n for _, n in sizes)
+        if total > max(FAR_OVER_SHARED * target.shared_memory_bytes, FAR_OVER_SHARED_FLOOR):
+            detail = ", ".join(f"{name} {n} B" for name, n in sizes)
+            errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
+                                              f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
+                                              "use smaller tiles", k.span))
     if errors:
         raise CompileError(errors)
 
