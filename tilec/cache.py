@@ -32,12 +32,14 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 FORMAT = "v1"
-MAGIC = b"TILEC-CACHE 1\n"
+MAGIC = b"TILEC-CACHE 2\n"  # entries of format 1 (no metadata checksum) are evicted on sight
+DEFAULT_MAX_BYTES = 2 << 30
 TMP_MAX_AGE_S = 3600.0  # partial writes older than this are removed by the next store
 
 
@@ -55,8 +57,11 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def file_digest(path: str) -> str | None:
-    """SHA-256 of a file's bytes, or None when it cannot be read."""
+    """SHA-256 of a regular file's bytes, or None when it cannot be read (or is a FIFO or a device,
+    whose reading could block)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
     except OSError:
@@ -117,17 +122,106 @@ class Entry:
     outputs: dict[str, bytes] = field(default_factory=dict)
 
 
+class BadEntry(Exception):
+    """An entry that fails a check: it is deleted and the lookup goes on as if it were absent."""
+
+
+def max_bytes() -> int:
+    """The cache's size bound: TILEC_CACHE_MAX_BYTES (a number of bytes, suffixes K M G allowed;
+    0 = no bound), default 2 GiB. A bad value means the default, never an error."""
+    text = os.environ.get("TILEC_CACHE_MAX_BYTES", "").strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1) if text else 1
+    try:
+        n = int(float(text.rstrip("KMGB") or "nan") * scale) if text else DEFAULT_MAX_BYTES
+    except (ValueError, OverflowError):
+        return DEFAULT_MAX_BYTES
+    return max(n, 0)
+
+
+def _is_hex64(x) -> bool:
+    return isinstance(x, str) and len(x) == 64 and all(c in "0123456789abcdef" for c in x)
+
+
+def _is_size(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def decode_entry(data: bytes, path: Path) -> Entry:
+    """Parse and verify one entry file; raises BadEntry for anything short of perfect: magic, the
+    metadata's own checksum, every field's type, the payload's size and hash, and each output's
+    size and hash (so an entry whose sizes were edited serves nothing, not a cut artifact)."""
+    if not data.startswith(MAGIC):
+        raise BadEntry("bad magic")
+    try:
+        nl1 = data.index(b"\n", len(MAGIC))
+        nl2 = data.index(b"\n", nl1 + 1)
+    except ValueError:
+        raise BadEntry("truncated header") from None
+    meta_sum = data[len(MAGIC):nl1].decode("ascii", "replace")
+    meta_bytes = data[nl1 + 1:nl2]
+    if sha256_bytes(meta_bytes) != meta_sum:
+        raise BadEntry("metadata checksum")
+    try:
+        meta = json.loads(meta_bytes)
+    except (ValueError, RecursionError):
+        raise BadEntry("metadata is not JSON") from None
+    if not isinstance(meta, dict):
+        raise BadEntry("metadata is not an object")
+    deps, absent, outs, info = meta.get("deps"), meta.get("absent"), meta.get("outputs"), meta.get("info")
+    if not (isinstance(deps, list) and all(isinstance(d, list) and len(d) == 2 and isinstance(d[0], str)
+                                           and _is_hex64(d[1]) for d in deps)):
+        raise BadEntry("deps")
+    if not (isinstance(absent, list) and all(isinstance(a, str) for a in absent)):
+        raise BadEntry("absent")
+    if not isinstance(info, dict) or not isinstance(meta.get("key1"), str):
+        raise BadEntry("info/key1")
+    if not (isinstance(outs, list) and all(isinstance(o, dict) and isinstance(o.get("name"), str)
+                                           and _is_size(o.get("size")) and _is_hex64(o.get("sha256"))
+                                           for o in outs)):
+        raise BadEntry("outputs")
+    payload = data[nl2 + 1:]
+    if len(payload) != meta.get("payload_size") or sum(o["size"] for o in outs) != len(payload):
+        raise BadEntry("payload size")
+    if sha256_bytes(payload) != meta.get("payload_sha256"):
+        raise BadEntry("payload checksum")
+    outputs: dict[str, bytes] = {}
+    pos = 0
+    for o in outs:
+        blob = payload[pos:pos + o["size"]]
+        pos += o["size"]
+        if sha256_bytes(blob) != o["sha256"] or o["name"] in outputs:
+            raise BadEntry(f"output {o['name']}")
+        outputs[o["name"]] = blob
+    return Entry(path, meta, outputs)
+
+
+def encode_entry(meta: dict, outputs: dict[str, bytes]) -> bytes:
+    """The bytes of an entry: magic, the metadata's SHA-256, the metadata (one JSON line), then
+    the outputs one after another (their names, sizes and hashes are in the metadata)."""
+    names = sorted(outputs)
+    payload = b"".join(outputs[n] for n in names)
+    meta = dict(meta, outputs=[{"name": n, "size": len(outputs[n]), "sha256": sha256_bytes(outputs[n])}
+                               for n in names],
+                payload_size=len(payload), payload_sha256=sha256_bytes(payload))
+    meta_bytes = json.dumps(meta, sort_keys=True).encode()
+    return MAGIC + sha256_bytes(meta_bytes).encode() + b"\n" + meta_bytes + b"\n" + payload
+
+
 class Cache:
-    def __init__(self, root: str | Path | None = None):
+    def __init__(self, root: str | Path | None = None, limit: int | None = None):
         self.root = Path(root) if root is not None else default_dir()
         self.base = self.root / FORMAT
+        self.limit = max_bytes() if limit is None else limit
 
     # ------------------------------------------------------------------ lookup
     def _dir(self, key1: str) -> Path:
         return self.base / "entries" / key1[:2] / key1
 
-    def lookup(self, key1: str) -> Entry | None:
-        """The entry for key1 whose recorded inputs all still match, or None. Counts a hit or a miss."""
+    def lookup(self, key1: str, require: tuple[str, ...] = (), check_info=None) -> Entry | None:
+        """The entry for key1 whose recorded inputs all still match, or None. Counts a hit or a miss.
+        `require` names outputs a usable entry must have, `check_info(info) -> bool` vets the
+        caller's own record. An entry that fails any check (see decode_entry) is deleted; nothing
+        here raises."""
         d = self._dir(key1)
         try:
             names = [n for n in os.listdir(d) if n.endswith(".entry")]
@@ -140,43 +234,44 @@ class Cache:
             except OSError:
                 continue
         for _, n in sorted(candidates, reverse=True):  # newest first
-            entry = self._read(d / n)
+            entry = self._read(d / n, key1, require, check_info)
             if entry is not None and _inputs_unchanged(entry.meta):
                 self._count("hits")
                 try:
-                    os.utime(d / n)  # recently used (for a future size-limited eviction)
+                    os.utime(d / n)  # recently used: the size bound evicts the least recently used
                 except OSError:
                     pass
                 return entry
         self._count("misses")
         return None
 
-    def _read(self, path: Path) -> Entry | None:
+    def _read(self, path: Path, key1: str | None = None, require: tuple[str, ...] = (),
+              check_info=None) -> Entry | None:
         try:
-            data = path.read_bytes()
+            entry = decode_entry(path.read_bytes(), path)
+            if key1 is not None and entry.meta["key1"] != key1:
+                raise BadEntry("stored under another key")
+            missing = [r for r in require if r not in entry.outputs]
+            if missing:
+                raise BadEntry(f"no {missing[0]}")
+            if check_info is not None and not check_info(entry.meta["info"]):
+                raise BadEntry("info")
+            return entry
+        except FileNotFoundError:
+            return None  # evicted or cleared by another process meanwhile
+        except (BadEntry, OSError, ValueError, KeyError, TypeError, MemoryError):
+            # torn, edited, unreadable or foreign: never serve it, and get it out of the way
+            self.evict(path)
+            return None
+
+    def evict(self, path: str | os.PathLike) -> None:
+        """Delete one entry (a bad one, or the least recently used); best effort."""
+        try:
+            os.unlink(path)
+        except IsADirectoryError:  # something else squatting on an entry's name
+            shutil.rmtree(path, ignore_errors=True)
         except OSError:
-            return None
-        try:
-            if not data.startswith(MAGIC):
-                raise ValueError("bad magic")
-            nl = data.index(b"\n", len(MAGIC))
-            meta = json.loads(data[len(MAGIC):nl])
-            payload = data[nl + 1:]
-            if sha256_bytes(payload) != meta["payload_sha256"] or len(payload) != meta["payload_size"]:
-                raise ValueError("checksum")
-            outputs = {}
-            pos = 0
-            for o in meta["outputs"]:
-                outputs[o["name"]] = payload[pos:pos + o["size"]]
-                pos += o["size"]
-            return Entry(path, meta, outputs)
-        except (ValueError, KeyError, TypeError, json.JSONDecodeError):
-            # torn or foreign: never serve it, and get it out of the way
-            try:
-                path.unlink()
-            except OSError:
-                pass
-            return None
+            pass
 
     # ------------------------------------------------------------------ store
     def store(self, key1: str, deps: list[str], absent: list[str], outputs: dict[str, bytes],
@@ -184,7 +279,7 @@ class Cache:
         """Record a compile's outputs. `deps` are the files it read, with their SHA-256 in
         `digests` (taken from what the compiler read; else the files are hashed now), `absent` the
         import candidates that did not exist. Best effort: a cache that cannot be written never
-        fails a build."""
+        fails a build. Afterwards the least recently used entries go until the cache fits its bound."""
         dep_hashes = []
         for p in deps:
             digest = digests.get(p) if digests is not None else file_digest(p)
@@ -193,22 +288,63 @@ class Cache:
             dep_hashes.append([os.path.abspath(p), digest])
         absent = sorted({os.path.abspath(p) for p in absent})
         key2 = sha256_bytes(json.dumps([dep_hashes, absent]).encode())
-        names = sorted(outputs)
-        payload = b"".join(outputs[n] for n in names)
-        meta = {"key1": key1, "deps": dep_hashes, "absent": absent, "created": int(time.time()),
-                "outputs": [{"name": n, "size": len(outputs[n]), "sha256": sha256_bytes(outputs[n])} for n in names],
-                "payload_size": len(payload), "payload_sha256": sha256_bytes(payload), "info": info or {}}
-        data = MAGIC + json.dumps(meta, sort_keys=True).encode() + b"\n" + payload
+        meta = {"key1": key1, "deps": dep_hashes, "absent": absent, "created": int(time.time()), "info": info or {}}
+        data = encode_entry(meta, outputs)
+        if self.limit and len(data) > self.limit:
+            return None  # larger than the whole cache
         final = self._dir(key1) / f"{key2}.entry"
-        try:
-            tmpdir = self.base / "tmp"
-            tmpdir.mkdir(parents=True, exist_ok=True)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            self._sweep_tmp(tmpdir)
-            write_atomic(final, data, tmpdir)
-            return final
-        except OSError:
+        tmpdir = self.base / "tmp"
+        for _ in range(2):  # a concurrent eviction may remove the directory between mkdir and rename
+            try:
+                tmpdir.mkdir(parents=True, exist_ok=True)
+                final.parent.mkdir(parents=True, exist_ok=True)
+                self._sweep_tmp(tmpdir)
+                write_atomic(final, data, tmpdir)
+                break
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return None
+        else:
             return None
+        if self.limit:
+            self.shrink(self.limit, keep=final)
+        return final
+
+    def shrink(self, limit: int, keep: Path | None = None) -> int:
+        """Evict the least recently used entries (oldest modification time: a hit touches its
+        entry) until the entries total at most 90% of `limit` bytes when they exceed `limit`.
+        Returns the number evicted. Safe beside other processes: a reader holding an evicted
+        entry open still reads it whole; a lookup that lists it and finds it gone sees a miss."""
+        found = []
+        total = 0
+        for dirpath, _, filenames in os.walk(self.base / "entries"):
+            for n in filenames:
+                if not n.endswith(".entry"):
+                    continue
+                p = os.path.join(dirpath, n)
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                total += st.st_size
+                found.append((st.st_mtime_ns, st.st_size, p))
+        if total <= limit:
+            return 0
+        evicted = 0
+        for _, size, p in sorted(found):
+            if total <= limit * 0.9:
+                break
+            if keep is not None and os.path.abspath(p) == os.path.abspath(keep):
+                continue
+            self.evict(p)
+            try:
+                os.rmdir(os.path.dirname(p))  # the key's directory, when this was its last entry
+            except OSError:
+                pass
+            total -= size
+            evicted += 1
+        return evicted
 
     def _sweep_tmp(self, tmpdir: Path) -> None:
         now = time.time()
@@ -276,21 +412,25 @@ class Cache:
 
 
 def _inputs_unchanged(meta: dict) -> bool:
-    for path, digest in meta.get("deps", []):
-        if file_digest(path) != digest:
-            return False
-    return not any(os.path.exists(p) for p in meta.get("absent", []))
+    try:
+        for path, digest in meta.get("deps", []):
+            if file_digest(path) != digest:
+                return False
+        return not any(os.path.exists(p) for p in meta.get("absent", []))
+    except (ValueError, TypeError):  # a path no file system accepts: not a match
+        return False
 
 
 def write_atomic(path: str | os.PathLike, data: bytes, tmpdir: str | os.PathLike | None = None) -> None:
     """Write `data` to `path` so that readers see the old file, or the whole new one, never a part:
-    write a unique temporary file (in `tmpdir` or beside `path`, on the same file system), flush
-    it, then rename it over `path`."""
+    write a unique temporary file (in `tmpdir` or beside `path`, on the same file system; created
+    exclusively, its name short enough for any file system), flush it, then rename it over `path`."""
     path = os.fspath(path)
     d = os.fspath(tmpdir) if tmpdir is not None else (os.path.dirname(path) or ".")
-    tmp = os.path.join(d, f".{os.path.basename(path)}.{os.getpid()}.{time.time_ns()}.tmp")
+    tmp = os.path.join(d, f".{os.path.basename(path)[:96]}.{os.getpid()}.{time.time_ns()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
         os.replace(tmp, path)

@@ -24,6 +24,7 @@ FRONT_PASSES: list[tuple[str, Pass]] = [
     (specialize.NAME, specialize.run),
     (check_tile_ops.NAME, check_tile_ops.run),
 ]
+RECURSION_LIMIT = 20_000
 
 
 def pass_names(target: str | None = None, with_target: bool = False) -> list[str]:
@@ -125,6 +126,12 @@ def compile(
     kernel cannot honour is an error at its line. `plan_only` stops after the back end's planning passes: the
     module's kernels carry their schedules (tilec.ir.schedule.resources prices them) and nothing is lowered.
     """
+    import sys
+
+    # The parser bounds every tree at MAX_DEPTH (250) levels; the passes and copy.deepcopy recurse
+    # several Python frames a level, more than the default limit of 1000 allows at that depth.
+    if sys.getrecursionlimit() < RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)
     from .parser.build import build_module, read_source
 
     opts = resolve(target, options, defines=defines, include_dirs=include_dirs, kernel=kernel, limits=limits,
@@ -222,6 +229,7 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
 
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend
+    _check_target_fit(result.module, target)
     if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
         result.module = backend.plan(result.module, rep, target, result.ir_after, want)
         return
@@ -230,6 +238,38 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
     backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
                                                       f"{result.module.files[0]}")
+
+
+# Shared memory declared beyond this multiple of the target's limit (and beyond the floor) is refused before the target
+# passes: lowering does work in proportion to tile sizes, and storage planning would refuse it anyway
+# (nearer the limit, it does, with the exact layout's figures).
+FAR_OVER_SHARED = 4
+FAR_OVER_SHARED_FLOOR = 512 * 1024
+
+
+def _check_target_fit(module: T.Module, target) -> None:
+    """Before the target passes do any work: element types the back end cannot hold, and shared
+    memory declared far beyond what the target has."""
+    import math
+
+    from .ir.dtype_use import unsupported
+    from .ir.visit import walk_stmts
+
+    errors = [Diagnostic("error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')",
+                         k.span)
+              for k in module.kernels for name, where in unsupported([*k.params, *k.body],
+                                                                     target.unsupported_dtypes)]
+    for k in module.kernels:
+        shared = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"]
+        sizes = [(b.name, math.prod(b.const_shape or (0,)) * b.dtype.bytes) for b in shared]
+        total = sum(n for _, n in sizes)
+        if total > max(FAR_OVER_SHARED * target.shared_memory_bytes, FAR_OVER_SHARED_FLOOR):
+            detail = ", ".join(f"{name} {n} B" for name, n in sizes)
+            errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
+                                              f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
+                                              "use smaller tiles", k.span))
+    if errors:
+        raise CompileError(errors)
 
 
 def _verify(module: T.Module, after: str) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ..diagnostics import CompileError, Diagnostic
+from . import outputs
 from .common import compile_options, print_diagnostics
 
 
@@ -33,6 +34,7 @@ def output_kind(output: str | None, emit: str | None, target: str | None) -> str
     if emit:
         if emit not in kinds.values():
             raise CompileError([Diagnostic("error", f"--emit {emit}: expected one of {', '.join(kinds.values())}")])
+        outputs.check_emit_matches_output(output, emit, kinds)
         return emit
     if output is None:
         from ..targets.registry import DEFAULT_TARGET, UnknownTarget, backend_available, get_backend, lookup
@@ -80,11 +82,29 @@ def _dep_targets(args, output: str) -> list[str]:
     return list(args.MT or []) or [output]
 
 
-def _write_depfile(args, output: str, deps: list[str]) -> None:
-    if not (args.MD or args.MMD):
-        return
-    path = args.MF or f"{output}.d"
-    _write(path, depfile_text(_dep_targets(args, output), deps, bool(args.MP)).encode())
+def planned_outputs(args, output: str) -> dict[str, tuple[str, str]]:
+    """{"artifact" | "manifest" | "depfile": (path, the flag that names it)} for every file this
+    compile writes: no manifest when the artifact goes to a stream without --manifest, a
+    dependency file only with -MD (beside a stream output -- `-`, /dev/null -- only where named)."""
+    planned = {"artifact": (output, "-o" if args.output else "output")}
+    beside = not outputs.is_stream(output)  # no x.json next to standard output or /dev/null
+    if args.manifest or beside:
+        planned["manifest"] = (args.manifest or output + ".json", "--manifest" if args.manifest else "manifest")
+    if (args.MD or args.MMD) and (args.MF or beside):
+        planned["depfile"] = (args.MF or f"{output}.d", "-MF" if args.MF else "dependency file")
+    return planned
+
+
+def _write_outputs(args, output: str, artifact: bytes, manifest: bytes, deps: list[str]) -> None:
+    """Write the artifact, its manifest and the dependency file, after checking all of them
+    against the files the compile read (tilec.cli.outputs): nothing is written if one is refused."""
+    planned = planned_outputs(args, output)
+    outputs.check_outputs(list(planned.values()), [args.file, *deps], main_file=args.file)
+    contents = {"artifact": artifact, "manifest": manifest}
+    if "depfile" in planned:
+        contents["depfile"] = depfile_text(_dep_targets(args, output), deps, bool(args.MP)).encode()
+    for role, (path, flag) in planned.items():
+        _write(path, contents[role], flag)
 
 
 def print_dependencies(args) -> int:
@@ -98,7 +118,8 @@ def print_dependencies(args) -> int:
     output = args.output or default_output(args.file, kind)
     text = depfile_text(_dep_targets(args, output), unique_paths(result.module.files), bool(args.MP))
     if args.MF:
-        _write(args.MF, text.encode())
+        outputs.check_output(args.MF, "-MF", result.module.files, main_file=args.file)
+        _write(args.MF, text.encode(), "-MF")
     else:
         sys.stdout.write(text)
     return 0
@@ -109,6 +130,7 @@ def print_dependencies(args) -> int:
 
 def run_build(args) -> int:
     """Compile FILE to the kind -o / --emit asks for and write it, its manifest and its dependency file."""
+    outputs.check_input(args.file)
     if args.M:
         return print_dependencies(args)
     from .. import compile as tilec_compile
@@ -121,6 +143,11 @@ def run_build(args) -> int:
     targets_and_backend(args.file, options, None)  # an unknown target, or one without a back end, first
     kind = output_kind(args.output, args.emit, args.target)
     output = args.output or default_output(args.file, kind)
+    if args.keep:
+        outputs.check_keep_dir(args.keep)
+    # refuse what the paths alone show (an output over FILE, a directory, a missing directory) before any
+    # work; the imports are checked once the compile knows them
+    outputs.check_outputs(list(planned_outputs(args, output).values()), [args.file])
     artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
                              on_compiled=lambda r: print_diagnostics(r.diagnostics, r.sources, args))
     if artifact.from_cache and artifact.warnings:
@@ -131,22 +158,13 @@ def run_build(args) -> int:
         return 0
     if artifact.report:
         sys.stdout.write(artifact.report)
-    _write(output, artifact.data)
-    if args.manifest or output != "-":  # output on stdout: a manifest only where --manifest says
-        _write(args.manifest or output + ".json", artifact.manifest)
-    _write_depfile(args, output, artifact.deps)
+    _write_outputs(args, output, artifact.data, artifact.manifest, artifact.deps)
     return 0
 
 
-def _write(path: str, data: bytes) -> None:
-    """Write atomically: a reader (or a parallel build) never sees a half-written file."""
-    if path == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return
-    from ..cache import write_atomic
-
-    write_atomic(path, data)
+def _write(path: str, data: bytes, flag: str = "-o") -> None:
+    """Write atomically (tilec.cli.outputs): a reader (or a parallel build) never sees a half-written file."""
+    outputs.write_output(path, data, flag)
 
 
 # ---------------------------------------------------------------------------- tilec cache, --cmake-dir

@@ -200,7 +200,19 @@ def _cmd_targets() -> int:
     return 0
 
 
+def _check_inputs(args) -> None:
+    """What the command line names as input, checked before any work (tilec.cli.outputs): FILE a
+    regular file, a non-empty --target list, and a warning for each -I that is no directory."""
+    from .outputs import check_input, include_dir_warnings, parse_targets
+
+    check_input(args.file)
+    if getattr(args, "target", None) is not None:
+        parse_targets(args.target)
+    print_diagnostics(include_dir_warnings(args.include_dirs), None, args)
+
+
 def _cmd_compile(args) -> int:
+    _check_inputs(args)
     if args.emit_ir is not None:
         return _emit_ir(args)
     from .build import run_build
@@ -212,7 +224,12 @@ def _emit_ir(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
     from ..driver import pass_names
+    from .build import output_kinds
+    from .outputs import check_ir_output, check_outputs, write_output
 
+    check_ir_output(args.output, output_kinds())
+    if args.output:
+        check_outputs([(args.output, "-o")], [args.file])
     mode = args.emit_ir
     names = pass_names(args.target)
     if mode == "final":
@@ -231,11 +248,27 @@ def _emit_ir(args) -> int:
     else:
         text = "".join(f"// ----- IR after {n}\n{result.ir_after[n]}" for n in names if n in result.ir_after)
     if args.output and args.output != "-":
-        with open(args.output, "w") as f:
-            f.write(text)
+        check_outputs([(args.output, "-o")], [args.file, *result.module.files], main_file=args.file)
+        write_output(args.output, text.encode(), "-o")
     else:
         sys.stdout.write(text)
     return 0
+
+
+MAX_RUNTIME_SIZE = 2**31 - 1
+# `tilec run --device cpu` allocates every argument in host memory before running the interpreter:
+# refuse sizes whose arrays together exceed this, rather than fail inside numpy.
+RUN_MAX_BYTES = 4 << 30
+
+
+def _argument_bytes(kernel, sizes: dict[str, int]) -> int:
+    import math
+
+    from ..interp.run import shape_of
+    from ..ir import tile as T
+
+    return sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in kernel.params
+               if isinstance(p, T.Buffer))
 
 
 def _parse_sizes(items: list[str]) -> dict[str, int]:
@@ -253,6 +286,9 @@ def _parse_sizes(items: list[str]) -> dict[str, int]:
                     raise ValueError
             except ValueError:
                 raise CompileError([Diagnostic("error", f"--size {part}: expected NAME=INTEGER (>= 0)")]) from None
+            if sizes[name.strip()] > MAX_RUNTIME_SIZE:  # kernels take their sizes as 32-bit integers
+                raise CompileError([Diagnostic("error", f"--size {part}: a runtime size is at most "
+                                                        f"{MAX_RUNTIME_SIZE}")])
     return sizes
 
 
@@ -260,6 +296,7 @@ def _cmd_run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
 
+    _check_inputs(args)
     if args.device is None and args.target:
         from .gpu import _backend
 
@@ -283,6 +320,11 @@ def _cmd_run(args) -> int:
     from ..interp import InterpreterError
 
     for k in result.module.kernels:
+        need = _argument_bytes(k, sizes)
+        if need > RUN_MAX_BYTES:
+            raise CompileError([Diagnostic("error", f"kernel '{k.name}': these --size values need {need / 2**30:.1f} "
+                                                    f"GiB of arguments; the interpreter allows "
+                                                    f"{RUN_MAX_BYTES >> 30} GiB (use smaller sizes)")])
         try:
             arrays = random_inputs(k, sizes, seed=args.seed)
             run_kernel(k, arrays)

@@ -164,6 +164,11 @@ def fold_node(e: T.Expr) -> T.Expr | None:
             return const(0, e.dtype, e.span)
         if e.op == "//" and b == 1:
             return e.a
+        if (e.op == "+" and b is not None and isinstance(e.a, T.Binary) and e.a.op == "+"
+                and e.a.dtype == e.dtype and as_int(e.a.b) is not None):
+            # (x + c1) + c2 -> x + (c1 + c2): a long chain of constants folds to one (integers wrap,
+            # so the sum is the same modulo 2**bits)
+            return T.Binary(e.dtype, e.span, "+", e.a.a, const(convert(as_int(e.a.b) + b, e.dtype), e.dtype, e.span))
     return None
 
 

@@ -694,6 +694,9 @@ def _names_in(node: A.Node) -> list[A.Name]:
     return [n for k in kids for n in _names_in(k)]
 
 
+MAX_SOURCE_BYTES = 1 << 20
+
+
 def read_source(path: str) -> str:
     """Read a .tile file, turning every way that can fail into a one-line diagnostic."""
     p = Path(path)
@@ -707,6 +710,9 @@ def read_source(path: str) -> str:
         raise CompileError([_plain(f"cannot read '{path}': permission denied")]) from None
     except OSError as e:
         raise CompileError([_plain(f"cannot read '{path}': {e.strerror or e}")]) from None
+    if len(data) > MAX_SOURCE_BYTES:  # parsing is linear but slow (~10 s a MiB): refuse at once
+        raise CompileError([_plain(f"'{path}' is {len(data)} bytes; a .tile file may have at most "
+                                   f"{MAX_SOURCE_BYTES >> 20} MiB (split it into imported files)")])
     if b"\x00" in data[:8192]:
         raise CompileError([_plain(f"'{path}' is a binary file, not tile source")])
     try:

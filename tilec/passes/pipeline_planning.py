@@ -7,7 +7,8 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
     `stages - 1` iterations ahead;
   * `stages`: num_stages when the target has asynchronous copies (TMA or cp.async) and there are
     producers; 2 on targets with "register_double_buffer" (AMD: register-staged double buffering) where
-    every producer can go through registers and the second buffers fit; else 1 (load, barrier, compute,
+    every producer can go through registers, the second buffers fit and the staged tiles come to at most
+    MAX_STAGED_PER_THREAD elements a thread; else 1 (load, barrier, compute,
     barrier);
   * `mechanism`: "tma" (sm90: every producer is one TMA box per 128-byte panel, completion tracked
     by mbarriers), "cp.async", "registers" (AMD) or "sync";
@@ -25,6 +26,8 @@ lowering follows it as it is.
 
 from __future__ import annotations
 
+import math
+
 from ..diagnostics import Reporter
 from ..ir import tile as T
 from ..ir.fold import as_int, multiple_of
@@ -34,6 +37,10 @@ from ..ops import registry as ops
 from ..targets.registry import Target
 
 NAME = "pipeline-planning"
+# Register staging holds a thread's share of every prefetched tile in registers, and lowering
+# unrolls one load per element: beyond this many elements a thread (a block of a few threads
+# loading whole tiles) it costs minutes of compile time for code that spills; the loop is plain.
+MAX_STAGED_PER_THREAD = 512
 
 
 def _uses(e: T.Expr, v: T.Var) -> bool:
@@ -41,7 +48,8 @@ def _uses(e: T.Expr, v: T.Var) -> bool:
 
 
 def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool = False,
-              shared_bytes: dict[int, int] | None = None, request: LoopRequest | None = None) -> LoopSchedule:
+              shared_bytes: dict[int, int] | None = None, request: LoopRequest | None = None,
+              threads: int | None = None) -> LoopSchedule:
     """The plan for one Pipelined loop: the first mechanism (tma, cp.async, registers) the target offers and
     every producer can use, else sync; `request` narrows the choice (stages, mechanism)."""
     request = request or LoopRequest()
@@ -77,7 +85,9 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool =
         # the second buffers fit in the target's shared memory (else the plain loop).
         sizes = shared_bytes or {}
         extra = sum(sizes.get(p.dst.buffer.uid, 0) for p in producers)
-        if sum(sizes.values()) + extra <= target.shared_memory_bytes:
+        staged = sum(math.prod(p.dst.buffer.const_shape or (0,)) for p in producers)
+        fits = sum(sizes.values()) + extra <= target.shared_memory_bytes
+        if fits and staged <= MAX_STAGED_PER_THREAD * (threads or 1):
             return LoopSchedule(2, "registers", producers)
     return LoopSchedule(1, "sync", producers)
 
@@ -184,7 +194,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                         for uid, r in requests.items()}
         plans: dict[int, LoopSchedule] = {}
         for s in loops:
-            plans[s.uid] = plan_loop(s, target, sched, tma_ok, shared_bytes, requests[s.uid])
+            plans[s.uid] = plan_loop(s, target, sched, tma_ok, shared_bytes, requests[s.uid], k.threads)
             sched.labels[s.uid] = f"#{s.uid} {s.vars[0].name}" + (f" (line {s.span.line})" if s.span else "")
         tma_loops = [s for s in loops if plans[s.uid].mechanism == "tma"]
         if loops:

@@ -6,7 +6,9 @@ Guarantees: every expression is folded (constant subexpressions evaluated, x*1, 
 `if` statements on compile-time conditions are replaced by the branch taken; every non-global
 buffer has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits no target, and the
 passes after this one unroll work in proportion to tile sizes); Parallel and Unroll extents are
-compile-time integers; loops with a zero extent are removed.
+compile-time integers; loops with a zero extent are removed; a kernel has at most
+MAX_THREADS_PER_BLOCK threads and a Pipelined loop at most MAX_PIPELINE_STAGES stages (later passes
+do work in proportion to both, so they are bounded here, before any of it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ NAME = "specialize"
 # No GPU has more on-chip memory per block than this (shared memory tops out at 227 KiB, registers
 # at 255 x 4 bytes x 1024 threads); target passes check the real limits.
 MAX_ONCHIP_BYTES = 4 << 20
+# No GPU launches more threads per block (CUDA and HIP: 1024; WebGPU's default limit is lower and
+# checked by its target), and no shared memory holds more pipeline stages of even one byte per stage
+# than fit the passes' budget; targets check their real limits.
+MAX_THREADS_PER_BLOCK = 1024
+MAX_PIPELINE_STAGES = 64
 
 
 def _prune(s: T.Stmt) -> list[T.Stmt] | None:
@@ -35,6 +42,10 @@ def _prune(s: T.Stmt) -> list[T.Stmt] | None:
 
 def run(module: T.Module, rep: Reporter) -> T.Module:
     for k in module.kernels:
+        if k.threads > MAX_THREADS_PER_BLOCK:
+            rep.error(f"kernel '{k.name}' has threads={k.threads}; no GPU runs more than {MAX_THREADS_PER_BLOCK} "
+                      "threads per block", k.span)
+            continue
         k.grid = [fold(g) for g in k.grid]
         k.body = rewrite_body(k.body, fold_node, _prune)
         for s in walk_stmts(k.body):
@@ -50,6 +61,9 @@ def run(module: T.Module, rep: Reporter) -> T.Module:
                     rep.error(f"{s.buffer.scope} buffer '{s.buffer.name}' {list(s.buffer.const_shape)} of "
                               f"{s.buffer.dtype} is {size} bytes; no target has more than {MAX_ONCHIP_BYTES >> 20} "
                               "MiB of on-chip memory per block", s.span)
+            elif isinstance(s, T.For) and s.kind == "pipelined" and s.num_stages > MAX_PIPELINE_STAGES:
+                rep.error(f"num_stages={s.num_stages}: at most {MAX_PIPELINE_STAGES} pipeline stages (each holds "
+                          "its own copy of the loop's shared tiles)", s.span)
             elif isinstance(s, T.For) and s.kind in ("parallel", "unroll"):
                 for e in s.extents:
                     if as_int(e) is None:

@@ -6,13 +6,16 @@ aligned to 128 bytes (what 16-byte copies and ldmatrix need), buffers in a TMA 1
 pattern first so they start on 1024-byte boundaries (their sizes are multiples of 1024 bytes);
 `shared_bytes` is the total;
 a kernel needing more than the target allows is refused with an error that lists each buffer
-and its size; so is a block of more threads than the target runs.
+and its size; so is a block of more threads than the target runs, and (CUDA, HIP) a block that is
+not a whole number of warps; no element type the target cannot hold (Target.unsupported_dtypes)
+reaches code generation.
 """
 
 from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Reporter
 from ..ir import simt as S
+from ..ir.dtype_use import unsupported
 from ..targets.registry import Target
 
 NAME = "storage-planning"
@@ -21,14 +24,21 @@ ALIGN = 128
 
 def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
+        if target.unsupported_dtypes:  # what lowering introduced (the driver checked the Tile IR already)
+            for name, where in unsupported([*k.params, *k.shared, *k.body], target.unsupported_dtypes):
+                rep.diagnostics.append(Diagnostic(
+                    "error", f"{name} is not supported on {target.name} yet ({where} of kernel '{k.name}')", k.span))
         if k.threads > target.max_threads:
             rep.diagnostics.append(Diagnostic(
                 "error", f"kernel '{k.name}' asks for {k.threads} threads per block; {target.name} allows at most "
                 f"{target.max_threads}", k.span))
         elif k.threads % target.warp_size and "warp_shuffle" in target.features:  # the block runs as warps
+            # The lowered reductions (lane shuffles) and copies assume whole warps: a partial last
+            # warp reads past the block or races (the SIMT interpreter shows it), so it is refused.
+            unit = "warp" if target.warp_size == 32 else "wavefront"
             rep.diagnostics.append(Diagnostic(
-                "warning", f"kernel '{k.name}' has {k.threads} threads, not a multiple of the warp size "
-                f"{target.warp_size}: the last warp runs partly empty", k.span))
+                "error", f"kernel '{k.name}' has {k.threads} threads, not a whole number of {target.warp_size}-lane "
+                f"{unit}s: tilec's lowering needs whole {unit}s (use a multiple of {target.warp_size})", k.span))
         offset = 0
         for b in sorted(k.shared, key=lambda b: -b.align):  # the most aligned first: least padding
             if b.alias_of is not None:

@@ -36,6 +36,9 @@ class Target:
     # "module:Class" of the LoweringExtension (tilec/passes/lowering_extension.py) that adds this target's
     # own machinery to lower-to-simt (sm90: TMA pipelines, wgmma, warp specialization); None for none.
     lowering_extension: str | None = None
+    # element types the back end cannot hold in a buffer or a value (checked by storage planning, so
+    # that no such type reaches a code printer)
+    unsupported_dtypes: frozenset[str] = frozenset()
 
     @property
     def tma_pipelines(self) -> bool:
@@ -60,6 +63,7 @@ SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy"}
 HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
+FP8 = frozenset({"f8e4m3", "f8e5m2"})  # the HIP back end has no fp8 types yet
 
 
 def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...],
@@ -79,9 +83,9 @@ TARGETS: dict[str, Target] = {
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8),
         Target("ascend910b", "ascend", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024,
                ("cube.mmad",), ("datacopy",)),
         # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,

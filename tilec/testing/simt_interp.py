@@ -18,7 +18,9 @@ Execution model
       written by another within one epoch (no barrier between) is reported as a data race, so
       the lockstep model does not hide a missing barrier.
 * `shfl_xor` exchanges values between lanes of a warp (`warp_size` lanes: 32 on NVIDIA, 64 on
-  AMD wavefronts); every lane of a warp that executes it must be active.
+  AMD wavefronts); every lane of a warp that executes it must be active. A block that is not a
+  whole number of warps runs as on the GPU: its last warp has fewer lanes; a shuffle reading past
+  the last thread, or a matrix instruction in that partial warp, is an error.
 * cp.async (`cp_async16`) reads its source when issued and lands in shared memory at the latest
   moment the PTX rules allow: when a `cp_async_wait(N)` retires its commit group. Reading a
   shared element with a copy still in flight is an error (a missing wait).
@@ -265,12 +267,23 @@ class _BlockRun(ScalarOps, HopperModel):
         return e.buffer, self.full(self.eval(e.index, mask)).astype(np.int64)
 
     def warp_check(self, mask, what: str, span) -> None:
+        """Every existing lane of each warp that takes part must take part (a block that is not a
+        whole number of warps has a last warp with fewer lanes, as on the GPU)."""
         if mask is None:
             return
-        m = self.active(mask).reshape(-1, self.sim.warp_size) if self.n % self.sim.warp_size == 0 else None
-        if m is None or np.any(m.any(axis=1) & ~m.all(axis=1)):
-            raise self.err(f"{what} executed by only some lanes of a warp (all {self.sim.warp_size} must take part)",
-                           span)
+        ws = self.sim.warp_size
+        act, pad = self.active(mask), -self.n % ws
+        some = np.concatenate([act, np.zeros(pad, bool)]).reshape(-1, ws).any(axis=1)
+        every = np.concatenate([act, np.ones(pad, bool)]).reshape(-1, ws).all(axis=1)
+        if np.any(some & ~every):
+            raise self.err(f"{what} executed by only some lanes of a warp (all {ws} must take part)", span)
+
+    def whole_warps_only(self, mask, what: str, span) -> None:
+        """Matrix instructions need all lanes of a warp: none may run in a block's partial last warp."""
+        first_partial = self.n - self.n % self.sim.warp_size
+        if first_partial < self.n and self.active(mask)[first_partial:].any():
+            raise self.err(f"{what} executed in the block's partial last warp ({self.n - first_partial} of "
+                           f"{self.sim.warp_size} lanes exist)", span)
 
     def intrinsic(self, e: S.Intrinsic, mask) -> np.ndarray:
         if e.name == "shfl_xor":
@@ -279,7 +292,11 @@ class _BlockRun(ScalarOps, HopperModel):
             if np.ndim(off) or not 0 < int(off) < self.sim.warp_size:
                 raise self.err(f"shfl_xor offset {off} outside the warp of {self.sim.warp_size} lanes", e.span)
             self.warp_check(mask, "shfl_xor", e.span)
-            return v[self.tid ^ int(off)]
+            partner = self.tid ^ int(off)
+            if np.any(self.active(mask) & (partner >= self.n)):
+                raise self.err(f"shfl_xor reads lane {int(partner.max())}, past the block's {self.n} threads "
+                               "(undefined on the GPU)", e.span)
+            return v[np.minimum(partner, self.n - 1)]
         if e.name in ("pack_half2", "pack_bf162"):
             dt = np.float16 if e.name == "pack_half2" else ml_dtypes.bfloat16
             lo = self.full(self.eval(e.args[0], mask)).astype(np.float32).astype(dt).view(np.uint16)
@@ -455,6 +472,7 @@ class _BlockRun(ScalarOps, HopperModel):
         if self.sim.warp_size != MMA.warp_size:
             raise self.err(f"ldmatrix exists only on {MMA.warp_size}-lane warps", s.span)
         self.warp_check(mask, s.name, s.span)
+        self.whole_warps_only(mask, s.name, s.span)
         num, trans = s.params["count"], s.params["trans"]
         db, di = self.addr(s.args[0], mask)
         sb, si = self.addr(s.args[1], mask)
@@ -481,6 +499,7 @@ class _BlockRun(ScalarOps, HopperModel):
         if self.sim.warp_size != MMA.warp_size:
             raise self.err(f"mma.sync exists only on {MMA.warp_size}-lane warps", s.span)
         self.warp_check(mask, s.name, s.span)
+        self.whole_warps_only(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
         a = self.read(ab, ai, mask, 4, s.span).astype(np.uint32)  # (n, 4) registers
@@ -515,6 +534,7 @@ class _BlockRun(ScalarOps, HopperModel):
         if self.sim.warp_size != MFMA.warp_size:
             raise self.err(f"{s.name} exists only on {MFMA.warp_size}-lane wavefronts", s.span)
         self.warp_check(mask, s.name, s.span)
+        self.whole_warps_only(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
         want = D.F16 if s.params["dtype"] == "f16" else D.BF16
@@ -544,9 +564,6 @@ class _Sim:
         self.k = k
         self.warp_size = warp_size
         self.stdout = stdout or sys.stdout
-        if k.threads % warp_size:
-            raise SimtInterpreterError(f"kernel {k.name}: {k.threads} threads is not a whole number of "
-                                       f"{warp_size}-lane warps")
         self.scalars: dict[int, np.ndarray] = {}
         for v in k.size_vars:
             if v.name not in sizes:

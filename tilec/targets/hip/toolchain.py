@@ -8,6 +8,7 @@ not gfx942); clang-19 builds gfx942 (and gfx90a when hipcc is missing). Outputs:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -54,10 +55,18 @@ def _clang_major(path: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def command(kind: str, path: str, arch: str, src: str, out: str, emit: str) -> list[str]:
+def command(kind: str, path: str, arch: str, src: str, out: str, emit: str, cuid: str | None = None) -> list[str]:
     common = ["-x", "hip", "-std=c++17", f"--offload-arch={arch}", "-nogpuinc", "-nogpulib", "-O3",
               "--cuda-device-only", "--no-gpu-bundle-output", "-Wno-pragma-once-outside-header"]
-    return [path, *common, "-S" if emit == "asm" else "-c", src, "-o", out]
+    # clang names a `__hip_cuid_` symbol after the compilation unit, by default from the input's
+    # (temporary, random) path: an explicit id keeps the code object byte-identical across builds
+    ident = [f"-cuid={cuid}"] if cuid else []
+    return [path, *common, *ident, "-S" if emit == "asm" else "-c", src, "-o", out]
+
+
+def compilation_unit_id(source: str, arch: str, emit: str) -> str:
+    """A -cuid from the content alone: the same source, arch and output kind give the same id."""
+    return hashlib.sha256(f"{arch}\0{emit}\0{source}".encode()).hexdigest()[:16]
 
 
 def build(source: str, stem: str, arch: str, emit: str) -> HipBuild:
@@ -73,7 +82,7 @@ def build(source: str, stem: str, arch: str, emit: str) -> HipBuild:
         src = os.path.join(tmp, f"{stem}.hip")
         out = os.path.join(tmp, f"{stem}.{'s' if emit == 'asm' else 'hsaco'}")
         Path(src).write_text(source)
-        cmd = command(kind, path, arch, src, out, emit)
+        cmd = command(kind, path, arch, src, out, emit, compilation_unit_id(source, arch, emit))
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0 or not os.path.exists(out):
             raise CompileError([Diagnostic("error", f"{os.path.basename(path)} failed on the generated HIP (a tilec "
