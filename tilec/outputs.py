@@ -66,7 +66,8 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     if key is not None:
         from .cache import Cache
 
-        entry = Cache().lookup(key)
+        # an entry missing an output, or whose record is not what _store writes, is rebuilt (never an error)
+        entry = Cache().lookup(key, require=("artifact", "manifest"), check_info=_usable_info)
         if entry is not None:
             info = entry.meta["info"]
             return Artifact(emit, entry.outputs["artifact"], entry.outputs["manifest"], info["deps"],
@@ -193,6 +194,13 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
         "tune_db": entry_digest(source, opts),  # the tuning database's entry for this compile
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _usable_info(info: dict) -> bool:
+    """What _store records beside the outputs, in the types a cache hit needs."""
+    deps = info.get("deps")
+    return (isinstance(deps, list) and all(isinstance(d, str) for d in deps)
+            and isinstance(info.get("warnings", ""), str))
 
 
 def _store(key: str, artifact: Artifact, include_dirs: list[str]) -> None:
