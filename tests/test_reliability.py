@@ -434,7 +434,7 @@ def test_register_staging_is_bounded_per_thread():
     from tilec.passes import pipeline_planning
 
     r = tilec.compile(str(SAMPLES / "gemm.tile"), target="gfx942", defines={"threads": 64})
-    plans = list(r.module.kernels[0].attrs["pipelines"].values())
+    plans = list(r.module.kernels[0].schedule.loops.values())
     assert [p.mechanism for p in plans] == ["registers"]  # 8192 elements / 64 threads = 128 a thread
     assert pipeline_planning.MAX_STAGED_PER_THREAD >= 128
 
