@@ -352,7 +352,7 @@ kernel k(A: f32[N], B: out f32[N]):
 
 RESERVED_NAMES = """
 kernel new(do: f32[N], new: out f32[N], float: f32[N], threadIdx: f32[N], tl_smem: f32[N], nblocks: i32):
-    with Kernel(nblocks, threads=32) as bx:
+    with Kernel(nblocks, threads=64) as bx:
         switch = alloc_shared((32,), f32)
         copy(do[bx * 32], switch)
         for i in Parallel(32):

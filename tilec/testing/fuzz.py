@@ -68,9 +68,10 @@ class Case:
     consts_only: bool = False  # the source is a corpus file unchanged; only -D values differ
 
     def parsed_defines(self) -> dict[str, object]:
-        from tilec.cli.main import parse_define
+        from tilec.driver import define_value
+        from tilec.options import DefineText
 
-        return {k: parse_define(v) for k, v in self.defines.items()}
+        return {k: define_value(DefineText(v)) for k, v in self.defines.items()}
 
     def key(self) -> str:
         blob = json.dumps([self.text, sorted(self.defines.items())])
@@ -92,7 +93,7 @@ KEYWORDS = ["(", ")", "[", "]", ":", ",", ".", "=", "\n", "    ", "\t", "out", "
             "alloc_shared", "alloc_fragment", "alloc_local", "alloc_var", "Parallel", "Pipelined", "Serial",
             "Unroll", "range", "ceildiv", "if_then_else", "infinity", "copy", "gemm", "fill", "clear", "reduce_sum",
             "reduce_max", "atomic_add", "num_stages", "threads", "dim", "transpose_B", "exp2", "max", "min"]
-# -D values as typed on the command line (read by tilec.cli.main.parse_define, as the CLI does)
+# -D values as typed on the command line (read by tilec.driver.define_value, as the CLI's are)
 EXTREME = ["0", "-1", "1", "2", "3", "5", "7", "8", "16", "31", "33", "48", "64", "96", "100", "127", "129", "256",
            "512", "1024", "1025", "4096", "65536", "1048576", "2147483648", "1099511627776", "0.5", "-2.5", "inf",
            "nan", "1e400", "true", "False", "f16", "bf16", "f32", "i8", "i64", "bool", "f8e4m3", "f8e5m2", "nosuch",

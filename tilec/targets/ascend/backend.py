@@ -1,7 +1,7 @@
 """The AscendC back end (ascend910b). Not a SIMT target: its pipeline starts from checked Tile IR —
 
-- placement and queue planning over Tile IR (PASSES), then `ascend-lower` turns each kernel into a KernelProgram
-  (lower.py), then capacity checks and sync insertion over the programs (LOWERED_PASSES);
+- placement and queue planning over Tile IR, then `ascend-lower` turns each kernel into a KernelProgram (lower.py),
+  then capacity checks and sync insertion over the programs (the passes/ folder);
 - `generate` prints the programs as AscendC C++; `build` writes the source (.cpp), the ACL launcher header (.h)
   or a kernel object through CANN's bisheng (.o, toolchain.py);
 - the manifest's kernel entries add the kernel type, the block-count rule and the on-chip bytes per memory;
@@ -10,14 +10,10 @@
 
 from __future__ import annotations
 
-from ...ir import tile as T
 from ..backend import ArtifactInfo, Backend, Built, PassStep, Unit
-from .passes import capacity, placement, queues, sync
 
-PASSES = [(placement.NAME, placement.run), (queues.NAME, queues.run)]
-LOWERED_PASSES = [(capacity.NAME, capacity.run), (sync.NAME, sync.run)]
-# split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel.
-PASS_NAMES = [n for n, _ in PASSES] + ["ascend-lower"] + [n for n, _ in LOWERED_PASSES]
+# Import-light on purpose (the command line loads every back end to read its output kinds, also on a cache hit):
+# passes, lowering and code generation are imported inside the methods that use them.
 MODEL_CORES = 8  # model cores: fewer than the chip's, so that each core loops over several tiles
 
 
@@ -43,14 +39,19 @@ class AscendBackend(Backend):
         from ...ir.printer import module_str
         from .codegen import generate
         from .lower import lower_kernel
+        from .passes import capacity, placement, queues, sync
+
+        # split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel
+        tile_passes = [(placement.NAME, placement.run), (queues.NAME, queues.run)]
+        program_passes = [(capacity.NAME, capacity.run), (sync.NAME, sync.run)]
 
         def programs_text(name):
             return lambda programs: generate(programs, f"tilec, after {name}")
 
-        steps = [PassStep(n, run, module_str) for n, run in PASSES]
+        steps = [PassStep(n, run, module_str) for n, run in tile_passes]
         steps.append(PassStep("ascend-lower", lambda module, rep, target: [lower_kernel(k) for k in module.kernels],
                               programs_text("ascend-lower")))
-        steps += [PassStep(n, run, programs_text(n)) for n, run in LOWERED_PASSES]
+        steps += [PassStep(n, run, programs_text(n)) for n, run in program_passes]
         return steps
 
     def generate(self, lowered, target, banner):
@@ -59,6 +60,7 @@ class AscendBackend(Backend):
         return generate(lowered, banner)
 
     def kernel_entries(self, result) -> list[dict]:
+        from ...ir import tile as T
         from ...ir.formula import formula
 
         fields = manifest_fields(result.simt)["ascend"]
