@@ -339,7 +339,7 @@ def test_c_launcher_dispatches_over_the_variants(tmp_path):
 def test_progress_uses_rich_on_a_terminal_only(monkeypatch, capsys):
     import types
 
-    from tilec.tuning.cli import _Progress
+    from tilec.cli.tune import _Progress
 
     calls = []
 

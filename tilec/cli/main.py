@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         from .build import cmd_cache
 
         return cmd_cache(argv[1:])
-    if argv and argv[0] == "tune":  # tilec/tuning/cli.py
-        from ..tuning.cli import main as tune_main
+    if argv and argv[0] == "tune":  # tilec/cli/tune.py
+        from .tune import main as tune_main
 
         return tune_main(argv[1:])
     if argv and argv[0] == "targets":

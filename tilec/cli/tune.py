@@ -96,7 +96,7 @@ def _summary(plan) -> str:
 def _collect(folder: str, db_path: str | None, quiet: bool) -> int:
     import json
 
-    from .database import collect, merge
+    from ..tuning.database import collect, merge
 
     entry = collect(folder)
     src = json.loads((Path(folder) / "plan.json").read_text()).get("source_path")
@@ -118,8 +118,8 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     from ..diagnostics import CompileError
     from ..errors import UserFacingError
-    from .database import DatabaseError
-    from .shapes import ShapeError
+    from ..tuning.database import DatabaseError
+    from ..tuning.shapes import ShapeError
 
     try:
         if args.collect:
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
             return _fail("give the .tile FILE to tune (or --collect DIR)")
         return _tune(args)
     except CompileError as e:
-        from ..cli.common import print_diagnostics
+        from .common import print_diagnostics
 
         print_diagnostics(e.diagnostics, getattr(e, "sources", None), args)
         return 1
@@ -137,9 +137,9 @@ def main(argv: list[str]) -> int:
 
 
 def _tune(args) -> int:
-    from ..cli.common import compile_options
-    from . import plan as tune_plan
-    from .shapes import resolve
+    from ..tuning import plan as tune_plan
+    from ..tuning.shapes import resolve
+    from .common import compile_options
 
     shapes = resolve(args.size, args.shapes)
     if not shapes:
