@@ -194,6 +194,30 @@ def simt_pipeline() -> list[PassStep]:
 SIMT_LAST_PLANNING_PASS = "pipeline-planning"
 
 
+class SimtBackend(Backend):
+    """A back end on the shared SIMT pipeline (CUDA, HIP, WGSL): its code generator, the module named by `codegen`,
+    is a dialect of tilec/ir/simt_printer.py with `generate(module, banner)` and, where the language refuses
+    something at the user's lines, `check(module, rep, target)`."""
+
+    codegen: str = ""  # the module of the dialect's code generator
+    last_planning_pass = SIMT_LAST_PLANNING_PASS
+
+    def pipeline(self, target) -> list[PassStep]:
+        return simt_pipeline()
+
+    def check(self, lowered, rep, target) -> None:
+        import importlib
+
+        check = getattr(importlib.import_module(self.codegen), "check", None)
+        if check is not None:
+            check(lowered, rep, target)
+
+    def generate(self, lowered, target, banner: str) -> str:
+        import importlib
+
+        return importlib.import_module(self.codegen).generate(lowered, banner)
+
+
 def verify_simt(module, target, after: str) -> None:
     from ..ir.simt_verify import VerifyError, verify
 

@@ -11,12 +11,12 @@ import os
 import re
 import shutil
 
-from ..backend import SIMT_LAST_PLANNING_PASS, ArtifactInfo, Backend, Built, Unit, run_steps, simt_pipeline
+from ..backend import ArtifactInfo, Built, SimtBackend, Unit, run_steps
 
 FALLBACK_SUFFIX = "__no_tma"
 
 
-class CudaBackend(Backend):
+class CudaBackend(SimtBackend):
     name = "cuda"
     output_kinds = {"cu": ".cu", "ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "header": ".h"}
     default_kind = "cubin"
@@ -25,10 +25,7 @@ class CudaBackend(Backend):
     run_kind = "cubin"
     loader = "cuda"
     driver_api = "CUDA driver API (cuModuleLoadData, cuLaunchKernel)"
-    last_planning_pass = SIMT_LAST_PLANNING_PASS
-
-    def pipeline(self, target):
-        return simt_pipeline()
+    codegen = "tilec.targets.cuda.codegen"
 
     def lower(self, module, rep, target, dumps, want, verify=False):
         import copy
@@ -39,11 +36,6 @@ class CudaBackend(Backend):
         if pristine is not None:
             _add_no_tma_twins(module, lowered, pristine, rep, target, steps)
         return lowered
-
-    def generate(self, lowered, target, banner):
-        from .codegen import generate
-
-        return generate(lowered, banner)
 
     def toolchain_identity(self, targets, kind, options):
         from ...cache import executable_fingerprint

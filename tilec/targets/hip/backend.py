@@ -3,29 +3,16 @@ hipcc or clang-19 (toolchain.py). tilec.runtime has no HIP loader yet, so `tilec
 
 from __future__ import annotations
 
-from ..backend import SIMT_LAST_PLANNING_PASS, ArtifactInfo, Backend, Built, Unit, simt_pipeline
+from ..backend import ArtifactInfo, Built, SimtBackend, Unit
 
 
-class HipBackend(Backend):
+class HipBackend(SimtBackend):
     name = "hip"
     output_kinds = {"hip": ".hip", "hsaco": ".hsaco", "asm": ".s"}
     default_kind = "hsaco"
     source_kind = "hip"
     driver_api = ""
-    last_planning_pass = SIMT_LAST_PLANNING_PASS
-
-    def pipeline(self, target):
-        return simt_pipeline()
-
-    def check(self, lowered, rep, target):
-        from .codegen import check
-
-        check(lowered, rep, target)
-
-    def generate(self, lowered, target, banner):
-        from .codegen import generate
-
-        return generate(lowered, banner)
+    codegen = "tilec.targets.hip.codegen"
 
     def toolchain_identity(self, targets, kind, options):
         from ...cache import executable_fingerprint

@@ -4,10 +4,10 @@ time."""
 
 from __future__ import annotations
 
-from ..backend import SIMT_LAST_PLANNING_PASS, ArtifactInfo, Backend, Built, Unit, simt_pipeline
+from ..backend import ArtifactInfo, Built, SimtBackend, Unit
 
 
-class WgslBackend(Backend):
+class WgslBackend(SimtBackend):
     name = "wgsl"
     output_kinds = {"wgsl": ".wgsl"}
     default_kind = "wgsl"
@@ -15,20 +15,7 @@ class WgslBackend(Backend):
     run_kind = "wgsl"
     loader = "wgsl"
     driver_api = "WebGPU (createShaderModule, createComputePipeline, dispatchWorkgroups)"
-    last_planning_pass = SIMT_LAST_PLANNING_PASS
-
-    def pipeline(self, target):
-        return simt_pipeline()
-
-    def check(self, lowered, rep, target):
-        from .codegen import check
-
-        check(lowered, rep, target)
-
-    def generate(self, lowered, target, banner):
-        from .codegen import generate
-
-        return generate(lowered, banner)
+    codegen = "tilec.targets.wgsl.codegen"
 
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         (unit,) = units
