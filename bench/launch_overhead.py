@@ -78,12 +78,11 @@ def raw_launcher(kernel, args):
     from tilec.runtime.cuda_driver import Driver
 
     kernel(*args)
-    kernel = kernel.pick(args) if hasattr(kernel, "pick") else kernel  # a tuned kernel: the variant it dispatches to
-    plan = kernel.launch_plan(*args)
+    plan = kernel.launch_plan(*args)  # a tuned kernel's plan is its chosen variant's, with that variant's block
     drv = Driver.get(0)
     fn, (gx, gy, gz), threads, shared = drv.pointer_arg(plan.fn), plan.grid, plan.threads, plan.shared
     stream = drv.pointer_arg(torch.cuda.current_stream().cuda_stream)
-    params = drv.pointer_arg(kernel._arguments.params_address)
+    params = drv.pointer_arg(plan.layout.params_address)
     launch = drv.raw_launch
     return lambda: launch(fn, gx, gy, gz, threads, 1, 1, shared, stream, params, None)
 

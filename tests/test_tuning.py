@@ -211,28 +211,49 @@ def test_merged_source_builds_with_the_toolchain(tmp_path):
     assert b"scale__cfg1" in art.data
 
 
-def test_dispatch_picks_the_nearest_tuned_shape():
-    from tilec.runtime.dispatch import DispatchKernel, choose
+def test_dispatch_picks_the_nearest_tuned_shape(monkeypatch):
+    """The public name launches the variant of the nearest tuned shape, each with its own grid and argument
+    block, choosing once per shape (the plan cache), through the same launch path as a plain kernel."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fake_cuda import FakeDriver, install
 
-    table = {"sizes": ["M", "N"], "configs": [{"kernel": "k0"}, {"kernel": "k1"}],
+    from tilec.runtime.dispatch import DispatchKernel, choose
+    from tilec.runtime.module import Module
+
+    table = {"sizes": ["M", "N"], "configs": [{"kernel": "k__cfg0"}, {"kernel": "k__cfg1"}],
              "rules": [{"at": {"M": 4096, "N": 128}, "config": 0}, {"at": {"M": 8, "N": 4096}, "config": 1}]}
     assert choose(table, {"M": 3000, "N": 100}) == 0
     assert choose(table, {"M": 1, "N": 5000}) == 1
 
-    class Fake:
-        def __init__(self, name):
-            self.name, self.entry, self.calls = name, {"params": []}, 0
+    def variant(name, block_n):
+        return {"name": name, "sizes": ["M", "N"], "threads": 128, "shared_bytes": 0,
+                "grid": [f"ceildiv(N, {block_n})", "M", "1"],
+                "params": [{"name": "X", "kind": "tensor", "dtype": "f32", "shape": ["M", "N"], "output": False},
+                           {"name": "alpha", "kind": "scalar", "dtype": "f32"},
+                           {"name": "Y", "kind": "tensor", "dtype": "f32", "shape": ["M", "N"], "output": True}]}
 
-        def sizes_of(self, args):
-            return {"M": args[0].shape[0], "N": args[0].shape[1]}
+    manifest = {"manifest_version": 1, "kind": "cubin", "archs": ["sm_90a"], "driver_api_version": 13000,
+                "kernels": [variant("k__cfg0", 128), variant("k__cfg1", 256)], "dispatch": {"k": table}}
+    fake = install(monkeypatch, FakeDriver())
+    mod = Module(b"\0", manifest)
+    fake.watch(mod)
+    assert list(mod.kernels) == ["k"] and isinstance(mod.k, DispatchKernel)
 
-        def __call__(self, *args, stream=None, sync=None):
-            self.calls += 1
+    class Dev:
+        def __init__(self, ptr, shape):
+            self.shape = shape
+            self.__cuda_array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": "<f4",
+                                             "strides": None, "version": 3}
 
-    k0, k1 = Fake("k0"), Fake("k1")
-    d = DispatchKernel("k", table, [k0, k1])
-    d(np.zeros((16, 4000)))
-    assert (k0.calls, k1.calls) == (0, 1)
+    mod.k(Dev(0x1000, (16, 4000)), 2.0, Dev(0x2000, (16, 4000)))
+    mod.k(Dev(0x3000, (3000, 100)), 3.0, Dev(0x4000, (3000, 100)))
+    mod.k(Dev(0x5000, (16, 4000)), 4.0, Dev(0x6000, (16, 4000)))  # the first shape again: its cached plan
+    assert [(x.fn, x.grid, x.args) for x in fake.launches] == [
+        ("k__cfg1", (16, 16, 1), [0x1000, 2.0, 0x2000, 16, 4000]),
+        ("k__cfg0", (1, 3000, 1), [0x3000, 3.0, 0x4000, 3000, 100]),
+        ("k__cfg1", (16, 16, 1), [0x5000, 4.0, 0x6000, 16, 4000])]
+    assert len(mod.k._arguments.plans) == 2
+    assert mod.k.launch_config({"M": 1, "N": 5000}) == ((20, 1, 1), 128)
 
 
 def test_worker_check_rejects_a_wrong_kernel(tmp_path):

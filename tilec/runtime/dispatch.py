@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from .launch import Kernel
+
 
 def log2_approx(x: int) -> float:
     """log2 of a size, linear between powers of two: what the C launcher computes too (no libm), so that both
@@ -34,46 +36,35 @@ def choose(table: dict, sizes: dict[str, int]) -> int:
     return best
 
 
-class DispatchKernel:
-    """A kernel's public name over its tuned variants: launches (and plans, and benchmarks) the chosen one."""
+class DispatchKernel(Kernel):
+    """A kernel's public name over its tuned variants. It is a Kernel whose plans are its variants' plans:
+    the variant is chosen when a plan is made (once per shape), and the plan carries the variant's own
+    argument block, so a launch with a cached plan costs what a plain kernel's launch costs."""
 
-    def __init__(self, name: str, table: dict, variants: list):
-        self.name = name
+    def __init__(self, module, name: str, table: dict, variants: list):
+        super().__init__(module, {**variants[0].entry, "name": name})  # the variants share the signature
         self.table = table
         self.variants = variants
-        self.entry = variants[0].entry  # the variants share the signature
-        self._chosen: dict[tuple, object] = {}  # the arguments' shapes (and scalars) -> the variant that serves them
 
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.variants)
         return f"<tilec kernel {self.name}, dispatching over {names}>"
 
-    def sizes_of(self, args) -> dict[str, int]:
-        return self.variants[0].sizes_of(args)
+    def _make_layout(self):
+        layout = super()._make_layout()
+        self._fallback = None  # each variant launches its own TMA fallback
+        layout.key_has_pointers = any(v._layout().key_has_pointers for v in self.variants)
+        return layout
 
-    def pick(self, args):
-        # The choice depends on the sizes only, which the shapes (and integer scalars) give: remembered per key,
-        # so that a launch pays a dictionary look-up, not the size formulas (tilec.runtime's launch budget).
-        key = tuple(getattr(a, "shape", a) for a in args)
-        variant = self._chosen.get(key)
-        if variant is None:
-            variant = self.variants[choose(self.table, self.sizes_of(args))]
-            if len(self._chosen) >= 256:
-                self._chosen.clear()
-            self._chosen[key] = variant
-        return variant
+    def variant_for(self, sizes: dict[str, int]) -> Kernel:
+        return self.variants[choose(self.table, sizes)]
 
-    def __call__(self, *args, stream=None, sync: bool | None = None):
-        return self.pick(args)(*args, stream=stream, sync=sync)
+    def _plan(self, layout, ptrs, shapes, device: int, args=None):
+        variant = self.variant_for(self._sizes_from_shapes(layout, shapes, args))
+        return variant._plan(variant._layout(), ptrs, shapes, device, args)
 
-    def launch_plan(self, *args, stream=None):
-        return self.pick(args).launch_plan(*args, stream=stream)
-
-    def launch_config(self, sizes: dict[str, int]):
-        return self.variants[choose(self.table, sizes)].launch_config(sizes)
-
-    def bench(self, *args, **kw) -> dict:
-        return self.pick(args).bench(*args, **kw)
+    def launch_config(self, sizes: dict[str, int], device: int = 0):
+        return self.variant_for(sizes).launch_config(sizes, device)
 
 
 def add_dispatchers(manifest: dict, kernels: dict, internal: dict) -> None:
@@ -84,4 +75,4 @@ def add_dispatchers(manifest: dict, kernels: dict, internal: dict) -> None:
         if len(variants) == len(table["configs"]) and variants:
             for v in variants:
                 internal[v.name] = kernels.pop(v.name)
-            kernels[name] = DispatchKernel(name, table, variants)
+            kernels[name] = DispatchKernel(variants[0].module, name, table, variants)

@@ -20,6 +20,7 @@ outputs back.
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import struct
 import sys
@@ -126,6 +127,7 @@ class _Layout:
                              and p["dtype"][0] in "iu"]
         self.tmaps = tensor_map_specs(entry)
         self.tma_params = sorted({s.param_index for s in self.tmaps})
+        self.key_has_pointers = bool(self.tmaps)  # encoded tensor maps hold the addresses: so does a plan
         # Slots: the tensors' pointers first (one slice assignment writes them all), then the scalars,
         # then the sizes; kernelParams lists them in the kernel's parameter order, then the maps.
         nslots = self.nparams + len(self.size_names)
@@ -150,14 +152,7 @@ class _Layout:
                 self.dims.append((t_pos, axis, d))
         self.plans: dict[tuple, _Plan] = {}
         self.written: _Plan | None = None  # the plan whose sizes and maps the block holds
-        self.stream_args: dict[int, object] = {}  # CUstream handle -> raw_launch's pointer argument
         self.lock = threading.Lock()
-
-    def stream_arg(self, driver, handle: int):
-        if len(self.stream_args) >= 64:
-            self.stream_args.clear()
-        arg = self.stream_args[handle] = driver.pointer_arg(handle)
-        return arg
 
     def bind(self, args, explicit):
         """(pointers, plan key, device, adapter of the first tensor) of a call, every tensor checked
@@ -201,7 +196,7 @@ class _Layout:
             lines.append(f"    if {' or '.join(f'd{k} != d0' for k in range(1, n))}:")
             lines.append(f"        mixed(({devices},))")
         ptrs = "".join(f"p{k}, " for k in range(n))
-        key = "".join(f"s{k}, " for k in range(n)) + (ptrs if self.tmaps else "") + "d0"
+        key = "".join(f"s{k}, " for k in range(n)) + (ptrs if self.key_has_pointers else "") + "d0"
         lines.append(f"    return ({ptrs}), ({key}), d0, v0")
         exec("\n".join(lines), env)  # straight-line code over this kernel's parameter positions only
         return env["bind"]
@@ -221,18 +216,27 @@ class _Plan:
     """One launch configuration: the kernel that runs (TMA or fallback), its CUfunction on the
     device, grid, block, dynamic shared memory, the sizes and the encoded tensor maps."""
 
-    __slots__ = ("kernel", "driver", "fn", "grid", "gx", "gy", "gz", "threads", "shared", "sizes", "maps",
-                 "map_addresses", "empty", "raw_launch", "fn_arg", "params_arg")
+    __slots__ = ("kernel", "layout", "driver", "fn", "grid", "threads", "shared", "sizes", "maps", "map_addresses",
+                 "empty", "launchers")
 
-    def __init__(self, kernel, driver, fn, grid, threads, shared, sizes, maps, params_address: int) -> None:
-        self.kernel, self.driver, self.fn, self.grid, self.threads = kernel, driver, fn, grid, threads
-        self.gx, self.gy, self.gz = grid
+    def __init__(self, kernel, layout: _Layout, driver, fn, grid, threads, shared, sizes, maps) -> None:
+        self.kernel, self.layout, self.driver, self.fn = kernel, layout, driver, fn
+        self.grid, self.threads = grid, threads
         self.shared, self.sizes, self.maps = shared, sizes, maps
         self.map_addresses = [ctypes.addressof(m) for m in maps]
         self.empty = any(g <= 0 for g in grid)
-        self.params_arg = driver.pointer_arg(params_address)  # the argument block, as raw_launch takes it
-        self.raw_launch = driver.raw_launch  # cuLaunchKernel itself: one foreign call per launch
-        self.fn_arg = driver.pointer_arg(fn)
+        self.launchers: dict[int, functools.partial] = {}  # CUstream handle -> this plan's launch on it
+
+    def launcher(self, handle: int) -> functools.partial:
+        """cuLaunchKernel with every argument of this plan on this stream bound: a launch is one call with no
+        arguments to convert but the bound ones (measured: a third cheaper than passing them per call)."""
+        if len(self.launchers) >= 64:
+            self.launchers.clear()
+        drv, (gx, gy, gz) = self.driver, self.grid
+        launch = self.launchers[handle] = functools.partial(
+            drv.raw_launch, drv.pointer_arg(self.fn), gx, gy, gz, self.threads, 1, 1, self.shared,
+            drv.pointer_arg(handle), drv.pointer_arg(self.layout.params_address), None)
+        return launch
 
     def write(self, layout: _Layout) -> None:
         """Store this plan's sizes and tensor-map addresses in the argument block."""
@@ -287,19 +291,18 @@ class Kernel:
             plan = layout.plans.get(key) or self._new_plan(layout, key, ptrs, device, args)
             handle = explicit if explicit is not None else first.stream(device)
             if plan.empty:
-                self._launch(layout, plan, args, ptrs, handle)
+                self._launch(plan, args, ptrs, handle)
             else:  # _launch's body, inline: this is the path every launch takes
-                with layout.lock:
-                    layout.slots[:layout.ntensors] = ptrs
-                    for s in layout.scalars:
+                block = plan.layout  # the argument block the plan's kernel reads (a tuned variant's own)
+                with block.lock:
+                    block.slots[:block.ntensors] = ptrs
+                    for s in block.scalars:
                         s.store(args[s.index])
-                    if layout.written is not plan:
-                        plan.write(layout)
-                    stream_arg = layout.stream_args.get(handle) or layout.stream_arg(plan.driver, handle)
-                    if plan.raw_launch(plan.fn_arg, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared,
-                                       stream_arg, plan.params_arg, None):
+                    if block.written is not plan:
+                        plan.write(block)
+                    if (plan.launchers.get(handle) or plan.launcher(handle))():
                         plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
-                                                  layout.params_address)
+                                                  block.params_address)
             if sync:
                 plan.driver.synchronize(handle)
         outs = layout.outputs
@@ -307,7 +310,8 @@ class Kernel:
             return args[outs[0]]
         return tuple(args[i] for i in outs) if outs else None
 
-    def _launch(self, layout: _Layout, plan: _Plan, args, ptrs, handle: int) -> None:
+    def _launch(self, plan: _Plan, args, ptrs, handle: int) -> None:
+        layout = plan.layout
         if plan.empty:
             for s in layout.scalars:  # still refuse a bad scalar
                 s.check(args[s.index])
@@ -318,13 +322,15 @@ class Kernel:
                 s.store(args[s.index])
             if layout.written is not plan:  # sizes and tensor maps change only with the plan
                 plan.write(layout)
-            stream_arg = layout.stream_args.get(handle) or layout.stream_arg(plan.driver, handle)
-            rc = plan.raw_launch(plan.fn_arg, plan.gx, plan.gy, plan.gz, plan.threads, 1, 1, plan.shared, stream_arg,
-                                 plan.params_arg, None)
-            if rc:  # no current context on this thread, say: the careful path, which reports errors
-                plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle, layout.params_address)
+            # a failure (no current context on this thread, say) takes the careful path, which reports errors
+            if (plan.launchers.get(handle) or plan.launcher(handle))():
+                plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
+                                          layout.params_address)
 
     # ------------------------------------------------------------ building a plan (once per shape)
+
+    def _layout(self) -> _Layout:
+        return self._arguments or self._make_layout()
 
     def _make_layout(self) -> _Layout:
         from .tensor_maps import fallback_entry
@@ -412,8 +418,8 @@ class Kernel:
 
         drv = Driver.get(device)
         fn = kernel._function(drv, device)
-        return _Plan(kernel, drv, fn, grid, threads, kernel.entry["shared_bytes"],
-                     tuple(sizes[n] for n in layout.size_names), maps, layout.params_address)
+        return _Plan(kernel, layout, drv, fn, grid, threads, kernel.entry["shared_bytes"],
+                     tuple(sizes[n] for n in layout.size_names), maps)
 
     def _choose_tma(self, layout: _Layout, ptrs, shapes, sizes, grid, threads, device: int):
         """The encoded tensor maps of this launch, or the fallback kernel (and its launch
@@ -518,7 +524,7 @@ class Kernel:
                 staged.append(drv.alloc(arr.nbytes))
                 drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
             plan = self._plan(layout, staged, shapes, 0, args)
-            self._launch(layout, plan, args, staged, handle)
+            self._launch(plan, args, staged, handle)
             drv.synchronize(handle)
             for t, ptr in zip(layout.tensors, staged, strict=True):
                 if t.output:
