@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--check-on-cpu", action="store_true",
                    help="also run each candidate's lowered code in the SIMT interpreter at the check shape before "
                         "building it (slow; rejects a wrong lowering with no GPU)")
+    p.add_argument("--gpus", metavar="all|0,1,..", help="the GPUs of this host to time on, one worker process each "
+                   "(default: all)")
+    p.add_argument("--cluster", metavar="ADDRESS", help="compile and time on a Ray cluster (`auto`, or the head's "
+                   "host:port; needs tilec[cluster])")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="a candidate taking longer than this on a GPU "
+                   "worker counts as hung: the worker is restarted and the candidate retried (default 600)")
     p.add_argument("--build-dir", metavar="DIR", help="compile into DIR and stop (time elsewhere, then --collect)")
     p.add_argument("--collect", metavar="DIR", help="write the database from a timed build folder")
     p.add_argument("--db", metavar="FILE", help="the database to write (default: <source stem>.tune.json beside "
@@ -153,28 +159,79 @@ def _tune(args) -> int:
     args.no_cache = False
     opts = compile_options(args, targets=(args.target,), tune_db="")
     folder = args.build_dir or tempfile.mkdtemp(prefix="tilec-tune-")
-    progress = _Progress(args.quiet)
-    try:
-        plan = tune_plan.prepare(args.file, opts, shapes, folder, size_rules=rules, jobs=args.jobs,
-                                 progress=progress, check_on_cpu=args.check_on_cpu)
-    finally:
-        progress.close()
-    if not args.quiet:
-        print(_summary(plan), file=sys.stderr)
+    if args.cluster:
+        from ..tuning import cluster
+
+        results = cluster.tune(args.cluster, args.file, opts, shapes, folder, size_rules=rules,
+                               log=None if args.quiet else _log)
+        return _write_results(folder, results, args)
     if args.build_dir:
+        progress = _Progress(args.quiet)
+        try:
+            plan = tune_plan.prepare(args.file, opts, shapes, folder, size_rules=rules, jobs=args.jobs,
+                                     progress=progress, check_on_cpu=args.check_on_cpu)
+        finally:
+            progress.close()
         if not args.quiet:
+            print(_summary(plan), file=sys.stderr)
             print(f"tilec tune: built {folder}; on the GPU machine run `python -m tilec.runtime.tune_worker "
                   f"{folder}`, then `tilec tune --collect {folder}`", file=sys.stderr)
         return 0
-    try:
-        from ..runtime.cuda_driver import Driver
+    from ..runtime import tune_pool, tune_worker
 
-        Driver.get()
+    try:
+        devices = tune_pool.parse_gpus(args.gpus, tune_worker.device_count)
+    except ValueError as e:
+        return _fail(str(e))
     except Exception as e:
         return _fail(f"no GPU here ({e}); tune in two steps: --build-dir DIR here, the worker on the GPU machine")
-    from ..runtime import tune_worker
+    results = _compile_while_timing(args, opts, shapes, rules, folder, devices)
+    return _write_results(folder, results, args)
 
-    rc = tune_worker.main([folder] + (["--quiet"] if args.quiet else []))
-    if rc:
-        return rc
+
+def _log(message: str) -> None:
+    print(f"tilec tune: {message}", file=sys.stderr, flush=True)
+
+
+def _compile_while_timing(args, opts, shapes, rules, folder: str, devices: list[str]) -> dict:
+    """Candidates go to the GPU workers as they compile (compiling on the CPUs, timing on the GPUs at once)."""
+    import queue
+    import threading
+
+    from ..runtime import tune_worker
+    from ..tuning import plan as tune_plan
+
+    built: queue.Queue = queue.Queue()
+    outcome: dict = {}
+    progress = _Progress(args.quiet)
+
+    def compile_all() -> None:
+        try:
+            outcome["plan"] = tune_plan.prepare(args.file, opts, shapes, folder, size_rules=rules, jobs=args.jobs,
+                                                progress=progress, check_on_cpu=args.check_on_cpu,
+                                                on_built=lambda c: built.put((c.index, c.artifact)))
+        except BaseException as e:
+            outcome["error"] = e
+        finally:
+            built.put(None)
+
+    compiler = threading.Thread(target=compile_all, daemon=True)
+    compiler.start()
+    try:
+        results = tune_worker.time_on_gpus(Path(folder), devices, iter(built.get, None), timeout=args.timeout,
+                                           log=None if args.quiet else _log)
+    finally:
+        compiler.join()
+        progress.close()
+    if "error" in outcome:
+        raise outcome["error"]
+    if not args.quiet:
+        print(_summary(outcome["plan"]), file=sys.stderr)
+    return results
+
+
+def _write_results(folder: str, results: dict, args) -> int:
+    import json
+
+    (Path(folder) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     return _collect(folder, args.db, args.quiet)

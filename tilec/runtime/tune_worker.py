@@ -7,8 +7,9 @@ around each launch, the median; a run whose spread is over 5% of its median is r
 `results.json` beside the plan; `tilec tune --collect FOLDER` turns it into the tuning database.
 
 Arrays live on the GPU through torch when it is installed (fast random data at large shapes); without torch,
-numpy arrays are staged once per shape. Several GPUs: one worker process per device (CUDA_VISIBLE_DEVICES),
-each timing a share of the candidates; `--device-count 1` keeps one. Imports numpy and tilec.runtime only.
+numpy arrays are staged once per shape. Several GPUs (`--gpus all|0,1,..`): one worker process per device
+(CUDA_VISIBLE_DEVICES) serving a shared queue, failed or hung workers retried elsewhere, each shape's winner
+re-timed on every device (tune_pool.py). Imports numpy and tilec.runtime only.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import argparse
 import ctypes
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,7 +56,13 @@ def device_info() -> dict:
     version = ctypes.c_int()
     drv.lib.cuDriverGetVersion(ctypes.byref(version))
     major, minor = drv.compute_capability()
-    return {"gpu": buf.value.decode(), "cuda_driver": version.value, "cc": f"{major}.{minor}",
+    uuid = (ctypes.c_ubyte * 16)()
+    if drv.lib.cuDeviceGetUuid(uuid, drv.device) == 0:
+        u = bytes(uuid).hex()
+        uuid_text = f"GPU-{u[:8]}-{u[8:12]}-{u[12:16]}-{u[16:20]}-{u[20:]}"
+    else:
+        uuid_text = None
+    return {"gpu": buf.value.decode(), "uuid": uuid_text, "cuda_driver": version.value, "cc": f"{major}.{minor}",
             "sms": drv.multiprocessor_count()}
 
 
@@ -197,13 +202,13 @@ def label(shape: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in shape.items())
 
 
-def run(folder: Path, shard: tuple[int, int] = (0, 1), quiet: bool = False, deadline: float = math.inf) -> dict:
+def run(folder: Path, quiet: bool = False, deadline: float = math.inf) -> dict:
     from .loader import load
 
     plan = json.loads((folder / "plan.json").read_text())
     torch = _torch()
     arrays = Arrays(torch)
-    built = [c for c in plan["candidates"] if c["status"] == "built"][shard[0]::shard[1]]
+    built = [c for c in plan["candidates"] if c["status"] == "built"]
     scalars = {a["name"]: a["value"] for a in plan["check"]["args"] if a["kind"] == "scalar"}
     results: dict[str, dict] = {}
     loaded = {}
@@ -244,6 +249,71 @@ def run(folder: Path, shard: tuple[int, int] = (0, 1), quiet: bool = False, dead
     return results
 
 
+class Server:
+    """`--serve FOLDER`: one GPU's worker for tune_pool.Pool — JSON requests on stdin, one JSON reply per line on
+    stdout (everything else goes to stderr)."""
+
+    ARGS_BYTES = 8 << 30  # random inputs kept per shape across candidates, up to this much device memory
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.plan = json.loads((folder / "plan.json").read_text())
+        self.arrays = Arrays(_torch())
+        self.scalars = {a["name"]: a["value"] for a in self.plan["check"]["args"] if a["kind"] == "scalar"}
+        self.shapes = {label(s): (i, s) for i, s in enumerate(self.plan["shapes"])}
+        self.kernels: dict[int, object] = {}
+        self.inputs: dict[str, tuple[list, int]] = {}
+
+    def kernel(self, message: dict):
+        index = message["index"]
+        if index not in self.kernels:
+            from .loader import load
+
+            self.kernels[index] = load(self.folder / message["artifact"]).kernels[self.plan["kernel"]]
+        return self.kernels[index]
+
+    def args(self, kernel, shape_label: str) -> list:
+        if shape_label not in self.inputs:
+            si, shape = self.shapes[shape_label]
+            args = self.arrays.random(kernel.entry, shape_sizes(shape, self.plan.get("size_rules", {})),
+                                      self.scalars, seed=100 + si)
+            nbytes = sum(getattr(a, "nbytes", 0) for a in args)
+            while self.inputs and sum(n for _, n in self.inputs.values()) + nbytes > self.ARGS_BYTES:
+                self.inputs.pop(next(iter(self.inputs)))
+            self.inputs[shape_label] = (args, nbytes)
+        return self.inputs[shape_label][0]
+
+    def times(self, kernel, labels) -> dict:
+        out: dict = {"times": {}}
+        for shape_label in labels:
+            try:
+                out["times"][shape_label] = time_launches(kernel, self.args(kernel, shape_label))
+            except Exception as e:
+                out.setdefault("errors", {})[shape_label] = f"{type(e).__name__}: {e}"[:300]
+        return out
+
+    def answer(self, message: dict) -> dict:
+        op = message.get("op")
+        if op == "info":
+            return device_info()
+        try:
+            kernel = self.kernel(message)
+            if op == "retime":
+                return self.times(kernel, message["shapes"])
+            result = check(kernel, self.folder, self.plan, self.arrays)
+        except Exception as e:  # a launch failure rejects this candidate, not the worker
+            return {"check": "error", "error": f"{type(e).__name__}: {e}"[:500]}
+        if result["check"] == "ok":
+            result.update(self.times(kernel, list(self.shapes)))
+        return result
+
+    def serve(self, requests, replies) -> None:
+        for line in requests:
+            if line.strip():
+                replies.write(json.dumps(self.answer(json.loads(line))) + "\n")
+                replies.flush()
+
+
 def device_count() -> int:
     from .cuda_driver import Driver
 
@@ -253,50 +323,85 @@ def device_count() -> int:
     return n.value
 
 
+def time_on_gpus(folder: Path, devices: list[str], jobs=None, *, timeout: float | None = None,
+                 log=None, worker_command: list[str] | None = None) -> dict:
+    """results.json's content for a build folder, its candidates timed across `devices` (one worker process
+    each; tune_pool retries a failed candidate elsewhere), each shape's winner re-timed on every device. `jobs`:
+    (index, artifact) pairs, possibly produced while this runs (default: the plan's built candidates).
+    `worker_command` replaces the worker process (tests)."""
+    from . import tune_pool
+
+    if jobs is None:
+        plan = json.loads((folder / "plan.json").read_text())
+        jobs = [(c["index"], c["artifact"]) for c in plan["candidates"] if c["status"] == "built"]
+    artifacts: dict[int, str] = {}
+
+    def messages():
+        for index, artifact in jobs:
+            artifacts[index] = artifact
+            yield index, {"op": "run", "index": index, "artifact": artifact}
+
+    pool = tune_pool.Pool({d: (lambda d=d: tune_pool.ProcessWorker(d, str(folder), worker_command))
+                           for d in devices},
+                          timeout=timeout or tune_pool.DEFAULT_TIMEOUT, log=log)
+    try:
+        results = pool.run(messages())  # the workers start with the first candidate (plan.json exists by then)
+        info = pool.on_every_device({"op": "info"})
+        plan = json.loads((folder / "plan.json").read_text())
+        retimed = tune_pool.retime_winners(pool, results, [label(s) for s in plan["shapes"]], artifacts)
+    finally:
+        pool.close()
+    first = info[min(info)] if info else {}
+    return {"version": RESULTS_VERSION, **first, "date": time.strftime("%Y-%m-%d"),
+            "devices": {d: info[d] for d in sorted(info)}, "retimed": retimed,
+            "candidates": {str(i): r for i, r in sorted(results.items())}}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tilec.runtime.tune_worker",
                                 description="Check and time the candidates of `tilec tune --build-dir` folders.")
-    p.add_argument("folders", nargs="+", metavar="FOLDER")
-    p.add_argument("--device-count", type=int, help="GPUs to spread candidates over (default: all visible)")
-    p.add_argument("--shard", help=argparse.SUPPRESS)  # I/N: this process times every N-th candidate from I
+    p.add_argument("folders", nargs="*", metavar="FOLDER")
+    p.add_argument("--gpus", metavar="all|0,1,..", help="the GPUs to spread candidates over, one worker process "
+                   "each (default: all visible)")
+    p.add_argument("--device-count", type=int, help=argparse.SUPPRESS)  # the old spelling of --gpus 0..N-1
+    p.add_argument("--serve", metavar="FOLDER", help=argparse.SUPPRESS)  # one GPU's worker process (tune_pool)
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="a candidate taking longer than this on a worker counts as hung (default 600)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--budget", type=float, default=math.inf, metavar="SECONDS",
-                   help="stop timing new shapes after this long (what was timed is kept)")
+                   help="one GPU: stop timing new shapes after this long (what was timed is kept)")
     args = p.parse_args(argv)
+    if args.serve:
+        Server(Path(args.serve)).serve(sys.stdin, sys.stdout)
+        return 0
+    if not args.folders:
+        p.error("give the build FOLDER(s) to time")
+    from .tune_pool import parse_gpus
+
+    try:
+        spec = ",".join(map(str, range(args.device_count))) if args.device_count else args.gpus
+        devices = parse_gpus(spec, device_count)
+    except ValueError as e:
+        print(f"tune_worker: {e}", file=sys.stderr)
+        return 2
     deadline = time.monotonic() + args.budget
     failed = 0
     for f in args.folders:
         folder = Path(f)
-        if args.shard:
-            i, n = (int(x) for x in args.shard.split("/"))
-            out = run(folder, (i, n), args.quiet, deadline)
-            (folder / f"results.shard{i}.json").write_text(json.dumps(out))
-            continue
         if not args.quiet:
             print(f"{folder}:", flush=True)
-        n = args.device_count or device_count()
-        if n > 1:
-            left = max(1.0, deadline - time.monotonic()) if math.isfinite(deadline) else math.inf
-            procs = [subprocess.Popen([sys.executable, "-m", "tilec.runtime.tune_worker", str(folder), "--shard",
-                                       f"{i}/{n}", "--quiet", "--budget", str(left)],
-                                      env={**os.environ, "CUDA_VISIBLE_DEVICES": str(i)})
-                     for i in range(n)]
-            if any(pr.wait() for pr in procs):
-                print(f"{folder}: a worker failed", file=sys.stderr)
-                return 1
-            merged: dict = {}
-            for i in range(n):
-                shard_file = folder / f"results.shard{i}.json"
-                merged.update(json.loads(shard_file.read_text()))
-                shard_file.unlink()
-        else:
-            try:
-                merged = run(folder, (0, 1), args.quiet, deadline)
-            except Exception as e:  # one folder's failure (a missing file, a driver error) spares the others
-                print(f"{folder}: failed: {type(e).__name__}: {e}", file=sys.stderr)
-                failed += 1
-                continue
-        out = {"version": RESULTS_VERSION, **device_info(), "date": time.strftime("%Y-%m-%d"), "candidates": merged}
+        try:
+            if devices != ["0"]:  # other or several GPUs: worker processes pinned to them
+                out = time_on_gpus(folder, devices, timeout=args.timeout,
+                                   log=None if args.quiet else lambda m: print(m, file=sys.stderr, flush=True))
+            else:
+                merged = run(folder, args.quiet, deadline)
+                out = {"version": RESULTS_VERSION, **device_info(), "date": time.strftime("%Y-%m-%d"),
+                       "candidates": merged}
+        except Exception as e:  # one folder's failure (a missing file, a driver error) spares the others
+            print(f"{folder}: failed: {type(e).__name__}: {e}", file=sys.stderr)
+            failed += 1
+            continue
         (folder / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     return 1 if failed else 0
 

@@ -89,12 +89,19 @@ def collect(folder: str | os.PathLike) -> dict:
         if not ranked:
             continue
         row = [{"config": by_index[i]["config"], "ms": round(ms, 5)} for ms, i in ranked[:1 + RUNNER_UPS]]
+        for r, (_, i) in zip(row, ranked, strict=False):
+            if "device" in timed[str(i)]:
+                r["device"] = timed[str(i)]["device"]  # the GPU it was timed on
+        again = (results.get("retimed") or {}).get(label)
+        if again and again["index"] == ranked[0][1]:  # the winner, timed again on every GPU of the host
+            row[0]["ms_per_device"] = {d: round(ms, 5) for d, ms in again["ms"].items()}
         shapes.append({"sizes": shape, "winner": row[0], "runner_ups": row[1:]})
     return {"source": plan["source"], "source_hash": plan["source_hash"], "kernel": plan["kernel"],
             "target": plan["target"], "defines": plan["defines"], "source_consts": plan.get("source_consts", {}),
             "space": plan["space"], "default": plan["default"],
             "size_rules": plan.get("size_rules", {}), "gpu": results.get("gpu"),
             "cuda_driver": results.get("cuda_driver"), "cc": results.get("cc"), "date": results.get("date"),
+            **({"devices": results["devices"]} if results.get("devices") else {}),
             "tilec": __version__, "candidates": counts, "shapes": shapes}
 
 

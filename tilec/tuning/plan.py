@@ -18,8 +18,8 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,6 +201,23 @@ def _build_one(args) -> dict:
     return {"status": "built", "artifact": name, **{k: v for k, v in resources.items() if k != "lowered"}}
 
 
+def local_build(jobs: int | None) -> Callable[[list], Iterator[tuple[int, dict]]]:
+    """Compile work items in `jobs` local processes, yielding (position, outcome) in the order they finish."""
+
+    def build(work: list) -> Iterator[tuple[int, dict]]:
+        n = jobs or os.cpu_count() or 1
+        if n == 1 or len(work) == 1:
+            for position, item in enumerate(work):
+                yield position, _build_one(item)
+            return
+        with ProcessPoolExecutor(n) as pool:
+            futures = {pool.submit(_build_one, item): position for position, item in enumerate(work)}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
+
+    return build
+
+
 def check_sizes(kernel, shapes: list[dict[str, int]], rules: dict[str, object]) -> dict[str, int]:
     """A small ragged shape for the correctness check: each runtime size below its smallest tuned value, odd where
     it is large (so that no dimension is a multiple of a tile), and tiny for batch-like sizes."""
@@ -246,8 +263,15 @@ def write_check(folder: Path, kernel, sizes: dict[str, int], seed: int = 1) -> d
 def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], folder: str | os.PathLike, *,
             size_rules: dict[str, object] | None = None, emit: str = "cubin", jobs: int | None = None,
             check_on_cpu: bool = False,
-            progress: Callable[[str, int, int], None] | None = None) -> Plan:
-    """Write the build folder for tuning `source` (the options' target, -D values and kernel) at `shapes`."""
+            progress: Callable[[str, int, int], None] | None = None,
+            on_built: Callable[[Candidate], None] | None = None,
+            build: Callable[[list], Iterable[tuple[int, dict]]] | None = None) -> Plan:
+    """Write the build folder for tuning `source` (the options' target, -D values and kernel) at `shapes`.
+
+    plan.json is written before the first candidate compiles (its candidates pending) and again at the end, so
+    that GPU workers can start on each candidate as `on_built` hands it over. `build` compiles the work items
+    and yields (position, outcome) as each finishes — local processes by default (a Ray cluster:
+    tilec/tuning/cluster.py)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     axes, default, checked = discover(source, opts)
@@ -282,22 +306,15 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
         progress("check", 1, 1)
     cpu = plan.check if check_on_cpu else None
     work = [(source, base, c.index, c.config, str(folder), emit, cpu) for c in plan.candidates]
-    jobs = jobs or os.cpu_count() or 1
-    done = 0
+    (folder / PLAN_FILE).write_text(json.dumps(plan.to_json(), indent=1) + "\n")
     if progress:
         progress("compile", 0, len(work))
-    if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            for c, out in zip(plan.candidates, pool.map(_build_one, work), strict=True):
-                c.__dict__.update(out)
-                done += 1
-                if progress:
-                    progress("compile", done, len(work))
-    else:
-        for c, w in zip(plan.candidates, work, strict=True):
-            c.__dict__.update(_build_one(w))
-            done += 1
-            if progress:
-                progress("compile", done, len(work))
+    for done, (position, outcome) in enumerate((build or local_build(jobs))(work), 1):
+        c = plan.candidates[position]
+        c.__dict__.update(outcome)
+        if progress:
+            progress("compile", done, len(work))
+        if on_built is not None and c.status == "built":
+            on_built(c)
     (folder / PLAN_FILE).write_text(json.dumps(plan.to_json(), indent=1) + "\n")
     return plan
