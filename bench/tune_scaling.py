@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-JOB = ["samples/gemm.tile", "--target", "sm90", "-D", "dtype=bf16", "--shapes", "llm-gemm", "--size-rule",
-       "B_rows=K", "--size-rule", "B_cols=N"]
+JOB = ["samples/gemm.tile", "--target", "sm90", "-D", "dtype=bf16", "--size", "M=4096,N=4096,K=4096",
+       "--size", "M=128,N=11008,K=4096", "--size", "M=1000,N=1000,K=1000", "--size", "M=16384,N=4096,K=4096",
+       "--size-rule", "B_rows=K", "--size-rule", "B_cols=N"]
 NOISE = 0.03
 
 
@@ -59,6 +60,15 @@ def run(folder: Path) -> int:
         results = time_on_gpus(work, [str(i) for i in range(count)])
         wall = time.perf_counter() - start
         winners = _winners(results)
+        statuses: dict[str, int] = {}
+        for r in results["candidates"].values():
+            statuses[r.get("check", "?")] = statuses.get(r.get("check", "?"), 0) + 1
+        print(f"{count} GPU(s): candidates {statuses}", flush=True)
+        bad = next((r for r in results["candidates"].values() if r.get("check") != "ok"), None)
+        if bad:
+            print(f"  first failure: {json.dumps(bad)[:600]}", flush=True)
+        if os.environ.get("OUT"):
+            Path(os.environ["OUT"], f"results_{count}gpu.json").write_text(json.dumps(results, indent=1))
         if reference is None:
             reference = (wall, winners, results)
         same = 0

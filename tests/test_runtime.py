@@ -368,3 +368,94 @@ def test_formulas_refuse_anything_else(text):
         compile_formulas([text], ["N"])
     with pytest.raises((ValueError, KeyError)):
         evaluate(text, {"N": 3})
+
+
+# ---------------------------------------------------------------- the fast path for torch tensors
+
+
+class _FakeTorch:
+    """Enough of torch for the launch path: a Tensor type (its module is torch), dtypes, the raw current stream."""
+
+    def __init__(self):
+        import types
+
+        self.module = types.ModuleType("torch")
+        self.stream = 7
+        self.module.float32, self.module.float16 = object(), object()
+
+        class Tensor:
+            __module__ = "torch"
+
+            def __init__(tensor, ptr, shape, dtype=None, device=0, contiguous=True):
+                tensor.ptr, tensor.shape, tensor.device_index = ptr, tuple(shape), device
+                tensor.dtype = dtype if dtype is not None else self.module.float32
+                tensor.contiguous = contiguous
+
+            def get_device(tensor):
+                return tensor.device_index
+
+            def is_contiguous(tensor):
+                return tensor.contiguous
+
+            def data_ptr(tensor):
+                return tensor.ptr
+
+        self.module.Tensor = Tensor
+        self.module._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: self.stream)
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    import sys
+
+    t = _FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", t.module)
+    monkeypatch.setattr(arrays, "_torch_current_stream", None)
+    return t
+
+
+def test_torch_calls_take_the_fast_path_once_a_plan_and_stream_exist(fake, fake_torch, monkeypatch):
+    from tilec.runtime.launch import Kernel
+
+    mod = Module(b"\0", _manifest(GEMM))
+    general = []
+    original = Kernel._call
+    monkeypatch.setattr(Kernel, "_call", lambda self, *a: general.append(a[1:]) or original(self, *a))
+    T = fake_torch.module.Tensor
+    f16 = fake_torch.module.float16
+    a, b, c = T(0x1000, (300, 64), f16), T(0x2000, (64, 200), f16), T(0x3000, (300, 200), f16)
+    assert mod.gemm(a, b, c) is c  # the first call: the general path makes the plan and the stream's launcher
+    assert len(general) == 1
+    assert mod.gemm(T(0x5000, (300, 64), f16), b, c) is c  # the fast path: a new address, the same plan
+    assert len(general) == 1
+    assert [x.args for x in fake.launches] == [[0x1000, 0x2000, 0x3000, 300, 64, 200, 200],
+                                               [0x5000, 0x2000, 0x3000, 300, 64, 200, 200]]
+    assert fake.launches[1].stream == 7 and fake.launches[1].grid == (2, 3, 1)
+    mod.gemm(T(0x1000, (100, 64), f16), b, T(0x3000, (100, 200), f16))  # a new shape: the general path
+    assert len(general) == 2 and fake.launches[2].args[3:] == [100, 64, 200, 200]
+    mod.gemm(a, b, c)  # back to the first shape, fast: its sizes are written again
+    assert len(general) == 2 and fake.launches[3].args[3:] == [300, 64, 200, 200]
+    fake_torch.stream = 9  # another current stream: the general path makes its launcher, then it is fast
+    mod.gemm(a, b, c)
+    mod.gemm(a, b, c)
+    assert len(general) == 3 and [x.stream for x in fake.launches[4:]] == [9, 9]
+    mod.gemm(a, b, c, stream=3)  # an explicit stream, or sync: the general path
+    assert len(general) == 4 and fake.launches[-1].stream == 3
+    with pytest.raises(rt.ArgumentError, match="'B' has dtype"):  # errors come from the general path
+        mod.gemm(a, T(0x2000, (64, 200)), c)
+    with pytest.raises(rt.ArgumentError, match="must be contiguous"):
+        mod.gemm(a, b, T(0x3000, (300, 200), f16, contiguous=False))
+    with pytest.raises(rt.ArgumentError, match="is on GPU 1"):
+        mod.gemm(a, T(0x2000, (64, 200), f16, device=1), c)
+    assert len(fake.launches) == 7
+
+
+def test_the_fast_path_stores_scalars_and_checks_them(fake, fake_torch):
+    mod = Module(b"\0", _manifest(SCALE))
+    T = fake_torch.module.Tensor
+    x, y = T(0x1000, (4, 300)), T(0x2000, (4, 300))
+    mod.scale(x, 1.5, 3, 0.5, 2.0, True, y)
+    mod.scale(x, 2.5, -4, 0.25, 1.0, False, y)
+    assert fake.launches[1].args[:6] == [0x1000, 2.5, -4, 0x3400, 0x3F80, False]
+    with pytest.raises(rt.ArgumentError, match="scalar 'n' is i32: pass an integer"):
+        mod.scale(x, 2.5, 1.5, 0.25, 1.0, False, y)
