@@ -273,3 +273,11 @@ def test_tune_on_a_local_ray_cluster_with_fake_gpus(tmp_path, monkeypatch):
     assert winners == {(7, 100): {"block_M": 2, "block_N": 256}, (5000, 64): {"block_M": 2, "block_N": 256}}
     assert all(s["winner"]["ms_per_device"] for s in entry["shapes"])
     assert (tmp_path / "build" / "cand0.cu").is_file()  # the compile tasks' outputs, written by the driver
+
+
+@pytest.mark.parametrize("name, torch_name", [("bf16", "bfloat16"), ("f8e4m3", "float8_e4m3fn"), ("f32", "float32")])
+def test_the_worker_names_torch_dtypes(name, torch_name):
+    torch = pytest.importorskip("torch")
+    from tilec.runtime import tune_worker
+
+    assert tune_worker._torch_dtype(torch, name) is getattr(torch, torch_name)
