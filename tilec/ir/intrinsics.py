@@ -67,7 +67,8 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
                  pattern=r"store_vec(?P<n>\d+)"),
     IntrinsicDef("atomic", {"kind": str}, key=lambda p: f"atomic_{p['kind']}",
                  pattern=r"atomic_(?P<kind>add|max|min)"),
-    IntrinsicDef("print", {"label": str}, key=lambda p: f"print:{p['label']}", pattern=r"print:(?P<label>.*)"),
+    IntrinsicDef("print", {"fmt": str}, key=lambda p: f"print:{p['fmt']}", pattern=r"print:(?P<fmt>.*)",
+                 doc="one line of text (printf: the format, then its arguments)"),
     # mma.sync (sm80+)
     IntrinsicDef("ldmatrix", {"count": int, "trans": bool}, _MMA,
                  key=lambda p: f"ldmatrix_x{p['count']}" + ("_trans" if p["trans"] else ""),

@@ -397,10 +397,13 @@ class _BlockRun(ScalarOps, HopperModel):
         getattr(self, semantics)(s, mask)
 
     def call_print(self, s: S.SCall, mask) -> None:
+        """One line per active lane, in lane order: printf's format read by Python's `%` (tilec/ops/print.py uses
+        only %d and %.5g, on which C and Python agree)."""
         act = self.active(mask)
-        v = self.full(self.eval(s.args[0], mask))
+        cols = [self.full(self.eval(a, mask)) for a in s.args]
         for t in np.nonzero(act)[0]:
-            print(f"block {self.block_idx} {s.params['label']}: {v[t]}", file=self.sim.stdout)
+            vals = tuple(float(v[t]) if a.dtype.is_float else int(v[t]) for a, v in zip(s.args, cols, strict=True))
+            print(s.params["fmt"] % vals, file=self.sim.stdout)
 
     def copy16(self, s: S.SCall, mask) -> None:
         """copy16, copy16_or_zero and cp_async16 (which lands at the group's cp_async_wait)."""

@@ -35,7 +35,6 @@ _CALLS = {
     "cp_async_wait": spelled("tl::cp_async_wait<{0}>()"),
     "ldmatrix": _ldmatrix,
     "mma": spelled("tl::mma_{dtype}({0}, {1}, {2})"),
-    "print": lambda printer, s, args: printer.print_call(s, args),
     "wgmma": lambda printer, s, args: printer.wgmma_call(s, args),
     "tma_load": _tma,
     "tma_store": _tma,
@@ -112,14 +111,6 @@ class CudaPrinter(CStylePrinter):
 
     def call_stmt(self, s: S.SCall) -> str:
         return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])
-
-    def print_call(self, s: S.SCall, args: list[str]) -> str:
-        label = s.params["label"].replace("\\", "\\\\").replace('"', '\\"')
-        v = s.args[0]
-        fmt, val = ("%f", f"static_cast<double>(static_cast<float>({args[0]}))") if v.dtype.is_float else (
-            "%lld", f"static_cast<long long>({args[0]})")
-        prefix = f"{label}: " if label else ""
-        return f'printf("block (%d,%d,%d) {prefix}{fmt}\\n", blockIdx.x, blockIdx.y, blockIdx.z, {val});'
 
     def wgmma_call(self, s: S.SCall, args: list[str]) -> str:
         fn = self.wgmma_helper(s.params)
