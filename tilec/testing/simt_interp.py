@@ -405,6 +405,10 @@ class _BlockRun(ScalarOps, HopperModel):
             vals = tuple(float(v[t]) if a.dtype.is_float else int(v[t]) for a, v in zip(s.args, cols, strict=True))
             print(s.params["fmt"] % vals, file=self.sim.stdout)
 
+    def profile_mark(self, s: S.SCall, mask) -> None:
+        """prof_init and prof_mark (tilec/ir/profile.py): clocks have no meaning here; the instrumented kernel
+        must compute what the plain one does."""
+
     def copy16(self, s: S.SCall, mask) -> None:
         """copy16, copy16_or_zero and cp_async16 (which lands at the group's cp_async_wait)."""
         name, act = s.name, self.active(mask)
@@ -652,7 +656,7 @@ def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], 
 # The semantics of each intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. The Hopper
 # intrinsics (mbarriers, TMA, wgmma) are modelled in simt_hopper.py.
 _SEMANTICS = {
-    "print": "call_print", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
+    "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
     "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "atomic": "atomic",
 }

@@ -11,6 +11,7 @@ from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter, spelled
 from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
+PROFILE_HEADER = Path(__file__).parent / "include" / "tilec_profile.h"  # only in a profiled build
 
 _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
@@ -55,6 +56,8 @@ _CALLS = {
     "wgmma_commit": spelled("tl::wgmma_commit()"),
     "wgmma_wait": spelled("tl::wgmma_wait<{0}>()"),
     "wgmma_fence_regs": spelled("tl::fence_regs<{1}>({0})"),
+    "prof_init": spelled("tl::Prof tl_prof = tl::prof_init()"),
+    "prof_mark": lambda printer, s, args: f"tl::prof_mark(tl_prof, {2 * s.params['phase'] + 1 + s.params['end']}u);",
 }
 
 # ... and of every intrinsic expression.
@@ -180,6 +183,8 @@ def generate(module: S.SModule, banner: str) -> str:
     parts.append(HEADER.read_text())
     if uses_fp8:
         parts.append("#include <cuda_fp8.h>")
+    if any(k.attrs.get("profile") for k in module.kernels):
+        parts.append(PROFILE_HEADER.read_text())
     parts.append("#define TL_INF __int_as_float(0x7f800000)\n#define TL_NAN __int_as_float(0x7fffffff)\n")
     emitted: set[str] = set()
     for k in module.kernels:
