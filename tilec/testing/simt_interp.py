@@ -406,8 +406,18 @@ class _BlockRun(ScalarOps, HopperModel):
             print(s.params["fmt"] % vals, file=self.sim.stdout)
 
     def profile_mark(self, s: S.SCall, mask) -> None:
-        """prof_init and prof_mark (tilec/ir/profile.py): clocks have no meaning here; the instrumented kernel
-        must compute what the plain one does."""
+        """prof_init and prof_mark (tilec/ir/profile.py). The instrumented kernel must compute what the plain one
+        does; with `profile_marks` given to run_simt, lane 0 of each 32-thread warp (the recording lane on the
+        device) appends (tag, step) to its warp's list, the step counting marks over the whole run in place of
+        a clock: the order and nesting of a warp's marks are checked on a CPU."""
+        marks = self.sim.profile_marks
+        if marks is None or s.op != "prof_mark":
+            return
+        self.sim.profile_step += 1
+        tag = 2 * s.params["phase"] + 1 + int(s.params["end"])
+        for t in np.nonzero(self.active(mask))[0]:
+            if t % 32 == 0:
+                marks.setdefault((self.block_idx, int(t) // 32), []).append((tag, self.sim.profile_step))
 
     def copy16(self, s: S.SCall, mask) -> None:
         """copy16, copy16_or_zero and cp_async16 (which lands at the group's cp_async_wait)."""
@@ -645,18 +655,22 @@ class _Sim:
 
 
 def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int = 32,
-             stdout=None) -> dict[str, object]:
+             stdout=None, profile_marks: dict | None = None) -> dict[str, object]:
     """Execute `kernel` over its whole grid on `args` (numpy arrays in the declared dtypes, scalars by name);
     `sizes` gives every runtime size by name. Output arrays are updated in place. Raises
-    SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles)."""
-    _Sim(kernel, args, sizes, warp_size, stdout).run()
+    SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles).
+    `profile_marks` (a dict) receives a profiled kernel's marks by (block, warp) (see _BlockRun.profile_mark)."""
+    sim = _Sim(kernel, args, sizes, warp_size, stdout)
+    sim.profile_marks, sim.profile_step = profile_marks, 0
+    sim.run()
     return args
 
 
 # The semantics of each intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. The Hopper
 # intrinsics (mbarriers, TMA, wgmma) are modelled in simt_hopper.py.
 _SEMANTICS = {
-    "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
+    "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark",
+    "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
     "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "atomic": "atomic",
 }

@@ -1,0 +1,243 @@
+"""Recording a profiled kernel's timeline on the GPU (the runtime half of `tilec profile`).
+
+An artifact built with `tilec profile` (or `CompileOptions(profile=True)`) carries, per kernel, a manifest entry
+`profile` and a module variable `tilec_profile` ({buffer, capacity, blocks}). While that buffer is null the
+kernel runs as usual (its marks test a null pointer); `record` points it at a zeroed device buffer for one
+launch, reads the marks back and decodes them (tilec/runtime/timeline.py).
+
+    tl = tilec.runtime.profile.record(mod.flash_attention, Q, K, V, O)
+    print(tl.summary()); json.dump(tl.chrome_trace(), open("trace.json", "w"))
+
+`TILEC_PROFILE=trace.json` in the environment makes every call of a profiled kernel of a module loaded
+afterwards record itself: the trace file is rewritten after each call (all calls so far) and each call's
+summary goes to stderr. `python -m tilec.runtime.profile ARTIFACT --size ...` (what `tilec profile` runs)
+launches on random inputs, writes the trace and the summary, and measures the instrumentation's overhead
+against the same kernel with recording off and, given `--baseline`, against an uninstrumented build.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+
+import numpy as np
+
+from .arrays import ArgumentError
+from .timeline import Timeline, decode, write_trace
+
+DEFAULT_CAPACITY = 2048  # marks per warp
+DEFAULT_MAX_BYTES = 256 << 20  # blocks past this much record nothing
+_CONFIG = struct.Struct("<QII")  # TilecProfileConfig: buffer, capacity, blocks
+
+
+class _Recording:
+    """The module variable of one kernel's profile, pointed at a device buffer for a launch."""
+
+    def __init__(self, kernel, device_args, capacity: int, max_bytes: int, stream=None) -> None:
+        entry = kernel.entry
+        if "profile" not in entry:
+            raise ArgumentError(f"{kernel.name} was not built for profiling: build it with `tilec profile` or "
+                                "`--profile`")
+        plan = kernel.launch_plan(*device_args, stream=stream)
+        self.kernel, self.plan, self.capacity = plan.kernel, plan, capacity
+        self.profile = plan.kernel.entry.get("profile", entry["profile"])
+        self.warps = -(-plan.threads // 32)
+        slot = int(self.profile["header_words"]) + capacity
+        per_block = self.warps * slot * 8
+        nblocks = plan.grid[0] * plan.grid[1] * plan.grid[2]
+        self.blocks = max(0, min(nblocks, max_bytes // per_block))
+        if self.blocks == 0:
+            raise ArgumentError(f"{kernel.name}: one block's record ({per_block} bytes) exceeds the buffer limit "
+                                f"({max_bytes} bytes); lower the capacity")
+        drv = plan.driver
+        self.nbytes = self.blocks * per_block
+        device = next((d for d, v in type(drv)._instances.items() if v is drv), 0)
+        self.address, size = drv.global_address(kernel.module.cuda_module(device), self.profile["symbol"])
+        if size < _CONFIG.size:
+            raise ArgumentError(f"{kernel.name}: the module's {self.profile['symbol']} is {size} bytes")
+        self.buffer = drv.alloc(self.nbytes)
+        drv.zero(self.buffer, self.nbytes)
+
+    def arm(self, on: bool) -> None:
+        config = _CONFIG.pack(self.buffer if on else 0, self.capacity, self.blocks)
+        self.plan.driver.htod(self.address, config, len(config))
+
+    def read(self, clock_ghz: float | None = None) -> Timeline:
+        drv = self.plan.driver
+        words = np.empty(self.nbytes // 8, dtype=np.uint64)
+        drv.synchronize()
+        drv.dtoh(words.ctypes.data, self.buffer, self.nbytes)
+        return decode(words, self.profile, kernel=self.kernel.name, grid=self.plan.grid, threads=self.plan.threads,
+                      capacity=self.capacity, blocks=self.blocks, clock_ghz=clock_ghz)
+
+    def free(self) -> None:
+        self.arm(False)
+        self.plan.driver.free(self.buffer)
+
+
+def _on_device(kernel, args):
+    """The arguments with numpy arrays copied to GPU 0, the copies (to free) and how to copy outputs back."""
+    from .arrays import adapter
+    from .cuda_driver import Driver
+    from .launch import _DeviceBuffer
+
+    layout = kernel._arguments or kernel._make_layout()
+    if len(args) != layout.nparams:
+        args = kernel._with_outputs(args, layout)
+    drv = Driver.get(0)
+    device_args, staged, outputs = list(args), [], []
+    for t in layout.tensors:
+        a = args[t.index]
+        if adapter(type(a)).kind == "numpy":
+            ptr = drv.alloc(a.nbytes)
+            staged.append(ptr)
+            drv.htod(ptr, a.ctypes.data, a.nbytes)
+            device_args[t.index] = _DeviceBuffer(ptr, a.shape)
+            if t.output:
+                outputs.append((a, ptr))
+    return device_args, staged, outputs, drv
+
+
+def record(kernel, *args, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES, stream=None,
+           clock_ghz: float | None = None) -> Timeline:
+    """Launch `kernel(*args)` once with recording on (synchronously) and return its timeline. numpy arguments
+    are staged to the GPU and outputs copied back, as a plain call does."""
+    device_args, staged, outputs, drv = _on_device(kernel, args)
+    rec = None
+    try:
+        rec = _Recording(kernel, device_args, capacity, max_bytes, stream)
+        rec.arm(True)
+        kernel(*device_args, stream=stream, sync=True)
+        timeline = rec.read(clock_ghz)
+        for a, ptr in outputs:
+            drv.dtoh(a.ctypes.data, ptr, a.nbytes)
+        return timeline
+    finally:
+        if rec is not None:
+            rec.free()
+        for ptr in staged:
+            drv.free(ptr)
+
+
+def bench_recording(kernel, *args, on: bool, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES,
+                    warmup: int = 10, iters: int = 50) -> dict:
+    """kernel.bench with the profile buffer armed (on) or not: the instrumentation's cost."""
+    device_args, staged, _, drv = _on_device(kernel, args)
+    rec = None
+    try:
+        rec = _Recording(kernel, device_args, capacity, max_bytes)
+        rec.arm(on)
+        return kernel.bench(*device_args, warmup=warmup, iters=iters)
+    finally:
+        if rec is not None:
+            rec.free()
+        for ptr in staged:
+            drv.free(ptr)
+
+
+class _RecordingKernel:
+    """A profiled kernel under TILEC_PROFILE: every call records and rewrites the trace file."""
+
+    def __init__(self, kernel, path: str, timelines: list[Timeline]) -> None:
+        self._kernel, self._path, self._timelines = kernel, path, timelines
+
+    def __getattr__(self, item):
+        return getattr(self._kernel, item)
+
+    def __call__(self, *args, stream=None, sync=None):
+        kernel = self._kernel
+        layout = kernel._arguments or kernel._make_layout()
+        if len(args) != layout.nparams:
+            args = kernel._with_outputs(args, layout)
+        tl = record(kernel, *args, stream=stream)
+        self._timelines.append(tl)
+        write_trace(self._path, self._timelines)
+        print(tl.summary(), file=sys.stderr)
+        outs = [args[i] for i in layout.outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs) if outs else None
+
+
+def install(module, path: str) -> None:
+    """Make the module's profiled kernels record every call into the trace file `path` (TILEC_PROFILE)."""
+    timelines: list[Timeline] = []
+    for name, k in list(module.kernels.items()):
+        if "profile" in k.entry:
+            module.kernels[name] = _RecordingKernel(k, path, timelines)
+
+
+# ---------------------------------------------------------------- the command line's GPU half
+
+def random_args(kernel, sizes: dict[str, int], seed: int = 0) -> list:
+    """Fresh random inputs (normal, scaled to keep softmax and sums finite) for every parameter of `kernel`."""
+    from .arrays import NP_NAMES
+    from .formulas import evaluate
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in kernel.entry["params"]:
+        if p["kind"] == "scalar":
+            out.append(sizes.get(p["name"], 1))
+            continue
+        if p["dtype"] in ("bf16", "f8e4m3", "f8e5m2"):
+            import ml_dtypes  # noqa: F401  (registers these dtypes with numpy)
+        shape = tuple(d if isinstance(d, int) else sizes[d] if d in sizes else evaluate(d, sizes) for d in p["shape"])
+        dt = np.dtype(NP_NAMES[p["dtype"]])
+        if dt.kind in "iub":
+            arr = rng.integers(0, 4, size=shape).astype(dt)
+        else:
+            arr = (rng.standard_normal(shape) * 0.5).astype(np.float32).astype(dt)
+        out.append(arr)
+    return out
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+
+    from .loader import load
+
+    ap = argparse.ArgumentParser(prog="python -m tilec.runtime.profile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("artifact", help="a profiled build (.cubin / .fatbin with its manifest)")
+    ap.add_argument("--kernel", help="the kernel to profile (default: the first)")
+    ap.add_argument("--size", action="append", default=[], metavar="NAME=N", help="a runtime size")
+    ap.add_argument("-o", "--output", default="trace.json", help="the Chrome/Perfetto trace to write")
+    ap.add_argument("--baseline", help="the same kernel built without instrumentation, for the overhead")
+    ap.add_argument("--capacity", type=int, default=DEFAULT_CAPACITY, help="marks recorded per warp")
+    ap.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace (all are summarized)")
+    ap.add_argument("--json", help="also write the figures (shares, times, overhead) to this JSON file")
+    a = ap.parse_args(argv)
+    sizes = {}
+    for s in a.size:
+        name, _, value = s.partition("=")
+        sizes[name.strip()] = int(value)
+    mod = load(a.artifact)
+    name = a.kernel or next(iter(mod.kernels))
+    kernel = mod.kernels[name]
+    args = random_args(kernel, sizes)
+    tl = record(kernel, *args, capacity=a.capacity)
+    trace = tl.chrome_trace(a.trace_blocks)
+    with open(a.output, "w") as f:
+        json.dump(trace, f)
+    print(tl.summary())
+    figures: dict = {"kernel": name, "sizes": sizes, "shares": tl.shares(), "time_per_warp_us": tl.warpgroup_time_us(),
+                     "clock_ghz": tl.clock_ghz}
+    off = bench_recording(kernel, *args, on=False, capacity=a.capacity)["ms"]
+    on = bench_recording(kernel, *args, on=True, capacity=a.capacity)["ms"]
+    figures.update(instrumented_off_ms=off, instrumented_on_ms=on)
+    line = f"time: instrumented, recording {on * 1e3:.1f} us; instrumented, not recording {off * 1e3:.1f} us"
+    if a.baseline:
+        plain = load(a.baseline).kernels[name].bench(*args)["ms"]
+        figures["plain_ms"] = plain
+        line += f"; plain build {plain * 1e3:.1f} us: overhead {100 * (on / plain - 1):+.1f}% recording, " \
+                f"{100 * (off / plain - 1):+.1f}% not recording"
+    print(line)
+    print(f"trace: {a.output} (first {a.trace_blocks} blocks; open in https://ui.perfetto.dev)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(figures, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
