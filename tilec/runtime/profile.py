@@ -214,6 +214,10 @@ def main(argv=None) -> int:
     mod = load(a.artifact)
     name = a.kernel or next(iter(mod.kernels))
     kernel = mod.kernels[name]
+    missing = [n for n in kernel.entry["sizes"] if n not in sizes]
+    if missing:
+        print(f"error: give the runtime sizes {', '.join(missing)} of {name} (--size NAME=N)", file=sys.stderr)
+        return 2
     args = random_args(kernel, sizes)
     tl = record(kernel, *args, capacity=a.capacity)
     trace = tl.chrome_trace(a.trace_blocks)
