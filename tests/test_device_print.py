@@ -76,18 +76,18 @@ def test_interpreter_format_against_numpy():
     run_kernel(tk, {"A": a, "C": np.zeros((20, 12), np.float32)}, stdout=out)
     lines = out.getvalue().splitlines()
     # the fragment rows 2..3 of block 0, 8 values a line, indices relative to the region
-    assert lines[0] == "[block (0, 0, 0)] frag f[0, 0:8]: " + " ".join("%.5g" % v for v in a[2, 0:8])
-    assert lines[1] == "[block (0, 0, 0)] frag f[0, 8:12]: " + " ".join("%.5g" % v for v in a[2, 8:12])
-    assert lines[2].startswith("[block (0, 0, 0)] frag f[1, 0:8]: %.5g " % a[3, 0])
+    assert lines[0] == "[block (0, 0, 0)] frag f[0, 0:8]: " + " ".join(format(v, ".5g") for v in a[2, 0:8])
+    assert lines[1] == "[block (0, 0, 0)] frag f[0, 8:12]: " + " ".join(format(v, ".5g") for v in a[2, 8:12])
+    assert lines[2].startswith(f"[block (0, 0, 0)] frag f[1, 0:8]: {a[3, 0]:.5g} ")
     # a global region: rows 14..17 of block 0 are inside the tensor (M = 20)
-    assert lines[4] == "[block (0, 0, 0)] edge A[0, 0:3]: " + " ".join("%.5g" % v for v in a[14, 0:3])
+    assert lines[4] == "[block (0, 0, 0)] edge A[0, 0:3]: " + " ".join(format(v, ".5g") for v in a[14, 0:3])
     assert lines[8] == "[block (0, 0, 0) thread 5] x%y: 1"
     # block 1's rows 30..33 of A are past M = 20: printed as 0, as a guarded copy reads them
     assert "[block (1, 0, 0)] edge A[3, 0:3]: 0 0 0" in lines
     # block=(1,) is block (1, 0, 0) only; the shared tile prints all 16 rows there
     tile = [ln for ln in lines if " tile s[" in ln]
     assert len(tile) == 32 and all(ln.startswith("[block (1, 0, 0)] tile s[") for ln in tile)
-    assert tile[0] == "[block (1, 0, 0)] tile s[0, 0:8]: " + " ".join("%.5g" % v for v in a[16, 0:8])
+    assert tile[0] == "[block (1, 0, 0)] tile s[0, 0:8]: " + " ".join(format(v, ".5g") for v in a[16, 0:8])
 
 
 @pytest.mark.parametrize("target", ["sm80", "sm90", "gfx942"])

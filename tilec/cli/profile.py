@@ -31,8 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="trace.json", metavar="TRACE", help="the trace to write "
                    "(default trace.json)")
     p.add_argument("--capacity", type=int, default=2048, help="marks recorded per warp (default 2048)")
-    p.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace; the summary reads "
-                   "every recorded block (default 16)")
+    p.add_argument("--blocks", type=int, default=256, help="blocks recorded for the summary, the first in launch "
+                   "order (default 256)")
+    p.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace (default 16)")
     p.add_argument("--json", metavar="FILE", help="also write the figures (shares, times, overhead) as JSON")
     p.add_argument("--build-dir", metavar="DIR", help="build into DIR and stop (record on a GPU machine later)")
     p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc")
@@ -64,16 +65,16 @@ def build(args, folder: str) -> tuple[Path, Path, str]:
 
     import tilec
 
-    from .common import compile_options
-
     from ..targets.registry import lookup
+    from .common import compile_options
 
     target = lookup(args.target)  # (UnknownTarget is a ValueError)
     if "timeline_profile" not in target.features:
         raise ValueError(f"the timeline profiler records clock64 and %globaltimer: it is available on CUDA targets, "
                          f"not {target.name}")
     args.no_cache = False
-    opts = compile_options(args, targets=(args.target,))
+    # one configuration (the consts' defaults and -D), not a tuning database's variants behind a dispatcher
+    opts = compile_options(args, targets=(args.target,), tune_db="")
     stem = Path(args.file).stem
     paths = []
     for profiled in (True, False):
@@ -109,7 +110,8 @@ def main(argv: list[str]) -> int:
     except (ValueError, OSError, UserFacingError) as e:
         return _fail(str(e))
     worker = [str(profiled), "--baseline", str(plain), "--kernel", kernel, "-o", args.output,
-              "--capacity", str(args.capacity), "--trace-blocks", str(args.trace_blocks),
+              "--capacity", str(args.capacity), "--blocks", str(args.blocks),
+              "--trace-blocks", str(args.trace_blocks),
               *(f"--size={k}={v}" for k, v in sizes.items()), *(["--json", args.json] if args.json else [])]
     if args.build_dir:
         print(f"tilec profile: built {profiled} (instrumented) and {plain}; on the GPU machine run\n"

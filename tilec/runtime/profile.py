@@ -17,7 +17,6 @@ against the same kernel with recording off and, given `--baseline`, against an u
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 
@@ -28,13 +27,15 @@ from .timeline import Timeline, decode, write_trace
 
 DEFAULT_CAPACITY = 2048  # marks per warp
 DEFAULT_MAX_BYTES = 256 << 20  # blocks past this much record nothing
+DEFAULT_BLOCKS = 256  # blocks `record` decodes (the first ones, in linear order): a sample for the summary
 _CONFIG = struct.Struct("<QII")  # TilecProfileConfig: buffer, capacity, blocks
 
 
 class _Recording:
     """The module variable of one kernel's profile, pointed at a device buffer for a launch."""
 
-    def __init__(self, kernel, device_args, capacity: int, max_bytes: int, stream=None) -> None:
+    def __init__(self, kernel, device_args, capacity: int, max_bytes: int, stream=None,
+                 max_blocks: int | None = None) -> None:
         entry = kernel.entry
         if "profile" not in entry:
             raise ArgumentError(f"{kernel.name} was not built for profiling: build it with `tilec profile` or "
@@ -46,7 +47,7 @@ class _Recording:
         slot = int(self.profile["header_words"]) + capacity
         per_block = self.warps * slot * 8
         nblocks = plan.grid[0] * plan.grid[1] * plan.grid[2]
-        self.blocks = max(0, min(nblocks, max_bytes // per_block))
+        self.blocks = max(0, min(nblocks, max_bytes // per_block, max_blocks or nblocks))
         if self.blocks == 0:
             raise ArgumentError(f"{kernel.name}: one block's record ({per_block} bytes) exceeds the buffer limit "
                                 f"({max_bytes} bytes); lower the capacity")
@@ -60,8 +61,10 @@ class _Recording:
         drv.zero(self.buffer, self.nbytes)
 
     def arm(self, on: bool) -> None:
-        config = _CONFIG.pack(self.buffer if on else 0, self.capacity, self.blocks)
-        self.plan.driver.htod(self.address, config, len(config))
+        import ctypes
+
+        config = ctypes.create_string_buffer(_CONFIG.pack(self.buffer if on else 0, self.capacity, self.blocks))
+        self.plan.driver.htod(self.address, config, _CONFIG.size)
 
     def read(self, clock_ghz: float | None = None) -> Timeline:
         drv = self.plan.driver
@@ -100,13 +103,14 @@ def _on_device(kernel, args):
 
 
 def record(kernel, *args, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES, stream=None,
-           clock_ghz: float | None = None) -> Timeline:
-    """Launch `kernel(*args)` once with recording on (synchronously) and return its timeline. numpy arguments
-    are staged to the GPU and outputs copied back, as a plain call does."""
+           clock_ghz: float | None = None, max_blocks: int | None = DEFAULT_BLOCKS) -> Timeline:
+    """Launch `kernel(*args)` once with recording on (synchronously) and return its timeline: the first
+    `max_blocks` blocks (None: as many as `max_bytes` holds). numpy arguments are staged to the GPU and outputs
+    copied back, as a plain call does."""
     device_args, staged, outputs, drv = _on_device(kernel, args)
     rec = None
     try:
-        rec = _Recording(kernel, device_args, capacity, max_bytes, stream)
+        rec = _Recording(kernel, device_args, capacity, max_bytes, stream, max_blocks)
         rec.arm(True)
         kernel(*device_args, stream=stream, sync=True)
         timeline = rec.read(clock_ghz)
@@ -122,7 +126,8 @@ def record(kernel, *args, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEF
 
 def bench_recording(kernel, *args, on: bool, capacity: int = DEFAULT_CAPACITY, max_bytes: int = DEFAULT_MAX_BYTES,
                     warmup: int = 10, iters: int = 50) -> dict:
-    """kernel.bench with the profile buffer armed (on) or not: the instrumentation's cost."""
+    """kernel.bench with the profile buffer armed (on: every block that `max_bytes` holds records) or not: the
+    instrumentation's cost."""
     device_args, staged, _, drv = _on_device(kernel, args)
     rec = None
     try:
@@ -204,7 +209,8 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--output", default="trace.json", help="the Chrome/Perfetto trace to write")
     ap.add_argument("--baseline", help="the same kernel built without instrumentation, for the overhead")
     ap.add_argument("--capacity", type=int, default=DEFAULT_CAPACITY, help="marks recorded per warp")
-    ap.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace (all are summarized)")
+    ap.add_argument("--blocks", type=int, default=DEFAULT_BLOCKS, help="blocks recorded and summarized")
+    ap.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace")
     ap.add_argument("--json", help="also write the figures (shares, times, overhead) to this JSON file")
     a = ap.parse_args(argv)
     sizes = {}
@@ -219,7 +225,7 @@ def main(argv=None) -> int:
         print(f"error: give the runtime sizes {', '.join(missing)} of {name} (--size NAME=N)", file=sys.stderr)
         return 2
     args = random_args(kernel, sizes)
-    tl = record(kernel, *args, capacity=a.capacity)
+    tl = record(kernel, *args, capacity=a.capacity, max_blocks=a.blocks)
     trace = tl.chrome_trace(a.trace_blocks)
     with open(a.output, "w") as f:
         json.dump(trace, f)
