@@ -58,15 +58,17 @@ def test_synthetic_buffer_decodes_to_spans_shares_and_a_trace():
     wrap = (1 << 48) - 700
     producer = [("mbar_wait", False, 0), ("mbar_wait", True, 1500), ("tma_issue", False, 1500),
                 ("tma_issue", True, 1600)]
-    warps = {(0, 0): _warp(base, 1_000_000, compute, 2000), (0, 4): _warp(wrap, 1_000_100, producer, 2000),
-             (1, 0): _warp(base + 5000, 1_002_500, compute, 2000)}
+    epoch = 1_764_500_000_000_000_000  # %globaltimer: ns since 1970 (float64 steps of 256 ns there)
+    warps = {(0, 0): _warp(base, epoch, compute, 2000), (0, 4): _warp(wrap, epoch + 100, producer, 2000),
+             (1, 0): _warp(base + 5000, epoch + 2500, compute, 2000)}
     words = _buffer(warps, blocks=2, warps_per_block=8, capacity=16)
     tl = decode(words, PROFILE, kernel="k", grid=(2, 1, 1), threads=256, capacity=16, blocks=2)
     assert tl.clock_source == "measured" and tl.clock_ghz == pytest.approx(2.0, rel=1e-3)
     assert len(tl.warps) == 3  # warps that never started record nothing
     w0 = next(w for w in tl.warps if (w.block, w.warp) == (0, 0))
-    spans = {name: (round(b - a), depth) for name, a, b, depth in w0.spans}
+    spans = {name: (b - a, depth) for name, a, b, depth in w0.spans}
     assert spans == {"load": (100, 1), "gemm_wait": (150, 2), "gemm": (300, 1), "store": (50, 1), "kernel": (1000, 0)}
+    assert tl.origin_ns == epoch and w0.start_ns == 0 and w0.spans[0][1] == 50  # exact: no float rounding
     assert w0.exclusive["gemm"] == pytest.approx(150) and w0.exclusive["gemm_wait"] == pytest.approx(150)
     shares = tl.shares()
     assert shares[0]["gemm_wait"] == pytest.approx(0.15) and shares[0]["load"] == pytest.approx(0.1)
@@ -95,11 +97,11 @@ def test_a_full_slot_is_reported_and_given_clock_is_used():
     assert [s[0] for s in tl.warps[0].spans] == ["load"] * 3  # 8 marks: kernel begin, 3 loads, a begin left open
 
 
-def _profiled_run(sample: str, target: str, sizes: dict, defines=None):
+def _profiled_run(sample: str, target: str, sizes: dict, defines=None, level="full"):
     """(outputs equal to the interpreter's, marks by (block, warp)) of the instrumented lowering."""
     defines = defines or {}
     tk = tilec.compile(str(SAMPLES / f"{sample}.tile"), defines=defines).module.kernels[0]
-    result = tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=defines, profile=True)
+    result = tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=defines, profile=level)
     sk = result.simt.kernels[0]
     args = random_inputs(tk, sizes, 5)
     want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
@@ -129,15 +131,20 @@ def _check_nesting(marks: dict) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("sample, target, sizes, defines, phases", [
-    ("flash_attention", "sm90", {"B": 1, "S": 200, "H": 1}, {},
-     {"mbar_wait", "tma_issue", "gemm_issue", "gemm_wait", "reduce", "elementwise", "store", "barrier"}),
+SYNC = {"kernel", "mbar_wait", "tma_issue", "gemm_issue", "gemm_wait", "barrier"}
+
+
+@pytest.mark.parametrize("sample, target, sizes, defines, level, phases", [
+    ("flash_attention", "sm90", {"B": 1, "S": 200, "H": 1}, {}, "full", SYNC | {"reduce", "elementwise", "store"}),
+    ("flash_attention", "sm90", {"B": 1, "S": 200, "H": 1}, {}, "sync", SYNC),
     ("gemm", "sm80", {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}, {"block_M": 64, "block_N": 64},
-     {"pipeline_wait", "gemm", "barrier", "store", "fill"}),
+     "full", {"kernel", "pipeline_wait", "gemm", "barrier", "store", "fill"}),
 ])
-def test_instrumented_lowering_runs_and_nests(sample, target, sizes, defines, phases):
-    sk, marks = _profiled_run(sample, target, sizes, defines)
-    assert phases <= _check_nesting(marks)
+def test_instrumented_lowering_runs_and_nests(sample, target, sizes, defines, level, phases):
+    sk, marks = _profiled_run(sample, target, sizes, defines, level)
+    seen = _check_nesting(marks)
+    assert phases <= seen if level == "full" else seen == phases
+    assert sk.attrs["profile"]["level"] == level
     # the marks, as a device would have written them, decode into a timeline (steps standing for cycles)
     warps_per_block = -(-sk.threads // 32)
     grid_blocks = sorted({b for b, _ in marks})
@@ -151,6 +158,19 @@ def test_instrumented_lowering_runs_and_nests(sample, target, sizes, defines, ph
     assert tl.shares() and "stall" in tl.summary() and len(tl.warps) == len(marks)
 
 
+def test_adjacent_spans_of_a_phase_are_merged():
+    """Two element-wise loops in a row are one span: no end mark directly followed by the same phase's begin."""
+    import itertools
+    import re
+
+    src = tilec.compile(str(SAMPLES / "flash_attention.tile"), target="sm90", profile="full").source
+    tags = [int(m) for m in re.findall(r"tl::prof_mark\(tl_prof, (\d+)u\);", src)]
+    lines = [ln.strip() for ln in src.splitlines()]
+    pairs = [(int(a.split(", ")[1][:-3]), int(b.split(", ")[1][:-3])) for a, b in itertools.pairwise(lines)
+             if a.startswith("tl::prof_mark") and b.startswith("tl::prof_mark")]
+    assert tags and pairs and not any(a % 2 == 0 and b == a - 1 for a, b in pairs)
+
+
 def test_plain_builds_carry_no_instrumentation():
     plain = tilec.compile(str(SAMPLES / "gemm.tile"), target="sm90")
     assert "prof_" not in plain.source and "tilec_profile" not in plain.source
@@ -158,10 +178,13 @@ def test_plain_builds_carry_no_instrumentation():
 
 
 @pytest.mark.parametrize("target", ["webgpu", "gfx942"])
-def test_profiling_other_targets_is_refused(target):
+def test_profiling_other_targets_and_levels_are_refused(target):
     with pytest.raises(CompileError) as e:
         tilec.compile(str(SAMPLES / "softmax.tile"), target=target, profile=True)
     assert "available on CUDA targets" in e.value.diagnostics[0].message
+    with pytest.raises(CompileError) as e:
+        tilec.compile(str(SAMPLES / "softmax.tile"), target="sm90", profile="everything")
+    assert "unknown profile level 'everything' (known: full, sync)" in e.value.diagnostics[0].message
 
 
 @pytest.mark.parametrize("sample, target", [("flash_attention", "sm90"), ("gemm", "sm90"), ("flash_attention", "sm80")])

@@ -110,7 +110,7 @@ def compile(
     disable: set[str] | None = None,
     schedule: object | None = None,
     plan_only: bool = False,
-    profile: bool | None = None,
+    profile: bool | str | None = None,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR and, with a
     target, through its back end's pipeline to generated source.
@@ -126,7 +126,8 @@ def compile(
     or its plain dict form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}}}); a pin a
     kernel cannot honour is an error at its line. `plan_only` stops after the back end's planning passes: the
     module's kernels carry their schedules (tilec.ir.schedule.resources prices them) and nothing is lowered.
-    `profile` makes an instrumented build (tilec/ir/profile.py; CUDA targets).
+    `profile` makes an instrumented build (tilec/ir/profile.py; CUDA targets): "full" (or True) times tile ops and
+    waits, "sync" only the waits and issues (barriers, pipeline waits, TMA and wgmma issue and wait).
     """
     import sys
 
@@ -233,11 +234,15 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
     result.target, result.backend = target, backend
     _check_target_fit(result.module, target)
     if opts.profile:  # an instrumented build (tilec/ir/profile.py): lower-to-simt reads the kernels' attrs
+        level = "full" if opts.profile is True else opts.profile
+        if level not in PROFILE_LEVELS:
+            raise CompileError([Diagnostic("error", f"unknown profile level '{level}' (known: "
+                                                    f"{', '.join(PROFILE_LEVELS)})")])
         if "timeline_profile" not in target.features:
             raise CompileError([Diagnostic("error", f"the timeline profiler records clock64 and %globaltimer: it is "
                                                     f"available on CUDA targets, not {target.name}")])
         for k in result.module.kernels:
-            k.attrs["profile"] = True
+            k.attrs["profile"] = level
     if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
         result.module = backend.plan(result.module, rep, target, result.ir_after, want)
         return
@@ -247,6 +252,8 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
                                                       f"{result.module.files[0]}")
 
+
+PROFILE_LEVELS = ("full", "sync")  # CompileOptions.profile (tilec/ir/profile.py)
 
 # Shared memory declared beyond this multiple of the target's limit (and beyond the floor) is refused before the target
 # passes: lowering does work in proportion to tile sizes, and storage planning would refuse it anyway

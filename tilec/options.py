@@ -45,7 +45,7 @@ class CompileOptions:
     device_debug: bool = False  # device debug information (nvcc -G)
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
-    profile: bool = False  # an instrumented build: timestamps per warp at phase boundaries (tilec/ir/profile.py)
+    profile: str = ""  # an instrumented build (tilec/ir/profile.py): "full" (tile ops and waits) or "sync" (waits)
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them

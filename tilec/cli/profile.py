@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", metavar="NAME", help="the kernel to profile (default: the first)")
     p.add_argument("-o", "--output", default="trace.json", metavar="TRACE", help="the trace to write "
                    "(default trace.json)")
+    p.add_argument("--level", choices=["full", "sync"], default="full",
+                   help="full: tile ops (loads, gemm, reductions, element-wise loops...) and waits; sync: waits and "
+                        "issues only (less overhead; the rest shows as `other`)")
     p.add_argument("--capacity", type=int, default=2048, help="marks recorded per warp (default 2048)")
     p.add_argument("--blocks", type=int, default=256, help="blocks recorded for the summary, the first in launch "
                    "order (default 256)")
@@ -79,7 +82,8 @@ def build(args, folder: str) -> tuple[Path, Path, str]:
     paths = []
     for profiled in (True, False):
         name = f"{stem}{'.prof' if profiled else ''}.cubin"
-        art = tilec.compile(args.file, options=opts, emit="cubin", output_name=name, profile=profiled)
+        art = tilec.compile(args.file, options=opts, emit="cubin", output_name=name,
+                            profile=args.level if profiled else "")
         path = Path(folder) / name
         path.write_bytes(art.data)
         Path(str(path) + ".json").write_bytes(art.manifest)

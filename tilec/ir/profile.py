@@ -80,11 +80,12 @@ def bracket(phase: str, body: list[S.SStmt]) -> list[S.SStmt]:
     return [mark(phase, False), *body, mark(phase, True)]
 
 
-def instrument(k: S.SKernel) -> None:
+def instrument(k: S.SKernel, level: str) -> None:
     """Bracket the waits and issues of a lowered, profiled kernel, and open its recording (prof_init and the
-    `kernel` phase, closed at the end of the body)."""
-    k.body = [S.call(None, "prof_init", []), mark("kernel", False), *_marked(k.body), mark("kernel", True)]
-    k.attrs["profile"] = manifest_entry()
+    `kernel` phase, closed at the end of the body). `level` is "full" (lower-to-simt marked the tile ops) or
+    "sync" (waits and issues only: fewer marks, less overhead, the rest of the time is "other")."""
+    k.body = [S.call(None, "prof_init", []), mark("kernel", False), *_merged(_marked(k.body)), mark("kernel", True)]
+    k.attrs["profile"] = manifest_entry(level)
 
 
 def _marked(body: list[S.SStmt]) -> list[S.SStmt]:
@@ -114,7 +115,28 @@ def _marked(body: list[S.SStmt]) -> list[S.SStmt]:
     return out
 
 
-def manifest_entry() -> dict:
+def _merged(body: list[S.SStmt]) -> list[S.SStmt]:
+    """Drop an end mark followed at once by a begin mark of the same phase (two adjacent element-wise loops are one
+    span): every mark costs time, and the device cannot tell the two spans apart usefully anyway."""
+    out: list[S.SStmt] = []
+    for s in body:
+        if isinstance(s, S.SFor):
+            s.body = _merged(s.body)
+        elif isinstance(s, S.SIf):
+            s.then_body, s.else_body = _merged(s.then_body), _merged(s.else_body)
+        if (out and _is_mark(s) and not s.params["end"] and _is_mark(out[-1]) and out[-1].params["end"]
+                and out[-1].params["phase"] == s.params["phase"]):
+            out.pop()
+            continue
+        out.append(s)
+    return out
+
+
+def _is_mark(s: S.SStmt) -> bool:
+    return isinstance(s, S.SCall) and s.op == "prof_mark"
+
+
+def manifest_entry(level: str = "full") -> dict:
     """The kernel's `profile` entry in the manifest: what the runtime needs to record and decode."""
-    return {"symbol": SYMBOL, "phases": list(PHASES), "waits": list(WAIT_PHASES), "header_words": HEADER_WORDS,
-            "clock_bits": 48}
+    return {"symbol": SYMBOL, "level": level, "phases": list(PHASES), "waits": list(WAIT_PHASES),
+            "header_words": HEADER_WORDS, "clock_bits": 48}

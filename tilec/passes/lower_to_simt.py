@@ -283,9 +283,9 @@ class Lowerer:
             self.generic_smem_writes = True
 
     def profile_phase(self, s: T.Stmt) -> str | None:
-        """In a profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
+        """In a fully profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
         loops at the block's level, never an element's statements inside a Parallel loop."""
-        if not self.k.attrs.get("profile") or self.parallel_body or self.frag_ctx is not None:
+        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.frag_ctx is not None:
             return None
         return profile.tile_phase(s)
 
@@ -603,6 +603,6 @@ def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
         sk = Lowerer(k, target, rep).run()
         if k.attrs.get("profile"):
-            profile.instrument(sk)
+            profile.instrument(sk, k.attrs["profile"])
         kernels.append(sk)
     return S.SModule(kernels)

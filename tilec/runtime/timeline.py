@@ -26,7 +26,7 @@ class WarpTimeline:
     block: int  # linear block index
     warp: int
     sm: int
-    start_ns: float  # %globaltimer at kernel entry
+    start_ns: float  # %globaltimer at kernel entry, from the timeline's origin
     spans: list[tuple[str, float, float, int]] = field(default_factory=list)  # (phase, begin, end, depth), ns
     exclusive: dict[str, float] = field(default_factory=dict)  # ns in each phase, innermost phase only
     full: bool = False  # the slot filled up: later marks were dropped
@@ -48,6 +48,7 @@ class Timeline:
     waits: list[str]
     clock_ghz: float
     clock_source: str  # "measured" (cycles over %globaltimer) or "given"
+    origin_ns: int = 0  # the %globaltimer value (ns since an epoch) every time here is counted from
 
     # ------------------------------------------------------------ aggregates
     def shares(self) -> dict[int, dict[str, float]]:
@@ -154,14 +155,17 @@ def decode(words: np.ndarray, profile: dict, *, kernel: str, grid: tuple[int, in
         if gt_end > gt0 and len(ends):
             cycles_sum += float(cyc[ends[-1]])
             ns_sum += gt_end - gt0
+    # %globaltimer counts nanoseconds since an epoch (about 2^60): as a float its last 8 bits would be lost, so
+    # times are kept from the earliest entry
+    origin = min((r[3] for r in raw), default=0)
     source = "given"
     if clock_ghz is None:
         measured = cycles_sum / ns_sum if ns_sum > 0 else 0.0
         clock_ghz, source = (measured, "measured") if measured > 0 else (1.0, "unknown: times are in cycles")
     out = []
     for block, warp, sm, gt0, _end, cyc, tags, full in raw:
-        w = WarpTimeline(block, warp, sm, float(gt0), full=full)
-        times = gt0 + cyc / clock_ghz
+        w = WarpTimeline(block, warp, sm, float(gt0 - origin), full=full)
+        times = (gt0 - origin) + cyc / clock_ghz
         stack: list[tuple[str, float]] = []
         last = None
         for tag, t in zip(tags.tolist(), times.tolist(), strict=True):
@@ -179,7 +183,7 @@ def decode(words: np.ndarray, profile: dict, *, kernel: str, grid: tuple[int, in
                         w.spans.append((p, begin, t, len(stack)))
                         break
         out.append(w)
-    return Timeline(kernel, tuple(grid), threads, blocks, out, phases, waits, clock_ghz, source)
+    return Timeline(kernel, tuple(grid), threads, blocks, out, phases, waits, clock_ghz, source, origin)
 
 
 def write_trace(path: str, timelines: list[Timeline], max_blocks: int = 16) -> None:
