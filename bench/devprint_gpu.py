@@ -45,6 +45,7 @@ kernel printing(A: f16[M, K], B: f16[K, N], C: out f32[M, N]):
         copy(acc, C[by * bm, bx * bn])
 """
 PRINT_SIZES = {"M": 130, "N": 100, "K": 70}
+LEVELS = ("full", "sync")  # tilec profile --level
 PROFILES = {  # name: (sample, -D, sizes)
     "flash_attention": ("flash_attention", [], {"B": 4, "S": 4096, "H": 16}),
     "gemm": ("gemm", [], {"M": 4096, "N": 4096, "K": 4096, "B_rows": 4096, "B_cols": 4096}),
@@ -75,10 +76,12 @@ def build(out: Path) -> None:
     np.save(out / "printing_C.npy", args["C"])
     for name, (sample, defines, sizes) in PROFILES.items():
         size_arg = ",".join(f"{k}={v}" for k, v in sizes.items())
-        rc = tilec_main(["profile", str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "--size", size_arg,
-                         "--build-dir", str(out / name), *(x for d in defines for x in ("-D", d))])
-        if rc:
-            raise SystemExit(f"building {name} failed")
+        for level in LEVELS:
+            rc = tilec_main(["profile", str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "--size",
+                             size_arg, "--level", level, "--build-dir", str(out / f"{name}.{level}"),
+                             *(x for d in defines for x in ("-D", d))])
+            if rc:
+                raise SystemExit(f"building {name} ({level}) failed")
     (out / "profiles.json").write_text(json.dumps({k: v[2] for k, v in PROFILES.items()}))
 
 
@@ -126,22 +129,22 @@ def run(folder: Path) -> int:
     sizes = json.loads((folder / "profiles.json").read_text())
     env = dict(os.environ, PYTHONPATH=str(folder / "pkg"))
     for name, sz in sizes.items():
-        d = folder / name
-        prof = next(d.glob("*.prof.cubin"))
-        plain = prof.with_name(prof.name.replace(".prof", ""))
-        cmd = [sys.executable, "-m", "tilec.runtime.profile", str(prof), "--baseline", str(plain), "--kernel", name,
-               "-o", str(out / f"{name}_trace.json"), "--json", str(out / f"{name}_profile.json"),
-               "--trace-blocks", "2",
-               *(f"--size={k}={v}" for k, v in sz.items())]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        print(p.stdout + p.stderr[-2000:])
-        figures[name] = json.loads((out / f"{name}_profile.json").read_text()) if p.returncode == 0 else {
-            "rc": p.returncode}
+        for level in LEVELS:
+            d, tag = folder / f"{name}.{level}", f"{name}.{level}"
+            prof = next(d.glob("*.prof.cubin"))
+            plain = prof.with_name(prof.name.replace(".prof", ""))
+            cmd = [sys.executable, "-m", "tilec.runtime.profile", str(prof), "--baseline", str(plain), "--kernel",
+                   name, "-o", str(out / f"{tag}_trace.json"), "--json", str(out / f"{tag}_profile.json"),
+                   "--trace-blocks", "2", *(f"--size={k}={v}" for k, v in sz.items())]
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            print(p.stdout + p.stderr[-2000:])
+            figures[tag] = json.loads((out / f"{tag}_profile.json").read_text()) if p.returncode == 0 else {
+                "rc": p.returncode}
     # the runtime switch: an already-built instrumented artifact, loaded with TILEC_PROFILE set
     switch = out / "env_switch_trace.json"
     code = ("import sys, json, numpy as np, tilec.runtime as rt\n"
             "from tilec.runtime.profile import random_args\n"
-            f"m = rt.load({str(next((folder / 'flash_attention').glob('*.prof.cubin')))!r})\n"
+            f"m = rt.load({str(next((folder / 'flash_attention.full').glob('*.prof.cubin')))!r})\n"
             "k = m.flash_attention\n"
             "a = random_args(k, {'B': 1, 'S': 1024, 'H': 4})\n"
             "k(*a); k(*a)\n")
@@ -160,7 +163,7 @@ def _table(f: dict) -> None:
     print(f"  lines {pr['lines_printed']}/{pr['lines_expected']}, shared tile lines {pr['shared_tile_lines']}, "
           f"shared tile + scalar identical: {pr['shared_tile_and_scalar_identical']}, fragment within f32 rounding: "
           f"{pr['all_within_f32_rounding']}; {pr['c_check']}")
-    for name in PROFILES:
+    for name in (f"{n}.{level}" for n in PROFILES for level in LEVELS):
         g = f.get(name, {})
         if "shares" not in g:
             print(f"== {name}: failed {g}")
