@@ -8,7 +8,7 @@
      region and a scalar runs on the GPU in a child process (printf writes to the process's stdout); its
      text is compared with the Tile IR interpreter's print of the same inputs, line for line (the shared
      tile and scalar exactly, the fragment within f32 rounding);
-  2. `python -m tilec.runtime.profile` on flash_attention and gemm (sm90): a trace per kernel in $OUT, the
+  2. `python -m tilec.runtime.profile_worker` on flash_attention and gemm (sm90): a trace per kernel in $OUT, the
      summary, and the instrumentation's overhead against plain builds of the same kernels;
   3. TILEC_PROFILE=...: an instrumented artifact loaded with the runtime switch set writes its trace.
 Prints a short table last and writes the figures to $OUT/devprint.json.
@@ -133,8 +133,8 @@ def run(folder: Path) -> int:
             d, tag = folder / f"{name}.{level}", f"{name}.{level}"
             prof = next(d.glob("*.prof.cubin"))
             plain = prof.with_name(prof.name.replace(".prof", ""))
-            cmd = [sys.executable, "-m", "tilec.runtime.profile", str(prof), "--baseline", str(plain), "--kernel",
-                   name, "-o", str(out / f"{tag}_trace.json"), "--json", str(out / f"{tag}_profile.json"),
+            cmd = [sys.executable, "-m", "tilec.runtime.profile_worker", str(prof), "--baseline", str(plain),
+                   "--kernel", name, "-o", str(out / f"{tag}_trace.json"), "--json", str(out / f"{tag}_profile.json"),
                    "--trace-blocks", "2", *(f"--size={k}={v}" for k, v in sz.items())]
             p = subprocess.run(cmd, capture_output=True, text=True, env=env)
             print(p.stdout + p.stderr[-2000:])
@@ -143,7 +143,7 @@ def run(folder: Path) -> int:
     # the runtime switch: an already-built instrumented artifact, loaded with TILEC_PROFILE set
     switch = out / "env_switch_trace.json"
     code = ("import sys, json, numpy as np, tilec.runtime as rt\n"
-            "from tilec.runtime.profile import random_args\n"
+            "from tilec.runtime.profile_worker import random_args\n"
             f"m = rt.load({str(next((folder / 'flash_attention.full').glob('*.prof.cubin')))!r})\n"
             "k = m.flash_attention\n"
             "a = random_args(k, {'B': 1, 'S': 1024, 'H': 4})\n"

@@ -197,3 +197,28 @@ def test_instrumented_cuda_builds_with_nvcc(sample, target):
     manifest = json.loads(art.manifest)
     assert art.data[:4] == b"\x7fELF" and all(k["profile"]["symbol"] == "tilec_profile" for k in manifest["kernels"])
     assert b"tilec_profile" in art.data  # the module variable the runtime writes
+
+
+def test_cli_sizes_and_refusals(capsys):
+    from tilec.cli.main import main
+    from tilec.cli.profile import sizes_of
+
+    assert sizes_of(["B=4,S=4096", "H=16"]) == {"B": 4, "S": 4096, "H": 16}
+    with pytest.raises(ValueError, match="--size S=x: expected NAME=INTEGER"):
+        sizes_of(["S=x"])
+    assert main(["profile", str(SAMPLES / "softmax.tile"), "--target", "webgpu", "--size", "M=4,N=64"]) == 2
+    assert "available on CUDA targets, not webgpu" in capsys.readouterr().err
+
+
+def test_cli_build_dir_writes_both_builds(tmp_path, capsys):
+    if not shutil.which("nvcc"):
+        pytest.skip("no nvcc")
+    from tilec.cli.main import main
+
+    rc = main(["profile", str(SAMPLES / "softmax.tile"), "--target", "sm80", "--size", "M=64,N=1024",
+               "--level", "sync", "--build-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 0 and "python -m tilec.runtime.profile_worker" in err and "--size=N=1024" in err
+    prof = json.loads((tmp_path / "softmax.prof.cubin.json").read_text())
+    plain = json.loads((tmp_path / "softmax.cubin.json").read_text())
+    assert prof["kernels"][0]["profile"]["level"] == "sync" and "profile" not in plain["kernels"][0]

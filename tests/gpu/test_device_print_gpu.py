@@ -46,7 +46,8 @@ def test_device_print_of_a_shared_tile_matches_the_interpreter(tmp_path, monkeyp
 def test_profile_records_a_trace(tmp_path):
     _bench()
     from tilec.runtime.loader import load
-    from tilec.runtime.profile import random_args, record
+    from tilec.runtime.profile import record
+    from tilec.runtime.profile_worker import random_args
 
     prof = next((ARTIFACTS / "gemm.full").glob("*.prof.cubin"))
     kernel = load(str(prof)).gemm

@@ -5,7 +5,7 @@
         inputs with recording on (a GPU on this machine), write the trace, print the time share of each
         phase per warpgroup and the instrumentation's overhead against the plain build
     tilec profile ... --build-dir D             build only; then on the GPU machine (runtime only):
-    python -m tilec.runtime.profile D/KERNEL.prof.cubin --baseline D/KERNEL.cubin --size ...
+    python -m tilec.runtime.profile_worker D/KERNEL.prof.cubin --baseline D/KERNEL.cubin --size ...
 
 An instrumented artifact also records itself wherever it is loaded with TILEC_PROFILE=trace.json set.
 """
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
               *(f"--size={k}={v}" for k, v in sizes.items()), *(["--json", args.json] if args.json else [])]
     if args.build_dir:
         print(f"tilec profile: built {profiled} (instrumented) and {plain}; on the GPU machine run\n"
-              f"  python -m tilec.runtime.profile {shlex.join(worker)}", file=sys.stderr)
+              f"  python -m tilec.runtime.profile_worker {shlex.join(worker)}", file=sys.stderr)
         return 0
     try:
         from ..runtime.cuda_driver import Driver
@@ -127,10 +127,10 @@ def main(argv: list[str]) -> int:
         Driver.get()
     except Exception as e:
         return _fail(f"no GPU here ({e}); profile in two steps: --build-dir DIR here, then "
-                     "`python -m tilec.runtime.profile` on the GPU machine")
-    from ..runtime import profile
+                     "`python -m tilec.runtime.profile_worker` on the GPU machine")
+    from ..runtime import profile_worker
 
     try:
-        return profile.main(worker)
+        return profile_worker.main(worker)
     except (KeyError, UserFacingError) as e:
         return _fail(f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e))
