@@ -94,9 +94,9 @@ def interpret(block, s: T.Print) -> None:
         print(scalar_format(s) % (*bidx, _py(value, s.value.dtype)), file=out)
         return
     dims = list(s.value.const_extents)
-    data = np.asarray(block.read_region(s.value)).reshape(dims[:-1] and [-1, dims[-1]] or dims)
+    rows = np.asarray(block.read_region(s.value)).reshape(-1, dims[-1])
     dt = s.value.buffer.dtype
-    for r, row in enumerate(data if len(dims) > 1 else [data]):
+    for r, row in enumerate(rows):
         lead = np.unravel_index(r, dims[:-1]) if len(dims) > 1 else ()
         for c0, n, fmt in row_formats(s, dims):
             print(fmt % (*bidx, *(int(i) for i in lead), *(_py(v, dt) for v in row[c0:c0 + n])), file=out)
