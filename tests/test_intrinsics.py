@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("op, params", [
-    ("load_vec", {"n": 8}), ("store_vec", {"n": 4}), ("atomic", {"kind": "max"}), ("print", {"label": "a: b"}),
+    ("load_vec", {"n": 8}), ("store_vec", {"n": 4}), ("atomic", {"kind": "max"}),
+    ("print", {"fmt": "[block (%d, %d, %d)] a: %.5g"}), ("prof_mark", {"phase": 3, "end": True}),
+    ("prof_mark", {"phase": 12, "end": False}),
     ("ldmatrix", {"count": 4, "trans": True}), ("ldmatrix", {"count": 2, "trans": False}), ("mma", {"dtype": "bf16"}),
     ("mfma", {"dtype": "f16"}), ("mfma", {"dtype": "bf16"}), ("tma_load", {"rank": 3}),
     ("wgmma", {"operands": "rs", "n": 64, "dtype": "f8e4m3", "b_k_major": 1}), ("cp_async_wait", {}),

@@ -432,7 +432,7 @@ kernel colsum(A: f32[M, 64], Acc: out f32[64]):
     assert errs[0].span.line == 8 and "WGSL atomics exist only for i32 and u32" in errs[0].message
 
 
-def test_print_is_a_warning():
+def test_print_is_refused():
     text = """
 kernel k(A: f32[N], B: out f32[N]):
     with Kernel(ceildiv(N, 64), threads=64) as bx:
@@ -441,9 +441,8 @@ kernel k(A: f32[N], B: out f32[N]):
             if bx * 64 + i < N:
                 B[bx * 64 + i] = A[bx * 64 + i]
 """
-    result = tilec.compile("k.tile", text=text, target="webgpu")
-    warns = [d for d in result.diagnostics if d.severity == "warning"]
-    assert warns and "print is ignored on WebGPU" in warns[0].message and warns[0].span.line == 4
+    errs = _errors(text=text)
+    assert len(errs) == 1 and "print cannot run on WebGPU" in errs[0].message and errs[0].span.line == 4
 
 
 def test_cuda_lowering_unchanged_by_the_target_features():

@@ -61,6 +61,8 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         entry["fallback"] = sk.attrs["fallback"]
     if sk.attrs.get("internal"):
         entry["internal"] = True
+    if "profile" in sk.attrs:  # an instrumented build: how the runtime records and decodes (tilec/ir/profile.py)
+        entry["profile"] = sk.attrs["profile"]
     if "abi" in sk.attrs:  # the back end's binding interface (WGSL: bindings, uniform block, features)
         entry["abi"] = sk.attrs["abi"]
     return entry

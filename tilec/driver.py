@@ -110,6 +110,7 @@ def compile(
     disable: set[str] | None = None,
     schedule: object | None = None,
     plan_only: bool = False,
+    profile: bool | str | None = None,
 ) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR and, with a
     target, through its back end's pipeline to generated source.
@@ -125,6 +126,8 @@ def compile(
     or its plain dict form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}}}); a pin a
     kernel cannot honour is an error at its line. `plan_only` stops after the back end's planning passes: the
     module's kernels carry their schedules (tilec.ir.schedule.resources prices them) and nothing is lowered.
+    `profile` makes an instrumented build (tilec/ir/profile.py; CUDA targets): "full" (or True) times tile ops and
+    waits, "sync" only the waits and issues (barriers, pipeline waits, TMA and wgmma issue and wait).
     """
     import sys
 
@@ -135,7 +138,7 @@ def compile(
     from .parser.build import build_module, read_source
 
     opts = resolve(target, options, defines=defines, include_dirs=include_dirs, kernel=kernel, limits=limits,
-                   disable=disable)
+                   disable=disable, profile=profile)
     path = str(source)
     sources = SourceManager()
     rep = Reporter()
@@ -230,6 +233,16 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend
     _check_target_fit(result.module, target)
+    if opts.profile:  # an instrumented build (tilec/ir/profile.py): lower-to-simt reads the kernels' attrs
+        level = "full" if opts.profile is True else opts.profile
+        if level not in PROFILE_LEVELS:
+            raise CompileError([Diagnostic("error", f"unknown profile level '{level}' (known: "
+                                                    f"{', '.join(PROFILE_LEVELS)})")])
+        if "timeline_profile" not in target.features:
+            raise CompileError([Diagnostic("error", f"the timeline profiler records clock64 and %globaltimer: it is "
+                                                    f"available on CUDA targets, not {target.name}")])
+        for k in result.module.kernels:
+            k.attrs["profile"] = level
     if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
         result.module = backend.plan(result.module, rep, target, result.ir_after, want)
         return
@@ -239,6 +252,8 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
                                                       f"{result.module.files[0]}")
 
+
+PROFILE_LEVELS = ("full", "sync")  # CompileOptions.profile (tilec/ir/profile.py)
 
 # Shared memory declared beyond this multiple of the target's limit (and beyond the floor) is refused before the target
 # passes: lowering does work in proportion to tile sizes, and storage planning would refuse it anyway

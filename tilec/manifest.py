@@ -12,7 +12,7 @@ A manifest (OUT.json beside the binary) is a JSON object:
 
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA), internal,
-abi (the back end's binding interface: WGSL).
+abi (the back end's binding interface: WGSL), profile (an instrumented build: tilec/ir/profile.py).
 """
 
 from __future__ import annotations

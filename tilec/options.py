@@ -45,6 +45,7 @@ class CompileOptions:
     device_debug: bool = False  # device debug information (nvcc -G)
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
+    profile: str = ""  # an instrumented build (tilec/ir/profile.py): "full" (tile ops and waits) or "sync" (waits)
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them
@@ -109,6 +110,6 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
     keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix", "tune_db",
-                                          "keep_dir", "dryrun", "resource_usage", "use_cache")}
+                                          "profile", "keep_dir", "dryrun", "resource_usage", "use_cache")}
     keep.update(changes)
     return made.replace(**keep)

@@ -14,12 +14,13 @@ import sys
 from ..version import __version__
 from .common import compile_options, parse_defines, print_diagnostics
 
-SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune")
+SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune", "profile")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
        tilec run FILE [--device cpu|cuda] [--target T] [--check [--rtol R] [--atol A]] [--size M=1000,N=...]
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec tune FILE --target T --size M=..,N=.. | --shapes SET [--build-dir D] | tilec tune --collect D
+       tilec profile FILE --target T --size M=..,N=.. [-D NAME=VALUE]... [-o trace.json] [--build-dir D]
        tilec targets
        tilec cache stats|clear
        tilec --cmake-dir
@@ -135,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         from .tune import main as tune_main
 
         return tune_main(argv[1:])
+    if argv and argv[0] == "profile":  # tilec/cli/profile.py
+        from .profile import main as profile_main
+
+        return profile_main(_split_attached(argv[1:]))
     if argv and argv[0] == "targets":
         return _guarded(argparse.Namespace(debug="--debug" in argv, no_color=True), lambda _: _cmd_targets())
     if argv and argv[0] == "run":

@@ -67,7 +67,12 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
                  pattern=r"store_vec(?P<n>\d+)"),
     IntrinsicDef("atomic", {"kind": str}, key=lambda p: f"atomic_{p['kind']}",
                  pattern=r"atomic_(?P<kind>add|max|min)"),
-    IntrinsicDef("print", {"label": str}, key=lambda p: f"print:{p['label']}", pattern=r"print:(?P<label>.*)"),
+    IntrinsicDef("prof_init", feature="timeline_profile", doc="open this warp's profile record (tilec/ir/profile.py)"),
+    IntrinsicDef("prof_mark", {"phase": int, "end": bool}, "timeline_profile",
+                 key=lambda p: f"prof_{'end' if p['end'] else 'begin'}{p['phase']}",
+                 pattern=r"prof_(?:begin|(?P<end>end))(?P<phase>\d+)", doc="a timestamp at a phase's begin or end"),
+    IntrinsicDef("print", {"fmt": str}, key=lambda p: f"print:{p['fmt']}", pattern=r"print:(?P<fmt>.*)",
+                 doc="one line of text (printf: the format, then its arguments)"),
     # mma.sync (sm80+)
     IntrinsicDef("ldmatrix", {"count": int, "trans": bool}, _MMA,
                  key=lambda p: f"ldmatrix_x{p['count']}" + ("_trans" if p["trans"] else ""),

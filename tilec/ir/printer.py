@@ -125,7 +125,9 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         each = " [per element]" if s.per_element else ""
         return [f"{pad}atomic_{s.kind} {region_str(s.dst)}, {_operand(s.value)}{each}"]
     if isinstance(s, T.Print):
-        return [f"{pad}print {s.label!r}, {_operand(s.value)}"]
+        where = ([f"block={s.block}"] if s.block is not None else []) + (
+            [f"thread={s.thread}"] if s.thread is not None else [])
+        return [f"{pad}print {s.label!r}, {_operand(s.value)}" + (f" [{', '.join(where)}]" if where else "")]
     if isinstance(s, T.AnnotateLayout):
         return [f"{pad}annotate_layout {s.buffer.name}: {s.layout}"]
     if isinstance(s, T.UseSwizzle):

@@ -188,3 +188,14 @@ def value(dtype: D.DType, span: Span | None, op: str, args: list[Expr]) -> Intri
     if INTRINSICS[op].statement:
         raise TypeError(f"intrinsic {op} is a statement, not an expression")
     return Intrinsic(dtype, span, op, list(args))
+
+
+def walk_simt(body: list[SStmt]):
+    """Every statement of a SIMT body, pre-order, loop and branch bodies included."""
+    for s in body:
+        yield s
+        if isinstance(s, SFor):
+            yield from walk_simt(s.body)
+        elif isinstance(s, SIf):
+            yield from walk_simt(s.then_body)
+            yield from walk_simt(s.else_body)

@@ -7,6 +7,7 @@ the intrinsic spellings; statements and expressions print the same everywhere.
 from __future__ import annotations
 
 import math
+import re
 
 from . import dtypes as D
 from . import simt as S
@@ -26,8 +27,20 @@ def _vector(fn: str):
     return lambda printer, s, args: f"tl::{fn}<{s.params['n']}>({', '.join(args)});"
 
 
+def _printf(printer, s, args: list[str]) -> str:
+    """A device printf of one line: the intrinsic's format uses %d and %.5g only (Python's `%` reads it too);
+    C gets every integer as long long (%lld) and every float as double."""
+    fmt = re.sub(r"%(%|d)", lambda m: "%%" if m.group(1) == "%" else "%lld", s.params["fmt"])
+    fmt = fmt.replace("\\", "\\\\").replace('"', '\\"')
+    vals = [f"static_cast<double>(static_cast<float>({a}))" if e.dtype.is_float and e.dtype.bytes < 4 else
+            f"static_cast<double>({a})" if e.dtype.is_float else f"static_cast<long long>({a})"
+            for e, a in zip(s.args, args, strict=True)]
+    return f'printf("{fmt}\\n", {", ".join(vals)});'
+
+
 # Intrinsic statements that every C-style dialect's device header provides under the same names, by op.
 PORTABLE_CALLS = {
+    "print": _printf,
     "copy16_or_zero": spelled("tl::copy16_or_zero({0}, {1}, {2})"),
     "copy16": spelled("tl::st_128({0}, tl::ld_128({1}))"),
     "atomic": spelled("tl::atomic_{kind}({0}, {1})"),

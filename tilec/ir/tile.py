@@ -243,8 +243,13 @@ class CumSum(Stmt):
 
 @dataclass(eq=False)
 class Print(Stmt):
+    """Debug output of a region or a scalar; on a device only from the blocks matching `block` (None: every block)
+    and by thread `thread` (None: thread 0, and the text names no thread for a buffer)."""
+
     label: str
     value: Region | Expr
+    block: tuple[int, int, int] | None = None
+    thread: int | None = None
 
 
 @dataclass(eq=False)

@@ -123,28 +123,7 @@ class TileOpBuilder:
                                 args["dst"].span)
             return self.emit(T.Atomic(span, ATOMIC_FUNCS[fname], dst, value))
         if fname == "print":
-            label = ""
-            vals = []
-            for a in call.args:
-                if isinstance(a, A.String):
-                    label = a.value
-                else:
-                    vals.append(a)
-            for kw in call.kwargs:
-                if kw.name == "msg" and isinstance(kw.value, A.String):
-                    label = kw.value.value
-                else:
-                    raise self.fail("print(value[, msg=\"...\"]) ", kw.span)
-            if len(vals) != 1:
-                raise self.fail("print takes one buffer or scalar (and an optional message string)", span)
-            node = vals[0]
-            pv: T.Region | T.Expr
-            if self.is_region_node(node, scope):
-                pv = self.region(node, scope, unit_corner=True)
-                self.require_full_extents(pv, node)
-            else:
-                pv = self.expr(node, scope)
-            return self.emit(T.Print(span, label, pv))
+            return self.print_op(call, scope)
         if fname == "annotate_layout":
             if len(call.args) != 1 or not isinstance(call.args[0], A.DictExpr):
                 raise self.fail("annotate_layout takes a dict {buffer: layout}", span)
@@ -202,6 +181,45 @@ class TileOpBuilder:
         missing = [n for n in names if n not in args]
         if missing:
             raise self.fail(f"{_callee(call)} is missing argument(s): {', '.join(missing)}", call.span)
+
+    def print_op(self, call: A.CallExpr, scope) -> None:
+        """print(value[, "label"][, msg="label"][, block=(bx, by, bz)][, thread=t]); block and thread are
+        compile-time integers (a block given with fewer than three indices has 0 for the others)."""
+        label = ""
+        vals = []
+        for a in call.args:
+            if isinstance(a, A.String):
+                label = a.value
+            else:
+                vals.append(a)
+        block = thread = None
+        for kw in call.kwargs:
+            if kw.name == "msg" and isinstance(kw.value, A.String):
+                label = kw.value.value
+            elif kw.name == "block":
+                items = kw.value.items if isinstance(kw.value, A.TupleExpr) else [kw.value]
+                if not 1 <= len(items) <= 3:
+                    raise self.fail("block= takes one to three block indices", kw.span)
+                idx = [self.const_int(i, scope, "a block index of print") for i in items]
+                if any(i < 0 for i in idx):
+                    raise self.fail("block indices are not negative", kw.span)
+                block = (*idx, *([0] * (3 - len(idx))))
+            elif kw.name == "thread":
+                thread = self.const_int(kw.value, scope, "thread of print")
+                if thread < 0:
+                    raise self.fail("thread= is a thread index (0 or more)", kw.span)
+            else:
+                raise self.fail('print(value[, msg="..."][, block=(bx, by)][, thread=t])', kw.span)
+        if len(vals) != 1:
+            raise self.fail("print takes one buffer or scalar (and an optional message string)", call.span)
+        node = vals[0]
+        pv: T.Region | T.Expr
+        if self.is_region_node(node, scope):
+            pv = self.region(node, scope, unit_corner=True)
+            self.require_full_extents(pv, node)
+        else:
+            pv = self.expr(node, scope)
+        return self.emit(T.Print(call.span, label, pv, block, thread))
 
     def require_full_extents(self, r: T.Region, node: A.Node) -> None:
         if any(e is None for e in r.extents):

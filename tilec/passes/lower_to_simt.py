@@ -27,6 +27,7 @@ import dataclasses
 
 from ..diagnostics import CompileError, Diagnostic, Reporter, Span
 from ..ir import dtypes as D
+from ..ir import profile
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import binary, both, compare, to_i64
@@ -270,10 +271,23 @@ class Lowerer:
         reads, writes = self.uses_shared(s)
         self.ext.before_stmt(s)
         self.before_shared_access(reads, writes)
-        self.lower(s)
+        phase = self.profile_phase(s)
+        if phase is None:
+            self.lower(s)
+        else:
+            self.emit(profile.mark(phase, False))
+            self.lower(s)
+            self.emit(profile.mark(phase, True))
         self.after_shared_access(reads, writes)
         if writes:
             self.generic_smem_writes = True
+
+    def profile_phase(self, s: T.Stmt) -> str | None:
+        """In a fully profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
+        loops at the block's level, never an element's statements inside a Parallel loop."""
+        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.frag_ctx is not None:
+            return None
+        return profile.tile_phase(s)
 
     def lower(self, s: T.Stmt) -> None:
         if isinstance(s, T.Alloc):
@@ -587,5 +601,8 @@ class Lowerer:
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     kernels = []
     for k in module.kernels:
-        kernels.append(Lowerer(k, target, rep).run())
+        sk = Lowerer(k, target, rep).run()
+        if k.attrs.get("profile"):
+            profile.instrument(sk, k.attrs["profile"])
+        kernels.append(sk)
     return S.SModule(kernels)

@@ -204,6 +204,21 @@ class Driver:
         with self.current():
             self.check(self.lib.cuMemcpyDtoH_v2(host, ptr, nbytes), "cuMemcpyDtoH")
 
+    def global_address(self, module, name: str) -> tuple[int, int]:
+        """(device address, bytes) of the module's `__device__` variable `name` (cuModuleGetGlobal)."""
+        ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self.lib.cuModuleGetGlobal_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
+                                                  ctypes.c_void_p, ctypes.c_char_p]
+        with self.current():
+            self.check(self.lib.cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size), module, name.encode()),
+                       f"cuModuleGetGlobal({name})")
+        return ptr.value, size.value
+
+    def zero(self, ptr: int, nbytes: int) -> None:
+        self.lib.cuMemsetD8_v2.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t]
+        with self.current():
+            self.check(self.lib.cuMemsetD8_v2(ptr, 0, nbytes), "cuMemsetD8")
+
     def encode_tensor_map(self, dtype: int, rank: int, ptr: int, dims, strides, box, swizzle: int,
                           what: str = "tensor map") -> ctypes.Array:
         """cuTensorMapEncodeTiled into a fresh aligned CUtensorMap (tensor_map_buffer). dims, box:

@@ -8,6 +8,8 @@ driver is new enough for the toolchain that built it and that the GPU's architec
 
 from __future__ import annotations
 
+import os
+
 from ..errors import UserFacingError
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
@@ -66,6 +68,10 @@ class Module:
         self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
         add_dispatchers(manifest, self.kernels, self._internal)  # a tuned kernel's name over its variants
+        if os.environ.get("TILEC_PROFILE") and any("profile" in k for k in manifest["kernels"]):
+            from .profile import install  # a profiled build: every call records (tilec/runtime/profile.py)
+
+            install(self, os.environ["TILEC_PROFILE"])
 
     def __getattr__(self, item: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})

@@ -60,7 +60,7 @@ class Target:
 
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
-CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy"}
+CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile"}  # profile: clock64, globaltimer
 HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
 FP8 = frozenset({"f8e4m3", "f8e5m2"})  # the HIP back end has no fp8 types yet

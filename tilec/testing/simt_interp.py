@@ -397,10 +397,27 @@ class _BlockRun(ScalarOps, HopperModel):
         getattr(self, semantics)(s, mask)
 
     def call_print(self, s: S.SCall, mask) -> None:
+        """One line per active lane, in lane order: printf's format read by Python's `%` (tilec/ops/print.py uses
+        only %d and %.5g, on which C and Python agree)."""
         act = self.active(mask)
-        v = self.full(self.eval(s.args[0], mask))
+        cols = [self.full(self.eval(a, mask)) for a in s.args]
         for t in np.nonzero(act)[0]:
-            print(f"block {self.block_idx} {s.params['label']}: {v[t]}", file=self.sim.stdout)
+            vals = tuple(float(v[t]) if a.dtype.is_float else int(v[t]) for a, v in zip(s.args, cols, strict=True))
+            print(s.params["fmt"] % vals, file=self.sim.stdout)
+
+    def profile_mark(self, s: S.SCall, mask) -> None:
+        """prof_init and prof_mark (tilec/ir/profile.py). The instrumented kernel must compute what the plain one
+        does; with `profile_marks` given to run_simt, lane 0 of each 32-thread warp (the recording lane on the
+        device) appends (tag, step) to its warp's list, the step counting marks over the whole run in place of
+        a clock: the order and nesting of a warp's marks are checked on a CPU."""
+        marks = self.sim.profile_marks
+        if marks is None or s.op != "prof_mark":
+            return
+        self.sim.profile_step += 1
+        tag = 2 * s.params["phase"] + 1 + int(s.params["end"])
+        for t in np.nonzero(self.active(mask))[0]:
+            if t % 32 == 0:
+                marks.setdefault((self.block_idx, int(t) // 32), []).append((tag, self.sim.profile_step))
 
     def copy16(self, s: S.SCall, mask) -> None:
         """copy16, copy16_or_zero and cp_async16 (which lands at the group's cp_async_wait)."""
@@ -638,18 +655,22 @@ class _Sim:
 
 
 def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int = 32,
-             stdout=None) -> dict[str, object]:
+             stdout=None, profile_marks: dict | None = None) -> dict[str, object]:
     """Execute `kernel` over its whole grid on `args` (numpy arrays in the declared dtypes, scalars by name);
     `sizes` gives every runtime size by name. Output arrays are updated in place. Raises
-    SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles)."""
-    _Sim(kernel, args, sizes, warp_size, stdout).run()
+    SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles).
+    `profile_marks` (a dict) receives a profiled kernel's marks by (block, warp) (see _BlockRun.profile_mark)."""
+    sim = _Sim(kernel, args, sizes, warp_size, stdout)
+    sim.profile_marks, sim.profile_step = profile_marks, 0
+    sim.run()
     return args
 
 
 # The semantics of each intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. The Hopper
 # intrinsics (mbarriers, TMA, wgmma) are modelled in simt_hopper.py.
 _SEMANTICS = {
-    "print": "call_print", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
+    "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark",
+    "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
     "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "atomic": "atomic",
 }

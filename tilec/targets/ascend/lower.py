@@ -259,6 +259,9 @@ class Lowering:
             return self.cube.gemm(s)
         if isinstance(s, T.UseSwizzle | T.AnnotateLayout):
             return  # GPU block-order and shared-memory hints: nothing to do on Ascend
+        if isinstance(s, T.Print):
+            raise error("print cannot run on the AscendC back end (tilec does not lower it to AscendC's printf); "
+                        "`tilec run --device cpu` runs the kernel in the interpreter, which prints it", s.span)
         raise error(f"the AscendC back end does not lower {type(s).__name__} statements yet", s.span)
 
     # ------------------------------------------------------------ queue helpers

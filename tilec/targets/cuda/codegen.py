@@ -11,6 +11,7 @@ from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter, spelled
 from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
+PROFILE_HEADER = Path(__file__).parent / "include" / "tilec_profile.h"  # only in a profiled build
 
 _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
@@ -35,7 +36,6 @@ _CALLS = {
     "cp_async_wait": spelled("tl::cp_async_wait<{0}>()"),
     "ldmatrix": _ldmatrix,
     "mma": spelled("tl::mma_{dtype}({0}, {1}, {2})"),
-    "print": lambda printer, s, args: printer.print_call(s, args),
     "wgmma": lambda printer, s, args: printer.wgmma_call(s, args),
     "tma_load": _tma,
     "tma_store": _tma,
@@ -56,6 +56,8 @@ _CALLS = {
     "wgmma_commit": spelled("tl::wgmma_commit()"),
     "wgmma_wait": spelled("tl::wgmma_wait<{0}>()"),
     "wgmma_fence_regs": spelled("tl::fence_regs<{1}>({0})"),
+    "prof_init": spelled("tl::Prof tl_prof = tl::prof_init()"),
+    "prof_mark": lambda printer, s, args: f"tl::prof_mark(tl_prof, {2 * s.params['phase'] + 1 + s.params['end']}u);",
 }
 
 # ... and of every intrinsic expression.
@@ -112,14 +114,6 @@ class CudaPrinter(CStylePrinter):
 
     def call_stmt(self, s: S.SCall) -> str:
         return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])
-
-    def print_call(self, s: S.SCall, args: list[str]) -> str:
-        label = s.params["label"].replace("\\", "\\\\").replace('"', '\\"')
-        v = s.args[0]
-        fmt, val = ("%f", f"static_cast<double>(static_cast<float>({args[0]}))") if v.dtype.is_float else (
-            "%lld", f"static_cast<long long>({args[0]})")
-        prefix = f"{label}: " if label else ""
-        return f'printf("block (%d,%d,%d) {prefix}{fmt}\\n", blockIdx.x, blockIdx.y, blockIdx.z, {val});'
 
     def wgmma_call(self, s: S.SCall, args: list[str]) -> str:
         fn = self.wgmma_helper(s.params)
@@ -189,6 +183,8 @@ def generate(module: S.SModule, banner: str) -> str:
     parts.append(HEADER.read_text())
     if uses_fp8:
         parts.append("#include <cuda_fp8.h>")
+    if any(k.attrs.get("profile") for k in module.kernels):
+        parts.append(PROFILE_HEADER.read_text())
     parts.append("#define TL_INF __int_as_float(0x7f800000)\n#define TL_NAN __int_as_float(0x7fffffff)\n")
     emitted: set[str] = set()
     for k in module.kernels:

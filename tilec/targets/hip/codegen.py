@@ -20,6 +20,7 @@ from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter, spelled
 from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_hip.h"
+PRINTF_HEADER = Path(__file__).parent / "include" / "tilec_hip_printf.h"  # only where a kernel prints
 
 _MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "abs", "max", "min",
          "pow"}
@@ -28,8 +29,6 @@ _MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "f
 _CALLS = {
     **PORTABLE_CALLS,
     "mfma": spelled("tl::mfma_16x16x16_{dtype}({0}, {1}, {2})"),
-    "print": lambda printer, s, args: (f"(void)({args[0]});  // print '{s.params['label']}': device printf is not "
-                                       "available on HIP here"),
 }
 
 # ... and of every intrinsic expression.
@@ -122,6 +121,8 @@ def generate(module: S.SModule, banner: str) -> str:
     """A self-contained .hip file: the device prelude inlined, then every kernel."""
     parts = [f"// {banner}", "// Generated code; edit the .tile source instead.", ""]
     parts.append(HEADER.read_text())
+    if any(s.op == "print" for k in module.kernels for s in S.walk_simt(k.body) if isinstance(s, S.SCall)):
+        parts.append(PRINTF_HEADER.read_text())
     for k in module.kernels:
         parts.append(HipPrinter().kernel(k))
         parts.append("")

@@ -31,10 +31,11 @@ class HipBuild:
     commands: list[list[str]] = field(default_factory=list)
 
 
-def find_compiler(arch: str) -> tuple[str, str] | None:
-    """(kind, path) of a compiler that can build `arch`: ("hipcc", ...) or ("clang", ...)."""
+def find_compiler(arch: str, printf: bool = False) -> tuple[str, str] | None:
+    """(kind, path) of a compiler that can build `arch`: ("hipcc", ...) or ("clang", ...). A source that calls
+    printf needs clang 19 (-mprintf-kind=buffered, which clang-15's hipcc lacks)."""
     hipcc = shutil.which("hipcc")
-    if hipcc and arch in HIPCC_ARCHS:
+    if hipcc and arch in HIPCC_ARCHS and not printf:
         return "hipcc", hipcc
     for name in CLANG_NAMES:
         path = shutil.which(name)
@@ -55,9 +56,12 @@ def _clang_major(path: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def command(kind: str, path: str, arch: str, src: str, out: str, emit: str, cuid: str | None = None) -> list[str]:
+def command(kind: str, path: str, arch: str, src: str, out: str, emit: str, cuid: str | None = None,
+            printf: bool = False) -> list[str]:
     common = ["-x", "hip", "-std=c++17", f"--offload-arch={arch}", "-nogpuinc", "-nogpulib", "-O3",
               "--cuda-device-only", "--no-gpu-bundle-output", "-Wno-pragma-once-outside-header"]
+    if printf:  # tilec_hip_printf.h: the buffered printf needs no device library
+        common.append("-mprintf-kind=buffered")
     # clang names a `__hip_cuid_` symbol after the compilation unit, by default from the input's
     # (temporary, random) path: an explicit id keeps the code object byte-identical across builds
     ident = [f"-cuid={cuid}"] if cuid else []
@@ -71,7 +75,8 @@ def compilation_unit_id(source: str, arch: str, emit: str) -> str:
 
 def build(source: str, stem: str, arch: str, emit: str) -> HipBuild:
     """Compile `source` for `arch` to a code object (emit="hsaco") or assembly (emit="asm")."""
-    found = find_compiler(arch)
+    printf = "tilec_hip_printf.h" in source
+    found = find_compiler(arch, printf)
     if found is None:
         need = "hipcc (apt-get install hipcc) or clang-19" if arch in HIPCC_ARCHS else "clang-19 (apt-get install " \
             "clang-19 lld-19)"
@@ -82,7 +87,7 @@ def build(source: str, stem: str, arch: str, emit: str) -> HipBuild:
         src = os.path.join(tmp, f"{stem}.hip")
         out = os.path.join(tmp, f"{stem}.{'s' if emit == 'asm' else 'hsaco'}")
         Path(src).write_text(source)
-        cmd = command(kind, path, arch, src, out, emit, compilation_unit_id(source, arch, emit))
+        cmd = command(kind, path, arch, src, out, emit, compilation_unit_id(source, arch, emit), printf)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0 or not os.path.exists(out):
             raise CompileError([Diagnostic("error", f"{os.path.basename(path)} failed on the generated HIP (a tilec "

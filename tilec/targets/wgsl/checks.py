@@ -87,6 +87,7 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
 
 
 def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
+    printed: set[object] = set()  # a print lowers to several lines: one error for each print statement
     for s, _ in _walk(k.body):
         if not isinstance(s, S.SCall):
             continue
@@ -98,9 +99,10 @@ def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
                 rep.error(f"{s.name} on {dt.name} '{name}' cannot run on WebGPU: WGSL atomics "
                           "exist only for i32 and u32 (atomic<i32>, atomic<u32>); accumulate in i32, or reduce "
                           "into a fragment and write the result once", s.span or k.span)
-        elif s.name.startswith("print:"):
-            rep.warning("print is ignored on WebGPU (WGSL has no printf); `tilec run --device cpu` shows it",
-                        s.span or k.span)
+        elif s.op == "print" and s.span not in printed:
+            printed.add(s.span)
+            rep.error("print cannot run on WebGPU: WGSL has no printf; `tilec run --device cpu` runs the kernel in the "
+                      "interpreter, which prints it (or remove the print for this target)", s.span or k.span)
 
 
 # ---------------------------------------------------------------- limits

@@ -1,0 +1,136 @@
+"""`tilec profile`: an instrumented build, one recorded launch, a Chrome/Perfetto trace and a summary.
+
+    tilec profile flash_attention.tile --target sm90 --size B=4,S=4096,H=16 -o trace.json
+        build the kernel instrumented (tilec/ir/profile.py) and plain, launch the instrumented one on random
+        inputs with recording on (a GPU on this machine), write the trace, print the time share of each
+        phase per warpgroup and the instrumentation's overhead against the plain build
+    tilec profile ... --build-dir D             build only; then on the GPU machine (runtime only):
+    python -m tilec.runtime.profile_worker D/KERNEL.prof.cubin --baseline D/KERNEL.cubin --size ...
+
+An instrumented artifact also records itself wherever it is loaded with TILEC_PROFILE=trace.json set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilec profile", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="See docs/cli.md.")
+    p.add_argument("file", metavar="FILE", help="the .tile source")
+    p.add_argument("--target", "-t", metavar="T", default="sm90", help="a CUDA target (default sm90)")
+    p.add_argument("--size", action="append", default=[], metavar="M=..,N=..", help="the runtime sizes to launch at")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
+    p.add_argument("--kernel", metavar="NAME", help="the kernel to profile (default: the first)")
+    p.add_argument("-o", "--output", default="trace.json", metavar="TRACE", help="the trace to write "
+                   "(default trace.json)")
+    p.add_argument("--level", choices=["full", "sync"], default="full",
+                   help="full: tile ops (loads, gemm, reductions, element-wise loops...) and waits; sync: waits and "
+                        "issues only (less overhead; the rest shows as `other`)")
+    p.add_argument("--capacity", type=int, default=2048, help="marks recorded per warp (default 2048)")
+    p.add_argument("--blocks", type=int, default=256, help="blocks recorded for the summary, the first in launch "
+                   "order (default 256)")
+    p.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace (default 16)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures (shares, times, overhead) as JSON")
+    p.add_argument("--build-dir", metavar="DIR", help="build into DIR and stop (record on a GPU machine later)")
+    p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc")
+    p.add_argument("--no-color", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    return p
+
+
+def _fail(msg: str) -> int:
+    print(f"tilec profile: error: {msg}", file=sys.stderr)
+    return 2
+
+
+def sizes_of(items: list[str]) -> dict[str, int]:
+    """--size M=1000,N=512 (repeatable) as a dict; ValueError names a malformed item."""
+    out: dict[str, int] = {}
+    for group in items:
+        for item in filter(None, (s.strip() for s in group.split(","))):
+            name, eq, value = item.partition("=")
+            if not eq or not name.isidentifier() or not value.strip().lstrip("-").isdigit():
+                raise ValueError(f"--size {item}: expected NAME=INTEGER")
+            out[name] = int(value)
+    return out
+
+
+def build(args, folder: str) -> tuple[Path, Path, str]:
+    """(instrumented artifact, plain artifact, kernel name) written into folder, with their manifests."""
+    import json
+
+    import tilec
+
+    from ..targets.registry import lookup
+    from .common import compile_options
+
+    target = lookup(args.target)  # (UnknownTarget is a ValueError)
+    if "timeline_profile" not in target.features:
+        raise ValueError(f"the timeline profiler records clock64 and %globaltimer: it is available on CUDA targets, "
+                         f"not {target.name}")
+    args.no_cache = False
+    # one configuration (the consts' defaults and -D), not a tuning database's variants behind a dispatcher
+    opts = compile_options(args, targets=(args.target,), tune_db="")
+    stem = Path(args.file).stem
+    paths = []
+    for profiled in (True, False):
+        name = f"{stem}{'.prof' if profiled else ''}.cubin"
+        art = tilec.compile(args.file, options=opts, emit="cubin", output_name=name,
+                            profile=args.level if profiled else "")
+        path = Path(folder) / name
+        path.write_bytes(art.data)
+        Path(str(path) + ".json").write_bytes(art.manifest)
+        paths.append(path)
+    kernels = [k["name"] for k in json.loads(Path(str(paths[0]) + ".json").read_text())["kernels"]
+               if not k.get("internal")]
+    kernel = args.kernel or kernels[0]
+    if kernel not in kernels:
+        raise ValueError(f"no kernel '{kernel}' (kernels: {', '.join(kernels)})")
+    return paths[0], paths[1], kernel
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    from ..diagnostics import CompileError
+    from ..errors import UserFacingError
+
+    try:
+        sizes = sizes_of(args.size)
+        folder = args.build_dir or tempfile.mkdtemp(prefix="tilec-profile-")
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        profiled, plain, kernel = build(args, folder)
+    except CompileError as e:
+        from .common import print_diagnostics
+
+        print_diagnostics(e.diagnostics, getattr(e, "sources", None), args)
+        return 1
+    except (ValueError, OSError, UserFacingError) as e:
+        return _fail(str(e))
+    worker = [str(profiled), "--baseline", str(plain), "--kernel", kernel, "-o", args.output,
+              "--capacity", str(args.capacity), "--blocks", str(args.blocks),
+              "--trace-blocks", str(args.trace_blocks),
+              *(f"--size={k}={v}" for k, v in sizes.items()), *(["--json", args.json] if args.json else [])]
+    if args.build_dir:
+        print(f"tilec profile: built {profiled} (instrumented) and {plain}; on the GPU machine run\n"
+              f"  python -m tilec.runtime.profile_worker {shlex.join(worker)}", file=sys.stderr)
+        return 0
+    try:
+        from ..runtime.cuda_driver import Driver
+
+        Driver.get()
+    except Exception as e:
+        return _fail(f"no GPU here ({e}); profile in two steps: --build-dir DIR here, then "
+                     "`python -m tilec.runtime.profile_worker` on the GPU machine")
+    from ..runtime import profile_worker
+
+    try:
+        return profile_worker.main(worker)
+    except (KeyError, UserFacingError) as e:
+        return _fail(f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e))
