@@ -330,6 +330,12 @@ WS_ONLY_CASES = [
      {"M": 300, "N": 264, "K": 136}),
     # three consumer warpgroups taking turns (ping-pong), causal, ragged S
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True}, {"B": 1, "S": 250, "H": 1}),
+    # the softmax overlapped with the gemms: one warpgroup; two taking turns, causal, ragged; three, ragged
+    ("flash_attention", {"overlap_softmax": True}, {"B": 1, "S": 200, "H": 2}),
+    ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "causal": True, "dtype": "bf16",
+                         "overlap_softmax": True}, {"B": 1, "S": 300, "H": 1}),
+    ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "overlap_softmax": True},
+     {"B": 1, "S": 250, "H": 1}),
 ]
 
 
