@@ -78,18 +78,19 @@ def run(out: Path) -> None:
         for backend, label in ((SDPBackend.CUDNN_ATTENTION, "cuDNN"), (SDPBackend.FLASH_ATTENTION, "flash")):
             try:
                 with sdpa_kernel(backend):
-                    row[label] = flops / do_bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal),
-                                                  warmup=25, rep=200, return_mode="median") / 1e9
+                    row[label] = flops / do_bench(
+                        lambda qt=qt, kt=kt, vt=vt, causal=causal: F.scaled_dot_product_attention(
+                            qt, kt, vt, is_causal=causal), warmup=25, rep=200, return_mode="median") / 1e9
             except RuntimeError:
                 row[label] = float("nan")
         for variant, _ in VARIANTS:
             kern = kernels[(d, causal, variant)]
-            row[variant] = flops / do_bench(lambda: kern(q, k, v, o), warmup=25, rep=200,
-                                            return_mode="median") / 1e9  # noqa: B023
+            row[variant] = flops / do_bench(lambda kern=kern, q=q, k=k, v=v, o=o: kern(q, k, v, o), warmup=25,
+                                            rep=200, return_mode="median") / 1e9
         for variant, _ in VARIANTS:  # the first variant again: the run-to-run spread
             kern = kernels[(d, causal, variant)]
-            row[variant + " again"] = flops / do_bench(lambda: kern(q, k, v, o), warmup=25, rep=200,
-                                                       return_mode="median") / 1e9  # noqa: B023
+            row[variant + " again"] = flops / do_bench(lambda kern=kern, q=q, k=k, v=v, o=o: kern(q, k, v, o),
+                                                       warmup=25, rep=200, return_mode="median") / 1e9
         rows.append((f"B{b_} H{h} S{s} D{d}{' causal' if causal else ''}", row))
     print(f"\n{'shape':<28} {'cuDNN':>7} {'flash':>7} {'pingpong':>9} {'overlap':>8} {'(again)':>15} "
           f"{'ovl/cuDNN':>9} {'ovl/pp':>7}")

@@ -400,3 +400,63 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
                       target="sm90", defines=tile, disable={"warp_specialize"})
     with pytest.raises(AssertionError, match="differs"):
         check("gemm", tile, sizes, "sm90", result=r)
+
+
+# ---------------------------------------------------------------- overlap_softmax
+
+
+def test_overlap_softmax_is_planned_only_where_asked_and_possible():
+    """The loop gets overlap_softmax from Kernel(..., overlap_softmax=True) or a schedule request; not by default,
+    not without warp specialization (a warning), and a request the loop cannot honour is an error."""
+    flags = HOPPER_ATTN + ["-Doverlap_softmax=True"]
+
+    def plan(r):
+        return next(iter(r.module.kernels[0].schedule.loops.values()))
+
+    assert plan(_compile("flash_attention", flags)).overlap_softmax
+    assert not plan(_compile("flash_attention", HOPPER_ATTN)).overlap_softmax
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", defines=_defines(HOPPER_ATTN), target="sm90",
+                      schedule={"loops": {"k": {"overlap_softmax": True}}})
+    assert plan(r).overlap_softmax
+    r = _compile("flash_attention", flags, disable={"warp_specialize"})
+    assert not plan(r).overlap_softmax
+    assert any("overlap_softmax=True has no effect" in d.message for d in r.diagnostics)
+    with pytest.raises(CompileError, match="asks for the softmax to overlap"):  # a gemm loop has one gemm
+        tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90",
+                      schedule={"loops": {"k": {"overlap_softmax": True}}})
+    # the twin (no TMA, no producer warpgroup) keeps the plain loop, silently
+    r = _compile("flash_attention", flags)
+    assert not any("overlap_softmax" in d.message for d in r.diagnostics)
+    assert r.source.count("tl::wgmma_wait<1>();") == 1
+    # ping-pong in the steady loop: the turn is taken before Q.K^T and handed on after its commit, before P.V
+    steady = r.source[r.source.index("for (int k_2_t = 0;"):r.source.index("__no_tma(")]
+    turn = steady.index("tl::named_barrier(2 + (int(threadIdx.x) / 128), 256);")
+    first = steady.index("tl_wgmma_ss_")
+    handoff = steady.index("tl::named_barrier_arrive(2 + (1 - (int(threadIdx.x) / 128)), 256);")
+    second = steady.index("tl_wgmma_rs_")
+    assert turn < first < steady.index("tl::wgmma_commit();") < handoff < second < steady.index("tl::wgmma_wait<1>();")
+
+
+def test_simt_interpreter_catches_a_missing_wait_in_the_overlapped_loop():
+    """Without the wait for P.V before O is rescaled, P.V lands on the rescaled O: the model retires a wgmma group
+    at its wait, so the result differs."""
+    from test_simt_interp import check
+
+    defines = {"overlap_softmax": True}
+    sizes = {"B": 1, "S": 200, "H": 1}
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines)
+
+    def drop_inner_wait0(body, inside=False):
+        out = []
+        for st in body:
+            if (inside and isinstance(st, S.SCall) and st.name == "wgmma_wait" and as_int(st.args[0]) == 0):
+                continue
+            for field in ("body", "then_body", "else_body"):
+                if hasattr(st, field):
+                    setattr(st, field, drop_inner_wait0(getattr(st, field), inside or isinstance(st, S.SFor)))
+            out.append(st)
+        return out
+
+    r.simt.kernels[0].body = drop_inner_wait0(r.simt.kernels[0].body)
+    with pytest.raises(AssertionError, match="differs"):
+        check("flash_attention", defines, sizes, "sm90", result=r)

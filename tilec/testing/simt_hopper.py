@@ -15,9 +15,10 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   addresses; `wgmma_commit` closes a group; `wgmma_wait N` retires the oldest groups until N are pending,
   and only then are their operands read and their accumulators updated -- so a statement that reads an
   accumulator, or overwrites an operand (registers, or a stage given back to the producer), before the
-  wait that retires the group computes a wrong result. A and B are read from shared memory through the descriptor's start address, leading and stride byte offsets and swizzle
-  mode, with the canonical K-major and MN-major layouts of the PTX ISA (K-major: 8-row core groups
-  SBO apart, rows `span` bytes apart; MN-major: 8-k groups SBO apart, 128-byte MN panels LBO apart);
+  wait that retires the group computes a wrong result. A and B are read from shared memory through the
+  descriptor's start address, leading and stride byte offsets and swizzle mode, with the canonical
+  K-major and MN-major layouts of the PTX ISA (K-major: 8-row core groups SBO apart, rows `span` bytes
+  apart; MN-major: 8-k groups SBO apart, 128-byte MN panels LBO apart);
   a register A operand follows the m16n8k16 A fragment per warp; D is the documented accumulator
   fragment (warp w rows 16w..16w+15, register i of lane l at row l/4 + 8((i%4)/2), column
   8(i/4) + 2(l%4) + i%2).
