@@ -328,6 +328,9 @@ WS_ONLY_CASES = [
     # persistent: 6 output tiles on 3 "multiprocessors" (the interpreter's num_sms), two per block
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True},
      {"M": 300, "N": 264, "K": 136}),
+    # persistent with 4 stages: the accumulator leaves two 128-byte panels at a time
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "dtype": "bf16"},
+     {"M": 300, "N": 264, "K": 136}),
     # three consumer warpgroups taking turns (ping-pong), causal, ragged S
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True}, {"B": 1, "S": 250, "H": 1}),
     # the softmax overlapped with the gemms: one warpgroup; two taking turns, causal, ragged; three, ragged
@@ -460,3 +463,18 @@ def test_simt_interpreter_catches_a_missing_wait_in_the_overlapped_loop():
     r.simt.kernels[0].body = drop_inner_wait0(r.simt.kernels[0].body)
     with pytest.raises(AssertionError, match="differs"):
         check("flash_attention", defines, sizes, "sm90", result=r)
+
+
+def test_persistent_gemm_keeps_four_stages_and_stores_the_accumulator_in_groups_of_panels():
+    """128x256x64 persistent on 4 stages: the whole 64 KiB staging tile does not fit beside the 192 KiB pipeline,
+    so half of it does: panels 0-1 are written, stored and read back by TMA before panels 2-3 are written."""
+    r = _compile("gemm", HOPPER_GEMM + ["-Dpersistent=True"])
+    plan = next(iter(r.module.kernels[0].schedule.loops.values()))
+    assert plan.stages == 4 and r.module.kernels[0].schedule.persistent
+    src = r.source[:r.source.index("__no_tma(")]
+    assert "2 of 4 panels at a time" in src
+    assert src.count("tl::tma_store_2d(") == 4 and src.count("tl::tma_store_wait();") == 2
+    first_wait = src.index("tl::tma_store_wait();")
+    assert src.index("tl::named_barrier(1, 256);", first_wait) < src.index("for (int r_3_t = 0; r_3_t < 64;")
+    kernel = r.simt.kernels[0]
+    assert sum(b.size * b.dtype.bytes for b in kernel.shared if b.alias_of is None) <= 227 * 1024

@@ -610,6 +610,10 @@ class HopperLowering(LoweringExtension):
                 tile = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", rows * cols,
                                  origin="TMA store staging", align=1024)
                 self.cx.shared.append(tile)
+            elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
+                fit = (self.cx.target.shared_memory_bytes - used - 1024) // (rows * width * out_dt.bytes)
+                if 1 <= fit < -(-cols // width):
+                    return self.tma_store_in_panels(s, lay, staging_layout, fit)
         if tile is None:
             return False
         staging = tile
@@ -645,6 +649,58 @@ class HopperLowering(LoweringExtension):
         self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
         self.cx.smem_read = True
         self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
+        return True
+
+    def tma_store_in_panels(self, s: T.Copy, lay: WgmmaTiled, staging_layout: SharedLayout, fit: int) -> bool:
+        """A persistent kernel's accumulator whose whole staging tile does not fit beside the pipeline: a staging
+        tile of `fit` 128-byte panels, filled and stored (TMA) group of panels by group of panels -- so the
+        pipeline keeps all its stages. Between groups, thread 0 waits until the stores have read the staging
+        tile, and a barrier tells the others. Needs warpgroups stacked along M (wn = 1): a panel is then a
+        fixed range of each thread's local elements (8-column chunks), known at compile time."""
+        dst = s.dst
+        out_dt = dst.buffer.dtype
+        rows, cols = lay.shape
+        width = staging_layout.panel_elems
+        panel = rows * width
+        staging = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", fit * panel,
+                            origin="TMA store staging (groups of panels)", align=1024)
+        self.cx.shared.append(staging)
+        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA, {fit} of "
+                                        f"{-(-cols // width)} panels at a time"))
+        src = self.cx.sbuf(s.src.buffer)
+        box = [1] * (len(dst.buffer.shape) - 1) + [width]
+        box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
+        tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
+        starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in dst.starts]
+        panels = -(-cols // width)
+        for first in range(0, panels, fit):
+            group = range(first, min(first + fit, panels))
+            if first:  # the previous group's stores have read the staging tile (thread 0 waited)
+                self.cx.barrier()
+            self.cx.before_shared_access(False, True)
+            writes = []
+            for mi in range(lay.mi):
+                chunks = [ch for ch in range(lay.ni) if ch * 8 // width in group]
+                kv = self.cx.fresh("r")
+                i, j = lay.coords(self.cx.tid, kv)
+                off = sub(staging_layout.offset([i, j]), c(first * panel))
+                writes.append(S.SFor(None, kv, c((mi * lay.ni + chunks[0]) * 4), c(len(chunks) * 4), [
+                    S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))],
+                    unroll=True))
+            # (the always-true branch keeps ptxas from serializing the main loop's wgmma, as in tma_store_fragment)
+            self.cx.emit(S.SIf(None, _cmp("<", self.cx.tid, c(self.cx.k.threads)), writes))
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+            self.cx.barrier()
+            stores = []
+            for pn in group:
+                coords = list(starts)
+                coords[-1] = fold(add(coords[-1], c(pn * width)))
+                stores.append(S.call(None, "tma_store", rank=len(coords), args=[
+                    tmap, S.AddrOf(D.I64, None, staging, c((pn - first) * panel)), *reversed(coords)]))
+            stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
+            self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
+            self.cx.smem_read = True
+            self.cx.smem_dirty = True
         return True
 
     # ------------------------------------------------------------ wgmma
