@@ -339,6 +339,10 @@ WS_ONLY_CASES = [
                          "overlap_softmax": True}, {"B": 1, "S": 300, "H": 1}),
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "overlap_softmax": True},
      {"B": 1, "S": 250, "H": 1}),
+    # Q_s loaded by the producer warpgroup through TMA (ragged S: the last block's rows past S arrive as zeros)
+    ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "tma_preload": True},
+     {"B": 1, "S": 200, "H": 2}),
+    ("flash_attention", {"tma_preload": True, "overlap_softmax": True, "causal": True}, {"B": 2, "S": 130, "H": 1}),
 ]
 
 
@@ -478,3 +482,49 @@ def test_persistent_gemm_keeps_four_stages_and_stores_the_accumulator_in_groups_
     assert src.index("tl::named_barrier(1, 256);", first_wait) < src.index("for (int r_3_t = 0; r_3_t < 64;")
     kernel = r.simt.kernels[0]
     assert sum(b.size * b.dtype.bytes for b in kernel.shared if b.alias_of is None) <= 227 * 1024
+
+
+def test_tma_preload_moves_the_q_tile_to_the_producer():
+    """tma_preload=True: the producer warpgroup loads Q_s (one box per 128-byte panel) on its own mbarrier before
+    its loop; the consumers no longer copy it, wait for that barrier before the loop, and need no proxy fence."""
+    r = _compile("flash_attention", HOPPER_ATTN + ["-Dtma_preload=True"])
+    plan = next(iter(r.module.kernels[0].schedule.loops.values()))
+    assert [p.dst.buffer.name for p in plan.preloads] == ["Q_s"]
+    main = r.source[:r.source.index("__no_tma(")]
+    producer, consumers = main.split("tl::setmaxnreg_inc<232>();")
+    assert producer.count("&Q_s[") == 2 and "tl::mbar_expect_tx(&tl_mbar[0], 32768);" in producer
+    assert producer.index("&Q_s[0]") < producer.index("for (int k_load")
+    assert "Q_s[" not in consumers.split("for (int k = 0;")[0] and "tl::mbar_wait(&tl_mbar[0], 0);" in consumers
+    assert "fence_proxy_async" not in consumers.split("for (int k = 0;")[0]
+    assert {"tensor": "Q", "box": [1, 128, 1, 64], "swizzle": 128} in r.simt.kernels[0].attrs["tensor_maps"]
+    assert not _compile("flash_attention", HOPPER_ATTN).module.kernels[0].schedule.loops[plan_uid(r)].preloads
+    r = _compile("flash_attention", HOPPER_ATTN + ["-Dtma_preload=True"], disable={"warp_specialize"})
+    assert any("tma_preload=True has no effect" in d.message for d in r.diagnostics)
+
+
+def plan_uid(r) -> int:
+    return next(iter(r.module.kernels[0].schedule.loops))
+
+
+def test_simt_interpreter_catches_a_consumer_that_does_not_wait_for_the_preload():
+    from test_simt_interp import check
+
+    from tilec.testing.simt_interp import SimtInterpreterError
+
+    defines = {"tma_preload": True}
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines)
+
+    def drop_preload_wait(body):
+        out = []
+        for st in body:
+            if isinstance(st, S.SCall) and st.name == "mbar_wait" and as_int(st.args[0].index) == 0:
+                continue
+            for field in ("body", "then_body", "else_body"):
+                if hasattr(st, field):
+                    setattr(st, field, drop_preload_wait(getattr(st, field)))
+            out.append(st)
+        return out
+
+    r.simt.kernels[0].body = drop_preload_wait(r.simt.kernels[0].body)
+    with pytest.raises(SimtInterpreterError, match="missing mbar_wait"):
+        check("flash_attention", defines, {"B": 1, "S": 130, "H": 1}, "sm90", result=r)

@@ -53,12 +53,16 @@ class LoopSchedule:
     # warp-specialized only: each iteration's last gemm is issued one iteration late, together with the next
     # iteration's first gemm, so the work between the two gemms overlaps both (pipeline_planning.overlap_split)
     overlap_softmax: bool = False
+    # warp-specialized only: copies before the loop (FlashAttention's Q tile) that the producer warpgroup issues
+    # through TMA, first thing, instead of the threads copying (pipeline_planning.preload_copies)
+    preloads: list[T.Copy] = field(default_factory=list)
 
     def __str__(self) -> str:
         bufs = ", ".join(p.dst.buffer.name for p in self.producers) or "none"
         ws = ", warp-specialized" if self.warp_specialized else ""
         ws += ", softmax overlapped with the gemms" if self.overlap_softmax else ""
-        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}"
+        pre = f", preloaded by TMA: {', '.join(p.dst.buffer.name for p in self.preloads)}" if self.preloads else ""
+        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}{pre}"
 
 
 @dataclass
@@ -208,7 +212,7 @@ def resources(k: T.Kernel) -> Resources:
             # full barriers per producer and stage; empty barriers per stage, or per producer and stage when
             # the producers are released at different points of an iteration (overlap_softmax)
             empties = lp.stages * (len(lp.producers) if lp.overlap_softmax else 1) if lp.warp_specialized else 0
-            barriers += lp.stages * len(lp.producers) + empties
+            barriers += lp.stages * len(lp.producers) + empties + len(lp.preloads)
         warp_specialized |= lp.warp_specialized
     shared = 0
     for uid, lay in sched.shared.items():

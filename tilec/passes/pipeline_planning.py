@@ -22,7 +22,10 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
   * `overlap_softmax` (warp-specialized only): `Kernel(..., overlap_softmax=True)` on a loop whose body has
     the shape `overlap_split` accepts (FlashAttention's): the last gemm of iteration j is issued together
     with the first gemm of iteration j+1, so the statements between the two gemms (the softmax) run while
-    the tensor cores work on both (else a warning says it has no effect).
+    the tensor cores work on both (else a warning says it has no effect);
+  * `preloads` (warp-specialized, not persistent): with `Kernel(..., tma_preload=True)`, the copies before the
+    loop that `preload_copies` accepts (FlashAttention's Q tile), which the producer warpgroup then issues
+    through TMA before the loop's copies (else a warning says it has no effect).
 Parts pinned by the kernel's ScheduleRequest (stages, mechanism, warp specialization, persistence)
 are taken when the loop can have them, else reported as errors at the loop. The plan is final:
 lowering follows it as it is.
@@ -233,6 +236,27 @@ def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> Ove
     return OverlapSplit(head, first, rest[:cut], rest[cut:], last, early, late)
 
 
+def preload_copies(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> list[T.Copy]:
+    """The global -> shared copies at the kernel's top level before `loop` that a producer warpgroup can issue
+    through TMA before the loop: one box per panel (tma_copy_ok), a source that depends only on launch values,
+    and a tile nothing else in the kernel writes."""
+    assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
+    launch = {id(a.var) for a in launch_value_assigns(k, loop)}
+    out = []
+    for st in k.body[:k.body.index(loop)]:
+        if not (isinstance(st, T.Copy) and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared"
+                and st not in plan.producers and tma_copy_ok(st, sched)):
+            continue
+        if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and id(x) not in launch)
+               for e in st.src.starts for x in sub_exprs(e)):
+            continue
+        tile = id(st.dst.buffer)
+        if any(other is not st and tile in _touched([other])[1] for other in walk_stmts(k.body)):
+            continue
+        out.append(st)
+    return out
+
+
 def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
     """The top-level assignments before `loop` whose values depend only on launch values (block
     indices, sizes, scalars and earlier such assignments) -- what a producer warpgroup recomputes."""
@@ -309,6 +333,13 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 rep.warning(f"overlap_softmax=True has no effect on this loop of kernel '{k.name}' for "
                             f"{target.name}: it applies to a warp-specialized, not persistent loop whose body is "
                             "[statements, gemm, statements, gemm] on wgmma (sm90)", s.span)
+        if k.attrs.get("tma_preload") and not k.attrs.get("internal"):
+            ws_loops = [s for s in loops if plans[s.uid].warp_specialized]
+            if ws_loops and not wants_persistent:
+                plans[ws_loops[0].uid].preloads = preload_copies(k, ws_loops[0], plans[ws_loops[0].uid], sched)
+            if not ws_loops or wants_persistent or not plans[ws_loops[0].uid].preloads:
+                rep.warning(f"tma_preload=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
+                            "TMA-able copies before a warp-specialized, not persistent loop (sm90)", k.span)
         sched.loops.update(plans)
         sched.persistent = wants_persistent and ws
     rep.check()

@@ -71,6 +71,8 @@ class HopperLowering(LoweringExtension):
         self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
         self.wgmma_no_wait = False  # the gemm being lowered commits its group and leaves the wait to the caller
+        self.preload_bars: list[tuple[T.Copy, int]] = []  # (copy the producer issues before its loop, mbarrier)
+        self.before_preload: tuple[bool, bool, bool] | None = None
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
         self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.attrs.get("disabled", ())
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
@@ -91,7 +93,13 @@ class HopperLowering(LoweringExtension):
             self.cx.subst[id(bz)] = div(self.tile, mul(gx, gy))
 
     # ------------------------------------------------------------ hooks (LoweringExtension)
+    def forget_preload_writes(self) -> None:
+        if self.before_preload is not None:
+            self.cx.smem_dirty, self.cx.smem_read, self.cx.generic_smem_writes = self.before_preload
+            self.before_preload = None
+
     def before_stmt(self, s: T.Stmt) -> None:
+        self.forget_preload_writes()
         if isinstance(s, T.Gemm) and self.cx.sched.instruction(s) == "wgmma" and self.cx.generic_smem_writes:
             # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
             # must be fenced into it before the barrier that publishes them.
@@ -103,6 +111,7 @@ class HopperLowering(LoweringExtension):
         self.fence_generic_writes_before(loop)
 
     def lower_pipelined(self, s: T.For, plan) -> bool:
+        self.forget_preload_writes()
         if plan.mechanism != "tma":
             return False
         self.pipelined_tma(s, plan)
@@ -114,6 +123,14 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
 
     def lower_copy(self, s: T.Copy) -> bool:
+        if any(s in plan.preloads for plan in self.cx.sched.loops.values()):
+            # the producer warpgroup issues it (producer_branch); the consumers wait before the loop
+            self.preload_bars.append((s, self.mbarriers(1, 1)))
+            # the threads write nothing here: what lower-to-simt is about to note (shared memory written by
+            # threads, needing a proxy fence and a barrier) is forgotten at the next statement
+            self.before_preload = (self.cx.smem_dirty, self.cx.smem_read, self.cx.generic_smem_writes)
+            self.cx.emit(S.SComment(s.span, f"{s.dst.buffer.name}: loaded by the producer warpgroup (TMA)"))
+            return True
         return s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global" and self.tma_store_fragment(s)
 
     def lower_gemm(self, s: T.Gemm, instruction: str) -> bool:
@@ -255,6 +272,8 @@ class HopperLowering(LoweringExtension):
 
         self.cx.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, TMA + mbarriers"
                                    f"{', warp-specialized' if ws else ''}"))
+        for _, bar in self.preload_bars:  # tiles the producer loaded before its loop (tma_preload)
+            self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(c(bar)), c(0)]))
         if ws:
             self.ws_loop = (s, plan, {"full": full0, "empty": empty0, "empty_per_producer": plan.overlap_softmax})
         else:
@@ -513,6 +532,8 @@ class HopperLowering(LoweringExtension):
                 v = self.cx.fresh(a.var.name, a.var.dtype)
                 self.cx.emit(S.Declare(a.span, v, self.cx.lx(a.value)))
                 self.cx.subst[id(a.var)] = v
+            for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
+                self.issue_tma(p, c(0), c(bar))
             n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
             it = self.cx.fresh(f"{var.name}_load")
 
