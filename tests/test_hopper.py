@@ -328,8 +328,21 @@ WS_ONLY_CASES = [
     # persistent: 6 output tiles on 3 "multiprocessors" (the interpreter's num_sms), two per block
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True},
      {"M": 300, "N": 264, "K": 136}),
+    # persistent with 4 stages: the accumulator leaves two 128-byte panels at a time
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "dtype": "bf16"},
+     {"M": 300, "N": 264, "K": 136}),
     # three consumer warpgroups taking turns (ping-pong), causal, ragged S
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True}, {"B": 1, "S": 250, "H": 1}),
+    # the softmax overlapped with the gemms: one warpgroup; two taking turns, causal, ragged; three, ragged
+    ("flash_attention", {"overlap_softmax": True}, {"B": 1, "S": 200, "H": 2}),
+    ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "causal": True, "dtype": "bf16",
+                         "overlap_softmax": True}, {"B": 1, "S": 300, "H": 1}),
+    ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "overlap_softmax": True},
+     {"B": 1, "S": 250, "H": 1}),
+    # Q_s loaded by the producer warpgroup through TMA (ragged S: the last block's rows past S arrive as zeros)
+    ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "tma_preload": True},
+     {"B": 1, "S": 200, "H": 2}),
+    ("flash_attention", {"tma_preload": True, "overlap_softmax": True, "causal": True}, {"B": 2, "S": 130, "H": 1}),
 ]
 
 
@@ -394,3 +407,124 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
                       target="sm90", defines=tile, disable={"warp_specialize"})
     with pytest.raises(AssertionError, match="differs"):
         check("gemm", tile, sizes, "sm90", result=r)
+
+
+# ---------------------------------------------------------------- overlap_softmax
+
+
+def test_overlap_softmax_is_planned_only_where_asked_and_possible():
+    """The loop gets overlap_softmax from Kernel(..., overlap_softmax=True) or a schedule request; not by default,
+    not without warp specialization (a warning), and a request the loop cannot honour is an error."""
+    flags = HOPPER_ATTN + ["-Doverlap_softmax=True"]
+
+    def plan(r):
+        return next(iter(r.module.kernels[0].schedule.loops.values()))
+
+    assert plan(_compile("flash_attention", flags)).overlap_softmax
+    assert not plan(_compile("flash_attention", HOPPER_ATTN)).overlap_softmax
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", defines=_defines(HOPPER_ATTN), target="sm90",
+                      schedule={"loops": {"k": {"overlap_softmax": True}}})
+    assert plan(r).overlap_softmax
+    r = _compile("flash_attention", flags, disable={"warp_specialize"})
+    assert not plan(r).overlap_softmax
+    assert any("overlap_softmax=True has no effect" in d.message for d in r.diagnostics)
+    with pytest.raises(CompileError, match="asks for the softmax to overlap"):  # a gemm loop has one gemm
+        tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90",
+                      schedule={"loops": {"k": {"overlap_softmax": True}}})
+    # the twin (no TMA, no producer warpgroup) keeps the plain loop, silently
+    r = _compile("flash_attention", flags)
+    assert not any("overlap_softmax" in d.message for d in r.diagnostics)
+    assert r.source.count("tl::wgmma_wait<1>();") == 1
+    # ping-pong in the steady loop: the turn is taken before Q.K^T and handed on after its commit, before P.V
+    steady = r.source[r.source.index("for (int k_2_t = 0;"):r.source.index("__no_tma(")]
+    turn = steady.index("tl::named_barrier(2 + (int(threadIdx.x) / 128), 256);")
+    first = steady.index("tl_wgmma_ss_")
+    handoff = steady.index("tl::named_barrier_arrive(2 + (1 - (int(threadIdx.x) / 128)), 256);")
+    second = steady.index("tl_wgmma_rs_")
+    assert turn < first < steady.index("tl::wgmma_commit();") < handoff < second < steady.index("tl::wgmma_wait<1>();")
+
+
+def test_simt_interpreter_catches_a_missing_wait_in_the_overlapped_loop():
+    """Without the wait for P.V before O is rescaled, P.V lands on the rescaled O: the model retires a wgmma group
+    at its wait, so the result differs."""
+    from test_simt_interp import check
+
+    defines = {"overlap_softmax": True}
+    sizes = {"B": 1, "S": 200, "H": 1}
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines)
+
+    def drop_inner_wait0(body, inside=False):
+        out = []
+        for st in body:
+            if (inside and isinstance(st, S.SCall) and st.name == "wgmma_wait" and as_int(st.args[0]) == 0):
+                continue
+            for field in ("body", "then_body", "else_body"):
+                if hasattr(st, field):
+                    setattr(st, field, drop_inner_wait0(getattr(st, field), inside or isinstance(st, S.SFor)))
+            out.append(st)
+        return out
+
+    r.simt.kernels[0].body = drop_inner_wait0(r.simt.kernels[0].body)
+    with pytest.raises(AssertionError, match="differs"):
+        check("flash_attention", defines, sizes, "sm90", result=r)
+
+
+def test_persistent_gemm_keeps_four_stages_and_stores_the_accumulator_in_groups_of_panels():
+    """128x256x64 persistent on 4 stages: the whole 64 KiB staging tile does not fit beside the 192 KiB pipeline,
+    so half of it does: panels 0-1 are written, stored and read back by TMA before panels 2-3 are written."""
+    r = _compile("gemm", HOPPER_GEMM + ["-Dpersistent=True"])
+    plan = next(iter(r.module.kernels[0].schedule.loops.values()))
+    assert plan.stages == 4 and r.module.kernels[0].schedule.persistent
+    src = r.source[:r.source.index("__no_tma(")]
+    assert "2 of 4 panels at a time" in src
+    assert src.count("tl::tma_store_2d(") == 4 and src.count("tl::tma_store_wait();") == 2
+    first_wait = src.index("tl::tma_store_wait();")
+    assert src.index("tl::named_barrier(1, 256);", first_wait) < src.index("for (int r_3_t = 0; r_3_t < 64;")
+    kernel = r.simt.kernels[0]
+    assert sum(b.size * b.dtype.bytes for b in kernel.shared if b.alias_of is None) <= 227 * 1024
+
+
+def test_tma_preload_moves_the_q_tile_to_the_producer():
+    """tma_preload=True: the producer warpgroup loads Q_s (one box per 128-byte panel) on its own mbarrier before
+    its loop; the consumers no longer copy it, wait for that barrier before the loop, and need no proxy fence."""
+    r = _compile("flash_attention", HOPPER_ATTN + ["-Dtma_preload=True"])
+    plan = next(iter(r.module.kernels[0].schedule.loops.values()))
+    assert [p.dst.buffer.name for p in plan.preloads] == ["Q_s"]
+    main = r.source[:r.source.index("__no_tma(")]
+    producer, consumers = main.split("tl::setmaxnreg_inc<232>();")
+    assert producer.count("&Q_s[") == 2 and "tl::mbar_expect_tx(&tl_mbar[0], 32768);" in producer
+    assert producer.index("&Q_s[0]") < producer.index("for (int k_load")
+    assert "Q_s[" not in consumers.split("for (int k = 0;")[0] and "tl::mbar_wait(&tl_mbar[0], 0);" in consumers
+    assert "fence_proxy_async" not in consumers.split("for (int k = 0;")[0]
+    assert {"tensor": "Q", "box": [1, 128, 1, 64], "swizzle": 128} in r.simt.kernels[0].attrs["tensor_maps"]
+    assert not _compile("flash_attention", HOPPER_ATTN).module.kernels[0].schedule.loops[plan_uid(r)].preloads
+    r = _compile("flash_attention", HOPPER_ATTN + ["-Dtma_preload=True"], disable={"warp_specialize"})
+    assert any("tma_preload=True has no effect" in d.message for d in r.diagnostics)
+
+
+def plan_uid(r) -> int:
+    return next(iter(r.module.kernels[0].schedule.loops))
+
+
+def test_simt_interpreter_catches_a_consumer_that_does_not_wait_for_the_preload():
+    from test_simt_interp import check
+
+    from tilec.testing.simt_interp import SimtInterpreterError
+
+    defines = {"tma_preload": True}
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines)
+
+    def drop_preload_wait(body):
+        out = []
+        for st in body:
+            if isinstance(st, S.SCall) and st.name == "mbar_wait" and as_int(st.args[0].index) == 0:
+                continue
+            for field in ("body", "then_body", "else_body"):
+                if hasattr(st, field):
+                    setattr(st, field, drop_preload_wait(getattr(st, field)))
+            out.append(st)
+        return out
+
+    r.simt.kernels[0].body = drop_preload_wait(r.simt.kernels[0].body)
+    with pytest.raises(SimtInterpreterError, match="missing mbar_wait"):
+        check("flash_attention", defines, {"B": 1, "S": 130, "H": 1}, "sm90", result=r)

@@ -50,11 +50,19 @@ class LoopSchedule:
     mechanism: str  # one of COPY_MECHANISMS
     producers: list[T.Copy] = field(default_factory=list)  # the copies issued `stages - 1` iterations ahead
     warp_specialized: bool = False  # tma only: a producer warpgroup issues the copies
+    # warp-specialized only: each iteration's last gemm is issued one iteration late, together with the next
+    # iteration's first gemm, so the work between the two gemms overlaps both (pipeline_planning.overlap_split)
+    overlap_softmax: bool = False
+    # warp-specialized only: copies before the loop (FlashAttention's Q tile) that the producer warpgroup issues
+    # through TMA, first thing, instead of the threads copying (pipeline_planning.preload_copies)
+    preloads: list[T.Copy] = field(default_factory=list)
 
     def __str__(self) -> str:
         bufs = ", ".join(p.dst.buffer.name for p in self.producers) or "none"
         ws = ", warp-specialized" if self.warp_specialized else ""
-        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}"
+        ws += ", softmax overlapped with the gemms" if self.overlap_softmax else ""
+        pre = f", preloaded by TMA: {', '.join(p.dst.buffer.name for p in self.preloads)}" if self.preloads else ""
+        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}{pre}"
 
 
 @dataclass
@@ -111,6 +119,7 @@ class LoopRequest:
     stages: int | None = None
     mechanism: str | None = None  # one of COPY_MECHANISMS
     warp_specialized: bool | None = None
+    overlap_softmax: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +209,10 @@ def resources(k: T.Kernel) -> Resources:
             for p in lp.producers:
                 stages[p.dst.buffer.uid] = lp.stages
         if lp.mechanism == "tma":
-            barriers += lp.stages * len(lp.producers) + (lp.stages if lp.warp_specialized else 0)
+            # full barriers per producer and stage; empty barriers per stage, or per producer and stage when
+            # the producers are released at different points of an iteration (overlap_softmax)
+            empties = lp.stages * (len(lp.producers) if lp.overlap_softmax else 1) if lp.warp_specialized else 0
+            barriers += lp.stages * len(lp.producers) + empties + len(lp.preloads)
         warp_specialized |= lp.warp_specialized
     shared = 0
     for uid, lay in sched.shared.items():

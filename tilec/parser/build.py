@@ -314,9 +314,11 @@ class Builder(ExprBuilder, TileOpBuilder):
                 self.kernel_attrs["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
             elif kw.name == "persistent":
                 self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
+            elif kw.name in ("overlap_softmax", "tma_preload"):
+                self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
             else:
-                raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize= or "
-                                "persistent=)", kw.span)
+                raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize=, "
+                                "persistent=, overlap_softmax= or tma_preload=)", kw.span)
         return grid, threads
 
     # ------------------------------------------------------------ statements

@@ -18,7 +18,14 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
     or `--no-warp-specialize`;
   * every producer's shared buffer is multi-buffered `stages` times by lowering;
   * `kernel.schedule.persistent`: `Kernel(..., persistent=True)` on a warp-specialized kernel (else a
-    warning says it has no effect).
+    warning says it has no effect);
+  * `overlap_softmax` (warp-specialized only): `Kernel(..., overlap_softmax=True)` on a loop whose body has
+    the shape `overlap_split` accepts (FlashAttention's): the last gemm of iteration j is issued together
+    with the first gemm of iteration j+1, so the statements between the two gemms (the softmax) run while
+    the tensor cores work on both (else a warning says it has no effect);
+  * `preloads` (warp-specialized, not persistent): with `Kernel(..., tma_preload=True)`, the copies before the
+    loop that `preload_copies` accepts (FlashAttention's Q tile), which the producer warpgroup then issues
+    through TMA before the loop's copies (else a warning says it has no effect).
 Parts pinned by the kernel's ScheduleRequest (stages, mechanism, warp specialization, persistence)
 are taken when the loop can have them, else reported as errors at the loop. The plan is final:
 lowering follows it as it is.
@@ -27,12 +34,13 @@ lowering follows it as it is.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..diagnostics import Reporter
 from ..ir import tile as T
 from ..ir.fold import as_int, multiple_of
 from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
-from ..ir.visit import sub_exprs, walk_stmts
+from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import registry as ops
 from ..targets.registry import Target
 
@@ -159,6 +167,96 @@ def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
     return True
 
 
+@dataclass
+class OverlapSplit:
+    """A loop body [head..., first gemm, independent..., dependent..., last gemm] (producer copies aside)
+    that may run as: head(j+1), first(j+1), last(j), independent(j+1) -- under both gemms --, dependent(j+1)
+    once last(j) has completed. `early` producers are read only by the head and the first gemm (their stage
+    is free once the first gemm has completed), `late` ones only by the last gemm."""
+
+    head: list[T.Stmt]
+    first: T.Gemm
+    independent: list[T.Stmt]
+    dependent: list[T.Stmt]
+    last: T.Gemm
+    early: list[T.Copy]
+    late: list[T.Copy]
+
+
+def _touched(stmts: list[T.Stmt]) -> tuple[set[int], set[int]]:
+    """(ids of the buffers read, ids of the buffers written) anywhere in stmts."""
+    reads: set[int] = set()
+    writes: set[int] = set()
+    for st in walk_stmts(stmts):
+        reads.update(id(r.buffer) for r in ops.reads(st))
+        writes.update(id(r.buffer) for r in ops.writes(st))
+        if isinstance(st, T.Store):
+            writes.add(id(st.buffer))
+        for e in direct_exprs(st):
+            reads.update(id(x.buffer) for x in sub_exprs(e) if isinstance(x, T.Load))
+    return reads, writes
+
+
+def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> OverlapSplit | None:
+    """The split of `loop`'s body that overlap_softmax runs, or None when moving the last gemm of an
+    iteration past the next iteration's first statements would change what the loop computes: the loop has
+    exactly two gemms, both on wgmma, the last one ends the body, the statements up to the first gemm touch
+    nothing the last gemm reads or writes, the last gemm's operands use no value computed in the body, and
+    each producer's tile is read either by the first part or by the last gemm only."""
+    body = [st for st in loop.body if st not in plan.producers]
+    gemms = [st for st in walk_stmts(body) if isinstance(st, T.Gemm)]
+    if (len(gemms) != 2 or any(sched.instruction(g) != "wgmma" for g in gemms) or gemms[0] not in body
+            or body[-1] is not gemms[1]):
+        return None
+    first, last = gemms
+    i = body.index(first)
+    head, rest = body[:i], body[i + 1:-1]
+    last_reads, last_writes = _touched([last])
+    last_bufs = last_reads | last_writes
+    head_reads, head_writes = _touched(head + [first])
+    if (head_reads | head_writes) & last_writes or head_writes & last_reads:
+        return None
+    assigned = {id(st.var) for st in walk_stmts(loop.body) if isinstance(st, T.Assign)}
+    if any(isinstance(x, T.Var) and id(x) in assigned
+           for r in (last.a, last.b, last.c) for e in r.starts for x in sub_exprs(e)):
+        return None
+    cut = next((j for j, st in enumerate(rest) if set().union(*_touched([st])) & last_bufs), len(rest))
+    rest_reads, _ = _touched(rest)
+    early, late = [], []
+    for p in plan.producers:
+        tile = id(p.dst.buffer)
+        if tile in rest_reads:
+            return None
+        if tile in head_reads and tile not in last_reads:
+            early.append(p)
+        elif tile in last_reads and tile not in head_reads:
+            late.append(p)
+        else:
+            return None
+    return OverlapSplit(head, first, rest[:cut], rest[cut:], last, early, late)
+
+
+def preload_copies(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> list[T.Copy]:
+    """The global -> shared copies at the kernel's top level before `loop` that a producer warpgroup can issue
+    through TMA before the loop: one box per panel (tma_copy_ok), a source that depends only on launch values,
+    and a tile nothing else in the kernel writes."""
+    assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
+    launch = {id(a.var) for a in launch_value_assigns(k, loop)}
+    out = []
+    for st in k.body[:k.body.index(loop)]:
+        if not (isinstance(st, T.Copy) and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared"
+                and st not in plan.producers and tma_copy_ok(st, sched)):
+            continue
+        if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and id(x) not in launch)
+               for e in st.src.starts for x in sub_exprs(e)):
+            continue
+        tile = id(st.dst.buffer)
+        if any(other is not st and tile in _touched([other])[1] for other in walk_stmts(k.body)):
+            continue
+        out.append(st)
+    return out
+
+
 def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
     """The top-level assignments before `loop` whose values depend only on launch values (block
     indices, sizes, scalars and earlier such assignments) -- what a producer warpgroup recomputes."""
@@ -218,6 +316,30 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
         if wants_persistent and not ws and not k.attrs.get("internal"):  # (the TMA-less twin says nothing)
             rep.warning(f"persistent=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                         "warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top level)", k.span)
+        for s in loops:
+            plan = plans[s.uid]
+            wanted = requests[s.uid].overlap_softmax
+            if wanted is None:
+                wanted = bool(k.attrs.get("overlap_softmax")) and not k.attrs.get("internal")
+            if not wanted:
+                continue
+            if plan.warp_specialized and not wants_persistent and overlap_split(s, plan, sched) is not None:
+                plan.overlap_softmax = True
+            elif requests[s.uid].overlap_softmax:
+                rep.error("the schedule asks for the softmax to overlap the gemms in this loop, which needs a "
+                          "warp-specialized, not persistent loop whose body is [statements, gemm, statements, gemm] "
+                          "on wgmma (pipeline_planning.overlap_split)", s.span)
+            else:
+                rep.warning(f"overlap_softmax=True has no effect on this loop of kernel '{k.name}' for "
+                            f"{target.name}: it applies to a warp-specialized, not persistent loop whose body is "
+                            "[statements, gemm, statements, gemm] on wgmma (sm90)", s.span)
+        if k.attrs.get("tma_preload") and not k.attrs.get("internal"):
+            ws_loops = [s for s in loops if plans[s.uid].warp_specialized]
+            if ws_loops and not wants_persistent:
+                plans[ws_loops[0].uid].preloads = preload_copies(k, ws_loops[0], plans[ws_loops[0].uid], sched)
+            if not ws_loops or wants_persistent or not plans[ws_loops[0].uid].preloads:
+                rep.warning(f"tma_preload=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
+                            "TMA-able copies before a warp-specialized, not persistent loop (sm90)", k.span)
         sched.loops.update(plans)
         sched.persistent = wants_persistent and ws
     rep.check()

@@ -11,11 +11,14 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   a wait that could not return is a deadlock and an error. The bytes a TMA load writes count as in
   flight until a thread has waited for their barrier's phase: reading them before is an error (a
   missing wait).
-* wgmma (`wgmma_ss:nN:dtype:tnspB`, `wgmma_rs:...`): each warpgroup's 64xN slice is computed when the
-  instruction is issued (the model has no latency; `wgmma_wait` checks nothing): A and B are read from
-  shared memory through the descriptor's start address, leading and stride byte offsets and swizzle
-  mode, with the canonical K-major and MN-major layouts of the PTX ISA (K-major: 8-row core groups
-  SBO apart, rows `span` bytes apart; MN-major: 8-k groups SBO apart, 128-byte MN panels LBO apart);
+* wgmma (`wgmma_ss:nN:dtype:tnspB`, `wgmma_rs:...`): issuing one reads its descriptors and register
+  addresses; `wgmma_commit` closes a group; `wgmma_wait N` retires the oldest groups until N are pending,
+  and only then are their operands read and their accumulators updated -- so a statement that reads an
+  accumulator, or overwrites an operand (registers, or a stage given back to the producer), before the
+  wait that retires the group computes a wrong result. A and B are read from shared memory through the
+  descriptor's start address, leading and stride byte offsets and swizzle mode, with the canonical
+  K-major and MN-major layouts of the PTX ISA (K-major: 8-row core groups SBO apart, rows `span` bytes
+  apart; MN-major: 8-k groups SBO apart, 128-byte MN panels LBO apart);
   a register A operand follows the m16n8k16 A fragment per warp; D is the documented accumulator
   fragment (warp w rows 16w..16w+15, register i of lane l at row l/4 + 8((i%4)/2), column
   8(i/4) + 2(l%4) + i%2).
@@ -77,6 +80,8 @@ class HopperModel:
         self.groups_left = 0
         self.progress = 0  # mbarrier state changes so far
         self.progress_at_wait = -1
+        self.wgmma_open: list[tuple] = []  # issued wgmma instructions not committed yet
+        self.wgmma_groups: list[list[tuple]] = []  # committed groups not retired by a wgmma_wait yet
 
     def give_way(self) -> bool:
         """Let the other thread group run until it changes something (one group runs at a time); False when
@@ -281,6 +286,8 @@ class HopperModel:
         return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
 
     def wgmma(self, s: S.SCall, mask) -> None:
+        """Issue: the descriptors and register addresses are read now; the operands are read and the
+        accumulator updated when a wgmma_wait retires the instruction's group (wgmma_complete)."""
         p = s.params
         kind, n, dt, tnsp_b = f"wgmma_{p['operands']}", p["n"], p["dtype"], str(p["b_k_major"])
         np_t = _NP[dt]
@@ -288,7 +295,7 @@ class HopperModel:
         kdim = 32 if eb == 1 else 16
         act = self.active(mask)
         acc_b, acc_i = self.addr(s.args[0], mask)
-        acc = self.storage(acc_b)
+        acc = self.storage(acc_b)  # this declaration's registers (a later one is other registers)
         for g in range(self.n // 128):
             threads = np.arange(128 * g, 128 * g + 128)
             if not act[threads].any():
@@ -301,30 +308,49 @@ class HopperModel:
                 a_b, a_i = self.addr(s.args[1], mask)
                 a_start = self.uniform(self.shared_byte(a_b, 0) + a_i * storage_dtype(a_b.dtype).itemsize,
                                        wg_act, "A descriptor", s.span)
-                lbo, sbo, swz = (int(self.full(self.eval(x, mask))[threads[0]]) for x in s.args[2:5])
-                a = self.operand(a_start, lbo, sbo, swz, 64, kdim, eb, True, np_t, s.span)
+                a_desc = (a_start, *(int(self.full(self.eval(x, mask))[threads[0]]) for x in s.args[2:5]))
+                a_regs = None
                 b_args = s.args[5:]
             else:
-                a = self.register_a(s.args[1], mask, threads, np_t)
+                a_desc = None
+                regs_b, regs_i = self.addr(s.args[1], mask)
+                a_regs = (self.storage(regs_b), regs_i.copy())
                 b_args = s.args[2:]
             b_b, b_i = self.addr(b_args[0], mask)
             b_start = self.uniform(self.shared_byte(b_b, 0) + b_i * storage_dtype(b_b.dtype).itemsize,
                                    wg_act, "B descriptor", s.span)
-            lbo, sbo, swz = (int(self.full(self.eval(x, mask))[threads[0]]) for x in b_args[1:4])
-            b = self.operand(b_start, lbo, sbo, swz, n, kdim, eb, tnsp_b == "0", np_t, s.span)  # (N, K)
-            d = a @ b.T  # (64, N)
-            lane = threads % 32
-            warp = (threads % 128) // 32
-            for i in range(n // 2):
-                row = 16 * warp + lane // 4 + 8 * ((i % 4) // 2)
-                col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
-                idx = acc_i[threads] + i
-                acc[threads, idx] = (acc[threads, idx].astype(np.float32) + d[row, col]).astype(acc.dtype)
+            b_desc = (b_start, *(int(self.full(self.eval(x, mask))[threads[0]]) for x in b_args[1:4]))
+            self.wgmma_open.append((s, threads, acc, acc_i.copy(), a_desc, a_regs, b_desc, n, kdim, eb, np_t,
+                                    tnsp_b == "0"))
 
-    def register_a(self, e, mask, threads: np.ndarray, np_t) -> np.ndarray:
+    def wgmma_complete(self, s, threads, acc, acc_i, a_desc, a_regs, b_desc, n, kdim, eb, np_t, b_k_major) -> None:
+        if a_desc is not None:
+            a = self.operand(*a_desc, 64, kdim, eb, True, np_t, s.span)
+        else:
+            a = self.register_a(*a_regs, threads, np_t)
+        b = self.operand(*b_desc, n, kdim, eb, b_k_major, np_t, s.span)  # (N, K)
+        d = a @ b.T  # (64, N)
+        lane = threads % 32
+        warp = (threads % 128) // 32
+        for i in range(n // 2):
+            row = 16 * warp + lane // 4 + 8 * ((i % 4) // 2)
+            col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+            idx = acc_i[threads] + i
+            acc[threads, idx] = (acc[threads, idx].astype(np.float32) + d[row, col]).astype(acc.dtype)
+
+    def wgmma_commit(self, s: S.SCall, mask) -> None:
+        self.wgmma_groups.append(self.wgmma_open)
+        self.wgmma_open = []
+
+    def wgmma_wait(self, s: S.SCall, mask) -> None:
+        """Retire the oldest committed groups until at most N are pending."""
+        pending = self.uniform(self.full(self.eval(s.args[0], mask)), self.active(mask), "wgmma_wait", s.span)
+        while len(self.wgmma_groups) > pending:
+            for instr in self.wgmma_groups.pop(0):
+                self.wgmma_complete(*instr)
+
+    def register_a(self, regs: np.ndarray, regs_i: np.ndarray, threads: np.ndarray, np_t) -> np.ndarray:
         """The 64 x 16 A operand from each warp's four u32 registers (m16n8k16 A fragment per warp)."""
-        regs_b, regs_i = self.addr(e, mask)
-        regs = self.storage(regs_b)
         a = np.full((64, 16), np.nan, np.float32)
         lane = threads % 32
         warp = (threads % 128) // 32
@@ -339,13 +365,13 @@ class HopperModel:
 
 
 # The semantics of the Hopper intrinsics (tilec/ir/intrinsics.py), by op: a method of HopperModel, or "" for
-# the fences, register hints and commits that order nothing in this model (the model runs each wgmma at once,
-# and consumer warpgroups in lockstep, so named barriers hold trivially).
+# the fences and register hints that order nothing in this model (consumer warpgroups run in lockstep, so
+# named barriers hold trivially).
 HOPPER_SEMANTICS = {
     "mbar_init": "mbar_init", "mbar_expect_tx": "mbar_arrive", "mbar_arrive": "mbar_arrive",
     "mbar_arrive_warp": "mbar_arrive", "mbar_wait": "mbar_wait", "tma_load": "tma_loads", "tma_store": "tma_stores",
-    "wgmma": "wgmma",
-    **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+    "wgmma": "wgmma", "wgmma_commit": "wgmma_commit", "wgmma_wait": "wgmma_wait",
+    **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence",
                      "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait",
                      "named_barrier_sync", "named_barrier_arrive"), ""),
 }

@@ -34,8 +34,9 @@ from ...ir.instructions import WGMMA
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
+from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
-from ...passes.pipeline_planning import launch_value_assigns
+from ...passes.pipeline_planning import launch_value_assigns, overlap_split
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
 MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
@@ -69,6 +70,9 @@ class HopperLowering(LoweringExtension):
         self.mbar: S.SBuffer | None = None
         self.ws_loop: tuple[T.For, object, dict] | None = None  # (loop, plan, barrier indices)
         self.wgmma_in_flight = False  # the gemm being lowered may leave its wgmma group running
+        self.wgmma_no_wait = False  # the gemm being lowered commits its group and leaves the wait to the caller
+        self.preload_bars: list[tuple[T.Copy, int]] = []  # (copy the producer issues before its loop, mbarrier)
+        self.before_preload: tuple[bool, bool, bool] | None = None
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
         self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.attrs.get("disabled", ())
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
@@ -89,7 +93,13 @@ class HopperLowering(LoweringExtension):
             self.cx.subst[id(bz)] = div(self.tile, mul(gx, gy))
 
     # ------------------------------------------------------------ hooks (LoweringExtension)
+    def forget_preload_writes(self) -> None:
+        if self.before_preload is not None:
+            self.cx.smem_dirty, self.cx.smem_read, self.cx.generic_smem_writes = self.before_preload
+            self.before_preload = None
+
     def before_stmt(self, s: T.Stmt) -> None:
+        self.forget_preload_writes()
         if isinstance(s, T.Gemm) and self.cx.sched.instruction(s) == "wgmma" and self.cx.generic_smem_writes:
             # wgmma reads shared memory through the async proxy: the threads' own stores (and cp.async)
             # must be fenced into it before the barrier that publishes them.
@@ -101,6 +111,7 @@ class HopperLowering(LoweringExtension):
         self.fence_generic_writes_before(loop)
 
     def lower_pipelined(self, s: T.For, plan) -> bool:
+        self.forget_preload_writes()
         if plan.mechanism != "tma":
             return False
         self.pipelined_tma(s, plan)
@@ -112,6 +123,14 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
 
     def lower_copy(self, s: T.Copy) -> bool:
+        if any(s in plan.preloads for plan in self.cx.sched.loops.values()):
+            # the producer warpgroup issues it (producer_branch); the consumers wait before the loop
+            self.preload_bars.append((s, self.mbarriers(1, 1)))
+            # the threads write nothing here: what lower-to-simt is about to note (shared memory written by
+            # threads, needing a proxy fence and a barrier) is forgotten at the next statement
+            self.before_preload = (self.cx.smem_dirty, self.cx.smem_read, self.cx.generic_smem_writes)
+            self.cx.emit(S.SComment(s.span, f"{s.dst.buffer.name}: loaded by the producer warpgroup (TMA)"))
+            return True
         return s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global" and self.tma_store_fragment(s)
 
     def lower_gemm(self, s: T.Gemm, instruction: str) -> bool:
@@ -237,8 +256,10 @@ class HopperLowering(LoweringExtension):
         nprod = len(producers)
         full0 = self.mbarriers(stages * nprod, 1)
         ws = plan.warp_specialized
-        # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread
-        empty0 = self.mbarriers(stages, self.cx.k.threads // 32) if ws else None
+        # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread; one per producer
+        # and stage when the producers' tiles are released at different points (overlap_softmax)
+        empties = stages * nprod if plan.overlap_softmax else stages
+        empty0 = self.mbarriers(empties, self.cx.k.threads // 32) if ws else None
         sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in producers}
         self.fence_generic_writes_before(s)
         n = self.cx.declare(f"{var.name}_count", self.cx.lx(s.extents[0]))
@@ -251,8 +272,10 @@ class HopperLowering(LoweringExtension):
 
         self.cx.emit(S.SComment(None, f"pipeline over {var.name}: {stages} stages, TMA + mbarriers"
                                    f"{', warp-specialized' if ws else ''}"))
+        for _, bar in self.preload_bars:  # tiles the producer loaded before its loop (tma_preload)
+            self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(c(bar)), c(0)]))
         if ws:
-            self.ws_loop = (s, plan, {"full": full0, "empty": empty0})
+            self.ws_loop = (s, plan, {"full": full0, "empty": empty0, "empty_per_producer": plan.overlap_softmax})
         else:
             self.cx.before_shared_access(False, True)
             self.cx.barrier()
@@ -265,6 +288,9 @@ class HopperLowering(LoweringExtension):
         if self.persistent and ws:
             base = self.cx.fresh(f"{var.name}_done")
             self.persistent_pre.append(S.Declare(None, base, c(0)))
+        if plan.overlap_softmax:
+            self.overlapped_loop(s, plan, full0, empty0, n, base)
+            return
         # A gemm-like loop (its only computation is one wgmma gemm into an accumulator nothing else in
         # the loop touches) keeps one k-step of wgmma in flight: wait_group 1, then release the stage
         # the previous iteration read.
@@ -349,6 +375,148 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(S.SAssign(None, base, add(base, n)))
         self.cx.barrier()
 
+    def overlapped_loop(self, s: T.For, plan, full0: int, empty0: int, n: T.Expr, base: T.Expr | None) -> None:
+        """A warp-specialized loop with overlap_softmax (FlashAttention-3's intra-warpgroup overlap): iteration
+        j issues its first gemm (Q.K^T of j) and then the previous iteration's last gemm (P.V of j-1), waits
+        for the first only (wait_group 1), runs the independent statements (the softmax statistics) while
+        P.V(j-1) is still on the tensor cores, waits for it (wait_group 0) and runs the dependent ones
+        (rescaling O, P = cast). Iteration 0 is peeled (no last gemm before it); the last gemm of the last
+        iteration follows the loop. An early producer's stage (K) is released once the first gemm has read it,
+        a late one's (V) once the last gemm has. With ping-pong the warpgroups take turns issuing the first gemm,
+        as in the plain loop (measured on the H200: handing the turn on after both gemms, or no turns, was no
+        faster)."""
+        split = overlap_split(s, plan, self.cx.sched)
+        var = s.vars[0]
+        stages = plan.stages
+        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in plan.producers}
+        index = {id(p): i for i, p in enumerate(plan.producers)}
+        groups = self.cx.k.threads // 128
+        pingpong = 2 <= groups <= 4
+        group = div(self.cx.tid, 128)
+        first_acc = self.cx.sbuf(split.first.c.buffer)
+        last_acc = self.cx.sbuf(split.last.c.buffer)
+
+        def counters(step: T.Expr, suffix: str) -> tuple[T.Var, T.Var]:
+            return (self.cx.declare(f"{var.name}_stage{suffix}", mod(step, stages)),
+                    self.cx.declare(f"{var.name}_phase{suffix}", mod(div(step, stages), 2)))
+
+        def wait_full(producers, stage: T.Expr, phase: T.Expr) -> None:
+            for p in producers:
+                self.cx.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
+                full = add(c(full0 + index[id(p)] * stages), stage)
+                self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(full), phase]))
+
+        def release(producers, stage: T.Expr) -> None:
+            for p in producers:
+                empty = add(c(empty0 + index[id(p)] * stages), stage)
+                self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(empty)]))
+
+        def handoff(it: T.Expr) -> list[S.SStmt]:
+            if not pingpong:
+                return []
+            following = mod(add(group, c(1)), groups) if groups > 2 else sub(c(1), group)
+            other = S.SCall(None, "named_barrier_arrive", [add(c(2), following), c(256)])
+            return [S.SIf(None, _or(_cmp("<", group, c(groups - 1)), _cmp("<", it, sub(n, c(1)))), [other])]
+
+        def issue(gemm: T.Gemm, after: list[S.SStmt]) -> None:
+            """The gemm's wgmma group, committed and left running."""
+            self.wgmma_no_wait, self.after_wgmma_issue = True, after
+            try:
+                self.cx.stmt(gemm)
+            finally:
+                self.wgmma_no_wait, self.after_wgmma_issue = False, []
+
+        assigned = [st.var for st in walk_stmts(s.body) if isinstance(st, T.Assign)]
+        written: dict[int, T.Buffer] = {}
+        for st in walk_stmts(split.independent):
+            for b in [r.buffer for r in ops.writes(st)] + ([st.buffer] if isinstance(st, T.Store) else []):
+                written[id(b)] = b
+        pinned = [self.cx.sbuf(b) for b in written.values() if b.scope == "fragment" and b.dtype == D.F32]
+        # ptxas moves wgmma.wait_group (and the arithmetic around it) freely: seen on nvcc 13.0, it hoisted the
+        # wait for P.V above the whole softmax. A shared-memory store of the row statistics (which depend on
+        # every exp) ahead of the wait keeps the softmax before it; nothing reads the store.
+        statistics = [S.Ref(D.F32, None, b, c(i)) for b in pinned if b.size <= 4 for i in range(b.size)]
+        anchor = None
+        if statistics:
+            anchor = S.SBuffer(self.cx.fresh("tl_order_anchor").name, D.F32, "shared", self.cx.k.threads,
+                               origin="keeps the softmax ahead of the wait for P.V")
+            self.cx.shared.append(anchor)
+
+        def fresh_assigns() -> None:  # the body's statements are lowered more than once: declare their values anew
+            for v in assigned:
+                self.cx.subst.pop(id(v), None)
+
+        def iteration(it: T.Expr, peeled: bool) -> None:
+            fresh_assigns()
+            step = add(base, it) if base is not None else it
+            stage, phase = counters(step, "")
+            self.cx.subst[id(var)] = it
+            for st in split.head:
+                self.cx.stmt(st)
+            if pingpong:  # this warpgroup's turn to issue
+                self.cx.emit(S.SCall(None, "named_barrier_sync", [add(c(2), group), c(256)]))
+            wait_full(split.early, stage, phase)
+            issue(split.first, handoff(it))
+            if not peeled:  # the previous iteration's last gemm, behind this one's first
+                prev_stage, prev_phase = counters(sub(step, c(1)), "_prev")
+                self.cx.subst[id(var)] = sub(it, c(1))
+                wait_full(split.late, prev_stage, prev_phase)
+                issue(split.last, [])
+                self.cx.subst[id(var)] = it
+            self.cx.emit(S.SCall(None, "wgmma_wait", [c(0 if peeled else 1)]))
+            self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, first_acc, c(0)),
+                                                            c(first_acc.size)]))
+            release(split.early, stage)
+            for st in split.independent:
+                self.cx.stmt(st)
+            if not peeled:
+                # the independent statements' f32 results are pinned before the wait: without that the compiler
+                # is free to sink their arithmetic below it, and the softmax would no longer run under P.V
+                for buf in pinned:
+                    self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, buf, c(0)), c(buf.size)]))
+                if anchor is not None:
+                    total = statistics[0]
+                    for x in statistics[1:]:
+                        total = fold(T.Binary(D.F32, None, "+", total, x))
+                    self.cx.emit(S.SStore(None, anchor, self.cx.tid, total))
+                self.cx.emit(S.SCall(None, "wgmma_wait", [c(0)]))
+                self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, last_acc, c(0)),
+                                                                c(last_acc.size)]))
+                release(split.late, prev_stage)
+            for st in split.dependent:
+                self.cx.stmt(st)
+            for p in plan.producers:
+                self.cx.stage_offset.pop(id(p.dst.buffer), None)
+
+        self.cx.emit(S.SComment(None, "each iteration issues its first gemm, then the previous iteration's last "
+                                   "gemm; the statements between them run under both"))
+        if pingpong:
+            self.cx.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the gemms: one's softmax runs "
+                                       "under the others' gemms"))
+            self.cx.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
+                            [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
+        self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), self.cx.block(lambda: iteration(c(0), True))))
+        it = self.cx.fresh(var.name)
+        self.cx.emit(S.SFor(s.span, it, c(1), sub(n, c(1)), self.cx.block(lambda: iteration(it, False))))
+
+        def last_gemm() -> None:
+            fresh_assigns()
+            last = sub(n, c(1))
+            stage, phase = counters(add(base, last) if base is not None else last, "")
+            self.cx.subst[id(var)] = last
+            wait_full(split.late, stage, phase)
+            self.cx.stmt(split.last)
+            release(split.late, stage)
+            for p in plan.producers:
+                self.cx.stage_offset.pop(id(p.dst.buffer), None)
+
+        self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), self.cx.block(last_gemm)))
+        for p in plan.producers:
+            self.tma_loops_done[id(p.dst.buffer)] = not self.persistent and self.unused_after(s, p.dst.buffer)
+        if base is not None:
+            self.cx.emit(S.SAssign(None, base, add(base, n)))
+        self.cx.barrier()
+
     def producer_branch(self) -> list[S.SStmt]:
         """The producer warpgroup's program: recompute the launch values, then for each iteration
         wait for the stage to be free and issue its boxes (one elected thread)."""
@@ -364,6 +532,8 @@ class HopperLowering(LoweringExtension):
                 v = self.cx.fresh(a.var.name, a.var.dtype)
                 self.cx.emit(S.Declare(a.span, v, self.cx.lx(a.value)))
                 self.cx.subst[id(a.var)] = v
+            for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
+                self.issue_tma(p, c(0), c(bar))
             n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
             it = self.cx.fresh(f"{var.name}_load")
 
@@ -371,10 +541,14 @@ class HopperLowering(LoweringExtension):
                 count = add(base, it) if base is not None else it
                 stage = self.cx.declare(f"{var.name}_slot", mod(count, stages))
                 phase = self.cx.declare(f"{var.name}_round", mod(div(count, stages), 2))
-                self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)),
-                                                      fold(T.Binary(D.I32, None, "^", phase, c(1)))]))
+                free = fold(T.Binary(D.I32, None, "^", phase, c(1)))
+                if not bars["empty_per_producer"]:
+                    self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)), free]))
                 self.cx.subst[id(var)] = it
                 for i, p in enumerate(plan.producers):
+                    if bars["empty_per_producer"]:  # each tile as soon as its own stage is free
+                        empty = add(c(bars["empty"] + i * stages), stage)
+                        self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(empty), free]))
                     self.issue_tma(p, stage, add(c(bars["full"] + i * stages), stage))
 
             self.cx.emit(S.SFor(None, it, c(0), n, self.cx.block(step)))
@@ -457,6 +631,10 @@ class HopperLowering(LoweringExtension):
                 tile = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", rows * cols,
                                  origin="TMA store staging", align=1024)
                 self.cx.shared.append(tile)
+            elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
+                fit = (self.cx.target.shared_memory_bytes - used - 1024) // (rows * width * out_dt.bytes)
+                if 1 <= fit < -(-cols // width):
+                    return self.tma_store_in_panels(s, lay, staging_layout, fit)
         if tile is None:
             return False
         staging = tile
@@ -492,6 +670,58 @@ class HopperLowering(LoweringExtension):
         self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
         self.cx.smem_read = True
         self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
+        return True
+
+    def tma_store_in_panels(self, s: T.Copy, lay: WgmmaTiled, staging_layout: SharedLayout, fit: int) -> bool:
+        """A persistent kernel's accumulator whose whole staging tile does not fit beside the pipeline: a staging
+        tile of `fit` 128-byte panels, filled and stored (TMA) group of panels by group of panels -- so the
+        pipeline keeps all its stages. Between groups, thread 0 waits until the stores have read the staging
+        tile, and a barrier tells the others. Needs warpgroups stacked along M (wn = 1): a panel is then a
+        fixed range of each thread's local elements (8-column chunks), known at compile time."""
+        dst = s.dst
+        out_dt = dst.buffer.dtype
+        rows, cols = lay.shape
+        width = staging_layout.panel_elems
+        panel = rows * width
+        staging = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", fit * panel,
+                            origin="TMA store staging (groups of panels)", align=1024)
+        self.cx.shared.append(staging)
+        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA, {fit} of "
+                                        f"{-(-cols // width)} panels at a time"))
+        src = self.cx.sbuf(s.src.buffer)
+        box = [1] * (len(dst.buffer.shape) - 1) + [width]
+        box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
+        tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
+        starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in dst.starts]
+        panels = -(-cols // width)
+        for first in range(0, panels, fit):
+            group = range(first, min(first + fit, panels))
+            if first:  # the previous group's stores have read the staging tile (thread 0 waited)
+                self.cx.barrier()
+            self.cx.before_shared_access(False, True)
+            writes = []
+            for mi in range(lay.mi):
+                chunks = [ch for ch in range(lay.ni) if ch * 8 // width in group]
+                kv = self.cx.fresh("r")
+                i, j = lay.coords(self.cx.tid, kv)
+                off = sub(staging_layout.offset([i, j]), c(first * panel))
+                writes.append(S.SFor(None, kv, c((mi * lay.ni + chunks[0]) * 4), c(len(chunks) * 4), [
+                    S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))],
+                    unroll=True))
+            # (the always-true branch keeps ptxas from serializing the main loop's wgmma, as in tma_store_fragment)
+            self.cx.emit(S.SIf(None, _cmp("<", self.cx.tid, c(self.cx.k.threads)), writes))
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+            self.cx.barrier()
+            stores = []
+            for pn in group:
+                coords = list(starts)
+                coords[-1] = fold(add(coords[-1], c(pn * width)))
+                stores.append(S.call(None, "tma_store", rank=len(coords), args=[
+                    tmap, S.AddrOf(D.I64, None, staging, c((pn - first) * panel)), *reversed(coords)]))
+            stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
+            self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
+            self.cx.smem_read = True
+            self.cx.smem_dirty = True
         return True
 
     # ------------------------------------------------------------ wgmma
@@ -552,6 +782,8 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(st)
         if self.wgmma_in_flight:  # the pipeline waits for this group one iteration later
             self.cx.emit(S.SCall(None, "wgmma_wait", [c(1)]))
+            return
+        if self.wgmma_no_wait:
             return
         self.cx.emit(S.SCall(None, "wgmma_wait", [c(0)]))
         self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
