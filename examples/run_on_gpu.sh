@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build and run both examples (examples/cmake and examples/make) on a machine with an NVIDIA GPU.
-# Each prints PASS when gemm and softmax, launched through their tilec headers, match the CPU.
+# Each prints PASS when gemm and softmax, launched through their tilec launchers (the CMake example's
+# headers, the Make example's linked objects), match the CPU.
 #
-#   examples/run_on_gpu.sh                # tilec installed here: the builds generate the headers
-#   examples/run_on_gpu.sh PREBUILT_DIR   # no tilec here: use headers from examples/prebuild.sh
+#   examples/run_on_gpu.sh                # tilec installed here: the builds generate the launchers
+#   examples/run_on_gpu.sh PREBUILT_DIR   # no tilec here: use launchers from examples/prebuild.sh
 #
 # Needs cmake (3.20+), make, a C++17 compiler and the CUDA toolkit's cuda.h (CUDA_HOME, default
 # /usr/local/cuda); ninja is used when present. Build trees go to BUILD_DIR (default a temporary
@@ -13,7 +14,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 pre=${1:-}
 [ -n "$pre" ] && pre=$(realpath "$pre")
 if [ -z "$pre" ] && ! command -v "${TILEC:-tilec}" >/dev/null; then
-  echo "run_on_gpu.sh: tilec is not installed here; generate the headers elsewhere with" >&2
+  echo "run_on_gpu.sh: tilec is not installed here; generate the launchers elsewhere with" >&2
   echo "  examples/prebuild.sh DIR   and run   examples/run_on_gpu.sh DIR" >&2
   exit 2
 fi

@@ -228,7 +228,7 @@ def _nvrtc_fatbin(units: list[Unit], stem: str, options):
     builts = _per_target(units, lambda u: _toolchain_build(u.source, f"{stem}.{u.target.name}", options, "cubin",
                                                             [u.target.arch]))
     commands = [c for b in builts for c in b.commands] + [
-        "nvfatbin " + " ".join(f"--add-cubin {stem}.{u.target.name}.cubin:{u.target.arch}" for u in units)]
+        "nvFatbin (in process): " + ", ".join(f"{stem}.{u.target.name}.cubin as {u.target.arch}" for u in units)]
     toolchain = f"{builts[0].toolchain} + {nvfatbin.version()}"
     if options.dryrun:
         return BuildResult(b"", commands, {}, toolchain)
