@@ -122,9 +122,10 @@ class Backend:
             names = ", ".join(t.name for t in targets)
             if not self.multi_target_kinds:
                 raise BuildRefused(f"several targets ({names}): the {self.name} back end builds one target at a time")
-            ways = ", ".join(f"-o x{self.output_kinds[k]}" for k in sorted(self.multi_target_kinds))
-            raise BuildRefused(f"several targets ({names}) need a "
-                               f"{' or '.join(sorted(self.multi_target_kinds))} output ({ways})")
+            kinds = sorted(self.multi_target_kinds)
+            ways = ", ".join(f"-o x{self.output_kinds[k]}" for k in kinds)
+            either = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
+            raise BuildRefused(f"several targets ({names}) need a {either} output ({ways})")
 
     def toolchain_identity(self, targets: list, kind: str, options) -> str | None:
         """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for
