@@ -118,7 +118,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="compiles per sample (the fastest is shown)")
     args = ap.parse_args()
     print(f"cold NVRTC compiles for {args.target}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("seconds, wall/cpu; nvrtc = C++ front end + NVVM optimizer + ptxas (NVRTC's --time, cpu)")
+    print("seconds, wall/cpu; nvrtc split = C++ front end + NVVM optimizer + ptxas (NVRTC's own --time, wall)")
     cols = "".join(f" {c:>11}" for c in ("import", "front", "passes", "nvrtc", "total"))
     head = f"{'sample':<16} {'kern':>4}{cols}  nvrtc split"
     print(head)
