@@ -173,12 +173,12 @@ def _cuobjdump() -> str | None:
 
 def test_nvrtc_finds_half_precision_headers_in_the_pip_wheel(monkeypatch):
     """Without a toolkit, cuda_fp16.h comes from nvidia-cuda-runtime's wheel: a bf16 kernel builds with it."""
-    from tilec.targets.cuda import nvrtc, toolchain
+    from tilec.targets.cuda import locate, nvrtc, toolchain
 
     wheel = [p.parent for p in toolchain.wheel_files("*/include/cuda_fp16.h")]
     _require(wheel, "nvidia-cuda-runtime's headers")
     _require(nvrtc.find_lib(), "NVRTC")
-    monkeypatch.setattr(toolchain, "_include_candidates", lambda: wheel)
+    monkeypatch.setattr(locate, "include_candidates", lambda: wheel)
     assert toolchain.cuda_include_dir() == str(wheel[0])
     import tilec
     from tilec.options import CompileOptions
@@ -186,3 +186,33 @@ def test_nvrtc_finds_half_precision_headers_in_the_pip_wheel(monkeypatch):
     options = CompileOptions.make(("sm90",), defines={"dtype": "bf16"}, toolchain="nvrtc", use_cache=False)
     art = tilec.compile(str(SAMPLES / "softmax.tile"), options=options, emit="cubin")
     assert art.data[:4] == b"\x7fELF"
+
+
+def test_hip_object_links_against_the_hip_runtime(tmp_path):
+    """An AMD object: one code object per target behind a C `K_launch` over the HIP module API, linked with
+    -lamdhip64. Without an AMD GPU the linked program gets HIP's error code back, and does not crash."""
+    from tilec.targets.hip.backend import _hip_include_dir
+    from tilec.targets.hip.toolchain import find_compiler
+
+    _require(find_compiler("gfx90a") and find_compiler("gfx942"), "hipcc / clang-19 for gfx90a and gfx942")
+    inc = _require(_hip_include_dir(), "hip/hip_runtime_api.h")
+    _require(shutil.which("cc"), "cc")
+    obj = tmp_path / "softmax.o"
+    r = _tilec([str(SAMPLES / "softmax.tile"), "--target", "gfx90a,gfx942", "-o", str(obj)], tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    syms = _nm(obj)
+    assert syms["softmax_launch"] == "T" and syms["hipModuleLaunchKernel"] == "U"
+    assert len([s for s in syms if s.endswith(("_image0", "_image1")) and syms[s] == "r"]) == 2
+    m = json.loads((tmp_path / "softmax.o.json").read_text())
+    assert m["object"]["prototypes"] == [
+        "hipError_t softmax_launch(hipStream_t stream, hipDeviceptr_t X, hipDeviceptr_t Y, int M, int N);"]
+    (tmp_path / "main.c").write_text("#define __HIP_PLATFORM_AMD__\n#include <hip/hip_runtime_api.h>\n"
+                                     + m["object"]["prototypes"][0] + "\n"
+                                     "int main(void) { return softmax_launch(0, 0, 0, 4, 4) == hipSuccess; }\n")
+    link = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{inc}", "main.c", "softmax.o", "-o", "prog",
+                           "-lamdhip64", "-lpthread"], cwd=tmp_path, capture_output=True, text=True)
+    if link.returncode != 0 and "amdhip64" in link.stderr:
+        pytest.skip("libamdhip64 not installed")
+    assert link.returncode == 0, link.stderr
+    run = subprocess.run(["./prog"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode in (0, 1)  # 0: HIP returned an error (no AMD device here), 1: launched; else a crash

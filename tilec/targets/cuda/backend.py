@@ -53,10 +53,9 @@ class CudaBackend(SimtBackend):
         per_target = kind in ("header", "object")  # one cubin per target, each built alone
         tool = _device_toolchain(options, "cubin" if per_target else kind, 1 if per_target else len(targets))
         if tool == "nvrtc":
-            from . import nvfatbin, nvrtc
-            from .toolchain import cuda_include_dir
+            from .locate import cuda_include_dir, nvfatbin_lib, nvrtc_lib
 
-            libs = [nvrtc.find_lib()] + ([nvfatbin.find_lib()] if kind == "fatbin" else [])
+            libs = [nvrtc_lib()] + ([nvfatbin_lib()] if kind == "fatbin" else [])
             if None in libs:
                 return None
             parts += [executable_fingerprint(str(lib)) for lib in libs]
@@ -67,8 +66,7 @@ class CudaBackend(SimtBackend):
                 return None
             parts.append(executable_fingerprint(nvcc))
         if kind == "object":
-            from .objects import host_compiler
-            from .toolchain import driver_include_dir
+            from .locate import driver_include_dir, host_compiler
 
             cc = host_compiler()
             if cc is None:
@@ -77,12 +75,10 @@ class CudaBackend(SimtBackend):
         return "\n".join(parts)
 
     def kind_toolchains(self) -> dict[str, str]:
-        found = {"nvcc": shutil.which("nvcc") is not None}
-        from . import nvfatbin, nvrtc
-        from .objects import host_compiler
+        from .locate import host_compiler, nvfatbin_lib, nvrtc_lib
 
-        found["nvrtc"] = nvrtc.find_lib() is not None
-        found["nvfatbin"] = nvfatbin.find_lib() is not None
+        found = {"nvcc": shutil.which("nvcc") is not None, "nvrtc": nvrtc_lib() is not None,
+                 "nvfatbin": nvfatbin_lib() is not None}
         options = _Unsaid()
 
         def what(kind: str, n: int) -> str:
@@ -184,9 +180,9 @@ def _device_toolchain(options, kind: str, ntargets: int) -> str:
     it is missing)."""
     if options.toolchain in ("nvcc", "nvrtc"):
         return options.toolchain
-    from . import nvfatbin, nvrtc
+    from .locate import nvfatbin_lib, nvrtc_lib
 
-    installed = nvrtc.find_lib() is not None and (kind != "fatbin" or nvfatbin.find_lib() is not None)
+    installed = nvrtc_lib() is not None and (kind != "fatbin" or nvfatbin_lib() is not None)
     if options.toolchain == "auto" and kind in ("cubin", "ptx") and ntargets == 1 and installed:
         return "nvrtc"
     if shutil.which("nvcc") is not None:

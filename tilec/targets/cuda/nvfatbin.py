@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
-from .toolchain import wheel_files
+from .locate import nvfatbin_lib
 
 _lib = None
 _lock = threading.Lock()
 
 
-def find_lib() -> Path | None:
-    """libnvfatbin from the pip wheel nvidia-nvfatbin, or None."""
-    found = wheel_files("*/lib/libnvfatbin.so*")
-    return found[0] if found else None
+find_lib = nvfatbin_lib  # libnvfatbin from the pip wheel nvidia-nvfatbin, or None
 
 
 def load():

@@ -13,18 +13,14 @@ import threading
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
-from .toolchain import BuildOptions, BuildResult, cuda_include_dir, toolchain_diagnostics, wheel_files
+from .locate import cuda_include_dir, nvrtc_lib
+from .toolchain import BuildOptions, BuildResult, toolchain_diagnostics
 
 _lib = None
 _lock = threading.Lock()  # builds of several targets run in threads (ctypes releases the GIL in NVRTC)
 
 
-def find_lib() -> Path | None:
-    """libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None."""
-    for cand in wheel_files("*/lib/libnvrtc.so*"):
-        if ".alt." not in cand.name and "builtins" not in cand.name:
-            return cand
-    return None
+find_lib = nvrtc_lib  # libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None
 
 
 def load():

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
+from .locate import driver_include_dir, host_compiler, host_compiler_command
 
 C_FLAGS = ["-std=c11", "-O2", "-fPIC"]
 
@@ -38,15 +38,9 @@ class ObjectBuild:
     compiler: str  # the host compiler, with its version
 
 
-def host_compiler() -> str | None:
-    """The host C compiler: the first word of $CC, else cc, resolved on PATH; None when there is none."""
-    words = shlex.split(os.environ.get("CC", "")) or ["cc"]
-    return shutil.which(words[0])
-
-
 def _compiler_command() -> list[str]:
-    words = shlex.split(os.environ.get("CC", "")) or ["cc"]
-    found = shutil.which(words[0])
+    words = host_compiler_command()
+    found = host_compiler()
     if found is None:
         raise CompileError([Diagnostic("error", f"-c needs a C compiler to build the launcher object: "
                                                 f"'{words[0]}' not found (install gcc or clang, or set CC)")])
@@ -62,7 +56,7 @@ def _compiler_version(cmd: list[str]) -> str:
     return first
 
 
-def _incbin(work: Path):
+def incbin(work: Path):
     """embed() for launcher.generate_header: each image written to a file in `work` and assembled into .rodata
     under a local symbol, declared to C with its size (so `sizeof` works as for an array)."""
     def embed(name: str, data: bytes) -> str:
@@ -76,6 +70,21 @@ def _incbin(work: Path):
     return embed
 
 
+def compile_c(text: str, work: Path, output_name: str, include_dirs: list[str], cmd: list[str] | None = None):
+    """(object bytes, the command, the compiler's version) of C source `text`, compiled in `work`."""
+    cmd = cmd or _compiler_command()
+    stem = re.sub(r"[^\w.-]", "_", Path(output_name).stem) or "kernels"
+    c_file, o_file = work / f"{stem}.c", work / f"{stem}.o"
+    c_file.write_text(text)
+    full = [*cmd, *C_FLAGS, *(f"-I{d}" for d in include_dirs), "-c", str(c_file), "-o", str(o_file)]
+    proc = subprocess.run(full, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr + proc.stdout).strip().splitlines()[-15:])
+        raise CompileError([Diagnostic("error", f"the C compiler failed on the generated launcher (this is a "
+                                                f"tilec bug):\n{tail}")])
+    return o_file.read_bytes(), " ".join(full), _compiler_version(cmd)
+
+
 def _definitions(text: str) -> list[str]:
     return re.findall(r"^static inline CUresult (\w+)\(", text, re.M)
 
@@ -86,7 +95,6 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
     dispatchers info.launcher_filter adds are exported too)."""
     from ...version import __version__
     from .launcher import generate_header
-    from .toolchain import driver_include_dir
 
     inc = driver_include_dir()
     if inc is None:
@@ -97,7 +105,7 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
     try:
         text = generate_header(info.output_name, images, source_name=info.source_name, tilec_version=__version__,
                                toolchain=toolchain, driver_api_version=driver_api_version,
-                               source_hash=info.source_hash, prefix=prefix, embed=_incbin(work))
+                               source_hash=info.source_hash, prefix=prefix, embed=incbin(work))
         before = set(_definitions(text))
         if info.launcher_filter is not None:
             text = info.launcher_filter(text)
@@ -109,15 +117,7 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
                 raise CompileError([Diagnostic("error", f"the launcher defines no function '{name}' (tilec bug)")])
             prototypes.append(f"CUresult {name}({m.group(1)});")
             text = text[:m.start()] + f"CUresult {name}(" + text[m.end() - len(m.group(1)) - 1:]
-        stem = re.sub(r"[^\w.-]", "_", Path(info.output_name).stem) or "kernels"
-        c_file, o_file = work / f"{stem}.c", work / f"{stem}.o"
-        c_file.write_text(text)
-        full = [*cmd, *C_FLAGS, f"-I{inc}", "-c", str(c_file), "-o", str(o_file)]
-        proc = subprocess.run(full, capture_output=True, text=True)
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stderr + proc.stdout).strip().splitlines()[-15:])
-            raise CompileError([Diagnostic("error", f"the C compiler failed on the generated launcher (this is a "
-                                                    f"tilec bug):\n{tail}")])
-        return ObjectBuild(o_file.read_bytes(), public, prototypes, [" ".join(full)], _compiler_version(cmd))
+        data, full, compiler = compile_c(text, work, info.output_name, [inc], cmd)
+        return ObjectBuild(data, public, prototypes, [full], compiler)
     finally:
         shutil.rmtree(work, ignore_errors=True)

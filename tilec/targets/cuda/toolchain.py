@@ -7,7 +7,6 @@ generated line quoted, so that a back-end bug is visible as such.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
+from .locate import cuda_include_dir, driver_include_dir, wheel_files  # noqa: F401 (imported from here too)
 
 
 @dataclass
@@ -142,42 +142,3 @@ def parse_ptxas_usage(output: str) -> dict[str, dict[str, int]]:
                 current["static_smem_bytes"] = int(m.group("smem"))
     return usage
 
-
-def wheel_files(pattern: str) -> list[Path]:
-    """Files of NVIDIA's pip wheels (the `nvidia` namespace package: nvidia/cu13/lib/libnvrtc.so.13, ...) that
-    match `pattern`, relative to the namespace's folders, sorted; [] without the wheels."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        return []
-    locs = list(spec.submodule_search_locations or []) if spec else []
-    return [c for loc in locs for c in sorted(Path(loc).glob(pattern))]
-
-
-def _include_candidates() -> list[Path]:
-    """The CUDA toolkit's include folder (beside nvcc, /usr/local/cuda, CUDA_HOME), then the pip wheel
-    nvidia-cuda-runtime's (cuda.h, cuda_fp16.h and cuda_bf16.h without a toolkit)."""
-    nvcc = shutil.which("nvcc")
-    candidates = []
-    if nvcc:
-        candidates.append(Path(nvcc).resolve().parent.parent / "include")
-    candidates += [Path("/usr/local/cuda/include"), Path(os.environ.get("CUDA_HOME", "/nonexistent")) / "include"]
-    return candidates + [p.parent for p in wheel_files("*/include/cuda_fp16.h")]
-
-
-def cuda_include_dir() -> str | None:
-    """A folder with cuda_fp16.h and cuda_bf16.h (what NVRTC needs for tilec's half-precision helpers)."""
-    for c in _include_candidates():
-        if (c / "cuda_fp16.h").is_file() and (c / "cuda_bf16.h").is_file():
-            return str(c)
-    return None
-
-
-def driver_include_dir() -> str | None:
-    """A folder with cuda.h (the driver API the C launcher calls), from the toolkit or the pip wheel."""
-    for c in _include_candidates():
-        if (c / "cuda.h").is_file():
-            return str(c)
-    return None
