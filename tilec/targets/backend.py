@@ -125,7 +125,8 @@ class Backend:
             kinds = sorted(self.multi_target_kinds)
             ways = ", ".join(f"-o x{self.output_kinds[k]}" for k in kinds)
             either = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
-            raise BuildRefused(f"several targets ({names}) need a {either} output ({ways})")
+            article = "an" if either[0] in "aeiou" else "a"
+            raise BuildRefused(f"several targets ({names}) need {article} {either} output ({ways})")
 
     def toolchain_identity(self, targets: list, kind: str, options) -> str | None:
         """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for
