@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Generate the examples' launcher headers on a machine with tilec (no GPU needed), for
+# Generate the examples' launcher headers and objects on a machine with tilec (no GPU needed), for
 # examples/run_on_gpu.sh on a GPU machine that has a C++ toolchain but not tilec's Python
 # dependencies. Runs the examples' own builds (the CMake one and the Make one) up to the headers
 # and copies them to DIR (default .artifacts/examples):
 #
 #   DIR/cmake/example_gemm/gemm.h, DIR/cmake/example_softmax/softmax.h   (TILEC_PREBUILT_DIR for CMake)
-#   DIR/make/gemm.h, DIR/make/softmax.h                                   (TILEC_PREBUILT_DIR for Make)
+#   DIR/make/gemm.o, DIR/make/softmax.o                                   (TILEC_PREBUILT_DIR for Make)
 #
 # Usage: examples/prebuild.sh [DIR]     (TILEC=command overrides `tilec`; default: tilec on PATH,
 #                                        else python -m tilec from this checkout, with PYTHON or
@@ -37,11 +37,11 @@ command -v ninja >/dev/null && gen=Ninja
 cmake -S "$repo/examples/cmake" -B "$work/cmake" -G "$gen" -DTilec_DIR="$repo/tilec/cmake" \
       -DTILEC_EXECUTABLE="$tilec" >/dev/null
 cmake --build "$work/cmake" --target example_gemm_tilec example_softmax_tilec
-make -C "$repo/examples/make" headers BUILD="$work/make" TILEC="$tilec"
+make -C "$repo/examples/make" objects BUILD="$work/make" TILEC="$tilec"
 
 rm -rf "$out"
 mkdir -p "$out/cmake" "$out/make"
 cp -r "$work/cmake/tilec/." "$out/cmake/"
-cp "$work/make/"*.h "$work/make/"*.h.json "$out/make/"
-echo "prebuilt headers in $out:"
-(cd "$out" && find . -name '*.h' | sort)
+cp "$work/make/"*.o "$work/make/"*.o.json "$out/make/"
+echo "prebuilt headers and objects in $out:"
+(cd "$out" && find . -name '*.h' -o -name '*.o' | sort)

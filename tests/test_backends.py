@@ -61,9 +61,10 @@ def test_pass_names_follow_the_target_backend():
 def test_build_refuses_kinds_the_backend_cannot_write(tmp_path):
     from tilec.diagnostics import CompileError
 
-    with pytest.raises(CompileError, match=r"emits hip, hsaco, asm, not cubin: use -o NAME\.hsaco \(or \.hip, \.s\)"):
+    with pytest.raises(CompileError,
+                       match=r"emits hip, hsaco, asm, object, not cubin: use -o NAME\.hsaco \(or \.hip, \.s, \.o\)"):
         tilec.compile(SAMPLES / "vector_add.tile", "gfx942", emit="cubin")
-    with pytest.raises(CompileError, match="need a fatbin or header output"):
+    with pytest.raises(CompileError, match="need a fatbin, header or object output"):
         tilec.compile(SAMPLES / "vector_add.tile", "sm80,sm90", emit="cubin")
     with pytest.raises(CompileError, match="different back ends"):
         tilec.compile(SAMPLES / "vector_add.tile", "sm90,webgpu", emit="fatbin")

@@ -173,8 +173,8 @@ def test_make_pattern_rule_with_auto_dependencies(env, tmp_path):
 
 
 def test_examples_build_with_cmake_and_make(env, tmp_path):
-    """examples/cmake and examples/make configure and build from a clean tree (linked against the
-    driver stub), and again from pre-generated headers with no tilec at all."""
+    """examples/cmake (headers) and examples/make (objects) configure and build from a clean tree (linked against
+    the driver stub), and again from pre-generated headers and objects with no tilec at all."""
     ninja = _ninja()
     generator = "Ninja" if ninja else "Unix Makefiles"
     build = tmp_path / "cmake"
@@ -204,9 +204,10 @@ def test_examples_build_with_cmake_and_make(env, tmp_path):
     mk = tmp_path / "make"
     common = [f"BUILD={mk}", f"CUDA_HOME={env['cuda_home']}", f"CUDA_LIBDIR={env['stubs']}"]
     _run(["make", "-C", str(ROOT / "examples" / "make"), f"TILEC={env['tilec']}", *common], env["env"])
-    assert (mk / "tilec_example").is_file() and (mk / "gemm.h.d").is_file()
-    # the same kernels and options as the CMake example
-    assert '"num_stages": 4' in (mk / "gemm.h.json").read_text()
+    assert (mk / "tilec_example").is_file() and (mk / "gemm.o.d").is_file()
+    # the Make example links the launchers as objects (tilec -c), with the same kernels and options as the CMake
+    # example's headers
+    assert '"num_stages": 4' in (mk / "gemm.o.json").read_text()
     assert '"num_stages": 4' in (build / "tilec" / "example_gemm" / "gemm.h.json").read_text()
     up_to_date = subprocess.run(["make", "-q", "-C", str(ROOT / "examples" / "make"), f"TILEC={env['tilec']}",
                                  *common], env=env["env"], capture_output=True)

@@ -11,7 +11,6 @@ on the import path is a miss).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -131,18 +130,21 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
     recorded = manifest_options(opts, kind, backend)
+    tuning = dispatch.manifest(dispatch.entry["kernel"], len(variants)) if dispatch is not None else {}
+    launcher_filter = None
+    if "dispatch" in tuning:  # the C launcher (a header's or an object's) dispatches as tilec.runtime does
+        kernel = dispatch.entry["kernel"]
+
+        def launcher_filter(text: str) -> str:
+            return tuned.header_dispatch(text, kernel, tuning["dispatch"][kernel], opts.header_prefix)
+
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
-                        source_hash(first, recorded))
+                        source_hash(first, recorded), launcher_filter)
     built = backend.build(units, kind, opts, info)
     if opts.dryrun:
         return Artifact(kind, b"", b"", deps, warnings, commands=built.commands, result=first)
     m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels)
-    if dispatch is not None:
-        m.update(dispatch.manifest(dispatch.entry["kernel"], len(variants)))
-        if kind == "header" and "dispatch" in m:  # the C launcher dispatches as tilec.runtime does
-            data = tuned.header_dispatch(built.data.decode(), dispatch.entry["kernel"],
-                                         m["dispatch"][dispatch.entry["kernel"]], opts.header_prefix).encode()
-            built = dataclasses.replace(built, data=data)
+    m.update(tuning)
     m.update(built.manifest)
     return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,
                     result=first)

@@ -1,8 +1,9 @@
-// tilec example: run samples/gemm.tile and samples/softmax.tile through their generated C launcher
-// headers (gemm.h, softmax.h), with the CUDA driver API only, and check the results on the CPU.
+// tilec example: run samples/gemm.tile and samples/softmax.tile through their generated C launchers
+// (headers gemm.h and softmax.h, or objects gemm.o and softmax.o), with the CUDA driver API only, and check
+// the results on the CPU.
 //
-// Built by examples/cmake (tilec_add_kernel) and examples/make (the tilec.mk pattern rule); run
-// it on a machine with an NVIDIA GPU. Prints PASS and exits 0 when both kernels are right.
+// Built by examples/cmake (tilec_add_kernel, headers) and examples/make (the tilec.mk pattern rule,
+// objects); run it on a machine with an NVIDIA GPU. Prints PASS and exits 0 when both kernels are right.
 
 #include <cuda.h>
 
@@ -14,8 +15,20 @@
 #include <random>
 #include <vector>
 
+#if defined(TILEC_EXAMPLE_OBJECTS)
+// examples/make: the launchers live in gemm.o and softmax.o (tilec -c: relocatable objects with the cubins
+// inside, linked like nvcc objects); their C prototypes are the "prototypes" of gemm.o.json and softmax.o.json.
+extern "C" {
+CUresult gemm_launch(CUstream stream, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int M, int K, int B_rows,
+                     int B_cols, int N);
+CUresult gemm_check_device(CUdevice dev, char* message, size_t message_size);
+CUresult softmax_launch(CUstream stream, CUdeviceptr X, CUdeviceptr Y, int M, int N);
+}
+#else
+// examples/cmake: the launcher headers (tilec -o x.h), each with its cubins embedded
 #include "gemm.h"     // gemm_launch(stream, A, B, C, M, K, B_rows, B_cols, N)
 #include "softmax.h"  // softmax_launch(stream, X, Y, M, N)
+#endif
 
 #define CHECK(call)                                                                     \
   do {                                                                                  \

@@ -58,8 +58,9 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune-db", metavar="FILE", help="the tuning database (default: $TILEC_TUNE_DB, else "
                    "FILE's stem + .tune.json beside it; '' for none); see docs/tuning.md")
     p.add_argument("--manifest", metavar="PATH", help="where to write the manifest (default OUT.json)")
-    p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc",
-                   help="nvcc (ahead of time) or NVRTC in process (fast; one architecture)")
+    p.add_argument("--compiler", choices=["nvcc", "nvrtc", "auto"], default=None,
+                   help="nvcc, or NVRTC in process (+ nvFatbin for a fatbin); default: nvcc when on PATH, else "
+                        "NVRTC; auto: NVRTC for a cubin when installed")
     p.add_argument("--resource-usage", action="store_true", help="print registers, shared memory, spills per kernel")
     p.add_argument("--keep", metavar="DIR", nargs="?", const=".", help="keep intermediate files (in DIR)")
     p.add_argument("-lineinfo", "--lineinfo", dest="lineinfo", action="store_true", help="line info for profilers")
@@ -202,6 +203,14 @@ def _cmd_targets() -> int:
     print("toolchains:")
     for name, where in tools.items():
         print(f"  {name:<9} {where or 'not found'}")
+    from ..targets.registry import BACKENDS, get_backend
+
+    for name in BACKENDS:
+        kinds = get_backend(name).kind_toolchains()
+        if kinds:
+            print(f"{name} outputs, built by:")
+            for kind, how in kinds.items():
+                print(f"  {kind:<8} {how}")
     return 0
 
 

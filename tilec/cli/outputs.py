@@ -37,8 +37,8 @@ SOURCE_SUFFIX = ".tile"
 
 # Suffixes whose files hold machine code, and the --emit kinds that produce it: text must not be
 # written under one of these names, nor a binary under a text kind's name.
-BINARY_SUFFIXES = {".cubin", ".fatbin", ".hsaco"}
-BINARY_KINDS = {"cubin", "fatbin", "hsaco"}
+BINARY_SUFFIXES = {".cubin", ".fatbin", ".hsaco", ".o"}
+BINARY_KINDS = {"cubin", "fatbin", "hsaco", "object"}
 
 
 def _error(message: str) -> CompileError:

@@ -1,20 +1,22 @@
 # tilec_add_kernel(): compile .tile files into C launcher headers (or binaries) at build time.
 #
 #   tilec_add_kernel(<name>
-#       SOURCES a.tile [b.tile ...]        one output per source: <stem>.h (or .cubin, ...)
+#       SOURCES a.tile [b.tile ...]        one output per source: <stem>.h (or .o, .cubin, ...)
 #       [TARGETS sm80 sm90 ...]            GPU targets (default sm90); several make one header that
 #                                          picks the image for the device it runs on
 #       [DEFINES NAME=VALUE ...]           -D overrides of `const`s
 #       [INCLUDE_DIRS dir ...]             -I directories for `import` (relative to the current source dir)
-#       [KIND header|cubin|fatbin|ptx|cu]  what to build (default header)
+#       [KIND header|object|cubin|fatbin|ptx|cu]  what to build (default header); object: a relocatable
+#                                          object holding the C launcher and its cubins (tilec -c), linked
+#                                          into the consumer, which declares the launch functions itself
 #       [KERNEL name]                      only this kernel of each file
-#       [PREFIX p]                         launcher names p<kernel>_launch (header only)
+#       [PREFIX p]                         launcher names p<kernel>_launch (header, object)
 #       [OPTIONS opt ...]                  anything else for the tilec command line
 #       [OUTPUT_DIR dir])                  default ${CMAKE_CURRENT_BINARY_DIR}/tilec/<name>
 #
 # Creates an INTERFACE library <name>: linking it puts OUTPUT_DIR on the include path, makes the
-# consumer wait for the outputs, and (KIND header) links the CUDA driver (CUDA::cuda_driver) and
-# the thread library. Each output is rebuilt when its .tile file or anything it imports changes
+# consumer wait for the outputs, links the objects (KIND object), and (KIND header or object) links the CUDA
+# driver (CUDA::cuda_driver) and the thread library. Each output is rebuilt when its .tile file or anything it imports changes
 # (tilec writes a Make-style depfile, -MD; CMake's DEPFILE feeds it to Make and Ninja), so touching
 # an imported file rebuilds exactly the kernels that import it. Also creates <name>_tilec, the
 # custom target that generates the outputs. Variables: TILEC_EXECUTABLE, TILEC_PREBUILT_DIR (see
@@ -34,10 +36,10 @@ function(tilec_add_kernel name)
   if(NOT TK_KIND)
     set(TK_KIND header)
   endif()
-  set(_suffixes header h cubin cubin fatbin fatbin ptx ptx cu cu)
+  set(_suffixes header h object o cubin cubin fatbin fatbin ptx ptx cu cu)
   list(FIND _suffixes "${TK_KIND}" _i)
-  if(_i LESS 0 OR _i GREATER 8)
-    message(FATAL_ERROR "tilec_add_kernel(${name}): KIND must be header, cubin, fatbin, ptx or cu")
+  if(_i LESS 0 OR _i GREATER 10)
+    message(FATAL_ERROR "tilec_add_kernel(${name}): KIND must be header, object, cubin, fatbin, ptx or cu")
   endif()
   math(EXPR _i "${_i} + 1")
   list(GET _suffixes ${_i} _ext)
@@ -107,7 +109,10 @@ function(tilec_add_kernel name)
   target_include_directories(${name} INTERFACE "${_outdir}")
   add_dependencies(${name} ${name}_tilec)
   set_target_properties(${name} PROPERTIES TILEC_OUTPUTS "${_outputs}" TILEC_OUTPUT_DIR "${_outdir}")
-  if(TK_KIND STREQUAL "header")
+  if(TK_KIND STREQUAL "object")
+    target_link_libraries(${name} INTERFACE ${_outputs})
+  endif()
+  if(TK_KIND STREQUAL "header" OR TK_KIND STREQUAL "object")
     if(NOT TARGET CUDA::cuda_driver)
       find_package(CUDAToolkit QUIET)
     endif()

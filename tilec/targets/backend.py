@@ -47,6 +47,9 @@ class ArtifactInfo:
     output_name: str  # the artifact's file name (no directory)
     source_name: str  # the .tile file's name (no directory)
     source_hash: str  # the manifest's source_hash
+    # What the build adds to a C launcher's text before writing or compiling it (the tuned dispatcher of
+    # tilec.tuning.multi, which sits above the back ends); None for nothing.
+    launcher_filter: Callable[[str], str] | None = None
 
 
 @dataclass
@@ -119,14 +122,21 @@ class Backend:
             names = ", ".join(t.name for t in targets)
             if not self.multi_target_kinds:
                 raise BuildRefused(f"several targets ({names}): the {self.name} back end builds one target at a time")
-            ways = ", ".join(f"-o x{self.output_kinds[k]}" for k in sorted(self.multi_target_kinds))
-            raise BuildRefused(f"several targets ({names}) need a "
-                               f"{' or '.join(sorted(self.multi_target_kinds))} output ({ways})")
+            kinds = sorted(self.multi_target_kinds)
+            ways = ", ".join(f"-o x{self.output_kinds[k]}" for k in kinds)
+            either = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
+            article = "an" if either[0] in "aeiou" else "a"
+            raise BuildRefused(f"several targets ({names}) need {article} {either} output ({ways})")
 
     def toolchain_identity(self, targets: list, kind: str, options) -> str | None:
         """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for
         the compile cache's key; None when there is none (the build then reports it, and nothing is cached)."""
         return "none" if kind == self.source_kind else None
+
+    def kind_toolchains(self) -> dict[str, str]:
+        """Output kind -> the toolchain that builds it here, in words, with the command line's default choice
+        (`tilec targets`); {} where the back end does not say."""
+        return {}
 
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         """Turn the generated code of one or several targets (see multi_target_kinds) into an artifact of

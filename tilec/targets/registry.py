@@ -152,15 +152,15 @@ def find_toolchains() -> dict[str, str | None]:
 
         spec = importlib.util.find_spec("nvidia")
         locs = list(spec.submodule_search_locations or []) if spec else []
-        nvrtc = None
-        for loc in locs:
-            for sub in ("cu13/lib", "cuda_nvrtc/lib"):
-                d = os.path.join(loc, sub)
-                if os.path.isdir(d) and any(f.startswith("libnvrtc.so") for f in os.listdir(d)):
-                    nvrtc = d
-        found["nvrtc"] = nvrtc
+        for name, lib in (("nvrtc", "libnvrtc.so"), ("nvfatbin", "libnvfatbin.so")):
+            found[name] = None
+            for loc in locs:
+                for sub in ("cu13/lib", "cuda_nvrtc/lib"):
+                    d = os.path.join(loc, sub)
+                    if os.path.isdir(d) and any(f.startswith(lib) for f in os.listdir(d)):
+                        found[name] = d
     except (ImportError, ValueError):
-        found["nvrtc"] = None
+        found["nvrtc"] = found["nvfatbin"] = None
     try:
         import importlib.util
 

@@ -28,7 +28,7 @@ def manifest_fields(programs) -> dict:
 
 class AscendBackend(Backend):
     name = "ascend"
-    output_kinds = {"cpp": ".cpp", "header": ".h", "obj": ".o"}
+    output_kinds = {"cpp": ".cpp", "header": ".h", "object": ".o"}
     default_kind = "cpp"
     source_kind = "cpp"
     driver_api = "ACL (aclrtLaunchKernel through the NAME_do launch functions)"

@@ -1,4 +1,10 @@
-"""The CUDA back end (sm80 … sm100): the SIMT pipeline, CUDA C++ (codegen.py), nvcc or NVRTC, C launcher headers.
+"""The CUDA back end (sm80 … sm100): the SIMT pipeline, CUDA C++ (codegen.py), nvcc or NVRTC (+ nvFatbin), C
+launcher headers and linkable host objects (launcher.py).
+
+Which toolchain builds a binary (`_device_toolchain`): `--compiler nvcc|nvrtc` when said; "auto" (tilec.compile's
+default) takes NVRTC for one target's cubin or PTX when its pip wheel is installed; otherwise, and when nothing
+is said (the command line's default), nvcc when it is on PATH, else NVRTC, with nvFatbin packing a fatbin's
+cubins -- so that `pip install tilec` alone builds cubins and fatbins on a machine with no CUDA toolkit.
 
 Beyond the shared SIMT passes it owns the no-TMA twins: on a target with TMA pipelines, every kernel whose
 lowering took TMA tensor maps is compiled once more with "tma" disabled, as NAME__no_tma, which the runtime
@@ -18,10 +24,11 @@ FALLBACK_SUFFIX = "__no_tma"
 
 class CudaBackend(SimtBackend):
     name = "cuda"
-    output_kinds = {"cu": ".cu", "ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "header": ".h"}
+    output_kinds = {"cu": ".cu", "ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "header": ".h",
+                    "object": ".o"}
     default_kind = "cubin"
     source_kind = "cu"
-    multi_target_kinds = frozenset({"fatbin", "header"})
+    multi_target_kinds = frozenset({"fatbin", "header", "object"})
     run_kind = "cubin"
     loader = "cuda"
     driver_api = "CUDA driver API (cuModuleLoadData, cuLaunchKernel)"
@@ -43,21 +50,50 @@ class CudaBackend(SimtBackend):
         if kind == "cu":
             return "none"
         parts = [f"CUDA_HOME={os.environ.get('CUDA_HOME', '')}"]
-        nvcc = shutil.which("nvcc")
-        if _uses_nvrtc(options, kind, len(targets)):
-            from .nvrtc import find_lib
+        per_target = kind in ("header", "object")  # one cubin per target, each built alone
+        tool = _device_toolchain(options, "cubin" if per_target else kind, 1 if per_target else len(targets))
+        if tool == "nvrtc":
+            from .locate import cuda_include_dir, nvfatbin_lib, nvrtc_lib
 
-            lib = find_lib()
-            if lib is None:
+            libs = [nvrtc_lib()] + ([nvfatbin_lib()] if kind == "fatbin" else [])
+            if None in libs:
                 return None
-            parts.append(executable_fingerprint(str(lib)))
-            if nvcc:  # NVRTC reads cuda_fp16.h from nvcc's include directory
-                parts.append(os.path.realpath(nvcc))
+            parts += [executable_fingerprint(str(lib)) for lib in libs]
+            parts.append(f"include={cuda_include_dir()}")  # NVRTC reads cuda_fp16.h from there
         else:
+            nvcc = shutil.which("nvcc")
             if nvcc is None:
                 return None
             parts.append(executable_fingerprint(nvcc))
+        if kind == "object":
+            from .locate import driver_include_dir, host_compiler
+
+            cc = host_compiler()
+            if cc is None:
+                return None
+            parts += [executable_fingerprint(cc), f"cuda.h={driver_include_dir()}"]
         return "\n".join(parts)
+
+    def kind_toolchains(self) -> dict[str, str]:
+        from .locate import host_compiler, nvfatbin_lib, nvrtc_lib
+
+        found = {"nvcc": shutil.which("nvcc") is not None, "nvrtc": nvrtc_lib() is not None,
+                 "nvfatbin": nvfatbin_lib() is not None}
+        options = _Unsaid()
+
+        def what(kind: str, n: int) -> str:
+            tool = _device_toolchain(options, kind, n)
+            if not found[tool]:
+                return "none found (install the CUDA toolkit, or pip install nvidia-cuda-nvrtc nvidia-nvfatbin)"
+            if tool == "nvrtc" and kind == "fatbin":
+                return "NVRTC + nvFatbin" if found["nvfatbin"] else "none found (pip install nvidia-nvfatbin)"
+            return "NVRTC (in process)" if tool == "nvrtc" else "nvcc"
+
+        cubin = what("cubin", 1)
+        cc = host_compiler()
+        return {"cu": "none (the generated source)", "ptx": what("ptx", 1), "cubin": cubin,
+                "fatbin": what("fatbin", 2), "header": f"{cubin} per target",
+                "object": f"{cubin} per target, then {cc or 'no C compiler found (set CC)'}"}
 
     def manifest_options(self, options):
         return {"lineinfo": options.lineinfo, "G": options.device_debug}
@@ -65,10 +101,14 @@ class CudaBackend(SimtBackend):
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         if kind == "cu":
             return Built(_combined_source(units).encode() if len(units) > 1 else units[0].source.encode(), "none")
-        if kind == "header":
-            return self._build_header(units, options, info)
-        source = _combined_source(units) if len(units) > 1 else units[0].source
-        built = _toolchain_build(source, info.stem, options, kind, [u.target.arch for u in units])
+        if kind in ("header", "object"):
+            return self._build_launcher(units, kind, options, info)
+        archs = [u.target.arch for u in units]
+        if kind == "fatbin" and _device_toolchain(options, kind, len(units)) == "nvrtc":
+            built = _nvrtc_fatbin(units, info.stem, options)
+        else:
+            source = _combined_source(units) if len(units) > 1 else units[0].source
+            built = _toolchain_build(source, info.stem, options, kind, archs)
         extra = {"driver_api_version": _driver_api_version(built.toolchain)}
         if len(units) > 1 and _launches_differ(units):
             # one image per architecture in the fatbin; the runtime picks the entries of the one it loads
@@ -76,75 +116,121 @@ class CudaBackend(SimtBackend):
         report = _usage_table(units[0].kernels, built.resource_usage) if options.resource_usage else ""
         return Built(built.binary, built.toolchain, built.commands, extra, report)
 
-    def _build_header(self, units: list[Unit], options, info: ArtifactInfo) -> Built:
-        """One cubin per target, embedded in a C launcher header (launcher.py)."""
-        from concurrent.futures import ThreadPoolExecutor
-
+    def _build_launcher(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
+        """One cubin per target, embedded in a C launcher (launcher.py): the header's text, or (kind "object") that
+        text compiled by the host C compiler into a relocatable object exporting the launch functions
+        (objects.py)."""
         from ...cache import sha256_bytes
         from ...diagnostics import CompileError, Diagnostic
         from ...version import __version__
         from .launcher import Image, LauncherError, generate_header
 
-        def one(u: Unit):
-            return _toolchain_build(u.source, f"{info.stem}.{u.target.name}", options, "cubin", [u.target.arch])
-
-        if len(units) > 1:
-            with ThreadPoolExecutor(min(len(units), os.cpu_count() or 1)) as pool:
-                builts = list(pool.map(one, units))
-        else:
-            builts = [one(units[0])]
+        builts = _per_target(units, lambda u: _toolchain_build(u.source, f"{info.stem}.{u.target.name}", options,
+                                                                "cubin", [u.target.arch]))
         commands = [c for b in builts for c in b.commands]
         toolchain = builts[0].toolchain
         if options.dryrun:
-            return Built(b"", toolchain, commands)
+            return Built(b"", toolchain, commands + (["cc -c (the C launcher)"] if kind == "object" else []))
         images = [Image(u.target.name, u.target.arch, b.binary, u.kernels) for u, b in zip(units, builts, strict=True)]
         api = _driver_api_version(toolchain)
         prefix = options.header_prefix
+        functions = [f"{prefix}{k['name']}_{f}" for k in images[0].kernels if not k.get("internal")
+                     for f in ("launch", "check_device")]
         header_info = {
             "prefix": prefix,
-            "functions": [f"{prefix}{k['name']}_{f}" for k in images[0].kernels if not k.get("internal")
-                          for f in ("launch", "check_device")],
+            "functions": functions,
             "images": [{"target": im.target, "arch": im.arch, "bytes": len(im.data), "sha256": sha256_bytes(im.data),
                         "kernels": [{"name": e["name"], "grid": e["grid"], "threads": e["threads"],
                                      "shared_bytes": e["shared_bytes"]} for e in im.kernels]} for im in images],
         }
+        name = info.output_name
         try:
-            text = generate_header(info.output_name, images, source_name=info.source_name,
-                                   tilec_version=__version__, toolchain=toolchain, driver_api_version=api,
-                                   source_hash=info.source_hash, prefix=prefix)
+            if kind == "header":
+                text = generate_header(name, images, source_name=info.source_name, tilec_version=__version__,
+                                       toolchain=toolchain, driver_api_version=api, source_hash=info.source_hash,
+                                       prefix=prefix)
+                if info.launcher_filter is not None:
+                    text = info.launcher_filter(text)
+                return Built(text.encode(), toolchain, commands, {"driver_api_version": api, "header": header_info})
+            from .objects import build_object
+
+            obj = build_object(images, info, toolchain=toolchain, driver_api_version=api, prefix=prefix,
+                               exported=functions)
         except LauncherError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
-        return Built(text.encode(), toolchain, commands, {"driver_api_version": api, "header": header_info})
+        header_info["functions"] = obj.exported
+        header_info["prototypes"] = obj.prototypes
+        return Built(obj.data, f"{toolchain}; {obj.compiler}", commands + obj.commands,
+                     {"driver_api_version": api, "object": header_info})
 
 
 BACKEND = CudaBackend()
 
 
-def _uses_nvrtc(options, kind: str, ntargets: int) -> bool:
-    """CompileOptions.toolchain "nvrtc", or "auto" where NVRTC can build the kind (one target's cubin or PTX) and
-    its library is installed; nvcc otherwise."""
-    if options.toolchain == "nvrtc":
-        return True
-    if options.toolchain != "auto" or kind not in ("cubin", "ptx") or ntargets != 1:
-        return False
-    from .nvrtc import find_lib
+class _Unsaid:
+    """Options with nothing said about the toolchain (what the command line passes by default)."""
 
-    return find_lib() is not None
+    toolchain = None
+
+
+def _device_toolchain(options, kind: str, ntargets: int) -> str:
+    """"nvcc" or "nvrtc" (a fatbin of several targets: NVRTC per target, packed by nvFatbin): what
+    CompileOptions.toolchain says; "auto" takes NVRTC for one target's cubin or PTX when it is installed;
+    otherwise nvcc when it is on PATH, else NVRTC when its wheels are installed (else nvcc, which then says that
+    it is missing)."""
+    if options.toolchain in ("nvcc", "nvrtc"):
+        return options.toolchain
+    from .locate import nvfatbin_lib, nvrtc_lib
+
+    installed = nvrtc_lib() is not None and (kind != "fatbin" or nvfatbin_lib() is not None)
+    if options.toolchain == "auto" and kind in ("cubin", "ptx") and ntargets == 1 and installed:
+        return "nvrtc"
+    if shutil.which("nvcc") is not None:
+        return "nvcc"
+    return "nvrtc" if installed else "nvcc"
+
+
+def _per_target(units: list[Unit], build):
+    """build(unit) for each unit, in threads when there are several (nvcc runs as a process; NVRTC releases the GIL)."""
+    if len(units) == 1:
+        return [build(units[0])]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(len(units), os.cpu_count() or 1)) as pool:
+        return list(pool.map(build, units))
 
 
 def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str]):
-    """nvcc (toolchain.py) or, with CompileOptions.toolchain "nvrtc", NVRTC in process (nvrtc.py)."""
+    """nvcc (toolchain.py) or NVRTC in process (nvrtc.py), as _device_toolchain decides."""
     from .toolchain import BuildOptions
 
     opts = BuildOptions(kind, archs, lineinfo=options.lineinfo, debug=options.device_debug,
                         keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage)
-    if _uses_nvrtc(options, kind, len(archs)):
+    if _device_toolchain(options, kind, len(archs)) == "nvrtc":
         from .nvrtc import build_nvrtc
 
         return build_nvrtc(source, stem, opts)
     from .toolchain import build
 
     return build(source, stem, opts)
+
+
+def _nvrtc_fatbin(units: list[Unit], stem: str, options):
+    """A fatbin without nvcc: each target's own source built to a cubin by NVRTC, the cubins packed by nvFatbin
+    (one image per architecture, as nvcc's -gencode list gives)."""
+    from . import nvfatbin
+    from .toolchain import BuildResult
+
+    builts = _per_target(units, lambda u: _toolchain_build(u.source, f"{stem}.{u.target.name}", options, "cubin",
+                                                            [u.target.arch]))
+    commands = [c for b in builts for c in b.commands] + [
+        "nvFatbin (in process): " + ", ".join(f"{stem}.{u.target.name}.cubin as {u.target.arch}" for u in units)]
+    toolchain = f"{builts[0].toolchain} + {nvfatbin.version()}"
+    if options.dryrun:
+        return BuildResult(b"", commands, {}, toolchain)
+    data = nvfatbin.fatbin([(u.target.arch, b.binary) for u, b in zip(units, builts, strict=True)], stem)
+    usage = {k: v for b in builts for k, v in b.resource_usage.items()}
+    return BuildResult(data, commands, usage, toolchain)
 
 
 def _driver_api_version(toolchain: str) -> int:

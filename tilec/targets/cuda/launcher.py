@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...manifest import (
@@ -537,7 +538,10 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
 
 
 def generate_header(header_name: str, images: list[Image], *, source_name: str, tilec_version: str,
-                    toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "") -> str:
+                    toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "",
+                    embed: Callable[[str, bytes], str] = _byte_array) -> str:
+    """The header's text. `embed(name, data)` defines each image as a 64-byte aligned `const unsigned char
+    name[len(data)]` (default: a C array initializer; a host object assembles the bytes instead, objects.py)."""
     if not images:
         raise LauncherError("no image to embed")
     # Public kernels get a launch function; internal ones (TMA fallbacks) are launched by them, and
@@ -579,7 +583,7 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
             "                             dev, message, message_size);\n}\n")
         protos.append(f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size);")
 
-    image_arrays = "\n".join(_byte_array(f"{p}image{i}", im.data) for i, im in enumerate(images))
+    image_arrays = "\n".join(embed(f"{p}image{i}", im.data) for i, im in enumerate(images))
     image_table = ",\n".join(f'  {{{p}image{i}, sizeof {p}image{i}, {arch_cc(im.arch)[0]}, '
                              f'{int(arch_cc(im.arch)[1])}, "{im.arch}"}}' for i, im in enumerate(images))
     by_name = [{e["name"]: e for e in im.kernels} for im in images]

@@ -1,40 +1,39 @@
-"""NVRTC in process (`--compiler nvrtc`): about as fast as the C++ front end allows, no nvcc.
+"""NVRTC in process: cubins and PTX with no nvcc (`--compiler nvrtc`, or by default when the pip wheel
+nvidia-cuda-nvrtc is installed; the CUDA back end, backend.py, decides).
 
-NVRTC ships no host headers: tilec's device header needs only cuda_fp16.h / cuda_bf16.h, found in
-the CUDA toolkit's include directory when one is installed.
+NVRTC ships no host headers: tilec's device header needs only cuda_fp16.h / cuda_bf16.h, found in the CUDA
+toolkit's include directory or, without a toolkit, in the pip wheel nvidia-cuda-runtime's
+(toolchain.cuda_include_dir).
 """
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
+import threading
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
-from .toolchain import BuildOptions, BuildResult, cuda_include_dir, toolchain_diagnostics
+from .locate import cuda_include_dir, nvrtc_lib
+from .toolchain import BuildOptions, BuildResult, toolchain_diagnostics
 
 _lib = None
+_lock = threading.Lock()  # builds of several targets run in threads (ctypes releases the GIL in NVRTC)
 
 
-def find_lib() -> Path | None:
-    spec = importlib.util.find_spec("nvidia")
-    for loc in list(spec.submodule_search_locations or []) if spec else []:
-        for cand in sorted(Path(loc).glob("*/lib/libnvrtc.so*")):
-            if ".alt." not in cand.name and "builtins" not in cand.name:
-                return cand
-    return None
+find_lib = nvrtc_lib  # libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None
 
 
 def load():
     global _lib
-    if _lib is None:
-        path = find_lib()
-        if path is None:
-            raise CompileError([Diagnostic("error", "NVRTC not found: pip install 'nvidia-cuda-nvrtc==13.0.*'")])
-        for b in sorted(path.parent.glob("libnvrtc-builtins.so*")):
-            if ".alt." not in b.name:
-                ctypes.CDLL(str(b), mode=ctypes.RTLD_GLOBAL)
-        _lib = ctypes.CDLL(str(path))
+    with _lock:
+        if _lib is None:
+            path = find_lib()
+            if path is None:
+                raise CompileError([Diagnostic("error", "NVRTC not found: pip install 'nvidia-cuda-nvrtc==13.0.*'")])
+            for b in sorted(path.parent.glob("libnvrtc-builtins.so*")):
+                if ".alt." not in b.name:
+                    ctypes.CDLL(str(b), mode=ctypes.RTLD_GLOBAL)
+            _lib = ctypes.CDLL(str(path))
     return _lib
 
 
@@ -47,8 +46,8 @@ def version() -> str:
 
 def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     if opts.kind == "fatbin" or len(opts.archs) != 1:
-        raise CompileError([Diagnostic("error", "--compiler nvrtc builds one architecture to .cubin or .ptx; "
-                                                "use nvcc for a fatbin")])
+        raise CompileError([Diagnostic("error", "NVRTC builds one architecture to .cubin or .ptx at a time "
+                                                "(a fatbin packs them with nvFatbin: this is a tilec bug)")])
     lib = load()
     arch = opts.archs[0]
     cc = arch.removeprefix("sm_")

@@ -7,7 +7,6 @@ generated line quoted, so that a back-end bug is visible as such.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
+from .locate import cuda_include_dir, driver_include_dir, wheel_files  # noqa: F401 (imported from here too)
 
 
 @dataclass
@@ -142,14 +142,3 @@ def parse_ptxas_usage(output: str) -> dict[str, dict[str, int]]:
                 current["static_smem_bytes"] = int(m.group("smem"))
     return usage
 
-
-def cuda_include_dir() -> str | None:
-    nvcc = shutil.which("nvcc")
-    candidates = []
-    if nvcc:
-        candidates.append(Path(nvcc).resolve().parent.parent / "include")
-    candidates += [Path("/usr/local/cuda/include"), Path(os.environ.get("CUDA_HOME", "/nonexistent")) / "include"]
-    for c in candidates:
-        if (c / "cuda_fp16.h").is_file():
-            return str(c)
-    return None
