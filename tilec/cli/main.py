@@ -14,12 +14,13 @@ import sys
 from ..version import __version__
 from .common import compile_options, parse_defines, print_diagnostics
 
-SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune")
+SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune", "layout")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
        tilec run FILE [--device cpu|cuda] [--target T] [--check [--rtol R] [--atol A]] [--size M=1000,N=...]
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec tune FILE --target T --size M=..,N=.. | --shapes SET [--build-dir D] | tilec tune --collect D
+       tilec layout FILE --target T [--buffer NAME] [-o out.svg|png|pdf]
        tilec targets
        tilec cache stats|clear
        tilec --cmake-dir
@@ -140,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "run":
         args = _run_parser().parse_args(_split_attached(argv[1:]))
         return _guarded(args, _cmd_run)
+    if argv and argv[0] == "layout":  # tilec/cli/layout.py
+        from .layout import cmd_layout, parser
+
+        args = parser(_common).parse_args(_split_attached(argv[1:]))
+        return _guarded(args, lambda a: cmd_layout(a, _parse_sizes))
     if argv and argv[0] == "bench":
         args = _bench_parser().parse_args(_split_attached(argv[1:]))
         return _guarded(args, _cmd_bench)

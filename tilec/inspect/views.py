@@ -1,0 +1,258 @@
+"""The grids a layout plot shows, computed from the layouts the compiler itself uses.
+
+A View is a 2-D grid of cells (one per tile element, N-D tiles flattened to rows x last dim), each with a few
+short lines of text, a colour group and a highlight flag, plus a legend. Three kinds:
+
+* a fragment (registers spread over the block): which thread holds each element and at which index of its
+  register array, coloured by warp (wave; warpgroup for wgmma accumulators). The positions come from the
+  Fragment layout's own `coords(thread, k)` (tilec/ir/layout.py), evaluated for every thread and k;
+* a matrix instruction's operand atoms (mma.sync m16n8k16 A/B/C, wgmma m64nNk16 D, MFMA 16x16x16 A/B/C): from
+  the tables the lowering and the SIMT interpreter use (targets/cuda/mma_layouts.py, targets/hip/mfma_layouts.py,
+  and WgmmaTiled for one instruction);
+* a shared tile: each element's (swizzled) element offset from SharedLayout.offset and its bank, coloured by bank,
+  with the elements of bank-conflicting accesses (access.py) highlighted; an Ascend cube operand: its offset in
+  the NZ fractal layout of L1 (targets/ascend/layout.py).
+
+Nothing here re-derives a formula: a change to a layout changes the plot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir import tile as T
+from ..ir.layout import BlockRow, Fragment, MfmaTiled, Projected, SharedLayout, WgmmaTiled, valid
+
+BANKS = 32  # shared memory (NVIDIA) and LDS (CDNA) banks
+BANK_BYTES = 4
+
+
+@dataclass
+class Cell:
+    lines: tuple[str, ...]  # what is written in the cell, shortest first
+    group: int  # colour group (a warp, a bank, a fractal); -1: uncoloured
+    highlight: bool = False  # drawn with a red frame: part of a bank-conflicting access
+    title: str = ""  # the full description (an SVG tooltip)
+
+
+@dataclass
+class View:
+    title: str
+    kind: str  # "fragment" | "atom" | "shared" | "fractal"
+    rows: int
+    cols: int
+    cells: list[list[Cell | None]]  # [row][col]; None: no thread holds it
+    legend: list[tuple[int, str]] = field(default_factory=list)  # (colour group, label)
+    notes: list[str] = field(default_factory=list)  # lines printed under the grid
+    groups: int = 1  # how many colour groups the palette spreads over
+
+
+# ---------------------------------------------------------------- evaluating index expressions for many values
+
+
+def evaluate(e: T.Expr, env: dict[int, np.ndarray]) -> np.ndarray:
+    """An integer index expression of tilec/ir/layout.py for numpy arrays of values of its variables (by id);
+    floor division and modulo as the IR defines them."""
+    if isinstance(e, T.Const):
+        return np.asarray(int(e.value), np.int64)
+    if isinstance(e, T.Var):
+        return env[id(e)]
+    if isinstance(e, T.Binary):
+        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+               "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
+               ">>": np.right_shift}
+        return ops[e.op](a, b)
+    if isinstance(e, T.Compare):
+        a, b = evaluate(e.a, env), evaluate(e.b, env)
+        return {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
+                "!=": np.not_equal}[e.op](a, b)
+    if isinstance(e, T.Select):
+        return np.where(evaluate(e.cond, env), evaluate(e.a, env), evaluate(e.b, env))
+    raise TypeError(f"cannot evaluate {type(e).__name__} in a layout")
+
+
+def _var(name: str) -> T.Var:
+    from ..ir import dtypes as D
+
+    return T.Var(D.I32, None, name, "local")
+
+
+# ---------------------------------------------------------------- fragments
+
+
+def fragment_positions(layout: Fragment, threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(coords, thread, k) of every (thread, k) of the layout that exists: coords is (n, ndim)."""
+    t_var, k_var = _var("t"), _var("k")
+    t, k = np.meshgrid(np.arange(threads), np.arange(layout.num_local), indexing="ij")
+    t, k = t.ravel(), k.ravel()
+    env = {id(t_var): t, id(k_var): k}
+    coords = np.stack([np.broadcast_to(evaluate(c, env), t.shape) for c in layout.coords(t_var, k_var)], axis=1)
+    cond = valid(layout, t_var, k_var)
+    keep = np.broadcast_to(evaluate(cond, env), t.shape).astype(bool) if cond is not None else np.ones(t.shape, bool)
+    return coords[keep], t[keep], k[keep]
+
+
+def _grid_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    return (math.prod(shape[:-1]) if len(shape) > 1 else 1), shape[-1]
+
+
+def _flat_rows(coords: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of N-D tile coordinates in the rows x last-dim grid."""
+    row = np.zeros(len(coords), np.int64)
+    for d, extent in enumerate(shape[:-1]):
+        row = row * extent + coords[:, d]
+    return row, coords[:, -1]
+
+
+def thread_unit(layout: Fragment, warp_size: int) -> tuple[int, str]:
+    """The thread group a fragment's cells are coloured by: warpgroups of wgmma accumulators, else warps."""
+    parent = layout.parent if isinstance(layout, Projected) else layout
+    if isinstance(parent, WgmmaTiled):
+        return 128, "warpgroup"
+    return warp_size, "wave" if isinstance(parent, MfmaTiled) or warp_size == 64 else "warp"
+
+
+def fragment_view(name: str, layout: Fragment, threads: int, warp_size: int, elem_bits: int = 32) -> View:
+    """Which thread holds each element of fragment `name` and at which index k of its register array (k counts
+    elements; with 16-bit elements two share a 32-bit register, k // 2). Elements a projection replicates over
+    several threads name the first and how many more hold it."""
+    coords, t, k = fragment_positions(layout, threads)
+    rows, cols = _grid_shape(tuple(layout.shape))
+    r, c = _flat_rows(coords, tuple(layout.shape))
+    unit, unit_name = thread_unit(layout, warp_size)
+    cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
+    holders: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    order = np.lexsort((k, t))
+    for i in order:
+        holders.setdefault((int(r[i]), int(c[i])), []).append((int(t[i]), int(k[i])))
+    for (i, j), owners in holders.items():
+        t0, k0 = owners[0]
+        more = f"+{len(owners) - 1}" if len(owners) > 1 else ""
+        reg = f"r{k0}" if elem_bits >= 32 else f"r{k0 // (32 // elem_bits)}.{k0 % (32 // elem_bits)}"
+        title = f"{name}[{i},{j}]: " + ", ".join(f"thread {tt} element {kk}" for tt, kk in owners[:8])
+        if len(owners) > 8:
+            title += f", ... ({len(owners)} threads)"
+        cells[i][j] = Cell((f"T{t0}{more}", reg), t0 // unit, title=title)
+    groups = -(-threads // unit)
+    legend = [(g, f"{unit_name} {g} (threads {g * unit}-{min(threads, (g + 1) * unit) - 1})") for g in range(groups)]
+    notes = [f"layout {layout}; {layout.num_local} elements per thread; cell: T<thread> r<register>"
+             + (" (two 16-bit elements per 32-bit register: r<register>.<half>)" if elem_bits < 32 else "")]
+    if isinstance(layout, BlockRow | Projected) and any(len(o) > 1 for o in holders.values()):
+        notes.append("T<n>+<m>: thread n and m more threads hold a copy of the element")
+    return View(f"fragment {name}: {'x'.join(map(str, layout.shape))}", "fragment", rows, cols, cells, legend,
+                notes, groups)
+
+
+# ---------------------------------------------------------------- one matrix instruction's operands
+
+
+def atom_views(family: str, instr_n: int | None = None) -> list[View]:
+    """The operand fragments of one instruction of `family` (mma, wgmma, mfma) as the lowering uses them."""
+    if family == "mma":
+        from ..targets.cuda import mma_layouts as L
+
+        return [_table_view(f"mma.sync.m16n8k16 {op} (one warp)", lay.rows, lay.cols, L.WARP_SIZE,
+                            lay.elems_per_lane, lay.coord, lay.elems_per_reg, "lane", f"{op.lower()}")
+                for op, lay in (("A", L.MMA_M16N8K16_A), ("B", L.MMA_M16N8K16_B), ("C", L.MMA_M16N8K16_C))]
+    if family == "mfma":
+        from ..targets.hip import mfma_layouts as ML
+
+        return [_table_view(f"v_mfma_f32_16x16x16 {op} (one wave)", 16, 16, ML.WAVE, ML.ELEMS, fn,
+                            2 if op != "C" else 1, "lane", op.lower())
+                for op, fn in (("A", ML.mfma_16x16x16_a), ("B", ML.mfma_16x16x16_b), ("C", ML.mfma_16x16x16_c))]
+    if family == "wgmma":
+        n = instr_n or 8
+        view = fragment_view(f"wgmma.m64n{n}k16 D", WgmmaTiled(64, n, 1, 1), 128, 32)
+        view.title = f"wgmma.m64n{n}k16 D (one warpgroup; A and B are read from shared memory by descriptors)"
+        view.kind = "atom"
+        legend = [(g, f"warp {g} of the warpgroup (threads {32 * g}-{32 * g + 31})") for g in range(4)]
+        for row in view.cells:
+            for cell in row:
+                if cell is not None:
+                    cell.group = int(cell.lines[0][1:].split("+")[0]) // 32
+        view.legend, view.groups = legend, 4
+        return [view]
+    return []
+
+
+def _table_view(title: str, rows: int, cols: int, lanes: int, elems: int, coord, per_reg: int, who: str,
+                prefix: str) -> View:
+    cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
+    for lane in range(lanes):
+        for i in range(elems):
+            r, c = coord(lane, i)
+            reg = f"{prefix}{i}" if per_reg == 1 else f"r{i // per_reg}.{i % per_reg}"
+            cells[r][c] = Cell((f"T{lane}", reg), lane // 4 if lanes == 32 else lane // 16,
+                               title=f"[{r},{c}]: {who} {lane}, element {i} (register {i // per_reg})")
+    size = 4 if lanes == 32 else 16  # mma: a groupID (lane / 4); MFMA: a 16-lane block
+    groups = lanes // size
+    legend = [(g, f"lanes {g * size}-{(g + 1) * size - 1}") for g in range(groups)]
+    return View(title, "atom", rows, cols, cells, legend, ["cell: T<lane> and its element (register.half for "
+                                                           "packed 16-bit operands)"], groups)
+
+
+# ---------------------------------------------------------------- shared tiles
+
+
+def shared_offsets(layout: SharedLayout) -> np.ndarray:
+    """The element offset of every element of the tile, as a rows x last-dim grid."""
+    shape = tuple(layout.shape)
+    idx_vars = [_var(f"i{d}") for d in range(len(shape))]
+    grids = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
+    env = {id(v): g.ravel() for v, g in zip(idx_vars, grids, strict=True)}
+    off = np.broadcast_to(evaluate(layout.offset(list(idx_vars)), env), grids[0].ravel().shape)
+    return off.reshape(_grid_shape(shape))
+
+
+def bank_of(offset: np.ndarray, elem_bytes: int) -> np.ndarray:
+    return (offset * elem_bytes // BANK_BYTES) % BANKS
+
+
+def shared_view(name: str, layout: SharedLayout, conflicting: set[int] | None = None,
+                accesses: list[str] | None = None) -> View:
+    """Each element's offset in the shared array (elements from the tile's start) and its bank; `conflicting`
+    holds the offsets of elements read or written in a bank-conflicting access, `accesses` describes each
+    access pattern traced."""
+    off = shared_offsets(layout)
+    banks = bank_of(off, layout.elem_bytes)
+    rows, cols = off.shape
+    conflicting = conflicting or set()
+    cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
+    for i in range(rows):
+        for j in range(cols):
+            o, b = int(off[i, j]), int(banks[i, j])
+            hot = o in conflicting
+            cells[i][j] = Cell((f"{o}", f"b{b}"), b, hot,
+                               f"{name}[{i},{j}]: offset {o} (byte {o * layout.elem_bytes}), bank {b}"
+                               + (" -- in a bank-conflicting access" if hot else ""))
+    notes = [f"layout {layout}; cell: element offset, bank (4-byte banks, {BANKS} of them)"]
+    notes += accesses or []
+    legend = [(b, f"bank {b}") for b in range(BANKS)]
+    return View(f"shared {name}: {'x'.join(map(str, layout.shape))} x {layout.elem_bytes} B", "shared", rows, cols,
+                cells, legend, notes, BANKS)
+
+
+def fractal_view(name: str, shape: tuple[int, int], elem_bytes: int) -> View:
+    """An Ascend cube operand in L1 (NZ fractals, targets/ascend/layout.py): each element's offset, coloured by
+    fractal."""
+    from ..targets.ascend.layout import nz_offset
+
+    rows, cols = shape
+    c0 = 32 // elem_bytes
+    rows_pad = -(-rows // 16) * 16
+    cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
+    frac_cols = -(-cols // c0)
+    for i in range(rows):
+        for j in range(cols):
+            o = nz_offset(i, j, rows_pad, c0)
+            f = (i // 16) * frac_cols + j // c0
+            cells[i][j] = Cell((f"{o}", f"f{f}"), f, title=f"{name}[{i},{j}]: L1 offset {o}, fractal {f}")
+    groups = -(-rows // 16) * frac_cols
+    return View(f"L1 {name}: {rows}x{cols} (NZ fractals of 16 x {c0})", "fractal", rows, cols, cells,
+                [(g, f"fractal {g}") for g in range(min(groups, 16))],
+                ["cell: element offset in L1, fractal; Nd2Nz DataCopy writes this layout, LoadData moves whole "
+                 "fractals to L0A/L0B"], groups)
