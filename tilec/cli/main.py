@@ -17,6 +17,7 @@ from .common import compile_options, parse_defines, print_diagnostics
 SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune", "layout")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
+                 [-R | -Rpass=CATEGORY] [-Werror]
        tilec run FILE [--device cpu|cuda] [--target T] [--check [--rtol R] [--atol A]] [--size M=1000,N=...]
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec tune FILE --target T --size M=..,N=.. | --shapes SET [--build-dir D] | tilec tune --collect D
@@ -65,6 +66,9 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("-lineinfo", "--lineinfo", dest="lineinfo", action="store_true", help="line info for profilers")
     p.add_argument("-G", dest="G", action="store_true", help="device debug information (slow code)")
     p.add_argument("--dryrun", action="store_true", help="print the toolchain commands without running them")
+    from .remarks import add_arguments
+
+    add_arguments(p)  # -R, -Rpass=, -Werror (tilec/cli/remarks.py)
     p.add_argument("--max-workgroup-storage", type=int, metavar="BYTES",
                    help="webgpu: workgroup memory the device grants (default 16384, WebGPU's guaranteed minimum)")
     return p
@@ -154,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _split_attached(argv: list[str]) -> list[str]:
-    """nvcc and gcc accept -DNAME=1 and -Ipath; argparse wants them split."""
+    """nvcc and gcc accept -DNAME=1 and -Ipath; argparse wants them split (and clang's -R, -Rpass=X spelled long)."""
+    from .remarks import split_remark_flags
+
+    argv = split_remark_flags(argv)
     out = []
     for a in argv:
         if len(a) > 2 and a[:2] in ("-D", "-I") and not a.startswith("--"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..diagnostics import CompileError, Diagnostic
 from ..ir import tile as T
 from ..ir.visit import walk_stmts
-from .views import View, atom_views, fragment_view, fractal_view, shared_view
+from .views import View, atom_views, fractal_view, fragment_view, shared_view
 
 
 @dataclass
@@ -45,7 +45,8 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
             from .access import trace
 
             sk = next(s for s in result.simt.kernels if s.name == k.name)
-            report = trace(k, sk, target.warp_size, sizes, {buffers[u].name: lay.size for u, lay in sched.shared.items()})
+            per_stage = {buffers[u].name: lay.size for u, lay in sched.shared.items()}
+            report = trace(k, sk, target.warp_size, sizes, per_stage)
         for uid, lay in sched.fragments.items():
             b = buffers[uid]
             if buffer in (None, b.name):

@@ -58,6 +58,7 @@ class Built:
     commands: list[str] = field(default_factory=list)  # the toolchain commands run (printed by --dryrun)
     manifest: dict = field(default_factory=dict)  # fields the back end adds to the manifest
     report: str = ""  # text for the user (--resource-usage's table)
+    diagnostics: list = field(default_factory=list)  # warnings about the binary (tilec.diagnostics.Diagnostic): spills
 
 
 class BuildRefused(Exception):

@@ -70,11 +70,14 @@ class CudaBackend(SimtBackend):
         source = _combined_source(units) if len(units) > 1 else units[0].source
         built = _toolchain_build(source, info.stem, options, kind, [u.target.arch for u in units])
         extra = {"driver_api_version": _driver_api_version(built.toolchain)}
+        resources, warnings = _resources(units, built.usage_by_arch)
+        if resources:
+            extra["resources"] = resources
         if len(units) > 1 and _launches_differ(units):
             # one image per architecture in the fatbin; the runtime picks the entries of the one it loads
             extra["arch_kernels"] = {u.target.arch: u.kernels for u in units}
         report = _usage_table(units[0].kernels, built.resource_usage) if options.resource_usage else ""
-        return Built(built.binary, built.toolchain, built.commands, extra, report)
+        return Built(built.binary, built.toolchain, built.commands, extra, report, warnings)
 
     def _build_header(self, units: list[Unit], options, info: ArtifactInfo) -> Built:
         """One cubin per target, embedded in a C launcher header (launcher.py)."""
@@ -99,6 +102,11 @@ class CudaBackend(SimtBackend):
             return Built(b"", toolchain, commands)
         images = [Image(u.target.name, u.target.arch, b.binary, u.kernels) for u, b in zip(units, builts, strict=True)]
         api = _driver_api_version(toolchain)
+        resources, warnings = {}, []
+        for u, b in zip(units, builts, strict=True):
+            r, w = _resources([u], b.usage_by_arch)
+            resources.update(r)
+            warnings += w
         prefix = options.header_prefix
         header_info = {
             "prefix": prefix,
@@ -114,7 +122,10 @@ class CudaBackend(SimtBackend):
                                    source_hash=info.source_hash, prefix=prefix)
         except LauncherError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
-        return Built(text.encode(), toolchain, commands, {"driver_api_version": api, "header": header_info})
+        extra = {"driver_api_version": api, "header": header_info}
+        if resources:
+            extra["resources"] = resources
+        return Built(text.encode(), toolchain, commands, extra, diagnostics=warnings)
 
 
 BACKEND = CudaBackend()
@@ -152,6 +163,35 @@ def _driver_api_version(toolchain: str) -> int:
     least that major version to load it."""
     m = re.search(r"(\d+)\.(\d+)", toolchain)
     return int(m.group(1)) * 1000 + int(m.group(2)) * 10 if m else 0
+
+
+def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, int]]]):
+    """The manifest's "resources" (arch -> kernel -> registers, spill_stores, spill_loads, stack_bytes,
+    static_shared_bytes, shared_bytes) from ptxas's report, and a warning at each kernel that spills."""
+    from ...diagnostics import Diagnostic
+
+    resources: dict[str, dict[str, dict[str, int]]] = {}
+    warnings = []
+    for u in units:
+        arch = u.target.arch
+        usage = usage_by_arch.get(arch) or (usage_by_arch.get("") if len(units) == 1 else None) or {}
+        spans = {sk.name: sk.span for sk in getattr(u.lowered, "kernels", [])}
+        entries = {k["name"]: k for k in u.kernels}
+        per_kernel = {}
+        for name, use in usage.items():
+            per_kernel[name] = {"registers": use["registers"], "spill_stores": use["spill_stores"],
+                                "spill_loads": use["spill_loads"], "stack_bytes": use["stack_bytes"],
+                                "static_shared_bytes": use["static_smem_bytes"],
+                                "shared_bytes": entries[name]["shared_bytes"] if name in entries else 0}
+            if use["spill_stores"] or use["spill_loads"]:
+                st, ld = use["spill_stores"], use["spill_loads"]
+                warnings.append(Diagnostic(
+                    "warning", f"kernel '{name}' spills {st} bytes of registers to local memory on {arch} ({st} bytes "
+                               f"spill stores, {ld} bytes spill loads, {use['registers']} registers); fewer fragment "
+                               "elements per thread (smaller tiles, more threads) avoid it", spans.get(name)))
+        if per_kernel:
+            resources[arch] = per_kernel
+    return resources, warnings
 
 
 def _usage_table(kernels: list[dict], usage: dict[str, dict[str, int]]) -> str:
@@ -213,6 +253,10 @@ def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
     for sk in lowered.kernels:
         if sk.name in needing:
             sk.attrs["fallback"] = sk.name + FALLBACK_SUFFIX
+            rep.remark("tma", f"kernel '{sk.name}' takes TMA tensor maps; its twin '{sk.name}{FALLBACK_SUFFIX}' "
+                              "(cp.async, no TMA) is compiled too, and the runtime and the C launcher launch it "
+                              "instead when a tensor's base address or row pitch is not a multiple of 16 bytes",
+                       sk.span)
     for sk in twins.kernels:
         sk.attrs["internal"] = True
     module.kernels.extend(pristine.kernels)

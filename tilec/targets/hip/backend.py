@@ -30,13 +30,37 @@ class HipBackend(SimtBackend):
         from .toolchain import build, resource_usage
 
         built = build(unit.source, info.stem, unit.target.arch, kind)
+        extra, warnings = _resources(unit, built.data) if kind == "hsaco" else ({}, [])
         report = ""
         if kind == "hsaco" and options.resource_usage:
             report = f"{'kernel':<24} {'VGPRs':>6} {'AGPRs':>6} {'SGPRs':>6} {'LDS B':>7} {'scratch B':>9}\n"
             for name, u in resource_usage(built.data).items():
                 report += (f"{name:<24} {u.get('vgpr', 0):>6} {u.get('agpr', 0):>6} {u.get('sgpr', 0):>6} "
                            f"{u.get('lds', 0):>7} {u.get('scratch', 0):>9}\n")
-        return Built(built.data, built.toolchain, [" ".join(c) for c in built.commands], {}, report)
+        return Built(built.data, built.toolchain, [" ".join(c) for c in built.commands], extra, report, warnings)
+
+
+def _resources(unit: Unit, code_object: bytes):
+    """The manifest's "resources" (arch -> kernel -> vgpr, agpr, sgpr, lds, scratch, vgpr_spill, sgpr_spill) from the
+    code object's metadata, and a warning at each kernel that spills; nothing without llvm-readelf."""
+    import shutil
+
+    from ...diagnostics import Diagnostic
+    from .toolchain import resource_usage
+
+    if not any(shutil.which(t) for t in ("llvm-readelf-19", "llvm-readelf", "llvm-readelf-15")):
+        return {}, []
+    usage = resource_usage(code_object)
+    spans = {sk.name: sk.span for sk in getattr(unit.lowered, "kernels", [])}
+    warnings = []
+    for name, u in usage.items():
+        spilled = u.get("vgpr_spill", 0) + u.get("sgpr_spill", 0)
+        if spilled:
+            warnings.append(Diagnostic("warning", f"kernel '{name}' spills {spilled} registers on {unit.target.arch} "
+                                                  f"({u.get('vgpr_spill', 0)} VGPRs, {u.get('sgpr_spill', 0)} SGPRs; "
+                                                  f"{u.get('scratch', 0)} bytes of scratch per lane)",
+                                       spans.get(name)))
+    return ({"resources": {unit.target.arch: usage}} if usage else {}), warnings
 
 
 BACKEND = HipBackend()
