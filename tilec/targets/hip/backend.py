@@ -42,7 +42,7 @@ class HipBackend(SimtBackend):
 
 def _resources(unit: Unit, code_object: bytes):
     """The manifest's "resources" (arch -> kernel -> vgpr, agpr, sgpr, lds, scratch, vgpr_spill, sgpr_spill) from the
-    code object's metadata, and a warning at each kernel that spills; nothing without llvm-readelf."""
+    code object's metadata, and a warning at each kernel that spills VGPRs; nothing without llvm-readelf."""
     import shutil
 
     from ...diagnostics import Diagnostic
@@ -54,11 +54,11 @@ def _resources(unit: Unit, code_object: bytes):
     spans = {sk.name: sk.span for sk in getattr(unit.lowered, "kernels", [])}
     warnings = []
     for name, u in usage.items():
-        spilled = u.get("vgpr_spill", 0) + u.get("sgpr_spill", 0)
-        if spilled:
-            warnings.append(Diagnostic("warning", f"kernel '{name}' spills {spilled} registers on {unit.target.arch} "
-                                                  f"({u.get('vgpr_spill', 0)} VGPRs, {u.get('sgpr_spill', 0)} SGPRs; "
-                                                  f"{u.get('scratch', 0)} bytes of scratch per lane)",
+        # VGPR spills go to scratch memory; SGPR spills land in VGPR lanes (no memory traffic): only the first warn
+        if u.get("vgpr_spill", 0):
+            warnings.append(Diagnostic("warning", f"kernel '{name}' spills {u['vgpr_spill']} VGPRs to scratch memory on "
+                                                  f"{unit.target.arch} ({u.get('scratch', 0)} bytes of scratch per "
+                                                  "lane); fewer fragment elements per thread avoid it",
                                        spans.get(name)))
     return ({"resources": {unit.target.arch: usage}} if usage else {}), warnings
 
