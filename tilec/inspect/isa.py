@@ -1,11 +1,12 @@
 """The machine code of a built kernel: its main loop and that loop's instruction mix, from SASS or the AMD ISA.
 
 Assumes: a cubin (read with cuobjdump -sass, from the nvidia-cuda-cuobjdump wheel or the CUDA toolkit) or an AMD
-code object (read with llvm-objdump -d, llvm 19 or newer). Guarantees, per kernel: the instructions of its *main
-loop* -- of the loops (a backward branch and its target), the one holding the most matrix instructions (HMMA,
-HGMMA, v_mfma), the innermost of those that tie (with none, the shortest loop) -- counted by class (MIX_CLASSES), plus the loop's length. The
-classes are coarse on purpose: a baseline of them (scripts/resource_baseline.py) notices a lost tensor-core
-path, an extra shared-memory round trip or spill traffic in the loop, not the scheduler's reshuffles.
+code object (read with llvm-objdump -d, llvm 19 or newer).
+Guarantees, per kernel: the instructions of its *main loop* -- of the loops (a backward branch and its target),
+the one holding the most matrix instructions (HMMA, HGMMA, v_mfma), the innermost of those that tie (with none,
+the shortest loop) -- counted by class (MIX_CLASSES), plus the loop's length. The classes are coarse on purpose:
+a baseline of them (scripts/resource_baseline.py) notices a lost tensor-core path, an extra shared-memory round
+trip or spill traffic in the loop, not the scheduler's reshuffles.
 """
 
 from __future__ import annotations

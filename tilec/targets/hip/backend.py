@@ -56,10 +56,10 @@ def _resources(unit: Unit, code_object: bytes):
     for name, u in usage.items():
         # VGPR spills go to scratch memory; SGPR spills land in VGPR lanes (no memory traffic): only the first warn
         if u.get("vgpr_spill", 0):
-            warnings.append(Diagnostic("warning", f"kernel '{name}' spills {u['vgpr_spill']} VGPRs to scratch memory on "
-                                                  f"{unit.target.arch} ({u.get('scratch', 0)} bytes of scratch per "
-                                                  "lane); fewer fragment elements per thread avoid it",
-                                       spans.get(name)))
+            warnings.append(Diagnostic(
+                "warning", f"kernel '{name}' spills {u['vgpr_spill']} VGPRs to scratch memory on {unit.target.arch} "
+                           f"({u.get('scratch', 0)} bytes of scratch per lane); fewer fragment elements per thread "
+                           "avoid it", spans.get(name)))
     return ({"resources": {unit.target.arch: usage}} if usage else {}), warnings
 
 
