@@ -159,3 +159,15 @@ def test_png_with_matplotlib(tmp_path):
     out = tmp_path / "b.png"
     assert main(["layout", str(GEMM), "--target", "gfx942", "--buffer", "B_s", "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_compiler_does_not_import_inspect():
+    import re
+
+    tilec_dir = ROOT / "tilec"
+    below = [tilec_dir / d for d in ("ir", "passes", "ops", "targets", "parser", "interp", "runtime", "testing")]
+    pattern = re.compile(r"^\s*(from\s+(tilec|\.+)\.?inspect\b|import\s+tilec\.inspect)", re.M)
+    offenders = [str(p.relative_to(ROOT)) for d in below for p in d.rglob("*.py") if pattern.search(p.read_text())]
+    offenders += [f for f in ("driver.py", "artifacts.py") if pattern.search((tilec_dir / f).read_text())]
+    assert not offenders
+    assert pattern.search("        from .inspect.remarks import x") and pattern.search("from ..inspect import views")
