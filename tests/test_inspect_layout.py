@@ -92,7 +92,7 @@ def test_sm80_mma_accumulator_and_swizzle(tmp_path):
         i = 2 * ((r % 16) // 8) + c % 2
         assert cells[(r, c)] == (f"T{32 * warp + 4 * (r % 8) + (c % 8) // 2}", f"r{(mi * 8 + ni) * 4 + i}")
     atom = _view(views, "mma.sync.m16n8k16 C")
-    assert atom[(9, 5)] == (f"T{4 * 1 + 5 // 2}", "c3")
+    assert atom[(9, 5)] == (f"T{4 * 1 + 5 // 2}", "r3")  # c3: row groupID + 8, column 2*tig + 1
     # A_s: 128 x 32 f16, 64-byte rows: XOR swizzle of 16-byte chunks, chunk' = chunk ^ ((row / 2) % 4)
     shared = _view(views, "shared A_s")
     for r, c in [(0, 0), (1, 9), (2, 8), (5, 31), (127, 17)]:

@@ -83,6 +83,14 @@ def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None
         op = "?"
         line: int | None = None
         waiting = False
+        context = ""  # the lowering's last comment in the enclosing bodies ("store C_local through shared ...")
+
+        def stmts(self, body, mask):
+            outer = self.context
+            try:
+                super().stmts(body, mask)
+            finally:
+                self.context = outer
 
         def stmt(self, s, mask):
             outer = (self.op, self.line)
@@ -90,12 +98,15 @@ def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None
                 self.line = s.span.line
             from ..ir import simt as S
 
-            if isinstance(s, S.SStore):
-                self.op = "store"
+            why = f" [{self.context}]" if self.context and self.line is None else ""  # where no source line says
+            if isinstance(s, S.SComment):
+                self.context = s.text.strip()
+            elif isinstance(s, S.SStore):
+                self.op = "store" + why
             elif isinstance(s, S.SCall):
-                self.op = s.name
+                self.op = s.name + why
             elif isinstance(s, S.Declare | S.SAssign):
-                self.op = "load"
+                self.op = "load" + why
             try:
                 super().stmt(s, mask)
             finally:

@@ -2,8 +2,9 @@
 
 Assumes: a .tile source that compiles for the target. Guarantees: one View (views.py) per fragment and shared
 tile of each user kernel (the no-TMA twins are skipped), then the operand atoms of each matrix instruction its
-gemms run on; shared tiles carry the bank conflicts of block (0, 0, 0)'s traced accesses (access.py). On the
-Ascend back end (no threads), each cube operand's NZ fractal layout in L1 instead.
+gemms run on (from the back end's tables, Backend.operand_tables); shared tiles carry the bank conflicts of block
+(0, 0, 0)'s traced accesses (access.py). A back end without threads (Ascend) shows how it stores its tiles
+instead (Backend.placed_tiles: each cube operand's NZ fractals in L1).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from ..diagnostics import CompileError, Diagnostic
 from ..ir import tile as T
 from ..ir.visit import walk_stmts
-from .views import View, atom_views, fractal_view, fragment_view, shared_view
+from .views import View, fragment_view, placed_view, shared_view, table_view, wgmma_view
 
 
 @dataclass
@@ -35,8 +36,12 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
     for k in kernels:
         buffers = {s.buffer.uid: s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)}
         known += [b.name for b in buffers.values() if b.scope in ("fragment", "shared")]
-        if target.backend == "ascend":
-            views += _ascend_views(k, buffer, lines)
+        placed = result.backend.placed_tiles(k)
+        if placed:  # a back end without threads (Ascend): how it stores the tiles
+            for p in placed:
+                if buffer in (None, p.name):
+                    views.append(placed_view(p))
+                    lines.append(f"{k.name}: {p.title}")
             continue
         sched = k.schedule
         report = None
@@ -71,21 +76,10 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
                 n = g.shape[1] if g.shape else None
                 if g.instruction != "fma" and (g.instruction, n) not in seen:
                     seen.add((g.instruction, n))
-                    views += atom_views(g.instruction, n)
+                    views += ([wgmma_view(n)] if g.instruction == "wgmma" else
+                              [table_view(t) for t in result.backend.operand_tables(g.instruction)])
                 lines.append(f"{k.name}: gemm: {g}")
     if buffer is not None and not views:
         raise CompileError([Diagnostic("error", f"--buffer {buffer}: no fragment or shared tile of that name "
                                                 f"(there are: {', '.join(sorted(set(known))) or 'none'})")])
     return LayoutReport(views, "\n".join(lines) + "\n")
-
-
-def _ascend_views(k: T.Kernel, buffer: str | None, lines: list[str]) -> list[View]:
-    views = []
-    for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm):
-            for r in (s.a, s.b):
-                b = r.buffer
-                if buffer in (None, b.name) and b.const_shape and len(b.const_shape) == 2:
-                    views.append(fractal_view(b.name, b.const_shape, b.dtype.bytes))
-                    lines.append(f"{k.name}: cube operand {b.name}: NZ fractals in L1")
-    return views

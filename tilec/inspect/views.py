@@ -6,12 +6,12 @@ short lines of text, a colour group and a highlight flag, plus a legend. Three k
 * a fragment (registers spread over the block): which thread holds each element and at which index of its
   register array, coloured by warp (wave; warpgroup for wgmma accumulators). The positions come from the
   Fragment layout's own `coords(thread, k)` (tilec/ir/layout.py), evaluated for every thread and k;
-* a matrix instruction's operand atoms (mma.sync m16n8k16 A/B/C, wgmma m64nNk16 D, MFMA 16x16x16 A/B/C): from
-  the tables the lowering and the SIMT interpreter use (targets/cuda/mma_layouts.py, targets/hip/mfma_layouts.py,
-  and WgmmaTiled for one instruction);
+* a matrix instruction's operand atoms (mma.sync m16n8k16 A/B/C, MFMA 16x16x16 A/B/C): from the tables the
+  lowering and the SIMT interpreter use, which the back end hands over (Backend.operand_tables); wgmma m64nNk16 D
+  from WgmmaTiled for one instruction;
 * a shared tile: each element's (swizzled) element offset from SharedLayout.offset and its bank, coloured by bank,
-  with the elements of bank-conflicting accesses (access.py) highlighted; an Ascend cube operand: its offset in
-  the NZ fractal layout of L1 (targets/ascend/layout.py).
+  with the elements of bank-conflicting accesses (access.py) highlighted; a tile of a back end without threads
+  (Backend.placed_tiles: an Ascend cube operand's NZ fractals in L1).
 
 Nothing here re-derives a formula: a change to a layout changes the plot.
 """
@@ -150,49 +150,44 @@ def fragment_view(name: str, layout: Fragment, threads: int, warp_size: int, ele
 # ---------------------------------------------------------------- one matrix instruction's operands
 
 
-def atom_views(family: str, instr_n: int | None = None) -> list[View]:
-    """The operand fragments of one instruction of `family` (mma, wgmma, mfma) as the lowering uses them."""
-    if family == "mma":
-        from ..targets.cuda import mma_layouts as L
-
-        return [_table_view(f"mma.sync.m16n8k16 {op} (one warp)", lay.rows, lay.cols, L.WARP_SIZE,
-                            lay.elems_per_lane, lay.coord, lay.elems_per_reg, "lane", f"{op.lower()}")
-                for op, lay in (("A", L.MMA_M16N8K16_A), ("B", L.MMA_M16N8K16_B), ("C", L.MMA_M16N8K16_C))]
-    if family == "mfma":
-        from ..targets.hip import mfma_layouts as ML
-
-        return [_table_view(f"v_mfma_f32_16x16x16 {op} (one wave)", 16, 16, ML.WAVE, ML.ELEMS, fn,
-                            2 if op != "C" else 1, "lane", op.lower())
-                for op, fn in (("A", ML.mfma_16x16x16_a), ("B", ML.mfma_16x16x16_b), ("C", ML.mfma_16x16x16_c))]
-    if family == "wgmma":
-        n = instr_n or 8
-        view = fragment_view(f"wgmma.m64n{n}k16 D", WgmmaTiled(64, n, 1, 1), 128, 32)
-        view.title = f"wgmma.m64n{n}k16 D (one warpgroup; A and B are read from shared memory by descriptors)"
-        view.kind = "atom"
-        legend = [(g, f"warp {g} of the warpgroup (threads {32 * g}-{32 * g + 31})") for g in range(4)]
-        for row in view.cells:
-            for cell in row:
-                if cell is not None:
-                    cell.group = int(cell.lines[0][1:].split("+")[0]) // 32
-        view.legend, view.groups = legend, 4
-        return [view]
-    return []
+def wgmma_view(instr_n: int) -> View:
+    """The D fragment of one wgmma.m64nNk16 over its warpgroup (WgmmaTiled for one instruction), coloured by warp."""
+    view = fragment_view(f"wgmma.m64n{instr_n}k16 D", WgmmaTiled(64, instr_n, 1, 1), 128, 32)
+    view.title = f"wgmma.m64n{instr_n}k16 D (one warpgroup; A and B are read from shared memory by descriptors)"
+    view.kind = "atom"
+    for row in view.cells:
+        for cell in row:
+            if cell is not None:
+                cell.group = int(cell.lines[0][1:].split("+")[0]) // 32
+    view.legend = [(g, f"warp {g} of the warpgroup (threads {32 * g}-{32 * g + 31})") for g in range(4)]
+    view.groups = 4
+    return view
 
 
-def _table_view(title: str, rows: int, cols: int, lanes: int, elems: int, coord, per_reg: int, who: str,
-                prefix: str) -> View:
-    cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
-    for lane in range(lanes):
-        for i in range(elems):
-            r, c = coord(lane, i)
-            reg = f"{prefix}{i}" if per_reg == 1 else f"r{i // per_reg}.{i % per_reg}"
-            cells[r][c] = Cell((f"T{lane}", reg), lane // 4 if lanes == 32 else lane // 16,
-                               title=f"[{r},{c}]: {who} {lane}, element {i} (register {i // per_reg})")
-    size = 4 if lanes == 32 else 16  # mma: a groupID (lane / 4); MFMA: a 16-lane block
-    groups = lanes // size
-    legend = [(g, f"lanes {g * size}-{(g + 1) * size - 1}") for g in range(groups)]
-    return View(title, "atom", rows, cols, cells, legend, ["cell: T<lane> and its element (register.half for "
-                                                           "packed 16-bit operands)"], groups)
+def table_view(t) -> View:
+    """One operand of a matrix instruction from its back end's table (tilec.targets.backend.OperandTable)."""
+    cells: list[list[Cell | None]] = [[None] * t.cols for _ in range(t.rows)]
+    for lane in range(t.lanes):
+        for i in range(t.elems):
+            r, c = t.coord(lane, i)
+            reg = f"r{i}" if t.elems_per_reg == 1 else f"r{i // t.elems_per_reg}.{i % t.elems_per_reg}"
+            cells[r][c] = Cell((f"T{lane}", reg), lane // t.lane_group,
+                               title=f"[{r},{c}]: lane {lane}, element {i} (register {i // t.elems_per_reg})")
+    groups = t.lanes // t.lane_group
+    legend = [(g, f"lanes {g * t.lane_group}-{(g + 1) * t.lane_group - 1}") for g in range(groups)]
+    return View(t.title, "atom", t.rows, t.cols, cells, legend,
+                ["cell: T<lane> and its element (register.half for packed 16-bit operands)"], groups)
+
+
+def placed_view(p) -> View:
+    """A tile as a back end without threads stores it (tilec.targets.backend.PlacedTile: Ascend's NZ fractals)."""
+    cells: list[list[Cell | None]] = [[None] * p.cols for _ in range(p.rows)]
+    for i in range(p.rows):
+        for j in range(p.cols):
+            o, g = p.offset(i, j), p.group(i, j)
+            cells[i][j] = Cell((f"{o}", f"f{g}"), g, title=f"{p.name}[{i},{j}]: offset {o}, fractal {g}")
+    return View(p.title, "fractal", p.rows, p.cols, cells, [(g, f"fractal {g}") for g in range(min(p.groups, 16))],
+                [p.note], p.groups)
 
 
 # ---------------------------------------------------------------- shared tiles
@@ -234,25 +229,3 @@ def shared_view(name: str, layout: SharedLayout, conflicting: set[int] | None = 
     legend = [(b, f"bank {b}") for b in range(BANKS)]
     return View(f"shared {name}: {'x'.join(map(str, layout.shape))} x {layout.elem_bytes} B", "shared", rows, cols,
                 cells, legend, notes, BANKS)
-
-
-def fractal_view(name: str, shape: tuple[int, int], elem_bytes: int) -> View:
-    """An Ascend cube operand in L1 (NZ fractals, targets/ascend/layout.py): each element's offset, coloured by
-    fractal."""
-    from ..targets.ascend.layout import nz_offset
-
-    rows, cols = shape
-    c0 = 32 // elem_bytes
-    rows_pad = -(-rows // 16) * 16
-    cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
-    frac_cols = -(-cols // c0)
-    for i in range(rows):
-        for j in range(cols):
-            o = nz_offset(i, j, rows_pad, c0)
-            f = (i // 16) * frac_cols + j // c0
-            cells[i][j] = Cell((f"{o}", f"f{f}"), f, title=f"{name}[{i},{j}]: L1 offset {o}, fractal {f}")
-    groups = -(-rows // 16) * frac_cols
-    return View(f"L1 {name}: {rows}x{cols} (NZ fractals of 16 x {c0})", "fractal", rows, cols, cells,
-                [(g, f"fractal {g}") for g in range(min(groups, 16))],
-                ["cell: element offset in L1, fractal; Nd2Nz DataCopy writes this layout, LoadData moves whole "
-                 "fractals to L0A/L0B"], groups)

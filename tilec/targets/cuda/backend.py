@@ -62,6 +62,16 @@ class CudaBackend(SimtBackend):
     def manifest_options(self, options):
         return {"lineinfo": options.lineinfo, "G": options.device_debug}
 
+    def operand_tables(self, family):
+        from ..backend import OperandTable
+        from . import mma_layouts as L
+
+        if family != "mma":
+            return []  # (wgmma's accumulator is the Tile IR layout WgmmaTiled; its A and B come from shared memory)
+        return [OperandTable(f"mma.sync.m16n8k16 {op} (one warp)", lay.rows, lay.cols, L.WARP_SIZE, lay.elems_per_lane,
+                             lay.coord, lay.elems_per_reg, 4)
+                for op, lay in (("A", L.MMA_M16N8K16_A), ("B", L.MMA_M16N8K16_B), ("C", L.MMA_M16N8K16_C))]
+
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         if kind == "cu":
             return Built(_combined_source(units).encode() if len(units) > 1 else units[0].source.encode(), "none")

@@ -23,6 +23,16 @@ class HipBackend(SimtBackend):
         found = find_compiler(targets[0].arch)
         return None if found is None else f"{found[0]} {executable_fingerprint(found[1])}"
 
+    def operand_tables(self, family):
+        from ..backend import OperandTable
+        from . import mfma_layouts as ML
+
+        if family != "mfma":
+            return []
+        return [OperandTable(f"v_mfma_f32_16x16x16 {op} (one wave)", 16, 16, ML.WAVE, ML.ELEMS, fn,
+                             1 if op == "C" else 2, 16)
+                for op, fn in (("A", ML.mfma_16x16x16_a), ("B", ML.mfma_16x16x16_b), ("C", ML.mfma_16x16x16_c))]
+
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         (unit,) = units
         if kind == "hip":
