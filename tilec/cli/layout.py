@@ -22,7 +22,8 @@ def parser(common) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT", help="out.svg (no dependency), out.png or out.pdf (matplotlib: "
                    "pip install 'tilec[plot]'); default FILE's stem + .layout.svg")
     p.add_argument("--size", action="append", default=[], metavar="M=1000,N=...",
-                   help="runtime sizes of the traced block's launch (default 256 each)")
+                   help="runtime sizes of the traced block's launch (default 256 each, "
+                   "halved together until the inputs fit in 64 MiB)")
     p.add_argument("--no-trace", action="store_true", help="do not run the kernel's first block to find bank "
                    "conflicts (plots the layouts only)")
     common(p)

@@ -25,6 +25,8 @@ from .views import BANK_BYTES, BANKS
 
 PHASE_BYTES = 128
 MAX_PHASE_LANES = 32
+DEFAULT_SIZE = 256  # runtime sizes not given ...
+MAX_INPUT_BYTES = 64 << 20  # ... are halved together until the random inputs fit in this (only block 0 runs)
 
 
 @dataclass
@@ -66,15 +68,13 @@ class AccessReport:
 
 def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None = None,
           tile_sizes: dict[str, int] | None = None, seed: int = 0) -> AccessReport:
-    """Run block (0, 0, 0) of `simt_kernel` and analyse its shared accesses. `sizes` gives runtime sizes (default
-    256 each); `tile_sizes` maps a shared buffer's Tile IR name to its elements per stage (multi-buffered copies
+    """Run block (0, 0, 0) of `simt_kernel` and analyse its shared accesses. `sizes` gives runtime sizes (the others:
+    launch_sizes); `tile_sizes` maps a shared buffer's Tile IR name to its elements per stage (multi-buffered copies
     are folded onto one stage)."""
     from ..interp.run import random_inputs
     from ..testing import simt_interp as SI
 
-    names = {v.name for v in tile_kernel.size_vars}
-    run_sizes = {n: 256 for n in names}
-    run_sizes.update({n: v for n, v in (sizes or {}).items() if n in names})
+    run_sizes = launch_sizes(tile_kernel, sizes)
     events: list[tuple] = []
 
     class Tracer(SI._BlockRun):
@@ -145,6 +145,27 @@ def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None
     except Exception as e:  # noqa: BLE001 -- any failure only means no trace; the plot says why
         return AccessReport([], False, f"{type(e).__name__}: {e}")
     return AccessReport(_analyse(events, warp_size, tile_sizes or {}), True)
+
+
+def launch_sizes(tile_kernel, given: dict[str, int] | None = None) -> dict[str, int]:
+    """The runtime sizes of the traced launch: `given`, the others DEFAULT_SIZE, halved together while the kernel's
+    arguments would exceed MAX_INPUT_BYTES (a batched kernel's B x H x S tensors would not fit otherwise)."""
+    import math
+
+    from ..interp.run import shape_of
+    from ..ir import tile as T
+
+    names = {v.name for v in tile_kernel.size_vars}
+    given = {n: v for n, v in (given or {}).items() if n in names}
+    free = names - set(given)
+    size = DEFAULT_SIZE
+    while True:
+        sizes = {**{n: size for n in free}, **given}
+        total = sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in tile_kernel.params
+                    if isinstance(p, T.Buffer))
+        if total <= MAX_INPUT_BYTES or size == 1 or not free:
+            return sizes
+        size //= 2
 
 
 def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) -> list[AccessStats]:
