@@ -55,7 +55,7 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
         for uid, lay in sched.fragments.items():
             b = buffers[uid]
             if buffer in (None, b.name):
-                views.append(fragment_view(b.name, lay, k.threads, target.warp_size, b.dtype.bits))
+                views.append(fragment_view(b.name, lay, k.threads, target.warp_size))
                 lines.append(f"{k.name}: fragment {b.name}: {lay}")
         for uid, lay in sched.shared.items():
             b = buffers[uid]

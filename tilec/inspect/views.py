@@ -116,10 +116,10 @@ def thread_unit(layout: Fragment, warp_size: int) -> tuple[int, str]:
     return warp_size, "wave" if isinstance(parent, MfmaTiled) or warp_size == 64 else "warp"
 
 
-def fragment_view(name: str, layout: Fragment, threads: int, warp_size: int, elem_bits: int = 32) -> View:
-    """Which thread holds each element of fragment `name` and at which index k of its register array (k counts
-    elements; with 16-bit elements two share a 32-bit register, k // 2). Elements a projection replicates over
-    several threads name the first and how many more hold it."""
+def fragment_view(name: str, layout: Fragment, threads: int, warp_size: int) -> View:
+    """Which thread holds each element of fragment `name` and at which index k of its register array (the array
+    the generated code declares per thread; how the toolchain packs 16-bit elements into registers is its own
+    business). Elements a projection replicates over several threads name the first and how many more hold it."""
     coords, t, k = fragment_positions(layout, threads)
     rows, cols = _grid_shape(tuple(layout.shape))
     r, c = _flat_rows(coords, tuple(layout.shape))
@@ -132,15 +132,15 @@ def fragment_view(name: str, layout: Fragment, threads: int, warp_size: int, ele
     for (i, j), owners in holders.items():
         t0, k0 = owners[0]
         more = f"+{len(owners) - 1}" if len(owners) > 1 else ""
-        reg = f"r{k0}" if elem_bits >= 32 else f"r{k0 // (32 // elem_bits)}.{k0 % (32 // elem_bits)}"
+        reg = f"r{k0}"
         title = f"{name}[{i},{j}]: " + ", ".join(f"thread {tt} element {kk}" for tt, kk in owners[:8])
         if len(owners) > 8:
             title += f", ... ({len(owners)} threads)"
         cells[i][j] = Cell((f"T{t0}{more}", reg), t0 // unit, title=title)
     groups = -(-threads // unit)
     legend = [(g, f"{unit_name} {g} (threads {g * unit}-{min(threads, (g + 1) * unit) - 1})") for g in range(groups)]
-    notes = [f"layout {layout}; {layout.num_local} elements per thread; cell: T<thread> r<register>"
-             + (" (two 16-bit elements per 32-bit register: r<register>.<half>)" if elem_bits < 32 else "")]
+    notes = [f"layout {layout}; {layout.num_local} elements per thread; cell: T<thread> r<index in its register "
+             "array>"]
     if isinstance(layout, BlockRow | Projected) and any(len(o) > 1 for o in holders.values()):
         notes.append("T<n>+<m>: thread n and m more threads hold a copy of the element")
     return View(f"fragment {name}: {'x'.join(map(str, layout.shape))}", "fragment", rows, cols, cells, legend,
