@@ -112,3 +112,15 @@ def test_nvrtc_build_records_resources(tmp_path):
     use = json.loads(art.manifest)["resources"]["sm_80"]["gemm"]
     assert 0 < use["registers"] <= 255 and use["spill_stores"] == 0
     assert use["shared_bytes"] == json.loads(art.manifest)["kernels"][0]["shared_bytes"]
+
+
+def test_werror_turns_compile_warnings_into_errors(tmp_path, capsys):
+    vector_add = ROOT / "samples" / "vector_add.tile"
+    out = tmp_path / "v.cu"
+    assert main([str(vector_add), "--target", "sm80", "-D", "nope=1", "-o", str(out)]) == 0
+    assert "warning: -D nope matches no const" in capsys.readouterr().err
+    out.unlink()
+    assert main([str(vector_add), "--target", "sm80", "-D", "nope=1", "-o", str(out), "-Werror"]) == 1
+    err = capsys.readouterr().err
+    assert "error: -D nope matches no const in the source [-Werror]" in err and "warning:" not in err
+    assert not out.exists()
