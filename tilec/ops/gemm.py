@@ -121,6 +121,8 @@ def missed_reason(instr, q: GemmQuery) -> str:
         return f"its operands are {a.dtype}; {name} takes {takes}"
     if c_buf.scope != "fragment" or c_buf.dtype.name != "f32":
         return f"its accumulator '{c_buf.name}' is a {c_buf.dtype} {c_buf.scope}; {name} accumulates into f32 fragments"
+    if c_buf.const_shape is None or len(c_buf.const_shape) != 2 or s.c.const_extents is None:
+        return f"its accumulator '{c_buf.name}' is not a whole 2-D fragment"
     if a.dtype != b.dtype:
         return f"A is {a.dtype} and B is {b.dtype}"
     if b.scope != "shared":
