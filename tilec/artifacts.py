@@ -96,12 +96,20 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
         "source_hash": source_hash(result, options),
         "kernels": kernel_entries(result) if kernels is None else kernels,
     }
+    m["remarks"] = [remark_entry(d) for d in result.remarks]
     if options:
         m["options"] = {k: ({n: v if isinstance(v, (bool, int, float, str)) else str(v) for n, v in v.items()}
                             if k == "defines" else v) for k, v in options.items()}
     if backend.loader:
         m[LOADER_KEY] = backend.loader
     return m
+
+
+def remark_entry(d) -> dict:
+    """A remark (tilec.diagnostics.Diagnostic) as the manifest's "remarks" list holds it."""
+    span = d.span
+    where = {"file": span.file, "line": span.line, "column": span.col} if span is not None and span.line else {}
+    return {"category": d.category, "message": d.message, **where}
 
 
 def dumps(m: dict) -> str:

@@ -30,10 +30,11 @@ UNKNOWN_SPAN = Span("<unknown>", 0, 0)
 
 @dataclass
 class Diagnostic:
-    severity: str  # "error" | "warning" | "note"
+    severity: str  # "error" | "warning" | "note" | "remark"
     message: str
     span: Span | None = None
     notes: list[Diagnostic] = field(default_factory=list)
+    category: str = ""  # remarks: what -Rpass=CATEGORY selects (tensor-cores, tma, pipeline, bank-conflicts, ...)
 
 
 class CompileError(Exception):
@@ -74,12 +75,18 @@ class Reporter:
 
     def __init__(self) -> None:
         self.diagnostics: list[Diagnostic] = []
+        # Remarks (why the compiler chose what it chose) are kept apart: they are printed only when asked for
+        # (-R) and recorded in the manifest, never mixed into the warnings.
+        self.remarks: list[Diagnostic] = []
 
     def error(self, message: str, span: Span | None = None) -> None:
         self.diagnostics.append(Diagnostic("error", message, span))
 
     def warning(self, message: str, span: Span | None = None) -> None:
         self.diagnostics.append(Diagnostic("warning", message, span))
+
+    def remark(self, category: str, message: str, span: Span | None = None) -> None:
+        self.remarks.append(Diagnostic("remark", message, span, category=category))
 
     @property
     def has_errors(self) -> bool:
@@ -101,9 +108,11 @@ def error(message: str, span: Span | None = None) -> CompileError:
 
 def render(diag: Diagnostic, sources: SourceManager | None = None, color: bool = False) -> str:
     """Format one diagnostic as clang does: location, severity, message, source line, caret."""
-    colors = {"error": "\x1b[1;31m", "warning": "\x1b[1;35m", "note": "\x1b[1;36m"}
+    colors = {"error": "\x1b[1;31m", "warning": "\x1b[1;35m", "note": "\x1b[1;36m", "remark": "\x1b[1;34m"}
     sev = f"{colors[diag.severity]}{diag.severity}:\x1b[0m" if color else f"{diag.severity}:"
     span = diag.span
+    if diag.category:
+        diag = Diagnostic(diag.severity, f"{diag.message} [-Rpass={diag.category}]", span, diag.notes)
     if span is None or span.line == 0:
         head = f"tilec: {sev} {diag.message}"
         out = [head]

@@ -86,6 +86,7 @@ class CompileResult:
     source: str | None = None  # generated target source (CUDA C++, ...)
     options: CompileOptions | None = None  # what it was compiled with
     backend: object | None = None  # tilec.targets.backend.Backend, when a target was given
+    remarks: list[Diagnostic] = field(default_factory=list)  # why the compiler chose what it chose (-R)
 
     def ir(self) -> str:
         """The final IR as text: what the back end's last pass produced, printed as that pass prints it (SIMT IR
@@ -179,7 +180,7 @@ def compile(
         for k in module.kernels:
             k.attrs["disabled"] = opts.disable
             k.request = request
-        result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts)
+        result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
         if opts.target is not None:
             _compile_for_target(result, opts, rep, want, plan_only, verify)
     except CompileError as e:

@@ -7,8 +7,10 @@ so that none of them imports another for the schema.
 A manifest (OUT.json beside the binary) is a JSON object:
 
     manifest_version, tilec_version, target, backend, loader, archs, kind, binary, toolchain, driver_api,
-    source_hash, options, kernels: [entry...], and per back end extra fields (CUDA: driver_api_version;
-    a header: header; several architectures in one binary: arch_kernels)
+    source_hash, options, kernels: [entry...], remarks: [{category, message, file, line, column}...] (why the
+    compiler chose what it chose; docs/inspect.md), and per back end extra fields (CUDA: driver_api_version;
+    a header: header; several architectures in one binary: arch_kernels; binaries: resources, arch -> kernel ->
+    registers and spills as the toolchain reports them)
 
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA), internal,

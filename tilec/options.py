@@ -51,6 +51,8 @@ class CompileOptions:
     dryrun: bool = False  # print the toolchain's commands instead of running them
     resource_usage: bool = False  # report registers, shared memory and spills per kernel
     use_cache: bool = True  # --no-cache: neither read nor write the compile cache
+    remarks: bool = False  # -R: also the remarks that need the kernel run (bank conflicts of shared accesses)
+    werror: bool = False  # -Werror: every warning (ptxas spills included) is an error
     _RUN_ONLY = ("keep_dir", "dryrun", "resource_usage", "use_cache")
 
     @classmethod
@@ -110,6 +112,7 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
     keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix", "tune_db",
-                                          "profile", "keep_dir", "dryrun", "resource_usage", "use_cache")}
+                                          "profile", "keep_dir", "dryrun", "resource_usage", "use_cache",
+                                          "remarks", "werror")}
     keep.update(changes)
     return made.replace(**keep)

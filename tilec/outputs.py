@@ -11,6 +11,7 @@ on the import path is a miss).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ class Artifact:
     commands: list[str] | None = None  # the toolchain commands (what --dryrun prints); None on a cache hit
     report: str = ""  # text the back end has for the user (--resource-usage)
     result: object | None = None  # the tilec.driver.CompileResult of the first target; None on a cache hit
+    toolchain_warnings: list = dataclasses.field(default_factory=list)  # about the binary (spills); in `warnings` too
 
 
 def compile_artifact(source: str | os.PathLike, target=None, options: CompileOptions | None = None, *, emit: str,
@@ -122,11 +124,17 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     for i, t in enumerate(opts.targets):
         per_variant = [tuned.compile_variant(compile_ir, source, t, o, sfx, text) for o, sfx in variants]
         results.append(per_variant[0])
+        if i == 0 and opts.werror:
+            _refuse_warnings(per_variant[0].diagnostics, per_variant[0].sources)
         if i == 0 and on_compiled is not None:
             on_compiled(results[0])
         units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants],
                                          lambda r: backend.kernel_entries(r) or kernel_entries(r)))
     first = results[0]
+    if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
+        from .inspect.remarks import bank_conflict_remarks
+
+        first.remarks.extend(bank_conflict_remarks(first))
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
     recorded = manifest_options(opts, kind, backend)
@@ -141,13 +149,25 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded), launcher_filter)
     built = backend.build(units, kind, opts, info)
+    if opts.werror:
+        _refuse_warnings(built.diagnostics, first.sources)
+    warnings += "".join(render(d, first.sources, False) + "\n" for d in built.diagnostics)
     if opts.dryrun:
         return Artifact(kind, b"", b"", deps, warnings, commands=built.commands, result=first)
     m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels)
     m.update(tuning)
     m.update(built.manifest)
     return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,
-                    result=first)
+                    result=first, toolchain_warnings=built.diagnostics)
+
+
+def _refuse_warnings(diagnostics, sources) -> None:
+    """-Werror: the warnings, if any, as errors."""
+    warned = [d for d in diagnostics if d.severity == "warning"]
+    if warned:
+        err = CompileError([Diagnostic("error", f"{d.message} [-Werror]", d.span, d.notes) for d in warned])
+        err.sources = sources  # type: ignore[attr-defined]
+        raise err
 
 
 def _dumps(m: dict) -> bytes:

@@ -152,6 +152,12 @@ def run_build(args) -> int:
                              on_compiled=lambda r: print_diagnostics(r.diagnostics, r.sources, args))
     if artifact.from_cache and artifact.warnings:
         sys.stderr.write(artifact.warnings)
+    elif artifact.toolchain_warnings:
+        print_diagnostics(artifact.toolchain_warnings, artifact.result.sources if artifact.result else None, args)
+    if getattr(args, "remarks", None):
+        from .remarks import print_remarks
+
+        print_remarks(artifact.manifest, args)
     if options.dryrun:
         for cmd in artifact.commands or []:
             print(cmd)

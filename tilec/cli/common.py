@@ -43,7 +43,8 @@ def compile_options(args, **extra):
         device_debug=bool(getattr(args, "G", False)), header_prefix=getattr(args, "header_prefix", None) or "",
         keep_dir=getattr(args, "keep", None), dryrun=bool(getattr(args, "dryrun", False)),
         resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False),
-        tune_db=getattr(args, "tune_db", None))
+        tune_db=getattr(args, "tune_db", None), remarks=bool(getattr(args, "remarks", False)),
+        werror=bool(getattr(args, "Werror", False)))
     targets = extra.pop("targets", getattr(args, "target", None) or ())
     fields.update(extra)
     return CompileOptions.make(targets, **fields)

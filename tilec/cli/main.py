@@ -14,13 +14,15 @@ import sys
 from ..version import __version__
 from .common import compile_options, parse_defines, print_diagnostics
 
-SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune", "profile")
+SUBCOMMANDS = ("targets", "run", "bench", "cache", "tune", "profile", "layout")
 
 USAGE = """tilec FILE [-o OUT] [--target T] [-D NAME=VALUE]... [-I DIR]... [--emit-ir[=after:PASS]] [--kernel NAME]
+                 [-R | -Rpass=CATEGORY] [-Werror]
        tilec run FILE [--device cpu|cuda] [--target T] [--check [--rtol R] [--atol A]] [--size M=1000,N=...]
        tilec bench FILE|ARTIFACT [--target T] [--size M=1000,N=...]
        tilec tune FILE --target T --size M=..,N=.. | --shapes SET [--build-dir D] | tilec tune --collect D
        tilec profile FILE --target T --size M=..,N=.. [-D NAME=VALUE]... [-o trace.json] [--build-dir D]
+       tilec layout FILE --target T [--buffer NAME] [-o out.svg|png|pdf]
        tilec targets
        tilec cache stats|clear
        tilec --cmake-dir
@@ -66,6 +68,9 @@ def _compile_parser() -> argparse.ArgumentParser:
     p.add_argument("-lineinfo", "--lineinfo", dest="lineinfo", action="store_true", help="line info for profilers")
     p.add_argument("-G", dest="G", action="store_true", help="device debug information (slow code)")
     p.add_argument("--dryrun", action="store_true", help="print the toolchain commands without running them")
+    from .remarks import add_arguments
+
+    add_arguments(p)  # -R, -Rpass=, -Werror (tilec/cli/remarks.py)
     p.add_argument("--max-workgroup-storage", type=int, metavar="BYTES",
                    help="webgpu: workgroup memory the device grants (default 16384, WebGPU's guaranteed minimum)")
     return p
@@ -146,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "run":
         args = _run_parser().parse_args(_split_attached(argv[1:]))
         return _guarded(args, _cmd_run)
+    if argv and argv[0] == "layout":  # tilec/cli/layout.py
+        from .layout import cmd_layout, parser
+
+        args = parser(_common).parse_args(_split_attached(argv[1:]))
+        return _guarded(args, lambda a: cmd_layout(a, _parse_sizes))
     if argv and argv[0] == "bench":
         args = _bench_parser().parse_args(_split_attached(argv[1:]))
         return _guarded(args, _cmd_bench)
@@ -154,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _split_attached(argv: list[str]) -> list[str]:
-    """nvcc and gcc accept -DNAME=1 and -Ipath; argparse wants them split."""
+    """nvcc and gcc accept -DNAME=1 and -Ipath; argparse wants them split (and clang's -R, -Rpass=X spelled long)."""
+    from .remarks import split_remark_flags
+
+    argv = split_remark_flags(argv)
     out = []
     for a in argv:
         if len(a) > 2 and a[:2] in ("-D", "-I") and not a.startswith("--"):

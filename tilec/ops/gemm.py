@@ -110,6 +110,42 @@ def choose_warps(q: GemmQuery, atom_m: int, atom_n: int) -> tuple[int, int] | No
     return min(options, key=lambda o: (abs((m / o[0]) - (n / o[1])), -o[0]))
 
 
+def missed_reason(instr, q: GemmQuery) -> str:
+    """Why matrix instruction `instr` (a tilec.ir.instructions.MatrixInstruction the target offers) does not run
+    gemm q, for a remark: the first of its documented requirements (see each implementation's
+    accumulator_layout) that q fails, checked in the order a user can act on them."""
+    s, c_buf, a, b = q.s, q.s.c.buffer, q.s.a.buffer, q.s.b.buffer
+    name = instr.target_name
+    if a.dtype not in instr.operand_types:
+        takes = "/".join(str(t) for t in instr.operand_types)
+        return f"its operands are {a.dtype}; {name} takes {takes}"
+    if c_buf.scope != "fragment" or c_buf.dtype.name != "f32":
+        return f"its accumulator '{c_buf.name}' is a {c_buf.dtype} {c_buf.scope}; {name} accumulates into f32 fragments"
+    if c_buf.const_shape is None or len(c_buf.const_shape) != 2 or s.c.const_extents is None:
+        return f"its accumulator '{c_buf.name}' is not a whole 2-D fragment"
+    if a.dtype != b.dtype:
+        return f"A is {a.dtype} and B is {b.dtype}"
+    if b.scope != "shared":
+        return f"B ('{b.name}') is not in shared memory"
+    if q.kernel.threads % instr.lanes:
+        return f"the block's {q.kernel.threads} threads are not whole {instr.lanes}-thread groups"
+    if q.k % instr.step_k(a.dtype):
+        return f"K = {q.k} is not a multiple of {instr.step_k(a.dtype)}"
+    m, n = c_buf.const_shape
+    if m % instr.m or n % instr.n:
+        return f"the {m}x{n} accumulator is not a whole number of {instr.m}x{instr.n} tiles"
+    if instr.family != "wgmma" and not operand_tiles_ok(s):
+        return ("a shared operand is not a 2-D tile of 16-byte rows starting at a multiple of 8, or N is not a "
+                "multiple of 8")
+    if instr.family != "wgmma" and choose_warps(q, instr.m, instr.n) is None:
+        return (f"no partition of the block's {q.warps} warps over the {m}x{n} accumulator fits "
+                f"{instr.m}x{instr.n} tiles")
+    if a.scope == "fragment":
+        return f"its register A operand '{a.name}' does not have {name}'s operand layout"
+    return (f"its operand tiles or warp partition do not fit {name} (whole 2-D shared tiles in the instruction's "
+            "layout, a partition of the warps that tiles the accumulator)")
+
+
 def register(instruction: str):
     def add_implementation(lower):
         IMPLEMENTATIONS[instruction] = lower

@@ -14,6 +14,8 @@ Guarantees: `kernel.schedule` (tilec/ir/schedule.py) records, keyed by stable op
     "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared operands, or a register A operand that is the
     transposed accumulator of an earlier MFMA gemm) or "fma" (scalar fallback), chosen among the
     instructions the target lists in `matrix_instructions`.
+A gemm that runs on a lesser instruction than the target's best gets a remark (category tensor-cores) saying
+why each better one does not fit.
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
 that creates the conflict; so is a gemm instruction or warp partition pinned by the kernel's
 ScheduleRequest that this gemm cannot use.
@@ -197,6 +199,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         class_layout[root] = lay
         class_site[root] = s
 
+    queries: dict[int, tuple[GemmQuery, bool]] = {}  # gemm -> its query, and whether its instruction was pinned
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
@@ -214,6 +217,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                           col_reduced=any(uf.find(x) == root for x in col_reduced),
                           rows_projected=root in projected_roots,
                           transposed_wanted=_mfma_transposed(root, projections, register_a, uf))
+        queries[id(s)] = (query, req.instruction is not None)
         for family in (req.instruction,) if req.instruction is not None else FAMILIES:
             if family not in offered:
                 continue
@@ -282,6 +286,9 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                     and la.wm == lc.wm and not s.transpose_a):
                 table.gemm_impl[id(s)] = "fma"
 
+    if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
+        _remark_missed_instructions(k, table, queries, target, rep)
+
     # Shared layouts.
     annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
     mma_operands = set()
@@ -308,6 +315,31 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                 lay = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True)
             table.shared[id(b)] = lay
     return table
+
+
+def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target: Target, rep: Reporter) -> None:
+    """A remark at each gemm that runs on a lesser instruction than the target's best, saying why each better one
+    does not fit (gemms whose instruction the schedule pinned excepted)."""
+    disabled = k.attrs.get("disabled", ())
+    for s in walk_stmts(k.body):
+        if not isinstance(s, T.Gemm) or id(s) not in queries or queries[id(s)][1]:
+            continue
+        impl = table.gemm_impl.get(id(s), "fma")
+        better = []
+        for family, instr in FAMILIES.items():
+            if family == impl:
+                break
+            if instr.offered_by(target):
+                why = (f"turned off (--no-{family})" if family in disabled
+                       else gemm_op.missed_reason(instr, queries[id(s)][0]))
+                better.append(f"{instr.target_name}: {why}")
+        if impl == "fma" and not better:
+            rep.remark("tensor-cores", f"gemm runs on scalar multiply-adds: {target.name} has no matrix instructions "
+                                       "tilec uses", s.span)
+        elif better:
+            what = ("scalar multiply-adds, not tensor cores" if impl == "fma"
+                    else f"{FAMILIES[impl].target_name}, not the target's best matrix instruction")
+            rep.remark("tensor-cores", f"gemm runs on {what}: " + "; ".join(better), s.span)
 
 
 def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:

@@ -26,6 +26,8 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
   * `preloads` (warp-specialized, not persistent): with `Kernel(..., tma_preload=True)`, the copies before the
     loop that `preload_copies` accepts (FlashAttention's Q tile), which the producer warpgroup then issues
     through TMA before the loop's copies (else a warning says it has no effect).
+Remarks: a loop given fewer stages than it asks for (category pipeline, with the reason); on a TMA target, how
+each loop loads its tiles and, when not with TMA, why (category tma).
 Parts pinned by the kernel's ScheduleRequest (stages, mechanism, warp specialization, persistence)
 are taken when the loop can have them, else reported as errors at the loop. The plan is final:
 lowering follows it as it is.
@@ -138,6 +140,42 @@ def tma_copy_ok(p: T.Copy, sched: KernelSchedule) -> bool:
         if lay.swizzle or (inner * dst.buffer.dtype.bytes) % 16:
             return False
     return all(e <= 256 for e in exts[:-1]) and inner <= 256
+
+
+def _remark_plan(loop: T.For, plan: LoopSchedule, request: LoopRequest, target: Target, sched: KernelSchedule,
+                 disabled, rep: Reporter) -> None:
+    """Remarks on a Pipelined loop's plan: fewer stages than it asks for (category pipeline), and on a target with
+    TMA pipelines, a loop whose copies do not use TMA (category tma) -- each with the reason."""
+    asked = loop.num_stages
+    if request.stages is None and plan.stages < asked:
+        if not plan.producers:
+            why = ("no copy global -> shared in its body reads a tile chosen by the loop variable (nothing to "
+                   "prefetch)")
+        elif plan.mechanism == "registers":
+            why = (f"{target.name} has no asynchronous copies: the next tiles are staged through registers into a "
+                   "second shared buffer (double buffering)")
+        elif "cp.async" not in target.async_copy and "register_double_buffer" not in target.features:
+            why = f"{target.name} has neither asynchronous copies nor register-staged double buffering"
+        elif "cp.async" not in target.async_copy:
+            why = (f"{target.name} has no asynchronous copies, and staging the tiles through registers does not fit "
+                   "(a second shared buffer beyond the shared memory, or too many elements per thread)")
+        else:
+            why = "its copies cannot be issued ahead of the compute on this target"
+        rep.remark("pipeline", f"Pipelined loop runs {plan.stages} stage(s), not the {asked} asked for: {why}",
+                   loop.span)
+    if target.tma_pipelines and plan.producers and plan.mechanism != "tma" and asked >= 2:
+        if "tma" in disabled:
+            why = "TMA is turned off (--no-tma)"
+        else:
+            bad = [p.dst.buffer.name for p in plan.producers if not tma_copy_ok(p, sched)]
+            why = (f"the copy into {', '.join(repr(b) for b in bad)} is not one TMA box (a whole tile, same element "
+                   "type, at most 256 per dimension, in a layout TMA writes)" if bad
+                   else "the schedule asks for another mechanism")
+        rep.remark("tma", f"Pipelined loop loads its tiles with {plan.mechanism}, not TMA: {why}", loop.span)
+    elif plan.mechanism == "tma":
+        how = ", from a producer warpgroup (warp-specialized)" if plan.warp_specialized else ""
+        rep.remark("tma", f"Pipelined loop loads {', '.join(repr(p.dst.buffer.name) for p in plan.producers)} with "
+                          f"TMA, {plan.stages} stages{how}", loop.span)
 
 
 def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
@@ -340,6 +378,9 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
             if not ws_loops or wants_persistent or not plans[ws_loops[0].uid].preloads:
                 rep.warning(f"tma_preload=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                             "TMA-able copies before a warp-specialized, not persistent loop (sm90)", k.span)
+        if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
+            for s in loops:
+                _remark_plan(s, plans[s.uid], requests[s.uid], target, sched, disabled, rep)
         sched.loops.update(plans)
         sched.persistent = wants_persistent and ws
     rep.check()

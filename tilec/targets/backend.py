@@ -61,6 +61,37 @@ class Built:
     commands: list[str] = field(default_factory=list)  # the toolchain commands run (printed by --dryrun)
     manifest: dict = field(default_factory=dict)  # fields the back end adds to the manifest
     report: str = ""  # text for the user (--resource-usage's table)
+    diagnostics: list = field(default_factory=list)  # warnings about the binary (tilec.diagnostics.Diagnostic): spills
+
+
+@dataclass(frozen=True)
+class OperandTable:
+    """One operand of a matrix instruction as its lanes hold it, for `tilec layout` (tilec/inspect): lane `l`'s
+    element `i` is at `coord(l, i)` of a rows x cols tile; `lane_group` lanes share a colour."""
+
+    title: str
+    rows: int
+    cols: int
+    lanes: int
+    elems: int  # per lane
+    coord: Callable[[int, int], tuple[int, int]]
+    elems_per_reg: int  # 2: packed 16-bit values in a 32-bit register
+    lane_group: int
+
+
+@dataclass(frozen=True)
+class PlacedTile:
+    """A tile as a back end without threads stores it (Ascend's NZ fractals), for `tilec layout`: element (r, c)
+    sits at `offset(r, c)` and is coloured by `group(r, c)`."""
+
+    name: str
+    title: str
+    rows: int
+    cols: int
+    offset: Callable[[int, int], int]
+    group: Callable[[int, int], int]
+    groups: int
+    note: str
 
 
 class BuildRefused(Exception):
@@ -147,6 +178,15 @@ class Backend:
     def manifest_options(self, options) -> dict:
         """Back-end options recorded in the manifest's "options" (and so in its source hash)."""
         return {}
+
+    def operand_tables(self, family: str) -> list[OperandTable]:
+        """The operand layouts of one instruction of matrix-instruction `family` that this back end lowers with
+        (the tables its lowering and the SIMT interpreter use), for `tilec layout`; [] when it has none."""
+        return []
+
+    def placed_tiles(self, kernel) -> list[PlacedTile]:
+        """How a back end that is not SIMT stores the tiles of Tile IR `kernel`, for `tilec layout`."""
+        return []
 
     def runtime_errors(self) -> tuple[type[BaseException], ...]:
         """Exceptions of this back end's runtime that `tilec run` reports as plain errors (not internal ones)."""

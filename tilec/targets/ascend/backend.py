@@ -100,6 +100,31 @@ class AscendBackend(Backend):
         data = compile_object(unit.source, info.stem)
         return Built(data, f"bisheng {find_cann()[1]}")
 
+    def placed_tiles(self, kernel):
+        """Each cube operand's L1 tile: the NZ fractals (16 rows x 32 bytes) Nd2Nz writes (layout.nz_offset)."""
+        from ...ir import tile as T
+        from ...ir.visit import walk_stmts
+        from ..backend import PlacedTile
+        from .layout import nz_offset
+
+        out = []
+        for s in walk_stmts(kernel.body):
+            if not isinstance(s, T.Gemm):
+                continue
+            for r in (s.a, s.b):
+                b, shape = r.buffer, r.buffer.const_shape
+                if not shape or len(shape) != 2 or any(p.name == b.name for p in out):
+                    continue
+                c0 = 32 // b.dtype.bytes
+                rows_pad, col_blocks = -(-shape[0] // 16) * 16, -(-shape[1] // c0)
+                out.append(PlacedTile(
+                    b.name, f"L1 {b.name}: {shape[0]}x{shape[1]} (NZ fractals of 16 x {c0})", shape[0], shape[1],
+                    lambda i, j, rp=rows_pad, c0=c0: nz_offset(i, j, rp, c0),
+                    lambda i, j, n=col_blocks, c0=c0: (i // 16) * n + j // c0, (rows_pad // 16) * col_blocks,
+                    "cell: element offset in L1, fractal; Nd2Nz DataCopy writes this layout, LoadData moves whole "
+                    "fractals to L0A/L0B"))
+        return out
+
     def runtime_errors(self):
         from .model_run import ModelError
 

@@ -34,3 +34,10 @@ def layout_of(shape: tuple[int, ...]) -> TileLayout:
     if len(shape) == 2:
         return TileLayout(shape[0], shape[1], round_up(shape[1], ROW_ELEMS))
     raise ValueError("AscendC tiles are 1-D or 2-D")
+
+
+def nz_offset(row: int, col: int, rows_pad: int, c0: int = ROW_ELEMS) -> int:
+    """Where element (row, col) of a cube operand sits in its L1 tile: the NZ layout that lower_cube.load_l1's
+    Nd2Nz DataCopy writes (dstNzC0Stride = the padded row count, dstNzNStride = 1): column blocks of c0 elements
+    (32 bytes) one after the other, each rows_pad x c0 row-major, so every 16 x c0 fractal is contiguous."""
+    return (col // c0) * rows_pad * c0 + row * c0 + col % c0

@@ -98,6 +98,16 @@ class CudaBackend(SimtBackend):
     def manifest_options(self, options):
         return {"lineinfo": options.lineinfo, "G": options.device_debug}
 
+    def operand_tables(self, family):
+        from ..backend import OperandTable
+        from . import mma_layouts as L
+
+        if family != "mma":
+            return []  # (wgmma's accumulator is the Tile IR layout WgmmaTiled; its A and B come from shared memory)
+        return [OperandTable(f"mma.sync.m16n8k16 {op} (one warp)", lay.rows, lay.cols, L.WARP_SIZE, lay.elems_per_lane,
+                             lay.coord, lay.elems_per_reg, 4)
+                for op, lay in (("A", L.MMA_M16N8K16_A), ("B", L.MMA_M16N8K16_B), ("C", L.MMA_M16N8K16_C))]
+
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         if kind == "cu":
             return Built(_combined_source(units).encode() if len(units) > 1 else units[0].source.encode(), "none")
@@ -110,11 +120,14 @@ class CudaBackend(SimtBackend):
             source = _combined_source(units) if len(units) > 1 else units[0].source
             built = _toolchain_build(source, info.stem, options, kind, archs)
         extra = {"driver_api_version": _driver_api_version(built.toolchain)}
+        resources, warnings = _resources(units, built.usage_by_arch)
+        if resources:
+            extra["resources"] = resources
         if len(units) > 1 and _launches_differ(units):
             # one image per architecture in the fatbin; the runtime picks the entries of the one it loads
             extra["arch_kernels"] = {u.target.arch: u.kernels for u in units}
         report = _usage_table(units[0].kernels, built.resource_usage) if options.resource_usage else ""
-        return Built(built.binary, built.toolchain, built.commands, extra, report)
+        return Built(built.binary, built.toolchain, built.commands, extra, report, warnings)
 
     def _build_launcher(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         """One cubin per target, embedded in a C launcher (launcher.py): the header's text, or (kind "object") that
@@ -133,6 +146,11 @@ class CudaBackend(SimtBackend):
             return Built(b"", toolchain, commands + (["cc -c (the C launcher)"] if kind == "object" else []))
         images = [Image(u.target.name, u.target.arch, b.binary, u.kernels) for u, b in zip(units, builts, strict=True)]
         api = _driver_api_version(toolchain)
+        resources, warnings = {}, []
+        for u, b in zip(units, builts, strict=True):
+            r, w = _resources([u], b.usage_by_arch)
+            resources.update(r)
+            warnings += w
         prefix = options.header_prefix
         functions = [f"{prefix}{k['name']}_{f}" for k in images[0].kernels if not k.get("internal")
                      for f in ("launch", "check_device")]
@@ -151,7 +169,10 @@ class CudaBackend(SimtBackend):
                                        prefix=prefix)
                 if info.launcher_filter is not None:
                     text = info.launcher_filter(text)
-                return Built(text.encode(), toolchain, commands, {"driver_api_version": api, "header": header_info})
+                extra = {"driver_api_version": api, "header": header_info}
+                if resources:
+                    extra["resources"] = resources
+                return Built(text.encode(), toolchain, commands, extra, diagnostics=warnings)
             from .objects import build_object
 
             obj = build_object(images, info, toolchain=toolchain, driver_api_version=api, prefix=prefix,
@@ -160,8 +181,10 @@ class CudaBackend(SimtBackend):
             raise CompileError([Diagnostic("error", str(e))]) from None
         header_info["functions"] = obj.exported
         header_info["prototypes"] = obj.prototypes
-        return Built(obj.data, f"{toolchain}; {obj.compiler}", commands + obj.commands,
-                     {"driver_api_version": api, "object": header_info})
+        extra = {"driver_api_version": api, "object": header_info}
+        if resources:
+            extra["resources"] = resources
+        return Built(obj.data, f"{toolchain}; {obj.compiler}", commands + obj.commands, extra, diagnostics=warnings)
 
 
 BACKEND = CudaBackend()
@@ -230,7 +253,9 @@ def _nvrtc_fatbin(units: list[Unit], stem: str, options):
         return BuildResult(b"", commands, {}, toolchain)
     data = nvfatbin.fatbin([(u.target.arch, b.binary) for u, b in zip(units, builts, strict=True)], stem)
     usage = {k: v for b in builts for k, v in b.resource_usage.items()}
-    return BuildResult(data, commands, usage, toolchain)
+    by_arch = {u.target.arch: b.usage_by_arch.get(u.target.arch) or b.resource_usage
+               for u, b in zip(units, builts, strict=True)}
+    return BuildResult(data, commands, usage, toolchain, by_arch)
 
 
 def _driver_api_version(toolchain: str) -> int:
@@ -238,6 +263,35 @@ def _driver_api_version(toolchain: str) -> int:
     least that major version to load it."""
     m = re.search(r"(\d+)\.(\d+)", toolchain)
     return int(m.group(1)) * 1000 + int(m.group(2)) * 10 if m else 0
+
+
+def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, int]]]):
+    """The manifest's "resources" (arch -> kernel -> registers, spill_stores, spill_loads, stack_bytes,
+    static_shared_bytes, shared_bytes) from ptxas's report, and a warning at each kernel that spills."""
+    from ...diagnostics import Diagnostic
+
+    resources: dict[str, dict[str, dict[str, int]]] = {}
+    warnings = []
+    for u in units:
+        arch = u.target.arch
+        usage = usage_by_arch.get(arch) or (usage_by_arch.get("") if len(units) == 1 else None) or {}
+        spans = {sk.name: sk.span for sk in getattr(u.lowered, "kernels", [])}
+        entries = {k["name"]: k for k in u.kernels}
+        per_kernel = {}
+        for name, use in usage.items():
+            per_kernel[name] = {"registers": use["registers"], "spill_stores": use["spill_stores"],
+                                "spill_loads": use["spill_loads"], "stack_bytes": use["stack_bytes"],
+                                "static_shared_bytes": use["static_smem_bytes"],
+                                "shared_bytes": entries[name]["shared_bytes"] if name in entries else 0}
+            if use["spill_stores"] or use["spill_loads"]:
+                st, ld = use["spill_stores"], use["spill_loads"]
+                warnings.append(Diagnostic(
+                    "warning", f"kernel '{name}' spills {st} bytes of registers to local memory on {arch} ({st} bytes "
+                               f"spill stores, {ld} bytes spill loads, {use['registers']} registers); fewer fragment "
+                               "elements per thread (smaller tiles, more threads) avoid it", spans.get(name)))
+        if per_kernel:
+            resources[arch] = per_kernel
+    return resources, warnings
 
 
 def _usage_table(kernels: list[dict], usage: dict[str, dict[str, int]]) -> str:
@@ -299,6 +353,10 @@ def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
     for sk in lowered.kernels:
         if sk.name in needing:
             sk.attrs["fallback"] = sk.name + FALLBACK_SUFFIX
+            rep.remark("tma", f"kernel '{sk.name}' takes TMA tensor maps; its twin '{sk.name}{FALLBACK_SUFFIX}' "
+                              "(cp.async, no TMA) is compiled too, and the runtime and the C launcher launch it "
+                              "instead when a tensor's base address or row pitch is not a multiple of 16 bytes",
+                       sk.span)
     for sk in twins.kernels:
         sk.attrs["internal"] = True
     module.kernels.extend(pristine.kernels)

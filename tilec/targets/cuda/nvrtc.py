@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
 from .locate import cuda_include_dir, nvrtc_lib
-from .toolchain import BuildOptions, BuildResult, toolchain_diagnostics
+from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, toolchain_diagnostics
 
 _lib = None
 _lock = threading.Lock()  # builds of several targets run in threads (ctypes releases the GIL in NVRTC)
@@ -60,6 +60,8 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags.append("-lineinfo")
     if opts.debug:
         flags.append("-G")
+    if opts.kind != "ptx":  # ptxas's resource report in the program log: registers, spills, shared memory
+        flags.append("--ptxas-options=-v")
     if opts.dryrun:
         return BuildResult(b"", ["nvrtc " + " ".join(flags)], {}, version())
     prog = ctypes.c_void_p()
@@ -82,6 +84,8 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         data = buf.raw[: n.value]
         if opts.kind == "ptx":
             data = data.rstrip(b"\0")
-        return BuildResult(data, ["nvrtc " + " ".join(flags)], {}, version())
+        by_arch = parse_ptxas_usage_by_arch(log.value.decode(errors="replace"))
+        usage = next(iter(by_arch.values()), {})
+        return BuildResult(data, ["nvrtc " + " ".join(flags)], usage, version(), by_arch)
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -34,8 +34,9 @@ class BuildOptions:
 class BuildResult:
     binary: bytes
     commands: list[str]
-    resource_usage: dict[str, dict[str, int]]
+    resource_usage: dict[str, dict[str, int]]  # kernel -> usage, for the first architecture
     toolchain: str
+    usage_by_arch: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # arch -> kernel -> usage
 
 
 def nvcc_version() -> str | None:
@@ -75,7 +76,7 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
             cmd.append("-lineinfo")
         if opts.debug:
             cmd.append("-G")
-        if opts.resource_usage and opts.kind != "ptx":
+        if opts.kind != "ptx":  # ptxas's resource report: registers, spills, shared memory (no effect on the binary)
             cmd += ["-Xptxas", "-v"]
         if opts.keep_dir:
             cmd += ["--keep", f"--keep-dir={work}"]
@@ -86,8 +87,9 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(toolchain_diagnostics(proc.stderr + proc.stdout, cu, source))
-        usage = parse_ptxas_usage(proc.stderr + proc.stdout) if opts.resource_usage else {}
-        return BuildResult(out.read_bytes(), [shown], usage, nvcc_version() or "nvcc")
+        by_arch = parse_ptxas_usage_by_arch(proc.stderr + proc.stdout)
+        usage = next(iter(by_arch.values()), {})
+        return BuildResult(out.read_bytes(), [shown], usage, nvcc_version() or "nvcc", by_arch)
     finally:
         if not opts.keep_dir:
             shutil.rmtree(work, ignore_errors=True)
@@ -118,7 +120,7 @@ def toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnostic
     return diags
 
 
-_USAGE_FN = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_USAGE_FN = re.compile(r"Compiling entry function '(?P<name>[^']+)'(?: for '(?P<arch>[^']+)')?")
 _USAGE_REGS = re.compile(r"Used (?P<regs>\d+) registers")
 _USAGE_SPILL = re.compile(
     r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads")
@@ -126,10 +128,18 @@ _USAGE_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
 
 
 def parse_ptxas_usage(output: str) -> dict[str, dict[str, int]]:
-    usage: dict[str, dict[str, int]] = {}
+    """ptxas -v's report (nvcc or NVRTC) per kernel, of the first architecture it compiled."""
+    return next(iter(parse_ptxas_usage_by_arch(output).values()), {})
+
+
+def parse_ptxas_usage_by_arch(output: str) -> dict[str, dict[str, dict[str, int]]]:
+    """ptxas -v's report: arch ("sm_90a"; "" when it does not say) -> kernel -> registers, stack_bytes,
+    spill_stores, spill_loads, static_smem_bytes."""
+    by_arch: dict[str, dict[str, dict[str, int]]] = {}
     current = None
     for line in output.splitlines():
         if m := _USAGE_FN.search(line):
+            usage = by_arch.setdefault(m.group("arch") or "", {})
             current = usage.setdefault(m.group("name"), {"registers": 0, "stack_bytes": 0, "spill_stores": 0,
                                                          "spill_loads": 0, "static_smem_bytes": 0})
         elif current is not None:
@@ -140,5 +150,5 @@ def parse_ptxas_usage(output: str) -> dict[str, dict[str, int]]:
                 current["registers"] = int(m.group("regs"))
             if m := _USAGE_SMEM.search(line):
                 current["static_smem_bytes"] = int(m.group("smem"))
-    return usage
+    return by_arch
 

@@ -48,6 +48,16 @@ class HipBackend(SimtBackend):
                 "object": f"{both}, then cc with hip_runtime_api.h" if _hip_include_dir() else
                 "none (needs hip/hip_runtime_api.h)"}
 
+    def operand_tables(self, family):
+        from ..backend import OperandTable
+        from . import mfma_layouts as ML
+
+        if family != "mfma":
+            return []
+        return [OperandTable(f"v_mfma_f32_16x16x16 {op} (one wave)", 16, 16, ML.WAVE, ML.ELEMS, fn,
+                             1 if op == "C" else 2, 16)
+                for op, fn in (("A", ML.mfma_16x16x16_a), ("B", ML.mfma_16x16x16_b), ("C", ML.mfma_16x16x16_c))]
+
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         if kind == "object":
             return _build_object(units, options, info)
@@ -57,13 +67,37 @@ class HipBackend(SimtBackend):
         from .toolchain import build, resource_usage
 
         built = build(unit.source, info.stem, unit.target.arch, kind)
+        extra, warnings = _resources(unit, built.data) if kind == "hsaco" else ({}, [])
         report = ""
         if kind == "hsaco" and options.resource_usage:
             report = f"{'kernel':<24} {'VGPRs':>6} {'AGPRs':>6} {'SGPRs':>6} {'LDS B':>7} {'scratch B':>9}\n"
             for name, u in resource_usage(built.data).items():
                 report += (f"{name:<24} {u.get('vgpr', 0):>6} {u.get('agpr', 0):>6} {u.get('sgpr', 0):>6} "
                            f"{u.get('lds', 0):>7} {u.get('scratch', 0):>9}\n")
-        return Built(built.data, built.toolchain, [" ".join(c) for c in built.commands], {}, report)
+        return Built(built.data, built.toolchain, [" ".join(c) for c in built.commands], extra, report, warnings)
+
+
+def _resources(unit: Unit, code_object: bytes):
+    """The manifest's "resources" (arch -> kernel -> vgpr, agpr, sgpr, lds, scratch, vgpr_spill, sgpr_spill) from the
+    code object's metadata, and a warning at each kernel that spills VGPRs; nothing without llvm-readelf."""
+    import shutil
+
+    from ...diagnostics import Diagnostic
+    from .toolchain import resource_usage
+
+    if not any(shutil.which(t) for t in ("llvm-readelf-19", "llvm-readelf", "llvm-readelf-15")):
+        return {}, []
+    usage = resource_usage(code_object)
+    spans = {sk.name: sk.span for sk in getattr(unit.lowered, "kernels", [])}
+    warnings = []
+    for name, u in usage.items():
+        # VGPR spills go to scratch memory; SGPR spills land in VGPR lanes (no memory traffic): only the first warn
+        if u.get("vgpr_spill", 0):
+            warnings.append(Diagnostic(
+                "warning", f"kernel '{name}' spills {u['vgpr_spill']} VGPRs to scratch memory on {unit.target.arch} "
+                           f"({u.get('scratch', 0)} bytes of scratch per lane); fewer fragment elements per thread "
+                           "avoid it", spans.get(name)))
+    return ({"resources": {unit.target.arch: usage}} if usage else {}), warnings
 
 
 BACKEND = HipBackend()

@@ -1,0 +1,68 @@
+"""`tilec layout FILE --target T [--buffer NAME] -o out.svg|png|pdf`: plot the layouts the compiler inferred.
+
+Thin glue: the parser here, the work in tilec/inspect (layout.py builds the views, svg.py / raster.py draw them).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
+
+
+def parser(common) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tilec layout", description="Plot which thread and register holds each "
+                                "element of a kernel's fragments, and each shared tile's swizzled addresses and "
+                                "banks with the bank conflicts of the accesses the lowered code makes. See "
+                                "docs/inspect.md.")
+    p.add_argument("file", metavar="FILE", help="the .tile source file")
+    p.add_argument("--target", "-t", metavar="T", default=None, help="target (default sm90)")
+    p.add_argument("--buffer", metavar="NAME", help="plot only this fragment or shared tile")
+    p.add_argument("-o", "--output", metavar="OUT", help="out.svg (no dependency), out.png or out.pdf (matplotlib: "
+                   "pip install 'tilec[plot]'); default FILE's stem + .layout.svg")
+    p.add_argument("--size", action="append", default=[], metavar="M=1000,N=...",
+                   help="runtime sizes of the traced block's launch (default 256 each, "
+                   "halved together until the inputs fit in 64 MiB)")
+    p.add_argument("--no-trace", action="store_true", help="do not run the kernel's first block to find bank "
+                   "conflicts (plots the layouts only)")
+    common(p)
+    return p
+
+
+def cmd_layout(args, parse_sizes) -> int:
+    from ..diagnostics import CompileError, Diagnostic
+    from ..inspect.layout import kernel_views
+    from ..targets.registry import DEFAULT_TARGET
+    from .common import compile_options
+    from .outputs import check_input, check_outputs, write_output
+
+    check_input(args.file)
+    output = args.output or f"{Path(args.file).stem}.layout.svg"
+    fmt = FORMATS.get(Path(output).suffix.lower())
+    if fmt is None:
+        raise CompileError([Diagnostic("error", f"-o {output}: the plot is written as .svg, .png or .pdf")])
+    check_outputs([(output, "-o")], [args.file])
+    options = compile_options(args, targets=(args.target or DEFAULT_TARGET,), toolchain=None)
+    report = kernel_views(args.file, options, args.buffer, parse_sizes(args.size), not args.no_trace)
+    title = f"{Path(args.file).name} for {options.target}"
+    if fmt == "svg":
+        from ..inspect.svg import render
+
+        write_output(output, render(report.views, title).encode(), "-o")
+    else:
+        import os
+        import tempfile
+
+        from ..inspect.raster import render as render_raster
+
+        fd, tmp = tempfile.mkstemp(suffix=f".{fmt}")
+        os.close(fd)
+        try:
+            render_raster(report.views, tmp, fmt, title)
+            write_output(output, Path(tmp).read_bytes(), "-o")
+        finally:
+            os.unlink(tmp)
+    print(report.summary, end="")
+    print(f"wrote {output} ({len(report.views)} view{'s' if len(report.views) != 1 else ''})")
+    return 0

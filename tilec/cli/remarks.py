@@ -1,0 +1,58 @@
+"""-R / -Rpass=CATEGORY: print a build's remarks, read from its manifest (so that a cache hit prints them too)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+
+def split_remark_flags(argv: list[str]) -> list[str]:
+    """clang's spellings as argparse options: -R -> --remarks, -Rpass=REGEX -> --remarks-filter=REGEX."""
+    out = []
+    for a in argv:
+        if a == "-R":
+            out.append("--remarks")
+        elif a.startswith("-Rpass="):
+            out += ["--remarks", f"--remarks-filter={a[len('-Rpass='):]}"]
+        else:
+            out.append(a)
+    return out
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--remarks", action="store_true", help="-R: print remarks on the compiler's choices (a gemm "
+                   "off the tensor cores and why, TMA use and twins, reduced pipeline stages, bank conflicts)")
+    p.add_argument("--remarks-filter", metavar="REGEX", help="-Rpass=REGEX: only remarks whose category matches "
+                   "(tensor-cores, tma, pipeline, bank-conflicts)")
+    p.add_argument("-Werror", dest="Werror", action="store_true", help="make every warning (ptxas spills "
+                   "included) an error")
+
+
+def print_remarks(manifest: bytes, args) -> None:
+    """Each remark of the manifest as `file:line:col: remark: message [-Rpass=category]` with its source line."""
+    from ..diagnostics import Diagnostic, SourceManager, Span
+    from .common import print_diagnostics
+
+    if not manifest:
+        return
+    try:
+        remarks = json.loads(manifest).get("remarks", [])
+    except ValueError:
+        return
+    wanted = re.compile(args.remarks_filter) if getattr(args, "remarks_filter", None) else None
+    sources = SourceManager()
+    diags = []
+    for r in remarks:
+        if wanted is not None and not wanted.search(r.get("category", "")):
+            continue
+        span = Span(r["file"], r["line"], r["column"]) if "file" in r else None
+        if span is not None and sources.text(span.file) is None:
+            try:
+                with open(span.file, encoding="utf-8", errors="replace") as f:
+                    sources.add(span.file, f.read())
+            except OSError:
+                pass
+        diags.append(Diagnostic("remark", r["message"], span, category=r.get("category", "")))
+    print_diagnostics(diags, sources, args)
+    sys.stderr.flush()
