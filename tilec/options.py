@@ -43,6 +43,9 @@ class CompileOptions:
     toolchain: str | None = None  # the back end's compiler when it has several (CUDA: nvcc | nvrtc)
     lineinfo: bool = False  # line information for profilers
     device_debug: bool = False  # device debug information (nvcc -G)
+    opt_level: int | None = None  # -O0..-O3 for the device toolchain (ptxas, hipcc/clang); None: its default
+    ptxas_args: tuple[str, ...] = ()  # -Xptxas: passed to ptxas as written (CUDA targets)
+    toolchain_args: tuple[str, ...] = ()  # -Xcompiler / --toolchain-args: appended to the device toolchain's command
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
     # How the build runs, not what it produces: any of these turns the compile cache off.
@@ -53,11 +56,13 @@ class CompileOptions:
     _RUN_ONLY = ("keep_dir", "dryrun", "resource_usage", "use_cache")
 
     @classmethod
-    def make(cls, targets=(), *, defines=None, include_dirs=(), disable=(), limits=None, **rest) -> CompileOptions:
+    def make(cls, targets=(), *, defines=None, include_dirs=(), disable=(), limits=None, ptxas_args=(),
+             toolchain_args=(), **rest) -> CompileOptions:
         if isinstance(targets, str):
             targets = tuple(t for t in targets.split(",") if t.strip())
         return cls(targets=tuple(targets), defines=_frozen_items(defines or {}), include_dirs=tuple(include_dirs),
-                   disable=frozenset(disable or ()), limits=_frozen_items(limits or {}), **rest)
+                   disable=frozenset(disable or ()), limits=_frozen_items(limits or {}), ptxas_args=tuple(ptxas_args),
+                   toolchain_args=tuple(toolchain_args), **rest)
 
     def replace(self, **changes) -> CompileOptions:
         return dataclasses.replace(self, **changes)
@@ -108,7 +113,8 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                include_dirs=changes.pop("include_dirs", opts.include_dirs),
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
-    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix", "tune_db",
-                                          "keep_dir", "dryrun", "resource_usage", "use_cache")}
+    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "opt_level", "ptxas_args",
+                                          "toolchain_args", "header_prefix", "tune_db", "keep_dir", "dryrun",
+                                          "resource_usage", "use_cache")}
     keep.update(changes)
     return made.replace(**keep)

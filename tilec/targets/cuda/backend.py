@@ -137,7 +137,9 @@ def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str
     from .toolchain import BuildOptions
 
     opts = BuildOptions(kind, archs, lineinfo=options.lineinfo, debug=options.device_debug,
-                        keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage)
+                        keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage,
+                        opt_level=options.opt_level, ptxas_args=list(options.ptxas_args),
+                        extra=list(options.toolchain_args))
     if _uses_nvrtc(options, kind, len(archs)):
         from .nvrtc import build_nvrtc
 

@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
-from .toolchain import BuildOptions, BuildResult, cuda_include_dir, toolchain_diagnostics
+from .toolchain import BuildOptions, BuildResult, cuda_include_dir, ptxas_args, toolchain_diagnostics
 
 _lib = None
 
@@ -61,6 +61,9 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags.append("-lineinfo")
     if opts.debug:
         flags.append("-G")
+    if opts.kind != "ptx":
+        flags += [f"--ptxas-options={arg}" for arg in ptxas_args(opts)]
+    flags += opts.extra
     if opts.dryrun:
         return BuildResult(b"", ["nvrtc " + " ".join(flags)], {}, version())
     prog = ctypes.c_void_p()

@@ -29,7 +29,7 @@ class HipBackend(SimtBackend):
             return Built(unit.source.encode(), "none")
         from .toolchain import build, resource_usage
 
-        built = build(unit.source, info.stem, unit.target.arch, kind)
+        built = build(unit.source, info.stem, unit.target.arch, kind, options.opt_level, options.toolchain_args)
         report = ""
         if kind == "hsaco" and options.resource_usage:
             report = f"{'kernel':<24} {'VGPRs':>6} {'AGPRs':>6} {'SGPRs':>6} {'LDS B':>7} {'scratch B':>9}\n"

@@ -1,0 +1,72 @@
+"""The typer glue of the subcommands: `tilec NAME ...` runs the typer command of tilec/cli/NAME.py.
+
+Each subcommand is a typer app of one command, built when it is invoked (typer, and the pydantic it converts
+values with, cost 0.15-0.25 s to import: only these commands pay it). Typer parses the options, prints the help
+(grouped in panels by rich_help_panel, rendered by rich) and the usage errors ("No such option: --targte Did you
+mean --target?", exit status 2); the command returns its status through typer.Exit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from contextlib import contextmanager
+
+from .main import SUBCOMMANDS
+
+
+def load(name: str):
+    """The module of subcommand `name` (its typer function `command`)."""
+    assert name in SUBCOMMANDS, name
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def click_command(name: str):
+    """The click command typer builds for subcommand `name` (help, parsing, completion)."""
+    import typer
+
+    module = load(name)
+    app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
+                      context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+    app.command(name=name, help=module.command.__doc__, short_help=SUBCOMMANDS[name])(module.command)
+    return typer.main.get_command(app)
+
+
+def run_subcommand(name: str, argv: list[str]) -> int:
+    """Run `tilec NAME argv...`; its exit status."""
+    command = click_command(name)
+    with _color_environment(argv):
+        try:
+            command.main(args=argv, prog_name=f"tilec {name}", standalone_mode=True)
+        except SystemExit as e:  # typer's standalone mode ends every run with sys.exit
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 0
+
+
+@contextmanager
+def _color_environment(argv: list[str]):
+    """typer renders its help and errors with its own rich console, which follows NO_COLOR and FORCE_COLOR: set
+    them for the length of the command from --color/--no-color (restored afterwards: tests run in-process)."""
+    mode = None
+    for i, word in enumerate(argv):
+        if word == "--no-color":
+            mode = "never"
+        elif word.startswith("--color="):
+            mode = word.partition("=")[2]
+        elif word == "--color" and i + 1 < len(argv):
+            mode = argv[i + 1]
+    saved = {k: os.environ.get(k) for k in ("NO_COLOR", "FORCE_COLOR")}
+    if mode == "never":
+        os.environ["NO_COLOR"] = "1"
+        os.environ.pop("FORCE_COLOR", None)
+    elif mode == "always":
+        os.environ.pop("NO_COLOR", None)
+        os.environ["FORCE_COLOR"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,51 @@
+"""`tilec targets`: the targets tilec knows, whether it has their back end, and the toolchains found (a rich table
+on a terminal, plain aligned text otherwise, for scripts)."""
+
+from __future__ import annotations
+
+from . import params as p
+
+
+
+def command(color: p.Color = "auto", no_color: p.NoColor = False, debug: p.Debug = False) -> None:
+    """List the targets (name, architecture, hardware, back end) and where each toolchain was found."""
+    from .common import guarded
+
+    p.finish(guarded(p.namespace(**locals()), run))
+
+
+def rows() -> tuple[list[tuple[str, ...]], list[tuple[str, str]]]:
+    from ..targets.registry import TARGETS, backend_available, find_toolchains
+
+    targets = [(t.name, t.arch, t.description, t.backend,
+                "back end available" if backend_available(t.backend) else "no back end yet") for t in TARGETS.values()]
+    tools = [(name, where or "not found") for name, where in find_toolchains().items()]
+    return targets, tools
+
+
+def run(args) -> int:
+    import sys
+
+    targets, tools = rows()
+    if sys.stdout.isatty():
+        from rich.table import Table
+
+        from .console import console
+
+        out = console(args, stderr=False)
+        table = Table("target", "arch", "hardware", "back end", title="targets", title_justify="left")
+        for name, arch, desc, backend, status in targets:
+            table.add_row(name, arch, desc, f"{backend}: {status}")
+        out.print(table)
+        tool_table = Table("toolchain", "where", title="toolchains", title_justify="left")
+        for name, where in tools:
+            tool_table.add_row(name, where)
+        out.print(tool_table)
+        return 0
+    print("targets:")
+    for name, arch, desc, backend, status in targets:
+        print(f"  {name:<11} {arch:<10} {desc:<30} [{backend}: {status}]")
+    print("toolchains:")
+    for name, where in tools:
+        print(f"  {name:<9} {where}")
+    return 0
