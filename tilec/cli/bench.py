@@ -10,7 +10,6 @@ import typer
 from . import params as p
 
 
-
 def command(
     file: Annotated[str, typer.Argument(metavar="FILE", help="A .tile file (built for --target) or a built "
                                         "artifact with its manifest.", autocompletion=p.complete_tile,

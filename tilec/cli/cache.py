@@ -9,7 +9,6 @@ import typer
 from . import params as p
 
 
-
 def command(
     action: Annotated[Literal["stats", "clear"], typer.Argument(metavar="stats|clear", help="stats: where the cache "
                                                                  "is, its size, hits and misses; clear: empty it.")],

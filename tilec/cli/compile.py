@@ -41,7 +41,8 @@ def _keep_value(word: str) -> bool:
 COMPILE_FLAGS: list[Flag] = [
     # Targets
     Flag(("--target", "-t"), "target", "Target(s), comma-separated: sm80 sm86 sm89 sm90 sm100 gfx90a gfx942 "
-         "ascend910b webgpu (default sm90). Several make one fatbin or header.", TARGETS, "one", "T", complete="target"),
+         "ascend910b webgpu (default sm90). Several make one fatbin or header.", TARGETS, "one", "T",
+         complete="target"),
     Flag(("-arch", "--gpu-architecture"), "arch", "nvcc's spelling of one target: sm_90, sm_90a, compute_80.",
          TARGETS, "one", "ARCH", complete="target"),
     Flag(("-code", "--gpu-code"), "code", "The real architectures to build, comma-separated (sm_80,sm_86); with "

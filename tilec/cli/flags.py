@@ -95,8 +95,7 @@ def _store(out: dict, flag: Flag, value: str | None, spelled: str, command: str)
         out[flag.dest] = flag.const
         return
     if flag.choices and value not in flag.choices:
-        raise UsageError(f"{spelled} {value!r}: expected one of {', '.join(flag.choices)}" +
-                         suggest(value, flag.choices), command)
+        raise UsageError(f"{spelled} {value!r}: expected one of {', '.join(flag.choices)}", command)
     if flag.convert is not None:
         try:
             converted = flag.convert(value)

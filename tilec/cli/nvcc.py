@@ -7,7 +7,7 @@
 tilec builds machine code for each real architecture named (`sm_XX`); `-code` and `-gencode`'s `code=` list them,
 and without them `-arch` names the one (a virtual `compute_XX` meaning its real twin). A `code=compute_XX`
 entry (PTX embedded for the driver to compile) is refused: `-o x.ptx` writes PTX. The names go to the target
-registry as written (`sm_90a`), which accepts nvcc's spellings and reports unknown ones. Standard library only.
+registry, which accepts nvcc's spellings (`sm_90a` is sm90) and reports unknown ones.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def _code_list(text: str, flag: str) -> list[str]:
 
 def targets(target: str | None, arch: str | None, code: str | None, gencode: list[str]) -> str | None:
     """The comma-separated target list of a command line: --target's names, then those of -arch/-code, then
-    those of each -gencode (duplicates dropped, order kept); None when none of them was given."""
+    those of each -gencode, by their registry names and without duplicates; --target as written when no nvcc
+    spelling is given (None when nothing is)."""
     names: list[str] = [t.strip() for t in target.split(",")] if target is not None else []
     if code is not None:
         if arch is not None:
@@ -56,6 +57,17 @@ def targets(target: str | None, arch: str | None, code: str | None, gencode: lis
             raise UsageError(f"-gencode {spec!r}: expected arch=compute_XX,code=sm_XX")
         _real(m.group("arch"), "-gencode arch")
         names += _code_list(m.group("code"), "-gencode")
-    if target is None and arch is None and code is None and not gencode:
-        return None
-    return ",".join(dict.fromkeys(names))
+    if arch is None and code is None and not gencode:
+        return target
+    return ",".join(dict.fromkeys(_canonical(n) for n in names))
+
+
+def _canonical(name: str) -> str:
+    """The registry's name of a target (sm_90a -> sm90), so that `-t sm80 -arch=sm_80` builds sm80 once; an
+    unknown name as written (the build reports it)."""
+    from ..targets.registry import UnknownTarget, lookup
+
+    try:
+        return lookup(name).name
+    except UnknownTarget:
+        return name

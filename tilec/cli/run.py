@@ -10,7 +10,6 @@ import typer
 
 from . import params as p
 
-
 MAX_RUNTIME_SIZE = 2**31 - 1
 # `tilec run --device cpu` allocates every argument in host memory before running the interpreter:
 # refuse sizes whose arrays together exceed this, rather than fail inside numpy.

@@ -6,7 +6,6 @@ from __future__ import annotations
 from . import params as p
 
 
-
 def command(color: p.Color = "auto", no_color: p.NoColor = False, debug: p.Debug = False) -> None:
     """List the targets (name, architecture, hardware, back end) and where each toolchain was found."""
     from .common import guarded

@@ -21,7 +21,6 @@ from . import params as p
 from .progress import Progress as _Progress
 
 
-
 def command(
     file: Annotated[str | None, typer.Argument(metavar="FILE", help="The .tile source (its consts declared with "
                                                "tune()).", autocompletion=p.complete_tile, show_default=False)] = None,
