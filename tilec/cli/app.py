@@ -12,7 +12,7 @@ import importlib
 import os
 from contextlib import contextmanager
 
-from .main import SUBCOMMANDS
+from .subcommands import SUBCOMMANDS
 
 
 def load(name: str):

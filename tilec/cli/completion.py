@@ -101,9 +101,9 @@ def _subcommand_options(name: str) -> list[str]:
 
 def candidates(words: list[str], index: int) -> list[str]:
     """What may replace words[index] (words[0] is `tilec`; index may be len(words): a new, empty word)."""
-    from .compile import COMPILE_FLAGS
+    from .compile_flags import COMPILE_FLAGS
     from .flags import _names
-    from .main import SUBCOMMANDS
+    from .subcommands import SUBCOMMANDS
 
     current = words[index] if index < len(words) else ""
     before = words[1:index]

@@ -1,10 +1,10 @@
-"""The compile command's option table and its parser: standard library only.
+"""The compile command's options (`Flag`) and their parser: standard library only.
 
 `tilec FILE ...` is the hot path (a compile-cache hit must answer in well under 0.2 s), so it is parsed here
 rather than by typer, whose import (0.05-0.1 s) plus the pydantic it uses to convert every value (0.1 s) would
 alone spend that budget. The subcommands (`tilec run`, `bench`, `tune`, ...) are typer commands
-(tilec/cli/app.py). One `Flag` per option, with every spelling it has, feeds the parser, `tilec --help`
-(tilec/cli/help.py) and shell completion (tilec/cli/completion.py).
+(tilec/cli/app.py). One `Flag` per option (the table: compile_flags.py), with every spelling it has, feeds the
+parser, `tilec --help` (help.py) and shell completion (completion.py).
 
 The parser follows nvcc and gcc as well as the usual long options:
 

@@ -1,6 +1,6 @@
 """`tilec --help`: the compile command's options in panels, as nvcc groups its own (targets, outputs,
 preprocessing, toolchain, ...), the subcommands, and examples; rendered with rich from the option table
-(tilec/cli/compile.py) in the style typer gives the subcommands' help, without importing typer (its import and
+(tilec/cli/compile_flags.py) in the style typer gives the subcommands' help, without importing typer (its import and
 help renderer would take `tilec --help` past 0.2 s)."""
 
 from __future__ import annotations
@@ -89,12 +89,11 @@ def compile_help(flags: list[Flag], subcommands: dict[str, str]) -> Group:
     return Group(*parts)
 
 
-def print_compile_help(args) -> None:
-    from .compile import COMPILE_FLAGS
-    from .main import SUBCOMMANDS
+def print_compile_help(args, flags: list[Flag]) -> None:
+    from .subcommands import SUBCOMMANDS
 
     color = color_wanted(args, sys.stdout)
     width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 120
     console = Console(file=sys.stdout, width=width, no_color=not color, highlight=False,
                       force_terminal=True if color and not sys.stdout.isatty() else None)
-    console.print(compile_help(COMPILE_FLAGS, SUBCOMMANDS))
+    console.print(compile_help(flags, SUBCOMMANDS))

@@ -9,7 +9,7 @@ toolchain with 1 (tilec/cli/common.guarded). Import-light: `tilec --help` and a 
 nor the compiler.
 
 Adding a subcommand: a module tilec/cli/NAME.py with a typer function `command` (its docstring is its help), and
-one line in SUBCOMMANDS.
+one line in subcommands.py. Adding a compile option: one Flag in compile_flags.py.
 """
 
 from __future__ import annotations
@@ -19,15 +19,7 @@ import sys
 
 from ..version import __version__
 from .flags import UsageError, before_value, suggest
-
-# name (also the module under tilec/cli holding its typer function `command`) -> its line in `tilec --help`
-SUBCOMMANDS = {
-    "run": "Run a kernel on random inputs: the reference interpreter, a GPU, or a back end's CPU model.",
-    "bench": "Time a kernel on the GPU: milliseconds, TFLOP/s, GB/s and the fraction of the roofline.",
-    "tune": "Search a kernel's tune() space for the fastest configuration per shape (docs/tuning.md).",
-    "targets": "List the targets, their back ends and the toolchains found.",
-    "cache": "Inspect (stats) or empty (clear) the compile cache.",
-}
+from .subcommands import SUBCOMMANDS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _asks_version(argv: list[str]) -> bool:
     """--version or -V as an option anywhere before `--` (not as another option's value: `-Xptxas -V`)."""
-    from .compile import COMPILE_FLAGS
+    from .compile_flags import COMPILE_FLAGS
 
     for i, word in enumerate(argv):
         if word == "--":

@@ -19,6 +19,7 @@ FALLBACK_SUFFIX = "__no_tma"
 class CudaBackend(SimtBackend):
     name = "cuda"
     output_kinds = {"cu": ".cu", "ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "header": ".h"}
+    assembler = "ptxas"
     default_kind = "cubin"
     source_kind = "cu"
     multi_target_kinds = frozenset({"fatbin", "header"})

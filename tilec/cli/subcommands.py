@@ -1,0 +1,10 @@
+"""The subcommands: `tilec NAME ...` runs the typer function `command` of the module tilec/cli/NAME.py (app.py);
+the line beside each is its entry in `tilec --help`. Adding one: its module and one line here."""
+
+SUBCOMMANDS = {
+    "run": "Run a kernel on random inputs: the reference interpreter, a GPU, or a back end's CPU model.",
+    "bench": "Time a kernel on the GPU: milliseconds, TFLOP/s, GB/s and the fraction of the roofline.",
+    "tune": "Search a kernel's tune() space for the fastest configuration per shape (docs/tuning.md).",
+    "targets": "List the targets, their back ends and the toolchains found.",
+    "cache": "Inspect (stats) or empty (clear) the compile cache.",
+}
