@@ -28,8 +28,13 @@ def click_command(name: str):
     module = load(name)
     app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                       context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
-    app.command(name=name, help=module.command.__doc__, short_help=SUBCOMMANDS[name])(module.command)
+    app.command(name=name, help=_paragraphs(module.command.__doc__ or ""), short_help=SUBCOMMANDS[name])(module.command)
     return typer.main.get_command(app)
+
+
+def _paragraphs(doc: str) -> str:
+    """A docstring as help text: each paragraph on one line (rich wraps it to the terminal)."""
+    return "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n") if p.strip())
 
 
 def run_subcommand(name: str, argv: list[str]) -> int:
