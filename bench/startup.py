@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,13 +50,20 @@ def env() -> dict[str, str]:
     return e
 
 
-def run_once(args: list[str], tty: bool = False) -> tuple[float, int]:
-    """Wall time and exit status of one `python -m tilec ARGS`, its standard output a pipe or (tty) a terminal."""
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(args: list[str], tty: bool = False) -> tuple[float, float, int]:
+    """Wall time, CPU time (user + system) and exit status of one `python -m tilec ARGS`, its standard output a
+    pipe or (tty) a terminal. On a loaded machine the CPU time is the better guide to an idle machine's wall time."""
+    cpu0 = _child_cpu()
     if not tty:
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "tilec", *args], cwd=ROOT, env=env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - t0, proc.returncode
+        return time.perf_counter() - t0, _child_cpu() - cpu0, proc.returncode
     import pty
 
     master, slave = pty.openpty()
@@ -72,7 +80,7 @@ def run_once(args: list[str], tty: bool = False) -> tuple[float, int]:
     rc = proc.wait()
     elapsed = time.perf_counter() - t0
     os.close(master)
-    return elapsed, rc
+    return elapsed, _child_cpu() - cpu0, rc
 
 
 def imported(args: list[str]) -> tuple[set[str], float]:
@@ -118,18 +126,22 @@ def main() -> int:
         ("tilec targets --help (typer)", ["targets", "--help"], None),
     ]
     print(f"python {sys.version.split()[0]}, median of {opts.runs} runs (after a warm-up run)\n")
-    header = f"{'command':<58} {'median s':>9} {'min s':>7} {'target':>7}  {'ok':<4} {'exit':>4}  imports"
+    load = os.getloadavg()[0]
+    print(f"load average {load:.1f} on {os.cpu_count()} CPUs (wall times are only meaningful near idle)\n")
+    header = (f"{'command':<58} {'median s':>9} {'min s':>7} {'cpu s':>6} {'target':>7}  {'ok':<4} {'exit':>4}  "
+              "imports")
     print(header)
     print("-" * len(header))
     for label, args, target, *tty in cases:
         run_once(args, bool(tty))  # warm-up: file cache, lark's grammar cache, __pycache__
-        times, rcs = zip(*(run_once(args, bool(tty)) for _ in range(opts.runs)), strict=True)
+        times, cpus, rcs = zip(*(run_once(args, bool(tty)) for _ in range(opts.runs)), strict=True)
         med = statistics.median(times)
         mods, tvm_s = imported(args)
         heavy = [m for m in HEAVY if m in mods]
         tvm_note = f" (tvm import {tvm_s:.2f} s)" if "tvm" in mods else ""
         verdict = "-" if target is None else ("yes" if med <= target else "NO")
-        print(f"{label:<58} {med:>9.3f} {min(times):>7.3f} {target if target else '-':>7}  {verdict:<4} "
+        print(f"{label:<58} {med:>9.3f} {min(times):>7.3f} {statistics.median(cpus):>6.3f} "
+              f"{target if target else '-':>7}  {verdict:<4} "
               f"{rcs[-1]:>4}  {', '.join(heavy) or 'none of ' + '/'.join(HEAVY)}{tvm_note}")
     print("\n`tvm` must not appear on the --help, --version and plain --emit-ir rows (DESIGN.md: import it only "
           "inside the passes that need it).")

@@ -13,6 +13,13 @@ from .common import color_wanted
 def console(args, stderr: bool = True) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     color = color_wanted(args, stream)
-    # force_terminal only for --color=always on a pipe; no_color strips colour but keeps bold and boxes
+    # force_terminal only for --color=always on a pipe; without colour, no styles at all (bold, italics)
     return Console(file=stream, force_terminal=True if color and not stream.isatty() else None,
-                   no_color=not color, highlight=False, soft_wrap=False)
+                   color_system="auto" if color else None, highlight=False, width=width(stream))
+
+
+def width(stream) -> int | None:
+    """The terminal's width, or $COLUMNS (else 120) where the output is no terminal."""
+    import os
+
+    return None if stream.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 120

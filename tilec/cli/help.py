@@ -5,16 +5,12 @@ help renderer would take `tilec --help` past 0.2 s)."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 from rich import box
-from rich.console import Console, Group
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .common import color_wanted
 from .flags import PANELS, Flag
 
 USAGE = "tilec [OPTIONS] FILE\n       tilec COMMAND [OPTIONS] ...   (tilec COMMAND --help)"
@@ -90,10 +86,7 @@ def compile_help(flags: list[Flag], subcommands: dict[str, str]) -> Group:
 
 
 def print_compile_help(args, flags: list[Flag]) -> None:
+    from .console import console
     from .subcommands import SUBCOMMANDS
 
-    color = color_wanted(args, sys.stdout)
-    width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 120
-    console = Console(file=sys.stdout, width=width, no_color=not color, highlight=False,
-                      force_terminal=True if color and not sys.stdout.isatty() else None)
-    console.print(compile_help(flags, SUBCOMMANDS))
+    console(args, stderr=False).print(compile_help(flags, SUBCOMMANDS))

@@ -34,7 +34,7 @@ def run(args) -> int:
         out = console(args, stderr=False)
         table = Table("target", "arch", "hardware", "back end", title="targets", title_justify="left")
         for name, arch, desc, backend, status in targets:
-            table.add_row(name, arch, desc, f"{backend}: {status}")
+            table.add_row(name, arch, desc, backend if status == "back end available" else f"{backend} (none yet)")
         out.print(table)
         tool_table = Table("toolchain", "where", title="toolchains", title_justify="left")
         for name, where in tools:
