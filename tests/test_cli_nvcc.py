@@ -333,3 +333,30 @@ def test_no_progress_on_a_pipe_or_when_quiet(monkeypatch):
     args.quiet = False
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     assert not _toolchain_spinner(args, ("sm80", "sm90")).enabled
+
+
+def test_help_color_follows_the_flag(capsys, monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert tilec_main(["--help"]) == 0
+    assert "\x1b[" not in capsys.readouterr().out  # a pipe: no colour, no styles
+    assert tilec_main(["--help", "--color=always"]) == 0
+    assert "\x1b[" in capsys.readouterr().out
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert tilec_main(["targets", "--help", "--color=always"]) == 0
+    assert "\x1b[" in capsys.readouterr().out
+    assert tilec_main(["targets", "--help"]) == 0
+    assert "\x1b[" not in capsys.readouterr().out
+
+
+def test_spinner_starts_and_stops_on_a_terminal(monkeypatch, capsys):
+    from tilec.cli.progress import Spinner
+
+    spinner = Spinner("building sm80, sm90", enabled=True)
+    spinner.start()
+    assert spinner.live is not None
+    spinner.stop()
+    assert spinner.live is None
+    idle = Spinner("building", enabled=False)
+    idle.start()
+    assert idle.live is None
+    capsys.readouterr()

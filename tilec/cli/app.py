@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from contextlib import contextmanager
 
 from .subcommands import SUBCOMMANDS
@@ -48,11 +49,16 @@ def run_subcommand(name: str, argv: list[str]) -> int:
     return 0
 
 
+ENV_KEYS = ("NO_COLOR", "FORCE_COLOR", "_TYPER_FORCE_DISABLE_TERMINAL")
+
+
 @contextmanager
 def _color_environment(argv: list[str]):
-    """typer renders its help and errors with its own rich console, which follows NO_COLOR and FORCE_COLOR: set
-    them for the length of the command from --color/--no-color (restored afterwards: tests run in-process)."""
-    mode = None
+    """typer renders its help and errors with its own rich console, which follows NO_COLOR, FORCE_COLOR and
+    _TYPER_FORCE_DISABLE_TERMINAL (read when typer.rich_utils is imported, so its FORCE_TERMINAL is set too when
+    it already is): set them from --color/--no-color for the length of the command, and restore them after
+    (tests run commands in one process)."""
+    mode = "auto"
     for i, word in enumerate(argv):
         if word == "--no-color":
             mode = "never"
@@ -60,13 +66,16 @@ def _color_environment(argv: list[str]):
             mode = word.partition("=")[2]
         elif word == "--color" and i + 1 < len(argv):
             mode = argv[i + 1]
-    saved = {k: os.environ.get(k) for k in ("NO_COLOR", "FORCE_COLOR")}
-    if mode == "never":
-        os.environ["NO_COLOR"] = "1"
-        os.environ.pop("FORCE_COLOR", None)
-    elif mode == "always":
-        os.environ.pop("NO_COLOR", None)
-        os.environ["FORCE_COLOR"] = "1"
+    saved = {k: os.environ.get(k) for k in ENV_KEYS}
+    rich_utils = sys.modules.get("typer.rich_utils")
+    saved_force = getattr(rich_utils, "FORCE_TERMINAL", None)
+    if mode in ("always", "never"):
+        for k in ENV_KEYS:
+            os.environ.pop(k, None)
+        os.environ.update({"FORCE_COLOR": "1"} if mode == "always" else {"NO_COLOR": "1",
+                                                                        "_TYPER_FORCE_DISABLE_TERMINAL": "1"})
+        if rich_utils is not None:
+            rich_utils.FORCE_TERMINAL = mode == "always"
     try:
         yield
     finally:
@@ -75,3 +84,8 @@ def _color_environment(argv: list[str]):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        if rich_utils is not None:
+            rich_utils.FORCE_TERMINAL = saved_force
+        elif "typer.rich_utils" in sys.modules:  # imported during the command, under our environment: as typer
+            forced = True if any(os.environ.get(k) for k in ("GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS")) else None
+            sys.modules["typer.rich_utils"].FORCE_TERMINAL = False if os.environ.get(ENV_KEYS[2]) else forced
