@@ -22,7 +22,6 @@ when not given) plus "file", or raises UsageError.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,6 +79,8 @@ def _names(flags: list[Flag]) -> dict[str, Flag]:
 
 def suggest(word: str, names) -> str:
     """`; did you mean X?` for the closest of `names` to `word` ('' when none is close)."""
+    import difflib  # only a bad command line needs it
+
     close = difflib.get_close_matches(word, list(names), n=2, cutoff=0.6)
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
