@@ -15,8 +15,6 @@ from .common import compile_options, guarded, print_diagnostics
 from .compile_flags import COMPILE_FLAGS
 from .flags import UsageError, parse
 
-SUMMARY = "Compile a .tile file to CUDA, HIP, WGSL or AscendC source, PTX, a cubin, a fatbin, a header..."
-
 
 def _split_commas(items: list[str]) -> list[str]:
     """-Xptxas / -Xcompiler values: nvcc splits each at commas (`-Xptxas -v,-O3`)."""
@@ -58,7 +56,7 @@ def main(argv: list[str]) -> int:
     return guarded(args, run)
 
 
-def _check_inputs(args) -> None:
+def check_inputs(args) -> None:
     """What the command line names as input, checked before any work (tilec.cli.outputs): FILE a
     regular file, a non-empty --target list, and a warning for each -I that is no directory."""
     from .outputs import check_input, include_dir_warnings, parse_targets
@@ -70,7 +68,7 @@ def _check_inputs(args) -> None:
 
 
 def run(args) -> int:
-    _check_inputs(args)
+    check_inputs(args)
     if args.emit_ir is not None:
         return _emit_ir(args)
     if args.ptxas_args:

@@ -57,9 +57,9 @@ def command(
 def run(args) -> int:
     from .. import compile as tilec_compile
     from ..diagnostics import CompileError, Diagnostic
-    from .compile import _check_inputs
+    from .compile import check_inputs
 
-    _check_inputs(args)
+    check_inputs(args)
     if args.device is None and args.target:
         from .gpu import _backend
 
