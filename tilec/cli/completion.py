@@ -102,14 +102,14 @@ def _subcommand_options(name: str) -> list[str]:
 def candidates(words: list[str], index: int) -> list[str]:
     """What may replace words[index] (words[0] is `tilec`; index may be len(words): a new, empty word)."""
     from .compile_flags import COMPILE_FLAGS
-    from .flags import _names
+    from .flags import spellings
     from .subcommands import SUBCOMMANDS
 
     current = words[index] if index < len(words) else ""
     before = words[1:index]
     subcommand = before[0] if before and before[0] in SUBCOMMANDS else None
     if subcommand is None:
-        by_name = _names(COMPILE_FLAGS)
+        by_name = spellings(COMPILE_FLAGS)
         previous = before[-1] if before else ""
         if previous == "=" and len(before) >= 2 and before[-2] in by_name:  # bash: `--target` `=` `sm`
             return _value_candidates(by_name[before[-2]], current)

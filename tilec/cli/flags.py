@@ -63,7 +63,7 @@ class Flag:
     const: object = True  # stored by a switch (appended by an append-const switch)
     default: object = None
     accepts: Callable[[str], bool] | None = None  # "optional": does the next word count as this option's value
-    complete: str = ""  # what completes the value: "target", "file", "dir", "tile" (.tile files), "" (choices)
+    complete: str = ""  # what completes the value: "target", "file", "dir"; "" for the choices (or nothing)
 
     @property
     def takes_value(self) -> bool:
@@ -73,7 +73,8 @@ class Flag:
         return [] if self.takes in ("many", "append-const") else self.default
 
 
-def _names(flags: list[Flag]) -> dict[str, Flag]:
+def spellings(flags: list[Flag]) -> dict[str, Flag]:
+    """Every spelling of every option -> its Flag."""
     return {name: f for f in flags for name in f.names}
 
 
@@ -113,7 +114,7 @@ def _store(out: dict, flag: Flag, value: str | None, spelled: str, command: str)
 def parse(flags: list[Flag], argv: list[str], command: str = "tilec") -> dict:
     """{dest: value} for every flag of the table, and "file": the one positional argument (None when absent;
     the caller says whether that is an error). Raises UsageError."""
-    by_name = _names(flags)
+    by_name = spellings(flags)
     out: dict = {f.dest: f.initial() for f in flags}
     positional: list[str] = []
     i = 0
@@ -155,5 +156,5 @@ def parse(flags: list[Flag], argv: list[str], command: str = "tilec") -> dict:
 
 def before_value(flags: list[Flag], argv: list[str], index: int) -> bool:
     """Whether argv[index] is the value of the option before it (`-Xptxas -V`, `-o --version`), not an option."""
-    flag = _names(flags).get(argv[index - 1]) if index > 0 else None
+    flag = spellings(flags).get(argv[index - 1]) if index > 0 else None
     return flag is not None and flag.takes in ("one", "many")
