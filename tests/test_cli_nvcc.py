@@ -297,25 +297,42 @@ def test_completion_candidates(tmp_path, monkeypatch):
     assert "webgpu" in candidates(["tilec", "run", "k.tile", "--target", "w"], 4)
 
 
-def test_bash_completes_a_target_name(tmp_path):
-    """bash with the script sourced and COMP_WORDS set: _tilec_complete proposes the targets."""
-    bash = _require(shutil.which("bash"), "bash")
+def _tilec_on_path(tmp_path) -> dict:
+    """An environment whose PATH has a `tilec` running this checkout."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     wrapper = bindir / "tilec"
     wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m tilec \"$@\"\n")
     wrapper.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    script = subprocess.run([str(wrapper), "--completion", "bash"], capture_output=True, text=True, env=env,
-                            check=True).stdout
-    test = (script + "\nCOMP_WORDS=(tilec k.tile --target sm)\nCOMP_CWORD=3\n_tilec_complete\n"
-            "printf '%s\\n' \"${COMPREPLY[@]}\"\n")
-    r = subprocess.run([bash, "--norc", "--noprofile"], input=test, capture_output=True, text=True, env=env,
+    return dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}",
+                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+# each shell with the script loaded completes `tilec k.tile --target sm`; zsh's compadd is replaced by a printer
+SHELL_TESTS = {
+    "bash": ("source <(tilec --completion bash)\nCOMP_WORDS=(tilec k.tile --target sm)\nCOMP_CWORD=3\n"
+             "_tilec_complete\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n"),
+    "zsh": ("source <(tilec --completion zsh)\ncompadd() { shift $(( ${@[(i)--]} )); print -l -- \"$@\"; }\n"
+            "words=(tilec k.tile --target sm); CURRENT=4; _tilec\n"),
+    "fish": "tilec --completion fish | source\ncomplete -C'tilec k.tile --target sm'\n",
+}
+
+
+@pytest.mark.parametrize("shell", sorted(SHELL_TESTS))
+def test_shell_completes_a_target_name(shell, tmp_path):
+    """The shell, with the script sourced, proposes the targets after --target (bash: COMP_WORDS set and the
+    completion function called)."""
+    path = shutil.which(shell)
+    if path is None:
+        if shell == "bash":
+            _require(None, "bash")
+        pytest.skip(f"{shell} not installed")
+    r = subprocess.run([path], input=SHELL_TESTS[shell], capture_output=True, text=True, env=_tilec_on_path(tmp_path),
                        cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert {"sm80", "sm90", "sm100"} <= set(r.stdout.split()), r.stdout
-    assert "webgpu" not in r.stdout.split()
+    words = set(r.stdout.split())
+    assert {"sm80", "sm90", "sm100"} <= words, r.stdout
+    assert "webgpu" not in words
 
 
 # ---------------------------------------------------------------------------- progress
