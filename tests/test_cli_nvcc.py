@@ -95,11 +95,18 @@ def test_nvcc_value_spellings():
     (["k.tile", "j.tile"], "one FILE at a time"),
     (["k.tile", "-c", "--emit", "cu"], "-c writes an object"),
     (["k.tile", "-G=1"], "takes no value"),
+    (["k.tile", "--no-c"], "ambiguous option '--no-c': --no-cache, --no-color"),
 ])
 def test_bad_command_lines_are_usage_errors(argv, message):
     with pytest.raises(UsageError) as e:
         namespace(argv)
     assert message in e.value.message
+
+
+def test_unique_prefixes_of_long_options_still_work():
+    """argparse accepted `--resource` for `--resource-usage`; scripts written for it keep working."""
+    a = namespace(["k.tile", "--resource", "--verify", "--manif", "m.json", "--targ=sm80"])
+    assert a.resource_usage and a.verify_ir and a.manifest == "m.json" and a.target == "sm80"
 
 
 def test_opt_level_and_pass_through_are_part_of_the_cache_key():

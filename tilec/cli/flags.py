@@ -12,7 +12,8 @@ The parser follows nvcc and gcc as well as the usual long options:
 * a value follows its option as the next word (`-arch sm_90`, `-Xptxas -v`: the next word is taken even when it
   starts with `-`), after `=` (`-arch=sm_90`, `--target=sm90`), or attached to a one-letter option (`-DNAME=1`,
   `-Iinc`, `-O3`, `-tsm90`);
-* options and FILE come in any order; `--` ends the options;
+* options and FILE come in any order; `--` ends the options; a unique prefix of a `--` name stands for it
+  (`--resource` is `--resource-usage`), as argparse allowed;
 * an unknown option is a usage error (exit status 2) suggesting the closest spellings (`--targte` ->
   `--target`).
 
@@ -133,6 +134,8 @@ def parse(flags: list[Flag], argv: list[str], command: str = "tilec") -> dict:
             short = by_name.get(word[:2])  # -DNAME=1, -Iinc, -O3
             if short is not None and short.takes_value:
                 flag, name, eq, attached = short, word[:2], "=", word[2:]
+        if flag is None and word.startswith("--"):
+            flag, name = _abbreviation(by_name, name, command)
         if flag is None:
             raise UsageError(f"unknown option '{word}'" + suggest(name, by_name), command)
         spelled = name if eq else word
@@ -152,6 +155,16 @@ def parse(flags: list[Flag], argv: list[str], command: str = "tilec") -> dict:
         raise UsageError(f"one FILE at a time; got {', '.join(repr(p) for p in positional)}", command)
     out["file"] = positional[0] if positional else None
     return out
+
+
+def _abbreviation(by_name: dict[str, Flag], name: str, command: str) -> tuple[Flag | None, str]:
+    """A unique prefix of one option's `--` spelling stands for it (`--resource` for `--resource-usage`), as argparse
+    allowed; (None, name) when none starts so, a UsageError when several options do."""
+    found = {id(f): (f, n) for n, f in by_name.items() if n.startswith("--") and n.startswith(name)}
+    if len(found) > 1:
+        names = sorted(n for _, n in found.values())
+        raise UsageError(f"ambiguous option '{name}': {', '.join(names)}", command)
+    return next(iter(found.values()), (None, name))
 
 
 def before_value(flags: list[Flag], argv: list[str], index: int) -> bool:
