@@ -109,6 +109,14 @@ def test_unique_prefixes_of_long_options_still_work():
     assert a.resource_usage and a.verify_ir and a.manifest == "m.json" and a.target == "sm80"
 
 
+def test_subcommands_take_unique_prefixes_too(capsys):
+    assert tilec_main(["run", VECTOR_ADD, "--dev", "cpu", "--si", "N=10", "--see", "3"]) == 0
+    assert "C: f16[10]" in capsys.readouterr().out
+    assert tilec_main(["run", VECTOR_ADD, "--targte", "sm80"]) == 2
+    err = capsys.readouterr().err
+    assert "--target" in err and "-target" not in err.replace("--target", "")
+
+
 def test_opt_level_and_pass_through_are_part_of_the_cache_key():
     base = CompileOptions.make("sm90")
     keys = {json.dumps(o.key(), sort_keys=True) for o in (

@@ -30,7 +30,24 @@ def click_command(name: str):
     app = typer.Typer(add_completion=False, rich_markup_mode="rich", pretty_exceptions_enable=False,
                       context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
     app.command(name=name, help=_paragraphs(module.command.__doc__ or ""), short_help=SUBCOMMANDS[name])(module.command)
-    return typer.main.get_command(app)
+    command = typer.main.get_command(app)
+    command.context_settings["token_normalize_func"] = _unique_prefixes(command)
+    return command
+
+
+def _unique_prefixes(command):
+    """A unique prefix of a `--` option's name stands for it (`--dev` for `--device`), as argparse allowed. click
+    normalizes the declared names and the words given alike, so a name maps to itself and a prefix to its name."""
+    names = [o[2:] for param in command.params for o in getattr(param, "opts", []) + getattr(param, "secondary_opts",
+                                                                                           []) if o.startswith("--")]
+
+    def normalize(name: str) -> str:
+        if len(name) == 1 or name in names:  # -t: a one-letter option (click passes the name without its dashes)
+            return name
+        found = [n for n in names if n.startswith(name)]
+        return found[0] if len(found) == 1 else name
+
+    return normalize
 
 
 def _paragraphs(doc: str) -> str:
