@@ -10,7 +10,7 @@ from . import params as p
 
 
 def command(
-    action: Annotated[Literal["stats", "clear"], typer.Argument(metavar="stats|clear", help="stats: where the cache "
+    action: Annotated[Literal["stats", "clear"], typer.Argument(metavar="ACTION", help="stats: where the cache "
                                                                  "is, its size, hits and misses; clear: empty it.")],
 ) -> None:
     """Inspect or empty the compile cache (TILEC_CACHE_DIR, default $XDG_CACHE_HOME/tilec or ~/.cache/tilec)."""
