@@ -12,7 +12,7 @@ from . import params as p
 
 def command(
     file: Annotated[str, typer.Argument(metavar="FILE", help="A .tile file (built for --target) or a built "
-                                        "artifact with its manifest.", autocompletion=p.complete_tile,
+                                        "artifact with its manifest.",
                                         show_default=False)],
     target: p.Target = None,
     size: p.Sizes = None,

@@ -12,24 +12,10 @@ import typer
 
 from .flags import DIAGNOSTICS, HOPPER, PREPROCESSING, TARGETS
 
-
-def complete_target(incomplete: str) -> list[str]:
-    from .completion import target_names
-
-    return [t for t in target_names() if t.startswith(incomplete)]
-
-
-def complete_tile(incomplete: str) -> list[str]:
-    from .completion import paths
-
-    return paths(incomplete, ".tile")
-
-
-File = Annotated[str, typer.Argument(metavar="FILE", help="The .tile source.", autocompletion=complete_tile,
+File = Annotated[str, typer.Argument(metavar="FILE", help="The .tile source.",
                                      show_default=False)]
 Target = Annotated[str | None, typer.Option("--target", "-t", metavar="T", help="Target (default sm90); "
-                                            "`tilec targets` lists them.", rich_help_panel=TARGETS,
-                                            autocompletion=complete_target, show_default=False)]
+                                            "`tilec targets` lists them.", rich_help_panel=TARGETS, show_default=False)]
 Sizes = Annotated[list[str] | None, typer.Option("--size", metavar="M=1000,N=...", help="Runtime sizes (default 256 "
                                                  "each; repeatable).", show_default=False)]
 Seed = Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the random inputs.")]

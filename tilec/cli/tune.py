@@ -23,9 +23,8 @@ from .progress import Progress as _Progress
 
 def command(
     file: Annotated[str | None, typer.Argument(metavar="FILE", help="The .tile source (its consts declared with "
-                                               "tune()).", autocompletion=p.complete_tile, show_default=False)] = None,
-    target: Annotated[str, typer.Option("--target", "-t", metavar="T", help="The target to tune for.",
-                                        autocompletion=p.complete_target)] = "sm90",
+                                               "tune()).", show_default=False)] = None,
+    target: Annotated[str, typer.Option("--target", "-t", metavar="T", help="The target to tune for.")] = "sm90",
     size: Annotated[list[str] | None, typer.Option("--size", metavar="M=..,N=..", help="A shape to time at "
                                                    "(repeatable).", show_default=False)] = None,
     shapes: Annotated[list[str] | None, typer.Option("--shapes", metavar="SET", help="A named shape set: llm-gemm, "
