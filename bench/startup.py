@@ -46,6 +46,8 @@ def sample_file() -> Path:
 
 def env() -> dict[str, str]:
     e = dict(os.environ)
+    # as an installed tilec runs: from bytecode (the warm-up run writes __pycache__), not recompiled every time
+    e.pop("PYTHONDONTWRITEBYTECODE", None)
     e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     return e
 
