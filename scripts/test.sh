@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Install what the tests need into .venv and run them. Used by the README and by .ci/run.
+# Installs: pip packages into .venv (tilec with its [test] extras); with apt-get, only when missing (sudo when not
+# root): mesa-vulkan-drivers (WebGPU tests on lavapipe) and hipcc, clang-19, lld-19, llvm-19 (AMD build tests).
+# Each install is announced on standard output before it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+echo "test.sh: installing tilec and its test extras into .venv with pip (pyproject.toml's [test])"
 .venv/bin/python -m pip install -q -e '.[test]'
 # The WebGPU tests run WGSL through wgpu on Mesa's lavapipe (a Vulkan driver on the CPU): Debian's
 # mesa-vulkan-drivers, installed only when its ICD file is missing.
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
+    echo "test.sh: installing mesa-vulkan-drivers with apt-get (lavapipe, a Vulkan driver on the CPU: the WebGPU tests run WGSL on it)"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     if command -v apt-get >/dev/null && { $SUDO apt-get update -q >/dev/null &&
             DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q mesa-vulkan-drivers >/dev/null; }; then
@@ -20,6 +25,7 @@ fi
 # The AMD tests build code objects with Debian's hipcc (clang-15: gfx90a) and clang-19 (gfx942), and read them with
 # llvm-objdump/llvm-readelf from llvm-19; installed only when missing.
 if ! command -v hipcc >/dev/null || ! command -v clang-19 >/dev/null || ! command -v llvm-objdump-19 >/dev/null; then
+    echo "test.sh: installing hipcc clang-19 lld-19 llvm-19 with apt-get (the AMD tests build gfx90a/gfx942 code objects and read them)"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     if command -v apt-get >/dev/null && { $SUDO apt-get update -q >/dev/null &&
             DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q hipcc clang-19 lld-19 llvm-19 >/dev/null; }; then

@@ -43,6 +43,9 @@ class CompileOptions:
     toolchain: str | None = None  # the back end's compiler when it has several (CUDA: nvcc | nvrtc)
     lineinfo: bool = False  # line information for profilers
     device_debug: bool = False  # device debug information (nvcc -G)
+    opt_level: int | None = None  # -O0..-O3 for the device toolchain (ptxas, hipcc/clang); None: its default
+    ptxas_args: tuple[str, ...] = ()  # -Xptxas: passed to ptxas as written (CUDA targets)
+    toolchain_args: tuple[str, ...] = ()  # -Xcompiler / --toolchain-args: appended to the device toolchain's command
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
     profile: str = ""  # an instrumented build (tilec/ir/profile.py): "full" (tile ops and waits) or "sync" (waits)
@@ -56,11 +59,13 @@ class CompileOptions:
     _RUN_ONLY = ("keep_dir", "dryrun", "resource_usage", "use_cache")
 
     @classmethod
-    def make(cls, targets=(), *, defines=None, include_dirs=(), disable=(), limits=None, **rest) -> CompileOptions:
+    def make(cls, targets=(), *, defines=None, include_dirs=(), disable=(), limits=None, ptxas_args=(),
+             toolchain_args=(), **rest) -> CompileOptions:
         if isinstance(targets, str):
             targets = tuple(t for t in targets.split(",") if t.strip())
         return cls(targets=tuple(targets), defines=_frozen_items(defines or {}), include_dirs=tuple(include_dirs),
-                   disable=frozenset(disable or ()), limits=_frozen_items(limits or {}), **rest)
+                   disable=frozenset(disable or ()), limits=_frozen_items(limits or {}), ptxas_args=tuple(ptxas_args),
+                   toolchain_args=tuple(toolchain_args), **rest)
 
     def replace(self, **changes) -> CompileOptions:
         return dataclasses.replace(self, **changes)
@@ -111,8 +116,8 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                include_dirs=changes.pop("include_dirs", opts.include_dirs),
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
-    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "header_prefix", "tune_db",
-                                          "profile", "keep_dir", "dryrun", "resource_usage", "use_cache",
-                                          "remarks", "werror")}
+    keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "opt_level", "ptxas_args",
+                                          "toolchain_args", "header_prefix", "tune_db", "profile", "keep_dir", "dryrun",
+                                          "resource_usage", "use_cache", "remarks", "werror")}
     keep.update(changes)
     return made.replace(**keep)

@@ -32,6 +32,9 @@ def output_kind(output: str | None, emit: str | None, target: str | None) -> str
     """What to write: --emit, else -o's suffix, else the (first) target's back end's default."""
     kinds = output_kinds()
     if emit:
+        if emit == "object" and emit not in kinds.values():
+            raise CompileError([Diagnostic("error", "-c: this tilec cannot write a relocatable object (.o) for a "
+                                                    "GPU target yet")])
         if emit not in kinds.values():
             raise CompileError([Diagnostic("error", f"--emit {emit}: expected one of {', '.join(kinds.values())}")])
         outputs.check_emit_matches_output(output, emit, kinds)
@@ -148,13 +151,22 @@ def run_build(args) -> int:
     # refuse what the paths alone show (an output over FILE, a directory, a missing directory) before any
     # work; the imports are checked once the compile knows them
     outputs.check_outputs(list(planned_outputs(args, output).values()), [args.file])
-    artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
-                             on_compiled=lambda r: print_diagnostics(r.diagnostics, r.sources, args))
+    spinner = _toolchain_spinner(args, options.targets)
+
+    def compiled(result) -> None:  # the source compiled (not on a cache hit): its warnings, then the toolchain
+        print_diagnostics(result.diagnostics, result.sources, args)
+        spinner.start()
+
+    try:
+        artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
+                                 on_compiled=compiled)
+    finally:
+        spinner.stop()
     if artifact.from_cache and artifact.warnings:
         sys.stderr.write(artifact.warnings)
     elif artifact.toolchain_warnings:
         print_diagnostics(artifact.toolchain_warnings, artifact.result.sources if artifact.result else None, args)
-    if getattr(args, "remarks", None):
+    if getattr(args, "remarks", None) or getattr(args, "remarks_filter", None):
         from .remarks import print_remarks
 
         print_remarks(artifact.manifest, args)
@@ -168,41 +180,23 @@ def run_build(args) -> int:
     return 0
 
 
+def _toolchain_spinner(args, targets: tuple[str, ...]):
+    """A spinner while the toolchain builds several targets (a fatbin, a header): on a terminal, without --quiet,
+    and never for a dry run."""
+    from .progress import Spinner
+
+    enabled = len(targets) > 1 and sys.stderr.isatty() and not getattr(args, "quiet", False) and not args.dryrun
+    return Spinner(f"building {', '.join(targets)}", enabled)
+
+
 def _write(path: str, data: bytes, flag: str = "-o") -> None:
     """Write atomically (tilec.cli.outputs): a reader (or a parallel build) never sees a half-written file."""
     outputs.write_output(path, data, flag)
 
 
-# ---------------------------------------------------------------------------- tilec cache, --cmake-dir
+# ---------------------------------------------------------------------------- --cmake-dir
 
 
 def cmake_dir() -> str:
     """The CMake package (TilecConfig.cmake) and the Make include (tilec.mk), shipped in the wheel."""
     return str(Path(__file__).resolve().parent.parent / "cmake")
-
-
-def cmd_cache(argv: list[str]) -> int:
-    """`tilec cache stats` / `tilec cache clear`."""
-    import argparse
-
-    from ..cache import Cache
-
-    p = argparse.ArgumentParser(prog="tilec cache", description="Inspect or empty the compile cache "
-                                "(TILEC_CACHE_DIR, default $XDG_CACHE_HOME/tilec or ~/.cache/tilec).")
-    p.add_argument("action", choices=["stats", "clear"])
-    args = p.parse_args(argv)
-    cache = Cache()
-    if args.action == "clear":
-        n = cache.clear()
-        print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {cache.root}")
-        return 0
-    st = cache.stats()
-    lookups = st["hits"] + st["misses"]
-    rate = f" ({100.0 * st['hits'] / lookups:.0f}% hits)" if lookups else ""
-    print(f"cache directory   {st['dir']}")
-    print(f"entries           {st['entries']}")
-    print(f"size              {st['bytes']} bytes ({st['bytes'] / 2**20:.1f} MiB)")
-    print(f"hits              {st['hits']}{rate}")
-    print(f"misses            {st['misses']}")
-    print(f"partial writes    {st['partial_writes']} (left by interrupted compiles; never read)")
-    return 0

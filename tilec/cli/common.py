@@ -1,4 +1,5 @@
-"""What every `tilec` command shares: printing diagnostics and reading -D values (import-light)."""
+"""What every `tilec` command shares: colour, printing diagnostics, reading -D values, the options of a command
+line, and the error handling that turns exceptions into exit statuses (import-light: no typer, no rich)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,20 @@ import os
 import sys
 
 
+def color_wanted(args, stream=None) -> bool:
+    """--color=always|never|auto (auto: `stream` is a terminal and NO_COLOR is unset or empty); --no-color is
+    --color=never. An explicit --color=always wins over NO_COLOR, as no-color.org allows."""
+    mode = "never" if getattr(args, "no_color", False) else (getattr(args, "color", None) or "auto")
+    if mode != "auto":
+        return mode == "always"
+    stream = stream or sys.stderr
+    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
+
+
 def print_diagnostics(diags, sources, args) -> None:
     from ..diagnostics import render
 
-    color = sys.stderr.isatty() and not args.no_color and not os.environ.get("NO_COLOR")
+    color = color_wanted(args)
     for d in diags:
         print(render(d, sources, color), file=sys.stderr)
 
@@ -40,11 +51,44 @@ def compile_options(args, **extra):
         defines=parse_defines(args.defines), include_dirs=args.include_dirs, kernel=args.kernel,
         disable=getattr(args, "disable", None) or (), limits=limits,
         toolchain=getattr(args, "compiler", None), lineinfo=bool(getattr(args, "lineinfo", False)),
-        device_debug=bool(getattr(args, "G", False)), header_prefix=getattr(args, "header_prefix", None) or "",
+        device_debug=bool(getattr(args, "G", False)), opt_level=getattr(args, "opt_level", None),
+        ptxas_args=getattr(args, "ptxas_args", None) or (), toolchain_args=getattr(args, "toolchain_args", None) or (),
+        header_prefix=getattr(args, "header_prefix", None) or "",
         keep_dir=getattr(args, "keep", None), dryrun=bool(getattr(args, "dryrun", False)),
         resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False),
-        tune_db=getattr(args, "tune_db", None), remarks=bool(getattr(args, "remarks", False)),
+        tune_db=getattr(args, "tune_db", None),
+        remarks=bool(getattr(args, "remarks", False) or getattr(args, "remarks_filter", None)),
         werror=bool(getattr(args, "Werror", False)))
     targets = extra.pop("targets", getattr(args, "target", None) or ())
     fields.update(extra)
     return CompileOptions.make(targets, **fields)
+
+
+def guarded(args, fn) -> int:
+    """fn(args), with tilec's exit statuses: 1 for errors reported as diagnostics (source, toolchain, files),
+    3 for an internal compiler error (its traceback only with --debug), 130 for Ctrl-C."""
+    from ..diagnostics import CompileError
+
+    try:
+        return fn(args)
+    except CompileError as e:
+        print_diagnostics(e.diagnostics, getattr(e, "sources", None), args)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except FileNotFoundError as e:
+        print(f"tilec: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # an internal compiler error (user-facing errors are handled first)
+        from ..errors import UserFacingError
+
+        if isinstance(e, UserFacingError):
+            print(f"tilec: error: {e}", file=sys.stderr)
+            return 1
+        if getattr(args, "debug", False):
+            raise
+        print(f"tilec: internal compiler error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+              file=sys.stderr)
+        return 3

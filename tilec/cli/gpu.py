@@ -188,13 +188,27 @@ def _reference_outputs(kernel, inputs_and_outputs: list, ref_fn, result, name: s
 
 
 def cmd_bench(args, sizes) -> int:
+    from .progress import Progress
+
     mod, _ = _load(args)
     print(f"{'kernel':<22} {'sizes':<32} {'ms':>9} {'TFLOP/s':>9} {'GB/s':>9} {'roofline':>9}")
-    for name, kernel in mod.kernels.items():
-        call = _random_args(kernel.entry, sizes, args.seed)
-        r = kernel.bench(*call, warmup=args.warmup, iters=args.iters)
-        frac = max(r["tflops"] / PEAK["tflops"], r["gbps"] / PEAK["gbps"])
-        shown = ",".join(f"{k}={v}" for k, v in kernel.sizes_of(call).items())
-        print(f"{name:<22} {shown:<32} {r['ms']:9.4f} {r['tflops']:9.1f} {r['gbps']:9.1f} {frac:9.1%}")
+    # a bar on a terminal only: elsewhere the table's rows say how far it got
+    progress = Progress(getattr(args, "quiet", False) or not sys.stderr.isatty(), prefix="tilec bench")
+    try:
+        for i, (name, kernel) in enumerate(mod.kernels.items()):
+            progress("kernels timed", i, len(mod.kernels))
+            _bench_one(args, sizes, name, kernel)
+        progress("kernels timed", len(mod.kernels), len(mod.kernels))
+    finally:
+        progress.close()
     sys.stdout.flush()
     return 0
+
+
+def _bench_one(args, sizes, name: str, kernel) -> None:
+    """Time one kernel and print its row of the table."""
+    call = _random_args(kernel.entry, sizes, args.seed)
+    r = kernel.bench(*call, warmup=args.warmup, iters=args.iters)
+    frac = max(r["tflops"] / PEAK["tflops"], r["gbps"] / PEAK["gbps"])
+    shown = ",".join(f"{k}={v}" for k, v in kernel.sizes_of(call).items())
+    print(f"{name:<22} {shown:<32} {r['ms']:9.4f} {r['tflops']:9.1f} {r['gbps']:9.1f} {frac:9.1%}", flush=True)

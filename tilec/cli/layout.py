@@ -5,29 +5,49 @@ Thin glue: the parser here, the work in tilec/inspect (layout.py builds the view
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import params as p
 
 FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf"}
 
 
-def parser(common) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tilec layout", description="Plot which thread and register holds each "
-                                "element of a kernel's fragments, and each shared tile's swizzled addresses and "
-                                "banks with the bank conflicts of the accesses the lowered code makes. See "
-                                "docs/inspect.md.")
-    p.add_argument("file", metavar="FILE", help="the .tile source file")
-    p.add_argument("--target", "-t", metavar="T", default=None, help="target (default sm90)")
-    p.add_argument("--buffer", metavar="NAME", help="plot only this fragment or shared tile")
-    p.add_argument("-o", "--output", metavar="OUT", help="out.svg (no dependency), out.png or out.pdf (matplotlib: "
-                   "pip install 'tilec[plot]'); default FILE's stem + .layout.svg")
-    p.add_argument("--size", action="append", default=[], metavar="M=1000,N=...",
-                   help="runtime sizes of the traced block's launch (default 256 each, "
-                   "halved together until the inputs fit in 64 MiB)")
-    p.add_argument("--no-trace", action="store_true", help="do not run the kernel's first block to find bank "
-                   "conflicts (plots the layouts only)")
-    common(p)
-    return p
+def command(
+    file: p.File,
+    target: p.Target = None,
+    buffer: Annotated[str | None, typer.Option("--buffer", metavar="NAME", help="Plot only this fragment or "
+                                               "shared tile.", show_default=False)] = None,
+    output: Annotated[str | None, typer.Option("-o", "--output", metavar="OUT", help="out.svg (no dependency), "
+                                               "out.png or out.pdf (matplotlib: pip install 'tilec[plot]'); "
+                                               "default FILE's stem + .layout.svg.", show_default=False)] = None,
+    size: Annotated[list[str] | None, typer.Option("--size", metavar="M=1000,N=...", help="Runtime sizes of the "
+                                                   "traced block's launch (default 256 each, halved together "
+                                                   "until the inputs fit in 64 MiB).", show_default=False)] = None,
+    no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not run the kernel's first block to find bank "
+                                           "conflicts (plot the layouts only).")] = False,
+    defines: p.Defines = None,
+    include_dirs: p.Includes = None,
+    kernel: p.Kernel = None,
+    no_tma: p.NoTma = False,
+    no_wgmma: p.NoWgmma = False,
+    no_warp_specialize: p.NoWarpSpecialize = False,
+    color: p.Color = "auto",
+    no_color: p.NoColor = False,
+    debug: p.Debug = False,
+) -> None:
+    """Plot which thread and register holds each element of a kernel's fragments, and each shared tile's swizzled
+    addresses and banks with the bank conflicts of the accesses the lowered code makes.
+
+    The operand layouts of the matrix instructions the gemms use are drawn too. SVG needs nothing; PNG and PDF
+    need matplotlib. See docs/inspect.md.
+    """
+    from .common import guarded
+    from .run import parse_sizes
+
+    p.finish(guarded(p.namespace(**locals()), lambda args: cmd_layout(args, parse_sizes)))
 
 
 def cmd_layout(args, parse_sizes) -> int:

@@ -12,37 +12,54 @@ An instrumented artifact also records itself wherever it is loaded with TILEC_PR
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from . import params as p
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tilec profile", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog="See docs/cli.md.")
-    p.add_argument("file", metavar="FILE", help="the .tile source")
-    p.add_argument("--target", "-t", metavar="T", default="sm90", help="a CUDA target (default sm90)")
-    p.add_argument("--size", action="append", default=[], metavar="M=..,N=..", help="the runtime sizes to launch at")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
-    p.add_argument("--kernel", metavar="NAME", help="the kernel to profile (default: the first)")
-    p.add_argument("-o", "--output", default="trace.json", metavar="TRACE", help="the trace to write "
-                   "(default trace.json)")
-    p.add_argument("--level", choices=["full", "sync"], default="full",
-                   help="full: tile ops (loads, gemm, reductions, element-wise loops...) and waits; sync: waits and "
-                        "issues only (less overhead; the rest shows as `other`)")
-    p.add_argument("--capacity", type=int, default=2048, help="marks recorded per warp (default 2048)")
-    p.add_argument("--blocks", type=int, default=256, help="blocks recorded for the summary, the first in launch "
-                   "order (default 256)")
-    p.add_argument("--trace-blocks", type=int, default=16, help="blocks written to the trace (default 16)")
-    p.add_argument("--json", metavar="FILE", help="also write the figures (shares, times, overhead) as JSON")
-    p.add_argument("--build-dir", metavar="DIR", help="build into DIR and stop (record on a GPU machine later)")
-    p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvcc")
-    p.add_argument("--no-color", action="store_true")
-    p.add_argument("--debug", action="store_true")
-    return p
+def command(
+    file: p.File,
+    target: Annotated[str, typer.Option("--target", "-t", metavar="T", help="A CUDA target.")] = "sm90",
+    size: p.Sizes = None,
+    defines: p.Defines = None,
+    include_dirs: p.Includes = None,
+    kernel: Annotated[str | None, typer.Option("--kernel", metavar="NAME", help="The kernel to profile (default: "
+                                               "the first).", show_default=False)] = None,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="TRACE", help="The trace to write.")]
+    = "trace.json",
+    level: Annotated[Literal["full", "sync"], typer.Option("--level", help="full: tile ops (loads, gemm, "
+                                                           "reductions, element-wise loops...) and waits; sync: "
+                                                           "waits and issues only (less overhead).")] = "full",
+    capacity: Annotated[int, typer.Option("--capacity", metavar="N", help="Marks recorded per warp.")] = 2048,
+    blocks: Annotated[int, typer.Option("--blocks", metavar="N", help="Blocks recorded for the summary, the first "
+                                        "in launch order.")] = 256,
+    trace_blocks: Annotated[int, typer.Option("--trace-blocks", metavar="N", help="Blocks written to the "
+                                              "trace.")] = 16,
+    json: Annotated[str | None, typer.Option("--json", metavar="FILE", help="Also write the figures (shares, "
+                                             "times, overhead) as JSON.", show_default=False)] = None,
+    build_dir: Annotated[str | None, typer.Option("--build-dir", metavar="DIR", help="Build into DIR and stop "
+                                                  "(record on a GPU machine later).", show_default=False)] = None,
+    compiler: Annotated[Literal["nvcc", "nvrtc", "auto"] | None, typer.Option(
+        "--compiler", help="nvcc, or NVRTC in process (default: nvcc when on PATH).", show_default=False)] = None,
+    color: p.Color = "auto",
+    no_color: p.NoColor = False,
+    debug: p.Debug = False,
+) -> None:
+    """Profile inside a kernel: an instrumented build, one recorded launch, a Chrome/Perfetto trace and the time
+    share of each phase per warpgroup.
+
+    Builds the kernel with a timestamp per warp at every phase boundary and plainly, launches the instrumented
+    build once on random inputs at --size (a GPU on this machine), writes the trace (-o) and prints the summary
+    and the instrumentation's overhead. Without a GPU, --build-dir DIR builds and prints the command for the GPU
+    machine (`python -m tilec.runtime.profile_worker`). See docs/profiling.md.
+    """
+    p.finish(main(p.namespace(**locals())))
 
 
 def _fail(msg: str) -> int:
@@ -96,8 +113,7 @@ def build(args, folder: str) -> tuple[Path, Path, str]:
     return paths[0], paths[1], kernel
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+def main(args) -> int:
     from ..diagnostics import CompileError
     from ..errors import UserFacingError
 

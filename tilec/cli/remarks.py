@@ -1,32 +1,11 @@
-"""-R / -Rpass=CATEGORY: print a build's remarks, read from its manifest (so that a cache hit prints them too)."""
+"""-R / -Rpass=CATEGORY (compile_flags.py): print a build's remarks, read from its manifest (so that a cache hit
+prints them too)."""
 
 from __future__ import annotations
 
 import json
 import re
 import sys
-
-
-def split_remark_flags(argv: list[str]) -> list[str]:
-    """clang's spellings as argparse options: -R -> --remarks, -Rpass=REGEX -> --remarks-filter=REGEX."""
-    out = []
-    for a in argv:
-        if a == "-R":
-            out.append("--remarks")
-        elif a.startswith("-Rpass="):
-            out += ["--remarks", f"--remarks-filter={a[len('-Rpass='):]}"]
-        else:
-            out.append(a)
-    return out
-
-
-def add_arguments(p) -> None:
-    p.add_argument("--remarks", action="store_true", help="-R: print remarks on the compiler's choices (a gemm "
-                   "off the tensor cores and why, TMA use and twins, reduced pipeline stages, bank conflicts)")
-    p.add_argument("--remarks-filter", metavar="REGEX", help="-Rpass=REGEX: only remarks whose category matches "
-                   "(tensor-cores, tma, pipeline, bank-conflicts)")
-    p.add_argument("-Werror", dest="Werror", action="store_true", help="make every warning (ptxas spills "
-                   "included) an error")
 
 
 def print_remarks(manifest: bytes, args) -> None:

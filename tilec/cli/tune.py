@@ -9,78 +9,72 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from . import params as p
+from .progress import Progress as _Progress
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tilec tune", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="See docs/tuning.md.")
-    p.add_argument("file", nargs="?", metavar="FILE", help="the .tile source (its consts declared with tune())")
-    p.add_argument("--target", "-t", metavar="T", default="sm90", help="the target to tune for (default sm90)")
-    p.add_argument("--size", action="append", default=[], metavar="M=..,N=..",
-                   help="a shape to time at (repeatable)")
-    p.add_argument("--shapes", action="append", default=[], metavar="SET",
-                   help="a named shape set: llm-gemm, square-gemm, rows, attention (repeatable)")
-    p.add_argument("--size-rule", action="append", default=[], metavar="NAME=OTHER",
-                   help="a runtime size the shapes leave out, taken from another (gemm: B_rows=K, B_cols=N)")
-    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a const (the database entry is for these values)")
-    p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR")
-    p.add_argument("--kernel", metavar="NAME", help="the kernel to tune (default: the first)")
-    p.add_argument("--compiler", choices=["nvcc", "nvrtc"], default="nvrtc",
-                   help="the toolchain that builds the candidates (default nvrtc: fast)")
-    p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="compile processes")
-    p.add_argument("--check-on-cpu", action="store_true",
-                   help="also run each candidate's lowered code in the SIMT interpreter at the check shape before "
-                        "building it (slow; rejects a wrong lowering with no GPU)")
-    p.add_argument("--gpus", metavar="all|0,1,..", help="the GPUs of this host to time on, one worker process each "
-                   "(default: all)")
-    p.add_argument("--cluster", metavar="ADDRESS", help="compile and time on a Ray cluster (`auto`, or the head's "
-                   "host:port; needs tilec[cluster])")
-    p.add_argument("--timeout", type=float, metavar="SECONDS", help="a candidate taking longer than this on a GPU "
-                   "worker counts as hung: the worker is restarted and the candidate retried (default 600)")
-    p.add_argument("--build-dir", metavar="DIR", help="compile into DIR and stop (time elsewhere, then --collect)")
-    p.add_argument("--collect", metavar="DIR", help="write the database from a timed build folder")
-    p.add_argument("--db", metavar="FILE", help="the database to write (default: <source stem>.tune.json beside "
-                   "the source)")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
-    p.add_argument("--no-color", action="store_true")
-    return p
+def command(
+    file: Annotated[str | None, typer.Argument(metavar="FILE", help="The .tile source (its consts declared with "
+                                               "tune()).", show_default=False)] = None,
+    target: Annotated[str, typer.Option("--target", "-t", metavar="T", help="The target to tune for.")] = "sm90",
+    size: Annotated[list[str] | None, typer.Option("--size", metavar="M=..,N=..", help="A shape to time at "
+                                                   "(repeatable).", show_default=False)] = None,
+    shapes: Annotated[list[str] | None, typer.Option("--shapes", metavar="SET", help="A named shape set: llm-gemm, "
+                                                     "square-gemm, rows, attention (repeatable).",
+                                                     show_default=False)] = None,
+    size_rule: Annotated[list[str] | None, typer.Option("--size-rule", metavar="NAME=OTHER", help="A runtime size "
+                                                        "the shapes leave out, taken from another (gemm: B_rows=K, "
+                                                        "B_cols=N).", show_default=False)] = None,
+    defines: Annotated[list[str] | None, typer.Option("-D", "--define-macro", metavar="NAME=VALUE", help="Fix a "
+                                                      "const (the database entry is for these values).",
+                                                      show_default=False)] = None,
+    include_dirs: p.Includes = None,
+    kernel: Annotated[str | None, typer.Option("--kernel", metavar="NAME", help="The kernel to tune (default: the "
+                                               "first).", show_default=False)] = None,
+    compiler: Annotated[Literal["nvcc", "nvrtc", "auto"], typer.Option("--compiler", help="The toolchain that "
+                                                                       "builds the candidates (nvrtc: fast).")]
+    = "nvrtc",
+    jobs: Annotated[int, typer.Option("--jobs", "-j", metavar="N", help="Compile processes (default: the CPUs).",
+                                      show_default=False)] = 0,
+    check_on_cpu: Annotated[bool, typer.Option("--check-on-cpu", help="Also run each candidate's lowered code in "
+                                               "the SIMT interpreter at the check shape before building it (slow; "
+                                               "rejects a wrong lowering with no GPU).")] = False,
+    gpus: Annotated[str | None, typer.Option("--gpus", metavar="all|0,1,..", help="The GPUs of this host to time "
+                                             "on, one worker process each (default: all).", show_default=False)] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster", metavar="ADDRESS", help="Compile and time on a Ray "
+                                                "cluster (`auto`, or the head's host:port; needs tilec[cluster]).",
+                                                show_default=False)] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", metavar="SECONDS", help="A candidate taking longer "
+                                                  "than this on a GPU worker counts as hung: the worker is "
+                                                  "restarted and the candidate retried (default 600).",
+                                                  show_default=False)] = None,
+    build_dir: Annotated[str | None, typer.Option("--build-dir", metavar="DIR", help="Compile into DIR and stop "
+                                                  "(time elsewhere, then --collect).", show_default=False)] = None,
+    collect: Annotated[str | None, typer.Option("--collect", metavar="DIR", help="Write the database from a timed "
+                                                "build folder.", show_default=False)] = None,
+    db: Annotated[str | None, typer.Option("--db", metavar="FILE", help="The database to write (default: <source "
+                                           "stem>.tune.json beside the source).", show_default=False)] = None,
+    quiet: p.Quiet = False,
+    color: p.Color = "auto",
+    no_color: p.NoColor = False,
+) -> None:
+    """Search a kernel's tune() space for the fastest configuration per shape, into a tuning database.
 
-
-class _Progress:
-    """A rich progress bar on a terminal (rich imported only then), plain lines elsewhere, nothing when quiet."""
-
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.bar = None
-        self.tasks: dict[str, object] = {}
-        if not quiet and sys.stderr.isatty():
-            try:
-                from rich.progress import Progress
-            except ImportError:
-                return
-            self.bar = Progress(transient=False)
-            self.bar.start()
-
-    def __call__(self, what: str, done: int, total: int) -> None:
-        if self.quiet:
-            return
-        if self.bar is not None:
-            if what not in self.tasks:
-                self.tasks[what] = self.bar.add_task(what, total=total)
-            self.bar.update(self.tasks[what], completed=done)
-        elif done == total:
-            print(f"tilec tune: {what}: {done}/{total}", file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    Compile, check and time here (a GPU on this machine), then write FILE's .tune.json; or --build-dir D to compile
+    only, `python -m tilec.runtime.tune_worker D` on the GPU machine, and `tilec tune --collect D` here.
+    See docs/tuning.md.
+    """
+    args = p.namespace(**locals())
+    args.jobs = args.jobs or os.cpu_count() or 1
+    p.finish(main(args))
 
 
 def _fail(msg: str) -> int:
@@ -120,8 +114,7 @@ def _collect(folder: str, db_path: str | None, quiet: bool) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+def main(args) -> int:
     from ..diagnostics import CompileError
     from ..errors import UserFacingError
     from ..tuning.database import DatabaseError

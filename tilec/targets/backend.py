@@ -112,6 +112,7 @@ class Backend:
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
     last_planning_pass: str = ""  # the pipeline's decisions are all made after this pass (plan_only stops there)
     host_model: str = ""  # a CPU model `tilec run` executes the generated code on, when the device is out of reach
+    assembler: str = ""  # the assembler CompileOptions.ptxas_args (-Xptxas) go to; "" when there is none
 
     # ------------------------------------------------------------------ compiling
 

@@ -26,6 +26,7 @@ class CudaBackend(SimtBackend):
     name = "cuda"
     output_kinds = {"cu": ".cu", "ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "header": ".h",
                     "object": ".o"}
+    assembler = "ptxas"
     default_kind = "cubin"
     source_kind = "cu"
     multi_target_kinds = frozenset({"fatbin", "header", "object"})
@@ -228,7 +229,9 @@ def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str
     from .toolchain import BuildOptions
 
     opts = BuildOptions(kind, archs, lineinfo=options.lineinfo, debug=options.device_debug,
-                        keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage)
+                        keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage,
+                        opt_level=options.opt_level, ptxas_args=list(options.ptxas_args),
+                        extra=list(options.toolchain_args))
     if _device_toolchain(options, kind, len(archs)) == "nvrtc":
         from .nvrtc import build_nvrtc
 

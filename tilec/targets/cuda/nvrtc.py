@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
 from .locate import cuda_include_dir, nvrtc_lib
-from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, toolchain_diagnostics
+from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, ptxas_args, toolchain_diagnostics
 
 _lib = None
 _lock = threading.Lock()  # builds of several targets run in threads (ctypes releases the GIL in NVRTC)
@@ -60,8 +60,9 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags.append("-lineinfo")
     if opts.debug:
         flags.append("-G")
-    if opts.kind != "ptx":  # ptxas's resource report in the program log: registers, spills, shared memory
-        flags.append("--ptxas-options=-v")
+    if opts.kind != "ptx":  # ptxas's resource report in the program log (registers, spills), then the user's
+        flags += [f"--ptxas-options={arg}" for arg in ["-v", *ptxas_args(opts)]]
+    flags += opts.extra
     if opts.dryrun:
         return BuildResult(b"", ["nvrtc " + " ".join(flags)], {}, version())
     prog = ctypes.c_void_p()

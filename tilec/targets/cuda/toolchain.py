@@ -27,7 +27,9 @@ class BuildOptions:
     keep_dir: str | None = None
     dryrun: bool = False
     resource_usage: bool = False
-    extra: list[str] = field(default_factory=list)
+    opt_level: int | None = None  # ptxas -O (PTX output has no ptxas step)
+    ptxas_args: list[str] = field(default_factory=list)  # -Xptxas, as written
+    extra: list[str] = field(default_factory=list)  # appended to the command (--toolchain-args)
 
 
 @dataclass
@@ -58,6 +60,11 @@ def _gencode(arch: str, kind: str) -> list[str]:
     return [f"-gencode=arch=compute_{cc},code=sm_{cc}"]
 
 
+def ptxas_args(opts: BuildOptions) -> list[str]:
+    """What ptxas is given besides the toolchain's own flags: -O (when set), then -Xptxas's arguments."""
+    return ([f"-O{opts.opt_level}"] if opts.opt_level is not None else []) + list(opts.ptxas_args)
+
+
 def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
@@ -78,6 +85,9 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
             cmd.append("-G")
         if opts.kind != "ptx":  # ptxas's resource report: registers, spills, shared memory (no effect on the binary)
             cmd += ["-Xptxas", "-v"]
+        if opts.kind != "ptx":
+            for arg in ptxas_args(opts):
+                cmd += ["-Xptxas", arg]
         if opts.keep_dir:
             cmd += ["--keep", f"--keep-dir={work}"]
         cmd += opts.extra

@@ -66,7 +66,7 @@ class HipBackend(SimtBackend):
             return Built(unit.source.encode(), "none")
         from .toolchain import build, resource_usage
 
-        built = build(unit.source, info.stem, unit.target.arch, kind)
+        built = build(unit.source, info.stem, unit.target.arch, kind, options.opt_level, options.toolchain_args)
         extra, warnings = _resources(unit, built.data) if kind == "hsaco" else ({}, [])
         report = ""
         if kind == "hsaco" and options.resource_usage:

@@ -57,15 +57,16 @@ def _clang_major(path: str) -> int:
 
 
 def command(kind: str, path: str, arch: str, src: str, out: str, emit: str, cuid: str | None = None,
-            printf: bool = False) -> list[str]:
-    common = ["-x", "hip", "-std=c++17", f"--offload-arch={arch}", "-nogpuinc", "-nogpulib", "-O3",
+            printf: bool = False, opt_level: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    level = 3 if opt_level is None else opt_level
+    common = ["-x", "hip", "-std=c++17", f"--offload-arch={arch}", "-nogpuinc", "-nogpulib", f"-O{level}",
               "--cuda-device-only", "--no-gpu-bundle-output", "-Wno-pragma-once-outside-header"]
     if printf:  # tilec_hip_printf.h: the buffered printf needs no device library
         common.append("-mprintf-kind=buffered")
     # clang names a `__hip_cuid_` symbol after the compilation unit, by default from the input's
     # (temporary, random) path: an explicit id keeps the code object byte-identical across builds
     ident = [f"-cuid={cuid}"] if cuid else []
-    return [path, *common, *ident, "-S" if emit == "asm" else "-c", src, "-o", out]
+    return [path, *common, *ident, *extra, "-S" if emit == "asm" else "-c", src, "-o", out]
 
 
 def compilation_unit_id(source: str, arch: str, emit: str) -> str:
@@ -73,8 +74,10 @@ def compilation_unit_id(source: str, arch: str, emit: str) -> str:
     return hashlib.sha256(f"{arch}\0{emit}\0{source}".encode()).hexdigest()[:16]
 
 
-def build(source: str, stem: str, arch: str, emit: str) -> HipBuild:
-    """Compile `source` for `arch` to a code object (emit="hsaco") or assembly (emit="asm")."""
+def build(source: str, stem: str, arch: str, emit: str, opt_level: int | None = None,
+          extra: tuple[str, ...] = ()) -> HipBuild:
+    """Compile `source` for `arch` to a code object (emit="hsaco") or assembly (emit="asm"); `opt_level` is -O
+    (default 3), `extra` the user's --toolchain-args."""
     printf = "tilec_hip_printf.h" in source
     found = find_compiler(arch, printf)
     if found is None:
@@ -87,7 +90,8 @@ def build(source: str, stem: str, arch: str, emit: str) -> HipBuild:
         src = os.path.join(tmp, f"{stem}.hip")
         out = os.path.join(tmp, f"{stem}.{'s' if emit == 'asm' else 'hsaco'}")
         Path(src).write_text(source)
-        cmd = command(kind, path, arch, src, out, emit, compilation_unit_id(source, arch, emit), printf)
+        cmd = command(kind, path, arch, src, out, emit, compilation_unit_id(source, arch, emit), printf, opt_level,
+                      extra)
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0 or not os.path.exists(out):
             raise CompileError([Diagnostic("error", f"{os.path.basename(path)} failed on the generated HIP (a tilec "
