@@ -306,7 +306,7 @@ def test_completion_candidates(tmp_path, monkeypatch):
     assert "--target=sm80" in candidates(["tilec", "k.tile", "--target=sm"], 2)
     assert "sm80" in candidates(["tilec", "k.tile", "--target", "=", "sm"], 4)  # bash splits at =
     assert "sm_90a" in candidates(["tilec", "k.tile", "-arch", "sm_9"], 3)
-    assert candidates(["tilec", "k.tile", "--compiler", ""], 3) == ["nvcc", "nvrtc"]
+    assert candidates(["tilec", "k.tile", "--compiler", ""], 3) == ["nvcc", "nvrtc", "auto"]
     assert candidates(["tilec", "k.tile", "-I", ""], 3) == ["lib/"]
     assert "--check" in candidates(["tilec", "run", "k.tile", "--ch"], 3)
     assert "webgpu" in candidates(["tilec", "run", "k.tile", "--target", "w"], 4)
