@@ -420,3 +420,16 @@ def test_splitk_lowering_passes_the_simt_interpreter(tmp_path, target):
     config = {"split_k": 3, "block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num_stages": 4}
     check = write_check(tmp_path, tilec.compile(path, defines=config).module.kernels[0], {"M": 70, "N": 45, "K": 400})
     assert cpu_check(tilec.compile(path, target, defines=config), tmp_path, check) is None
+
+
+def test_worker_names_torch_dtypes():
+    """The worker's torch arrays (bf16 and fp8 are uploaded as raw bits, then viewed as the torch dtype) use the
+    runtime's name table; a stand-in torch module stands for the real one, which this machine may lack."""
+    import types
+
+    from tilec.runtime import tune_worker
+
+    fake = types.SimpleNamespace(bfloat16="bf16 dtype", float8_e4m3fn="e4m3 dtype", float16="f16 dtype")
+    assert tune_worker._torch_dtype(fake, "bf16") == "bf16 dtype"
+    assert tune_worker._torch_dtype(fake, "f8e4m3") == "e4m3 dtype"
+    assert tune_worker._torch_dtype(fake, "f16") == "f16 dtype"

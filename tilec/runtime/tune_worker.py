@@ -43,9 +43,9 @@ def _torch():
 
 
 def _torch_dtype(torch, name: str):
-    from .module import _TORCH_NAMES
+    from .arrays import TORCH_NAMES
 
-    return getattr(torch, _TORCH_NAMES[name])
+    return getattr(torch, TORCH_NAMES[name])
 
 
 def device_info() -> dict:
