@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 NORMS = ["softmax", "rmsnorm", "layernorm"]
-# Fixed row configurations (block_M, block_N, threads): the sm90 default, a long-row one, short-row ones.
-ROW_CONFIGS = [(1, 8192, 256), (1, 16384, 1024), (1, 4096, 256), (16, 128, 128), (4, 1024, 128)]
+# Fixed row configurations (block_M, block_N, threads, tile_elems): the sm90 default, its 4-element register
+# tile, long-row ones, short-row ones. Every candidate of a `tilec tune` build folder given to `run` is checked too.
+ROW_CONFIGS = [(1, 8192, 256, 8), (1, 8192, 256, 4), (1, 16384, 1024, 8), (1, 65536, 1024, 8), (4, 1024, 128, 8),
+               (16, 128, 128, 8)]
 CHECK_LENGTHS = [128, 129, 1000, 4095, 8192, 8193, 16385, 50257, 65536]
 SHAPES = [(4096, 128), (4096, 1024), (4096, 2048), (4096, 4096), (4096, 8192), (32768, 8192), (4096, 16384),
           (4096, 50257), (1024, 65536), (64, 4096), (32768, 4096)]
@@ -37,8 +39,12 @@ SPLITK_CONFIGS = [("64x128x64 sk4", ["block_M=64", "block_N=128", "block_K=64", 
                                       "split_k=4"])]
 
 
+def _label(cfg) -> str:
+    return "x".join(map(str, cfg))
+
+
 def _name(norm: str, cfg) -> str:
-    return f"{norm}_{cfg[0]}x{cfg[1]}x{cfg[2]}"
+    return f"{norm}_{_label(cfg)}"
 
 
 def build(out: Path, default_only: bool) -> None:
@@ -58,13 +64,14 @@ def build(out: Path, default_only: bool) -> None:
         return
     for n in NORMS:
         for cfg in ROW_CONFIGS:
-            tc(n, _name(n, cfg), "dtype=bf16", f"block_M={cfg[0]}", f"block_N={cfg[1]}", f"threads={cfg[2]}")
+            tc(n, _name(n, cfg), "dtype=bf16", f"block_M={cfg[0]}", f"block_N={cfg[1]}", f"threads={cfg[2]}",
+               f"tile_elems={cfg[3]}")
     tc("gemm", "gemm_default", "dtype=bf16")
     for i, (_, defs) in enumerate(SPLITK_CONFIGS):
         tc("gemm_splitk", f"gemm_splitk_{i}", "dtype=bf16", *defs)
 
 
-def run(out: Path, results_path: str | None) -> None:
+def run(out: Path, results_path: str | None, tune_dirs: list[Path]) -> None:
     import torch
     import torch.nn.functional as F
     from triton.testing import do_bench
@@ -122,14 +129,21 @@ def run(out: Path, results_path: str | None) -> None:
             if path.exists():
                 artifacts[name] = rt.load(path).kernels[norm]
 
+    # every candidate a tuning run built (the configurations a database can select): checked, not timed
+    checked = dict(artifacts)
+    for folder in tune_dirs:
+        norm = folder.name.split("_")[0]
+        for path in sorted(folder.glob("cand*.cubin")):
+            checked[f"{norm}_tune_{path.stem}"] = rt.load(path).kernels[norm]
+
     # ---- correctness at ragged row lengths
     bad = 0
     for norm in NORMS:
         for n in CHECK_LENGTHS:
             x, w, b = inputs(37, n)
             ref = peer(norm, x, w, b)
-            for name, kern in artifacts.items():
-                if not name.startswith(norm):
+            for name, kern in checked.items():
+                if not name.startswith(norm + "_"):
                     continue
                 y = torch.full_like(x, float("nan"))
                 kern(*args(norm, x, w, b, y))
@@ -152,13 +166,13 @@ def run(out: Path, results_path: str | None) -> None:
             t_peer = bench(peer_native(norm, x, w, b))
             line = {"norm": norm, "M": m, "N": n, "torch": nbytes / t_peer / 1e9}
             for name, kern in artifacts.items():
-                if name.startswith(norm):
+                if name.startswith(norm + "_"):
                     a = args(norm, x, w, b, y)
                     line[name[len(norm) + 1:]] = nbytes / bench(lambda: kern(*a)) / 1e9  # noqa: B023
             table.append(line)
             rows.append({"what": "time", **line})
         del x, w, b, y
-    cols = ["torch", "default"] + [f"{c[0]}x{c[1]}x{c[2]}" for c in ROW_CONFIGS]
+    cols = ["torch", "default"] + [_label(c) for c in ROW_CONFIGS]
     print("\nTB/s (one read + one write of X, bf16)")
     print(f"{'kernel':<10} {'shape':<12} " + " ".join(f"{c:>12}" for c in cols))
     for line in table:
@@ -208,11 +222,13 @@ def main() -> None:
     ap.add_argument("dir")
     ap.add_argument("--results")
     ap.add_argument("--default-only", action="store_true", help="build only the default row artifacts")
+    ap.add_argument("--check-tuned", action="append", default=[], type=Path,
+                    help="a `tilec tune --build-dir` folder whose candidates are checked too (repeatable)")
     a = ap.parse_args()
     if a.mode == "build":
         build(Path(a.dir), a.default_only)
     else:
-        run(Path(a.dir), a.results)
+        run(Path(a.dir), a.results, a.check_tuned)
 
 
 if __name__ == "__main__":

@@ -178,10 +178,14 @@ def test_gemm_bias_relu(dtype, m, n, k):
 
 
 # The row kernels hold a row on chip when it fits in block_N columns (one read of X) and stream it in
-# column tiles otherwise: with ONE_READ every test row fits, with STREAMED none but the shortest does.
-ONE_READ = {"block_M": 2, "block_N": 2048, "threads": 128}
+# column tiles otherwise: with ONE_READ every test row fits (one row a block, read back from shared memory
+# in several register tiles), with ONE_READ_ROWS too (two rows a block, one tile), with STREAMED none but
+# the shortest does.
+ONE_READ = {"block_M": 1, "block_N": 2048, "threads": 64}
+ONE_READ_ROWS = {"block_M": 2, "block_N": 2048, "threads": 128}
 STREAMED = {"block_M": 2, "block_N": 256, "threads": 64}
-ROW_SCHEDULES = pytest.mark.parametrize("schedule", [ONE_READ, STREAMED], ids=["one_read", "streamed"])
+ROW_SCHEDULES = pytest.mark.parametrize("schedule", [ONE_READ, ONE_READ_ROWS, STREAMED],
+                                        ids=["one_read", "one_read_rows", "streamed"])
 
 
 def check_softmax(dtype, m, n, text=None, **defines):
@@ -314,10 +318,12 @@ def test_flash_attention(dtype, causal, b, s, h):
 MUTATIONS = [
     ("softmax", "if_then_else(k * tile_N + j < N, xt[i, j] * log2e, -infinity(accum_dtype))",
      "xt[i, j] * log2e", lambda t: check_softmax("f16", 37, 1000, t, **STREAMED)),  # ragged columns not masked
-    ("softmax", "if_then_else(j < N, x[i, j] * log2e, -infinity(accum_dtype))",
-     "x[i, j] * log2e", lambda t: check_softmax("f16", 37, 1000, t, **ONE_READ)),  # one read: padding not masked
+    ("softmax", "if_then_else(k * tile_N + j < N, xt[i, j] * log2e, -infinity(accum_dtype))",
+     "xt[i, j] * log2e", lambda t: check_softmax("f16", 37, 1000, t, **ONE_READ)),  # one read: padding not masked
     ("softmax", "row_sum[i] * exp2(row_max_prev[i] - row_max[i])", "row_sum[i]",
      lambda t: check_softmax("f16", 37, 1000, t, **STREAMED)),  # running sum not rescaled
+    ("softmax", "row_sum[i] * exp2(row_max_prev[i] - row_max[i])", "row_sum[i]",
+     lambda t: check_softmax("f16", 37, 1000, t, **ONE_READ)),  # one read: running sum not rescaled
     ("flash_attention", "acc_o[i, j] * scores_scale[i]", "acc_o[i, j]",
      lambda t: check_flash_attention("f16", False, 1, 128, 1, t)),  # output not rescaled
     ("flash_attention", "if_then_else(k_idx < S, 0, -infinity(accum_dtype))", "0",
@@ -329,8 +335,10 @@ MUTATIONS = [
      lambda t: check_flash_attention("f16", False, 1, 100, 1, t)),  # softmax scale forgotten
     ("layernorm", "delta * delta * (n_a * n_b / n_ab)", "0.0",
      lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **STREAMED)),  # between-tile variance dropped
-    ("layernorm", "if_then_else(j < N, dev * dev, 0.0)", "dev * dev",
+    ("layernorm", "if_then_else(k * tile_N + j < N, dev * dev, 0.0)", "dev * dev",
      lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **ONE_READ)),  # one read: padding counted
+    ("layernorm", "delta * delta * (n_a * n_b / n_ab)", "0.0",
+     lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **ONE_READ)),  # one read: tiles' variance dropped
     ("rmsnorm", "sum_sq[i] / cast(N, accum_dtype)", "sum_sq[i] / block_N",
      lambda t: check_rmsnorm("f16", 37, 1000, t, **ONE_READ)),  # mean over the tile, not the row
     ("gemm", "copy(B[bx * block_N, k * block_K], B_s)", "copy(B[bx * block_N, k], B_s)",
