@@ -114,12 +114,14 @@ def run(out: Path, results_path: str | None, tune_dirs: list[Path]) -> None:
         b = torch.randn(n, device=dev).to(torch.bfloat16)
         return x, w, b
 
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    ms = bench(lambda: dst.copy_(src))
-    print(f"copy 1 GiB: {2 * src.numel() / ms / 1e9:.2f} TB/s", flush=True)
-    rows.append({"what": "copy", "tbps": 2 * src.numel() / ms / 1e9})
-    del src, dst
+    def copy_bandwidth() -> float:
+        src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        return 2 * src.numel() / bench(lambda: dst.copy_(src)) / 1e9
+
+    tbps = copy_bandwidth()
+    print(f"copy 1 GiB: {tbps:.2f} TB/s", flush=True)
+    rows.append({"what": "copy", "tbps": tbps})
 
     artifacts = {}
     for norm in NORMS:
@@ -200,14 +202,14 @@ def run(out: Path, results_path: str | None, tune_dirs: list[Path]) -> None:
             line["default_err"] = ((c.float() - ref).norm() / ref.norm()).item()
             line["default"] = flops / bench(lambda: gemm(a, bb, c)) / 1e9  # noqa: B023
             for label, sk in sks:
-                def splitk(sk=sk):
+                def splitk(sk=sk, a=a, bb=bb, c=c, c32=c32):
                     c32.zero_()
                     sk(a, bb, c32)
                     c.copy_(c32)
                 splitk()
                 torch.cuda.synchronize()
                 line[label + " err"] = ((c.float() - ref).norm() / ref.norm()).item()
-                line[label + " (kernel only)"] = flops / bench(lambda sk=sk: sk(a, bb, c32)) / 1e9
+                line[label + " (kernel only)"] = flops / bench(lambda sk=sk, a=a, bb=bb, c32=c32: sk(a, bb, c32)) / 1e9
                 line[label + " (zero+kernel+cast)"] = flops / bench(splitk) / 1e9
             rows.append({"what": "gemm", **line})
             print(" ".join(f"{k_}={v:.4g}" if isinstance(v, float) else f"{k_}={v}" for k_, v in line.items()),
