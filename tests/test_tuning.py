@@ -140,6 +140,23 @@ def test_select_keeps_few_configurations_and_maps_every_shape():
     assert len(one) == 1
 
 
+def test_select_charges_configurations_missing_from_a_shapes_fastest():
+    """With more candidates than a shape lists (its winner and runner-ups), each shape's list leaves most out, and
+    no few configurations appear in every list; one absent from a shape's list costs a fixed slowdown there
+    instead of ruling it out, so the three winners are still selected."""
+    from tilec.tuning.database import select
+
+    winners = [{"block_N": 512}, {"block_N": 768}, {"block_N": 1024}]
+    shapes = []
+    for i in range(6):
+        other = {"block_N": 64 + i}  # listed for this shape only (and sorting before every winner)
+        shapes.append({"sizes": {"M": 2 ** (10 + i)}, "winner": {"config": winners[i // 2], "ms": 1.0},
+                       "runner_ups": [{"config": other, "ms": 1.2}]})
+    configs, per_shape = select({"shapes": shapes})
+    assert sorted(configs, key=lambda c: c["block_N"]) == winners
+    assert [configs[i] for i in per_shape] == [winners[i // 2] for i in range(6)]
+
+
 def _db(tmp_path, entry=None) -> Path:
     path = tmp_path / "k.tune.json"
     path.write_text(json.dumps({"tilec_tune_db": 1, "entries": [entry or _entry()]}))
