@@ -96,8 +96,12 @@ def test_every_sample_declares_a_space_and_builds_its_default_for_each_target():
         assert default  # sm90's default configuration
     gemm = tilec.compile(str(ROOT / "samples/gemm.tile"), "sm90").module.consts
     assert (gemm["block_N"], gemm["block_K"], gemm["threads"], gemm["num_stages"]) == (256, 64, 256, 4)
-    # WebGPU: gemm_bias_relu's default fits the 16 KB of workgroup memory (it did not before the space)
+    # WebGPU: gemm_bias_relu's and flash_attention's defaults fit the 16 KB of workgroup memory (they did not before
+    # the space); tests/test_wgsl.py runs attention's
     tilec.compile(str(ROOT / "samples/gemm_bias_relu.tile"), "webgpu")
+    attention = tilec.compile(str(ROOT / "samples/flash_attention.tile"), "webgpu")
+    assert (attention.module.consts["block_M"], attention.module.consts["block_N"]) == (16, 32)
+    assert tilec.compile(str(ROOT / "samples/flash_attention.tile"), "sm90").module.consts["row_stats_in_shared"] is False
 
 
 def test_configurations_are_the_product_of_the_axes(tmp_path):

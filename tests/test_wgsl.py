@@ -46,6 +46,8 @@ CASES = [
     ("gemm_bias_relu", {"block_K": 16}, [{"M": 128, "N": 128, "K": 32}, {"M": 70, "N": 130, "K": 45}]),
     ("flash_attention", FLASH, [{"B": 1, "S": 64, "H": 2}, {"B": 2, "S": 50, "H": 3}]),
     ("flash_attention", {**FLASH, "causal": True}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 45, "H": 2}]),
+    # the WebGPU default (f16, dim 64, 16x32 tiles, row statistics through workgroup memory)
+    ("flash_attention", {}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 45, "H": 2}]),
 ]
 TOLERANCE = {"f16": (1e-2, 1e-2), "f32": (1e-4, 1e-4), "i32": (0, 0)}
 
