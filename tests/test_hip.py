@@ -160,8 +160,9 @@ def test_mfma_operands_are_read_128_bits_at_a_time(sample, defines, arch, tmp_pa
     # 128-bit read per operand atom and k-pair; flash attention: Q/K (4 + 2) x 2 + V 4 x 2 = 20 .. plus nothing else
     assert asm.count("ds_read_b128") == (12 if sample == "gemm" else 24), asm.count("ds_read_b128")
     assert "ds_read_b64" not in asm and "ds_read2_b32" not in asm
-    # flash attention: one ds_read_u16 in the rolled element-by-element O_s -> O copy for unaligned tensors
-    assert asm.count("ds_read_u16") <= (0 if sample == "gemm" else 1)
+    # flash attention: the element-by-element O_s -> O copy for unaligned tensors (a cold path, unrolled 8:
+    # tilec/ir/simt_printer.py) reads 16 bits at a time
+    assert asm.count("ds_read_u16") <= (0 if sample == "gemm" else 8)
     assert "v_fma_mix_f32" not in asm
     assert "scratch_" not in asm and "buffer_store_dword" not in asm
     (u,) = tc.resource_usage(data).values()

@@ -177,11 +177,22 @@ def test_gemm_bias_relu(dtype, m, n, k):
 # ---------------------------------------------------------------------------------- softmax
 
 
-def check_softmax(dtype, m, n, text=None):
+# The row kernels hold a row on chip when it fits in block_N columns (one read of X) and stream it in
+# column tiles otherwise: with ONE_READ every test row fits (one row a block, read back from shared memory
+# in several register tiles), with ONE_READ_ROWS too (two rows a block, one tile), with STREAMED none but
+# the shortest does.
+ONE_READ = {"block_M": 1, "block_N": 2048, "threads": 64}
+ONE_READ_ROWS = {"block_M": 2, "block_N": 2048, "threads": 128}
+STREAMED = {"block_M": 2, "block_N": 256, "threads": 64}
+ROW_SCHEDULES = pytest.mark.parametrize("schedule", [ONE_READ, ONE_READ_ROWS, STREAMED],
+                                        ids=["one_read", "one_read_rows", "streamed"])
+
+
+def check_softmax(dtype, m, n, text=None, **defines):
     rng = np.random.default_rng(4)
     # std 3 around a per-row offset of up to +-60: without the max subtraction exp() overflows.
     x = (3.0 * rng.standard_normal((m, n)) + rng.uniform(-60, 60, (m, 1))).astype(NP_DTYPE[dtype])
-    out = run("softmax", {"X": x, "Y": nans((m, n), dtype)}, text, dtype=dtype)
+    out = run("softmax", {"X": x, "Y": nans((m, n), dtype)}, text, dtype=dtype, **defines)
     xd = f64(x)
     e = np.exp(xd - xd.max(axis=1, keepdims=True))
     want = e / e.sum(axis=1, keepdims=True)
@@ -190,36 +201,38 @@ def check_softmax(dtype, m, n, text=None):
     np.testing.assert_allclose(f64(out["Y"]).sum(axis=1), 1.0, rtol=0, atol=2 * TOL[dtype][0])
 
 
+@ROW_SCHEDULES
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m, n", [(8, 512), (37, 1000), (5, 1537)])
-def test_softmax(dtype, m, n):
-    check_softmax(dtype, m, n)
+@pytest.mark.parametrize("m, n", [(8, 512), (37, 1000), (5, 1537), (3, 100)])
+def test_softmax(dtype, m, n, schedule):
+    check_softmax(dtype, m, n, **schedule)
 
 
 # ---------------------------------------------------------------------------------- rmsnorm
 
 
-def check_rmsnorm(dtype, m, n, text=None):
+def check_rmsnorm(dtype, m, n, text=None, **defines):
     rng = np.random.default_rng(5)
     x = randn(rng, (m, n), dtype, mean=0.5, std=2.0)
     w = randn(rng, n, dtype)
     eps = 1e-5
-    out = run("rmsnorm", {"X": x, "W": w, "Y": nans((m, n), dtype), "eps": eps}, text, dtype=dtype)
+    out = run("rmsnorm", {"X": x, "W": w, "Y": nans((m, n), dtype), "eps": eps}, text, dtype=dtype, **defines)
     xd = f64(x)
     want = xd / np.sqrt(np.mean(xd * xd, axis=1, keepdims=True) + eps) * f64(w)
     check(out["Y"], want, dtype)
 
 
+@ROW_SCHEDULES
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m, n", [(8, 1024), (37, 1000), (3, 100)])
-def test_rmsnorm(dtype, m, n):
-    check_rmsnorm(dtype, m, n)
+@pytest.mark.parametrize("m, n", [(8, 1024), (37, 1000), (3, 100), (5, 1537)])
+def test_rmsnorm(dtype, m, n, schedule):
+    check_rmsnorm(dtype, m, n, **schedule)
 
 
 # ---------------------------------------------------------------------------------- layernorm
 
 
-def check_layernorm(dtype, m, n, mean, text=None):
+def check_layernorm(dtype, m, n, mean, text=None, **defines):
     rng = np.random.default_rng(6)
     # A trend along the row (features of different means), so that the column tiles' means differ
     # and the merge of per-tile statistics is exercised, on top of an overall offset `mean`.
@@ -228,16 +241,17 @@ def check_layernorm(dtype, m, n, mean, text=None):
     gamma, beta = randn(rng, n, dtype), randn(rng, n, dtype)
     eps = 1e-5
     args = {"X": x, "gamma": gamma, "beta": beta, "Y": nans((m, n), dtype), "eps": eps}
-    out = run("layernorm", args, text, dtype=dtype)
+    out = run("layernorm", args, text, dtype=dtype, **defines)
     xd = f64(x)
     want = (xd - xd.mean(axis=1, keepdims=True)) / np.sqrt(xd.var(axis=1, keepdims=True) + eps)
     check(out["Y"], want * f64(gamma) + f64(beta), dtype)
 
 
+@ROW_SCHEDULES
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("m, n, mean", [(8, 1024, 0.0), (37, 1000, 0.0), (6, 1300, 24.0), (3, 100, -3.0)])
-def test_layernorm(dtype, m, n, mean):
-    check_layernorm(dtype, m, n, mean)
+def test_layernorm(dtype, m, n, mean, schedule):
+    check_layernorm(dtype, m, n, mean, **schedule)
 
 
 # ---------------------------------------------------------------------------------- row_sum
@@ -302,10 +316,14 @@ def test_flash_attention(dtype, causal, b, s, h):
 
 # (sample, text in it, replacement giving a plausible bug, a check above that must now fail)
 MUTATIONS = [
-    ("softmax", "if_then_else(k * block_N + j < N, x[i, j] * log2e, -infinity(accum_dtype))",
-     "x[i, j] * log2e", lambda t: check_softmax("f16", 37, 1000, t)),  # ragged columns not masked
+    ("softmax", "if_then_else(k * tile_N + j < N, xt[i, j] * log2e, -infinity(accum_dtype))",
+     "xt[i, j] * log2e", lambda t: check_softmax("f16", 37, 1000, t, **STREAMED)),  # ragged columns not masked
+    ("softmax", "if_then_else(k * tile_N + j < N, xt[i, j] * log2e, -infinity(accum_dtype))",
+     "xt[i, j] * log2e", lambda t: check_softmax("f16", 37, 1000, t, **ONE_READ)),  # one read: padding not masked
     ("softmax", "row_sum[i] * exp2(row_max_prev[i] - row_max[i])", "row_sum[i]",
-     lambda t: check_softmax("f16", 37, 1000, t)),  # running sum not rescaled
+     lambda t: check_softmax("f16", 37, 1000, t, **STREAMED)),  # running sum not rescaled
+    ("softmax", "row_sum[i] * exp2(row_max_prev[i] - row_max[i])", "row_sum[i]",
+     lambda t: check_softmax("f16", 37, 1000, t, **ONE_READ)),  # one read: running sum not rescaled
     ("flash_attention", "acc_o[i, j] * scores_scale[i]", "acc_o[i, j]",
      lambda t: check_flash_attention("f16", False, 1, 128, 1, t)),  # output not rescaled
     ("flash_attention", "if_then_else(k_idx < S, 0, -infinity(accum_dtype))", "0",
@@ -316,9 +334,13 @@ MUTATIONS = [
      "exp2(acc_s[i, j] - scores_max[i])",
      lambda t: check_flash_attention("f16", False, 1, 100, 1, t)),  # softmax scale forgotten
     ("layernorm", "delta * delta * (n_a * n_b / n_ab)", "0.0",
-     lambda t: check_layernorm("f16", 6, 1300, 24.0, t)),  # between-tile variance dropped
+     lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **STREAMED)),  # between-tile variance dropped
+    ("layernorm", "if_then_else(k * tile_N + j < N, dev * dev, 0.0)", "dev * dev",
+     lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **ONE_READ)),  # one read: padding counted
+    ("layernorm", "delta * delta * (n_a * n_b / n_ab)", "0.0",
+     lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **ONE_READ)),  # one read: tiles' variance dropped
     ("rmsnorm", "sum_sq[i] / cast(N, accum_dtype)", "sum_sq[i] / block_N",
-     lambda t: check_rmsnorm("f16", 37, 1000, t)),  # mean over the tile, not the row
+     lambda t: check_rmsnorm("f16", 37, 1000, t, **ONE_READ)),  # mean over the tile, not the row
     ("gemm", "copy(B[bx * block_N, k * block_K], B_s)", "copy(B[bx * block_N, k], B_s)",
      lambda t: check_gemm("f16", True, 200, 150, 70, t)),  # K offset of the transposed B tile
 ]

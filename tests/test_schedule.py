@@ -115,3 +115,25 @@ def test_resources_needs_a_schedule():
     k = tilec.compile(GEMM).module.kernels[0]
     with pytest.raises(ValueError, match="no schedule"):
         resources(k)
+
+
+def test_a_shared_buffer_whose_uses_a_const_if_drops_takes_no_memory(tmp_path):
+    """specialize removes shared allocations no statement uses once const `if`s are resolved (flash_attention's
+    row_s exists only where row_stats_in_shared is set), so they take no shared memory elsewhere."""
+    src = tmp_path / "k.tile"
+    src.write_text('''const staged = False
+
+kernel k(A: f32[N], B: out f32[N]):
+    with Kernel(ceildiv(N, 128), threads=128) as bx:
+        t = alloc_fragment((128,), f32)
+        s = alloc_shared((128,), f32)
+        copy(A[bx * 128], t)
+        if staged:
+            copy(t, s)
+            copy(s, t)
+        copy(t, B[bx * 128])
+''')
+    plain = tilec.compile(src, "sm80")
+    assert [b.name for b in plain.simt.kernels[0].shared] == [] and plain.simt.kernels[0].shared_bytes == 0
+    staged = tilec.compile(src, "sm80", defines={"staged": True})
+    assert [b.name for b in staged.simt.kernels[0].shared] == ["s"]

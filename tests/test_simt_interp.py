@@ -30,6 +30,8 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}
 
 G64 = {"block_M": 64, "block_N": 64}
+ROWS_SMALL = {"block_M": 2, "block_N": 256, "threads": 64}
+ROW_TILES = {"block_M": 1, "block_N": 1024, "threads": 64, "tile_elems": 4}
 # (sample, defines, [one-tile sizes, ragged sizes])
 CASES = [
     ("vector_add", {}, [{"N": 1024}, {"N": 1500}]),
@@ -37,6 +39,14 @@ CASES = [
     ("softmax", {}, [{"M": 4, "N": 512}, {"M": 7, "N": 1000}]),
     ("rmsnorm", {}, [{"M": 4, "N": 512}, {"M": 7, "N": 1000}]),
     ("layernorm", {}, [{"M": 4, "N": 512}, {"M": 7, "N": 1000}]),
+    # Rows held on chip (N <= block_N: one read of X) at a ragged length, and streamed past it; two rows a
+    # block in one register tile, and one row a block in several.
+    ("softmax", ROWS_SMALL, [{"M": 3, "N": 200}, {"M": 5, "N": 700}]),
+    ("rmsnorm", ROWS_SMALL, [{"M": 3, "N": 200}, {"M": 5, "N": 700}]),
+    ("layernorm", ROWS_SMALL, [{"M": 3, "N": 200}, {"M": 5, "N": 700}]),
+    ("softmax", ROW_TILES, [{"M": 3, "N": 700}, {"M": 2, "N": 1500}]),
+    ("rmsnorm", ROW_TILES, [{"M": 3, "N": 700}, {"M": 2, "N": 1500}]),
+    ("layernorm", ROW_TILES, [{"M": 3, "N": 700}, {"M": 2, "N": 1500}]),
     ("transpose", {}, [{"M": 64, "N": 64}, {"M": 100, "N": 37}]),
     ("gemm", G64, [{"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64},
                    {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}]),

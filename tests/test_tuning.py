@@ -96,8 +96,13 @@ def test_every_sample_declares_a_space_and_builds_its_default_for_each_target():
         assert default  # sm90's default configuration
     gemm = tilec.compile(str(ROOT / "samples/gemm.tile"), "sm90").module.consts
     assert (gemm["block_N"], gemm["block_K"], gemm["threads"], gemm["num_stages"]) == (256, 64, 256, 4)
-    # WebGPU: gemm_bias_relu's default fits the 16 KB of workgroup memory (it did not before the space)
+    # WebGPU: gemm_bias_relu's and flash_attention's defaults fit the 16 KB of workgroup memory (they did not before
+    # the space); tests/test_wgsl.py runs attention's
     tilec.compile(str(ROOT / "samples/gemm_bias_relu.tile"), "webgpu")
+    attention = tilec.compile(str(ROOT / "samples/flash_attention.tile"), "webgpu")
+    assert (attention.module.consts["block_M"], attention.module.consts["block_N"]) == (16, 32)
+    hopper = tilec.compile(str(ROOT / "samples/flash_attention.tile"), "sm90")
+    assert hopper.module.consts["row_stats_in_shared"] is False
 
 
 def test_configurations_are_the_product_of_the_axes(tmp_path):
@@ -138,6 +143,23 @@ def test_select_keeps_few_configurations_and_maps_every_shape():
                                                {"block_M": 2, "block_N": 256, "threads": 64}]
     one, _ = select(_entry(), max_configs=1)
     assert len(one) == 1
+
+
+def test_select_charges_configurations_missing_from_a_shapes_fastest():
+    """With more candidates than a shape lists (its winner and runner-ups), each shape's list leaves most out, and
+    no few configurations appear in every list; one absent from a shape's list costs a fixed slowdown there
+    instead of ruling it out, so the three winners are still selected."""
+    from tilec.tuning.database import select
+
+    winners = [{"block_N": 512}, {"block_N": 768}, {"block_N": 1024}]
+    shapes = []
+    for i in range(6):
+        other = {"block_N": 64 + i}  # listed for this shape only (and sorting before every winner)
+        shapes.append({"sizes": {"M": 2 ** (10 + i)}, "winner": {"config": winners[i // 2], "ms": 1.0},
+                       "runner_ups": [{"config": other, "ms": 1.2}]})
+    configs, per_shape = select({"shapes": shapes})
+    assert sorted(configs, key=lambda c: c["block_N"]) == winners
+    assert [configs[i] for i in per_shape] == [winners[i // 2] for i in range(6)]
 
 
 def _db(tmp_path, entry=None) -> Path:
@@ -441,3 +463,16 @@ def test_splitk_lowering_passes_the_simt_interpreter(tmp_path, target):
     config = {"split_k": 3, "block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num_stages": 4}
     check = write_check(tmp_path, tilec.compile(path, defines=config).module.kernels[0], {"M": 70, "N": 45, "K": 400})
     assert cpu_check(tilec.compile(path, target, defines=config), tmp_path, check) is None
+
+
+def test_worker_names_torch_dtypes():
+    """The worker's torch arrays (bf16 and fp8 are uploaded as raw bits, then viewed as the torch dtype) use the
+    runtime's name table; a stand-in torch module stands for the real one, which this machine may lack."""
+    import types
+
+    from tilec.runtime import tune_worker
+
+    fake = types.SimpleNamespace(bfloat16="bf16 dtype", float8_e4m3fn="e4m3 dtype", float16="f16 dtype")
+    assert tune_worker._torch_dtype(fake, "bf16") == "bf16 dtype"
+    assert tune_worker._torch_dtype(fake, "f8e4m3") == "e4m3 dtype"
+    assert tune_worker._torch_dtype(fake, "f16") == "f16 dtype"

@@ -110,7 +110,7 @@ class SFor(SStmt):
     body: list[SStmt]
     unroll: bool = False
     step: Expr | None = None
-    keep_rolled: bool = False  # a cold path: unrolling would only add register pressure
+    keep_rolled: bool = False  # a cold path: unrolled a little (CUDA/HIP), not in full
 
 
 @dataclass(eq=False)

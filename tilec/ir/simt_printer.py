@@ -55,7 +55,10 @@ class CStylePrinter:
     block_idx = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
     barrier = "__syncthreads();"
     unroll_pragma = "#pragma unroll"
-    no_unroll_pragma = "#pragma unroll 1"
+    # keep_rolled marks a cold path (the element-wise fallback of a vector copy, taken when a row is not
+    # 16-byte aligned at run time, e.g. bf16 rows of odd length): unrolled in full it would only add registers,
+    # but one load at a time leaves the memory system idle, so a few iterations are unrolled.
+    no_unroll_pragma = "#pragma unroll 8"
 
     def __init__(self) -> None:
         self.nonneg: set[int] = set()

@@ -6,19 +6,21 @@ Guarantees: every expression is folded (constant subexpressions evaluated, x*1, 
 `if` statements on compile-time conditions are replaced by the branch taken; every non-global
 buffer has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits no target, and the
 passes after this one unroll work in proportion to tile sizes); Parallel and Unroll extents are
-compile-time integers; loops with a zero extent are removed; a kernel has at most
+compile-time integers; loops with a zero extent are removed; a shared buffer that no statement
+uses is removed (a const `if` that drops a buffer's only uses leaves it no memory); a kernel has at most
 MAX_THREADS_PER_BLOCK threads and a Pipelined loop at most MAX_PIPELINE_STAGES stages (later passes
 do work in proportion to both, so they are bounded here, before any of it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..diagnostics import Reporter
 from ..ir import tile as T
 from ..ir.fold import as_int, fold, fold_node
-from ..ir.visit import rewrite_body, walk_stmts
+from ..ir.visit import rewrite_body, sub_exprs, walk_stmts
 
 NAME = "specialize"
 
@@ -38,6 +40,46 @@ def _prune(s: T.Stmt) -> list[T.Stmt] | None:
     if isinstance(s, T.For) and any(as_int(e) == 0 for e in s.extents):
         return []
     return None
+
+
+def _buffers_used(body: list[T.Stmt]) -> set[int]:
+    """ids of the buffers any statement other than their Alloc names: in a region, as a store's target, in a
+    load (of any expression, region bounds included), or as any other operand (annotate_layout)."""
+    used: set[int] = set()
+
+    def note(v) -> None:
+        if isinstance(v, T.Buffer):
+            used.add(id(v))
+        elif isinstance(v, T.Region):
+            used.add(id(v.buffer))
+            for e in (*v.starts, *v.extents):
+                note(e)
+        elif isinstance(v, T.Expr):
+            used.update(id(x.buffer) for x in sub_exprs(v) if isinstance(x, T.Load))
+        elif isinstance(v, list | tuple):
+            for x in v:
+                note(x)
+
+    for st in walk_stmts(body):
+        if isinstance(st, T.Alloc):
+            continue
+        for f in dataclasses.fields(st):
+            if f.name not in ("body", "then_body", "else_body"):
+                note(getattr(st, f.name))
+    return used
+
+
+def _drop_unused_shared(body: list[T.Stmt]) -> list[T.Stmt]:
+    used = _buffers_used(body)
+    if all(id(st.buffer) in used for st in walk_stmts(body) if isinstance(st, T.Alloc) and st.buffer.scope == "shared"):
+        return body
+
+    def drop(st: T.Stmt) -> list[T.Stmt] | None:
+        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and id(st.buffer) not in used:
+            return []
+        return None
+
+    return rewrite_body(body, lambda e: e, drop)
 
 
 def run(module: T.Module, rep: Reporter) -> T.Module:
@@ -71,5 +113,6 @@ def run(module: T.Module, rep: Reporter) -> T.Module:
                                   e.span or s.span)
                     elif as_int(e) < 0:
                         rep.error("a loop extent cannot be negative", e.span or s.span)
+        k.body = _drop_unused_shared(k.body)  # after the checks above: an unused buffer is still checked
     rep.check()
     return module

@@ -197,9 +197,12 @@ def select(entry: dict, max_configs: int = MAX_CONFIGS, slack: float = SLACK) ->
     n = len(best)
     missing = 4.0  # the slowdown charged where a configuration was not among a shape's fastest
 
+    def slowdown(c: str, si: int) -> float:
+        t = times[c].get(si)
+        return missing if t is None else t / best[si]
+
     def cost(chosen: list[str]) -> float:
-        return sum(min((times[c].get(si, float("inf")) / best[si] for c in chosen), default=missing)
-                   if chosen else missing for si in range(n))
+        return sum(min((slowdown(c, si) for c in chosen), default=missing) for si in range(n))
 
     chosen: list[str] = []
     while len(chosen) < max_configs:
