@@ -182,11 +182,12 @@ def simt_pipeline() -> list[PassStep]:
         pipeline_planning,
         rasterization,
         simplify,
+        simplify_indices,
         storage_planning,
     )
 
     tile = [rasterization, layout_inference, pipeline_planning]
-    simt = [lower_to_simt, simplify, storage_planning]
+    simt = [lower_to_simt, simplify_indices, simplify, storage_planning]
     return [PassStep(p.NAME, p.run, module_str) for p in tile] + [PassStep(p.NAME, p.run, simt_module_str,
                                                                            verify_simt) for p in simt]
 
