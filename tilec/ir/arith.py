@@ -63,6 +63,7 @@ class Arith:
         self._back: dict[object, T.Expr] = {}  # TVM Var -> the tilec expression it stands for
         self._thread = None
         self._blocks: dict[int, object] = {}
+        self._atoms: dict[int, tuple[T.Expr, object]] = {}  # id(node) -> (node, its atom)
         self._grid_facts: list = []  # blockIdx[axis] < gridDim[axis] where the grid is symbolic
         self._count = 0
 
@@ -142,6 +143,14 @@ class Arith:
             return False
         return bool(self.analyzer.can_prove(t, self._strength))
 
+    def equal(self, a: T.Expr, b: T.Expr) -> bool:
+        """Whether a and b have the same value for every value of their variables."""
+        ta, tb = self.to_tvm(a), self.to_tvm(b)
+        if ta is None or tb is None:
+            return False
+        diff = self.analyzer.simplify(ta - tb)
+        return isinstance(diff, self._tx.IntImm) and int(diff.value) == 0
+
     @contextlib.contextmanager
     def kernel_scope(self):
         """Within the block, the facts that are not constant bounds (blockIdx < a symbolic gridDim) hold."""
@@ -195,11 +204,15 @@ class Arith:
         return self._atom(e, simplify_atoms)
 
     def _atom(self, e: T.Expr, simplify_atoms):
+        held = self._atoms.get(id(e))
+        if held is not None and held[0] is e:  # the same node converted again stands for the same value
+            return held[1]
         inner = simplify_atoms(e) if simplify_atoms is not None else e
         v = self._fresh("atom", e.dtype, inner)
         bound = self._atom_bound(inner)
         if bound is not None:
             self._set_bound(v, *bound)
+        self._atoms[id(e)] = (e, v)  # the node is held, so its id is not reused
         return v
 
     def _atom_bound(self, e: T.Expr) -> tuple[int | None, int | None] | None:

@@ -179,6 +179,7 @@ def simt_pipeline() -> list[PassStep]:
     from ..passes import (
         layout_inference,
         lower_to_simt,
+        partition_boundaries,
         pipeline_planning,
         rasterization,
         simplify,
@@ -187,7 +188,7 @@ def simt_pipeline() -> list[PassStep]:
     )
 
     tile = [rasterization, layout_inference, pipeline_planning]
-    simt = [lower_to_simt, simplify_indices, simplify, storage_planning]
+    simt = [lower_to_simt, partition_boundaries, simplify_indices, simplify, storage_planning]
     return [PassStep(p.NAME, p.run, module_str) for p in tile] + [PassStep(p.NAME, p.run, simt_module_str,
                                                                            verify_simt) for p in simt]
 
