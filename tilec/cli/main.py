@@ -81,6 +81,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="sm90: use mma.sync instead of warpgroup wgmma")
     p.add_argument("--no-warp-specialize", dest="disable", action="append_const", const="warp_specialize",
                    help="sm90: no producer warpgroup; the compute threads issue the TMA copies")
+    p.add_argument("--no-partition", dest="disable", action="append_const", const="partition",
+                   help="no unguarded fast path for interior tiles (every tile takes the bounds-guarded code)")
+    p.add_argument("--no-simplify-indices", dest="disable", action="append_const", const="simplify_indices",
+                   help="print index arithmetic as lowering built it (no simplification by TVM's analyzer)")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks for internal errors")
     p.add_argument("--no-color", action="store_true", help="plain diagnostics even on a terminal")
 

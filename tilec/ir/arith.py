@@ -53,11 +53,10 @@ class Arith:
     def __init__(self) -> None:
         import tvm
         import tvm.tirx as tx
-        from tvm.sym import Analyzer, ConstIntBound, ProofStrength
+        from tvm.sym import Analyzer, ConstIntBound
 
         self._tvm, self._tx = tvm, tx
         self._Bound = ConstIntBound
-        self._strength = ProofStrength.SYMBOLIC_BOUND
         self.analyzer = Analyzer()
         self._vars: dict[int, object] = {}  # id(tilec node) -> TVM Var
         self._back: dict[object, T.Expr] = {}  # TVM Var -> the tilec expression it stands for
@@ -122,8 +121,11 @@ class Arith:
         if t is None:
             return None
         b = self.analyzer.const_int_bound(t)
-        lo = None if b.min_value == self._Bound.NEG_INF else int(b.min_value)
-        hi = None if b.max_value == self._Bound.POS_INF else int(b.max_value)
+        # TVM bounds a variable it knows nothing about by its type's range; a bound at or past that range says
+        # nothing (and would not fit the type if printed)
+        limit = (1 << (e.dtype.bits - 1)) - 1
+        lo = int(b.min_value) if b.min_value != self._Bound.NEG_INF and int(b.min_value) > -limit else None
+        hi = int(b.max_value) if b.max_value != self._Bound.POS_INF and int(b.max_value) < limit else None
         return lo, hi
 
     @contextlib.contextmanager
@@ -135,13 +137,6 @@ class Arith:
             return
         with self.analyzer.constraint_scope(t):
             yield
-
-    def prove(self, cond: T.Expr) -> bool:
-        """Whether `cond` holds for every value of its variables allowed by the facts."""
-        t = self.to_tvm(cond)
-        if t is None:
-            return False
-        return bool(self.analyzer.can_prove(t, self._strength))
 
     def equal(self, a: T.Expr, b: T.Expr) -> bool:
         """Whether a and b have the same value for every value of their variables."""

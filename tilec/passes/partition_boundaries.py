@@ -161,8 +161,7 @@ class _Partitioner:
                 seen.add(_key(u))
                 cond = both(cond, u)
         proven = [g for g, _ in chosen]
-        fast = _replace_guards([loop], proven)
-        return S.SIf(loop.span, cond, fast, [loop])
+        return _branch(loop, cond, _replace_guards([loop], proven))
 
     def interior_condition(self, g: T.Compare, local: set[int]) -> T.Expr | None:
         """U, block-uniform, that implies g for every thread and loop iteration -- proven by the analyzer -- or None.
@@ -216,6 +215,12 @@ class _Partitioner:
 
         out = rewrite_expr(e, sub)
         return None if bad else out
+
+
+def _branch(loop: S.SFor, cond: T.Expr, fast: list[S.SStmt]) -> S.SIf:
+    """The runtime choice between the loop without its proven guards and the loop as it was."""
+    marker = S.SComment(loop.span, "interior: the bounds guards this branch tests are proven true")
+    return S.SIf(loop.span, cond, [marker, *fast], [loop])
 
 
 def _split(e: T.Expr, is_local) -> tuple[T.Expr | None, T.Expr | None]:
