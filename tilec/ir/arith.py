@@ -43,8 +43,11 @@ def available() -> bool:
         return False
 
 
+_TVM_DTYPES = {"i32": "int32", "i64": "int64", "bool": "bool"}
+
+
 def _index_dtype(dt: D.DType) -> str | None:
-    return {"i32": "int32", "i64": "int64", "bool": "bool"}.get(dt.name)
+    return _TVM_DTYPES.get(dt.name)
 
 
 class Arith:

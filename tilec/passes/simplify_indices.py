@@ -54,15 +54,6 @@ def assigned_vars(body: list[S.SStmt], out: set[int]) -> set[int]:
     return out
 
 
-def cost(e: T.Expr) -> int:
-    """How much an expression costs to evaluate, roughly: operations, divisions and modulos counted twice."""
-    n = 0
-    for x in sub_exprs(e):
-        if isinstance(x, T.Binary | T.Compare | T.Unary | T.Select | T.Call | S.Intrinsic):
-            n += 2 if isinstance(x, T.Binary) and x.op in ("//", "%") else 1
-    return n
-
-
 class _Simplifier:
     def __init__(self, k: S.SKernel, arith) -> None:
         self.k, self.ar = k, arith
@@ -172,29 +163,54 @@ class _Simplifier:
     def better(self, new: T.Expr, old: T.Expr) -> bool:
         if isinstance(new, T.Const):
             return not isinstance(old, T.Const)
-        if self.floor_helpers(new) > self.floor_helpers(old):
+        new_cost, new_helpers, new_nonneg = self.measure(new)
+        old_cost, old_helpers, old_nonneg = self.measure(old)
+        if new_helpers > old_helpers:
             return False
-        if self.syntactic_nonneg(old) and not self.syntactic_nonneg(new):
+        if old_nonneg and not new_nonneg:
             return False  # a declared value or operand the printers spell with C's / and % must stay so
-        return cost(new) < cost(old)
+        return new_cost < old_cost
+
+    def measure(self, e: T.Expr) -> tuple[int, int, bool]:
+        """(cost, helpers, nonneg) of e: how much it costs to evaluate, roughly (operations; divisions and modulos
+        twice); how many integer divisions and modulos the printers must spell with a floor-division helper; and
+        whether the printers see it as non-negative (their syntactic rule, tilec/ir/simt_printer.py is_nonneg)."""
+        if isinstance(e, T.Const):
+            return 0, 0, not e.dtype.is_float and int(e.value) >= 0
+        if isinstance(e, S.ThreadIdx | S.BlockIdx):
+            return 0, 0, True
+        if isinstance(e, T.Var):
+            return 0, 0, id(e) in self.nonneg or e.kind == "size"
+        kids = [self.measure(x) for x in _children(e)]
+        cost = sum(k[0] for k in kids) + 1
+        helpers = sum(k[1] for k in kids)
+        all_nonneg = all(k[2] for k in kids)
+        if isinstance(e, T.Binary) and e.op in ("//", "%") and not e.dtype.is_float:
+            cost += 1
+            helpers += 0 if all_nonneg else 1
+        if isinstance(e, T.Binary):
+            nonneg = e.op in ("+", "*", "//", "%", "&", ">>") and all_nonneg
+        elif isinstance(e, T.Call):
+            nonneg = e.func in ("ceildiv", "max", "min") and all_nonneg
+        else:
+            nonneg = isinstance(e, T.Cast) and all_nonneg
+        return cost, helpers, nonneg
 
     def syntactic_nonneg(self, e: T.Expr) -> bool:
-        """The printers' rule (tilec/ir/simt_printer.py is_nonneg): what they can print with C's `/` and `%`."""
-        if isinstance(e, T.Const):
-            return not e.dtype.is_float and int(e.value) >= 0
-        if isinstance(e, S.ThreadIdx | S.BlockIdx):
-            return True
-        if isinstance(e, T.Var):
-            return id(e) in self.nonneg or e.kind == "size"
-        if isinstance(e, T.Binary) and e.op in ("+", "*", "//", "%", "&", ">>"):
-            return self.syntactic_nonneg(e.a) and self.syntactic_nonneg(e.b)
-        if isinstance(e, T.Cast):
-            return self.syntactic_nonneg(e.value)
-        if isinstance(e, T.Call) and e.func in ("ceildiv", "max", "min"):
-            return all(self.syntactic_nonneg(a) for a in e.args)
-        return False
+        return self.measure(e)[2]
 
-    def floor_helpers(self, e: T.Expr) -> int:
-        """How many integer divisions and modulos the printers must spell with a floor-division helper."""
-        return sum(1 for x in sub_exprs(e) if isinstance(x, T.Binary) and x.op in ("//", "%") and not x.dtype.is_float
-                   and not (self.syntactic_nonneg(x.a) and self.syntactic_nonneg(x.b)))
+
+def _children(e: T.Expr):
+    if isinstance(e, T.Binary | T.Compare):
+        return (e.a, e.b)
+    if isinstance(e, T.Unary):
+        return (e.a,)
+    if isinstance(e, T.Select):
+        return (e.cond, e.a, e.b)
+    if isinstance(e, T.Call | S.Intrinsic):
+        return e.args
+    if isinstance(e, T.Cast):
+        return (e.value,)
+    if isinstance(e, S.Ref | S.AddrOf):
+        return (e.index,)
+    return ()
