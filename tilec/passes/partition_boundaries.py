@@ -148,23 +148,28 @@ class _Partitioner:
                 if isinstance(x, T.Compare) and x.op in ("<", "<=", ">", ">=") and x.a.dtype.name in ("i32", "i64") \
                         and x.a.dtype == x.b.dtype and not any(x is g for g in guards):
                     guards.append(x)
-        chosen: list[tuple[T.Compare, T.Expr]] = []  # a guard, and the uniform condition under which it holds
+        proven: list[T.Compare] = []
+        needs: dict[tuple, tuple[str, T.Expr, int, T.Expr]] = {}  # per uniform comparison, the largest margin
         for g in guards:
-            u = self.interior_condition(g, local)
-            if u is not None:
-                chosen.append((g, u))
-        if not chosen:
+            found = self.interior_condition(g, local)
+            if found is None:
+                continue
+            proven.append(g)
+            op, ua, m, ub = found
+            key = (op, _key(ua), _key(ub))  # neighbouring copies ask the same, or with a smaller margin
+            if key not in needs or needs[key][2] < m:
+                needs[key] = found
+        if not proven:
             return None
-        cond, seen = None, set()
-        for _, u in chosen:
-            if _key(u) not in seen:  # guards of neighbouring copies often ask the same
-                seen.add(_key(u))
-                cond = both(cond, u)
-        proven = [g for g, _ in chosen]
+        cond = None
+        for op, ua, m, ub in needs.values():
+            left = binary("+" if m >= 0 else "-", ua, T.Const(ua.dtype, None, abs(m)))
+            cond = both(cond, T.Compare(D.BOOL, None, op, left, ub))
         return _branch(loop, cond, _replace_guards([loop], proven))
 
-    def interior_condition(self, g: T.Compare, local: set[int]) -> T.Expr | None:
-        """U, block-uniform, that implies g for every thread and loop iteration -- proven by the analyzer -- or None.
+    def interior_condition(self, g: T.Compare, local: set[int]) -> tuple[str, T.Expr, int, T.Expr] | None:
+        """(op, ua, m, ub): U = `ua + m op ub`, block-uniform, implies g for every thread and loop iteration (proven
+        by the analyzer); None where there is no such U.
 
         g is `lhs < rhs` (or <=, >, >=). With the thread-dependent declared values expanded, lhs - rhs splits into
         a uniform part u and a part f over the thread index and the loop's variables only; the analyzer proves the
@@ -190,7 +195,7 @@ class _Partitioner:
         m = self.ar.bounds(f)
         if m is None or m[1] is None:
             return None
-        return T.Compare(D.BOOL, g.span, op, binary("+", ua, T.Const(dt, None, m[1])), ub)
+        return op, ua, m[1], ub
 
     def is_local(self, e: T.Expr, local: set[int]) -> bool:
         return any(isinstance(x, S.ThreadIdx) or (isinstance(x, T.Var) and id(x) in local) for x in sub_exprs(e))
