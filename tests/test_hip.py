@@ -42,9 +42,9 @@ def _objdump() -> str:
     return tool
 
 
-def _build(path: Path, arch: str, defines=None) -> bytes:
+def _build(path: Path, arch: str, defines=None, disable=()) -> bytes:
     _require(arch)
-    r = tilec.compile(str(path), target=arch, defines=defines or {})
+    r = tilec.compile(str(path), target=arch, defines=defines or {}, disable=set(disable))
     return tc.build(r.source, path.stem, arch, "hsaco").data
 
 
@@ -153,7 +153,8 @@ def test_mfma_operands_are_read_128_bits_at_a_time(sample, defines, arch, tmp_pa
     of 64x128: 4 A + 8 B atoms, one pair) = 12; flash attention 64x64, dim 64 (2 waves of 32x64): Q K^T
     (2 + 4 atoms) x 2 pairs + P V (4 V atoms, interleaved tile) x 2 pairs = 20, plus 4 from the 16-byte copy of
     O_s to global = 24. No 16- or 64-bit operand reads, 64 MFMAs each, no scratch."""
-    data = _build(ROOT / "samples" / f"{sample}.tile", arch, defines)
+    # counted on one copy of each loop: partitioning gives the O_s -> O copy an interior and a boundary version
+    data = _build(ROOT / "samples" / f"{sample}.tile", arch, defines, disable={"partition"})
     asm = _disasm(data, tmp_path)
     assert asm.count("v_mfma_f32_16x16x16") == 64
     # gemm: A 2x4 + B 4x... per wave: (mi + ni) atoms x K/32 pairs = (4 + 4) x 1 = 8 per k-tile... at least one

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tilec.targets.registry import TARGETS
 
 TILEC = Path(__file__).resolve().parent.parent / "tilec"
@@ -58,3 +60,36 @@ def test_only_the_target_that_names_it_gets_a_lowering_extension():
             assert ext.barrier_threads == 128  # the gemm sample is warp-specialized: consumers' named barrier
         else:
             assert type(ext) is LoweringExtension, t.name
+
+
+TVM_PROBE = """
+import sys
+{setup}
+print('tvm' in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("name,setup", [
+    ("--help", "from tilec.cli.main import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"),
+    ("--emit-ir of the front end", "from tilec.cli.main import main\nmain([{gemm!r}, '--emit-ir'])"),
+    ("the runtime", "import tilec.runtime, tilec.runtime.module, tilec.runtime.wgsl"),
+    ("a cache hit", "import tilec\nassert tilec.compile({gemm!r}, 'webgpu', emit='wgsl', "
+                    "defines={{'block_M': 64, 'block_N': 64, 'threads': 128}}).from_cache"),
+])
+def test_tvm_is_imported_only_by_the_passes_that_need_it(name, setup, tmp_path):
+    """apache-tvm costs about a second to import: only partition-boundaries and simplify-indices import it (through
+    tilec/ir/arith.py), inside their run()."""
+    import os
+    import subprocess
+    import sys
+
+    gemm = str(TILEC.parent / "samples" / "gemm.tile")
+    env = dict(os.environ, TILEC_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(TILEC.parent))
+    fill = "import tilec\ntilec.compile({gemm!r}, 'webgpu', emit='wgsl', defines={{'block_M': 64, 'block_N': 64, " \
+           "'threads': 128}})"
+    compiled = TVM_PROBE.format(setup=fill.format(gemm=gemm))  # the miss that fills the cache does import TVM
+    first = subprocess.run([sys.executable, "-c", compiled], capture_output=True, text=True, env=env)
+    assert first.stdout.strip() == "True", first.stdout + first.stderr
+    probe = TVM_PROBE.format(setup=setup.format(gemm=gemm))
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert proc.stdout.strip().splitlines()[-1:] == ["False"], proc.stdout + proc.stderr

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-# Target features a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize).
-DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize"})
+# Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
+# --no-simplify-indices, --no-partition).
+DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize", "simplify_indices", "partition"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
 LIMITS = frozenset({"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"})

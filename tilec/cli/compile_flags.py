@@ -99,6 +99,10 @@ COMPILE_FLAGS: list[Flag] = [
          "append-const", const="tma"),
     Flag(("--no-wgmma",), "disable", "sm90: use mma.sync instead of warpgroup wgmma.", HOPPER, "append-const",
          const="wgmma"),
+    Flag(("--no-partition",), "disable", "No interior/boundary split: every tile keeps its bounds guards "
+         "(partition-boundaries off).", TOOLCHAIN, "append-const", const="partition"),
+    Flag(("--no-simplify-indices",), "disable", "Emit index arithmetic as lowered, without TVM's simplification "
+         "(simplify-indices off).", TOOLCHAIN, "append-const", const="simplify_indices"),
     Flag(("--no-warp-specialize",), "disable", "sm90: no producer warpgroup; the compute threads issue the TMA "
          "copies.", HOPPER, "append-const", const="warp_specialize"),
     # Diagnostics and display

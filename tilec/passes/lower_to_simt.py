@@ -248,6 +248,7 @@ class Lowerer:
         grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
         sk.attrs.update(self.ext.kernel_attrs())
+        sk.attrs["disabled"] = k.attrs.get("disabled", frozenset())  # the SIMT passes' switches too
         return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:

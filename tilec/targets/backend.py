@@ -230,14 +230,16 @@ def simt_pipeline() -> list[PassStep]:
     from ..passes import (
         layout_inference,
         lower_to_simt,
+        partition_boundaries,
         pipeline_planning,
         rasterization,
         simplify,
+        simplify_indices,
         storage_planning,
     )
 
     tile = [rasterization, layout_inference, pipeline_planning]
-    simt = [lower_to_simt, simplify, storage_planning]
+    simt = [lower_to_simt, partition_boundaries, simplify_indices, simplify, storage_planning]
     return [PassStep(p.NAME, p.run, module_str) for p in tile] + [PassStep(p.NAME, p.run, simt_module_str,
                                                                            verify_simt) for p in simt]
 

@@ -1,0 +1,291 @@
+"""The TVM boundary: integer reasoning about tilec expressions with apache-tvm's arithmetic analyzer.
+
+Only passes that prove or simplify index arithmetic import this module, and only inside their `run`
+(`import tvm` costs about a second: never on `--help`, a cache hit, the front end's `--emit-ir` or in
+tilec/runtime). `available()` says whether TVM can be imported without importing it; without TVM those
+passes leave the module unchanged.
+
+`Arith` holds one kernel's facts (the range of the thread index, of each loop variable and of each
+declared value; `blockIdx < gridDim`; runtime sizes are non-negative) in one `tvm.sym.Analyzer`. It converts
+tilec expressions to TVM and back:
+
+- `//` and `%` on integers are floor division and floor modulo in tilec (the language's semantics; the C
+  printers spell them `/` and `%` only where both operands are syntactically non-negative), so they become
+  TVM's `floordiv` / `floormod`, never `truncdiv`.
+- What TVM does not model faithfully (XOR and shifts, loads, intrinsics, casts, selects, `ceildiv`, other
+  calls, types other than i32/i64/bool) becomes an *atom*: a fresh TVM variable standing for that subtree,
+  with the subtree's bounds where they are known. Atoms convert back to the (separately simplified) subtree,
+  so XOR swizzles and loads are never rewritten by TVM.
+- TVM reasons about mathematical integers; C's signed overflow is undefined behaviour, so index expressions
+  that do not overflow keep their value under every rewrite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+from functools import cache
+
+from . import dtypes as D
+from . import simt as S
+from . import tile as T
+
+_BINARY = ("+", "-", "*", "//", "%")
+_COMPARE = ("<", "<=", ">", ">=", "==", "!=")
+
+
+@cache
+def available() -> bool:
+    """Whether apache-tvm is installed (found without importing it)."""
+    try:
+        return importlib.util.find_spec("tvm") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+_TVM_DTYPES = {"i32": "int32", "i64": "int64", "bool": "bool"}
+
+
+def _import_tvm() -> None:
+    """import tvm without letting it import torch: tvm_ffi imports torch eagerly for a tensor interop tilec does
+    not use, which triples the import's cost (about 1.5 s instead of 4 s on this project's machines). Where torch
+    is already loaded nothing is hidden; afterwards `import torch` works as usual (only TVM's own torch interop
+    stays off in this process)."""
+    if "tvm" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  (an import of torch now raises ImportError)
+    try:
+        import tvm.sym  # noqa: F401
+        import tvm.tirx  # noqa: F401
+    finally:
+        if sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+
+
+def _index_dtype(dt: D.DType) -> str | None:
+    return _TVM_DTYPES.get(dt.name)
+
+
+class Arith:
+    """One kernel's integer facts in a TVM analyzer, and the conversions between tilec and TVM expressions."""
+
+    def __init__(self) -> None:
+        _import_tvm()
+        import tvm
+        import tvm.tirx as tx
+        from tvm.sym import Analyzer, ConstIntBound
+
+        self._tvm, self._tx = tvm, tx
+        self._Bound = ConstIntBound
+        self.analyzer = Analyzer()
+        self._vars: dict[int, object] = {}  # id(tilec node) -> TVM Var
+        self._back: dict[object, T.Expr] = {}  # TVM Var -> the tilec expression it stands for
+        self._thread = None
+        self._blocks: dict[int, object] = {}
+        self._atoms: dict[int, tuple[T.Expr, object]] = {}  # id(node) -> (node, its atom)
+        self._grid_facts: list = []  # blockIdx[axis] < gridDim[axis] where the grid is symbolic
+        self._count = 0
+
+    # ------------------------------------------------------------ facts
+    def _fresh(self, name: str, dt: D.DType, stands_for: T.Expr):
+        self._count += 1
+        v = self._tx.Var(f"{name}_{self._count}", _index_dtype(dt) or "int32")
+        self._back[v] = stands_for
+        return v
+
+    def _set_bound(self, v, lo: int | None, hi: int | None) -> None:
+        lo = self._Bound.NEG_INF if lo is None else lo
+        hi = self._Bound.POS_INF if hi is None else hi
+        self.analyzer.update(v, self._Bound(lo, hi), True)
+
+    def var(self, v: T.Var):
+        """The TVM variable of a tilec variable (runtime sizes are known non-negative)."""
+        tv = self._vars.get(id(v))
+        if tv is None:
+            tv = self._fresh(v.name, v.dtype, v)
+            self._vars[id(v)] = tv
+            if v.kind == "size":
+                self._set_bound(tv, 0, None)
+        return tv
+
+    def bound_var(self, v: T.Var, lo: int | None, hi: int | None) -> None:
+        """`lo <= v <= hi` wherever v is in scope (None: unbounded on that side)."""
+        self._set_bound(self.var(v), lo, hi)
+
+    def bound_thread(self, threads: int) -> None:
+        self._thread = self._tx.Var("tid", "int32")
+        self._back[self._thread] = S.ThreadIdx(D.I32, None)
+        self._set_bound(self._thread, 0, threads - 1)
+
+    def bound_block(self, axis: int, extent: T.Expr) -> None:
+        """blockIdx[axis] lies in [0, extent): the launch grid."""
+        b = self._block(axis)
+        self._set_bound(b, 0, int(extent.value) - 1 if isinstance(extent, T.Const) else None)
+        if not isinstance(extent, T.Const):
+            t = self.to_tvm(extent)
+            if t is not None:
+                self._grid_facts.append(b < t)
+
+    def _block(self, axis: int):
+        b = self._blocks.get(axis)
+        if b is None:
+            b = self._tx.Var("xyz"[axis] + "blk", "int32")
+            self._back[b] = S.BlockIdx(D.I32, None, axis)
+            self._set_bound(b, 0, None)
+            self._blocks[axis] = b
+        return b
+
+    def bounds(self, e: T.Expr) -> tuple[int | None, int | None] | None:
+        """The constant bounds of an integer expression (None on a side that is unbounded)."""
+        t = self.to_tvm(e)
+        if t is None:
+            return None
+        b = self.analyzer.const_int_bound(t)
+        # TVM bounds a variable it knows nothing about by its type's range; a bound at or past that range says
+        # nothing (and would not fit the type if printed)
+        limit = (1 << (e.dtype.bits - 1)) - 1
+        lo = int(b.min_value) if b.min_value != self._Bound.NEG_INF and int(b.min_value) > -limit else None
+        hi = int(b.max_value) if b.max_value != self._Bound.POS_INF and int(b.max_value) < limit else None
+        return lo, hi
+
+    @contextlib.contextmanager
+    def assume(self, cond: T.Expr):
+        """Within the block, `cond` (a uniform condition the code tested) is taken as true."""
+        t = self.to_tvm(cond)
+        if t is None:
+            yield
+            return
+        with self.analyzer.constraint_scope(t):
+            yield
+
+    def equal(self, a: T.Expr, b: T.Expr) -> bool:
+        """Whether a and b have the same value for every value of their variables."""
+        ta, tb = self.to_tvm(a), self.to_tvm(b)
+        if ta is None or tb is None:
+            return False
+        diff = self.analyzer.simplify(ta - tb)
+        return isinstance(diff, self._tx.IntImm) and int(diff.value) == 0
+
+    @contextlib.contextmanager
+    def kernel_scope(self):
+        """Within the block, the facts that are not constant bounds (blockIdx < a symbolic gridDim) hold."""
+        with contextlib.ExitStack() as stack:
+            for fact in self._grid_facts:
+                stack.enter_context(self.analyzer.constraint_scope(fact))
+            yield
+
+    # ------------------------------------------------------------ tilec -> TVM
+    def to_tvm(self, e: T.Expr, simplify_atoms=None):
+        """The TVM form of e, with every unmodelled subtree an atom; None when e's type is not an index type.
+
+        `simplify_atoms(x)` (optional) rewrites each atom's tilec subtree before it is stood in for."""
+        dt = _index_dtype(e.dtype)
+        if dt is None:
+            return None
+        tx = self._tx
+        if isinstance(e, T.Const):
+            return tx.IntImm(dt, int(bool(e.value)) if dt == "bool" else int(e.value))
+        if isinstance(e, T.Var):
+            return self.var(e)
+        if isinstance(e, S.ThreadIdx) and self._thread is not None:
+            return self._thread
+        if isinstance(e, S.BlockIdx):
+            return self._block(e.axis)
+        if isinstance(e, T.Binary) and e.op in _BINARY and e.a.dtype == e.dtype == e.b.dtype and dt != "bool":
+            a, b = self.to_tvm(e.a, simplify_atoms), self.to_tvm(e.b, simplify_atoms)
+            if a is not None and b is not None:
+                if e.op in ("//", "%") and not (isinstance(e.b, T.Const) and int(e.b.value) > 0):
+                    pass  # a division by a variable: TVM may not know its sign; keep it whole
+                else:
+                    return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                            "//": lambda: tx.floordiv(a, b), "%": lambda: tx.floormod(a, b)}[e.op]()
+        if isinstance(e, T.Binary) and e.op in ("and", "or") and e.a.dtype.is_bool and e.b.dtype.is_bool:
+            a, b = self.to_tvm(e.a, simplify_atoms), self.to_tvm(e.b, simplify_atoms)
+            if a is not None and b is not None:
+                return tx.And(a, b) if e.op == "and" else tx.Or(a, b)
+        if isinstance(e, T.Unary) and e.op == "not" and e.a.dtype.is_bool:
+            a = self.to_tvm(e.a, simplify_atoms)
+            if a is not None:
+                return tx.Not(a)
+        if isinstance(e, T.Compare) and e.a.dtype == e.b.dtype and _index_dtype(e.a.dtype) in ("int32", "int64"):
+            a, b = self.to_tvm(e.a, simplify_atoms), self.to_tvm(e.b, simplify_atoms)
+            if a is not None and b is not None:
+                return {"<": tx.LT, "<=": tx.LE, ">": tx.GT, ">=": tx.GE, "==": tx.EQ, "!=": tx.NE}[e.op](a, b)
+        if isinstance(e, T.Call) and e.func in ("min", "max") and len(e.args) == 2 and dt != "bool" \
+                and all(x.dtype == e.dtype for x in e.args):
+            a, b = (self.to_tvm(x, simplify_atoms) for x in e.args)
+            if a is not None and b is not None:
+                return tx.Min(a, b) if e.func == "min" else tx.Max(a, b)
+        return self._atom(e, simplify_atoms)
+
+    def _atom(self, e: T.Expr, simplify_atoms):
+        held = self._atoms.get(id(e))
+        if held is not None and held[0] is e:  # the same node converted again stands for the same value
+            return held[1]
+        inner = simplify_atoms(e) if simplify_atoms is not None else e
+        v = self._fresh("atom", e.dtype, inner)
+        bound = self._atom_bound(inner)
+        if bound is not None:
+            self._set_bound(v, *bound)
+        self._atoms[id(e)] = (e, v)  # the node is held, so its id is not reused
+        return v
+
+    def _atom_bound(self, e: T.Expr) -> tuple[int | None, int | None] | None:
+        """Bounds of an unmodelled subtree where they follow from its operands."""
+        if isinstance(e, T.Cast) and e.dtype.is_int and e.value.dtype.is_int and e.value.dtype.bits <= e.dtype.bits:
+            return self.bounds(e.value)
+        if isinstance(e, T.Binary) and e.op in ("^", "|", "&") and not e.dtype.is_bool:
+            ba, bb = self.bounds(e.a), self.bounds(e.b)
+            if ba and bb and None not in ba + bb and min(ba[0], bb[0]) >= 0:
+                top = max(ba[1], bb[1])
+                if e.op == "&":
+                    return 0, min(ba[1], bb[1])
+                return 0, (1 << top.bit_length()) - 1  # a bitwise or / xor of values < 2**n stays < 2**n
+        if isinstance(e, T.Call) and e.func == "ceildiv" and len(e.args) == 2:
+            ba, bb = self.bounds(e.args[0]), self.bounds(e.args[1])
+            if ba and bb and ba[0] is not None and ba[0] >= 0 and bb[0] is not None and bb[0] >= 1:
+                hi = None if ba[1] is None else -(-ba[1] // bb[0])
+                return 0, hi
+        return None
+
+    # ------------------------------------------------------------ TVM -> tilec
+    def from_tvm(self, t, dtype: D.DType) -> T.Expr | None:
+        """The tilec form of a TVM expression built from the node kinds to_tvm produces; None otherwise."""
+        tx = self._tx
+        if isinstance(t, tx.IntImm):
+            if dtype.is_bool or str(t.ty) == "bool":
+                return T.Const(D.BOOL, None, bool(t.value))
+            return T.Const(dtype, None, int(t.value))
+        if isinstance(t, tx.Var):
+            return self._back.get(t)
+        kinds = [(tx.Add, "+"), (tx.Sub, "-"), (tx.Mul, "*"), (tx.FloorDiv, "//"), (tx.FloorMod, "%")]
+        for cls, op in kinds:
+            if isinstance(t, cls):
+                a, b = self.from_tvm(t.a, dtype), self.from_tvm(t.b, dtype)
+                return None if a is None or b is None else T.Binary(dtype, None, op, a, b)
+        for cls, func in ((tx.Min, "min"), (tx.Max, "max")):
+            if isinstance(t, cls):
+                a, b = self.from_tvm(t.a, dtype), self.from_tvm(t.b, dtype)
+                return None if a is None or b is None else T.Call(dtype, None, func, [a, b])
+        cmps = [(tx.LT, "<"), (tx.LE, "<="), (tx.GT, ">"), (tx.GE, ">="), (tx.EQ, "=="), (tx.NE, "!=")]
+        for cls, op in cmps:
+            if isinstance(t, cls):
+                odt = D.I64 if str(t.a.ty) == "int64" else D.I32
+                a, b = self.from_tvm(t.a, odt), self.from_tvm(t.b, odt)
+                return None if a is None or b is None else T.Compare(D.BOOL, None, op, a, b)
+        for cls, op in ((tx.And, "and"), (tx.Or, "or")):
+            if isinstance(t, cls):
+                a, b = self.from_tvm(t.a, D.BOOL), self.from_tvm(t.b, D.BOOL)
+                return None if a is None or b is None else T.Binary(D.BOOL, None, op, a, b)
+        if isinstance(t, tx.Not):
+            a = self.from_tvm(t.a, D.BOOL)
+            return None if a is None else T.Unary(D.BOOL, None, "not", a)
+        return None
+
+    def simplify(self, e: T.Expr, simplify_atoms=None) -> T.Expr | None:
+        """e simplified by the analyzer under the kernel's facts, or None when it cannot be converted back."""
+        t = self.to_tvm(e, simplify_atoms)
+        if t is None:
+            return None
+        return self.from_tvm(self.analyzer.simplify(t), e.dtype)
