@@ -41,9 +41,10 @@ CASES = [
     ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
                             {"M": 300, "N": 200, "K": 100}]),
     ("fp8_gemm", {}, [{"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 272, "K": 160}, {"M": 200, "N": 100, "K": 100}]),
-    ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
-    ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
-    ("layernorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}]),
+    # rows that fit the block (one read) and rows longer than it (streamed twice), ragged both ways
+    ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
+    ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
+    ("layernorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
     ("row_sum", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 300}, {"M": 33, "N": 777}]),
     ("transpose", {}, [{"M": 128, "N": 128}, {"M": 256, "N": 192}, {"M": 100, "N": 70}]),
     ("flash_attention", {}, [{"B": 1, "S": 128, "H": 2}, {"B": 2, "S": 256, "H": 2}, {"B": 1, "S": 200, "H": 3}]),
@@ -54,6 +55,11 @@ CASES = [
      [{"B": 1, "S": 384, "H": 2}, {"B": 2, "S": 200, "H": 2}]),
     ("flash_attention", {"block_M": 128, "block_N": 128, "threads": 256},
      [{"B": 1, "S": 384, "H": 2}, {"B": 2, "S": 200, "H": 2}]),
+    # sm90's FlashAttention-3 overlap of the softmax with the gemms, and Q loaded by TMA (off by default)
+    ("flash_attention", {"dim": 128, "overlap_softmax": True, "tma_preload": True, "_sm90_only": True},
+     [{"B": 1, "S": 384, "H": 2}, {"B": 2, "S": 250, "H": 2}]),
+    ("flash_attention", {"dim": 128, "causal": True, "overlap_softmax": True, "_sm90_only": True},
+     [{"B": 1, "S": 384, "H": 2}, {"B": 2, "S": 250, "H": 2}]),
     # three warpgroups of 64 query rows: a Hopper configuration (on sm80 its layouts do not tile 12 warps)
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True, "_sm90_only": True},
      [{"B": 1, "S": 576, "H": 2}, {"B": 2, "S": 250, "H": 2}]),
