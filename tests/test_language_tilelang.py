@@ -422,3 +422,32 @@ kernel k(X: f32[N, 64], Y: out f32[N, 64]):
         y = np.zeros_like(x)
         run_simt(result.simt.kernels[0], {"X": x, "Y": y}, {"N": 3}, warp_size=lookup(target).warp_size)
         np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
+
+
+REGISTER_A_GEMM = """
+kernel rg(A: f16[M, 64], B: f16[64, 64], C: out f32[M, 64]):
+    with Kernel(ceildiv(M, 64), threads=128) as bx:
+        a = alloc_fragment((64, 64), f16)
+        b = alloc_shared((64, 64), f16)
+        acc = alloc_fragment((64, 64), f32)
+        copy(A[bx * 64, 0], a)
+        copy(B[0, 0], b)
+        clear(acc)
+        gemm(a, b, acc)
+        copy(acc, C[bx * 64, 0])
+"""
+
+
+def test_register_gemm_operand_outside_the_wgmma_layout_takes_the_other_path_on_sm90(tmp_path):
+    """A register A operand filled by a copy (not by an earlier wgmma) is not an error on sm90: the gemm
+    runs as on sm80, and the result matches numpy at a ragged M."""
+    from tilec.testing.simt_interp import run_simt
+
+    result = compiled(tmp_path, REGISTER_A_GEMM, target="sm90")
+    k = result.module.kernels[0]
+    assert {g.instruction for g in k.schedule.gemms.values()} <= {"mma", "fma"}
+    a = RNG.standard_normal((70, 64)).astype(np.float16)
+    b = RNG.standard_normal((64, 64)).astype(np.float16)
+    c = np.zeros((70, 64), np.float32)
+    run_simt(result.simt.kernels[0], {"A": a, "B": b, "C": c}, {"M": 70})
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
