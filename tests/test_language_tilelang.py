@@ -192,36 +192,135 @@ kernel tail_sum(A: f32[N, 8], S: out f32[8], start: i32):
     np.testing.assert_allclose(s, a[5:].sum(0), rtol=1e-5, atol=1e-5)
 
 
-def test_while_loop_uniform_and_per_lane(tmp_path):
-    k = kernel_of(tmp_path, """
+WHILE_LOOPS = """
 kernel collatz(X: i32[N], Steps: out i32[N], Total: out i32[1]):
-    with Kernel(ceildiv(N, 32), threads=32) as bx:
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
         total = alloc_var(i32, 0)
         while total < 3:
             total += 1
-        for i in Parallel(32):
-            if bx * 32 + i < N:
-                x = X[bx * 32 + i]
+        for i in Parallel(64):
+            if bx * 64 + i < N:
+                x = X[bx * 64 + i]
                 n = 0
                 while x != 1:
                     x = x // 2 if x % 2 == 0 else 3 * x + 1
                     n += 1
-                Steps[bx * 32 + i] = n
+                Steps[bx * 64 + i] = n + total
         Total[0] = total
-""")
-    x = RNG.integers(1, 50, 40).astype(np.int32)
-    steps = np.zeros(40, np.int32)
-    total = np.zeros(1, np.int32)
-    run_kernel(k, {"X": x, "Steps": steps, "Total": total})
+"""
 
-    def collatz(v):
-        n = 0
-        while v != 1:
-            v, n = (v // 2 if v % 2 == 0 else 3 * v + 1), n + 1
-        return n
+# A uniform while whose condition reads shared memory its body writes (a barrier at the end of every
+# iteration); WebGPU refuses it (a barrier under a condition WGSL deems non-uniform) and says why.
+WHILE_OVER_SHARED = """
+kernel doubling(X: f32[N], Y: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        S = alloc_shared((64,), f32)
+        C = alloc_shared((64,), i32)
+        copy(X[bx * 64], S)
+        for i in Parallel(64):
+            C[i] = 0
+        while C[0] < 3:
+            for i in Parallel(64):
+                S[i] = S[i] * 2.0 + 1.0
+                C[i] = C[i] + 1
+        copy(S, Y[bx * 64])
+"""
 
-    np.testing.assert_array_equal(steps, [collatz(int(v)) for v in x])
-    assert total[0] == 3
+
+def _collatz(v: int) -> int:
+    n = 0
+    while v != 1:
+        v, n = (v // 2 if v % 2 == 0 else 3 * v + 1), n + 1
+    return n
+
+
+def test_while_loop_uniform_and_per_lane_on_every_back_end(tmp_path):
+    """The interpreter, and the sm80, sm90 and gfx942 lowerings executed lane by lane (threads leave the
+    per-lane loop at different iterations), at a regular and a ragged N."""
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    k = kernel_of(tmp_path, WHILE_LOOPS)
+    for n in (128, 77):
+        x = RNG.integers(1, 50, n).astype(np.int32)
+        want = np.array([_collatz(int(v)) + 3 for v in x], np.int32)
+        steps, total = np.zeros(n, np.int32), np.zeros(1, np.int32)
+        run_kernel(k, {"X": x, "Steps": steps, "Total": total})
+        np.testing.assert_array_equal(steps, want)
+        assert total[0] == 3
+        for target in ("sm80", "sm90", "gfx942"):
+            sk = compiled(tmp_path, WHILE_LOOPS, target=target).simt.kernels[0]
+            steps, total = np.zeros(n, np.int32), np.zeros(1, np.int32)
+            run_simt(sk, {"X": x, "Steps": steps, "Total": total}, {"N": n}, warp_size=lookup(target).warp_size)
+            np.testing.assert_array_equal(steps, want, err_msg=target)
+            assert total[0] == 3, target
+    src = compiled(tmp_path, WHILE_LOOPS, target="webgpu").source
+    assert "while (x != 1) {" in src
+
+
+def test_while_loop_over_shared_memory(tmp_path):
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    for target in ("sm80", "gfx942"):
+        sk = compiled(tmp_path, WHILE_OVER_SHARED, target=target).simt.kernels[0]
+        for n in (128, 70):
+            x = RNG.standard_normal(n).astype(np.float32)
+            y = np.zeros_like(x)
+            run_simt(sk, {"X": x, "Y": y}, {"N": n}, warp_size=lookup(target).warp_size)
+            np.testing.assert_allclose(y, ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6, err_msg=target)
+    msg = error_of(tmp_path, WHILE_OVER_SHARED, target="webgpu")
+    assert "while loop's condition reads shared memory ('C')" in msg
+
+
+def test_while_loop_runs_under_wgpu(tmp_path):
+    from tilec.runtime import wgsl
+
+    ok, why = wgsl.available()
+    if not ok:
+        pytest.skip(f"WebGPU: {why}")
+    import tilec.runtime as rt
+    from tilec.artifacts import dumps, manifest
+
+    result = compiled(tmp_path, WHILE_LOOPS, target="webgpu")
+    out = tmp_path / "collatz.wgsl"
+    out.write_text(result.source)
+    (tmp_path / "collatz.wgsl.json").write_text(dumps(manifest(result, "wgsl", ["wgsl"], "none", {}, out.name)))
+    mod = rt.load(out)
+    for n in (128, 77):
+        x = RNG.integers(1, 50, n).astype(np.int32)
+        steps, total = np.zeros(n, np.int32), np.zeros(1, np.int32)
+        mod.collatz(x, steps, total)
+        np.testing.assert_array_equal(steps, [_collatz(int(v)) + 3 for v in x])
+
+
+def test_while_loop_on_the_ascend_model(tmp_path):
+    import copy
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("the AscendC CPU model needs g++")
+    from tilec.targets.ascend.model_run import build_runner, run_on_model
+
+    text = """
+kernel w(X: f32[N], Y: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        t = alloc_fragment((64,), f32)
+        copy(X[bx * 64], t)
+        k = 0
+        while k < 3:
+            for i in Parallel(64):
+                t[i] = t[i] * 2.0 + 1.0
+            k += 1
+        copy(t, Y[bx * 64])
+"""
+    result = compiled(tmp_path, text, target="ascend910b")
+    program = result.simt[0]
+    for n in (128, 100):
+        x = RNG.standard_normal(n).astype(np.float32)
+        args = {"X": x, "Y": np.zeros(n, np.float32), "N": n}
+        run_on_model(build_runner(result.source, program), program, copy.deepcopy(args) | {"Y": args["Y"]}, cores=4)
+        np.testing.assert_allclose(args["Y"], ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6)
 
 
 def test_cumsum_forward_and_reverse(tmp_path):

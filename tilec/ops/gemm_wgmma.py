@@ -33,8 +33,9 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
 
     Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
     layout; a register A operand only when it is the accumulator (or its copy) of an earlier wgmma gemm with
-    the same M and wn = 1 (any other register A takes the mma.sync or FMA path instead); 16-bit types may be K- or MN-major, 8-bit floats only K-major (wgmma has no transpose
-    for them); the block's warpgroups split M first (row statistics then stay inside one warp)."""
+    the same M and wn = 1 (any other register A takes the mma.sync or FMA path instead); 16-bit types may be
+    K- or MN-major, 8-bit floats only K-major (wgmma has no transpose for them); the block's warpgroups split
+    M first (row statistics then stay inside one warp)."""
     s, k, pinned = q.s, q.kernel, q.pinned_warps
     c_buf, a, b = s.c.buffer, s.a.buffer, s.b.buffer
     eight_bit = a.dtype in (D.F8E4M3, D.F8E5M2)

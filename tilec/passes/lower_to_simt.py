@@ -267,6 +267,8 @@ class Lowerer:
     def stmt(self, s: T.Stmt) -> None:
         if isinstance(s, T.For) and s.kind != "parallel":
             return self.serial_loop(s)
+        if isinstance(s, T.While):
+            return self.while_loop(s)
         reads, writes = self.uses_shared(s)
         self.ext.before_stmt(s)
         self.before_shared_access(reads, writes)
@@ -305,9 +307,6 @@ class Lowerer:
             return op.lower(self, s)
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
-        if isinstance(s, T.While):  # the interpreter runs these; the SIMT IR has no unbounded loop yet
-            raise self.fail(f"while loops are not supported on {self.target.name} yet: write a Serial loop over an "
-                            "upper bound with an `if` around its body instead", s.span)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
 
     def alloc(self, s: T.Alloc) -> None:
@@ -362,6 +361,22 @@ class Lowerer:
             self.barrier()
         stmts = self.block(body)
         self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
+
+    def while_loop(self, s: T.While) -> None:
+        """`while cond: body`, with the barrier rules of a serial loop: the state at the loop head holds for
+        every evaluation of the condition (which may read shared memory the body writes)."""
+        def body():
+            self.stmts(s.body)
+            if self.smem_read or self.smem_dirty:
+                r, w = self.uses_shared(s)
+                if r and w:
+                    self.barrier()
+
+        r, w = self.uses_shared(s)
+        if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
+            self.barrier()
+        cond = self.lx(s.cond)
+        self.emit(S.SWhile(s.span, cond, self.block(body)))
 
     def pipelined(self, s: T.For, plan) -> None:
         if plan.mechanism == "registers":

@@ -357,6 +357,8 @@ class _BlockRun(ScalarOps, HopperModel):
                 self.stmts(s.else_body, None if else_mask.all() else else_mask)
         elif isinstance(s, S.SFor):
             self.loop(s, mask)
+        elif isinstance(s, S.SWhile):
+            self.while_loop(s, mask)
         elif isinstance(s, S.Barrier):
             want = self.n if s.threads is None else s.threads
             if int(self.active(mask).sum()) != want or (s.threads is not None and
@@ -386,6 +388,16 @@ class _BlockRun(ScalarOps, HopperModel):
             m = mask if uniform else (act & (t < extent))
             self.env[id(s.var)] = begin + t * step
             self.stmts(s.body, m)
+
+    def while_loop(self, s: S.SWhile, mask) -> None:
+        """Each thread leaves the loop when its condition turns false; the others go on without it."""
+        running = self.active(mask)
+        for _ in range(_MAX_WHILE_ITERATIONS):
+            running = running & self.full(self.eval(s.cond, running)).astype(bool)
+            if not running.any():
+                return
+            self.stmts(s.body, None if running.all() else running)
+        raise self.err(f"while loop still running after {_MAX_WHILE_ITERATIONS} iterations", s.span)
 
     # ------------------------------------------------------------ intrinsic statements
     def call_stmt(self, s: S.SCall, mask) -> None:
@@ -635,6 +647,9 @@ class _Sim:
                 blk.call(S.SCall(None, "cp_async_wait", [T.Const(D.I32, None, 0)]), None)
         for arr, flat in self.writeback:
             arr[...] = flat.reshape(arr.shape)
+
+
+_MAX_WHILE_ITERATIONS = 1 << 20  # (a model of a loop that never ends would never return)
 
 
 def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int = 32,

@@ -171,6 +171,8 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
                 if d:
                     changed |= mark(id(s.var))
                 changed |= scan(s.body, d)
+            elif isinstance(s, S.SWhile):
+                changed |= scan(s.body, divergent or nu(s.cond))
             elif isinstance(s, S.SIf):
                 d = divergent or nu(s.cond)
                 changed |= scan(s.then_body, d)
@@ -201,6 +203,8 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
             if isinstance(s, S.SFor):
                 d = where if where is not None else (s if nu(s.begin) or nu(s.extent) or nu(s.step) else None)
                 find(s.body, d)
+            elif isinstance(s, S.SWhile):
+                find(s.body, where if where is not None else (s if nu(s.cond) else None))
             elif isinstance(s, S.SIf):
                 d = where if where is not None else (s if nu(s.cond) else None)
                 find(s.then_body, d)
@@ -218,6 +222,8 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
 def _why(s: S.SStmt, nu) -> str:
     if isinstance(s, S.SIf):
         return f"condition {_reason(s.cond)}"
+    if isinstance(s, S.SWhile):
+        return f"while loop's condition {_reason(s.cond)}"
     assert isinstance(s, S.SFor)
     bound = next(x for x in (s.extent, s.begin, s.step) if x is not None and nu(x))
     return f"loop's trip count {_reason(bound)}"
@@ -241,7 +247,7 @@ def _reason(e: T.Expr) -> str:
 def _walk(body: list[S.SStmt], depth: int = 0):
     for s in body:
         yield s, depth
-        if isinstance(s, S.SFor):
+        if isinstance(s, S.SFor | S.SWhile):
             yield from _walk(s.body, depth + 1)
         elif isinstance(s, S.SIf):
             yield from _walk(s.then_body, depth + 1)
@@ -257,7 +263,7 @@ def _stmt_exprs(s: S.SStmt) -> list[T.Expr]:
         return [s.index, s.value]
     if isinstance(s, S.SFor):
         return [x for x in (s.begin, s.extent, s.step) if x is not None]
-    if isinstance(s, S.SIf):
+    if isinstance(s, S.SIf | S.SWhile):
         return [s.cond]
     if isinstance(s, S.SCall):
         return list(s.args)

@@ -426,7 +426,7 @@ class WgslPrinter(CStylePrinter):
                     for x in sub_exprs(e):
                         if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:
                             reads_outputs = True
-                if isinstance(s, S.SFor):
+                if isinstance(s, S.SFor | S.SWhile):
                     walk(s.body)
                 elif isinstance(s, S.SIf):
                     walk(s.then_body)
