@@ -229,13 +229,26 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
 
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend
-    _check_target_fit(result.module, target)
+    fit = _target_fit_errors(result.module, target)
     if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
+        if fit:
+            raise CompileError(fit)
         result.module = backend.plan(result.module, rep, target, result.ir_after, want)
         return
-    lowered = backend.lower(result.module, rep, target, result.ir_after, want, verify)
-    result.simt = lowered
-    backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
+    # Report every error of the kernel in one run: what does not fit the target, what the passes and the
+    # lowering refuse, what the back end's language refuses. Only a stage that cannot go on stops early.
+    rep.diagnostics.extend(fit)
+    try:
+        lowered = backend.lower(result.module, rep, target, result.ir_after, want, verify)
+        result.simt = lowered
+        backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
+    except CompileError:
+        raise
+    except Exception:
+        if rep.has_errors:  # a later stage tripped over what an earlier one reported: report that instead
+            raise CompileError(list(rep.diagnostics)) from None
+        raise
+    rep.check()
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
                                                       f"{result.module.files[0]}")
 
@@ -247,9 +260,10 @@ FAR_OVER_SHARED = 4
 FAR_OVER_SHARED_FLOOR = 512 * 1024
 
 
-def _check_target_fit(module: T.Module, target) -> None:
-    """Before the target passes do any work: element types the back end cannot hold, and shared
-    memory declared far beyond what the target has."""
+def _target_fit_errors(module: T.Module, target) -> list[Diagnostic]:
+    """Before the target passes do any work: element types the back end cannot hold (returned, so that the
+    passes' errors join them), and shared memory declared far beyond what the target has (raised at once,
+    with the others: the passes would work in proportion to it)."""
     import math
 
     from .ir.dtype_use import unsupported
@@ -268,8 +282,8 @@ def _check_target_fit(module: T.Module, target) -> None:
             errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
                                               f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
                                               "use smaller tiles", k.span))
-    if errors:
-        raise CompileError(errors)
+            raise CompileError(errors)
+    return errors
 
 
 def _verify(module: T.Module, after: str) -> None:

@@ -19,6 +19,8 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
     `stages - 1` copies in flight, multi-buffered shared tiles; with a "registers" plan (AMD),
     double-buffered tiles whose next contents are loaded into registers during the compute;
   * barriers are placed between shared-memory writes and reads by different threads.
+Errors: a statement the target cannot lower is reported and skipped, and lowering goes on, so the pass
+fails once with every such statement of every kernel.
 """
 
 from __future__ import annotations
@@ -265,6 +267,16 @@ class Lowerer:
         return reads, writes
 
     def stmt(self, s: T.Stmt) -> None:
+        """Lower one statement. A statement the target cannot lower is reported and skipped, so that one
+        compilation reports every such statement of the kernel (the module is not printed after an error)."""
+        try:
+            self.lower_stmt(s)
+        except CompileError as e:
+            for d in e.diagnostics:
+                if not any(d.message == x.message and d.span == x.span for x in self.rep.diagnostics):
+                    self.rep.diagnostics.append(d)
+
+    def lower_stmt(self, s: T.Stmt) -> None:
         if isinstance(s, T.For) and s.kind != "parallel":
             return self.serial_loop(s)
         if isinstance(s, T.While):
@@ -602,5 +614,9 @@ class Lowerer:
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     kernels = []
     for k in module.kernels:
-        kernels.append(Lowerer(k, target, rep).run())
+        try:
+            kernels.append(Lowerer(k, target, rep).run())
+        except CompileError as e:
+            rep.diagnostics.extend(d for d in e.diagnostics if d not in rep.diagnostics)
+    rep.check()  # every statement of every kernel that could not be lowered, at once
     return S.SModule(kernels)
