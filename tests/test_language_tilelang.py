@@ -550,3 +550,106 @@ def test_register_gemm_operand_outside_the_wgmma_layout_takes_the_other_path_on_
     c = np.zeros((70, 64), np.float32)
     run_simt(result.simt.kernels[0], {"A": a, "B": b, "C": c}, {"M": 70})
     np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
+def _on_models(tmp_path, text: str, args: dict, sizes: dict, targets=("sm80", "gfx942")) -> dict[str, dict]:
+    """The outputs of the interpreter and of each target's lowering run lane by lane by the SIMT model, on
+    copies of `args`: {"interp": ..., target: ...}."""
+    import copy
+
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    out = {}
+    got = copy.deepcopy(args)
+    run_kernel(kernel_of(tmp_path, text), got)
+    out["interp"] = got
+    for target in targets:
+        got = copy.deepcopy(args)
+        sk = compiled(tmp_path, text, target=target).simt.kernels[0]
+        run_simt(sk, got, sizes, warp_size=lookup(target).warp_size)
+        out[target] = got
+    return out
+
+
+FRAGMENT_PARTS = """
+kernel parts(A: f32[M, 32], B: out f32[M, 16], C: out f32[M, 32], S: out f32[32], D: out f32[32]):
+    with Kernel(ceildiv(M, 16), threads=64) as bx:
+        f = alloc_fragment((16, 32), f32)
+        g = alloc_fragment((16, 32), f32)
+        cs = alloc_fragment((32,), f32)
+        copy(A[bx * 16, 0], f)
+        copy(f[0:16, 8:24], B[bx * 16, 0])
+        clear(g)
+        copy(A[bx * 16:bx * 16 + 16, 0:16], g[0:16, 16:32])
+        copy(g, C[bx * 16, 0])
+        for i, j in Parallel(16, 32):
+            f[i, j] = if_then_else(bx * 16 + i < M, f[i, j], 0.0)
+        reduce_sum(f, cs, dim=0)
+        atomic_add(S[0], cs)
+        reduce_max(f, cs, dim=0, clear=True)
+        atomic_max(D[0], cs)
+"""
+
+
+def test_partial_fragment_copies_column_reductions_and_atomics_from_a_reduced_fragment(tmp_path):
+    text = FRAGMENT_PARTS
+    for m in (64, 37):
+        a = RNG.standard_normal((m, 32)).astype(np.float32)
+        args = {"A": a, "B": np.zeros((m, 16), np.float32), "C": np.zeros((m, 32), np.float32),
+                "S": np.zeros(32, np.float32), "D": np.full(32, -100.0, np.float32)}
+        want_c = np.zeros((m, 32), np.float32)
+        want_c[:, 16:] = a[:, :16]
+        for where, got in _on_models(tmp_path, text, args, {"M": m}).items():
+            np.testing.assert_array_equal(got["B"], a[:, 8:24], err_msg=where)
+            np.testing.assert_array_equal(got["C"], want_c, err_msg=where)
+            np.testing.assert_allclose(got["S"], a.sum(0), rtol=1e-5, atol=1e-5, err_msg=where)
+            np.testing.assert_array_equal(got["D"], np.maximum(a.max(0), 0.0) if m % 16 else a.max(0),
+                                          err_msg=where)
+
+
+FOREIGN_FRAGMENT_READS = """
+kernel foreign(A: f32[M, 32], B: out f32[M, 64], C: out f32[M, 32]):
+    with Kernel(ceildiv(M, 16), threads=64) as bx:
+        f = alloc_fragment((16, 32), f32)
+        g = alloc_fragment((16, 64), f32)
+        rs = alloc_fragment((16,), f32)
+        S = alloc_shared((16, 32), f32)
+        copy(A[bx * 16, 0], f)
+        reduce_sum(f, rs, dim=1)
+        for i, j in Parallel(16, 64):
+            g[i, j] = f[i, j // 2] * 2.0 + f[15 - i, 0]
+        copy(g, B[bx * 16, 0])
+        copy(A[bx * 16, 0], S)
+        for i, j in Parallel(16, 32):
+            S[i, j] = S[i, j] * rs[i]
+        copy(S, C[bx * 16, 0])
+"""
+
+
+def test_fragment_read_at_elements_other_threads_hold(tmp_path):
+    """`f[i, j // 2]`, `f[15 - i, 0]` in a loop driven by another fragment, and `rs[i]` in a loop no fragment
+    drives (TileLang's `A_shared[i, j] *= A_powsum[i]`): read from a shared copy of the fragment."""
+    for m in (64, 37):
+        a = RNG.standard_normal((m, 32)).astype(np.float32)
+        padded = np.zeros((-(-m // 16) * 16, 32), np.float32)
+        padded[:m] = a
+        flipped = padded.reshape(-1, 16, 32)[:, ::-1, 0].reshape(-1)[:m]
+        want_b = np.repeat(a, 2, axis=1) * 2 + flipped[:, None]
+        want_c = a * a.sum(1, keepdims=True)
+        args = {"A": a, "B": np.zeros((m, 64), np.float32), "C": np.zeros((m, 32), np.float32)}
+        for where, got in _on_models(tmp_path, FOREIGN_FRAGMENT_READS, args, {"M": m}).items():
+            np.testing.assert_allclose(got["B"], want_b, rtol=1e-6, err_msg=where)
+            np.testing.assert_allclose(got["C"], want_c, rtol=1e-5, atol=1e-5, err_msg=where)
+    compiled(tmp_path, FOREIGN_FRAGMENT_READS, target="webgpu")
+
+
+def test_fragment_indexed_outside_a_parallel_loop_says_what_to_write(tmp_path):
+    msg = error_of(tmp_path, """
+kernel k(A: out f32[4]):
+    with Kernel(1, threads=64) as bx:
+        s = alloc_fragment((1,), f32)
+        s[0] = 2.0
+        A[0] = s[0]
+""", target="sm80")
+    assert "use alloc_local (a per-thread array) or alloc_var (a scalar)" in msg

@@ -67,6 +67,7 @@ class Lowerer:
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
         self.hoisted_vars: dict[str, T.Var] = {}
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
+        self.staged_fragments: dict[int, S.SBuffer] = {}  # fragment -> its shared copy, in a Parallel loop
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -185,18 +186,10 @@ class Lowerer:
     def addr(self, b: T.Buffer, idx: list[T.Expr], span) -> S.AddrOf:
         return S.AddrOf(D.I64, None, self.sbuf(b), fold(self.address(b, idx, span)))
 
-    def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
-        """The register holding fragment element b[orig_idx] in the current Parallel context."""
-        if self.frag_ctx is None and self.undriven_parallel is not None:
-            shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
-            raise self.fail(f"fragment '{b.name}' is read in a Parallel loop that writes no fragment of the loop's "
-                            f"shape ({shape}): {self.target.name} places a Parallel loop's iterations on the threads "
-                            "that own such a fragment. Compute into a fragment of that shape here (and copy it "
-                            f"out afterwards), or keep '{b.name}' in shared memory", span)
-        if self.frag_ctx is None:
-            raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
-                            "are spread over the threads)", span)
-        loop_ids, layout, k = self.frag_ctx
+    def owned_local(self, b: T.Buffer, orig_idx: list[T.Expr], ctx) -> T.Expr | None:
+        """The register holding fragment element b[orig_idx] in the Parallel context ctx (loop variable ids, the
+        loop's layout, its local index), or None when the thread running the iteration does not hold it."""
+        loop_ids, layout, k = ctx
         lay = self.sched.fragment(b)
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
         if ids == loop_ids and same_layout(lay, layout):
@@ -210,8 +203,65 @@ class Lowerer:
                 view = Projected(layout, d)
                 if same_layout(view, lay):
                     return view.local_of_parent(k)
-        raise self.fail(f"fragment '{b.name}' (layout {lay}) is accessed at an index that this Parallel loop "
-                        f"(layout {layout}) does not own; index fragments with the loop variables", span)
+        return None
+
+    def stage_foreign_fragments(self, s: T.For, ctx) -> None:
+        """Fragments this Parallel loop reads at elements other threads hold (`f[i, j // 2]`, or any fragment
+        read by a loop that no fragment drives) and does not write: every thread stores its elements to a
+        shared copy first, and the loop reads the copy (frag_local), after a barrier."""
+        written = {id(st.buffer) for st in walk_stmts(s.body) if isinstance(st, T.Store)}
+        foreign: dict[int, T.Buffer] = {}
+        for st in walk_stmts(s.body):
+            for e in direct_exprs(st):
+                for x in sub_exprs(e):
+                    if not (isinstance(x, T.Load) and x.buffer.scope == "fragment") or id(x.buffer) in written \
+                            or id(x.buffer) in foreign or not all(as_int(d) for d in x.buffer.shape):
+                        continue
+                    if ctx is None or self.owned_local(x.buffer, x.indices, ctx) is None:
+                        foreign[id(x.buffer)] = x.buffer
+        if not foreign:
+            return
+        self.before_shared_access(False, True)
+        for b in foreign.values():
+            lay = self.sched.fragment(b)
+            elements = 1
+            for d in b.const_shape:
+                elements *= d
+            copy_sb = S.SBuffer(self.fresh(f"{b.name}_shared").name, b.dtype, "shared", elements,
+                                origin=f"shared copy of fragment '{b.name}'")
+            self.shared.append(copy_sb)
+            kv = self.fresh("r")
+
+            def store(lay=lay, b=b, copy_sb=copy_sb, kv=kv):
+                st = S.SStore(None, copy_sb, fold(self.local_offset(b, lay.coords(self.tid, kv))),
+                              S.Ref(b.dtype, None, self.sbuf(b), kv))
+                ok = valid(lay, self.tid, kv)
+                self.emit(st if ok is None else S.SIf(None, ok, [st]))
+
+            self.emit(S.SFor(s.span, kv, c(0), c(lay.num_local), self.block(store), unroll=True))
+            self.staged_fragments[id(b)] = copy_sb
+        self.after_shared_access(False, True)
+        self.before_shared_access(True, False)
+
+    def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
+        """The register holding fragment element b[orig_idx] in the current Parallel context."""
+        if self.frag_ctx is None and self.undriven_parallel is not None:
+            shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
+            raise self.fail(f"fragment '{b.name}' is written and read in a Parallel loop that writes no fragment at "
+                            f"the loop's variables (shape {shape}): {self.target.name} places a Parallel loop's "
+                            "iterations on the threads that own such a fragment. Write a fragment of the loop's shape "
+                            f"at the loop variables here, or keep '{b.name}' in shared memory", span)
+        if self.frag_ctx is None:
+            raise self.fail(f"fragment '{b.name}' is indexed outside a Parallel loop, but its elements are spread "
+                            "over the threads; index it inside a Parallel loop, or use alloc_local (a per-thread "
+                            "array) or alloc_var (a scalar) for values every thread keeps", span)
+        local = self.owned_local(b, orig_idx, self.frag_ctx)
+        if local is None:
+            raise self.fail(f"fragment '{b.name}' (layout {self.sched.fragment(b)}) is accessed at an index that "
+                            f"this Parallel loop (layout {self.frag_ctx[1]}) does not own, and the loop writes it; "
+                            "write fragments at the loop variables, and read other elements from a fragment the "
+                            "loop does not write", span)
+        return local
 
     # ------------------------------------------------------------ expressions
     def lx(self, e: T.Expr) -> T.Expr:
@@ -222,6 +272,11 @@ class Lowerer:
         if isinstance(e, T.Load):
             b = e.buffer
             if b.scope == "fragment":
+                staged = self.staged_fragments.get(id(b))
+                own = self.owned_local(b, e.indices, self.frag_ctx) if staged and self.frag_ctx else None
+                if staged is not None and own is None:
+                    self.smem_read = True
+                    return S.Ref(e.dtype, e.span, staged, fold(self.local_offset(b, [self.lx(i) for i in e.indices])))
                 return S.Ref(e.dtype, e.span, self.sbuf(b), self.frag_local(b, e.indices, e.span))
             idx = [self.lx(i) for i in e.indices]
             if b.scope == "shared":
@@ -489,13 +544,22 @@ class Lowerer:
         self.emit(S.SFor(s.span, it, c(0), n, self.block(body)))
 
     def parallel(self, s: T.For) -> None:
+        driver = self.loop_driver(s)
+        outer = self.staged_fragments
+        if not self.parallel_body:
+            ctx = ([id(v) for v in s.vars], self.sched.fragment(driver), c(0)) if driver is not None else None
+            self.staged_fragments = {}
+            self.stage_foreign_fragments(s, ctx)
         self.parallel_body += 1
         try:
-            self.parallel_loop(s)
+            self.parallel_loop(s, driver)
         finally:
             self.parallel_body -= 1
+            self.staged_fragments = outer
 
-    def parallel_loop(self, s: T.For) -> None:
+    def loop_driver(self, s: T.For) -> T.Buffer | None:
+        """The fragment whose layout places this Parallel loop's iterations on the threads: the first one stored
+        (else read) at exactly the loop variables."""
         loop_ids = [id(v) for v in s.vars]
         driver = None
         for st in walk_stmts(s.body):
@@ -519,6 +583,10 @@ class Lowerer:
                         driver = driver or x.buffer
             if driver is not None:
                 break
+        return driver
+
+    def parallel_loop(self, s: T.For, driver: T.Buffer | None) -> None:
+        loop_ids = [id(v) for v in s.vars]
         extents = [as_int(e) for e in s.extents]
         if driver is not None:
             layout = self.sched.fragment(driver)
