@@ -76,10 +76,12 @@ def lower(cx, s: T.Gemm) -> None:
             ref = S.Ref(r.buffer.dtype, None, cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
             cx.emit(S.SStore(None, regs, c(at + j), ref))
 
+    eight_bit = dt.bits == 8  # v_mfma_f32_16x16x32 (gfx942): one instruction takes a lane's 8 k-values
+
     def mfma(mi: int, nj: int, a_addr: S.AddrOf, b_addr: S.AddrOf) -> None:
         acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
         args = [acc, b_addr, a_addr] if lay.transposed else [acc, a_addr, b_addr]
-        cx.emit(S.call(None, "mfma", args, dtype=dt.name))
+        cx.emit(S.call(None, "mfma_fp8" if eight_bit else "mfma", args, dtype=dt.name))
 
     rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
     cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]
@@ -109,7 +111,7 @@ def lower(cx, s: T.Gemm) -> None:
         cx.emit(S.DeclareArray(None, a_regs))
         for mi in range(lay.mi):
             operand(s.a, s.transpose_a, rows[mi], k0, per, a_regs, mi * per)
-        for t in range(per // 4):
+        for t in range(1 if eight_bit else per // 4):
             for mi in range(lay.mi):
                 for nj in range(lay.ni):
                     mfma(mi, nj, S.AddrOf(D.I64, None, a_regs, c(mi * per + t * 4)),
@@ -130,7 +132,9 @@ def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
     choice = gemm.choose_warps(q, MFMA.m, MFMA.n)
     a_ok = s.a.buffer.scope == "shared" or (isinstance(q.a_layout, MfmaTiled) and q.a_layout.transposed
                                             and q.a_layout.wn == 1 and not s.transpose_a)
-    if choice is None or q.k % MFMA.k or not gemm.operand_tiles_ok(s) or not a_ok:
+    if s.a.buffer.dtype.bits == 8:  # both operands in shared memory, read 8 k-values (64 bits) per lane
+        a_ok = s.a.buffer.scope == "shared"
+    if choice is None or q.k % MFMA.step_k(s.a.buffer.dtype) or not gemm.operand_tiles_ok(s) or not a_ok:
         return None
     return MfmaTiled(*c_buf.const_shape, *choice, transposed=q.transposed_wanted)
 

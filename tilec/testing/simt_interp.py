@@ -539,8 +539,9 @@ class _BlockRun(ScalarOps, HopperModel):
 
 
     def mfma(self, s: S.SCall, mask) -> None:
-        """v_mfma_f32_16x16x16{f16,bf16_1k}: per 64-lane wave, A/B/C gathered from each lane's 4 registers per
-        tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to the lanes' accumulators."""
+        """v_mfma_f32_16x16x16{f16,bf16_1k} (and 16x16x32 for 8-bit floats): per 64-lane wave, A/B/C gathered from
+        each lane's 4 (8) registers per tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to
+        the lanes' accumulators."""
         from ..targets.hip import mfma_layouts as ML
 
         if self.sim.warp_size != MFMA.warp_size:
@@ -549,19 +550,21 @@ class _BlockRun(ScalarOps, HopperModel):
         self.whole_warps_only(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
-        want = D.F16 if s.params["dtype"] == "f16" else D.BF16
+        want = D.lookup(s.params["dtype"])
         if ab.dtype != want or bb.dtype != want or cb.dtype != D.F32:
             raise self.err(f"{s.name} takes {want} A/B registers and f32 accumulators", s.span)
-        a = self.read(ab, ai, mask, 4, s.span).astype(np.float32)  # (n, 4)
-        b = self.read(bb, bi, mask, 4, s.span).astype(np.float32)
+        eight_bit = s.op == "mfma_fp8"
+        per, k = (ML.ELEMS_8BIT, 32) if eight_bit else (ML.ELEMS, 16)
+        a = self.read(ab, ai, mask, per, s.span).astype(np.float32)  # (n, per)
+        b = self.read(bb, bi, mask, per, s.span).astype(np.float32)
         c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
         w = self.n // ML.WAVE
-        t = self.sim.mfma_tables
-        A = np.zeros((w, 16, 16), np.float32)
-        B = np.zeros((w, 16, 16), np.float32)
+        t = self.sim.mfma_tables_8bit if eight_bit else self.sim.mfma_tables
+        A = np.zeros((w, 16, k), np.float32)
+        B = np.zeros((w, k, 16), np.float32)
         C = np.zeros((w, 16, 16), np.float32)
-        A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, 4)
-        B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, 4)
+        A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, per)
+        B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, per)
         C[:, t["c_row"], t["c_col"]] = c.reshape(w, ML.WAVE, 4)
         Dm = np.matmul(A, B) + C
         d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
@@ -624,6 +627,7 @@ class _Sim:
         from ..targets.hip import mfma_layouts as ML
 
         self.mfma_tables = ML.tables()
+        self.mfma_tables_8bit = ML.tables(eight_bit=True)
 
     def grid(self) -> list[int]:
         b = _BlockRun(self, (0, 0, 0))
@@ -666,5 +670,5 @@ def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], 
 _SEMANTICS = {
     "print": "call_print", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
-    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "atomic": "atomic",
+    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma", "atomic": "atomic",
 }
