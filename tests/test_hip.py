@@ -217,7 +217,8 @@ def test_fp8_conversions_of_the_device_header_match_ml_dtypes(tmp_path):
     values = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-6, 4, 2000),
                              [0.0, -0.0, 448.0, 464.0, 500.0, -1e9, 57344.0, 61440.0, 2.0 ** -9, 2.0 ** -10,
                               2.0 ** -16, 3 * 2.0 ** -17, np.inf, -np.inf, np.nan,
-                              1.0625, -1.1875, 1.125, 1.375, 3 * 2.0 ** -10, 5 * 2.0 ** -10]]).astype(np.float32)  # ties
+                              1.0625, -1.1875, 1.125, 1.375,  # ties: to even
+                              3 * 2.0 ** -10, 5 * 2.0 ** -10]]).astype(np.float32)
     (tmp_path / "values.bin").write_bytes(values.tobytes())
     (tmp_path / "t.cpp").write_text(
         "#include <cstdio>\n#define TL_DEVICE inline\nnamespace tl {\n" + section + "}\n"
@@ -258,7 +259,8 @@ def test_fp8_mfma_reads_ocp_bytes_as_fnuz_at_half_their_value(tmp_path):
     fn = header[start:header.index("\n}\n", start) + 3]
     (tmp_path / "t.cpp").write_text(
         "#include <cstdio>\n#include <initializer_list>\n#define TL_DEVICE inline\n" + fn +
-        "int main() {\n  for (unsigned special : {0x7fu, 0x7cu})\n    for (unsigned long long b = 0; b < 256; b += 8) {\n"
+        "int main() {\n  for (unsigned special : {0x7fu, 0x7cu})\n"
+        "    for (unsigned long long b = 0; b < 256; b += 8) {\n"
         "      unsigned long long v = 0;\n      for (int i = 0; i < 8; ++i) v |= (b + i) << (8 * i);\n"
         "      v = ocp_to_fnuz(v, special);\n"
         "      for (int i = 0; i < 8; ++i) std::printf(\"%llu\\n\", (v >> (8 * i)) & 0xff);\n    }\n}\n")

@@ -86,6 +86,18 @@ def lower(cx, s: T.Gemm) -> None:
     rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
     cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]
     per = 8 if paired or interleaved else 4  # k-values per lane and atom read at once
+
+    def scale_accumulators(factor: float) -> None:
+        """The fp8 MFMA adds a quarter of A @ B (it reads the OCP bytes as FNUZ, at half value): the accumulators
+        are held at a quarter during the gemm's k-steps (exact, a power of two)."""
+        r = cx.fresh("r")
+        ref = S.Ref(D.F32, None, c_sb, r)
+        cx.emit(S.SFor(None, r, c(0), c(lay.num_local),
+                       [S.SStore(None, c_sb, r, T.Binary(D.F32, None, "*", ref, T.Const(D.F32, None, factor)))],
+                       unroll=True))
+
+    if eight_bit:
+        scale_accumulators(0.25)
     for kp in range(kd // (16 * (per // 4))):
         b_regs = S.SBuffer(cx.fresh("b_frag").name, dt, "local", lay.ni * per)
         cx.emit(S.DeclareArray(None, b_regs))
@@ -116,6 +128,8 @@ def lower(cx, s: T.Gemm) -> None:
                 for nj in range(lay.ni):
                     mfma(mi, nj, S.AddrOf(D.I64, None, a_regs, c(mi * per + t * 4)),
                          S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
+    if eight_bit:
+        scale_accumulators(4.0)
     cx.smem_read = True
 
 

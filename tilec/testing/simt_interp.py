@@ -540,8 +540,8 @@ class _BlockRun(ScalarOps, HopperModel):
 
     def mfma(self, s: S.SCall, mask) -> None:
         """v_mfma_f32_16x16x16{f16,bf16_1k} (and 16x16x32 for 8-bit floats): per 64-lane wave, A/B/C gathered from
-        each lane's 4 (8) registers per tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to
-        the lanes' accumulators."""
+        each lane's 4 (8) registers per tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32 (8-bit: A @ B / 4 + C,
+        as gfx942 reads tilec's OCP bytes as FNUZ), scattered back to the lanes' accumulators."""
         from ..targets.hip import mfma_layouts as ML
 
         if self.sim.warp_size != MFMA.warp_size:
@@ -566,7 +566,8 @@ class _BlockRun(ScalarOps, HopperModel):
         A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, per)
         B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, per)
         C[:, t["c_row"], t["c_col"]] = c.reshape(w, ML.WAVE, 4)
-        Dm = np.matmul(A, B) + C
+        # the fp8 instruction reads tilec's OCP bytes as FNUZ, at half their value (tilec_hip.h)
+        Dm = np.matmul(A, B) * (0.25 if eight_bit else 1.0) + C
         d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
         self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
 
@@ -670,5 +671,6 @@ def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], 
 _SEMANTICS = {
     "print": "call_print", "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
-    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma", "atomic": "atomic",
+    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma",
+    "atomic": "atomic",
 }

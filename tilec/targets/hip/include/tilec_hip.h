@@ -283,9 +283,9 @@ TL_DEVICE void mfma_16x16x16_bf16(float* acc, const bf16* a, const bf16* b) {
 
 // 8-bit floats (gfx942): v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8}, 8 values of A and of B per lane. MI300's fp8 is
 // the FNUZ variant (exponent bias one larger, no negative zero, 0x80 the only NaN), so the OCP bytes in memory,
-// read as FNUZ, are exactly half their value: the product comes out a quarter of A @ B, which the accumulators
-// absorb by being scaled by 1/4 around the instruction (exact: powers of two). The bytes FNUZ reads differently
-// are fixed first: -0 (0x80, NaN in FNUZ) becomes +0, and NaN (and e5m2's infinities) become 0x80.
+// read as FNUZ, are exactly half their value: acc += A @ B / 4. The lowering holds the accumulators at a quarter
+// during a gemm's k-steps (exact: powers of two). The bytes FNUZ reads differently are fixed first: -0 (0x80,
+// NaN in FNUZ) becomes +0, and NaN (and e5m2's infinities) become 0x80.
 #if defined(__gfx942__)
 TL_DEVICE unsigned long long ocp_to_fnuz(unsigned long long v, unsigned first_special) {
   // Eight bytes at once: bit 7 of each byte of `special` is set where the byte's low 7 bits >= first_special
@@ -307,13 +307,11 @@ TL_DEVICE void mfma_16x16x32_fp8(float* acc, const F8* a, const F8* b) {
   __builtin_memcpy(&cv, acc, sizeof(cv));
   constexpr unsigned special = __is_same(F8, fp8_e4m3) ? 0x7fu : 0x7cu;
   long an = static_cast<long>(ocp_to_fnuz(av, special)), bn = static_cast<long>(ocp_to_fnuz(bv, special));
-  cv *= 0.25f;
   if constexpr (__is_same(F8, fp8_e4m3)) {
     cv = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(an, bn, cv, 0, 0, 0);
   } else {
     cv = __builtin_amdgcn_mfma_f32_16x16x32_bf8_bf8(an, bn, cv, 0, 0, 0);
   }
-  cv *= 4.0f;
   __builtin_memcpy(acc, &cv, sizeof(cv));
 }
 TL_DEVICE void mfma_16x16x32_f8e4m3(float* acc, const fp8_e4m3* a, const fp8_e4m3* b) {
