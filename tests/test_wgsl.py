@@ -418,18 +418,38 @@ kernel k(A: f32[N], B: out f32[N]):
     assert errs and errs[0].span.line == 6 and "loop's trip count reads shared memory" in errs[0].message
 
 
-def test_float_atomics_rejected():
-    text = """
-kernel colsum(A: f32[M, 64], Acc: out f32[64]):
+FLOAT_ATOMICS = """
+kernel colsum(A: f32[M, 64], Acc: out f32[64], Top: out f32[64]):
     with Kernel(ceildiv(M, 32), threads=128) as bx:
         s = alloc_shared((32, 64), f32)
         col = alloc_fragment((64,), f32)
         copy(A[bx * 32, 0], s)
         reduce_sum(s, col, dim=0)
         atomic_add(Acc[0], col)
+        reduce_max(s, col, dim=0)
+        atomic_max(Top[0], col)
 """
-    errs = _errors(text=text)
-    assert errs[0].span.line == 8 and "WGSL atomics exist only for i32 and u32" in errs[0].message
+
+
+def test_float_atomics_are_compare_exchange_loops(webgpu, tmp_path):
+    """WGSL has atomics for i32 and u32 only: an f32 tensor updated atomically is bound as atomic<u32> bits and
+    each update retries a compare-exchange; many blocks adding into the same elements give the column sums."""
+    result = tilec.compile("colsum.tile", text=FLOAT_ATOMICS, target="webgpu")
+    assert "array<atomic<u32>>" in result.source and "atomicCompareExchangeWeak" in result.source
+    mod = _module(result, tmp_path, "colsum")
+    rng = np.random.default_rng(5)
+    for m in (256, 77):
+        a = rng.standard_normal((m, 64)).astype(np.float32)
+        acc, top = np.zeros(64, np.float32), np.full(64, -1e30, np.float32)
+        mod.colsum(a, acc, top)
+        np.testing.assert_allclose(acc, a.sum(0), rtol=1e-4, atol=1e-4)
+        padded_max = a.max(0) if m % 32 == 0 else np.maximum(a.max(0), 0.0)  # (the last tile's rows past M read 0)
+        np.testing.assert_array_equal(top, padded_max)
+
+
+def test_half_float_atomics_rejected():
+    errs = _errors(text=FLOAT_ATOMICS.replace("Acc: out f32[64]", "Acc: out f16[64]"))
+    assert errs[0].span.line == 8 and "WGSL atomics exist only for 32-bit words" in errs[0].message
 
 
 def test_print_is_a_warning():

@@ -1,7 +1,7 @@
 """What WebGPU refuses, checked by tilec before any WGSL is printed.
 
 naga (wgpu's shader compiler) validates types and syntax but not, or not with a useful message, the
-things a tile kernel can run into: types WGSL does not have, float atomics, resource limits and
+things a tile kernel can run into: types WGSL does not have, 16-bit atomics, resource limits and
 barriers in non-uniform control flow. Each is reported here as a diagnostic at the user's line (the
 kernel's line for signature and resource problems, the statement's for the rest). docs/webgpu.md
 lists them with the reasons.
@@ -93,11 +93,11 @@ def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
         if s.name.startswith("atomic_"):
             addr = s.args[0]
             dt = addr.buffer.dtype if isinstance(addr, S.AddrOf) else s.args[1].dtype
-            if dt not in (D.I32, D.U32):
+            if dt not in (D.I32, D.U32, D.F32):  # (f32: a compare-exchange loop on the bits, codegen.py)
                 name = (addr.buffer.origin or addr.buffer.name) if isinstance(addr, S.AddrOf) else "?"
                 rep.error(f"{s.name} on {dt.name} '{name}' cannot run on WebGPU: WGSL atomics "
-                          "exist only for i32 and u32 (atomic<i32>, atomic<u32>); accumulate in i32, or reduce "
-                          "into a fragment and write the result once", s.span or k.span)
+                          "exist only for 32-bit words (tilec makes i32, u32 and f32 ones); accumulate in f32, or "
+                          "reduce into a fragment and write the result once", s.span or k.span)
         elif s.name.startswith("print:"):
             rep.warning("print is ignored on WebGPU (WGSL has no printf); `tilec run --device cpu` shows it",
                         s.span or k.span)
