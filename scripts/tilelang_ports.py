@@ -445,12 +445,10 @@ CASES: list[Case] = [
 STORAGE_BUFFERS = "allows at most 8 per shader stage"  # 9 tensors; WebGPU's default binds 8
 EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("per_token_cast_to_fp8", "webgpu"): "f8e4m3",
-    ("blocksparse_gemm", "webgpu"): "WGSL storage buffers cannot hold bool",
     ("dequant_gemv_int4", "webgpu"): "WGSL has no 8-bit integers",
     ("gemm_fp8", "webgpu"): "f8e4m3",
     ("mha_bwd_bhsd", "webgpu"): STORAGE_BUFFERS,
     ("mha_bwd_bhsd_causal", "webgpu"): STORAGE_BUFFERS,
-    ("blocksparse_attn", "webgpu"): "WGSL storage buffers cannot hold bool",
 }
 
 

@@ -525,3 +525,33 @@ kernel rows(A: i32[M, 64], S: out i32[M], X: out i32[M]):
     mod.rows(a, s, x)
     np.testing.assert_array_equal(s, a.sum(axis=1))
     np.testing.assert_array_equal(x, a.max(axis=1))
+
+
+def test_byte_input_tensors_are_read_from_their_words(webgpu, tmp_path):
+    """bool, i8 and u8 input tensors (a block mask, quantized weights) are bound as the u32 words holding their
+    bytes and each element extracted (sign-extended for i8), at sizes that are not a multiple of 4."""
+    text = """
+kernel bytes(M: bool[N], Q: i8[N], U: u8[N], Out: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in Parallel(64):
+            j = bx * 64 + i
+            if j < N:
+                Out[j] = if_then_else(M[j], cast(Q[j], f32), 0.5) + cast(U[j], f32) * 1000.0
+"""
+    result = tilec.compile("bytes.tile", text=text, target="webgpu")
+    assert "array<u32>" in result.source and "bitcast<i32>" in result.source
+    mod = _module(result, tmp_path, "bytes")
+    rng = np.random.default_rng(9)
+    for n in (128, 77):
+        m = rng.integers(0, 2, n).astype(bool)
+        q = rng.integers(-128, 128, n).astype(np.int8)
+        u = rng.integers(0, 256, n).astype(np.uint8)
+        out = np.zeros(n, np.float32)
+        mod.bytes(m, q, u, out)
+        np.testing.assert_array_equal(out, np.where(m, q.astype(np.float32), 0.5) + u.astype(np.float32) * 1000)
+
+
+def test_byte_output_tensors_rejected():
+    errs = _errors(text="kernel k(A: out u8[N]):\n    with Kernel(ceildiv(N, 64), threads=64) as bx:\n"
+                        "        for i in Parallel(64):\n            A[bx * 64 + i] = 1\n")
+    assert "reads a u8 input tensor from its words, but cannot write one" in errs[0].message

@@ -27,14 +27,16 @@ _NO_TYPE = {
     "f8e4m3": "WGSL has no 8-bit float types; use f16 or f32",
     "f8e5m2": "WGSL has no 8-bit float types; use f16 or f32",
     "f64": "WGSL has no 64-bit floats; use f32",
-    "i8": "WGSL has no 8-bit integers (storage buffers hold 32-bit words); use i32",
-    "u8": "WGSL has no 8-bit integers (storage buffers hold 32-bit words); use i32 or u32",
+    "i8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads an i8 input tensor "
+           "from its words, but cannot write one or keep i8 values in registers or shared memory; use i32"),
+    "u8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads a u8 input tensor "
+           "from its words, but cannot write one or keep u8 values in registers or shared memory; use i32 or u32"),
     "i16": "WGSL has no 16-bit integers; use i32",
 }
 # Allowed inside the kernel but not in its signature.
 _NOT_IN_SIGNATURE = {
     "i64": "WGSL has no 64-bit integers; use i32 (tilec computes addresses in 32 bits on WebGPU)",
-    "bool": "WGSL storage buffers cannot hold bool; use i32 or u32",
+    "bool": "WGSL storage buffers cannot hold bool (tilec reads a bool input tensor from its bytes); use i32 or u32",
 }
 
 
@@ -57,6 +59,8 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
         rep.error(f"kernel '{k.name}': {what} is {dt.name}, which WebGPU cannot run: {why}", span or k.span)
 
     for p in k.params:
+        if isinstance(p, S.SBuffer) and p.const and p.dtype in (D.BOOL, D.I8, D.U8):
+            continue  # an input tensor of bytes is read from the u32 words that hold them (codegen.py)
         if isinstance(p, S.SBuffer):
             bad_type(p.dtype, f"tensor '{p.name}'", k.span, True)
         else:

@@ -112,7 +112,9 @@ check_spellings("WGSL", _CALLS, "wgsl")
 
 
 class WgslPrinter(CStylePrinter):
-    types = {"bool": "bool", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16", "f32": "f32"}
+    # (i8/u8 values exist only as elements read from an input tensor: checks.py refuses them anywhere else)
+    types = {"bool": "bool", "i8": "i32", "u8": "u32", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16",
+             "f32": "f32"}
     barrier = "workgroupBarrier();"
 
     def __init__(self, module_prefix: str = "") -> None:
@@ -180,6 +182,8 @@ class WgslPrinter(CStylePrinter):
         if isinstance(e, S.BlockIdx):
             return ("tl_bx", "tl_by", "tl_bz")[e.axis]
         if isinstance(e, S.Ref):
+            if e.buffer.dtype.bits == 8 and e.buffer.scope == "global":
+                return self.byte_element(e)
             elem = f"{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
             if id(e.buffer) not in self.atomic:
                 return elem
@@ -195,6 +199,17 @@ class WgslPrinter(CStylePrinter):
             text = f"{self.cmp_operand(e.a)} {e.op} {self.cmp_operand(e.b)}"
             return f"({text})" if parent else text
         return super().expr(e, parent)
+
+    def byte_element(self, e: S.Ref) -> str:
+        """An element of a bool/i8/u8 input tensor, bound as the u32 words holding its bytes (WGSL has no 8-bit
+        types): the word's byte `index % 4`, as bool, sign-extended i32 or u32."""
+        i = f"({self.expr(e.index)})"
+        word = f"{self.buf_name(e.buffer)}[{i} >> 2u]"
+        shift = f"(8u * u32({i} & 3))"
+        if e.buffer.dtype == D.I8:
+            return f"(bitcast<i32>({word} << (24u - {shift})) >> 24u)"
+        byte = f"(({word} >> {shift}) & 0xffu)"
+        return f"({byte} != 0u)" if e.buffer.dtype.is_bool else byte
 
     def operand(self, e: T.Expr) -> str:
         """e as the operand of a unary operator: parenthesized unless it is atomic."""
@@ -377,7 +392,7 @@ class WgslPrinter(CStylePrinter):
             name = self.prefix + ident(p.name)
             self.module_names[id(p)] = name
             access = "read" if p.const else "read_write"
-            elem = self.type(p.dtype)
+            elem = "u32" if p.dtype.bits == 8 else self.type(p.dtype)
             if id(p) in self.atomic:
                 elem = f"atomic<{'u32' if p.dtype == D.F32 else elem}>"
             decls.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}: array<{elem}>;")
