@@ -653,3 +653,26 @@ kernel k(A: out f32[4]):
         A[0] = s[0]
 """, target="sm80")
     assert "use alloc_local (a per-thread array) or alloc_var (a scalar)" in msg
+
+
+def test_every_error_of_a_kernel_in_one_run(tmp_path):
+    """Errors of different classes arrive together: a type the target lacks (fp8 on gfx90a) and two statements
+    the lowering refuses, each at its line."""
+    text = """
+kernel k(A: f32[M, 32], F8: f8e4m3[M], B: out f32[M, 32]):
+    with Kernel(ceildiv(M, 16), threads=64) as bx:
+        f = alloc_fragment((16, 32), f32)
+        g = alloc_fragment((16, 32), f32)
+        copy(A[bx * 16, 0], f)
+        clear(g)
+        copy(f[0:8, :], g[8:16, :])
+        for i, j in Parallel(16, 32):
+            f[i, 31 - j] = f[i, j] + 1.0
+        copy(g, B[bx * 16, 0])
+"""
+    with pytest.raises(CompileError) as e:
+        compiled(tmp_path, text, target="gfx90a")
+    errors = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert "f8e4m3 is not supported on gfx90a" in errors[0].message
+    lines = sorted(d.span.line for d in errors[1:])
+    assert lines == [8, 10], [d.message for d in errors]

@@ -237,18 +237,20 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
         return
     # Report every error of the kernel in one run: what does not fit the target, what the passes and the
     # lowering refuse, what the back end's language refuses. Only a stage that cannot go on stops early.
-    rep.diagnostics.extend(fit)
+    # (The passes stop at their own errors, so the types the target lacks join them only here.)
     try:
         lowered = backend.lower(result.module, rep, target, result.ir_after, want, verify)
         result.simt = lowered
         backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
-    except CompileError:
+    except CompileError as e:
+        e.diagnostics[:0] = fit
         raise
     except Exception:
-        if rep.has_errors:  # a later stage tripped over what an earlier one reported: report that instead
-            raise CompileError(list(rep.diagnostics)) from None
+        if fit:  # a later stage tripped over a type the target lacks: report that instead
+            raise CompileError(fit + list(rep.diagnostics)) from None
         raise
-    rep.check()
+    if fit:
+        raise CompileError(fit + list(rep.diagnostics))
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
                                                       f"{result.module.files[0]}")
 
