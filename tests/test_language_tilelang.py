@@ -676,3 +676,26 @@ kernel k(A: f32[M, 32], F8: f8e4m3[M], B: out f32[M, 32]):
     assert "f8e4m3 is not supported on gfx90a" in errors[0].message
     lines = sorted(d.span.line for d in errors[1:])
     assert lines == [8, 10], [d.message for d in errors]
+
+
+def test_block_uniform_update_of_shared_memory_from_itself(tmp_path):
+    """`C[0] = C[0] + 1` outside Parallel loops, with several warps: every thread reads before one writes (the
+    SIMT model reports the race otherwise)."""
+    text = """
+kernel count(X: f32[N], Y: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=128) as bx:
+        S = alloc_shared((64,), f32)
+        C = alloc_shared((1,), i32)
+        copy(X[bx * 64], S)
+        C[0] = 0
+        while C[0] < 3:
+            for i in Parallel(64):
+                S[i] = S[i] * 2.0 + 1.0
+            C[0] = C[0] + 1
+        copy(S, Y[bx * 64])
+"""
+    for m in (128, 70):
+        x = RNG.standard_normal(m).astype(np.float32)
+        args = {"X": x, "Y": np.zeros(m, np.float32)}
+        for where, got in _on_models(tmp_path, text, args, {"N": m}).items():
+            np.testing.assert_allclose(got["Y"], ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6, err_msg=where)

@@ -354,6 +354,15 @@ class Lowerer:
                 idx = self.frag_local(b, s.indices, s.span)
             else:
                 idx = fold(self.address(b, [self.lx(i) for i in s.indices], s.span))
+            if b.scope == "shared" and not self.parallel_body and any(
+                    isinstance(x, S.Ref) and x.buffer.scope == "shared" for e in (value, idx) for x in sub_exprs(e)):
+                # A block-uniform update of shared memory from shared memory (`count[0] = count[0] + 1`): every
+                # thread reads, then one writes after a barrier (else a warp could read the new value).
+                value = self.declare("shared_value", value)
+                idx = self.declare("shared_index", idx)
+                self.barrier()
+                return self.emit(S.SIf(s.span, compare("==", self.tid, c(0)),
+                                       [S.SStore(s.span, self.sbuf(b), idx, value)]))
             return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
         if isinstance(s, T.Assign):
             value = self.lx(s.value)
