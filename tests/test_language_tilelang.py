@@ -699,3 +699,29 @@ kernel count(X: f32[N], Y: out f32[N]):
         args = {"X": x, "Y": np.zeros(m, np.float32)}
         for where, got in _on_models(tmp_path, text, args, {"N": m}).items():
             np.testing.assert_allclose(got["Y"], ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6, err_msg=where)
+
+
+def test_cumsum_of_whole_fragments(tmp_path):
+    text = """
+kernel cs(A: f32[M, 16], F: out f32[M, 16], R: out f32[M, 16]):
+    with Kernel(ceildiv(M, 8), threads=64) as bx:
+        f = alloc_fragment((8, 16), f32)
+        g = alloc_fragment((8, 16), f32)
+        for it in Serial(2):
+            copy(A[bx * 8, 0], f)
+            cumsum(f, g, dim=1, reverse=True)
+            copy(g, R[bx * 8, 0])
+            T.cumsum(src=f, dim=0)
+            copy(f, F[bx * 8, 0])
+"""
+    for m in (64, 21):
+        a = RNG.standard_normal((m, 16)).astype(np.float32)
+        args = {"A": a, "F": np.zeros_like(a), "R": np.zeros_like(a)}
+        padded = np.zeros((-(-m // 8) * 8, 16), np.float32)
+        padded[:m] = a
+        want_f = np.cumsum(padded.reshape(-1, 8, 16), axis=1).reshape(-1, 16)[:m]
+        for where, got in _on_models(tmp_path, text, args, {"M": m}).items():
+            np.testing.assert_allclose(got["R"], np.cumsum(a[:, ::-1], 1)[:, ::-1], rtol=1e-5, atol=1e-5,
+                                       err_msg=where)
+            np.testing.assert_allclose(got["F"], want_f, rtol=1e-5, atol=1e-5, err_msg=where)
+    compiled(tmp_path, text, target="webgpu")

@@ -564,7 +564,9 @@ class Lowerer:
             self.parallel_loop(s, driver)
         finally:
             self.parallel_body -= 1
-            self.staged_fragments = outer
+            staged, self.staged_fragments = self.staged_fragments, outer
+        if staged and not self.parallel_body:
+            self.barrier()  # the copies are written again if the loop runs again (in a serial loop)
 
     def loop_driver(self, s: T.For) -> T.Buffer | None:
         """The fragment whose layout places this Parallel loop's iterations on the threads: the first one stored
