@@ -275,3 +275,10 @@ def test_fp8_mfma_reads_ocp_bytes_as_fnuz_at_half_their_value(tmp_path):
         finite = np.isfinite(want)
         np.testing.assert_array_equal(got[finite], want[finite])
         assert np.isnan(got[~finite]).all()
+
+
+@pytest.mark.parametrize(("sample", "define"), [("vector_add", "dtype"), ("softmax", "accum_dtype")])
+def test_fp8_arithmetic_builds_for_gfx942(sample, define):
+    """fp8 values in element-wise code (sums, products, selects) go through f32 as bf16 does."""
+    data = _build(ROOT / "samples" / f"{sample}.tile", "gfx942", {define: "f8e4m3"})
+    assert data[:4] == b"\x7fELF"

@@ -91,6 +91,17 @@ struct fp8 {
     return __builtin_bit_cast(float, sign | ((e + 127u - BIAS) << 23) | (m << (23 - M)));
   }
 };
+// Arithmetic goes through f32 and rounds back, as for bf16.
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator+(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) + float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator-(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) - float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator*(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) * float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator/(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) / float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator-(fp8<E, M, X> a) { return fp8<E, M, X>(-float(a)); }
 using fp8_e4m3 = fp8<4, 3, 0x7eu>;
 using fp8_e5m2 = fp8<5, 2, 0x7bu>;
 
