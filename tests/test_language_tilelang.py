@@ -725,3 +725,23 @@ kernel cs(A: f32[M, 16], F: out f32[M, 16], R: out f32[M, 16]):
                                        err_msg=where)
             np.testing.assert_allclose(got["F"], want_f, rtol=1e-5, atol=1e-5, err_msg=where)
     compiled(tmp_path, text, target="webgpu")
+
+
+@pytest.mark.parametrize(("sample", "define"), [("vector_add", "dtype"), ("softmax", "accum_dtype")])
+def test_fp8_element_wise_code_builds_with_nvcc(sample, define, tmp_path):
+    """cuda_fp8.h's types have no arithmetic: sums, products and comparisons of fp8 values go through f32, and the
+    header is included when an fp8 value appears anywhere (not only in the signature)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("nvcc") is None:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail("nvcc is required (TILEC_REQUIRE_TOOLCHAINS=1) but was not found")
+        pytest.skip("nvcc not found")
+    src = Path(__file__).resolve().parent.parent / "samples" / f"{sample}.tile"
+    r = subprocess.run([sys.executable, "-m", "tilec", str(src), "--target", "sm80", f"-D{define}=f8e4m3", "-o",
+                        str(tmp_path / "k.cubin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
