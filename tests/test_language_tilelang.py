@@ -192,36 +192,135 @@ kernel tail_sum(A: f32[N, 8], S: out f32[8], start: i32):
     np.testing.assert_allclose(s, a[5:].sum(0), rtol=1e-5, atol=1e-5)
 
 
-def test_while_loop_uniform_and_per_lane(tmp_path):
-    k = kernel_of(tmp_path, """
+WHILE_LOOPS = """
 kernel collatz(X: i32[N], Steps: out i32[N], Total: out i32[1]):
-    with Kernel(ceildiv(N, 32), threads=32) as bx:
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
         total = alloc_var(i32, 0)
         while total < 3:
             total += 1
-        for i in Parallel(32):
-            if bx * 32 + i < N:
-                x = X[bx * 32 + i]
+        for i in Parallel(64):
+            if bx * 64 + i < N:
+                x = X[bx * 64 + i]
                 n = 0
                 while x != 1:
                     x = x // 2 if x % 2 == 0 else 3 * x + 1
                     n += 1
-                Steps[bx * 32 + i] = n
+                Steps[bx * 64 + i] = n + total
         Total[0] = total
-""")
-    x = RNG.integers(1, 50, 40).astype(np.int32)
-    steps = np.zeros(40, np.int32)
-    total = np.zeros(1, np.int32)
-    run_kernel(k, {"X": x, "Steps": steps, "Total": total})
+"""
 
-    def collatz(v):
-        n = 0
-        while v != 1:
-            v, n = (v // 2 if v % 2 == 0 else 3 * v + 1), n + 1
-        return n
+# A uniform while whose condition reads shared memory its body writes (a barrier at the end of every
+# iteration); WebGPU refuses it (a barrier under a condition WGSL deems non-uniform) and says why.
+WHILE_OVER_SHARED = """
+kernel doubling(X: f32[N], Y: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        S = alloc_shared((64,), f32)
+        C = alloc_shared((64,), i32)
+        copy(X[bx * 64], S)
+        for i in Parallel(64):
+            C[i] = 0
+        while C[0] < 3:
+            for i in Parallel(64):
+                S[i] = S[i] * 2.0 + 1.0
+                C[i] = C[i] + 1
+        copy(S, Y[bx * 64])
+"""
 
-    np.testing.assert_array_equal(steps, [collatz(int(v)) for v in x])
-    assert total[0] == 3
+
+def _collatz(v: int) -> int:
+    n = 0
+    while v != 1:
+        v, n = (v // 2 if v % 2 == 0 else 3 * v + 1), n + 1
+    return n
+
+
+def test_while_loop_uniform_and_per_lane_on_every_back_end(tmp_path):
+    """The interpreter, and the sm80, sm90 and gfx942 lowerings executed lane by lane (threads leave the
+    per-lane loop at different iterations), at a regular and a ragged N."""
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    k = kernel_of(tmp_path, WHILE_LOOPS)
+    for n in (128, 77):
+        x = RNG.integers(1, 50, n).astype(np.int32)
+        want = np.array([_collatz(int(v)) + 3 for v in x], np.int32)
+        steps, total = np.zeros(n, np.int32), np.zeros(1, np.int32)
+        run_kernel(k, {"X": x, "Steps": steps, "Total": total})
+        np.testing.assert_array_equal(steps, want)
+        assert total[0] == 3
+        for target in ("sm80", "sm90", "gfx942"):
+            sk = compiled(tmp_path, WHILE_LOOPS, target=target).simt.kernels[0]
+            steps, total = np.zeros(n, np.int32), np.zeros(1, np.int32)
+            run_simt(sk, {"X": x, "Steps": steps, "Total": total}, {"N": n}, warp_size=lookup(target).warp_size)
+            np.testing.assert_array_equal(steps, want, err_msg=target)
+            assert total[0] == 3, target
+    src = compiled(tmp_path, WHILE_LOOPS, target="webgpu").source
+    assert "while (x != 1) {" in src
+
+
+def test_while_loop_over_shared_memory(tmp_path):
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    for target in ("sm80", "gfx942"):
+        sk = compiled(tmp_path, WHILE_OVER_SHARED, target=target).simt.kernels[0]
+        for n in (128, 70):
+            x = RNG.standard_normal(n).astype(np.float32)
+            y = np.zeros_like(x)
+            run_simt(sk, {"X": x, "Y": y}, {"N": n}, warp_size=lookup(target).warp_size)
+            np.testing.assert_allclose(y, ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6, err_msg=target)
+    msg = error_of(tmp_path, WHILE_OVER_SHARED, target="webgpu")
+    assert "while loop's condition reads shared memory ('C')" in msg
+
+
+def test_while_loop_runs_under_wgpu(tmp_path):
+    from tilec.runtime import wgsl
+
+    ok, why = wgsl.available()
+    if not ok:
+        pytest.skip(f"WebGPU: {why}")
+    import tilec.runtime as rt
+    from tilec.artifacts import dumps, manifest
+
+    result = compiled(tmp_path, WHILE_LOOPS, target="webgpu")
+    out = tmp_path / "collatz.wgsl"
+    out.write_text(result.source)
+    (tmp_path / "collatz.wgsl.json").write_text(dumps(manifest(result, "wgsl", ["wgsl"], "none", {}, out.name)))
+    mod = rt.load(out)
+    for n in (128, 77):
+        x = RNG.integers(1, 50, n).astype(np.int32)
+        steps, total = np.zeros(n, np.int32), np.zeros(1, np.int32)
+        mod.collatz(x, steps, total)
+        np.testing.assert_array_equal(steps, [_collatz(int(v)) + 3 for v in x])
+
+
+def test_while_loop_on_the_ascend_model(tmp_path):
+    import copy
+    import shutil
+
+    if shutil.which("g++") is None:
+        pytest.skip("the AscendC CPU model needs g++")
+    from tilec.targets.ascend.model_run import build_runner, run_on_model
+
+    text = """
+kernel w(X: f32[N], Y: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        t = alloc_fragment((64,), f32)
+        copy(X[bx * 64], t)
+        k = 0
+        while k < 3:
+            for i in Parallel(64):
+                t[i] = t[i] * 2.0 + 1.0
+            k += 1
+        copy(t, Y[bx * 64])
+"""
+    result = compiled(tmp_path, text, target="ascend910b")
+    program = result.simt[0]
+    for n in (128, 100):
+        x = RNG.standard_normal(n).astype(np.float32)
+        args = {"X": x, "Y": np.zeros(n, np.float32), "N": n}
+        run_on_model(build_runner(result.source, program), program, copy.deepcopy(args) | {"Y": args["Y"]}, cores=4)
+        np.testing.assert_allclose(args["Y"], ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6)
 
 
 def test_cumsum_forward_and_reverse(tmp_path):
@@ -422,3 +521,227 @@ kernel k(X: f32[N, 64], Y: out f32[N, 64]):
         y = np.zeros_like(x)
         run_simt(result.simt.kernels[0], {"X": x, "Y": y}, {"N": 3}, warp_size=lookup(target).warp_size)
         np.testing.assert_allclose(y, x * 2 + 1, rtol=1e-6)
+
+
+REGISTER_A_GEMM = """
+kernel rg(A: f16[M, 64], B: f16[64, 64], C: out f32[M, 64]):
+    with Kernel(ceildiv(M, 64), threads=128) as bx:
+        a = alloc_fragment((64, 64), f16)
+        b = alloc_shared((64, 64), f16)
+        acc = alloc_fragment((64, 64), f32)
+        copy(A[bx * 64, 0], a)
+        copy(B[0, 0], b)
+        clear(acc)
+        gemm(a, b, acc)
+        copy(acc, C[bx * 64, 0])
+"""
+
+
+def test_register_gemm_operand_outside_the_wgmma_layout_takes_the_other_path_on_sm90(tmp_path):
+    """A register A operand filled by a copy (not by an earlier wgmma) is not an error on sm90: the gemm
+    runs as on sm80, and the result matches numpy at a ragged M."""
+    from tilec.testing.simt_interp import run_simt
+
+    result = compiled(tmp_path, REGISTER_A_GEMM, target="sm90")
+    k = result.module.kernels[0]
+    assert {g.instruction for g in k.schedule.gemms.values()} <= {"mma", "fma"}
+    a = RNG.standard_normal((70, 64)).astype(np.float16)
+    b = RNG.standard_normal((64, 64)).astype(np.float16)
+    c = np.zeros((70, 64), np.float32)
+    run_simt(result.simt.kernels[0], {"A": a, "B": b, "C": c}, {"M": 70})
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
+def _on_models(tmp_path, text: str, args: dict, sizes: dict, targets=("sm80", "gfx942")) -> dict[str, dict]:
+    """The outputs of the interpreter and of each target's lowering run lane by lane by the SIMT model, on
+    copies of `args`: {"interp": ..., target: ...}."""
+    import copy
+
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    out = {}
+    got = copy.deepcopy(args)
+    run_kernel(kernel_of(tmp_path, text), got)
+    out["interp"] = got
+    for target in targets:
+        got = copy.deepcopy(args)
+        sk = compiled(tmp_path, text, target=target).simt.kernels[0]
+        run_simt(sk, got, sizes, warp_size=lookup(target).warp_size)
+        out[target] = got
+    return out
+
+
+FRAGMENT_PARTS = """
+kernel parts(A: f32[M, 32], B: out f32[M, 16], C: out f32[M, 32], S: out f32[32], D: out f32[32]):
+    with Kernel(ceildiv(M, 16), threads=64) as bx:
+        f = alloc_fragment((16, 32), f32)
+        g = alloc_fragment((16, 32), f32)
+        cs = alloc_fragment((32,), f32)
+        copy(A[bx * 16, 0], f)
+        copy(f[0:16, 8:24], B[bx * 16, 0])
+        clear(g)
+        copy(A[bx * 16:bx * 16 + 16, 0:16], g[0:16, 16:32])
+        copy(g, C[bx * 16, 0])
+        for i, j in Parallel(16, 32):
+            f[i, j] = if_then_else(bx * 16 + i < M, f[i, j], 0.0)
+        reduce_sum(f, cs, dim=0)
+        atomic_add(S[0], cs)
+        reduce_max(f, cs, dim=0, clear=True)
+        atomic_max(D[0], cs)
+"""
+
+
+def test_partial_fragment_copies_column_reductions_and_atomics_from_a_reduced_fragment(tmp_path):
+    text = FRAGMENT_PARTS
+    for m in (64, 37):
+        a = RNG.standard_normal((m, 32)).astype(np.float32)
+        args = {"A": a, "B": np.zeros((m, 16), np.float32), "C": np.zeros((m, 32), np.float32),
+                "S": np.zeros(32, np.float32), "D": np.full(32, -100.0, np.float32)}
+        want_c = np.zeros((m, 32), np.float32)
+        want_c[:, 16:] = a[:, :16]
+        for where, got in _on_models(tmp_path, text, args, {"M": m}).items():
+            np.testing.assert_array_equal(got["B"], a[:, 8:24], err_msg=where)
+            np.testing.assert_array_equal(got["C"], want_c, err_msg=where)
+            np.testing.assert_allclose(got["S"], a.sum(0), rtol=1e-5, atol=1e-5, err_msg=where)
+            np.testing.assert_array_equal(got["D"], np.maximum(a.max(0), 0.0) if m % 16 else a.max(0),
+                                          err_msg=where)
+
+
+FOREIGN_FRAGMENT_READS = """
+kernel foreign(A: f32[M, 32], B: out f32[M, 64], C: out f32[M, 32]):
+    with Kernel(ceildiv(M, 16), threads=64) as bx:
+        f = alloc_fragment((16, 32), f32)
+        g = alloc_fragment((16, 64), f32)
+        rs = alloc_fragment((16,), f32)
+        S = alloc_shared((16, 32), f32)
+        copy(A[bx * 16, 0], f)
+        reduce_sum(f, rs, dim=1)
+        for i, j in Parallel(16, 64):
+            g[i, j] = f[i, j // 2] * 2.0 + f[15 - i, 0]
+        copy(g, B[bx * 16, 0])
+        copy(A[bx * 16, 0], S)
+        for i, j in Parallel(16, 32):
+            S[i, j] = S[i, j] * rs[i]
+        copy(S, C[bx * 16, 0])
+"""
+
+
+def test_fragment_read_at_elements_other_threads_hold(tmp_path):
+    """`f[i, j // 2]`, `f[15 - i, 0]` in a loop driven by another fragment, and `rs[i]` in a loop no fragment
+    drives (TileLang's `A_shared[i, j] *= A_powsum[i]`): read from a shared copy of the fragment."""
+    for m in (64, 37):
+        a = RNG.standard_normal((m, 32)).astype(np.float32)
+        padded = np.zeros((-(-m // 16) * 16, 32), np.float32)
+        padded[:m] = a
+        flipped = padded.reshape(-1, 16, 32)[:, ::-1, 0].reshape(-1)[:m]
+        want_b = np.repeat(a, 2, axis=1) * 2 + flipped[:, None]
+        want_c = a * a.sum(1, keepdims=True)
+        args = {"A": a, "B": np.zeros((m, 64), np.float32), "C": np.zeros((m, 32), np.float32)}
+        for where, got in _on_models(tmp_path, FOREIGN_FRAGMENT_READS, args, {"M": m}).items():
+            np.testing.assert_allclose(got["B"], want_b, rtol=1e-6, err_msg=where)
+            np.testing.assert_allclose(got["C"], want_c, rtol=1e-5, atol=1e-5, err_msg=where)
+    compiled(tmp_path, FOREIGN_FRAGMENT_READS, target="webgpu")
+
+
+def test_fragment_indexed_outside_a_parallel_loop_says_what_to_write(tmp_path):
+    msg = error_of(tmp_path, """
+kernel k(A: out f32[4]):
+    with Kernel(1, threads=64) as bx:
+        s = alloc_fragment((1,), f32)
+        s[0] = 2.0
+        A[0] = s[0]
+""", target="sm80")
+    assert "use alloc_local (a per-thread array) or alloc_var (a scalar)" in msg
+
+
+def test_every_error_of_a_kernel_in_one_run(tmp_path):
+    """Errors of different classes arrive together: a type the target lacks (fp8 on gfx90a) and two statements
+    the lowering refuses, each at its line."""
+    text = """
+kernel k(A: f32[M, 32], F8: f8e4m3[M], B: out f32[M, 32]):
+    with Kernel(ceildiv(M, 16), threads=64) as bx:
+        f = alloc_fragment((16, 32), f32)
+        g = alloc_fragment((16, 32), f32)
+        copy(A[bx * 16, 0], f)
+        clear(g)
+        copy(f[0:8, :], g[8:16, :])
+        for i, j in Parallel(16, 32):
+            f[i, 31 - j] = f[i, j] + 1.0
+        copy(g, B[bx * 16, 0])
+"""
+    with pytest.raises(CompileError) as e:
+        compiled(tmp_path, text, target="gfx90a")
+    errors = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert "f8e4m3 is not supported on gfx90a" in errors[0].message
+    lines = sorted(d.span.line for d in errors[1:])
+    assert lines == [8, 10], [d.message for d in errors]
+
+
+def test_block_uniform_update_of_shared_memory_from_itself(tmp_path):
+    """`C[0] = C[0] + 1` outside Parallel loops, with several warps: every thread reads before one writes (the
+    SIMT model reports the race otherwise)."""
+    text = """
+kernel count(X: f32[N], Y: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=128) as bx:
+        S = alloc_shared((64,), f32)
+        C = alloc_shared((1,), i32)
+        copy(X[bx * 64], S)
+        C[0] = 0
+        while C[0] < 3:
+            for i in Parallel(64):
+                S[i] = S[i] * 2.0 + 1.0
+            C[0] = C[0] + 1
+        copy(S, Y[bx * 64])
+"""
+    for m in (128, 70):
+        x = RNG.standard_normal(m).astype(np.float32)
+        args = {"X": x, "Y": np.zeros(m, np.float32)}
+        for where, got in _on_models(tmp_path, text, args, {"N": m}).items():
+            np.testing.assert_allclose(got["Y"], ((x * 2 + 1) * 2 + 1) * 2 + 1, rtol=1e-6, err_msg=where)
+
+
+def test_cumsum_of_whole_fragments(tmp_path):
+    text = """
+kernel cs(A: f32[M, 16], F: out f32[M, 16], R: out f32[M, 16]):
+    with Kernel(ceildiv(M, 8), threads=64) as bx:
+        f = alloc_fragment((8, 16), f32)
+        g = alloc_fragment((8, 16), f32)
+        for it in Serial(2):
+            copy(A[bx * 8, 0], f)
+            cumsum(f, g, dim=1, reverse=True)
+            copy(g, R[bx * 8, 0])
+            T.cumsum(src=f, dim=0)
+            copy(f, F[bx * 8, 0])
+"""
+    for m in (64, 21):
+        a = RNG.standard_normal((m, 16)).astype(np.float32)
+        args = {"A": a, "F": np.zeros_like(a), "R": np.zeros_like(a)}
+        padded = np.zeros((-(-m // 8) * 8, 16), np.float32)
+        padded[:m] = a
+        want_f = np.cumsum(padded.reshape(-1, 8, 16), axis=1).reshape(-1, 16)[:m]
+        for where, got in _on_models(tmp_path, text, args, {"M": m}).items():
+            np.testing.assert_allclose(got["R"], np.cumsum(a[:, ::-1], 1)[:, ::-1], rtol=1e-5, atol=1e-5,
+                                       err_msg=where)
+            np.testing.assert_allclose(got["F"], want_f, rtol=1e-5, atol=1e-5, err_msg=where)
+    compiled(tmp_path, text, target="webgpu")
+
+
+@pytest.mark.parametrize(("sample", "define"), [("vector_add", "dtype"), ("softmax", "accum_dtype")])
+def test_fp8_element_wise_code_builds_with_nvcc(sample, define, tmp_path):
+    """cuda_fp8.h's types have no arithmetic: sums, products and comparisons of fp8 values go through f32, and the
+    header is included when an fp8 value appears anywhere (not only in the signature)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if shutil.which("nvcc") is None:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail("nvcc is required (TILEC_REQUIRE_TOOLCHAINS=1) but was not found")
+        pytest.skip("nvcc not found")
+    src = Path(__file__).resolve().parent.parent / "samples" / f"{sample}.tile"
+    r = subprocess.run([sys.executable, "-m", "tilec", str(src), "--target", "sm80", f"-D{define}=f8e4m3", "-o",
+                        str(tmp_path / "k.cubin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

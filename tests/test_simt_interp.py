@@ -391,8 +391,8 @@ def test_wrong_mfma_accumulator_layout_is_caught(monkeypatch):
 
     real = ML.tables
 
-    def transposed():
-        t = real()
+    def transposed(eight_bit: bool = False):
+        t = real(eight_bit)
         t["c_row"], t["c_col"] = t["c_col"], t["c_row"]
         return t
 

@@ -424,18 +424,38 @@ kernel k(A: f32[N], B: out f32[N]):
     assert errs and errs[0].span.line == 6 and "loop's trip count reads shared memory" in errs[0].message
 
 
-def test_float_atomics_rejected():
-    text = """
-kernel colsum(A: f32[M, 64], Acc: out f32[64]):
+FLOAT_ATOMICS = """
+kernel colsum(A: f32[M, 64], Acc: out f32[64], Top: out f32[64]):
     with Kernel(ceildiv(M, 32), threads=128) as bx:
         s = alloc_shared((32, 64), f32)
         col = alloc_fragment((64,), f32)
         copy(A[bx * 32, 0], s)
         reduce_sum(s, col, dim=0)
         atomic_add(Acc[0], col)
+        reduce_max(s, col, dim=0)
+        atomic_max(Top[0], col)
 """
-    errs = _errors(text=text)
-    assert errs[0].span.line == 8 and "WGSL atomics exist only for i32 and u32" in errs[0].message
+
+
+def test_float_atomics_are_compare_exchange_loops(webgpu, tmp_path):
+    """WGSL has atomics for i32 and u32 only: an f32 tensor updated atomically is bound as atomic<u32> bits and
+    each update retries a compare-exchange; many blocks adding into the same elements give the column sums."""
+    result = tilec.compile("colsum.tile", text=FLOAT_ATOMICS, target="webgpu")
+    assert "array<atomic<u32>>" in result.source and "atomicCompareExchangeWeak" in result.source
+    mod = _module(result, tmp_path, "colsum")
+    rng = np.random.default_rng(5)
+    for m in (256, 77):
+        a = rng.standard_normal((m, 64)).astype(np.float32)
+        acc, top = np.zeros(64, np.float32), np.full(64, -1e30, np.float32)
+        mod.colsum(a, acc, top)
+        np.testing.assert_allclose(acc, a.sum(0), rtol=1e-4, atol=1e-4)
+        padded_max = a.max(0) if m % 32 == 0 else np.maximum(a.max(0), 0.0)  # (the last tile's rows past M read 0)
+        np.testing.assert_array_equal(top, padded_max)
+
+
+def test_half_float_atomics_rejected():
+    errs = _errors(text=FLOAT_ATOMICS.replace("Acc: out f32[64]", "Acc: out f16[64]"))
+    assert errs[0].span.line == 8 and "WGSL atomics exist only for 32-bit words" in errs[0].message
 
 
 def test_print_is_refused():
@@ -510,3 +530,33 @@ kernel rows(A: i32[M, 64], S: out i32[M], X: out i32[M]):
     mod.rows(a, s, x)
     np.testing.assert_array_equal(s, a.sum(axis=1))
     np.testing.assert_array_equal(x, a.max(axis=1))
+
+
+def test_byte_input_tensors_are_read_from_their_words(webgpu, tmp_path):
+    """bool, i8 and u8 input tensors (a block mask, quantized weights) are bound as the u32 words holding their
+    bytes and each element extracted (sign-extended for i8), at sizes that are not a multiple of 4."""
+    text = """
+kernel bytes(M: bool[N], Q: i8[N], U: u8[N], Out: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in Parallel(64):
+            j = bx * 64 + i
+            if j < N:
+                Out[j] = if_then_else(M[j], cast(Q[j], f32), 0.5) + cast(U[j], f32) * 1000.0
+"""
+    result = tilec.compile("bytes.tile", text=text, target="webgpu")
+    assert "array<u32>" in result.source and "bitcast<i32>" in result.source
+    mod = _module(result, tmp_path, "bytes")
+    rng = np.random.default_rng(9)
+    for n in (128, 77):
+        m = rng.integers(0, 2, n).astype(bool)
+        q = rng.integers(-128, 128, n).astype(np.int8)
+        u = rng.integers(0, 256, n).astype(np.uint8)
+        out = np.zeros(n, np.float32)
+        mod.bytes(m, q, u, out)
+        np.testing.assert_array_equal(out, np.where(m, q.astype(np.float32), 0.5) + u.astype(np.float32) * 1000)
+
+
+def test_byte_output_tensors_rejected():
+    errs = _errors(text="kernel k(A: out u8[N]):\n    with Kernel(ceildiv(N, 64), threads=64) as bx:\n"
+                        "        for i in Parallel(64):\n            A[bx * 64 + i] = 1\n")
+    assert "reads a u8 input tensor from its words, but cannot write one" in errs[0].message

@@ -233,7 +233,7 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
 
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend
-    _check_target_fit(result.module, target)
+    fit = _target_fit_errors(result.module, target)
     if opts.profile:  # an instrumented build (tilec/ir/profile.py): lower-to-simt reads the kernels' attrs
         level = "full" if opts.profile is True else opts.profile
         if level not in PROFILE_LEVELS:
@@ -245,11 +245,26 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
         for k in result.module.kernels:
             k.attrs["profile"] = level
     if plan_only:  # the schedule, priced before lowering (tilec.ir.schedule.resources)
+        if fit:
+            raise CompileError(fit)
         result.module = backend.plan(result.module, rep, target, result.ir_after, want)
         return
-    lowered = backend.lower(result.module, rep, target, result.ir_after, want, verify)
-    result.simt = lowered
-    backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
+    # Report every error of the kernel in one run: what does not fit the target, what the passes and the
+    # lowering refuse, what the back end's language refuses. Only a stage that cannot go on stops early.
+    # (The passes stop at their own errors, so the types the target lacks join them only here.)
+    try:
+        lowered = backend.lower(result.module, rep, target, result.ir_after, want, verify)
+        result.simt = lowered
+        backend.check(lowered, rep, target)  # what the back end's language refuses, reported at the user's lines
+    except CompileError as e:
+        e.diagnostics[:0] = fit
+        raise
+    except Exception:
+        if fit:  # a later stage tripped over a type the target lacks: report that instead
+            raise CompileError(fit + list(rep.diagnostics)) from None
+        raise
+    if fit:
+        raise CompileError(fit + list(rep.diagnostics))
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
                                                       f"{result.module.files[0]}")
 
@@ -263,9 +278,10 @@ FAR_OVER_SHARED = 4
 FAR_OVER_SHARED_FLOOR = 512 * 1024
 
 
-def _check_target_fit(module: T.Module, target) -> None:
-    """Before the target passes do any work: element types the back end cannot hold, and shared
-    memory declared far beyond what the target has."""
+def _target_fit_errors(module: T.Module, target) -> list[Diagnostic]:
+    """Before the target passes do any work: element types the back end cannot hold (returned, so that the
+    passes' errors join them), and shared memory declared far beyond what the target has (raised at once,
+    with the others: the passes would work in proportion to it)."""
     import math
 
     from .ir.dtype_use import unsupported
@@ -284,8 +300,8 @@ def _check_target_fit(module: T.Module, target) -> None:
             errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
                                               f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
                                               "use smaller tiles", k.span))
-    if errors:
-        raise CompileError(errors)
+            raise CompileError(errors)
+    return errors
 
 
 def _verify(module: T.Module, after: str) -> None:

@@ -41,6 +41,8 @@ class MatrixInstruction:
 WGMMA = MatrixInstruction("wgmma", "wgmma.m64nNk16", 64, 8, 16, 128, 32,
                           (D.F16, D.BF16, D.F8E4M3, D.F8E5M2), WgmmaTiled, max_n=256, k_8bit=32)
 MMA = MatrixInstruction("mma", "mma.sync.m16n8k16", 16, 8, 16, 32, 32, (D.F16, D.BF16), MmaTiled)
-MFMA = MatrixInstruction("mfma", "mfma.16x16x16", 16, 16, 16, 64, 64, (D.F16, D.BF16), MfmaTiled)
+# (8-bit floats: v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8}, gfx942 only; the others refuse those types up front.)
+MFMA = MatrixInstruction("mfma", "mfma.16x16x16", 16, 16, 16, 64, 64, (D.F16, D.BF16, D.F8E4M3, D.F8E5M2),
+                         MfmaTiled, k_8bit=32)
 
 FAMILIES = {i.family: i for i in (WGMMA, MMA, MFMA)}

@@ -82,6 +82,9 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     IntrinsicDef("mfma", {"dtype": str}, _MFMA,
                  key=lambda p: "mfma_f32_16x16x16f16" if p["dtype"] == "f16" else "mfma_f32_16x16x16bf16_1k",
                  pattern=r"mfma_f32_16x16x16(?P<dtype>f16|bf16)(_1k)?"),
+    IntrinsicDef("mfma_fp8", {"dtype": str}, "mfma.16x16x32.fp8",
+                 key=lambda p: f"mfma_f32_16x16x32_{p['dtype']}", pattern=r"mfma_f32_16x16x32_(?P<dtype>f8e4m3|f8e5m2)",
+                 doc="8 fp8 values of A and B per lane (OCP e4m3/e5m2 in memory, FNUZ in the instruction)"),
     # Hopper: mbarriers, TMA, warp specialization, wgmma
     IntrinsicDef("mbar_init", feature="tma"),
     IntrinsicDef("fence_mbar_init", feature="tma"),

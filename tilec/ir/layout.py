@@ -315,6 +315,14 @@ class Projected:
     def valid(self, t: T.Expr, k: K) -> T.Expr | None:
         return self.parent.valid(t, self.parent_local(k)) if isinstance(self.parent, BlockRow) else None
 
+    def owner(self, t: T.Expr, k: K) -> T.Expr:
+        """Whether thread t is the one replica of local element k that makes a side effect happen once (an
+        atomic): the thread whose parent element parent_local(k) lies at index 0 of the dropped dimension."""
+        p = self.parent
+        pk = self.parent_local(k)
+        idx = p.coords2d(t, pk) if isinstance(p, BlockRow) else p.coords(t, pk)
+        return T.Compare(D.BOOL, None, "==", idx[1 - self.keep], c(0))
+
     @property
     def canonical(self) -> tuple:
         """Two projections with the same key put the same indices in the same registers of the same

@@ -114,6 +114,14 @@ class SFor(SStmt):
 
 
 @dataclass(eq=False)
+class SWhile(SStmt):
+    """`while (cond) body`: the condition is evaluated before every iteration (a `while` of the source)."""
+
+    cond: Expr
+    body: list[SStmt]
+
+
+@dataclass(eq=False)
 class SIf(SStmt):
     cond: Expr
     then_body: list[SStmt]

@@ -209,6 +209,10 @@ class CStylePrinter:
             self.line(f"{s.var.name} = {self.expr(s.value)};")
         elif isinstance(s, S.SFor):
             self.loop(s)
+        elif isinstance(s, S.SWhile):
+            self.line(f"while ({self.expr(s.cond)}) {{")
+            self.block(s.body)
+            self.line("}")
         elif isinstance(s, S.SIf):
             self.line(f"if ({self.expr(s.cond)}) {{")
             self.block(s.then_body)

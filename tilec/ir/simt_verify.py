@@ -78,6 +78,9 @@ class _Verifier:
             elif isinstance(s, S.SFor):
                 self.exprs([x for x in (s.begin, s.extent, s.step) if x is not None], scope, buffers)
                 self.body(s.body, scope | {id(s.var)}, buffers)
+            elif isinstance(s, S.SWhile):
+                self.exprs([s.cond], scope, buffers)
+                self.body(s.body, scope, buffers)
             elif isinstance(s, S.SIf):
                 self.exprs([s.cond], scope, buffers)
                 self.body(s.then_body, scope, buffers)

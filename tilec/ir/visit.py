@@ -154,12 +154,12 @@ def _children(e: T.Expr):
 
 def direct_exprs(s: T.Stmt) -> list[T.Expr]:
     """The expressions of a scalar statement itself, not of nested bodies or tile-op regions: a store's value
-    and indices, an assignment's value, an `if`'s condition, a loop's extents."""
+    and indices, an assignment's value, an `if`'s or a `while`'s condition, a loop's extents."""
     if isinstance(s, T.Store):
         return [s.value, *s.indices]
     if isinstance(s, T.Assign):
         return [s.value]
-    if isinstance(s, T.If):
+    if isinstance(s, T.If | T.While):
         return [s.cond]
     if isinstance(s, T.For):
         return [*s.extents]

@@ -1,6 +1,7 @@
 """atomic_add/max/min(dst, value): read-modify-write of global or shared memory. Writes (and reads) dst,
-reads a region value. Lowering: one atomic per fragment or shared element, one by thread 0 for a block-wide
-scalar, one per iteration for a per-element update inside a Parallel loop."""
+reads a region value. Lowering: one atomic per fragment or shared element (of a replicated, reduced fragment:
+by one of the replicas), one by thread 0 for a block-wide scalar, one per iteration for a per-element update
+inside a Parallel loop."""
 
 from __future__ import annotations
 
@@ -21,9 +22,6 @@ def lower(cx, s: T.Atomic) -> None:
     if isinstance(s.value, T.Region) and s.value.buffer.scope == "fragment":
         vb = s.value.buffer
         layout = cx.sched.fragment(vb)
-        if isinstance(layout, Projected):
-            raise cx.fail("atomic update from a replicated (reduced) fragment would apply it several times; "
-                            "copy it to shared memory first", s.span)
         kv = cx.fresh("r")
 
         def body():
@@ -31,6 +29,8 @@ def lower(cx, s: T.Atomic) -> None:
             tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
             idx = cx.region_index(dst, tile)
             guard = both(cx.bounds(dst, idx), valid(layout, cx.tid, kv))
+            if isinstance(layout, Projected):  # a reduced fragment is replicated: one replica applies it
+                guard = both(guard, layout.owner(cx.tid, kv))
             addr = cx.addr(dst.buffer, idx, s.span)
             val = cast(S.Ref(vb.dtype, None, cx.sbuf(vb), kv), dst.buffer.dtype)
             st: S.SStmt = S.call(s.span, "atomic", [addr, val], kind=s.kind)

@@ -139,7 +139,10 @@ def copy_fragment(cx, s: T.Copy, sext: list[int]) -> None:
             cx.sched.fragment(src.buffer) != cx.sched.fragment(dst.buffer):
         raise cx.fail("copy between fragments of different layouts", s.span)
     if [e for e in layout.shape if e != 1] != [e for e in sext if e != 1]:
-        raise cx.fail(f"copy of a part of fragment '{frag.name}' is not supported; copy it whole", s.span)
+        if src.buffer.scope == dst.buffer.scope == "fragment":
+            raise cx.fail(f"copy of a part of fragment '{frag.name}' into another fragment is not supported; "
+                          "index the fragment in a Parallel loop instead", s.span)
+        return copy_fragment_part(cx, s, layout)
     if copy_fragment_vector(cx, s, layout, sext):
         return
     copy_fragment_elements(cx, s, layout)
@@ -246,6 +249,45 @@ def fragment_elements(cx, s: T.Copy, layout, k0: T.Expr, vec: int, to_mem: bool,
             value = load if guard is None else T.Select(mem.buffer.dtype, None, guard, load,
                                                         T.Const(mem.buffer.dtype, None, 0))
             cx.emit(S.SStore(s.span, fsb, k, cast(value, fsb.dtype)))
+
+
+def copy_fragment_part(cx, s: T.Copy, layout) -> None:
+    """A copy of a region of a fragment (`copy(f[0:16, 8:24], ...)`) to or from memory: each thread moves those
+    of its elements that fall inside the region, element by element."""
+    src, dst = s.src, s.dst
+    frag_r, mem_r = (src, dst) if src.buffer.scope == "fragment" else (dst, src)
+    starts = [cx.lx(x) for x in frag_r.starts]
+    kv = cx.fresh("r")
+
+    def body():
+        coords = layout.coords(cx.tid, kv)
+        inside = None
+        tile = []
+        for x, start, ext, dim in zip(coords, starts, frag_r.const_extents, layout.shape, strict=True):
+            offset = fold(T.Binary(D.I32, None, "-", x, start))
+            if ext != dim:
+                lower = None if as_int(start) == 0 else compare(">=", x, start)
+                inside = both(inside, both(lower, compare("<", offset, c(ext))))
+            if ext != 1:
+                tile.append(offset)
+        tile = tile or [c(0)]
+        midx = cx.region_index(mem_r, tile)
+        guard = cx.bounds(mem_r, midx)
+        if mem_r is dst:
+            value = cast(S.Ref(src.buffer.dtype, None, cx.sbuf(src.buffer), kv), dst.buffer.dtype)
+            st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, midx, s.span)), value)
+        else:
+            if src.buffer.scope == "shared":
+                cx.smem_read = True
+            load = cx.ref(src.buffer, midx, s.span)
+            value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
+                                                        T.Const(src.buffer.dtype, None, 0))
+            st = S.SStore(s.span, cx.sbuf(dst.buffer), kv, cast(value, dst.buffer.dtype))
+            guard = None  # (out of bounds reads zero, as a whole-fragment copy does)
+        cond = both(both(valid(layout, cx.tid, kv), inside), guard)
+        cx.emit(st if cond is None else S.SIf(None, cond, [st]))
+
+    cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), cx.block(body), unroll=True))
 
 
 def copy_fragment_elements(cx, s: T.Copy, layout) -> None:

@@ -1,10 +1,13 @@
 """cumsum(src, dst, dim, reverse): inclusive prefix sums along one dimension. Reads src, writes dst.
 
 Lowering: a serial scan of each line along `dim`, one line per thread, in shared memory (f16/bf16 accumulate in
-f32); a fragment operand is refused at the user's line (scan a shared copy instead).
+f32). Whole fragments are scanned through a shared tile: their owners store the elements, the lines are scanned
+there, and the owners of the destination's elements read them back (a barrier between each step).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
@@ -16,11 +19,78 @@ from ..ir.layout import add, c, mul
 from .schema import extents, fmt, squeeze
 
 
+def _whole(r: T.Region) -> bool:
+    return all(isinstance(x, T.Const) and int(x.value) == 0 for x in r.starts) and \
+        list(r.const_extents) == list(r.buffer.const_shape)
+
+
 def lower(cx, s: T.CumSum) -> None:
+    if any(r.buffer.scope == "fragment" for r in (s.src, s.dst)) and \
+            all(r.buffer.scope in ("fragment", "shared") and (r.buffer.scope == "shared" or _whole(r))
+                for r in (s.src, s.dst)):
+        return _through_shared(cx, s)
     for r in (s.src, s.dst):
         if r.buffer.scope != "shared":
             raise cx.fail(f"cumsum of the {r.buffer.scope} buffer '{r.buffer.name}' is not supported on "
-                          f"{cx.target.name} yet: copy it to a shared buffer and scan that", s.span)
+                          f"{cx.target.name} yet: copy it to a shared buffer (or scan a whole fragment)", s.span)
+    _scan(cx, s)
+
+
+def _through_shared(cx, s: T.CumSum) -> None:
+    """A whole fragment (source, destination or both) scanned in a shared tile of its shape."""
+    from ..ir.layout import valid
+
+    frag = s.src.buffer if s.src.buffer.scope == "fragment" else s.dst.buffer
+    shape = list(frag.const_shape)
+    size = 1
+    for e in shape:
+        size *= e
+    tile = S.SBuffer(cx.fresh(f"{frag.name}_scan").name, frag.dtype, "shared", size,
+                     origin=f"cumsum of fragment '{frag.name}'")
+    cx.shared.append(tile)
+    shared = T.Buffer(tile.name, frag.dtype, [T.Const(D.I32, None, e) for e in shape], "shared", s.span)
+    cx.buffers[id(shared)] = tile
+    cx.staged_layouts[id(shared)] = _linear(shape, frag.dtype.bytes)
+    cx.staged.append(shared)  # (keeps the id alive)
+    region = T.Region(shared, [T.Const(D.I32, None, 0) for _ in shape], [T.Const(D.I32, None, e) for e in shape],
+                      s.span)
+
+    def move(f: T.Buffer, to_tile: bool) -> None:
+        lay = cx.sched.fragment(f)
+        k = cx.fresh("r")
+
+        def body():
+            at = fold(cx.local_offset(f, lay.coords(cx.tid, k)))
+            st = S.SStore(None, tile, at, S.Ref(f.dtype, None, cx.sbuf(f), k)) if to_tile else \
+                S.SStore(None, cx.sbuf(f), k, S.Ref(tile.dtype, None, tile, at))
+            ok = valid(lay, cx.tid, k)
+            cx.emit(st if ok is None else S.SIf(None, ok, [st]))
+
+        cx.emit(S.SFor(s.span, k, c(0), c(lay.num_local), cx.block(body), unroll=True))
+
+    src = s.src if s.src.buffer.scope == "shared" else region
+    dst = s.dst if s.dst.buffer.scope == "shared" else region
+    cx.before_shared_access(False, True)
+    if s.src.buffer.scope == "fragment":
+        move(s.src.buffer, True)
+        cx.after_shared_access(False, True)
+        cx.before_shared_access(True, True)
+    _scan(cx, dataclasses.replace(s, src=src, dst=dst))
+    cx.after_shared_access(True, True)
+    if s.dst.buffer.scope == "fragment":
+        cx.before_shared_access(True, False)
+        move(s.dst.buffer, False)
+        cx.after_shared_access(True, False)
+    cx.barrier()  # the tile is written again if this statement runs again (a loop), which the loop cannot see
+
+
+def _linear(shape: list[int], elem_bytes: int):
+    from ..ir.layout import SharedLayout
+
+    return SharedLayout(tuple(shape), elem_bytes)
+
+
+def _scan(cx, s: T.CumSum) -> None:
     ext = s.src.const_extents
     n = ext[s.dim]
     acc_dt = D.F32 if s.src.buffer.dtype.is_float and s.src.buffer.dtype.bits < 32 else s.src.buffer.dtype

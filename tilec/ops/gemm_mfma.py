@@ -76,14 +76,28 @@ def lower(cx, s: T.Gemm) -> None:
             ref = S.Ref(r.buffer.dtype, None, cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
             cx.emit(S.SStore(None, regs, c(at + j), ref))
 
+    eight_bit = dt.bits == 8  # v_mfma_f32_16x16x32 (gfx942): one instruction takes a lane's 8 k-values
+
     def mfma(mi: int, nj: int, a_addr: S.AddrOf, b_addr: S.AddrOf) -> None:
         acc = S.AddrOf(D.I64, None, c_sb, c((mi * lay.ni + nj) * 4))
         args = [acc, b_addr, a_addr] if lay.transposed else [acc, a_addr, b_addr]
-        cx.emit(S.call(None, "mfma", args, dtype=dt.name))
+        cx.emit(S.call(None, "mfma_fp8" if eight_bit else "mfma", args, dtype=dt.name))
 
     rows = [add(add(mul(wave_m, wm_rows), mi * 16), mod(lane, 16)) for mi in range(lay.mi)]
     cols = [add(add(mul(wave_n, wn_cols), nj * 16), mod(lane, 16)) for nj in range(lay.ni)]
     per = 8 if paired or interleaved else 4  # k-values per lane and atom read at once
+
+    def scale_accumulators(factor: float) -> None:
+        """The fp8 MFMA adds a quarter of A @ B (it reads the OCP bytes as FNUZ, at half value): the accumulators
+        are held at a quarter during the gemm's k-steps (exact, a power of two)."""
+        r = cx.fresh("r")
+        ref = S.Ref(D.F32, None, c_sb, r)
+        cx.emit(S.SFor(None, r, c(0), c(lay.num_local),
+                       [S.SStore(None, c_sb, r, T.Binary(D.F32, None, "*", ref, T.Const(D.F32, None, factor)))],
+                       unroll=True))
+
+    if eight_bit:
+        scale_accumulators(0.25)
     for kp in range(kd // (16 * (per // 4))):
         b_regs = S.SBuffer(cx.fresh("b_frag").name, dt, "local", lay.ni * per)
         cx.emit(S.DeclareArray(None, b_regs))
@@ -109,11 +123,13 @@ def lower(cx, s: T.Gemm) -> None:
         cx.emit(S.DeclareArray(None, a_regs))
         for mi in range(lay.mi):
             operand(s.a, s.transpose_a, rows[mi], k0, per, a_regs, mi * per)
-        for t in range(per // 4):
+        for t in range(1 if eight_bit else per // 4):
             for mi in range(lay.mi):
                 for nj in range(lay.ni):
                     mfma(mi, nj, S.AddrOf(D.I64, None, a_regs, c(mi * per + t * 4)),
                          S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
+    if eight_bit:
+        scale_accumulators(4.0)
     cx.smem_read = True
 
 
@@ -130,7 +146,9 @@ def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
     choice = gemm.choose_warps(q, MFMA.m, MFMA.n)
     a_ok = s.a.buffer.scope == "shared" or (isinstance(q.a_layout, MfmaTiled) and q.a_layout.transposed
                                             and q.a_layout.wn == 1 and not s.transpose_a)
-    if choice is None or q.k % MFMA.k or not gemm.operand_tiles_ok(s) or not a_ok:
+    if s.a.buffer.dtype.bits == 8:  # both operands in shared memory, read 8 k-values (64 bits) per lane
+        a_ok = s.a.buffer.scope == "shared"
+    if choice is None or q.k % MFMA.step_k(s.a.buffer.dtype) or not gemm.operand_tiles_ok(s) or not a_ok:
         return None
     return MfmaTiled(*c_buf.const_shape, *choice, transposed=q.transposed_wanted)
 

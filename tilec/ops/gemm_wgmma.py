@@ -32,8 +32,10 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
     """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
 
     Operands: B (and A, unless A is a register fragment) whole 2-D shared tiles in the TMA panel
-    layout; 16-bit types may be K- or MN-major, 8-bit floats only K-major (wgmma has no transpose
-    for them); the block's warpgroups split M first (row statistics then stay inside one warp)."""
+    layout; a register A operand only when it is the accumulator (or its copy) of an earlier wgmma gemm with
+    the same M and wn = 1 (any other register A takes the mma.sync or FMA path instead); 16-bit types may be
+    K- or MN-major, 8-bit floats only K-major (wgmma has no transpose for them); the block's warpgroups split
+    M first (row statistics then stay inside one warp)."""
     s, k, pinned = q.s, q.kernel, q.pinned_warps
     c_buf, a, b = s.c.buffer, s.a.buffer, s.b.buffer
     eight_bit = a.dtype in (D.F8E4M3, D.F8E5M2)
@@ -46,6 +48,9 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
     if not (_whole(s.b) and _panel_ok(b)) or (a.scope == "shared" and not (_whole(s.a) and _panel_ok(a))):
         return None
     if a.scope not in ("shared", "fragment"):
+        return None
+    la = q.a_layout
+    if a.scope == "fragment" and not (isinstance(la, WgmmaTiled) and la.wn == 1 and la.m == c_buf.const_shape[0]):
         return None
     m, n = c_buf.const_shape
     if q.k % WGMMA.step_k(a.dtype) or q.col_reduced:
@@ -60,6 +65,8 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
             continue
         if (a.scope == "fragment" or q.rows_projected) and wn != 1:
             continue  # row statistics and reductions are lowered for warpgroups stacked along M only
+        if a.scope == "fragment" and wm != la.wm:
+            continue
         if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
             continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
         return WgmmaTiled(m, n, wm, wn)

@@ -111,8 +111,7 @@ def reduce_fragment(cx, s: T.Reduce, ls, ld: Projected) -> None:
             groups = ls.wn
     else:
         if ld.keep != 0:
-            raise cx.fail("a column reduction (dim=0) of a generic fragment is not supported yet; "
-                            "reduce along dim=1 or transpose the tile", s.span)
+            return reduce_columns_shared(cx, s, ls, ld)
         if "warp_shuffle" not in cx.target.features and ls.tpr > 1:
             return reduce_rows_shared(cx, s, ls, ld)
         count = ls.per_row
@@ -177,6 +176,53 @@ def reduce_fragment(cx, s: T.Reduce, ls, ld: Projected) -> None:
     cx.emit(S.SFor(s.span, rv2, c(0), c(nloc), cx.block(combine), unroll=True))
     cx.smem_read = True
     cx.barrier()
+
+
+def reduce_columns_shared(cx, s: T.Reduce, ls: BlockRow, ld: Projected) -> None:
+    """A column reduction (dim=0) of a block-row fragment, whose columns are spread over the threads of a
+    row: every thread writes its elements to a shared tile, then each owner of a destination column reduces
+    that column serially (the rows are few next to the shuffles and partial slots a lane-level scheme needs)."""
+    acc_dt = D.F32 if s.src.buffer.dtype.is_float else s.src.buffer.dtype
+    rows, cols = ls.rows, ls.cols
+    tile = S.SBuffer(cx.fresh(f"{s.src.buffer.name}_cols").name, acc_dt, "shared", rows * cols,
+                     origin=f"column reduction of '{s.src.buffer.name}'")
+    cx.shared.append(tile)
+    src_sb, dst_sb = cx.sbuf(s.src.buffer), cx.sbuf(s.dst.buffer)
+    cx.before_shared_access(False, True)
+    k = cx.fresh("r")
+
+    def write():
+        i, j = ls.coords2d(cx.tid, k)
+        elem = cast(S.Ref(s.src.buffer.dtype, None, src_sb, k), acc_dt)
+        if s.kind in ("abssum", "absmax"):
+            elem = T.Call(acc_dt, None, "abs", [elem])
+        st = S.SStore(None, tile, add(mul(i, cols), j), elem)
+        ok = ls.valid(cx.tid, k)
+        cx.emit(st if ok is None else S.SIf(None, ok, [st]))
+
+    cx.emit(S.SFor(s.span, k, c(0), c(ls.num_local), cx.block(write), unroll=True))
+    cx.after_shared_access(False, True)
+    cx.before_shared_access(True, False)
+    rv = cx.fresh("r")
+
+    def column():
+        (j,) = ld.coords(cx.tid, rv)
+        v = cx.declare("total", reduce_init(cx, s.kind, acc_dt), acc_dt)
+        q = cx.fresh("q")
+        val = S.Ref(acc_dt, None, tile, add(mul(q, cols), j))
+        cx.emit(S.SFor(None, q, c(0), c(rows), [S.SAssign(None, v, reduce_op(cx, s.kind, v, val))]))
+        store_reduced(cx, s, dst_sb, rv, v, acc_dt)
+
+    def guarded():
+        ok = ld.valid(cx.tid, rv)
+        if ok is None:
+            column()
+        else:
+            cx.emit(S.SIf(None, ok, cx.block(column)))
+
+    cx.emit(S.SFor(s.span, rv, c(0), c(ld.num_local), cx.block(guarded), unroll=True))
+    cx.smem_read = True
+    cx.barrier()  # the tile may be written again by the same statement in the next loop iteration
 
 
 def reduce_mfma(cx, s: T.Reduce, ls, ld: Projected) -> None:

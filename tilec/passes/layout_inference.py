@@ -233,7 +233,11 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         root = uf.find(key)
         if root not in class_layout and len(buf.shape) >= 2:
             class_layout[root] = block_row(buf.const_shape, k.threads)
-    # Projections (1-D fragments tied to a 2-D layout), resolved until nothing changes.
+    # Projections (1-D fragments tied to a 2-D layout), resolved until nothing changes. A reduction's
+    # destination must be the projection of its source, so a reduction's projection overrides one that a
+    # Parallel loop's read asked for; a Parallel loop that reads the 1-D fragment as the rows of another
+    # 2-D layout (row statistics of acc_s applied to acc_o when block_N != dim) reads it through a shared
+    # copy instead (lower-to-simt).
     changed = True
     while changed:
         changed = False
@@ -248,7 +252,13 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                 class_layout[croot] = want
                 class_site[croot] = where
                 changed = True
-            elif not same_layout(have, want):
+            elif same_layout(have, want) or not isinstance(where, T.Reduce):
+                continue
+            elif not isinstance(class_site.get(croot), T.Reduce):
+                class_layout[croot] = want
+                class_site[croot] = where
+                changed = True
+            else:
                 rep.error(f"fragment '{frags[child].name}' would need two layouts: {have} and {want}; use a "
                           "separate fragment for each use", where.span)
                 return table

@@ -19,6 +19,8 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
     `stages - 1` copies in flight, multi-buffered shared tiles; with a "registers" plan (AMD),
     double-buffered tiles whose next contents are loaded into registers during the compute;
   * barriers are placed between shared-memory writes and reads by different threads.
+Errors: a statement the target cannot lower is reported and skipped, and lowering goes on, so the pass
+fails once with every such statement of every kernel.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Lowerer:
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
         self.hoisted_vars: dict[str, T.Var] = {}
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
+        self.staged_fragments: dict[int, S.SBuffer] = {}  # fragment -> its shared copy, in a Parallel loop
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
@@ -184,18 +187,10 @@ class Lowerer:
     def addr(self, b: T.Buffer, idx: list[T.Expr], span) -> S.AddrOf:
         return S.AddrOf(D.I64, None, self.sbuf(b), fold(self.address(b, idx, span)))
 
-    def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
-        """The register holding fragment element b[orig_idx] in the current Parallel context."""
-        if self.frag_ctx is None and self.undriven_parallel is not None:
-            shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
-            raise self.fail(f"fragment '{b.name}' is read in a Parallel loop that writes no fragment of the loop's "
-                            f"shape ({shape}): {self.target.name} places a Parallel loop's iterations on the threads "
-                            "that own such a fragment. Compute into a fragment of that shape here (and copy it "
-                            f"out afterwards), or keep '{b.name}' in shared memory", span)
-        if self.frag_ctx is None:
-            raise self.fail(f"fragment '{b.name}' can only be indexed inside a Parallel loop (its elements "
-                            "are spread over the threads)", span)
-        loop_ids, layout, k = self.frag_ctx
+    def owned_local(self, b: T.Buffer, orig_idx: list[T.Expr], ctx) -> T.Expr | None:
+        """The register holding fragment element b[orig_idx] in the Parallel context ctx (loop variable ids, the
+        loop's layout, its local index), or None when the thread running the iteration does not hold it."""
+        loop_ids, layout, k = ctx
         lay = self.sched.fragment(b)
         ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
         if ids == loop_ids and same_layout(lay, layout):
@@ -209,8 +204,65 @@ class Lowerer:
                 view = Projected(layout, d)
                 if same_layout(view, lay):
                     return view.local_of_parent(k)
-        raise self.fail(f"fragment '{b.name}' (layout {lay}) is accessed at an index that this Parallel loop "
-                        f"(layout {layout}) does not own; index fragments with the loop variables", span)
+        return None
+
+    def stage_foreign_fragments(self, s: T.For, ctx) -> None:
+        """Fragments this Parallel loop reads at elements other threads hold (`f[i, j // 2]`, or any fragment
+        read by a loop that no fragment drives) and does not write: every thread stores its elements to a
+        shared copy first, and the loop reads the copy (frag_local), after a barrier."""
+        written = {id(st.buffer) for st in walk_stmts(s.body) if isinstance(st, T.Store)}
+        foreign: dict[int, T.Buffer] = {}
+        for st in walk_stmts(s.body):
+            for e in direct_exprs(st):
+                for x in sub_exprs(e):
+                    if not (isinstance(x, T.Load) and x.buffer.scope == "fragment") or id(x.buffer) in written \
+                            or id(x.buffer) in foreign or not all(as_int(d) for d in x.buffer.shape):
+                        continue
+                    if ctx is None or self.owned_local(x.buffer, x.indices, ctx) is None:
+                        foreign[id(x.buffer)] = x.buffer
+        if not foreign:
+            return
+        self.before_shared_access(False, True)
+        for b in foreign.values():
+            lay = self.sched.fragment(b)
+            elements = 1
+            for d in b.const_shape:
+                elements *= d
+            copy_sb = S.SBuffer(self.fresh(f"{b.name}_shared").name, b.dtype, "shared", elements,
+                                origin=f"shared copy of fragment '{b.name}'")
+            self.shared.append(copy_sb)
+            kv = self.fresh("r")
+
+            def store(lay=lay, b=b, copy_sb=copy_sb, kv=kv):
+                st = S.SStore(None, copy_sb, fold(self.local_offset(b, lay.coords(self.tid, kv))),
+                              S.Ref(b.dtype, None, self.sbuf(b), kv))
+                ok = valid(lay, self.tid, kv)
+                self.emit(st if ok is None else S.SIf(None, ok, [st]))
+
+            self.emit(S.SFor(s.span, kv, c(0), c(lay.num_local), self.block(store), unroll=True))
+            self.staged_fragments[id(b)] = copy_sb
+        self.after_shared_access(False, True)
+        self.before_shared_access(True, False)
+
+    def frag_local(self, b: T.Buffer, orig_idx: list[T.Expr], span) -> T.Expr:
+        """The register holding fragment element b[orig_idx] in the current Parallel context."""
+        if self.frag_ctx is None and self.undriven_parallel is not None:
+            shape = ", ".join(str(as_int(e)) for e in self.undriven_parallel.extents)
+            raise self.fail(f"fragment '{b.name}' is written and read in a Parallel loop that writes no fragment at "
+                            f"the loop's variables (shape {shape}): {self.target.name} places a Parallel loop's "
+                            "iterations on the threads that own such a fragment. Write a fragment of the loop's shape "
+                            f"at the loop variables here, or keep '{b.name}' in shared memory", span)
+        if self.frag_ctx is None:
+            raise self.fail(f"fragment '{b.name}' is indexed outside a Parallel loop, but its elements are spread "
+                            "over the threads; index it inside a Parallel loop, or use alloc_local (a per-thread "
+                            "array) or alloc_var (a scalar) for values every thread keeps", span)
+        local = self.owned_local(b, orig_idx, self.frag_ctx)
+        if local is None:
+            raise self.fail(f"fragment '{b.name}' (layout {self.sched.fragment(b)}) is accessed at an index that "
+                            f"this Parallel loop (layout {self.frag_ctx[1]}) does not own, and the loop writes it; "
+                            "write fragments at the loop variables, and read other elements from a fragment the "
+                            "loop does not write", span)
+        return local
 
     # ------------------------------------------------------------ expressions
     def lx(self, e: T.Expr) -> T.Expr:
@@ -221,6 +273,11 @@ class Lowerer:
         if isinstance(e, T.Load):
             b = e.buffer
             if b.scope == "fragment":
+                staged = self.staged_fragments.get(id(b))
+                own = self.owned_local(b, e.indices, self.frag_ctx) if staged and self.frag_ctx else None
+                if staged is not None and own is None:
+                    self.smem_read = True
+                    return S.Ref(e.dtype, e.span, staged, fold(self.local_offset(b, [self.lx(i) for i in e.indices])))
                 return S.Ref(e.dtype, e.span, self.sbuf(b), self.frag_local(b, e.indices, e.span))
             idx = [self.lx(i) for i in e.indices]
             if b.scope == "shared":
@@ -267,8 +324,20 @@ class Lowerer:
         return reads, writes
 
     def stmt(self, s: T.Stmt) -> None:
+        """Lower one statement. A statement the target cannot lower is reported and skipped, so that one
+        compilation reports every such statement of the kernel (the module is not printed after an error)."""
+        try:
+            self.lower_stmt(s)
+        except CompileError as e:
+            for d in e.diagnostics:
+                if not any(d.message == x.message and d.span == x.span for x in self.rep.diagnostics):
+                    self.rep.diagnostics.append(d)
+
+    def lower_stmt(self, s: T.Stmt) -> None:
         if isinstance(s, T.For) and s.kind != "parallel":
             return self.serial_loop(s)
+        if isinstance(s, T.While):
+            return self.while_loop(s)
         reads, writes = self.uses_shared(s)
         self.ext.before_stmt(s)
         self.before_shared_access(reads, writes)
@@ -300,6 +369,15 @@ class Lowerer:
                 idx = self.frag_local(b, s.indices, s.span)
             else:
                 idx = fold(self.address(b, [self.lx(i) for i in s.indices], s.span))
+            if b.scope == "shared" and not self.parallel_body and any(
+                    isinstance(x, S.Ref) and x.buffer.scope == "shared" for e in (value, idx) for x in sub_exprs(e)):
+                # A block-uniform update of shared memory from shared memory (`count[0] = count[0] + 1`): every
+                # thread reads, then one writes after a barrier (else a warp could read the new value).
+                value = self.declare("shared_value", value)
+                idx = self.declare("shared_index", idx)
+                self.barrier()
+                return self.emit(S.SIf(s.span, compare("==", self.tid, c(0)),
+                                       [S.SStore(s.span, self.sbuf(b), idx, value)]))
             return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
         if isinstance(s, T.Assign):
             value = self.lx(s.value)
@@ -320,9 +398,6 @@ class Lowerer:
             return op.lower(self, s)
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
-        if isinstance(s, T.While):  # the interpreter runs these; the SIMT IR has no unbounded loop yet
-            raise self.fail(f"while loops are not supported on {self.target.name} yet: write a Serial loop over an "
-                            "upper bound with an `if` around its body instead", s.span)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
 
     def alloc(self, s: T.Alloc) -> None:
@@ -377,6 +452,22 @@ class Lowerer:
             self.barrier()
         stmts = self.block(body)
         self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
+
+    def while_loop(self, s: T.While) -> None:
+        """`while cond: body`, with the barrier rules of a serial loop: the state at the loop head holds for
+        every evaluation of the condition (which may read shared memory the body writes)."""
+        def body():
+            self.stmts(s.body)
+            if self.smem_read or self.smem_dirty:
+                r, w = self.uses_shared(s)
+                if r and w:
+                    self.barrier()
+
+        r, w = self.uses_shared(s)
+        if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
+            self.barrier()
+        cond = self.lx(s.cond)
+        self.emit(S.SWhile(s.span, cond, self.block(body)))
 
     def pipelined(self, s: T.For, plan) -> None:
         if plan.mechanism == "registers":
@@ -477,13 +568,24 @@ class Lowerer:
         self.emit(S.SFor(s.span, it, c(0), n, self.block(body)))
 
     def parallel(self, s: T.For) -> None:
+        driver = self.loop_driver(s)
+        outer = self.staged_fragments
+        if not self.parallel_body:
+            ctx = ([id(v) for v in s.vars], self.sched.fragment(driver), c(0)) if driver is not None else None
+            self.staged_fragments = {}
+            self.stage_foreign_fragments(s, ctx)
         self.parallel_body += 1
         try:
-            self.parallel_loop(s)
+            self.parallel_loop(s, driver)
         finally:
             self.parallel_body -= 1
+            staged, self.staged_fragments = self.staged_fragments, outer
+        if staged and not self.parallel_body:
+            self.barrier()  # the copies are written again if the loop runs again (in a serial loop)
 
-    def parallel_loop(self, s: T.For) -> None:
+    def loop_driver(self, s: T.For) -> T.Buffer | None:
+        """The fragment whose layout places this Parallel loop's iterations on the threads: the first one stored
+        (else read) at exactly the loop variables."""
         loop_ids = [id(v) for v in s.vars]
         driver = None
         for st in walk_stmts(s.body):
@@ -507,6 +609,10 @@ class Lowerer:
                         driver = driver or x.buffer
             if driver is not None:
                 break
+        return driver
+
+    def parallel_loop(self, s: T.For, driver: T.Buffer | None) -> None:
+        loop_ids = [id(v) for v in s.vars]
         extents = [as_int(e) for e in s.extents]
         if driver is not None:
             layout = self.sched.fragment(driver)
@@ -602,8 +708,13 @@ class Lowerer:
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     kernels = []
     for k in module.kernels:
-        sk = Lowerer(k, target, rep).run()
+        try:
+            sk = Lowerer(k, target, rep).run()
+        except CompileError as e:
+            rep.diagnostics.extend(d for d in e.diagnostics if d not in rep.diagnostics)
+            continue
         if k.attrs.get("profile"):
             profile.instrument(sk, k.attrs["profile"])
         kernels.append(sk)
+    rep.check()  # every statement of every kernel that could not be lowered, at once
     return S.SModule(kernels)

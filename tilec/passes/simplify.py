@@ -38,6 +38,8 @@ def _body(body: list[S.SStmt]) -> list[S.SStmt]:
                 out.extend(_body(s.then_body if cond.value else s.else_body))
                 continue
             out.append(dataclasses.replace(s, cond=cond, then_body=_body(s.then_body), else_body=_body(s.else_body)))
+        elif isinstance(s, S.SWhile):
+            out.append(dataclasses.replace(s, cond=_x(s.cond), body=_body(s.body)))
         elif isinstance(s, S.SFor):
             ext = _x(s.extent)
             if isinstance(ext, T.Const) and int(ext.value) <= 0:
@@ -80,6 +82,9 @@ def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
             expr(s.extent)
             expr(s.step)
             _used_vars(s.body, out)
+        elif isinstance(s, S.SWhile):
+            expr(s.cond)
+            _used_vars(s.body, out)
         elif isinstance(s, S.SIf):
             expr(s.cond)
             _used_vars(s.then_body, out)
@@ -94,7 +99,7 @@ def _drop_dead(body: list[S.SStmt], used: set[int]) -> list[S.SStmt]:
     for s in body:
         if isinstance(s, S.Declare) and id(s.var) not in used:
             continue  # values are pure expressions: dropping the declaration changes nothing
-        if isinstance(s, S.SFor):
+        if isinstance(s, S.SFor | S.SWhile):
             s = dataclasses.replace(s, body=_drop_dead(s.body, used))
         elif isinstance(s, S.SIf):
             s = dataclasses.replace(s, then_body=_drop_dead(s.then_body, used),
@@ -122,7 +127,7 @@ def _count(body: list[S.SStmt]) -> int:
     n = 0
     for s in body:
         n += 1
-        if isinstance(s, S.SFor):
+        if isinstance(s, S.SFor | S.SWhile):
             n += _count(s.body)
         elif isinstance(s, S.SIf):
             n += _count(s.then_body) + _count(s.else_body)

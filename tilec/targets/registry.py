@@ -63,7 +63,7 @@ SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile"}  # profile: clock64, globaltimer
 HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
-FP8 = frozenset({"f8e4m3", "f8e5m2"})  # the HIP back end has no fp8 types yet
+FP8 = frozenset({"f8e4m3", "f8e5m2"})  # CDNA2 has no 8-bit float instructions
 
 
 def _cuda(name: str, cc: str, desc: str, smem_kb: int, mma: tuple[str, ...], copy: tuple[str, ...],
@@ -85,7 +85,7 @@ TARGETS: dict[str, Target] = {
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024,
                ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8),
+               ("mfma.32x32x8", "mfma.16x16x16", "mfma.16x16x32.fp8"), (), HIP_FEATURES),
         Target("ascend910b", "ascend", "ascend910b", "Huawei Ascend 910B", 1, 1, 192 * 1024,
                ("cube.mmad",), ("datacopy",)),
         # WebGPU's default limits (what every adapter grants): 16 KiB of workgroup storage, 256 invocations,

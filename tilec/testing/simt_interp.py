@@ -357,6 +357,8 @@ class _BlockRun(ScalarOps, HopperModel):
                 self.stmts(s.else_body, None if else_mask.all() else else_mask)
         elif isinstance(s, S.SFor):
             self.loop(s, mask)
+        elif isinstance(s, S.SWhile):
+            self.while_loop(s, mask)
         elif isinstance(s, S.Barrier):
             want = self.n if s.threads is None else s.threads
             if int(self.active(mask).sum()) != want or (s.threads is not None and
@@ -386,6 +388,16 @@ class _BlockRun(ScalarOps, HopperModel):
             m = mask if uniform else (act & (t < extent))
             self.env[id(s.var)] = begin + t * step
             self.stmts(s.body, m)
+
+    def while_loop(self, s: S.SWhile, mask) -> None:
+        """Each thread leaves the loop when its condition turns false; the others go on without it."""
+        running = self.active(mask)
+        for _ in range(_MAX_WHILE_ITERATIONS):
+            running = running & self.full(self.eval(s.cond, running)).astype(bool)
+            if not running.any():
+                return
+            self.stmts(s.body, None if running.all() else running)
+        raise self.err(f"while loop still running after {_MAX_WHILE_ITERATIONS} iterations", s.span)
 
     # ------------------------------------------------------------ intrinsic statements
     def call_stmt(self, s: S.SCall, mask) -> None:
@@ -544,8 +556,9 @@ class _BlockRun(ScalarOps, HopperModel):
 
 
     def mfma(self, s: S.SCall, mask) -> None:
-        """v_mfma_f32_16x16x16{f16,bf16_1k}: per 64-lane wave, A/B/C gathered from each lane's 4 registers per
-        tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32, scattered back to the lanes' accumulators."""
+        """v_mfma_f32_16x16x16{f16,bf16_1k} (and 16x16x32 for 8-bit floats): per 64-lane wave, A/B/C gathered from
+        each lane's 4 (8) registers per tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32 (8-bit: A @ B / 4 + C,
+        as gfx942 reads tilec's OCP bytes as FNUZ), scattered back to the lanes' accumulators."""
         from ..targets.hip import mfma_layouts as ML
 
         if self.sim.warp_size != MFMA.warp_size:
@@ -554,21 +567,24 @@ class _BlockRun(ScalarOps, HopperModel):
         self.whole_warps_only(mask, s.name, s.span)
         act = self.active(mask)
         (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
-        want = D.F16 if s.params["dtype"] == "f16" else D.BF16
+        want = D.lookup(s.params["dtype"])
         if ab.dtype != want or bb.dtype != want or cb.dtype != D.F32:
             raise self.err(f"{s.name} takes {want} A/B registers and f32 accumulators", s.span)
-        a = self.read(ab, ai, mask, 4, s.span).astype(np.float32)  # (n, 4)
-        b = self.read(bb, bi, mask, 4, s.span).astype(np.float32)
+        eight_bit = s.op == "mfma_fp8"
+        per, k = (ML.ELEMS_8BIT, 32) if eight_bit else (ML.ELEMS, 16)
+        a = self.read(ab, ai, mask, per, s.span).astype(np.float32)  # (n, per)
+        b = self.read(bb, bi, mask, per, s.span).astype(np.float32)
         c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
         w = self.n // ML.WAVE
-        t = self.sim.mfma_tables
-        A = np.zeros((w, 16, 16), np.float32)
-        B = np.zeros((w, 16, 16), np.float32)
+        t = self.sim.mfma_tables_8bit if eight_bit else self.sim.mfma_tables
+        A = np.zeros((w, 16, k), np.float32)
+        B = np.zeros((w, k, 16), np.float32)
         C = np.zeros((w, 16, 16), np.float32)
-        A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, 4)
-        B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, 4)
+        A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, per)
+        B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, per)
         C[:, t["c_row"], t["c_col"]] = c.reshape(w, ML.WAVE, 4)
-        Dm = np.matmul(A, B) + C
+        # the fp8 instruction reads tilec's OCP bytes as FNUZ, at half their value (tilec_hip.h)
+        Dm = np.matmul(A, B) * (0.25 if eight_bit else 1.0) + C
         d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
         self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
 
@@ -629,6 +645,7 @@ class _Sim:
         from ..targets.hip import mfma_layouts as ML
 
         self.mfma_tables = ML.tables()
+        self.mfma_tables_8bit = ML.tables(eight_bit=True)
 
     def grid(self) -> list[int]:
         b = _BlockRun(self, (0, 0, 0))
@@ -654,6 +671,9 @@ class _Sim:
             arr[...] = flat.reshape(arr.shape)
 
 
+_MAX_WHILE_ITERATIONS = 1 << 20  # (a model of a loop that never ends would never return)
+
+
 def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int = 32,
              stdout=None, profile_marks: dict | None = None) -> dict[str, object]:
     """Execute `kernel` over its whole grid on `args` (numpy arrays in the declared dtypes, scalars by name);
@@ -672,5 +692,6 @@ _SEMANTICS = {
     "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark",
     "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
-    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "atomic": "atomic",
+    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma",
+    "atomic": "atomic",
 }

@@ -202,7 +202,7 @@ class Lowering:
     def on_this_side(self, s: T.Stmt) -> bool:
         """In a mixed kernel the AIC runs the copies into cube operands and the gemms, the AIVs the rest; both run
         the scalar control flow (loops, ifs, assignments) so that they meet at the same cross-core flags."""
-        if self.side is None or isinstance(s, T.Assign | T.For | T.If | T.Gemm) and not (
+        if self.side is None or isinstance(s, T.Assign | T.For | T.While | T.If | T.Gemm) and not (
                 isinstance(s, T.For) and s.kind == "parallel"):
             return True
         cube = isinstance(s, T.Copy) and self.plan.position.get(s.dst.buffer.name) in ("A1", "B1")
@@ -234,6 +234,12 @@ class Lowering:
             self.body(s.body)
             inner, self.out = self.out, saved
             self.out.append(Block(head, inner, loop=True))
+            return
+        if isinstance(s, T.While):
+            saved, self.out = self.out, []
+            self.body(s.body)
+            inner, self.out = self.out, saved
+            self.out.append(Block(f"while ({cpp(s.cond)})", inner, loop=True))
             return
         if isinstance(s, T.If):
             saved, self.out = self.out, []

@@ -39,7 +39,7 @@ def reads_writes(s: T.Stmt) -> tuple[set[str], set[str]]:
                 r |= _loads(e)
         elif isinstance(x, T.Assign):
             r |= _loads(x.value)
-        elif isinstance(x, T.If):
+        elif isinstance(x, T.If | T.While):
             r |= _loads(x.cond)
         elif isinstance(x, T.For):
             for e in x.extents:

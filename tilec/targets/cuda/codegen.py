@@ -73,6 +73,8 @@ _VALUES = {
 
 check_spellings("CUDA", {*_CALLS, *_VALUES}, "cuda")
 
+_FP8 = (D.F8E4M3, D.F8E5M2)
+
 
 class CudaPrinter(CStylePrinter):
     types = {
@@ -82,6 +84,19 @@ class CudaPrinter(CStylePrinter):
     }
 
     narrow_floats = frozenset({D.F16, D.BF16, D.F8E4M3, D.F8E5M2})
+
+    def expr(self, e: T.Expr, parent: int = 0) -> str:
+        # cuda_fp8.h's types have no arithmetic or comparisons: compute in f32 (rounded back for arithmetic)
+        if isinstance(e, T.Binary) and e.dtype in _FP8 and e.op in ("+", "-", "*", "/"):
+            return f"{self.type(e.dtype)}({self.f32(e.a)} {e.op} {self.f32(e.b)})"
+        if isinstance(e, T.Compare) and e.a.dtype in _FP8:
+            return f"({self.f32(e.a)} {e.op} {self.f32(e.b)})"
+        if isinstance(e, T.Unary) and e.op == "-" and e.dtype in _FP8:
+            return f"{self.type(e.dtype)}(-{self.f32(e.a)})"
+        return super().expr(e, parent)
+
+    def f32(self, e: T.Expr) -> str:
+        return f"static_cast<float>({self.expr(e)})"
 
     def call(self, e: T.Call) -> str:
         if e.func == "ceildiv":
@@ -178,11 +193,8 @@ class CudaPrinter(CStylePrinter):
 
 def generate(module: S.SModule, banner: str) -> str:
     """A self-contained .cu file: the device header inlined, then every kernel."""
-    uses_fp8 = any(p.dtype in (D.F8E4M3, D.F8E5M2) for k in module.kernels for p in k.params)
     parts = [f"// {banner}", "// Generated code; edit the .tile source instead.", ""]
     parts.append(HEADER.read_text())
-    if uses_fp8:
-        parts.append("#include <cuda_fp8.h>")
     if any(k.attrs.get("profile") for k in module.kernels):
         parts.append(PROFILE_HEADER.read_text())
     parts.append("#define TL_INF __int_as_float(0x7f800000)\n#define TL_NAN __int_as_float(0x7fffffff)\n")
@@ -194,4 +206,6 @@ def generate(module: S.SModule, banner: str) -> str:
         emitted.update(printer.helpers)
         parts.append(text)
         parts.append("")
+    if any("__nv_fp8_" in p for p in parts[4:]):  # an 8-bit float anywhere, not only in the signature
+        parts.insert(4, "#include <cuda_fp8.h>")
     return "\n".join(parts)

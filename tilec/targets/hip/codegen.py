@@ -5,7 +5,8 @@ wavefront shuffles (ds_bpermute over 64 lanes), atomics and math are clang amdgc
 tilec_hip.h, so the same source builds with hipcc (clang-15) and with plain clang-19 (`-nogpuinc -nogpulib`).
 Shared memory is a static LDS array of the kernel's planned size (so the code object's metadata states it).
 There is no cp.async, ldmatrix or mma.sync on AMD: the lowering does not produce them for these targets; meeting
-one here is a tilec bug. Gemm on the "mfma" path calls tl::mfma_16x16x16_{f16,bf16} (v_mfma_f32_16x16x16*).
+one here is a tilec bug. Gemm on the "mfma" path calls tl::mfma_16x16x16_{f16,bf16} (v_mfma_f32_16x16x16*), or
+for 8-bit floats on gfx942 tl::mfma_16x16x32_{f8e4m3,f8e5m2} (v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8}).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ _MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "f
 _CALLS = {
     **PORTABLE_CALLS,
     "mfma": spelled("tl::mfma_16x16x16_{dtype}({0}, {1}, {2})"),
+    "mfma_fp8": spelled("tl::mfma_16x16x32_{dtype}({0}, {1}, {2})"),
 }
 
 # ... and of every intrinsic expression.
@@ -45,7 +47,7 @@ class HipPrinter(CStylePrinter):
     types = {
         "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "i32": "int",
         "u32": "unsigned", "i64": "long long", "f16": "tl::half", "bf16": "tl::bf16", "f32": "float",
-        "f64": "double",
+        "f64": "double", "f8e4m3": "tl::fp8_e4m3", "f8e5m2": "tl::fp8_e5m2",
     }
     thread_idx = "tl::thread_idx()"
     block_idx = ("tl::block_idx_x()", "tl::block_idx_y()", "tl::block_idx_z()")
@@ -58,7 +60,7 @@ class HipPrinter(CStylePrinter):
             return f"tl::pow({self.expr(e.a)}, {self.expr(e.b)})"
         return super().binary(e, parent)
 
-    narrow_floats = frozenset({D.F16, D.BF16})
+    narrow_floats = frozenset({D.F16, D.BF16, D.F8E4M3, D.F8E5M2})
 
     def call(self, e: T.Call) -> str:
         if e.func == "ceildiv":

@@ -40,11 +40,30 @@ def mfma_16x16x16_c(lane: int, i: int) -> tuple[int, int]:
     return 4 * (lane // 16) + i, lane % 16
 
 
-def tables() -> dict[str, np.ndarray]:
-    """{a,b,c}_{row,col}: (64, 4) index arrays of the three layouts."""
+# v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8} (gfx942): the same C/D layout, twice the k per lane. Each lane holds 8
+# one-byte elements of A and of B (a 64-bit VGPR pair, element i in bits [8i, 8i+8)): A row lane % 16 and B column
+# lane % 16, k = 8 * (lane / 16) + i -- the 16x16x16 pattern with 8 k-values per lane group. (The lowering relies
+# only on A and B sharing one lane -> k map: the instruction sums over k, so any common map gives A @ B.)
+ELEMS_8BIT = 8
+
+
+def mfma_16x16x32_a(lane: int, i: int) -> tuple[int, int]:
+    """(row m, column k) of A held by `lane` as its element i (0..7)."""
+    return lane % 16, 8 * (lane // 16) + i
+
+
+def mfma_16x16x32_b(lane: int, i: int) -> tuple[int, int]:
+    """(row k, column n) of B held by `lane` as its element i (0..7)."""
+    return 8 * (lane // 16) + i, lane % 16
+
+
+def tables(eight_bit: bool = False) -> dict[str, np.ndarray]:
+    """{a,b,c}_{row,col}: (64, elements) index arrays of the three layouts (16x16x16, or 16x16x32 for 8-bit)."""
     out = {}
-    for name, fn in (("a", mfma_16x16x16_a), ("b", mfma_16x16x16_b), ("c", mfma_16x16x16_c)):
-        coords = np.array([[fn(lane, i) for i in range(ELEMS)] for lane in range(WAVE)])
+    a, b, n = (mfma_16x16x32_a, mfma_16x16x32_b, ELEMS_8BIT) if eight_bit else (mfma_16x16x16_a, mfma_16x16x16_b,
+                                                                                 ELEMS)
+    for name, fn, count in (("a", a, n), ("b", b, n), ("c", mfma_16x16x16_c, ELEMS)):
+        coords = np.array([[fn(lane, i) for i in range(count)] for lane in range(WAVE)])
         out[f"{name}_row"], out[f"{name}_col"] = coords[..., 0], coords[..., 1]
     return out
 

@@ -1,7 +1,7 @@
 """What WebGPU refuses, checked by tilec before any WGSL is printed.
 
 naga (wgpu's shader compiler) validates types and syntax but not, or not with a useful message, the
-things a tile kernel can run into: types WGSL does not have, float atomics, resource limits and
+things a tile kernel can run into: types WGSL does not have, 16-bit atomics, resource limits and
 barriers in non-uniform control flow. Each is reported here as a diagnostic at the user's line (the
 kernel's line for signature and resource problems, the statement's for the rest). docs/webgpu.md
 lists them with the reasons.
@@ -27,14 +27,16 @@ _NO_TYPE = {
     "f8e4m3": "WGSL has no 8-bit float types; use f16 or f32",
     "f8e5m2": "WGSL has no 8-bit float types; use f16 or f32",
     "f64": "WGSL has no 64-bit floats; use f32",
-    "i8": "WGSL has no 8-bit integers (storage buffers hold 32-bit words); use i32",
-    "u8": "WGSL has no 8-bit integers (storage buffers hold 32-bit words); use i32 or u32",
+    "i8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads an i8 input tensor "
+           "from its words, but cannot write one or keep i8 values in registers or shared memory; use i32"),
+    "u8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads a u8 input tensor "
+           "from its words, but cannot write one or keep u8 values in registers or shared memory; use i32 or u32"),
     "i16": "WGSL has no 16-bit integers; use i32",
 }
 # Allowed inside the kernel but not in its signature.
 _NOT_IN_SIGNATURE = {
     "i64": "WGSL has no 64-bit integers; use i32 (tilec computes addresses in 32 bits on WebGPU)",
-    "bool": "WGSL storage buffers cannot hold bool; use i32 or u32",
+    "bool": "WGSL storage buffers cannot hold bool (tilec reads a bool input tensor from its bytes); use i32 or u32",
 }
 
 
@@ -57,6 +59,8 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
         rep.error(f"kernel '{k.name}': {what} is {dt.name}, which WebGPU cannot run: {why}", span or k.span)
 
     for p in k.params:
+        if isinstance(p, S.SBuffer) and p.const and p.dtype in (D.BOOL, D.I8, D.U8):
+            continue  # an input tensor of bytes is read from the u32 words that hold them (codegen.py)
         if isinstance(p, S.SBuffer):
             bad_type(p.dtype, f"tensor '{p.name}'", k.span, True)
         else:
@@ -94,11 +98,11 @@ def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
         if s.name.startswith("atomic_"):
             addr = s.args[0]
             dt = addr.buffer.dtype if isinstance(addr, S.AddrOf) else s.args[1].dtype
-            if dt not in (D.I32, D.U32):
+            if dt not in (D.I32, D.U32, D.F32):  # (f32: a compare-exchange loop on the bits, codegen.py)
                 name = (addr.buffer.origin or addr.buffer.name) if isinstance(addr, S.AddrOf) else "?"
                 rep.error(f"{s.name} on {dt.name} '{name}' cannot run on WebGPU: WGSL atomics "
-                          "exist only for i32 and u32 (atomic<i32>, atomic<u32>); accumulate in i32, or reduce "
-                          "into a fragment and write the result once", s.span or k.span)
+                          "exist only for 32-bit words (tilec makes i32, u32 and f32 ones); accumulate in f32, or "
+                          "reduce into a fragment and write the result once", s.span or k.span)
         elif s.op == "print" and s.span not in printed:
             printed.add(s.span)
             rep.error("print cannot run on WebGPU: WGSL has no printf; `tilec run --device cpu` runs the kernel in the "
@@ -173,6 +177,8 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
                 if d:
                     changed |= mark(id(s.var))
                 changed |= scan(s.body, d)
+            elif isinstance(s, S.SWhile):
+                changed |= scan(s.body, divergent or nu(s.cond))
             elif isinstance(s, S.SIf):
                 d = divergent or nu(s.cond)
                 changed |= scan(s.then_body, d)
@@ -203,6 +209,8 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
             if isinstance(s, S.SFor):
                 d = where if where is not None else (s if nu(s.begin) or nu(s.extent) or nu(s.step) else None)
                 find(s.body, d)
+            elif isinstance(s, S.SWhile):
+                find(s.body, where if where is not None else (s if nu(s.cond) else None))
             elif isinstance(s, S.SIf):
                 d = where if where is not None else (s if nu(s.cond) else None)
                 find(s.then_body, d)
@@ -220,6 +228,8 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
 def _why(s: S.SStmt, nu) -> str:
     if isinstance(s, S.SIf):
         return f"condition {_reason(s.cond)}"
+    if isinstance(s, S.SWhile):
+        return f"while loop's condition {_reason(s.cond)}"
     assert isinstance(s, S.SFor)
     bound = next(x for x in (s.extent, s.begin, s.step) if x is not None and nu(x))
     return f"loop's trip count {_reason(bound)}"
@@ -243,7 +253,7 @@ def _reason(e: T.Expr) -> str:
 def _walk(body: list[S.SStmt], depth: int = 0):
     for s in body:
         yield s, depth
-        if isinstance(s, S.SFor):
+        if isinstance(s, S.SFor | S.SWhile):
             yield from _walk(s.body, depth + 1)
         elif isinstance(s, S.SIf):
             yield from _walk(s.then_body, depth + 1)
@@ -259,7 +269,7 @@ def _stmt_exprs(s: S.SStmt) -> list[T.Expr]:
         return [s.index, s.value]
     if isinstance(s, S.SFor):
         return [x for x in (s.begin, s.extent, s.step) if x is not None]
-    if isinstance(s, S.SIf):
+    if isinstance(s, S.SIf | S.SWhile):
         return [s.cond]
     if isinstance(s, S.SCall):
         return list(s.args)

@@ -4,7 +4,8 @@ The shader interface (what tilec.runtime.wgsl binds) is recorded in each kernel'
 copied into the manifest:
 
 * every tensor parameter is a storage buffer `@group(0) @binding(i)` in signature order, `read` for
-  inputs and `read_write` for outputs (`array<atomic<i32>>` when the kernel updates it atomically);
+  inputs and `read_write` for outputs (`array<atomic<i32>>` when the kernel updates it atomically, an f32
+  tensor as `array<atomic<u32>>` of its bits);
 * the runtime sizes and scalar parameters are the fields of one uniform struct, bound after the tensors:
   scalars first in signature order, then the sizes; every field is 4 bytes (i32, u32 or f32; an f16
   scalar travels as f32, a bool as u32);
@@ -111,7 +112,9 @@ check_spellings("WGSL", _CALLS, "wgsl")
 
 
 class WgslPrinter(CStylePrinter):
-    types = {"bool": "bool", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16", "f32": "f32"}
+    # (i8/u8 values exist only as elements read from an input tensor: checks.py refuses them anywhere else)
+    types = {"bool": "bool", "i8": "i32", "u8": "u32", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16",
+             "f32": "f32"}
     barrier = "workgroupBarrier();"
 
     def __init__(self, module_prefix: str = "") -> None:
@@ -179,8 +182,12 @@ class WgslPrinter(CStylePrinter):
         if isinstance(e, S.BlockIdx):
             return ("tl_bx", "tl_by", "tl_bz")[e.axis]
         if isinstance(e, S.Ref):
+            if e.buffer.dtype.bits == 8 and e.buffer.scope == "global":
+                return self.byte_element(e)
             elem = f"{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
-            return f"atomicLoad(&{elem})" if id(e.buffer) in self.atomic else elem
+            if id(e.buffer) not in self.atomic:
+                return elem
+            return f"bitcast<f32>(atomicLoad(&{elem}))" if e.buffer.dtype == D.F32 else f"atomicLoad(&{elem})"
         if isinstance(e, S.AddrOf):
             return f"&{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
         if isinstance(e, T.Select):
@@ -192,6 +199,17 @@ class WgslPrinter(CStylePrinter):
             text = f"{self.cmp_operand(e.a)} {e.op} {self.cmp_operand(e.b)}"
             return f"({text})" if parent else text
         return super().expr(e, parent)
+
+    def byte_element(self, e: S.Ref) -> str:
+        """An element of a bool/i8/u8 input tensor, bound as the u32 words holding its bytes (WGSL has no 8-bit
+        types): the word's byte `index % 4`, as bool, sign-extended i32 or u32."""
+        i = f"({self.expr(e.index)})"
+        word = f"{self.buf_name(e.buffer)}[{i} >> 2u]"
+        shift = f"(8u * u32({i} & 3))"
+        if e.buffer.dtype == D.I8:
+            return f"(bitcast<i32>({word} << (24u - {shift})) >> 24u)"
+        byte = f"(({word} >> {shift}) & 0xffu)"
+        return f"({byte} != 0u)" if e.buffer.dtype.is_bool else byte
 
     def operand(self, e: T.Expr) -> str:
         """e as the operand of a unary operator: parenthesized unless it is atomic."""
@@ -296,17 +314,40 @@ class WgslPrinter(CStylePrinter):
         elif isinstance(s, S.SStore):
             elem = f"{self.buf_name(s.buffer)}[{self.expr(s.index)}]"
             if id(s.buffer) in self.atomic:
-                self.line(f"atomicStore(&{elem}, {self.expr(s.value)});")
+                value = self.expr(s.value)
+                self.line(f"atomicStore(&{elem}, {f'bitcast<u32>({value})' if s.buffer.dtype == D.F32 else value});")
             else:
                 self.line(f"{elem} = {self.expr(s.value)};")
         elif isinstance(s, S.SAssign):
             self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")
+        elif isinstance(s, S.SCall) and s.op == "atomic" and isinstance(s.args[0], S.AddrOf) and \
+                s.args[0].buffer.dtype == D.F32:
+            self.float_atomic(s)
         elif isinstance(s, S.Barrier):
             if self.storage_barrier:
                 self.line("storageBarrier();")
             self.line(self.barrier)
         else:
             super().stmt(s)
+
+    def float_atomic(self, s: S.SCall) -> None:
+        """WGSL has atomics only for i32 and u32: an f32 buffer updated atomically is an array<atomic<u32>> of its
+        bits, and an update a compare-exchange loop that retries until no other invocation wrote in between."""
+        addr, value = s.args
+        combine = {"add": "tl_old + tl_v", "max": "max(tl_old, tl_v)", "min": "min(tl_old, tl_v)"}[s.params["kind"]]
+        self.line("{")
+        self.indent += 1
+        self.line(f"let tl_p = {self.expr(addr)};")
+        self.line(f"let tl_v = {self.expr(value)};")
+        self.line("loop {")
+        self.indent += 1
+        self.line("let tl_bits = atomicLoad(tl_p);")
+        self.line("let tl_old = bitcast<f32>(tl_bits);")
+        self.line(f"if (atomicCompareExchangeWeak(tl_p, tl_bits, bitcast<u32>({combine})).exchanged) {{ break; }}")
+        self.indent -= 1
+        self.line("}")
+        self.indent -= 1
+        self.line("}")
 
     def declare_array(self, s: S.DeclareArray) -> None:
         b = s.buffer
@@ -351,9 +392,9 @@ class WgslPrinter(CStylePrinter):
             name = self.prefix + ident(p.name)
             self.module_names[id(p)] = name
             access = "read" if p.const else "read_write"
-            elem = self.type(p.dtype)
+            elem = "u32" if p.dtype.bits == 8 else self.type(p.dtype)
             if id(p) in self.atomic:
-                elem = f"atomic<{elem}>"
+                elem = f"atomic<{'u32' if p.dtype == D.F32 else elem}>"
             decls.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}: array<{elem}>;")
             bindings.append({"binding": binding, "param": p.name, "access": access})
             binding += 1
@@ -387,7 +428,7 @@ class WgslPrinter(CStylePrinter):
             self.module_names[id(b)] = name
             elem = self.type(b.dtype)
             if id(b) in self.atomic:
-                elem = f"atomic<{elem}>"
+                elem = f"atomic<{'u32' if b.dtype == D.F32 else elem}>"
             decls.append(f"var<workgroup> {name}: array<{elem}, {b.size}>;")
             workgroup_bytes += -(-(b.size or 0) * b.dtype.bytes // 16) * 16  # WebGPU counts roundUp(16, size)
         entry = ident(k.name)
@@ -426,7 +467,7 @@ class WgslPrinter(CStylePrinter):
                     for x in sub_exprs(e):
                         if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:
                             reads_outputs = True
-                if isinstance(s, S.SFor):
+                if isinstance(s, S.SFor | S.SWhile):
                     walk(s.body)
                 elif isinstance(s, S.SIf):
                     walk(s.then_body)

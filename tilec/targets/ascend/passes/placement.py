@@ -52,7 +52,7 @@ def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
 
     out: dict[str, list[T.Stmt]] = {}
     for s in walk_stmts(k.body):
-        if isinstance(s, T.For | T.If | T.Alloc | T.Gemm):
+        if isinstance(s, T.For | T.While | T.If | T.Alloc | T.Gemm):
             continue
         for name in touched(s):
             out.setdefault(name, []).append(s)

@@ -25,6 +25,8 @@ def _lists(body: list[T.Stmt], depth: int):
     for s in body:
         if isinstance(s, T.For):
             yield from _lists(s.body, s.num_stages if s.kind == "pipelined" and s.num_stages > 0 else 2)
+        elif isinstance(s, T.While):
+            yield from _lists(s.body, 2)
         elif isinstance(s, T.If):
             yield from _lists(s.then_body, depth)
             yield from _lists(s.else_body, depth)
@@ -81,7 +83,7 @@ def _touches_outside_all(body: list[T.Stmt], homes: set[int], name: str, inside:
     """Whether a statement in none of the lists `homes` touches `name`."""
     inside = inside or id(body) in homes
     for s in body:
-        if isinstance(s, T.For):
+        if isinstance(s, T.For | T.While):
             if _touches_outside_all(s.body, homes, name, inside):
                 return True
         elif isinstance(s, T.If):

@@ -106,7 +106,7 @@ def _body(body: list[T.Stmt], split: set[str], m: int, half: int, row0: T.Var) -
             out.append(s)
         elif isinstance(s, T.For) and s.kind == "parallel":
             out.append(_parallel(s, split, m, half, row0))
-        elif isinstance(s, T.For):
+        elif isinstance(s, T.For | T.While):
             out.append(dataclasses.replace(s, body=_body(s.body, split, m, half, row0)))
         elif isinstance(s, T.If):
             out.append(dataclasses.replace(s, then_body=_body(s.then_body, split, m, half, row0),

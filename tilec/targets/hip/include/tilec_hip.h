@@ -52,6 +52,59 @@ TL_DEVICE bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }
 TL_DEVICE bf16 operator/(bf16 a, bf16 b) { return bf16(float(a) / float(b)); }
 TL_DEVICE bf16 operator-(bf16 a) { return bf16(-float(a)); }
 
+// ------------------------------------------------------------------ 8-bit floats
+// The OCP formats NVIDIA and tilec's tensors use (e4m3: bias 7, no infinity, 0x7f NaN; e5m2: bias 15, IEEE-like),
+// stored as bit patterns and converted through f32: round to nearest even, saturating to the largest finite
+// value as CUDA's __nv_fp8 conversions do, NaN kept. (gfx942's own fp8 instructions use the FNUZ variants: see
+// the MFMA below.)
+template <int E, int M, unsigned MAX_CODE>  // exponent bits, mantissa bits, the largest finite code
+struct fp8 {
+  unsigned char bits;
+  static constexpr int BIAS = (1 << (E - 1)) - 1;
+  TL_DEVICE fp8() = default;
+  TL_DEVICE fp8(float f) : bits(encode(f)) {}
+  TL_DEVICE operator float() const { return decode(bits); }
+  static TL_DEVICE unsigned char encode(float f) {
+    unsigned u = __builtin_bit_cast(unsigned, f);
+    unsigned sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return static_cast<unsigned char>(sign | 0x7fu);
+    float x = __builtin_bit_cast(float, a);
+    unsigned code;
+    if (x < __builtin_ldexpf(1.0f, 1 - BIAS)) {  // subnormal: steps of 2^(1 - BIAS - M)
+      code = static_cast<unsigned>(__builtin_rintf(__builtin_ldexpf(x, BIAS + M - 1)));
+    } else {  // drop 23 - M mantissa bits, to nearest even, and rebias the exponent
+      unsigned r = (a + ((1u << (22 - M)) - 1u) + ((a >> (23 - M)) & 1u)) >> (23 - M);
+      code = r - (static_cast<unsigned>(127 - BIAS) << M);
+    }
+    return static_cast<unsigned char>(sign | (code > MAX_CODE ? MAX_CODE : code));
+  }
+  static TL_DEVICE float decode(unsigned char b) {
+    unsigned sign = static_cast<unsigned>(b & 0x80u) << 24;
+    unsigned e = (b >> M) & ((1u << E) - 1u), m = b & ((1u << M) - 1u);
+    if ((b & 0x7fu) > MAX_CODE) {  // e4m3: 0x7f is NaN; e5m2: 0x7c infinity, above it NaN
+      return __builtin_bit_cast(float, sign | (E == 5 && (b & 0x7fu) == 0x7cu ? 0x7f800000u : 0x7fc00000u));
+    }
+    if (e == 0) {
+      float v = __builtin_ldexpf(static_cast<float>(m), 1 - BIAS - M);
+      return sign ? -v : v;
+    }
+    return __builtin_bit_cast(float, sign | ((e + 127u - BIAS) << 23) | (m << (23 - M)));
+  }
+};
+// Arithmetic goes through f32 and rounds back, as for bf16.
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator+(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) + float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator-(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) - float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator*(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) * float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator/(fp8<E, M, X> a, fp8<E, M, X> b) { return fp8<E, M, X>(float(a) / float(b)); }
+template <int E, int M, unsigned X>
+TL_DEVICE fp8<E, M, X> operator-(fp8<E, M, X> a) { return fp8<E, M, X>(-float(a)); }
+using fp8_e4m3 = fp8<4, 3, 0x7eu>;
+using fp8_e5m2 = fp8<5, 2, 0x7bu>;
+
 // ------------------------------------------------------------------ integer index arithmetic
 template <typename T>
 TL_DEVICE constexpr T ceildiv(T a, T b) { return (a + b - 1) / b; }
@@ -238,5 +291,46 @@ TL_DEVICE void mfma_16x16x16_bf16(float* acc, const bf16* a, const bf16* b) {
   cv = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(av, bv, cv, 0, 0, 0);
   __builtin_memcpy(acc, &cv, sizeof(cv));
 }
+
+// 8-bit floats (gfx942): v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8}, 8 values of A and of B per lane. MI300's fp8 is
+// the FNUZ variant (exponent bias one larger, no negative zero, 0x80 the only NaN), so the OCP bytes in memory,
+// read as FNUZ, are exactly half their value: acc += A @ B / 4. The lowering holds the accumulators at a quarter
+// during a gemm's k-steps (exact: powers of two). The bytes FNUZ reads differently are fixed first: -0 (0x80,
+// NaN in FNUZ) becomes +0, and NaN (and e5m2's infinities) become 0x80.
+#if defined(__gfx942__)
+TL_DEVICE unsigned long long ocp_to_fnuz(unsigned long long v, unsigned first_special) {
+  // Eight bytes at once: bit 7 of each byte of `special` is set where the byte's low 7 bits >= first_special
+  // (NaN, infinity), of `zero` where they are 0; -0 loses its sign, a special byte becomes 0x80.
+  const unsigned long long ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+  unsigned long long low = v & ~high;
+  unsigned long long special = (low + ones * (0x80u - first_special)) & high;
+  unsigned long long zero = ~(low + ones * 0x7fu) & high;
+  v ^= v & high & zero;
+  return (v & ~((special >> 7) * 0xffu)) | special;
+}
+
+template <typename F8>
+TL_DEVICE void mfma_16x16x32_fp8(float* acc, const F8* a, const F8* b) {
+  unsigned long long av, bv;
+  float4 cv;
+  __builtin_memcpy(&av, a, sizeof(av));
+  __builtin_memcpy(&bv, b, sizeof(bv));
+  __builtin_memcpy(&cv, acc, sizeof(cv));
+  constexpr unsigned special = __is_same(F8, fp8_e4m3) ? 0x7fu : 0x7cu;
+  long an = static_cast<long>(ocp_to_fnuz(av, special)), bn = static_cast<long>(ocp_to_fnuz(bv, special));
+  if constexpr (__is_same(F8, fp8_e4m3)) {
+    cv = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(an, bn, cv, 0, 0, 0);
+  } else {
+    cv = __builtin_amdgcn_mfma_f32_16x16x32_bf8_bf8(an, bn, cv, 0, 0, 0);
+  }
+  __builtin_memcpy(acc, &cv, sizeof(cv));
+}
+TL_DEVICE void mfma_16x16x32_f8e4m3(float* acc, const fp8_e4m3* a, const fp8_e4m3* b) {
+  mfma_16x16x32_fp8(acc, a, b);
+}
+TL_DEVICE void mfma_16x16x32_f8e5m2(float* acc, const fp8_e5m2* a, const fp8_e5m2* b) {
+  mfma_16x16x32_fp8(acc, a, b);
+}
+#endif  // __gfx942__
 
 }  // namespace tl
