@@ -440,7 +440,7 @@ def test_overlap_softmax_is_planned_only_where_asked_and_possible():
     steady = r.source[r.source.index("for (int k_2_t = 0;"):r.source.index("__no_tma(")]
     turn = steady.index("tl::named_barrier(2 + (int(threadIdx.x) / 128), 256);")
     first = steady.index("tl_wgmma_ss_")
-    handoff = steady.index("tl::named_barrier_arrive(3 - (int(threadIdx.x) / 128), 256);")  # (simplify-indices)
+    handoff = steady.index("tl::named_barrier_arrive(2 + (1 - (int(threadIdx.x) / 128)), 256);")
     second = steady.index("tl_wgmma_rs_")
     assert turn < first < steady.index("tl::wgmma_commit();") < handoff < second < steady.index("tl::wgmma_wait<1>();")
 

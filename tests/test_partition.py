@@ -25,6 +25,7 @@ from tilec.ir import simt as S
 from tilec.ir import tile as T
 from tilec.ir.fold import fold
 from tilec.ir.visit import rewrite_expr
+from tilec.options import CompileOptions
 from tilec.testing.simt_interp import run_simt
 
 pytest.importorskip("tvm")
@@ -39,8 +40,9 @@ ATTN_RAGGED = {"B": 1, "S": 150, "H": 1}  # 3 query blocks: interior KV tiles, d
 
 
 def _compile(sample: str, defines: dict, target: str = "sm80", disable=()):
-    return tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=defines, disable=set(disable),
-                         verify=True)
+    """Both passes on (simplify-indices is opt-in: CompileOptions.simplify_indices) unless `disable` names them."""
+    return tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, options=CompileOptions(simplify_indices=True),
+                         defines=defines, disable=set(disable), verify=True)
 
 
 def _run(result, sizes: dict, seed: int = 0) -> tuple[dict, dict]:

@@ -178,7 +178,7 @@ def compile(
         except ValueError as e:
             raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
-            k.attrs["disabled"] = opts.disable
+            k.attrs["disabled"] = opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
             k.request = request
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
         if opts.target is not None:

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 # Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
-# --no-simplify-indices, --no-partition).
+# --no-partition; simplify-indices is off unless CompileOptions.simplify_indices asks for it).
 DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize", "simplify_indices", "partition"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
@@ -50,6 +50,9 @@ class CompileOptions:
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
     profile: str = ""  # an instrumented build (tilec/ir/profile.py): "full" (tile ops and waits) or "sync" (waits)
+    # --simplify-indices: TVM's index simplification (passes/simplify_indices.py). Off by default: on the H200 it
+    # made sm90 gemms 4-6% slower (bench/RESULTS.md), so it is the user's to try.
+    simplify_indices: bool = False
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them
@@ -118,7 +121,7 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
     keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "opt_level", "ptxas_args",
-                                          "toolchain_args", "header_prefix", "tune_db", "profile", "keep_dir", "dryrun",
-                                          "resource_usage", "use_cache", "remarks", "werror")}
+                                          "toolchain_args", "header_prefix", "tune_db", "profile", "simplify_indices",
+                                          "keep_dir", "dryrun", "resource_usage", "use_cache", "remarks", "werror")}
     keep.update(changes)
     return made.replace(**keep)

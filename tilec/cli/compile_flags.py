@@ -101,8 +101,10 @@ COMPILE_FLAGS: list[Flag] = [
          const="wgmma"),
     Flag(("--no-partition",), "disable", "No interior/boundary split: every tile keeps its bounds guards "
          "(partition-boundaries off).", TOOLCHAIN, "append-const", const="partition"),
-    Flag(("--no-simplify-indices",), "disable", "Emit index arithmetic as lowered, without TVM's simplification "
-         "(simplify-indices off).", TOOLCHAIN, "append-const", const="simplify_indices"),
+    Flag(("--simplify-indices",), "simplify_indices", "Simplify the lowered index arithmetic with TVM's analyzer "
+         "(simplify-indices; off by default: slower sm90 gemms on the H200).", TOOLCHAIN),
+    Flag(("--no-simplify-indices",), "disable", "Emit index arithmetic as lowered (the default).", TOOLCHAIN,
+         "append-const", const="simplify_indices"),
     Flag(("--no-warp-specialize",), "disable", "sm90: no producer warpgroup; the compute threads issue the TMA "
          "copies.", HOPPER, "append-const", const="warp_specialize"),
     # Diagnostics and display
