@@ -68,15 +68,14 @@ def _fail(msg: str) -> int:
 
 
 def sizes_of(items: list[str]) -> dict[str, int]:
-    """--size M=1000,N=512 (repeatable) as a dict; ValueError names a malformed item."""
-    out: dict[str, int] = {}
-    for group in items:
-        for item in filter(None, (s.strip() for s in group.split(","))):
-            name, eq, value = item.partition("=")
-            if not eq or not name.isidentifier() or not value.strip().lstrip("-").isdigit():
-                raise ValueError(f"--size {item}: expected NAME=INTEGER")
-            out[name] = int(value)
-    return out
+    """--size M=1000,N=512 (repeatable) as a dict, parsed as `tilec run` does; ValueError names a malformed item."""
+    from ..diagnostics import CompileError
+    from .run import parse_sizes
+
+    try:
+        return parse_sizes(items)
+    except CompileError as e:
+        raise ValueError(e.diagnostics[0].message) from None
 
 
 def build(args, folder: str) -> tuple[Path, Path, str]:

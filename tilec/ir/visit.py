@@ -123,7 +123,7 @@ def sub_exprs(e: T.Expr) -> Iterator[T.Expr]:
     """`e` and every expression inside it, pre-order -- the one expression walker of both IRs (SIMT IR's
     nodes register their children with `register_children`, see tilec/ir/simt.py)."""
     yield e
-    for x in _children(e):
+    for x in children(e):
         yield from sub_exprs(x)
 
 
@@ -135,7 +135,8 @@ def register_children(node_type: type, children: Callable[[T.Expr], tuple | list
     _CHILDREN[node_type] = children
 
 
-def _children(e: T.Expr):
+def children(e: T.Expr):
+    """The direct sub-expressions of e (Tile IR's, and those registered with `register_children`)."""
     if isinstance(e, T.Binary | T.Compare):
         return (e.a, e.b)
     if isinstance(e, T.Unary):

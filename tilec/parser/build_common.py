@@ -8,6 +8,7 @@ from ..diagnostics import Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, linear_form
+from ..ir.visit import children
 from . import ast as A
 
 
@@ -187,7 +188,7 @@ def _size_and_depth(e: T.Expr) -> tuple[int, int]:
         node, done = stack.pop()
         if id(node) in memo:
             continue
-        kids = _children(node)
+        kids = children(node)
         if not done:
             stack.append((node, True))
             stack.extend((k, False) for k in kids if id(k) not in memo)
@@ -196,22 +197,6 @@ def _size_and_depth(e: T.Expr) -> tuple[int, int]:
         depth = 1 + max((memo[id(k)][1] for k in kids), default=0)
         memo[id(node)] = (size, depth)
     return memo[id(e)]
-
-
-def _children(e: T.Expr) -> list[T.Expr]:
-    if isinstance(e, T.Binary | T.Compare):
-        return [e.a, e.b]
-    if isinstance(e, T.Unary):
-        return [e.a]
-    if isinstance(e, T.Select):
-        return [e.cond, e.a, e.b]
-    if isinstance(e, T.Call):
-        return list(e.args)
-    if isinstance(e, T.Cast):
-        return [e.value]
-    if isinstance(e, T.Load):
-        return list(e.indices)
-    return []
 
 
 def _fits(c: T.Const, dt: D.DType) -> bool:

@@ -21,6 +21,7 @@ from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
+from ..ir.visit import children as direct_children
 from ..ir.visit import sub_exprs
 from ..targets.registry import Target
 
@@ -181,7 +182,7 @@ class _Simplifier:
             return 0, 0, True
         if isinstance(e, T.Var):
             return 0, 0, id(e) in self.nonneg or e.kind == "size"
-        kids = [self.measure(x) for x in _children(e)]
+        kids = [self.measure(x) for x in direct_children(e)]
         cost = sum(k[0] for k in kids) + 1
         helpers = sum(k[1] for k in kids)
         all_nonneg = all(k[2] for k in kids)
@@ -198,19 +199,3 @@ class _Simplifier:
 
     def syntactic_nonneg(self, e: T.Expr) -> bool:
         return self.measure(e)[2]
-
-
-def _children(e: T.Expr):
-    if isinstance(e, T.Binary | T.Compare):
-        return (e.a, e.b)
-    if isinstance(e, T.Unary):
-        return (e.a,)
-    if isinstance(e, T.Select):
-        return (e.cond, e.a, e.b)
-    if isinstance(e, T.Call | S.Intrinsic):
-        return e.args
-    if isinstance(e, T.Cast):
-        return (e.value,)
-    if isinstance(e, S.Ref | S.AddrOf):
-        return (e.index,)
-    return ()

@@ -97,6 +97,21 @@ def ident(text: str) -> str:
     return ("_" + s) if not s or s[0].isdigit() else s
 
 
+# The C functions formula_to_c's expressions call (every C launcher includes them once).
+FORMULA_HELPERS_C = r"""/* Size formulas use Python's floor division and modulo (the manifest's semantics). */
+static inline int64_t tilec_floordiv_(int64_t a, int64_t b) {
+  int64_t q;
+  if (b == 0) return 0;
+  q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t tilec_floormod_(int64_t a, int64_t b) { return b == 0 ? 0 : a - tilec_floordiv_(a, b) * b; }
+static inline int64_t tilec_ceildiv_(int64_t a, int64_t b) { return -tilec_floordiv_(-a, b); }
+static inline int64_t tilec_min_(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t tilec_max_(int64_t a, int64_t b) { return a > b ? a : b; }
+"""
+
+
 def formula_to_c(text: str, names: dict[str, str]) -> str:
     """A manifest size formula (integers, names, + - * // %, ceildiv/min/max) as a C expression
     over int64_t values, with Python's floor division and modulo."""
@@ -134,7 +149,7 @@ def _byte_array(name: str, data: bytes) -> str:
     return "\n".join(lines)
 
 
-_COMMON = r"""
+_COMMON = (r"""
 /* ---- helpers shared by every tilec launcher header (ABI @ABI@) ---- */
 #ifndef TILEC_LAUNCHER_COMMON_@ABI@
 #define TILEC_LAUNCHER_COMMON_@ABI@
@@ -165,18 +180,9 @@ typedef struct tilec_image_ {
   int exact;
   const char* arch;
 } tilec_image_;
-/* Size formulas use Python's floor division and modulo (the manifest's semantics). */
-static inline int64_t tilec_floordiv_(int64_t a, int64_t b) {
-  int64_t q;
-  if (b == 0) return 0;
-  q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int64_t tilec_floormod_(int64_t a, int64_t b) { return b == 0 ? 0 : a - tilec_floordiv_(a, b) * b; }
-static inline int64_t tilec_ceildiv_(int64_t a, int64_t b) { return -tilec_floordiv_(-a, b); }
-static inline int64_t tilec_min_(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t tilec_max_(int64_t a, int64_t b) { return a > b ? a : b; }
-/* The best image for compute capability cc (exact match first, else the newest compatible one), or -1. */
+"""
+    + FORMULA_HELPERS_C
+    + r"""/* The best image for compute capability cc (exact match first, else the newest compatible one), or -1. */
 static inline int tilec_pick_image_(const tilec_image_* images, int n, int cc) {
   int best = -1, i;
   for (i = 0; i < n; ++i) {
@@ -268,7 +274,7 @@ static inline CUresult tilec_encode_tensor_map_(CUtensorMap* map, int dtype, uns
 }
 #endif
 #endif /* TILEC_LAUNCHER_COMMON_@ABI@ */
-"""
+""")
 
 _MODULE = r"""
 /* ---- this header's images and per-context module table ---- */

@@ -18,11 +18,20 @@ import ast
 import hashlib
 from collections.abc import Callable
 
-from ..cuda.launcher import _C_TYPES, LauncherError, _c_name, _c_string, _comment, formula_to_c, ident
+from ..cuda.launcher import (
+    _C_TYPES,
+    FORMULA_HELPERS_C,
+    LauncherError,
+    _c_name,
+    _c_string,
+    _comment,
+    formula_to_c,
+    ident,
+)
 
 MAX_DEVICES = 64
 
-_COMMON = r"""
+_COMMON = (r"""
 #ifndef __HIP_PLATFORM_AMD__
 #define __HIP_PLATFORM_AMD__ 1
 #endif
@@ -32,17 +41,9 @@ _COMMON = r"""
 #include <stdint.h>
 #include <string.h>
 
-static inline int64_t tilec_floordiv_(int64_t a, int64_t b) {
-  int64_t q;
-  if (b == 0) return 0;
-  q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int64_t tilec_floormod_(int64_t a, int64_t b) { return b == 0 ? 0 : a - tilec_floordiv_(a, b) * b; }
-static inline int64_t tilec_ceildiv_(int64_t a, int64_t b) { return -tilec_floordiv_(-a, b); }
-static inline int64_t tilec_min_(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t tilec_max_(int64_t a, int64_t b) { return a > b ? a : b; }
-
+"""
+    + FORMULA_HELPERS_C
+    + r"""
 @IMAGES@
 static const unsigned char* const @P@image_data[@NIMAGES@] = {@IMAGE_DATA@};
 static const char* const @P@image_arch[@NIMAGES@] = {@IMAGE_ARCH@};
@@ -78,7 +79,7 @@ static hipError_t @P@function(int k, hipFunction_t* fn) {
   pthread_mutex_unlock(&@P@lock);
   return rc;
 }
-"""
+""")
 
 
 def _launch_function(fname: str, k: dict, index: int, p: str) -> tuple[str, str]:
