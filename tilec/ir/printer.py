@@ -50,6 +50,8 @@ def _expr(e: T.Expr, parent: int) -> str:
         return f"{op}{_expr(e.a, p)}"
     if isinstance(e, T.Select):
         return f"select({expr_str(e.cond)}, {expr_str(e.a)}, {expr_str(e.b)})"
+    if isinstance(e, T.Call) and e.func == "reinterpret":
+        return f"reinterpret<{e.dtype}>({expr_str(e.args[0])})"
     if isinstance(e, T.Call):
         return f"{e.func}({', '.join(expr_str(a) for a in e.args)})"
     if isinstance(e, T.Cast):
