@@ -28,7 +28,8 @@ ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_lo
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
                 "reduce_absmax": "absmax"}
 ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
-TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", *REDUCE_FUNCS,
+TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
+            "c2d_im2col", *REDUCE_FUNCS,
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
@@ -67,7 +68,6 @@ TILELANG_UNSUPPORTED = {
     "thread_binding": _PARALLEL_INSTEAD,
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
     "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
-    "im2col": "gather the tile with a Parallel loop and index arithmetic instead (examples/tilelang/convolution.tile)",
     "Tensor": "index the original tensor with the arithmetic of the view instead",
     "reshape": "index the original tensor with the arithmetic of the view instead",
     "view": "index the original tensor with the arithmetic of the view instead",
