@@ -130,6 +130,10 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         where = ([f"block={s.block}"] if s.block is not None else []) + (
             [f"thread={s.thread}"] if s.thread is not None else [])
         return [f"{pad}print {s.label!r}, {_operand(s.value)}" + (f" [{', '.join(where)}]" if where else "")]
+    if isinstance(s, T.AnnotateLayout) and s.index_map is not None:
+        m = s.index_map
+        outs = ", ".join(expr_str(o) for o in m.outputs)
+        return [f"{pad}annotate_layout {s.buffer.name}: custom ({', '.join(v.name for v in m.vars)}) -> [{outs}]"]
     if isinstance(s, T.AnnotateLayout):
         return [f"{pad}annotate_layout {s.buffer.name}: {s.layout}"]
     if isinstance(s, T.UseSwizzle):

@@ -74,7 +74,9 @@ TILELANG_UNSUPPORTED = {
     "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
     "import_source": "tilec generates all device code itself: write the computation in the kernel instead",
     "dp4a": "multiply and add the unpacked integers in a Parallel loop instead",
-    "Layout": "use make_swizzled_layout, make_padded_layout or make_linear_layout, or no annotation instead",
+    "Layout": "write it in place as a value of annotate_layout: annotate_layout({buf: T.Layout(buf.shape, lambda i, "
+              "j: [...])}) (a helper function cannot return one)",
+    "Fragment": "tilec infers the register layout of every fragment; drop the annotation",
     "symbolic": "any tensor dimension that is not a const is already a runtime size",
     "alloc_barrier": "tilec places barriers and mbarriers itself",
     "sync_threads": "tilec places barriers itself",

@@ -130,9 +130,17 @@ class TileOpBuilder:
             for key, val in call.args[0].items:
                 buf = self.buffer_ref(key, scope)
                 layout = _callee(val) if isinstance(val, A.CallExpr) else None
+                if layout == "Fragment":
+                    raise self.fail("T.Fragment layouts are not supported: tilec infers the register layout of every "
+                                    "fragment (from the gemms, reductions and copies that use it); drop the "
+                                    "annotation", val.span)
+                if layout == "Layout":
+                    assert isinstance(val, A.CallExpr)
+                    self.emit(T.AnnotateLayout(span, buf, "custom", self.index_map(val, buf, scope)))
+                    continue
                 if layout not in ("make_swizzled_layout", "make_padded_layout", "make_linear_layout"):
-                    raise self.fail("expected make_swizzled_layout(buf), make_padded_layout(buf) or "
-                                    "make_linear_layout(buf)", val.span)
+                    raise self.fail("expected make_swizzled_layout(buf), make_padded_layout(buf), "
+                                    "make_linear_layout(buf) or T.Layout(buf.shape, lambda i, j: ...)", val.span)
                 self.emit(T.AnnotateLayout(span, buf, layout.removeprefix("make_").removesuffix("_layout")))
             return
         if fname in ("im2col", "c2d_im2col"):
@@ -145,6 +153,91 @@ class TileOpBuilder:
                 raise self.fail("panel_size must be positive", args["panel_size"].span)
             return self.emit(T.UseSwizzle(span, panel, enable))
         raise self.fail(f"unknown tile operation '{fname}'", span)
+
+    def index_map(self, call: A.CallExpr, buf: T.Buffer, scope: _Scope) -> T.IndexMap:
+        """`T.Layout(shape, lambda i, j: [p, q])` (or `lambda i, j: offset`) for the shared buffer `buf`: where
+        each element is stored, the physical coordinates row-major in the extents they reach. Checked here by
+        enumeration: integer arithmetic of the arguments and constants only, one-to-one, inside the buffer."""
+        import numpy as np
+
+        from ..ir.layout import MAP_OPS, add, map_values, mul
+        from ..ir.printer import expr_str
+        from ..ir.visit import sub_exprs
+
+        args, _ = self.call_args(call, ["shape", "forward_fn"])
+        self.require(args, ["shape", "forward_fn"], call)
+        if buf.scope != "shared":
+            why = ("tilec infers the register layout of every fragment; drop the annotation" if buf.scope == "fragment"
+                   else "only shared buffers take one")
+            raise self.fail(f"T.Layout says where a shared buffer's elements are stored; '{buf.name}' is a "
+                            f"{buf.scope} buffer ({why})", call.span)
+        shape = buf.const_shape
+        dims = [as_int(d) for d in self.shape_arg(args["shape"], scope)]
+        if shape is None or dims != list(shape):
+            raise self.fail(f"T.Layout's shape ({', '.join(map(str, dims))}) is not the shape of '{buf.name}' "
+                            f"({', '.join(expr_str(d) for d in buf.shape)}); pass {buf.name}.shape", args["shape"].span)
+        fn = args["forward_fn"]
+        if not isinstance(fn, A.LambdaExpr):
+            raise self.fail("T.Layout's index map must be a lambda written in place: lambda i, j: [row, col]",
+                            fn.span)
+        if len(fn.params) != len(shape):
+            raise self.fail(f"the index map of the {len(shape)}-D buffer '{buf.name}' takes {len(shape)} "
+                            f"argument(s), not {len(fn.params)}", fn.span)
+        inner = _Scope(scope)
+        vars_ = []
+        for name, sp in fn.params:
+            v = T.Var(D.I32, sp, self.unique(name), "loop")
+            inner.bind(name, v)
+            vars_.append(v)
+        items = fn.body.items if isinstance(fn.body, A.ListExpr | A.TupleExpr) else [fn.body]
+        if not items:
+            raise self.fail("the index map returns no coordinates", fn.body.span)
+        outs = []
+        for it in items:
+            e = fold(self.expr(it, inner))
+            for x in sub_exprs(e):
+                ok = (isinstance(x, T.Const) and x.dtype.is_int) or (isinstance(x, T.Var) and x in vars_) or (
+                    isinstance(x, T.Binary) and x.op in MAP_OPS and x.dtype.is_int) or (
+                    isinstance(x, T.Unary) and x.op in ("-", "~") and x.dtype.is_int) or (
+                    isinstance(x, T.Cast) and x.dtype.is_int and x.value.dtype.is_int)
+                if not ok:
+                    raise self.fail("an index map may compute only with its own arguments, compile-time integers and "
+                                    f"+ - * // % ^ & | << >>; `{expr_str(x)}` is none of these", x.span or it.span)
+            outs.append(e if e.dtype == D.I32 else T.Cast(D.I32, e.span, e))
+        env = {id(v): g for v, g in zip(vars_, np.indices(shape, dtype=np.int64), strict=True)}
+        try:
+            coords = [np.broadcast_to(map_values(o, env), shape) for o in outs]
+        except ZeroDivisionError:
+            raise self.fail("the index map divides by zero", fn.body.span) from None
+
+        def at(flat: int) -> str:
+            return "(" + ", ".join(str(int(x)) for x in np.unravel_index(flat, shape)) + ")"
+
+        size = int(np.prod(shape))
+        if len(outs) == 1:
+            offset, offsets = outs[0], coords[0]
+        else:
+            for d, cd in enumerate(coords):
+                if cd.min() < 0:
+                    raise self.fail(f"the index map sends {at(int(np.argmin(cd)))} to a negative coordinate "
+                                    f"({int(cd.min())}) in output {d}", items[d].span)
+            extents = [int(cd.max()) + 1 for cd in coords]
+            offset, offsets = outs[0], coords[0]
+            for o, cd, ext in zip(outs[1:], coords[1:], extents[1:], strict=True):
+                offset, offsets = add(mul(offset, ext), o), offsets * ext + cd
+        flat = offsets.ravel()
+        bad = np.nonzero((flat < 0) | (flat >= size))[0]
+        if bad.size:
+            raise self.fail(f"the index map sends {at(int(bad[0]))} to offset {int(flat[bad[0]])}, outside the "
+                            f"{size} elements of '{buf.name}' (a layout here reorders the buffer's storage; it "
+                            "cannot pad it)", fn.span)
+        order = np.argsort(flat, kind="stable")
+        same = np.nonzero(flat[order][1:] == flat[order][:-1])[0]
+        if same.size:
+            a, b = int(order[same[0]]), int(order[same[0] + 1])
+            raise self.fail(f"the index map is not one-to-one: it sends {at(a)} and {at(b)} to the same place "
+                            f"(offset {int(flat[a])})", fn.span)
+        return T.IndexMap(vars_, outs, fold(offset))
 
     def im2col(self, call: A.CallExpr, scope: _Scope) -> None:
         """`im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`, TileLang's convolution gather, as
