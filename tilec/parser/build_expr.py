@@ -412,8 +412,8 @@ class ExprBuilder:
                             "or cast instead", node.span)
         if src.bits != dt.bits:
             raise self.fail(f"reinterpret of {src} as {dt}: a bit cast keeps the width, and {src} has {src.bits} "
-                            f"bits where {dt} has {dt.bits}; convert the value with T.cast to a {dt.bits}-bit type "
-                            "first", node.span)
+                            f"bits where {dt} has {dt.bits} bits; convert the value with T.cast to a "
+                            f"{dt.bits}-bit type first", node.span)
         if src == dt:
             return value
         return T.Call(dt, node.span, "reinterpret", [value])

@@ -136,7 +136,7 @@ class TileOpBuilder:
                                     "annotation", val.span)
                 if layout == "Layout":
                     assert isinstance(val, A.CallExpr)
-                    self.emit(T.AnnotateLayout(span, buf, "custom", self.index_map(val, buf, scope)))
+                    self.emit(T.AnnotateLayout(val.span, buf, "custom", self.index_map(val, buf, scope)))
                     continue
                 if layout not in ("make_swizzled_layout", "make_padded_layout", "make_linear_layout"):
                     raise self.fail("expected make_swizzled_layout(buf), make_padded_layout(buf), "
@@ -202,7 +202,8 @@ class TileOpBuilder:
                     isinstance(x, T.Cast) and x.dtype.is_int and x.value.dtype.is_int)
                 if not ok:
                     raise self.fail("an index map may compute only with its own arguments, compile-time integers and "
-                                    f"+ - * // % ^ & | << >>; `{expr_str(x)}` is none of these", x.span or it.span)
+                                    f"+ - * // % ^ & | << >>; `{expr_str(x)}` is none of these",
+                                    it.span if isinstance(x, T.Var) or x.span is None else x.span)
             outs.append(e if e.dtype == D.I32 else T.Cast(D.I32, e.span, e))
         env = {id(v): g for v, g in zip(vars_, np.indices(shape, dtype=np.int64), strict=True)}
         try:

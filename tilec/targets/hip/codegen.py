@@ -45,7 +45,8 @@ check_spellings("HIP", {*_CALLS, *_VALUES}, "hip")
 
 class HipPrinter(CStylePrinter):
     types = {
-        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "u16": "unsigned short", "i32": "int",
+        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "u16": "unsigned short",
+        "i32": "int",
         "u32": "unsigned", "i64": "long long", "f16": "tl::half", "bf16": "tl::bf16", "f32": "float",
         "f64": "double", "f8e4m3": "tl::fp8_e4m3", "f8e5m2": "tl::fp8_e5m2",
     }
