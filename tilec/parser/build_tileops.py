@@ -186,7 +186,7 @@ class TileOpBuilder:
         inner = _Scope(scope)
         vars_ = []
         for name, sp in fn.params:
-            v = T.Var(D.I32, sp, self.unique(name), "loop")
+            v = T.Var(D.I32, sp, name, "loop")  # (never a variable of the generated code: no unique name)
             inner.bind(name, v)
             vars_.append(v)
         items = fn.body.items if isinstance(fn.body, A.ListExpr | A.TupleExpr) else [fn.body]
