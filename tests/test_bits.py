@@ -601,3 +601,45 @@ def test_layout_outside_annotate_layout_says_where_it_goes(tmp_path):
     text = LAYOUT_BAD.replace("T.annotate_layout({ANN})", "L = T.Layout(S.shape, lambda i, j: [j, i])")
     d = one_error(tmp_path, text)
     assert "TileLang's T.Layout is not supported: write it in place as a value of annotate_layout" in d.message
+
+
+def test_layout_is_drawn_by_tilec_layout(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_inspect_layout import _cells, _layout_svg, _view
+
+    path, _ = _compile(tmp_path, LAYOUT)
+    views = _cells(_layout_svg(tmp_path, "sm80", "--size", "M=64,N=32", file=path))
+    b = _view(views, "shared B")
+    for i, j in [(0, 0), (3, 5), (17, 9), (31, 31)]:
+        off = j * 32 + (i ^ (j % 8))
+        assert b[(i, j)][0] == str(off), (i, j)
+
+
+REDUCE_SHARED = """\
+kernel rs(X: f32[M, 64], R: out f32[M], C: out f32[64]):
+    with T.Kernel(T.ceildiv(M, 16), threads=128) as bx:
+        S = T.alloc_shared((16, 64), f32)
+        T.annotate_layout({S: T.Layout(S.shape, lambda i, j: (j % 16) * 64 + i * 4 + j // 16)})
+        r = T.alloc_fragment((16,), f32)
+        c = T.alloc_fragment((64,), f32)
+        T.copy(X[bx * 16, 0], S)
+        T.reduce_sum(S, r, dim=1)
+        T.reduce_max(S, c, dim=0)
+        T.copy(r, R[bx * 16])
+        if bx == 0:
+            T.copy(c, C[0])
+"""
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx942"])
+def test_layout_reductions_of_a_shared_buffer(tmp_path, target):
+    path, r = _compile(tmp_path, REDUCE_SHARED)
+    sizes = {"M": 45}
+    args = random_inputs(r.module.kernels[0], sizes, seed=11)
+    want = _copy(args)
+    run_kernel(r.module.kernels[0], want)
+    np.testing.assert_allclose(want["R"], args["X"].sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(want["C"], args["X"][:16].max(axis=0), rtol=1e-6)
+    got = _simt(path, target, args, sizes)
+    np.testing.assert_allclose(got["R"], want["R"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["C"], want["C"], rtol=1e-6)
