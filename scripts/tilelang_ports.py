@@ -268,6 +268,19 @@ def ref_dequant_gemv(a, s):
     return {"C": round_to(w @ f32(a["A"]), "float16")}
 
 
+def dequant_fp4_inputs(sizes, rng):
+    m, n, k = sizes["M"], sizes["N"], sizes["K"]
+    return {"A": rng.standard_normal((m, k)).astype(np.float16),
+            "B": rng.integers(0, 256, (n, -(-k // 2))).astype(np.uint8), "Ct": np.zeros((n, m), np.float16)}
+
+
+def ref_dequant_gemm_fp4(a, s):
+    b = a["B"]
+    f4 = np.stack([b & 15, b >> 4], axis=-1).reshape(b.shape[0], -1)[:, :s["K"]].astype(np.uint16)
+    bits = ((f4 >> 3) << 15) | ((((f4 & 6) >> 1) + 14) << 10) | ((f4 & 1) << 9)  # s1e2m1 -> f16's bits
+    return {"Ct": round_to(bits.view(np.float16).astype(np.float32) @ f32(a["A"]).T, "float16")}
+
+
 def ref_gemm_fp8(a, s):
     return {"C": f32(a["A"]) @ f32(a["B"]).T}
 
@@ -409,6 +422,12 @@ CASES: list[Case] = [
     Case("dequant_gemv_int4", ref_dequant_gemv, {"regular": {"N": 64, "K": 128}, "ragged": {"N": 45, "K": 77}},
          inputs=dequant_inputs, defines={"block_N": 32, "block_K": 32}, rtol=1e-2, atol=1e-2,
          tilelang="dequantize_gemm/example_dequant_gemv_fp16xint4.py"),
+    Case("dequant_gemm_fp4", ref_dequant_gemm_fp4, {"regular": {"M": 64, "N": 64, "K": 64},
+                                                    "ragged": {"M": 50, "N": 37, "K": 75}},
+         inputs=dequant_fp4_inputs, defines={"block_M": 32, "block_N": 32, "block_K": 32, "threads": 128},
+         gfx942_defines={"block_M": 64, "block_N": 64}, rtol=1e-2, atol=2e-2,
+         webgpu_defines={"block_M": 32, "block_N": 32, "block_K": 32, "threads": 128},
+         tilelang="dequantize_gemm/example_dequant_gemm_fp4_hopper.py"),
     Case("gemm_fp8", ref_gemm_fp8, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 40, "N": 33, "K": 50}},
          defines={"block_M": 32, "block_N": 32, "block_K": 32}, rtol=1e-4, atol=1e-3,
          gfx942_defines={"threads": 256},  # (128 threads spill registers on gfx942: docs/amd.md)
@@ -446,6 +465,7 @@ STORAGE_BUFFERS = "allows at most 8 per shader stage"  # 9 tensors; WebGPU's def
 EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("per_token_cast_to_fp8", "webgpu"): "f8e4m3",
     ("dequant_gemv_int4", "webgpu"): "WGSL has no 8-bit integers",
+    ("dequant_gemm_fp4", "webgpu"): "WGSL has no 8-bit integers",
     ("gemm_fp8", "webgpu"): "f8e4m3",
     ("mha_bwd_bhsd", "webgpu"): STORAGE_BUFFERS,
     ("mha_bwd_bhsd_causal", "webgpu"): STORAGE_BUFFERS,

@@ -372,7 +372,7 @@ def test_byte_order_mark_is_accepted(tmp_path):
     ("        x = A.size\n", "buffers have .dtype and .shape"),
     ("        x = [1, 2]\n", "a list is not a value here"),
     ("        tx = T.get_thread_binding(0)\n", "T.get_thread_binding is not supported: tilec spreads a tile"),
-    ("        T.im2col(A, A, 0, 0)\n", "T.im2col is not supported"),
+    ("        T.im2col(A, A, 0, 0)\n", "im2col is missing argument(s): kernel, stride, dilation, pad"),
 ])
 def test_diagnostics(tmp_path, text, needle):
     src = "kernel k(A: out f32[4]):\n    with Kernel(1) as bx:\n" + text

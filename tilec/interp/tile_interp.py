@@ -186,6 +186,9 @@ class ScalarOps:
             return round_to(r, e.dtype)
 
     def call(self, e: T.Call, args: list[np.ndarray]) -> np.ndarray:
+        if e.func == "reinterpret":  # the stored bits of the operand, viewed as the result's storage type
+            bits = np.array(to_storage(args[0], e.args[0].dtype))  # (a contiguous copy, 0-d kept)
+            return to_compute(bits.view(storage_dtype(e.dtype)), e.dtype)
         with np.errstate(all="ignore"):
             if e.func == "ceildiv":
                 return -(-args[0] // args[1])

@@ -43,6 +43,7 @@ BOOL = DType("bool", "bool", 8)
 I8 = DType("i8", "int", 8)
 U8 = DType("u8", "uint", 8)
 I16 = DType("i16", "int", 16)
+U16 = DType("u16", "uint", 16)
 I32 = DType("i32", "int", 32)
 U32 = DType("u32", "uint", 32)
 I64 = DType("i64", "int", 64)
@@ -53,19 +54,19 @@ F64 = DType("f64", "float", 64)
 F8E4M3 = DType("f8e4m3", "float", 8)
 F8E5M2 = DType("f8e5m2", "float", 8)
 
-ALL = [BOOL, I8, U8, I16, I32, U32, I64, F16, BF16, F32, F64, F8E4M3, F8E5M2]
+ALL = [BOOL, I8, U8, I16, U16, I32, U32, I64, F16, BF16, F32, F64, F8E4M3, F8E5M2]
 BY_NAME = {d.name: d for d in ALL}
 
 # TileLang and numpy spellings, so TileLang kernel bodies port unchanged.
 ALIASES = {
     "float16": F16, "half": F16, "bfloat16": BF16, "float32": F32, "float": F32,
-    "float64": F64, "double": F64, "int8": I8, "uint8": U8, "int16": I16, "int32": I32,
+    "float64": F64, "double": F64, "int8": I8, "uint8": U8, "int16": I16, "uint16": U16, "int32": I32,
     "uint32": U32, "int64": I64, "float8_e4m3": F8E4M3, "float8_e4m3fn": F8E4M3,
     "float8_e5m2": F8E5M2, "boolean": BOOL,
 }
 
 NUMPY_NAMES = {
-    "bool": "bool", "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32",
+    "bool": "bool", "i8": "int8", "u8": "uint8", "i16": "int16", "u16": "uint16", "i32": "int32",
     "u32": "uint32", "i64": "int64", "f16": "float16", "bf16": "bfloat16", "f32": "float32",
     "f64": "float64", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2",
 }

@@ -389,6 +389,9 @@ class SharedLayout:
     # interleave: within each 32 elements of a stored row, element 16t + 4g + i sits at 8g + 4t + i, so
     # one 16-byte read gives a lane (group g) its 4 values of two consecutive MFMA 16x16x16 k-steps.
     interleave: bool = False
+    # index_map: the user's layout (T.Layout in annotate_layout), checked by the builder to be a one-to-one map
+    # of the tile onto its `size` elements; it replaces all of the above.
+    index_map: T.IndexMap | None = None
 
     @property
     def size(self) -> int:
@@ -407,7 +410,19 @@ class SharedLayout:
     def row_elems(self) -> int:
         return self.stored_shape[-1]
 
+    def runs(self, vec: int) -> bool:
+        """Whether each `vec` consecutive elements of a row, from a multiple of `vec`, are stored consecutively
+        from a multiple of `vec` (what a vector access of `vec` elements needs)."""
+        if self.index_map is None:
+            return self.shape[-1] % vec == 0 and not self.transposed
+        if self.shape[-1] % vec:
+            return False
+        off = map_offsets(self.index_map, self.shape).reshape(-1, vec)
+        return bool((off[:, 0] % vec == 0).all() and (off - off[:, :1] == range(vec)).all())
+
     def can_swizzle(self) -> bool:
+        if self.index_map is not None:
+            return False
         rb = self.row_elems * self.elem_bytes
         return rb >= 32 and rb & (rb - 1) == 0
 
@@ -427,6 +442,13 @@ class SharedLayout:
         return self.swizzle_bytes // self.elem_bytes if self.panel else self.row_elems
 
     def offset(self, idx: list[T.Expr]) -> T.Expr:
+        if self.index_map is not None:
+            from .fold import fold
+            from .visit import rewrite_expr
+
+            at = {id(v): i if i.dtype == D.I32 else T.Cast(D.I32, None, i)
+                  for v, i in zip(self.index_map.vars, idx, strict=True)}
+            return fold(rewrite_expr(self.index_map.offset, lambda x: at.get(id(x)) if isinstance(x, T.Var) else None))
         if self.transposed:
             idx = [*idx[:-2], idx[-1], idx[-2]]
         row: T.Expr = c(0)
@@ -456,7 +478,47 @@ class SharedLayout:
         return add(add(mul(row, self.row_elems), mul(phys, per_chunk)), mod(col, per_chunk))
 
     def __str__(self) -> str:
+        if self.index_map is not None:
+            return f"custom[{'x'.join(map(str, self.shape))}]"
         kind = f"tma_swizzled{self.swizzle_bytes}" if self.panel and self.swizzle else (
             "swizzled" if self.swizzle else "linear")
         kind += (" k-major" if self.transposed else "") + (" interleaved" if self.interleave else "")
         return f"{kind}[{'x'.join(map(str, self.shape))}]"
+
+
+# ---------------------------------------------------------------- user index maps
+
+MAP_OPS = ("+", "-", "*", "//", "%", "^", "&", "|", "<<", ">>")  # what a T.Layout lambda may compute with
+
+
+def map_values(e: T.Expr, env: dict[int, object]):
+    """`e` (constants, the map's variables, MAP_OPS, negation and integer casts) evaluated on numpy index
+    arrays, with floor division; raises ZeroDivisionError for a division by zero."""
+    import numpy as np
+
+    if isinstance(e, T.Const):
+        return np.int64(int(e.value))
+    if isinstance(e, T.Var):
+        return env[id(e)]
+    if isinstance(e, T.Cast):
+        return map_values(e.value, env)
+    if isinstance(e, T.Unary) and e.op == "-":
+        return -map_values(e.a, env)
+    if isinstance(e, T.Unary) and e.op == "~":
+        return ~map_values(e.a, env)
+    assert isinstance(e, T.Binary) and e.op in MAP_OPS, e
+    a, b = map_values(e.a, env), map_values(e.b, env)
+    if e.op in ("//", "%") and np.any(np.asarray(b) == 0):
+        raise ZeroDivisionError
+    return {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+            "^": np.bitwise_xor, "&": np.bitwise_and, "|": np.bitwise_or, "<<": np.left_shift,
+            ">>": np.right_shift}[e.op](a, b)
+
+
+def map_offsets(m: T.IndexMap, shape: tuple[int, ...]):
+    """The storage offset of every element of a tile of `shape` under `m`, as an int64 array of that shape."""
+    import numpy as np
+
+    grids = np.indices(shape, dtype=np.int64)
+    env = {id(v): g for v, g in zip(m.vars, grids, strict=True)}
+    return np.broadcast_to(map_values(m.offset, env), shape)

@@ -50,6 +50,8 @@ def _expr(e: T.Expr, parent: int) -> str:
         return f"{op}{_expr(e.a, p)}"
     if isinstance(e, T.Select):
         return f"select({expr_str(e.cond)}, {expr_str(e.a)}, {expr_str(e.b)})"
+    if isinstance(e, T.Call) and e.func == "reinterpret":
+        return f"reinterpret<{e.dtype}>({expr_str(e.args[0])})"
     if isinstance(e, T.Call):
         return f"{e.func}({', '.join(expr_str(a) for a in e.args)})"
     if isinstance(e, T.Cast):
@@ -128,6 +130,10 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         where = ([f"block={s.block}"] if s.block is not None else []) + (
             [f"thread={s.thread}"] if s.thread is not None else [])
         return [f"{pad}print {s.label!r}, {_operand(s.value)}" + (f" [{', '.join(where)}]" if where else "")]
+    if isinstance(s, T.AnnotateLayout) and s.index_map is not None:
+        m = s.index_map
+        outs = ", ".join(expr_str(o) for o in m.outputs)
+        return [f"{pad}annotate_layout {s.buffer.name}: custom ({', '.join(v.name for v in m.vars)}) -> [{outs}]"]
     if isinstance(s, T.AnnotateLayout):
         return [f"{pad}annotate_layout {s.buffer.name}: {s.layout}"]
     if isinstance(s, T.UseSwizzle):

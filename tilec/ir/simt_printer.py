@@ -184,6 +184,11 @@ class CStylePrinter:
     def call(self, e: T.Call) -> str:
         raise NotImplementedError
 
+    def typed(self, e: T.Expr) -> str:
+        """`e` as a value of its own C type (C promotes narrow integer arithmetic to int)."""
+        text = self.expr(e)
+        return text if isinstance(e, T.Var | S.Ref) else f"static_cast<{self.type(e.dtype)}>({text})"
+
     def intrinsic(self, e: S.Intrinsic) -> str:
         raise NotImplementedError
 

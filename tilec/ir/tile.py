@@ -253,11 +253,24 @@ class Print(Stmt):
 
 
 @dataclass(eq=False)
+class IndexMap:
+    """A shared buffer's user layout (`T.Layout(shape, lambda i, j: ...)`): the element at logical index `vars`
+    is stored at `offset` (an integer expression of `vars` and constants only); `outputs` are the lambda's
+    physical coordinates as written (row-major in the extents they reach), kept for printing."""
+
+    vars: list[Var]
+    outputs: list[Expr]
+    offset: Expr
+
+
+@dataclass(eq=False)
 class AnnotateLayout(Stmt):
-    """A user-provided layout hint: `annotate_layout({buf: make_swizzled_layout(buf)})`."""
+    """A user-provided layout hint: `annotate_layout({buf: make_swizzled_layout(buf)})`, or ("custom") an index
+    map, `annotate_layout({buf: T.Layout(buf.shape, lambda i, j: [j, i])})`."""
 
     buffer: Buffer
-    layout: str
+    layout: str  # swizzled | padded | linear | custom
+    index_map: IndexMap | None = None
 
 
 @dataclass(eq=False)

@@ -81,7 +81,7 @@ def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
     iters = -(-total // threads)
     tmp = S.SBuffer(cx.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
     cx.emit(S.DeclareArray(None, tmp))
-    vector_store = not dlay.transposed and dlay.shape[-1] % vec == 0 and \
+    vector_store = dlay.runs(vec) and \
         multiple_of(cx.lx(dst.starts[-1]), vec) and cx.contiguous_inner(dst)
 
     def each_chunk(fn):
@@ -167,7 +167,7 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
         return False
     runtime_ok: T.Expr | None = None
     if mem.buffer.scope == "shared":
-        if cx.shared_layout(mem.buffer).shape[-1] % vec or cx.shared_layout(mem.buffer).transposed:
+        if not cx.shared_layout(mem.buffer).runs(vec):
             return False
     else:
         inner = cx.lx(mem.buffer.shape[-1])
@@ -336,7 +336,7 @@ def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
     for r in (src, dst):
         if r.buffer.scope == "shared":
             lay = cx.shared_layout(r.buffer)
-            if lay.shape[-1] % vec != 0 or not multiple_of(cx.lx(r.starts[-1]), vec) or lay.transposed:
+            if not lay.runs(vec) or not multiple_of(cx.lx(r.starts[-1]), vec):
                 return False
         elif not multiple_of(cx.lx(r.starts[-1]), vec):
             return False

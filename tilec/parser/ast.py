@@ -110,6 +110,13 @@ class DictExpr(Node):
     items: list[tuple[Node, Node]]
 
 
+@dataclass(eq=False)
+class LambdaExpr(Node):
+    """`lambda i, j: body` (only as T.Layout's index map)"""
+    params: list[tuple[str, Span]]
+    body: Node
+
+
 # ------------------------------------------------------------------ statements
 
 

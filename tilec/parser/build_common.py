@@ -28,11 +28,12 @@ ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_lo
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
                 "reduce_absmax": "absmax"}
 ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
-TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", *REDUCE_FUNCS,
+TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
+            "c2d_im2col", *REDUCE_FUNCS,
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
-    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
+    "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -67,15 +68,15 @@ TILELANG_UNSUPPORTED = {
     "thread_binding": _PARALLEL_INSTEAD,
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
     "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
-    "im2col": "gather the tile with a Parallel loop and index arithmetic instead (examples/tilelang/convolution.tile)",
     "Tensor": "index the original tensor with the arithmetic of the view instead",
     "reshape": "index the original tensor with the arithmetic of the view instead",
     "view": "index the original tensor with the arithmetic of the view instead",
-    "reinterpret": "unpack bits with shifts and masks instead (examples/tilelang/dequant_gemv_int4.tile)",
     "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
     "import_source": "tilec generates all device code itself: write the computation in the kernel instead",
     "dp4a": "multiply and add the unpacked integers in a Parallel loop instead",
-    "Layout": "use make_swizzled_layout, make_padded_layout or make_linear_layout, or no annotation instead",
+    "Layout": "write it in place as a value of annotate_layout: annotate_layout({buf: T.Layout(buf.shape, lambda i, "
+              "j: [...])}) (a helper function cannot return one)",
+    "Fragment": "tilec infers the register layout of every fragment; drop the annotation",
     "symbolic": "any tensor dimension that is not a const is already a runtime size",
     "alloc_barrier": "tilec places barriers and mbarriers itself",
     "sync_threads": "tilec places barriers itself",

@@ -311,6 +311,8 @@ class ExprBuilder:
             if len(node.args) != 1 or node.kwargs:
                 raise self.fail(f"{fname}(x) converts one value", node.span)
             return self.cast(self.expr(node.args[0], scope), dt)
+        if fname == "reinterpret":
+            return self.reinterpret(node, scope)
         if node.kwargs:
             raise self.fail(f"{fname} takes no keyword arguments", node.kwargs[0].span)
         args = node.args
@@ -374,6 +376,47 @@ class ExprBuilder:
         if fname in LOOP_FUNCS or fname == "Kernel":
             raise self.fail(f"{fname} can only be used as a loop or `with` header", node.span)
         raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", node.func.span)
+
+    def names_dtype(self, node: A.Node, scope: _Scope) -> bool:
+        """Whether `node` spells a dtype (reported nothing either way)."""
+        if isinstance(node, A.String):
+            return D.lookup(node.value) is not None
+        if isinstance(node, A.Name):
+            return self.dtype_of_name(node.id, scope) is not None
+        if isinstance(node, A.Attribute) and node.attr == "dtype":
+            return isinstance(node.value, A.Name) and isinstance(scope.lookup(node.value.id), T.Buffer)
+        return False
+
+    def reinterpret(self, node: A.CallExpr, scope: _Scope) -> T.Expr:
+        """`reinterpret(value, dtype)` (TileLang's order) or `reinterpret(dtype, value)` (TVM's): the bits of
+        `value` read as `dtype`, a type of the same width. An integer literal takes the unsigned type of
+        `dtype`'s width."""
+        args = list(node.args)
+        for kw in node.kwargs:
+            if kw.name != "dtype":
+                raise self.fail("reinterpret takes (value, dtype) and no other keyword", kw.span)
+            args.append(kw.value)
+        if len(args) != 2:
+            raise self.fail("reinterpret(value, dtype) takes a value and a dtype", node.span)
+        first_is_dtype = self.names_dtype(args[0], scope) and not self.names_dtype(args[1], scope)
+        dnode, vnode = (args[0], args[1]) if first_is_dtype else (args[1], args[0])
+        dt = self.dtype_arg(dnode, scope)
+        value = self.expr(vnode, scope)
+        src = value.dtype
+        if isinstance(value, T.Const) and src == D.I32 and dt.bits != 32 and not dt.is_bool:
+            unsigned = D.lookup(f"u{dt.bits}")
+            if unsigned is not None and -(2 ** (dt.bits - 1)) <= int(value.value) < 2 ** dt.bits:
+                value, src = T.Const(unsigned, value.span, int(value.value) % 2 ** dt.bits), unsigned
+        if dt.is_bool or src.is_bool:
+            raise self.fail(f"reinterpret of {src} as {dt}: bool has no bit pattern to reinterpret; compare "
+                            "or cast instead", node.span)
+        if src.bits != dt.bits:
+            raise self.fail(f"reinterpret of {src} as {dt}: a bit cast keeps the width, and {src} has {src.bits} "
+                            f"bits where {dt} has {dt.bits} bits; convert the value with T.cast to a "
+                            f"{dt.bits}-bit type first", node.span)
+        if src == dt:
+            return value
+        return T.Call(dt, node.span, "reinterpret", [value])
 
 
 def _dotted(node: A.Node) -> str:

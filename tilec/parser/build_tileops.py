@@ -130,11 +130,21 @@ class TileOpBuilder:
             for key, val in call.args[0].items:
                 buf = self.buffer_ref(key, scope)
                 layout = _callee(val) if isinstance(val, A.CallExpr) else None
+                if layout == "Fragment":
+                    raise self.fail("T.Fragment layouts are not supported: tilec infers the register layout of every "
+                                    "fragment (from the gemms, reductions and copies that use it); drop the "
+                                    "annotation", val.span)
+                if layout == "Layout":
+                    assert isinstance(val, A.CallExpr)
+                    self.emit(T.AnnotateLayout(val.span, buf, "custom", self.index_map(val, buf, scope)))
+                    continue
                 if layout not in ("make_swizzled_layout", "make_padded_layout", "make_linear_layout"):
-                    raise self.fail("expected make_swizzled_layout(buf), make_padded_layout(buf) or "
-                                    "make_linear_layout(buf)", val.span)
+                    raise self.fail("expected make_swizzled_layout(buf), make_padded_layout(buf), "
+                                    "make_linear_layout(buf) or T.Layout(buf.shape, lambda i, j: ...)", val.span)
                 self.emit(T.AnnotateLayout(span, buf, layout.removeprefix("make_").removesuffix("_layout")))
             return
+        if fname in ("im2col", "c2d_im2col"):
+            return self.im2col(call, scope)
         if fname == "use_swizzle":
             args, _ = self.call_args(call, ["panel_size", "order", "enable"])
             panel = self.const_int(args["panel_size"], scope, "panel_size") if "panel_size" in args else 8
@@ -143,6 +153,174 @@ class TileOpBuilder:
                 raise self.fail("panel_size must be positive", args["panel_size"].span)
             return self.emit(T.UseSwizzle(span, panel, enable))
         raise self.fail(f"unknown tile operation '{fname}'", span)
+
+    def index_map(self, call: A.CallExpr, buf: T.Buffer, scope: _Scope) -> T.IndexMap:
+        """`T.Layout(shape, lambda i, j: [p, q])` (or `lambda i, j: offset`) for the shared buffer `buf`: where
+        each element is stored, the physical coordinates row-major in the extents they reach. Checked here by
+        enumeration: integer arithmetic of the arguments and constants only, one-to-one, inside the buffer."""
+        import numpy as np
+
+        from ..ir.layout import MAP_OPS, add, map_values, mul
+        from ..ir.printer import expr_str
+        from ..ir.visit import sub_exprs
+
+        args, _ = self.call_args(call, ["shape", "forward_fn"])
+        self.require(args, ["shape", "forward_fn"], call)
+        if buf.scope != "shared":
+            why = ("tilec infers the register layout of every fragment; drop the annotation" if buf.scope == "fragment"
+                   else "only shared buffers take one")
+            raise self.fail(f"T.Layout says where a shared buffer's elements are stored; '{buf.name}' is a "
+                            f"{buf.scope} buffer ({why})", call.span)
+        shape = buf.const_shape
+        dims = [as_int(d) for d in self.shape_arg(args["shape"], scope)]
+        if shape is None or dims != list(shape):
+            raise self.fail(f"T.Layout's shape ({', '.join(map(str, dims))}) is not the shape of '{buf.name}' "
+                            f"({', '.join(expr_str(d) for d in buf.shape)}); pass {buf.name}.shape", args["shape"].span)
+        fn = args["forward_fn"]
+        if not isinstance(fn, A.LambdaExpr):
+            raise self.fail("T.Layout's index map must be a lambda written in place: lambda i, j: [row, col]",
+                            fn.span)
+        if len(fn.params) != len(shape):
+            raise self.fail(f"the index map of the {len(shape)}-D buffer '{buf.name}' takes {len(shape)} "
+                            f"argument(s), not {len(fn.params)}", fn.span)
+        inner = _Scope(scope)
+        vars_ = []
+        for name, sp in fn.params:
+            v = T.Var(D.I32, sp, name, "loop")  # (never a variable of the generated code: no unique name)
+            inner.bind(name, v)
+            vars_.append(v)
+        items = fn.body.items if isinstance(fn.body, A.ListExpr | A.TupleExpr) else [fn.body]
+        if not items:
+            raise self.fail("the index map returns no coordinates", fn.body.span)
+        outs = []
+        for it in items:
+            e = fold(self.expr(it, inner))
+            for x in sub_exprs(e):
+                ok = (isinstance(x, T.Const) and x.dtype.is_int) or (isinstance(x, T.Var) and x in vars_) or (
+                    isinstance(x, T.Binary) and x.op in MAP_OPS and x.dtype.is_int) or (
+                    isinstance(x, T.Unary) and x.op in ("-", "~") and x.dtype.is_int) or (
+                    isinstance(x, T.Cast) and x.dtype.is_int and x.value.dtype.is_int)
+                if not ok:
+                    raise self.fail("an index map may compute only with its own arguments, compile-time integers and "
+                                    f"+ - * // % ^ & | << >>; `{expr_str(x)}` is none of these",
+                                    it.span if isinstance(x, T.Var) or x.span is None else x.span)
+            outs.append(e if e.dtype == D.I32 else T.Cast(D.I32, e.span, e))
+        env = {id(v): g for v, g in zip(vars_, np.indices(shape, dtype=np.int64), strict=True)}
+        try:
+            coords = [np.broadcast_to(map_values(o, env), shape) for o in outs]
+        except ZeroDivisionError:
+            raise self.fail("the index map divides by zero", fn.body.span) from None
+
+        def at(flat: int) -> str:
+            return "(" + ", ".join(str(int(x)) for x in np.unravel_index(flat, shape)) + ")"
+
+        size = int(np.prod(shape))
+        if len(outs) == 1:
+            offset, offsets = outs[0], coords[0]
+        else:
+            for d, cd in enumerate(coords):
+                if cd.min() < 0:
+                    raise self.fail(f"the index map sends {at(int(np.argmin(cd)))} to a negative coordinate "
+                                    f"({int(cd.min())}) in output {d}", items[d].span)
+            extents = [int(cd.max()) + 1 for cd in coords]
+            offset, offsets = outs[0], coords[0]
+            for o, cd, ext in zip(outs[1:], coords[1:], extents[1:], strict=True):
+                offset, offsets = add(mul(offset, ext), o), offsets * ext + cd
+        flat = offsets.ravel()
+        bad = np.nonzero((flat < 0) | (flat >= size))[0]
+        if bad.size:
+            raise self.fail(f"the index map sends {at(int(bad[0]))} to offset {int(flat[bad[0]])}, outside the "
+                            f"{size} elements of '{buf.name}' (a layout here reorders the buffer's storage; it "
+                            "cannot pad it)", fn.span)
+        order = np.argsort(flat, kind="stable")
+        same = np.nonzero(flat[order][1:] == flat[order][:-1])[0]
+        if same.size:
+            a, b = int(order[same[0]]), int(order[same[0] + 1])
+            raise self.fail(f"the index map is not one-to-one: it sends {at(a)} and {at(b)} to the same place "
+                            f"(offset {int(flat[a])})", fn.span)
+        return T.IndexMap(vars_, outs, fold(offset))
+
+    def im2col(self, call: A.CallExpr, scope: _Scope) -> None:
+        """`im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)`, TileLang's convolution gather, as
+        the Parallel loop it means: row i, column j of the col tile (block_m x block_k, its last two dims) is
+        output pixel m = nhw_step * block_m + i of the N x OH x OW pixels of the NHWC image, at position
+        k = c_step * block_k + j of the (kh, kw, c) patch of a kernel x kernel window; zero where the window
+        reads the padding, and past the last pixel or the last patch position."""
+        names = ["img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad", "eviction_policy",
+                 "annotations"]
+        args, _ = self.call_args(call, names)
+        self.require(args, names[:8], call)
+        span = call.span
+        img = self.region(args["img"], scope)
+        if img.buffer.scope != "global" or len(img.buffer.shape) != 4:
+            raise self.fail(f"im2col reads a 4-D NHWC tensor; '{img.buffer.name}' is a {len(img.buffer.shape)}-D "
+                            f"{img.buffer.scope} buffer", args["img"].span)
+        if not isinstance(args["img"], A.Name):
+            raise self.fail("im2col reads the whole image tensor: pass it without indices", args["img"].span)
+        col = self.region(args["col"], scope)
+        self.require_full_extents(col, args["col"])
+        if col.buffer.scope not in ("shared", "fragment") or len(col.extents) < 2:
+            raise self.fail(f"im2col writes a 2-D tile of a shared or fragment buffer; '{col.buffer.name}' is a "
+                            f"{col.buffer.scope} buffer of {len(col.extents)} dimension(s)", args["col"].span)
+        block = [as_int(fold(e)) for e in col.extents]
+        if None in block[-2:] or any(b != 1 for b in block[:-2]):
+            raise self.fail("the im2col tile must have compile-time rows and columns (its other extents 1)",
+                            args["col"].span)
+        nhw_step = self.cast(self.int_expr(args["nhw_step"], scope), D.I32)
+        c_step = self.cast(self.int_expr(args["c_step"], scope), D.I32)
+        ksize, stride, dilation, pad = (self.const_int(args[n], scope, n) for n in ("kernel", "stride", "dilation",
+                                                                                      "pad"))
+        for name, v, low in (("kernel", ksize, 1), ("stride", stride, 1), ("dilation", dilation, 1), ("pad", pad, 0)):
+            if v < low:
+                raise self.fail(f"im2col's {name} must be at least {low}, got {v}", args[name].span)
+        if self.in_parallel:
+            raise self.fail("im2col is a tile operation; it cannot be used inside a Parallel loop", span)
+
+        def b(op, x, y):
+            return self.binary(op, x if isinstance(x, T.Expr) else T.Const(D.I32, span, x),
+                               y if isinstance(y, T.Expr) else T.Const(D.I32, span, y), span)
+
+        def cmp(op, x, y):
+            return fold(T.Compare(D.BOOL, span, op, x, y if isinstance(y, T.Expr) else T.Const(D.I32, span, y)))
+
+        body: list[T.Stmt] = []
+
+        def local(name: str, value: T.Expr, into: list[T.Stmt]) -> T.Expr:
+            if isinstance(value, T.Const | T.Var):
+                return value
+            var = T.Var(value.dtype, span, self.unique(name), "local")
+            self.parallel_depth[id(var)] = self.in_parallel + (into is body)
+            into.append(T.Assign(span, var, value))
+            return var
+
+        n_img, h_img, w_img, c_img = (self.cast(d, D.I32) for d in img.buffer.shape)
+        reach = dilation * (ksize - 1) + 1 - 2 * pad  # an output row needs this many more input rows than it skips
+        before: list[T.Stmt] = []
+        out_h = b("+", b("//", b("-", h_img, reach), stride), 1) if stride > 1 else b("-", b("+", h_img, 1), reach)
+        out_w = local("im2col_ow", b("+", b("//", b("-", w_img, reach), stride), 1) if stride > 1
+                      else b("-", b("+", w_img, 1), reach), before)
+        pixels = local("im2col_pixels", b("*", out_h, out_w), before)
+        i = T.Var(D.I32, span, self.unique("im2col_i"), "loop")
+        j = T.Var(D.I32, span, self.unique("im2col_j"), "loop")
+        m = local("im2col_m", b("+", b("*", nhw_step, block[-2]), i), body)
+        k = local("im2col_k", b("+", b("*", c_step, block[-1]), j), body)
+        h = local("im2col_h", b("-", b("+", b("*", b("//", b("%", m, pixels), out_w), stride),
+                                      b("*", b("//", k, b("*", c_img, ksize)), dilation)), pad), body)
+        w = local("im2col_w", b("-", b("+", b("*", b("%", m, out_w), stride),
+                                      b("*", b("%", b("//", k, c_img), ksize), dilation)), pad), body)
+        inside = cmp("<", m, b("*", n_img, pixels))
+        for cond in (cmp("<", k, b("*", c_img, ksize * ksize)), cmp(">=", h, 0), cmp("<", h, h_img),
+                     cmp(">=", w, 0), cmp("<", w, w_img)):
+            inside = self.binary("and", inside, cond, span)
+        dt = col.buffer.dtype
+        load = T.Load(img.buffer.dtype, span, img.buffer, [b("//", m, pixels), h, w, b("%", k, c_img)])
+        value = fold(T.Select(dt, span, inside, self.cast(load, dt), T.Const(dt, span, 0)))
+        idx = [*col.starts[:-2], b("+", col.starts[-2], i), b("+", col.starts[-1], j)]
+        body.append(T.Store(span, col.buffer, idx, value))
+        for st in before:
+            self.emit(st)
+        self.emit(T.For(span, "parallel", [i, j], [T.Const(D.I32, span, block[-2]), T.Const(D.I32, span, block[-1])],
+                        body))
 
     def atomic_options(self, args: dict, scope) -> None:
         """memory_order= is accepted and ignored: every atomic is relaxed (docs/language.md)."""

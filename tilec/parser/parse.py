@@ -113,7 +113,7 @@ def _expected(e: UnexpectedToken) -> set[str]:
 
 
 _KEYWORDS = {"import", "const", "def", "kernel", "for", "while", "in", "if", "elif", "else", "with", "as", "return",
-             "pass", "and", "or", "not"}
+             "pass", "and", "or", "not", "lambda"}
 
 
 def _unexpected_token(tok: Token, expected) -> str:
@@ -549,6 +549,12 @@ class _ToAst(Transformer):
     def ternary(self, meta, items):
         then, cond, orelse = items
         return A.IfExpr(self._s(meta), cond, then, orelse)
+
+    def lambda_expr(self, meta, items):
+        return A.LambdaExpr(self._s(meta), items[0] or [], items[1])
+
+    def lambda_params(self, meta, items):
+        return [(str(t), _tok_span(self.f, t)) for t in items if t is not None]
 
     def list(self, meta, items):
         return A.ListExpr(self._s(meta), [i for i in items if i is not None])

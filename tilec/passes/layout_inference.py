@@ -301,6 +301,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
 
     # Shared layouts.
     annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
+    index_maps = {id(s.buffer): s for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout) and s.index_map}
     mma_operands = set()
     wgmma_operands = set()
     for s in walk_stmts(k.body):
@@ -310,9 +311,22 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
     mfma_operands = gemm_mfma.operand_layouts(k, table.gemm_impl)
     for s in walk_stmts(k.body):
+        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s), "fma") != "fma":
+            for r in (s.a, s.b):
+                if id(r.buffer) in index_maps:
+                    instr = FAMILIES[table.gemm_impl[id(s)]].target_name
+                    rep.error(f"'{r.buffer.name}' is an operand of a gemm that runs on {instr}, which reads its "
+                              "shared operands in the layout the instruction needs (ldmatrix and wgmma their "
+                              "swizzles, MFMA its K-major tiles); drop this T.Layout annotation (tilec picks that "
+                              "layout itself) or copy the tile into a second shared buffer for the gemm",
+                              index_maps[id(r.buffer)].span)
+    for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc) and s.buffer.scope == "shared":
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
+            if id(b) in index_maps:
+                table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, index_map=index_maps[id(b)].index_map)
+                continue
             if id(b) in wgmma_operands:  # checked by the wgmma accumulator layout: a swizzle span exists
                 table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
                 continue

@@ -126,7 +126,8 @@ def tma_copy_ok(p: T.Copy, sched: KernelSchedule) -> bool:
     src, dst = p.src, p.dst
     lay = sched.shared.get(dst.buffer.uid)
     exts = src.const_extents
-    if lay is None or exts is None or src.buffer.dtype != dst.buffer.dtype or len(src.buffer.shape) > 5:
+    if (lay is None or exts is None or src.buffer.dtype != dst.buffer.dtype or len(src.buffer.shape) > 5
+            or lay.index_map is not None):  # (a user's layout: TMA writes none)
         return False
     if not (all(isinstance(x, T.Const) and int(x.value) == 0 for x in dst.starts)
             and list(dst.const_extents) == list(dst.buffer.const_shape)):

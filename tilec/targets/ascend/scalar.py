@@ -19,6 +19,10 @@ template <typename T> __aicore__ inline T tilec_min(T a, T b) { return a < b ? a
 
 _SCALAR_MATH = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "abs": "fabsf"}
 
+# (also raised by vector.py)
+NO_REINTERPRET = ("T.reinterpret is not supported by the AscendC back end (its vector unit has no bit casts "
+                   "that tilec emits); unpack the bits with shifts and masks, or compile for a SIMT target")
+
 
 def float_literal(v: float) -> str:
     if math.isinf(v):
@@ -59,6 +63,8 @@ def cpp(e: T.Expr) -> str:
         return f"({cpp(e.cond)} ? {cpp(e.a)} : {cpp(e.b)})"
     if isinstance(e, T.Call):
         args = [cpp(a) for a in e.args]
+        if e.func == "reinterpret":
+            raise error(NO_REINTERPRET, e.span)
         if e.func == "ceildiv":
             return f"tilec_ceildiv({args[0]}, {args[1]})"
         if e.func in ("max", "min"):

@@ -24,7 +24,7 @@ from ...ir.visit import rewrite_expr, sub_exprs
 from .chip import ctype
 from .layout import layout_of
 from .program import CPP_SIZES
-from .scalar import cpp, float_literal
+from .scalar import NO_REINTERPRET, cpp, float_literal
 
 TILE_VALUE = "ascend-tile"  # the kind of a Var standing for a computed temporary tile
 CMP = {"<": "LT", ">": "GT", "==": "EQ", "<=": "LE", ">=": "GE", "!=": "NE"}
@@ -153,6 +153,8 @@ class VecLoop:
 
     def call(self, e: T.Call, into: str | None) -> Val:
         n = self.n
+        if e.func == "reinterpret":
+            raise error(NO_REINTERPRET, e.span)
         if e.func in ("max", "min"):
             a, b = self.eval(e.args[0]), self.eval(e.args[1])
             if a.kind == "s":

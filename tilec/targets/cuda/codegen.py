@@ -78,7 +78,8 @@ _FP8 = (D.F8E4M3, D.F8E5M2)
 
 class CudaPrinter(CStylePrinter):
     types = {
-        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "i32": "int",
+        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "u16": "unsigned short",
+        "i32": "int",
         "u32": "unsigned", "i64": "long long", "f16": "half", "bf16": "__nv_bfloat16", "f32": "float",
         "f64": "double", "f8e4m3": "__nv_fp8_e4m3", "f8e5m2": "__nv_fp8_e5m2",
     }
@@ -99,6 +100,8 @@ class CudaPrinter(CStylePrinter):
         return f"static_cast<float>({self.expr(e)})"
 
     def call(self, e: T.Call) -> str:
+        if e.func == "reinterpret":
+            return f"tl::bit_cast<{self.type(e.dtype)}>({self.typed(e.args[0])})"
         if e.func == "ceildiv":
             return f"tl::ceildiv({self.expr(e.args[0])}, {self.expr(e.args[1])})"
         dt = e.dtype

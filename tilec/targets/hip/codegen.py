@@ -45,7 +45,8 @@ check_spellings("HIP", {*_CALLS, *_VALUES}, "hip")
 
 class HipPrinter(CStylePrinter):
     types = {
-        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "i32": "int",
+        "bool": "bool", "i8": "signed char", "u8": "unsigned char", "i16": "short", "u16": "unsigned short",
+        "i32": "int",
         "u32": "unsigned", "i64": "long long", "f16": "tl::half", "bf16": "tl::bf16", "f32": "float",
         "f64": "double", "f8e4m3": "tl::fp8_e4m3", "f8e5m2": "tl::fp8_e5m2",
     }
@@ -63,6 +64,8 @@ class HipPrinter(CStylePrinter):
     narrow_floats = frozenset({D.F16, D.BF16, D.F8E4M3, D.F8E5M2})
 
     def call(self, e: T.Call) -> str:
+        if e.func == "reinterpret":
+            return f"tl::bit_cast<{self.type(e.dtype)}>({self.typed(e.args[0])})"
         if e.func == "ceildiv":
             return f"tl::ceildiv({self.expr(e.args[0])}, {self.expr(e.args[1])})"
         dt = e.dtype

@@ -32,6 +32,7 @@ _NO_TYPE = {
     "u8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads a u8 input tensor "
            "from its words, but cannot write one or keep u8 values in registers or shared memory; use i32 or u32"),
     "i16": "WGSL has no 16-bit integers; use i32",
+    "u16": "WGSL has no 16-bit integers; use u32",
 }
 # Allowed inside the kernel but not in its signature.
 _NOT_IN_SIGNATURE = {
@@ -76,6 +77,14 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
             for x in sub_exprs(e):
                 if isinstance(x, T.Cast):
                     bad_type(x.dtype, "a cast's result", s.span, False)
+                elif isinstance(x, T.Call) and x.func == "reinterpret" and (x.span, "bitcast") not in reported:
+                    src = x.args[0].dtype
+                    if not {src, x.dtype} <= {D.F32, D.I32, D.U32}:
+                        reported.add((x.span, "bitcast"))
+                        rep.error(f"kernel '{k.name}': reinterpret of {src} as {x.dtype} cannot run on WebGPU: WGSL's "
+                                  "bitcast is tilec's only bit cast there and it converts 32-bit types (f32, i32, u32) "
+                                  "alone, since WGSL has no 16-bit integers and no 8-bit types; reinterpret f32 with "
+                                  "i32/u32, or build the value with arithmetic", x.span or s.span or k.span)
                 elif (isinstance(x, T.Const) and x.dtype == D.I64 and not -(2**31) <= int(x.value) < 2**31
                       and "i64 constant" not in reported):
                     reported.add("i64 constant")

@@ -280,6 +280,8 @@ class WgslPrinter(CStylePrinter):
 
     def call(self, e: T.Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.func == "reinterpret":  # (32-bit types only: checks.py refuses the others)
+            return f"bitcast<{self.type(e.dtype)}>({args[0]})"
         if e.func == "ceildiv":
             if all(self.is_nonneg(a) for a in e.args):
                 return f"(({args[0]} + {args[1]} - 1) / {args[1]})"

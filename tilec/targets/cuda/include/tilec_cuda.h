@@ -55,6 +55,15 @@ using bf16 = __nv_bfloat16;
 // operands differ and the division is inexact.  b must be non-zero.
 // ---------------------------------------------------------------------------
 
+// The bits of `from` read as a `To` of the same width (T.reinterpret); the copy compiles to a register move.
+template <typename To, typename From>
+TL_DEVICE To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast needs types of one width");
+  To to;
+  __builtin_memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
 template <typename T>
 TL_DEVICE constexpr T ceildiv(T a, T b) {
   // Meant for sizes (a >= 0, b > 0), where this never overflows for the

@@ -105,6 +105,10 @@ TL_DEVICE fp8<E, M, X> operator-(fp8<E, M, X> a) { return fp8<E, M, X>(-float(a)
 using fp8_e4m3 = fp8<4, 3, 0x7eu>;
 using fp8_e5m2 = fp8<5, 2, 0x7bu>;
 
+// ------------------------------------------------------------------ bit casts (T.reinterpret)
+template <typename To, typename From>
+TL_DEVICE To bit_cast(const From& from) { return __builtin_bit_cast(To, from); }
+
 // ------------------------------------------------------------------ integer index arithmetic
 template <typename T>
 TL_DEVICE constexpr T ceildiv(T a, T b) { return (a + b - 1) / b; }
