@@ -403,7 +403,7 @@ CASES: list[Case] = [
          rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (backward)"),
     Case("gqa_decode_splitkv", ref_gqa_decode, {"regular": {"batch": 1, "heads": 8, "heads_kv": 2, "seqlen_kv": 128},
                                                 "ragged": {"batch": 2, "heads": 4, "heads_kv": 1, "seqlen_kv": 70}},
-         kernels=["gqa_decode_split", "gqa_decode_combine"], defines={"num_split": 3},
+         kernels=["gqa_decode"], defines={"num_split": 3},
          rtol=1e-2, atol=1e-2, webgpu_defines={"block_N": 32},
          tilelang="flash_decoding/example_gqa_decode.py"),
     Case("dequant_gemv_int4", ref_dequant_gemv, {"regular": {"N": 64, "K": 128}, "ragged": {"N": 45, "K": 77}},
