@@ -464,3 +464,215 @@ def test_torch_tensors_get_a_workspace_from_torch_on_the_current_stream(loaded, 
     assert fake.launches[0].args == [0x1000, ws, ws + 512, 45, 37]
     mod.rowsum(x, 0.5, y, stream=99)
     assert fake_torch.empties[-1].recorded == [("stream", 99)] and fake.launches[-1].stream == 99
+
+
+# ---------------------------------------------------------------- the C launcher (header and object)
+
+MOCK_DRIVER = r"""
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { char name[64]; } mock_function;
+CUresult cuCtxGetCurrent(CUcontext* c) { *c = (CUcontext)1; return CUDA_SUCCESS; }
+CUresult cuCtxGetId(CUcontext c, unsigned long long* id) { (void)c; *id = 7; return CUDA_SUCCESS; }
+CUresult cuCtxGetDevice(CUdevice* d) { *d = 0; return CUDA_SUCCESS; }
+CUresult cuDriverGetVersion(int* v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
+  (void)d;
+  if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = 8;
+  else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = 0;
+  else return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char* name, int len, CUdevice d) { (void)d; snprintf(name, (size_t)len, "Mock");
+                                                             return CUDA_SUCCESS; }
+CUresult cuGetErrorName(CUresult rc, const char** s) { (void)rc; *s = "MOCK"; return CUDA_SUCCESS; }
+CUresult cuModuleLoadData(CUmodule* m, const void* image) { (void)image; *m = (CUmodule)1; return CUDA_SUCCESS; }
+CUresult cuModuleUnload(CUmodule m) { (void)m; return CUDA_SUCCESS; }
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  mock_function* mf = (mock_function*)calloc(1, sizeof *mf);
+  (void)m;
+  snprintf(mf->name, sizeof mf->name, "%s", name);
+  *f = (CUfunction)mf;
+  return CUDA_SUCCESS;
+}
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) { (void)f; (void)a; (void)v;
+                                                                            return CUDA_SUCCESS; }
+CUresult cuMemAllocAsync(CUdeviceptr* p, size_t bytes, CUstream s) {
+  *p = (CUdeviceptr)0x100000;
+  printf("alloc %zu stream %llu\n", bytes, (unsigned long long)(uintptr_t)s);
+  return CUDA_SUCCESS;
+}
+CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  printf("free %llu stream %llu\n", (unsigned long long)p, (unsigned long long)(uintptr_t)s);
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream s, void** p, void** extra) {
+  const char* name = ((mock_function*)f)->name;
+  (void)by; (void)bz; (void)shared; (void)extra;
+  printf("launch %s grid %u %u %u block %u stream %llu args", name, gx, gy, gz, bx,
+         (unsigned long long)(uintptr_t)s);
+  if (strcmp(name, "rowsum__stage0") == 0)  /* X, P, Cnt, M, N */
+    printf(" %llu %llu %llu %d %d\n", *(unsigned long long*)p[0], *(unsigned long long*)p[1],
+           *(unsigned long long*)p[2], *(int*)p[3], *(int*)p[4]);
+  else  /* alpha, Y, P, Cnt, M */
+    printf(" %g %llu %llu %llu %d\n", *(float*)p[0], *(unsigned long long*)p[1], *(unsigned long long*)p[2],
+           *(unsigned long long*)p[3], *(int*)p[4]);
+  return CUDA_SUCCESS;
+}
+"""
+
+MOCK_MAIN = r"""
+#include "rowsum.h"
+#include <stdlib.h>
+
+int main(int argc, char** argv) {
+  int m = atoi(argv[2]), n = atoi(argv[3]);
+  (void)argc;
+  size_t bytes = 0;
+  if (argv[1][0] == 'w') {
+    printf("rc %d\n", (int)rowsum_workspace_bytes(m, n, &bytes));
+    printf("bytes %zu\n", bytes);
+  } else if (argv[1][0] == 'l') {
+    printf("rc %d\n", (int)rowsum_launch((CUstream)5, 4096, 0.5f, 8192, m, n));
+  } else {
+    printf("rc %d\n", (int)rowsum_launch_with_workspace((CUstream)6, (CUdeviceptr)atoll(argv[4]), 4096, 0.5f, 8192,
+                                                        m, n));
+  }
+  return 0;
+}
+"""
+
+
+def _gcc():
+    import shutil
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not found")
+    return gcc
+
+
+def _cuda_h():
+    from tilec.targets.cuda.locate import driver_include_dir
+
+    inc = driver_include_dir()
+    if inc is None:
+        pytest.skip("no cuda.h")
+    return inc
+
+
+@pytest.fixture(scope="module")
+def mock_program(tmp_path_factory):
+    """The rowsum header (mock images: the stage entries as compiled for sm80) against a recording driver."""
+    import subprocess
+
+    from tilec.artifacts import kernel_entries, launch_entries
+    from tilec.targets.cuda.launcher import Image, generate_header
+
+    gcc, inc = _gcc(), _cuda_h()
+    d = tmp_path_factory.mktemp("launcher")
+    (d / "k.tile").write_text(SPLIT)
+    result = tilec.compile(d / "k.tile", target="sm80")
+    entries = kernel_entries(result)
+    header = generate_header("rowsum.h", [Image("sm80", "sm_80", b"TILECMOCK\0", entries)], source_name="k.tile",
+                             tilec_version="0", toolchain="mock", driver_api_version=13000, source_hash="0" * 64,
+                             launches=launch_entries(result.module, entries))
+    (d / "rowsum.h").write_text(header)
+    (d / "driver.c").write_text(MOCK_DRIVER)
+    (d / "main.c").write_text(MOCK_MAIN)
+    flags = ["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", f"-I{inc}", f"-I{d}"]
+    subprocess.run([gcc, *flags, "main.c", "driver.c", "-o", "prog", "-lpthread"], cwd=d, check=True)
+    return d / "prog", header
+
+
+def _run(prog, *args) -> str:
+    import subprocess
+
+    out = subprocess.run([str(prog), *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_header_declares_the_public_functions_only(mock_program):
+    _, header = mock_program
+    assert "static inline CUresult rowsum_launch(CUstream stream, CUdeviceptr X, float alpha, CUdeviceptr Y, int M, " \
+           "int N)" in header
+    assert "rowsum_launch_with_workspace(CUstream stream, CUdeviceptr workspace, CUdeviceptr X, float alpha, " \
+           "CUdeviceptr Y, int M, int N)" in header
+    assert "rowsum_workspace_bytes(int M, int N, size_t* bytes)" in header and "rowsum_check_device(" in header
+    assert "rowsum__stage0_launch(" not in header.split("*/", 1)[0]  # the banner lists no stage
+    assert " CUresult rowsum__stage0_launch(" not in header  # stage launchers are private (prefixed)
+
+
+@pytest.mark.parametrize("M", [1, 45, 64, 1000])
+def test_the_header_sizes_the_workspace_like_the_manifest(mock_program, tmp_path, M):
+    from tilec.runtime.formulas import evaluate
+
+    result = tilec.compile(_write(tmp_path, SPLIT), target="sm80")
+    entry = make_manifest(result, "cubin", ["sm_80"], "t", {}, "k")["launches"][0]
+    assert _run(mock_program[0], "w", M, 7) == f"rc 0\nbytes {evaluate(entry['workspace_bytes'], {'M': M})}\n"
+
+
+def test_the_header_launches_the_stages_in_order_in_a_stream_ordered_workspace(mock_program):
+    out = _run(mock_program[0], "l", 100, 7).splitlines()
+    ws = 0x100000
+    assert out == [f"alloc {1024 + 256} stream 5",
+                   f"launch rowsum__stage0 grid 2 2 1 block 64 stream 5 args 4096 {ws} {ws + 1024} 100 7",
+                   f"launch rowsum__stage1 grid 2 1 1 block 64 stream 5 args 0.5 8192 {ws} {ws + 1024} 100",
+                   f"free {ws} stream 5", "rc 0"]
+
+
+def test_the_header_takes_a_caller_workspace(mock_program):
+    out = _run(mock_program[0], "x", 45, 7, 0x200000).splitlines()
+    assert out[0].endswith(f"args 4096 {0x200000} {0x200000 + 512} 45 7") and out[-1] == "rc 0"
+    assert not any(line.startswith("alloc") for line in out)
+    assert _run(mock_program[0], "x", 45, 7, 0x200010) == "rc 1\n"  # misaligned: CUDA_ERROR_INVALID_VALUE
+    assert _run(mock_program[0], "x", -1, 7, 0x200000) == "rc 1\n"
+
+
+def test_nvcc_builds_the_port_as_cubin_header_and_object_that_link(tmp_path):
+    """The split-KV GQA port (one kernel, two launches) built by nvcc for sm80 and sm90; the header and the object
+    compiled into C programs against cuda.h and linked against the driver."""
+    import shutil
+    import subprocess
+
+    from test_deploy import driver_stub
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found")
+    gcc, inc = _gcc(), _cuda_h()
+    port = ROOT / "examples" / "tilelang" / "gqa_decode_splitkv.tile"
+    art = tilec.compile(port, target="sm80,sm90", emit="fatbin", use_cache=False)
+    m = json.loads(art.manifest)
+    assert [e["name"] for e in m["launches"]] == ["gqa_decode"]
+    assert {k["name"] for k in m["kernels"]} >= {"gqa_decode__stage0", "gqa_decode__stage1"}
+    assert all(k.get("internal") for k in m["kernels"])
+    h = tilec.compile(port, target="sm80,sm90", emit="header", output_name="gqa.h", use_cache=False)
+    (tmp_path / "gqa.h").write_bytes(h.data)
+    assert json.loads(h.manifest)["header"]["functions"] == [
+        "gqa_decode_launch", "gqa_decode_launch_with_workspace", "gqa_decode_workspace_bytes",
+        "gqa_decode_check_device"]
+    main = ("#include \"gqa.h\"\nint main(void) {\n  size_t b = 0; char msg[256];\n"
+            "  CUresult rc = gqa_decode_workspace_bytes(2, 8, 100, 2, &b);\n"
+            "  rc = rc ? rc : gqa_decode_check_device(0, msg, sizeof msg);\n"
+            "  rc = rc ? rc : gqa_decode_launch(0, 1, 2, 3, 4, 2, 8, 100, 2);\n"
+            "  return (int)rc + (int)gqa_decode_launch_with_workspace(0, 256, 1, 2, 3, 4, 2, 8, 100, 2);\n}\n")
+    (tmp_path / "main.c").write_text(main)
+    stubs = driver_stub(tmp_path / "stubs", inc)
+    flags = ["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", f"-I{inc}", f"-I{tmp_path}"]
+    subprocess.run([gcc, *flags, "main.c", "-o", "prog", f"-L{stubs}", "-lcuda", "-lpthread"], cwd=tmp_path,
+                   check=True)
+    obj = tilec.compile(port, target="sm80", emit="object", output_name="gqa.o", use_cache=False)
+    (tmp_path / "gqa.o").write_bytes(obj.data)
+    info = json.loads(obj.manifest)["object"]
+    assert "CUresult gqa_decode_launch(CUstream stream, CUdeviceptr Q, CUdeviceptr K, CUdeviceptr V, " \
+           "CUdeviceptr Output, int batch, int heads, int seqlen_kv, int heads_kv);" in info["prototypes"]
+    (tmp_path / "use.c").write_text("#include <cuda.h>\n#include <stddef.h>\n" + "\n".join(info["prototypes"])
+                                    + "\n" + main.split("\n", 1)[1])
+    subprocess.run([gcc, *flags, "use.c", "gqa.o", "-o", "prog_obj", f"-L{stubs}", "-lcuda", "-lpthread"],
+                   cwd=tmp_path, check=True)

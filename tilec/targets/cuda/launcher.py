@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from ...manifest import (
     INTERNAL_KEY,
+    WORKSPACE_ALIGN,
     TENSOR_MAPS_KEY,
     ManifestError,
     TensorMapSpec,
@@ -543,9 +544,91 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     return "\n".join(doc) + "\n" + proto + " {\n" + "\n".join(body) + "\n}\n", proto + ";"
 
 
+def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """(definitions, prototypes) of a multi-launch kernel's public functions: NAME_workspace_bytes,
+    NAME_launch_with_workspace (the caller's workspace) and NAME_launch (a workspace allocated and freed
+    stream-ordered, cuMemAllocAsync / cuMemFreeAsync), which launch the stages' private launch functions in order."""
+    name = seq["name"]
+    taken: set[str] = {"stream", "workspace", "bytes"}
+    cname_of, args, docs = {}, [], []
+    for prm in seq["params"]:
+        c = cname_of[prm["name"]] = _c_name(prm["name"], taken)
+        if prm["kind"] == "tensor":
+            args.append(f"CUdeviceptr {c}")
+            role = "out " if prm.get("output") else "in  "
+            docs.append(f" *   {c:<10} {role}{prm['dtype']}[{', '.join(str(d) for d in prm['shape'])}]  device pointer, "
+                        "C-contiguous")
+        else:
+            ctype = _C_TYPES.get(prm["dtype"])
+            if ctype is None:
+                raise LauncherError(f"kernel '{name}': scalar '{prm['name']}' of type {prm['dtype']} cannot be "
+                                    "passed from C")
+            args.append(f"{ctype} {c}")
+            docs.append(f" *   {c:<10} scalar {prm['dtype']}")
+    sizes = {s: _c_name(s, taken) for s in seq["sizes"]}
+    args += [f"int {c}" for c in sizes.values()]
+    if sizes:
+        docs.append(f" *   {', '.join(sizes.values())}: runtime sizes (>= 0)")
+    vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
+    size_decls = [f"  const int64_t tilec_s_{c} = {c};" for c in sizes.values()]
+    negative = [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return CUDA_ERROR_INVALID_VALUE;"] \
+        if sizes else []
+    size_args = [f"int {c}" for c in sizes.values()]
+    call_sizes = ", ".join(sizes.values())
+    call_all = ", ".join([*cname_of.values(), *sizes.values()])
+    scratch_doc = "; ".join(f"{b['name']} {b['dtype']}[{', '.join(str(d) for d in b['shape'])}] at byte {b['offset']}"
+                            for b in seq["scratch"])
+    stages_doc = ", ".join(st["kernel"] for st in seq["stages"])
+    ws_name = f"{prefix}{name}_workspace_bytes"
+    with_name = f"{prefix}{name}_launch_with_workspace"
+    launch_name = f"{prefix}{name}_launch"
+    ws_proto = f"static inline CUresult {ws_name}({', '.join([*size_args, 'size_t* bytes'])})"
+    with_proto = f"static inline CUresult {with_name}({', '.join(['CUstream stream', 'CUdeviceptr workspace', *args])})"
+    launch_proto = f"static inline CUresult {launch_name}({', '.join(['CUstream stream', *args])})"
+    out = [f"/* {ws_name}: the bytes of device memory (the scratch tensors {scratch_doc}; each\n"
+           f" * {WORKSPACE_ALIGN}-byte aligned) that kernel '{name}' needs for these sizes. */\n"
+           f"{ws_proto} {{\n" + "\n".join([*size_decls, *negative, "  if (bytes == NULL) return CUDA_ERROR_INVALID_VALUE;",
+                                        f"  *bytes = (size_t)({formula_to_c(seq['workspace_bytes'], vars_)});",
+                                        *[f"  (void)tilec_s_{c};" for c in sizes.values()],
+                                        "  return CUDA_SUCCESS;"]) + "\n}\n"]
+    body = [*size_decls, "  CUresult tilec_rc;", *negative,
+            f"  if (workspace == 0 || workspace % {WORKSPACE_ALIGN}u != 0) return CUDA_ERROR_INVALID_VALUE;"]
+    scratch_c = {}
+    for b in seq["scratch"]:
+        c = scratch_c[b["name"]] = f"tilec_w_{ident(b['name'])}"
+        body.append(f"  const CUdeviceptr {c} = workspace + (CUdeviceptr)({formula_to_c(b['offset'], vars_)});")
+    for st in seq["stages"]:
+        entry = entries[st["kernel"]]
+        call = [cname_of.get(a) or scratch_c[a] for a in st["args"]] + [sizes[s] for s in entry["sizes"]]
+        body += [f"  tilec_rc = {p}{ident(st['kernel'])}_launch({', '.join(['stream', *call])});",
+                 "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
+    body += [f"  (void){c};" for c in [*scratch_c.values(), *(f"tilec_s_{c}" for c in sizes.values())]]
+    body.append("  return CUDA_SUCCESS;")
+    out.append(f"/* {with_name}: launch kernel '{name}' -- its stages {stages_doc}, in order on `stream`\n"
+               f" * (asynchronous) -- with its scratch tensors in `workspace`: at least {ws_name} bytes of\n"
+               f" * device memory, {WORKSPACE_ALIGN}-byte aligned, that no other launch uses until these finish.\n"
+               + "\n".join(docs) + "\n"
+               " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, a misaligned or null workspace) or\n"
+               " * what a stage's launch returns (see the _launch functions above). */\n"
+               f"{with_proto} {{\n" + "\n".join(body) + "\n}\n")
+    out.append(f"/* {launch_name}: launch kernel '{name}' on `stream` (asynchronous): its workspace is allocated\n"
+               " * and freed stream-ordered (cuMemAllocAsync / cuMemFreeAsync, from the device's default memory pool)\n"
+               f" * around the stages; {with_name} takes the caller's instead. Parameters as there. */\n"
+               f"{launch_proto} {{\n"
+               "  size_t tilec_bytes = 0;\n  CUdeviceptr tilec_ws = 0;\n  CUresult tilec_rc, tilec_free_rc;\n"
+               f"  tilec_rc = {ws_name}({', '.join([call_sizes, '&tilec_bytes'] if call_sizes else ['&tilec_bytes'])});\n"
+               "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;\n"
+               "  tilec_rc = cuMemAllocAsync(&tilec_ws, tilec_bytes ? tilec_bytes : 1, stream);\n"
+               "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;\n"
+               f"  tilec_rc = {with_name}({', '.join(['stream', 'tilec_ws', call_all] if call_all else ['stream', 'tilec_ws'])});\n"
+               "  tilec_free_rc = cuMemFreeAsync(tilec_ws, stream);\n"
+               "  return tilec_rc != CUDA_SUCCESS ? tilec_rc : tilec_free_rc;\n}\n")
+    return out, [ws_proto + ";", with_proto + ";", launch_proto + ";"]
+
+
 def generate_header(header_name: str, images: list[Image], *, source_name: str, tilec_version: str,
                     toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "",
-                    embed: Callable[[str, bytes], str] = _byte_array) -> str:
+                    embed: Callable[[str, bytes], str] = _byte_array, launches: list[dict] | None = None) -> str:
     """The header's text. `embed(name, data)` defines each image as a 64-byte aligned `const unsigned char
     name[len(data)]` (default: a C array initializer; a host object assembles the bytes instead, objects.py)."""
     if not images:
@@ -572,12 +655,23 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
     built_for = ", ".join(im.arch for im in images)
 
     funcs, protos = [], []
-    for k in kernels:
-        fname = f"{prefix}{k['name']}_launch"
-        code, proto = _launch_function(fname, k, index_of, images, p)
-        funcs.append(code)
-        protos.append(proto)
-        cname = f"{prefix}{k['name']}_check_device"
+    stage_of = {st["kernel"]: seq["name"] for seq in launches or [] for st in seq["stages"]}
+    for k in images[0].kernels:  # the stages of multi-launch kernels: private launch functions
+        if k["name"] in stage_of:
+            code, _ = _launch_function(f"{p}{ident(k['name'])}_launch", k, index_of, images, p)
+            funcs.append(code)
+    publics = [(k["name"], k, False) for k in kernels] + [(seq["name"], seq, True) for seq in launches or []]
+    for name, k, is_sequence in publics:
+        if is_sequence:
+            code, proto = _sequence_functions(k, prefix, p, {e["name"]: e for e in images[0].kernels})
+            funcs += code
+            protos += proto
+        else:
+            fname = f"{prefix}{k['name']}_launch"
+            code, proto = _launch_function(fname, k, index_of, images, p)
+            funcs.append(code)
+            protos.append(proto)
+        cname = f"{prefix}{name}_check_device"
         funcs.append(
             f"/* {cname}: CUDA_SUCCESS when this header has an image for device `dev`, else\n"
             " * CUDA_ERROR_NO_BINARY_FOR_GPU (or CUDA_ERROR_UNSUPPORTED_PTX_VERSION, or the driver's error); writes a\n"
@@ -601,6 +695,9 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
               .replace("@KERNEL_NAMES@", ", ".join(_c_string(n) for n in table))
               .replace("@SHARED_TABLE@", shared).replace("@HAS_TABLE@", has)
               .replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
+    if launches:
+        module = ("\n#if CUDA_VERSION < 11020\n#error \"this tilec header allocates the workspace of a multi-launch kernel "
+                  "with cuMemAllocAsync: it needs cuda.h from CUDA 11.2 or newer\"\n#endif" + module)
     if uses_tma:
         module = ("\n#if CUDA_VERSION < 12000\n#error \"this tilec header launches TMA kernels (CUtensorMap): it needs "
                   "cuda.h from CUDA 12 or newer\"\n#endif" + module)
