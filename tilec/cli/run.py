@@ -108,8 +108,8 @@ def _argument_bytes(kernel, sizes: dict[str, int]) -> int:
     from ..interp.run import shape_of
     from ..ir import tile as T
 
-    return sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in [*kernel.params, *getattr(kernel, "scratch", [])]
-               if isinstance(p, T.Buffer))
+    buffers = [*kernel.params, *getattr(kernel, "scratch", [])]  # (a multi-launch kernel's scratch too)
+    return sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in buffers if isinstance(p, T.Buffer))
 
 
 def parse_sizes(items: list[str]) -> dict[str, int]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 
 from ..errors import UserFacingError
+from ..manifest import launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
-from ..manifest import launch_entries
 from .launch import Kernel
 from .sequence import Launches
 from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launcher.py and tests use them)

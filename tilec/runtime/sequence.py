@@ -32,8 +32,8 @@ class Launches(Kernel):
         index = {p["name"]: i for i, p in enumerate(entry["params"])}
         scratch = {b["name"]: j for j, b in enumerate(entry["scratch"])}
         # per stage: its Kernel and, per parameter, (True, argument position) or (False, scratch position)
-        self.stages = [(stages[st["kernel"]], [(a in index, index[a] if a in index else scratch[a]) for a in st["args"]])
-                       for st in entry["stages"]]
+        self.stages = [(stages[st["kernel"]], [(a in index, index[a] if a in index else scratch[a])
+                                               for a in st["args"]]) for st in entry["stages"]]
         self._scratch: dict[tuple, tuple] = {}  # shapes key -> (sizes, [(offset, nbytes, shape)], total bytes)
         self._workspaces: dict[tuple[int, int], tuple[int, int]] = {}  # (device, stream) -> (pointer, bytes)
 

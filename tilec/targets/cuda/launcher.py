@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 from ...manifest import (
     INTERNAL_KEY,
-    WORKSPACE_ALIGN,
     TENSOR_MAPS_KEY,
+    WORKSPACE_ALIGN,
     ManifestError,
     TensorMapSpec,
     fallback_entry,
@@ -556,8 +556,8 @@ def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]
         if prm["kind"] == "tensor":
             args.append(f"CUdeviceptr {c}")
             role = "out " if prm.get("output") else "in  "
-            docs.append(f" *   {c:<10} {role}{prm['dtype']}[{', '.join(str(d) for d in prm['shape'])}]  device pointer, "
-                        "C-contiguous")
+            shape = ", ".join(str(d) for d in prm["shape"])
+            docs.append(f" *   {c:<10} {role}{prm['dtype']}[{shape}]  device pointer, C-contiguous")
         else:
             ctype = _C_TYPES.get(prm["dtype"])
             if ctype is None:
@@ -574,8 +574,6 @@ def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]
     negative = [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return CUDA_ERROR_INVALID_VALUE;"] \
         if sizes else []
     size_args = [f"int {c}" for c in sizes.values()]
-    call_sizes = ", ".join(sizes.values())
-    call_all = ", ".join([*cname_of.values(), *sizes.values()])
     scratch_doc = "; ".join(f"{b['name']} {b['dtype']}[{', '.join(str(d) for d in b['shape'])}] at byte {b['offset']}"
                             for b in seq["scratch"])
     stages_doc = ", ".join(st["kernel"] for st in seq["stages"])
@@ -585,12 +583,12 @@ def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]
     ws_proto = f"static inline CUresult {ws_name}({', '.join([*size_args, 'size_t* bytes'])})"
     with_proto = f"static inline CUresult {with_name}({', '.join(['CUstream stream', 'CUdeviceptr workspace', *args])})"
     launch_proto = f"static inline CUresult {launch_name}({', '.join(['CUstream stream', *args])})"
+    ws_body = [*size_decls, *negative, "  if (bytes == NULL) return CUDA_ERROR_INVALID_VALUE;",
+               f"  *bytes = (size_t)({formula_to_c(seq['workspace_bytes'], vars_)});",
+               *[f"  (void)tilec_s_{c};" for c in sizes.values()], "  return CUDA_SUCCESS;"]
     out = [f"/* {ws_name}: the bytes of device memory (the scratch tensors {scratch_doc}; each\n"
            f" * {WORKSPACE_ALIGN}-byte aligned) that kernel '{name}' needs for these sizes. */\n"
-           f"{ws_proto} {{\n" + "\n".join([*size_decls, *negative, "  if (bytes == NULL) return CUDA_ERROR_INVALID_VALUE;",
-                                        f"  *bytes = (size_t)({formula_to_c(seq['workspace_bytes'], vars_)});",
-                                        *[f"  (void)tilec_s_{c};" for c in sizes.values()],
-                                        "  return CUDA_SUCCESS;"]) + "\n}\n"]
+           f"{ws_proto} {{\n" + "\n".join(ws_body) + "\n}\n"]
     body = [*size_decls, "  CUresult tilec_rc;", *negative,
             f"  if (workspace == 0 || workspace % {WORKSPACE_ALIGN}u != 0) return CUDA_ERROR_INVALID_VALUE;"]
     scratch_c = {}
@@ -608,19 +606,19 @@ def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]
                f" * (asynchronous) -- with its scratch tensors in `workspace`: at least {ws_name} bytes of\n"
                f" * device memory, {WORKSPACE_ALIGN}-byte aligned, that no other launch uses until these finish.\n"
                + "\n".join(docs) + "\n"
-               " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, a misaligned or null workspace) or\n"
-               " * what a stage's launch returns (see the _launch functions above). */\n"
+               " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, a misaligned or null workspace)\n"
+               " * or what a stage's launch returns (see the _launch functions above). */\n"
                f"{with_proto} {{\n" + "\n".join(body) + "\n}\n")
     out.append(f"/* {launch_name}: launch kernel '{name}' on `stream` (asynchronous): its workspace is allocated\n"
                " * and freed stream-ordered (cuMemAllocAsync / cuMemFreeAsync, from the device's default memory pool)\n"
                f" * around the stages; {with_name} takes the caller's instead. Parameters as there. */\n"
                f"{launch_proto} {{\n"
                "  size_t tilec_bytes = 0;\n  CUdeviceptr tilec_ws = 0;\n  CUresult tilec_rc, tilec_free_rc;\n"
-               f"  tilec_rc = {ws_name}({', '.join([call_sizes, '&tilec_bytes'] if call_sizes else ['&tilec_bytes'])});\n"
+               f"  tilec_rc = {ws_name}({', '.join([*sizes.values(), '&tilec_bytes'])});\n"
                "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;\n"
                "  tilec_rc = cuMemAllocAsync(&tilec_ws, tilec_bytes ? tilec_bytes : 1, stream);\n"
                "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;\n"
-               f"  tilec_rc = {with_name}({', '.join(['stream', 'tilec_ws', call_all] if call_all else ['stream', 'tilec_ws'])});\n"
+               f"  tilec_rc = {with_name}({', '.join(['stream', 'tilec_ws', *cname_of.values(), *sizes.values()])});\n"
                "  tilec_free_rc = cuMemFreeAsync(tilec_ws, stream);\n"
                "  return tilec_rc != CUDA_SUCCESS ? tilec_rc : tilec_free_rc;\n}\n")
     return out, [ws_proto + ";", with_proto + ";", launch_proto + ";"]
@@ -696,8 +694,8 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
               .replace("@SHARED_TABLE@", shared).replace("@HAS_TABLE@", has)
               .replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
     if launches:
-        module = ("\n#if CUDA_VERSION < 11020\n#error \"this tilec header allocates the workspace of a multi-launch kernel "
-                  "with cuMemAllocAsync: it needs cuda.h from CUDA 11.2 or newer\"\n#endif" + module)
+        module = ("\n#if CUDA_VERSION < 11020\n#error \"this tilec header allocates the workspace of a multi-launch "
+                  "kernel with cuMemAllocAsync: it needs cuda.h from CUDA 11.2 or newer\"\n#endif" + module)
     if uses_tma:
         module = ("\n#if CUDA_VERSION < 12000\n#error \"this tilec header launches TMA kernels (CUtensorMap): it needs "
                   "cuda.h from CUDA 12 or newer\"\n#endif" + module)
