@@ -676,3 +676,89 @@ def test_nvcc_builds_the_port_as_cubin_header_and_object_that_link(tmp_path):
                                     + "\n" + main.split("\n", 1)[1])
     subprocess.run([gcc, *flags, "use.c", "gqa.o", "-o", "prog_obj", f"-L{stubs}", "-lcuda", "-lpthread"],
                    cwd=tmp_path, check=True)
+
+
+# ---------------------------------------------------------------- WebGPU (wgpu on lavapipe)
+
+
+@pytest.fixture(scope="module")
+def webgpu():
+    import os
+
+    from tilec.runtime import wgsl
+
+    ok, why = wgsl.available()
+    if not ok:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail(f"WebGPU is required (TILEC_REQUIRE_TOOLCHAINS=1): {why}")
+        pytest.skip(f"WebGPU: {why} (without a GPU, install Mesa's lavapipe: apt-get install mesa-vulkan-drivers)")
+    return wgsl
+
+
+def _wgsl_module(path: Path, tmp_path: Path, defines=None):
+    import tilec.runtime as rt
+    from tilec.artifacts import dumps
+
+    result = tilec.compile(path, target="webgpu", defines=defines or {}, verify=True)
+    out = tmp_path / "k.wgsl"
+    out.write_text(result.source)
+    Path(str(out) + ".json").write_text(dumps(make_manifest(result, "wgsl", ["wgsl"], "none", {}, out.name)))
+    return rt.load(out)
+
+
+@pytest.mark.parametrize("M, N", [(64, 64), (45, 37)])
+def test_webgpu_runs_the_stages_as_successive_dispatches(webgpu, tmp_path, M, N):
+    path = _write(tmp_path, SPLIT)
+    mod = _wgsl_module(path, tmp_path)
+    assert list(mod.kernels) == ["rowsum"]
+    front = tilec.compile(path).module
+    args = random_inputs(front.launches[0], {"M": M, "N": N}, seed=M)
+    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+    run_launches(front, front.launches[0], want)
+    mod.rowsum(args["X"], args["alpha"], args["Y"])
+    np.testing.assert_allclose(args["Y"], want["Y"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", ["regular", "ragged"])
+def test_webgpu_runs_the_gqa_decode_port(webgpu, tmp_path, shape):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from tilelang_ports import CASES
+
+    case = next(c for c in CASES if c.name == "gqa_decode_splitkv")
+    dev = webgpu.Device.get()
+    if "shader-f16" not in dev.features:
+        pytest.skip(f"the WebGPU adapter {dev.name} has no shader-f16")
+    path = ROOT / "examples" / "tilelang" / case.file
+    defines = {**case.defines, **case.webgpu_defines}
+    mod = _wgsl_module(path, tmp_path, defines)
+    front = tilec.compile(path, defines=defines).module
+    seq = front.launches[0]
+    args = random_inputs(seq, case.sizes[shape], seed=11)
+    want = {n: np.array(a, copy=True) for n, a in args.items()}
+    run_launches(front, seq, want)
+    mod.gqa_decode(*[args[p.name] for p in seq.params])
+    np.testing.assert_allclose(args["Output"].astype(np.float32), want["Output"].astype(np.float32), rtol=1e-2,
+                               atol=1e-2)
+
+
+def test_webgpu_checks_the_storage_buffer_limit_per_stage(tmp_path):
+    """Nine tensors in one function, but no launch binds more than eight: WebGPU accepts it."""
+    params = ", ".join(f"A{i}: f32[M]" for i in range(7)) + ", B: out f32[M]"
+    total = " + ".join(f"A{i}[bx]" for i in range(7))
+    src = f"""
+kernel wide({params}):
+    S = T.alloc_global([M], f32)
+    with T.Kernel(M, threads=32) as (bx):
+        S[bx] = {total}
+    with T.Kernel(M, threads=32) as (bx):
+        B[bx] = S[bx] * 2.0
+"""
+    result = tilec.compile(_write(tmp_path, src), target="webgpu")
+    assert len(result.simt.kernels) == 2  # stage 0 binds 8 buffers (A0..A6, S), stage 1 two
+    src2 = src.replace("S[bx] * 2.0", "S[bx] * 2.0 + A0[bx]").replace("S[bx] = ", "S[bx] = A6[bx] + B[bx] + ")
+    with pytest.raises(CompileError, match=r"kernel 'wide__stage0' has 9 tensor parameters .* at most 8 per shader "
+                                           "stage") as e:
+        tilec.compile(_write(tmp_path, src2, "k2.tile"), target="webgpu")
+    assert e.value.diagnostics[0].span.line == 4  # the first launch's `with T.Kernel`
