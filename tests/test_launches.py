@@ -762,3 +762,57 @@ kernel wide({params}):
                                            "stage") as e:
         tilec.compile(_write(tmp_path, src2, "k2.tile"), target="webgpu")
     assert e.value.diagnostics[0].span.line == 4  # the first launch's `with T.Kernel`
+
+
+def test_tilec_run_target_webgpu_checks_against_the_interpreter(webgpu, tmp_path):
+    import subprocess
+    import sys
+
+    path = _write(tmp_path, SPLIT)
+    out = subprocess.run([sys.executable, "-m", "tilec", "run", str(path), "--target", "webgpu", "--check",
+                          "--size", "M=45,N=37"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "rowsum.Y: f32[45]" in out.stdout and "check Y against the interpreter: PASS" in out.stdout
+
+
+# ---------------------------------------------------------------- back ends and tools that refuse
+
+
+def test_ascend_refuses_at_the_function(tmp_path):
+    with pytest.raises(CompileError) as e:
+        tilec.compile(_write(tmp_path, SPLIT), target="ascend910b")
+    (d,) = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert "the AscendC back end runs one launch per kernel, and kernel 'rowsum' has 2" in d.message
+    assert "write one kernel per launch" in d.message and d.span.line == 5
+
+
+def test_the_hip_launcher_refuses_but_the_code_object_carries_the_stages(tmp_path):
+    from tilec.targets.hip.toolchain import find_compiler
+
+    path = _write(tmp_path, SPLIT)
+    if find_compiler("gfx942") is None:
+        pytest.skip("no hipcc / clang for AMD targets")
+    art = tilec.compile(path, target="gfx942", emit="hsaco", use_cache=False)
+    m = json.loads(art.manifest)
+    assert m["launches"][0]["name"] == "rowsum" and len(m["kernels"]) == 2
+    with pytest.raises(CompileError, match="the HIP launcher .* does not run multi-launch kernels yet"):
+        tilec.compile(path, target="gfx942", emit="object", use_cache=False)
+
+
+def test_tilec_tune_refuses_a_multi_launch_kernel(tmp_path):
+    from tilec.options import CompileOptions
+    from tilec.tuning.plan import prepare
+
+    path = _write(tmp_path, SPLIT.replace("const block = 64", "const block = tune(64, 128)"))
+    with pytest.raises(ValueError, match="tilec tune times one launch per candidate, and kernel 'rowsum' has 2"):
+        prepare(str(path), CompileOptions.make("sm80"), [{"M": 64, "N": 64}], tmp_path / "build")
+
+
+def test_the_torch_op_fake_implementation_comes_from_the_public_entry(loaded):
+    torch = pytest.importorskip("torch")
+    import tilec.torch as tt
+
+    mod, _ = loaded
+    assert tt.schema(mod.rowsum, "rowsum") == "rowsum(Tensor X, float alpha) -> Tensor"
+    y = tt.fake_outputs(mod.rowsum, (torch.empty(45, 37), 0.5))
+    assert tuple(y.shape) == (45,) and y.dtype == torch.float32
