@@ -60,11 +60,14 @@ def written(kernel: T.Kernel) -> set[int]:
 
 
 def first_use(kernel: T.Kernel, buf: T.Buffer):
-    """The span of the first statement of the kernel that refers to buf (None when none does)."""
+    """The span of the kernel's first reference to buf: the element read or region, else its statement (None
+    when nothing refers to it)."""
     for s in _statements(kernel.body):
-        own = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)
-               if f.name not in ("body", "then_body", "else_body")}
-        if any(n is buf for n in _nodes(list(own.values()))):
+        own = [getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("body", "then_body", "else_body")]
+        for n in _nodes(own):
+            if isinstance(n, T.Load | T.Region) and n.buffer is buf:
+                return n.span or s.span
+        if any(n is buf for n in _nodes(own)):
             return s.span
     return None
 
