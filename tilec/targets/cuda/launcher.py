@@ -544,17 +544,41 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     return "\n".join(doc) + "\n" + proto + " {\n" + "\n".join(body) + "\n}\n", proto + ";"
 
 
-def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True)
+class SequenceApi:
+    """How a C launcher spells the driver calls of a multi-launch kernel's functions (CUDA here; the HIP launcher
+    passes its own)."""
+    qualifier: str  # before the return type: "static inline " (a header) or "" (exported from an object)
+    result: str  # CUresult
+    stream: str  # CUstream
+    ptr: str  # CUdeviceptr
+    null: str  # a null pointer of that type
+    success: str
+    invalid: str
+    alloc: str  # the stream-ordered allocation and free, as "NAME"
+    free: str
+
+    def offset(self, base: str, off: str) -> str:
+        return f"({self.ptr})((uintptr_t){base} + (uintptr_t)({off}))"
+
+
+CUDA_API = SequenceApi("static inline ", "CUresult", "CUstream", "CUdeviceptr", "0", "CUDA_SUCCESS",
+                       "CUDA_ERROR_INVALID_VALUE", "cuMemAllocAsync", "cuMemFreeAsync")
+
+
+def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str], entries: dict[str, dict],
+                       api: SequenceApi = CUDA_API) -> tuple[list[str], list[str]]:
     """(definitions, prototypes) of a multi-launch kernel's public functions: NAME_workspace_bytes,
     NAME_launch_with_workspace (the caller's workspace) and NAME_launch (a workspace allocated and freed
-    stream-ordered, cuMemAllocAsync / cuMemFreeAsync), which launch the stages' private launch functions in order."""
+    stream-ordered: cuMemAllocAsync / cuMemFreeAsync), which call the stages' private launch functions
+    (`stage_launch(kernel name)`) in order."""
     name = seq["name"]
     taken: set[str] = {"stream", "workspace", "bytes"}
     cname_of, args, docs = {}, [], []
     for prm in seq["params"]:
         c = cname_of[prm["name"]] = _c_name(prm["name"], taken)
         if prm["kind"] == "tensor":
-            args.append(f"CUdeviceptr {c}")
+            args.append(f"{api.ptr} {c}")
             role = "out " if prm.get("output") else "in  "
             shape = ", ".join(str(d) for d in prm["shape"])
             docs.append(f" *   {c:<10} {role}{prm['dtype']}[{shape}]  device pointer, C-contiguous")
@@ -571,8 +595,7 @@ def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]
         docs.append(f" *   {', '.join(sizes.values())}: runtime sizes (>= 0)")
     vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
     size_decls = [f"  const int64_t tilec_s_{c} = {c};" for c in sizes.values()]
-    negative = [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return CUDA_ERROR_INVALID_VALUE;"] \
-        if sizes else []
+    negative = [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return {api.invalid};"] if sizes else []
     size_args = [f"int {c}" for c in sizes.values()]
     scratch_doc = "; ".join(f"{b['name']} {b['dtype']}[{', '.join(str(d) for d in b['shape'])}] at byte {b['offset']}"
                             for b in seq["scratch"])
@@ -580,47 +603,49 @@ def _sequence_functions(seq: dict, prefix: str, p: str, entries: dict[str, dict]
     ws_name = f"{prefix}{name}_workspace_bytes"
     with_name = f"{prefix}{name}_launch_with_workspace"
     launch_name = f"{prefix}{name}_launch"
-    ws_proto = f"static inline CUresult {ws_name}({', '.join([*size_args, 'size_t* bytes'])})"
-    with_proto = f"static inline CUresult {with_name}({', '.join(['CUstream stream', 'CUdeviceptr workspace', *args])})"
-    launch_proto = f"static inline CUresult {launch_name}({', '.join(['CUstream stream', *args])})"
-    ws_body = [*size_decls, *negative, "  if (bytes == NULL) return CUDA_ERROR_INVALID_VALUE;",
+    ws_proto = f"{api.qualifier}{api.result} {ws_name}({', '.join([*size_args, 'size_t* bytes'])})"
+    with_proto = (f"{api.qualifier}{api.result} {with_name}("
+                  f"{', '.join([f'{api.stream} stream', f'{api.ptr} workspace', *args])})")
+    launch_proto = f"{api.qualifier}{api.result} {launch_name}({', '.join([f'{api.stream} stream', *args])})"
+    ws_body = [*size_decls, *negative, f"  if (bytes == NULL) return {api.invalid};",
                f"  *bytes = (size_t)({formula_to_c(seq['workspace_bytes'], vars_)});",
-               *[f"  (void)tilec_s_{c};" for c in sizes.values()], "  return CUDA_SUCCESS;"]
+               *[f"  (void)tilec_s_{c};" for c in sizes.values()], f"  return {api.success};"]
     out = [f"/* {ws_name}: the bytes of device memory (the scratch tensors {scratch_doc}; each\n"
            f" * {WORKSPACE_ALIGN}-byte aligned) that kernel '{name}' needs for these sizes. */\n"
            f"{ws_proto} {{\n" + "\n".join(ws_body) + "\n}\n"]
-    body = [*size_decls, "  CUresult tilec_rc;", *negative,
-            f"  if (workspace == 0 || workspace % {WORKSPACE_ALIGN}u != 0) return CUDA_ERROR_INVALID_VALUE;"]
+    body = [*size_decls, f"  {api.result} tilec_rc;", *negative,
+            f"  if (workspace == {api.null} || (uintptr_t)workspace % {WORKSPACE_ALIGN}u != 0) return {api.invalid};"]
     scratch_c = {}
     for b in seq["scratch"]:
         c = scratch_c[b["name"]] = f"tilec_w_{ident(b['name'])}"
-        body.append(f"  const CUdeviceptr {c} = workspace + (CUdeviceptr)({formula_to_c(b['offset'], vars_)});")
+        body.append(f"  const {api.ptr} {c} = {api.offset('workspace', formula_to_c(b['offset'], vars_))};")
     for st in seq["stages"]:
         entry = entries[st["kernel"]]
         call = [cname_of.get(a) or scratch_c[a] for a in st["args"]] + [sizes[s] for s in entry["sizes"]]
-        body += [f"  tilec_rc = {p}{ident(st['kernel'])}_launch({', '.join(['stream', *call])});",
-                 "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
+        body += [f"  tilec_rc = {stage_launch(st['kernel'])}({', '.join(['stream', *call])});",
+                 f"  if (tilec_rc != {api.success}) return tilec_rc;"]
     body += [f"  (void){c};" for c in [*scratch_c.values(), *(f"tilec_s_{c}" for c in sizes.values())]]
-    body.append("  return CUDA_SUCCESS;")
+    body.append(f"  return {api.success};")
     out.append(f"/* {with_name}: launch kernel '{name}' -- its stages {stages_doc}, in order on `stream`\n"
                f" * (asynchronous) -- with its scratch tensors in `workspace`: at least {ws_name} bytes of\n"
                f" * device memory, {WORKSPACE_ALIGN}-byte aligned, that no other launch uses until these finish.\n"
                + "\n".join(docs) + "\n"
-               " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, a misaligned or null workspace)\n"
-               " * or what a stage's launch returns (see the _launch functions above). */\n"
+               f" * Returns {api.success}, {api.invalid} (a negative size, a misaligned or null workspace)\n"
+               " * or what a stage's launch returns. */\n"
                f"{with_proto} {{\n" + "\n".join(body) + "\n}\n")
     out.append(f"/* {launch_name}: launch kernel '{name}' on `stream` (asynchronous): its workspace is allocated\n"
-               " * and freed stream-ordered (cuMemAllocAsync / cuMemFreeAsync, from the device's default memory pool)\n"
+               f" * and freed stream-ordered ({api.alloc} / {api.free}, from the device's default memory pool)\n"
                f" * around the stages; {with_name} takes the caller's instead. Parameters as there. */\n"
                f"{launch_proto} {{\n"
-               "  size_t tilec_bytes = 0;\n  CUdeviceptr tilec_ws = 0;\n  CUresult tilec_rc, tilec_free_rc;\n"
+               f"  size_t tilec_bytes = 0;\n  {api.ptr} tilec_ws = {api.null};\n"
+               f"  {api.result} tilec_rc, tilec_free_rc;\n"
                f"  tilec_rc = {ws_name}({', '.join([*sizes.values(), '&tilec_bytes'])});\n"
-               "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;\n"
-               "  tilec_rc = cuMemAllocAsync(&tilec_ws, tilec_bytes ? tilec_bytes : 1, stream);\n"
-               "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;\n"
+               f"  if (tilec_rc != {api.success}) return tilec_rc;\n"
+               f"  tilec_rc = {api.alloc}(&tilec_ws, tilec_bytes ? tilec_bytes : 1, stream);\n"
+               f"  if (tilec_rc != {api.success}) return tilec_rc;\n"
                f"  tilec_rc = {with_name}({', '.join(['stream', 'tilec_ws', *cname_of.values(), *sizes.values()])});\n"
-               "  tilec_free_rc = cuMemFreeAsync(tilec_ws, stream);\n"
-               "  return tilec_rc != CUDA_SUCCESS ? tilec_rc : tilec_free_rc;\n}\n")
+               f"  tilec_free_rc = {api.free}(tilec_ws, stream);\n"
+               f"  return tilec_rc != {api.success} ? tilec_rc : tilec_free_rc;\n}}\n")
     return out, [ws_proto + ";", with_proto + ";", launch_proto + ";"]
 
 
@@ -661,7 +686,8 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
     publics = [(k["name"], k, False) for k in kernels] + [(seq["name"], seq, True) for seq in launches or []]
     for name, k, is_sequence in publics:
         if is_sequence:
-            code, proto = _sequence_functions(k, prefix, p, {e["name"]: e for e in images[0].kernels})
+            code, proto = sequence_functions(k, prefix, lambda stage: f"{p}{ident(stage)}_launch",
+                                             {e["name"]: e for e in images[0].kernels})
             funcs += code
             protos += proto
         else:

@@ -127,14 +127,6 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
     from .launcher import generate_object_source
     from .toolchain import build
 
-    if info.launches:  # (the code object itself builds: .hsaco carries the stage kernels)
-        names = ", ".join(f"'{seq['name']}'" for seq in info.launches)
-        raise CompileError([Diagnostic("error", f"the HIP launcher (-c for an AMD target) does not run multi-launch "
-                                                f"kernels yet ({names}: alloc_global scratch between launches); "
-                                                "write one kernel per launch with the scratch as `out` tensors the "
-                                                "caller allocates, or build the code object (-o NAME.hsaco) and "
-                                                "launch its stages as its manifest's \"launches\" entry says")])
-
     def one(u: Unit):
         return build(u.source, f"{info.stem}.{u.target.name}", u.target.arch, "hsaco")
 
@@ -151,7 +143,8 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
         try:
             text, exported, protos = generate_object_source(
                 info.output_name, images, source_name=info.source_name, tilec_version=__version__,
-                toolchain=builts[0].toolchain, prefix=options.header_prefix, embed=incbin(work))
+                toolchain=builts[0].toolchain, prefix=options.header_prefix, embed=incbin(work),
+                launches=list(info.launches))
         except LauncherError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
         data, full, compiler = compile_c(text, work, info.output_name, [inc])
