@@ -233,14 +233,14 @@ def test_statements_between_launches_are_refused_at_their_line(tmp_path):
     src = SPLIT.replace("    with T.Kernel(T.ceildiv(M, block), threads=64)", "    x = 3\n"
                         "    with T.Kernel(T.ceildiv(M, block), threads=64)")
     (e,) = _errors(tmp_path, src)
-    assert "only scratch allocations" in e.message and e.span.line == 22 and e.span.col == 5
+    assert "may hold only scratch allocations" in e.message and e.span.line == 22 and e.span.col == 5
 
 
 def test_a_tile_op_between_launches_is_refused(tmp_path):
     src = SPLIT.replace("    with T.Kernel(T.ceildiv(M, block), threads=64)", "    T.fill(Y, 0)\n"
                         "    with T.Kernel(T.ceildiv(M, block), threads=64)")
     (e,) = _errors(tmp_path, src)
-    assert "only scratch allocations" in e.message and e.span.line == 22
+    assert "may hold only scratch allocations" in e.message and e.span.line == 22
 
 
 def test_alloc_global_inside_a_launch_is_refused(tmp_path):
@@ -266,6 +266,13 @@ def test_a_scratch_shape_may_not_use_a_block_index(tmp_path):
     errs = _errors(tmp_path, src)
     assert "a scratch shape is fixed for all launches: 'bx' is a block index" in errs[0].message
     assert errs[0].span.line == 6 and errs[0].span.col == 28
+
+
+def test_a_scratch_shape_may_not_use_an_unknown_size(tmp_path):
+    src = SPLIT.replace("P = T.alloc_global([M, parts], f32)", "P = T.alloc_global([M, Q], f32)")
+    errs = _errors(tmp_path, src)
+    assert "'Q' in a scratch shape is neither a const nor a runtime size" in errs[0].message
+    assert (errs[0].span.line, errs[0].span.col) == (6, 28)
 
 
 def test_a_scratch_shape_may_not_use_a_scalar_parameter(tmp_path):

@@ -245,8 +245,8 @@ class Builder(ExprBuilder, TileOpBuilder):
                         and _callee(s.value) == "alloc_global"):
                     scratch.append(self.alloc_global(s, fscope, block_names))
                     continue
-                raise self.fail("between the launches of a kernel only scratch allocations "
-                                "(`name = T.alloc_global(shape, dtype)`) may appear; move this statement into a "
+                raise self.fail("beside its launches, a kernel function may hold only scratch allocations "
+                                "(`name = T.alloc_global(shape, dtype)`); move this statement into a "
                                 "`with T.Kernel(...)` block", s.span)
             except _Fail:
                 if isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name):
@@ -288,9 +288,14 @@ class Builder(ExprBuilder, TileOpBuilder):
         shape: list[T.Expr] = []
         for d in dims:
             for n in _names_in(d):
-                if n.id in block_names and scope.lookup(n.id) is None:
+                if scope.lookup(n.id) is not None or n.id in BUILTINS or D.lookup(n.id) is not None:
+                    continue
+                if n.id in block_names:
                     raise self.fail(f"a scratch shape is fixed for all launches: '{n.id}' is a block index of a "
                                     "launch; use consts and runtime sizes (tensor dimensions) only", n.span)
+                raise self.fail(f"'{n.id}' in a scratch shape is neither a const nor a runtime size: a scratch "
+                                "tensor's dimensions are consts, dimensions of the parameters and formulas of those",
+                                n.span)
             e = _tidy(fold(self.int_expr(d, scope)))
             stray = [x for x in sub_exprs(e) if isinstance(x, T.Var) and x.kind != "size"]
             if stray:
