@@ -10,7 +10,7 @@ caller's tensors and views of the workspace:
   caching allocator, on the launch's stream (recorded on an explicit stream), and the stages are launched
   asynchronously -- through each stage's own fast path when no stream is given;
 - other device arrays (cupy, __cuda_array_interface__, DLPack): a workspace per device and stream, allocated
-  with cuMemAlloc and grown as needed, kept by the module;
+  with cuMemAlloc, grown as needed and kept by the kernel for its next calls on that stream;
 - numpy arrays: every tensor staged to the GPU once, a workspace allocated, the stages launched, the outputs
   copied back and everything freed (synchronous, like a single kernel's numpy call).
 """
@@ -47,7 +47,7 @@ class Launches(Kernel):
         explicit = None if stream is None else stream_handle(stream)
         ptrs, key, device, first = layout.bind(args, explicit)
         shapes = key[:len(layout.tensors)]
-        sizes, pieces, total = self._scratch.get(shapes) or self._layout_scratch(layout, shapes, args)
+        _, pieces, total = self._scratch.get(shapes) or self._layout_scratch(layout, shapes, args)
         for s in layout.scalars:  # every argument is checked before anything is launched
             s.check(args[s.index])
         if device == HOST:
