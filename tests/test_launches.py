@@ -404,6 +404,14 @@ def test_arguments_are_checked_before_anything_launches(loaded):
     assert fake.launches == [] and fake.allocs == []
 
 
+def test_bench_times_the_whole_sequence(loaded):
+    mod, fake = loaded
+    r = mod.rowsum.bench(np.ones((45, 37), np.float32), 1.0, np.zeros(45, np.float32), warmup=1, iters=3)
+    assert r["ms"] == 0.5 and r["flops"] > 0 and r["bytes"] > 0
+    assert [ln.fn for ln in fake.launches] == ["rowsum__stage0", "rowsum__stage1"] * 4  # warm-up + timed calls
+    assert sorted(set(fake.freed)) == sorted(p for p, _ in fake.allocs[:2])  # the staged copies; the workspace kept
+
+
 class _FakeTorchTensor:
     __module__ = "torch"
 
