@@ -63,6 +63,10 @@ CASES = [
     # three warpgroups of 64 query rows: a Hopper configuration (on sm80 its layouts do not tile 12 warps)
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True, "_sm90_only": True},
      [{"B": 1, "S": 576, "H": 2}, {"B": 2, "S": 250, "H": 2}]),
+    # one kernel, two launches with alloc_global scratch between them (split-KV decoding, then the combine): the
+    # runtime allocates the workspace and launches the stages in order (a path below samples/ names the file)
+    ("examples/tilelang/gqa_decode_splitkv", {}, [{"batch": 2, "heads": 16, "heads_kv": 4, "seqlen_kv": 512},
+                                                  {"batch": 1, "heads": 8, "heads_kv": 2, "seqlen_kv": 1000}]),
 ]
 # (label, target, artifact kind, extra tilec flags): sm90 runs the Hopper path (TMA + wgmma, warp-specialized
 # where the planner chooses it) and again with warp specialization off; sm80 PTX runs the Ampere-class path.
@@ -77,7 +81,12 @@ TOL.update({"f8e4m3": TOL["bf16"], "f8e5m2": TOL["bf16"]})  # the fp8 gemm's out
 
 def case_name(sample: str, defines: dict, dtype: str) -> str:
     extra = "".join(f"_{k}" if v is True else f"_{k}{v}" for k, v in sorted(defines.items()))
-    return f"{sample}{extra}_{dtype}"
+    return f"{Path(sample).name}{extra}_{dtype}"
+
+
+def source_path(sample: str) -> Path:
+    """A case's .tile file: samples/NAME.tile, or a path from the repository's root."""
+    return ROOT / f"{sample}.tile" if "/" in sample else ROOT / "samples" / f"{sample}.tile"
 
 
 def build(out: Path) -> None:
@@ -85,8 +94,7 @@ def build(out: Path) -> None:
 
     import tilec
     from tilec.cli.main import main as tilec_main
-    from tilec.interp import run_kernel
-    from tilec.interp.run import random_array, shape_of
+    from tilec.interp.run import public_kernels, random_array, run_any, shape_of
 
     out.mkdir(parents=True, exist_ok=True)
     index = []
@@ -102,12 +110,16 @@ def build(out: Path) -> None:
                 if sm90_only and target != "sm90":
                     continue
                 art = out / f"{name}.{label}.{kind}"
-                rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", target, "-o", str(art), *dargs,
+                rc = tilec_main([str(source_path(sample)), "--target", target, "-o", str(art), *dargs,
                                  *flags])
                 if rc != 0:
                     raise SystemExit(f"build of {name} for {target} failed")
-            result = tilec.compile(ROOT / "samples" / f"{sample}.tile", defines=defs)
-            kernel = result.module.kernels[0]
+            result = tilec.compile(source_path(sample), defines=defs)
+            kernel = public_kernels(result.module)[0]  # (a multi-launch kernel: its public signature)
+            if result.module.launches:  # its C launcher too (tests/gpu/test_launches_gpu.py calls it)
+                if tilec_main([str(source_path(sample)), "--target", "sm80,sm90", "-o", str(out / f"{name}.h"),
+                               *dargs]) != 0:
+                    raise SystemExit(f"header of {name} failed")
             for si, sizes in enumerate(shapes):
                 sizes = dict(sizes)
                 if sample == "gemm":
@@ -125,7 +137,7 @@ def build(out: Path) -> None:
                 inputs = {k: v for k, v in args.items()}
                 t0 = time.time()
                 expected = {k: np.array(v, copy=True) for k, v in args.items()}
-                run_kernel(kernel, expected)
+                run_any(result.module, kernel, expected)
                 data = {}
                 meta = {"params": []}
                 for p in kernel.params:

@@ -48,6 +48,8 @@ def configurations():
 
 
 def main(out: Path) -> int:
+    from gpu_suite import source_path
+
     import tilec
     from tilec.diagnostics import CompileError, render
 
@@ -55,7 +57,7 @@ def main(out: Path) -> int:
     count = 0
     for name, sample, defines in configurations():
         for label, target, disable in TARGETS:
-            path = ROOT / "samples" / f"{sample}.tile"
+            path = source_path(sample)
             try:
                 result = tilec.compile(path, defines=defines, target=target, disable=set(disable))
             except CompileError as e:

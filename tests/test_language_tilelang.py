@@ -379,15 +379,24 @@ def test_diagnostics(tmp_path, text, needle):
     assert needle in error_of(tmp_path, src)
 
 
-def test_two_launches_in_one_kernel_say_what_to_write(tmp_path):
-    msg = error_of(tmp_path, """
+def test_two_launches_in_one_kernel_run_in_order(tmp_path):
+    """Several launches in one function (TileLang's split and combine kernels): stage kernels run in order
+    (tests/test_launches.py has the rest)."""
+    import numpy as np
+
+    from tilec.interp.run import run_launches
+
+    result = compiled(tmp_path, """
 kernel k(A: out f32[4]):
     with Kernel(1) as bx:
         A[0] = 1.0
     with Kernel(1) as bx:
-        A[1] = 2.0
+        A[1] = A[0] + 2.0
 """)
-    assert "write one `kernel` per launch" in msg
+    assert [k.name for k in result.module.kernels] == ["k__stage0", "k__stage1"]
+    a = np.zeros(4, np.float32)
+    run_launches(result.module, result.module.launches[0], {"A": a})
+    assert a.tolist() == [1.0, 3.0, 0.0, 0.0]
 
 
 def test_reserved_word_as_a_parameter_name_says_so(tmp_path):

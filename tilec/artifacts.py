@@ -15,7 +15,7 @@ import json
 from .ir import simt as S
 from .ir import tile as T
 from .ir.formula import formula
-from .manifest import LOADER_KEY, MANIFEST_VERSION
+from .manifest import LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION
 from .version import __version__
 
 
@@ -37,18 +37,26 @@ def manifest_options(options, kind: str, backend) -> dict:
             "kind": kind, **backend.manifest_options(options)}
 
 
-def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
-    params = []
-    for p in k.params:
+def param_entries(params: list[T.Buffer | T.Var]) -> list[dict]:
+    out = []
+    for p in params:
         if isinstance(p, T.Buffer):
-            params.append({"name": p.name, "kind": "tensor", "dtype": p.dtype.name, "output": p.is_output,
-                           "shape": [int(d.value) if isinstance(d, T.Const) else d.name if isinstance(d, T.Var)
-                                     else formula(d) for d in p.shape]})  # a formula: ceildiv(N, 128)
+            out.append({"name": p.name, "kind": "tensor", "dtype": p.dtype.name, "output": p.is_output,
+                        "shape": _shape(p)})
         else:
-            params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
+            out.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
+    return out
+
+
+def _shape(p: T.Buffer) -> list:
+    return [int(d.value) if isinstance(d, T.Const) else d.name if isinstance(d, T.Var)
+            else formula(d) for d in p.shape]  # a formula: ceildiv(N, 128)
+
+
+def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     entry = {
         "name": k.name,
-        "params": params,
+        "params": param_entries(k.params),
         "sizes": [v.name for v in k.size_vars],
         "grid": [formula(g) for g in sk.grid],
         "threads": sk.threads,
@@ -59,7 +67,7 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     if sk.attrs.get("tensor_maps"):  # Hopper TMA: CUtensorMap parameters after the sizes (docs/deploy.md)
         entry["tensor_maps"] = sk.attrs["tensor_maps"]
         entry["fallback"] = sk.attrs["fallback"]
-    if sk.attrs.get("internal"):
+    if sk.attrs.get("internal") or "stage_of" in k.attrs:  # a twin, or one launch of a multi-launch kernel
         entry["internal"] = True
     if "profile" in sk.attrs:  # an instrumented build: how the runtime records and decodes (tilec/ir/profile.py)
         entry["profile"] = sk.attrs["profile"]
@@ -74,6 +82,33 @@ def kernel_entries(result) -> list[dict]:
 
     return [kernel_entry(k, sk, kernel_costs(k)) for k, sk in zip(result.module.kernels, result.simt.kernels,
                                                                   strict=True)]
+
+
+def launch_entries(module: T.Module, kernels: list[dict]) -> list[dict]:
+    """The manifest's public entries of multi-launch kernels (tilec/manifest.py LAUNCHES_KEY): the signature, the
+    scratch tensors in one workspace (offsets WORKSPACE_ALIGN-aligned, formulas of the sizes) and the stages."""
+    from .ir import dtypes as D
+    from .ir.exprs import binary
+    from .manifest import WORKSPACE_ALIGN
+
+    by_name = {e["name"]: e for e in kernels}
+    out = []
+    for seq in module.launches:
+        align = T.Const(D.I64, None, WORKSPACE_ALIGN)
+        offset: T.Expr = T.Const(D.I64, None, 0)
+        scratch = []
+        for b in seq.scratch:
+            nbytes: T.Expr = T.Const(D.I64, None, b.dtype.bytes)
+            for d in b.shape:
+                nbytes = binary("*", nbytes, T.Cast(D.I64, None, d) if d.dtype != D.I64 else d)
+            scratch.append({"name": b.name, "dtype": b.dtype.name, "shape": _shape(b), "offset": formula(offset),
+                            "bytes": formula(nbytes)})
+            offset = binary("+", offset, binary("*", T.Call(D.I64, None, "ceildiv", [nbytes, align]), align))
+        stages = [{"kernel": st.kernel, "args": st.args, "grid": by_name[st.kernel]["grid"]} for st in seq.stages]
+        costs = {key: " + ".join(f"({by_name[st.kernel][key]})" for st in seq.stages) for key in ("flops", "bytes")}
+        out.append({"name": seq.name, "params": param_entries(seq.params), "sizes": [v.name for v in seq.size_vars],
+                    "scratch": scratch, "workspace_bytes": formula(offset), "stages": stages, **costs})
+    return out
 
 
 def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict, binary: str | None,
@@ -96,6 +131,8 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
         "source_hash": source_hash(result, options),
         "kernels": kernel_entries(result) if kernels is None else kernels,
     }
+    if result.module.launches:
+        m[LAUNCHES_KEY] = launch_entries(result.module, m["kernels"])
     m["remarks"] = [remark_entry(d) for d in result.remarks]
     if options:
         m["options"] = {k: ({n: v if isinstance(v, (bool, int, float, str)) else str(v) for n, v in v.items()}

@@ -150,11 +150,13 @@ def compile(
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
             tune_space.rename_kernels(module.kernels)
         if opts.kernel is not None:
-            chosen = [k for k in module.kernels if k.name == opts.kernel]
+            chosen = [k for k in module.kernels if opts.kernel in (k.name, k.attrs.get("stage_of"))]
             if not chosen:
-                names = ", ".join(k.name for k in module.kernels)
+                names = ", ".join([k.name for k in module.kernels if "stage_of" not in k.attrs]
+                                  + [s.name for s in module.launches])
                 raise CompileError([Diagnostic("error", f"no kernel named '{opts.kernel}' (kernels: {names})")])
             module.kernels = chosen
+            module.launches = [s for s in module.launches if s.name == opts.kernel]
         dumps: dict[str, str] = {}
         want = dump_after or set()
         if "build" in want:

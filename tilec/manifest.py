@@ -12,6 +12,12 @@ A manifest (OUT.json beside the binary) is a JSON object:
     a header: header; several architectures in one binary: arch_kernels; binaries: resources, arch -> kernel ->
     registers and spills as the toolchain reports them)
 
+Multi-launch kernels (a kernel function with several `with Kernel(...)` blocks and `alloc_global` scratch):
+"launches": [{name, params, sizes (like a kernel entry's: the user's signature), scratch: [{name, dtype, shape,
+offset, bytes}] (offsets into one workspace, WORKSPACE_ALIGN-aligned; formulas of the sizes), workspace_bytes,
+stages: [{kernel, args, grid}] (in launch order: the internal kernel entry launched, and per parameter of it the
+name of the public parameter or scratch tensor it receives), flops, bytes}]. Its stage kernels are "internal".
+
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA), internal,
 abi (the back end's binding interface: WGSL), profile (an instrumented build: tilec/ir/profile.py).
@@ -32,6 +38,8 @@ ARCHS_KEY = "archs"
 # Several architectures in one binary (a fatbin) whose kernels launch differently (threads, shared memory,
 # TMA twins): arch -> that architecture's kernel entries. KERNELS_KEY then holds the first architecture's.
 ARCH_KERNELS_KEY = "arch_kernels"
+LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages, scratch); absent when there are none
+WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
 
 class ManifestError(UserFacingError, ValueError):
@@ -164,3 +172,19 @@ def for_device(manifest: dict, device_cc: int) -> dict:
         return manifest  # the runtime's architecture check reports it
     chosen = max(usable, key=compute_capability)
     return dict(manifest, **{KERNELS_KEY: per_arch[chosen]})
+
+
+def launch_entries(manifest: dict) -> list[dict]:
+    """The manifest's multi-launch kernels, each checked against its stage kernel entries (ManifestError)."""
+    out = manifest.get(LAUNCHES_KEY) or []
+    names = {k["name"]: k for k in manifest.get(KERNELS_KEY, [])}
+    for seq in out:
+        spaces = {p["name"] for p in seq["params"]} | {b["name"] for b in seq["scratch"]}
+        for st in seq["stages"]:
+            entry = names.get(st["kernel"])
+            if entry is None:
+                raise ManifestError(f"kernel '{seq['name']}': its stage '{st['kernel']}' is not in the manifest")
+            if len(st["args"]) != len(entry["params"]) or not set(st["args"]) <= spaces:
+                raise ManifestError(f"kernel '{seq['name']}': stage '{st['kernel']}' takes {len(entry['params'])} "
+                                    f"argument(s); the manifest maps {st['args']}")
+    return out

@@ -112,7 +112,7 @@ def targets_and_backend(source, opts: CompileOptions, text: str | None):
 
 
 def _build(source, opts: CompileOptions, targets, backend, kind: str, output_name: str, text, on_compiled) -> Artifact:
-    from .artifacts import kernel_entries, manifest, manifest_options, source_hash
+    from .artifacts import kernel_entries, launch_entries, manifest, manifest_options, source_hash
     from .diagnostics import render
     from .driver import compile as compile_ir
     from .targets.backend import ArtifactInfo, Unit
@@ -147,7 +147,8 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             return tuned.header_dispatch(text, kernel, tuning["dispatch"][kernel], opts.header_prefix)
 
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
-                        source_hash(first, recorded), launcher_filter)
+                        source_hash(first, recorded), launcher_filter,
+                        tuple(launch_entries(first.module, units[0].kernels)) if first.module.launches else ())
     built = backend.build(units, kind, opts, info)
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)

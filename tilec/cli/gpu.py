@@ -179,11 +179,11 @@ def _reference_outputs(kernel, inputs_and_outputs: list, ref_fn, result, name: s
             raise CompileError([Diagnostic("error", f"--reference returned {len(got)} value(s) for kernel '{name}', "
                                                     f"which has {len(out_names)} output(s) ({', '.join(out_names)})")])
         return dict(zip(out_names, got, strict=True))
-    from ..interp import run_kernel
+    from ..interp.run import public_kernels, run_any
 
-    k = next(k for k in result.module.kernels if k.name == name)
+    k = next(k for k in public_kernels(result.module) if k.name == name)
     named = {p["name"]: v for p, v in zip(params, inputs_and_outputs, strict=True)}
-    run_kernel(k, named)
+    run_any(result.module, k, named)
     return {n: named[n] for n in out_names}
 
 

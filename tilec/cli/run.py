@@ -80,10 +80,10 @@ def run(args) -> int:
                            kernel=args.kernel)
     print_diagnostics(result.diagnostics, result.sources, args)
     from ..interp import InterpreterError
-    from ..interp.run import random_inputs, run_kernel, summarize
+    from ..interp.run import public_kernels, random_inputs, run_any, summarize
 
     sizes = parse_sizes(args.size)
-    for k in result.module.kernels:
+    for k in public_kernels(result.module):
         need = _argument_bytes(k, sizes)
         if need > RUN_MAX_BYTES:
             raise CompileError([Diagnostic("error", f"kernel '{k.name}': these --size values need {need / 2**30:.1f} "
@@ -91,7 +91,7 @@ def run(args) -> int:
                                                     f"{RUN_MAX_BYTES >> 30} GiB (use smaller sizes)")])
         try:
             arrays = random_inputs(k, sizes, seed=args.seed)
-            run_kernel(k, arrays)
+            run_any(result.module, k, arrays)
         except InterpreterError as e:
             err = CompileError([Diagnostic("error", f"while running kernel '{k.name}': {e.message}", e.span)])
             err.sources = result.sources  # type: ignore[attr-defined]
@@ -108,8 +108,8 @@ def _argument_bytes(kernel, sizes: dict[str, int]) -> int:
     from ..interp.run import shape_of
     from ..ir import tile as T
 
-    return sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in kernel.params
-               if isinstance(p, T.Buffer))
+    buffers = [*kernel.params, *getattr(kernel, "scratch", [])]  # (a multi-launch kernel's scratch too)
+    return sum(math.prod(shape_of(p, sizes)) * max(p.dtype.bytes, 1) for p in buffers if isinstance(p, T.Buffer))
 
 
 def parse_sizes(items: list[str]) -> dict[str, int]:

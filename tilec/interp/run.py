@@ -37,7 +37,7 @@ def random_array(dtype, shape: tuple[int, ...], rng: np.random.Generator) -> np.
     return rng.integers(lo, hi, shape).astype(np_dt)
 
 
-def random_inputs(kernel: T.Kernel, sizes: dict[str, int], seed: int = 0) -> dict[str, object]:
+def random_inputs(kernel: T.Kernel | T.Launches, sizes: dict[str, int], seed: int = 0) -> dict[str, object]:
     """Arguments for `kernel`: random normal inputs, zeroed outputs, runtime sizes from `sizes`."""
     unknown = set(sizes) - {v.name for v in kernel.size_vars}
     if unknown:
@@ -62,7 +62,48 @@ def run_kernel(kernel: T.Kernel, args: dict[str, object], stdout=None) -> dict[s
     return args
 
 
-def summarize(kernel: T.Kernel, args: dict[str, object]) -> str:
+def public_kernels(module: T.Module) -> list[T.Kernel | T.Launches]:
+    """What a caller launches by name: the kernels that are not a stage of a multi-launch kernel, then the
+    multi-launch kernels (each with a kernel's `name`, `params` and `size_vars`)."""
+    return [k for k in module.kernels if "stage_of" not in k.attrs] + list(module.launches)
+
+
+def run_launches(module: T.Module, seq: T.Launches, args: dict[str, object], stdout=None) -> dict[str, object]:
+    """Execute a multi-launch kernel: fresh scratch tensors (floats NaN, integers their largest value, so that a
+    read of an element no launch wrote shows), then every stage kernel in order on the arguments and the scratch.
+    Outputs are updated in place; the scratch is dropped."""
+    sizes: dict[str, int] = {}
+    for p in seq.params:
+        if isinstance(p, T.Buffer):
+            for d, n in zip(p.shape, np.shape(args[p.name]), strict=False):
+                if isinstance(d, T.Var):
+                    sizes.setdefault(d.name, int(n))
+    space = dict(args)
+    for b in seq.scratch:
+        space[b.name] = fresh_scratch(b.dtype, shape_of(b, sizes))
+    kernels = {k.name: k for k in module.kernels}
+    for st in seq.stages:
+        Interpreter(kernels[st.kernel], {a: space[a] for a in st.args}, stdout).run()
+    return args
+
+
+def run_any(module: T.Module, unit: T.Kernel | T.Launches, args: dict[str, object], stdout=None):
+    """run_kernel or run_launches, whichever `unit` (of public_kernels) needs."""
+    if isinstance(unit, T.Launches):
+        return run_launches(module, unit, args, stdout)
+    return run_kernel(unit, args, stdout)
+
+
+def fresh_scratch(dtype, shape: tuple[int, ...]) -> np.ndarray:
+    np_dt = storage_dtype(dtype)
+    if dtype.is_float:
+        return np.full(shape, np.nan, dtype=np_dt)
+    if dtype.is_bool:
+        return np.ones(shape, dtype=bool)
+    return np.full(shape, np.iinfo(np_dt).max, dtype=np_dt)
+
+
+def summarize(kernel: T.Kernel | T.Launches, args: dict[str, object]) -> str:
     lines = [f"kernel {kernel.name}:"]
     for p in kernel.params:
         if isinstance(p, T.Buffer) and p.is_output:

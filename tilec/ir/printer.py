@@ -150,16 +150,20 @@ def _body(body: list[T.Stmt], indent: int) -> list[str]:
     return out
 
 
-def kernel_str(k: T.Kernel) -> str:
-    params = []
-    for p in k.params:
+def _params_str(params: list[T.Buffer | T.Var]) -> str:
+    out = []
+    for p in params:
         if isinstance(p, T.Buffer):
-            params.append(f"{p.name}: {'out ' if p.is_output else ''}{buffer_type(p)}")
+            out.append(f"{p.name}: {'out ' if p.is_output else ''}{buffer_type(p)}")
         else:
-            params.append(f"{p.name}: {p.dtype}")
+            out.append(f"{p.name}: {p.dtype}")
+    return ", ".join(out)
+
+
+def kernel_str(k: T.Kernel) -> str:
     grid = ", ".join(expr_str(g) for g in k.grid)
     blocks = ", ".join(v.name for v in k.block_vars)
-    lines = [f"kernel {k.name}({', '.join(params)})"]
+    lines = [f"kernel {k.name}({_params_str(k.params)})"]
     if k.size_vars:
         lines.append(f"  sizes {', '.join(v.name for v in k.size_vars)}")
     lines.append(f"  grid ({grid}) threads {k.threads} as ({blocks})")
@@ -172,5 +176,13 @@ def kernel_str(k: T.Kernel) -> str:
     return "\n".join(lines)
 
 
+def launches_str(seq: T.Launches) -> str:
+    """A multi-launch kernel function: its signature, scratch tensors and launches in order."""
+    lines = [f"launches {seq.name}({_params_str(seq.params)})"]
+    lines += [f"  scratch {b.name}: {buffer_type(b)}" for b in seq.scratch]
+    lines += [f"  launch {st.kernel}({', '.join(st.args)})" for st in seq.stages]
+    return "\n".join(lines)
+
+
 def module_str(m: T.Module) -> str:
-    return "\n\n".join(kernel_str(k) for k in m.kernels) + "\n"
+    return "\n\n".join([*(kernel_str(k) for k in m.kernels), *(launches_str(s) for s in m.launches)]) + "\n"

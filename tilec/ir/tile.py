@@ -299,7 +299,32 @@ class Kernel:
 
 
 @dataclass(eq=False)
+class Stage:
+    """One launch of a multi-launch kernel: the stage kernel (an internal Kernel of the module, named
+    NAME__stageI) and, per parameter of it, the name of the user parameter or scratch tensor it receives."""
+
+    kernel: str
+    args: list[str]
+
+
+@dataclass(eq=False)
+class Launches:
+    """A kernel function with several `with Kernel(...)` blocks: the public signature (`params`, `size_vars`), the
+    scratch tensors its `alloc_global`s allocate (global buffers, shapes over consts and sizes) and the launches in
+    order. The stage kernels are ordinary kernels of the module (attrs["stage_of"] names this function), so each
+    goes through its back end's pipeline on its own; the runtimes allocate the scratch and launch the stages."""
+
+    name: str
+    params: list[Buffer | Var]
+    size_vars: list[Var]
+    scratch: list[Buffer]
+    stages: list[Stage]
+    span: Span | None
+
+
+@dataclass(eq=False)
 class Module:
     kernels: list[Kernel]
     consts: dict[str, object]  # the compile-time constants after -D overrides
     files: list[str]  # the main file and every imported file, for dependency tracking
+    launches: list[Launches] = field(default_factory=list)  # multi-launch kernel functions (their stages in kernels)

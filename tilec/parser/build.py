@@ -53,6 +53,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.consts: dict[str, object] = {}
         self.used_defines: set[str] = set()
         self.kernels: list[T.Kernel] = []
+        self.launch_sequences: list[T.Launches] = []
         self.inline_depth = 0
         # per-kernel state
         self.block: list[T.Stmt] = []
@@ -181,11 +182,8 @@ class Builder(ExprBuilder, TileOpBuilder):
                 self.rep.error(f"'{name}' is both a runtime size (a tensor dimension) and a scalar parameter; "
                                "rename one of them", p.span)
         if len(body) != 1 or not _is_kernel_launch(body[0]):
-            launches = [b for b in body if _is_kernel_launch(b)]
-            if len(launches) > 1:
-                self.rep.error("a kernel is one launch: for several (TileLang's split and combine kernels with "
-                               "T.alloc_global scratch between them), write one `kernel` per launch and pass the "
-                               "scratch as `out` tensors that the caller allocates", launches[1].span)
+            if any(_is_kernel_launch(b) for b in body):
+                self.launch_sequence(decl, params, body, scope)
                 return None
             span = body[0].span if body else decl.span
             self.rep.error("a kernel body must be one `with Kernel(grid..., threads=N) as (bx, by, ...):` "
@@ -193,6 +191,11 @@ class Builder(ExprBuilder, TileOpBuilder):
             return None
         launch = body[0]
         assert isinstance(launch, A.WithStmt)
+        return self.launch_kernel(c_safe(decl.name), params, launch, scope, decl.span)
+
+    def launch_kernel(self, name: str, params: list[T.Buffer | T.Var], launch: A.WithStmt, scope: _Scope,
+                      span: Span) -> T.Kernel | None:
+        """The kernel of one `with Kernel(...)` block, taking `params` (the sizes are the whole function's)."""
         self.kernel_attrs: dict[str, object] = {}
         try:
             grid, threads = self.kernel_launch_args(launch.context, scope)
@@ -204,20 +207,107 @@ class Builder(ExprBuilder, TileOpBuilder):
         block_vars = []
         for i, axis in enumerate("xyz"):
             if i < len(launch.targets):
-                name, span = launch.targets[i]
+                var_name, var_span = launch.targets[i]
             else:
-                name, span = f"b{axis}", launch.span
-            v = T.Var(D.I32, span, self.unique(name), "block")
+                var_name, var_span = f"b{axis}", launch.span
+            v = T.Var(D.I32, var_span, self.unique(var_name), "block")
             block_vars.append(v)
             if i < len(launch.targets):
-                scope.bind(name, v)
+                scope.bind(var_name, v)
         self.block = []
         self.at_kernel_top = True
         self.assign_counts = _assignment_counts(launch.body)
         self.const_locals = {}
         self.stmts(launch.body, _Scope(scope))
-        return T.Kernel(c_safe(decl.name), params, list(self.size_vars.values()), grid, threads, block_vars,
-                        self.block, decl.span, dict(self.kernel_attrs))
+        return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
+                        self.block, span, dict(self.kernel_attrs))
+
+    def launch_sequence(self, decl: A.KernelDecl, params: list[T.Buffer | T.Var], body: list[A.Node],
+                        scope: _Scope) -> None:
+        """A kernel function of several launches with `alloc_global` scratch between them (TileLang's split and
+        combine kernels): one internal stage kernel per `with Kernel(...)` block, in order, and the sequence
+        (tilec.ir.tile.Launches) that the runtimes and launchers run under the function's name."""
+        name = c_safe(decl.name)
+        fscope = _Scope(scope)  # the function's level: parameters, sizes and the scratch tensors
+        scratch: list[T.Buffer] = []
+        stages: list[T.Kernel] = []
+        block_names = {n for b in body if _is_kernel_launch(b) for n, _ in b.targets}
+        for s in body:
+            if _is_kernel_launch(s):
+                names_before = set(self.names_in_kernel)
+                k = self.launch_kernel(f"{name}__stage{len(stages)}", params + scratch, s, _Scope(fscope), s.span)
+                self.names_in_kernel = names_before | {b.name for b in scratch}  # each launch names its own locals
+                if k is not None:
+                    stages.append(k)
+                continue
+            try:
+                if (isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name) and s.op is None
+                        and _callee(s.value) == "alloc_global"):
+                    scratch.append(self.alloc_global(s, fscope, block_names))
+                    continue
+                raise self.fail("beside its launches, a kernel function may hold only scratch allocations "
+                                "(`name = T.alloc_global(shape, dtype)`); move this statement into a "
+                                "`with T.Kernel(...)` block", s.span)
+            except _Fail:
+                if isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name):
+                    fscope.poison(s.target.id)
+        if self.rep.has_errors:
+            return
+        from ..ir import access
+
+        written_before: set[str] = set()
+        seq = T.Launches(name, params, list(self.size_vars.values()), scratch, [], decl.span)
+        for k in stages:
+            used_bufs, used_vars = access.used(k)
+            wrote = access.written(k)
+            for b in scratch:
+                if id(b) in used_bufs and id(b) not in wrote and b.name not in written_before:
+                    self.rep.error(f"this launch reads the scratch tensor '{b.name}', which no earlier launch "
+                                   "writes: its contents are undefined; write it in an earlier launch (or in this "
+                                   "one)", access.first_use(k, b) or k.span)
+            written_before |= {b.name for b in scratch if id(b) in wrote}
+            stage = _stage_kernel(k, params, scratch, used_bufs, used_vars, wrote)
+            self.kernels.append(stage)
+            seq.stages.append(T.Stage(stage.name, [p.name for p in stage.params]))
+        self.launch_sequences.append(seq)
+
+    def alloc_global(self, s: A.AssignStmt, scope: _Scope, block_names: set[str]) -> T.Buffer:
+        """`name = T.alloc_global(shape, dtype)` at a kernel function's level: a scratch tensor of the launches,
+        its shape over consts, runtime sizes and formulas of them (the runtimes allocate it)."""
+        assert isinstance(s.target, A.Name) and isinstance(s.value, A.CallExpr)
+        call, name = s.value, s.target.id
+        if scope.lookup(name) is not None:
+            raise self.fail(f"'{name}' is already defined ({_describe_binding(scope.lookup(name))})", s.target.span)
+        args, _ = self.call_args(call, ["shape", "dtype", "scope"])
+        if "shape" not in args or "dtype" not in args:
+            raise self.fail("alloc_global(shape, dtype) needs a shape and a dtype", call.span)
+        dt = self.dtype_arg(args["dtype"], scope)
+        dims = args["shape"].items if isinstance(args["shape"], A.ListExpr | A.TupleExpr) else [args["shape"]]
+        if not dims:
+            raise self.fail("a scratch tensor needs at least one dimension", args["shape"].span)
+        shape: list[T.Expr] = []
+        for d in dims:
+            for n in _names_in(d):
+                if scope.lookup(n.id) is not None or n.id in BUILTINS or D.lookup(n.id) is not None:
+                    continue
+                if n.id in block_names:
+                    raise self.fail(f"a scratch shape is fixed for all launches: '{n.id}' is a block index of a "
+                                    "launch; use consts and runtime sizes (tensor dimensions) only", n.span)
+                raise self.fail(f"'{n.id}' in a scratch shape is neither a const nor a runtime size: a scratch "
+                                "tensor's dimensions are consts, dimensions of the parameters and formulas of those",
+                                n.span)
+            e = _tidy(fold(self.int_expr(d, scope)))
+            stray = [x for x in sub_exprs(e) if isinstance(x, T.Var) and x.kind != "size"]
+            if stray:
+                raise self.fail(f"a scratch shape is fixed for all launches: '{stray[0].name}' is "
+                                f"{_describe_binding(stray[0])}; use consts and runtime sizes (tensor dimensions) "
+                                "only", d.span)
+            if isinstance(e, T.Const) and int(e.value) <= 0:
+                raise self.fail(f"a tensor dimension must be positive, this one is {e.value}", d.span)
+            shape.append(e)
+        buf = T.Buffer(self.unique(name), dt, shape, "global", s.target.span, is_output=True)
+        scope.bind(name, buf)
+        return buf
 
     def unique(self, name: str) -> str:
         """A name not used yet in this kernel (inlined helpers may reuse the caller's names)."""
@@ -676,6 +766,45 @@ def _assignment_counts(body: list[A.Node]) -> dict[str, int]:
     return counts
 
 
+def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.Buffer], used_bufs: set[int],
+                  used_vars: set[int], wrote: set[int]) -> T.Kernel:
+    """One launch of a sequence as a kernel of its own: the user's parameters it uses (in signature order; a tensor
+    it does not use only when a runtime size it needs is read from that tensor's shape), then the scratch tensors
+    it uses, each an output when this launch writes it. Copied, so that no two kernels share IR nodes."""
+    import copy
+
+    taken = [p for p in params if id(p) in used_bufs or id(p) in used_vars]
+    taken += [b for b in scratch if id(b) in used_bufs]
+
+    def whole_dims(ps):
+        return {id(d) for p in ps if isinstance(p, T.Buffer) for d in p.shape if isinstance(d, T.Var)}
+
+    for v in k.size_vars:
+        in_shapes = {id(x) for p in taken if isinstance(p, T.Buffer) for d in p.shape for x in sub_exprs(d)}
+        if (id(v) in used_vars or id(v) in in_shapes) and id(v) not in whole_dims(taken):
+            giver = next(p for p in params if isinstance(p, T.Buffer) and any(d is v for d in p.shape))
+            taken.append(giver)
+    order = {id(p): i for i, p in enumerate([*params, *scratch])}
+    taken.sort(key=lambda p: order[id(p)])
+    seen: set[int] = set()
+    sizes = []
+    for p in taken:
+        for d in p.shape if isinstance(p, T.Buffer) else []:
+            for x in sub_exprs(d):
+                if isinstance(x, T.Var) and x.kind == "size" and id(x) not in seen:
+                    seen.add(id(x))
+                    sizes.append(x)
+    rank = {id(v): i for i, v in enumerate(k.size_vars)}
+    stage = T.Kernel(k.name, taken, sorted(sizes, key=lambda v: rank[id(v)]), k.grid, k.threads, k.block_vars,
+                     k.body, k.span, k.attrs)
+    stage = copy.deepcopy(stage)
+    for p, orig in zip(stage.params, taken, strict=True):
+        if any(orig is b for b in scratch):
+            p.is_output = id(orig) in wrote
+    stage.attrs["stage_of"] = k.name.rsplit("__stage", 1)[0]
+    return stage
+
+
 def _names_in(node: A.Node) -> list[A.Name]:
     """The names an expression reads (not those it calls)."""
     if isinstance(node, A.Name):
@@ -745,4 +874,4 @@ def build_module(path: str, text: str, sources: SourceManager, include_dirs: lis
     reporter.check()
     for k in b.kernels:
         number_ops(k)  # stable ids for the schedule (tilec/ir/schedule.py)
-    return T.Module(b.kernels, b.consts, b.files)
+    return T.Module(b.kernels, b.consts, b.files, b.launch_sequences)

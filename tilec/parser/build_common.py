@@ -67,7 +67,6 @@ TILELANG_UNSUPPORTED = {
     "get_thread_binding": _PARALLEL_INSTEAD,
     "thread_binding": _PARALLEL_INSTEAD,
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
-    "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
     "Tensor": "index the original tensor with the arithmetic of the view instead",
     "reshape": "index the original tensor with the arithmetic of the view instead",
     "view": "index the original tensor with the arithmetic of the view instead",
@@ -85,6 +84,10 @@ TILELANG_UNSUPPORTED = {
 
 def unsupported_builtin(name: str) -> str | None:
     """The message for a TileLang builtin tilec does not have, or None."""
+    if name == "alloc_global":  # supported, at the function's level only (Builder.launch_sequence)
+        return ("T.alloc_global allocates a scratch tensor shared by the launches of a kernel: write "
+                "`name = T.alloc_global(shape, dtype)` at the kernel function's level, before the "
+                "`with T.Kernel(...)` blocks that use it, not inside one")
     advice = TILELANG_UNSUPPORTED.get(name)
     return f"TileLang's T.{name} is not supported: {advice}" if advice else None
 

@@ -650,13 +650,14 @@ class Kernel:
 
 
 class _DeviceBuffer:
-    """A device copy of a checked numpy argument (for `bench`), on GPU 0."""
+    """Device memory tilec.runtime allocated itself: a device copy of a checked numpy argument (for `bench`, on
+    GPU 0), a multi-launch kernel's scratch tensor in its workspace (tilec/runtime/sequence.py)."""
 
-    def __init__(self, ptr: int, shape) -> None:
-        self.ptr, self.shape = ptr, tuple(shape)
+    def __init__(self, ptr: int, shape, device: int = 0) -> None:
+        self.ptr, self.shape, self.device = ptr, tuple(shape), device
 
 
-register_adapter(_DeviceBuffer, "device_buffer", lambda a, p, stream: (a.ptr, a.shape, 0))
+register_adapter(_DeviceBuffer, "device_buffer", lambda a, p, stream: (a.ptr, a.shape, a.device))
 
 
 def allocate_like(like, shape: tuple, t: TensorParam):

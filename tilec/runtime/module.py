@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 
 from ..errors import UserFacingError
+from ..manifest import launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
 from .launch import Kernel
+from .sequence import Launches
 from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launcher.py and tests use them)
     ELEM_BYTES,
     FALLBACK_KEY,
@@ -68,6 +70,8 @@ class Module:
         self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
         add_dispatchers(manifest, self.kernels, self._internal)  # a tuned kernel's name over its variants
+        for entry in launch_entries(manifest):  # a multi-launch kernel: its stages in order (sequence.py)
+            self.kernels[entry["name"]] = Launches(self, entry, self._internal)
         if os.environ.get("TILEC_PROFILE") and any("profile" in k for k in manifest["kernels"]):
             from .profile import install  # a profiled build: every call records (tilec/runtime/profile.py)
 

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..manifest import INTERNAL_KEY, launch_entries
 from .arrays import NP_NAMES as _NP_NAMES
 from .arrays import ArgumentError
 from .formulas import evaluate
@@ -129,7 +130,10 @@ class WgslModule:
         self.manifest = manifest
         self.name = name
         self._shader = None
-        self.kernels = {k["name"]: WgslKernel(self, k) for k in manifest["kernels"]}
+        self.kernels = {k["name"]: WgslKernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
+        stages = {k["name"]: WgslKernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
+        for entry in launch_entries(manifest):  # a multi-launch kernel: successive dispatches, scratch buffers
+            self.kernels[entry["name"]] = WgslLaunches(self, entry, stages)
 
     def __getattr__(self, item: str) -> WgslKernel:
         kernels = self.__dict__.get("kernels", {})
@@ -145,6 +149,33 @@ class WgslModule:
             except Exception as e:
                 raise _shader_error(self.name, kernel, e) from None
         return dev, self._shader
+
+
+def upload(dev: Device, kernel: str, p: dict, a) -> tuple[object, int]:
+    """A storage buffer holding numpy array `a` for tensor parameter `p` (checked), and its size in bytes."""
+    wgpu = dev.wgpu
+    if not isinstance(a, np.ndarray):
+        raise ArgumentError(f"{kernel}: '{p['name']}' must be a numpy array (WebGPU runs on host data)")
+    want = _NP_NAMES[p["dtype"]]
+    if a.dtype.name != want:
+        raise ArgumentError(f"{kernel}: '{p['name']}' has dtype {a.dtype.name}, expected {want}")
+    if not a.flags.c_contiguous:
+        raise ArgumentError(f"{kernel}: '{p['name']}' must be C-contiguous")
+    if a.size >= 2**31:
+        raise ArgumentError(f"{kernel}: '{p['name']}' has {a.size} elements; WGSL indexes with 32-bit "
+                            "integers, so a tensor must have fewer than 2**31")
+    nbytes = max(4, -(-a.nbytes // 4) * 4)
+    max_binding = dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
+    if nbytes > max_binding:
+        raise ArgumentError(f"{kernel}: '{p['name']}' is {a.nbytes} bytes; this WebGPU adapter binds at "
+                            f"most {max_binding} bytes per storage buffer")
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+    buf = dev.device.create_buffer(size=nbytes, usage=usage)
+    data = a.tobytes()
+    if len(data) < nbytes:
+        data += b"\0" * (nbytes - len(data))
+    dev.device.queue.write_buffer(buf, 0, data)
+    return buf, nbytes
 
 
 def _shader_error(module: str, kernel: str, e: Exception) -> ShaderError:
@@ -201,8 +232,9 @@ class WgslKernel(Kernel):
     def __call__(self, *args):
         return self.launch(args)
 
-    def prepare(self, args) -> dict:
-        """Device buffers, the bind group and the grid for one call (the data uploaded)."""
+    def prepare(self, args, bound: dict | None = None) -> dict:
+        """Device buffers, the bind group and the grid for one call (the data uploaded). `bound`: parameter name ->
+        (device buffer, bytes) of tensors already on the device (a multi-launch kernel's), bound as they are."""
         params = self.entry["params"]
         if len(args) != len(params):
             raise ArgumentError(f"{self.name} takes {len(params)} argument(s) "
@@ -223,34 +255,17 @@ class WgslKernel(Kernel):
                                   "dimension on this adapter — launch it on smaller pieces, or rebuild with larger "
                                   "tiles")
         by_name = {p["name"]: (p, a) for p, a in zip(params, args, strict=True)}
-        max_binding = dev.limits.get("max-storage-buffer-binding-size", 128 << 20)
         buffers, entries, outputs = {}, [], []
         for b in self.abi["bindings"]:
-            p, a = by_name[b["param"]]
-            if not isinstance(a, np.ndarray):
-                raise ArgumentError(f"{self.name}: '{p['name']}' must be a numpy array (WebGPU runs on host data)")
-            want = _NP_NAMES[p["dtype"]]
-            if a.dtype.name != want:
-                raise ArgumentError(f"{self.name}: '{p['name']}' has dtype {a.dtype.name}, expected {want}")
-            if not a.flags.c_contiguous:
-                raise ArgumentError(f"{self.name}: '{p['name']}' must be C-contiguous")
-            if a.size >= 2**31:
-                raise ArgumentError(f"{self.name}: '{p['name']}' has {a.size} elements; WGSL indexes with 32-bit "
-                                    "integers, so a tensor must have fewer than 2**31")
-            nbytes = max(4, -(-a.nbytes // 4) * 4)
-            if nbytes > max_binding:
-                raise ArgumentError(f"{self.name}: '{p['name']}' is {a.nbytes} bytes; this WebGPU adapter binds at "
-                                    f"most {max_binding} bytes per storage buffer")
-            usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-            buf = dev.device.create_buffer(size=nbytes, usage=usage)
-            data = a.tobytes()
-            if len(data) < nbytes:
-                data += b"\0" * (nbytes - len(data))
-            dev.device.queue.write_buffer(buf, 0, data)
+            if bound and b["param"] in bound:  # a multi-launch kernel's tensor, on the device already
+                buf, nbytes = bound[b["param"]]
+            else:
+                p, a = by_name[b["param"]]
+                buf, nbytes = upload(dev, self.name, p, a)
+                if b["access"] == "read_write":
+                    outputs.append((a, buf))
             buffers[b["param"]] = buf
             entries.append({"binding": b["binding"], "resource": {"buffer": buf, "offset": 0, "size": nbytes}})
-            if b["access"] == "read_write":
-                outputs.append((a, buf))
         uni = self.abi.get("uniform")
         if uni:
             raw = np.zeros(uni["size"] // 4, dtype=np.uint32)
@@ -314,3 +329,58 @@ class WgslKernel(Kernel):
         ms_safe = ms or float("inf")
         return {"ms": ms, "tflops": flops / ms_safe / 1e9, "gbps": nbytes / ms_safe / 1e6, "flops": flops,
                 "bytes": nbytes, "device": dev.name}
+
+
+class _Shape:
+    """A scratch tensor's stand-in among a stage's arguments: its shape (its data lives in a device buffer)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+
+class WgslLaunches(Kernel):
+    """A multi-launch kernel: every public tensor uploaded once, a storage buffer per scratch tensor, the stages'
+    dispatches encoded in order into one submission (each stage a compute pass with its own bind group, so
+    WebGPU's storage-buffer limit applies per stage), the outputs read back."""
+
+    def __init__(self, module: WgslModule, entry: dict, stages: dict[str, WgslKernel]):
+        super().__init__(module, {**entry, "grid": [], "threads": 0, "shared_bytes": 0})  # type: ignore[arg-type]
+        self.stages = [(stages[st["kernel"]], st["args"]) for st in entry["stages"]]
+
+    def __call__(self, *args):
+        return self.launch(args)
+
+    def launch(self, args) -> None:
+        params = self.entry["params"]
+        if len(args) != len(params):
+            raise ArgumentError(f"{self.name} takes {len(params)} argument(s) "
+                                f"({', '.join(p['name'] for p in params)}), got {len(args)}")
+        sizes = self.sizes_of(args)
+        dev = Device.get()
+        wgpu = dev.wgpu
+        space, bound, outputs = {}, {}, []
+        for p, a in zip(params, args, strict=True):
+            space[p["name"]] = a
+            if p["kind"] == "tensor":
+                bound[p["name"]] = upload(dev, self.name, p, a)
+                if p.get("output"):
+                    outputs.append((a, bound[p["name"]][0]))
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+        for b in self.entry["scratch"]:
+            shape = tuple(d if isinstance(d, int) else evaluate(d, sizes) for d in b["shape"])
+            nbytes = max(4, -(-evaluate(b["bytes"], sizes) // 4) * 4)
+            bound[b["name"]] = (dev.device.create_buffer(size=nbytes, usage=usage), nbytes)
+            space[b["name"]] = _Shape(shape)
+        prepared = [stage.prepare(tuple(space[a] for a in names), bound) for stage, names in self.stages]
+        enc = dev.device.create_command_encoder()
+        for pr in prepared:
+            if all(g > 0 for g in pr["grid"]):
+                cp = enc.begin_compute_pass()
+                cp.set_pipeline(pr["pipeline"])
+                cp.set_bind_group(0, pr["bind_group"])
+                cp.dispatch_workgroups(*pr["grid"])
+                cp.end()
+        dev.device.queue.submit([enc.finish()])
+        for arr, buf in outputs:
+            data = dev.device.queue.read_buffer(buf)
+            np.copyto(arr, np.frombuffer(data, dtype=arr.dtype, count=arr.size).reshape(arr.shape))

@@ -50,6 +50,8 @@ class ArtifactInfo:
     # What the build adds to a C launcher's text before writing or compiling it (the tuned dispatcher of
     # tilec.tuning.multi, which sits above the back ends); None for nothing.
     launcher_filter: Callable[[str], str] | None = None
+    # The manifest's multi-launch kernels (tilec.artifacts.launch_entries), which a C launcher gets functions for.
+    launches: tuple = ()
 
 
 @dataclass

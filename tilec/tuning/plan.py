@@ -277,6 +277,11 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
     axes, default, checked = discover(source, opts)
     if not axes:
         raise ValueError(f"{source} declares no search space: write a const as tune(...) (docs/tuning.md)")
+    if checked.module.launches:
+        seq = checked.module.launches[0]
+        raise ValueError(f"tilec tune times one launch per candidate, and kernel '{seq.name}' has {len(seq.stages)} "
+                         "(alloc_global scratch between them); tune each launch as a kernel of its own (its scratch "
+                         "as `out` tensors), then use the winning consts")
     kernels = checked.module.kernels
     kernel = kernels[0]
     tuned = [n for axis in axes for n in axis.names]

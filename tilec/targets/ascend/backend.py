@@ -17,6 +17,16 @@ from ..backend import ArtifactInfo, Backend, Built, PassStep, Unit
 MODEL_CORES = 8  # model cores: fewer than the chip's, so that each core loops over several tiles
 
 
+def _refuse_launch_sequences(module, rep) -> None:
+    """The AscendC launchers and CPU model run one launch per kernel: a kernel function with several `with
+    Kernel(...)` blocks (alloc_global scratch between them) is refused at its line."""
+    for seq in module.launches:
+        rep.error(f"the AscendC back end runs one launch per kernel, and kernel '{seq.name}' has "
+                  f"{len(seq.stages)} (with alloc_global scratch between them); write one kernel per launch and pass "
+                  "the scratch as `out` tensors that the caller allocates", seq.span)
+    rep.check()
+
+
 def manifest_fields(programs) -> dict:
     return {"ascend": {p.name: {"kernel_type": p.kernel_type, "grid": p.grid,
                                 "block_dim": "min(grid_x * grid_y * grid_z, cores)",
@@ -53,6 +63,14 @@ class AscendBackend(Backend):
                               programs_text("ascend-lower")))
         steps += [PassStep(n, run, programs_text(n)) for n, run in program_passes]
         return steps
+
+    def lower(self, module, rep, target, dumps, want, verify=False):
+        _refuse_launch_sequences(module, rep)
+        return super().lower(module, rep, target, dumps, want, verify)
+
+    def plan(self, module, rep, target, dumps, want):
+        _refuse_launch_sequences(module, rep)
+        return super().plan(module, rep, target, dumps, want)
 
     def generate(self, lowered, target, banner):
         from .codegen import generate

@@ -155,6 +155,8 @@ class CudaBackend(SimtBackend):
         prefix = options.header_prefix
         functions = [f"{prefix}{k['name']}_{f}" for k in images[0].kernels if not k.get("internal")
                      for f in ("launch", "check_device")]
+        functions += [f"{prefix}{seq['name']}_{f}" for seq in info.launches  # multi-launch kernels
+                      for f in ("launch", "launch_with_workspace", "workspace_bytes", "check_device")]
         header_info = {
             "prefix": prefix,
             "functions": functions,
@@ -167,7 +169,7 @@ class CudaBackend(SimtBackend):
             if kind == "header":
                 text = generate_header(name, images, source_name=info.source_name, tilec_version=__version__,
                                        toolchain=toolchain, driver_api_version=api, source_hash=info.source_hash,
-                                       prefix=prefix)
+                                       prefix=prefix, launches=list(info.launches))
                 if info.launcher_filter is not None:
                     text = info.launcher_filter(text)
                 extra = {"driver_api_version": api, "header": header_info}

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from ...manifest import (
     INTERNAL_KEY,
     TENSOR_MAPS_KEY,
+    WORKSPACE_ALIGN,
     ManifestError,
     TensorMapSpec,
     fallback_entry,
@@ -543,9 +544,114 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     return "\n".join(doc) + "\n" + proto + " {\n" + "\n".join(body) + "\n}\n", proto + ";"
 
 
+@dataclass(frozen=True)
+class SequenceApi:
+    """How a C launcher spells the driver calls of a multi-launch kernel's functions (CUDA here; the HIP launcher
+    passes its own)."""
+    qualifier: str  # before the return type: "static inline " (a header) or "" (exported from an object)
+    result: str  # CUresult
+    stream: str  # CUstream
+    ptr: str  # CUdeviceptr
+    null: str  # a null pointer of that type
+    success: str
+    invalid: str
+    alloc: str  # the stream-ordered allocation and free, as "NAME"
+    free: str
+
+    def offset(self, base: str, off: str) -> str:
+        return f"({self.ptr})((uintptr_t){base} + (uintptr_t)({off}))"
+
+
+CUDA_API = SequenceApi("static inline ", "CUresult", "CUstream", "CUdeviceptr", "0", "CUDA_SUCCESS",
+                       "CUDA_ERROR_INVALID_VALUE", "cuMemAllocAsync", "cuMemFreeAsync")
+
+
+def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str], entries: dict[str, dict],
+                       api: SequenceApi = CUDA_API) -> tuple[list[str], list[str]]:
+    """(definitions, prototypes) of a multi-launch kernel's public functions: NAME_workspace_bytes,
+    NAME_launch_with_workspace (the caller's workspace) and NAME_launch (a workspace allocated and freed
+    stream-ordered: cuMemAllocAsync / cuMemFreeAsync), which call the stages' private launch functions
+    (`stage_launch(kernel name)`) in order."""
+    name = seq["name"]
+    taken: set[str] = {"stream", "workspace", "bytes"}
+    cname_of, args, docs = {}, [], []
+    for prm in seq["params"]:
+        c = cname_of[prm["name"]] = _c_name(prm["name"], taken)
+        if prm["kind"] == "tensor":
+            args.append(f"{api.ptr} {c}")
+            role = "out " if prm.get("output") else "in  "
+            shape = ", ".join(str(d) for d in prm["shape"])
+            docs.append(f" *   {c:<10} {role}{prm['dtype']}[{shape}]  device pointer, C-contiguous")
+        else:
+            ctype = _C_TYPES.get(prm["dtype"])
+            if ctype is None:
+                raise LauncherError(f"kernel '{name}': scalar '{prm['name']}' of type {prm['dtype']} cannot be "
+                                    "passed from C")
+            args.append(f"{ctype} {c}")
+            docs.append(f" *   {c:<10} scalar {prm['dtype']}")
+    sizes = {s: _c_name(s, taken) for s in seq["sizes"]}
+    args += [f"int {c}" for c in sizes.values()]
+    if sizes:
+        docs.append(f" *   {', '.join(sizes.values())}: runtime sizes (>= 0)")
+    vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
+    size_decls = [f"  const int64_t tilec_s_{c} = {c};" for c in sizes.values()]
+    negative = [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return {api.invalid};"] if sizes else []
+    size_args = [f"int {c}" for c in sizes.values()]
+    scratch_doc = "; ".join(f"{b['name']} {b['dtype']}[{', '.join(str(d) for d in b['shape'])}] at byte {b['offset']}"
+                            for b in seq["scratch"])
+    stages_doc = ", ".join(st["kernel"] for st in seq["stages"])
+    ws_name = f"{prefix}{name}_workspace_bytes"
+    with_name = f"{prefix}{name}_launch_with_workspace"
+    launch_name = f"{prefix}{name}_launch"
+    ws_proto = f"{api.qualifier}{api.result} {ws_name}({', '.join([*size_args, 'size_t* bytes'])})"
+    with_proto = (f"{api.qualifier}{api.result} {with_name}("
+                  f"{', '.join([f'{api.stream} stream', f'{api.ptr} workspace', *args])})")
+    launch_proto = f"{api.qualifier}{api.result} {launch_name}({', '.join([f'{api.stream} stream', *args])})"
+    ws_body = [*size_decls, *negative, f"  if (bytes == NULL) return {api.invalid};",
+               f"  *bytes = (size_t)({formula_to_c(seq['workspace_bytes'], vars_)});",
+               *[f"  (void)tilec_s_{c};" for c in sizes.values()], f"  return {api.success};"]
+    out = [f"/* {ws_name}: the bytes of device memory (the scratch tensors {scratch_doc}; each\n"
+           f" * {WORKSPACE_ALIGN}-byte aligned) that kernel '{name}' needs for these sizes. */\n"
+           f"{ws_proto} {{\n" + "\n".join(ws_body) + "\n}\n"]
+    body = [*size_decls, f"  {api.result} tilec_rc;", *negative,
+            f"  if (workspace == {api.null} || (uintptr_t)workspace % {WORKSPACE_ALIGN}u != 0) return {api.invalid};"]
+    scratch_c = {}
+    for b in seq["scratch"]:
+        c = scratch_c[b["name"]] = f"tilec_w_{ident(b['name'])}"
+        body.append(f"  const {api.ptr} {c} = {api.offset('workspace', formula_to_c(b['offset'], vars_))};")
+    for st in seq["stages"]:
+        entry = entries[st["kernel"]]
+        call = [cname_of.get(a) or scratch_c[a] for a in st["args"]] + [sizes[s] for s in entry["sizes"]]
+        body += [f"  tilec_rc = {stage_launch(st['kernel'])}({', '.join(['stream', *call])});",
+                 f"  if (tilec_rc != {api.success}) return tilec_rc;"]
+    body += [f"  (void){c};" for c in [*scratch_c.values(), *(f"tilec_s_{c}" for c in sizes.values())]]
+    body.append(f"  return {api.success};")
+    out.append(f"/* {with_name}: launch kernel '{name}' -- its stages {stages_doc}, in order on `stream`\n"
+               f" * (asynchronous) -- with its scratch tensors in `workspace`: at least {ws_name} bytes of\n"
+               f" * device memory, {WORKSPACE_ALIGN}-byte aligned, that no other launch uses until these finish.\n"
+               + "\n".join(docs) + "\n"
+               f" * Returns {api.success}, {api.invalid} (a negative size, a misaligned or null workspace)\n"
+               " * or what a stage's launch returns. */\n"
+               f"{with_proto} {{\n" + "\n".join(body) + "\n}\n")
+    out.append(f"/* {launch_name}: launch kernel '{name}' on `stream` (asynchronous): its workspace is allocated\n"
+               f" * and freed stream-ordered ({api.alloc} / {api.free}, from the device's default memory pool)\n"
+               f" * around the stages; {with_name} takes the caller's instead. Parameters as there. */\n"
+               f"{launch_proto} {{\n"
+               f"  size_t tilec_bytes = 0;\n  {api.ptr} tilec_ws = {api.null};\n"
+               f"  {api.result} tilec_rc, tilec_free_rc;\n"
+               f"  tilec_rc = {ws_name}({', '.join([*sizes.values(), '&tilec_bytes'])});\n"
+               f"  if (tilec_rc != {api.success}) return tilec_rc;\n"
+               f"  tilec_rc = {api.alloc}(&tilec_ws, tilec_bytes ? tilec_bytes : 1, stream);\n"
+               f"  if (tilec_rc != {api.success}) return tilec_rc;\n"
+               f"  tilec_rc = {with_name}({', '.join(['stream', 'tilec_ws', *cname_of.values(), *sizes.values()])});\n"
+               f"  tilec_free_rc = {api.free}(tilec_ws, stream);\n"
+               f"  return tilec_rc != {api.success} ? tilec_rc : tilec_free_rc;\n}}\n")
+    return out, [ws_proto + ";", with_proto + ";", launch_proto + ";"]
+
+
 def generate_header(header_name: str, images: list[Image], *, source_name: str, tilec_version: str,
                     toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "",
-                    embed: Callable[[str, bytes], str] = _byte_array) -> str:
+                    embed: Callable[[str, bytes], str] = _byte_array, launches: list[dict] | None = None) -> str:
     """The header's text. `embed(name, data)` defines each image as a 64-byte aligned `const unsigned char
     name[len(data)]` (default: a C array initializer; a host object assembles the bytes instead, objects.py)."""
     if not images:
@@ -572,12 +678,24 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
     built_for = ", ".join(im.arch for im in images)
 
     funcs, protos = [], []
-    for k in kernels:
-        fname = f"{prefix}{k['name']}_launch"
-        code, proto = _launch_function(fname, k, index_of, images, p)
-        funcs.append(code)
-        protos.append(proto)
-        cname = f"{prefix}{k['name']}_check_device"
+    stage_of = {st["kernel"]: seq["name"] for seq in launches or [] for st in seq["stages"]}
+    for k in images[0].kernels:  # the stages of multi-launch kernels: private launch functions
+        if k["name"] in stage_of:
+            code, _ = _launch_function(f"{p}{ident(k['name'])}_launch", k, index_of, images, p)
+            funcs.append(code)
+    publics = [(k["name"], k, False) for k in kernels] + [(seq["name"], seq, True) for seq in launches or []]
+    for name, k, is_sequence in publics:
+        if is_sequence:
+            code, proto = sequence_functions(k, prefix, lambda stage: f"{p}{ident(stage)}_launch",
+                                             {e["name"]: e for e in images[0].kernels})
+            funcs += code
+            protos += proto
+        else:
+            fname = f"{prefix}{k['name']}_launch"
+            code, proto = _launch_function(fname, k, index_of, images, p)
+            funcs.append(code)
+            protos.append(proto)
+        cname = f"{prefix}{name}_check_device"
         funcs.append(
             f"/* {cname}: CUDA_SUCCESS when this header has an image for device `dev`, else\n"
             " * CUDA_ERROR_NO_BINARY_FOR_GPU (or CUDA_ERROR_UNSUPPORTED_PTX_VERSION, or the driver's error); writes a\n"
@@ -601,6 +719,9 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
               .replace("@KERNEL_NAMES@", ", ".join(_c_string(n) for n in table))
               .replace("@SHARED_TABLE@", shared).replace("@HAS_TABLE@", has)
               .replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
+    if launches:
+        module = ("\n#if CUDA_VERSION < 11020\n#error \"this tilec header allocates the workspace of a multi-launch "
+                  "kernel with cuMemAllocAsync: it needs cuda.h from CUDA 11.2 or newer\"\n#endif" + module)
     if uses_tma:
         module = ("\n#if CUDA_VERSION < 12000\n#error \"this tilec header launches TMA kernels (CUtensorMap): it needs "
                   "cuda.h from CUDA 12 or newer\"\n#endif" + module)

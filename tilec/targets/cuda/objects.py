@@ -105,7 +105,8 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
     try:
         text = generate_header(info.output_name, images, source_name=info.source_name, tilec_version=__version__,
                                toolchain=toolchain, driver_api_version=driver_api_version,
-                               source_hash=info.source_hash, prefix=prefix, embed=incbin(work))
+                               source_hash=info.source_hash, prefix=prefix, embed=incbin(work),
+                               launches=list(info.launches))
         before = set(_definitions(text))
         if info.launcher_filter is not None:
             text = info.launcher_filter(text)

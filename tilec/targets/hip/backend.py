@@ -143,7 +143,8 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
         try:
             text, exported, protos = generate_object_source(
                 info.output_name, images, source_name=info.source_name, tilec_version=__version__,
-                toolchain=builts[0].toolchain, prefix=options.header_prefix, embed=incbin(work))
+                toolchain=builts[0].toolchain, prefix=options.header_prefix, embed=incbin(work),
+                launches=list(info.launches))
         except LauncherError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
         data, full, compiler = compile_c(text, work, info.output_name, [inc])

@@ -22,11 +22,13 @@ from ..cuda.launcher import (
     _C_TYPES,
     FORMULA_HELPERS_C,
     LauncherError,
+    SequenceApi,
     _c_name,
     _c_string,
     _comment,
     formula_to_c,
     ident,
+    sequence_functions,
 )
 
 MAX_DEVICES = 64
@@ -130,11 +132,21 @@ def _launch_function(fname: str, k: dict, index: int, p: str) -> tuple[str, str]
     return f"{doc}\n{proto} {{\n" + "\n".join(body) + "\n}\n", proto + ";"
 
 
+HIP_API = SequenceApi("", "hipError_t", "hipStream_t", "hipDeviceptr_t", "NULL", "hipSuccess", "hipErrorInvalidValue",
+                      "hipMallocAsync", "hipFreeAsync")
+
+
 def generate_object_source(name: str, images: list[tuple[str, bytes, list[dict]]], *, source_name: str,
                            tilec_version: str, toolchain: str, prefix: str,
-                           embed: Callable[[str, bytes], str]) -> tuple[str, list[str], list[str]]:
+                           embed: Callable[[str, bytes], str],
+                           launches: list[dict] | None = None) -> tuple[str, list[str], list[str]]:
     """(C source, exported function names, their prototypes) for `images`: (arch, code object, manifest kernel
-    entries) per target. `embed(name, data)` defines each code object as `const unsigned char name[]`."""
+    entries) per target. `embed(name, data)` defines each code object as `const unsigned char name[]`.
+    `launches`: the manifest's multi-launch kernels, whose stages (internal entries) get private launch functions
+    and which get NAME_launch (hipMallocAsync / hipFreeAsync), NAME_launch_with_workspace and
+    NAME_workspace_bytes."""
+    stage_names = {st["kernel"] for seq in launches or [] for st in seq["stages"]}
+    stages = [k for k in images[0][2] if k["name"] in stage_names]
     kernels = [k for k in images[0][2] if not k.get("internal")]
     for arch, _, entries in images[1:]:
         if [k["name"] for k in entries if not k.get("internal")] != [k["name"] for k in kernels]:
@@ -148,6 +160,17 @@ def generate_object_source(name: str, images: list[tuple[str, bytes, list[dict]]
         funcs.append(code)
         protos.append(proto)
         exported.append(fname)
+    for i, k in enumerate(stages, start=len(kernels)):  # private: launched by their sequence's functions
+        fname = f"{p}{ident(k['name'])}_launch"
+        code, _ = _launch_function(fname, k, i, p)
+        funcs.append(code.replace(f"\nhipError_t {fname}(", f"\nstatic hipError_t {fname}(", 1))
+    for seq in launches or []:
+        code, proto = sequence_functions(seq, prefix, lambda stage: f"{p}{ident(stage)}_launch",
+                                         {k["name"]: k for k in stages}, HIP_API)
+        funcs += code
+        protos += proto
+        exported += [f"{prefix}{seq['name']}_{f}" for f in ("workspace_bytes", "launch_with_workspace", "launch")]
+    kernels = kernels + stages  # the module table: public kernels, then the stages
     common = (_COMMON.replace("@IMAGES@", "\n".join(embed(f"{p}image{i}", d) for i, (_, d, _) in enumerate(images)))
               .replace("@IMAGE_DATA@", ", ".join(f"{p}image{i}" for i in range(len(images))))
               .replace("@IMAGE_ARCH@", ", ".join(_c_string(a) for a, _, _ in images))

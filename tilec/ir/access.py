@@ -1,0 +1,81 @@
+"""Which buffers and variables a Tile IR kernel touches, and which buffers it writes.
+
+A generic walk over the statements' and expressions' fields (so a new tile op is covered without a line here,
+as long as its destination field is named below). The builder splits a multi-launch kernel function with it:
+each stage kernel takes the parameters and scratch tensors it uses, a scratch tensor is a stage's output when
+the stage writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+from . import tile as T
+
+# the fields of a statement that it writes (everything else it reads)
+_WRITTEN_FIELDS = {T.Store: ("buffer",), T.Copy: ("dst",), T.Fill: ("dst",), T.Gemm: ("c",), T.Reduce: ("dst",),
+                   T.Atomic: ("dst",), T.CumSum: ("dst",)}
+
+
+def _nodes(value) -> Iterator[object]:
+    """Every Buffer, Var, Load and Region reachable from value (through dataclass fields and lists)."""
+    if isinstance(value, list | tuple):
+        for v in value:
+            yield from _nodes(v)
+        return
+    if isinstance(value, T.Buffer):
+        yield value
+        for d in value.shape:
+            yield from _nodes(d)
+        return
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return
+    yield value
+    for f in dataclasses.fields(value):
+        if f.name not in ("span", "dtype"):
+            yield from _nodes(getattr(value, f.name))
+
+
+def used(kernel: T.Kernel) -> tuple[set[int], set[int]]:
+    """(ids of the buffers, ids of the variables) that the kernel's grid and body refer to."""
+    bufs: set[int] = set()
+    names: set[int] = set()
+    for n in _nodes([kernel.grid, kernel.body]):
+        if isinstance(n, T.Buffer):
+            bufs.add(id(n))
+        elif isinstance(n, T.Var):
+            names.add(id(n))
+    return bufs, names
+
+
+def written(kernel: T.Kernel) -> set[int]:
+    """Ids of the buffers some statement of the kernel writes."""
+    out: set[int] = set()
+    for s in _statements(kernel.body):
+        for name in _WRITTEN_FIELDS.get(type(s), ()):
+            target = getattr(s, name)
+            out.add(id(target if isinstance(target, T.Buffer) else target.buffer))
+    return out
+
+
+def first_use(kernel: T.Kernel, buf: T.Buffer):
+    """The span of the kernel's first reference to buf: the element read or region, else its statement (None
+    when nothing refers to it)."""
+    for s in _statements(kernel.body):
+        own = [getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("body", "then_body", "else_body")]
+        for n in _nodes(own):
+            if isinstance(n, T.Load | T.Region) and n.buffer is buf:
+                return n.span or s.span
+        if any(n is buf for n in _nodes(own)):
+            return s.span
+    return None
+
+
+def _statements(body: list[T.Stmt]) -> Iterator[T.Stmt]:
+    for s in body:
+        yield s
+        for name in ("body", "then_body", "else_body"):
+            nested = getattr(s, name, None)
+            if isinstance(nested, list):
+                yield from _statements(nested)

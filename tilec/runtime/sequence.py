@@ -1,0 +1,149 @@
+"""A multi-launch kernel: `mod.gqa_decode(Q, K, V, Out)` runs its stage kernels in order on one stream.
+
+The manifest's "launches" entry (tilec/manifest.py) gives the public signature, the scratch tensors (dtype,
+shape formulas, offsets in one workspace, 256-byte aligned) and the stages (an internal kernel entry each, and
+which public argument or scratch tensor each of its parameters receives). A call checks the arguments like any
+kernel's (the same binder), works out the sizes, gets a workspace and calls every stage's Kernel with the
+caller's tensors and views of the workspace:
+
+- torch tensors: the workspace is `torch.empty(bytes, dtype=uint8)` on the arguments' device, from torch's
+  caching allocator, on the launch's stream (recorded on an explicit stream), and the stages are launched
+  asynchronously -- through each stage's own fast path when no stream is given;
+- other device arrays (cupy, __cuda_array_interface__, DLPack): a workspace per device and stream, allocated
+  with cuMemAlloc, grown as needed and kept by the kernel for its next calls on that stream;
+- numpy arrays: every tensor staged to the GPU once, a workspace allocated, the stages launched, the outputs
+  copied back and everything freed (synchronous, like a single kernel's numpy call).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .arrays import HOST, TORCH_NAMES, ArgumentError, stream_handle
+from .formulas import evaluate
+from .launch import Kernel, _DeviceBuffer
+
+
+class Launches(Kernel):
+    """A kernel function of several launches; called like a Kernel (outputs may be left out)."""
+
+    def __init__(self, module, entry: dict, stages: dict[str, Kernel]):
+        super().__init__(module, {**entry, "grid": [], "threads": 0, "shared_bytes": 0})
+        index = {p["name"]: i for i, p in enumerate(entry["params"])}
+        scratch = {b["name"]: j for j, b in enumerate(entry["scratch"])}
+        # per stage: its Kernel and, per parameter, (True, argument position) or (False, scratch position)
+        self.stages = [(stages[st["kernel"]], [(a in index, index[a] if a in index else scratch[a])
+                                               for a in st["args"]]) for st in entry["stages"]]
+        self._scratch: dict[tuple, tuple] = {}  # shapes key -> (sizes, [(offset, nbytes, shape)], total bytes)
+        self._workspaces: dict[tuple[int, int], tuple[int, int]] = {}  # (device, stream) -> (pointer, bytes)
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("<tilec kernel", "<tilec multi-launch kernel", 1)
+
+    def __call__(self, *args, stream=None, sync: bool | None = None):
+        layout = self._arguments or self._make_layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        explicit = None if stream is None else stream_handle(stream)
+        ptrs, key, device, first = layout.bind(args, explicit)
+        shapes = key[:len(layout.tensors)]
+        _, pieces, total = self._scratch.get(shapes) or self._layout_scratch(layout, shapes, args)
+        for s in layout.scalars:  # every argument is checked before anything is launched
+            s.check(args[s.index])
+        if device == HOST:
+            self._run_host(args, layout, pieces, total, explicit)
+        else:
+            handle = explicit if explicit is not None else first.stream(device)
+            if first.kind == "torch":
+                views = self._torch_workspace(args[layout.tensors[0].index], pieces, total, explicit)
+            else:
+                base = self._workspace(device, handle, total)
+                views = [_DeviceBuffer(base + off, shape, device) for off, _, shape in pieces]
+                stream = handle
+            for kernel, mapping in self.stages:
+                kernel(*[args[i] if public else views[i] for public, i in mapping], stream=stream)
+            if sync:
+                from .cuda_driver import Driver
+
+                Driver.get(device).synchronize(handle)
+        outs = layout.outputs
+        if len(outs) == 1:
+            return args[outs[0]]
+        return tuple(args[i] for i in outs) if outs else None
+
+    def workspace_bytes(self, *args) -> int:
+        """The bytes of scratch a call with these arguments needs (the C launcher's NAME_workspace_bytes)."""
+        layout = self._arguments or self._make_layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        return self._layout_scratch(layout, [tuple(args[t.index].shape) for t in layout.tensors], args)[2]
+
+    def _layout_scratch(self, layout, shapes, args):
+        sizes = self._sizes_from_shapes(layout, shapes, args)
+        pieces = [(evaluate(b["offset"], sizes), evaluate(b["bytes"], sizes),
+                   tuple(d if isinstance(d, int) else evaluate(d, sizes) for d in b["shape"]))
+                  for b in self.entry["scratch"]]
+        total = evaluate(self.entry["workspace_bytes"], sizes)
+        if len(self._scratch) >= 1024:
+            self._scratch.clear()
+        self._scratch[tuple(shapes)] = out = (sizes, pieces, total)
+        return out
+
+    def _torch_workspace(self, like, pieces, total: int, explicit):
+        torch = sys.modules["torch"]
+        ws = torch.empty(max(total, 1), dtype=torch.uint8, device=like.device)
+        if explicit is not None:  # the caching allocator must not hand the bytes out before that stream is done
+            ws.record_stream(torch.cuda.ExternalStream(explicit, device=like.device))
+        views = []
+        for (off, nbytes, shape), b in zip(pieces, self.entry["scratch"], strict=True):
+            views.append(ws[off:off + nbytes].view(getattr(torch, TORCH_NAMES[b["dtype"]])).view(shape))
+        return views
+
+    def _workspace(self, device: int, handle: int, total: int) -> int:
+        """A device workspace of at least `total` bytes for launches on this stream (kept, grown as needed)."""
+        from .cuda_driver import Driver
+
+        ptr, have = self._workspaces.get((device, handle), (0, 0))
+        if have < total:
+            drv = Driver.get(device)
+            if ptr:
+                drv.synchronize(handle)  # launches still reading the old workspace
+                drv.free(ptr)
+            ptr, have = drv.alloc(total), total
+            self._workspaces[(device, handle)] = (ptr, have)
+        return ptr
+
+    def _run_host(self, args, layout, pieces, total: int, explicit) -> None:
+        """numpy arguments: every tensor copied to GPU 0, the stages launched, the outputs copied back."""
+        from .cuda_driver import Driver
+
+        drv = Driver.get(0)
+        handle = explicit or 0
+        staged: list[int] = []
+        try:
+            device_args = list(args)
+            for t in layout.tensors:
+                arr = args[t.index]
+                staged.append(drv.alloc(max(arr.nbytes, 1)))
+                drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
+                device_args[t.index] = _DeviceBuffer(staged[-1], arr.shape)
+            staged.append(drv.alloc(max(total, 1)))
+            views = [_DeviceBuffer(staged[-1] + off, shape) for off, _, shape in pieces]
+            for kernel, mapping in self.stages:
+                kernel(*[device_args[i] if public else views[i] for public, i in mapping], stream=handle)
+            drv.synchronize(handle)
+            for t, ptr in zip(layout.tensors, staged, strict=False):
+                if t.output:
+                    arr = args[t.index]
+                    drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
+        finally:
+            for ptr in staged:
+                drv.free(ptr)
+
+    def launch_config(self, sizes: dict[str, int], device: int = 0):
+        raise ArgumentError(f"{self.name} is a sequence of {len(self.stages)} launches: ask its stages "
+                            f"({', '.join(k.name for k, _ in self.stages)}) for their launch configurations")
+
+    def launch_plan(self, *args, stream=None):
+        raise ArgumentError(f"{self.name} is a sequence of {len(self.stages)} launches: ask its stages "
+                            f"({', '.join(k.name for k, _ in self.stages)}) for their plans")
