@@ -316,10 +316,27 @@ class Builder(ExprBuilder, TileOpBuilder):
                 self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
             elif kw.name in ("overlap_softmax", "tma_preload"):
                 self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
+            elif kw.name == "cluster":
+                shape = self.cluster_shape(kw.value, scope)
+                if shape != (1, 1):  # (1, 1): no cluster, the kernel as without the keyword
+                    self.kernel_attrs["cluster"] = shape
             else:
                 raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize=, "
-                                "persistent=, overlap_softmax= or tma_preload=)", kw.span)
+                                "persistent=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
         return grid, threads
+
+    def cluster_shape(self, node: A.Node, scope: _Scope) -> tuple[int, int]:
+        """Kernel(..., cluster=(cx, cy)): blocks of a thread-block cluster along grid x and y, compile-time."""
+        from ..ir.schedule import check_cluster
+
+        if not isinstance(node, A.TupleExpr) or len(node.items) != 2:
+            raise self.fail("cluster= takes two compile-time integers, (blocks along grid x, blocks along grid y): "
+                            "(1, 1), (2, 1) or (1, 2)", node.span)
+        shape = tuple(self.const_int(x, scope, "a cluster extent") for x in node.items)
+        try:
+            return check_cluster(shape)
+        except ValueError as e:
+            raise self.fail(str(e), node.span) from None
 
     # ------------------------------------------------------------ statements
     def stmts(self, body: list[A.Node], scope: _Scope) -> None:
