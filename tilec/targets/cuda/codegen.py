@@ -12,6 +12,7 @@ from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 PROFILE_HEADER = Path(__file__).parent / "include" / "tilec_profile.h"  # only in a profiled build
+CLUSTER_HEADER = Path(__file__).parent / "include" / "tilec_cluster.h"  # only with thread-block clusters (sm90)
 
 _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
@@ -200,6 +201,8 @@ def generate(module: S.SModule, banner: str) -> str:
     parts.append(HEADER.read_text())
     if any(k.attrs.get("profile") for k in module.kernels):
         parts.append(PROFILE_HEADER.read_text())
+    if any(k.attrs.get("cluster") for k in module.kernels):
+        parts.append(CLUSTER_HEADER.read_text())
     parts.append("#define TL_INF __int_as_float(0x7f800000)\n#define TL_NAN __int_as_float(0x7fffffff)\n")
     emitted: set[str] = set()
     for k in module.kernels:
