@@ -156,8 +156,7 @@ def test_lowered_protocol():
     assert src.count("tl::mbar_init(&tl_mbar[6], 8);") == 1
     assert src.count("tl::cluster_sync();") == 2  # after the barriers' initialisation, and before the exit
     assert src.index("tl::fence_mbar_init();") < src.index("tl::cluster_sync();") < src.index("threadIdx.x) >= 128")
-    assert src.rstrip().endswith("tl::cluster_sync();\n}") or src.rstrip().rsplit("\n", 1)[0].strip() == \
-        "tl::cluster_sync();"
+    assert src.split("tl::cluster_sync();")[-1].startswith("\n}\n")  # the kernel's last statement
     # the shared B tile: each block its 16 rows of the 32, multicast into both blocks' stage
     assert re.search(r"tma_load_multicast_2d\(&tl_tmap\d, &B_s\[k_slot \* 4096 \+ \(\(\(int\(blockIdx\.y\) % 2\) \* "
                      r"16\) \* 64\)\], &tl_mbar\[3 \+ k_slot\], 3, ", src), src
@@ -264,27 +263,27 @@ def test_simt_interpreter_catches_planted_cluster_bugs():
     with pytest.raises(SimtInterpreterError, match="never completes"):
         check("gemm", defines, sizes, "sm90", result=planted(local_release))
     # ... and with the empty barriers counting only the block's own warps, a producer refills a stage its peer's
-    # wgmma has not read yet: a wrong result (or a stage released twice in one phase)
+    # wgmma has not read yet: a wrong result
     def local_release_and_count(st):
         st = local_release(st)
         if isinstance(st, S.SCall) and st.op == "mbar_init" and getattr(st.args[1], "value", 1) == 8:
             st.args[1] = c(4)
         return st
 
-    with pytest.raises((AssertionError, SimtInterpreterError)):
+    with pytest.raises(AssertionError, match="C differs"):
         check("gemm", defines, sizes, "sm90", result=planted(local_release_and_count))
     # both blocks load the upper half of the shared tile: the lower half is never written
     def same_half(st):
         if isinstance(st, S.SCall) and st.op == "tma_load_multicast":
             def rank0(e):
-                if isinstance(e, S.BlockIdx) and e.dim == 1:
+                if isinstance(e, S.BlockIdx) and e.axis == 1:
                     return c(0)
                 return None
 
             st.args = [rewrite_expr(a, rank0) for a in st.args]
         return st
 
-    with pytest.raises((AssertionError, SimtInterpreterError)):
+    with pytest.raises(AssertionError, match="C differs"):
         check("gemm", defines, sizes, "sm90", result=planted(same_half))
     # no cluster barrier after the barriers' initialisation: a block multicasts into a peer that has not
     # initialised its barriers; none before the exit: a block arrives on the barriers of one that has exited
@@ -333,7 +332,7 @@ def test_sass_has_multicast_tma_remote_arrivals_and_cluster_barriers(clustered_c
     assert "SYNCS.ARRIVE.TRANS64.RED" in main  # arrivals on the peer's empty barriers (mapa + remote arrive)
     assert "HGMMA" in main and "LDL" not in main and "STL" not in main
     # the stage releases keep release.cta semantics: no GPU-scope fence in the consumers' loop
-    assert main.count("MEMBAR.ALL.GPU") <= 1  # (the cluster barrier after the initialisation)
+    assert main.count("MEMBAR.ALL.GPU") == 2  # (the release of the two cluster barriers, once per block each)
     assert "MULTICAST" not in twin and "UCGABAR" not in twin and "UTMALDG" not in twin
     manifest = json.loads(clustered_cubin.with_name("gemm.cubin.json").read_text())
     entries = {e["name"]: e for e in manifest["kernels"]}

@@ -692,19 +692,15 @@ class _Sim:
         remote arrivals reach the other while it runs."""
         for rank, b in enumerate(blocks):
             b.cluster_blocks, b.cluster_rank = blocks, rank
-        self.turns = Turns()
-        self.turns.enter()
-        try:
-            threads = [self.turns.spawn(lambda b=b: self.run_block(b)) for b in blocks]
-            while any(self.turns.alive(t) for t in threads):
-                if not self.turns.give_way():
-                    raise SimtInterpreterError(f"kernel {self.k.name}: the cluster of blocks {blocks[0].block_idx}.. "
-                                               "deadlocks")
-            if self.turns.errors:
-                raise self.turns.errors[0]
-        finally:
-            self.turns.leave()
-            self.turns = None
+        turns = self.turns = Turns()
+        turns.enter()
+        threads = [turns.spawn(lambda b=b: self.run_block(b)) for b in blocks]
+        turns.leave()  # the blocks take turns among themselves (and report their own deadlocks)
+        with turns.cond:
+            turns.cond.wait_for(lambda: not any(turns.alive(t) for t in threads))
+        self.turns = None
+        if turns.errors:
+            raise turns.errors[0]
 
 
 _MAX_WHILE_ITERATIONS = 1 << 20  # (a model of a loop that never ends would never return)
