@@ -135,6 +135,14 @@ def test_bad_cluster_keyword_is_a_located_diagnostic(tmp_path, capsys, value, me
     assert "Traceback" not in err
 
 
+def test_tilelang_cluster_dims_is_accepted():
+    text = GEMM.read_text().replace("cluster=(cluster_n, cluster_m)", "cluster_dims=2")
+    r = tilec.compile(GEMM, text=text, target="sm90", defines=SMALL)
+    assert r.module.kernels[0].schedule.cluster == (2, 1)
+    with pytest.raises(CompileError, match="along grid z is not supported"):
+        tilec.compile(GEMM, text=text.replace("cluster_dims=2", "cluster_dims=(1, 1, 2)"), target="sm90")
+
+
 def test_cluster_without_a_shared_producer_is_ignored(tmp_path, capsys):
     """A pipeline whose every copy moves with the block index along the cluster's dimension has nothing to
     multicast (each block of gemm's grid x loads its own B columns and, along y, its own A rows)."""
@@ -186,6 +194,7 @@ RUN = [
     (_cl(2, 1, **HOPPER, dtype="bf16"), {"M": 300, "N": 264, "K": 136}),  # two warpgroups, TMA store, 4 stages
     (_cl(1, 2, **HOPPER), {"M": 392, "N": 520, "K": 200}),
     (_cl(1, 2, **SMALL, trans_B=True), {"M": 200, "N": 392, "K": 72}),  # B stored [N, K]
+    (_cl(2, 1, **SMALL, trans_B=True, dtype="bf16"), {"M": 392, "N": 264, "K": 136}),  # the K-major B shared
 ]
 
 

@@ -316,8 +316,8 @@ class Builder(ExprBuilder, TileOpBuilder):
                 self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
             elif kw.name in ("overlap_softmax", "tma_preload"):
                 self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
-            elif kw.name == "cluster":
-                shape = self.cluster_shape(kw.value, scope)
+            elif kw.name in ("cluster", "cluster_dims"):  # (cluster_dims: TileLang's spelling)
+                shape = self.cluster_shape(kw.value, scope, kw.name)
                 if shape != (1, 1):  # (1, 1): no cluster, the kernel as without the keyword
                     self.kernel_attrs["cluster"] = shape
             else:
@@ -325,14 +325,19 @@ class Builder(ExprBuilder, TileOpBuilder):
                                 "persistent=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
         return grid, threads
 
-    def cluster_shape(self, node: A.Node, scope: _Scope) -> tuple[int, int]:
-        """Kernel(..., cluster=(cx, cy)): blocks of a thread-block cluster along grid x and y, compile-time."""
+    def cluster_shape(self, node: A.Node, scope: _Scope, name: str) -> tuple[int, int]:
+        """Kernel(..., cluster=(cx, cy)): blocks of a thread-block cluster along grid x and y, compile-time integers.
+        TileLang's cluster_dims= takes one integer (along x) or (x, y[, 1]) too."""
         from ..ir.schedule import check_cluster
 
-        if not isinstance(node, A.TupleExpr) or len(node.items) != 2:
-            raise self.fail("cluster= takes two compile-time integers, (blocks along grid x, blocks along grid y): "
+        items = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
+        if not (len(items) == 2 or (name == "cluster_dims" and len(items) in (1, 3))):
+            raise self.fail(f"{name}= takes two compile-time integers, (blocks along grid x, blocks along grid y): "
                             "(1, 1), (2, 1) or (1, 2)", node.span)
-        shape = tuple(self.const_int(x, scope, "a cluster extent") for x in node.items)
+        values = [self.const_int(x, scope, "a cluster extent") for x in items]
+        if len(values) == 3 and values[2] != 1:
+            raise self.fail("a cluster of blocks along grid z is not supported: (1, 1), (2, 1) or (1, 2)", node.span)
+        shape = (values + [1])[:2]
         try:
             return check_cluster(shape)
         except ValueError as e:

@@ -311,8 +311,8 @@ class HopperModel:
 
     def check_arrivals(self, bar: _Barrier, span) -> None:
         if bar.arrivals > bar.count:
-            raise self.err(f"more arrivals on an mbarrier than its phase expects ({bar.count}): a stage released twice, "
-                           "or the next phase's arrival before this one completed", span)
+            raise self.err(f"more arrivals on an mbarrier than its phase expects ({bar.count}): a stage released "
+                           "twice, or the next phase's arrival before this one completed", span)
 
     def mbar_wait(self, s: S.SCall, mask) -> None:
         bar = self.barrier_of(s.args[0], mask, s.span)
@@ -521,7 +521,8 @@ class HopperModel:
 HOPPER_SEMANTICS = {
     "mbar_init": "mbar_init", "mbar_expect_tx": "mbar_arrive", "mbar_arrive": "mbar_arrive",
     "mbar_arrive_warp": "mbar_arrive", "mbar_wait": "mbar_wait", "tma_load": "tma_loads", "tma_store": "tma_stores",
-    "tma_load_multicast": "tma_loads", "mbar_arrive_cluster_warp": "mbar_arrive_cluster", "cluster_sync": "cluster_sync",
+    "tma_load_multicast": "tma_loads", "mbar_arrive_cluster_warp": "mbar_arrive_cluster",
+    "cluster_sync": "cluster_sync",
     "wgmma": "wgmma", "wgmma_commit": "wgmma_commit", "wgmma_wait": "wgmma_wait",
     **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence",
                      "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait",
