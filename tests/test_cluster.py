@@ -227,18 +227,6 @@ def _rewrite(body, fn):
     return out
 
 
-def _calls(body, op):
-    found = []
-
-    def see(st):
-        if isinstance(st, S.SCall) and st.op == op:
-            found.append(st)
-        return st
-
-    _rewrite(body, see)
-    return found
-
-
 def test_simt_interpreter_catches_planted_cluster_bugs():
     from test_simt_interp import check
 
