@@ -35,6 +35,15 @@ LLM_GEMMS = [(128, 4096, 4096), (4096, 4096, 4096), (4096, 11008, 4096), (4096, 
 GEMM_CONFIGS = [(DEFAULT, []), ("tilec 128x256x64 ws", ["block_N=256", "block_K=64", "threads=256", "num_stages=4"]),
                 ("tilec 128x256x64 ws persistent", ["block_N=256", "block_K=64", "threads=256", "num_stages=3",
                                                     "persistent=True"])]
+# thread-block clusters (sm90): the 128x256x64 warp-specialized kernel without a cluster, with two blocks along M
+# sharing B's tile (cluster_m=2) and along N sharing A's (cluster_n=2), each block loading half of the shared tile
+# and multicasting it; timed against cuBLAS at these shapes (M, N, K)
+CLUSTER_CONFIGS = [("tilec 128x256x64 ws", ["block_N=256", "block_K=64", "threads=256", "num_stages=4"]),
+                   ("tilec 128x256x64 ws 2x1", ["block_N=256", "block_K=64", "threads=256", "num_stages=4",
+                                                "cluster_m=2"]),
+                   ("tilec 128x256x64 ws 1x2", ["block_N=256", "block_K=64", "threads=256", "num_stages=4",
+                                                "cluster_n=2"])]
+CLUSTER_GEMMS = [(4096, 4096, 4096), (8192, 8192, 8192), (5120, 3584, 7168)]
 FP8_CONFIGS = [(DEFAULT, []), ("tilec 128x256x128 ws", ["block_N=256", "threads=256", "num_stages=4"])]
 ATTN_CONFIGS = {64: [(DEFAULT, []), ("tilec 128x128 ws", ["block_M=128", "block_N=128", "threads=256"]),
                      ("tilec 192x128 ws", ["block_M=192", "block_N=128", "threads=384"])],
@@ -58,6 +67,8 @@ def build(out: Path) -> None:
     for dt in ("f16", "bf16"):
         for i, (_, defs) in enumerate(GEMM_CONFIGS):
             tc("gemm", f"gemm_{dt}_{i}", f"dtype={dt}", *defs)
+        for i, (_, defs) in enumerate(CLUSTER_CONFIGS):
+            tc("gemm", f"gemm_cluster_{dt}_{i}", f"dtype={dt}", *defs)
     for i, (_, defs) in enumerate(FP8_CONFIGS):
         tc("fp8_gemm", f"fp8_gemm_{i}", *defs)
     for d in (64, 128):
@@ -163,6 +174,21 @@ def run(out: Path, results_path: str | None) -> None:
             ms = tilec_time(k, (a, b, c))
             report("gemm", shape, DEFAULT, ms, flops, roofline=flops / ms / 1e9 / PEAK_TFLOPS)
             rows[-1]["max_abs_err_vs_torch"] = (c.float() - torch.matmul(a, b).float()).abs().max().item()
+
+    for dt in ("f16", "bf16"):  # thread-block clusters with TMA multicast against the same kernel without
+        kernels = [rt.load(out / f"gemm_cluster_{dt}_{i}.cubin").gemm for i in range(len(CLUSTER_CONFIGS))]
+        for m, n, kk in CLUSTER_GEMMS:
+            a = torch.randn(m, kk, dtype=tdt[dt], device=dev)
+            b = torch.randn(kk, n, dtype=tdt[dt], device=dev)
+            c = torch.empty(m, n, dtype=tdt[dt], device=dev)
+            flops, shape = 2 * m * n * kk, f"{dt} {m}x{n}x{kk}"
+            ref = torch.matmul(a, b)
+            report("cluster", shape, "torch (cuBLAS)", do_bench(lambda: torch.matmul(a, b)), flops)  # noqa: B023
+            for (label, _), k in zip(CLUSTER_CONFIGS, kernels, strict=True):
+                c.zero_()
+                ms = tilec_time(k, (a, b, c))
+                report("cluster", shape, label, ms, flops, roofline=flops / ms / 1e9 / PEAK_TFLOPS)
+                rows[-1]["max_abs_err_vs_torch"] = (c.float() - ref.float()).abs().max().item()
 
     # ---- fp8 gemm (e4m3 x e4m3 -> f32 -> bf16, per-tensor scales) against torch._scaled_mm
     n = 8192

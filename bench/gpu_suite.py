@@ -38,6 +38,15 @@ CASES = [
      [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100}]),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True},
      [{"M": 1024, "N": 1024, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100}]),
+    # thread-block clusters (sm90; ignored elsewhere): two blocks along M share B's tile, or along N share A's, each
+    # loading half and multicasting it; M=300 (3 M tiles) / N=264 (2 N tiles of 256, 3 of 128) leave a block past
+    # the grid in a cluster, K=100 runs the clusterless twin
+    ("gemm", {"cluster_m": 2}, [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 264, "K": 136},
+                                {"M": 300, "N": 200, "K": 100}]),
+    ("gemm", {"cluster_n": 2}, [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 520, "K": 136},
+                                {"M": 300, "N": 200, "K": 100}]),
+    ("gemm", {"cluster_m": 2, "trans_B": True, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3},
+     [{"M": 256, "N": 256, "K": 128}, {"M": 392, "N": 264, "K": 136}]),
     ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
                             {"M": 300, "N": 200, "K": 100}]),
     ("fp8_gemm", {}, [{"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 272, "K": 160}, {"M": 200, "N": 100, "K": 100}]),

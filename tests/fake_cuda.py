@@ -18,8 +18,9 @@ _SCALAR_CTYPES = {"i8": ctypes.c_int8, "u8": ctypes.c_uint8, "i16": ctypes.c_int
 
 
 class Launch:
-    def __init__(self, fn, grid, block, shared, stream, args, maps, map_addresses):
+    def __init__(self, fn, grid, block, shared, stream, args, maps, map_addresses, cluster=None):
         self.fn, self.grid, self.block, self.shared, self.stream = fn, grid, block, shared, stream
+        self.cluster = cluster  # the cluster dimension launch attribute (cuLaunchKernelEx), or None
         self.args = args  # tensor pointers, scalar values, sizes: decoded from the argument block
         self.maps = maps  # each CUtensorMap's 16 words, as the kernel would receive them
         self.map_addresses = map_addresses
@@ -98,11 +99,25 @@ class FakeDriver:
         self._record(fn, (gx, gy, gz), bx, shared, stream, params)
         return 0
 
-    def launch_packed(self, fn, grid, threads, shared, stream, params):
+    def launch_packed(self, fn, grid, threads, shared, stream, params, cluster=None):
         self.calls.append("launch_packed")
-        self._record(fn, grid, threads, shared, stream, params)
+        self._record(fn, grid, threads, shared, stream, params, cluster)
 
-    def _record(self, fn, grid, threads, shared, stream, params):
+    def launch_cluster(self, fn, grid, threads, shared, stream, params, cluster):
+        """cuLaunchKernelEx with the cluster dimension attribute, as the launch path calls it (0, or the next code of
+        `raw_results`); the CUlaunchConfig is built as the real driver's would be, and read back."""
+        if self.raw_results:
+            return self.raw_results.pop(0)
+        config = cuda_driver.cluster_launch_config(grid, threads, shared, stream, cluster)
+        attr = config.attrs[0]
+        assert config.numAttrs == 1 and attr.id == cuda_driver.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
+        self.calls.append("launch_cluster")
+        self._record(fn, grid, config.blockDimX, config.sharedMemBytes, config.hStream or 0, params,
+                     tuple(attr.value[:3]))
+        return 0
+
+    def _record(self, fn, grid, threads, shared, stream, params, cluster=None):
         entry = self.entries[fn]
         pointers = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
         args = []
@@ -119,7 +134,7 @@ class FakeDriver:
             addresses.append(pointers[i])
             maps.append(list((ctypes.c_uint64 * 16).from_address(pointers[i])))
             i += 1
-        self.launches.append(Launch(fn, tuple(grid), (threads, 1, 1), shared, stream, args, maps, addresses))
+        self.launches.append(Launch(fn, tuple(grid), (threads, 1, 1), shared, stream, args, maps, addresses, cluster))
 
     def synchronize(self, stream=None):
         self.syncs.append(stream)

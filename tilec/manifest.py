@@ -20,7 +20,9 @@ name of the public parameter or scratch tensor it receives), flops, bytes}]. Its
 
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA), internal,
-abi (the back end's binding interface: WGSL), profile (an instrumented build: tilec/ir/profile.py).
+abi (the back end's binding interface: WGSL), profile (an instrumented build: tilec/ir/profile.py), cluster
+([x, y, z] blocks of a thread-block cluster: the kernel must be launched with cuLaunchKernelEx and
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; its grid formulas are whole clusters).
 """
 
 from __future__ import annotations
@@ -55,6 +57,18 @@ class ManifestError(UserFacingError, ValueError):
 # tensor_map_specs below.
 
 TENSOR_MAPS_KEY = "tensor_maps"
+CLUSTER_KEY = "cluster"  # [x, y, z] blocks per thread-block cluster (sm90); absent: no cluster
+
+
+def cluster_dims(entry: dict) -> tuple[int, int, int] | None:
+    """A kernel entry's thread-block cluster, or None; ManifestError for a malformed one."""
+    value = entry.get(CLUSTER_KEY)
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(x, int) and x >= 1 for x in value)):
+        raise ManifestError(f"kernel '{entry.get('name')}': malformed cluster {value!r} (expected [x, y, z] >= 1)")
+    dims = (value[0], value[1], value[2])
+    return None if dims == (1, 1, 1) else dims
 FALLBACK_KEY = "fallback"
 INTERNAL_KEY = "internal"
 

@@ -94,6 +94,15 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     IntrinsicDef("mbar_wait", feature="tma"),
     IntrinsicDef("tma_load", {"rank": int}, "tma", key=lambda p: f"tma_load_{p['rank']}d",
                  pattern=r"tma_load_(?P<rank>\d)d"),
+    IntrinsicDef("tma_load_multicast", {"rank": int}, "tma", key=lambda p: f"tma_load_multicast_{p['rank']}d",
+                 pattern=r"tma_load_multicast_(?P<rank>\d)d",
+                 doc="one box into the same shared offset of every block of the cluster in a mask, completing each "
+                     "one's mbarrier at the same offset"),
+    IntrinsicDef("mbar_arrive_cluster_warp", feature="tma",
+                 doc="lane 0 of the warp arrives on the mbarrier at this offset in every block of the cluster in a "
+                     "mask (after __syncwarp)"),
+    IntrinsicDef("cluster_sync", feature="tma", doc="barrier.cluster arrive (release) + wait (acquire): every thread "
+                                                    "of every block of the cluster"),
     IntrinsicDef("tma_store", {"rank": int}, "tma", key=lambda p: f"tma_store_{p['rank']}d",
                  pattern=r"tma_store_(?P<rank>\d)d"),
     IntrinsicDef("tma_store_commit", feature="tma"),

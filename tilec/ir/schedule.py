@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from . import dtypes as D
 from . import tile as T
 from .layout import Fragment, SharedLayout
 
@@ -56,13 +57,17 @@ class LoopSchedule:
     # warp-specialized only: copies before the loop (FlashAttention's Q tile) that the producer warpgroup issues
     # through TMA, first thing, instead of the threads copying (pipeline_planning.preload_copies)
     preloads: list[T.Copy] = field(default_factory=list)
+    # clustered kernels only (KernelSchedule.cluster): the producers whose tile is the same for every block of a
+    # cluster; each block loads its share of the tile's rows and TMA multicasts it into every block's stage
+    multicast: list[T.Copy] = field(default_factory=list)
 
     def __str__(self) -> str:
         bufs = ", ".join(p.dst.buffer.name for p in self.producers) or "none"
         ws = ", warp-specialized" if self.warp_specialized else ""
         ws += ", softmax overlapped with the gemms" if self.overlap_softmax else ""
         pre = f", preloaded by TMA: {', '.join(p.dst.buffer.name for p in self.preloads)}" if self.preloads else ""
-        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}{pre}"
+        mc = f", multicast: {', '.join(p.dst.buffer.name for p in self.multicast)}" if self.multicast else ""
+        return f"{self.stages} stage(s), {self.mechanism}{ws}, prefetched: {bufs}{pre}{mc}"
 
 
 @dataclass
@@ -73,6 +78,12 @@ class KernelSchedule:
     loops: dict[int, LoopSchedule] = field(default_factory=dict)  # Pipelined loop uid ->
     persistent: bool = False  # at most one block per multiprocessor, each looping over output tiles
     rasterization: int | None = None  # panel size of the grouped block order (use_swizzle), None: row order
+    # the block indices rasterization computes (its two assignments, x then y), which a clustered launch recomputes
+    # over the grid of clusters
+    raster_assigns: tuple[T.Assign, T.Assign] | None = None
+    # thread-block cluster (blocks along grid x, along grid y): (1, 1) none; (2, 1) or (1, 2) on sm90 for a
+    # warp-specialized TMA pipeline with a producer whose tile both blocks share (LoopSchedule.multicast)
+    cluster: tuple[int, int] = (1, 1)
     labels: dict[int, str] = field(default_factory=dict)  # uid -> how the printout names it
 
     # ---- lookups by the Tile IR objects (what lowering holds)
@@ -96,6 +107,8 @@ class KernelSchedule:
             lines.append(f"loop {self.labels.get(uid, f'#{uid}')}: {lp}")
         if self.loops or self.persistent:
             lines.append(f"persistent: {'yes' if self.persistent else 'no'}")
+        if self.cluster != (1, 1):
+            lines.append(f"cluster: {self.cluster[0]}x{self.cluster[1]} blocks (grid x by y), TMA multicast")
         if self.rasterization is not None:
             lines.append(f"rasterization: grouped, panel {self.rasterization}")
         for uid, lay in self.fragments.items():
@@ -103,6 +116,21 @@ class KernelSchedule:
         for uid, lay in self.shared.items():
             lines.append(f"shared {self.labels.get(uid, f'#{uid}')}: {lay}")
         return "".join(f"\n    {line}" for line in lines)
+
+
+def grouped_order(bx: T.Expr, by: T.Expr, gx: T.Expr, gy: T.Expr, panel: int) -> tuple[T.Expr, T.Expr]:
+    """The (x, y) block indices of block (bx, by) of a gx x gy grid in the grouped order (use_swizzle): consecutive
+    blocks walk down a panel of `panel` block rows before moving one block column right. A bijection of the grid;
+    rasterization applies it to the block grid, a clustered sm90 launch to the grid of clusters."""
+    def b(op, x, y):
+        return T.Binary(D.I32, None, op, x, y if isinstance(y, T.Expr) else T.Const(D.I32, None, y))
+
+    pid = b("+", b("*", by, gx), bx)
+    per_group = b("*", gx, panel)
+    first_y = b("*", b("//", pid, per_group), panel)
+    size_y = T.Call(D.I32, None, "min", [b("-", gy, first_y), T.Const(D.I32, None, panel)])
+    in_group = b("%", pid, per_group)
+    return b("//", in_group, size_y), b("+", first_y, b("%", in_group, size_y))
 
 
 # ---------------------------------------------------------------- requests (pinned before planning)
@@ -131,6 +159,7 @@ class ScheduleRequest:
     gemms: Mapping[int | str, GemmRequest] = field(default_factory=dict)
     loops: Mapping[int | str, LoopRequest] = field(default_factory=dict)
     persistent: bool | None = None
+    cluster: tuple[int, int] | None = None  # blocks along grid x, along grid y: (1, 1), (2, 1) or (1, 2)
 
     def gemm(self, g: T.Gemm) -> GemmRequest:
         return self.gemms.get(g.uid) or self.gemms.get("*") or GemmRequest()
@@ -141,13 +170,13 @@ class ScheduleRequest:
     @staticmethod
     def parse(spec: ScheduleRequest | Mapping | None) -> ScheduleRequest | None:
         """A request from its plain form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}},
-        "persistent": False}. Raises ValueError naming what is wrong."""
+        "persistent": False, "cluster": [2, 1]}. Raises ValueError naming what is wrong."""
         if spec is None or isinstance(spec, ScheduleRequest):
             return spec
-        unknown = set(spec) - {"gemms", "loops", "persistent"}
+        unknown = set(spec) - {"gemms", "loops", "persistent", "cluster"}
         if unknown:
             raise ValueError(f"unknown schedule part(s) {', '.join(sorted(map(str, unknown)))}; "
-                             "known: gemms, loops, persistent")
+                             "known: gemms, loops, persistent, cluster")
         gemms = {key: _entry(GemmRequest, v, f"gemm {key}") for key, v in dict(spec.get("gemms", {})).items()}
         loops = {key: _entry(LoopRequest, v, f"loop {key}") for key, v in dict(spec.get("loops", {})).items()}
         for key, g in gemms.items():
@@ -160,7 +189,25 @@ class ScheduleRequest:
                                  f"(known: {', '.join(COPY_MECHANISMS)})")
             if lp.stages is not None and (not isinstance(lp.stages, int) or lp.stages < 1):
                 raise ValueError(f"loop {key}: stages must be a positive integer")
-        return ScheduleRequest(gemms, loops, spec.get("persistent"))
+        cluster = spec.get("cluster")
+        if cluster is not None:
+            cluster = check_cluster(cluster)
+        return ScheduleRequest(gemms, loops, spec.get("persistent"), cluster)
+
+
+CLUSTER_SHAPES = ((1, 1), (2, 1), (1, 2))
+
+
+def check_cluster(value) -> tuple[int, int]:
+    """A cluster shape from its plain form ([2, 1], (1, 2)); ValueError naming the shapes there are."""
+    try:
+        shape = tuple(int(x) for x in value)
+    except (TypeError, ValueError):
+        shape = None
+    if shape not in CLUSTER_SHAPES:
+        raise ValueError(f"cluster must be one of {', '.join(f'({x}, {y})' for x, y in CLUSTER_SHAPES)} "
+                         f"(blocks along grid x, along grid y), not {value!r}")
+    return shape
 
 
 def _entry(cls, value, what: str):
@@ -182,9 +229,15 @@ class Resources:
     shared_bytes: int  # shared memory of the scheduled tiles (stages included) and pipeline barriers
     threads: int  # threads per block as launched (a producer warpgroup included)
     registers: int  # estimated 32-bit registers per thread: fragments plus a fixed allowance for addresses
+    cluster: tuple[int, int] = (1, 1)  # blocks of a thread-block cluster, along grid x and y
+    # bytes a block loads from L2 per pipeline iteration (its own tiles, its share of the multicast ones)
+    loaded_bytes: int = 0
 
     def __str__(self) -> str:
-        return f"shared {self.shared_bytes} B, threads {self.threads}, ~{self.registers} registers/thread"
+        text = f"shared {self.shared_bytes} B, threads {self.threads}, ~{self.registers} registers/thread"
+        if self.cluster != (1, 1):
+            text += f", cluster {self.cluster[0]}x{self.cluster[1]}, {self.loaded_bytes} B loaded/iteration"
+        return text
 
 
 REGISTER_ALLOWANCE = 32  # addresses, loop counters and temporaries, on top of the fragments
@@ -204,7 +257,14 @@ def resources(k: T.Kernel) -> Resources:
     stages: dict[int, int] = {}
     barriers = 0
     warp_specialized = False
+    blocks = sched.cluster[0] * sched.cluster[1]
+    loaded = 0
     for lp in sched.loops.values():
+        for p in lp.producers:
+            tile = p.dst.buffer.dtype.bytes
+            for e in p.dst.buffer.const_shape or ():
+                tile *= e
+            loaded += tile // blocks if any(p is m for m in lp.multicast) else tile
         if lp.stages > 1:
             for p in lp.producers:
                 stages[p.dst.buffer.uid] = lp.stages
@@ -222,7 +282,8 @@ def resources(k: T.Kernel) -> Resources:
     regs = 0
     for uid, lay in sched.fragments.items():
         regs += -(-lay.num_local * _fragment_bytes(k, uid) // 4)
-    return Resources(shared, k.threads + (128 if warp_specialized else 0), regs + REGISTER_ALLOWANCE)
+    return Resources(shared, k.threads + (128 if warp_specialized else 0), regs + REGISTER_ALLOWANCE, sched.cluster,
+                     loaded)
 
 
 def _fragment_bytes(k: T.Kernel, uid: int) -> int:

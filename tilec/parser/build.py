@@ -406,10 +406,32 @@ class Builder(ExprBuilder, TileOpBuilder):
                 self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
             elif kw.name in ("overlap_softmax", "tma_preload"):
                 self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
+            elif kw.name in ("cluster", "cluster_dims"):  # (cluster_dims: TileLang's spelling)
+                shape = self.cluster_shape(kw.value, scope, kw.name)
+                if shape != (1, 1):  # (1, 1): no cluster, the kernel as without the keyword
+                    self.kernel_attrs["cluster"] = shape
             else:
                 raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize=, "
-                                "persistent=, overlap_softmax= or tma_preload=)", kw.span)
+                                "persistent=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
         return grid, threads
+
+    def cluster_shape(self, node: A.Node, scope: _Scope, name: str) -> tuple[int, int]:
+        """Kernel(..., cluster=(cx, cy)): blocks of a thread-block cluster along grid x and y, compile-time integers.
+        TileLang's cluster_dims= takes one integer (along x) or (x, y[, 1]) too."""
+        from ..ir.schedule import check_cluster
+
+        items = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
+        if not (len(items) == 2 or (name == "cluster_dims" and len(items) in (1, 3))):
+            raise self.fail(f"{name}= takes two compile-time integers, (blocks along grid x, blocks along grid y): "
+                            "(1, 1), (2, 1) or (1, 2)", node.span)
+        values = [self.const_int(x, scope, "a cluster extent") for x in items]
+        if len(values) == 3 and values[2] != 1:
+            raise self.fail("a cluster of blocks along grid z is not supported: (1, 1), (2, 1) or (1, 2)", node.span)
+        shape = (values + [1])[:2]
+        try:
+            return check_cluster(shape)
+        except ValueError as e:
+            raise self.fail(str(e), node.span) from None
 
     # ------------------------------------------------------------ statements
     def stmts(self, body: list[A.Node], scope: _Scope) -> None:

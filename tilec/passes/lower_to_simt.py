@@ -380,7 +380,8 @@ class Lowerer:
                                        [S.SStore(s.span, self.sbuf(b), idx, value)]))
             return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
         if isinstance(s, T.Assign):
-            value = self.lx(s.value)
+            instead = self.ext.assign_value(s)
+            value = self.lx(s.value if instead is None else instead)
             if id(s.var) in self.subst:
                 return self.emit(S.SAssign(s.span, self.subst[id(s.var)], value))
             v = self.fresh(s.var.name, s.var.dtype)

@@ -63,6 +63,11 @@ class LoweringExtension:
     def launch_grid(self, grid: list[T.Expr]) -> list[T.Expr]:
         return grid
 
+    def assign_value(self, s: T.Assign) -> T.Expr | None:
+        """The Tile IR value an assignment takes instead of its own (sm90 clusters recompute the rasterized block
+        order over the grid of clusters); None: its own."""
+        return None
+
     def kernel_attrs(self) -> dict[str, object]:
         """Entries for SKernel.attrs (what the launcher needs, e.g. TMA tensor maps)."""
         return {}

@@ -23,6 +23,9 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
     the shape `overlap_split` accepts (FlashAttention's): the last gemm of iteration j is issued together
     with the first gemm of iteration j+1, so the statements between the two gemms (the softmax) run while
     the tensor cores work on both (else a warning says it has no effect);
+  * `kernel.schedule.cluster` and the loop's `multicast` (sm90): `Kernel(..., cluster=(2, 1))` or `(1, 2)` on a
+    warp-specialized gemm pipeline with a producer both blocks of a cluster share (`cluster_multicast`); else a
+    remark (category cluster) says why it is ignored, or, pinned by the schedule request, an error;
   * `preloads` (warp-specialized, not persistent): with `Kernel(..., tma_preload=True)`, the copies before the
     loop that `preload_copies` accepts (FlashAttention's Q tile), which the producer warpgroup then issues
     through TMA before the loop's copies (else a warning says it has no effect).
@@ -296,6 +299,88 @@ def preload_copies(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSc
     return out
 
 
+def _plan_cluster(k: T.Kernel, target: Target, sched: KernelSchedule, loops: list[T.For],
+                  plans: dict[int, LoopSchedule], rep: Reporter) -> None:
+    """A thread-block cluster (Kernel(..., cluster=(cx, cy)), or the schedule's "cluster"): granted to a kernel
+    whose pipeline `cluster_multicast` accepts; a Kernel keyword that cannot be granted is ignored with a remark
+    (category cluster) saying why, a pinned schedule request is an error. The no-TMA twin is never clustered."""
+    pinned = k.request.cluster if k.request is not None else None
+    shape = pinned if pinned is not None else tuple(k.attrs.get("cluster", (1, 1)))
+    if shape == (1, 1) or k.attrs.get("internal"):
+        return
+    dim = 0 if shape[0] > 1 else 1
+    why = None
+    if not target.tma_pipelines:
+        why = f"{target.name} has no thread-block clusters with TMA multicast (sm90 has)"
+    elif "tma" in k.attrs.get("disabled", ()):
+        why = "TMA is turned off (--no-tma)"
+    else:
+        ws = [s for s in loops if plans[s.uid].warp_specialized]
+        if not ws:
+            why = "it applies to a warp-specialized TMA pipeline (the kernel's only Pipelined loop, at its top level)"
+        elif sched.persistent:
+            why = "the kernel is persistent (persistent=True): clusters apply to one output tile per block"
+        else:
+            shared, why = cluster_multicast(k, ws[0], plans[ws[0].uid], sched, dim)
+    span = k.span
+    text = f"cluster=({shape[0]}, {shape[1]})"
+    if why is not None:
+        if pinned is not None:
+            rep.error(f"the schedule asks for a {shape[0]}x{shape[1]} cluster for kernel '{k.name}', which it cannot "
+                      f"have: {why}", span)
+        else:
+            rep.remark("cluster", f"{text} is ignored for kernel '{k.name}' on {target.name}: {why}", span)
+        return
+    plans[ws[0].uid].multicast = shared
+    sched.cluster = shape
+    rep.remark("cluster", f"{text}: blocks {'side by side along grid x' if dim == 0 else 'along grid y'} share "
+                          f"{', '.join(repr(p.dst.buffer.name) for p in shared)}; each loads half of it and TMA "
+                          "multicasts it to both", span)
+
+
+def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule,
+                      dim: int) -> tuple[list[T.Copy], str | None]:
+    """(the producers both blocks of a 2-block cluster along grid dimension `dim` share, None) or ([], why not).
+    The loop must be a gemm pipeline (its only statement besides the producers one wgmma gemm), nothing before or
+    in it may write global memory (the blocks that round the grid up to whole clusters run the pipeline and skip
+    what follows it), and at least one producer's source must not depend on the block index along `dim` (after
+    rasterization) with a tile TMA can load in two halves of rows (panel layout, rows a multiple of 16)."""
+    rest = [st for st in loop.body if st not in plan.producers]
+    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"):
+        return [], "the Pipelined loop is not a gemm pipeline (its copies and one gemm on wgmma)"
+    if plan.overlap_softmax or plan.preloads:
+        return [], "the loop overlaps the softmax or preloads tiles"
+    for st in walk_stmts(k.body[:k.body.index(loop) + 1]):
+        if any(r.buffer.scope == "global" for r in ops.writes(st)) or (
+                isinstance(st, T.Store) and st.buffer.scope == "global"):
+            return [], "a statement before the pipeline or in it writes global memory"
+    raster = sched.raster_assigns
+    block = raster[dim].var if raster is not None else k.block_vars[dim]
+    assigns = {id(a.var): a for a in launch_value_assigns(k, loop)}
+
+    def depends(e: T.Expr, seen=()) -> bool:
+        for x in sub_exprs(e):
+            if x is block:
+                return True
+            if isinstance(x, T.Var) and id(x) in assigns and id(x) not in seen:
+                if depends(assigns[id(x)].value, (*seen, id(x))):
+                    return True
+        return False
+
+    shared = []
+    for p in plan.producers:
+        lay = sched.shared.get(p.dst.buffer.uid)
+        rows = [e for e in p.src.const_extents if e != 1]
+        if (any(depends(x) for x in p.src.starts) or lay is None or not (lay.panel and lay.swizzle)
+                or len(rows) != 2 or rows[0] != lay.rows or lay.rows % 16):
+            continue
+        shared.append(p)
+    if not shared:
+        return [], (f"no producer tile is the same for the blocks side by side along grid {'xy'[dim]} (a copy whose "
+                    f"source does not depend on the block index along {'xy'[dim]}, into a wgmma tile of 16k rows)")
+    return shared, None
+
+
 def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
     """The top-level assignments before `loop` whose values depend only on launch values (block
     indices, sizes, scalars and earlier such assignments) -- what a producer warpgroup recomputes."""
@@ -384,5 +469,6 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 _remark_plan(s, plans[s.uid], requests[s.uid], target, sched, disabled, rep)
         sched.loops.update(plans)
         sched.persistent = wants_persistent and ws
+        _plan_cluster(k, target, sched, loops, plans, rep)
     rep.check()
     return module

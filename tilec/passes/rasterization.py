@@ -13,14 +13,10 @@ from __future__ import annotations
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
-from ..ir.schedule import KernelSchedule
+from ..ir.schedule import KernelSchedule, grouped_order
 from ..ir.visit import rewrite_body, walk_stmts
 
 NAME = "rasterization"
-
-
-def _b(op, a, b):
-    return T.Binary(D.I32, None, op, a, b if isinstance(b, T.Expr) else T.Const(D.I32, None, b))
 
 
 def run(module: T.Module, rep: Reporter, target=None) -> T.Module:
@@ -33,16 +29,12 @@ def run(module: T.Module, rep: Reporter, target=None) -> T.Module:
         gx, gy = k.grid[0], k.grid[1]
         new_x = T.Var(D.I32, None, f"{bx.name}_swizzled", "local")
         new_y = T.Var(D.I32, None, f"{by.name}_swizzled", "local")
-        pid = _b("+", _b("*", by, gx), bx)
-        per_group = _b("*", gx, panel)
-        first_y = _b("*", _b("//", pid, per_group), panel)
-        size_y = T.Call(D.I32, None, "min", [_b("-", gy, first_y), T.Const(D.I32, None, panel)])
-        in_group = _b("%", pid, per_group)
+        x_value, y_value = grouped_order(bx, by, gx, gy, panel)
         mapping = {id(bx): new_x, id(by): new_y}
         body = rewrite_body(k.body, lambda e, m=mapping: m.get(id(e)) if isinstance(e, T.Var) else None)
-        prologue = [T.Assign(None, new_y, _b("+", first_y, _b("%", in_group, size_y))),
-                    T.Assign(None, new_x, _b("//", in_group, size_y))]
+        prologue = [T.Assign(None, new_y, y_value), T.Assign(None, new_x, x_value)]
         k.body = prologue + body
         k.schedule = k.schedule if k.schedule is not None else KernelSchedule()
         k.schedule.rasterization = panel
+        k.schedule.raster_assigns = (prologue[1], prologue[0])
     return module

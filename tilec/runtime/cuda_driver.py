@@ -19,6 +19,32 @@ TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap): 16 opaque 64-bit words
 TENSOR_MAP_ALIGN = 128  # the driver asks for 64; cuda.h 13 declares the struct alignas(128)
 
 CUtensorMap = ctypes.c_uint64 * 16
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+class CUlaunchAttribute(ctypes.Structure):
+    """cuda.h's CUlaunchAttribute: the attribute's id, padding to 8 bytes, a 64-byte value union (for the cluster
+    dimension: three unsigned ints x, y, z)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(CUlaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+def cluster_launch_config(grid, threads: int, shared: int, stream: int, cluster) -> CUlaunchConfig:
+    """The CUlaunchConfig of a launch in thread-block clusters of `cluster` = (x, y, z) blocks (it keeps its one
+    attribute alive)."""
+    attr = CUlaunchAttribute()
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value[0], attr.value[1], attr.value[2] = cluster
+    config = CUlaunchConfig(grid[0], grid[1], grid[2], threads, 1, 1, shared, stream or None, ctypes.pointer(attr), 1)
+    config._attr = attr
+    return config
 
 
 def tensor_map_buffer() -> ctypes.Array:
@@ -81,6 +107,7 @@ class Driver:
         self.raw_launch = ctypes.PyDLL(lib._name).cuLaunchKernel
         self.raw_launch.restype = ctypes.c_int
         self.lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self._launch_ex = None  # cuLaunchKernelEx (CUDA 12+), bound on the first launch in clusters
         self.lib.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
         self.lib.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self.lib.cuEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
@@ -133,17 +160,35 @@ class Driver:
         finally:
             self.leave(pushed)
 
-    def launch_packed(self, fn, grid, threads: int, shared: int, stream: int, params: int) -> None:
+    def launch_packed(self, fn, grid, threads: int, shared: int, stream: int, params: int, cluster=None) -> None:
         """cuLaunchKernel with a prepared kernelParams array at address `params`: asynchronous on
-        `stream` (a CUstream handle; 0 is the legacy default stream), capturable into a CUDA graph."""
+        `stream` (a CUstream handle; 0 is the legacy default stream), capturable into a CUDA graph. With
+        `cluster` = (x, y, z), cuLaunchKernelEx in thread-block clusters of that shape."""
         pushed = self.enter()
         try:
-            rc = self.lib.cuLaunchKernel(fn, grid[0], grid[1], grid[2], threads, 1, 1, shared, stream, params, None)
+            if cluster is not None:
+                rc = self.launch_cluster(fn, grid, threads, shared, stream, params, cluster)
+            else:
+                rc = self.lib.cuLaunchKernel(fn, grid[0], grid[1], grid[2], threads, 1, 1, shared, stream, params, None)
         finally:
             if pushed:
                 self.leave(pushed)
         if rc:
-            self.check(rc, "cuLaunchKernel")
+            self.check(rc, "cuLaunchKernelEx" if cluster is not None else "cuLaunchKernel")
+
+    def launch_cluster(self, fn, grid, threads: int, shared: int, stream: int, params: int, cluster) -> int:
+        """cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = cluster; returns the CUresult (the launch
+        path's retry through launch_packed reports an error)."""
+        if self._launch_ex is None:
+            ex = getattr(self.lib, "cuLaunchKernelEx", None)
+            if ex is None:
+                raise CudaError("this CUDA driver has no cuLaunchKernelEx (CUDA 12 or newer launches kernels in "
+                                "thread-block clusters)")
+            ex.argtypes = [ctypes.POINTER(CUlaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            ex.restype = ctypes.c_int
+            self._launch_ex = ex
+        config = cluster_launch_config(grid, threads, shared, stream, cluster)
+        return self._launch_ex(ctypes.byref(config), fn, params, None)
 
     def check(self, rc: int, what: str) -> None:
         if rc != 0:

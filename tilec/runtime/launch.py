@@ -26,6 +26,7 @@ import struct
 import sys
 import threading
 
+from ..manifest import ManifestError, cluster_dims
 from .arrays import (
     _ADAPTERS,
     HOST,
@@ -250,7 +251,7 @@ def _make_fast_path(layout: _Layout):
               "            s.store(args[s.index])", "        if block.written is not plan:",
               "            plan.write(block)", "        if launch():",
               "            plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, "
-              "current_stream(d0), block.params_address)",
+              "current_stream(d0), block.params_address, plan.cluster)",
               "    finally:", "        block.lock.release()"]
     outs = layout.outputs
     if len(outs) == 1:
@@ -266,7 +267,7 @@ class _Plan:
     device, grid, block, dynamic shared memory, the sizes and the encoded tensor maps."""
 
     __slots__ = ("kernel", "layout", "driver", "fn", "grid", "threads", "shared", "sizes", "maps", "map_addresses",
-                 "empty", "launchers")
+                 "empty", "launchers", "cluster")
 
     def __init__(self, kernel, layout: _Layout, driver, fn, grid, threads, shared, sizes, maps) -> None:
         self.kernel, self.layout, self.driver, self.fn = kernel, layout, driver, fn
@@ -275,6 +276,11 @@ class _Plan:
         self.map_addresses = [ctypes.addressof(m) for m in maps]
         self.empty = any(g <= 0 for g in grid)
         self.launchers: dict[int, functools.partial] = {}  # CUstream handle -> this plan's launch on it
+        # thread-block cluster (sm90): launched by cuLaunchKernelEx; the grid formulas give whole clusters
+        self.cluster = cluster_dims(kernel.entry)
+        if self.cluster is not None and not self.empty and any(g % c for g, c in zip(grid, self.cluster, strict=True)):
+            raise ManifestError(f"kernel '{kernel.entry['name']}': grid {grid} is not a whole number of its "
+                                f"{'x'.join(map(str, self.cluster))} clusters")
 
     def launcher(self, handle: int) -> functools.partial:
         """cuLaunchKernel with every argument of this plan on this stream bound: a launch is one call with no
@@ -282,6 +288,11 @@ class _Plan:
         if len(self.launchers) >= 64:
             self.launchers.clear()
         drv, (gx, gy, gz) = self.driver, self.grid
+        if self.cluster is not None:  # cuLaunchKernelEx, the cluster dimension as its launch attribute
+            launch = self.launchers[handle] = functools.partial(
+                drv.launch_cluster, self.fn, self.grid, self.threads, self.shared, handle,
+                self.layout.params_address, self.cluster)
+            return launch
         launch = self.launchers[handle] = functools.partial(
             drv.raw_launch, drv.pointer_arg(self.fn), gx, gy, gz, self.threads, 1, 1, self.shared,
             drv.pointer_arg(handle), drv.pointer_arg(self.layout.params_address), None)
@@ -368,7 +379,7 @@ class Kernel:
                         plan.write(block)
                     if (plan.launchers.get(handle) or plan.launcher(handle))():
                         plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
-                                                  block.params_address)
+                                                  block.params_address, plan.cluster)
             if sync:
                 plan.driver.synchronize(handle)
         outs = layout.outputs
@@ -391,7 +402,7 @@ class Kernel:
             # a failure (no current context on this thread, say) takes the careful path, which reports errors
             if (plan.launchers.get(handle) or plan.launcher(handle))():
                 plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
-                                          layout.params_address)
+                                          layout.params_address, plan.cluster)
 
     # ------------------------------------------------------------ building a plan (once per shape)
 

@@ -28,6 +28,13 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   deadlocks, which is an error. The consumers' named barrier is a barrier of the declared threads;
   the ping-pong named barriers between consumer warpgroups order nothing in a lockstep group and are
   accepted without effect.
+* Thread-block clusters (the kernel's `cluster` attribute, blocks ranked x fastest): the blocks of a cluster run
+  as thread groups that take turns the same way. `tma_load_multicast_Nd` lands its box at the same shared offset
+  in every block of its mask and completes the bytes on each one's mbarrier at the same offset (a block's
+  transaction count may go below zero until its own expect_tx arrives, as on the hardware);
+  `mbar_arrive_cluster_warp` arrives on the mbarrier at that offset in every block of its mask; `cluster_sync`
+  returns once every block of the cluster has reached it. A multicast into, or an arrival on, a block whose
+  barriers are not initialised yet or that has exited is an error.
 """
 
 from __future__ import annotations
@@ -68,6 +75,81 @@ class _Barrier:
         return False
 
 
+class Turns:
+    """Python threads (thread groups of the model: a block's producers or consumers, the blocks of a cluster) that
+    run one at a time, each holding `cond` while it runs. A thread gives the turn to the next one only inside a
+    wait that cannot return yet; when every live thread has had its turn since anything changed (`progress`),
+    nothing can: a deadlock, and give_way returns False."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.order: list[int] = []  # the live threads' idents, in turn order
+        self.holder: int | None = None
+        self.progress = 0
+        self.mark = 0
+        self.stalled = 0
+        self.errors: list[BaseException] = []
+
+    def enter(self) -> None:
+        """The calling thread joins and takes the turn (it must not hold it already)."""
+        self.cond.acquire()
+        me = threading.get_ident()
+        self.order.append(me)
+        self.holder = me
+
+    def leave(self) -> None:
+        me = threading.get_ident()
+        i = self.order.index(me)
+        self.order.remove(me)
+        self.stalled = 0
+        if self.holder == me:
+            self.holder = self.order[i % len(self.order)] if self.order else None
+        self.cond.notify_all()
+        self.cond.release()
+
+    def spawn(self, fn, first: bool = False) -> threading.Thread:
+        """A new thread running fn, next in turn after the caller (the holder); with first, it runs now and the
+        caller gets the turn back when it gives way or finishes."""
+        me = threading.get_ident()
+
+        def body():
+            self.cond.acquire()
+            mine = threading.get_ident()
+            self.order.insert(self.order.index(me) + 1, mine)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.holder == mine)
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001  (re-raised by whoever waits for this thread)
+                self.errors.append(e)
+            finally:
+                self.leave()
+
+        t = threading.Thread(target=body, daemon=True)
+        t.start()
+        self.cond.wait_for(lambda: t.ident in self.order)
+        if first:
+            self.holder = t.ident
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.holder == me)
+        return t
+
+    def alive(self, t: threading.Thread) -> bool:
+        return t.ident in self.order
+
+    def give_way(self) -> bool:
+        me = threading.get_ident()
+        if self.progress != self.mark:
+            self.mark, self.stalled = self.progress, 0
+        self.stalled += 1
+        if len(self.order) < 2 or self.stalled > len(self.order):
+            return False
+        self.holder = self.order[(self.order.index(me) + 1) % len(self.order)]
+        self.cond.notify_all()
+        self.cond.wait_for(lambda: self.holder == me)
+        return True
+
+
 class HopperModel:
     """Mixin of the interpreter's block run (tilec.testing.simt_interp._BlockRun)."""
 
@@ -75,52 +157,74 @@ class HopperModel:
         self.raw = raw
         self.barriers: dict[int, _Barrier] = {}
         self.in_flight: dict[int, np.ndarray] = {}  # shared buffer id -> bool per element (TMA not waited for)
-        self.turn: threading.Condition | None = None  # set while two thread groups run concurrently
-        self.waiting = 0
-        self.groups_left = 0
-        self.progress = 0  # mbarrier state changes so far
-        self.progress_at_wait = -1
         self.wgmma_open: list[tuple] = []  # issued wgmma instructions not committed yet
         self.wgmma_groups: list[list[tuple]] = []  # committed groups not retired by a wgmma_wait yet
+        self.cluster_blocks: list = [self]  # the blocks of this block's cluster, by rank (set by the grid's run)
+        self.cluster_rank = 0
+        self.cluster_syncs = 0  # cluster barriers this block has passed
+        self.exited = False  # the block has finished: its shared memory and barriers are gone
+
+    @property
+    def turns(self) -> Turns | None:
+        return self.sim.turns
+
+    def progressed(self) -> None:
+        """Something another thread group may be waiting for changed (an mbarrier, a cluster barrier)."""
+        if self.turns is not None:
+            self.turns.progress += 1
 
     def give_way(self) -> bool:
-        """Let the other thread group run until it changes something (one group runs at a time); False when
-        it cannot (no other group, or it is waiting too, or it has finished): a deadlock."""
-        if self.turn is None or self.groups_left < 2:
-            return False
-        if self.waiting and self.progress == self.progress_at_wait:  # the other waits, and nothing changed since
-            return False
-        self.waiting += 1
-        self.progress_at_wait = self.progress
-        self.turn.notify_all()
-        self.turn.wait()
-        self.waiting -= 1
-        return True
+        """Let the other thread groups run (one at a time) until one changes something; False when none can: a
+        deadlock."""
+        return self.turns is not None and self.turns.give_way()
 
     def run_concurrently(self, s, then_mask: np.ndarray, else_mask: np.ndarray) -> None:
-        self.turn = threading.Condition()
-        self.groups_left = 2
-        errors: list[BaseException] = []
+        """The producer branch as a thread group of its own, started first; this group runs the consumers and then
+        waits for the producers to finish."""
+        own = self.turns is None
+        if own:
+            self.sim.turns = Turns()
+            self.sim.turns.enter()
+        turns = self.sim.turns
+        try:
+            child = turns.spawn(lambda: self.stmts(s.then_body, then_mask), first=True)
+            self.stmts(s.else_body, else_mask)
+            while turns.alive(child):
+                if not self.give_way():
+                    raise self.err("the warp-specialized branches never finish: the producers wait for a stage "
+                                   "nobody releases", s.span)
+            if turns.errors:
+                raise turns.errors[0]
+        finally:
+            if own:
+                turns.leave()
+                self.sim.turns = None
 
-        def group(body, mask):
-            with self.turn:
-                try:
-                    self.stmts(body, mask)
-                except BaseException as e:  # noqa: BLE001  (re-raised below, in the calling thread)
-                    errors.append(e)
-                finally:
-                    self.groups_left -= 1
-                    self.turn.notify_all()
+    # ------------------------------------------------------------ clusters
+    def peer(self, rank: int):
+        if not 0 <= rank < len(self.cluster_blocks):
+            raise self.err(f"cluster rank {rank} outside the cluster of {len(self.cluster_blocks)} block(s)")
+        return self.cluster_blocks[rank]
 
-        worker = threading.Thread(target=group, args=(s.then_body, then_mask))
-        with self.turn:
-            worker.start()
-            self.turn.wait_for(lambda: self.waiting == 1 or self.groups_left < 2, timeout=60)
-        group(s.else_body, else_mask)
-        worker.join(timeout=600)
-        self.turn = None
-        if errors:
-            raise errors[0]
+    def ranks(self, mask_value: int, span) -> list[int]:
+        ranks = [r for r in range(16) if mask_value >> r & 1]
+        if not ranks:
+            raise self.err("an empty cluster mask", span)
+        for r in ranks:
+            self.peer(r)
+        return ranks
+
+    def cluster_sync(self, s: S.SCall, mask) -> None:
+        """barrier.cluster arrive + wait: every thread of every block of the cluster (the block's whole thread
+        set, in this lockstep model), then a new epoch."""
+        if mask is not None and not np.all(mask):
+            raise self.err("cluster_sync reached by only some threads of the block (undefined behaviour)", s.span)
+        self.cluster_syncs += 1
+        self.progressed()
+        while any(b.cluster_syncs < self.cluster_syncs for b in self.cluster_blocks):
+            if not self.give_way():
+                raise self.err("cluster barrier never completes: a block of the cluster does not reach it", s.span)
+        self.epoch += 1
 
     # ------------------------------------------------------------ helpers
     def uniform(self, values: np.ndarray, act: np.ndarray, what: str, span) -> int:
@@ -142,13 +246,18 @@ class HopperModel:
                 return b, (byte - lo) // eb
         raise self.err("a TMA or wgmma access outside any one shared buffer")
 
-    def barrier_of(self, e, mask, span) -> _Barrier:
+    def barrier_key(self, e, mask, span) -> int:
         b, idx = self.addr(e, mask)
-        key = self.uniform(self.shared_byte(b, 0) + idx * 8, self.active(mask), "mbarrier address", span)
+        return self.uniform(self.shared_byte(b, 0) + idx * 8, self.active(mask), "mbarrier address", span)
+
+    def barrier_at(self, key: int, span) -> _Barrier:
         bar = self.barriers.get(key)
         if bar is None:
             raise self.err("mbarrier used before mbar_init", span)
         return bar
+
+    def barrier_of(self, e, mask, span) -> _Barrier:
+        return self.barrier_at(self.barrier_key(e, mask, span), span)
 
     def tensor_map(self, var) -> dict:
         names = [v.name for v in self.k.attrs.get("tensor_map_params", [])]
@@ -194,10 +303,16 @@ class HopperModel:
             if s.op == "mbar_arrive_warp" and t % 32:
                 continue
             bar.arrivals += 1
-            self.progress += 1
+            self.progressed()
             if s.op == "mbar_expect_tx":
                 bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
+            self.check_arrivals(bar, s.span)
             bar.maybe_complete()
+
+    def check_arrivals(self, bar: _Barrier, span) -> None:
+        if bar.arrivals > bar.count:
+            raise self.err(f"more arrivals on an mbarrier than its phase expects ({bar.count}): a stage released "
+                           "twice, or the next phase's arrival before this one completed", span)
 
     def mbar_wait(self, s: S.SCall, mask) -> None:
         bar = self.barrier_of(s.args[0], mask, s.span)
@@ -223,20 +338,37 @@ class HopperModel:
         return [int(self.full(self.eval(a, mask))[t]) for a in args]
 
     def tma_load(self, s: S.SCall, t: int, mask) -> None:
+        """tma_load_Nd: into this block; tma_load_multicast_Nd: into the same shared offset of every block of the
+        cluster in its mask, each completing the bytes on its own mbarrier at the same offset."""
         entry = self.tensor_map(s.args[0])
         dst, didx = self.addr(s.args[1], mask)
         bar_m = np.zeros(self.n, bool)
         bar_m[t] = True
-        bar = self.barrier_of(s.args[2], bar_m, s.span)
-        coords = list(reversed(self.thread_values(s.args[3:], mask, t)))  # outermost first
+        key = self.barrier_key(s.args[2], bar_m, s.span)
+        first = 3
+        targets = [self]
+        if s.op == "tma_load_multicast":
+            targets = [self.peer(r) for r in self.ranks(self.thread_values(s.args[3:4], mask, t)[0], s.span)]
+            first = 4
+        coords = list(reversed(self.thread_values(s.args[first:], mask, t)))  # outermost first
         src = self.sim.globals[entry["tensor"]]
         flat = self.box_elements(entry, coords)
-        eb = storage_dtype(dst.dtype).itemsize
         values = np.zeros(flat.shape, storage_dtype(dst.dtype))
         ok = flat >= 0
         values[ok] = src[flat[ok]]
         start = self.shared_byte(dst, int(didx[t]))
-        addr = swizzle(start + np.arange(flat.size) * eb, entry["swizzle"])
+        for blk in targets:
+            blk.land(entry, start, values, key, s.span)
+
+    def land(self, entry: dict, start: int, values: np.ndarray, key: int, span) -> None:
+        """A TMA box's bytes arrive in this block's shared memory at `start` (swizzled by the address) and complete
+        their transaction bytes on this block's mbarrier `key`."""
+        if self.exited:
+            raise self.err("a TMA multicast into a block of the cluster that has exited (no cluster barrier before "
+                           "its exit)", span)
+        bar = self.barrier_at(key, span)
+        eb = values.dtype.itemsize
+        addr = swizzle(start + np.arange(values.size) * eb, entry["swizzle"])
         b, elems = self.buffer_at(addr)
         self.raw[(addr[:, None] + np.arange(eb)).ravel()] = values.view(np.uint8)
         flags = self.in_flight.setdefault(id(b), np.zeros(b.size, bool))
@@ -245,8 +377,27 @@ class HopperModel:
         sh = self.shared[id(b)]
         sh.write_epoch[elems] = -1  # written by the async proxy, published by the barrier
         bar.tx -= values.nbytes
-        self.progress += 1
+        self.progressed()
         bar.maybe_complete()
+
+    def mbar_arrive_cluster(self, s: S.SCall, mask) -> None:
+        """mbar_arrive_cluster_warp: lane 0 of each warp arrives on the mbarrier at this offset in every block of
+        the cluster in the mask (its own included)."""
+        for t in np.nonzero(self.active(mask))[0]:
+            if t % 32:
+                continue
+            m = np.zeros(self.n, bool)
+            m[t] = True
+            key = self.barrier_key(s.args[0], m, s.span)
+            for r in self.ranks(self.thread_values(s.args[1:2], mask, t)[0], s.span):
+                if self.peer(r).exited:
+                    raise self.err(f"an arrival on an mbarrier of block {self.peer(r).block_idx} of the cluster, "
+                                   "which has exited (no cluster barrier before its exit)", s.span)
+                bar = self.peer(r).barrier_at(key, s.span)
+                bar.arrivals += 1
+                self.progressed()
+                self.check_arrivals(bar, s.span)
+                bar.maybe_complete()
 
     def tma_store(self, s: S.SCall, t: int, mask) -> None:
         entry = self.tensor_map(s.args[0])
@@ -370,6 +521,8 @@ class HopperModel:
 HOPPER_SEMANTICS = {
     "mbar_init": "mbar_init", "mbar_expect_tx": "mbar_arrive", "mbar_arrive": "mbar_arrive",
     "mbar_arrive_warp": "mbar_arrive", "mbar_wait": "mbar_wait", "tma_load": "tma_loads", "tma_store": "tma_stores",
+    "tma_load_multicast": "tma_loads", "mbar_arrive_cluster_warp": "mbar_arrive_cluster",
+    "cluster_sync": "cluster_sync",
     "wgmma": "wgmma", "wgmma_commit": "wgmma_commit", "wgmma_wait": "wgmma_wait",
     **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence",
                      "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait",

@@ -28,7 +28,9 @@ Execution model
   lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
   register halves are packed into u32 registers exactly as on the hardware (low half first).
 * sm90: TMA boxes, mbarriers and wgmma are modelled in simt_hopper.py; a warp-specialized kernel's
-  producer and consumer branches run as two thread groups that hand over inside mbarrier waits.
+  producer and consumer branches run as two thread groups that hand over inside mbarrier waits; the blocks
+  of a thread-block cluster (the kernel's `cluster` attribute) run together the same way, with multicast
+  TMA loads into every block of a mask, arrivals on a peer block's mbarriers and cluster barriers.
 * Values follow the Tile IR interpreter: f16/bf16 arithmetic in f32 rounded after every
   operation, stores round to the buffer's dtype (ml_dtypes), integers wrap, `//` and `%` floor.
   Shared memory and register arrays start as NaN so that reading what was never written shows.
@@ -49,7 +51,7 @@ from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.instructions import MFMA, MMA
-from .simt_hopper import HopperModel
+from .simt_hopper import HopperModel, Turns
 
 __all__ = ["SimtInterpreterError", "run_simt"]
 
@@ -611,6 +613,7 @@ class _Sim:
         self.globals: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.grid_x = 1
+        self.turns: Turns | None = None  # the thread groups taking turns (warp specialization, clusters)
         self.writeback: list[tuple[np.ndarray, np.ndarray]] = []
         for p in k.params:
             if isinstance(p, S.SBuffer):
@@ -662,13 +665,42 @@ class _Sim:
     def run(self) -> None:
         gx, gy, gz = self.grid()
         self.grid_x = gx
-        for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
-            blk = _BlockRun(self, (bx, by, bz))
-            blk.stmts(self.k.body, None)
-            if blk.open_group or blk.groups:
-                blk.call(S.SCall(None, "cp_async_wait", [T.Const(D.I32, None, 0)]), None)
+        cluster = tuple(self.k.attrs.get("cluster") or (1, 1, 1))
+        if cluster == (1, 1, 1):
+            for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+                self.run_block(_BlockRun(self, (bx, by, bz)))
+        else:
+            cx, cy, cz = cluster
+            if gx % cx or gy % cy or gz % cz:
+                raise SimtInterpreterError(f"kernel {self.k.name}: grid ({gx}, {gy}, {gz}) is not a whole number of "
+                                           f"{cx}x{cy}x{cz} clusters")
+            for z0, y0, x0 in itertools.product(range(0, gz, cz), range(0, gy, cy), range(0, gx, cx)):
+                self.run_cluster([_BlockRun(self, (x0 + i, y0 + j, z0 + m))
+                                  for m in range(cz) for j in range(cy) for i in range(cx)])
         for arr, flat in self.writeback:
             arr[...] = flat.reshape(arr.shape)
+
+    def run_block(self, blk: _BlockRun) -> None:
+        blk.stmts(self.k.body, None)
+        if blk.open_group or blk.groups:
+            blk.call(S.SCall(None, "cp_async_wait", [T.Const(D.I32, None, 0)]), None)
+        blk.exited = True
+
+    def run_cluster(self, blocks: list[_BlockRun]) -> None:
+        """The blocks of one thread-block cluster (by rank: x fastest), each a thread group of its own taking turns
+        with the others inside their waits (mbarriers, cluster barriers), so that one block's multicast loads and
+        remote arrivals reach the other while it runs."""
+        for rank, b in enumerate(blocks):
+            b.cluster_blocks, b.cluster_rank = blocks, rank
+        turns = self.turns = Turns()
+        turns.enter()
+        threads = [turns.spawn(lambda b=b: self.run_block(b)) for b in blocks]
+        turns.leave()  # the blocks take turns among themselves (and report their own deadlocks)
+        with turns.cond:
+            turns.cond.wait_for(lambda: not any(turns.alive(t) for t in threads))
+        self.turns = None
+        if turns.errors:
+            raise turns.errors[0]
 
 
 _MAX_WHILE_ITERATIONS = 1 << 20  # (a model of a loop that never ends would never return)

@@ -12,6 +12,7 @@ from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 PROFILE_HEADER = Path(__file__).parent / "include" / "tilec_profile.h"  # only in a profiled build
+CLUSTER_HEADER = Path(__file__).parent / "include" / "tilec_cluster.h"  # only with thread-block clusters (sm90)
 
 _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
@@ -38,6 +39,9 @@ _CALLS = {
     "mma": spelled("tl::mma_{dtype}({0}, {1}, {2})"),
     "wgmma": lambda printer, s, args: printer.wgmma_call(s, args),
     "tma_load": _tma,
+    "tma_load_multicast": _tma,
+    "mbar_arrive_cluster_warp": spelled("tl::mbar_arrive_cluster_warp({0}, {1})"),
+    "cluster_sync": spelled("tl::cluster_sync()"),
     "tma_store": _tma,
     "mbar_init": spelled("tl::mbar_init({0}, {1})"),
     "fence_mbar_init": spelled("tl::fence_mbar_init()"),
@@ -200,6 +204,8 @@ def generate(module: S.SModule, banner: str) -> str:
     parts.append(HEADER.read_text())
     if any(k.attrs.get("profile") for k in module.kernels):
         parts.append(PROFILE_HEADER.read_text())
+    if any(k.attrs.get("cluster") for k in module.kernels):
+        parts.append(CLUSTER_HEADER.read_text())
     parts.append("#define TL_INF __int_as_float(0x7f800000)\n#define TL_NAN __int_as_float(0x7fffffff)\n")
     emitted: set[str] = set()
     for k in module.kernels:

@@ -32,6 +32,7 @@ from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.instructions import WGMMA
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
+from ...ir.schedule import grouped_order
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
@@ -83,6 +84,14 @@ class HopperLowering(LoweringExtension):
         # pipelines' stage/phase counters run on across tiles.
         self.persistent = self.cx.sched.persistent
         self.persistent_pre: list[S.SStmt] = []
+        # a 2-block cluster along grid x or y (schedule.cluster): rank = block index % 2 along it; the grid is
+        # rounded up to whole clusters, and a block past the declared grid (a "ghost") runs the pipeline for its
+        # peer and skips what follows it
+        self.cluster = self.cx.sched.cluster if self.tma_enabled else (1, 1)
+        self.cluster_dim = 0 if self.cluster[0] > 1 else 1
+        self.cluster_tail: int | None = None  # where the statements after the pipeline start in the body
+        if self.cluster != (1, 1):
+            self.rank = mod(S.BlockIdx(D.I32, None, self.cluster_dim), 2)
         if self.persistent:
             self.tile = T.Var(D.I32, None, "tl_tile", "local")
             self.cx.names.add("tl_tile")
@@ -143,6 +152,9 @@ class HopperLowering(LoweringExtension):
         return self.finish_hopper(body)
 
     def launch_grid(self, grid: list[T.Expr]) -> list[T.Expr]:
+        if self.cluster != (1, 1):  # whole clusters
+            d = self.cluster_dim
+            return [mul(T.Call(D.I32, None, "ceildiv", [g, c(2)]), c(2)) if i == d else g for i, g in enumerate(grid)]
         if not self.persistent:
             return grid
         num_sms = T.Var(D.I32, None, "num_sms", "size")  # at most one block per multiprocessor (known at launch)
@@ -151,7 +163,42 @@ class HopperLowering(LoweringExtension):
     def kernel_attrs(self) -> dict[str, object]:
         if not self.tensor_maps:
             return {}
-        return {"tensor_maps": self.tensor_maps, "tensor_map_params": self.tensor_map_vars}
+        attrs = {"tensor_maps": self.tensor_maps, "tensor_map_params": self.tensor_map_vars}
+        if self.cluster != (1, 1):
+            attrs["cluster"] = (*self.cluster, 1)
+        return attrs
+
+    def assign_value(self, s: T.Assign) -> T.Expr | None:
+        """Clustered and rasterized: the grouped block order over the grid of clusters, then the block's rank
+        within its cluster -- so the two blocks of a cluster get neighbouring tiles along the cluster's dimension
+        (sharing the multicast tile), and every tile of the declared grid still runs exactly once."""
+        raster = self.cx.sched.raster_assigns
+        if self.cluster == (1, 1) or raster is None or not any(s is a for a in raster):
+            return None
+        k = self.cx.k
+        bx, by = k.block_vars[0], k.block_vars[1]
+        gx, gy = k.grid[0], k.grid[1]
+
+        def half(e):
+            return T.Binary(D.I32, None, "//", e, c(2))
+
+        def halves(g):
+            return T.Call(D.I32, None, "ceildiv", [g, c(2)])
+
+        if self.cluster_dim == 0:
+            x, y = grouped_order(half(bx), by, halves(gx), gy, self.cx.sched.rasterization)
+            x = T.Binary(D.I32, None, "+", T.Binary(D.I32, None, "*", x, c(2)), T.Binary(D.I32, None, "%", bx, c(2)))
+        else:
+            x, y = grouped_order(bx, half(by), gx, halves(gy), self.cx.sched.rasterization)
+            y = T.Binary(D.I32, None, "+", T.Binary(D.I32, None, "*", y, c(2)), T.Binary(D.I32, None, "%", by, c(2)))
+        return x if s is raster[0] else y
+
+    def inside_grid(self) -> T.Expr:
+        """This block lies inside the declared grid (not one that only rounds it up to whole clusters)."""
+        d = self.cluster_dim
+        raster = self.cx.sched.raster_assigns
+        index = self.cx.lx(raster[d].var) if raster is not None else S.BlockIdx(D.I32, None, d)
+        return _cmp("<", index, self.cx.lx(self.cx.k.grid[d]))
 
     # ------------------------------------------------------------ resources
     def mbarriers(self, n: int, count: int) -> int:
@@ -201,6 +248,8 @@ class HopperLowering(LoweringExtension):
         size = self.cx.shared_layout(p.dst.buffer).size
         self.cx.emit(S.SCall(None, "mbar_expect_tx", [self.mbar_addr(full), c(self.tma_bytes(p))]))
         starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in p.src.starts]
+        if self.cluster != (1, 1) and any(p is m for lp in self.cx.sched.loops.values() for m in lp.multicast):
+            return self.issue_multicast(p, dst, mul(stage, size), full, starts)
         for tmap, smem_off, col in self.tma_boxes(p):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(col)))
@@ -208,6 +257,35 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(S.call(None, "tma_load", rank=rank, args=[
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
+
+    def issue_multicast(self, p: T.Copy, dst: S.SBuffer, base: T.Expr, full: T.Expr, starts: list[T.Expr]) -> None:
+        """A tile both blocks of the cluster share: this block loads its half of the rows of every 128-byte panel
+        (rank 0 the upper, rank 1 the lower) and TMA multicasts it into the same place of both blocks' stage,
+        completing transaction bytes on both blocks' full barrier -- so each block's barrier still expects the
+        whole tile, half from its own loads and half from its peer's."""
+        lay: SharedLayout = self.cx.shared_layout(p.dst.buffer)
+        exts = list(p.src.const_extents)
+        row_dim = next(i for i, e in enumerate(exts) if e != 1)
+        half = lay.rows // 2
+        width = lay.panel_elems
+        box = exts[:-1] + [min(width, exts[-1])]
+        box[row_dim] = half
+        tmap = self.tensor_map(p.src.buffer, box, lay.swizzle_bytes)
+        first_row = mul(self.rank, half)
+        for j in range(-(-exts[-1] // width)):
+            coords = list(starts)
+            coords[-1] = fold(add(coords[-1], c(j * width)))
+            coords[row_dim] = fold(add(coords[row_dim], first_row))
+            offset = add(base, add(c(j * lay.rows * width), mul(first_row, width)))
+            self.cx.emit(S.call(None, "tma_load_multicast", rank=len(coords), args=[
+                tmap, S.AddrOf(D.I64, None, dst, offset), self.mbar_addr(full), c(3), *reversed(coords)]))
+
+    def release(self, empty: T.Expr) -> S.SCall:
+        """The consumer warps are done with a stage: arrive on its empty barrier -- in a cluster, on both blocks'
+        (either block's producer multicasts into this block's stage)."""
+        if self.cluster != (1, 1):
+            return S.SCall(None, "mbar_arrive_cluster_warp", [self.mbar_addr(empty), c(3)])
+        return S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(empty)])
 
     def fence_generic_writes_before(self, loop: T.For) -> None:
         """Shared memory the threads wrote before a loop whose wgmma may read it: fence it into the
@@ -259,7 +337,9 @@ class HopperLowering(LoweringExtension):
         # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread; one per producer
         # and stage when the producers' tiles are released at different points (overlap_softmax)
         empties = stages * nprod if plan.overlap_softmax else stages
-        empty0 = self.mbarriers(empties, self.cx.k.threads // 32) if ws else None
+        # (in a cluster, the consumer warps of both blocks release each stage)
+        warps = self.cx.k.threads // 32 * self.cluster[0] * self.cluster[1]
+        empty0 = self.mbarriers(empties, warps) if ws else None
         sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in producers}
         self.fence_generic_writes_before(s)
         n = self.cx.declare(f"{var.name}_count", self.cx.lx(s.extents[0]))
@@ -346,10 +426,9 @@ class HopperLowering(LoweringExtension):
                 self.cx.stage_offset.pop(id(p.dst.buffer), None)
             if deferred:
                 previous = mod(add(step, stages - 1), stages)
-                self.cx.emit(S.SIf(None, _cmp(">", it, c(0)),
-                                [S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), previous))])]))
+                self.cx.emit(S.SIf(None, _cmp(">", it, c(0)), [self.release(add(c(empty0), previous))]))
             elif ws:
-                self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), stage))]))
+                self.cx.emit(self.release(add(c(empty0), stage)))
 
         if pingpong is not None:
             self.cx.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the first gemm: one's softmax runs "
@@ -369,11 +448,12 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
             if base is not None:  # the next tile's loads may reuse the last stage
                 last = mod(add(base, sub(n, c(1))), stages)
-                self.cx.emit(S.SIf(None, _cmp(">", n, c(0)),
-                                [S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(add(c(empty0), last))])]))
+                self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), [self.release(add(c(empty0), last))]))
         if base is not None:
             self.cx.emit(S.SAssign(None, base, add(base, n)))
         self.cx.barrier()
+        if self.cluster != (1, 1):
+            self.cluster_tail = len(self.cx.out)
 
     def overlapped_loop(self, s: T.For, plan, full0: int, empty0: int, n: T.Expr, base: T.Expr | None) -> None:
         """A warp-specialized loop with overlap_softmax (FlashAttention-3's intra-warpgroup overlap): iteration
@@ -530,7 +610,8 @@ class HopperLowering(LoweringExtension):
             saved = dict(self.cx.subst)
             for a in launch_value_assigns(self.cx.k, loop):
                 v = self.cx.fresh(a.var.name, a.var.dtype)
-                self.cx.emit(S.Declare(a.span, v, self.cx.lx(a.value)))
+                instead = self.assign_value(a)
+                self.cx.emit(S.Declare(a.span, v, self.cx.lx(a.value if instead is None else instead)))
                 self.cx.subst[id(a.var)] = v
             for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
                 self.issue_tma(p, c(0), c(bar))
@@ -582,6 +663,18 @@ class HopperLowering(LoweringExtension):
             pre = [S.SIf(None, _cmp("==", self.cx.tid, c(0)), inits), S.Barrier(None)]
         if self.ws_loop is None:
             return pre + body, threads
+        end: list[S.SStmt] = []
+        if self.cluster != (1, 1):
+            # both blocks' barriers are initialised before either block's TMA multicasts into the other; neither
+            # exits while the other may still arrive on its barriers
+            pre.append(S.SCall(None, "cluster_sync", []))
+            end = [S.SComment(None, "no block of the cluster exits while its peer may still signal it"),
+                   S.SCall(None, "cluster_sync", [])]
+            tail = body[self.cluster_tail:]
+            if tail:
+                body = body[:self.cluster_tail] + [
+                    S.SComment(None, "a block past the grid (rounding it up to whole clusters) stops here"),
+                    S.SIf(None, self.inside_grid(), tail)]
         producer = self.producer_branch()
         if self.persistent:
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
@@ -594,7 +687,7 @@ class HopperLowering(LoweringExtension):
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
         split = S.SIf(None, _cmp(">=", self.cx.tid, c(threads)), prod, cons, concurrent=True)
         return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, 0..{threads - 1} "
-                                       "compute"), split], threads + 128
+                                       "compute"), split] + end, threads + 128
 
     # ------------------------------------------------------------ TMA stores
     def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:

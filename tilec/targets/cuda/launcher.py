@@ -43,6 +43,7 @@ from ...manifest import (
     WORKSPACE_ALIGN,
     ManifestError,
     TensorMapSpec,
+    cluster_dims,
     fallback_entry,
     tensor_map_specs,
 )
@@ -429,23 +430,30 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
                   for im, (_, fb) in zip(images, plans, strict=True)]
     nmaps = max(len(maps) for maps, _ in plans)
     configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
+    # thread-block clusters (sm90): launched with cuLaunchKernelEx and the cluster dimension attribute
+    clusters = {id(e): cluster_dims(e) for e in per_image + [fe for fe in fb_entries if fe]}
+    clustered = any(clusters.values())
     vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
     # A grid extent may also be an integer scalar parameter (Kernel(nblocks, ...)).
     vars_.update({prm["name"]: f"((int64_t){cname_of[prm['name']]})" for prm in k["params"]
                   if prm["kind"] == "scalar" and prm["dtype"] in ("i8", "u8", "i16", "u16", "i32", "u32", "i64")})
 
-    def config_code(cfg, indent: str) -> list[str]:
+    def config_code(cfg, indent: str, entry: dict) -> list[str]:
         grid, threads, shared = cfg
         g = [formula_to_c(x, vars_) for x in grid] + ["INT64_C(1)"] * (3 - len(grid))
-        return [f"{indent}tilec_gx = {g[0]};", f"{indent}tilec_gy = {g[1]};", f"{indent}tilec_gz = {g[2]};",
+        code = [f"{indent}tilec_gx = {g[0]};", f"{indent}tilec_gy = {g[1]};", f"{indent}tilec_gz = {g[2]};",
                 f"{indent}tilec_threads = {threads}u;", f"{indent}tilec_shared = {shared}u;"]
+        if clustered:
+            cl = clusters[id(entry)] or (1, 1, 1)
+            code += [f"{indent}tilec_cluster[0] = {cl[0]}u; tilec_cluster[1] = {cl[1]}u; tilec_cluster[2] = {cl[2]}u;"]
+        return code
 
     def dim_c(d) -> str:
         return f"INT64_C({d})" if isinstance(d, int) else vars_[d]
 
     def image_code(i: int, indent: str) -> list[str]:
         """Image i's launch configuration, with its tensor maps encoded (or its fallback picked)."""
-        code = config_code(configs[i], indent)
+        code = config_code(configs[i], indent, per_image[i])
         maps, fb = plans[i]
         if not maps:
             return code
@@ -469,13 +477,15 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
             code += [f"{indent}  if (!tilec_tma) {{ /* TMA cannot address these tensors: the fallback kernel */",
                      f"{indent}    tilec_rc = {p}function({fb}, &tilec_fn, &tilec_image); /* {_comment(fe['name'])} */",
                      f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
-                     *config_code((tuple(fe["grid"]), fe["threads"], fe["shared_bytes"]), indent + "    "),
+                     *config_code((tuple(fe["grid"]), fe["threads"], fe["shared_bytes"]), indent + "    ", fe),
                      f"{indent}  }}"]
         code += [f"{indent}}}"]
         return code
 
     body = ["  CUfunction tilec_fn;", "  int tilec_image = 0;", "  int64_t tilec_gx, tilec_gy, tilec_gz;",
             "  unsigned tilec_threads, tilec_shared;", "  CUresult tilec_rc;"]
+    if clustered:
+        body += ["  unsigned tilec_cluster[3];"]
     formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries if fe for g in fe["grid"]]
     used = {n.id for g in formulas for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)}
     used |= {d for maps, _ in plans for m in maps for d in m.param["shape"] if isinstance(d, str)}
@@ -512,8 +522,30 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
         body += ["  }"]
     body += ["  if (tilec_gx <= 0 || tilec_gy <= 0 || tilec_gz <= 0) return CUDA_SUCCESS; /* nothing to compute */",
              "  if (tilec_gx > INT64_C(2147483647) || tilec_gy > INT64_C(65535) || tilec_gz > INT64_C(65535))",
-             "    return CUDA_ERROR_INVALID_VALUE;",
-             "  return cuLaunchKernel(tilec_fn, (unsigned)tilec_gx, (unsigned)tilec_gy, (unsigned)tilec_gz, "
+             "    return CUDA_ERROR_INVALID_VALUE;"]
+    if clustered:  # (the grid formulas give whole clusters)
+        body += ["  if (tilec_cluster[0] * tilec_cluster[1] * tilec_cluster[2] > 1u) { /* a thread-block cluster */",
+                 "    CUlaunchAttribute tilec_attr;",
+                 "    CUlaunchConfig tilec_config;",
+                 "    memset(&tilec_attr, 0, sizeof tilec_attr);",
+                 "    memset(&tilec_config, 0, sizeof tilec_config);",
+                 "    tilec_attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;",
+                 "    tilec_attr.value.clusterDim.x = tilec_cluster[0];",
+                 "    tilec_attr.value.clusterDim.y = tilec_cluster[1];",
+                 "    tilec_attr.value.clusterDim.z = tilec_cluster[2];",
+                 "    tilec_config.gridDimX = (unsigned)tilec_gx;",
+                 "    tilec_config.gridDimY = (unsigned)tilec_gy;",
+                 "    tilec_config.gridDimZ = (unsigned)tilec_gz;",
+                 "    tilec_config.blockDimX = tilec_threads;",
+                 "    tilec_config.blockDimY = 1;",
+                 "    tilec_config.blockDimZ = 1;",
+                 "    tilec_config.sharedMemBytes = tilec_shared;",
+                 "    tilec_config.hStream = stream;",
+                 "    tilec_config.attrs = &tilec_attr;",
+                 "    tilec_config.numAttrs = 1;",
+                 "    return cuLaunchKernelEx(&tilec_config, tilec_fn, tilec_params, NULL);",
+                 "  }"]
+    body += ["  return cuLaunchKernel(tilec_fn, (unsigned)tilec_gx, (unsigned)tilec_gy, (unsigned)tilec_gz, "
              "tilec_threads, 1, 1,",
              "                        tilec_shared, stream, tilec_params, NULL);"]
     if len(set(configs)) == 1:
