@@ -39,10 +39,11 @@ from .build_common import (
 )
 from .build_expr import ExprBuilder
 from .build_tileops import TileOpBuilder
+from .build_views import VIEW_FUNCS, ViewBuilder
 from .parse import parse
 
 
-class Builder(ExprBuilder, TileOpBuilder):
+class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
     def __init__(self, sources: SourceManager, include_dirs: list[str], defines: dict[str, object],
                  reporter: Reporter):
         self.sources = sources
@@ -371,6 +372,9 @@ class Builder(ExprBuilder, TileOpBuilder):
             name = target.id
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in ALLOC_FUNCS:
                 return self.alloc(name, s.value, scope, target.span)
+            if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in VIEW_FUNCS \
+                    and scope.lookup(_callee(s.value)) is None:
+                return self.view(name, s.value, scope, target.span)
             bound = scope.lookup(name)
             if isinstance(bound, T.Buffer) and bound.scope == "var":
                 self.check_parallel_update(bound, name, target.span)

@@ -32,7 +32,7 @@ TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_sw
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
-    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
+    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -68,9 +68,6 @@ TILELANG_UNSUPPORTED = {
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
     "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
     "im2col": "gather the tile with a Parallel loop and index arithmetic instead (examples/tilelang/convolution.tile)",
-    "Tensor": "index the original tensor with the arithmetic of the view instead",
-    "reshape": "index the original tensor with the arithmetic of the view instead",
-    "view": "index the original tensor with the arithmetic of the view instead",
     "reinterpret": "unpack bits with shifts and masks instead (examples/tilelang/dequant_gemv_int4.tile)",
     "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
     "import_source": "tilec generates all device code itself: write the computation in the kernel instead",

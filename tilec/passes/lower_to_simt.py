@@ -403,6 +403,14 @@ class Lowerer:
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
         self.names.add(b.name)
+        if b.view_of is not None and b.scope == "global":
+            # A view of a tensor: a pointer of its own type to the tensor's memory, declared at kernel entry (so
+            # every branch of the kernel sees it); addressed row-major over its own shape like any tensor.
+            root = self.buffers[id(b.storage)]
+            sb = S.SBuffer(b.name, b.dtype, "global", None, const=root.const, alias_of=root, origin=b.name)
+            self.buffers[id(b)] = sb
+            self.hoisted.append(S.DeclareArray(s.span, sb))
+            return
         if b.scope == "shared":
             stages = self.stage_count.get(id(b), 1)
             lay: SharedLayout = self.shared_layout(b)
