@@ -35,6 +35,7 @@ from .build_common import (
     _size_and_depth,
     _zero,
     c_safe,
+    read_only,
     unsupported_builtin,
 )
 from .build_expr import ExprBuilder
@@ -407,8 +408,8 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         if isinstance(target, A.Subscript):
             buf = self.buffer_ref(target.value, scope)
             if buf.scope == "global" and not buf.is_output:
-                raise self.fail(f"cannot assign to input tensor '{buf.name}'; declare it `out` in the kernel "
-                                "signature", target.span)
+                what, fix = read_only(buf)
+                raise self.fail(f"cannot assign to {what}; {fix} in the kernel signature", target.span)
             indices = self.element_indices(buf, target, scope)
             value = self.expr(s.value, scope)
             if s.op:

@@ -206,6 +206,14 @@ def _fits(c: T.Const, dt: D.DType) -> bool:
     return -(1 << (dt.bits - 1)) <= v < (1 << (dt.bits - 1))
 
 
+def read_only(buf: T.Buffer) -> tuple[str, str]:
+    """What a write to input `buf` names, and the fix: ("input tensor 'A'", "declare it `out`"), or for a view
+    ("'A2' (a view of input tensor 'A')", "declare 'A' `out`")."""
+    if buf.view_of is None:
+        return f"input tensor '{buf.name}'", "declare it `out`"
+    return f"'{buf.name}' (a view of input tensor '{buf.storage.name}')", f"declare '{buf.storage.name}' `out`"
+
+
 def _zero(span: Span) -> T.Const:
     return T.Const(D.I32, span, 0)
 

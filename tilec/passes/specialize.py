@@ -4,7 +4,8 @@ Assumes: a Module straight from the builder (constants, -D overrides included, a
 substituted as literals).
 Guarantees: every expression is folded (constant subexpressions evaluated, x*1, x+0 removed);
 `if` statements on compile-time conditions are replaced by the branch taken; every non-global
-buffer (a view of a shared buffer too) has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits no target, and the
+buffer (a view of a shared buffer too) has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits
+no target, and the
 passes after this one unroll work in proportion to tile sizes); Parallel and Unroll extents are
 compile-time integers; loops with a zero extent are removed; a shared buffer that no statement
 uses is removed (a const `if` that drops a buffer's only uses leaves it no memory); a kernel has at most

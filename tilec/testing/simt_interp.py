@@ -602,6 +602,7 @@ class _Sim:
         self.warp_size = warp_size
         self.stdout = stdout or sys.stdout
         self.scalars: dict[int, np.ndarray] = {}
+        self.sizes = dict(sizes)
         for v in k.size_vars:
             if v.name not in sizes:
                 raise SimtInterpreterError(f"kernel {k.name}: no value for runtime size '{v.name}'")
