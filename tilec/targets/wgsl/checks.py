@@ -49,8 +49,10 @@ def check(module: S.SModule, rep: Reporter, target: Target) -> None:
 def bind_views(k: S.SKernel) -> None:
     """A view of a tensor with the tensor's element type reads the tensor's own binding: its accesses are
     rewritten to the tensor (with its row-major offsets, which are the view's) and its declaration dropped. A
-    view of another type stays, for _check_kernel to refuse (WebGPU binds a storage buffer with one type)."""
-    same = {}
+    view of another type stays, for _check_kernel to refuse (WebGPU binds a storage buffer with one type). The
+    same for a view of a shared buffer (WGSL cannot view a workgroup array as another type either)."""
+    same = {id(b): b.alias_of for b in k.shared if b.alias_of is not None and b.alias_of.dtype == b.dtype}
+    k.shared = [b for b in k.shared if id(b) not in same]
 
     def walk(body: list[S.SStmt]) -> list[S.SStmt]:
         out = []
@@ -97,6 +99,10 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
             bad_type(p.dtype, f"scalar '{p.name}'", k.span, True)
     for b in k.shared:
         bad_type(b.dtype, f"shared buffer '{b.origin or b.name}'", k.span, False)
+        if b.alias_of is not None:
+            rep.error(f"kernel '{k.name}': view '{b.origin or b.name}' reads shared buffer '{b.alias_of.origin}' "
+                      f"({b.alias_of.dtype}) as {b.dtype}, which WGSL cannot do (a workgroup array has one element "
+                      "type); view it with its own dtype (T.reshape)", k.span)
     for s, _ in _walk(k.body):
         if isinstance(s, S.DeclareArray) and s.buffer.scope == "global":
             rep.error(f"kernel '{k.name}': view '{s.buffer.name}' reads tensor '{s.buffer.alias_of.name}' "
