@@ -303,6 +303,10 @@ class TileOpBuilder:
                     starts.append(fold(self.int_expr(item, scope)))
                     extents.append(T.Const(D.I32, item.span, 1) if (has_slice or unit_corner) else None)
             return T.Region(buf, starts, extents, node.span)  # type: ignore[arg-type]
+        if _callee(node) in ("Tensor", "reshape", "view"):
+            name = _callee(node)
+            raise self.fail(f"T.{name} makes a view: assign it to a name first (`X = T.{name}(...)`), then pass X",
+                            node.span)
         raise self.fail("expected a buffer, a tensor region (A[i:j, :]) or a corner (A[i, j])", node.span)
 
     def region_pair(self, src_node: A.Node, dst_node: A.Node, scope: _Scope) -> tuple[T.Region, T.Region]:

@@ -414,9 +414,9 @@ class Lowerer:
         if b.view_of is not None:  # a view of a shared buffer: its bytes (layout-inference kept both row-major)
             root = b.storage
             if self.stage_count.get(id(root), 1) > 1 or self.stage_count.get(id(b), 1) > 1:
-                raise self.fail(f"view '{b.name}' of shared buffer '{root.name}': a Pipelined loop keeps several "
-                                "stages of it, and a view sees one; copy into the buffer outside the pipelined loop, "
-                                "or index it with the view's arithmetic", s.span)
+                self.rep.error(f"view '{b.name}' of shared buffer '{root.name}': a Pipelined loop keeps several "
+                               "stages of it, and a view sees one; copy into the buffer outside the pipelined loop, "
+                               "or index it with the view's arithmetic", s.span)  # (lowering goes on: one report)
             sb = S.SBuffer(b.name, b.dtype, "shared", self.shared_layout(b).size, origin=b.name,
                            alias_of=self.buffers[id(root)])
             self.shared.append(sb)
