@@ -15,7 +15,7 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
-from ..ir.visit import number_ops, sub_exprs
+from ..ir.visit import number_ops, rewrite_expr, sub_exprs
 from ..tuning import space as tune_space
 from . import ast as A
 from .build_common import (
@@ -65,6 +65,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.size_vars: dict[str, T.Var] = {}
         self.assign_counts: dict[str, int] = {}  # assignments to each name in the kernel body
         self.const_locals: dict[int, T.Const] = {}  # locals assigned an integer constant exactly once
+        self.size_locals: dict[int, T.Expr] = {}  # locals assigned a formula of the runtime sizes exactly once
 
     # ------------------------------------------------------------ errors
     def fail(self, msg: str, span: Span | None) -> _Fail:
@@ -217,6 +218,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.at_kernel_top = True
         self.assign_counts = _assignment_counts(launch.body)
         self.const_locals = {}
+        self.size_locals = {}
         self.stmts(launch.body, _Scope(scope))
         return T.Kernel(c_safe(decl.name), params, list(self.size_vars.values()), grid, threads, block_vars,
                         self.block, decl.span, dict(self.kernel_attrs))
@@ -402,6 +404,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if (isinstance(value, T.Const) and value.dtype.is_int and self.assign_counts.get(name) == 1
                     and not self.inline_depth):
                 self.const_locals[id(var)] = value  # assigned once: a compile-time value where one is needed
+            sized = rewrite_expr(value, lambda x: self.size_locals.get(id(x)))
+            if self.assign_counts.get(name) == 1 and not self.inline_depth and value.dtype.is_int and all(
+                    isinstance(x, T.Const | T.Binary | T.Call | T.Cast) or (isinstance(x, T.Var) and x.kind == "size")
+                    for x in sub_exprs(sized)):
+                self.size_locals[id(var)] = sized  # assigned once a formula of the sizes: a view's shape may use it
             self.parallel_depth[id(var)] = self.in_parallel
             scope.bind(name, var)
             return self.emit(T.Assign(s.span, var, value))

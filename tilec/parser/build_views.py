@@ -17,7 +17,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, compare_sizes, fold
 from ..ir.formula import formula
-from ..ir.visit import sub_exprs
+from ..ir.visit import rewrite_expr, sub_exprs
 from . import ast as A
 from .build_common import _callee, _describe_binding, _Scope
 
@@ -118,7 +118,7 @@ class ViewBuilder:
             raise self.fail("a view needs at least one dimension", node.span)
         out = []
         for d in dims:
-            e = fold(self.fold_locals(self.int_expr(d, scope)))
+            e = fold(rewrite_expr(self.fold_locals(self.int_expr(d, scope)), lambda x: self.size_locals.get(id(x))))
             n = as_int(e)
             if n is not None:
                 if n <= 0:
