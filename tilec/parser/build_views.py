@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..diagnostics import Span
 from ..ir import dtypes as D
 from ..ir import tile as T
-from ..ir.fold import as_int, compare_sizes, fold
+from ..ir.fold import as_int, compare_sizes, fold, multiple_of
 from ..ir.formula import formula
 from ..ir.visit import rewrite_expr, sub_exprs
 from . import ast as A
@@ -154,7 +154,7 @@ class ViewBuilder:
         if n is not None and n % ratio:
             raise self.fail(f"T.view of '{base.name}' ({_fmt_shape(base)}) as {dt}: its innermost dimension ({n}) "
                             f"must be a multiple of {ratio}, the number of {base.dtype} elements in one {dt}", span)
-        if n is None:
+        if n is None and not multiple_of(inner, ratio):
             self.launch_check(T.Binary(D.I32, span, "%", inner, T.Const(D.I32, span, ratio)), "==",
                               T.Const(D.I32, span, 0),
                               f"T.view of '{base.name}' as {dt} needs its innermost dimension to be a multiple of "
