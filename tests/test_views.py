@@ -5,8 +5,11 @@ the sm90 build's TMA instructions, and a located error for every refusal."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +20,8 @@ from tilec.diagnostics import CompileError, render
 from tilec.interp import run_kernel
 from tilec.interp.tile_interp import InterpreterError
 from tilec.testing.simt_interp import run_simt
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # A flat [M * K] operand seen as [M, K], B seen through an identity reshape: both views feed TMA on sm90.
 GEMM = """
@@ -99,6 +104,19 @@ kernel groups(A: f32[M, N], S: out f32[M, N // 4]):
 """
 
 
+# TileLang's sparse_mla_bwd idiom: a shared buffer of one dtype reused as a scratch tile of another
+SCRATCH = """
+kernel scratch(A: f32[M, 64], B: out f32[M, 64]):
+    with Kernel(ceildiv(M, 16), threads=128) as bx:
+        raw = alloc_shared((16, 128), f16)
+        acc = T.view(raw, shape=[16, 64], dtype=f32)
+        copy(A[bx * 16, 0], acc)
+        for i, j in Parallel(16, 64):
+            acc[i, j] = acc[i, j] * 3.0
+        copy(acc, B[bx * 16, 0])
+"""
+
+
 def _compile(text, target=None, **kw):
     return tilec.compile("k.tile", text=text, target=target, verify=True, **kw)
 
@@ -153,6 +171,9 @@ def test_interpreter_matches_numpy(shape):
     s = np.zeros((M, N // 4), np.float32)
     run_kernel(_compile(SHARED).module.kernels[0], {"A": x, "S": s})
     np.testing.assert_allclose(s, x.reshape(M, N // 4, 4).sum(-1), rtol=1e-5, atol=1e-5)
+    a = {"A": x[:, :64].copy(), "B": np.zeros((M, 64), np.float32)}
+    run_kernel(_compile(SCRATCH).module.kernels[0], a)
+    np.testing.assert_array_equal(a["B"], a["A"] * 3)
 
 
 @pytest.mark.parametrize("target,warp", [("sm80", 32), ("gfx942", 64), ("sm90", 32)])
@@ -172,7 +193,9 @@ def test_lowering_matches_the_interpreter(target, warp):
     for text, args, sizes in [(HEADS, _heads_args(3, 45, 3, rng), dict(B=3, S=45, H=3)),
                               (BYTES, _bytes_args(21, 32, rng), dict(M=21, N=32)),
                               (SHARED, {"A": rng.standard_normal((70, 100)).astype(np.float32),
-                                        "S": np.zeros((70, 25), np.float32)}, dict(M=70, N=100))]:
+                                        "S": np.zeros((70, 25), np.float32)}, dict(M=70, N=100)),
+                              (SCRATCH, {"A": rng.standard_normal((37, 64)).astype(np.float32),
+                                         "B": np.zeros((37, 64), np.float32)}, dict(M=37))]:
         want = {n: v.copy() for n, v in args.items()}
         run_kernel(_compile(text).module.kernels[0], want)
         run_simt(_compile(text, target).simt.kernels[0], args, sizes, warp_size=warp)
@@ -268,6 +291,52 @@ def test_c_launcher_checks_the_view():
     res = subprocess.run([cc, "-std=c11", "-fsyntax-only", f"-I{cuda_h[0]}", "-x", "c", "-"], input=src,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_c_launcher_runs_the_checks_and_encodes_the_views_maps(tmp_path):
+    """A header built for sm90 (a real cubin), linked with test_tensor_maps' mock driver: the view's tensor map
+    has the view's dims, and a launch whose sizes make a view larger than its tensor returns INVALID_VALUE."""
+    from test_deploy import cuda_include_dir
+    from test_tensor_maps import MOCK_DRIVER
+
+    gcc, inc = shutil.which("gcc"), cuda_include_dir()
+    if not gcc or not inc or shutil.which("nvcc") is None:
+        pytest.skip("gcc, nvcc or the CUDA toolkit's cuda.h not found")
+    (tmp_path / "v.tile").write_text(GEMM.replace("kernel gemm(", "kernel vgemm(") + FLAT)
+    proc = subprocess.run([sys.executable, "-m", "tilec", "v.tile", "--target", "sm90", "-o", "v.h"], cwd=tmp_path,
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "driver.c").write_text(MOCK_DRIVER)
+    (tmp_path / "main.c").write_text(r"""
+#include "v.h"
+#include <stdlib.h>
+#include <string.h>
+int main(int argc, char** argv) {
+  CUresult rc;
+  (void)argc;
+  if (strcmp(argv[1], "vgemm") == 0)
+    rc = vgemm_launch(0, 0x10000, 0x20000, 0x30000, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+  else
+    rc = flat_launch(0, 0x10000, 0x20000, 0x30000, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+  printf("rc %d\n", (int)rc);
+  return 0;
+}
+""")
+    flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{inc}", f"-I{tmp_path}"]
+    subprocess.run([gcc, *flags, "main.c", "driver.c", "-o", "prog", "-lpthread"], cwd=tmp_path, check=True)
+
+    def run(*args):
+        out = subprocess.run([str(tmp_path / "prog"), *map(str, args)], capture_output=True, text=True, timeout=60,
+                             check=True).stdout.splitlines()
+        return [ln for ln in out if ln.startswith(("encode", "launch", "rc"))]
+
+    out = run("vgemm", 256, 64, 128)  # M, K, N
+    assert [ln.split(" strides")[0] for ln in out if ln.startswith("encode")] == [
+        "encode dt 6 rank 2 addr 65536 dims 64 256", "encode dt 6 rank 2 addr 131072 dims 128 64"]
+    assert out[-1] == "rc 0" and any(ln.startswith("launch vgemm ") for ln in out)
+    assert run("flat", 3, 4, 12)[-2:] == ["launch flat grid 1 1 1 block 128 shared 0 args 65536 131072 196608 3",
+                                          "rc 0"]
+    assert run("flat", 3, 4, 13) == ["rc 1"]  # CUDA_ERROR_INVALID_VALUE, nothing launched
 
 
 def test_sm90_build_uses_tma_for_views(tmp_path):
@@ -390,6 +459,8 @@ kernel k(A: f32[M, 64], B: out f32[M, 64]):
 
 
 def test_backend_refusals():
+    got, _ = _error(SCRATCH, "webgpu")
+    assert "view 'acc' reads shared buffer 'raw' (f16) as f32, which WGSL cannot do" in got
     with pytest.raises(CompileError) as e:
         tilec.compile("k.tile", text=BYTES, target="webgpu")
     (d,) = [d for d in e.value.diagnostics if "view 'P4' reads tensor 'P' (u8) as f32, which WebGPU cannot do" in
