@@ -354,6 +354,17 @@ def test_sm90_build_uses_tma_for_views(tmp_path):
     assert "UTMALDG" in functions["gemm"] and "UTMALDG" not in functions["gemm__no_tma"]
 
 
+@pytest.mark.parametrize("target", ["gfx942", "gfx90a"])
+def test_hip_builds_views(tmp_path, target):
+    if shutil.which("hipcc") is None and shutil.which("clang-19") is None:
+        pytest.skip("neither hipcc nor clang-19 on PATH")
+    for name, text in (("gemm", GEMM), ("bytes", BYTES), ("scratch", SCRATCH)):
+        src = tmp_path / f"{name}.tile"
+        src.write_text(text)
+        art = tilec.compile(src, target, emit="hsaco")
+        assert art.data[:4] == b"\x7fELF", name
+
+
 # ---------------------------------------------------------------- WebGPU
 
 
