@@ -300,7 +300,9 @@ class Lowerer:
         k = self.k
         self.stmts(k.body)
         body, threads = self.ext.finish(self.out)
-        body = self.hoisted + body
+        used = _buffers_used(body)  # a view's pointer that nothing reads (its copies went through TMA) is dropped
+        body = [h for h in self.hoisted if not (isinstance(h, S.DeclareArray) and h.buffer.scope == "global"
+                                                and id(h.buffer) not in used)] + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
@@ -723,6 +725,22 @@ class Lowerer:
 
     # ------------------------------------------------------------ gemm
     # ------------------------------------------------------------ atomics and print
+
+def _buffers_used(body: list[S.SStmt]) -> set[int]:
+    """The ids of the SBuffers the statements read, write or take the address of."""
+    out: set[int] = set()
+    for s in body:
+        if isinstance(s, S.SStore):
+            out.add(id(s.buffer))
+        for f in dataclasses.fields(s):
+            v = getattr(s, f.name)
+            for e in (v if isinstance(v, list) else [v]):
+                if isinstance(e, T.Expr):
+                    out.update(id(x.buffer) for x in sub_exprs(e) if isinstance(x, S.Ref | S.AddrOf))
+                elif isinstance(e, S.SStmt):
+                    out |= _buffers_used([e])
+    return out
+
 
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     kernels = []
