@@ -117,6 +117,37 @@ kernel scratch(A: f32[M, 64], B: out f32[M, 64]):
 """
 
 
+# a view made inside a Pipelined loop: the pipeline's prologue copies from it before the body that makes it
+LOOP = """
+const BM = 64
+const BK = 32
+
+kernel colsum(A: f16[M * K], D: i32[M, K], C: out f32[M, 32]):
+    with Kernel(ceildiv(M, BM), threads=128) as by:
+        A_s = alloc_shared((BM, BK), f16)
+        acc = alloc_fragment((BM, BK), f32)
+        clear(acc)
+        for k in Pipelined(ceildiv(K, BK), num_stages=2):
+            A2 = T.Tensor((M, K), f16, A.data)
+            copy(A2[by * BM, k * BK], A_s)
+            for i, j in Parallel(BM, BK):
+                acc[i, j] += f32(A_s[i, j])
+        copy(acc, C[by * BM, 0])
+"""
+
+
+def _loop_args(M, K, rng):
+    return {"A": rng.standard_normal(M * K).astype(np.float16), "D": np.zeros((M, K), np.int32),
+            "C": np.zeros((M, 32), np.float32)}
+
+
+def _loop_ref(a, M, K):
+    nk = -(-K // 32)
+    padded = np.zeros((M, nk * 32), np.float32)
+    padded[:, :K] = a["A"].reshape(M, K)
+    return padded.reshape(M, nk, 32).sum(1)
+
+
 def _compile(text, target=None, **kw):
     return tilec.compile("k.tile", text=text, target=target, verify=True, **kw)
 
@@ -174,6 +205,9 @@ def test_interpreter_matches_numpy(shape):
     a = {"A": x[:, :64].copy(), "B": np.zeros((M, 64), np.float32)}
     run_kernel(_compile(SCRATCH).module.kernels[0], a)
     np.testing.assert_array_equal(a["B"], a["A"] * 3)
+    a = _loop_args(M, K, rng)
+    run_kernel(_compile(LOOP).module.kernels[0], a)
+    np.testing.assert_allclose(a["C"], _loop_ref(a, M, K), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("target,warp", [("sm80", 32), ("gfx942", 64), ("sm90", 32)])
@@ -195,7 +229,8 @@ def test_lowering_matches_the_interpreter(target, warp):
                               (SHARED, {"A": rng.standard_normal((70, 100)).astype(np.float32),
                                         "S": np.zeros((70, 25), np.float32)}, dict(M=70, N=100)),
                               (SCRATCH, {"A": rng.standard_normal((37, 64)).astype(np.float32),
-                                         "B": np.zeros((37, 64), np.float32)}, dict(M=37))]:
+                                         "B": np.zeros((37, 64), np.float32)}, dict(M=37)),
+                              (LOOP, _loop_args(70, 72, rng), dict(M=70, K=72))]:
         want = {n: v.copy() for n, v in args.items()}
         run_kernel(_compile(text).module.kernels[0], want)
         run_simt(_compile(text, target).simt.kernels[0], args, sizes, warp_size=warp)
@@ -467,6 +502,8 @@ kernel k(A: f32[M, 64], B: out f32[M, 64]):
     assert "a Pipelined loop keeps several stages of it" in got
     got, _ = _error(_k(["s = alloc_shared((4, 4), f32)", "s2 = T.view(s, (M,))"]))
     assert "a view of shared buffer 's' needs a compile-time shape" in got
+    got, _ = _error(_k(["s = alloc_shared((4, 4), f32)", "for t in Serial(2):", "    s2 = T.view(s, (16,))"]))
+    assert "a view of shared buffer 's' must be made at the top level of the kernel body" in got
 
 
 def test_backend_refusals():

@@ -108,6 +108,9 @@ class ViewBuilder:
         if bound.scope in ("local", "var"):
             raise self.fail(f"{fname} of {bound.scope} buffer '{bound.name}' is not supported: view a tensor or a "
                             "shared buffer", node.span)
+        if bound.scope == "shared" and not self.at_kernel_top:
+            raise self.fail(f"a view of shared buffer '{bound.name}' must be made at the top level of the kernel body "
+                            "(like alloc_shared), not inside a loop or if", node.span)
         return bound
 
     def view_shape(self, node: A.Node, scope: _Scope, base: T.Buffer) -> list[T.Expr]:

@@ -77,6 +77,17 @@ class Lowerer:
             self.names.add(p.name)
             if isinstance(p, T.Buffer):
                 self.buffers[id(p)] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
+        for st in walk_stmts(k.body):
+            b = st.buffer if isinstance(st, T.Alloc) else None
+            if b is not None and b.view_of is not None and b.scope == "global":
+                # A view of a tensor: a pointer of its own type to the tensor's memory, declared at kernel entry
+                # (every branch sees it, and a pipeline's prologue may copy from it before the loop body that
+                # makes it); addressed row-major over its own shape like any tensor.
+                root = self.buffers[id(b.storage)]
+                sb = S.SBuffer(b.name, b.dtype, "global", None, const=root.const, alias_of=root, origin=b.name)
+                self.buffers[id(b)] = sb
+                self.names.add(b.name)
+                self.hoisted.append(S.DeclareArray(st.span, sb))
         for plan in self.sched.loops.values():
             if plan.stages > 1:
                 for pr in plan.producers:
@@ -405,14 +416,8 @@ class Lowerer:
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
         self.names.add(b.name)
-        if b.view_of is not None and b.scope == "global":
-            # A view of a tensor: a pointer of its own type to the tensor's memory, declared at kernel entry (so
-            # every branch of the kernel sees it); addressed row-major over its own shape like any tensor.
-            root = self.buffers[id(b.storage)]
-            sb = S.SBuffer(b.name, b.dtype, "global", None, const=root.const, alias_of=root, origin=b.name)
-            self.buffers[id(b)] = sb
-            self.hoisted.append(S.DeclareArray(s.span, sb))
-            return
+        if b.view_of is not None and id(b) in self.buffers:
+            return  # a view of a tensor (made at kernel entry), or one lowered again (a pipeline's stages)
         if b.view_of is not None:  # a view of a shared buffer: its bytes (layout-inference kept both row-major)
             root = b.storage
             if self.stage_count.get(id(root), 1) > 1 or self.stage_count.get(id(b), 1) > 1:
