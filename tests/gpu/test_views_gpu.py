@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("TILEC_VIEWS_ARTIFACTS", ROOT / ".artifacts" / "views"))
-KERNELS = ("GEMM", "HEADS", "BYTES", "SHARED", "SCRATCH", "FLAT")
+KERNELS = ("GEMM", "HEADS", "BYTES", "SHARED", "SCRATCH", "FLAT", "ATOM", "LOOP")
 
 pytestmark = pytest.mark.gpu
 
@@ -98,6 +98,22 @@ def run(out: Path) -> int:
         y = np.zeros((M, 64), np.float32)
         mods["SCRATCH"].scratch(x[:, :64].copy(), y)
         check(f"shared f16 buffer as f32 scratch M={M}", y, x[:, :64] * 3, 0)
+    for M, N in ((64, 64), (37, 50)):
+        x = rng.standard_normal((M, N)).astype(np.float32)
+        out, acc = np.zeros(M * N, np.float32), np.zeros(M * N, np.float32)
+        mods["ATOM"].atom(x, out, acc)
+        want = x.copy()
+        want[::16] = 7.0
+        check(f"copy / fill into a view of a flat output M={M} N={N}", out, want.reshape(-1), 0)
+        check(f"atomics into a view of a flat output M={M} N={N}", acc, 2 * x.reshape(-1), 1e-6)
+    for M, K in ((128, 64), (70, 72)):
+        a16 = rng.standard_normal(M * K).astype(np.float16)
+        c = np.zeros((M, 32), np.float32)
+        mods["LOOP"].colsum(a16, np.zeros((M, K), np.int32), c)
+        nk = -(-K // 32)
+        padded = np.zeros((M, nk * 32), np.float32)
+        padded[:, :K] = a16.reshape(M, K)
+        check(f"a view made in a Pipelined loop M={M} K={K}", c, padded.reshape(M, nk, 32).sum(1), 1e-3)
     o = np.zeros(12, np.float32)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     mods["FLAT"].flat(a, np.zeros(12, np.float32), o)
