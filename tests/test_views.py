@@ -541,8 +541,8 @@ kernel k(A: f32[M, 64], B: out f32[M, 64]):
 
 
 def test_backend_refusals():
-    got, _ = _error(SCRATCH, "webgpu")
-    assert "view 'acc' reads shared buffer 'raw' (f16) as f32, which WGSL cannot do" in got
+    got, span = _error(SCRATCH, "webgpu")
+    assert "view 'acc' reads shared buffer 'raw' (f16) as f32, which WGSL cannot do" in got and span.line == 5
     with pytest.raises(CompileError) as e:
         tilec.compile("k.tile", text=BYTES, target="webgpu")
     (d,) = [d for d in e.value.diagnostics if "view 'P4' reads tensor 'P' (u8) as f32, which WebGPU cannot do" in
@@ -550,3 +550,24 @@ def test_backend_refusals():
     assert d.span.line == 4
     got, span = _error(GEMM, "ascend910b")
     assert "'A2' is a view of 'A': the AscendC back end does not support views" in got and span.line == 8
+
+
+def test_manifest_rules_for_views():
+    from tilec.manifest import ManifestError, launch_checks, tensor_map_specs
+
+    entry = {"name": "k", "params": [{"name": "A", "kind": "tensor", "dtype": "u8", "output": False,
+                                      "shape": ["M"]}], "sizes": ["M"]}
+    assert launch_checks(entry) == []
+    good = {"lhs": "M", "op": "<=", "rhs": "(4 * M)", "message": "m"}
+    assert launch_checks(dict(entry, launch_checks=[good])) == [good]
+    for bad in ({**good, "op": "<"}, {**good, "lhs": 3}, "M <= 4"):
+        with pytest.raises(ManifestError, match="launch check 0 must be"):
+            launch_checks(dict(entry, launch_checks=[bad]))
+    tmap = {"tensor": "A", "box": [64, 32], "swizzle": 64, "view": {"dtype": "f16", "shape": ["M // 64", 32]}}
+    (spec,) = tensor_map_specs(dict(entry, tensor_maps=[tmap]))
+    assert (spec.view_shape, spec.elem_bytes, spec.dtype) == (("M // 64", 32), 2, 6)
+    for view in ({"dtype": "f16"}, {"dtype": "f17", "shape": ["M"]}, {"dtype": "f16", "shape": [1.5, 2]}):
+        with pytest.raises(ManifestError, match="view"):
+            tensor_map_specs(dict(entry, tensor_maps=[dict(tmap, view=view)]))
+    with pytest.raises(ManifestError, match="box"):  # the box's rank is the view's
+        tensor_map_specs(dict(entry, tensor_maps=[dict(tmap, view={"dtype": "f16", "shape": ["M"]})]))

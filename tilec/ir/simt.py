@@ -35,6 +35,7 @@ class SBuffer:
     # pointer to a tensor's memory (a view, `T.reshape`: declared by a DeclareArray, a cast of the tensor's pointer)
     alias_of: SBuffer | None = None
     origin: str = ""  # the Tile IR buffer it implements, for messages
+    span: Span | None = None  # where it was made (a view: the view's statement), for messages
 
 
 @dataclass(eq=False)

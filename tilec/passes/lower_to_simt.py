@@ -425,7 +425,7 @@ class Lowerer:
                                "stages of it, and a view sees one; copy into the buffer outside the pipelined loop, "
                                "or index it with the view's arithmetic", s.span)  # (lowering goes on: one report)
             sb = S.SBuffer(b.name, b.dtype, "shared", self.shared_layout(b).size, origin=b.name,
-                           alias_of=self.buffers[id(root)])
+                           alias_of=self.buffers[id(root)], span=s.span)
             self.shared.append(sb)
             self.buffers[id(b)] = sb
             return

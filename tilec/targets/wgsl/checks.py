@@ -102,7 +102,7 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
         if b.alias_of is not None:
             rep.error(f"kernel '{k.name}': view '{b.origin or b.name}' reads shared buffer '{b.alias_of.origin}' "
                       f"({b.alias_of.dtype}) as {b.dtype}, which WGSL cannot do (a workgroup array has one element "
-                      "type); view it with its own dtype (T.reshape)", k.span)
+                      "type); view it with its own dtype (T.reshape)", b.span or k.span)
     for s, _ in _walk(k.body):
         if isinstance(s, S.DeclareArray) and s.buffer.scope == "global":
             rep.error(f"kernel '{k.name}': view '{s.buffer.name}' reads tensor '{s.buffer.alias_of.name}' "
