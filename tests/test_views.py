@@ -571,3 +571,26 @@ def test_manifest_rules_for_views():
             tensor_map_specs(dict(entry, tensor_maps=[dict(tmap, view=view)]))
     with pytest.raises(ManifestError, match="box"):  # the box's rank is the view's
         tensor_map_specs(dict(entry, tensor_maps=[dict(tmap, view={"dtype": "f16", "shape": ["M"]})]))
+
+
+def test_views_in_helpers():
+    helper = """
+def flat_copy(src, dst, n):
+    src2 = T.reshape(src, (n,))
+    t = alloc_fragment((32,), f32)
+    copy(src2[0], t)
+    copy(t, dst[0])
+
+def bad(r):
+    r2 = T.reshape(r, (4,))
+
+kernel k(A: f32[M, N], B: out f32[M * N]):
+    with Kernel(1, threads=128) as bx:
+        flat_copy(A, B, M * N)
+"""
+    k = _compile(helper).module.kernels[0]
+    a = {"A": np.arange(40, dtype=np.float32).reshape(4, 10), "B": np.zeros(40, np.float32)}
+    run_kernel(k, a)
+    np.testing.assert_array_equal(a["B"][:32], np.arange(32))
+    got, span = _error(helper + "        bad(A[0:2, 0:2])\n")
+    assert "this is a region (view the whole buffer, then index the view)" in got and span.line == 9

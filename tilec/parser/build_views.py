@@ -45,9 +45,8 @@ def _bytes(b: T.Buffer) -> str:
     """`M * N * 4 bytes`: a buffer's size as its shape's product."""
     from ..ir.printer import expr_str
 
-    dims = [d if isinstance(d, T.Const | T.Var) else f"({expr_str(d)})" for d in b.shape]
-    return " * ".join([str(d.value) if isinstance(d, T.Const) else d.name if isinstance(d, T.Var) else d
-                       for d in dims] + [str(b.dtype.bytes)]) + " bytes"
+    dims = [expr_str(d) if isinstance(d, T.Const | T.Var) else f"({expr_str(d)})" for d in b.shape]
+    return " * ".join([*dims, str(b.dtype.bytes)]) + " bytes"
 
 
 class ViewBuilder:
@@ -94,12 +93,13 @@ class ViewBuilder:
 
     def view_base(self, node: A.Node, scope: _Scope, fname: str) -> T.Buffer:
         bound = scope.lookup(node.id) if isinstance(node, A.Name) else None
-        if isinstance(bound, tuple) and bound[0] == "region":
-            bound = scope.lookup(bound[1].id) if isinstance(bound[1], A.Name) else bound
+        region = isinstance(node, A.Subscript)
+        if isinstance(bound, tuple) and bound[0] == "region":  # a helper's parameter bound to a caller's operand
+            region = not isinstance(bound[1], A.Name)
+            bound = None if region else bound[2].lookup(bound[1].id)
         if not isinstance(bound, T.Buffer):
-            what = _describe_binding(bound) if bound is not None else (
-                "a region" if isinstance(node, A.Subscript) else "not a buffer")
-            hint = " (view the whole buffer, then index the view)" if isinstance(node, A.Subscript) else ""
+            what = "a region" if region else _describe_binding(bound) if bound is not None else "not a buffer"
+            hint = " (view the whole buffer, then index the view)" if region else ""
             raise self.fail(f"{fname} views a tensor or a shared buffer; this is {what}{hint}", node.span)
         if bound.scope == "fragment":
             raise self.fail(f"{fname} of fragment '{bound.name}' is not supported: a fragment is spread over the "
@@ -114,9 +114,9 @@ class ViewBuilder:
         return bound
 
     def view_shape(self, node: A.Node, scope: _Scope, base: T.Buffer) -> list[T.Expr]:
-        dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
-        if isinstance(node, A.Attribute) and node.attr == "shape":
+        if isinstance(node, A.Attribute) and node.attr == "shape":  # another buffer's shape: T.view(A, B.shape)
             return list(self.buffer_attr_owner(node, scope).shape)
+        dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
         if not dims:
             raise self.fail("a view needs at least one dimension", node.span)
         out = []
