@@ -518,7 +518,16 @@ kernel k(A: f16[64, 32], B: f16[32, 64], C: out f32[64, 64]):
     got, span = _error(gemm_operand, "sm90")
     assert "view 'A_flat' of shared buffer 'A_s' reads it row-major, but 'A_s' is a wgmma operand" in got
     assert span.line == 6
-    _compile(gemm_operand, "sm80")  # mma.sync reads a linear operand too (no swizzle): accepted
+    got, _ = _error(gemm_operand, "gfx942")
+    assert "'A_s' is an MFMA operand" in got
+    r = _compile(gemm_operand, "sm80")  # mma.sync reads a linear operand too (no swizzle): accepted, and right
+    rng = np.random.default_rng(5)
+    a = {"A": rng.standard_normal((64, 32)).astype(np.float16), "B": rng.standard_normal((32, 64)).astype(np.float16),
+         "C": np.zeros((64, 64), np.float32)}
+    want = {n: v.copy() for n, v in a.items()}
+    run_kernel(r.module.kernels[0], want)
+    run_simt(r.simt.kernels[0], a, {})
+    np.testing.assert_allclose(a["C"], want["C"], rtol=1e-3, atol=1e-3)
     staged = """
 kernel k(A: f32[M, 64], B: out f32[M, 64]):
     with Kernel(1, threads=128) as bx:
