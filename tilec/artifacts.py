@@ -64,6 +64,8 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         "flops": costs.get("flops", "0"),
         "bytes": costs.get("bytes", "0"),
     }
+    if k.attrs.get("launch_checks"):  # conditions on the sizes tested before each launch (views; docs/deploy.md)
+        entry["launch_checks"] = list(k.attrs["launch_checks"])
     if sk.attrs.get("tensor_maps"):  # Hopper TMA: CUtensorMap parameters after the sizes (docs/deploy.md)
         entry["tensor_maps"] = sk.attrs["tensor_maps"]
         entry["fallback"] = sk.attrs["fallback"]

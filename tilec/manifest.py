@@ -19,7 +19,8 @@ stages: [{kernel, args, grid}] (in launch order: the internal kernel entry launc
 name of the public parameter or scratch tensor it receives), flops, bytes}]. Its stage kernels are "internal".
 
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
-the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA), internal,
+the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA),
+launch_checks (conditions on the sizes, `[{lhs, op, rhs, message}...]`: a view must fit its storage), internal,
 abi (the back end's binding interface: WGSL), profile (an instrumented build: tilec/ir/profile.py), cluster
 ([x, y, z] blocks of a thread-block cluster: the kernel must be launched with cuLaunchKernelEx and
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; its grid formulas are whole clusters).
@@ -46,6 +47,32 @@ WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kern
 
 class ManifestError(UserFacingError, ValueError):
     """A manifest entry the runtime (or the C launcher) cannot serve: a compiler bug or a damaged file."""
+
+
+# ---------------------------------------------------------------- launch checks
+#
+# A kernel entry's "launch_checks" are conditions on its runtime sizes that the compiler could not prove (a view
+# of a tensor, `T.reshape(A, (M * N,))`, must cover or fit inside A's memory): `lhs op rhs`, two size formulas and
+# op "==" or "<=". tilec.runtime and the C launcher test them before every launch and refuse a launch that breaks
+# one (an ArgumentError naming `message`; CUDA_ERROR_INVALID_VALUE), so that a view never reads past its tensor.
+
+LAUNCH_CHECKS_KEY = "launch_checks"
+LAUNCH_CHECK_OPS = ("==", "<=")
+
+
+def launch_checks(entry: dict) -> list[dict]:
+    """The entry's launch checks, validated (ManifestError otherwise)."""
+    checks = entry.get(LAUNCH_CHECKS_KEY) or []
+    for j, c in enumerate(checks):
+        if not (isinstance(c, dict) and c.get("op") in LAUNCH_CHECK_OPS
+                and all(isinstance(c.get(x), str) for x in ("lhs", "rhs", "message"))):
+            raise ManifestError(f"kernel '{entry.get('name', '?')}': launch check {j} must be {{\"lhs\": FORMULA, "
+                                f"\"op\": \"==\" or \"<=\", \"rhs\": FORMULA, \"message\": TEXT}}, got {c!r}")
+    return checks
+
+
+def launch_check_holds(op: str, lhs: int, rhs: int) -> bool:
+    return lhs == rhs if op == "==" else lhs <= rhs
 
 
 # ---------------------------------------------------------------- TMA tensor maps (Hopper)
@@ -95,6 +122,9 @@ class TensorMapSpec:
     box: tuple[int, ...]  # outermost first, like the shape
     swizzle: int  # CUtensorMapSwizzle
     swizzle_bytes: int
+    # a view of the tensor (`T.reshape`): its dims (ints, size names, size formulas), outermost first; None: the
+    # tensor's own shape. The map then reads the tensor's memory with these dims and the view's dtype.
+    view_shape: tuple | None = None
 
     def describe(self) -> str:
         return f"tensor map {self.index} ('{self.param['name']}', box {list(self.box)}, swizzle {self.swizzle_bytes})"
@@ -114,9 +144,16 @@ def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
         if m["tensor"] not in by_name or by_name[m["tensor"]][1]["kind"] != "tensor":
             raise ManifestError(f"{where} refers to '{m['tensor']}', which is not a tensor parameter")
         pi, p = by_name[m["tensor"]]
-        if p["dtype"] not in TMA_DTYPES:
-            raise ManifestError(f"{where}: TMA cannot copy '{p['name']}' of type {p['dtype']}")
-        ndim = len(p["shape"])
+        dtype, shape, view = p["dtype"], p["shape"], m.get("view")
+        if view is not None:  # {"dtype": ..., "shape": [...]}: a view of the tensor's memory
+            if not (isinstance(view, dict) and isinstance(view.get("shape"), list) and view["shape"]
+                    and all(type(d) is int or isinstance(d, str) for d in view["shape"])
+                    and view.get("dtype") in ELEM_BYTES):
+                raise ManifestError(f"{where}: view {view!r} must be {{\"dtype\": DTYPE, \"shape\": [DIM...]}}")
+            dtype, shape = view["dtype"], view["shape"]
+        if dtype not in TMA_DTYPES:
+            raise ManifestError(f"{where}: TMA cannot copy '{p['name']}' of type {dtype}")
+        ndim = len(shape)
         box = m.get("box")
         if not isinstance(box, list) or len(box) != ndim or not all(type(b) is int and 1 <= b <= 256 for b in box):
             raise ManifestError(f"{where}: box {box!r} must have one entry in 1..256 per dimension of "
@@ -126,13 +163,13 @@ def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
         sw = m.get("swizzle", 0)
         if sw not in TMA_SWIZZLES or type(sw) is not int:
             raise ManifestError(f"{where}: swizzle {sw!r} must be 0, 32, 64 or 128 (bytes)")
-        inner = box[-1] * ELEM_BYTES[p["dtype"]]
+        inner = box[-1] * ELEM_BYTES[dtype]
         if inner % TMA_ALIGN:
             raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) must be a multiple of 16 bytes")
         if sw and inner > sw:
             raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) exceeds the {sw}-byte swizzle")
-        out.append(TensorMapSpec(j, p, pi, TMA_DTYPES[p["dtype"]], ELEM_BYTES[p["dtype"]], tuple(box),
-                                 TMA_SWIZZLES[sw], sw))
+        out.append(TensorMapSpec(j, p, pi, TMA_DTYPES[dtype], ELEM_BYTES[dtype], tuple(box), TMA_SWIZZLES[sw], sw,
+                                 tuple(shape) if view is not None else None))
     return out
 
 

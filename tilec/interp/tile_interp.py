@@ -313,6 +313,8 @@ class _Block(ScalarOps):
 
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
+        if b.view_of is not None:
+            return self.view(s)
         shape = b.const_shape
         if shape is None:
             raise InterpreterError(f"buffer '{b.name}' has no compile-time shape", s.span)
@@ -322,6 +324,23 @@ class _Block(ScalarOps):
         if s.init is not None:
             data[...] = to_storage(self.eval(s.init, None), b.dtype)
         self.buffers[id(b)] = data
+
+    def view(self, s: T.Alloc) -> None:
+        """A view: the same memory as its base, read row-major with its own shape and dtype (writes through
+        either are seen through the other)."""
+        b = s.buffer
+        base = self.buffers.get(id(b.view_of))
+        if base is None:
+            raise InterpreterError(f"view '{b.name}' of '{b.view_of.name}' made before its storage", s.span)
+        if not base.flags.c_contiguous:
+            raise InterpreterError(f"'{b.view_of.name}' must be C-contiguous to be viewed as '{b.name}'", s.span)
+        shape = tuple(self.scalar_int(d, "view dimension") for d in b.shape)
+        need = int(np.prod(shape, dtype=np.int64)) * b.dtype.bytes
+        if need > base.nbytes:
+            raise InterpreterError(f"view '{b.name}' {list(shape)} of {b.dtype} needs {need} bytes; "
+                                   f"'{b.view_of.name}' has {base.nbytes}", s.span)
+        flat = base.reshape(-1).view(np.uint8)[:need]
+        self.buffers[id(b)] = flat.view(storage_dtype(b.dtype)).reshape(shape)
 
     def loop(self, s: T.For, mask) -> None:
         if s.kind == "parallel":
@@ -484,6 +503,18 @@ class Interpreter:
                         if want != n:
                             raise InterpreterError(f"dimension {axis} of '{p.name}' is {n}, the kernel expects "
                                                    f"{want} from its sizes", p.span)
+
+        self.check_launch()
+
+    def check_launch(self) -> None:
+        """The kernel's conditions on its sizes (a view must fit its storage), as tilec.runtime tests them."""
+        funcs = {"ceildiv": lambda a, b: -(-a // b), "min": min, "max": max}
+        for c in self.kernel.attrs.get("launch_checks", ()):
+            # the compiler's own formulas over the sizes (tilec/ir/formula.py): integers, names, + - * // %
+            lhs, rhs = (eval(c[x], {"__builtins__": {}, **funcs}, dict(self.sizes)) for x in ("lhs", "rhs"))
+            if not (lhs == rhs if c["op"] == "==" else lhs <= rhs):
+                raise InterpreterError(f"kernel '{self.kernel.name}': {c['message']}: {c['lhs']} = {lhs}, "
+                                       f"{c['rhs']} = {rhs}")
 
     def grid(self) -> tuple[int, int, int]:
         probe = _Block(self, (0, 0, 0))

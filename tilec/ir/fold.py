@@ -238,3 +238,53 @@ def multiple_of(e: T.Expr, vec: int) -> bool:
     if isinstance(e, T.Cast):
         return multiple_of(e.value, vec)
     return False
+
+
+# ---------------------------------------------------------------- polynomials (view sizes)
+
+
+def polynomial(e: T.Expr) -> dict[tuple[str, ...], int]:
+    """An integer expression as a polynomial: {monomial: coefficient}, a monomial being the sorted names of its
+    factors ("v:N" for runtime size N, "a:..." for any other sub-expression, taken whole), () for the constant."""
+    e = fold(e)
+    if isinstance(e, T.Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        return polynomial(e.value)
+    if isinstance(e, T.Const):
+        return {(): int(e.value)} if int(e.value) else {}
+    if isinstance(e, T.Var) and e.kind == "size":
+        return {(f"v:{e.name}",): 1}
+    if isinstance(e, T.Unary) and e.op == "-":
+        return {m: -c for m, c in polynomial(e.a).items()}
+    if isinstance(e, T.Binary) and e.op in ("+", "-", "*"):
+        a, b = polynomial(e.a), polynomial(e.b)
+        out: dict[tuple[str, ...], int] = {}
+        if e.op == "*":
+            for ma, ca in a.items():
+                for mb, cb in b.items():
+                    m = tuple(sorted(ma + mb))
+                    out[m] = out.get(m, 0) + ca * cb
+        else:
+            out = dict(a)
+            for m, c in b.items():
+                out[m] = out.get(m, 0) + (c if e.op == "+" else -c)
+        return {m: c for m, c in out.items() if c}
+    from .printer import expr_str
+
+    return {(f"a:{expr_str(e)}",): 1}
+
+
+def compare_sizes(lhs: T.Expr, op: str, rhs: T.Expr) -> bool | None:
+    """Whether `lhs op rhs` (op `==` or `<=`) holds for every value >= 1 of the runtime sizes: True when proven,
+    False when it fails for every such value, None when it depends on them."""
+    diff = polynomial(T.Binary(lhs.dtype, None, "-", rhs, lhs))  # rhs - lhs
+    if not diff:
+        return True
+    if set(diff) == {()}:
+        c = diff[()]
+        return c == 0 if op == "==" else c >= 0
+    if all(f.startswith("v:") for m in diff for f in m):  # a polynomial of sizes >= 1: its sign may be clear
+        if all(c >= 0 for c in diff.values()):  # rhs - lhs >= the sum of the coefficients > 0
+            return op == "<="
+        if all(c <= 0 for c in diff.values()):  # rhs - lhs < 0
+            return False
+    return None

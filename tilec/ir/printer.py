@@ -78,6 +78,8 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
     pad = "  " * indent
     if isinstance(s, T.Alloc):
         b = s.buffer
+        if b.view_of is not None:
+            return [f"{pad}{b.name} = view {b.view_of.name} as {buffer_type(b)}"]
         init = f" = {expr_str(s.init)}" if s.init is not None else ""
         return [f"{pad}{b.name} = alloc_{b.scope} {buffer_type(b)}{init}"]
     if isinstance(s, T.Store):
@@ -168,6 +170,9 @@ def kernel_str(k: T.Kernel) -> str:
         lines.append(f"  sizes {', '.join(v.name for v in k.size_vars)}")
     lines.append(f"  grid ({grid}) threads {k.threads} as ({blocks})")
     for key in sorted(k.attrs):
+        if key == "launch_checks":  # conditions on the sizes tested before each launch (views)
+            lines += [f"  check {c['lhs']} {c['op']} {c['rhs']}" for c in k.attrs[key]]
+            continue
         lines.append(f"  attr {key} = {k.attrs[key]}")
     if k.schedule is not None:
         lines.append(f"  schedule:{k.schedule}")

@@ -31,8 +31,11 @@ class SBuffer:
     const: bool = False  # a read-only global tensor
     offset: int | None = None  # byte offset into dynamic shared memory (storage planning)
     align: int = 128  # byte alignment of a shared buffer (1024: a TMA/wgmma 128-byte swizzle pattern)
-    alias_of: SBuffer | None = None  # a shared buffer viewing another's bytes with its own element type
+    # a buffer viewing another's bytes with its own element type: a shared buffer (same offset), or a global
+    # pointer to a tensor's memory (a view, `T.reshape`: declared by a DeclareArray, a cast of the tensor's pointer)
+    alias_of: SBuffer | None = None
     origin: str = ""  # the Tile IR buffer it implements, for messages
+    span: Span | None = None  # where it was made (a view: the view's statement), for messages
 
 
 @dataclass(eq=False)

@@ -240,6 +240,11 @@ class CStylePrinter:
         self.indent -= 1
 
     def declare_array(self, s: S.DeclareArray) -> None:
+        b = s.buffer
+        if b.scope == "global":  # a view of a tensor: its pointer, cast (restrict only when nothing writes it)
+            t = f"{'const ' if b.const else ''}{self.type(b.dtype)}*"
+            self.line(f"{t}{' __restrict__' if b.const else ''} {b.name} = reinterpret_cast<{t}>({b.alias_of.name});")
+            return
         init = f" = {{{self.expr(s.init)}}}" if s.init is not None else ""
         self.line(f"{self.type(s.buffer.dtype)} {s.buffer.name}[{s.buffer.size}]{init};")
 
@@ -302,6 +307,12 @@ class SimtTextPrinter(CStylePrinter):
 
     def intrinsic(self, e: S.Intrinsic) -> str:
         return f"{e.name}({', '.join(self.expr(a) for a in e.args)})"
+
+    def declare_array(self, s: S.DeclareArray) -> None:
+        if s.buffer.scope == "global":
+            self.line(f"{s.buffer.name} = view {s.buffer.alias_of.name} as global {s.buffer.dtype}")
+            return
+        super().declare_array(s)
 
     def int_helper(self, name: str) -> str:
         return name

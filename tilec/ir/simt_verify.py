@@ -65,7 +65,10 @@ class _Verifier:
             elif isinstance(s, S.DeclareArray):
                 if s.init is not None:
                     self.exprs([s.init], scope, buffers)
-                if s.buffer.scope != "local":
+                if s.buffer.scope == "global":  # a view of a tensor: a pointer to a buffer in scope
+                    if s.buffer.alias_of is None or id(s.buffer.alias_of) not in buffers:
+                        self.fail(f"view '{s.buffer.name}' of a tensor that is not in scope")
+                elif s.buffer.scope != "local":
                     self.fail(f"register array '{s.buffer.name}' has scope {s.buffer.scope}")
                 buffers.add(id(s.buffer))
             elif isinstance(s, S.SStore):

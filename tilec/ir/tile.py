@@ -91,8 +91,19 @@ class Buffer:
     shape: list[Expr]
     scope: str
     span: Span | None
-    is_output: bool = False  # for global tensors: declared `out`
+    is_output: bool = False  # for global tensors: declared `out` (a view: its storage's)
     uid: int = field(default=0, kw_only=True)  # stable within its kernel (number_ops); 0: not numbered
+    # A view (`T.Tensor(shape, dtype, X.data)`, `T.reshape`, `T.view`): the buffer whose storage this one reads
+    # and writes, row-major, with its own shape and dtype. Declared by an `Alloc` of the view.
+    view_of: Buffer | None = field(default=None, kw_only=True)
+
+    @property
+    def storage(self) -> Buffer:
+        """The buffer that owns the memory: the root of a chain of views, else the buffer itself."""
+        b = self
+        while b.view_of is not None:
+            b = b.view_of
+        return b
 
     @property
     def const_shape(self) -> tuple[int, ...] | None:

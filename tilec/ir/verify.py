@@ -78,8 +78,15 @@ class _Verifier:
 
     def stmt(self, s: T.Stmt) -> None:
         if isinstance(s, T.Alloc):
-            if s.buffer.scope not in T.SCOPES or s.buffer.scope == "global":
-                raise self.fail(f"bad scope for '{s.buffer.name}'")
+            b = s.buffer
+            if b.scope not in T.SCOPES or (b.scope == "global" and b.view_of is None):
+                raise self.fail(f"bad scope for '{b.name}'")
+            if b.view_of is not None:
+                self.buffer(b.view_of)
+                if b.view_of.scope != b.scope or b.is_output != b.view_of.is_output or s.init is not None:
+                    raise self.fail(f"view '{b.name}' of '{b.view_of.name}' differs from it in scope or writability")
+                for d in b.shape:
+                    self.expr(d)
             self.buffers.add(id(s.buffer))
             if s.init is not None:
                 self.expr(s.init)

@@ -15,7 +15,7 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
-from ..ir.visit import number_ops, sub_exprs
+from ..ir.visit import number_ops, rewrite_expr, sub_exprs
 from ..tuning import space as tune_space
 from . import ast as A
 from .build_common import (
@@ -35,14 +35,16 @@ from .build_common import (
     _size_and_depth,
     _zero,
     c_safe,
+    read_only,
     unsupported_builtin,
 )
 from .build_expr import ExprBuilder
 from .build_tileops import TileOpBuilder
+from .build_views import VIEW_FUNCS, ViewBuilder
 from .parse import parse
 
 
-class Builder(ExprBuilder, TileOpBuilder):
+class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
     def __init__(self, sources: SourceManager, include_dirs: list[str], defines: dict[str, object],
                  reporter: Reporter):
         self.sources = sources
@@ -64,6 +66,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.size_vars: dict[str, T.Var] = {}
         self.assign_counts: dict[str, int] = {}  # assignments to each name in the kernel body
         self.const_locals: dict[int, T.Const] = {}  # locals assigned an integer constant exactly once
+        self.size_locals: dict[int, T.Expr] = {}  # locals assigned a formula of the runtime sizes exactly once
 
     # ------------------------------------------------------------ errors
     def fail(self, msg: str, span: Span | None) -> _Fail:
@@ -218,6 +221,7 @@ class Builder(ExprBuilder, TileOpBuilder):
         self.at_kernel_top = True
         self.assign_counts = _assignment_counts(launch.body)
         self.const_locals = {}
+        self.size_locals = {}
         self.stmts(launch.body, _Scope(scope))
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
                         self.block, span, dict(self.kernel_attrs))
@@ -483,6 +487,9 @@ class Builder(ExprBuilder, TileOpBuilder):
             name = target.id
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in ALLOC_FUNCS:
                 return self.alloc(name, s.value, scope, target.span)
+            if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in VIEW_FUNCS \
+                    and scope.lookup(_callee(s.value)) is None:
+                return self.view(name, s.value, scope, target.span)
             bound = scope.lookup(name)
             if isinstance(bound, T.Buffer) and bound.scope == "var":
                 self.check_parallel_update(bound, name, target.span)
@@ -509,14 +516,19 @@ class Builder(ExprBuilder, TileOpBuilder):
             if (isinstance(value, T.Const) and value.dtype.is_int and self.assign_counts.get(name) == 1
                     and not self.inline_depth):
                 self.const_locals[id(var)] = value  # assigned once: a compile-time value where one is needed
+            sized = rewrite_expr(value, lambda x: self.size_locals.get(id(x)))
+            if self.assign_counts.get(name) == 1 and not self.inline_depth and value.dtype.is_int and all(
+                    isinstance(x, T.Const | T.Binary | T.Call | T.Cast) or (isinstance(x, T.Var) and x.kind == "size")
+                    for x in sub_exprs(sized)):
+                self.size_locals[id(var)] = sized  # assigned once a formula of the sizes: a view's shape may use it
             self.parallel_depth[id(var)] = self.in_parallel
             scope.bind(name, var)
             return self.emit(T.Assign(s.span, var, value))
         if isinstance(target, A.Subscript):
             buf = self.buffer_ref(target.value, scope)
             if buf.scope == "global" and not buf.is_output:
-                raise self.fail(f"cannot assign to input tensor '{buf.name}'; declare it `out` in the kernel "
-                                "signature", target.span)
+                what, fix = read_only(buf)
+                raise self.fail(f"cannot assign to {what}; {fix} in the kernel signature", target.span)
             indices = self.element_indices(buf, target, scope)
             value = self.expr(s.value, scope)
             if s.op:

@@ -33,7 +33,7 @@ TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_sw
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
-    "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False",
+    "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -67,9 +67,6 @@ TILELANG_UNSUPPORTED = {
     "get_thread_binding": _PARALLEL_INSTEAD,
     "thread_binding": _PARALLEL_INSTEAD,
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
-    "Tensor": "index the original tensor with the arithmetic of the view instead",
-    "reshape": "index the original tensor with the arithmetic of the view instead",
-    "view": "index the original tensor with the arithmetic of the view instead",
     "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
     "import_source": "tilec generates all device code itself: write the computation in the kernel instead",
     "dp4a": "multiply and add the unpacked integers in a Parallel loop instead",
@@ -211,6 +208,14 @@ def _fits(c: T.Const, dt: D.DType) -> bool:
     if dt.kind == "uint":
         return 0 <= v < (1 << dt.bits)
     return -(1 << (dt.bits - 1)) <= v < (1 << (dt.bits - 1))
+
+
+def read_only(buf: T.Buffer) -> tuple[str, str]:
+    """What a write to input `buf` names, and the fix: ("input tensor 'A'", "declare it `out`"), or for a view
+    ("'A2' (a view of input tensor 'A')", "declare 'A' `out`")."""
+    if buf.view_of is None:
+        return f"input tensor '{buf.name}'", "declare it `out`"
+    return f"'{buf.name}' (a view of input tensor '{buf.storage.name}')", f"declare '{buf.storage.name}' `out`"
 
 
 def _zero(span: Span) -> T.Const:

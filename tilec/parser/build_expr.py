@@ -373,6 +373,9 @@ class ExprBuilder:
             raise self.fail(f"{fname} is a statement, not a value", node.span)
         if fname in ALLOC_FUNCS:
             raise self.fail(f"{fname} must be assigned to a name: buf = {fname}(...)", node.span)
+        if fname in ("Tensor", "reshape", "view"):
+            raise self.fail(f"T.{fname} makes a view: assign it to a name first (`X = T.{fname}(...)`), then "
+                            "index or copy X", node.span)
         if fname in LOOP_FUNCS or fname == "Kernel":
             raise self.fail(f"{fname} can only be used as a loop or `with` header", node.span)
         raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", node.func.span)

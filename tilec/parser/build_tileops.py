@@ -13,6 +13,7 @@ from .build_common import (
     _aligned_dims,
     _callee,
     _Scope,
+    read_only,
 )
 
 
@@ -47,7 +48,7 @@ class TileOpBuilder:
             self.require(args, ["src", "dst"], call)
             src, dst = self.region_pair(args["src"], args["dst"], scope)
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
-                raise self.fail(f"cannot copy into input tensor '{dst.buffer.name}'; declare it `out`",
+                raise self.fail("cannot copy into {}; {}".format(*read_only(dst.buffer)),
                                 args["dst"].span)
             return self.emit(T.Copy(span, src, dst))
         if fname == "gemm":
@@ -87,7 +88,7 @@ class TileOpBuilder:
             self.require_full_extents(src, args["src"])
             self.require_full_extents(dst, args.get("dst", args["src"]))
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
-                raise self.fail(f"cannot write input tensor '{dst.buffer.name}'; declare it `out`", call.span)
+                raise self.fail("cannot write {}; {}".format(*read_only(dst.buffer)), call.span)
             rank = len(src.extents)
             dim = self.const_int(args["dim"], scope, "dim") if "dim" in args else 0
             if not -rank <= dim < rank:
@@ -105,7 +106,7 @@ class TileOpBuilder:
             dst = self.region(args["buffer"], scope)
             self.require_full_extents(dst, args["buffer"])
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
-                raise self.fail(f"cannot fill input tensor '{dst.buffer.name}'", args["buffer"].span)
+                raise self.fail("cannot fill {}; {}".format(*read_only(dst.buffer)), args["buffer"].span)
             value = self.expr(args["value"], scope) if fname == "fill" else T.Const(dst.buffer.dtype, span, 0)
             return self.emit(T.Fill(span, dst, self.cast(value, dst.buffer.dtype)))
         if fname in ATOMIC_FUNCS:
@@ -119,7 +120,7 @@ class TileOpBuilder:
                 dst = self.region(args["dst"], scope, unit_corner=True)
                 value = self.expr(args["value"], scope)
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
-                raise self.fail(f"cannot update input tensor '{dst.buffer.name}' atomically; declare it `out`",
+                raise self.fail("cannot update {} atomically; {}".format(*read_only(dst.buffer)),
                                 args["dst"].span)
             return self.emit(T.Atomic(span, ATOMIC_FUNCS[fname], dst, value))
         if fname == "print":
@@ -345,7 +346,7 @@ class TileOpBuilder:
                             node.span)
         buf = self.buffer_ref(node.value, scope)
         if buf.scope == "global" and not buf.is_output:
-            raise self.fail(f"cannot update input tensor '{buf.name}' atomically; declare it `out`", node.span)
+            raise self.fail("cannot update {} atomically; {}".format(*read_only(buf)), node.span)
         if buf.scope not in ("global", "shared"):
             raise self.fail(f"atomic updates go to global or shared memory; '{buf.name}' is a {buf.scope} buffer "
                             "(its elements belong to one thread: update it with a plain assignment)", node.span)
@@ -480,6 +481,10 @@ class TileOpBuilder:
                     starts.append(fold(self.int_expr(item, scope)))
                     extents.append(T.Const(D.I32, item.span, 1) if (has_slice or unit_corner) else None)
             return T.Region(buf, starts, extents, node.span)  # type: ignore[arg-type]
+        if _callee(node) in ("Tensor", "reshape", "view"):
+            name = _callee(node)
+            raise self.fail(f"T.{name} makes a view: assign it to a name first (`X = T.{name}(...)`), then pass X",
+                            node.span)
         raise self.fail("expected a buffer, a tensor region (A[i:j, :]) or a corner (A[i, j])", node.span)
 
     def region_pair(self, src_node: A.Node, dst_node: A.Node, scope: _Scope) -> tuple[T.Region, T.Region]:

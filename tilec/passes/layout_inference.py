@@ -8,7 +8,9 @@ Guarantees: `kernel.schedule` (tilec/ir/schedule.py) records, keyed by stable op
     such a loop (and reduction results) take the projection of its layout onto that dimension;
     everything else gets the generic block-row layout;
   * each shared buffer a layout: XOR-swizzled when a matrix instruction reads it (16-bit data,
-    power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says);
+    power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says); a shared buffer
+    viewed with T.reshape / T.view and its views are linear (an error when a wgmma or MFMA operand, or an
+    annotation, needs another layout);
   * each gemm an instruction (GemmSchedule: family, instruction shape, warp partition): "wgmma" (Hopper
     wgmma.m64nNk16, warpgroup accumulators, operands in TMA panel layouts), "mma" (mma.sync m16n8k16),
     "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared operands, or a register A operand that is the
@@ -310,6 +312,10 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "wgmma":
             wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
     mfma_operands = gemm_mfma.operand_layouts(k, table.gemm_impl)
+    # Views of a shared buffer (T.reshape, T.view) read its bytes row-major: the buffer and its views stay linear.
+    views = [s for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"
+             and s.buffer.view_of is not None]
+    in_view_group = {id(v.buffer) for v in views} | {id(v.buffer.storage) for v in views}
     for s in walk_stmts(k.body):
         if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s), "fma") != "fma":
             for r in (s.a, s.b):
@@ -321,7 +327,19 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                               "layout itself) or copy the tile into a second shared buffer for the gemm",
                               index_maps[id(r.buffer)].span)
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.scope == "shared":
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) in in_view_group:
+            b = s.buffer
+            why = ("a wgmma operand (stored in swizzled 128-byte panels)" if id(b) in wgmma_operands else
+                   "an MFMA operand (stored in the matrix instruction's order)" if id(b) in mfma_operands else
+                   f"annotated {annotated[id(b)]}" if annotated.get(id(b), "linear") != "linear" else None)
+            if why is not None:
+                view = next(v for v in views if id(b) in (id(v.buffer), id(v.buffer.storage)))
+                rep.error(f"view '{view.buffer.name}' of shared buffer '{view.buffer.storage.name}' reads it "
+                          f"row-major, but '{b.name}' is {why}; copy the tile into a separate shared buffer for the "
+                          "gemm, or index it with the view's arithmetic", view.span)
+            table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes)
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) not in in_view_group:
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
             if id(b) in index_maps:

@@ -77,6 +77,17 @@ class Lowerer:
             self.names.add(p.name)
             if isinstance(p, T.Buffer):
                 self.buffers[id(p)] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
+        for st in walk_stmts(k.body):
+            b = st.buffer if isinstance(st, T.Alloc) else None
+            if b is not None and b.view_of is not None and b.scope == "global":
+                # A view of a tensor: a pointer of its own type to the tensor's memory, declared at kernel entry
+                # (every branch sees it, and a pipeline's prologue may copy from it before the loop body that
+                # makes it); addressed row-major over its own shape like any tensor.
+                root = self.buffers[id(b.storage)]
+                sb = S.SBuffer(b.name, b.dtype, "global", None, const=root.const, alias_of=root, origin=b.name)
+                self.buffers[id(b)] = sb
+                self.names.add(b.name)
+                self.hoisted.append(S.DeclareArray(st.span, sb))
         for plan in self.sched.loops.values():
             if plan.stages > 1:
                 for pr in plan.producers:
@@ -300,7 +311,9 @@ class Lowerer:
         k = self.k
         self.stmts(k.body)
         body, threads = self.ext.finish(self.out)
-        body = self.hoisted + body
+        used = _buffers_used(body)  # a view's pointer that nothing reads (its copies went through TMA) is dropped
+        body = [h for h in self.hoisted if not (isinstance(h, S.DeclareArray) and h.buffer.scope == "global"
+                                                and id(h.buffer) not in used)] + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
@@ -404,6 +417,19 @@ class Lowerer:
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
         self.names.add(b.name)
+        if b.view_of is not None and id(b) in self.buffers:
+            return  # a view of a tensor (made at kernel entry), or one lowered again (a pipeline's stages)
+        if b.view_of is not None:  # a view of a shared buffer: its bytes (layout-inference kept both row-major)
+            root = b.storage
+            if self.stage_count.get(id(root), 1) > 1 or self.stage_count.get(id(b), 1) > 1:
+                self.rep.error(f"view '{b.name}' of shared buffer '{root.name}': a Pipelined loop keeps several "
+                               "stages of it, and a view sees one; copy into the buffer outside the pipelined loop, "
+                               "or index it with the view's arithmetic", s.span)  # (lowering goes on: one report)
+            sb = S.SBuffer(b.name, b.dtype, "shared", self.shared_layout(b).size, origin=b.name,
+                           alias_of=self.buffers[id(root)], span=s.span)
+            self.shared.append(sb)
+            self.buffers[id(b)] = sb
+            return
         if b.scope == "shared":
             stages = self.stage_count.get(id(b), 1)
             lay: SharedLayout = self.shared_layout(b)
@@ -705,6 +731,22 @@ class Lowerer:
 
     # ------------------------------------------------------------ gemm
     # ------------------------------------------------------------ atomics and print
+
+def _buffers_used(body: list[S.SStmt]) -> set[int]:
+    """The ids of the SBuffers the statements read, write or take the address of."""
+    out: set[int] = set()
+    for s in body:
+        if isinstance(s, S.SStore):
+            out.add(id(s.buffer))
+        for f in dataclasses.fields(s):
+            v = getattr(s, f.name)
+            for e in (v if isinstance(v, list) else [v]):
+                if isinstance(e, T.Expr):
+                    out.update(id(x.buffer) for x in sub_exprs(e) if isinstance(x, S.Ref | S.AddrOf))
+                elif isinstance(e, S.SStmt):
+                    out |= _buffers_used([e])
+    return out
+
 
 def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
     kernels = []

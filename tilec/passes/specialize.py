@@ -4,7 +4,8 @@ Assumes: a Module straight from the builder (constants, -D overrides included, a
 substituted as literals).
 Guarantees: every expression is folded (constant subexpressions evaluated, x*1, x+0 removed);
 `if` statements on compile-time conditions are replaced by the branch taken; every non-global
-buffer has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits no target, and the
+buffer (a view of a shared buffer too) has a compile-time shape of at most MAX_ONCHIP_BYTES (larger fits
+no target, and the
 passes after this one unroll work in proportion to tile sizes); Parallel and Unroll extents are
 compile-time integers; loops with a zero extent are removed; a shared buffer that no statement
 uses is removed (a const `if` that drops a buffer's only uses leaves it no memory); a kernel has at most
@@ -71,6 +72,12 @@ def _buffers_used(body: list[T.Stmt]) -> set[int]:
 
 def _drop_unused_shared(body: list[T.Stmt]) -> list[T.Stmt]:
     used = _buffers_used(body)
+    for st in walk_stmts(body):  # a buffer used through a view of it is used
+        if isinstance(st, T.Alloc) and id(st.buffer) in used:
+            b = st.buffer
+            while b.view_of is not None:
+                b = b.view_of
+                used.add(id(b))
     if all(id(st.buffer) in used for st in walk_stmts(body) if isinstance(st, T.Alloc) and st.buffer.scope == "shared"):
         return body
 
@@ -91,7 +98,9 @@ def run(module: T.Module, rep: Reporter) -> T.Module:
         k.grid = [fold(g) for g in k.grid]
         k.body = rewrite_body(k.body, fold_node, _prune)
         for s in walk_stmts(k.body):
-            if isinstance(s, T.Alloc):
+            if isinstance(s, T.Alloc) and s.buffer.scope == "global":
+                pass  # a view of a tensor (sized by the runtime sizes; the builder checked it against its storage)
+            elif isinstance(s, T.Alloc):
                 if s.buffer.const_shape is None:
                     rep.error(f"the shape of {s.buffer.scope} buffer '{s.buffer.name}' must be known at compile time",
                               s.span)

@@ -26,7 +26,7 @@ import struct
 import sys
 import threading
 
-from ..manifest import ManifestError, cluster_dims
+from ..manifest import ManifestError, cluster_dims, launch_check_holds, launch_checks
 from .arrays import (
     _ADAPTERS,
     HOST,
@@ -127,6 +127,7 @@ class _Layout:
         self.grid_scalars = [i for i, p in enumerate(params) if p["kind"] == "scalar" and p["name"] in grid_names
                              and p["dtype"][0] in "iu"]
         self.tmaps = tensor_map_specs(entry)
+        self.checks = launch_checks(entry)
         self.tma_params = sorted({s.param_index for s in self.tmaps})
         self.key_has_pointers = bool(self.tmaps)  # encoded tensor maps hold the addresses: so does a plan
         # Slots: the tensors' pointers first (one slice assignment writes them all), then the scalars,
@@ -457,6 +458,12 @@ class Kernel:
                 raise ArgumentError(f"{self.name}: no tensor argument gives the size {name}")
             if sizes[name] > INT32_MAX:
                 raise ArgumentError(f"{self.name}: size {name} = {sizes[name]} exceeds the kernel's 32-bit sizes")
+        for c in layout.checks:  # conditions the compiler could not prove (a view must fit its tensor)
+            lhs, rhs = evaluate(c["lhs"], sizes), evaluate(c["rhs"], sizes)
+            if not launch_check_holds(c["op"], lhs, rhs):
+                shown = ", ".join(f"{k}={v}" for k, v in sizes.items() if k in layout.size_names)
+                raise ArgumentError(f"{self.name}: {c['message']}: {c['lhs']} = {lhs}, {c['rhs']} = {rhs} "
+                                    f"(sizes {shown})")
         return sizes
 
     def launch_config(self, sizes: dict[str, int], device: int = 0) -> tuple[tuple[int, int, int], int]:
@@ -505,7 +512,9 @@ class Kernel:
         encoded_args = []
         for spec in layout.tmaps:
             k = position[spec.param_index]
-            targs = tensor_map_args(spec, spec.param, shapes[k], ptrs[k])
+            shape = shapes[k] if spec.view_shape is None else [  # a view of the tensor: its own dims
+                d if type(d) is int else evaluate(d, sizes) for d in spec.view_shape]
+            targs = tensor_map_args(spec, spec.param, shape, ptrs[k])
             if isinstance(targs, NoTma):
                 if self._fallback is None:
                     raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {targs.reason}; "

@@ -45,6 +45,7 @@ import ml_dtypes
 import numpy as np
 
 from ..interp.tile_interp import storage_dtype
+from ..ir import dtypes as D
 from ..ir import simt as S
 
 _NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
@@ -263,9 +264,22 @@ class HopperModel:
         names = [v.name for v in self.k.attrs.get("tensor_map_params", [])]
         return self.k.attrs["tensor_maps"][names.index(var.name)]
 
+    def map_memory(self, entry: dict) -> tuple[np.ndarray, tuple[int, ...]]:
+        """The flat memory a tensor map reads (a view's: the tensor's bytes as the view's type) and its dims."""
+        data = self.sim.globals[entry["tensor"]]
+        view = entry.get("view")
+        if view is None:
+            return data, self.sim.shapes[entry["tensor"]]
+        funcs = {"ceildiv": lambda a, b: -(-a // b), "min": min, "max": max}
+        shape = tuple(d if type(d) is int else eval(d, {"__builtins__": {}, **funcs}, dict(self.sim.sizes))
+                      for d in view["shape"])  # the compiler's size formulas
+        dt = storage_dtype(D.BY_NAME[view["dtype"]])
+        raw = data.view(np.uint8)
+        return raw[:raw.size // dt.itemsize * dt.itemsize].view(dt), shape
+
     def box_elements(self, entry: dict, coords: list[int]):
         """Global flat indices (or -1 when out of bounds) of a box, in row-major box order."""
-        shape = self.sim.shapes[entry["tensor"]]
+        shape = self.map_memory(entry)[1]
         box = entry["box"]
         grids = np.meshgrid(*[np.arange(n) for n in box], indexing="ij")
         inside = np.ones(grids[0].shape, bool)
@@ -351,7 +365,7 @@ class HopperModel:
             targets = [self.peer(r) for r in self.ranks(self.thread_values(s.args[3:4], mask, t)[0], s.span)]
             first = 4
         coords = list(reversed(self.thread_values(s.args[first:], mask, t)))  # outermost first
-        src = self.sim.globals[entry["tensor"]]
+        src = self.map_memory(entry)[0]
         flat = self.box_elements(entry, coords)
         values = np.zeros(flat.shape, storage_dtype(dst.dtype))
         ok = flat >= 0
@@ -410,7 +424,7 @@ class HopperModel:
         self.check_in_flight(b, elems, s.span)
         values = self.raw[(addr[:, None] + np.arange(eb)).ravel()].view(storage_dtype(src_b.dtype))
         ok = flat >= 0
-        self.sim.globals[entry["tensor"]][flat[ok]] = values[ok]
+        self.map_memory(entry)[0][flat[ok]] = values[ok]
 
     def check_in_flight(self, b: S.SBuffer, elems: np.ndarray, span) -> None:
         flags = self.in_flight.get(id(b))

@@ -127,6 +127,8 @@ class _BlockRun(ScalarOps, HopperModel):
 
     def storage(self, b: S.SBuffer) -> np.ndarray:
         if b.scope == "global":
+            if b.alias_of is not None:  # a view: the tensor's bytes as its own element type
+                return self.sim.view_of(b)
             return self.sim.globals[b.name]
         if b.scope == "shared":
             return self.shared[id(b)].data
@@ -334,6 +336,8 @@ class _BlockRun(ScalarOps, HopperModel):
                 self.assign(s.var, round_to(self.eval(s.value, mask), s.var.dtype), mask)
         elif isinstance(s, S.SAssign):
             self.assign(s.var, round_to(self.eval(s.value, mask), s.var.dtype), mask)
+        elif isinstance(s, S.DeclareArray) and s.buffer.scope == "global":
+            self.sim.view_of(s.buffer)  # a view of a tensor: nothing per thread
         elif isinstance(s, S.DeclareArray):
             b = s.buffer
             dt = storage_dtype(b.dtype)
@@ -600,6 +604,7 @@ class _Sim:
         self.warp_size = warp_size
         self.stdout = stdout or sys.stdout
         self.scalars: dict[int, np.ndarray] = {}
+        self.sizes = dict(sizes)
         for v in k.size_vars:
             if v.name not in sizes:
                 raise SimtInterpreterError(f"kernel {k.name}: no value for runtime size '{v.name}'")
@@ -611,6 +616,7 @@ class _Sim:
                 if isinstance(x, T.Var) and x.name == "num_sms":
                     self.scalars[id(x)] = np.asarray(num_sms, np.int64)
         self.globals: dict[str, np.ndarray] = {}
+        self.views: dict[int, np.ndarray] = {}  # views of tensors (global SBuffers with alias_of), by id
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.grid_x = 1
         self.turns: Turns | None = None  # the thread groups taking turns (warp specialization, clusters)
@@ -661,6 +667,15 @@ class _Sim:
         while len(out) < 3:
             out.append(1)
         return out
+
+    def view_of(self, b: S.SBuffer) -> np.ndarray:
+        """A tensor's memory as view b's element type (flat; the kernel addresses it row-major)."""
+        arr = self.views.get(id(b))
+        if arr is None:
+            raw = self.globals[b.alias_of.name].view(np.uint8)
+            size = raw.size // b.dtype.bytes * b.dtype.bytes
+            arr = self.views[id(b)] = raw[:size].view(storage_dtype(b.dtype))
+        return arr
 
     def run(self) -> None:
         gx, gy, gz = self.grid()

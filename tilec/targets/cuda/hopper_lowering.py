@@ -215,7 +215,13 @@ class HopperLowering(LoweringExtension):
         return S.AddrOf(D.I64, None, self.mbar, index)
 
     def tensor_map(self, tensor: T.Buffer, box: list[int], swizzle: int) -> T.Var:
-        entry = {"tensor": tensor.name, "box": box, "swizzle": swizzle}
+        entry = {"tensor": tensor.storage.name, "box": box, "swizzle": swizzle}
+        if tensor.view_of is not None:  # a view: the map describes the tensor's memory with the view's dims
+            from ...ir.formula import formula
+
+            entry["view"] = {"dtype": tensor.dtype.name, "shape": [
+                int(d.value) if isinstance(d, T.Const) else d.name if isinstance(d, T.Var) else formula(d)
+                for d in tensor.shape]}
         if entry in self.tensor_maps:
             return self.tensor_map_vars[self.tensor_maps.index(entry)]
         var = T.Var(D.I64, None, f"tl_tmap{len(self.tensor_maps)}", "param")

@@ -45,6 +45,7 @@ from ...manifest import (
     TensorMapSpec,
     cluster_dims,
     fallback_entry,
+    launch_checks,
     tensor_map_specs,
 )
 
@@ -449,7 +450,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
         return code
 
     def dim_c(d) -> str:
-        return f"INT64_C({d})" if isinstance(d, int) else vars_[d]
+        return f"INT64_C({d})" if isinstance(d, int) else vars_[d] if d in vars_ else formula_to_c(d, vars_)
 
     def image_code(i: int, indent: str) -> list[str]:
         """Image i's launch configuration, with its tensor maps encoded (or its fallback picked)."""
@@ -463,7 +464,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
             rank = len(m.box)
             code += [f"{indent}  if (tilec_tma) {{ /* {_comment(m.describe())} */",
                      f"{indent}    const int64_t tilec_shape[{rank}] = "
-                     f"{{{', '.join(dim_c(d) for d in m.param['shape'])}}};",
+                     f"{{{', '.join(dim_c(d) for d in (m.view_shape or m.param['shape']))}}};",
                      f"{indent}    static const unsigned tilec_box[{rank}] = {{{', '.join(f'{b}u' for b in m.box)}}};",
                      f"{indent}    tilec_rc = tilec_encode_tensor_map_(&tilec_tmap[{m.index}], {m.dtype}, "
                      f"{m.elem_bytes}u, {rank}, {cname_of[m.param['name']]}, tilec_shape, tilec_box, {m.swizzle},",
@@ -488,7 +489,8 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
         body += ["  unsigned tilec_cluster[3];"]
     formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries if fe for g in fe["grid"]]
     used = {n.id for g in formulas for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)}
-    used |= {d for maps, _ in plans for m in maps for d in m.param["shape"] if isinstance(d, str)}
+    used |= {n.id for maps, _ in plans for m in maps for d in (m.view_shape or m.param["shape"]) if isinstance(d, str)
+             for n in ast.walk(ast.parse(d, mode="eval")) if isinstance(n, ast.Name)}
     body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
     if "num_sms" in used:  # a persistent kernel: at most one block per multiprocessor
         vars_["num_sms"] = "tilec_num_sms"
@@ -508,6 +510,15 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     if sizes:
         cond = " || ".join(f"{c} < 0" for c in sizes.values())
         body += [f"  if ({cond}) return CUDA_ERROR_INVALID_VALUE;"]
+    try:
+        checks = launch_checks(k)
+    except ManifestError as e:
+        raise LauncherError(str(e)) from None
+    size_c = {s: f"((int64_t){c})" for s, c in sizes.items()}
+    for chk in checks:  # conditions on the sizes the compiler could not prove (a view must fit its tensor)
+        op = "==" if chk["op"] == "==" else "<="
+        body += [f"  if (!({formula_to_c(chk['lhs'], size_c)} {op} {formula_to_c(chk['rhs'], size_c)}))"
+                 f" return CUDA_ERROR_INVALID_VALUE; /* {_comment(chk['message'])} */"]
     body += [f"  tilec_rc = {p}function({index_of[k['name']]}, &tilec_fn, &tilec_image);",
              "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
     blocks = [image_code(i, "    ") for i in range(len(images))]
@@ -569,10 +580,13 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
            *docs,
            f" * {grid_doc}.",
            *tma_doc,
-           " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, or a grid over the hardware's",
-           " * limits), CUDA_ERROR_INVALID_CONTEXT (no current context), CUDA_ERROR_NO_BINARY_FOR_GPU (no embedded",
-           " * image for this GPU), CUDA_ERROR_UNSUPPORTED_PTX_VERSION (a driver older than the CUDA that built",
-           " * the images) -- the _check_device function explains these two in words -- or the driver's error. */"]
+           *[_comment(f" * Checks before launching: {c['message']} ({c['lhs']} {c['op']} {c['rhs']}).")
+             for c in checks],
+           " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, a failed check, or a grid over the",
+           " * hardware's limits), CUDA_ERROR_INVALID_CONTEXT (no current context), CUDA_ERROR_NO_BINARY_FOR_GPU",
+           " * (no embedded image for this GPU), CUDA_ERROR_UNSUPPORTED_PTX_VERSION (a driver older than the CUDA that",
+           " * built the images) -- the _check_device function explains these two in words -- or the driver's",
+           " * error. */"]
     return "\n".join(doc) + "\n" + proto + " {\n" + "\n".join(body) + "\n}\n", proto + ";"
 
 

@@ -17,6 +17,15 @@ class WgslBackend(SimtBackend):
     driver_api = "WebGPU (createShaderModule, createComputePipeline, dispatchWorkgroups)"
     codegen = "tilec.targets.wgsl.codegen"
 
+    def lower(self, module, rep, target, dumps: dict[str, str], want: set[str], verify: bool = False):
+        from .checks import bind_views
+
+        lowered = super().lower(module, rep, target, dumps, want, verify)
+        if lowered is not None:
+            for k in lowered.kernels:
+                bind_views(k)
+        return lowered
+
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         (unit,) = units
         return Built(unit.source.encode(), "none")

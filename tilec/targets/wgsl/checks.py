@@ -47,6 +47,38 @@ def check(module: S.SModule, rep: Reporter, target: Target) -> None:
     rep.check()
 
 
+def bind_views(k: S.SKernel) -> None:
+    """A view of a tensor with the tensor's element type reads the tensor's own binding: its accesses are
+    rewritten to the tensor (with its row-major offsets, which are the view's) and its declaration dropped. A
+    view of another type stays, for _check_kernel to refuse (WebGPU binds a storage buffer with one type). The
+    same for a view of a shared buffer (WGSL cannot view a workgroup array as another type either)."""
+    same = {id(b): b.alias_of for b in k.shared if b.alias_of is not None and b.alias_of.dtype == b.dtype}
+    k.shared = [b for b in k.shared if id(b) not in same]
+
+    def walk(body: list[S.SStmt]) -> list[S.SStmt]:
+        out = []
+        for s in body:
+            if isinstance(s, S.DeclareArray) and s.buffer.scope == "global" and s.buffer.alias_of is not None:
+                root = s.buffer.alias_of
+                if root.dtype == s.buffer.dtype:
+                    same[id(s.buffer)] = root
+                    continue
+            if isinstance(s, S.SStore) and id(s.buffer) in same:
+                s.buffer = same[id(s.buffer)]
+            for e in _stmt_exprs(s):
+                for x in sub_exprs(e):
+                    if isinstance(x, S.Ref | S.AddrOf) and id(x.buffer) in same:
+                        x.buffer = same[id(x.buffer)]
+            if isinstance(s, S.SFor | S.SWhile):
+                s.body = walk(s.body)
+            elif isinstance(s, S.SIf):
+                s.then_body, s.else_body = walk(s.then_body), walk(s.else_body)
+            out.append(s)
+        return out
+
+    k.body = walk(k.body)
+
+
 def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
     reported: set = set()
 
@@ -68,8 +100,17 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
             bad_type(p.dtype, f"scalar '{p.name}'", k.span, True)
     for b in k.shared:
         bad_type(b.dtype, f"shared buffer '{b.origin or b.name}'", k.span, False)
+        if b.alias_of is not None:
+            rep.error(f"kernel '{k.name}': view '{b.origin or b.name}' reads shared buffer '{b.alias_of.origin}' "
+                      f"({b.alias_of.dtype}) as {b.dtype}, which WGSL cannot do (a workgroup array has one element "
+                      "type); view it with its own dtype (T.reshape)", b.span or k.span)
     for s, _ in _walk(k.body):
-        if isinstance(s, S.DeclareArray):
+        if isinstance(s, S.DeclareArray) and s.buffer.scope == "global":
+            rep.error(f"kernel '{k.name}': view '{s.buffer.name}' reads tensor '{s.buffer.alias_of.name}' "
+                      f"({s.buffer.alias_of.dtype}) as {s.buffer.dtype}, which WebGPU cannot do: a storage buffer is "
+                      "bound with one element type; view it with its own dtype (T.reshape), or unpack the bits "
+                      "with shifts and masks", s.span or k.span)
+        elif isinstance(s, S.DeclareArray):
             bad_type(s.buffer.dtype, f"buffer '{s.buffer.origin or s.buffer.name}'", s.span, False)
         elif isinstance(s, S.Declare):
             bad_type(s.var.dtype, f"'{s.var.name}'", s.span, False)

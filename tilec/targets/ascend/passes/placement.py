@@ -34,7 +34,13 @@ class AscendPlan:
 
 
 def _check_types(k: T.Kernel) -> None:
-    """fp8 does not exist on the 910B; other types the back end does not move or compute are refused too."""
+    """fp8 does not exist on the 910B; other types the back end does not move or compute are refused too; so are
+    views of a buffer's storage (T.reshape, T.view, T.Tensor(..., A.data)), which its placement does not model."""
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Alloc) and s.buffer.view_of is not None:
+            raise error(f"'{s.buffer.name}' is a view of '{s.buffer.view_of.name}': the AscendC back end does not "
+                        "support views (T.reshape, T.view, T.Tensor(shape, dtype, buf.data)) yet; index "
+                        f"'{s.buffer.view_of.name}' with the view's row-major arithmetic instead", s.span)
     named = [(p.name, p.dtype, p.span) for p in k.params if isinstance(p, T.Buffer)]
     named += [(s.buffer.name, s.buffer.dtype, s.span) for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
     for name, dt, span in named:
