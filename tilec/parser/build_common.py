@@ -32,7 +32,7 @@ TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_sw
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
-    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False",
+    "cast", "Cast", "infinity", "max_value", "min_value", "True", "False", "get_thread_binding", "thread_binding",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -61,10 +61,7 @@ def c_safe(name: str) -> str:
 
 
 # TileLang builtins with no tilec counterpart, and what to write instead (docs/language.md, porting).
-_PARALLEL_INSTEAD = "tilec spreads a tile over the threads itself: write a Parallel loop over the tile instead"
 TILELANG_UNSUPPORTED = {
-    "get_thread_binding": _PARALLEL_INSTEAD,
-    "thread_binding": _PARALLEL_INSTEAD,
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
     "alloc_global": "pass the scratch tensor as an `out` parameter and write one kernel per launch instead",
     "im2col": "gather the tile with a Parallel loop and index arithmetic instead (examples/tilelang/convolution.tile)",

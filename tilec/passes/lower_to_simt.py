@@ -18,13 +18,18 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
   * Pipelined loops with a cp.async plan become prologue / steady state with
     `stages - 1` copies in flight, multi-buffered shared tiles; with a "registers" plan (AMD),
     double-buffered tiles whose next contents are loaded into registers during the compute;
-  * barriers are placed between shared-memory writes and reads by different threads.
+  * barriers are placed between shared-memory writes and reads by different threads;
+  * per-thread code (a kernel reading the thread index, tilec/ir/threads.py) runs in every thread with
+    threadIdx; under thread-dependent control flow no barrier is emitted (check-threads refused what would
+    need one), and a store to shared memory that reads shared memory is made by every thread after a barrier
+    when its element or value depends on the thread (by thread 0 when they are block-uniform).
 Errors: a statement the target cannot lower is reported and skipped, and lowering goes on, so the pass
 fails once with every such statement of every kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from ..diagnostics import CompileError, Diagnostic, Reporter, Span
@@ -35,6 +40,7 @@ from ..ir import tile as T
 from ..ir.exprs import binary, both, compare, to_i64
 from ..ir.fold import as_int, fold
 from ..ir.layout import Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
+from ..ir.threads import analyze as thread_analysis
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import copy as copy_op
 from ..ops import registry as ops
@@ -60,6 +66,8 @@ class Lowerer:
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
         self.smem_dirty = False  # shared memory written since the last barrier
         self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
+        self.varying = thread_analysis(k)  # values that differ between threads (per-thread code)
+        self.divergent = 0  # nesting of thread-dependent control flow being lowered (no barrier may go there)
         self.undriven_parallel: T.For | None = None  # a Parallel loop spread over the threads, no fragment driving it
         self.smem_read = False  # shared memory read since the last barrier
         self.generic_smem_writes = False  # shared memory written by threads since the last proxy fence
@@ -115,10 +123,11 @@ class Lowerer:
     def barrier(self) -> None:
         if self.out and isinstance(self.out[-1], S.Barrier):
             return
-        if self.parallel_body:
+        if self.parallel_body or self.divergent:
             # Inside a Parallel loop each thread touches only its own iterations' elements (the
             # barriers around the loop order it against the rest); a barrier here would sit under
-            # the thread-dependent guard of a loop with fewer iterations than threads.
+            # the thread-dependent guard of a loop with fewer iterations than threads. Under the user's
+            # thread-dependent control flow check-threads refused what would need one.
             return
         self.emit(S.Barrier(None, self.ext.barrier_threads))
         self.smem_dirty = False
@@ -268,6 +277,8 @@ class Lowerer:
     def lx(self, e: T.Expr) -> T.Expr:
         if isinstance(e, T.Const | S.ThreadIdx | S.BlockIdx):
             return e
+        if isinstance(e, T.Var) and e.kind == "thread":
+            return self.tid
         if isinstance(e, T.Var):
             return self.subst.get(id(e), e)
         if isinstance(e, T.Load):
@@ -371,13 +382,19 @@ class Lowerer:
                 idx = fold(self.address(b, [self.lx(i) for i in s.indices], s.span))
             if b.scope == "shared" and not self.parallel_body and any(
                     isinstance(x, S.Ref) and x.buffer.scope == "shared" for e in (value, idx) for x in sub_exprs(e)):
-                # A block-uniform update of shared memory from shared memory (`count[0] = count[0] + 1`): every
-                # thread reads, then one writes after a barrier (else a warp could read the new value).
+                # An update of shared memory from shared memory (`count[0] = count[0] + 1`): every thread reads,
+                # then after a barrier (else a warp could read the new value) one thread writes a block-uniform
+                # update, every thread its own (`s[tx] = s[tx + 1]`). Under thread-dependent control flow the
+                # threads that run it read, then write.
+                if self.divergent:
+                    return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
                 value = self.declare("shared_value", value)
                 idx = self.declare("shared_index", idx)
                 self.barrier()
-                return self.emit(S.SIf(s.span, compare("==", self.tid, c(0)),
-                                       [S.SStore(s.span, self.sbuf(b), idx, value)]))
+                store = S.SStore(s.span, self.sbuf(b), idx, value)
+                if self.varying.expr(s.value) or any(self.varying.expr(i) for i in s.indices):
+                    return self.emit(store)
+                return self.emit(S.SIf(s.span, compare("==", self.tid, c(0)), [store]))
             return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
         if isinstance(s, T.Assign):
             value = self.lx(s.value)
@@ -388,8 +405,9 @@ class Lowerer:
             return self.emit(S.Declare(s.span, v, value))
         if isinstance(s, T.If):
             cond = self.lx(s.cond)
-            then_body = self.block(lambda: self.stmts(s.then_body))
-            else_body = self.block(lambda: self.stmts(s.else_body))
+            with self.diverging(s):
+                then_body = self.block(lambda: self.stmts(s.then_body))
+                else_body = self.block(lambda: self.stmts(s.else_body))
             return self.emit(S.SIf(s.span, cond, then_body, else_body))
         if isinstance(s, T.For):
             return self.parallel(s)
@@ -399,6 +417,16 @@ class Lowerer:
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
+
+    @contextlib.contextmanager
+    def diverging(self, s: T.Stmt):
+        """Lower the body of s, under thread-dependent control flow if its condition or bounds vary."""
+        d = 1 if self.varying.divergent(s) is not None and not self.parallel_body else 0
+        self.divergent += d
+        try:
+            yield
+        finally:
+            self.divergent -= d
 
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
@@ -450,7 +478,8 @@ class Lowerer:
         r, w = self.uses_shared(s)
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
-        stmts = self.block(body)
+        with self.diverging(s):
+            stmts = self.block(body)
         self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
 
     def while_loop(self, s: T.While) -> None:
@@ -467,7 +496,9 @@ class Lowerer:
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
         cond = self.lx(s.cond)
-        self.emit(S.SWhile(s.span, cond, self.block(body)))
+        with self.diverging(s):
+            stmts = self.block(body)
+        self.emit(S.SWhile(s.span, cond, stmts))
 
     def pipelined(self, s: T.For, plan) -> None:
         if plan.mechanism == "registers":
