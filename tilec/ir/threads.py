@@ -78,15 +78,16 @@ class Varying:
         return False
 
     def cause(self, e: T.Expr) -> str:
-        """A short phrase naming what makes e thread-dependent ("the thread index", "'x'")."""
+        """What makes e thread-dependent, for a message: "the thread index", "'x' (computed from the thread
+        index)", "'v' (a per-thread buffer holding thread-dependent values)"."""
         for x in sub_exprs(e):
             if is_thread_index(x):
                 return "the thread index"
         for x in sub_exprs(e):
             if isinstance(x, T.Var) and id(x) in self.vars:
-                return f"'{x.name}', which depends on the thread index"
+                return f"'{x.name}' (computed from the thread index)"
             if isinstance(x, T.Load) and id(x.buffer) in self.buffers:
-                return f"'{x.buffer.name}', which holds a different value in every thread"
+                return f"'{x.buffer.name}' (a per-thread buffer holding thread-dependent values)"
         return "the thread index"
 
     def divergent(self, s: T.Stmt) -> T.Expr | None:

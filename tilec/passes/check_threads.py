@@ -73,10 +73,10 @@ class _Checker:
         if in_parallel:
             for e in stmt_exprs(s):
                 if v.expr(e):
-                    return self.error(f"{v.cause(e)} differs between threads, and inside a Parallel loop the compiler "
-                                      "chooses which thread runs each iteration: compute the value from the loop "
-                                      "variables, or write this work as per-thread code outside the Parallel loop",
-                                      e.span or s.span)
+                    return self.error(f"this statement uses {v.cause(e)}, which differs between threads, but inside "
+                                      "a Parallel loop the compiler chooses which thread runs each iteration: compute "
+                                      "the value from the loop variables, or write this work as per-thread code "
+                                      "outside the Parallel loop", s.span)
         if isinstance(s, T.For) and s.kind == "parallel":
             if divergent is not None:
                 return self.error(f"a Parallel loop is spread over all the threads of the block, so it cannot run "
@@ -96,14 +96,14 @@ class _Checker:
         if isinstance(s, T.For) and s.kind == "pipelined" and not in_parallel:
             cause = divergent if divergent is not None else (s if v.divergent(s) is not None else None)
             if cause is not None:
-                why = under or f"with a trip count that depends on {v.cause(v.divergent(s))}"
+                why = under or f"with a trip count that uses {v.cause(v.divergent(s))}"
                 return self.error(f"a Pipelined loop keeps the whole block in step (its copies wait on barriers), so "
                                   f"it cannot run {why}: use a Serial loop", s.span)
         if isinstance(s, T.Store) and not in_parallel and divergent is None and s.buffer.scope in ("shared", "global") \
                 and v.expr(s.value) and not any(v.expr(i) for i in s.indices):
-            return self.error(f"every thread stores its own value ({v.cause(s.value)}) into the same element of "
-                              f"'{s.buffer.name}': guard the store (`if tx == 0:`) or index the element by the thread",
-                              s.span)
+            return self.error(f"every thread stores a value of its own into the same element of '{s.buffer.name}' "
+                              f"(the value uses {v.cause(s.value)}): guard the store (`if tx == 0:`) or index the "
+                              "element by the thread", s.span)
         if isinstance(s, T.If | T.While | T.For) and not in_parallel:
             if divergent is None and v.divergent(s) is not None:
                 self.shared_races(s)
@@ -140,8 +140,8 @@ class _Checker:
         for e in stmt_exprs(s):
             if v.expr(e):
                 return self.error(f"the operands of {name}, a block-wide tile operation, must be the same in every "
-                                  f"thread, but this one depends on {v.cause(e)}: give it block-uniform regions, or "
-                                  "write the per-thread work as element assignments", e.span or s.span)
+                                  f"thread, but these use {v.cause(e)}: give it block-uniform regions, or write the "
+                                  "per-thread work as element assignments", s.span)
         for r in ops.reads(s):
             if id(r.buffer) in v.buffers:
                 return self.error(f"{name} reads '{r.buffer.name}', which holds a different value in every thread, "
