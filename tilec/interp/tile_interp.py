@@ -376,8 +376,8 @@ class _Block(ScalarOps):
                 self.env.pop(id(v), None)
             return
         v = s.vars[0]
-        bounds = [self.eval(x, mask) for x in (s.extents[0], s.begin, s.step) if x is not None]
-        if self.lanes and not self.in_parallel and any(np.ndim(x) for x in bounds):
+        if self.lanes and not self.in_parallel and any(
+                np.ndim(self.eval(x, mask)) for x in (s.extents[0], s.begin, s.step) if x is not None):
             return self.thread_loop(s, mask)
         extent = self.scalar_int(s.extents[0], "loop extent")
         begin = self.scalar_int(s.begin, "loop start") if s.begin is not None else 0
