@@ -142,6 +142,28 @@ kernel gemm_rowsum(A: f16[M, K], B: f16[K, N], R: out f32[M, G], W: out f32[G, 1
 """
 
 
+# a histogram in shared memory: per-thread atomics under a thread-dependent condition
+HISTOGRAM = """
+kernel histogram(X: i32[N], H: out i32[G, 16]):
+    with Kernel(G, threads=64) as bx:
+        tx = get_thread_binding()
+        hist = alloc_shared((16,), i32)
+        if tx < 16:
+            hist[tx] = 0
+        for j in serial(4):
+            g = bx * 256 + tx * 4 + j
+            if g < N:
+                atomic_add(hist[X[g] & 15], 1)
+        if tx < 16:
+            H[bx, tx] = hist[tx]
+"""
+
+
+def _ref_histogram(a, s):
+    x = a["X"]
+    return {"H": np.array([np.bincount(x[256 * i:256 * (i + 1)] & 15, minlength=16) for i in range(s["G"])])}
+
+
 def _ref_gemv(a, s):
     return {"C": a["B"].astype(np.float32) @ a["A"].astype(np.float32)}
 
@@ -168,6 +190,7 @@ KERNELS = {
     "gemv": (GEMV, _ref_gemv, [{"N": 128, "K": 64}, {"N": 100, "K": 75}], 2e-3),
     "block_sum": (BLOCK_SUM, _ref_block_sum, [{"N": 512, "G": 2}, {"N": 300, "G": 2}], 1e-4),
     "splitk": (SPLITK, _ref_gemv, [{"N": 8, "K": 128}, {"N": 10, "K": 150}], 2e-3),
+    "histogram": (HISTOGRAM, _ref_histogram, [{"N": 512, "G": 2}, {"N": 300, "G": 2}], 0),
     "gemm_rowsum": (GEMM_ROWSUM, _ref_rowsum, [{"M": 128, "N": 128, "K": 64, "G": 2},
                                                {"M": 150, "N": 100, "K": 70, "G": 2}], 1e-3),
 }
@@ -331,7 +354,7 @@ def test_builds_for_gfx942(name):
     assert art.data[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("name", ["gemv", "block_sum", "splitk"])
+@pytest.mark.parametrize("name", ["gemv", "block_sum", "splitk", "histogram"])
 def test_webgpu_matches_interpreter(name, tmp_path):
     import tilec.runtime as rt
     from tilec.artifacts import dumps, manifest
