@@ -48,7 +48,8 @@ kernel gemv(A: f16[K], B: f16[N, K], C: out f16[N]):
 """
 
 # a per-thread local array, a tree reduction in shared memory (a thread-dependent `if` in a uniform `while`),
-# an `if tx == 0` write of the block's result, a loop whose trip count depends on the thread
+# an `if tx == 0` write of the block's result, a loop whose trip count depends on the thread, a `while` that
+# each thread leaves on its own
 BLOCK_SUM = """
 const TH = 64
 
@@ -77,6 +78,10 @@ kernel block_sum(X: f32[N], S: out f32[G], P: out f32[N], Q: out i32[G, 64]):
         n = 0
         for i in range(tx % 5):
             n += i + 1
+        m = tx
+        while m > 0:
+            m = m // 2
+            n += 100
         Q[bx, tx] = n
 """
 
@@ -173,7 +178,7 @@ def _ref_block_sum(a, s, th=64):
     xs = np.zeros(g * th * 4, np.float32)
     xs[:x.size] = x
     tx = (np.arange(x.size) % (th * 4)) // 4
-    n = np.array([sum(range(1, t % 5 + 1)) for t in range(th)])
+    n = np.array([sum(range(1, t % 5 + 1)) + 100 * t.bit_length() for t in range(th)])
     return {"S": xs.reshape(g, -1).sum(1), "P": x * 2 + tx, "Q": np.tile(n, (g, 1))}
 
 
