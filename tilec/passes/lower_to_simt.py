@@ -366,8 +366,8 @@ class Lowerer:
     def profile_phase(self, s: T.Stmt) -> str | None:
         """In a fully profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
         loops at the block's level, never an element's statements inside a Parallel loop."""
-        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.frag_ctx is not None:
-            return None
+        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.divergent or self.frag_ctx is not None:
+            return None  # (nor per-thread atomics under a thread-dependent condition: only some threads run them)
         return profile.tile_phase(s)
 
     def lower(self, s: T.Stmt) -> None:
