@@ -452,6 +452,32 @@ def test_builder_refusal(body, message):
     assert any(message in e.message for e in errs), [e.message for e in errs]
 
 
+def test_interpreter_reports_threads_racing_on_one_element():
+    """Allowed by the compiler (under `if tx == 0:` one thread stores), but here four threads store different
+    values: the interpreter stops at the store, and the SIMT model reports the same conflict."""
+    from tilec.interp.tile_interp import InterpreterError
+
+    text = """
+kernel k(B: out f32[N]):
+    with Kernel(1, threads=64) as bx:
+        tx = get_thread_binding()
+        if tx < 4:
+            B[0] = f32(tx)
+        if tx < 4:
+            B[1] = 2.0
+"""
+    k = tilec.compile("k.tile", text=text).module.kernels[0]
+    with pytest.raises(InterpreterError, match=r"threads store different values to 'B'\[0\] in one statement"):
+        run_kernel(k, {"B": np.zeros(4, np.float32)})
+    sk = tilec.compile("k.tile", text=text, target="sm80").simt.kernels[0]
+    with pytest.raises(SimtInterpreterError, match="write conflict"):
+        run_simt(sk, {"B": np.zeros(4, np.float32)}, {"N": 4})
+    ok = text.replace("B[0] = f32(tx)", "B[0] = 1.0")  # one value from every thread: one store
+    args = {"B": np.zeros(4, np.float32)}
+    run_kernel(tilec.compile("k.tile", text=ok).module.kernels[0], args)
+    assert args["B"].tolist() == [1.0, 2.0, 0.0, 0.0]
+
+
 def test_thread_binding_loop_checks_its_extent():
     text = """
 kernel k(B: out f32[N]):

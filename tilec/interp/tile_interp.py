@@ -27,7 +27,8 @@ language's semantics:
   threads, an `if`, `while` or serial loop on such a value runs its body under the mask of the threads it
   holds for, and `alloc_local` / `alloc_var` buffers hold one copy per thread (check-threads guarantees that a
   Parallel loop or a tile operation reads none that differs between threads: they see thread 0's). Threads
-  that store to the same element in one statement leave the value of the last one.
+  that store different values to one element of shared or global memory in one statement are an error (a
+  data race on a GPU); the same value from several threads is one store.
 """
 
 from __future__ import annotations
@@ -303,6 +304,8 @@ class _Block(ScalarOps):
                 sel = np.broadcast_to(mask, shape)
                 idx_b = tuple(i[sel] for i in idx_b)
                 val_b = val_b[sel]
+            if self.lanes and not self.in_parallel and id(s.buffer) not in self.per_thread:
+                self.check_conflicts(s, data, idx_b, val_b)
             data[idx_b] = val_b
         elif isinstance(s, T.Assign):
             value = self.eval(s.value, mask)
@@ -334,6 +337,22 @@ class _Block(ScalarOps):
             pass
         else:
             raise InterpreterError(f"cannot execute {type(s).__name__}", s.span)
+
+    def check_conflicts(self, s: T.Store, data: np.ndarray, idx: tuple, values: np.ndarray) -> None:
+        """Per-thread code: threads that store different values to one element in one statement race on a GPU."""
+        flat = np.ravel_multi_index(tuple(np.ravel(i) for i in idx), data.shape)
+        vals = np.ravel(values)
+        vals = vals.astype(np.float64) if vals.dtype.kind in "fV" else vals.astype(np.int64)
+        order = np.argsort(flat, kind="stable")
+        flat, vals = flat[order], vals[order]
+        a, b = vals[1:], vals[:-1]
+        equal = ((a == b) | (np.isnan(a) & np.isnan(b))) if vals.dtype.kind == "f" else a == b
+        differ = (flat[1:] == flat[:-1]) & ~equal
+        if np.any(differ):
+            where = np.unravel_index(int(flat[1:][differ][0]), data.shape)
+            raise InterpreterError(f"threads store different values to '{s.buffer.name}'{list(map(int, where))} in "
+                                   f"one statement (block {self.block_idx}): a data race on a GPU; guard the store "
+                                   "so that one thread makes it, or index the element by the thread", s.span)
 
     def alloc(self, s: T.Alloc, mask=None) -> None:
         b = s.buffer
