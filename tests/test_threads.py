@@ -528,3 +528,54 @@ kernel k(A: f32[N], B: out f32[N]):
         tilec.compile("k.tile", text=text, target="webgpu")
     d = e.value.diagnostics[0]
     assert d.span.line == 8 and "non-uniform control flow" in d.message
+
+
+def test_stores_at_the_thread_index_in_a_loop_end_each_iteration_with_a_barrier():
+    """Iteration k of thread t stores s[t + k], which thread t + 1 stored in iteration k - 1: without a barrier
+    between the iterations a slow thread's older store could land last (the SIMT model calls it a race)."""
+    text = """
+kernel k(B: out f32[N]):
+    with Kernel(1, threads=64) as bx:
+        tx = get_thread_binding()
+        s = alloc_shared((64,), f32)
+        for k in serial(4):
+            s[(tx + k) % 64] = f32(k * 100 + tx)
+        B[tx] = s[tx]
+"""
+    k = tilec.compile("k.tile", text=text).module.kernels[0]
+    want = {"B": np.zeros(64, np.float32)}
+    run_kernel(k, want)
+    assert want["B"][5] == 300 + 2
+    for target in ("sm80", "gfx942"):
+        got = {"B": np.zeros(64, np.float32)}
+        run_simt(tilec.compile("k.tile", text=text, target=target).simt.kernels[0], got, {"N": 64},
+                 warp_size=lookup(target).warp_size)
+        assert (got["B"] == want["B"]).all()
+
+
+def test_writes_to_other_shared_buffers_need_no_barrier_but_the_same_buffer_does():
+    """naive_gemv's staging loop (a block-uniform store to A_s, a store at the thread's own row of B_s) runs without
+    barriers, like TileLang's; two stores at different threads' elements of one buffer keep theirs (without it the
+    SIMT model sees a race)."""
+    src = _compile("gemv", "sm80").source
+    staging = src[src.index("for (int tk = 0"):src.index("for (int tk_2")]
+    assert "__syncthreads" not in staging.split("}\n", 1)[0]
+    text = """
+kernel k(B: out f32[N]):
+    with Kernel(1, threads=64) as bx:
+        tx = get_thread_binding()
+        s = alloc_shared((64,), f32)
+        s[tx] = 1.0
+        s[(tx + 1) % 64] = f32(tx)
+        B[tx] = s[tx]
+"""
+    sk = tilec.compile("k.tile", text=text, target="sm80").simt.kernels[0]
+    from tilec.ir import simt as S
+
+    first = next(i for i, x in enumerate(sk.body) if isinstance(x, S.SStore) and x.buffer.name == "s")
+    assert isinstance(sk.body[first + 1], S.Barrier)
+    want = {"B": np.zeros(64, np.float32)}
+    run_kernel(tilec.compile("k.tile", text=text).module.kernels[0], want)
+    got = {"B": np.zeros(64, np.float32)}
+    run_simt(sk, got, {"N": 64})
+    assert (got["B"] == want["B"]).all() and want["B"][1] == 0.0

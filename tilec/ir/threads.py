@@ -66,6 +66,11 @@ class Varying:
     def __init__(self):
         self.vars: set[int] = set()
         self.buffers: set[int] = set()
+        self.aliases: set[int] = set()  # locals assigned once, the thread index itself (`tx = get_thread_binding()`)
+
+    def is_thread(self, e: T.Expr) -> bool:
+        """e is the thread index itself: different in every thread."""
+        return is_thread_index(e) or (isinstance(e, T.Var) and id(e) in self.aliases)
 
     def expr(self, e: T.Expr | None) -> bool:
         if e is None:
@@ -141,4 +146,9 @@ def analyze(k: T.Kernel) -> Varying:
 
     while scan(k.body, False):  # to a fixed point: a loop may assign a value an earlier statement reads
         pass
+    assigns: dict[int, list[T.Assign]] = {}
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Assign):
+            assigns.setdefault(id(s.var), []).append(s)
+    v.aliases = {key for key, a in assigns.items() if len(a) == 1 and is_thread_index(a[0].value)}
     return v

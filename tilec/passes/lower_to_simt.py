@@ -22,7 +22,10 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
   * per-thread code (a kernel reading the thread index, tilec/ir/threads.py) runs in every thread with
     threadIdx; under thread-dependent control flow no barrier is emitted (check-threads refused what would
     need one), and a store to shared memory that reads shared memory is made by every thread after a barrier
-    when its element or value depends on the thread (by thread 0 when they are block-uniform).
+    when its element or value depends on the thread (by thread 0 when they are block-uniform). There, a
+    store after stores to other shared buffers only needs no barrier, and a loop whose body stores at
+    thread-dependent elements ends each iteration with one unless each of those buffers is indexed by the
+    thread index itself in every store of the loop.
 Errors: a statement the target cannot lower is reported and skipped, and lowering goes on, so the pass
 fails once with every such statement of every kernel.
 """
@@ -41,6 +44,7 @@ from ..ir.exprs import binary, both, compare, to_i64
 from ..ir.fold import as_int, fold
 from ..ir.layout import Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
 from ..ir.threads import analyze as thread_analysis
+from ..ir.threads import uses_thread_index
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import copy as copy_op
 from ..ops import registry as ops
@@ -64,9 +68,11 @@ class Lowerer:
         self.stage_count: dict[int, int] = {}
         self.out: list[S.SStmt] = []
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
+        self.smem_written: set[int] | None = set()  # the shared buffers written since the last barrier (None: unknown)
         self.smem_dirty = False  # shared memory written since the last barrier
         self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
         self.varying = thread_analysis(k)  # values that differ between threads (per-thread code)
+        self.per_thread_code = uses_thread_index(k)
         self.divergent = 0  # nesting of thread-dependent control flow being lowered (no barrier may go there)
         self.undriven_parallel: T.For | None = None  # a Parallel loop spread over the threads, no fragment driving it
         self.smem_read = False  # shared memory read since the last barrier
@@ -133,13 +139,29 @@ class Lowerer:
         self.smem_dirty = False
         self.smem_read = False
 
-    def before_shared_access(self, reads: bool, writes: bool) -> None:
-        if (reads and self.smem_dirty) or (writes and (self.smem_read or self.smem_dirty)):
+    @property
+    def smem_dirty(self) -> bool:
+        return self._smem_dirty
+
+    @smem_dirty.setter
+    def smem_dirty(self, value: bool) -> None:  # (set directly: which buffers is not known)
+        self._smem_dirty = value
+        self.smem_written = None if value else set()
+
+    def before_shared_access(self, reads: bool, writes: bool, written: set[int] | None = None) -> None:
+        # In per-thread code a write after writes of other shared buffers only (A_s[k] = ..., then B_s[tx, k] = ...)
+        # needs no barrier: buffers never overlap.
+        disjoint = self.per_thread_code and written is not None and self.smem_written is not None and \
+            not (written & self.smem_written)
+        if (reads and self.smem_dirty) or (writes and (self.smem_read or (self.smem_dirty and not disjoint))):
             self.barrier()
 
-    def after_shared_access(self, reads: bool, writes: bool) -> None:
+    def after_shared_access(self, reads: bool, writes: bool, written: set[int] | None = None) -> None:
         self.smem_read |= reads
-        self.smem_dirty |= writes
+        if writes:
+            known = self.smem_written if self._smem_dirty else set()
+            self._smem_dirty = True
+            self.smem_written = None if known is None or written is None else known | written
 
     # ------------------------------------------------------------ buffers and addresses
     def sbuf(self, b: T.Buffer) -> S.SBuffer:
@@ -334,6 +356,49 @@ class Lowerer:
                 reads |= any(isinstance(x, T.Load) and x.buffer.scope == "shared" for x in sub_exprs(e))
         return reads, writes
 
+    def shared_written(self, s: T.Stmt) -> set[int]:
+        """The shared buffers s writes (element stores and tile-op destinations, nested statements included)."""
+        out: set[int] = set()
+        for st in walk_stmts([s]):
+            out |= {id(r.buffer) for r in ops.writes(st) if r.buffer.scope == "shared"}
+            if isinstance(st, T.Store) and st.buffer.scope == "shared":
+                out.add(id(st.buffer))
+        return out
+
+    def per_thread_shared_writes(self, loop: T.Stmt) -> bool:
+        """Whether the body of `loop` stores to shared memory at a thread-dependent element or under thread-dependent
+        control flow (outside Parallel loops): then the next iteration's store by one thread may hit what another
+        thread stored in this one, and only a barrier orders them. Every thread storing the same value to the same
+        element needs none, nor does a buffer each of whose stores in the loop has the thread index itself as the
+        same index (`B_s[tx, k]`): each thread then writes elements no other thread writes."""
+        v = self.varying
+        stores: dict[int, list[T.Store]] = {}
+        per_thread: set[int] = set()
+
+        def scan(body: list[T.Stmt], divergent: bool) -> None:
+            for st in body:
+                if isinstance(st, T.Store) and st.buffer.scope == "shared":
+                    stores.setdefault(id(st.buffer), []).append(st)
+                    if divergent or any(v.expr(i) for i in st.indices) or v.expr(st.value):
+                        per_thread.add(id(st.buffer))
+                if isinstance(st, T.For) and st.kind == "parallel":
+                    continue
+                d = divergent or v.divergent(st) is not None
+                if isinstance(st, T.If):
+                    scan(st.then_body, d)
+                    scan(st.else_body, d)
+                elif isinstance(st, T.For | T.While):
+                    scan(st.body, d)
+
+        def private(group: list[T.Store]) -> bool:
+            dims = set(range(len(group[0].indices)))
+            for st in group:
+                dims &= {d for d, i in enumerate(st.indices) if v.is_thread(i)}
+            return bool(dims)
+
+        scan(loop.body, False)
+        return any(not private(stores[b]) for b in per_thread)
+
     def stmt(self, s: T.Stmt) -> None:
         """Lower one statement. A statement the target cannot lower is reported and skipped, so that one
         compilation reports every such statement of the kernel (the module is not printed after an error)."""
@@ -350,8 +415,9 @@ class Lowerer:
         if isinstance(s, T.While):
             return self.while_loop(s)
         reads, writes = self.uses_shared(s)
+        written = self.shared_written(s) if writes else None
         self.ext.before_stmt(s)
-        self.before_shared_access(reads, writes)
+        self.before_shared_access(reads, writes, written)
         phase = self.profile_phase(s)
         if phase is None:
             self.lower(s)
@@ -359,7 +425,7 @@ class Lowerer:
             self.emit(profile.mark(phase, False))
             self.lower(s)
             self.emit(profile.mark(phase, True))
-        self.after_shared_access(reads, writes)
+        self.after_shared_access(reads, writes, written)
         if writes:
             self.generic_smem_writes = True
 
@@ -467,10 +533,11 @@ class Lowerer:
 
         def body():
             self.stmts(s.body)
-            # the next iteration may overwrite shared memory this one read (or read what it wrote)
+            # the next iteration may overwrite shared memory this one read (or read what it wrote), or another
+            # thread may overwrite what a thread wrote at its own index
             if self.smem_read or self.smem_dirty:
                 r, w = self.uses_shared(s)
-                if r and w:
+                if (r and w) or (w and self.per_thread_shared_writes(s)):
                     self.barrier()
 
         # Barrier state at the loop head must hold for every iteration: enter with a clean slate.
@@ -489,7 +556,7 @@ class Lowerer:
             self.stmts(s.body)
             if self.smem_read or self.smem_dirty:
                 r, w = self.uses_shared(s)
-                if r and w:
+                if (r and w) or (w and self.per_thread_shared_writes(s)):
                     self.barrier()
 
         r, w = self.uses_shared(s)
