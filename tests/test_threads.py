@@ -579,3 +579,25 @@ kernel k(B: out f32[N]):
     got = {"B": np.zeros(64, np.float32)}
     run_simt(sk, got, {"N": 64})
     assert (got["B"] == want["B"]).all() and want["B"][1] == 0.0
+
+
+def test_a_parallel_loop_writing_the_buffer_keeps_the_barrier_between_iterations():
+    """Thread tx stores s[tx]; the next iteration's Parallel loop has thread i store s[63 - i]: a store by another
+    thread to the same element, which only the barrier at the end of the iteration orders."""
+    text = """
+kernel k(B: out f32[N]):
+    with Kernel(1, threads=64) as bx:
+        tx = get_thread_binding()
+        s = alloc_shared((64,), f32)
+        for k in serial(3):
+            for i in Parallel(64):
+                s[63 - i] = f32(k * 100 + i)
+            s[tx] = f32(k * 1000 + tx)
+        B[tx] = s[tx]
+"""
+    want = {"B": np.zeros(64, np.float32)}
+    run_kernel(tilec.compile("k.tile", text=text).module.kernels[0], want)
+    assert want["B"][3] == 2003
+    got = {"B": np.zeros(64, np.float32)}
+    run_simt(tilec.compile("k.tile", text=text, target="sm80").simt.kernels[0], got, {"N": 64})
+    assert (got["B"] == want["B"]).all()

@@ -374,6 +374,7 @@ class Lowerer:
         v = self.varying
         stores: dict[int, list[T.Store]] = {}
         per_thread: set[int] = set()
+        spread: set[int] = set()  # shared buffers that tile ops or Parallel loops of the body write
 
         def scan(body: list[T.Stmt], divergent: bool) -> None:
             for st in body:
@@ -381,7 +382,8 @@ class Lowerer:
                     stores.setdefault(id(st.buffer), []).append(st)
                     if divergent or any(v.expr(i) for i in st.indices) or v.expr(st.value):
                         per_thread.add(id(st.buffer))
-                if isinstance(st, T.For) and st.kind == "parallel":
+                if (isinstance(st, T.For) and st.kind == "parallel") or ops.op_module(st) is not None:
+                    spread.update(self.shared_written(st))
                     continue
                 d = divergent or v.divergent(st) is not None
                 if isinstance(st, T.If):
@@ -390,14 +392,15 @@ class Lowerer:
                 elif isinstance(st, T.For | T.While):
                     scan(st.body, d)
 
-        def private(group: list[T.Store]) -> bool:
+        def private(b: int) -> bool:
+            group = stores[b]
             dims = set(range(len(group[0].indices)))
             for st in group:
                 dims &= {d for d, i in enumerate(st.indices) if v.is_thread(i)}
-            return bool(dims)
+            return bool(dims) and b not in spread
 
         scan(loop.body, False)
-        return any(not private(stores[b]) for b in per_thread)
+        return any(not private(b) for b in per_thread)
 
     def stmt(self, s: T.Stmt) -> None:
         """Lower one statement. A statement the target cannot lower is reported and skipped, so that one
