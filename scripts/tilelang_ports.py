@@ -86,6 +86,27 @@ def ref_gemv(a, s):
     return {"C": round_to(f32(a["B"]) @ f32(a["A"]), "float16")}
 
 
+def window_logits(sizes, rng):
+    """Rows of logits with windows [ks, ke) inside the row (some empty at the start, one reaching the end)."""
+    m, n = sizes["M"], sizes["S"]
+    ks = rng.integers(0, n, m).astype(np.int32)
+    ke = np.minimum(ks + rng.integers(1, n, m), n).astype(np.int32)
+    ke[0] = n
+    logits = rng.standard_normal((m, n)).astype(np.float32)
+    return {"Logits": logits, "Logits_in": logits.copy(), "CuSeqLenKS": ks, "CuSeqLenKE": ke}
+
+
+def ref_clean_logits(a, s):
+    out = a["Logits_in"].copy()
+    cols = np.arange(out.shape[1])[None, :]
+    ks, ke = a["CuSeqLenKS"].astype(np.int64)[:, None], a["CuSeqLenKE"].astype(np.int64)[:, None]
+    out[(cols < ks) | (cols >= ke)] = -np.inf
+    rows = np.arange(out.shape[0])
+    out[rows, ks[:, 0]] = np.inf
+    out[rows, np.maximum(ke[:, 0] - 1, 0)] = np.inf
+    return {"Logits": out}
+
+
 def ref_rms_norm(a, s):
     x = f32(a["A"])
     return {"B": x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-12)}
@@ -363,6 +384,14 @@ CASES: list[Case] = [
          tilelang="gemm_splitk/example_tilelang_gemm_splitk.py"),
     Case("gemv", ref_gemv, {"regular": {"N": 128, "K": 128}, "ragged": {"N": 70, "K": 99}},
          defines={"block_N": 32, "block_K": 32}, rtol=2e-3, atol=2e-3, tilelang="gemv/example_gemv.py"),
+    Case("gemv_threads", ref_gemv, {"regular": {"N": 128, "K": 128}, "ragged": {"N": 70, "K": 99}},
+         defines={"BLOCK_N": 64, "BLOCK_K": 32}, webgpu_defines={"BLOCK_K": 32}, rtol=2e-3, atol=2e-3,
+         tilelang="gemv/example_gemv.py"),
+    Case("gemv_splitk_threads", ref_gemv, {"regular": {"N": 8, "K": 256}, "ragged": {"N": 10, "K": 300}},
+         rtol=2e-3, atol=2e-3, tilelang="gemv/example_gemv.py"),
+    Case("clean_logits", ref_clean_logits, {"regular": {"M": 4, "S": 512}, "ragged": {"M": 5, "S": 700}},
+         defines={"block_K": 256}, inputs=window_logits, random_inputs_ok=False,
+         tilelang="dsa_hisa/clean_and_maintain_logits.py"),
     Case("rms_norm", ref_rms_norm, {"regular": {"M": 8, "N": 256}, "ragged": {"M": 5, "N": 300}},
          defines={"blk_k": 64}, rtol=1e-4, atol=1e-5, tilelang="norm/rms_norm.py"),
     Case("online_softmax", ref_softmax, {"regular": {"M": 4, "N": 256}, "ragged": {"M": 3, "N": 300}},

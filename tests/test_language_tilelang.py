@@ -371,7 +371,7 @@ def test_byte_order_mark_is_accepted(tmp_path):
     ("        x = A.dtype\n", "is a dtype, not a value"),
     ("        x = A.size\n", "buffers have .dtype and .shape"),
     ("        x = [1, 2]\n", "a list is not a value here"),
-    ("        tx = T.get_thread_binding(0)\n", "T.get_thread_binding is not supported: tilec spreads a tile"),
+    ("        T.tvm_thread_allreduce(A)\n", "T.tvm_thread_allreduce is not supported: reduce a fragment"),
     ("        T.im2col(A, A, 0, 0)\n", "im2col is missing argument(s): kernel, stride, dilation, pad"),
 ])
 def test_diagnostics(tmp_path, text, needle):

@@ -14,7 +14,7 @@ from .diagnostics import CompileError, Diagnostic, Reporter, SourceManager
 from .ir import tile as T
 from .ir.printer import module_str
 from .options import DISABLEABLE, CompileOptions, DefineText, resolve
-from .passes import check_tile_ops, specialize
+from .passes import check_threads, check_tile_ops, specialize
 from .tuning import space as tune_space
 
 Pass = Callable[[T.Module, Reporter], T.Module]
@@ -23,6 +23,7 @@ Pass = Callable[[T.Module, Reporter], T.Module]
 FRONT_PASSES: list[tuple[str, Pass]] = [
     (specialize.NAME, specialize.run),
     (check_tile_ops.NAME, check_tile_ops.run),
+    (check_threads.NAME, check_threads.run),
 ]
 RECURSION_LIMIT = 20_000
 

@@ -22,6 +22,13 @@ language's semantics:
 * A `while` loop inside a Parallel loop runs each iteration until its own condition fails (the
   body runs masked to the iterations still looping).
 * cumsum sums 16-bit floats in f32, like the reductions.
+* A kernel that reads the thread index (`get_thread_binding`) runs its block-level code vectorized over the
+  block's threads: the thread index is the array 0..threads-1, values computed from it are arrays over the
+  threads, an `if`, `while` or serial loop on such a value runs its body under the mask of the threads it
+  holds for, and `alloc_local` / `alloc_var` buffers hold one copy per thread (check-threads guarantees that a
+  Parallel loop or a tile operation reads none that differs between threads: they see thread 0's). Threads
+  that store different values to one element of shared or global memory in one statement are an error (a
+  data race on a GPU); the same value from several threads is one store.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import numpy as np
 from ..errors import UserFacingError
 from ..ir import dtypes as D
 from ..ir import tile as T
+from ..ir.threads import uses_thread_index
 from ..ops.registry import op_module
 
 
@@ -213,6 +221,9 @@ class _Block(ScalarOps):
             self.env[id(v)] = np.asarray(i, dtype=np.int64)
         self.buffers: dict[int, np.ndarray] = dict(interp.global_buffers)
         self.block_idx = block_idx
+        self.lanes = interp.lanes  # threads, when the kernel has per-thread code (its local buffers per thread)
+        self.per_thread: set[int] = set()  # ids of the local / var buffers that hold one copy per thread
+        self.in_parallel = 0
 
     # ---------------------------------------------------------------- expressions
     def eval(self, e: T.Expr, mask: np.ndarray | None) -> np.ndarray:
@@ -220,6 +231,8 @@ class _Block(ScalarOps):
             return np.asarray(e.value, dtype=compute_dtype(e.dtype)) if not (
                 e.dtype.is_float and e.dtype not in (D.F32, D.F64)) else round_to(np.float32(e.value), e.dtype)
         if isinstance(e, T.Var):
+            if e.kind == "thread":
+                return np.arange(self.lanes, dtype=np.int64)
             try:
                 return self.env[id(e)]
             except KeyError:
@@ -236,7 +249,7 @@ class _Block(ScalarOps):
         if data is None:
             raise InterpreterError(f"buffer '{buf.name}' used before its allocation", span)
         idx = [self.eval(i, mask).astype(np.int64) for i in indices]
-        shape = data.shape
+        shape = data.shape[1:] if id(buf) in self.per_thread else data.shape
         bad = None
         for axis, (ix, dim) in enumerate(zip(idx, shape, strict=True)):
             out = (ix < 0) | (ix >= dim)
@@ -253,6 +266,8 @@ class _Block(ScalarOps):
                 f"(block {self.block_idx})", span)
         if mask is not None:
             idx = [np.where(mask, ix, 0) for ix in idx]
+        if id(buf) in self.per_thread:  # each thread its own copy (inside a Parallel loop: thread 0's)
+            idx = [np.asarray(0 if self.in_parallel else np.arange(self.lanes))] + idx
         return data, tuple(idx)
 
     def load(self, e: T.Load, mask) -> np.ndarray:
@@ -265,6 +280,19 @@ class _Block(ScalarOps):
             self.stmt(s, mask)
 
     def stmt(self, s: T.Stmt, mask) -> None:
+        if isinstance(s, T.Store) and self.in_parallel and id(s.buffer) in self.per_thread:
+            data = self.buffers[id(s.buffer)]
+            self.in_parallel -= 1  # a store in a Parallel loop updates every thread's copy alike
+            try:
+                self.per_thread.discard(id(s.buffer))
+                for lane in range(self.lanes):
+                    self.buffers[id(s.buffer)] = data[lane]
+                    self.stmt(s, mask)
+            finally:
+                self.buffers[id(s.buffer)] = data
+                self.per_thread.add(id(s.buffer))
+                self.in_parallel += 1
+            return
         if isinstance(s, T.Store):
             data, idx = self._indices(s.buffer, s.indices, mask, s.span, "write")
             value = to_storage(self.eval(s.value, mask), s.buffer.dtype)
@@ -279,6 +307,8 @@ class _Block(ScalarOps):
                 sel = np.broadcast_to(mask, shape)
                 idx_b = tuple(i[sel] for i in idx_b)
                 val_b = val_b[sel]
+            if self.lanes and not self.in_parallel and id(s.buffer) not in self.per_thread:
+                self.check_conflicts(s, data, idx_b, val_b)
             data[idx_b] = val_b
         elif isinstance(s, T.Assign):
             value = self.eval(s.value, mask)
@@ -287,7 +317,7 @@ class _Block(ScalarOps):
                 value = np.where(mask, value, old)
             self.env[id(s.var)] = value
         elif isinstance(s, T.Alloc):
-            self.alloc(s)
+            self.alloc(s, mask)
         elif isinstance(s, T.For):
             self.loop(s, mask)
         elif isinstance(s, T.If):
@@ -311,18 +341,44 @@ class _Block(ScalarOps):
         else:
             raise InterpreterError(f"cannot execute {type(s).__name__}", s.span)
 
-    def alloc(self, s: T.Alloc) -> None:
+    def check_conflicts(self, s: T.Store, data: np.ndarray, idx: tuple, values: np.ndarray) -> None:
+        """Per-thread code: threads that store different values to one element in one statement race on a GPU."""
+        flat = np.ravel_multi_index(tuple(np.ravel(i) for i in idx), data.shape)
+        vals = np.ravel(values)
+        vals = vals.astype(np.float64) if vals.dtype.kind in "fV" else vals.astype(np.int64)
+        order = np.argsort(flat, kind="stable")
+        flat, vals = flat[order], vals[order]
+        a, b = vals[1:], vals[:-1]
+        equal = ((a == b) | (np.isnan(a) & np.isnan(b))) if vals.dtype.kind == "f" else a == b
+        differ = (flat[1:] == flat[:-1]) & ~equal
+        if np.any(differ):
+            where = np.unravel_index(int(flat[1:][differ][0]), data.shape)
+            raise InterpreterError(f"threads store different values to '{s.buffer.name}'{list(map(int, where))} in "
+                                   f"one statement (block {self.block_idx}): a data race on a GPU; guard the store "
+                                   "so that one thread makes it, or index the element by the thread", s.span)
+
+    def alloc(self, s: T.Alloc, mask=None) -> None:
         b = s.buffer
         if b.view_of is not None:
             return self.view(s)
         shape = b.const_shape
         if shape is None:
             raise InterpreterError(f"buffer '{b.name}' has no compile-time shape", s.span)
+        if self.lanes and b.scope in ("local", "var"):
+            shape = (self.lanes, *shape)
+            self.per_thread.add(id(b))
         fill = np.nan if b.dtype.is_float else 0
         data = np.full(shape, fill, dtype=np.float64).astype(storage_dtype(b.dtype)) if b.dtype.is_float else \
             np.zeros(shape, dtype=storage_dtype(b.dtype))
         if s.init is not None:
-            data[...] = to_storage(self.eval(s.init, None), b.dtype)
+            init = to_storage(self.eval(s.init, mask), b.dtype)
+            if id(b) in self.per_thread and np.ndim(init) == 1:
+                init = init.reshape((self.lanes,) + (1,) * (len(shape) - 1))
+            if mask is not None and id(b) in self.per_thread:
+                sel = np.broadcast_to(mask, (self.lanes,))
+                data[sel] = np.broadcast_to(init, data.shape)[sel]
+            else:
+                data[...] = init
         self.buffers[id(b)] = data
 
     def view(self, s: T.Alloc) -> None:
@@ -352,17 +408,40 @@ class _Block(ScalarOps):
                 self.env[id(v)] = np.arange(ext, dtype=np.int64).reshape(shape)
             if mask is not None:
                 raise InterpreterError("a Parallel loop inside a masked region", s.span)
-            self.run(s.body, None)
+            self.in_parallel += 1
+            try:
+                self.run(s.body, None)
+            finally:
+                self.in_parallel -= 1
             for v in s.vars:
                 self.env.pop(id(v), None)
             return
+        v = s.vars[0]
+        if self.lanes and not self.in_parallel and any(
+                np.ndim(self.eval(x, mask)) for x in (s.extents[0], s.begin, s.step) if x is not None):
+            return self.thread_loop(s, mask)
         extent = self.scalar_int(s.extents[0], "loop extent")
         begin = self.scalar_int(s.begin, "loop start") if s.begin is not None else 0
         step = self.scalar_int(s.step, "loop step") if s.step is not None else 1
-        v = s.vars[0]
         for t in range(extent):
             self.env[id(v)] = np.asarray(begin + step * t, dtype=np.int64)
             self.run(s.body, mask)
+        self.env.pop(id(v), None)
+
+    def thread_loop(self, s: T.For, mask) -> None:
+        """A serial loop whose bounds differ between threads: iteration t runs under the threads that have it."""
+        extent = np.broadcast_to(self.eval(s.extents[0], mask), (self.lanes,))
+        begin = self.eval(s.begin, mask) if s.begin is not None else np.int64(0)
+        step = self.eval(s.step, mask) if s.step is not None else np.int64(1)
+        live_all = np.ones(self.lanes, bool) if mask is None else np.broadcast_to(mask, (self.lanes,))
+        top = int(extent[live_all].max()) if np.any(live_all) else 0
+        v = s.vars[0]
+        for t in range(top):
+            live = live_all & (t < extent)
+            if not np.any(live):
+                continue
+            self.env[id(v)] = np.asarray(begin + step * t, dtype=np.int64)
+            self.run(s.body, live)
         self.env.pop(id(v), None)
 
     def while_loop(self, s: T.While, mask) -> None:
@@ -395,6 +474,8 @@ class _Block(ScalarOps):
         data = self.buffers.get(id(r.buffer))
         if data is None:
             raise InterpreterError(f"buffer '{r.buffer.name}' used before its allocation", r.span)
+        if id(r.buffer) in self.per_thread:
+            data = data[0]  # a tile op reads a per-thread buffer that is the same in every thread
         starts = [self.scalar_int(e, "region start") for e in r.starts]
         exts = self.extents(r)
         valid = []
@@ -449,6 +530,9 @@ class _Block(ScalarOps):
         value = np.asarray(value).reshape(exts)
         src = tuple(slice(lo, hi) for lo, hi in valid)
         dst = tuple(slice(st + lo, st + hi) for st, (lo, hi) in zip(starts, valid, strict=True))
+        if id(r.buffer) in self.per_thread:  # every thread's copy
+            dst = (slice(None), *dst)
+            data = self.buffers[id(r.buffer)]
         data[dst] = to_storage(value[src], r.buffer.dtype)
 
 
@@ -462,6 +546,7 @@ class Interpreter:
     def __init__(self, kernel: T.Kernel, args: dict[str, object], stdout=None):
         self.kernel = kernel
         self.stdout = stdout or sys.stdout
+        self.lanes = kernel.threads if uses_thread_index(kernel) else 0
         self.global_buffers: dict[int, np.ndarray] = {}
         self.globals_env: dict[int, np.ndarray] = {}
         sizes: dict[str, int] = {}

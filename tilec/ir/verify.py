@@ -38,7 +38,7 @@ class _Verifier:
 
     def expr(self, e: T.Expr) -> None:
         for x in sub_exprs(e):
-            if isinstance(x, T.Var) and not self.defined(x):
+            if isinstance(x, T.Var) and x.kind != "thread" and not self.defined(x):  # (the thread index)
                 raise self.fail(f"variable '{x.name}' used outside its scope in {expr_str(e)}")
             if isinstance(x, T.Load):
                 self.buffer(x.buffer)

@@ -1,7 +1,7 @@
 """atomic_add/max/min(dst, value): read-modify-write of global or shared memory. Writes (and reads) dst,
 reads a region value. Lowering: one atomic per fragment or shared element (of a replicated, reduced fragment:
 by one of the replicas), one by thread 0 for a block-wide scalar, one per iteration for a per-element update
-inside a Parallel loop."""
+inside a Parallel loop, one per thread for a per-element update in per-thread code (check-threads marks it)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,8 @@ def lower(cx, s: T.Atomic) -> None:
     guard = cx.bounds(dst, idx) if s.per_element else both(cx.bounds(dst, idx), compare("==", cx.tid, c(0)))
     addr = cx.addr(dst.buffer, idx, s.span)
     value = cast(cx.lx(s.value), dst.buffer.dtype)
-    cx.emit(S.SIf(s.span, guard, [S.call(s.span, "atomic", [addr, value], kind=s.kind)]))
+    st = S.call(s.span, "atomic", [addr, value], kind=s.kind)
+    cx.emit(st if guard is None else S.SIf(s.span, guard, [st]))
 
 
 def reads(s: T.Atomic) -> list[T.Region]:

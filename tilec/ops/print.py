@@ -90,7 +90,8 @@ def interpret(block, s: T.Print) -> None:
     bidx = tuple(int(i) for i in block.block_idx)
     out = block.interp.stdout
     if not isinstance(s.value, T.Region):
-        value = np.asarray(block.eval(s.value, None)).reshape(-1)[0]
+        values = np.asarray(block.eval(s.value, None)).reshape(-1)  # (per-thread code: one value per thread)
+        value = values[min(s.thread or 0, values.size - 1)]
         print(scalar_format(s) % (*bidx, _py(value, s.value.dtype)), file=out)
         return
     dims = list(s.value.const_extents)

@@ -61,6 +61,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.block: list[T.Stmt] = []
         self.names_in_kernel: set[str] = set()
         self.in_parallel = 0
+        self.thread_dims: list[int] = [128]  # the kernel's threads=, per dimension (get_thread_binding)
         self.parallel_depth: dict[int, int] = {}  # Parallel nesting at which a local or var was made
         self.at_kernel_top = False
         self.size_vars: dict[str, T.Var] = {}
@@ -397,11 +398,20 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         while len(grid) < 3:
             grid.append(T.Const(D.I32, node.span, 1))
         threads = 128
+        self.thread_dims = [threads]
         for kw in node.kwargs:
             if kw.name == "threads":
-                threads = self.const_int(kw.value, scope, "threads")
-                if threads <= 0:
-                    raise self.fail("threads must be positive", kw.value.span)
+                # TileLang's threads=(x, y[, z]): one block of x*y*z threads; get_thread_binding(d) unflattens
+                items = kw.value.items if isinstance(kw.value, A.TupleExpr | A.ListExpr) else [kw.value]
+                if not 1 <= len(items) <= 3:
+                    raise self.fail("threads is a number, or (x, y) or (x, y, z)", kw.value.span)
+                self.thread_dims = [self.const_int(i, scope, "threads") for i in items]
+                for n, i in zip(self.thread_dims, items, strict=True):
+                    if n <= 0:
+                        raise self.fail("threads must be positive", i.span)
+                threads = 1
+                for n in self.thread_dims:
+                    threads *= n
             elif kw.name == "prelude":
                 pass
             elif kw.name == "warp_specialize":
@@ -594,6 +604,8 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
     def for_stmt(self, s: A.ForStmt, scope: _Scope) -> None:
         it = s.iter
         fname = _callee(it) if isinstance(it, A.CallExpr) else None
+        if fname == "thread_binding" and scope.lookup(fname) is None:
+            return self.thread_binding_loop(s, it, scope)
         if fname not in LOOP_FUNCS or scope.lookup(fname) is not None:
             raise self.fail("a loop iterates over Parallel(...), Pipelined(...), Serial(...), Unroll(...) or "
                             "range(...)", it.span)
@@ -671,6 +683,22 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if kind == "parallel":
                 self.in_parallel -= 1
         self.emit(T.For(s.span, kind, vars_, extents, body, begin, step, num_stages))
+
+    def thread_binding_loop(self, s: A.ForStmt, it: A.CallExpr, scope: _Scope) -> None:
+        """TileLang's `for tx in T.thread_binding(0, threads, thread="threadIdx.x"):` is no loop: every thread runs
+        the body once with tx its index."""
+        if len(s.targets) != 1:
+            raise self.fail("thread_binding binds one loop variable", s.span)
+        if self.in_parallel:
+            raise self.fail("a thread_binding loop cannot be nested inside a Parallel loop", it.span)
+        value = self.thread_index("thread_binding", it, scope)
+        inner = _Scope(scope)
+        name, span = s.targets[0]
+        var = T.Var(D.I32, span, self.unique(name), "local")
+        self.parallel_depth[id(var)] = self.in_parallel
+        inner.bind(name, var)
+        self.emit(T.Assign(span, var, value))
+        self.stmts(s.body, inner)
 
     # ------------------------------------------------------------ def helpers
     def inline_helper(self, helper: _Helper, call: A.CallExpr, scope: _Scope, want_value: bool):

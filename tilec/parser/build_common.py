@@ -34,6 +34,7 @@ TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_sw
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
     "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
+    "get_thread_binding", "thread_binding",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -62,10 +63,7 @@ def c_safe(name: str) -> str:
 
 
 # TileLang builtins with no tilec counterpart, and what to write instead (docs/language.md, porting).
-_PARALLEL_INSTEAD = "tilec spreads a tile over the threads itself: write a Parallel loop over the tile instead"
 TILELANG_UNSUPPORTED = {
-    "get_thread_binding": _PARALLEL_INSTEAD,
-    "thread_binding": _PARALLEL_INSTEAD,
     "tvm_thread_allreduce": "reduce a fragment with reduce_sum / reduce_max instead",
     "call_extern": "tilec generates all device code itself: write the computation in the kernel instead",
     "import_source": "tilec generates all device code itself: write the computation in the kernel instead",

@@ -6,6 +6,7 @@ from ..diagnostics import Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, convert, fold
+from ..ir.threads import THREAD
 from ..ir.visit import rewrite_expr
 from . import ast as A
 from .build_common import (
@@ -289,6 +290,46 @@ class ExprBuilder:
             result = a if i == 0 else T.Binary(a.dtype, span, "*", result, a)
         return result
 
+    def thread_index(self, fname: str, node: A.CallExpr, scope: _Scope) -> T.Expr:
+        """TileLang's `get_thread_binding(dim=0)` and `thread_binding(0, n, thread="threadIdx.x")`: the thread's
+        index along one dimension of the kernel's `threads=`. A multi-dimensional `threads=(x, y[, z])` is one
+        block of x*y*z threads numbered as CUDA does (x fastest), so dimension d is a formula of the index."""
+        dims = self.thread_dims
+        if fname == "get_thread_binding":
+            args, _ = self.call_args(node, ["dim"])
+            d = self.const_int(args["dim"], scope, "the dimension of get_thread_binding") if "dim" in args else 0
+            where = args.get("dim", node)
+        else:
+            args, _ = self.call_args(node, ["begin", "end", "thread"])
+            self.require(args, ["begin", "end", "thread"], node)
+            axis = args["thread"]
+            names = {f"threadIdx.{a}": i for i, a in enumerate("xyz")}
+            if not isinstance(axis, A.String) or axis.value not in names:
+                raise self.fail('thread_binding(begin, end, thread="threadIdx.x") binds threadIdx.x, .y or .z',
+                                axis.span)
+            d, where = names[axis.value], axis
+        if not 0 <= d < len(dims):
+            shape = dims[0] if len(dims) == 1 else tuple(dims)
+            raise self.fail(f"this kernel's threads (threads={shape}) have {len(dims)} dimension(s): the thread index "
+                            f"has dimensions 0 to {len(dims) - 1}; give threads=(x, y) for a second one",
+                            where.span)
+        if fname == "thread_binding":
+            begin = self.const_int(args["begin"], scope, "the start of thread_binding")
+            end = self.const_int(args["end"], scope, "the end of thread_binding")
+            if begin != 0 or end != dims[d]:
+                raise self.fail(f"thread_binding({begin}, {end}) must cover the kernel's threads along "
+                                f"threadIdx.{'xyz'[d]}: thread_binding(0, {dims[d]}, ...)", node.span)
+        tid = T.Var(D.I32, node.span, "threadIdx", THREAD)
+        below = 1
+        for e in dims[:d]:
+            below *= e
+        out: T.Expr = tid
+        if below > 1:
+            out = T.Binary(D.I32, node.span, "//", out, T.Const(D.I32, node.span, below))
+        if d < len(dims) - 1:
+            out = T.Binary(D.I32, node.span, "%", out, T.Const(D.I32, node.span, dims[d]))
+        return out
+
     def call_ceildiv(self, a: T.Expr, b: T.Expr, span: Span) -> T.Expr:
         dt = D.promote(a.dtype, b.dtype)
         return fold(T.Call(dt, span, "ceildiv", [self.cast(a, dt), self.cast(b, dt)]))
@@ -313,6 +354,8 @@ class ExprBuilder:
             return self.cast(self.expr(node.args[0], scope), dt)
         if fname == "reinterpret":
             return self.reinterpret(node, scope)
+        if fname in ("get_thread_binding", "thread_binding"):
+            return self.thread_index(fname, node, scope)
         if node.kwargs:
             raise self.fail(f"{fname} takes no keyword arguments", node.kwargs[0].span)
         args = node.args

@@ -18,13 +18,21 @@ Guarantees: an SModule whose kernels contain only per-thread statements:
   * Pipelined loops with a cp.async plan become prologue / steady state with
     `stages - 1` copies in flight, multi-buffered shared tiles; with a "registers" plan (AMD),
     double-buffered tiles whose next contents are loaded into registers during the compute;
-  * barriers are placed between shared-memory writes and reads by different threads.
+  * barriers are placed between shared-memory writes and reads by different threads;
+  * per-thread code (a kernel reading the thread index, tilec/ir/threads.py) runs in every thread with
+    threadIdx; under thread-dependent control flow no barrier is emitted (check-threads refused what would
+    need one), and a store to shared memory that reads shared memory is made by every thread after a barrier
+    when its element or value depends on the thread (by thread 0 when they are block-uniform). There, a
+    store after stores to other shared buffers only needs no barrier, and a loop whose body stores at
+    thread-dependent elements ends each iteration with one unless each of those buffers is indexed by the
+    thread index itself in every store of the loop.
 Errors: a statement the target cannot lower is reported and skipped, and lowering goes on, so the pass
 fails once with every such statement of every kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 from ..diagnostics import CompileError, Diagnostic, Reporter, Span
@@ -35,6 +43,8 @@ from ..ir import tile as T
 from ..ir.exprs import binary, both, compare, to_i64
 from ..ir.fold import as_int, fold
 from ..ir.layout import Projected, SharedLayout, add, c, div, mod, mul, same_layout, valid
+from ..ir.threads import analyze as thread_analysis
+from ..ir.threads import uses_thread_index
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import copy as copy_op
 from ..ops import registry as ops
@@ -58,8 +68,12 @@ class Lowerer:
         self.stage_count: dict[int, int] = {}
         self.out: list[S.SStmt] = []
         self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
+        self.smem_written: set[int] | None = set()  # the shared buffers written since the last barrier (None: unknown)
         self.smem_dirty = False  # shared memory written since the last barrier
         self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
+        self.varying = thread_analysis(k)  # values that differ between threads (per-thread code)
+        self.per_thread_code = uses_thread_index(k)
+        self.divergent = 0  # nesting of thread-dependent control flow being lowered (no barrier may go there)
         self.undriven_parallel: T.For | None = None  # a Parallel loop spread over the threads, no fragment driving it
         self.smem_read = False  # shared memory read since the last barrier
         self.generic_smem_writes = False  # shared memory written by threads since the last proxy fence
@@ -126,22 +140,39 @@ class Lowerer:
     def barrier(self) -> None:
         if self.out and isinstance(self.out[-1], S.Barrier):
             return
-        if self.parallel_body:
+        if self.parallel_body or self.divergent:
             # Inside a Parallel loop each thread touches only its own iterations' elements (the
             # barriers around the loop order it against the rest); a barrier here would sit under
-            # the thread-dependent guard of a loop with fewer iterations than threads.
+            # the thread-dependent guard of a loop with fewer iterations than threads. Under the user's
+            # thread-dependent control flow check-threads refused what would need one.
             return
         self.emit(S.Barrier(None, self.ext.barrier_threads))
         self.smem_dirty = False
         self.smem_read = False
 
-    def before_shared_access(self, reads: bool, writes: bool) -> None:
-        if (reads and self.smem_dirty) or (writes and (self.smem_read or self.smem_dirty)):
+    @property
+    def smem_dirty(self) -> bool:
+        return self._smem_dirty
+
+    @smem_dirty.setter
+    def smem_dirty(self, value: bool) -> None:  # (set directly: which buffers is not known)
+        self._smem_dirty = value
+        self.smem_written = None if value else set()
+
+    def before_shared_access(self, reads: bool, writes: bool, written: set[int] | None = None) -> None:
+        # In per-thread code a write after writes of other shared buffers only (A_s[k] = ..., then B_s[tx, k] = ...)
+        # needs no barrier: buffers never overlap.
+        disjoint = self.per_thread_code and written is not None and self.smem_written is not None and \
+            not (written & self.smem_written)
+        if (reads and self.smem_dirty) or (writes and (self.smem_read or (self.smem_dirty and not disjoint))):
             self.barrier()
 
-    def after_shared_access(self, reads: bool, writes: bool) -> None:
+    def after_shared_access(self, reads: bool, writes: bool, written: set[int] | None = None) -> None:
         self.smem_read |= reads
-        self.smem_dirty |= writes
+        if writes:
+            known = self.smem_written if self._smem_dirty else set()
+            self._smem_dirty = True
+            self.smem_written = None if known is None or written is None else known | written
 
     # ------------------------------------------------------------ buffers and addresses
     def sbuf(self, b: T.Buffer) -> S.SBuffer:
@@ -279,6 +310,8 @@ class Lowerer:
     def lx(self, e: T.Expr) -> T.Expr:
         if isinstance(e, T.Const | S.ThreadIdx | S.BlockIdx):
             return e
+        if isinstance(e, T.Var) and e.kind == "thread":
+            return self.tid
         if isinstance(e, T.Var):
             return self.subst.get(id(e), e)
         if isinstance(e, T.Load):
@@ -336,6 +369,52 @@ class Lowerer:
                 reads |= any(isinstance(x, T.Load) and x.buffer.scope == "shared" for x in sub_exprs(e))
         return reads, writes
 
+    def shared_written(self, s: T.Stmt) -> set[int]:
+        """The shared buffers s writes (element stores and tile-op destinations, nested statements included)."""
+        out: set[int] = set()
+        for st in walk_stmts([s]):
+            out |= {id(r.buffer) for r in ops.writes(st) if r.buffer.scope == "shared"}
+            if isinstance(st, T.Store) and st.buffer.scope == "shared":
+                out.add(id(st.buffer))
+        return out
+
+    def per_thread_shared_writes(self, loop: T.Stmt) -> bool:
+        """Whether the body of `loop` stores to shared memory at a thread-dependent element or under thread-dependent
+        control flow (outside Parallel loops): then the next iteration's store by one thread may hit what another
+        thread stored in this one, and only a barrier orders them. Every thread storing the same value to the same
+        element needs none, nor does a buffer each of whose stores in the loop has the thread index itself as the
+        same index (`B_s[tx, k]`): each thread then writes elements no other thread writes."""
+        v = self.varying
+        stores: dict[int, list[T.Store]] = {}
+        per_thread: set[int] = set()
+        spread: set[int] = set()  # shared buffers that tile ops or Parallel loops of the body write
+
+        def scan(body: list[T.Stmt], divergent: bool) -> None:
+            for st in body:
+                if isinstance(st, T.Store) and st.buffer.scope == "shared":
+                    stores.setdefault(id(st.buffer), []).append(st)
+                    if divergent or any(v.expr(i) for i in st.indices) or v.expr(st.value):
+                        per_thread.add(id(st.buffer))
+                if (isinstance(st, T.For) and st.kind == "parallel") or ops.op_module(st) is not None:
+                    spread.update(self.shared_written(st))
+                    continue
+                d = divergent or v.divergent(st) is not None
+                if isinstance(st, T.If):
+                    scan(st.then_body, d)
+                    scan(st.else_body, d)
+                elif isinstance(st, T.For | T.While):
+                    scan(st.body, d)
+
+        def private(b: int) -> bool:
+            group = stores[b]
+            dims = set(range(len(group[0].indices)))
+            for st in group:
+                dims &= {d for d, i in enumerate(st.indices) if v.is_thread(i)}
+            return bool(dims) and b not in spread
+
+        scan(loop.body, False)
+        return any(not private(b) for b in per_thread)
+
     def stmt(self, s: T.Stmt) -> None:
         """Lower one statement. A statement the target cannot lower is reported and skipped, so that one
         compilation reports every such statement of the kernel (the module is not printed after an error)."""
@@ -352,8 +431,9 @@ class Lowerer:
         if isinstance(s, T.While):
             return self.while_loop(s)
         reads, writes = self.uses_shared(s)
+        written = self.shared_written(s) if writes else None
         self.ext.before_stmt(s)
-        self.before_shared_access(reads, writes)
+        self.before_shared_access(reads, writes, written)
         phase = self.profile_phase(s)
         if phase is None:
             self.lower(s)
@@ -361,15 +441,15 @@ class Lowerer:
             self.emit(profile.mark(phase, False))
             self.lower(s)
             self.emit(profile.mark(phase, True))
-        self.after_shared_access(reads, writes)
+        self.after_shared_access(reads, writes, written)
         if writes:
             self.generic_smem_writes = True
 
     def profile_phase(self, s: T.Stmt) -> str | None:
         """In a fully profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
         loops at the block's level, never an element's statements inside a Parallel loop."""
-        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.frag_ctx is not None:
-            return None
+        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.divergent or self.frag_ctx is not None:
+            return None  # (nor per-thread atomics under a thread-dependent condition: only some threads run them)
         return profile.tile_phase(s)
 
     def lower(self, s: T.Stmt) -> None:
@@ -384,13 +464,19 @@ class Lowerer:
                 idx = fold(self.address(b, [self.lx(i) for i in s.indices], s.span))
             if b.scope == "shared" and not self.parallel_body and any(
                     isinstance(x, S.Ref) and x.buffer.scope == "shared" for e in (value, idx) for x in sub_exprs(e)):
-                # A block-uniform update of shared memory from shared memory (`count[0] = count[0] + 1`): every
-                # thread reads, then one writes after a barrier (else a warp could read the new value).
+                # An update of shared memory from shared memory (`count[0] = count[0] + 1`): every thread reads,
+                # then after a barrier (else a warp could read the new value) one thread writes a block-uniform
+                # update, every thread its own (`s[tx] = s[tx + 1]`). Under thread-dependent control flow the
+                # threads that run it read, then write.
+                if self.divergent:
+                    return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
                 value = self.declare("shared_value", value)
                 idx = self.declare("shared_index", idx)
                 self.barrier()
-                return self.emit(S.SIf(s.span, compare("==", self.tid, c(0)),
-                                       [S.SStore(s.span, self.sbuf(b), idx, value)]))
+                store = S.SStore(s.span, self.sbuf(b), idx, value)
+                if self.varying.expr(s.value) or any(self.varying.expr(i) for i in s.indices):
+                    return self.emit(store)
+                return self.emit(S.SIf(s.span, compare("==", self.tid, c(0)), [store]))
             return self.emit(S.SStore(s.span, self.sbuf(b), idx, value))
         if isinstance(s, T.Assign):
             instead = self.ext.assign_value(s)
@@ -402,8 +488,9 @@ class Lowerer:
             return self.emit(S.Declare(s.span, v, value))
         if isinstance(s, T.If):
             cond = self.lx(s.cond)
-            then_body = self.block(lambda: self.stmts(s.then_body))
-            else_body = self.block(lambda: self.stmts(s.else_body))
+            with self.diverging(s):
+                then_body = self.block(lambda: self.stmts(s.then_body))
+                else_body = self.block(lambda: self.stmts(s.else_body))
             return self.emit(S.SIf(s.span, cond, then_body, else_body))
         if isinstance(s, T.For):
             return self.parallel(s)
@@ -413,6 +500,16 @@ class Lowerer:
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
+
+    @contextlib.contextmanager
+    def diverging(self, s: T.Stmt):
+        """Lower the body of s, under thread-dependent control flow if its condition or bounds vary."""
+        d = 1 if self.varying.divergent(s) is not None and not self.parallel_body else 0
+        self.divergent += d
+        try:
+            yield
+        finally:
+            self.divergent -= d
 
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
@@ -466,10 +563,11 @@ class Lowerer:
 
         def body():
             self.stmts(s.body)
-            # the next iteration may overwrite shared memory this one read (or read what it wrote)
+            # the next iteration may overwrite shared memory this one read (or read what it wrote), or another
+            # thread may overwrite what a thread wrote at its own index
             if self.smem_read or self.smem_dirty:
                 r, w = self.uses_shared(s)
-                if r and w:
+                if (r and w) or (w and self.per_thread_shared_writes(s)):
                     self.barrier()
 
         # Barrier state at the loop head must hold for every iteration: enter with a clean slate.
@@ -477,7 +575,8 @@ class Lowerer:
         r, w = self.uses_shared(s)
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
-        stmts = self.block(body)
+        with self.diverging(s):
+            stmts = self.block(body)
         self.emit(S.SFor(s.span, v, begin, extent, stmts, unroll=s.kind == "unroll", step=step))
 
     def while_loop(self, s: T.While) -> None:
@@ -487,14 +586,16 @@ class Lowerer:
             self.stmts(s.body)
             if self.smem_read or self.smem_dirty:
                 r, w = self.uses_shared(s)
-                if r and w:
+                if (r and w) or (w and self.per_thread_shared_writes(s)):
                     self.barrier()
 
         r, w = self.uses_shared(s)
         if (r and self.smem_dirty) or (w and (self.smem_read or self.smem_dirty)):
             self.barrier()
         cond = self.lx(s.cond)
-        self.emit(S.SWhile(s.span, cond, self.block(body)))
+        with self.diverging(s):
+            stmts = self.block(body)
+        self.emit(S.SWhile(s.span, cond, stmts))
 
     def pipelined(self, s: T.For, plan) -> None:
         if plan.mechanism == "registers":

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from ....diagnostics import Reporter, error
 from ....ir import tile as T
-from ....ir.visit import walk_stmts
+from ....ir.threads import is_thread_index, stmt_exprs
+from ....ir.visit import sub_exprs, walk_stmts
 from ..chip import STORAGE_TYPES
 
 NAME = "ascend-placement"
@@ -118,5 +119,16 @@ def plan_kernel(k: T.Kernel) -> AscendPlan:
 
 def run(module: T.Module, rep: Reporter, target) -> T.Module:
     for k in module.kernels:
+        _check_no_thread_index(k)
         k.attrs["ascend"] = plan_kernel(k)
     return module
+
+
+def _check_no_thread_index(k: T.Kernel) -> None:
+    """AscendC has no SIMT threads: per-thread code (get_thread_binding) has nothing to run on."""
+    for s in walk_stmts(k.body):
+        for e in stmt_exprs(s):
+            if any(is_thread_index(x) for x in sub_exprs(e)):
+                raise error("the AscendC back end has no SIMT threads, so the thread index (get_thread_binding, "
+                            "thread_binding) has no meaning there: write the per-thread work as a Parallel loop over "
+                            "the tile, and reduce with reduce_*", s.span)
