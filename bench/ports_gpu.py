@@ -4,8 +4,9 @@
                                                          # store fresh inputs and the numpy reference's outputs
     python3 bench/ports_gpu.py run .artifacts/ports      # on the GPU machine: launch, compare, print a table
 
-Each case of scripts/tilelang_ports.py is built with the configuration its target builds use
-(`Case.defines_for`), at its regular and ragged shapes, on the inputs its own input function makes (random
+Each case of scripts/tilelang_ports.py is built with the configuration its tests run (`Case.defines`, the small
+tiles its inputs and reference were written for, plus the target's own `Case.defines_for`), at its regular and
+ragged shapes, on the inputs its own input function makes (random
 normal ones otherwise). `run` launches every kernel of the case in order through tilec.runtime on numpy arrays
 (the synchronous staging path) and compares each output with the numpy reference within the case's tolerance
 (at least the f16 one: the GPU's reduction order differs from numpy's). It needs numpy, ml_dtypes and
@@ -36,6 +37,17 @@ def _case_units(case, module):
     return [units[n] for n in (case.kernels or [public_kernels(module)[0].name])]
 
 
+def _raw(a: np.ndarray) -> np.ndarray:
+    """The array's bytes as unsigned integers of its width: npz keeps no ml_dtypes type (bf16, fp8)."""
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8")) else a
+
+
+def _typed(a: np.ndarray, name: str) -> np.ndarray:
+    import ml_dtypes
+
+    return a.view(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) and a.dtype.name != name else a
+
+
 def build(out: Path) -> None:
     import ml_dtypes  # noqa: F401
 
@@ -53,7 +65,7 @@ def build(out: Path) -> None:
         for label, target, kind in TARGETS:
             if (case.name, target) in EXPECTED_TARGETS:
                 continue
-            defines = case.defines_for(target)
+            defines = {**case.defines, **case.defines_for(target)}
             try:
                 art = tilec.compile(path, target, defines=defines, emit=kind)
             except CompileError as e:
@@ -83,9 +95,10 @@ def build(out: Path) -> None:
                            if not isinstance(a, np.ndarray)}
                 expected = {n: np.asarray(v, np.float32) for n, v in case.reference(args, sizes).items()}
                 name = f"{case.name}.{label}.{shape}"
-                np.savez(out / f"{name}.in.npz", **inputs)
+                np.savez(out / f"{name}.in.npz", **{n: _raw(a) for n, a in inputs.items()})
                 np.savez(out / f"{name}.want.npz", **expected)
                 index.append({"name": name, "binary": binary, "calls": calls, "scalars": scalars,
+                              "dtypes": {n: a.dtype.name for n, a in inputs.items()},
                               "rtol": max(case.rtol, MIN_TOL[0]), "atol": max(case.atol, MIN_TOL[1])})
             print(f"built {binary}")
     (out / "index.json").write_text(json.dumps(index, indent=1))
@@ -105,7 +118,7 @@ def run(folder: Path, only: str | None) -> int:
         try:
             mod = modules.get(e["binary"]) or modules.setdefault(e["binary"], rt.load(folder / e["binary"]))
             with np.load(folder / f"{e['name']}.in.npz") as z:
-                args = {n: z[n] for n in z.files}
+                args = {n: _typed(z[n], e["dtypes"][n]) for n in z.files}
             args.update(e["scalars"])
             for call in e["calls"]:
                 getattr(mod, call["kernel"])(*[args[p] for p in call["params"]])
@@ -114,9 +127,13 @@ def run(folder: Path, only: str | None) -> int:
                 for n in z.files:
                     got = np.asarray(args[n]).astype(np.float32)
                     want = z[n]
-                    err = np.abs(got - want)
+                    if got.shape != want.shape:
+                        bad.append(f"{n} (shape {got.shape}, expected {want.shape})")
+                        continue
+                    finite = np.isfinite(want)
+                    err = np.abs(got[finite] - want[finite])
                     worst = max(worst, float(err.max()) if err.size else 0.0)
-                    if got.shape != want.shape or not np.all(err <= e["atol"] + e["rtol"] * np.abs(want)):
+                    if not np.all(np.isclose(got, want, rtol=e["rtol"], atol=e["atol"], equal_nan=True)):
                         bad.append(n)
             status = "FAIL " + ",".join(bad) if bad else "ok"
         except Exception as exc:  # a load or launch error is this case's failure, reported in the table

@@ -66,9 +66,10 @@ def run(out: Path) -> int:
 
         if torch.cuda.is_available():
             for K, want in ((72, "gemm"), (100, "gemm__no_tma")):
+                # N = 128: B's rows are 256 bytes, so K alone decides (K = 100: the view's 200-byte rows)
                 args = (torch.zeros(70 * K, dtype=torch.float16, device="cuda"),
-                        torch.zeros(K, 100, dtype=torch.float16, device="cuda"),
-                        torch.zeros(70, 100, dtype=torch.float32, device="cuda"))
+                        torch.zeros(K, 128, dtype=torch.float16, device="cuda"),
+                        torch.zeros(70, 128, dtype=torch.float32, device="cuda"))
                 got = mods["GEMM"].gemm.launch_plan(*args).kernel.name
                 failures += got != want
                 print(f"{'ok  ' if got == want else 'FAIL'} K={K} launches {got} (expected {want})")

@@ -401,6 +401,15 @@ class SharedLayout:
         return n
 
     @property
+    def stage_size(self) -> int:
+        """Elements between two pipeline stages of this tile: its size, rounded up so that every stage starts where
+        a TMA box may land (128 bytes; 1024 where a swizzle pattern repeats from an aligned base). cp.async needs
+        less, so one stride serves every copy mechanism."""
+        align = 1024 if self.panel and self.swizzle else 128
+        per = max(1, align // self.elem_bytes)
+        return -(-self.size // per) * per
+
+    @property
     def stored_shape(self) -> tuple[int, ...]:
         if self.transposed:
             return (*self.shape[:-2], self.shape[-1], self.shape[-2])

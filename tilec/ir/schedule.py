@@ -255,6 +255,7 @@ def resources(k: T.Kernel) -> Resources:
     if sched is None:
         raise ValueError(f"kernel '{k.name}' has no schedule yet (run layout-inference and pipeline-planning)")
     stages: dict[int, int] = {}
+    tma_staged: set[int] = set()
     barriers = 0
     warp_specialized = False
     blocks = sched.cluster[0] * sched.cluster[1]
@@ -268,6 +269,8 @@ def resources(k: T.Kernel) -> Resources:
         if lp.stages > 1:
             for p in lp.producers:
                 stages[p.dst.buffer.uid] = lp.stages
+                if lp.mechanism == "tma":
+                    tma_staged.add(p.dst.buffer.uid)
         if lp.mechanism == "tma":
             # full barriers per producer and stage; empty barriers per stage, or per producer and stage when
             # the producers are released at different points of an iteration (overlap_softmax)
@@ -276,7 +279,8 @@ def resources(k: T.Kernel) -> Resources:
         warp_specialized |= lp.warp_specialized
     shared = 0
     for uid, lay in sched.shared.items():
-        shared += -(-lay.size * lay.elem_bytes * stages.get(uid, 1) // TILE_ALIGN) * TILE_ALIGN
+        per_stage = lay.stage_size if uid in tma_staged else lay.size
+        shared += -(-per_stage * lay.elem_bytes * stages.get(uid, 1) // TILE_ALIGN) * TILE_ALIGN
     if barriers:
         shared += -(-barriers * 8 // TILE_ALIGN) * TILE_ALIGN
     regs = 0

@@ -102,10 +102,13 @@ class Lowerer:
                 self.buffers[id(b)] = sb
                 self.names.add(b.name)
                 self.hoisted.append(S.DeclareArray(st.span, sb))
+        self.tma_staged: set[int] = set()
         for plan in self.sched.loops.values():
             if plan.stages > 1:
                 for pr in plan.producers:
                     self.stage_count[id(pr.dst.buffer)] = plan.stages
+                    if plan.mechanism == "tma":  # each stage where a TMA box may land (SharedLayout.stage_size)
+                        self.tma_staged.add(id(pr.dst.buffer))
         self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
     # ------------------------------------------------------------ utilities
@@ -531,7 +534,8 @@ class Lowerer:
             stages = self.stage_count.get(id(b), 1)
             lay: SharedLayout = self.shared_layout(b)
             # a TMA/wgmma swizzle pattern repeats every 1024 bytes from an aligned base
-            sb = S.SBuffer(b.name, b.dtype, "shared", lay.size * stages, origin=b.name,
+            per_stage = lay.stage_size if id(b) in self.tma_staged else lay.size
+            sb = S.SBuffer(b.name, b.dtype, "shared", per_stage * stages, origin=b.name,
                            align=1024 if lay.panel and lay.swizzle else 128)
             self.shared.append(sb)
             self.buffers[id(b)] = sb

@@ -371,6 +371,8 @@ class HopperModel:
         ok = flat >= 0
         values[ok] = src[flat[ok]]
         start = self.shared_byte(dst, int(didx[t]))
+        if start % 128:  # cp.async.bulk.tensor faults (misaligned address) on a destination not 128-byte aligned
+            raise self.err(f"TMA box lands at shared byte {start}, which is not 128-byte aligned", s.span)
         for blk in targets:
             blk.land(entry, start, values, key, s.span)
 

@@ -251,7 +251,7 @@ class HopperLowering(LoweringExtension):
     def issue_tma(self, p: T.Copy, stage: T.Expr, full: T.Expr) -> None:
         """arrive.expect_tx on `full`, then one TMA box per panel into stage `stage` of p's tile."""
         dst = self.cx.sbuf(p.dst.buffer)
-        size = self.cx.shared_layout(p.dst.buffer).size
+        size = self.cx.shared_layout(p.dst.buffer).stage_size
         self.cx.emit(S.SCall(None, "mbar_expect_tx", [self.mbar_addr(full), c(self.tma_bytes(p))]))
         starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in p.src.starts]
         if self.cluster != (1, 1) and any(p is m for lp in self.cx.sched.loops.values() for m in lp.multicast):
@@ -346,7 +346,7 @@ class HopperLowering(LoweringExtension):
         # (in a cluster, the consumer warps of both blocks release each stage)
         warps = self.cx.k.threads // 32 * self.cluster[0] * self.cluster[1]
         empty0 = self.mbarriers(empties, warps) if ws else None
-        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in producers}
+        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).stage_size for p in producers}
         self.fence_generic_writes_before(s)
         n = self.cx.declare(f"{var.name}_count", self.cx.lx(s.extents[0]))
 
@@ -474,7 +474,7 @@ class HopperLowering(LoweringExtension):
         split = overlap_split(s, plan, self.cx.sched)
         var = s.vars[0]
         stages = plan.stages
-        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).size for p in plan.producers}
+        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).stage_size for p in plan.producers}
         index = {id(p): i for i, p in enumerate(plan.producers)}
         groups = self.cx.k.threads // 128
         pingpong = 2 <= groups <= 4
