@@ -3,6 +3,7 @@
     python bench/ports_gpu.py build .artifacts/ports     # compile every port for sm90 (cubin) and sm80 (PTX),
                                                          # store fresh inputs and the numpy reference's outputs
     python3 bench/ports_gpu.py run .artifacts/ports      # on the GPU machine: launch, compare, print a table
+                                                         # (each binary in a process of its own)
 
 Each case of scripts/tilelang_ports.py is built with the configuration its tests run (`Case.defines`, the small
 tiles its inputs and reference were written for, plus the target's own `Case.defines_for`), at its regular and
@@ -104,6 +105,32 @@ def build(out: Path) -> None:
     (out / "index.json").write_text(json.dumps(index, indent=1))
 
 
+def run_isolated(folder: Path, only: str | None) -> int:
+    """run() for each binary in a process of its own: a kernel that faults leaves its CUDA context unusable, and the
+    other binaries' results must still come."""
+    import subprocess
+
+    index = json.loads((folder / "index.json").read_text())
+    if only:
+        index = [e for e in index if any(e["name"].startswith(p) for p in only.split(","))]
+    groups: dict[str, list[str]] = {}
+    for e in index:
+        groups.setdefault(e["binary"], []).append(e["name"])
+    passed = failed = 0
+    for binary, names in groups.items():
+        proc = subprocess.run([sys.executable, __file__, "run", str(folder), "--inline", "--only", ",".join(names)],
+                              capture_output=True, text=True)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.strip() and " passed, " not in ln]
+        print("\n".join(lines), flush=True)
+        ok = sum(ln.rstrip().endswith(" ok") for ln in lines)
+        passed += ok
+        failed += len(names) - ok
+        if len(lines) < len(names):
+            print(f"{binary}: the process ended early (rc {proc.returncode}): {proc.stderr.strip()[-300:]}")
+    print(f"\n{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def run(folder: Path, only: str | None) -> int:
     import ml_dtypes  # noqa: F401
 
@@ -149,11 +176,13 @@ def main() -> int:
     ap.add_argument("mode", choices=["build", "run"])
     ap.add_argument("dir")
     ap.add_argument("--only", help="comma-separated case-name prefixes (run)")
+    ap.add_argument("--inline", action="store_true", help="run every case in this process (default: a process per "
+                    "binary, so that a faulting kernel cannot fail the others)")
     a = ap.parse_args()
     if a.mode == "build":
         build(Path(a.dir))
         return 0
-    return run(Path(a.dir), a.only)
+    return (run if a.inline else run_isolated)(Path(a.dir), a.only)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ allocations and events. `install(monkeypatch, fake)` makes `Driver.get(device)` 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 from tilec.runtime import cuda_driver
@@ -54,6 +55,12 @@ class FakeDriver:
 
     def multiprocessor_count(self):
         return self.sms
+
+    @contextlib.contextmanager
+    def current(self):
+        """The device's context made current for a block of calls (no contexts here: nothing to push)."""
+        self.calls.append("current")
+        yield self
 
     def load_module(self, image):
         self.calls.append("load_module")

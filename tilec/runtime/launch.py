@@ -604,21 +604,24 @@ class Kernel:
         drv = Driver.get(0)
         handle = explicit or 0
         staged: list[int] = []  # device copies, in layout.tensors order
-        try:
-            for t in layout.tensors:
-                arr = args[t.index]
-                staged.append(drv.alloc(arr.nbytes))
-                drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
-            plan = self._plan(layout, staged, shapes, 0, args)
-            self._launch(plan, args, staged, handle)
-            drv.synchronize(handle)
-            for t, ptr in zip(layout.tensors, staged, strict=True):
-                if t.output:
+        # the device's context stays current throughout, so the launch takes its fast path (not a failed
+        # cuLaunchKernel on a thread with no context first, which compute-sanitizer reports as an API error)
+        with drv.current():
+            try:
+                for t in layout.tensors:
                     arr = args[t.index]
-                    drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
-        finally:
-            for ptr in staged:
-                drv.free(ptr)
+                    staged.append(drv.alloc(arr.nbytes))
+                    drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
+                plan = self._plan(layout, staged, shapes, 0, args)
+                self._launch(plan, args, staged, handle)
+                drv.synchronize(handle)
+                for t, ptr in zip(layout.tensors, staged, strict=True):
+                    if t.output:
+                        arr = args[t.index]
+                        drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
+            finally:
+                for ptr in staged:
+                    drv.free(ptr)
 
     # ------------------------------------------------------------ timing
 
