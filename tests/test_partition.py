@@ -240,3 +240,27 @@ def test_bounds_and_equality_use_the_facts():
     assert ar.equal(b("//", b("+", x, 8), 8), b("+", b("//", x, 8), 1))  # floor division: true for x < 0 too
     assert not ar.equal(b("//", b("*", x, 3), 3), b("+", x, 1))
     assert not ar.equal(b("%", tid, 64), tid)  # tid reaches 127
+
+
+def test_tvm_is_imported_without_torch_and_ml_dtypes_which_still_import_afterwards():
+    probe = ("import sys\n"
+             "from tilec.ir.arith import Arith\n"
+             "Arith()\n"
+             "print('tvm' in sys.modules, 'ml_dtypes' in sys.modules, 'torch' in sys.modules)\n"
+             "import ml_dtypes\n"
+             "print(ml_dtypes.bfloat16.__name__)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.split() == ["True", "False", "False", "bfloat16"], proc.stdout + proc.stderr
+
+
+def test_tvm_sees_ml_dtypes_when_it_was_loaded_first():
+    probe = ("import sys, ml_dtypes\n"
+             "from tilec.ir.arith import Arith\n"
+             "Arith()\n"
+             "import numpy as np\n"
+             "from tvm_ffi._dtype import dtype\n"
+             "print(np.dtype(ml_dtypes.bfloat16) in dtype._NUMPY_DTYPE_TO_STR)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.strip() == "True", proc.stdout + proc.stderr

@@ -48,19 +48,26 @@ _TVM_DTYPES = {"i32": "int32", "i64": "int64", "bool": "bool"}
 
 
 def _import_tvm() -> None:
-    """import tvm without letting it import torch: tvm_ffi imports torch eagerly for a tensor interop tilec does
-    not use, which triples the import's cost (about 1.5 s instead of 4 s on this project's machines). Where torch
-    is already loaded nothing is hidden; afterwards `import torch` works as usual (only TVM's own torch interop
-    stays off in this process)."""
-    if "tvm" in sys.modules or "torch" in sys.modules:
+    """import tvm without letting it import torch or ml_dtypes, which it imports only for tensor and numpy dtype
+    interop that tilec does not use: torch triples the import's cost (about 4 s instead of 1.5 s on this
+    project's machines), ml_dtypes' extension alone takes about 0.45 s to load (bench/compile_time.py). A module
+    already loaded is not hidden (TVM then sees it, as usual); afterwards `import torch` and `import ml_dtypes`
+    work as usual (only TVM's own interop with them stays off in this process)."""
+    if "tvm" in sys.modules:
         return
-    sys.modules["torch"] = None  # type: ignore[assignment]  (an import of torch now raises ImportError)
+    hidden = [m for m in _NOT_FOR_TVM if m not in sys.modules]
+    for m in hidden:
+        sys.modules[m] = None  # type: ignore[assignment]  (an import of it now raises ImportError)
     try:
         import tvm.sym  # noqa: F401
         import tvm.tirx  # noqa: F401
     finally:
-        if sys.modules.get("torch", 0) is None:
-            del sys.modules["torch"]
+        for m in hidden:
+            if m in sys.modules and sys.modules[m] is None:
+                del sys.modules[m]
+
+
+_NOT_FOR_TVM = ("torch", "ml_dtypes")
 
 
 def _index_dtype(dt: D.DType) -> str | None:
