@@ -1,0 +1,110 @@
+"""The compile-time mechanisms (issue #14, bench/compile_time.py measures them): NVRTC's results kept in the
+compile cache's section "programs", keyed by the generated program and the toolchain only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VECTOR_ADD = ROOT / "samples" / "vector_add.tile"
+
+
+@pytest.fixture
+def nvrtc(monkeypatch, tmp_path):
+    """NVRTC's module, with its compiles counted, and an empty compile cache."""
+    from tilec.targets.cuda import nvrtc as mod
+
+    if mod.find_lib() is None:
+        pytest.skip("NVRTC (pip nvidia-cuda-nvrtc) is not installed")
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    calls = []
+    inner = mod._compile
+
+    def counted(source, stem, flags, kind):
+        calls.append(flags[0])
+        return inner(source, stem, flags, kind)
+
+    monkeypatch.setattr(mod, "_compile", counted)
+    mod.calls = calls
+    return mod
+
+
+def _build(path, targets, kind="cubin", name=None, **kw):
+    import tilec
+    from tilec.options import CompileOptions
+
+    opts = CompileOptions.make(targets, toolchain="nvrtc", **kw)
+    return tilec.compile(path, options=opts, emit=kind, output_name=name)
+
+
+def _programs(tmp_path) -> list[Path]:
+    return sorted((tmp_path / "cache" / "v1" / "programs").glob("*/*/*.entry"))
+
+
+def test_an_unchanged_program_is_not_compiled_again(nvrtc, tmp_path):
+    first = _build(VECTOR_ADD, ("sm80",), name="a.cubin")
+    assert len(nvrtc.calls) == 1 and not first.from_cache
+    # another output name: the artifact's cache misses, NVRTC's result is served
+    again = _build(VECTOR_ADD, ("sm80",), name="b.cubin")
+    assert len(nvrtc.calls) == 1 and not again.from_cache
+    fresh = _build(VECTOR_ADD, ("sm80",), name="b.cubin", use_cache=False)
+    assert len(nvrtc.calls) == 2
+    assert again.data == fresh.data == first.data and again.manifest == fresh.manifest
+    from tilec.cache import Cache
+
+    st = Cache().stats()["programs"]
+    assert (st["entries"], st["hits"], st["misses"]) == (1, 1, 1)
+
+
+def test_a_changed_program_is_compiled_and_only_it(nvrtc, tmp_path):
+    src = tmp_path / "k.tile"
+    src.write_text(VECTOR_ADD.read_text())
+    _build(src, ("sm80",))
+    assert nvrtc.calls == ["-arch=sm_80"]
+    # a header for two targets: one program each; sm80's is the cubin's
+    _build(src, ("sm80", "sm90"), kind="header")
+    assert nvrtc.calls == ["-arch=sm_80", "-arch=sm_90a"]
+    # the kernel changed: its program is new on both targets
+    text = VECTOR_ADD.read_text()
+    assert "A[idx] + B[idx]" in text
+    src.write_text(text.replace("A[idx] + B[idx]", "A[idx] + B[idx] + A[idx]"))
+    changed = _build(src, ("sm80", "sm90"), kind="header")
+    assert sorted(nvrtc.calls[2:]) == ["-arch=sm_80", "-arch=sm_90a"]  # (the targets build in threads)
+    assert changed.data == _build(src, ("sm80", "sm90"), kind="header", use_cache=False).data
+    assert len(_programs(tmp_path)) == 4
+
+
+def test_a_damaged_program_entry_is_detected_and_compiled_again(nvrtc, tmp_path):
+    good = _build(VECTOR_ADD, ("sm80",), name="a.cubin").data
+    (entry,) = _programs(tmp_path)
+    data = bytearray(entry.read_bytes())
+    data[-100] ^= 0x40  # a bit of the cubin
+    entry.write_bytes(bytes(data))
+    again = _build(VECTOR_ADD, ("sm80",), name="b.cubin")
+    assert len(nvrtc.calls) == 2 and again.data == good
+    (entry,) = _programs(tmp_path)  # the damaged one was removed, the new one is whole
+    assert entry.read_bytes() != bytes(data)
+    _build(VECTOR_ADD, ("sm80",), name="c.cubin")
+    assert len(nvrtc.calls) == 2
+
+
+def test_no_cache_neither_reads_nor_writes_programs(nvrtc, tmp_path):
+    _build(VECTOR_ADD, ("sm80",), use_cache=False)
+    _build(VECTOR_ADD, ("sm80",), use_cache=False)
+    assert len(nvrtc.calls) == 2 and _programs(tmp_path) == []
+
+
+def test_the_program_key_holds_what_the_binary_depends_on(nvrtc):
+    from tilec.targets.cuda.toolchain import BuildOptions
+
+    plain = BuildOptions("cubin", ["sm_80"])
+    lined = BuildOptions("cubin", ["sm_80"], lineinfo=True)
+    flags = ["-arch=sm_80", "-std=c++17"]
+    key = nvrtc.program_key
+    assert key("int x;", "a", flags, plain) == key("int x;", "b", flags, plain)  # the name is not in the binary
+    assert key("int x;", "a", flags, lined) != key("int x;", "b", flags, lined)  # with line info it is
+    assert key("int x;", "a", flags, plain) != key("int y;", "a", flags, plain)
+    assert key("int x;", "a", flags, plain) != key("int x;", "a", flags + ["-G"], plain)
+    assert key("int x;", "a", flags, plain) != key("int x;", "a", flags, BuildOptions("ptx", ["sm_80"]))
