@@ -3,6 +3,7 @@ compile cache's section "programs", keyed by the generated program and the toolc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,28 @@ def test_the_program_key_holds_what_the_binary_depends_on(nvrtc):
     assert key("int x;", "a", flags, plain) != key("int y;", "a", flags, plain)
     assert key("int x;", "a", flags, plain) != key("int x;", "a", flags + ["-G"], plain)
     assert key("int x;", "a", flags, plain) != key("int x;", "a", flags, BuildOptions("ptx", ["sm_80"]))
+
+
+def test_a_tuned_build_parses_its_file_once(monkeypatch):
+    import tilec
+    from tilec.options import CompileOptions
+    from tilec.parser import parse as P
+
+    calls = []
+    inner = P._parse
+
+    def counted(text, filename):
+        calls.append(filename)
+        return inner(text, filename)
+
+    monkeypatch.setattr(P, "_parse", counted)
+    monkeypatch.setattr(P, "_PARSED", {})
+    gemm = ROOT / "samples" / "gemm.tile"
+    opts = CompileOptions.make(("sm90",), use_cache=False, tune_db=str(gemm.with_suffix(".tune.json")))
+    once = tilec.compile(gemm, options=opts, emit="cu")
+    assert len(json.loads(once.manifest)["kernels"]) > 2  # several configurations...
+    assert calls == [str(gemm)]  # ... from one parse
+    monkeypatch.setattr(P, "_PARSED", {})
+    monkeypatch.setattr(P, "_PARSED_MAX", 0)  # no tree kept: a parse per configuration
+    every = tilec.compile(gemm, options=opts, emit="cu")
+    assert len(calls) > 2 and every.data == once.data and every.manifest == once.manifest
