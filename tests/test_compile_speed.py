@@ -134,3 +134,55 @@ def test_a_tuned_build_parses_its_file_once(monkeypatch):
     monkeypatch.setattr(P, "_PARSED_MAX", 0)  # no tree kept: a parse per configuration
     every = tilec.compile(gemm, options=opts, emit="cu")
     assert len(calls) > 2 and every.data == once.data and every.manifest == once.manifest
+
+
+def test_nvrtc_in_threads_gives_what_it_gives_one_at_a_time(nvrtc):
+    """Several targets' programs (a fatbin's, a header's) build in threads: the same bytes as one by one."""
+    import tilec
+    from tilec.targets.cuda.backend import _per_target
+    from tilec.targets.cuda.toolchain import BuildOptions
+
+    jobs = [(tilec.compile(ROOT / "samples" / f"{s}.tile", target=t).source, a)
+            for s in ("softmax", "vector_add") for t, a in (("sm80", "sm_80"), ("sm90", "sm_90a"))]
+
+    def build(job):
+        return nvrtc.build_nvrtc(job[0], "k", BuildOptions("cubin", [job[1]]))
+
+    alone = [build(j) for j in jobs]
+    together = _per_target(jobs, build)
+    assert [b.binary for b in together] == [b.binary for b in alone]
+    assert [b.usage_by_arch for b in together] == [b.usage_by_arch for b in alone]
+
+
+CONCURRENT = r"""
+import sys, time
+import tilec
+from tilec.options import CompileOptions
+src, out, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+time.sleep(max(0.0, start - time.time()))
+opts = CompileOptions.make(("sm80",), toolchain="nvrtc")
+art = tilec.compile(src, options=opts, emit="cubin", output_name=out.rsplit("/", 1)[-1])
+open(out, "wb").write(art.data)
+"""
+
+
+def test_processes_sharing_programs_get_the_same_bytes(nvrtc, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tilec.cache import Cache
+
+    want = _build(VECTOR_ADD, ("sm80",), use_cache=False).data
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TILEC_CACHE_DIR=str(tmp_path / "cache"))
+    start = time.time() + 1.0
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, str(VECTOR_ADD), str(tmp_path / f"k{i}.cubin"),
+                               str(start)], env=env, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert all((tmp_path / f"k{i}.cubin").read_bytes() == want for i in range(4))
+    st = Cache(tmp_path / "cache").stats()
+    assert st["programs"]["entries"] == 1 and st["partial_writes"] == 0
+    assert st["programs"]["hits"] + st["programs"]["misses"] == 4
