@@ -114,7 +114,7 @@ def _compile(source: str, stem: str, flags: list[str], kind: str) -> tuple[bytes
 # output kind or name of the same code, a rebuilt artifact, a tilec edit that leaves the code alone) is served
 # from there without loading NVRTC. The entry's checksums catch a damaged one, which is then compiled again.
 
-PROGRAM_FORMAT = "tilec-nvrtc-program 1"
+PROGRAM_FORMAT = "tilec-nvrtc-program 1"  # bump when what _compile returns for a program changes (it is not in the key)
 _HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp")
 
 
