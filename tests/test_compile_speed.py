@@ -186,3 +186,38 @@ def test_processes_sharing_programs_get_the_same_bytes(nvrtc, tmp_path):
     st = Cache(tmp_path / "cache").stats()
     assert st["programs"]["entries"] == 1 and st["partial_writes"] == 0
     assert st["programs"]["hits"] + st["programs"]["misses"] == 4
+
+
+def test_f32_and_f16_constants_round_as_numpy_does_without_it():
+    import math
+    import os
+    import random
+    import struct
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from tilec.ir import dtypes as D
+    from tilec.ir.fold import _round_float
+
+    rng = random.Random(3)
+    values = [0.0, -0.0, math.inf, -math.inf, 65504.0, 65519.99, 65520.0, -65520.0, 2.98e-8, 5.96e-8, 1e-50,
+              3.4028234663852886e38, 3.4028235677973366e38, 1e39, -1e39, 7e-46, 1.401298464324817e-45]
+    values += [rng.uniform(-1e5, 1e5) for _ in range(2000)] + [2.0 ** rng.randint(-160, 130) * rng.uniform(-2, 2)
+                                                              for _ in range(2000)]
+    values += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(2000)]
+    with np.errstate(all="ignore"):
+        for v in values:
+            if math.isnan(v):
+                continue
+            for dt, npt in ((D.F32, np.float32), (D.F16, np.float16)):
+                got, want = _round_float(v, dt), float(np.array(v, dtype=npt))
+                assert got == want and math.copysign(1, got) == math.copysign(1, want), (v, dt.name)
+    assert math.isnan(_round_float(math.nan, D.F32)) and math.isnan(_round_float(math.nan, D.F16))
+    probe = ("import sys, tilec\n"
+             f"tilec.compile({str(ROOT / 'samples' / 'softmax.tile')!r}, 'sm90')\n"
+             "print('numpy' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
