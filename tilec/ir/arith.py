@@ -385,13 +385,16 @@ class LazyArith:
     """Arith's facts and its `bounds` and `equal`, answered without TVM where that answer is certain to be TVM's:
 
     - bounds: the interval arithmetic of TVM's ConstIntBound (its infinities, its saturation, its rules for
-      floor division and modulo by a positive constant, min and max), over the same variables, atoms and facts;
+      floor division and modulo by a positive constant -- the modulo narrowed by ModularSet's residues as TVM
+      does --, min and max), over the same variables, atoms and facts;
     - equal: true when both sides are the same sum of multiples of the same terms (variables, the thread and
       block indices, and otherwise identical subtrees), which TVM's simplifier cancels to 0.
 
-    Anything else (a boolean, a difference it cannot see as 0) goes to an Arith built on first need with every
-    fact so far, atoms included with the bounds they were given, so that its answers are those it would have
-    given from the start."""
+    Both are sound on their own (intervals and residues bound the true values; equal sums are equal), so a
+    difference from TVM could only cost a partition, never make a wrong one. Anything else (a boolean, a
+    difference it cannot see as 0) goes to an Arith built on first need with every fact so far, atoms included
+    with the bounds they were given, so that its answers are those it would have given from the start;
+    `fallbacks` counts the questions asked of it."""
 
     def __init__(self) -> None:
         self._vars: dict[int, tuple[T.Var, tuple[int, int]]] = {}  # id(var) -> (var, its bound)
@@ -402,7 +405,7 @@ class LazyArith:
         self._atoms: dict[int, tuple[T.Expr, tuple[int, int]]] = {}  # id(node) -> (node, bound), in creation order
         self._tvm: Arith | None = None
         self._scope: contextlib.ExitStack | None = None  # inside kernel_scope
-        self.fallbacks = 0  # questions TVM answered (tests, bench)
+        self.fallbacks = 0
 
     # ------------------------------------------------------------ facts (as Arith's)
     def bound_var(self, v: T.Var, lo: int | None, hi: int | None) -> None:
