@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("import", "front", "passes", "tvm", "codegen", "nvrtc", "total")
 
 # Runs in the child process: times each phase by wrapping the function that does it. A phase's time excludes the
-# wrapped phases it calls (passes excludes tvm; front excludes passes and codegen), so the phases add up.
+# wrapped phases it calls (passes excludes tvm; front excludes passes and codegen), so the phases add up. CPU time
+# is the process's (NVRTC's ptxas runs in threads of its own; one target is built at a time here).
 CHILD = r"""
 import json, os, sys, threading, time
 t0, c0 = time.perf_counter(), time.process_time()
@@ -48,12 +49,12 @@ def timed(owner, name, phase):
     inner = getattr(owner, name)
     def wrapper(*a, **k):
         stack = local.__dict__.setdefault("stack", [])
-        w, c = time.perf_counter(), time.thread_time()
+        w, c = time.perf_counter(), time.process_time()
         stack.append([0.0, 0.0])
         try:
             return inner(*a, **k)
         finally:
-            dw, dc = time.perf_counter() - w, time.thread_time() - c
+            dw, dc = time.perf_counter() - w, time.process_time() - c
             nested = stack.pop()
             acc = phases.setdefault(phase, [0.0, 0.0])
             acc[0] += dw - nested[0]

@@ -221,3 +221,39 @@ def test_f32_and_f16_constants_round_as_numpy_does_without_it():
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
+
+
+def test_ptxas_in_threads_gives_the_same_sass(nvrtc, tmp_path, monkeypatch):
+    """ptxas compiles a program's kernels in PTXAS_THREADS threads: every kernel's SASS is what one thread gives
+    (the cubin's bytes differ only where it records ptxas's options), and the bytes do not vary from run to run."""
+    import subprocess
+
+    from tilec.inspect.isa import cuobjdump
+
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+    attention = ROOT / "samples" / "flash_attention.tile"  # on sm90: the kernel and its no-TMA twin
+    split = _build(attention, ("sm90",), use_cache=False)
+    assert _build(attention, ("sm90",), use_cache=False).data == split.data
+    monkeypatch.setattr(nvrtc, "PTXAS_THREADS", 1)
+    one = _build(attention, ("sm90",), use_cache=False)
+    dumps = []
+    for name, art in (("split", split), ("one", one)):
+        path = tmp_path / f"{name}.cubin"
+        path.write_bytes(art.data)
+        dumps.append(subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout)
+    assert dumps[0].count("Function : ") == 2 and dumps[0] == dumps[1]
+    assert json.loads(split.manifest)["resources"] == json.loads(one.manifest)["resources"]
+
+
+def test_a_split_compile_of_the_users_replaces_tilecs(nvrtc):
+    from tilec.targets.cuda.toolchain import BuildOptions
+
+    cmd = nvrtc.build_nvrtc("", "k", BuildOptions("cubin", ["sm_80"], dryrun=True)).commands[0]
+    assert f"--ptxas-options=--split-compile={nvrtc.PTXAS_THREADS}" in cmd
+    cmd = nvrtc.build_nvrtc("", "k", BuildOptions("cubin", ["sm_80"], dryrun=True,
+                                                   ptxas_args=["--split-compile=4"])).commands[0]
+    assert "--ptxas-options=--split-compile=4" in cmd and cmd.count("split-compile") == 1
+    ptx = nvrtc.build_nvrtc("", "k", BuildOptions("ptx", ["sm_80"], dryrun=True)).commands[0]
+    assert "split-compile" not in ptx  # (no ptxas for PTX)

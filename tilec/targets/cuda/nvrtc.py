@@ -22,6 +22,12 @@ _lock = threading.Lock()  # builds of several targets run in threads (ctypes rel
 
 find_lib = nvrtc_lib  # libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None
 
+# ptxas compiles the program's kernels in this many threads (its --split-compile): the same SASS for every kernel
+# as one thread gives (checked with cuobjdump for every sample on sm80 and sm90), about as much CPU, and on two
+# idle cores gemm sm90's tuned build (8 kernels) in 3.6 s instead of 4.6 s. A fixed number, not the machine's
+# cores: the cubin records ptxas's options, so its bytes depend on it (and stay the same from machine to machine).
+PTXAS_THREADS = 2
+
 
 def load():
     global _lib
@@ -60,7 +66,9 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     if opts.debug:
         flags.append("-G")
     if opts.kind != "ptx":  # ptxas's resource report in the program log (registers, spills), then the user's
-        flags += [f"--ptxas-options={arg}" for arg in ["-v", *ptxas_args(opts)]]
+        user = ptxas_args(opts)
+        split = [] if any("split-compile" in a for a in user) else [f"--split-compile={PTXAS_THREADS}"]
+        flags += [f"--ptxas-options={arg}" for arg in ["-v", *split, *user]]
     flags += opts.extra
     command = "nvrtc " + " ".join(flags)
     if opts.dryrun:
