@@ -1,21 +1,23 @@
-"""Where a cold compile's time goes: one sample at a time, built to a cubin with NVRTC as a user builds it (no -D,
-the sample's tuning database when it has one), with no compile cache.
+"""Where a cold compile's time goes: each sample built to a cubin with NVRTC as a user builds it (no -D, the
+sample's tuning database when it has one), in a fresh Python process, with an empty compile cache.
 
-    python bench/compile_time.py [--target sm90] [--samples gemm,softmax] [--runs 1]
+    python bench/compile_time.py [--targets sm90,sm80] [--samples gemm,softmax] [--runs 3] [--no-tune-db]
 
-Each compile runs in a fresh Python process (so imports count, as on the command line) and reports, in
-seconds, wall time and CPU time (user + system, all threads) of:
+Each run reports, in seconds, wall time and CPU time (user + system) of its phases; the table shows each
+phase's minimum over the runs, and the total's minimum and median (on a shared machine the wall times vary
+with the load, the CPU times much less):
 
-    import     importing the compiler (tilec.outputs, the driver, the passes, the CUDA back end)
-    front      parsing and building Tile IR, the target-neutral passes, for every tuned variant
-    passes     the back end's pipeline (its no-TMA twins included) and code generation, every variant
-    nvrtc      NVRTC compiling the generated source (all kernels: one program)
-    total      the whole tilec.compile(..., emit="cubin") call plus the imports
+    import   importing the compiler (tilec.outputs, the driver, the passes, the CUDA back end)
+    front    parsing and building Tile IR, the target-neutral passes (every tuned variant)
+    passes   the back end's pipeline, the no-TMA twins included, without TVM's import
+    tvm      importing apache-tvm and making the analyzers (partition-boundaries, tilec/ir/arith.py)
+    codegen  printing CUDA C++
+    nvrtc    NVRTC on the generated program (all kernels of the artifact: one program)
+    total    the whole process up to the artifact (the interpreter's own start-up not included)
 
-and, from NVRTC's own timer (`--time`, a second compile of the same source), how NVRTC's share splits into
-its C++ front end, NVVM's optimizer and PTX translation (ptxas). The machine's load average is printed with
-the table: on a shared 2-core machine the wall times vary with it, the CPU times much less. A measurement,
-not a test: the exit status is 0 whatever the figures.
+and, from NVRTC's own timer (`--time`, a second compile of the same program), how NVRTC's share splits into
+its C++ front end (the device header, cuda_fp16.h, ...), NVVM's optimizer and ptxas. The load average is
+printed with the table. A measurement, not a test: the exit status is 0 whatever the figures.
 """
 
 from __future__ import annotations
@@ -23,55 +25,66 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SAMPLES = ["vector_add", "softmax", "rmsnorm", "layernorm", "gemm", "flash_attention", "fp8_gemm"]
+PHASES = ("import", "front", "passes", "tvm", "codegen", "nvrtc", "total")
 
-# Runs in the child process: times each phase by wrapping the function that does it.
+# Runs in the child process: times each phase by wrapping the function that does it. A phase's time excludes the
+# wrapped phases it calls (passes excludes tvm; front excludes passes and codegen), so the phases add up. CPU time
+# is the process's (NVRTC's ptxas runs in threads of its own; one target is built at a time here).
 CHILD = r"""
-import json, os, sys, time
+import json, os, sys, threading, time
 t0, c0 = time.perf_counter(), time.process_time()
 import tilec.outputs, tilec.driver, tilec.passes.lower_to_simt, tilec.targets.cuda.backend  # noqa: E401
-import tilec.targets.cuda.codegen, tilec.targets.cuda.nvrtc, tilec.parser.build  # noqa: E401
+import tilec.targets.cuda.codegen, tilec.targets.cuda.nvrtc, tilec.parser.build, tilec.ir.arith  # noqa: E401
 phases = {"import": [time.perf_counter() - t0, time.process_time() - c0]}
+local = threading.local()
 
 def timed(owner, name, phase):
     inner = getattr(owner, name)
     def wrapper(*a, **k):
+        stack = local.__dict__.setdefault("stack", [])
         w, c = time.perf_counter(), time.process_time()
+        stack.append([0.0, 0.0])
         try:
             return inner(*a, **k)
         finally:
+            dw, dc = time.perf_counter() - w, time.process_time() - c
+            nested = stack.pop()
             acc = phases.setdefault(phase, [0.0, 0.0])
-            acc[0] += time.perf_counter() - w
-            acc[1] += time.process_time() - c
+            acc[0] += dw - nested[0]
+            acc[1] += dc - nested[1]
+            if stack:
+                stack[-1][0] += dw
+                stack[-1][1] += dc
     setattr(owner, name, wrapper)
 
 from tilec.targets.cuda.backend import CudaBackend
-timed(tilec.driver, "compile", "driver")  # front end + front passes + the back end's passes + code generation
+timed(tilec.driver, "compile", "front")  # what of the driver's compile is not the back end's
 timed(CudaBackend, "lower", "passes")
-timed(CudaBackend, "generate", "passes")
+timed(CudaBackend, "generate", "codegen")
+timed(tilec.ir.arith, "_import_tvm", "tvm")
+timed(tilec.ir.arith.Arith, "__init__", "tvm")
 timed(tilec.targets.cuda.nvrtc, "build_nvrtc", "nvrtc")
 from tilec.options import CompileOptions
-sample, target = sys.argv[1], sys.argv[2]
-opts = CompileOptions.make((target,), toolchain="nvrtc", use_cache=False)
-w, c = time.perf_counter(), time.process_time()
+sample, target, db = sys.argv[1], sys.argv[2], sys.argv[3]
+opts = CompileOptions.make((target,), toolchain="nvrtc", use_cache=False, tune_db=None if db == "-" else db)
 art = tilec.outputs.compile_artifact(sample, options=opts, emit="cubin")
 phases["total"] = [time.perf_counter() - t0, time.process_time() - c0]
 src = tilec.outputs.compile_artifact(sample, options=opts.replace(toolchain=None), emit="cu")
 kernels = len(json.loads(art.manifest)["kernels"])
-phases["front"] = [d - b for d, b in zip(phases.pop("driver"), phases["passes"])]
 print(json.dumps({"phases": phases, "kernels": kernels, "source": src.data.decode()}))
 """
 
 NVRTC_TIMES = r"""
 import ctypes, json, os, sys, tempfile
 from tilec.targets.cuda import nvrtc
-from tilec.targets.cuda.toolchain import cuda_include_dir
+from tilec.targets.cuda.locate import cuda_include_dir
 from tilec.targets.registry import lookup
 lib = nvrtc.load()
 src = sys.stdin.read()
@@ -98,48 +111,62 @@ def env() -> dict[str, str]:
     return e
 
 
-def measure(sample: str, target: str) -> dict:
+def measure(sample: str, target: str, db: str) -> dict:
     path = ROOT / "samples" / f"{sample}.tile"
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), target], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(path), target, db], capture_output=True, text=True,
                           env=env(), cwd=ROOT)
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
-    out = json.loads(proc.stdout)
-    nv = subprocess.run([sys.executable, "-c", NVRTC_TIMES, target], input=out.pop("source"), capture_output=True,
+        lines = proc.stderr.strip().splitlines()
+        return {"error": next((ln for ln in lines if "error:" in ln), lines[-1] if lines else "failed")}
+    return json.loads(proc.stdout)
+
+
+def nvrtc_split(source: str, target: str) -> dict:
+    nv = subprocess.run([sys.executable, "-c", NVRTC_TIMES, target], input=source, capture_output=True,
                         text=True, env=env(), cwd=ROOT)
-    out["nvrtc_split"] = json.loads(nv.stdout) if nv.returncode == 0 and nv.stdout.strip() else {}
-    return out
+    return json.loads(nv.stdout) if nv.returncode == 0 and nv.stdout.strip() else {}
+
+
+def default_samples() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "samples").glob("*.tile"))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--target", default="sm90")
-    ap.add_argument("--samples", default=",".join(DEFAULT_SAMPLES))
-    ap.add_argument("--runs", type=int, default=1, help="compiles per sample (the fastest is shown)")
+    ap.add_argument("--targets", "--target", default="sm90,sm80")
+    ap.add_argument("--samples", default=",".join(default_samples()))
+    ap.add_argument("--runs", type=int, default=3, help="cold compiles per sample and target")
+    ap.add_argument("--no-tune-db", action="store_true", help="build without the tuning databases (one config)")
     args = ap.parse_args()
-    print(f"cold NVRTC compiles for {args.target}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("seconds, wall/cpu; nvrtc split = C++ front end + NVVM optimizer + ptxas (NVRTC's own --time, wall)")
-    cols = "".join(f" {c:>11}" for c in ("import", "front", "passes", "nvrtc", "total"))
-    head = f"{'sample':<16} {'kern':>4}{cols}  nvrtc split"
+    db = "" if args.no_tune_db else "-"
+    print(f"cold NVRTC compiles to a cubin, {'no tuning database' if args.no_tune_db else 'tuning databases'}, "
+          f"{args.runs} runs each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("seconds: each phase's minimum over the runs as wall/cpu; total: min and median, wall/cpu;")
+    print("nvrtc split = C++ front end + NVVM optimizer + ptxas (NVRTC's own --time, wall, one compile)")
+    cols = "".join(f" {c:>11}" for c in PHASES[:-1])
+    head = f"{'sample':<16} {'target':<6} {'kern':>4}{cols} {'total min':>11} {'total med':>11}  nvrtc split"
     print(head)
     print("-" * len(head))
-    for sample in args.samples.split(","):
-        results = [measure(sample, args.target) for _ in range(args.runs)]
-        ok = [r for r in results if "error" not in r]
-        if not ok:
-            print(f"{sample:<16} {results[0]['error']}")
-            continue
-        r = min(ok, key=lambda r: r["phases"]["total"][0])
-        p = r["phases"]
+    for target in args.targets.split(","):
+        for sample in args.samples.split(","):
+            results = [measure(sample, target, db) for _ in range(args.runs)]
+            ok = [r for r in results if "error" not in r]
+            if not ok:
+                print(f"{sample:<16} {target:<6} {results[0]['error'][:100]}")
+                continue
 
-        def cell(name: str, p=p) -> str:
-            w, c = p.get(name, [0.0, 0.0])
-            return f"{w:5.2f}/{c:5.2f}"
+            def best(name: str, i: int, ok=ok) -> float:
+                return min(r["phases"].get(name, [0.0, 0.0])[i] for r in ok)
 
-        split = r["nvrtc_split"]
-        parts = [split.get(k, 0.0) for k in ("CUDA C++ Frontend", "NVVM Optimizer", "PTX Translation")]
-        print(f"{sample:<16} {r['kernels']:>4} {cell('import')} {cell('front')} {cell('passes')} {cell('nvrtc')} "
-              f"{cell('total')}  {parts[0]:.2f} + {parts[1]:.2f} + {parts[2]:.2f}")
+            def med(name: str, i: int, ok=ok) -> float:
+                return statistics.median(r["phases"][name][i] for r in ok)
+
+            cells = " ".join(f"{best(p, 0):5.2f}/{best(p, 1):5.2f}" for p in PHASES)
+            split = nvrtc_split(ok[0]["source"], target)
+            parts = [split.get(k, 0.0) for k in ("CUDA C++ Frontend", "NVVM Optimizer", "PTX Translation")]
+            total = f"{med('total', 0):5.2f}/{med('total', 1):5.2f}"
+            print(f"{sample:<16} {target:<6} {ok[0]['kernels']:>4} {cells} {total}"
+                  f"  {parts[0]:.2f} + {parts[1]:.2f} + {parts[2]:.2f}", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 

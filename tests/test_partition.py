@@ -240,3 +240,137 @@ def test_bounds_and_equality_use_the_facts():
     assert ar.equal(b("//", b("+", x, 8), 8), b("+", b("//", x, 8), 1))  # floor division: true for x < 0 too
     assert not ar.equal(b("//", b("*", x, 3), 3), b("+", x, 1))
     assert not ar.equal(b("%", tid, 64), tid)  # tid reaches 127
+
+
+def test_tvm_is_imported_without_torch_and_ml_dtypes_which_still_import_afterwards():
+    probe = ("import sys\n"
+             "from tilec.ir.arith import Arith\n"
+             "Arith()\n"
+             "print('tvm' in sys.modules, 'ml_dtypes' in sys.modules, 'torch' in sys.modules)\n"
+             "import ml_dtypes\n"
+             "print(ml_dtypes.bfloat16.__name__)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.split() == ["True", "False", "False", "bfloat16"], proc.stdout + proc.stderr
+
+
+def test_tvm_sees_ml_dtypes_when_it_was_loaded_first():
+    probe = ("import sys, ml_dtypes\n"
+             "from tilec.ir.arith import Arith\n"
+             "Arith()\n"
+             "import numpy as np\n"
+             "from tvm_ffi._dtype import dtype\n"
+             "print(np.dtype(ml_dtypes.bfloat16) in dtype._NUMPY_DTYPE_TO_STR)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.strip() == "True", proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- LazyArith: TVM's answers without TVM
+
+
+def _lazy_expr(rng: random.Random, leaves: list[T.Expr], depth: int) -> T.Expr:
+    """Index expressions of every form LazyArith models (and atoms: casts, xor, division by a variable)."""
+    if depth == 0 or rng.random() < 0.2:
+        if rng.random() < 0.25:
+            return T.Const(D.I32, None, rng.randint(-9, 300))
+        return rng.choice(leaves)
+    kind = rng.random()
+    a = _lazy_expr(rng, leaves, depth - 1)
+    if kind < 0.1:
+        return T.Call(D.I32, None, rng.choice(["min", "max"]), [a, _lazy_expr(rng, leaves, depth - 1)])
+    if kind < 0.15:
+        return T.Binary(D.I32, None, "^", a, T.Const(D.I32, None, rng.randint(0, 7)))
+    if kind < 0.2:
+        return T.Binary(D.I32, None, rng.choice(["//", "%"]), a, rng.choice(leaves))  # an atom
+    op = rng.choice(["+", "-", "*", "*", "//", "%", "//", "%"])
+    if op in ("//", "%"):
+        b: T.Expr = T.Const(D.I32, None, rng.choice([1, 2, 3, 4, 6, 8, 16, 32, 128]))
+    elif op == "*":
+        b = T.Const(D.I32, None, rng.randint(-4, 64)) if rng.random() < 0.8 else _lazy_expr(rng, leaves, 0)
+    else:
+        b = _lazy_expr(rng, leaves, depth - 1)
+    return T.Binary(D.I32, None, op, *((b, a) if op == "*" and rng.random() < 0.3 else (a, b)))
+
+
+def _facts(ar, leaves_bounds, grid) -> None:
+    ar.bound_thread(256)
+    for axis, g in enumerate(grid):
+        ar.bound_block(axis, g)
+    for v, b in leaves_bounds:
+        if b is not None:
+            ar.bound_var(v, *b)
+
+
+def test_lazy_arith_answers_as_tvm_does():
+    from tilec.ir.arith import Arith, LazyArith
+
+    rng = random.Random(11)
+    m = T.Var(D.I32, None, "M", "size")
+    vs = [(T.Var(D.I32, None, "k", "loop"), (0, 15)), (T.Var(D.I32, None, "i", "loop"), (2, 130)),
+          (T.Var(D.I32, None, "x", "param"), None), (T.Var(D.I32, None, "d", "local"), (-40, 7)),
+          (T.Var(D.I32, None, "u", "local"), (0, None)), (m, None)]
+    grid = [T.Call(D.I32, None, "ceildiv", [m, T.Const(D.I32, None, 128)]), T.Const(D.I32, None, 4)]
+    leaves = [v for v, _ in vs] + [S.ThreadIdx(D.I32, None), S.BlockIdx(D.I32, None, 0),
+                                   S.BlockIdx(D.I32, None, 1), T.Cast(D.I32, None, T.Var(D.I16, None, "h", "local"))]
+    tvm_ar, lazy = Arith(), LazyArith()
+    for ar in (tvm_ar, lazy):
+        _facts(ar, vs, grid)
+    with tvm_ar.kernel_scope(), lazy.kernel_scope():
+        for _ in range(400):
+            e = _lazy_expr(rng, leaves, 4)
+            assert lazy.bounds(e) == tvm_ar.bounds(e), e
+            same = T.Binary(D.I32, None, "-", T.Binary(D.I32, None, "+", e, T.Const(D.I32, None, 3)),
+                            T.Const(D.I32, None, 3))
+            assert lazy.equal(e, same) and tvm_ar.equal(e, same)
+        assert lazy.fallbacks == 0
+        # what it cannot see as equal goes to TVM, which then has every fact: its answers stay TVM's
+        x = vs[2][0]
+        by4 = T.Binary(D.I32, None, "//", T.Binary(D.I32, None, "*", x, T.Const(D.I32, None, 4)),
+                       T.Const(D.I32, None, 4))
+        assert lazy.equal(by4, x) and tvm_ar.equal(by4, x) and lazy.fallbacks == 1
+        for _ in range(100):
+            e = _lazy_expr(rng, leaves, 4)
+            assert lazy.bounds(e) == tvm_ar.bounds(e), e
+            f = _lazy_expr(rng, leaves, 2)
+            assert lazy.equal(e, f) == tvm_ar.equal(e, f)
+
+
+def test_lazy_arith_hands_tvm_the_facts_it_has_so_far():
+    from tilec.ir.arith import Arith, LazyArith
+
+    rng = random.Random(5)
+    k, i = T.Var(D.I32, None, "k", "loop"), T.Var(D.I32, None, "i", "loop")
+    leaves = [k, i, S.ThreadIdx(D.I32, None), T.Binary(D.I32, None, "^", i, T.Const(D.I32, None, 3))]
+    exprs = [_lazy_expr(rng, leaves, 3) for _ in range(60)]
+    tvm_ar, lazy = Arith(), LazyArith()
+    for ar in (tvm_ar, lazy):
+        ar.bound_thread(128)
+        ar.bound_var(k, 0, 7)
+    for e in exprs[:30]:  # atoms made now keep the bounds they have now
+        assert lazy.bounds(e) == tvm_ar.bounds(e)
+    for ar in (tvm_ar, lazy):
+        ar.bound_var(i, 0, 63)
+    flag = T.Var(D.BOOL, None, "p", "local")
+    assert lazy.bounds(flag) == tvm_ar.bounds(flag) and lazy.fallbacks == 1  # a boolean: TVM's question
+    for e in exprs:
+        assert lazy.bounds(e) == tvm_ar.bounds(e), e
+
+
+def test_partitioning_needs_no_tvm_and_gives_tvms_code(monkeypatch):
+    from tilec.ir import arith
+
+    probe = ("import sys, tilec\n"
+             f"for s, t in [('gemm', 'sm90'), ('flash_attention', 'sm90'), ('layernorm', 'sm80')]:\n"
+             f"    tilec.compile({str(SAMPLES)!r} + '/' + s + '.tile', target=t)\n"
+             "print('tvm' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr
+    cases = [("gemm", "sm90", None), ("flash_attention", "sm90", ATTN), ("layernorm", "sm80", None),
+             ("gemm", "sm80", G64)]
+    lazy = [tilec.compile(SAMPLES / f"{s}.tile", target=t, defines=d).source for s, t, d in cases]
+    # every question to TVM, as before LazyArith
+    monkeypatch.setattr(arith.LazyArith, "bounds", lambda self, e: self._arith().bounds(e))
+    monkeypatch.setattr(arith.LazyArith, "equal", lambda self, a, b: self._arith().equal(a, b))
+    assert lazy == [tilec.compile(SAMPLES / f"{s}.tile", target=t, defines=d).source for s, t, d in cases]

@@ -22,8 +22,16 @@ Layout under the cache directory (TILEC_CACHE_DIR, else $XDG_CACHE_HOME/tilec, e
 ~/.cache/tilec):
 
     v1/entries/ab/ab12…(key1)/cd34…(key2).entry
+    v1/programs/ef/ef56…/….entry  the device toolchain's own results (section "programs", below)
     v1/tmp/…                    partial writes (a killed compile leaves one here; never read)
     v1/stats/hits, misses       one byte appended per lookup (O_APPEND: atomic, lock-free)
+
+The section "programs" (`Cache(section="programs")`) holds what a device toolchain made of one generated
+program (NVRTC: the binary and its log), keyed by the program's text, the toolchain's flags and identity
+only -- not by tilec's sources or the .tile file -- so that a compile whose generated code is unchanged (another
+output kind or name, a tilec edit that leaves the code alone, a rebuilt artifact) skips the toolchain. Its
+entries have the same format and checks, and share the size bound (least recently used first, across both
+sections); `stats()` counts them apart and `clear()` removes them too.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FORMAT = "v1"
+SECTIONS = ("entries", "programs")
 MAGIC = b"TILEC-CACHE 2\n"  # entries of format 1 (no metadata checksum) are evicted on sight
 DEFAULT_MAX_BYTES = 2 << 30
 TMP_MAX_AGE_S = 3600.0  # partial writes older than this are removed by the next store
@@ -208,14 +217,17 @@ def encode_entry(meta: dict, outputs: dict[str, bytes]) -> bytes:
 
 
 class Cache:
-    def __init__(self, root: str | Path | None = None, limit: int | None = None):
+    def __init__(self, root: str | Path | None = None, limit: int | None = None, section: str = "entries"):
+        if section not in SECTIONS:
+            raise ValueError(f"no cache section {section!r}")
         self.root = Path(root) if root is not None else default_dir()
         self.base = self.root / FORMAT
         self.limit = max_bytes() if limit is None else limit
+        self.section = section
 
     # ------------------------------------------------------------------ lookup
     def _dir(self, key1: str) -> Path:
-        return self.base / "entries" / key1[:2] / key1
+        return self.base / self.section / key1[:2] / key1
 
     def lookup(self, key1: str, require: tuple[str, ...] = (), check_info=None) -> Entry | None:
         """The entry for key1 whose recorded inputs all still match, or None. Counts a hit or a miss.
@@ -318,7 +330,7 @@ class Cache:
         entry open still reads it whole; a lookup that lists it and finds it gone sees a miss."""
         found = []
         total = 0
-        for dirpath, _, filenames in os.walk(self.base / "entries"):
+        for dirpath, _, filenames in (w for sec in SECTIONS for w in os.walk(self.base / sec)):
             for n in filenames:
                 if not n.endswith(".entry"):
                     continue
@@ -360,6 +372,8 @@ class Cache:
             pass
 
     def _count(self, what: str) -> None:
+        if self.section != "entries":
+            what = f"{self.section}-{what}"
         try:
             d = self.base / "stats"
             d.mkdir(parents=True, exist_ok=True)
@@ -373,16 +387,24 @@ class Cache:
 
     # ------------------------------------------------------------------ maintenance
     def stats(self) -> dict:
-        entries = size = tmp = 0
-        for dirpath, _, filenames in os.walk(self.base / "entries"):
-            for n in filenames:
-                try:
-                    s = os.stat(os.path.join(dirpath, n)).st_size
-                except OSError:
-                    continue
-                if n.endswith(".entry"):
-                    entries += 1
-                    size += s
+        """The artifacts' entries, bytes, hits and misses; the same of the section "programs" under `programs`."""
+        tmp = 0
+
+        def walk(section: str) -> tuple[int, int]:
+            entries = size = 0
+            for dirpath, _, filenames in os.walk(self.base / section):
+                for n in filenames:
+                    try:
+                        s = os.stat(os.path.join(dirpath, n)).st_size
+                    except OSError:
+                        continue
+                    if n.endswith(".entry"):
+                        entries += 1
+                        size += s
+            return entries, size
+
+        entries, size = walk("entries")
+        programs, program_bytes = walk("programs")
         try:
             tmp = len(os.listdir(self.base / "tmp"))
         except OSError:
@@ -395,11 +417,14 @@ class Cache:
                 return 0
 
         return {"dir": str(self.root), "entries": entries, "bytes": size, "hits": count("hits"),
-                "misses": count("misses"), "partial_writes": tmp}
+                "misses": count("misses"), "partial_writes": tmp,
+                "programs": {"entries": programs, "bytes": program_bytes, "hits": count("programs-hits"),
+                             "misses": count("programs-misses")}}
 
     def clear(self) -> int:
         """Remove every entry, partial write and counter; returns the number of entries removed."""
-        n = self.stats()["entries"]
+        st = self.stats()
+        n = st["entries"] + st["programs"]["entries"]
         if self.base.exists():
             # rename first, so that a concurrent compile sees an empty cache rather than a half-deleted one
             trash = self.root / f".trash-{os.getpid()}-{time.time_ns()}"

@@ -33,5 +33,8 @@ def run(action: str) -> int:
     print(f"size              {st['bytes']} bytes ({st['bytes'] / 2**20:.1f} MiB)")
     print(f"hits              {st['hits']}{rate}")
     print(f"misses            {st['misses']}")
+    pr = st["programs"]
+    print(f"programs          {pr['entries']} ({pr['bytes'] / 2**20:.1f} MiB; the device toolchain's results: "
+          f"{pr['hits']} hits, {pr['misses']} misses)")
     print(f"partial writes    {st['partial_writes']} (left by interrupted compiles; never read)")
     return 0

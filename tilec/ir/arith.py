@@ -1,9 +1,10 @@
 """The TVM boundary: integer reasoning about tilec expressions with apache-tvm's arithmetic analyzer.
 
 Only passes that prove or simplify index arithmetic import this module, and only inside their `run`
-(`import tvm` costs about a second: never on `--help`, a cache hit, the front end's `--emit-ir` or in
+(`import tvm` costs about half a second: never on `--help`, a cache hit, the front end's `--emit-ir` or in
 tilec/runtime). `available()` says whether TVM can be imported without importing it; without TVM those
-passes leave the module unchanged.
+passes leave the module unchanged. partition-boundaries asks through `LazyArith` (below), which answers its
+common questions with TVM's own rules in Python and imports TVM only for the others.
 
 `Arith` holds one kernel's facts (the range of the thread index, of each loop variable and of each
 declared value; `blockIdx < gridDim`; runtime sizes are non-negative) in one `tvm.sym.Analyzer`. It converts
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import sys
 from functools import cache
 
@@ -48,19 +50,26 @@ _TVM_DTYPES = {"i32": "int32", "i64": "int64", "bool": "bool"}
 
 
 def _import_tvm() -> None:
-    """import tvm without letting it import torch: tvm_ffi imports torch eagerly for a tensor interop tilec does
-    not use, which triples the import's cost (about 1.5 s instead of 4 s on this project's machines). Where torch
-    is already loaded nothing is hidden; afterwards `import torch` works as usual (only TVM's own torch interop
-    stays off in this process)."""
-    if "tvm" in sys.modules or "torch" in sys.modules:
+    """import tvm without letting it import torch or ml_dtypes, which it imports only for tensor and numpy dtype
+    interop that tilec does not use: torch triples the import's cost (about 4 s instead of 1.5 s on this
+    project's machines), ml_dtypes' extension alone takes about 0.45 s to load (bench/compile_time.py). A module
+    already loaded is not hidden (TVM then sees it, as usual); afterwards `import torch` and `import ml_dtypes`
+    work as usual (only TVM's own interop with them stays off in this process)."""
+    if "tvm" in sys.modules:
         return
-    sys.modules["torch"] = None  # type: ignore[assignment]  (an import of torch now raises ImportError)
+    hidden = [m for m in _NOT_FOR_TVM if m not in sys.modules]
+    for m in hidden:
+        sys.modules[m] = None  # type: ignore[assignment]  (an import of it now raises ImportError)
     try:
         import tvm.sym  # noqa: F401
         import tvm.tirx  # noqa: F401
     finally:
-        if sys.modules.get("torch", 0) is None:
-            del sys.modules["torch"]
+        for m in hidden:
+            if m in sys.modules and sys.modules[m] is None:
+                del sys.modules[m]
+
+
+_NOT_FOR_TVM = ("torch", "ml_dtypes")
 
 
 def _index_dtype(dt: D.DType) -> str | None:
@@ -289,3 +298,343 @@ class Arith:
         if t is None:
             return None
         return self.from_tvm(self.analyzer.simplify(t), e.dtype)
+
+
+# ---------------------------------------------------------------------------- without importing TVM
+#
+# partition-boundaries asks two questions: constant bounds of an index expression (TVM's ConstIntBound), and whether
+# two expressions are equal (that the split into a uniform and a per-thread part is exact). `LazyArith` answers both
+# in Python where its answer is, by construction, the one TVM gives, and imports TVM (an `Arith` holding the same
+# facts) only for a question it cannot answer so -- so a kernel whose proofs are all of the common kind (sums of
+# multiples of variables, floor division and modulo by constants) compiles without `import tvm`, which costs about
+# half a second (bench/compile_time.py). tests/test_partition.py checks its answers against TVM's.
+
+_POS_INF = (1 << 63) - 1  # tvm.sym.ConstIntBound.POS_INF / NEG_INF: int64's range, as TVM's infinities
+_NEG_INF = -_POS_INF
+
+
+class _NeedsTvm(Exception):
+    """A question LazyArith leaves to TVM."""
+
+
+def _everything(dt: D.DType) -> tuple[int, int]:
+    """TVM's bound of a variable it knows nothing about (ConstIntBound's Everything(dtype))."""
+    vbits = dt.bits - 1
+    if vbits >= 63:
+        return _NEG_INF, _POS_INF
+    return -(1 << vbits), (1 << vbits) - 1
+
+
+def _inf_add(x: int, y: int) -> int:
+    if x in (_POS_INF, _NEG_INF):
+        return x
+    if y in (_POS_INF, _NEG_INF):
+        return y
+    s = x + y
+    if s > _POS_INF or s < _NEG_INF:  # (TVM: an overflow saturates, by the sign of x)
+        return _POS_INF if x > 0 else _NEG_INF
+    return s
+
+
+def _inf_mul(x: int, y: int) -> int:
+    p = x * y
+    if _NEG_INF <= p <= _POS_INF:
+        return p
+    return _POS_INF if (x > 0) == (y > 0) else _NEG_INF
+
+
+def _inf_floordiv(x: int, y: int) -> int:
+    if x in (_POS_INF, _NEG_INF):
+        return x if y > 0 else -x
+    return x // y
+
+
+def _trunc_mod(x: int, y: int) -> int:
+    """C's x % y (the sign of x)."""
+    r = abs(x) % abs(y)
+    return r if x >= 0 else -r
+
+
+def _mod_entry(coeff: int, base: int) -> tuple[int, int]:
+    """A ModularSet entry as TVM normalizes it: coeff >= 0, 0 <= base < coeff."""
+    if coeff < 0:
+        coeff, base = -coeff, -base
+    if coeff != 0:
+        base = _trunc_mod(base, coeff)
+        if base < 0:
+            base += coeff
+    return coeff, base
+
+
+def _mod_union(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    coeff = math.gcd(a[0], b[0])
+    if coeff == 0:
+        return a if a[1] == b[1] else (1, 0)
+    base0, base1 = _trunc_mod(a[1], coeff), _trunc_mod(b[1], coeff)
+    if base0 == base1:
+        return _mod_entry(coeff, base0)
+    return _mod_entry(math.gcd(math.gcd(base0, base1), coeff), base0)
+
+
+def _corners(a: tuple[int, int], b: tuple[int, int], op) -> tuple[int, int]:
+    vs = [op(a[0], b[0]), op(a[1], b[1]), op(a[0], b[1]), op(a[1], b[0])]
+    return min(vs), max(vs)
+
+
+class LazyArith:
+    """Arith's facts and its `bounds` and `equal`, answered without TVM where that answer is certain to be TVM's:
+
+    - bounds: the interval arithmetic of TVM's ConstIntBound (its infinities, its saturation, its rules for
+      floor division and modulo by a positive constant -- the modulo narrowed by ModularSet's residues as TVM
+      does --, min and max), over the same variables, atoms and facts;
+    - equal: true when both sides are the same sum of multiples of the same terms (variables, the thread and
+      block indices, and otherwise identical subtrees), which TVM's simplifier cancels to 0.
+
+    Both are sound on their own (intervals and residues bound the true values; equal sums are equal), so a
+    difference from TVM could only cost a partition, never make a wrong one. Anything else (a boolean, a
+    difference it cannot see as 0) goes to an Arith built on first need with every fact so far, atoms included
+    with the bounds they were given, so that its answers are those it would have given from the start;
+    `fallbacks` counts the questions asked of it."""
+
+    def __init__(self) -> None:
+        self._vars: dict[int, tuple[T.Var, tuple[int, int]]] = {}  # id(var) -> (var, its bound)
+        self._bound: set[int] = set()  # the variables given a bound (bound_var)
+        self._thread: int | None = None
+        self._blocks: dict[int, tuple[int, int]] = {}
+        self._grid: list[tuple[int, T.Expr]] = []  # (axis, extent) of a symbolic grid
+        self._atoms: dict[int, tuple[T.Expr, tuple[int, int]]] = {}  # id(node) -> (node, bound), in creation order
+        self._tvm: Arith | None = None
+        self._scope: contextlib.ExitStack | None = None  # inside kernel_scope
+        self.fallbacks = 0
+
+    # ------------------------------------------------------------ facts (as Arith's)
+    def bound_var(self, v: T.Var, lo: int | None, hi: int | None) -> None:
+        self._var_bound(v)
+        self._vars[id(v)] = (v, (_NEG_INF if lo is None else lo, _POS_INF if hi is None else hi))
+        self._bound.add(id(v))
+        if self._tvm is not None:
+            self._tvm.bound_var(v, lo, hi)
+
+    def bound_thread(self, threads: int) -> None:
+        self._thread = threads
+        if self._tvm is not None:
+            self._tvm.bound_thread(threads)
+
+    def bound_block(self, axis: int, extent: T.Expr) -> None:
+        self._blocks[axis] = (0, int(extent.value) - 1 if isinstance(extent, T.Const) else _POS_INF)
+        if not isinstance(extent, T.Const):
+            self._grid.append((axis, extent))
+            try:
+                self._interval(extent)  # (Arith converts it now: its atoms are made now)
+            except _NeedsTvm:
+                pass
+        if self._tvm is not None:
+            self._tvm.bound_block(axis, extent)
+
+    @contextlib.contextmanager
+    def kernel_scope(self):
+        with contextlib.ExitStack() as stack:
+            if self._tvm is not None:
+                stack.enter_context(self._tvm.kernel_scope())
+            self._scope = stack
+            try:
+                yield
+            finally:
+                self._scope = None
+
+    # ------------------------------------------------------------ questions
+    def bounds(self, e: T.Expr) -> tuple[int | None, int | None] | None:
+        if self._tvm is None:
+            try:
+                return self._bounds(e)
+            except _NeedsTvm:
+                pass
+        return self._arith().bounds(e)
+
+    def equal(self, a: T.Expr, b: T.Expr) -> bool:
+        if self._tvm is None:
+            try:
+                if self._linear(a) == self._linear(b):
+                    return True
+            except _NeedsTvm:
+                pass
+        return self._arith().equal(a, b)
+
+    # ------------------------------------------------------------ TVM, when needed
+    def _arith(self) -> Arith:
+        self.fallbacks += 1
+        if self._tvm is None:
+            ar = Arith()
+            # the same facts: atoms first, with the bounds they were made with, then the variables' bounds
+            for node, (lo, hi) in self._atoms.values():
+                v = ar._fresh("atom", node.dtype, node)
+                ar._set_bound(v, None if lo == _NEG_INF else lo, None if hi == _POS_INF else hi)
+                ar._atoms[id(node)] = (node, v)
+            for v, (lo, hi) in self._vars.values():
+                if id(v) in self._bound or v.kind == "size":
+                    ar.bound_var(v, None if lo == _NEG_INF else lo, None if hi == _POS_INF else hi)
+            if self._thread is not None:
+                ar.bound_thread(self._thread)
+            for axis, (lo, hi) in sorted(self._blocks.items()):
+                ar._set_bound(ar._block(axis), lo, None if hi == _POS_INF else hi)
+            for axis, extent in self._grid:
+                ar.bound_block(axis, extent)
+            if self._scope is not None:
+                self._scope.enter_context(ar.kernel_scope())
+            self._tvm = ar
+        return self._tvm
+
+    # ------------------------------------------------------------ ConstIntBound, as TVM computes it
+    def _bounds(self, e: T.Expr) -> tuple[int | None, int | None] | None:
+        if _index_dtype(e.dtype) is None:
+            return None
+        lo, hi = self._interval(e)
+        limit = (1 << (e.dtype.bits - 1)) - 1
+        return (lo if lo != _NEG_INF and lo > -limit else None), (hi if hi != _POS_INF and hi < limit else None)
+
+    def _var_bound(self, v: T.Var) -> tuple[int, int]:
+        held = self._vars.get(id(v))
+        if held is None:  # Arith.var: a runtime size is non-negative, anything else is its type's range
+            held = (v, (0, _POS_INF) if v.kind == "size" else _everything(v.dtype))
+            self._vars[id(v)] = held
+        return held[1]
+
+    def _modelled(self, e: T.Expr) -> bool:
+        """Whether Arith.to_tvm converts e node by node (else e is an atom)."""
+        if isinstance(e, T.Binary) and e.op in _BINARY and e.a.dtype == e.dtype == e.b.dtype:
+            return e.op not in ("//", "%") or (isinstance(e.b, T.Const) and int(e.b.value) > 0)
+        if isinstance(e, T.Call) and e.func in ("min", "max") and len(e.args) == 2:
+            return all(x.dtype == e.dtype for x in e.args)
+        return isinstance(e, T.Const | T.Var | S.BlockIdx) or (isinstance(e, S.ThreadIdx) and self._thread is not None)
+
+    def _interval(self, e: T.Expr) -> tuple[int, int]:
+        dt = _index_dtype(e.dtype)
+        if dt is None or dt == "bool":
+            raise _NeedsTvm
+        if not self._modelled(e):
+            return self._atom(e)
+        if isinstance(e, T.Const):
+            return int(e.value), int(e.value)
+        if isinstance(e, T.Var):
+            return self._var_bound(e)
+        if isinstance(e, S.ThreadIdx):
+            return 0, self._thread - 1
+        if isinstance(e, S.BlockIdx):
+            if e.axis not in self._blocks:
+                self._blocks[e.axis] = (0, _POS_INF)
+            return self._blocks[e.axis]
+        if isinstance(e, T.Call):
+            a, b = self._interval(e.args[0]), self._interval(e.args[1])
+            pick = min if e.func == "min" else max
+            return pick(a[0], b[0]), pick(a[1], b[1])
+        a, b = self._interval(e.a), self._interval(e.b)
+        if e.op == "+":
+            return _inf_add(a[0], b[0]), _inf_add(a[1], b[1])
+        if e.op == "-":
+            return _inf_add(a[0], -b[1]), _inf_add(a[1], -b[0])
+        if e.op == "*":
+            return _corners(a, b, _inf_mul)
+        if e.op == "//":
+            return _corners(a, b, _inf_floordiv)
+        # floor modulo by a positive constant: the interval, narrowed by what a's residues allow
+        cap = _inf_add(b[1], -1)
+        if a[0] >= 0:
+            bound = a if a[1] < b[0] else (0, min(a[1], cap))
+        else:
+            bound = (0, cap)
+        modulus = b[0]
+        coeff, base = self._modular(e.a)
+        g = math.gcd(coeff, modulus)
+        if g > 1:
+            lo = base % g
+            return max(bound[0], lo), min(bound[1], modulus - g + lo)
+        return bound
+
+    def _modular(self, e: T.Expr) -> tuple[int, int]:
+        """TVM's ModularSet of e: (coeff, base), e = coeff * k + base for some integer k (coeff 0: the constant
+        base). Only the forms _interval models reach here; anything else is everything, (1, 0)."""
+        if not self._modelled(e) or isinstance(e, T.Var | S.ThreadIdx | S.BlockIdx):
+            return 1, 0
+        if isinstance(e, T.Const):
+            return 0, int(e.value)
+        if isinstance(e, T.Call):  # min, max: the union
+            return _mod_union(self._modular(e.args[0]), self._modular(e.args[1]))
+        if e.op in ("//", "%"):
+            c, val = self._modular(e.a), int(e.b.value)
+            if e.op == "//":
+                if c[0] % val == 0:
+                    if c[1] == 0:
+                        return _mod_entry(c[0] // val, 0)
+                    if c[1] > 0:
+                        return _mod_entry(c[0] // val, c[1] // val)
+                return 1, 0
+            g = math.gcd(c[0], val)
+            if _trunc_mod(c[1], g) == 0 or c[1] > 0:
+                return _mod_entry(g, _trunc_mod(c[1], g))
+            return 1, 0
+        a, b = self._modular(e.a), self._modular(e.b)
+        if e.op in ("+", "-"):
+            return _mod_entry(math.gcd(a[0], b[0]), a[1] + b[1] if e.op == "+" else a[1] - b[1])
+        pq, pm, qn = a[0] * b[0], a[0] * b[1], a[1] * b[0]
+        return _mod_entry(math.gcd(pq, math.gcd(pm, qn)), a[1] * b[1])
+
+    def _atom(self, e: T.Expr) -> tuple[int, int]:
+        """The bound Arith's atom for e has: fixed when the atom is made (Arith._atom, _atom_bound)."""
+        held = self._atoms.get(id(e))
+        if held is not None and held[0] is e:
+            return held[1]
+        if _index_dtype(e.dtype) in (None, "bool"):
+            raise _NeedsTvm
+        bound = self._atom_bound(e)
+        if self._tvm is not None:  # a part of it needed TVM: so does the whole question
+            raise _NeedsTvm
+        whole = _everything(D.I64 if _index_dtype(e.dtype) == "int64" else D.I32)
+        if bound is not None:
+            lo, hi = bound
+            whole = (_NEG_INF if lo is None else lo, _POS_INF if hi is None else hi)
+        self._atoms[id(e)] = (e, whole)
+        return whole
+
+    _atom_bound = Arith._atom_bound  # (the same rules, through this class's bounds)
+
+    # ------------------------------------------------------------ sums of multiples of terms
+    def _linear(self, e: T.Expr) -> tuple:
+        """e as a constant and a sorted tuple of (term key, coefficient): equal for expressions that TVM's
+        simplifier sees as the same sum."""
+        terms: dict = {}
+        const = self._collect(e, 1, terms)
+        return const, tuple(sorted((k, c) for k, c in terms.items() if c != 0))
+
+    def _collect(self, e: T.Expr, scale: int, terms: dict) -> int:
+        if _index_dtype(e.dtype) in (None, "bool"):
+            raise _NeedsTvm
+        if isinstance(e, T.Const):
+            return scale * int(e.value)
+        if isinstance(e, T.Binary) and e.op in ("+", "-") and self._modelled(e):
+            a = self._collect(e.a, scale, terms)
+            return a + self._collect(e.b, scale if e.op == "+" else -scale, terms)
+        if isinstance(e, T.Binary) and e.op == "*" and self._modelled(e):
+            for c, x in ((e.a, e.b), (e.b, e.a)):
+                if isinstance(c, T.Const):
+                    return self._collect(x, scale * int(c.value), terms)
+        k = self._term(e)
+        terms[k] = terms.get(k, 0) + scale
+        return 0
+
+    def _term(self, e: T.Expr):
+        """A key equal for two terms exactly when Arith converts them to the same TVM expression."""
+        if not self._modelled(e):
+            self._atom(e)  # (made now, as Arith would make it: its bound is fixed from here on)
+            return ("atom", id(e))
+        if isinstance(e, T.Const):
+            return ("const", e.dtype.name, int(e.value))
+        if isinstance(e, T.Var):
+            self._var_bound(e)
+            return ("var", id(e))
+        if isinstance(e, S.ThreadIdx):
+            return ("tid",)
+        if isinstance(e, S.BlockIdx):
+            return ("block", e.axis)
+        if isinstance(e, T.Call):
+            return (e.func, e.dtype.name, self._term(e.args[0]), self._term(e.args[1]))
+        return (e.op, e.dtype.name, self._term(e.a), self._term(e.b))

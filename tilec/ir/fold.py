@@ -9,6 +9,7 @@ linear forms. Heavier reasoning (bounds, modular sets) lives in tilec/ir/arith.p
 from __future__ import annotations
 
 import math
+import struct
 
 from . import dtypes as D
 from . import tile as T
@@ -37,12 +38,14 @@ def wrap_int(value: int, dtype: D.DType) -> int:
 def _round_float(value: float, dtype: D.DType) -> float:
     if dtype == D.F64:
         return float(value)
-    import numpy as np
-
-    if dtype in (D.F32, D.F16):
-        with np.errstate(all="ignore"):
-            return float(np.array(value, dtype=dtype.numpy_name))
+    if dtype in (D.F32, D.F16):  # IEEE round to nearest even, as numpy's cast (without importing numpy)
+        fmt = "<f" if dtype == D.F32 else "<e"
+        try:
+            return struct.unpack(fmt, struct.pack(fmt, value))[0]
+        except OverflowError:  # past the largest finite value after rounding: infinity, as numpy gives
+            return math.copysign(math.inf, value)
     import ml_dtypes  # noqa: F401  (registers bfloat16 and float8 with numpy)
+    import numpy as np
 
     with np.errstate(all="ignore"):
         return float(np.array(value, dtype=np.dtype(dtype.numpy_name)))

@@ -210,7 +210,27 @@ def _check_line_lengths(text: str, filename: str) -> None:
 
 
 def parse(text: str, filename: str) -> A.File:
-    """Parse a whole .tile file; raise CompileError with every syntax error found."""
+    """Parse a whole .tile file; raise CompileError with every syntax error found.
+
+    The trees of the last few files parsed are kept, keyed by text and name: a tuned build compiles its file once
+    per configuration, a tuning worker once per candidate, and the builder only reads the tree."""
+    key = (text, filename)
+    tree = _PARSED.get(key)
+    if tree is None:
+        tree = _parse(text, filename)
+        with _PARSED_LOCK:
+            _PARSED[key] = tree
+            while len(_PARSED) > _PARSED_MAX:
+                del _PARSED[next(iter(_PARSED))]
+    return tree
+
+
+_PARSED: dict[tuple[str, str], A.File] = {}
+_PARSED_MAX = 8
+_PARSED_LOCK = threading.Lock()
+
+
+def _parse(text: str, filename: str) -> A.File:
     text = text.removeprefix("\ufeff")
     unclosed = _scan_brackets(text, filename)  # too-deep brackets first: the more precise message
     _check_line_lengths(text, filename)

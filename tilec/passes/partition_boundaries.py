@@ -12,7 +12,8 @@ where U (`by * 128 + 127 < M && k * 32 + 24 < K`, `k * 64 + 63 <= bx * 64`) is e
 iteration of the enclosing loops, from block-uniform values only (sizes, block indices, uniform loop variables and
 declared values, never the thread index, a load or an assigned variable), so every thread of the block takes the
 same side and no barrier is split. Each guard is replaced only where apache-tvm's analyzer proves it true under U
-for every thread and every iteration of the loop; the boundary side keeps the code unchanged. Loops that contain a
+for every thread and every iteration of the loop (its rules, run in Python by tilec/ir/arith.py's LazyArith, which
+imports TVM only for a question they do not settle); the boundary side keeps the code unchanged. Loops that contain a
 barrier are left alone. Without apache-tvm, or with "partition" in the kernel's disabled features, the module is
 returned unchanged.
 """
@@ -43,7 +44,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
         return module
     for k in module.kernels:
         if FEATURE not in k.attrs.get("disabled", ()):
-            _Partitioner(k, arith.Arith()).run()
+            _Partitioner(k, arith.LazyArith()).run()
     return module
 
 

@@ -233,7 +233,7 @@ def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str
     opts = BuildOptions(kind, archs, lineinfo=options.lineinfo, debug=options.device_debug,
                         keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage,
                         opt_level=options.opt_level, ptxas_args=list(options.ptxas_args),
-                        extra=list(options.toolchain_args))
+                        extra=list(options.toolchain_args), cache=options.cacheable)
     if _device_toolchain(options, kind, len(archs)) == "nvrtc":
         from .nvrtc import build_nvrtc
 

@@ -30,6 +30,7 @@ class BuildOptions:
     opt_level: int | None = None  # ptxas -O (PTX output has no ptxas step)
     ptxas_args: list[str] = field(default_factory=list)  # -Xptxas, as written
     extra: list[str] = field(default_factory=list)  # appended to the command (--toolchain-args)
+    cache: bool = False  # NVRTC: serve and keep its result in the compile cache's "programs" (nvrtc.py)
 
 
 @dataclass
