@@ -120,25 +120,26 @@ class Launches(Kernel):
         drv = Driver.get(0)
         handle = explicit or 0
         staged: list[int] = []
-        try:
-            device_args = list(args)
-            for t in layout.tensors:
-                arr = args[t.index]
-                staged.append(drv.alloc(max(arr.nbytes, 1)))
-                drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
-                device_args[t.index] = _DeviceBuffer(staged[-1], arr.shape)
-            staged.append(drv.alloc(max(total, 1)))
-            views = [_DeviceBuffer(staged[-1] + off, shape) for off, _, shape in pieces]
-            for kernel, mapping in self.stages:
-                kernel(*[device_args[i] if public else views[i] for public, i in mapping], stream=handle)
-            drv.synchronize(handle)
-            for t, ptr in zip(layout.tensors, staged, strict=False):
-                if t.output:
+        with drv.current():  # the stages take their fast launch path (Kernel._run_staged says why)
+            try:
+                device_args = list(args)
+                for t in layout.tensors:
                     arr = args[t.index]
-                    drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
-        finally:
-            for ptr in staged:
-                drv.free(ptr)
+                    staged.append(drv.alloc(max(arr.nbytes, 1)))
+                    drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
+                    device_args[t.index] = _DeviceBuffer(staged[-1], arr.shape)
+                staged.append(drv.alloc(max(total, 1)))
+                views = [_DeviceBuffer(staged[-1] + off, shape) for off, _, shape in pieces]
+                for kernel, mapping in self.stages:
+                    kernel(*[device_args[i] if public else views[i] for public, i in mapping], stream=handle)
+                drv.synchronize(handle)
+                for t, ptr in zip(layout.tensors, staged, strict=False):
+                    if t.output:
+                        arr = args[t.index]
+                        drv.dtoh(arr.ctypes.data, ptr, arr.nbytes)
+            finally:
+                for ptr in staged:
+                    drv.free(ptr)
 
     def launch_config(self, sizes: dict[str, int], device: int = 0):
         raise ArgumentError(f"{self.name} is a sequence of {len(self.stages)} launches: ask its stages "
