@@ -860,3 +860,35 @@ def test_the_torch_op_fake_implementation_comes_from_the_public_entry(loaded):
     assert tt.schema(mod.rowsum, "rowsum") == "rowsum(Tensor X, float alpha) -> Tensor"
     y = tt.fake_outputs(mod.rowsum, (torch.empty(45, 37), 0.5))
     assert tuple(y.shape) == (45,) and y.dtype == torch.float32
+
+
+VIEWS = """
+kernel vs(X: f32[M, N], Y: out f32[M, N]):
+    S = T.alloc_global([M, N], f32)
+    with T.Kernel(ceildiv(M * N, 128), threads=128) as (bx,):
+        S2 = T.reshape(S, (M * N,))
+        X2 = T.reshape(X, (M * N,))
+        for i in T.Parallel(128):
+            if bx * 128 + i < M * N:
+                S2[bx * 128 + i] = X2[bx * 128 + i] * 2.0
+    with T.Kernel(ceildiv(M * N, 128), threads=128) as (bx,):
+        S3 = T.reshape(S, (M * N,))
+        Y2 = T.reshape(Y, (M * N,))
+        for i in T.Parallel(128):
+            if bx * 128 + i < M * N:
+                Y2[bx * 128 + i] = S3[bx * 128 + i] + 1.0
+"""
+
+
+@pytest.mark.parametrize("M, N", [(8, 16), (5, 7)])
+def test_stages_that_reach_tensors_and_scratch_only_through_views(tmp_path, M, N):
+    """A stage that reads a parameter only through a view takes that parameter; one that writes scratch only
+    through a view writes the scratch (so the next stage may read it)."""
+    m = tilec.compile(_write(tmp_path, VIEWS), verify=True).module
+    (seq,) = m.launches
+    stage0 = next(k for k in m.kernels if k.name == "vs__stage0")
+    assert {p.name for p in stage0.params} >= {"X", "S"}
+    assert next(p for p in stage0.params if p.name == "S").is_output
+    args = random_inputs(seq, {"M": M, "N": N}, seed=M + N)
+    run_launches(m, seq, args)
+    np.testing.assert_allclose(args["Y"], args["X"] * 2.0 + 1.0, rtol=1e-6, atol=1e-6)

@@ -601,3 +601,24 @@ kernel k(B: out f32[N]):
     got = {"B": np.zeros(64, np.float32)}
     run_simt(tilec.compile("k.tile", text=text, target="sm80").simt.kernels[0], got, {"N": 64})
     assert (got["B"] == want["B"]).all()
+
+
+def test_a_gemm_operand_at_a_thread_dependent_region_is_refused():
+    """check-threads sees every tile op's regions, a gemm's A, B and C too (not only copy-like fields)."""
+    text = """
+kernel g(A: f16[M, K], B: f16[K, N], C: out f32[M, N]):
+    with T.Kernel(ceildiv(N, 64), ceildiv(M, 64), threads=128) as (bx, by):
+        tx = T.get_thread_binding()
+        A_s = T.alloc_shared((64, 32), f16)
+        B_s = T.alloc_shared((32, 64), f16)
+        acc = T.alloc_fragment((64, 64), f32)
+        T.clear(acc)
+        T.copy(A[by * 64, 0], A_s)
+        T.copy(B[0, bx * 64], B_s)
+        T.gemm(A_s[0:64, tx // 128:tx // 128 + 32], B_s, acc)
+        T.copy(acc, C[by * 64, bx * 64])
+"""
+    with pytest.raises(CompileError) as e:
+        tilec.compile("g.tile", text=text)
+    errs = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert any(d.span.line == 11 and "the operands of gemm" in d.message for d in errs), errs

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from . import tile as T
+from .visit import walk_stmts
 
 # the fields of a statement that it writes (everything else it reads)
 _WRITTEN_FIELDS = {T.Store: ("buffer",), T.Copy: ("dst",), T.Fill: ("dst",), T.Gemm: ("c",), T.Reduce: ("dst",),
@@ -28,6 +29,8 @@ def _nodes(value) -> Iterator[object]:
         yield value
         for d in value.shape:
             yield from _nodes(d)
+        if value.view_of is not None:  # a view uses the memory of the buffer it views
+            yield from _nodes(value.view_of)
         return
     if not dataclasses.is_dataclass(value) or isinstance(value, type):
         return
@@ -50,19 +53,20 @@ def used(kernel: T.Kernel) -> tuple[set[int], set[int]]:
 
 
 def written(kernel: T.Kernel) -> set[int]:
-    """Ids of the buffers some statement of the kernel writes."""
+    """Ids of the buffers some statement of the kernel writes (a write through a view writes its storage too)."""
     out: set[int] = set()
-    for s in _statements(kernel.body):
+    for s in walk_stmts(kernel.body):
         for name in _WRITTEN_FIELDS.get(type(s), ()):
             target = getattr(s, name)
-            out.add(id(target if isinstance(target, T.Buffer) else target.buffer))
+            buf = target if isinstance(target, T.Buffer) else target.buffer
+            out.update((id(buf), id(buf.storage)))
     return out
 
 
 def first_use(kernel: T.Kernel, buf: T.Buffer):
     """The span of the kernel's first reference to buf: the element read or region, else its statement (None
     when nothing refers to it)."""
-    for s in _statements(kernel.body):
+    for s in walk_stmts(kernel.body):
         own = [getattr(s, f.name) for f in dataclasses.fields(s) if f.name not in ("body", "then_body", "else_body")]
         for n in _nodes(own):
             if isinstance(n, T.Load | T.Region) and n.buffer is buf:
@@ -71,11 +75,3 @@ def first_use(kernel: T.Kernel, buf: T.Buffer):
             return s.span
     return None
 
-
-def _statements(body: list[T.Stmt]) -> Iterator[T.Stmt]:
-    for s in body:
-        yield s
-        for name in ("body", "then_body", "else_body"):
-            nested = getattr(s, name, None)
-            if isinstance(nested, list):
-                yield from _statements(nested)

@@ -19,8 +19,10 @@ kernel's block-level code vectorized over the threads when `uses_thread_index` h
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import tile as T
-from .visit import sub_exprs, walk_stmts
+from .visit import direct_exprs, sub_exprs, walk_stmts
 
 THREAD = "thread"  # the Var kind of the thread index
 
@@ -40,21 +42,15 @@ def uses_thread_index(k: T.Kernel) -> bool:
 
 def stmt_exprs(s: T.Stmt) -> list[T.Expr]:
     """Every expression of a statement itself (not of nested bodies): scalar statements' values and indices,
-    loop bounds, an allocation's initial value, tile-op region starts and scalar operands."""
-    out: list[T.Expr] = []
-    if isinstance(s, T.Store):
-        out = [s.value, *s.indices]
-    elif isinstance(s, T.Assign):
-        out = [s.value]
-    elif isinstance(s, T.If | T.While):
-        out = [s.cond]
-    elif isinstance(s, T.For):
-        out = [*s.extents, *(x for x in (s.begin, s.step) if x is not None)]
+    loop bounds, an allocation's initial value, tile-op region starts and extents and scalar operands."""
+    out = direct_exprs(s)
+    if isinstance(s, T.For):
+        out += [x for x in (s.begin, s.step) if x is not None]
     elif isinstance(s, T.Alloc):
-        out = [s.init] if s.init is not None else []
-    else:
-        for f in ("src", "dst", "A", "B", "C", "value"):
-            v = getattr(s, f, None)
+        out += [s.init] if s.init is not None else []
+    elif not isinstance(s, T.Store | T.Assign | T.If | T.While):
+        for f in dataclasses.fields(s):  # a tile op: every region and scalar operand, whatever the field's name
+            v = getattr(s, f.name)
             if isinstance(v, T.Region):
                 out += [*v.starts, *v.extents]
             elif isinstance(v, T.Expr):

@@ -15,7 +15,7 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
-from ..ir.visit import number_ops, rewrite_expr, sub_exprs
+from ..ir.visit import number_ops, rewrite_expr, sub_exprs, walk_stmts
 from ..tuning import space as tune_space
 from . import ast as A
 from .build_common import (
@@ -863,6 +863,9 @@ def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.B
     for p, orig in zip(stage.params, taken, strict=True):
         if any(orig is b for b in scratch):
             p.is_output = id(orig) in wrote
+    for s in walk_stmts(stage.body):  # a view of scratch is writable exactly where its scratch tensor is
+        if isinstance(s, T.Alloc) and s.buffer.view_of is not None and s.buffer.scope == "global":
+            s.buffer.is_output = s.buffer.storage.is_output
     stage.attrs["stage_of"] = k.name.rsplit("__stage", 1)[0]
     return stage
 
