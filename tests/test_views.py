@@ -603,3 +603,16 @@ kernel k(A: f32[M, N], B: out f32[M * N]):
     np.testing.assert_array_equal(a["B"][:32], np.arange(32))
     got, span = _error(helper + "        bad(A[0:2, 0:2])\n")
     assert "this is a region (view the whole buffer, then index the view)" in got and span.line == 9
+
+
+def test_the_hip_launcher_tests_the_launch_checks():
+    """The HIP `-c` launcher refuses a view past its tensor as the CUDA one does (the shared launch_check_lines)."""
+    from tilec.artifacts import kernel_entry
+    from tilec.targets.hip.launcher import generate_object_source
+
+    r = _compile(FLAT, "gfx942")
+    entries = [kernel_entry(k, sk, {}) for k, sk in zip(r.module.kernels, r.simt.kernels, strict=True)]
+    src, _, _ = generate_object_source("flat", [("gfx942", b"\0", entries)], source_name="flat.tile",
+                                       tilec_version="0", toolchain="clang", prefix="",
+                                       embed=lambda n, d: f"static const unsigned char {n}[1] = {{0}};")
+    assert "return hipErrorInvalidValue; /* view 'A2'" in src

@@ -392,6 +392,22 @@ def _tensor_map_plan(k: dict, im: Image, index_of: dict[str, int]) -> tuple[list
     return maps, (index_of[fb["name"]] if fb is not None else None)
 
 
+def launch_check_lines(k: dict, sizes: dict[str, str], invalid: str) -> list[str]:
+    """C lines that return `invalid` when one of the kernel entry's launch checks fails (conditions on the sizes
+    the compiler could not prove: a view must fit its tensor); `sizes` maps each size to its C name."""
+    try:
+        checks = launch_checks(k)
+    except ManifestError as e:
+        raise LauncherError(str(e)) from None
+    size_c = {s: f"((int64_t){c})" for s, c in sizes.items()}
+    lines = []
+    for chk in checks:
+        op = "==" if chk["op"] == "==" else "<="
+        lines.append(f"  if (!({formula_to_c(chk['lhs'], size_c)} {op} {formula_to_c(chk['rhs'], size_c)}))"
+                     f" return {invalid}; /* {_comment(chk['message'])} */")
+    return lines
+
+
 def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list[Image],
                      p: str) -> tuple[str, str]:
     """(doc comment + definition of K_launch, its prototype)."""
@@ -510,15 +526,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     if sizes:
         cond = " || ".join(f"{c} < 0" for c in sizes.values())
         body += [f"  if ({cond}) return CUDA_ERROR_INVALID_VALUE;"]
-    try:
-        checks = launch_checks(k)
-    except ManifestError as e:
-        raise LauncherError(str(e)) from None
-    size_c = {s: f"((int64_t){c})" for s, c in sizes.items()}
-    for chk in checks:  # conditions on the sizes the compiler could not prove (a view must fit its tensor)
-        op = "==" if chk["op"] == "==" else "<="
-        body += [f"  if (!({formula_to_c(chk['lhs'], size_c)} {op} {formula_to_c(chk['rhs'], size_c)}))"
-                 f" return CUDA_ERROR_INVALID_VALUE; /* {_comment(chk['message'])} */"]
+    body += launch_check_lines(k, sizes, "CUDA_ERROR_INVALID_VALUE")
     body += [f"  tilec_rc = {p}function({index_of[k['name']]}, &tilec_fn, &tilec_image);",
              "  if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
     blocks = [image_code(i, "    ") for i in range(len(images))]
@@ -581,7 +589,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
            f" * {grid_doc}.",
            *tma_doc,
            *[_comment(f" * Checks before launching: {c['message']} ({c['lhs']} {c['op']} {c['rhs']}).")
-             for c in checks],
+             for c in launch_checks(k)],
            " * Returns CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE (a negative size, a failed check, or a grid over the",
            " * hardware's limits), CUDA_ERROR_INVALID_CONTEXT (no current context), CUDA_ERROR_NO_BINARY_FOR_GPU",
            " * (no embedded image for this GPU), CUDA_ERROR_UNSUPPORTED_PTX_VERSION (a driver older than the CUDA that",

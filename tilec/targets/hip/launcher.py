@@ -28,6 +28,7 @@ from ..cuda.launcher import (
     _comment,
     formula_to_c,
     ident,
+    launch_check_lines,
     sequence_functions,
 )
 
@@ -119,6 +120,7 @@ def _launch_function(fname: str, k: dict, index: int, p: str) -> tuple[str, str]
              f"  void* params[{max(1, len(pack))}] = {{{', '.join(f'&{a}' for a in pack) or 'NULL'}}};"]
     if sizes:
         body += [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return hipErrorInvalidValue;"]
+    body += launch_check_lines(k, sizes, "hipErrorInvalidValue")
     body += ["  if (gx <= 0 || gy <= 0 || gz <= 0) return hipSuccess; /* nothing to compute */",
              "  if (gx > INT64_C(2147483647) || gy > INT64_C(2147483647) || gz > INT64_C(2147483647))",
              "    return hipErrorInvalidValue;",
