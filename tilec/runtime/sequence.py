@@ -17,11 +17,15 @@ caller's tensors and views of the workspace:
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 
 from .arrays import HOST, TORCH_NAMES, ArgumentError, stream_handle
 from .formulas import evaluate
 from .launch import Kernel, _DeviceBuffer
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 class Launches(Kernel):
@@ -36,6 +40,9 @@ class Launches(Kernel):
                                                for a in st["args"]]) for st in entry["stages"]]
         self._scratch: dict[tuple, tuple] = {}  # shapes key -> (sizes, [(offset, nbytes, shape)], total bytes)
         self._workspaces: dict[tuple[int, int], tuple[int, int]] = {}  # (device, stream) -> (pointer, bytes)
+        # held from taking a cached workspace until its stages are queued: another thread growing the workspace
+        # of the same stream (which frees the old one) must wait until these launches are on the stream
+        self._workspace_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return super().__repr__().replace("<tilec kernel", "<tilec multi-launch kernel", 1)
@@ -57,11 +64,13 @@ class Launches(Kernel):
             if first.kind == "torch":
                 views = self._torch_workspace(args[layout.tensors[0].index], pieces, total, explicit)
             else:
-                base = self._workspace(device, handle, total)
-                views = [_DeviceBuffer(base + off, shape, device) for off, _, shape in pieces]
                 stream = handle
-            for kernel, mapping in self.stages:
-                kernel(*[args[i] if public else views[i] for public, i in mapping], stream=stream)
+            with self._workspace_lock if first.kind != "torch" else _NO_LOCK:
+                if first.kind != "torch":
+                    base = self._workspace(device, handle, total)
+                    views = [_DeviceBuffer(base + off, shape, device) for off, _, shape in pieces]
+                for kernel, mapping in self.stages:
+                    kernel(*[args[i] if public else views[i] for public, i in mapping], stream=stream)
             if sync:
                 from .cuda_driver import Driver
 
