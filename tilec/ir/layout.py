@@ -402,9 +402,9 @@ class SharedLayout:
 
     @property
     def stage_size(self) -> int:
-        """Elements between two pipeline stages of this tile: its size, rounded up so that every stage starts where
-        a TMA box may land (128 bytes; 1024 where a swizzle pattern repeats from an aligned base). cp.async needs
-        less, so one stride serves every copy mechanism."""
+        """Elements between two stages of a TMA pipeline's tile: its size, rounded up so that every stage starts
+        where a TMA box may land (128 bytes; 1024 where a swizzle pattern repeats from an aligned base). cp.async
+        and register-staged pipelines keep `size` as their stride."""
         align = 1024 if self.panel and self.swizzle else 128
         per = max(1, align // self.elem_bytes)
         return -(-self.size // per) * per
