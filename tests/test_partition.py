@@ -24,7 +24,7 @@ from tilec.ir import dtypes as D
 from tilec.ir import simt as S
 from tilec.ir import tile as T
 from tilec.ir.fold import fold
-from tilec.ir.visit import rewrite_expr
+from tilec.ir.visit import rewrite_expr, sub_exprs
 from tilec.options import CompileOptions
 from tilec.testing.simt_interp import run_simt
 
@@ -374,3 +374,20 @@ def test_partitioning_needs_no_tvm_and_gives_tvms_code(monkeypatch):
     monkeypatch.setattr(arith.LazyArith, "bounds", lambda self, e: self._arith().bounds(e))
     monkeypatch.setattr(arith.LazyArith, "equal", lambda self, a, b: self._arith().equal(a, b))
     assert lazy == [tilec.compile(SAMPLES / f"{s}.tile", target=t, defines=d).source for s, t, d in cases]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_warp_specialized_attention_skips_the_mask_on_interior_kv_tiles(causal):
+    """On sm90 the KV loop holds barriers and mbarrier waits; the mask loop inside it is split per KV step. A guard
+    with no block-uniform variable (the ping-pong's `tid / 128 < 1`) gives no branch: its condition would be a
+    constant, and the loop around it (the whole KV loop) would keep its masks on both sides."""
+    defines = {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "dtype": "bf16", "causal": causal}
+    result = tilec.compile(str(SAMPLES / "flash_attention.tile"), target="sm90", defines=defines, verify=True)
+    main = result.simt.kernels[0]
+    assert main.name == "flash_attention" and main.attrs.get("warp_specialized", True)
+    for branch in _fast_paths(main.body):
+        assert any(isinstance(x, T.Var | S.BlockIdx) for x in sub_exprs(branch.cond)), \
+            f"a fast path under a constant condition: {branch.cond}"
+    source = result.source[:result.source.index("flash_attention__no_tma(")]  # the warp-specialized kernel
+    want = "k * 128 + 127 <= int(blockIdx.x) * 128 && k * 128 + 127 < S" if causal else "k * 128 + 127 < S"
+    assert f"if ({want}) {{" in source

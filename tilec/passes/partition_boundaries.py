@@ -14,8 +14,10 @@ declared values, never the thread index, a load or an assigned variable), so eve
 same side and no barrier is split. Each guard is replaced only where apache-tvm's analyzer proves it true under U
 for every thread and every iteration of the loop (its rules, run in Python by tilec/ir/arith.py's LazyArith, which
 imports TVM only for a question they do not settle); the boundary side keeps the code unchanged. Loops that contain a
-barrier are left alone. Without apache-tvm, or with "partition" in the kernel's disabled features, the module is
-returned unchanged.
+barrier are left alone. A guard with no block-uniform variable (`tid / 128 < 1`, a warpgroup's test) separates
+threads, not tiles, and gives no branch: U would be a constant, and a loop split on it (the whole KV loop of a
+warp-specialized attention) would keep every guard inside on both sides. Without apache-tvm, or with "partition" in
+the kernel's disabled features, the module is returned unchanged.
 """
 
 from __future__ import annotations
@@ -183,8 +185,10 @@ class _Partitioner:
             return None
         ua, fa = _split(lhs, lambda x: self.is_local(x, local))
         ub, fb = _split(rhs, lambda x: self.is_local(x, local))
-        if ua is None and ub is None:
-            return None  # no block-uniform part: the guard separates threads, not tiles
+        if _constant(ua) and _constant(ub):
+            # no block-uniform variable (`tid / 128 < 1`): the guard separates threads, not tiles, and U would be a
+            # constant -- false, or true where the guard already folds
+            return None
         if fa is None and fb is None:
             return None  # the same for every thread: not a tile guard
         dt = g.a.dtype
@@ -245,6 +249,11 @@ def _split(e: T.Expr, is_local) -> tuple[T.Expr | None, T.Expr | None]:
     if isinstance(e, T.Const) and not e.dtype.is_float and int(e.value) == 0:
         return None, None
     return (None, e) if is_local(e) else (e, None)
+
+
+def _constant(e: T.Expr | None) -> bool:
+    """No variable, block index or thread index in e (None, an empty sum, counts)."""
+    return e is None or not any(isinstance(x, T.Var | S.BlockIdx | S.ThreadIdx) for x in sub_exprs(e))
 
 
 def _key(e: T.Expr) -> tuple:
