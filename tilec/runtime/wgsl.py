@@ -285,15 +285,7 @@ class WgslKernel(Kernel):
                 "dev": dev, "pipeline": pipeline}
 
     def _encode(self, prepared: dict, times: int = 1):
-        dev = prepared["dev"]
-        enc = dev.device.create_command_encoder()
-        for _ in range(times):
-            cp = enc.begin_compute_pass()
-            cp.set_pipeline(prepared["pipeline"])
-            cp.set_bind_group(0, prepared["bind_group"])
-            cp.dispatch_workgroups(*prepared["grid"])
-            cp.end()
-        return enc.finish()
+        return _encode_passes(prepared["dev"], [prepared] * times)
 
     def launch(self, args, _prepared=None) -> dict:
         prepared = _prepared or self.prepare(args)
@@ -329,6 +321,18 @@ class WgslKernel(Kernel):
         ms_safe = ms or float("inf")
         return {"ms": ms, "tflops": flops / ms_safe / 1e9, "gbps": nbytes / ms_safe / 1e6, "flops": flops,
                 "bytes": nbytes, "device": dev.name}
+
+
+def _encode_passes(dev: Device, prepared: list[dict]):
+    """One command buffer: a compute pass per prepared launch, in order (a pass boundary orders their memory)."""
+    enc = dev.device.create_command_encoder()
+    for pr in prepared:
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pr["pipeline"])
+        cp.set_bind_group(0, pr["bind_group"])
+        cp.dispatch_workgroups(*pr["grid"])
+        cp.end()
+    return enc.finish()
 
 
 class _Shape:
@@ -372,15 +376,7 @@ class WgslLaunches(Kernel):
             bound[b["name"]] = (dev.device.create_buffer(size=nbytes, usage=usage), nbytes)
             space[b["name"]] = _Shape(shape)
         prepared = [stage.prepare(tuple(space[a] for a in names), bound) for stage, names in self.stages]
-        enc = dev.device.create_command_encoder()
-        for pr in prepared:
-            if all(g > 0 for g in pr["grid"]):
-                cp = enc.begin_compute_pass()
-                cp.set_pipeline(pr["pipeline"])
-                cp.set_bind_group(0, pr["bind_group"])
-                cp.dispatch_workgroups(*pr["grid"])
-                cp.end()
-        dev.device.queue.submit([enc.finish()])
+        dev.device.queue.submit([_encode_passes(dev, [pr for pr in prepared if all(g > 0 for g in pr["grid"])])])
         for arr, buf in outputs:
             data = dev.device.queue.read_buffer(buf)
             np.copyto(arr, np.frombuffer(data, dtype=arr.dtype, count=arr.size).reshape(arr.shape))
