@@ -325,9 +325,6 @@ def _gemm_sizes(sample, defines, sizes):
     return {**sizes, **({"B_rows": n, "B_cols": k} if defines.get("trans_B") else {"B_rows": k, "B_cols": n})}
 
 
-PINGPONG = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128, "num_stages": 4, "persistent": True,
-            "pingpong": True}
-
 WS_ONLY_CASES = [
     # persistent: 6 output tiles on 3 "multiprocessors" (the interpreter's num_sms), two per block
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True},
@@ -335,17 +332,6 @@ WS_ONLY_CASES = [
     # persistent with 4 stages: the accumulator leaves two 128-byte panels at a time
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "dtype": "bf16"},
      {"M": 300, "N": 264, "K": 136}),
-    # persistent ping-pong: two consumer warpgroups on alternate tiles (3 modelled multiprocessors). 15 tiles, 5 a
-    # block (odd: warpgroup 0 takes 3, warpgroup 1 two), ragged M and N, 6 k-steps on 4 stages (the phases wrap)
-    ("gemm", {**PINGPONG, "block_N": 128}, {"M": 300, "N": 264, "K": 328}),
-    # 64x256 tiles, bf16, B stored [N, K]: 8 tiles on 3 blocks (3, 3, 2)
-    ("gemm", {**PINGPONG, "dtype": "bf16", "trans_B": True}, {"M": 200, "N": 264, "K": 136}),
-    # 128x128 tiles (two m64 slices a warpgroup), a regular shape, 4 tiles on 3 blocks: two blocks' second
-    # warpgroup has none
-    ("gemm", {**PINGPONG, "block_M": 128, "block_N": 128, "dtype": "bf16"}, {"M": 256, "N": 256, "K": 192}),
-    # fp8: 9 tiles, 3 a block
-    ("fp8_gemm", {"block_M": 128, "block_N": 128, "block_K": 128, "threads": 128, "num_stages": 3, "pingpong": True},
-     {"M": 300, "N": 264, "K": 160}),
     # three consumer warpgroups taking turns (ping-pong), causal, ragged S
     ("flash_attention", {"block_M": 192, "block_N": 128, "threads": 384, "causal": True}, {"B": 1, "S": 250, "H": 1}),
     # the softmax overlapped with the gemms: one warpgroup; two taking turns, causal, ragged; three, ragged
