@@ -3,8 +3,8 @@
 layout-inference decides the instruction of each gemm (with its warp partition), the register layout of
 every fragment and the layout of every shared tile; pipeline-planning decides, per Pipelined loop, the
 stages, the copy mechanism and the prefetched copies, whether a producer warpgroup issues them (warp
-specialization), and whether the kernel is persistent (and, if so, ping-pong); rasterization records the block order. Lowering
-reads the schedule and obeys it: it never revisits a decision.
+specialization), and whether the kernel is persistent (and ping-pong); rasterization records the block order.
+Lowering reads the schedule and obeys it: it never revisits a decision.
 
 Entries are keyed by the stable ids the builder gives tile ops and buffers (`Stmt.uid`, `Buffer.uid`,
 see visit.number_ops), so a schedule survives copies of the kernel and can be named from outside:
