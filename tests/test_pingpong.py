@@ -81,6 +81,30 @@ def test_pinned_pingpong_that_cannot_be_granted_is_an_error():
                       schedule={"pingpong": True})
 
 
+def test_a_schedule_request_names_pingpong_as_a_bool():
+    from tilec.ir.schedule import ScheduleRequest
+
+    assert ScheduleRequest.parse({"pingpong": True}).pingpong is True
+    with pytest.raises(ValueError, match="pingpong must be true or false"):
+        ScheduleRequest.parse({"pingpong": "yes"})
+
+
+def test_the_interpreter_gives_the_same_result_with_and_without_pingpong():
+    """pingpong is a schedule: the semantics (the Tile IR interpreter, `tilec run --target cpu`) ignore it."""
+    import numpy as np
+
+    from tilec.interp import random_inputs, run_kernel
+
+    sizes = _gemm_sizes(PINGPONG, {"M": 200, "N": 264, "K": 136})
+    outs = []
+    for on in (True, False):
+        k = tilec.compile(GEMM, defines={**PINGPONG, "pingpong": on}).module.kernels[0]
+        args = random_inputs(k, sizes, 3)
+        run_kernel(k, args)
+        outs.append(args["C"])
+    assert np.array_equal(outs[0], outs[1], equal_nan=True) and not np.isnan(outs[0]).any()
+
+
 def test_tune_axis_keeps_to_its_where():
     with pytest.raises(CompileError, match="where="):
         tilec.compile(GEMM, target="sm90", defines={"pingpong": True})  # the sm90 default tile has threads=256

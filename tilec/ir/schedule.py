@@ -198,6 +198,9 @@ class ScheduleRequest:
         cluster = spec.get("cluster")
         if cluster is not None:
             cluster = check_cluster(cluster)
+        for name in ("persistent", "pingpong"):
+            if spec.get(name) is not None and not isinstance(spec[name], bool):
+                raise ValueError(f"{name} must be true or false, not {spec[name]!r}")
         return ScheduleRequest(gemms, loops, spec.get("persistent"), cluster, spec.get("pingpong"))
 
 

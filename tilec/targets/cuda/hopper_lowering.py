@@ -107,12 +107,11 @@ class HopperLowering(LoweringExtension):
         self.cluster_tail: int | None = None  # where the statements after the pipeline start in the body
         if self.cluster != (1, 1):
             self.rank = mod(S.BlockIdx(D.I32, None, self.cluster_dim), 2)
-        # the block's own thread index (the kernel body's is cx.tid, which ping-pong makes per warpgroup)
-        self.thread = self.cx.tid
         self.pingpong = self.cx.sched.pingpong
         if self.pingpong:
-            self.warpgroup = div(self.thread, 128)
-            self.cx.tid = mod(self.thread, 128)
+            self.block_thread = self.cx.tid
+            self.warpgroup = div(self.block_thread, 128)
+            self.cx.tid = mod(self.block_thread, 128)
             self.barrier_index = add(c(PINGPONG_BARRIER), self.warpgroup)
             self.seq = T.Var(D.I32, None, "tl_seq", "local")  # the tile's place in the block's sequence
             self.block_tiles = T.Var(D.I32, None, "tl_block_tiles", "local")  # tiles of this block
@@ -125,6 +124,11 @@ class HopperLowering(LoweringExtension):
             self.cx.subst[id(bx)] = mod(self.tile, gx)
             self.cx.subst[id(by)] = mod(div(self.tile, gx), gy)
             self.cx.subst[id(bz)] = div(self.tile, mul(gx, gy))
+
+    @property
+    def thread(self) -> T.Expr:
+        """The block's own thread index (the kernel body's is cx.tid, which ping-pong makes per warpgroup)."""
+        return self.block_thread if self.pingpong else self.cx.tid
 
     # ------------------------------------------------------------ hooks (LoweringExtension)
     def forget_preload_writes(self) -> None:
