@@ -3,8 +3,8 @@
 layout-inference decides the instruction of each gemm (with its warp partition), the register layout of
 every fragment and the layout of every shared tile; pipeline-planning decides, per Pipelined loop, the
 stages, the copy mechanism and the prefetched copies, whether a producer warpgroup issues them (warp
-specialization), and whether the kernel is persistent; rasterization records the block order. Lowering
-reads the schedule and obeys it: it never revisits a decision.
+specialization), and whether the kernel is persistent (and ping-pong); rasterization records the block order.
+Lowering reads the schedule and obeys it: it never revisits a decision.
 
 Entries are keyed by the stable ids the builder gives tile ops and buffers (`Stmt.uid`, `Buffer.uid`,
 see visit.number_ops), so a schedule survives copies of the kernel and can be named from outside:
@@ -77,6 +77,10 @@ class KernelSchedule:
     shared: dict[int, SharedLayout] = field(default_factory=dict)  # shared buffer uid ->
     loops: dict[int, LoopSchedule] = field(default_factory=dict)  # Pipelined loop uid ->
     persistent: bool = False  # at most one block per multiprocessor, each looping over output tiles
+    # persistent only (sm90, a gemm pipeline on one consumer warpgroup): the block runs two consumer warpgroups that
+    # take its output tiles alternately and take turns in the main loop, so one's epilogue runs under the other's
+    # wgmma (docs/hopper.md#persistent-ping-pong)
+    pingpong: bool = False
     rasterization: int | None = None  # panel size of the grouped block order (use_swizzle), None: row order
     # the block indices rasterization computes (its two assignments, x then y), which a clustered launch recomputes
     # over the grid of clusters
@@ -106,7 +110,8 @@ class KernelSchedule:
         for uid, lp in self.loops.items():
             lines.append(f"loop {self.labels.get(uid, f'#{uid}')}: {lp}")
         if self.loops or self.persistent:
-            lines.append(f"persistent: {'yes' if self.persistent else 'no'}")
+            ping = ", ping-pong: 2 consumer warpgroups take alternate tiles" if self.pingpong else ""
+            lines.append(f"persistent: {'yes' if self.persistent else 'no'}{ping}")
         if self.cluster != (1, 1):
             lines.append(f"cluster: {self.cluster[0]}x{self.cluster[1]} blocks (grid x by y), TMA multicast")
         if self.rasterization is not None:
@@ -160,6 +165,7 @@ class ScheduleRequest:
     loops: Mapping[int | str, LoopRequest] = field(default_factory=dict)
     persistent: bool | None = None
     cluster: tuple[int, int] | None = None  # blocks along grid x, along grid y: (1, 1), (2, 1) or (1, 2)
+    pingpong: bool | None = None  # persistent ping-pong (KernelSchedule.pingpong)
 
     def gemm(self, g: T.Gemm) -> GemmRequest:
         return self.gemms.get(g.uid) or self.gemms.get("*") or GemmRequest()
@@ -170,13 +176,13 @@ class ScheduleRequest:
     @staticmethod
     def parse(spec: ScheduleRequest | Mapping | None) -> ScheduleRequest | None:
         """A request from its plain form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}},
-        "persistent": False, "cluster": [2, 1]}. Raises ValueError naming what is wrong."""
+        "persistent": False, "cluster": [2, 1], "pingpong": True}. Raises ValueError naming what is wrong."""
         if spec is None or isinstance(spec, ScheduleRequest):
             return spec
-        unknown = set(spec) - {"gemms", "loops", "persistent", "cluster"}
+        unknown = set(spec) - {"gemms", "loops", "persistent", "cluster", "pingpong"}
         if unknown:
             raise ValueError(f"unknown schedule part(s) {', '.join(sorted(map(str, unknown)))}; "
-                             "known: gemms, loops, persistent, cluster")
+                             "known: gemms, loops, persistent, cluster, pingpong")
         gemms = {key: _entry(GemmRequest, v, f"gemm {key}") for key, v in dict(spec.get("gemms", {})).items()}
         loops = {key: _entry(LoopRequest, v, f"loop {key}") for key, v in dict(spec.get("loops", {})).items()}
         for key, g in gemms.items():
@@ -192,7 +198,10 @@ class ScheduleRequest:
         cluster = spec.get("cluster")
         if cluster is not None:
             cluster = check_cluster(cluster)
-        return ScheduleRequest(gemms, loops, spec.get("persistent"), cluster)
+        for name in ("persistent", "pingpong"):
+            if spec.get(name) is not None and not isinstance(spec[name], bool):
+                raise ValueError(f"{name} must be true or false, not {spec[name]!r}")
+        return ScheduleRequest(gemms, loops, spec.get("persistent"), cluster, spec.get("pingpong"))
 
 
 CLUSTER_SHAPES = ((1, 1), (2, 1), (1, 2))
@@ -227,7 +236,7 @@ def _entry(cls, value, what: str):
 @dataclass(frozen=True)
 class Resources:
     shared_bytes: int  # shared memory of the scheduled tiles (stages included) and pipeline barriers
-    threads: int  # threads per block as launched (a producer warpgroup included)
+    threads: int  # threads per block as launched (a producer warpgroup and a ping-pong's second consumer included)
     registers: int  # estimated 32-bit registers per thread: fragments plus a fixed allowance for addresses
     cluster: tuple[int, int] = (1, 1)  # blocks of a thread-block cluster, along grid x and y
     # bytes a block loads from L2 per pipeline iteration (its own tiles, its share of the multicast ones)
@@ -286,7 +295,10 @@ def resources(k: T.Kernel) -> Resources:
     regs = 0
     for uid, lay in sched.fragments.items():
         regs += -(-lay.num_local * _fragment_bytes(k, uid) // 4)
-    return Resources(shared, k.threads + (128 if warp_specialized else 0), regs + REGISTER_ALLOWANCE, sched.cluster,
+    # ping-pong: a second consumer warpgroup runs the kernel body on alternate tiles with its own accumulator (the
+    # same registers per thread); lowering adds its TMA-store staging tile on top, as for any persistent kernel
+    consumers = k.threads * (2 if sched.pingpong else 1)
+    return Resources(shared, consumers + (128 if warp_specialized else 0), regs + REGISTER_ALLOWANCE, sched.cluster,
                      loaded)
 
 

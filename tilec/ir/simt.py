@@ -130,11 +130,18 @@ class SIf(SStmt):
     then_body: list[SStmt]
     else_body: list[SStmt] = field(default_factory=list)
     concurrent: bool = False  # the branches' threads run concurrently, synchronising through mbarriers
+    # concurrent only: the else branch's threads are this many equal groups (consecutive thread ranges) that run it
+    # concurrently, each on its own data, synchronising through mbarriers and named barriers (a ping-pong kernel's
+    # consumer warpgroups); printed as one branch
+    groups: int = 1
 
 
 @dataclass(eq=False)
 class Barrier(SStmt):
     threads: int | None = None  # a named barrier for the first `threads` threads (warp specialization)
+    # a named barrier of this id (an expression: one id per consumer warpgroup of a ping-pong kernel) for the
+    # `threads` threads that reach it; None: id 1, the first `threads` threads
+    index: Expr | None = None
 
 
 @dataclass(eq=False)

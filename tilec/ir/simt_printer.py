@@ -226,7 +226,7 @@ class CStylePrinter:
                 self.block(s.else_body)
             self.line("}")
         elif isinstance(s, S.Barrier):
-            self.line(self.barrier if s.threads is None else self.named_barrier(s.threads))
+            self.line(self.barrier if s.threads is None else self.named_barrier(s.threads, s.index))
         elif isinstance(s, S.SCall):
             self.line(self.call_stmt(s))
         elif isinstance(s, S.SComment):
@@ -273,8 +273,8 @@ class CStylePrinter:
     def call_stmt(self, s: S.SCall) -> str:
         raise NotImplementedError
 
-    def named_barrier(self, threads: int) -> str:
-        return f"barrier(threads {threads})"
+    def named_barrier(self, threads: int, index: T.Expr | None = None) -> str:
+        return f"barrier(threads {threads}{'' if index is None else f', id {self.expr(index)}'})"
 
     def c_params(self, k: S.SKernel) -> str:
         """The C/C++ kernel parameter list: tensors as restrict pointers, scalars, runtime sizes."""

@@ -418,7 +418,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 self.kernel_attrs["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
             elif kw.name == "persistent":
                 self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
-            elif kw.name in ("overlap_softmax", "tma_preload"):
+            elif kw.name in ("overlap_softmax", "tma_preload", "pingpong"):
                 self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
             elif kw.name in ("cluster", "cluster_dims"):  # (cluster_dims: TileLang's spelling)
                 shape = self.cluster_shape(kw.value, scope, kw.name)
@@ -426,7 +426,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                     self.kernel_attrs["cluster"] = shape
             else:
                 raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize=, "
-                                "persistent=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
+                                "persistent=, pingpong=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
         return grid, threads
 
     def cluster_shape(self, node: A.Node, scope: _Scope, name: str) -> tuple[int, int]:

@@ -149,7 +149,7 @@ class Lowerer:
             # the thread-dependent guard of a loop with fewer iterations than threads. Under the user's
             # thread-dependent control flow check-threads refused what would need one.
             return
-        self.emit(S.Barrier(None, self.ext.barrier_threads))
+        self.emit(S.Barrier(None, self.ext.barrier_threads, self.ext.barrier_index))
         self.smem_dirty = False
         self.smem_read = False
 

@@ -31,6 +31,7 @@ class LoweringExtension:
     """The hooks; each default leaves the generic lowering as it is."""
 
     barrier_threads: int | None = None  # threads a block barrier waits for (None: the whole block)
+    barrier_index: T.Expr | None = None  # that named barrier's id (None: 1), when barrier_threads is set
 
     def __init__(self, cx) -> None:
         self.cx = cx

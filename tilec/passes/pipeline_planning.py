@@ -19,6 +19,9 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
   * every producer's shared buffer is multi-buffered `stages` times by lowering;
   * `kernel.schedule.persistent`: `Kernel(..., persistent=True)` on a warp-specialized kernel (else a
     warning says it has no effect);
+  * `kernel.schedule.pingpong`: `Kernel(..., pingpong=True)` on a persistent kernel that `pingpong_ok` accepts (a
+    gemm pipeline on one consumer warpgroup); else a warning says it has no effect, or, pinned by the schedule
+    request, an error;
   * `overlap_softmax` (warp-specialized only): `Kernel(..., overlap_softmax=True)` on a loop whose body has
     the shape `overlap_split` accepts (FlashAttention's): the last gemm of iteration j is issued together
     with the first gemm of iteration j+1, so the statements between the two gemms (the softmax) run while
@@ -338,6 +341,53 @@ def _plan_cluster(k: T.Kernel, target: Target, sched: KernelSchedule, loops: lis
                           "multicasts it to both", span)
 
 
+def _plan_pingpong(k: T.Kernel, target: Target, sched: KernelSchedule, loops: list[T.For],
+                   plans: dict[int, LoopSchedule], rep: Reporter) -> None:
+    """Persistent ping-pong (Kernel(..., pingpong=True), or the schedule's "pingpong"): granted to a persistent kernel
+    that `pingpong_ok` accepts; a keyword that cannot be granted has no effect (a warning says why), a pinned request
+    is an error. The no-TMA twin, an ordinary grid, says nothing."""
+    pinned = k.request.pingpong if k.request is not None else None
+    wanted = pinned if pinned is not None else bool(k.attrs.get("pingpong"))
+    if not wanted or k.attrs.get("internal"):
+        return
+    ws = [s for s in loops if plans[s.uid].warp_specialized]
+    if not sched.persistent:
+        why = ("it applies to a persistent kernel (persistent=True), warp-specialized: sm90, a TMA-pipelined loop at "
+               "the kernel's top level")
+    else:
+        why = pingpong_ok(k, ws[0], plans[ws[0].uid], sched)
+    if why is None:
+        sched.pingpong = True
+    elif pinned is not None:
+        rep.error(f"the schedule asks for a ping-pong persistent kernel '{k.name}', which it cannot be: {why}", k.span)
+    else:
+        rep.warning(f"pingpong=True has no effect on kernel '{k.name}' for {target.name}: {why}", k.span)
+
+
+def pingpong_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> str | None:
+    """None when two consumer warpgroups can each run kernel k's body on alternate output tiles (ping-pong), else
+    why not. The body must be written for one warpgroup (threads=128) around a gemm pipeline (the producer copies and
+    one wgmma gemm accumulating into a fragment); the trip count may not depend on the tile (a tile's stages then
+    start at its index in the block's sequence times the trip count, which both warpgroups and the producer compute
+    alike); and the only shared tiles are the pipeline's (the warpgroups run the statements outside the loop at
+    the same time, each for its own tile)."""
+    if k.threads != 128:
+        return f"it needs a kernel written for one consumer warpgroup (threads=128), not threads={k.threads}"
+    rest = [st for st in loop.body if st not in plan.producers]
+    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"
+            and not rest[0].clear_accum):
+        return "the Pipelined loop is not a gemm pipeline (its copies and one wgmma gemm into an accumulator)"
+    if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x.kind not in ("size", "param"))
+           for e in loop.extents for x in sub_exprs(e)):
+        return "the Pipelined loop's trip count depends on the tile (it may use only sizes and scalar parameters)"
+    tiles = {id(p.dst.buffer) for p in plan.producers}
+    for st in walk_stmts(k.body):
+        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and id(st.buffer) not in tiles:
+            return (f"shared tile '{st.buffer.name}' is not a tile of the pipeline (both consumer warpgroups would "
+                    "use it at once)")
+    return None
+
+
 def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule,
                       dim: int) -> tuple[list[T.Copy], str | None]:
     """(the producers both blocks of a 2-block cluster along grid dimension `dim` share, None) or ([], why not).
@@ -469,6 +519,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 _remark_plan(s, plans[s.uid], requests[s.uid], target, sched, disabled, rep)
         sched.loops.update(plans)
         sched.persistent = wants_persistent and ws
+        _plan_pingpong(k, target, sched, loops, plans, rep)
         _plan_cluster(k, target, sched, loops, plans, rep)
     rep.check()
     return module

@@ -24,10 +24,16 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   8(i/4) + 2(l%4) + i%2).
 * Warp specialization: the two branches of the producer/consumer split (`SIf(concurrent=True)`) run as
   two groups, each in lockstep, on two Python threads of which only one executes at a time; a group
-  gives way only inside an mbarrier wait that cannot return yet. If both groups wait, the kernel
+  gives way only inside a wait that cannot return yet. If every group waits, the kernel
   deadlocks, which is an error. The consumers' named barrier is a barrier of the declared threads;
   the ping-pong named barriers between consumer warpgroups order nothing in a lockstep group and are
-  accepted without effect.
+  accepted without effect. When the split's consumer branch is several groups (`SIf.groups`: a persistent
+  ping-pong kernel's consumer warpgroups), each runs as a thread group of its own, and then `named_barrier_sync`
+  / `named_barrier_arrive` are modelled as bar.sync / bar.arrive: a barrier id completes a generation when its
+  thread count has arrived, a sync returns once the generation it arrived in has completed (else a deadlock, an
+  error), and arrivals nobody completed when the block exits are an error; a `Barrier` with an id (`index`) must
+  be reached by exactly its thread count per id. wgmma groups are per warpgroup: a warpgroup's commit and wait
+  concern only its own instructions.
 * Thread-block clusters (the kernel's `cluster` attribute, blocks ranked x fastest): the blocks of a cluster run
   as thread groups that take turns the same way. `tma_load_multicast_Nd` lands its box at the same shared offset
   in every block of its mask and completes the bytes on each one's mbarrier at the same offset (a block's
@@ -158,8 +164,10 @@ class HopperModel:
         self.raw = raw
         self.barriers: dict[int, _Barrier] = {}
         self.in_flight: dict[int, np.ndarray] = {}  # shared buffer id -> bool per element (TMA not waited for)
-        self.wgmma_open: list[tuple] = []  # issued wgmma instructions not committed yet
-        self.wgmma_groups: list[list[tuple]] = []  # committed groups not retired by a wgmma_wait yet
+        self.wgmma_open: dict[int, list[tuple]] = {}  # per warpgroup: issued wgmma instructions not committed yet
+        self.wgmma_groups: dict[int, list[list[tuple]]] = {}  # per warpgroup: committed groups not retired yet
+        self.split_consumers = False  # the consumer warpgroups run as thread groups of their own (SIf.groups)
+        self.named: dict[int, list[int]] = {}  # named barrier id -> [threads arrived, generations completed]
         self.cluster_blocks: list = [self]  # the blocks of this block's cluster, by rank (set by the grid's run)
         self.cluster_rank = 0
         self.cluster_syncs = 0  # cluster barriers this block has passed
@@ -180,8 +188,9 @@ class HopperModel:
         return self.turns is not None and self.turns.give_way()
 
     def run_concurrently(self, s, then_mask: np.ndarray, else_mask: np.ndarray) -> None:
-        """The producer branch as a thread group of its own, started first; this group runs the consumers and then
-        waits for the producers to finish."""
+        """The producer branch as a thread group of its own, started first; this group runs the consumers (with
+        SIf.groups > 1, the first consumer group, the others each a thread group of its own) and then waits for the
+        other groups to finish."""
         own = self.turns is None
         if own:
             self.sim.turns = Turns()
@@ -189,17 +198,64 @@ class HopperModel:
         turns = self.sim.turns
         try:
             child = turns.spawn(lambda: self.stmts(s.then_body, then_mask), first=True)
-            self.stmts(s.else_body, else_mask)
-            while turns.alive(child):
+            members = np.nonzero(else_mask)[0]
+            if len(members) % s.groups:
+                raise self.err(f"{len(members)} consumer threads do not split into {s.groups} groups", s.span)
+            parts = []
+            for chunk in np.split(members, s.groups):
+                part = np.zeros(self.n, bool)
+                part[chunk] = True
+                parts.append(part)
+            self.split_consumers = s.groups > 1
+            others = [turns.spawn(lambda m=m: self.stmts(s.else_body, m)) for m in parts[1:]]
+            self.stmts(s.else_body, parts[0])
+            while turns.alive(child) or any(turns.alive(t) for t in others):
                 if not self.give_way():
                     raise self.err("the warp-specialized branches never finish: the producers wait for a stage "
-                                   "nobody releases", s.span)
+                                   "nobody releases, or a consumer warpgroup for a turn nobody hands on", s.span)
             if turns.errors:
                 raise turns.errors[0]
+            for bar_id, (arrived, _) in self.named.items():
+                if arrived:
+                    raise self.err(f"named barrier {bar_id} has {arrived} arrival(s) nobody completed when the block "
+                                   "exits (a bar.arrive without its bar.sync)", s.span)
         finally:
             if own:
                 turns.leave()
                 self.sim.turns = None
+
+    def named_barrier(self, s: S.SCall, mask) -> None:
+        """bar.sync / bar.arrive between thread groups (only when the consumer warpgroups run as groups of their own;
+        in a lockstep group they order nothing)."""
+        if not self.split_consumers:
+            return
+        act = self.active(mask)
+        bar_id = self.uniform(self.full(self.eval(s.args[0], mask)), act, "named barrier id", s.span)
+        count = self.uniform(self.full(self.eval(s.args[1], mask)), act, "named barrier thread count", s.span)
+        state = self.named.setdefault(bar_id, [0, 0])
+        generation = state[1]
+        state[0] += int(act.sum())
+        if state[0] >= count:
+            state[0] -= count
+            state[1] += 1
+            self.progressed()
+        if s.op == "named_barrier_sync":
+            while state[1] == generation:
+                if not self.give_way():
+                    raise self.err(f"named barrier {bar_id} never completes ({state[0]} of {count} threads arrived): "
+                                   "a bar.arrive is missing", s.span)
+            self.epoch += 1
+
+    def indexed_barrier(self, s: S.Barrier, mask) -> None:
+        """A named barrier per id (a ping-pong consumer warpgroup's block barrier): every id reached by exactly its
+        thread count."""
+        act = self.active(mask)
+        ids = self.full(self.eval(s.index, mask))[act]
+        for bar_id in np.unique(ids):
+            if int((ids == bar_id).sum()) != s.threads:
+                raise self.err(f"named barrier {int(bar_id)} of {s.threads} threads reached by "
+                               f"{int((ids == bar_id).sum())} (under a thread-dependent condition)", s.span)
+        self.epoch += 1
 
     # ------------------------------------------------------------ clusters
     def peer(self, rank: int):
@@ -487,8 +543,8 @@ class HopperModel:
             b_start = self.uniform(self.shared_byte(b_b, 0) + b_i * storage_dtype(b_b.dtype).itemsize,
                                    wg_act, "B descriptor", s.span)
             b_desc = (b_start, *(int(self.full(self.eval(x, mask))[threads[0]]) for x in b_args[1:4]))
-            self.wgmma_open.append((s, threads, acc, acc_i.copy(), a_desc, a_regs, b_desc, n, kdim, eb, np_t,
-                                    tnsp_b == "0"))
+            self.wgmma_open.setdefault(g, []).append((s, threads, acc, acc_i.copy(), a_desc, a_regs, b_desc, n, kdim,
+                                                      eb, np_t, tnsp_b == "0"))
 
     def wgmma_complete(self, s, threads, acc, acc_i, a_desc, a_regs, b_desc, n, kdim, eb, np_t, b_k_major) -> None:
         if a_desc is not None:
@@ -505,16 +561,22 @@ class HopperModel:
             idx = acc_i[threads] + i
             acc[threads, idx] = (acc[threads, idx].astype(np.float32) + d[row, col]).astype(acc.dtype)
 
+    def warpgroups(self, mask) -> list[int]:
+        act = self.active(mask)
+        return [g for g in range(-(-self.n // 128)) if act[128 * g:128 * g + 128].any()]
+
     def wgmma_commit(self, s: S.SCall, mask) -> None:
-        self.wgmma_groups.append(self.wgmma_open)
-        self.wgmma_open = []
+        for g in self.warpgroups(mask):
+            self.wgmma_groups.setdefault(g, []).append(self.wgmma_open.pop(g, []))
 
     def wgmma_wait(self, s: S.SCall, mask) -> None:
-        """Retire the oldest committed groups until at most N are pending."""
+        """Retire each warpgroup's oldest committed groups until at most N of its own are pending."""
         pending = self.uniform(self.full(self.eval(s.args[0], mask)), self.active(mask), "wgmma_wait", s.span)
-        while len(self.wgmma_groups) > pending:
-            for instr in self.wgmma_groups.pop(0):
-                self.wgmma_complete(*instr)
+        for g in self.warpgroups(mask):
+            groups = self.wgmma_groups.get(g, [])
+            while len(groups) > pending:
+                for instr in groups.pop(0):
+                    self.wgmma_complete(*instr)
 
     def register_a(self, regs: np.ndarray, regs_i: np.ndarray, threads: np.ndarray, np_t) -> np.ndarray:
         """The 64 x 16 A operand from each warp's four u32 registers (m16n8k16 A fragment per warp)."""
@@ -532,15 +594,13 @@ class HopperModel:
 
 
 # The semantics of the Hopper intrinsics (tilec/ir/intrinsics.py), by op: a method of HopperModel, or "" for
-# the fences and register hints that order nothing in this model (consumer warpgroups run in lockstep, so
-# named barriers hold trivially).
+# the fences and register hints that order nothing in this model.
 HOPPER_SEMANTICS = {
     "mbar_init": "mbar_init", "mbar_expect_tx": "mbar_arrive", "mbar_arrive": "mbar_arrive",
     "mbar_arrive_warp": "mbar_arrive", "mbar_wait": "mbar_wait", "tma_load": "tma_loads", "tma_store": "tma_stores",
     "tma_load_multicast": "tma_loads", "mbar_arrive_cluster_warp": "mbar_arrive_cluster",
-    "cluster_sync": "cluster_sync",
+    "cluster_sync": "cluster_sync", "named_barrier_sync": "named_barrier", "named_barrier_arrive": "named_barrier",
     "wgmma": "wgmma", "wgmma_commit": "wgmma_commit", "wgmma_wait": "wgmma_wait",
     **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence",
-                     "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait",
-                     "named_barrier_sync", "named_barrier_arrive"), ""),
+                     "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait"), ""),
 }

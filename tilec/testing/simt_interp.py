@@ -28,7 +28,8 @@ Execution model
   lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
   register halves are packed into u32 registers exactly as on the hardware (low half first).
 * sm90: TMA boxes, mbarriers and wgmma are modelled in simt_hopper.py; a warp-specialized kernel's
-  producer and consumer branches run as two thread groups that hand over inside mbarrier waits; the blocks
+  producer and consumer branches run as two thread groups that hand over inside mbarrier waits (a ping-pong
+  kernel's consumer warpgroups as two more, which also hand over inside named barriers); the blocks
   of a thread-block cluster (the kernel's `cluster` attribute) run together the same way, with multicast
   TMA loads into every block of a mask, arrivals on a peer block's mbarriers and cluster barriers.
 * Values follow the Tile IR interpreter: f16/bf16 arithmetic in f32 rounded after every
@@ -346,7 +347,11 @@ class _BlockRun(ScalarOps, HopperModel):
                 arr[...] = to_storage(self.full(self.eval(s.init, mask)), b.dtype)[:, None]
             old = self.local.get(id(b))
             if mask is not None and old is not None:
-                arr = np.where(self.active(mask)[:, None], arr, old)
+                # in place: another thread group (a ping-pong consumer warpgroup) may have a wgmma in flight on its
+                # own threads' rows of these registers
+                act = self.active(mask)
+                old[act] = arr[act]
+                arr = old
             self.local[id(b)] = arr
         elif isinstance(s, S.SStore):
             value = to_storage(self.full(self.eval(s.value, mask)), s.buffer.dtype)
@@ -365,6 +370,8 @@ class _BlockRun(ScalarOps, HopperModel):
             self.loop(s, mask)
         elif isinstance(s, S.SWhile):
             self.while_loop(s, mask)
+        elif isinstance(s, S.Barrier) and s.index is not None:
+            self.indexed_barrier(s, mask)
         elif isinstance(s, S.Barrier):
             want = self.n if s.threads is None else s.threads
             if int(self.active(mask).sum()) != want or (s.threads is not None and
@@ -392,7 +399,8 @@ class _BlockRun(ScalarOps, HopperModel):
         uniform = np.all(ext_act == ext_act[0])
         for t in range(int(ext_act.max())):
             m = mask if uniform else (act & (t < extent))
-            self.env[id(s.var)] = begin + t * step
+            # (masked: the threads outside the mask may be another thread group, inside its own run of this loop)
+            self.assign(s.var, begin + t * step, mask)
             self.stmts(s.body, m)
 
     def while_loop(self, s: S.SWhile, mask) -> None:

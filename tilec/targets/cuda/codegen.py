@@ -131,8 +131,8 @@ class CudaPrinter(CStylePrinter):
         super().__init__()
         self.helpers: dict[str, str] = {}
 
-    def named_barrier(self, threads: int) -> str:
-        return f"tl::named_barrier(1, {threads});"
+    def named_barrier(self, threads: int, index: T.Expr | None = None) -> str:
+        return f"tl::named_barrier({1 if index is None else self.expr(index)}, {threads});"
 
     def call_stmt(self, s: S.SCall) -> str:
         return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])

@@ -22,6 +22,17 @@ swizzle span; MN-major: LBO = the stride between 128-byte panels, SBO = 8 rows).
 ends with wgmma.wait_group 0, so the accumulator is complete when the next statement reads it --
 except in a warp-specialized gemm-like loop, which waits one iteration later (wait_group 1) and
 releases a stage only when the wgmma that read it has finished.
+
+Persistent ping-pong (schedule.pingpong): the kernel body, written for one consumer warpgroup, runs in two, each
+on alternate tiles of the block's sequence (warpgroup w takes tiles w, w + 2, ...; the body sees thread indices
+0..127 in either); the producer walks the whole sequence, so the stages hold tile 0's k-steps, then tile 1's, ...
+and tile i's k-step j uses pipeline iteration i * trips + j. The warpgroups take turns in the main loop: before
+it, warpgroup w waits on named barrier PINGPONG_TURN + w (bar.sync, both warpgroups' 256 threads; not for the
+block's first tile), and once it has issued its last wgmma it hands the turn on with bar.arrive on the other's
+(not after the block's last tile). Besides keeping the tensor cores busy with one warpgroup's wgmma while the
+other runs its epilogue, the turn makes the mbarrier parities safe: a warpgroup waits for a stage's phase only
+once the other has waited for all of its own, so the phase it waits for is at most one round away. Each
+warpgroup has its own block barrier (named barrier PINGPONG_BARRIER + w, 128 threads) and TMA-store staging tile.
 """
 
 from __future__ import annotations
@@ -41,6 +52,10 @@ from ...passes.pipeline_planning import launch_value_assigns, overlap_split
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
 MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
+# Named barrier ids: 0 is __syncthreads, 1 the consumers' block barrier under warp specialization, 2..5 the turns
+# of attention's ping-pong; a ping-pong persistent kernel's per-warpgroup block barriers and main-loop turns:
+PINGPONG_BARRIER = 6  # + warpgroup (6, 7), 128 threads
+PINGPONG_TURN = 8  # + warpgroup (8, 9), 256 threads
 
 
 def _cmp(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
@@ -92,6 +107,15 @@ class HopperLowering(LoweringExtension):
         self.cluster_tail: int | None = None  # where the statements after the pipeline start in the body
         if self.cluster != (1, 1):
             self.rank = mod(S.BlockIdx(D.I32, None, self.cluster_dim), 2)
+        self.pingpong = self.cx.sched.pingpong
+        if self.pingpong:
+            self.block_thread = self.cx.tid
+            self.warpgroup = div(self.block_thread, 128)
+            self.cx.tid = mod(self.block_thread, 128)
+            self.barrier_index = add(c(PINGPONG_BARRIER), self.warpgroup)
+            self.seq = T.Var(D.I32, None, "tl_seq", "local")  # the tile's place in the block's sequence
+            self.block_tiles = T.Var(D.I32, None, "tl_block_tiles", "local")  # tiles of this block
+            self.cx.names.update(("tl_seq", "tl_block_tiles"))
         if self.persistent:
             self.tile = T.Var(D.I32, None, "tl_tile", "local")
             self.cx.names.add("tl_tile")
@@ -100,6 +124,11 @@ class HopperLowering(LoweringExtension):
             self.cx.subst[id(bx)] = mod(self.tile, gx)
             self.cx.subst[id(by)] = mod(div(self.tile, gx), gy)
             self.cx.subst[id(bz)] = div(self.tile, mul(gx, gy))
+
+    @property
+    def thread(self) -> T.Expr:
+        """The block's own thread index (the kernel body's is cx.tid, which ping-pong makes per warpgroup)."""
+        return self.block_thread if self.pingpong else self.cx.tid
 
     # ------------------------------------------------------------ hooks (LoweringExtension)
     def forget_preload_writes(self) -> None:
@@ -371,8 +400,11 @@ class HopperLowering(LoweringExtension):
                             [S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True)]))
         it = self.cx.fresh(var.name)
         base = None
-        if self.persistent and ws:
-            base = self.cx.fresh(f"{var.name}_done")
+        counter = None  # the running count of this pipeline's iterations over the block's tiles
+        if self.persistent and ws and self.pingpong:  # (the trip count is the same for every tile: planned so)
+            base = mul(self.seq, n)
+        elif self.persistent and ws:
+            base = counter = self.cx.fresh(f"{var.name}_done")
             self.persistent_pre.append(S.Declare(None, base, c(0)))
         if plan.overlap_softmax:
             self.overlapped_loop(s, plan, full0, empty0, n, base)
@@ -447,7 +479,15 @@ class HopperLowering(LoweringExtension):
         if deferred:
             acc = self.cx.sbuf(rest[0].c.buffer)
             self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
+        if self.pingpong:
+            self.cx.emit(S.SComment(None, "ping-pong: this warpgroup's turn in the main loop (the other's epilogue "
+                                       "runs under it)"))
+            self.cx.emit(S.SIf(None, _cmp(">", self.seq, c(0)), [S.SCall(None, "named_barrier_sync", [
+                add(c(PINGPONG_TURN), self.warpgroup), c(256)])]))
         self.cx.emit(S.SFor(s.span, it, c(0), n, body))
+        if self.pingpong:  # every wgmma of this tile is issued: the other warpgroup's turn (if it has a next tile)
+            self.cx.emit(S.SIf(None, _cmp("<", add(self.seq, c(1)), self.block_tiles), [
+                S.SCall(None, "named_barrier_arrive", [add(c(PINGPONG_TURN), sub(c(1), self.warpgroup)), c(256)])]))
         if deferred:
             acc = self.cx.sbuf(rest[0].c.buffer)
             self.cx.emit(S.SCall(None, "wgmma_wait", [c(0)]))
@@ -455,8 +495,8 @@ class HopperLowering(LoweringExtension):
             if base is not None:  # the next tile's loads may reuse the last stage
                 last = mod(add(base, sub(n, c(1))), stages)
                 self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), [self.release(add(c(empty0), last))]))
-        if base is not None:
-            self.cx.emit(S.SAssign(None, base, add(base, n)))
+        if counter is not None:
+            self.cx.emit(S.SAssign(None, counter, add(counter, n)))
         self.cx.barrier()
         if self.cluster != (1, 1):
             self.cluster_tail = len(self.cx.out)
@@ -643,10 +683,14 @@ class HopperLowering(LoweringExtension):
                 self.cx.emit(S.SAssign(None, base, add(base, n)))
             self.cx.subst = saved
 
+        issuer = _cmp("==", self.thread, c(self.consumer_threads()))
         if base is None:
-            return [S.SIf(None, _cmp("==", self.cx.tid, c(self.cx.k.threads)), self.cx.block(body))]
-        return [S.SIf(None, _cmp("==", self.cx.tid, c(self.cx.k.threads)),
-                      [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
+            return [S.SIf(None, issuer, self.cx.block(body))]
+        return [S.SIf(None, issuer, [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
+
+    def consumer_threads(self) -> int:
+        """The threads that run the kernel body: the declared ones, twice over with ping-pong."""
+        return self.cx.k.threads * (2 if self.pingpong else 1)
 
     def total_tiles(self) -> T.Expr:
         g = [self.cx.lx(x) for x in self.cx.k.grid]
@@ -659,14 +703,25 @@ class HopperLowering(LoweringExtension):
         count = T.Call(D.I32, None, "ceildiv", [sub(self.total_tiles(), first), stride])
         return S.SFor(None, self.tile, first, count, body, step=stride)
 
+    def pingpong_tile_loop(self, body: list[S.SStmt]) -> list[S.SStmt]:
+        """A ping-pong consumer warpgroup's tiles: the block's sequence (tile_loop's) from its place `seq` = 0, 1, ...,
+        taking every other one from the warpgroup's index."""
+        first = S.BlockIdx(D.I32, None, 0)
+        stride = S.Intrinsic(D.I32, None, "grid_dim_x", [])
+        tiles = T.Call(D.I32, None, "ceildiv", [sub(self.total_tiles(), first), stride])
+        mine = T.Call(D.I32, None, "ceildiv", [sub(self.block_tiles, self.warpgroup), c(2)])
+        return [S.Declare(None, self.block_tiles, tiles),
+                S.SFor(None, self.seq, self.warpgroup, mine,
+                       [S.Declare(None, self.tile, add(first, mul(self.seq, stride))), *body], step=c(2))]
+
     def finish_hopper(self, body: list[S.SStmt]) -> tuple[list[S.SStmt], int]:
         """Kernel body with mbarrier initialisation and the warp-specialized split; the block size."""
-        threads = self.cx.k.threads
+        threads = self.consumer_threads()
         pre: list[S.SStmt] = []
         if self.mbar is not None:
             inits = [S.SCall(None, "mbar_init", [self.mbar_addr(c(i)), c(n)]) for i, n in self.mbar_inits]
             inits.append(S.SCall(None, "fence_mbar_init", []))
-            pre = [S.SIf(None, _cmp("==", self.cx.tid, c(0)), inits), S.Barrier(None)]
+            pre = [S.SIf(None, _cmp("==", self.thread, c(0)), inits), S.Barrier(None)]
         if self.ws_loop is None:
             return pre + body, threads
         end: list[S.SStmt] = []
@@ -682,7 +737,11 @@ class HopperLowering(LoweringExtension):
                     S.SComment(None, "a block past the grid (rounding it up to whole clusters) stops here"),
                     S.SIf(None, self.inside_grid(), tail)]
         producer = self.producer_branch()
-        if self.persistent:
+        if self.pingpong:
+            body = self.persistent_pre + [S.SComment(None, "persistent ping-pong: this warpgroup's output tiles, "
+                                                           "every other one of the block's"),
+                                          *self.pingpong_tile_loop(body)]
+        elif self.persistent:
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
@@ -691,9 +750,11 @@ class HopperLowering(LoweringExtension):
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
-        split = S.SIf(None, _cmp(">=", self.cx.tid, c(threads)), prod, cons, concurrent=True)
-        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, 0..{threads - 1} "
-                                       "compute"), split] + end, threads + 128
+        split = S.SIf(None, _cmp(">=", self.thread, c(threads)), prod, cons, concurrent=True,
+                      groups=2 if self.pingpong else 1)
+        what = f"0..{threads - 1} compute" + (" (two warpgroups, ping-pong)" if self.pingpong else "")
+        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, {what}"), split] + end, \
+            threads + 128
 
     # ------------------------------------------------------------ TMA stores
     def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:
@@ -724,14 +785,16 @@ class HopperLowering(LoweringExtension):
         if any(e > 256 for e in dst.const_extents[:-1]) or width > 256:
             return False
         tile = self.dead_tma_tile(rows * cols * out_dt.bytes)
+        copies = 2 if self.pingpong else 1  # ping-pong: a staging tile per consumer warpgroup, side by side
         if tile is None and self.persistent:  # the pipeline tiles are busy with the next tile: a tile of its own
             used = sum((b.size or 0) * b.dtype.bytes for b in self.cx.shared if b.alias_of is None)
-            if used + rows * cols * out_dt.bytes + 1024 <= self.cx.target.shared_memory_bytes:
-                tile = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", rows * cols,
-                                 origin="TMA store staging", align=1024)
+            if used + copies * rows * cols * out_dt.bytes + 1024 <= self.cx.target.shared_memory_bytes:
+                tile = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", copies * rows * cols,
+                                 origin="TMA store staging" + (", one per warpgroup" if self.pingpong else ""),
+                                 align=1024)
                 self.cx.shared.append(tile)
             elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
-                fit = (self.cx.target.shared_memory_bytes - used - 1024) // (rows * width * out_dt.bytes)
+                fit = (self.cx.target.shared_memory_bytes - used - 1024) // (copies * rows * width * out_dt.bytes)
                 if 1 <= fit < -(-cols // width):
                     return self.tma_store_in_panels(s, lay, staging_layout, fit)
         if tile is None:
@@ -746,13 +809,13 @@ class HopperLowering(LoweringExtension):
         src = self.cx.sbuf(s.src.buffer)
         kv = self.cx.fresh("r")
         i, j = lay.coords(self.cx.tid, kv)
-        off = staging_layout.offset([i, j])
+        off = self.own_staging(rows * cols, staging_layout.offset([i, j]))
         self.cx.before_shared_access(False, True)
         write = S.SFor(None, kv, c(0), c(lay.num_local), [
             S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))], unroll=True)
         # (always true for the computing threads: without the branch ptxas serializes the main loop's wgmma,
         # C7514, as if these reads of the accumulator could join its last wgmma stage)
-        self.cx.emit(S.SIf(None, _cmp("<", self.cx.tid, c(self.cx.k.threads)), [write]))
+        self.cx.emit(S.SIf(None, _cmp("<", self.thread, c(self.consumer_threads())), [write]))
         self.cx.emit(S.SCall(None, "fence_proxy_async", []))
         self.cx.barrier()
         box = [1] * (len(dst.buffer.shape) - 1) + [width]
@@ -764,12 +827,18 @@ class HopperLowering(LoweringExtension):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(p * width)))
             stores.append(S.call(None, "tma_store", rank=len(coords), args=[
-                tmap, S.AddrOf(D.I64, None, staging, c(p * rows * width)), *reversed(coords)]))
+                tmap, S.AddrOf(D.I64, None, staging, self.own_staging(rows * cols, c(p * rows * width))),
+                *reversed(coords)]))
         stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
         self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
         self.cx.smem_read = True
         self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
         return True
+
+    def own_staging(self, elems: int, offset: T.Expr) -> T.Expr:
+        """`offset` in this warpgroup's part of a TMA-store staging tile of `elems` elements per warpgroup (ping-pong:
+        one part per consumer warpgroup, side by side)."""
+        return add(mul(self.warpgroup, elems), offset) if self.pingpong else offset
 
     def tma_store_in_panels(self, s: T.Copy, lay: WgmmaTiled, staging_layout: SharedLayout, fit: int) -> bool:
         """A persistent kernel's accumulator whose whole staging tile does not fit beside the pipeline: a staging
@@ -782,8 +851,10 @@ class HopperLowering(LoweringExtension):
         rows, cols = lay.shape
         width = staging_layout.panel_elems
         panel = rows * width
-        staging = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", fit * panel,
-                            origin="TMA store staging (groups of panels)", align=1024)
+        copies = 2 if self.pingpong else 1
+        staging = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", copies * fit * panel,
+                            origin="TMA store staging (groups of panels)" + (
+                                ", one per warpgroup" if self.pingpong else ""), align=1024)
         self.cx.shared.append(staging)
         self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA, {fit} of "
                                         f"{-(-cols // width)} panels at a time"))
@@ -803,12 +874,12 @@ class HopperLowering(LoweringExtension):
                 chunks = [ch for ch in range(lay.ni) if ch * 8 // width in group]
                 kv = self.cx.fresh("r")
                 i, j = lay.coords(self.cx.tid, kv)
-                off = sub(staging_layout.offset([i, j]), c(first * panel))
+                off = self.own_staging(fit * panel, sub(staging_layout.offset([i, j]), c(first * panel)))
                 writes.append(S.SFor(None, kv, c((mi * lay.ni + chunks[0]) * 4), c(len(chunks) * 4), [
                     S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))],
                     unroll=True))
             # (the always-true branch keeps ptxas from serializing the main loop's wgmma, as in tma_store_fragment)
-            self.cx.emit(S.SIf(None, _cmp("<", self.cx.tid, c(self.cx.k.threads)), writes))
+            self.cx.emit(S.SIf(None, _cmp("<", self.thread, c(self.consumer_threads())), writes))
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
             self.cx.barrier()
             stores = []
@@ -816,7 +887,8 @@ class HopperLowering(LoweringExtension):
                 coords = list(starts)
                 coords[-1] = fold(add(coords[-1], c(pn * width)))
                 stores.append(S.call(None, "tma_store", rank=len(coords), args=[
-                    tmap, S.AddrOf(D.I64, None, staging, c((pn - first) * panel)), *reversed(coords)]))
+                    tmap, S.AddrOf(D.I64, None, staging, self.own_staging(fit * panel, c((pn - first) * panel))),
+                    *reversed(coords)]))
             stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
             self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
             self.cx.smem_read = True
