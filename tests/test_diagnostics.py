@@ -331,6 +331,14 @@ def test_constant_grid_extent_must_be_positive(tmp_path):
     assert d.message == "a grid extent must be positive, this one is 0" and (d.line, d.col) == (2, 17)
 
 
+def test_grid_extent_must_be_a_launch_formula(tmp_path):
+    """A condition on a runtime size in the grid is refused at its line (the launch evaluates the manifest's
+    formula), not an internal error when the manifest is written."""
+    d = one_error(tmp_path, "kernel k(A: f32[N]):\n    with Kernel(if_then_else(N > 64, N, 1), threads=32) as (bx,):\n"
+                            "        pass\n")
+    assert d.message.startswith("a grid extent must be a formula of the runtime sizes") and (d.line, d.col) == (2, 17)
+
+
 def test_tile_op_inside_parallel(tmp_path):
     d = one_error(tmp_path, body("for i, j in Parallel(bm, bm):", "    copy(A_s, B_s)"))
     assert "cannot be used inside a Parallel loop" in d.message

@@ -184,8 +184,16 @@ def test_gemm_bias_relu(dtype, m, n, k):
 ONE_READ = {"block_M": 1, "block_N": 2048, "threads": 64}
 ONE_READ_ROWS = {"block_M": 2, "block_N": 2048, "threads": 128}
 STREAMED = {"block_M": 2, "block_N": 256, "threads": 64}
-ROW_SCHEDULES = pytest.mark.parametrize("schedule", [ONE_READ, ONE_READ_ROWS, STREAMED],
-                                        ids=["one_read", "one_read_rows", "streamed"])
+# The persistent schedule (row_grid > 0) on grids of a few blocks, so that each block loops over several row
+# blocks: held rows read back a column tile at a time (PERSISTENT), held rows in one register tile
+# (PERSISTENT_ROW, PERSISTENT_ROWS: two rows a block), and rows longer than block_N going from X straight into
+# registers (PERSISTENT_ROWS at every length but the shortest).
+PERSISTENT = {"block_M": 1, "block_N": 2048, "threads": 64, "row_grid": 3}
+PERSISTENT_ROW = {"block_M": 1, "block_N": 2048, "threads": 64, "tile_elems": 32, "row_grid": 3}
+PERSISTENT_ROWS = {"block_M": 2, "block_N": 256, "threads": 64, "row_grid": 2}
+ROW_SCHEDULES = pytest.mark.parametrize(
+    "schedule", [ONE_READ, ONE_READ_ROWS, STREAMED, PERSISTENT, PERSISTENT_ROW, PERSISTENT_ROWS],
+    ids=["one_read", "one_read_rows", "streamed", "persistent", "persistent_row", "persistent_rows"])
 
 
 def check_softmax(dtype, m, n, text=None, **defines):
@@ -341,6 +349,19 @@ MUTATIONS = [
      lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **ONE_READ)),  # one read: tiles' variance dropped
     ("rmsnorm", "sum_sq[i] / cast(N, accum_dtype)", "sum_sq[i] / block_N",
      lambda t: check_rmsnorm("f16", 37, 1000, t, **ONE_READ)),  # mean over the tile, not the row
+    ("softmax", "if_then_else(j < N, xt[i, j] * log2e, -infinity(accum_dtype))", "xt[i, j] * log2e",
+     lambda t: check_softmax("f16", 37, 1000, t, **PERSISTENT_ROW)),  # persistent: padding not masked
+    ("softmax", "if_then_else(k * tile_N + j < N, exp2(xt[i, j] * log2e - row_max[i]), 0.0)",
+     "exp2(xt[i, j] * log2e - row_max[i])",
+     lambda t: check_softmax("f16", 37, 1000, t, **PERSISTENT)),  # persistent: padding in the sum
+    ("softmax", "bx + r * grid", "bx + r",
+     lambda t: check_softmax("f16", 37, 1000, t, **PERSISTENT)),  # persistent: blocks' rows overlap
+    ("rmsnorm", "acc[i, j] + xt[i, j] * xt[i, j]", "xt[i, j] * xt[i, j]",
+     lambda t: check_rmsnorm("f16", 37, 1000, t, **PERSISTENT)),  # persistent: squares of one tile only
+    ("layernorm", "if_then_else(j < N, xt[i, j] * xt[i, j], 0.0)", "xt[i, j] * xt[i, j]",
+     lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **PERSISTENT_ROW)),  # persistent: padding counted
+    ("layernorm", "acc[i, j] + xt[i, j]", "xt[i, j]",
+     lambda t: check_layernorm("f16", 6, 1300, 24.0, t, **PERSISTENT)),  # persistent: mean of one tile only
     ("gemm", "copy(B[bx * block_N, k * block_K], B_s)", "copy(B[bx * block_N, k], B_s)",
      lambda t: check_gemm("f16", True, 200, 150, 70, t)),  # K offset of the transposed B tile
 ]

@@ -32,6 +32,10 @@ TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}
 G64 = {"block_M": 64, "block_N": 64}
 ROWS_SMALL = {"block_M": 2, "block_N": 256, "threads": 64}
 ROW_TILES = {"block_M": 1, "block_N": 1024, "threads": 64, "tile_elems": 4}
+# The persistent row schedule: grids of two blocks looping over the rows (pipelined, the next rows copied into the
+# second shared stage), held rows in one register tile or read back a tile at a time, and rows past block_N.
+ROWS_PERSISTENT = {"block_M": 2, "block_N": 256, "threads": 64, "row_grid": 2}
+ROW_TILES_PERSISTENT = {"block_M": 1, "block_N": 512, "threads": 64, "row_grid": 2}
 # (sample, defines, [one-tile sizes, ragged sizes])
 CASES = [
     ("vector_add", {}, [{"N": 1024}, {"N": 1500}]),
@@ -47,6 +51,12 @@ CASES = [
     ("softmax", ROW_TILES, [{"M": 3, "N": 700}, {"M": 2, "N": 1500}]),
     ("rmsnorm", ROW_TILES, [{"M": 3, "N": 700}, {"M": 2, "N": 1500}]),
     ("layernorm", ROW_TILES, [{"M": 3, "N": 700}, {"M": 2, "N": 1500}]),
+    ("softmax", ROWS_PERSISTENT, [{"M": 7, "N": 200}, {"M": 5, "N": 700}]),
+    ("rmsnorm", ROWS_PERSISTENT, [{"M": 7, "N": 200}, {"M": 5, "N": 700}]),
+    ("layernorm", ROWS_PERSISTENT, [{"M": 7, "N": 200}, {"M": 5, "N": 700}]),
+    ("softmax", ROW_TILES_PERSISTENT, [{"M": 5, "N": 500}, {"M": 3, "N": 1500}]),
+    ("rmsnorm", ROW_TILES_PERSISTENT, [{"M": 5, "N": 500}, {"M": 3, "N": 1500}]),
+    ("layernorm", ROW_TILES_PERSISTENT, [{"M": 5, "N": 500}, {"M": 3, "N": 1500}]),
     ("transpose", {}, [{"M": 64, "N": 64}, {"M": 100, "N": 37}]),
     ("gemm", G64, [{"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64},
                    {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}]),
@@ -109,6 +119,14 @@ def test_lowered_sample_matches_interpreter(case, target):
     sample, defines, shapes = case
     for sizes in shapes:
         check(sample, defines, sizes, target)
+
+
+@pytest.mark.parametrize("sample", ["softmax", "rmsnorm", "layernorm"])
+@pytest.mark.parametrize("defines", [ROWS_PERSISTENT, ROW_TILES_PERSISTENT], ids=["rows", "row_tiles"])
+def test_persistent_rows_on_sm90(sample, defines):
+    """sm90 streams rows longer than block_N by TMA, the held rows of the persistent schedule by cp.async."""
+    for sizes in ({"M": 5, "N": 300}, {"M": 3, "N": 1500}):
+        check(sample, defines, sizes, "sm90")
 
 
 # ---------------------------------------------------------------- the checks catch broken lowerings

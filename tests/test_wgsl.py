@@ -37,6 +37,10 @@ CASES = [
     ("softmax", {"block_M": 2, "block_N": 1024}, [{"M": 8, "N": 1024}, {"M": 37, "N": 700}]),
     ("rmsnorm", {"block_M": 2, "block_N": 1024}, [{"M": 37, "N": 700}]),
     ("layernorm", {"block_M": 2, "block_N": 1024}, [{"M": 37, "N": 700}]),
+    # the persistent row schedule: three workgroups looping over the rows, held or (past block_N) streamed
+    ("softmax", {"block_M": 2, "block_N": 512, "row_grid": 3}, [{"M": 37, "N": 500}, {"M": 9, "N": 700}]),
+    ("rmsnorm", {"block_M": 2, "block_N": 512, "row_grid": 3}, [{"M": 37, "N": 500}, {"M": 9, "N": 700}]),
+    ("layernorm", {"block_M": 2, "block_N": 512, "row_grid": 3}, [{"M": 37, "N": 500}, {"M": 9, "N": 700}]),
     ("transpose", {}, [{"M": 128, "N": 64}, {"M": 100, "N": 37}]),
     ("transpose", {"dtype": "f32", "block_M": 32, "block_N": 32}, [{"M": 64, "N": 64}, {"M": 45, "N": 70}]),
     ("gemm", F32_GEMM, [{"M": 128, "N": 128, "K": 64}, {"M": 100, "N": 130, "K": 70}]),

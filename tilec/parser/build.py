@@ -15,6 +15,7 @@ from ..diagnostics import CompileError, Reporter, SourceManager, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
+from ..ir.formula import formula
 from ..ir.visit import number_ops, rewrite_expr, sub_exprs, walk_stmts
 from ..tuning import space as tune_space
 from . import ast as A
@@ -395,6 +396,12 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             n = as_int(fold(g))
             if n is not None and n <= 0:
                 raise self.fail(f"a grid extent must be positive, this one is {n}", a.span)
+            try:  # the launch computes the grid from the manifest's formula of it
+                formula(g)
+            except ValueError:
+                raise self.fail("a grid extent must be a formula of the runtime sizes and integers (+ - * // %, "
+                                "ceildiv, min, max), which the launch evaluates; this one is not (a condition "
+                                "on a runtime size can be written with min and max)", a.span) from None
         while len(grid) < 3:
             grid.append(T.Const(D.I32, node.span, 1))
         threads = 128
