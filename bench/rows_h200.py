@@ -15,7 +15,8 @@ torch and a copy at every row length of SWEEP_N and row count of SWEEP_M.
 Rows: every artifact (the default build, which dispatches over the tuned configurations, and fixed
 configurations of each schedule) is first checked against torch at ragged row lengths from 128 to
 65536, 37 and 1500 rows (outputs poisoned with NaN first; the worst row's ‖out − ref‖ / ‖ref‖ against a
-float32 torch reference), then timed at the tuning shapes. TB/s counts one read and one write of X (the weights are not counted).
+float32 torch reference), then timed at the tuning shapes. TB/s counts one read and one write of X (the
+weights are not counted).
 Gemm: the default gemm build and gemm_splitk (C zeroed, f32 atomics, then cast to bf16: the three
 launches a caller needs) against cuBLAS at M=128 and 1000³. Times: triton.testing.do_bench medians.
 """

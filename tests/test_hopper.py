@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_cuda_backend import _sass
 
@@ -554,3 +555,28 @@ def test_tma_stages_of_small_tiles_start_128_byte_aligned():
         run_kernel(kernel, want)
         run_simt(sk, args, sizes, warp_size=32)
         np.testing.assert_allclose(args["C"].astype(np.float32), want["C"].astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_a_pipelined_loop_run_again_by_an_outer_loop_uses_cp_async_and_is_right(tmp_path):
+    """TMA's mbarrier phases count one run of a pipelined loop from zero; a loop inside a Serial loop runs again and
+    would wait on the previous run's phases (the SIMT model hung on it), so it is pipelined with cp.async."""
+    src = tmp_path / "nest.tile"
+    src.write_text(
+        "kernel k(A: f16[M, N], B: out f16[M, N]):\n"
+        "    with Kernel(1, threads=128) as bx:\n"
+        "        s = alloc_shared((1, 256), f16)\n"
+        "        f = alloc_fragment((1, 256), f32)\n"
+        "        for r in Serial(M):\n"
+        "            for t in Pipelined(ceildiv(N, 256), num_stages=2):\n"
+        "                copy(A[r, t * 256], s)\n"
+        "                copy(s, f)\n"
+        "                copy(f, B[r, t * 256])\n")
+    from tilec.testing.simt_interp import run_simt
+
+    r = tilec.compile(src, target="sm90", verify=True)
+    loop = next(p for p in r.module.kernels[0].schedule.loops.values())
+    assert loop.mechanism == "cp.async"
+    a = np.random.default_rng(1).standard_normal((3, 600)).astype(np.float16)
+    args = {"A": a, "B": np.full((3, 600), np.nan, np.float16)}
+    run_simt(r.simt.kernels[0], args, {"M": 3, "N": 600}, warp_size=32)
+    np.testing.assert_array_equal(args["B"], a)

@@ -452,6 +452,12 @@ def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
     return ok
 
 
+def _nested_loop_uids(body: list[T.Stmt]) -> set[int]:
+    """The loops that run inside another loop's body (each run of the outer loop runs them again)."""
+    return {inner.uid for outer in walk_stmts(body) if isinstance(outer, T.For | T.While)
+            for inner in walk_stmts(outer.body) if isinstance(inner, T.For)}
+
+
 def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
         sched = k.schedule if k.schedule is not None else KernelSchedule()
@@ -465,8 +471,12 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
             requests = {uid: LoopRequest(r.stages, None if r.mechanism == "tma" else r.mechanism, None)
                         for uid, r in requests.items()}
         plans: dict[int, LoopSchedule] = {}
+        nested = _nested_loop_uids(k.body)
         for s in loops:
-            plans[s.uid] = plan_loop(s, target, sched, tma_ok, shared_bytes, requests[s.uid], k.threads)
+            # TMA's mbarrier phases count one run of the loop from zero: a loop run again by an enclosing loop would
+            # wait on the previous run's phases, so it gets cp.async
+            plans[s.uid] = plan_loop(s, target, sched, tma_ok and s.uid not in nested, shared_bytes,
+                                     requests[s.uid], k.threads)
             sched.labels[s.uid] = f"#{s.uid} {s.vars[0].name}" + (f" (line {s.span.line})" if s.span else "")
         tma_loops = [s for s in loops if plans[s.uid].mechanism == "tma"]
         if loops:
