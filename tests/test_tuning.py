@@ -284,8 +284,8 @@ def test_worker_check_rejects_a_wrong_kernel(tmp_path):
     from tilec.tuning.plan import write_check
 
     src = _write(tmp_path)
-    kernel = tilec.compile(str(src)).module.kernels[0]
-    check = write_check(tmp_path, kernel, {"M": 7, "N": 100})
+    module = tilec.compile(str(src)).module
+    check = write_check(tmp_path, module, module.kernels[0], {"M": 7, "N": 100})
     plan = {"check": check}
     expected = np.frombuffer((tmp_path / check["args"][1]["expected"]).read_bytes(), np.float16).reshape(7, 100)
     x = np.frombuffer((tmp_path / check["args"][0]["file"]).read_bytes(), np.float16).reshape(7, 100)
@@ -461,7 +461,8 @@ def test_splitk_lowering_passes_the_simt_interpreter(tmp_path, target):
 
     path = str(ROOT / "samples/gemm_splitk.tile")
     config = {"split_k": 3, "block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num_stages": 4}
-    check = write_check(tmp_path, tilec.compile(path, defines=config).module.kernels[0], {"M": 70, "N": 45, "K": 400})
+    module = tilec.compile(path, defines=config).module
+    check = write_check(tmp_path, module, module.kernels[0], {"M": 70, "N": 45, "K": 400})
     assert cpu_check(tilec.compile(path, target, defines=config), tmp_path, check) is None
 
 
