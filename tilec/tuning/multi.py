@@ -157,13 +157,13 @@ static inline double tilec_dispatch_log2_(int v) {{
                 return f"{prefix}{c['kernel']}_launch_with_workspace({', '.join([names[0], 'workspace', *names[1:]])})"
             return plain(i, c)
 
-        code += f"""/* {ws_name}: the bytes of device memory a launch of '{kernel}' with these sizes needs as its workspace
- * (0 when {cname} chooses a configuration of one launch). */
+        code += f"""/* {ws_name}: the bytes of device memory a launch of '{kernel}' with these sizes needs as its
+ * workspace (0 when {cname} chooses a configuration of one launch). */
 {q}{api.result} {ws_name}({', '.join([*(f'int {n}' for n in all_sizes), 'size_t* bytes'])}) {{
 {switch(bytes_of)}
 }}
-/* {with_name}: {fname} with the caller's workspace (at least {ws_name} bytes, 256-byte aligned; unused, and
- * may be null, when that is 0) for a configuration of several launches. */
+/* {with_name}: {fname} with the caller's workspace, for a configuration of several launches: at
+ * least {ws_name} bytes, 256-byte aligned (unused, and may be null, when that is 0). */
 {q}{api.result} {with_name}({', '.join([params[0], f'{api.ptr} workspace', *params[1:]])}) {{
 {switch(with_ws)}
 }}

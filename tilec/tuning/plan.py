@@ -126,9 +126,10 @@ TOLERANCE = {"f16": 1e-2, "bf16": 4e-2, "f32": 1e-4, "f64": 1e-8, "f8e4m3": 0.15
 
 
 def cpu_check(result, folder: Path, check: dict) -> str | None:
-    """Run a candidate's lowered kernel (SIMT IR; a multi-launch candidate's stages in order) lane by lane in the SIMT interpreter on the check inputs and
-    compare with the Tile IR interpreter's outputs: None when they agree, else why not. For a machine without the
-    GPU: CUDA lowerings (sm80-class and sm90's TMA/wgmma model) and HIP's run there."""
+    """Run a candidate's lowered kernel (SIMT IR; a multi-launch candidate's stages in order) lane by lane in the
+    SIMT interpreter on the check inputs and compare with the Tile IR interpreter's outputs: None when they agree,
+    else why not. For a machine without the GPU: CUDA lowerings (sm80-class and sm90's TMA/wgmma model) and HIP's
+    run there."""
     import numpy as np
 
     from ..interp.tile_interp import storage_dtype
