@@ -721,3 +721,37 @@ def test_sm90_header_with_a_split_k_variant_compiles_with_nvcc(tmp_path):
     r = subprocess.run(["nvcc", "-x", "c++", "-c", "-I", cuda_include_dir(), "-I", str(tmp_path),
                         str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_hip_object_exports_the_dispatcher_over_a_split_k_variant(tmp_path):
+    """gfx942's -c object: gemm_launch, gemm_config, gemm_workspace_bytes and gemm_launch_with_workspace beside the
+    variants' launchers, with HIP's types; a C program linked against it sizes the split-K variant's workspace."""
+    import shutil
+
+    from tilec.targets.hip.backend import _hip_include_dir
+    from tilec.targets.hip.toolchain import find_compiler
+
+    if find_compiler("gfx942") is None or _hip_include_dir() is None or shutil.which("cc") is None:
+        pytest.skip("needs hipcc / clang for gfx942, hip/hip_runtime_api.h and cc")
+    src = _split_k_db(tmp_path, "gfx942")
+    obj = tilec.compile(str(src), "gfx942", emit="object", output_name="g.o", use_cache=False)
+    info = json.loads(obj.manifest)["object"]
+    assert info["functions"][-4:] == ["gemm_config", "gemm_launch", "gemm_workspace_bytes",
+                                      "gemm_launch_with_workspace"]
+    assert "gemm__cfg1_launch_with_workspace" in info["functions"]
+    assert ("hipError_t gemm_launch_with_workspace(hipStream_t stream, hipDeviceptr_t workspace, hipDeviceptr_t A, "
+            "hipDeviceptr_t B, hipDeviceptr_t C, int M, int K, int B_rows, int B_cols, int N);") in info["prototypes"]
+    (tmp_path / "g.o").write_bytes(obj.data)
+    (tmp_path / "main.c").write_text(
+        "#define __HIP_PLATFORM_AMD__\n#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n"
+        + "\n".join(info["prototypes"]) + "\nint main(void) {\n  size_t a = 1, b = 1;\n"
+        "  hipError_t r1 = gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &a);\n"
+        "  hipError_t r2 = gemm_workspace_bytes(4096, 4096, 4096, 4096, 4096, &b);\n"
+        "  printf(\"%d %d %d %zu %zu\\n\", gemm_config(11008, 128, 4096), (int)r1, (int)r2, a, b);\n  return 0;\n}\n")
+    link = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{_hip_include_dir()}", "main.c", "g.o", "-o",
+                           "prog", "-lamdhip64", "-lpthread"], cwd=tmp_path, capture_output=True, text=True)
+    if link.returncode != 0 and "amdhip64" in link.stderr:
+        pytest.skip("libamdhip64 not installed")
+    assert link.returncode == 0, link.stderr
+    run = subprocess.run(["./prog"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["1", "0", "0", str(4 * 128 * 4096 * 4), "0"]
