@@ -80,8 +80,8 @@ def header_dispatch(text: str, kernel: str, table: dict, sizes: list[str], api, 
     tilec.runtime.dispatch.choose (`<prefix><kernel>_config`) and calls the chosen variant's launcher. When a
     variant is a multi-launch kernel (its config says "launches"), `<prefix><kernel>_workspace_bytes` and
     `<prefix><kernel>_launch_with_workspace` are added too, as a multi-launch kernel has them. `sizes`: the runtime
-    sizes the launch functions take last, in order; `api`: the launcher's spellings (a
-    tilec.targets.cuda.launcher.SequenceApi: CUDA's header, HIP's object)."""
+    sizes the launch functions take last, in order; `api`: the launcher's spellings (the SequenceApi the back end's
+    C launcher defines: CUDA's header and object, HIP's object)."""
     import re
 
     from ..runtime.dispatch import log2_approx
