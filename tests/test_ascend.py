@@ -239,7 +239,7 @@ def test_over_capacity_tiles_are_refused_at_the_users_line():
         _compile("gemm", {"block_M": 256, "block_N": 256})
     msg = str(e.value.diagnostics[0].message)
     assert "L0C" in msg and "131072" in msg and "C_local 262144 B" in msg
-    assert e.value.diagnostics[0].span.line == _line_of(SAMPLES / "gemm.tile", "        C_local = alloc_fragment(")
+    assert e.value.diagnostics[0].span.line == _line_of(SAMPLES / "gemm.tile", "            C_local = alloc_fragment(")
     with pytest.raises(CompileError) as e:
         _compile("softmax", {"block_M": 8, "block_N": 2032})
     assert "UB" in e.value.diagnostics[0].message and "196608" in e.value.diagnostics[0].message

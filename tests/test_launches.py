@@ -229,6 +229,79 @@ def test_each_stage_lowered_matches_the_interpreter(tmp_path, target):
 # ---------------------------------------------------------------- diagnostics
 
 
+CHOICE = """
+const parts = 2
+
+kernel rowsum(X: f32[M, N], Y: out f32[M]):
+    if parts == 1:
+        with T.Kernel(T.ceildiv(M, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < M:
+                    acc = 0.0
+                    for j in T.serial(N):
+                        acc += X[bx * 64 + i, j]
+                    Y[bx * 64 + i] = acc
+    elif parts == 2:
+        P = T.alloc_global([parts, M], f32)
+        with T.Kernel(T.ceildiv(M, 64), parts, threads=64) as (bx, part):
+            for i in T.Parallel(64):
+                if bx * 64 + i < M:
+                    acc = 0.0
+                    for j in T.serial(T.ceildiv(N, parts)):
+                        if part * T.ceildiv(N, parts) + j < N:
+                            acc += X[bx * 64 + i, part * T.ceildiv(N, parts) + j]
+                    P[part, bx * 64 + i] = acc
+        with T.Kernel(T.ceildiv(M, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < M:
+                    Y[bx * 64 + i] = P[0, bx * 64 + i] + P[1, bx * 64 + i]
+    else:
+        pass
+"""
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_a_function_level_if_on_consts_chooses_the_launches(tmp_path, parts):
+    """`if` / `elif` / `else` at a kernel function's level keeps the branch its consts choose, before the launches are
+    split: one launch, two with scratch, or (an empty branch) no kernel body at all."""
+    path = _write(tmp_path, CHOICE)
+    if parts == 3:
+        assert [d.message for d in _compile_errors(path, parts=parts)] == [
+            "a kernel body must be one `with Kernel(grid..., threads=N) as (bx, by, ...):` block"]
+        return
+    module = tilec.compile(path, defines={"parts": parts}).module
+    (unit,) = public_kernels(module)
+    assert isinstance(unit, T.Launches) == (parts == 2)
+    x = np.random.default_rng(parts).standard_normal((70, 33)).astype(np.float32)
+    y = np.zeros(70, np.float32)
+    if parts == 2:
+        run_launches(module, unit, {"X": x, "Y": y})
+    else:
+        from tilec.interp import run_kernel
+
+        run_kernel(unit, {"X": x, "Y": y})
+    np.testing.assert_allclose(y, x.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def _compile_errors(path, **defines):
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path, defines=defines)
+    return [d for d in e.value.diagnostics if d.severity == "error"]
+
+
+def test_a_function_level_if_on_a_runtime_value_is_refused_at_its_condition(tmp_path):
+    from tilec.diagnostics import render
+
+    path = _write(tmp_path, CHOICE.replace("if parts == 1:", "if M > 64:"))
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path)
+    (d,) = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert d.message.startswith("an `if` at a kernel function's level chooses the function's launches at compile "
+                                "time: its condition must be a const expression")
+    assert (d.span.line, d.span.col) == (5, 8)
+    assert render(d, e.value.sources, False).splitlines()[1:] == ["      if M > 64:", "         ^~~~~~"]
+
+
 def test_statements_between_launches_are_refused_at_their_line(tmp_path):
     src = SPLIT.replace("    with T.Kernel(T.ceildiv(M, block), threads=64)", "    x = 3\n"
                         "    with T.Kernel(T.ceildiv(M, block), threads=64)")
@@ -843,13 +916,51 @@ def test_the_hip_object_launches_the_stages(tmp_path):
     assert run.stdout.splitlines()[:2] == ["0 1280", "1"]  # the workspace's bytes; a misaligned one refused
 
 
-def test_tilec_tune_refuses_a_multi_launch_kernel(tmp_path):
+def test_tilec_tune_checks_a_multi_launch_kernel_as_a_whole(tmp_path, monkeypatch):
+    """The tuner's check data come from the interpreter running every launch; each candidate's stages, run lane by lane
+    in the SIMT interpreter on those inputs (--check-on-cpu), agree with it, and its artifact carries the launches.
+    The GPU worker checks and times the whole sequence (here against the fake driver, which computes nothing)."""
+    from tilec.options import CompileOptions
+    from tilec.runtime import tune_worker
+    from tilec.runtime.module import Module
+    from tilec.tuning.plan import prepare
+
+    path = _write(tmp_path, SPLIT.replace("const block = 64", "const block = tune(64, 128)"))
+    plan = prepare(str(path), CompileOptions.make("sm80"), [{"M": 200, "N": 64}], tmp_path / "build", emit="cu",
+                   jobs=1, check_on_cpu=True)
+    assert [c.status for c in plan.candidates] == ["built", "built"], [c.reason for c in plan.candidates]
+    for c in plan.candidates:
+        m = json.loads((tmp_path / "build" / f"{c.artifact}.json").read_text())
+        assert [st["kernel"] for st in m["launches"][0]["stages"]] == ["rowsum__stage0", "rowsum__stage1"]
+    args = {a["name"]: a for a in plan.check["args"]}
+    x = np.fromfile(tmp_path / "build" / args["X"]["file"], np.float32).reshape(args["X"]["shape"])
+    y = np.fromfile(tmp_path / "build" / args["Y"]["expected"], np.float32)
+    np.testing.assert_allclose(y, x.sum(axis=1) * args["alpha"]["value"], rtol=1e-4, atol=1e-4)
+
+    m = json.loads((tmp_path / "build" / f"{plan.candidates[0].artifact}.json").read_text())
+    fake = install(monkeypatch, FakeDriver({k["name"]: k for k in m["kernels"]}, capability=(8, 0)))
+    kernel = Module(b"\0", m).kernels[plan.kernel]
+    arrays = tune_worker.Arrays(None)
+    r = tune_worker.check(kernel, tmp_path / "build", json.loads((tmp_path / "build" / "plan.json").read_text()),
+                          arrays)
+    assert r["check"] == "wrong"  # Y was never written
+    assert [ln.fn for ln in fake.launches] == ["rowsum__stage0", "rowsum__stage1"]
+    fake.launches.clear()
+    assert tune_worker.time_launches(kernel, arrays.random(kernel.entry, {"M": 200, "N": 64}, {}, seed=1)) == 0.5
+    assert len(fake.launches) > 2 and [ln.fn for ln in fake.launches[:2]] == ["rowsum__stage0", "rowsum__stage1"]
+    assert len(fake.launches) % 2 == 0
+
+
+def test_tilec_tune_refuses_a_multi_launch_kernel_for_ascend(tmp_path):
     from tilec.options import CompileOptions
     from tilec.tuning.plan import prepare
 
     path = _write(tmp_path, SPLIT.replace("const block = 64", "const block = tune(64, 128)"))
-    with pytest.raises(ValueError, match="tilec tune times one launch per candidate, and kernel 'rowsum' has 2"):
-        prepare(str(path), CompileOptions.make("sm80"), [{"M": 64, "N": 64}], tmp_path / "build")
+    with pytest.raises(CompileError) as e:
+        prepare(str(path), CompileOptions.make("ascend910b"), [{"M": 64, "N": 64}], tmp_path / "build")
+    (d,) = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert "the AscendC back end runs one launch per kernel, and kernel 'rowsum' has 2" in d.message
+    assert d.span.line == 5
 
 
 def test_the_torch_op_fake_implementation_comes_from_the_public_entry(loaded):

@@ -284,8 +284,8 @@ def test_worker_check_rejects_a_wrong_kernel(tmp_path):
     from tilec.tuning.plan import write_check
 
     src = _write(tmp_path)
-    kernel = tilec.compile(str(src)).module.kernels[0]
-    check = write_check(tmp_path, kernel, {"M": 7, "N": 100})
+    module = tilec.compile(str(src)).module
+    check = write_check(tmp_path, module, module.kernels[0], {"M": 7, "N": 100})
     plan = {"check": check}
     expected = np.frombuffer((tmp_path / check["args"][1]["expected"]).read_bytes(), np.float16).reshape(7, 100)
     x = np.frombuffer((tmp_path / check["args"][0]["file"]).read_bytes(), np.float16).reshape(7, 100)
@@ -461,7 +461,8 @@ def test_splitk_lowering_passes_the_simt_interpreter(tmp_path, target):
 
     path = str(ROOT / "samples/gemm_splitk.tile")
     config = {"split_k": 3, "block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num_stages": 4}
-    check = write_check(tmp_path, tilec.compile(path, defines=config).module.kernels[0], {"M": 70, "N": 45, "K": 400})
+    module = tilec.compile(path, defines=config).module
+    check = write_check(tmp_path, module, module.kernels[0], {"M": 70, "N": 45, "K": 400})
     assert cpu_check(tilec.compile(path, target, defines=config), tmp_path, check) is None
 
 
@@ -476,3 +477,281 @@ def test_worker_names_torch_dtypes():
     assert tune_worker._torch_dtype(fake, "bf16") == "bf16 dtype"
     assert tune_worker._torch_dtype(fake, "f8e4m3") == "e4m3 dtype"
     assert tune_worker._torch_dtype(fake, "f16") == "f16 dtype"
+
+
+# ---------------------------------------------------------------- split-K in gemm.tile (two launches, a workspace)
+
+GEMM = ROOT / "samples" / "gemm.tile"
+SPLIT_TILE = {"block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num_stages": 4}
+
+
+@pytest.mark.parametrize("trans_B", [False, True])
+@pytest.mark.parametrize(("split_k", "m", "n", "k"), [(2, 128, 256, 512), (4, 70, 200, 333), (4, 64, 128, 100)])
+def test_split_k_gemm_matches_numpy(split_k, m, n, k, trans_B):
+    """Regular and ragged shapes: K = 333 is 6 tiles of 64, so 4 shares of 2 leave the last one past K; K = 100 gives
+    two shares nothing at all (their workspace planes hold zeros, which the sum must still read)."""
+    from tilec.interp.run import public_kernels, run_any
+
+    front = tilec.compile(str(GEMM), defines={**SPLIT_TILE, "split_k": split_k, "trans_B": trans_B}).module
+    (unit,) = public_kernels(front)
+    assert [st.kernel for st in unit.stages] == ["gemm__stage0", "gemm__stage1"]
+    assert [b.name for b in unit.scratch] == ["Partial"]
+    rng = np.random.default_rng(split_k + m)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((n, k) if trans_B else (k, n)).astype(np.float16)
+    c = rng.standard_normal((m, n)).astype(np.float16)  # overwritten, not accumulated into
+    run_any(front, unit, {"A": a, "B": b, "C": c})
+    want = a.astype(np.float64) @ (b.T if trans_B else b).astype(np.float64)
+    np.testing.assert_allclose(c.astype(np.float64), want, rtol=1e-2, atol=2e-2 * np.sqrt(k))
+
+
+def test_split_k_one_is_the_single_launch_gemm():
+    from tilec.interp.run import public_kernels
+    from tilec.ir import tile as T
+
+    (unit,) = public_kernels(tilec.compile(str(GEMM), defines={**SPLIT_TILE, "split_k": 1}).module)
+    assert isinstance(unit, T.Kernel) and unit.name == "gemm"
+
+
+@pytest.mark.parametrize(("target", "sizes"), [("sm80", {"M": 70, "N": 200, "K": 333}),
+                                               ("sm90", {"M": 70, "N": 45, "K": 333})])
+def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, sizes):
+    """Both stages lowered (sm90: stage 0 warp-specialized with TMA loads, ragged K read as zeros), run lane by lane
+    against the interpreter's result for the whole sequence."""
+    from tilec.interp.run import public_kernels
+    from tilec.tuning.plan import cpu_check, write_check
+
+    config = {**SPLIT_TILE, "split_k": 4}
+    module = tilec.compile(str(GEMM), defines=config).module
+    check = write_check(tmp_path, module, public_kernels(module)[0],
+                        {**sizes, "B_rows": sizes["K"], "B_cols": sizes["N"]})
+    lowered = tilec.compile(str(GEMM), target, defines=config)
+    if target == "sm90":
+        stage0 = next(k for k in lowered.simt.kernels if k.name == "gemm__stage0")
+        assert stage0.attrs.get("tensor_maps") and stage0.threads == 128 + 128  # the producer warpgroup added
+    assert cpu_check(lowered, tmp_path, check) is None
+
+
+def test_split_k_with_another_tile_breaks_where():
+    with pytest.raises(CompileError) as e:
+        tilec.compile(str(GEMM), "sm90", defines={"split_k": 2, "persistent": True, **SPLIT_TILE})
+    assert "break this const's constraint (where=)" in _error_text(e.value)
+
+
+def test_gemm_search_space_keeps_split_k_small():
+    """Every combination of gemm's axes that its where= constraints let through (what `tilec tune` builds): split_k
+    > 1 only with the two 128-wide tiles, not persistent, no cluster, and those are the two-launch candidates."""
+    from tilec.diagnostics import CompileError as Refused
+    from tilec.interp.run import public_kernels
+    from tilec.ir import tile as T
+    from tilec.tuning.plan import configurations, discover
+
+    axes, default, _ = discover(str(GEMM), CompileOptions.make("sm90"))
+    assert default["split_k"] == 1
+    allowed, sequences = 0, []
+    for config in configurations(axes):
+        try:
+            module = tilec.compile(str(GEMM), defines=config).module
+        except Refused:
+            continue
+        allowed += 1
+        if isinstance(public_kernels(module)[0], T.Launches):
+            sequences.append(config)
+    assert len(configurations(axes)) == 7 * 2 * 3 * 3
+    assert allowed == 28 + 4 and len(sequences) == 4
+    assert {(c["block_M"], c["split_k"]) for c in sequences} == {(64, 2), (64, 4), (128, 2), (128, 4)}
+    assert all(not c["persistent"] and c["cluster_m"] * c["cluster_n"] == 1 for c in sequences)
+
+
+def _split_k_db(folder: Path, target: str) -> Path:
+    """gemm.tile beside a database whose table routes a big square shape to a one-launch tile and a small-M, long-K
+    shape to split-K."""
+    tile = (128, 256, 64, 256, 4) if target == "sm90" else (128, 128, 32, 128, 3)
+    big = {**dict(zip(["block_M", "block_N", "block_K", "threads", "num_stages"], tile, strict=True)),
+           "persistent": False, "cluster_m": 1, "cluster_n": 1, "split_k": 1}
+    split = {**SPLIT_TILE, "persistent": False, "cluster_m": 1, "cluster_n": 1, "split_k": 4}
+    shapes = [{"sizes": {"M": 4096, "N": 4096, "K": 4096}, "winner": {"config": big, "ms": 1.0},
+               "runner_ups": [{"config": split, "ms": 2.0}]},
+              {"sizes": {"M": 128, "N": 4096, "K": 11008}, "winner": {"config": split, "ms": 1.0},
+               "runner_ups": [{"config": big, "ms": 2.0}]}]
+    entry = {"source": "gemm.tile", "kernel": "gemm", "target": target, "defines": {},
+             "source_consts": {"dtype": "f16", "accum_dtype": "f32", "trans_B": False}, "space": list(big),
+             "default": big, "gpu": "test GPU", "shapes": shapes}
+    src = folder / "gemm.tile"
+    src.write_text(GEMM.read_text())
+    (folder / "gemm.tune.json").write_text(json.dumps({"tilec_tune_db": 1, "entries": [entry]}))
+    return src
+
+
+def test_dispatch_artifact_routes_long_k_shapes_to_split_k(tmp_path, monkeypatch):
+    """The manifest points config 1 at its launches entry (stages gemm__cfg1__stage0/1 and their no-TMA twin);
+    tilec.runtime's public gemm runs the variant's stages in one workspace for the split-K shape and the one-launch
+    variant for the other (fake driver)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fake_cuda import FakeDriver, install
+
+    from tilec.runtime.dispatch import choose
+    from tilec.runtime.module import Module
+
+    src = _split_k_db(tmp_path, "sm90")
+    m = json.loads(tilec.compile(str(src), "sm90", emit="cu").manifest)
+    assert [k["name"] for k in m["kernels"]] == ["gemm__cfg0", "gemm__cfg0__no_tma", "gemm__cfg1__stage0",
+                                                 "gemm__cfg1__stage1", "gemm__cfg1__stage0__no_tma"]
+    table = m["dispatch"]["gemm"]
+    assert [c["kernel"] for c in table["configs"]] == ["gemm__cfg0", "gemm__cfg1"]
+    assert [c.get("launches", False) for c in table["configs"]] == [False, True]
+    (seq,) = m["launches"]
+    assert seq["name"] == "gemm__cfg1" and [b["name"] for b in seq["scratch"]] == ["Partial"]
+    assert [st["kernel"] for st in seq["stages"]] == ["gemm__cfg1__stage0", "gemm__cfg1__stage1"]
+    assert choose(table, {"M": 128, "N": 4096, "K": 11008}) == 1 and choose(table, {"M": 64, "N": 8192,
+                                                                                  "K": 16384}) == 1
+    assert choose(table, {"M": 4096, "N": 4096, "K": 4096}) == 0 and choose(table, {"M": 2048, "N": 8192,
+                                                                                  "K": 2048}) == 0
+
+    fake = install(monkeypatch, FakeDriver({k["name"]: k for k in m["kernels"]}, capability=(9, 0)))
+    mod = Module(b"\0", m)
+    assert list(mod.kernels) == ["gemm"] and [type(v).__name__ for v in mod.gemm.variants] == ["Kernel", "Launches"]
+
+    def dev(ptr, shape):
+        return type("Dev", (), {"shape": shape, "__cuda_array_interface__": {
+            "data": (ptr, False), "shape": shape, "typestr": "<f2", "strides": None, "version": 3}})()
+
+    a, b, c = dev(0x10000, (128, 11008)), dev(0x20000, (11008, 4096)), dev(0x30000, (128, 4096))
+    assert mod.gemm.workspace_bytes(a, b, c) == 4 * 128 * 4096 * 4
+    mod.gemm(a, b, c)
+    assert [ln.fn for ln in fake.launches] == ["gemm__cfg1__stage0", "gemm__cfg1__stage1"]
+    assert fake.launches[0].grid == (4096 // 128, 128 // 64, 4) and [n for _, n in fake.allocs] == [8388608]
+    fake.launches.clear()
+    a, b, c = dev(0x10000, (4096, 4096)), dev(0x20000, (4096, 4096)), dev(0x30000, (4096, 4096))
+    assert mod.gemm.workspace_bytes(a, b, c) == 0
+    mod.gemm(a, b, c)
+    assert [ln.fn for ln in fake.launches] == ["gemm__cfg0"] and len(fake.allocs) == 1
+
+
+MOCK_GEMM_MAIN = r"""
+#include "g.h"
+#include <stdlib.h>
+
+int main(int argc, char** argv) {
+  int m = atoi(argv[2]), n = atoi(argv[3]), k = atoi(argv[4]);
+  size_t bytes = 1;
+  (void)argc;
+  printf("config %d\n", gemm_config(k, m, n));
+  CUresult rc = gemm_workspace_bytes(m, k, k, n, n, &bytes);
+  printf("rc %d bytes %zu\n", (int)rc, bytes);
+  if (argv[1][0] == 'l')
+    printf("rc %d\n", (int)gemm_launch((CUstream)5, 4096, 8192, 12288, m, k, k, n, n));
+  else
+    printf("rc %d\n", (int)gemm_launch_with_workspace((CUstream)6, (CUdeviceptr)0x200000, 4096, 8192, 12288, m, k,
+                                                      k, n, n));
+  return 0;
+}
+"""
+
+
+def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
+    """sm80's header over mock images, against a recording driver: gemm_config picks as tilec.runtime does,
+    gemm_workspace_bytes sizes the chosen variant's workspace (0 for one launch), gemm_launch allocates it
+    stream-ordered around the split-K stages, gemm_launch_with_workspace takes the caller's."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_launches import MOCK_DRIVER
+
+    from tilec.targets.cuda.launcher import CUDA_API, Image, generate_header
+    from tilec.targets.cuda.locate import driver_include_dir
+    from tilec.tuning.multi import header_dispatch
+
+    gcc, inc = shutil.which("gcc"), driver_include_dir()
+    if gcc is None or inc is None:
+        pytest.skip("gcc and cuda.h are needed")
+    src = _split_k_db(tmp_path, "sm80")
+    m = json.loads(tilec.compile(str(src), "sm80", emit="cu").manifest)
+    header = generate_header("g.h", [Image("sm80", "sm_80", b"TILECMOCK\0", m["kernels"])], source_name="gemm.tile",
+                             tilec_version="0", toolchain="mock", driver_api_version=13000, source_hash="0" * 64,
+                             launches=m["launches"])
+    header = header_dispatch(header, "gemm", m["dispatch"]["gemm"], m["launches"][0]["sizes"], CUDA_API)
+    (tmp_path / "g.h").write_text(header)
+    launch = ('CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,\n'
+              '    unsigned bz, unsigned shared, CUstream s, void** p, void** extra) {\n'
+              '  (void)by; (void)bz; (void)shared; (void)extra; (void)p;\n'
+              '  printf("launch %s grid %u %u %u block %u stream %llu\\n", ((mock_function*)f)->name, gx, gy, gz, bx,\n'
+              '         (unsigned long long)(uintptr_t)s);\n  return CUDA_SUCCESS;\n}\n')
+    (tmp_path / "driver.c").write_text(MOCK_DRIVER.split("CUresult cuLaunchKernel")[0] + launch)
+    (tmp_path / "main.c").write_text(MOCK_GEMM_MAIN)
+    flags = ["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", f"-I{inc}", f"-I{tmp_path}"]
+    subprocess.run([gcc, *flags, "main.c", "driver.c", "-o", "prog", "-lpthread"], cwd=tmp_path, check=True)
+
+    def run(*args) -> list[str]:
+        out = subprocess.run([str(tmp_path / "prog"), *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    ws = 4 * 128 * 4096 * 4
+    assert run("l", 128, 4096, 11008) == [
+        "config 1", f"rc 0 bytes {ws}", f"alloc {ws} stream 5",
+        "launch gemm__cfg1__stage0 grid 32 2 4 block 128 stream 5",
+        "launch gemm__cfg1__stage1 grid 16 8 1 block 128 stream 5", f"free {0x100000} stream 5", "rc 0"]
+    assert run("x", 100, 4000, 9000)[2:] == ["launch gemm__cfg1__stage0 grid 32 2 4 block 128 stream 6",
+                                             "launch gemm__cfg1__stage1 grid 16 7 1 block 128 stream 6", "rc 0"]
+    assert run("l", 4096, 4096, 4096) == ["config 0", "rc 0 bytes 0",
+                                          "launch gemm__cfg0 grid 32 32 1 block 128 stream 5", "rc 0"]
+
+
+def test_sm90_header_with_a_split_k_variant_compiles_with_nvcc(tmp_path):
+    """The real artifact: NVRTC or nvcc builds both variants' kernels, and the header -- gemm_launch dispatching to
+    gemm__cfg1_launch, the split-K variant's stream-ordered sequence -- compiles as C++ with nvcc."""
+    import shutil
+
+    from tilec.targets.cuda.toolchain import cuda_include_dir, nvcc_version
+
+    if nvcc_version() is None or shutil.which("nvcc") is None or cuda_include_dir() is None:
+        pytest.skip("nvcc and cuda.h are needed")
+    src = _split_k_db(tmp_path, "sm90")
+    art = tilec.compile(str(src), "sm90", emit="header", output_name="g.h")
+    text = art.data.decode()
+    assert "case 1: return gemm__cfg1_launch(stream, A, B, C, M, K, B_rows, B_cols, N);" in text
+    assert "case 1: return gemm__cfg1_workspace_bytes(M, K, B_rows, B_cols, N, bytes);" in text
+    assert "static inline CUresult gemm_launch_with_workspace(CUstream stream, CUdeviceptr workspace, " in text
+    (tmp_path / "g.h").write_bytes(art.data)
+    (tmp_path / "main.cpp").write_text(
+        '#include "g.h"\nint main() { size_t b = 0; char m[64]; gemm_check_device(0, m, sizeof m);\n'
+        '  gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &b);\n'
+        '  return gemm_launch(0, 0, 0, 0, 128, 11008, 11008, 4096, 4096) == CUDA_SUCCESS; }\n')
+    r = subprocess.run(["nvcc", "-x", "c++", "-c", "-I", cuda_include_dir(), "-I", str(tmp_path),
+                        str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_hip_object_exports_the_dispatcher_over_a_split_k_variant(tmp_path):
+    """gfx942's -c object: gemm_launch, gemm_config, gemm_workspace_bytes and gemm_launch_with_workspace beside the
+    variants' launchers, with HIP's types; a C program linked against it sizes the split-K variant's workspace."""
+    import shutil
+
+    from tilec.targets.hip.backend import _hip_include_dir
+    from tilec.targets.hip.toolchain import find_compiler
+
+    if find_compiler("gfx942") is None or _hip_include_dir() is None or shutil.which("cc") is None:
+        pytest.skip("needs hipcc / clang for gfx942, hip/hip_runtime_api.h and cc")
+    src = _split_k_db(tmp_path, "gfx942")
+    obj = tilec.compile(str(src), "gfx942", emit="object", output_name="g.o", use_cache=False)
+    info = json.loads(obj.manifest)["object"]
+    assert info["functions"][-4:] == ["gemm_config", "gemm_launch", "gemm_workspace_bytes",
+                                      "gemm_launch_with_workspace"]
+    assert "gemm__cfg1_launch_with_workspace" in info["functions"]
+    assert ("hipError_t gemm_launch_with_workspace(hipStream_t stream, hipDeviceptr_t workspace, hipDeviceptr_t A, "
+            "hipDeviceptr_t B, hipDeviceptr_t C, int M, int K, int B_rows, int B_cols, int N);") in info["prototypes"]
+    (tmp_path / "g.o").write_bytes(obj.data)
+    (tmp_path / "main.c").write_text(
+        "#define __HIP_PLATFORM_AMD__\n#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n"
+        + "\n".join(info["prototypes"]) + "\nint main(void) {\n  size_t a = 1, b = 1;\n"
+        "  hipError_t r1 = gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &a);\n"
+        "  hipError_t r2 = gemm_workspace_bytes(4096, 4096, 4096, 4096, 4096, &b);\n"
+        "  printf(\"%d %d %d %zu %zu\\n\", gemm_config(11008, 128, 4096), (int)r1, (int)r2, a, b);\n  return 0;\n}\n")
+    link = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{_hip_include_dir()}", "main.c", "g.o", "-o",
+                           "prog", "-lamdhip64", "-lpthread"], cwd=tmp_path, capture_output=True, text=True)
+    if link.returncode != 0 and "amdhip64" in link.stderr:
+        pytest.skip("libamdhip64 not installed")
+    assert link.returncode == 0, link.stderr
+    run = subprocess.run(["./prog"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["1", "0", "0", str(4 * 128 * 4096 * 4), "0"]

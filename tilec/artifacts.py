@@ -116,9 +116,10 @@ def launch_entries(module: T.Module, kernels: list[dict]) -> list[dict]:
 
 
 def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict, binary: str | None,
-             kernels: list[dict] | None = None) -> dict:
+             kernels: list[dict] | None = None, launches: list[dict] | None = None) -> dict:
     """The manifest of an artifact built from `result` (its first target's, for several): see tilec/manifest.py.
-    `options` (manifest_options) are recorded as "options", -D values of other types as text."""
+    `options` (manifest_options) are recorded as "options", -D values of other types as text. `kernels` and
+    `launches` replace the result's own entries (a tuned artifact's: every variant's)."""
     from .targets.registry import get_backend
 
     backend = result.backend or get_backend(result.target.backend)
@@ -135,8 +136,10 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
         "source_hash": source_hash(result, options),
         "kernels": kernel_entries(result) if kernels is None else kernels,
     }
-    if result.module.launches:
-        m[LAUNCHES_KEY] = launch_entries(result.module, m["kernels"])
+    if launches is None and result.module.launches:
+        launches = launch_entries(result.module, m["kernels"])
+    if launches:
+        m[LAUNCHES_KEY] = launches
     m["remarks"] = [remark_entry(d) for d in result.remarks]
     if options:
         m["options"] = {k: ({n: v if isinstance(v, (bool, int, float, str)) else str(v) for n, v in v.items()}

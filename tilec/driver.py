@@ -149,7 +149,7 @@ def compile(
             text = read_source(path)
         with tune_space.building(tune_keys(opts.target)):  # tune() consts take this target's default
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
-            tune_space.rename_kernels(module.kernels)
+            tune_space.rename_kernels(module.kernels, module.launches)
         if opts.kernel is not None:
             chosen = [k for k in module.kernels if opts.kernel in (k.name, k.attrs.get("stage_of"))]
             if not chosen:

@@ -18,6 +18,10 @@ offset, bytes}] (offsets into one workspace, WORKSPACE_ALIGN-aligned; formulas o
 stages: [{kernel, args, grid}] (in launch order: the internal kernel entry launched, and per parameter of it the
 name of the public parameter or scratch tensor it receives), flops, bytes}]. Its stage kernels are "internal".
 
+A tuned artifact (tilec/tuning/multi.py): "tuning" {gpu, date, source_hash, shapes, configs} and, with several
+variants, "dispatch": {public name: {sizes, configs: [{kernel, consts, launches?}], rules: [{at, config}]}}; a
+config with "launches": true names a "launches" entry (a multi-launch variant: split-K), the others a kernel entry.
+
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA),
 launch_checks (conditions on the sizes, `[{lhs, op, rhs, message}...]`: a view must fit its storage), internal,

@@ -120,7 +120,11 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
 
     dispatch = tuned.plan_for(source, opts) if text is None else None  # the tuning database's configurations
     variants = dispatch.variants(opts, backend.source_kind) if dispatch else [(opts, "")]
-    results, units = [], []
+    results, units, launches = [], [], []
+
+    def entries(r):
+        return backend.kernel_entries(r) or kernel_entries(r)
+
     for i, t in enumerate(opts.targets):
         per_variant = [tuned.compile_variant(compile_ir, source, t, o, sfx, text) for o, sfx in variants]
         results.append(per_variant[0])
@@ -128,8 +132,9 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             _refuse_warnings(per_variant[0].diagnostics, per_variant[0].sources)
         if i == 0 and on_compiled is not None:
             on_compiled(results[0])
-        units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants],
-                                         lambda r: backend.kernel_entries(r) or kernel_entries(r)))
+        if i == 0:  # every variant's multi-launch kernels, under their variant names (before variants_unit)
+            launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
+        units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries))
     first = results[0]
     if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
         from .inspect.remarks import bank_conflict_remarks
@@ -138,24 +143,28 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
     recorded = manifest_options(opts, kind, backend)
-    tuning = dispatch.manifest(dispatch.entry["kernel"], len(variants)) if dispatch is not None else {}
+    tuning = (dispatch.manifest(dispatch.entry["kernel"], len(variants), {e["name"] for e in launches})
+              if dispatch is not None else {})
     launcher_filter = None
     if "dispatch" in tuning:  # the C launcher (a header's or an object's) dispatches as tilec.runtime does
         kernel = dispatch.entry["kernel"]
+        table = tuning["dispatch"][kernel]
+        publics = {e["name"]: e for e in [*units[0].kernels, *launches]}
+        sizes = publics[table["configs"][0]["kernel"]]["sizes"]
 
-        def launcher_filter(text: str) -> str:
-            return tuned.header_dispatch(text, kernel, tuning["dispatch"][kernel], opts.header_prefix)
+        def launcher_filter(text: str, api) -> str:
+            return tuned.header_dispatch(text, kernel, table, sizes, api, opts.header_prefix)
 
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
-                        source_hash(first, recorded), launcher_filter,
-                        tuple(launch_entries(first.module, units[0].kernels)) if first.module.launches else ())
+                        source_hash(first, recorded), launcher_filter, tuple(launches))
     built = backend.build(units, kind, opts, info)
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)
     warnings += "".join(render(d, first.sources, False) + "\n" for d in built.diagnostics)
     if opts.dryrun:
         return Artifact(kind, b"", b"", deps, warnings, commands=built.commands, result=first)
-    m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels)
+    m = manifest(first, kind, [t.arch for t in targets], built.toolchain, recorded, output_name, units[0].kernels,
+                 launches)
     m.update(tuning)
     m.update(built.manifest)
     return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,

@@ -180,8 +180,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         for name, p in zip(user_names, params, strict=True):
             scope.bind(name, p)
             self.names_in_kernel.add(p.name)
-        body = [s for s in decl.body if not isinstance(s, A.PassStmt)
-                and not (isinstance(s, A.ExprStmt) and isinstance(s.value, A.String))]  # docstrings
+        try:
+            body = self.function_level(decl.body, scope)
+        except _Fail:
+            return None
         for name, p in zip(user_names, params, strict=True):
             if isinstance(p, T.Var) and name in self.size_vars:
                 self.rep.error(f"'{name}' is both a runtime size (a tensor dimension) and a scalar parameter; "
@@ -197,6 +199,26 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         launch = body[0]
         assert isinstance(launch, A.WithStmt)
         return self.launch_kernel(c_safe(decl.name), params, launch, scope, decl.span)
+
+    def function_level(self, body: list[A.Node], scope: _Scope) -> list[A.Node]:
+        """A kernel function's statements with its compile-time `if`s folded: `if <const expr>:` / `elif` /
+        `else:` at the function's level keeps the branch its consts choose, so that a const may select the
+        function's structure (one launch, or several with scratch between them) before the launches are split.
+        Docstrings and `pass` are dropped."""
+        out: list[A.Node] = []
+        for s in body:
+            if isinstance(s, A.PassStmt) or (isinstance(s, A.ExprStmt) and isinstance(s.value, A.String)):
+                continue
+            if not isinstance(s, A.IfStmt):
+                out.append(s)
+                continue
+            e = fold(self.expr(s.cond, scope))
+            if not isinstance(e, T.Const):
+                raise self.fail("an `if` at a kernel function's level chooses the function's launches at compile "
+                                "time: its condition must be a const expression (consts and -D values); move a "
+                                "runtime condition into a `with Kernel(...)` block", s.cond.span)
+            out += self.function_level(s.body if e.value else s.orelse, scope)
+        return out
 
     def launch_kernel(self, name: str, params: list[T.Buffer | T.Var], launch: A.WithStmt, scope: _Scope,
                       span: Span) -> T.Kernel | None:

@@ -5,13 +5,19 @@ An artifact built with a tuning database (tilec/tuning/multi.py) may hold severa
 public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
 variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|. The
 generated C launcher (tilec/targets/cuda/launcher.py) computes the same choice.
+
+A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
+Then the public name cannot hand the launch to one variant's plan: each call picks the variant from the
+arguments' shapes (cached per shapes) and calls it, a Launches with the workspace it allocates.
 """
 
 from __future__ import annotations
 
 import math
 
+from .arrays import ArgumentError
 from .launch import Kernel
+from .sequence import Launches
 
 
 def log2_approx(x: int) -> float:
@@ -45,6 +51,33 @@ class DispatchKernel(Kernel):
         super().__init__(module, {**variants[0].entry, "name": name})  # the variants share the signature
         self.table = table
         self.variants = variants
+        self._sequences = any(isinstance(v, Launches) for v in variants)
+        self._by_shapes: dict[tuple, Kernel] = {}  # with multi-launch variants: the arguments' shapes -> variant
+
+    def __call__(self, *args, stream=None, sync: bool | None = None):
+        if not self._sequences:
+            return super().__call__(*args, stream=stream, sync=sync)
+        layout = self._layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        return self._variant_of(layout, args)(*args, stream=stream, sync=sync)
+
+    def _variant_of(self, layout, args) -> Kernel:
+        shapes = tuple(tuple(args[t.index].shape) for t in layout.tensors)
+        variant = self._by_shapes.get(shapes)
+        if variant is None:
+            if len(self._by_shapes) >= 1024:
+                self._by_shapes.clear()
+            variant = self._by_shapes[shapes] = self.variant_for(self._sizes_from_shapes(layout, shapes, args))
+        return variant
+
+    def workspace_bytes(self, *args) -> int:
+        """The bytes of scratch the variant a call with these arguments runs needs (0 for a single launch)."""
+        layout = self._layout()
+        if len(args) != layout.nparams:
+            args = self._with_outputs(args, layout)
+        variant = self._variant_of(layout, args)
+        return variant.workspace_bytes(*args) if isinstance(variant, Launches) else 0
 
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.variants)
@@ -61,6 +94,10 @@ class DispatchKernel(Kernel):
 
     def _plan(self, layout, ptrs, shapes, device: int, args=None):
         variant = self.variant_for(self._sizes_from_shapes(layout, shapes, args))
+        if isinstance(variant, Launches):
+            raise ArgumentError(f"{self.name} runs {variant.name} for these sizes, a sequence of "
+                                f"{len(variant.stages)} launches: ask its stages "
+                                f"({', '.join(k.name for k, _ in variant.stages)}) for their plans")
         return variant._plan(variant._layout(), ptrs, shapes, device, args)
 
     def launch_config(self, sizes: dict[str, int], device: int = 0):

@@ -69,9 +69,10 @@ class Module:
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
         self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
-        add_dispatchers(manifest, self.kernels, self._internal)  # a tuned kernel's name over its variants
         for entry in launch_entries(manifest):  # a multi-launch kernel: its stages in order (sequence.py)
             self.kernels[entry["name"]] = Launches(self, entry, self._internal)
+        # a tuned kernel's name over its variants, some of which may be multi-launch kernels
+        add_dispatchers(manifest, self.kernels, self._internal)
         if os.environ.get("TILEC_PROFILE") and any("profile" in k for k in manifest["kernels"]):
             from .profile import install  # a profiled build: every call records (tilec/runtime/profile.py)
 

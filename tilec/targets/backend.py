@@ -48,8 +48,9 @@ class ArtifactInfo:
     source_name: str  # the .tile file's name (no directory)
     source_hash: str  # the manifest's source_hash
     # What the build adds to a C launcher's text before writing or compiling it (the tuned dispatcher of
-    # tilec.tuning.multi, which sits above the back ends); None for nothing.
-    launcher_filter: Callable[[str], str] | None = None
+    # tilec.tuning.multi, which sits above the back ends), given the text and the launcher's spellings
+    # (tilec.targets.cuda.launcher.SequenceApi); None for nothing.
+    launcher_filter: Callable[[str, object], str] | None = None
     # The manifest's multi-launch kernels (tilec.artifacts.launch_entries), which a C launcher gets functions for.
     launches: tuple = ()
 

@@ -47,6 +47,7 @@ import sys
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
 import numpy as np
 
+from ..interp.run import fresh_scratch, shape_of
 from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, round_to, storage_dtype, to_storage
 from ..ir import dtypes as D
 from ..ir import simt as S
@@ -738,6 +739,23 @@ def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], 
     sim = _Sim(kernel, args, sizes, warp_size, stdout)
     sim.profile_marks, sim.profile_step = profile_marks, 0
     sim.run()
+    return args
+
+
+def run_simt_sequence(result, args: dict[str, object], sizes: dict[str, int]) -> dict[str, object]:
+    """Execute a compile result's public kernel lane by lane (run_simt): its one kernel, or a multi-launch kernel's
+    stages in order on fresh scratch tensors (floats NaN, as the Tile IR interpreter starts them). Output arrays are
+    updated in place."""
+    warp = result.target.warp_size
+    if not result.module.launches:
+        return run_simt(result.simt.kernels[0], args, sizes, warp_size=warp)
+    seq = result.module.launches[0]
+    lowered = {k.name: k for k in result.simt.kernels}
+    space = dict(args)
+    for b in seq.scratch:
+        space[b.name] = fresh_scratch(b.dtype, shape_of(b, sizes))
+    for st in seq.stages:
+        run_simt(lowered[st.kernel], {a: space[a] for a in st.args}, sizes, warp_size=warp)
     return args
 
 

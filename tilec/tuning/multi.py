@@ -38,8 +38,10 @@ class DispatchPlan:
             return [(with_config(self.configs[0]), "")]
         return [(with_config(c), suffix(i)) for i, c in enumerate(self.configs)]
 
-    def manifest(self, kernel: str, variants: int) -> dict:
-        """The manifest's "tuning" record and, with several variants, the "dispatch" table."""
+    def manifest(self, kernel: str, variants: int, sequences: set[str] = frozenset()) -> dict:
+        """The manifest's "tuning" record and, with several variants, the "dispatch" table; a variant named in
+        `sequences` is a multi-launch kernel (its config says "launches": true: the manifest's "launches" entry of
+        that name runs it)."""
         e = self.entry
         out: dict = {"tuning": {"gpu": e.get("gpu"), "date": e.get("date"), "source_hash": e.get("source_hash"),
                                 "shapes": len(e["shapes"]), "configs": self.configs[:variants]}}
@@ -47,7 +49,9 @@ class DispatchPlan:
             names = sorted({n for s in e["shapes"] for n in s["sizes"]})
             out["dispatch"] = {kernel: {
                 "sizes": names,
-                "configs": [{"kernel": kernel + suffix(i), "consts": c} for i, c in enumerate(self.configs)],
+                "configs": [{"kernel": kernel + suffix(i), "consts": c,
+                             **({"launches": True} if kernel + suffix(i) in sequences else {})}
+                            for i, c in enumerate(self.configs)],
                 "rules": [{"at": s["sizes"], "config": ci} for s, ci in zip(e["shapes"], self.per_shape,
                                                                              strict=True)],
             }}
@@ -71,33 +75,46 @@ def compile_variant(compile_ir, source, target: str, opts, kernel_suffix: str, t
         return compile_ir(source, target, opts, text=text)
 
 
-def header_dispatch(text: str, kernel: str, table: dict, prefix: str = "") -> str:
-    """Add `<prefix><kernel>_launch` to a C launcher header holding the variants' launchers: it computes the
-    same choice as tilec.runtime.dispatch.choose and calls the chosen variant's launcher."""
+def header_dispatch(text: str, kernel: str, table: dict, sizes: list[str], api, prefix: str = "") -> str:
+    """Add `<prefix><kernel>_launch` to a C launcher holding the variants' launchers: it computes the same choice as
+    tilec.runtime.dispatch.choose (`<prefix><kernel>_config`) and calls the chosen variant's launcher. When a
+    variant is a multi-launch kernel (its config says "launches"), `<prefix><kernel>_workspace_bytes` and
+    `<prefix><kernel>_launch_with_workspace` are added too, as a multi-launch kernel has them. `sizes`: the runtime
+    sizes the launch functions take last, in order; `api`: the launcher's spellings (the SequenceApi the back end's
+    C launcher defines: CUDA's header and object, HIP's object)."""
     import re
 
     from ..runtime.dispatch import log2_approx
 
     first = f"{prefix}{table['configs'][0]['kernel']}_launch"
-    m = re.search(r"static inline CUresult " + re.escape(first) + r"\(([^)]*)\)", text)
+    m = re.search(r"^(?:static inline )?" + re.escape(api.result) + " " + re.escape(first) + r"\(([^)]*)\)", text,
+                  re.M)
     if m is None:
         return text
     params = [a.strip() for a in m.group(1).split(",")]
     names = [a.split()[-1] for a in params]
-    sizes = [n for n in table["sizes"] if n in names]
-    if len(sizes) != len(table["sizes"]):
+    size_c = dict(zip(sizes, names[len(names) - len(sizes):], strict=True))  # the launchers end with the sizes
+    if not set(table["sizes"]) <= set(size_c):
         return text
+    tuned = [size_c[n] for n in table["sizes"]]
+    q, ok, bad = api.qualifier, api.success, api.invalid
     fname = f"{prefix}{kernel}_launch"
-    first_check = f"{prefix}{table['configs'][0]['kernel']}_check_device"
-    at = ", ".join("{" + ", ".join(f"{log2_approx(r['at'][n])!r}" for n in sizes) + "}" for r in table["rules"])
+    cname = f"{prefix}{kernel}_config"
+    at = ", ".join("{" + ", ".join(f"{log2_approx(r['at'][n])!r}" for n in table["sizes"]) + "}"
+                   for r in table["rules"])
     picks = ", ".join(str(r["config"]) for r in table["rules"])
-    calls = "\n".join(f"    case {i}: return {prefix}{c['kernel']}_launch({', '.join(names)});"
-                      for i, c in enumerate(table["configs"]))
-    logs = ", ".join(f"tilec_dispatch_log2_({n})" for n in sizes)
+
+    def switch(call) -> str:
+        cases = "\n".join(f"    case {i}: return {call(i, c)};" for i, c in enumerate(table["configs"]))
+        return (f"  switch ({cname}({', '.join(tuned)})) {{\n{cases}\n    default: return {bad};\n  }}")
+
+    def plain(i, c):
+        return f"{prefix}{c['kernel']}_launch({', '.join(names)})"
+
     code = f"""
-/* {fname}: launch '{kernel}' in the tuned configuration whose shape is nearest to this launch's sizes
- * (sum over {', '.join(sizes)} of |log2 a - log2 b|, log2 linear between powers of two); the arguments are those
- * of {first}. */
+/* {cname}: the index of the tuned configuration that serves a launch of '{kernel}' with these sizes: that of the
+ * tuned shape nearest to them (sum over {', '.join(table['sizes'])} of |log2 a - log2 b|, log2 linear between
+ * powers of two), as the manifest's "dispatch" table and tilec.runtime choose it. */
 #ifndef TILEC_DISPATCH_LOG2_
 #define TILEC_DISPATCH_LOG2_
 static inline double tilec_dispatch_log2_(int v) {{
@@ -107,29 +124,61 @@ static inline double tilec_dispatch_log2_(int v) {{
   return e + (x - 1.0);
 }}
 #endif
-static inline CUresult {fname}({', '.join(params)}) {{
-  static const double at[{len(table['rules'])}][{len(sizes)}] = {{{at}}};
+{q}int {cname}({', '.join(f'int {n}' for n in tuned)}) {{
+  static const double at[{len(table['rules'])}][{len(tuned)}] = {{{at}}};
   static const int pick[{len(table['rules'])}] = {{{picks}}};
-  const double here[{len(sizes)}] = {{{logs}}};
+  const double here[{len(tuned)}] = {{{', '.join(f'tilec_dispatch_log2_({n})' for n in tuned)}}};
   double best = 1e300;
   int chosen = 0;
   for (int r = 0; r < {len(table['rules'])}; r++) {{
     double d = 0;
-    for (int s = 0; s < {len(sizes)}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
+    for (int s = 0; s < {len(tuned)}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
     if (d < best) {{ best = d; chosen = pick[r]; }}
   }}
-  switch (chosen) {{
-{calls}
-    default: return CUDA_ERROR_INVALID_VALUE;
-  }}
+  return chosen;
 }}
-/* {prefix}{kernel}_check_device: as {first_check} (the variants share the images). */
-static inline CUresult {prefix}{kernel}_check_device(CUdevice dev, char* message, size_t message_size) {{
-  return {first_check}(dev, message, message_size);
+/* {fname}: launch '{kernel}' in the configuration {cname} chooses; the arguments are those of {first}. */
+{q}{api.result} {fname}({', '.join(params)}) {{
+{switch(plain)}
 }}
 """
-    end = text.rstrip().rfind("#endif")
-    return text[:end] + code.lstrip("\n") + "\n" + text[end:]
+    if any(c.get("launches") for c in table["configs"]):
+        all_sizes = [size_c[n] for n in sizes]
+        ws_name = f"{prefix}{kernel}_workspace_bytes"
+        with_name = f"{prefix}{kernel}_launch_with_workspace"
+
+        def bytes_of(i, c):
+            if c.get("launches"):
+                return f"{prefix}{c['kernel']}_workspace_bytes({', '.join([*all_sizes, 'bytes'])})"
+            return f"(bytes == NULL ? {bad} : (*bytes = 0, {ok}))"
+
+        def with_ws(i, c):
+            if c.get("launches"):
+                return f"{prefix}{c['kernel']}_launch_with_workspace({', '.join([names[0], 'workspace', *names[1:]])})"
+            return plain(i, c)
+
+        code += f"""/* {ws_name}: the bytes of device memory a launch of '{kernel}' with these sizes needs as its
+ * workspace (0 when {cname} chooses a configuration of one launch). */
+{q}{api.result} {ws_name}({', '.join([*(f'int {n}' for n in all_sizes), 'size_t* bytes'])}) {{
+{switch(bytes_of)}
+}}
+/* {with_name}: {fname} with the caller's workspace, for a configuration of several launches: at
+ * least {ws_name} bytes, 256-byte aligned (unused, and may be null, when that is 0). */
+{q}{api.result} {with_name}({', '.join([params[0], f'{api.ptr} workspace', *params[1:]])}) {{
+{switch(with_ws)}
+}}
+"""
+    check = f"{prefix}{table['configs'][0]['kernel']}_check_device"
+    if re.search(r"^static inline " + re.escape(api.result) + " " + re.escape(check) + r"\(", text, re.M):
+        code += f"""/* {prefix}{kernel}_check_device: as {check} (the variants share the images). */
+static inline {api.result} {prefix}{kernel}_check_device(CUdevice dev, char* message, size_t message_size) {{
+  return {check}(dev, message, message_size);
+}}
+"""
+    if text.rstrip().rsplit("\n", 1)[-1].startswith("#endif"):  # a header: inside its include guard
+        end = text.rstrip().rfind("#endif")
+        return text[:end] + code.lstrip("\n") + "\n" + text[end:]
+    return text.rstrip("\n") + "\n" + code  # a launcher compiled into an object
 
 
 def variants_unit(unit_type, results: list, suffixes: list[str], kernel_entries):
@@ -139,9 +188,27 @@ def variants_unit(unit_type, results: list, suffixes: list[str], kernel_entries)
     entries = [e for r in results for e in kernel_entries(r)]
     source = merged_source([r.source for r in results], [r.module.kernels[0].name for r in results])
     for r, sfx in zip(results, suffixes, strict=True):
-        for k in r.module.kernels:
-            k.name = k.name.removesuffix(sfx) if sfx else k.name
+        if sfx:
+            public_names(r.module, sfx)
     return unit_type(results[0].target, source, entries, results[0].simt if len(results) == 1 else None)
+
+
+def public_names(module, sfx: str) -> None:
+    """Undo tilec.tuning.space.rename_kernels on a variant's Tile IR module: its kernels, stages and multi-launch
+    functions get their public names back."""
+    for k in module.kernels:
+        of = k.attrs.get("stage_of")
+        if of:
+            base = of.removesuffix(sfx)
+            k.name = base + k.name[len(of):]
+            k.attrs["stage_of"] = base
+        else:
+            k.name = k.name.removesuffix(sfx)
+    for seq in module.launches:
+        base = seq.name.removesuffix(sfx)
+        for st in seq.stages:
+            st.kernel = base + st.kernel[len(seq.name):]
+        seq.name = base
 
 
 def merged_source(sources: list[str], kernels: list[str]) -> str:

@@ -126,14 +126,15 @@ TOLERANCE = {"f16": 1e-2, "bf16": 4e-2, "f32": 1e-4, "f64": 1e-8, "f8e4m3": 0.15
 
 
 def cpu_check(result, folder: Path, check: dict) -> str | None:
-    """Run a candidate's lowered kernel (SIMT IR) lane by lane in the SIMT interpreter on the check inputs and
-    compare with the Tile IR interpreter's outputs: None when they agree, else why not. For a machine without the
-    GPU: CUDA lowerings (sm80-class and sm90's TMA/wgmma model) and HIP's run there."""
+    """Run a candidate's lowered kernel (SIMT IR; a multi-launch candidate's stages in order) lane by lane in the
+    SIMT interpreter on the check inputs and compare with the Tile IR interpreter's outputs: None when they agree,
+    else why not. For a machine without the GPU: CUDA lowerings (sm80-class and sm90's TMA/wgmma model) and HIP's
+    run there."""
     import numpy as np
 
     from ..interp.tile_interp import storage_dtype
     from ..ir.dtypes import lookup
-    from ..testing.simt_interp import SimtInterpreterError, run_simt
+    from ..testing.simt_interp import SimtInterpreterError, run_simt_sequence
 
     args, expected = {}, {}
     for a in check["args"]:
@@ -149,7 +150,7 @@ def cpu_check(result, folder: Path, check: dict) -> str | None:
             # make an unwritten element differ from the expected value
         args[a["name"]] = arr
     try:
-        run_simt(result.simt.kernels[0], args, check["sizes"], warp_size=result.target.warp_size)
+        run_simt_sequence(result, args, check["sizes"])
     except SimtInterpreterError as e:
         return f"the SIMT interpreter: {str(e).splitlines()[0]}"
     for name, (dt, want) in expected.items():
@@ -233,16 +234,17 @@ def check_sizes(kernel, shapes: list[dict[str, int]], rules: dict[str, object]) 
     return out
 
 
-def write_check(folder: Path, kernel, sizes: dict[str, int], seed: int = 1) -> dict:
-    """Run the Tile IR interpreter on random inputs at `sizes`; write inputs and expected outputs as raw bytes."""
+def write_check(folder: Path, module, kernel, sizes: dict[str, int], seed: int = 1) -> dict:
+    """Run the Tile IR interpreter on random inputs at `sizes` (a multi-launch kernel: all its launches, on fresh
+    scratch); write inputs and expected outputs as raw bytes."""
     import numpy as np
 
-    from ..interp.run import random_inputs, run_kernel
+    from ..interp.run import random_inputs, run_any
     from ..ir import tile as T
 
     args = random_inputs(kernel, sizes, seed=seed)
     inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-    run_kernel(kernel, args)
+    run_any(module, kernel, args)
     (folder / CHECK_DIR).mkdir(exist_ok=True)
     described = []
     for p in kernel.params:
@@ -277,13 +279,15 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
     axes, default, checked = discover(source, opts)
     if not axes:
         raise ValueError(f"{source} declares no search space: write a const as tune(...) (docs/tuning.md)")
+    from ..interp.run import public_kernels
+
+    kernel = public_kernels(checked.module)[0]  # a Kernel, or the Launches of a multi-launch function
     if checked.module.launches:
-        seq = checked.module.launches[0]
-        raise ValueError(f"tilec tune times one launch per candidate, and kernel '{seq.name}' has {len(seq.stages)} "
-                         "(alloc_global scratch between them); tune each launch as a kernel of its own (its scratch "
-                         "as `out` tensors), then use the winning consts")
-    kernels = checked.module.kernels
-    kernel = kernels[0]
+        from ..driver import compile as compile_ir
+
+        # a back end that cannot run launch sequences (AscendC) refuses the default here, at the function's line
+        compile_ir(source, opts.target, opts.replace(defines=tuple(sorted({**dict(opts.defines),
+                                                                            **default}.items()))))
     tuned = [n for axis in axes for n in axis.names]
     fixed = {k: jsonable(v) for k, v in opts.defines if k not in tuned}
     default = {k: jsonable(v) for k, v in default.items()}
@@ -306,7 +310,7 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
                         kernel=opts.kernel or kernel.name)
     if progress:
         progress("check", 0, 1)
-    plan.check = write_check(folder, kernel, check_sizes(kernel, shapes, rules))
+    plan.check = write_check(folder, checked.module, kernel, check_sizes(kernel, shapes, rules))
     if progress:
         progress("check", 1, 1)
     cpu = plan.check if check_on_cpu else None

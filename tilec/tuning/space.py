@@ -63,12 +63,27 @@ def building(target_keys: tuple[str, ...] = (), context: TuneContext | None = No
         _CONTEXT.reset(token)
 
 
-def rename_kernels(kernels) -> None:
-    """Give the kernels of a build their variant's name (the driver's hook, right after the build)."""
+def rename_kernels(kernels, launches=()) -> None:
+    """Give the kernels of a build their variant's name (the driver's hook, right after the build). A multi-launch
+    function (tilec.ir.tile.Launches) takes the suffix as a whole and its stages keep theirs after it
+    (gemm__cfg3, its stages gemm__cfg3__stage0, gemm__cfg3__stage1), so that each variant's stages are told apart
+    from the others' by the public name's variant."""
     ctx = _CONTEXT.get()
-    if ctx is not None and ctx.kernel_suffix:
-        for k in kernels:
-            k.name += ctx.kernel_suffix
+    if ctx is None or not ctx.kernel_suffix:
+        return
+    sfx = ctx.kernel_suffix
+    renamed = {}
+    for k in kernels:
+        of = k.attrs.get("stage_of")
+        new = of + sfx + k.name[len(of):] if of else k.name + sfx
+        renamed[k.name] = new
+        k.name = new
+        if of:
+            k.attrs["stage_of"] = of + sfx
+    for seq in launches:
+        seq.name += sfx
+        for st in seq.stages:
+            st.kernel = renamed[st.kernel]
 
 
 # The AST is the parser's (tilec/parser/ast.py); this module, which the parser imports, recognises its nodes by

@@ -137,7 +137,7 @@ class CudaBackend(SimtBackend):
         from ...cache import sha256_bytes
         from ...diagnostics import CompileError, Diagnostic
         from ...version import __version__
-        from .launcher import Image, LauncherError, generate_header
+        from .launcher import CUDA_API, Image, LauncherError, generate_header
 
         builts = _per_target(units, lambda u: _toolchain_build(u.source, f"{info.stem}.{u.target.name}", options,
                                                                 "cubin", [u.target.arch]))
@@ -171,7 +171,7 @@ class CudaBackend(SimtBackend):
                                        toolchain=toolchain, driver_api_version=api, source_hash=info.source_hash,
                                        prefix=prefix, launches=list(info.launches))
                 if info.launcher_filter is not None:
-                    text = info.launcher_filter(text)
+                    text = info.launcher_filter(text, CUDA_API)
                 extra = {"driver_api_version": api, "header": header_info}
                 if resources:
                     extra["resources"] = resources

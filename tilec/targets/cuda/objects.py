@@ -94,7 +94,7 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
     """The object for `images` (launcher.Image); `exported`: the launch functions every kernel has (the
     dispatchers info.launcher_filter adds are exported too)."""
     from ...version import __version__
-    from .launcher import generate_header
+    from .launcher import CUDA_API, generate_header
 
     inc = driver_include_dir()
     if inc is None:
@@ -109,7 +109,7 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
                                launches=list(info.launches))
         before = set(_definitions(text))
         if info.launcher_filter is not None:
-            text = info.launcher_filter(text)
+            text = info.launcher_filter(text, CUDA_API)
         public = list(exported) + [n for n in _definitions(text) if n not in before]
         prototypes = []
         for name in public:
