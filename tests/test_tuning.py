@@ -557,8 +557,8 @@ def test_gemm_search_space_keeps_split_k_small():
         allowed += 1
         if isinstance(public_kernels(module)[0], T.Launches):
             sequences.append(config)
-    assert len(configurations(axes)) == 7 * 2 * 3 * 3
-    assert allowed == 28 + 4 and len(sequences) == 4
+    assert len(configurations(axes)) == 7 * 2 * 2 * 3 * 3  # tiles, persistent, pingpong, clusters, split_k
+    assert allowed == 28 + 4 + 4 and len(sequences) == 4  # (+ 4 ping-pong candidates: persistent, threads=128)
     assert {(c["block_M"], c["split_k"]) for c in sequences} == {(64, 2), (64, 4), (128, 2), (128, 4)}
     assert all(not c["persistent"] and c["cluster_m"] * c["cluster_n"] == 1 for c in sequences)
 
