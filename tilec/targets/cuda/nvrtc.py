@@ -160,8 +160,8 @@ def _split_build(programs: list[str], ptxas: Path, stem: str, ptx_flags: list[st
     from .split import MergeRefused, merge_ptx
 
     ident = _ptxas_identity(ptxas)
-    if ident is None:
-        return None
+    if ident is None or not ident[1].startswith(version().removeprefix("nvrtc ") + "."):
+        return None  # (the build ids are compared below, once NVRTC's PTX names its own)
     with ThreadPoolExecutor(min(len(programs), os.cpu_count() or 1)) as pool:
         # results in the kernels' order whatever order the threads finish in: the merged module is reproducible
         results = list(pool.map(lambda p: _nvrtc_cached(p, stem, ptx_flags, opts, "ptx"), programs))
