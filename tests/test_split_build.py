@@ -158,6 +158,11 @@ def test_a_ptxas_of_another_build_is_not_used(nvrtc, monkeypatch, tmp_path):
     assert not _split(built) and nvrtc.calls == ["ptx", "ptx", "cubin"]  # (the PTX says which build made it)
 
 
+def test_line_info_builds_the_whole_program(nvrtc):
+    built = _build(ROW_SUM, "sm90", use_cache=False, lineinfo=True)
+    assert not _split(built) and nvrtc.calls == ["cubin"]
+
+
 def test_the_modules_merge_into_one():
     from tilec.targets.cuda.split import MergeRefused, kernel_programs, merge_ptx
 
@@ -169,6 +174,8 @@ def test_the_modules_merge_into_one():
     assert merged.count(".version") == 1
     with pytest.raises(MergeRefused):
         merge_ptx([a, b.replace(".align 16", ".align 1024")])
+    with pytest.raises(MergeRefused):  # line info: each module's file table
+        merge_ptx([a + '.file 1 "k.cu"\n', b + '.file 1 "k.cu"\n'])
     source = 'int h;\nextern "C" __global__ void k1() {\n  x;\n}\nint g;\nextern "C" __global__ void k2() {\n}\n'
     one, two = kernel_programs(source)
     assert one.count("\n") == two.count("\n") == source.count("\n")  # line numbers kept

@@ -86,8 +86,7 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     if opts.dryrun:
         if programs:
             command = [f"nvrtc {' '.join(ptx_flags)} (each of the {len(programs)} kernels' programs, in threads)",
-                       f"{ptxas} -arch=sm_{cc} {' '.join(assembler)}{' -lineinfo' if opts.lineinfo else ''} "
-                       f"{stem}.ptx (the merged PTX) -o {stem}.cubin"]
+                       f"{ptxas} -arch=sm_{cc} {' '.join(assembler)} {stem}.ptx (the merged PTX) -o {stem}.cubin"]
             return BuildResult(b"", command, {}, version())
         return BuildResult(b"", ["nvrtc " + " ".join(flags)], {}, version())
     built = _split_build(programs, ptxas, stem, ptx_flags, [f"-arch=sm_{cc}", *assembler], opts) if programs \
@@ -120,9 +119,10 @@ def _nvrtc_cached(source: str, stem: str, flags: list[str], opts: BuildOptions, 
 
 def _split_plan(source: str, opts: BuildOptions) -> tuple[list[str] | None, Path | None]:
     """The kernels' own programs and the ptxas to assemble them, or (None, None) for one NVRTC program: PTX
-    output (no ptxas), one kernel, -G (its debug sections are not merged), flags of the user's for NVRTC (they
-    may mean something to NVVM or ptxas that the split build would not pass on), or no ptxas."""
-    if opts.kind != "cubin" or opts.debug or opts.extra:
+    output (no ptxas), one kernel, line info or -G (each module's file table and debug strings would have to be
+    renumbered to merge), flags of the user's for NVRTC (they may mean something to NVVM or ptxas that the split
+    build would not pass on), or no ptxas."""
+    if opts.kind != "cubin" or opts.lineinfo or opts.debug or opts.extra:
         return None, None
     from .split import kernel_programs
 
@@ -173,7 +173,7 @@ def _split_build(programs: list[str], ptxas: Path, stem: str, ptx_flags: list[st
         merged = merge_ptx(modules)
     except MergeRefused:
         return None
-    flags = [*ptxas_flags, *(["-lineinfo"] if opts.lineinfo else [])]
+    flags = ptxas_flags
     toolchain = f"{results[0][2]} + ptxas {ident[1]}"
     commands = [f"nvrtc {' '.join(ptx_flags)} (each of the {len(programs)} kernels' programs, in threads)",
                 f"{ptxas} {' '.join(flags)} {stem}.ptx -o {stem}.cubin"]

@@ -82,6 +82,8 @@ def merge_ptx(modules: list[str]) -> str:
     entries = []
     for ptx in modules:
         head, items = _items(ptx)
+        if any(item.lstrip().startswith((".file", ".section")) for item in items):
+            raise MergeRefused("debug information (file tables, debug sections) is not merged")
         if header is None:
             header = head
         elif head != header:
