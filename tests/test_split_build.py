@@ -167,7 +167,8 @@ def test_the_modules_merge_into_one():
     from tilec.targets.cuda.split import MergeRefused, kernel_programs, merge_ptx
 
     head = ".version 9.0\n.target sm_90a\n.address_size 64\n"
-    a = head + "// .globl a\n.extern .shared .align 16 .b8 tl_smem[];\n.visible .entry a(\n.param .u64 p\n)\n{\nret;\n}\n"
+    a = head + "// .globl a\n.extern .shared .align 16 .b8 tl_smem[];\n"
+    a += ".visible .entry a(\n.param .u64 p\n)\n{\nret;\n}\n"
     b = head + ".extern .shared .align 16 .b8 tl_smem[];\n.visible .entry b()\n{\n{\nret;\n}\n}\n"
     merged = merge_ptx([a, b])
     assert merged.count(".extern .shared") == 1 and merged.index(".entry a(") < merged.index(".entry b()")

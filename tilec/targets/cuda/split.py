@@ -26,8 +26,9 @@ class MergeRefused(Exception):
 
 
 def kernel_programs(source: str) -> list[str] | None:
-    """A program for each kernel of the generated program: the whole text with the other kernels' lines blanked, so that every line keeps its number (line info and NVRTC's messages name the same lines as
-    in the whole program). None when the program has fewer than two kernels."""
+    """A program for each kernel of the generated program: the whole text with the other kernels' lines
+    blanked, so that every line keeps its number (NVRTC's messages name the lines of the whole program). None
+    when the program has fewer than two kernels."""
     lines = source.split("\n")
     spans = []
     i = 0
