@@ -163,8 +163,12 @@ def _split_build(programs: list[str], ptxas: Path, stem: str, ptx_flags: list[st
     if ident is None or not ident[1].startswith(version().removeprefix("nvrtc ") + "."):
         return None  # (the build ids are compared below, once NVRTC's PTX names its own)
     with ThreadPoolExecutor(min(len(programs), os.cpu_count() or 1)) as pool:
-        # results in the kernels' order whatever order the threads finish in: the merged module is reproducible
-        results = list(pool.map(lambda p: _nvrtc_cached(p, stem, ptx_flags, opts, "ptx"), programs))
+        # the longest programs first (a no-TMA twin takes NVVM about twice its kernel's time), so that fewer
+        # threads than programs end together; the results in the kernels' order whatever order the threads
+        # finish in, so that the merged module is reproducible
+        started = {i: pool.submit(_nvrtc_cached, programs[i], stem, ptx_flags, opts, "ptx")
+                   for i in sorted(range(len(programs)), key=lambda i: -len(programs[i]))}
+        results = [started[i].result() for i in range(len(programs))]
     modules = [data.decode() for data, _, _ in results]
     nvrtc_build = re.search(r"Compiler Build ID: CL-(\d+)", modules[0])
     if nvrtc_build is None or nvrtc_build.group(1) != ident[0]:
