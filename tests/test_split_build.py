@@ -1,7 +1,8 @@
-"""NVRTC's split build (tilec/targets/cuda/nvrtc.py, split.py): each kernel's program through NVVM in threads, the
-merged PTX assembled once by ptxas. It must give the whole program's SASS, function by function (instructions,
-registers, shared memory, constant banks: cuobjdump -sass and -res-usage), reproducible bytes whatever order the
-threads finish in, and recompile only the programs that changed."""
+"""NVRTC's split build (opt-in, TILEC_NVRTC_SPLIT=1; tilec/targets/cuda/nvrtc.py, split.py): each kernel's program
+through NVVM in threads, the merged PTX assembled once by ptxas. It gives the whole program's SASS, function by
+function (instructions, registers, shared memory, constant banks: cuobjdump -sass and -res-usage) for the builds
+below (not for every build: nvrtc.py says which differs), reproducible bytes whatever order the threads finish
+in, and recompiles only the programs that changed."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def nvrtc(monkeypatch, tmp_path):
     if ptxas is None or mod._ptxas_identity(ptxas) is None:
         pytest.skip("no ptxas (pip nvidia-cuda-nvcc, or the CUDA toolkit)")
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(mod.SPLIT_ENV, "1")
     calls = []
     inner = mod._compile
 
@@ -156,6 +158,15 @@ def test_a_ptxas_of_another_build_is_not_used(nvrtc, monkeypatch, tmp_path):
     monkeypatch.setattr(nvrtc, "find_ptxas", lambda: fake)
     built = _build(ROW_SUM, "sm90", use_cache=False)
     assert not _split(built) and nvrtc.calls == ["ptx", "ptx", "cubin"]  # (the PTX says which build made it)
+
+
+def test_the_split_build_is_opt_in(nvrtc, monkeypatch):
+    monkeypatch.delenv(nvrtc.SPLIT_ENV)
+    built = _build(ROW_SUM, "sm90")
+    assert not _split(built) and nvrtc.calls == ["cubin"]
+    monkeypatch.setenv(nvrtc.SPLIT_ENV, "1")  # another toolchain identity: the artifact's cache misses
+    again = _build(ROW_SUM, "sm90")
+    assert _split(again) and not again.from_cache and nvrtc.calls == ["cubin", "ptx", "ptx"]
 
 
 def test_line_info_builds_the_whole_program(nvrtc):

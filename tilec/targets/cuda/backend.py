@@ -61,9 +61,9 @@ class CudaBackend(SimtBackend):
                 return None
             parts += [executable_fingerprint(str(lib)) for lib in libs]
             parts.append(f"include={cuda_include_dir()}")  # NVRTC reads cuda_fp16.h from there
-            if kind != "ptx":  # the split build's assembler (nvrtc.py), when there is one
+            if kind != "ptx" and os.environ.get("TILEC_NVRTC_SPLIT") == "1":  # the split build (nvrtc.py)
                 ptxas = ptxas_path()
-                parts.append(f"ptxas={executable_fingerprint(str(ptxas)) if ptxas else None}")
+                parts.append(f"split ptxas={executable_fingerprint(str(ptxas)) if ptxas else None}")
         else:
             nvcc = shutil.which("nvcc")
             if nvcc is None:

@@ -5,12 +5,16 @@ NVRTC ships no host headers: tilec's device header needs only cuda_fp16.h / cuda
 toolkit's include directory or, without a toolkit, in the pip wheel nvidia-cuda-runtime's
 (toolchain.cuda_include_dir).
 
-A cubin of several kernels is built split when a ptxas of NVRTC's own build is found (the pip wheel
-nvidia-cuda-nvcc's, or the CUDA toolkit's): NVRTC compiles each kernel's program to PTX, the programs in
-threads, and ptxas assembles the merged module once, as a whole program (split.py says why not device linking).
-The SASS is the whole program's; the time is the slowest kernel's NVVM instead of the sum. Without such a
-ptxas, or when the modules cannot be merged, NVRTC compiles the whole program as one.
+With TILEC_NVRTC_SPLIT=1 (opt-in), a cubin of several kernels is built split when a ptxas of NVRTC's own build
+is found (the pip wheel nvidia-cuda-nvcc's, or the CUDA toolkit's): NVRTC compiles each kernel's program to
+PTX, the programs in threads, and ptxas assembles the merged module once, as a whole program (split.py says
+why not device linking). NVVM's time becomes the slowest kernel's instead of the sum. Opt-in because the SASS
+is the whole program's for most builds but not all: NVVM may number a kernel's virtual registers differently
+when the kernel is alone (samples/fp8_gemm.tile with its tuning database: two of its four kernels get the same
+registers and instruction count in another order; bench/RESULTS.md). Without the variable or such a ptxas, or
+when the modules cannot be merged, NVRTC compiles the whole program as one.
 """
+
 
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ _lock = threading.Lock()  # builds of several targets run in threads (ctypes rel
 
 find_lib = nvrtc_lib  # libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None
 find_ptxas = ptxas_path  # ptxas for the split build, or None
+SPLIT_ENV = "TILEC_NVRTC_SPLIT"  # "1": the split build (backend.py puts it in the toolchain's identity, the cache key)
 
 # ptxas compiles the program's kernels in this many threads (its --split-compile): the same SASS for every kernel
 # as one thread gives (checked with cuobjdump for every sample on sm80 and sm90), about as much CPU, and on two
@@ -118,11 +123,12 @@ def _nvrtc_cached(source: str, stem: str, flags: list[str], opts: BuildOptions, 
 
 
 def _split_plan(source: str, opts: BuildOptions) -> tuple[list[str] | None, Path | None]:
-    """The kernels' own programs and the ptxas to assemble them, or (None, None) for one NVRTC program: PTX
+    """The kernels' own programs and the ptxas to assemble them, or (None, None) for one NVRTC program: not
+    asked for (TILEC_NVRTC_SPLIT), PTX
     output (no ptxas), one kernel, line info or -G (each module's file table and debug strings would have to be
     renumbered to merge), flags of the user's for NVRTC (they may mean something to NVVM or ptxas that the split
     build would not pass on), or no ptxas."""
-    if opts.kind != "cubin" or opts.lineinfo or opts.debug or opts.extra:
+    if os.environ.get(SPLIT_ENV) != "1" or opts.kind != "cubin" or opts.lineinfo or opts.debug or opts.extra:
         return None, None
     from .split import kernel_programs
 
