@@ -12,8 +12,9 @@ with the load, the CPU times much less):
     passes   the back end's pipeline, the no-TMA twins included, without TVM's import
     tvm      importing apache-tvm and making the analyzers (partition-boundaries, tilec/ir/arith.py)
     codegen  printing CUDA C++
-    nvrtc    the device toolchain: NVRTC on the generated program, or with the split build (a ptxas of NVRTC's
-             build found: tilec/targets/cuda/nvrtc.py) NVRTC on each kernel's program in threads + ptxas once
+    nvrtc    the device toolchain: NVRTC on the generated program, or with the opt-in split build
+             (TILEC_NVRTC_SPLIT=1 in the environment, which the children inherit, and a ptxas of NVRTC's build:
+             tilec/targets/cuda/nvrtc.py) NVRTC on each kernel's program in threads + ptxas once
     total    the whole process up to the artifact (the interpreter's own start-up not included)
 
 and, from NVRTC's own timer (`--time`, a second compile of the whole program as one), how NVRTC's share splits into

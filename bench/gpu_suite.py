@@ -3,8 +3,8 @@
     python bench/gpu_suite.py build .artifacts/suite     # compile every case, inputs + interpreter results
     python bench/gpu_suite.py run .artifacts/suite       # on the GPU machine: launch, compare, print a table
 
-`build --compiler nvrtc` builds the cubins with NVRTC (its split build where a kernel has a twin) instead of
-tilec's default toolchain (nvcc when it is on PATH).
+`build --compiler nvrtc` builds the cubins with NVRTC instead of tilec's default toolchain (nvcc when it is on
+PATH); with TILEC_NVRTC_SPLIT=1 in the environment, with NVRTC's opt-in split build (tilec/targets/cuda/nvrtc.py).
 
 `build` compiles each sample for sm90 (cubin, sm_90a) and for sm80 as PTX (so the Ampere-class
 lowering runs on a Hopper GPU too), at three or more shapes (one ragged), in f16 and bf16, and
@@ -122,7 +122,7 @@ def build(out: Path, compiler: str | None = None) -> None:
                 if sm90_only and target != "sm90":
                     continue
                 art = out / f"{name}.{label}.{kind}"
-                chosen = ["--compiler", compiler] if compiler else []  # (nvrtc: the split build, nvrtc.py)
+                chosen = ["--compiler", compiler] if compiler else []
                 rc = tilec_main([str(source_path(sample)), "--target", target, "-o", str(art), *dargs,
                                  *flags, *chosen])
                 if rc != 0:
