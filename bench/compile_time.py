@@ -12,10 +12,12 @@ with the load, the CPU times much less):
     passes   the back end's pipeline, the no-TMA twins included, without TVM's import
     tvm      importing apache-tvm and making the analyzers (partition-boundaries, tilec/ir/arith.py)
     codegen  printing CUDA C++
-    nvrtc    NVRTC on the generated program (all kernels of the artifact: one program)
+    nvrtc    the device toolchain: NVRTC on the generated program, or with the opt-in split build
+             (TILEC_NVRTC_SPLIT=1 in the environment, which the children inherit, and a ptxas of NVRTC's build:
+             tilec/targets/cuda/nvrtc.py) NVRTC on each kernel's program in threads + ptxas once
     total    the whole process up to the artifact (the interpreter's own start-up not included)
 
-and, from NVRTC's own timer (`--time`, a second compile of the same program), how NVRTC's share splits into
+and, from NVRTC's own timer (`--time`, a second compile of the whole program as one), how NVRTC's share splits into
 its C++ front end (the device header, cuda_fp16.h, ...), NVVM's optimizer and ptxas. The load average is
 printed with the table. A measurement, not a test: the exit status is 0 whatever the figures.
 """
@@ -36,25 +38,29 @@ PHASES = ("import", "front", "passes", "tvm", "codegen", "nvrtc", "total")
 
 # Runs in the child process: times each phase by wrapping the function that does it. A phase's time excludes the
 # wrapped phases it calls (passes excludes tvm; front excludes passes and codegen), so the phases add up. CPU time
-# is the process's (NVRTC's ptxas runs in threads of its own; one target is built at a time here).
+# is the process's and its children's (NVRTC's ptxas runs in threads of its own, the split build's ptxas in a child
+# process; one target is built at a time here).
 CHILD = r"""
 import json, os, sys, threading, time
-t0, c0 = time.perf_counter(), time.process_time()
+def cpu():  # this process's threads and its finished children (the split build's ptxas)
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+t0, c0 = time.perf_counter(), cpu()
 import tilec.outputs, tilec.driver, tilec.passes.lower_to_simt, tilec.targets.cuda.backend  # noqa: E401
 import tilec.targets.cuda.codegen, tilec.targets.cuda.nvrtc, tilec.parser.build, tilec.ir.arith  # noqa: E401
-phases = {"import": [time.perf_counter() - t0, time.process_time() - c0]}
+phases = {"import": [time.perf_counter() - t0, cpu() - c0]}
 local = threading.local()
 
 def timed(owner, name, phase):
     inner = getattr(owner, name)
     def wrapper(*a, **k):
         stack = local.__dict__.setdefault("stack", [])
-        w, c = time.perf_counter(), time.process_time()
+        w, c = time.perf_counter(), cpu()
         stack.append([0.0, 0.0])
         try:
             return inner(*a, **k)
         finally:
-            dw, dc = time.perf_counter() - w, time.process_time() - c
+            dw, dc = time.perf_counter() - w, cpu() - c
             nested = stack.pop()
             acc = phases.setdefault(phase, [0.0, 0.0])
             acc[0] += dw - nested[0]
@@ -75,7 +81,7 @@ from tilec.options import CompileOptions
 sample, target, db = sys.argv[1], sys.argv[2], sys.argv[3]
 opts = CompileOptions.make((target,), toolchain="nvrtc", use_cache=False, tune_db=None if db == "-" else db)
 art = tilec.outputs.compile_artifact(sample, options=opts, emit="cubin")
-phases["total"] = [time.perf_counter() - t0, time.process_time() - c0]
+phases["total"] = [time.perf_counter() - t0, cpu() - c0]
 src = tilec.outputs.compile_artifact(sample, options=opts.replace(toolchain=None), emit="cu")
 kernels = len(json.loads(art.manifest)["kernels"])
 print(json.dumps({"phases": phases, "kernels": kernels, "source": src.data.decode()}))

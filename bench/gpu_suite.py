@@ -3,6 +3,9 @@
     python bench/gpu_suite.py build .artifacts/suite     # compile every case, inputs + interpreter results
     python bench/gpu_suite.py run .artifacts/suite       # on the GPU machine: launch, compare, print a table
 
+`build --compiler nvrtc` builds the cubins with NVRTC instead of tilec's default toolchain (nvcc when it is on
+PATH); with TILEC_NVRTC_SPLIT=1 in the environment, with NVRTC's opt-in split build (tilec/targets/cuda/nvrtc.py).
+
 `build` compiles each sample for sm90 (cubin, sm_90a) and for sm80 as PTX (so the Ampere-class
 lowering runs on a Hopper GPU too), at three or more shapes (one ragged), in f16 and bf16, and
 stores fresh random inputs with the reference interpreter's outputs. `run` needs only numpy,
@@ -98,7 +101,7 @@ def source_path(sample: str) -> Path:
     return ROOT / f"{sample}.tile" if "/" in sample else ROOT / "samples" / f"{sample}.tile"
 
 
-def build(out: Path) -> None:
+def build(out: Path, compiler: str | None = None) -> None:
     import ml_dtypes  # noqa: F401
 
     import tilec
@@ -119,8 +122,9 @@ def build(out: Path) -> None:
                 if sm90_only and target != "sm90":
                     continue
                 art = out / f"{name}.{label}.{kind}"
+                chosen = ["--compiler", compiler] if compiler else []
                 rc = tilec_main([str(source_path(sample)), "--target", target, "-o", str(art), *dargs,
-                                 *flags])
+                                 *flags, *chosen])
                 if rc != 0:
                     raise SystemExit(f"build of {name} for {target} failed")
             result = tilec.compile(source_path(sample), defines=defs)
@@ -247,9 +251,10 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated case prefixes")
     ap.add_argument("--targets", default="sm90,sm90-nows,sm80")
     ap.add_argument("--results", help="write the results as JSON here")
+    ap.add_argument("--compiler", choices=["nvcc", "nvrtc"], help="build: the device toolchain (default: tilec's)")
     a = ap.parse_args()
     if a.mode == "build":
-        build(Path(a.dir))
+        build(Path(a.dir), a.compiler)
         return 0
     return run(Path(a.dir), a.only, a.targets.split(","), a.results or os.environ.get("TILEC_RESULTS"))
 

@@ -103,12 +103,15 @@ def test_the_program_key_holds_what_the_binary_depends_on(nvrtc):
     plain = BuildOptions("cubin", ["sm_80"])
     lined = BuildOptions("cubin", ["sm_80"], lineinfo=True)
     flags = ["-arch=sm_80", "-std=c++17"]
-    key = nvrtc.program_key
+
+    def key(text, name, flags, opts, kind="cubin"):
+        return nvrtc.program_key(text, name, flags, opts, kind)
+
     assert key("int x;", "a", flags, plain) == key("int x;", "b", flags, plain)  # the name is not in the binary
     assert key("int x;", "a", flags, lined) != key("int x;", "b", flags, lined)  # with line info it is
     assert key("int x;", "a", flags, plain) != key("int y;", "a", flags, plain)
     assert key("int x;", "a", flags, plain) != key("int x;", "a", flags + ["-G"], plain)
-    assert key("int x;", "a", flags, plain) != key("int x;", "a", flags, BuildOptions("ptx", ["sm_80"]))
+    assert key("int x;", "a", flags, plain) != key("int x;", "a", flags, plain, "ptx")
 
 
 def test_a_tuned_build_parses_its_file_once(monkeypatch):

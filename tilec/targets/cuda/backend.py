@@ -54,13 +54,16 @@ class CudaBackend(SimtBackend):
         per_target = kind in ("header", "object")  # one cubin per target, each built alone
         tool = _device_toolchain(options, "cubin" if per_target else kind, 1 if per_target else len(targets))
         if tool == "nvrtc":
-            from .locate import cuda_include_dir, nvfatbin_lib, nvrtc_lib
+            from .locate import cuda_include_dir, nvfatbin_lib, nvrtc_lib, ptxas_path
 
             libs = [nvrtc_lib()] + ([nvfatbin_lib()] if kind == "fatbin" else [])
             if None in libs:
                 return None
             parts += [executable_fingerprint(str(lib)) for lib in libs]
             parts.append(f"include={cuda_include_dir()}")  # NVRTC reads cuda_fp16.h from there
+            if kind != "ptx" and os.environ.get("TILEC_NVRTC_SPLIT") == "1":  # the split build (nvrtc.py)
+                ptxas = ptxas_path()
+                parts.append(f"split ptxas={executable_fingerprint(str(ptxas)) if ptxas else None}")
         else:
             nvcc = shutil.which("nvcc")
             if nvcc is None:

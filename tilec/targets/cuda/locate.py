@@ -40,6 +40,19 @@ def nvfatbin_lib() -> Path | None:
     return found[0] if found else None
 
 
+def ptxas_path() -> Path | None:
+    """ptxas, for NVRTC's split build (nvrtc.py): the pip wheel nvidia-cuda-nvcc's (the same release as the
+    NVRTC wheel), else the CUDA toolkit's (beside nvcc, on PATH, /usr/local/cuda, CUDA_HOME); None without."""
+    found = [p for p in wheel_files("*/bin/ptxas") if os.access(p, os.X_OK)]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        found.append(Path(nvcc).resolve().parent / "ptxas")
+    on_path = shutil.which("ptxas")
+    found += [Path(on_path)] if on_path else []
+    found += [Path("/usr/local/cuda/bin/ptxas"), Path(os.environ.get("CUDA_HOME", "/nonexistent")) / "bin" / "ptxas"]
+    return next((p for p in found if p.is_file() and os.access(p, os.X_OK)), None)
+
+
 def include_candidates() -> list[Path]:
     """The CUDA toolkit's include folder (beside nvcc, /usr/local/cuda, CUDA_HOME), then the pip wheel
     nvidia-cuda-runtime's (cuda.h, cuda_fp16.h and cuda_bf16.h without a toolkit)."""

@@ -4,16 +4,29 @@ nvidia-cuda-nvrtc is installed; the CUDA back end, backend.py, decides).
 NVRTC ships no host headers: tilec's device header needs only cuda_fp16.h / cuda_bf16.h, found in the CUDA
 toolkit's include directory or, without a toolkit, in the pip wheel nvidia-cuda-runtime's
 (toolchain.cuda_include_dir).
+
+With TILEC_NVRTC_SPLIT=1 (opt-in), a cubin of several kernels is built split when a ptxas of NVRTC's own build
+is found (the pip wheel nvidia-cuda-nvcc's, or the CUDA toolkit's): NVRTC compiles each kernel's program to
+PTX, the programs in threads, and ptxas assembles the merged module once, as a whole program (split.py says
+why not device linking). NVVM's time becomes the slowest kernel's instead of the sum. Opt-in because the SASS
+is the whole program's for most builds but not all: NVVM may number a kernel's virtual registers differently
+when the kernel is alone (samples/fp8_gemm.tile with its tuning database: two of its four kernels get the same
+registers and instruction count in another order; bench/RESULTS.md). Without the variable or such a ptxas, or
+when the modules cannot be merged, NVRTC compiles the whole program as one.
 """
+
 
 from __future__ import annotations
 
 import ctypes
+import os
+import re
+import subprocess
 import threading
 from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
-from .locate import cuda_include_dir, nvrtc_lib
+from .locate import cuda_include_dir, nvrtc_lib, ptxas_path
 from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, ptxas_args, toolchain_diagnostics
 
 _lib = None
@@ -21,6 +34,8 @@ _lock = threading.Lock()  # builds of several targets run in threads (ctypes rel
 
 
 find_lib = nvrtc_lib  # libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None
+find_ptxas = ptxas_path  # ptxas for the split build, or None
+SPLIT_ENV = "TILEC_NVRTC_SPLIT"  # "1": the split build (backend.py puts it in the toolchain's identity, the cache key)
 
 # ptxas compiles the program's kernels in this many threads (its --split-compile): the same SASS for every kernel
 # as one thread gives (checked with cuobjdump for every sample on sm80 and sm90), about as much CPU, and on two
@@ -56,8 +71,7 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
                                                 "(a fatbin packs them with nvFatbin: this is a tilec bug)")])
     arch = opts.archs[0]
     cc = arch.removeprefix("sm_")
-    arch_flag = f"-arch={'compute' if opts.kind == 'ptx' else 'sm'}_{cc}"
-    flags = [arch_flag, "-std=c++17", "--device-as-default-execution-space"]
+    flags = ["-std=c++17", "--device-as-default-execution-space"]
     inc = cuda_include_dir()
     if inc:
         flags.append(f"-I{inc}")
@@ -65,26 +79,142 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags.append("-lineinfo")
     if opts.debug:
         flags.append("-G")
-    if opts.kind != "ptx":  # ptxas's resource report in the program log (registers, spills), then the user's
-        user = ptxas_args(opts)
-        split = [] if any("split-compile" in a for a in user) else [f"--split-compile={PTXAS_THREADS}"]
-        flags += [f"--ptxas-options={arg}" for arg in ["-v", *split, *user]]
-    flags += opts.extra
-    command = "nvrtc " + " ".join(flags)
-    if opts.dryrun:
-        return BuildResult(b"", [command], {}, version())
-    key = program_key(source, stem, flags, opts) if opts.cache else None
-    found = _cached(key) if key is not None else None
-    if found is not None:
-        data, log, ver = found
+    ptx_flags = [f"-arch=compute_{cc}", *flags]
+    user = ptxas_args(opts)
+    split_flags = [] if any("split-compile" in a for a in user) else [f"--split-compile={PTXAS_THREADS}"]
+    assembler = ["-v", *split_flags, *user]  # ptxas's resource report in the log (registers, spills), the user's
+    if opts.kind == "ptx":
+        flags = ptx_flags + opts.extra
     else:
-        data, log = _compile(source, stem, flags, opts.kind)
-        ver = version()
-        if key is not None:
-            _store(key, data, log, ver)
+        flags = [f"-arch=sm_{cc}", *flags, *[f"--ptxas-options={arg}" for arg in assembler], *opts.extra]
+    programs, ptxas = _split_plan(source, opts)
+    if opts.dryrun:
+        if programs:
+            command = [f"nvrtc {' '.join(ptx_flags)} (each of the {len(programs)} kernels' programs, in threads)",
+                       f"{ptxas} -arch=sm_{cc} {' '.join(assembler)} {stem}.ptx (the merged PTX) -o {stem}.cubin"]
+            return BuildResult(b"", command, {}, version())
+        return BuildResult(b"", ["nvrtc " + " ".join(flags)], {}, version())
+    built = _split_build(programs, ptxas, stem, ptx_flags, [f"-arch=sm_{cc}", *assembler], opts) if programs \
+        else None
+    if built is not None:
+        data, log, ver, commands = built
+    else:
+        commands = ["nvrtc " + " ".join(flags)]
+        data, log, ver = _nvrtc_cached(source, stem, flags, opts, opts.kind)
     by_arch = parse_ptxas_usage_by_arch(log)
     usage = next(iter(by_arch.values()), {})
-    return BuildResult(data, [command], usage, ver, by_arch)
+    return BuildResult(data, commands, usage, ver, by_arch)
+
+
+def _nvrtc_cached(source: str, stem: str, flags: list[str], opts: BuildOptions, kind: str) -> tuple[bytes, str, str]:
+    """NVRTC on one program through the program cache: (binary, log, NVRTC's version)."""
+    key = program_key(source, stem, flags, opts, kind) if opts.cache else None
+    found = _cached(key) if key is not None else None
+    if found is not None:
+        return found
+    data, log = _compile(source, stem, flags, kind)
+    ver = version()
+    if key is not None:
+        _store(key, data, log, ver)
+    return data, log, ver
+
+
+# ---------------------------------------------------------------------------- the split build
+
+
+def _split_plan(source: str, opts: BuildOptions) -> tuple[list[str] | None, Path | None]:
+    """The kernels' own programs and the ptxas to assemble them, or (None, None) for one NVRTC program: not
+    asked for (TILEC_NVRTC_SPLIT), PTX
+    output (no ptxas), one kernel, line info or -G (each module's file table and debug strings would have to be
+    renumbered to merge), flags of the user's for NVRTC (they may mean something to NVVM or ptxas that the split
+    build would not pass on), or no ptxas."""
+    if os.environ.get(SPLIT_ENV) != "1" or opts.kind != "cubin" or opts.lineinfo or opts.debug or opts.extra:
+        return None, None
+    from .split import kernel_programs
+
+    programs = kernel_programs(source)
+    ptxas = find_ptxas() if programs else None
+    return (programs, ptxas) if ptxas is not None else (None, None)
+
+
+_ptxas_ids: dict[str, tuple[str, str] | None] = {}
+
+
+def _ptxas_identity(ptxas: Path) -> tuple[str, str] | None:
+    """(build id, version) of a ptxas from `ptxas --version` ("compiler.36424714", "13.0.88"), once per file."""
+    from ...cache import executable_fingerprint
+
+    key = executable_fingerprint(str(ptxas))
+    if key not in _ptxas_ids:
+        try:
+            out = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        build, ver = re.search(r"compiler\.(\d+)", out), re.search(r"V(\d+\.\d+\.\d+)", out)
+        _ptxas_ids[key] = (build.group(1), ver.group(1)) if build and ver else None
+    return _ptxas_ids[key]
+
+
+def _split_build(programs: list[str], ptxas: Path, stem: str, ptx_flags: list[str], ptxas_flags: list[str],
+                 opts: BuildOptions) -> tuple[bytes, str, str, list[str]] | None:
+    """NVRTC on each kernel's program to PTX (concurrently: NVRTC takes no global lock, and ctypes releases the
+    GIL), then ptxas on the merged module: (cubin, log, toolchain, commands), or None when this ptxas is not of
+    NVRTC's build (its SASS would differ) or the modules do not merge. Each program's PTX and the cubin are
+    kept in the program cache, so that a changed kernel recompiles only its own program through NVVM."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .split import MergeRefused, merge_ptx
+
+    ident = _ptxas_identity(ptxas)
+    if ident is None or not ident[1].startswith(version().removeprefix("nvrtc ") + "."):
+        return None  # (the build ids are compared below, once NVRTC's PTX names its own)
+    with ThreadPoolExecutor(min(len(programs), os.cpu_count() or 1)) as pool:
+        # the longest programs first (a no-TMA twin takes NVVM about twice its kernel's time), so that fewer
+        # threads than programs end together; the results in the kernels' order whatever order the threads
+        # finish in, so that the merged module is reproducible
+        started = {i: pool.submit(_nvrtc_cached, programs[i], stem, ptx_flags, opts, "ptx")
+                   for i in sorted(range(len(programs)), key=lambda i: -len(programs[i]))}
+        results = [started[i].result() for i in range(len(programs))]
+    modules = [data.decode() for data, _, _ in results]
+    nvrtc_build = re.search(r"Compiler Build ID: CL-(\d+)", modules[0])
+    if nvrtc_build is None or nvrtc_build.group(1) != ident[0]:
+        return None
+    try:
+        merged = merge_ptx(modules)
+    except MergeRefused:
+        return None
+    flags = ptxas_flags
+    toolchain = f"{results[0][2]} + ptxas {ident[1]}"
+    commands = [f"nvrtc {' '.join(ptx_flags)} (each of the {len(programs)} kernels' programs, in threads)",
+                f"{ptxas} {' '.join(flags)} {stem}.ptx -o {stem}.cubin"]
+    key = _assembly_key(merged, ptxas, flags) if opts.cache else None
+    found = _cached(key) if key is not None else None
+    if found is not None:
+        data, log, _ = found
+    else:
+        data, log = _assemble(merged, ptxas, flags, stem, opts.keep_dir)
+        if key is not None:
+            _store(key, data, log, toolchain)
+    return data, "".join(log for _, log, _ in results) + log, toolchain, commands
+
+
+def _assemble(ptx: str, ptxas: Path, flags: list[str], stem: str, keep_dir: str | None) -> tuple[bytes, str]:
+    """ptxas on one PTX module, as a whole program: the cubin and ptxas's report."""
+    import shutil
+    import tempfile
+
+    work = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="tilec-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        src, out = work / f"{stem}.ptx", work / f"{stem}.cubin"
+        src.write_text(ptx)
+        proc = subprocess.run([str(ptxas), *flags, str(src), "-o", str(out)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(toolchain_diagnostics(proc.stderr + proc.stdout, src, ptx))
+        return out.read_bytes(), proc.stdout + proc.stderr
+    finally:
+        if not keep_dir:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def _compile(source: str, stem: str, flags: list[str], kind: str) -> tuple[bytes, str]:
@@ -126,7 +256,7 @@ PROGRAM_FORMAT = "tilec-nvrtc-program 1"  # bump when what _compile returns for 
 _HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp")
 
 
-def program_key(source: str, stem: str, flags: list[str], opts: BuildOptions) -> str | None:
+def program_key(source: str, stem: str, flags: list[str], opts: BuildOptions, kind: str) -> str | None:
     """The program cache's key for NVRTC on `source` with `flags` (None without NVRTC)."""
     import hashlib
     import json
@@ -141,9 +271,21 @@ def program_key(source: str, stem: str, flags: list[str], opts: BuildOptions) ->
     headers = [executable_fingerprint(str(Path(inc) / h)) for h in _HEADERS if (Path(inc) / h).is_file()] \
         if inc else []
     named = opts.lineinfo or opts.debug or bool(opts.extra)  # the program's name is in the binary then
-    key = {"format": PROGRAM_FORMAT, "kind": opts.kind, "flags": flags, "source_sha256": sha256_bytes(source.encode()),
+    key = {"format": PROGRAM_FORMAT, "kind": kind, "flags": flags, "source_sha256": sha256_bytes(source.encode()),
            "nvrtc": [executable_fingerprint(str(p)) for p in libs], "headers": headers,
            "name": f"{stem}.cu" if named else None}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def _assembly_key(ptx: str, ptxas: Path, flags: list[str]) -> str:
+    """The program cache's key for ptxas on a merged module: the module's text, the flags, ptxas's file."""
+    import hashlib
+    import json
+
+    from ...cache import executable_fingerprint, sha256_bytes
+
+    key = {"format": PROGRAM_FORMAT, "kind": "ptxas", "flags": flags, "ptx_sha256": sha256_bytes(ptx.encode()),
+           "ptxas": executable_fingerprint(str(ptxas))}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
