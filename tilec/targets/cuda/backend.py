@@ -354,7 +354,7 @@ def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
         return
     pristine.kernels = [k for k in pristine.kernels if k.name in needing]
     for k in pristine.kernels:
-        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma"}
+        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma", "partition"}
         k.name += FALLBACK_SUFFIX
         k.attrs["internal"] = True
     twins = run_steps(steps, pristine, rep, target, {}, set())
