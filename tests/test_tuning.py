@@ -162,6 +162,31 @@ def test_select_charges_configurations_missing_from_a_shapes_fastest():
     assert [configs[i] for i in per_shape] == [winners[i // 2] for i in range(6)]
 
 
+def test_select_weighs_every_measured_time_where_the_entry_has_them():
+    """An entry written from a full results file lists every checked candidate's time at every shape (`timed`,
+    `all_ms`). A configuration left out of a shape's five fastest is then charged what it measured there: here x
+    serves three long-row shapes best and is 10x slower at the short-row one, where the 4x guess made it the one
+    configuration to keep (the row samples' dispatch: softmax 4096x128 went to a one-row-per-block config, 4.2x)."""
+    from tilec.tuning.database import select
+
+    x, y = {"block_N": 8192}, {"block_N": 128}
+    timed = [x, y]
+    all_ms = [[10.0, 1.0], [1.0, 3.0], [1.0, 3.0], [1.0, 3.0]]
+    shapes = []
+    for si, ms in enumerate(all_ms):
+        ranked = sorted(zip(ms, range(2), strict=True))
+        rows = [{"config": timed[i], "ms": t} for t, i in ranked]
+        # the short rows list only their winner; the long rows list both
+        shapes.append({"sizes": {"N": 128 * 4 ** si}, "winner": rows[0], "runner_ups": rows[1:] if si else [],
+                       "all_ms": ms})
+    guessed, _ = select({"shapes": [{k: v for k, v in s.items() if k != "all_ms"} for s in shapes]}, max_configs=1)
+    assert guessed == [x]  # 4x charged at the short rows (4 + 1 + 1 + 1 against y's 1 + 3 + 3 + 3): x looks best
+    measured, _ = select({"timed": timed, "shapes": shapes}, max_configs=1)
+    assert measured == [y]  # measured: x costs 10 + 3, y 1 + 9
+    both, per_shape = select({"timed": timed, "shapes": shapes}, max_configs=2)
+    assert [both[i] for i in per_shape] == [y, x, x, x]
+
+
 def _db(tmp_path, entry=None) -> Path:
     path = tmp_path / "k.tune.json"
     path.write_text(json.dumps({"tilec_tune_db": 1, "entries": [entry or _entry()]}))

@@ -5,7 +5,8 @@
         "space": ["block_M", ...], "default": {...}, "gpu": "NVIDIA H200", "cuda_driver": 13000, "cc": "9.0",
         "date": ..., "tilec": ..., "candidates": {"built": 14, "pruned": 0, "wrong": 0},
         "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
-                    "runner_ups": [{"config": {...}, "ms": 0.22}, ...]}]}]}
+                    "runner_ups": [{"config": {...}, "ms": 0.22}, ...],
+                    "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...]}]}   (all_ms[i]: timed[i]'s time)
 
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
@@ -82,12 +83,17 @@ def collect(folder: str | os.PathLike) -> dict:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     counts["wrong"] = sum(1 for r in timed.values() if r["check"] != "ok")
     shapes = []
+    # every checked candidate's time at every shape, so that `select` weighs a configuration at the shapes where it
+    # was not among the fastest by what it measured there, not by a guess
+    timed_ok = sorted(int(i) for i, r in timed.items() if r["check"] == "ok")
     for shape in plan["shapes"]:
         label = ",".join(f"{k}={v}" for k, v in shape.items())
         ranked = sorted((r["times"][label], int(i)) for i, r in timed.items()
                         if r["check"] == "ok" and label in r.get("times", {}))
         if not ranked:
             continue
+        all_ms = [round(timed[str(i)]["times"][label], 5) if label in timed[str(i)].get("times", {}) else None
+                  for i in timed_ok]
         row = [{"config": by_index[i]["config"], "ms": round(ms, 5)} for ms, i in ranked[:1 + RUNNER_UPS]]
         for r, (_, i) in zip(row, ranked, strict=False):
             if "device" in timed[str(i)]:
@@ -95,14 +101,15 @@ def collect(folder: str | os.PathLike) -> dict:
         again = (results.get("retimed") or {}).get(label)
         if again and again["index"] == ranked[0][1]:  # the winner, timed again on every GPU of the host
             row[0]["ms_per_device"] = {d: round(ms, 5) for d, ms in again["ms"].items()}
-        shapes.append({"sizes": shape, "winner": row[0], "runner_ups": row[1:]})
+        shapes.append({"sizes": shape, "winner": row[0], "runner_ups": row[1:], "all_ms": all_ms})
     return {"source": plan["source"], "source_hash": plan["source_hash"], "kernel": plan["kernel"],
             "target": plan["target"], "defines": plan["defines"], "source_consts": plan.get("source_consts", {}),
             "space": plan["space"], "default": plan["default"],
             "size_rules": plan.get("size_rules", {}), "gpu": results.get("gpu"),
             "cuda_driver": results.get("cuda_driver"), "cc": results.get("cc"), "date": results.get("date"),
             **({"devices": results["devices"]} if results.get("devices") else {}),
-            "tilec": __version__, "candidates": counts, "shapes": shapes}
+            "tilec": __version__, "candidates": counts, "timed": [by_index[i]["config"] for i in timed_ok],
+            "shapes": shapes}
 
 
 def find(source: str | os.PathLike, explicit: str | None = None) -> Path | None:
@@ -188,14 +195,17 @@ def select(entry: dict, max_configs: int = MAX_CONFIGS, slack: float = SLACK) ->
     slowdown against every shape's best the most) and, per tuned shape, the index of the one it runs."""
     times: dict[str, dict[int, float]] = {}
     configs: dict[str, dict] = {}
+    timed = entry.get("timed")
     for si, s in enumerate(entry["shapes"]):
-        for r in [s["winner"], *s["runner_ups"]]:
+        measured = [{"config": c, "ms": ms} for c, ms in zip(timed, s["all_ms"], strict=True) if ms is not None] \
+            if timed is not None and "all_ms" in s else []
+        for r in [s["winner"], *s["runner_ups"], *measured]:
             k = _key(r["config"])
             configs[k] = r["config"]
             times.setdefault(k, {})[si] = r["ms"]
     best = [s["winner"]["ms"] for s in entry["shapes"]]
     n = len(best)
-    missing = 4.0  # the slowdown charged where a configuration was not among a shape's fastest
+    missing = 4.0  # the slowdown charged where a configuration was not timed at a shape (an entry without "all_ms")
 
     def slowdown(c: str, si: int) -> float:
         t = times[c].get(si)
