@@ -273,7 +273,9 @@ def test_lowering_matches_the_interpreter(target, warp):
 def test_views_in_the_ir():
     text = _compile(HEADS).ir()
     assert "X4 = view X as f32[B, S, H, 16]" in text and "Z4 = view Z3 as f32[B, S, H, 16]" in text
-    assert "check" not in text  # every size proven at compile time
+    # every view's size proven at compile time; W's dimension B * S (a product of sizes) must fit 32-bit indices
+    assert [line.strip() for line in text.splitlines() if "check" in line] == [
+        "check (B * S) <= 2147483647"]
     ir = _compile(BYTES).ir()
     assert "P4 = view P as f32[M, N // 4]" in ir and "check (N % 4) == 0" in ir
     cu = _compile(HEADS, "sm80").source
@@ -616,3 +618,37 @@ def test_the_hip_launcher_tests_the_launch_checks():
                                        tilec_version="0", toolchain="clang", prefix="",
                                        embed=lambda n, d: f"static const unsigned char {n}[1] = {{0}};")
     assert "return hipErrorInvalidValue; /* view 'A2'" in src
+
+
+FLAT_PRODUCT = """
+kernel flatten(A: f16[M, N], B: out f16[M * N]):
+    with Kernel(ceildiv(M * N, 256), threads=128) as bx:
+        F = T.reshape(A, (M * N,))
+        s = alloc_fragment((256,), f16)
+        copy(F[bx * 256], s)
+        copy(s, B[bx * 256])
+"""
+
+
+class _DeviceArray:
+    """A device tensor's description only (no memory): the binder reads shapes and pointers, the fake driver
+    launches nothing."""
+
+    def __init__(self, shape, ptr):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2", "data": (ptr, False), "version": 3}
+
+
+def test_a_product_of_sizes_must_fit_the_kernels_32_bit_indices(monkeypatch):
+    """M and N each fit in 32 bits, M * N (B's dimension, F's) may not: the kernel would index past 2**31 with
+    wrapped integers. One launch check (B's and F's are the same) refuses such a launch before the driver."""
+    import tilec.runtime as rt
+
+    mod, entries = _cuda_module(FLAT_PRODUCT)
+    assert entries[0]["launch_checks"] == [{"lhs": "(M * N)", "op": "<=", "rhs": "2147483647", "message":
+                                            "dimension 0 of 'B' (M * N) must fit the kernel's 32-bit indices"}]
+    fake = install(monkeypatch, FakeDriver({e["name"]: e for e in entries}, capability=(8, 0)))
+    mod.flatten(_DeviceArray((1000, 1000), 1 << 20), _DeviceArray((1000 * 1000,), 1 << 30))
+    assert len(fake.launches) == 1
+    with pytest.raises(rt.ArgumentError, match=r"must fit the kernel's 32-bit indices: \(M \* N\) = 4294967296"):
+        mod.flatten(_DeviceArray((65536, 65536), 1 << 20), _DeviceArray((65536 * 65536,), 1 << 40))
+    assert len(fake.launches) == 1

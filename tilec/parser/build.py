@@ -224,6 +224,9 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                       span: Span) -> T.Kernel | None:
         """The kernel of one `with Kernel(...)` block, taking `params` (the sizes are the whole function's)."""
         self.kernel_attrs: dict[str, object] = {}
+        for p in params:
+            if isinstance(p, T.Buffer):
+                self.check_dims_fit_i32(p)
         try:
             grid, threads = self.kernel_launch_args(launch.context, scope)
         except _Fail:

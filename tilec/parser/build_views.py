@@ -87,6 +87,7 @@ class ViewBuilder:
         buf = T.Buffer(self.unique(name), dt, shape, base.scope, span, is_output=base.is_output, view_of=base)
         if not exact:
             self.check_view_size(buf, base, "==" if fname != "T.Tensor" else "<=", fname, call.span)
+        self.check_dims_fit_i32(buf)
         scope.bind(name, buf)
         self.parallel_depth[id(buf)] = self.in_parallel
         self.emit(T.Alloc(call.span, buf))
@@ -182,7 +183,20 @@ class ViewBuilder:
             self.launch_check(need, op, have, f"{what} " + (
                 "must cover its storage exactly" if op == "==" else "must fit inside its storage"))
 
+    def check_dims_fit_i32(self, buf: T.Buffer) -> None:
+        """A dimension that sums or multiplies sizes (`M * N` of a flattened A: f16[M, N], a parameter `B: f16[M * N]`)
+        is indexed with the kernel's 32-bit integers like every size; each size is checked at launch, but their
+        product can pass 2**31 when none does, so such a dimension gets a launch check of its own."""
+        for axis, dim in enumerate(buf.shape):
+            if any(isinstance(x, T.Binary) and x.op in ("*", "+") and as_int(x.a) is None and as_int(x.b) is None
+                   for x in sub_exprs(dim)):
+                text = formula(dim).removeprefix("(").removesuffix(")")
+                self.launch_check(dim, "<=", T.Const(D.I32, None, 2**31 - 1),
+                                  f"dimension {axis} of '{buf.name}' ({text}) must fit the kernel's 32-bit indices")
+
     def launch_check(self, lhs: T.Expr, op: str, rhs: T.Expr, message: str) -> None:
         """A condition on the runtime sizes, tested before each launch (the manifest's `launch_checks`)."""
-        self.kernel_attrs.setdefault("launch_checks", []).append(
-            {"lhs": formula(lhs), "op": op, "rhs": formula(rhs), "message": message})
+        checks = self.kernel_attrs.setdefault("launch_checks", [])
+        check = {"lhs": formula(lhs), "op": op, "rhs": formula(rhs), "message": message}
+        if not any(c["lhs"] == check["lhs"] and c["op"] == op and c["rhs"] == check["rhs"] for c in checks):
+            checks.append(check)
