@@ -295,11 +295,15 @@ def resources(k: T.Kernel) -> Resources:
     regs = 0
     for uid, lay in sched.fragments.items():
         regs += -(-lay.num_local * _fragment_bytes(k, uid) // 4)
-    # ping-pong: a second consumer warpgroup runs the kernel body on alternate tiles with its own accumulator (the
-    # same registers per thread); lowering adds its TMA-store staging tile on top, as for any persistent kernel
-    consumers = k.threads * (2 if sched.pingpong else 1)
-    return Resources(shared, consumers + (128 if warp_specialized else 0), regs + REGISTER_ALLOWANCE, sched.cluster,
-                     loaded)
+    # lowering adds a ping-pong's TMA-store staging tiles on top, as for any persistent kernel
+    return Resources(shared, consumer_threads(k.threads, sched) + (128 if warp_specialized else 0),
+                     regs + REGISTER_ALLOWANCE, sched.cluster, loaded)
+
+
+def consumer_threads(threads: int, sched: KernelSchedule) -> int:
+    """The threads that run a kernel body declared with `threads`: twice as many with ping-pong, where a second
+    consumer warpgroup runs it on alternate tiles with its own accumulator (the same registers per thread)."""
+    return threads * (2 if sched.pingpong else 1)
 
 
 def _fragment_bytes(k: T.Kernel, uid: int) -> int:

@@ -364,6 +364,15 @@ def _plan_pingpong(k: T.Kernel, target: Target, sched: KernelSchedule, loops: li
         rep.warning(f"pingpong=True has no effect on kernel '{k.name}' for {target.name}: {why}", k.span)
 
 
+def gemm_pipeline(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> bool:
+    """Whether a Pipelined loop is a gemm pipeline: its producer copies and one wgmma gemm accumulating into a
+    fragment that nothing else in the loop touches (what ping-pong needs, and what sm90 lowering keeps one k-step
+    of wgmma in flight for)."""
+    rest = [st for st in loop.body if st not in plan.producers]
+    return (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"
+            and not rest[0].clear_accum)
+
+
 def pingpong_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> str | None:
     """None when two consumer warpgroups can each run kernel k's body on alternate output tiles (ping-pong), else
     why not. The body must be written for one warpgroup (threads=128) around a gemm pipeline (the producer copies and
@@ -373,9 +382,7 @@ def pingpong_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSched
     the same time, each for its own tile)."""
     if k.threads != 128:
         return f"it needs a kernel written for one consumer warpgroup (threads=128), not threads={k.threads}"
-    rest = [st for st in loop.body if st not in plan.producers]
-    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"
-            and not rest[0].clear_accum):
+    if not gemm_pipeline(loop, plan, sched):
         return "the Pipelined loop is not a gemm pipeline (its copies and one wgmma gemm into an accumulator)"
     if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x.kind not in ("size", "param"))
            for e in loop.extents for x in sub_exprs(e)):

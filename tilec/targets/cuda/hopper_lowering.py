@@ -43,12 +43,12 @@ from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.instructions import WGMMA
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
-from ...ir.schedule import grouped_order
+from ...ir.schedule import consumer_threads, grouped_order
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
-from ...passes.pipeline_planning import launch_value_assigns, overlap_split
+from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
 MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
@@ -413,8 +413,7 @@ class HopperLowering(LoweringExtension):
         # the loop touches) keeps one k-step of wgmma in flight: wait_group 1, then release the stage
         # the previous iteration read.
         rest = [st for st in s.body if st not in producers]
-        deferred = (ws and len(rest) == 1 and isinstance(rest[0], T.Gemm)
-                    and self.cx.sched.instruction(rest[0]) == "wgmma" and not rest[0].clear_accum)
+        deferred = ws and gemm_pipeline(s, plan, self.cx.sched)
         # An attention-like loop (two or more wgmma gemms, the rest elementwise work on their results) on
         # 2-4 consumer warpgroups: the warpgroups take turns (round robin, named barriers 2..) issuing the first
         # gemm, which keeps them out of phase, so one's softmax overlaps the others' gemms (FlashAttention-3's
@@ -690,7 +689,7 @@ class HopperLowering(LoweringExtension):
 
     def consumer_threads(self) -> int:
         """The threads that run the kernel body: the declared ones, twice over with ping-pong."""
-        return self.cx.k.threads * (2 if self.pingpong else 1)
+        return consumer_threads(self.cx.k.threads, self.cx.sched)
 
     def total_tiles(self) -> T.Expr:
         g = [self.cx.lx(x) for x in self.cx.k.grid]
