@@ -118,3 +118,68 @@ def test_report_writes_table_and_plot(sweep, shapes, tmp_path, capsys):
     sweep.report(path, png, md)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert "The 10 worst shapes" in md.read_text() and "Test GPU" in capsys.readouterr().out
+
+
+def _doc_commands(after: str) -> list[str]:
+    """The `$ ` commands of the first console block after `after` in docs/tuning.md, continuation lines joined."""
+    text = (ROOT / "docs" / "tuning.md").read_text()
+    block = text[text.index(after):].split("```console\n", 1)[1].split("```", 1)[0]
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.startswith("$ "):
+            commands.append(line[2:].split("  #")[0].strip())
+    return commands
+
+
+def test_the_documented_recipe_for_your_own_shapes(tmp_path):
+    """docs/tuning.md's fp8 commands for a model's own shapes, as written (in a copy of samples/): build the
+    candidates, the worker's results stood in by a file, collect into the user's database, build with it."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    from tilec.targets.cuda.nvrtc import find_lib
+    from tilec.tuning.shapes import label
+
+    if find_lib() is None:
+        pytest.skip("NVRTC is not installed")
+    (tmp_path / "samples").mkdir()
+    for name in ("fp8_gemm.tile", "fp8_gemm.tune.json"):
+        shutil.copy(ROOT / "samples" / name, tmp_path / "samples" / name)
+    commands = _doc_commands("The fp8 gemm takes the same steps")
+    assert [c.split()[:2] for c in commands] == [
+        ["cp", "samples/fp8_gemm.tune.json"], ["tilec", "tune"], ["python", "-m"], ["tilec", "tune"],
+        ["tilec", "samples/fp8_gemm.tile"]]
+    env = {k: v for k, v in os.environ.items() if k != "TILEC_TUNE_DB"}
+    env.update(PYTHONPATH=str(ROOT), NO_COLOR="1")
+    mine = [{"M": 1, "N": 6144, "K": 4096}, {"M": 2048, "N": 128256, "K": 4096}]
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[0] == "cp":
+            shutil.copy(tmp_path / argv[1], tmp_path / argv[2])
+            continue
+        if argv[0] == "python":  # the GPU machine's step: the worker's results.json, written as it would
+            folder = tmp_path / argv[-1]
+            plan = json.loads((folder / "plan.json").read_text())
+            # the user's shapes and the standard sets' 19 (4096^3 is in both)
+            assert all(s in plan["shapes"] for s in mine) and len(plan["shapes"]) == 19 + len(mine)
+            built = [c for c in plan["candidates"] if c["status"] == "built"]
+            winner = built[-1]  # fastest at the user's shapes, slowest at the others
+            times = {str(c["index"]): {"check": "ok", "times": {
+                label(s): (1.0 if (c is winner) == (s in mine) else 2.0 + c["index"]) for s in plan["shapes"]}}
+                for c in built}
+            (folder / "results.json").write_text(json.dumps({"version": 1, "gpu": "test GPU", "cuda_driver": 13000,
+                                                             "cc": "9.0", "date": "2026-12-02", "candidates": times}))
+            continue
+        r = subprocess.run([sys.executable, "-m", "tilec", *argv[1:]], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, (command, r.stderr)
+    db = json.loads((tmp_path / "my_fp8.tune.json").read_text())
+    assert len(db["entries"]) == 1 and db["entries"][0]["gpu"] == "test GPU"
+    manifest = json.loads((tmp_path / "fp8_gemm.cubin.json").read_text())
+    table = manifest["dispatch"]["fp8_gemm"]
+    for s in mine:
+        (rule,) = [r for r in table["rules"] if r["at"] == s]
+        assert table["configs"][rule["config"]]["consts"] == {**winner["config"]}
