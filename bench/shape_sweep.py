@@ -1,8 +1,11 @@
 """The shape sweep (issue #26): tilec's default builds against their peers at a few hundred shapes of real model layers.
 
-    python bench/shape_sweep.py build .artifacts/shape_sweep                  # here: compile, write the shape list
-    python3 bench/shape_sweep.py run .artifacts/shape_sweep --results $OUT/shape_sweep.json   # on the H200 (~2 min)
-    python bench/shape_sweep.py report $OUT/shape_sweep.json                 # here: the table and bench/shape_sweep.png
+    python bench/shape_sweep.py build .artifacts/sweep                                 # here: 16 builds, shapes.json
+    python3 bench/shape_sweep.py run .artifacts/sweep --results $OUT/shape_sweep.json  # the H200: 656 shapes, ~45 s
+    python bench/shape_sweep.py report shape_sweep.json                   # here: the table and bench/shape_sweep.png
+
+(With the `run` tool: build into /work/main/.artifacts/sweep, pass `carry: [".artifacts/sweep"]`, and run the second
+command from the repository root there; it needs tilec/ and bench/ from the checkout, numpy, torch and triton.)
 
 `build` compiles the artifacts a user gets with no tuning flags for sm90 — the committed tuning databases
 (samples/*.tune.json) decide the configurations and the dispatch — for gemm f16 and bf16 (B as [K, N] and trans_B's
