@@ -546,7 +546,7 @@ def plot(rows: list[dict], path: Path, title: str = "") -> None:
         raise SystemExit("the plot needs matplotlib: pip install 'tilec[plot]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     fams = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
     cols = 5
@@ -566,14 +566,15 @@ def plot(rows: list[dict], path: Path, title: str = "") -> None:
         ax.axhline(0.8, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(FixedLocator([0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1, 1.5, 2, 3, 5, 10]))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_locator(NullLocator())
         ax.set_title(f"{fam} ({len(mine)})", fontsize=10)
         ax.set_xlabel(unit, fontsize=8)
         ax.set_ylabel("peer time / tilec time", fontsize=8)
         ax.tick_params(labelsize=7)
         if mine:
-            ax.legend(fontsize=7, loc="lower right")
+            ax.legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
