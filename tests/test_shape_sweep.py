@@ -1,0 +1,185 @@
+"""bench/shape_sweep.py without a GPU: the shapes it generates, the report's statistics on a results file made up
+here, and the plot (the sweep itself runs on the H200: bench/RESULTS.md)."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    spec = importlib.util.spec_from_file_location("shape_sweep", ROOT / "bench" / "shape_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def shapes(sweep):
+    return sweep.generate_shapes()
+
+
+def test_the_sweep_covers_every_family_with_mostly_untuned_shapes(sweep, shapes):
+    assert len(shapes) >= 300
+    by_family = {f: [s for s in shapes if s["family"] == f] for f in sweep.FAMILIES}
+    assert all(len(v) >= 20 for v in by_family.values()), {f: len(v) for f, v in by_family.items()}
+    tuned = sum(s["tuned"] for s in shapes)
+    assert 0 < tuned < len(shapes) / 4  # the databases' own shapes are there, but most are shapes they never saw
+    for f in ("gemm f16", "gemm bf16", "fp8", "softmax", "rmsnorm", "layernorm", "attention", "attention causal"):
+        assert any(s["tuned"] for s in by_family[f]), f
+        assert sum(not s["tuned"] for s in by_family[f]) > len(by_family[f]) / 2, f
+    assert not any(s["tuned"] for s in by_family["gemm f16 trans_B"])  # no database entry for trans_B
+
+
+def test_the_sweep_has_ragged_decode_and_long_shapes(sweep, shapes):
+    gemms = [s["sizes"] for s in shapes if "K" in s["sizes"]]
+    assert {1, 16384} <= {g["M"] for g in gemms}
+    assert any(g["N"] == 50257 for g in gemms)  # GPT-2's vocabulary
+    assert any(g["K"] % 8 for g in gemms) and any(g["N"] % 2 for g in gemms)  # rows no TMA tensor map takes
+    assert sum(1 for s in shapes if s["family"] == "gemm bf16 trans_B" and s["sizes"]["K"] % 8) >= 3
+    attn = [s for s in shapes if "S" in s["sizes"]]
+    assert {s["defines"]["dim"] for s in attn} == {"64", "96", "128", "256"}
+    assert any(s["sizes"]["S"] % 64 for s in attn) and max(s["sizes"]["S"] for s in attn) == 16384
+    rows = [s["sizes"]["N"] for s in shapes if s["family"] in ("softmax", "rmsnorm", "layernorm")]
+    assert any(n % 2 for n in rows)
+    # data stays within what the H200's run is planned for
+    for s in shapes:
+        w, unit = sweep.work(s)
+        assert w <= (8e12 if s["tuned"] else 4 * sweep.MAX_FLOPS) if unit == "FLOP" else w <= sweep.MAX_BYTES
+
+
+def test_the_generated_shapes_are_deterministic_and_distinct(sweep, shapes):
+    assert sweep.generate_shapes() == shapes
+    keys = [(s["family"], tuple(sorted(s["sizes"].items()))) for s in shapes]
+    assert len(set(keys)) == len(keys)
+    order = sweep.interleaved(shapes)
+    assert sorted(s["id"] for s in order) == list(range(len(shapes)))
+    assert {s["family"] for s in order[:len(sweep.FAMILIES)]} == set(sweep.FAMILIES)  # a cut run has them all
+
+
+def _results(sweep, shapes):
+    """A results file as `run` writes it: gemm f16 at ratios 0.1, 0.2, ..., one wrong shape and one failure."""
+    gemm = [s for s in shapes if s["family"] == "gemm f16"]
+    untuned = [s for s in gemm if not s["tuned"]][:10]
+    tuned = [s for s in gemm if s["tuned"]][:2]
+    rows = []
+    for i, s in enumerate(untuned):
+        rows.append({**s, "ok": True, "err": 0.0, "tilec_ms": 1.0, "peer_ms": 0.1 * (i + 1), "ratio": 0.1 * (i + 1),
+                     "peer": "cuBLAS", "runs": "gemm__cfg0__no_tma" if i < 3 else "gemm__cfg0"})
+    for s in tuned:
+        rows.append({**s, "ok": True, "err": 0.0, "tilec_ms": 1.0, "peer_ms": 2.0, "ratio": 2.0, "peer": "cuBLAS",
+                     "runs": "gemm__cfg1"})
+    rmsnorm = [s for s in shapes if s["family"] == "rmsnorm"][:2]
+    rows.append({**rmsnorm[0], "ok": False, "err": math.nan, "tilec_ms": 0.5, "peer_ms": 0.1, "ratio": 0.2,
+                 "peer": "torch", "runs": "rmsnorm__cfg0"})
+    rows.append({**rmsnorm[1], "error": "CudaError: launch failed"})
+    return {"meta": {"gpu": "Test GPU", "commit": "abc1234", "date": "2026-12-02"}, "rows": rows}
+
+
+def test_report_statistics(sweep, shapes):
+    results = _results(sweep, shapes)
+    st = sweep.stats(results["rows"])
+    g = st["gemm f16"]
+    assert g["shapes"] == 12 and g["wrong"] == 0 and g["failed"] == 0 and g["no_tma"] == 3
+    assert g["untuned"]["n"] == 10 and g["untuned"]["worst"] == pytest.approx(0.1)
+    assert g["untuned"]["p10"] == pytest.approx(0.19)  # numpy's linear rank: 0.1 + 0.9 * (0.2 - 0.1)
+    assert g["untuned"]["median"] == pytest.approx(0.55)
+    assert g["tuned"] == {"n": 2, "worst": 2.0, "p10": 2.0, "median": 2.0}
+    assert g["all"]["n"] == 12 and g["all"]["median"] == pytest.approx(0.65)
+    r = st["rmsnorm"]  # the wrong shape's ratio is not counted; the failure is counted as one
+    assert r["wrong"] == 1 and r["failed"] == 1 and r["all"] == {"n": 0}
+    assert st["all"]["shapes"] == 14 and st["all"]["all"]["n"] == 12
+    worst = sweep.worst(results["rows"])
+    assert [w["ratio"] for w in worst] == pytest.approx([0.1 * (i + 1) for i in range(10)])
+    text = sweep.markdown(results)
+    assert "| gemm f16 | 12 | 0 | 0 | 3 | 0.10 / 0.21 / 0.65 (12) | 2.00 / 2.00 / 2.00 (2) |" in text
+    assert "Wrong or failed (2)" in text and "CudaError: launch failed" in text and "error nan" in text
+
+
+def test_report_reads_the_databases_for_what_was_tuned(sweep, shapes, tmp_path):
+    """`report` decides tuned or not from samples/*.tune.json, not from the results file."""
+    results = _results(sweep, shapes)
+    for r in results["rows"]:
+        r["tuned"] = not r["tuned"]
+    sweep.retag_tuned(results["rows"])
+    assert sum(r["tuned"] for r in results["rows"]) == 2
+
+
+def test_report_writes_table_and_plot(sweep, shapes, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_results(sweep, shapes)))
+    png, md = tmp_path / "sweep.png", tmp_path / "sweep.md"
+    sweep.report(path, png, md)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert "The 10 worst shapes" in md.read_text() and "Test GPU" in capsys.readouterr().out
+
+
+def _doc_commands(after: str) -> list[str]:
+    """The `$ ` commands of the first console block after `after` in docs/tuning.md, continuation lines joined."""
+    text = (ROOT / "docs" / "tuning.md").read_text()
+    block = text[text.index(after):].split("```console\n", 1)[1].split("```", 1)[0]
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        if line.startswith("$ "):
+            commands.append(line[2:].split("  #")[0].strip())
+    return commands
+
+
+def test_the_documented_recipe_for_your_own_shapes(tmp_path):
+    """docs/tuning.md's fp8 commands for a model's own shapes, as written (in a copy of samples/): build the
+    candidates, the worker's results stood in by a file, collect into the user's database, build with it."""
+    import os
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    from tilec.targets.cuda.nvrtc import find_lib
+    from tilec.tuning.shapes import label
+
+    if find_lib() is None:
+        pytest.skip("NVRTC is not installed")
+    (tmp_path / "samples").mkdir()
+    for name in ("fp8_gemm.tile", "fp8_gemm.tune.json"):
+        shutil.copy(ROOT / "samples" / name, tmp_path / "samples" / name)
+    commands = _doc_commands("The fp8 gemm takes the same steps")
+    assert [c.split()[:2] for c in commands] == [
+        ["cp", "samples/fp8_gemm.tune.json"], ["tilec", "tune"], ["python", "-m"], ["tilec", "tune"],
+        ["tilec", "samples/fp8_gemm.tile"]]
+    env = {k: v for k, v in os.environ.items() if k != "TILEC_TUNE_DB"}
+    env.update(PYTHONPATH=str(ROOT), NO_COLOR="1")
+    mine = [{"M": 1, "N": 6144, "K": 4096}, {"M": 2048, "N": 128256, "K": 4096}]
+    for command in commands:
+        argv = shlex.split(command)
+        if argv[0] == "cp":
+            shutil.copy(tmp_path / argv[1], tmp_path / argv[2])
+            continue
+        if argv[0] == "python":  # the GPU machine's step: the worker's results.json, written as it would
+            folder = tmp_path / argv[-1]
+            plan = json.loads((folder / "plan.json").read_text())
+            # the user's shapes and the standard sets' 19 (4096^3 is in both)
+            assert all(s in plan["shapes"] for s in mine) and len(plan["shapes"]) == 19 + len(mine)
+            built = [c for c in plan["candidates"] if c["status"] == "built"]
+            winner = built[-1]  # fastest at the user's shapes, slowest at the others
+            times = {str(c["index"]): {"check": "ok", "times": {
+                label(s): (1.0 if (c is winner) == (s in mine) else 2.0 + c["index"]) for s in plan["shapes"]}}
+                for c in built}
+            (folder / "results.json").write_text(json.dumps({"version": 1, "gpu": "test GPU", "cuda_driver": 13000,
+                                                             "cc": "9.0", "date": "2026-12-02", "candidates": times}))
+            continue
+        r = subprocess.run([sys.executable, "-m", "tilec", *argv[1:]], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, (command, r.stderr)
+    db = json.loads((tmp_path / "my_fp8.tune.json").read_text())
+    assert len(db["entries"]) == 1 and db["entries"][0]["gpu"] == "test GPU"
+    manifest = json.loads((tmp_path / "fp8_gemm.cubin.json").read_text())
+    table = manifest["dispatch"]["fp8_gemm"]
+    for s in mine:
+        (rule,) = [r for r in table["rules"] if r["at"] == s]
+        assert table["configs"][rule["config"]]["consts"] == {**winner["config"]}
