@@ -59,15 +59,20 @@ def readme_python_snippets() -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- the ledger
 
-# command -> (pytest marks, what its output must contain: a string in stdout+stderr, or "" for nothing claimed)
-RUN_HERE: dict[str, tuple[tuple[str, ...], str]] = {
+# command -> (what it needs, what its output must contain: strings in stdout+stderr, "" for nothing claimed)
+RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec samples/flash_attention.tile --emit-ir": ((), "kernel flash_attention"),
     "tilec samples/gemm.tile --emit-ir=after:lower-to-simt --target sm90": ((), "gemm"),
     "tilec samples/gemm.tile --target sm90 -o gemm.cu": ((), ""),
     "tilec samples/gemm.tile --target sm90 -o gemm.cubin --compiler nvrtc": (("cuda",), ""),
     "tilec samples/gemm.tile --target sm90 -o gemm.cubin --resource-usage -D block_K=64": (("cuda",), "registers"),
     "tilec samples/gemm.tile -arch=sm_90a -c -o gemm.o": (("cuda", "cc"), ""),
-    "tilec samples/gemm.tile --target sm80 -o gemm.cubin -R": (("cuda",), "remark:"),
+    "tilec samples/gemm.tile --target sm80 -o gemm.cubin -R": (("cuda",), "remark: no remarks for sm80"),
+    "tilec samples/gemm.tile --target sm80 -D dtype=f32 -o g.cubin -R":
+        (("cuda",), ("samples/gemm.tile:59:1: warning: kernel 'gemm' spills",
+                     "samples/gemm.tile:74:17: remark: gemm runs on scalar multiply-adds, not tensor cores",
+                     "samples/gemm.tile:65:13: remark: shared tile 'B_s': its reads by load (lowered from line 74) "
+                     "have bank conflicts")),
     "tilec run samples/softmax.tile --device cpu --size M=100,N=1000": ((), "Y"),
     "tilec run samples/softmax.tile --target ascend910b --check": ((), "PASS"),
     "tilec run samples/softmax.tile --target webgpu --check": (("webgpu",), "PASS"),
@@ -152,7 +157,6 @@ NOT_YET_RUN: set[str] = {
     "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_m=2 -Rpass=cluster",
     "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_n=2",
     "tilec layout samples/gemm.tile --target sm80 -o gemm.svg",
-    "tilec samples/gemm.tile --target sm80 -D dtype=f32 -o g.cubin -R",
     "tilec samples/gemm.tile --target sm80 -D block_M=256 -D block_N=256 -o g.cubin",
     "python scripts/resource_baseline.py",
     "python scripts/resource_baseline.py --update",
@@ -228,4 +232,5 @@ def test_documented_command_runs(scratch, command):
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"$ {command}\n{output}"
     assert "Traceback" not in output
-    assert claimed in output, f"$ {command}: expected {claimed!r} in its output:\n{output}"
+    for text in (claimed,) if isinstance(claimed, str) else claimed:
+        assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"

@@ -59,9 +59,9 @@ def main(argv: list[str]) -> int:
 
 
 def _write_cuda_stub(args) -> int:
-    from ..targets.cuda.link_stub import write_cuda_stub
+    from ..targets.registry import write_link_stub
 
-    print(write_cuda_stub(args.cuda_stub))
+    print(write_link_stub(args.cuda_stub))
     return 0
 
 
