@@ -100,6 +100,8 @@ RUN_ELSEWHERE: dict[str, str] = {
         "tests/test_cli_nvcc.py::test_two_gencodes_make_one_fatbin_with_both",
     "cmake -S examples/cmake -B build -DTilec_DIR=\"$(tilec --cmake-dir)\" && cmake --build build && "
     "build/tilec_example": "tests/test_deploy_build.py::test_examples_build_with_cmake_and_make",
+    "tilec layout samples/gemm.tile --target sm90 -o gemm.svg":
+        "tests/test_docs_commands.py::test_readme_layout_plot_is_a_summary_under_a_megabyte",
     "make -C examples/make && examples/make/build/tilec_example":
         "tests/test_deploy_build.py::test_examples_build_with_cmake_and_make",
 }
@@ -110,7 +112,6 @@ SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
 NOT_YET_RUN: set[str] = {
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/tilec samples/gemm.tile --target sm90 -o "
     "gemm.cubin",
-    "tilec layout samples/gemm.tile --target sm90 -o gemm.svg",
     "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4096,H=16 --build-dir prof/",
     "tilec tune samples/softmax.tile --target sm90 --shapes rows --build-dir tune/",
     "tilec tune samples/softmax.tile --target sm90 --shapes rows --gpus all",
@@ -234,3 +235,16 @@ def test_documented_command_runs(scratch, command):
     assert "Traceback" not in output
     for text in (claimed,) if isinstance(claimed, str) else claimed:
         assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"
+
+
+def test_readme_layout_plot_is_a_summary_under_a_megabyte(scratch):
+    """The README's `tilec layout` line: a summary of each view (the first warpgroup's elements, a tile's first
+    rows), each cut view saying so, under 1 MB (the full plot is 16.7 MB)."""
+    cwd, env = scratch
+    command = "tilec layout samples/gemm.tile --target sm90 -o gemm.svg"
+    proc = subprocess.run(command.split(), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    svg = (cwd / "gemm.svg").read_text()
+    assert len(svg.encode()) < 1 << 20
+    assert "summary: the elements of warpgroup 0, rows 0-31 and columns 0-31 of 128x256" in svg
+    assert svg.count("--full draws every element") == 4  # the fragment, both shared tiles, the wgmma operand

@@ -87,9 +87,15 @@ def _summary(plan) -> str:
     for c in plan.candidates:
         counts[c.status] = counts.get(c.status, 0) + 1
     lines = [f"{len(plan.candidates)} candidates: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
+    # one line per distinct reason, not per candidate: a search space prunes hundreds for the same one
+    by_reason: dict[tuple[str, str], list[int]] = {}
     for c in plan.candidates:
         if c.status != "built":
-            lines.append(f"  cand{c.index} {c.status}: {c.reason}")
+            by_reason.setdefault((c.status, c.reason), []).append(c.index)
+    for (status, reason), indices in by_reason.items():
+        named = ", ".join(f"cand{i}" for i in indices[:3]) + (f" and {len(indices) - 3} more" if len(indices) > 3
+                                                                else "")
+        lines.append(f"  {len(indices)} {status} ({named}): {reason}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,17 @@
+"""The first hour of a new user (issue #29's polish): tilec tune's summary names each reason for pruning once,
+not once per candidate."""
+
+from types import SimpleNamespace
+
+from tilec.cli.tune import _summary
+
+
+def test_tune_summary_collapses_candidates_pruned_for_one_reason():
+    cands = [SimpleNamespace(index=i, status="pruned", reason="needs 300 KB of shared memory") for i in range(384)]
+    cands += [SimpleNamespace(index=384, status="built", reason=""),
+              SimpleNamespace(index=385, status="failed", reason="ptxas: out of registers")]
+    text = _summary(SimpleNamespace(candidates=cands))
+    assert text.splitlines() == [
+        "386 candidates: 1 built, 1 failed, 384 pruned",
+        "  384 pruned (cand0, cand1, cand2 and 381 more): needs 300 KB of shared memory",
+        "  1 failed (cand385): ptxas: out of registers"]
