@@ -15,3 +15,28 @@ def test_tune_summary_collapses_candidates_pruned_for_one_reason():
         "386 candidates: 1 built, 1 failed, 384 pruned",
         "  384 pruned (cand0, cand1, cand2 and 381 more): needs 300 KB of shared memory",
         "  1 failed (cand385): ptxas: out of registers"]
+
+
+def test_bench_without_a_driver_says_so_before_compiling(monkeypatch, capsys):
+    import ctypes
+    from pathlib import Path
+
+    import pytest
+
+    from tilec.cli import gpu
+    from tilec.cli.main import main
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has a CUDA driver")
+    except OSError:
+        pass
+
+    def compiled(args):
+        raise AssertionError("compiled before looking for the driver")
+
+    monkeypatch.setattr(gpu, "_load", compiled)
+    softmax = str(Path(__file__).resolve().parent.parent / "samples" / "softmax.tile")
+    assert main(["bench", softmax, "--target", "sm90", "--size", "M=32,N=64"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tilec: error: the CUDA driver (libcuda.so.1) is not available"), err
