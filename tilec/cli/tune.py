@@ -77,9 +77,9 @@ def command(
     p.finish(main(args))
 
 
-def _fail(msg: str) -> int:
+def _fail(msg: str, status: int = 2) -> int:
     print(f"tilec tune: error: {msg}", file=sys.stderr)
-    return 2
+    return status
 
 
 def _summary(plan) -> str:
@@ -183,7 +183,8 @@ def _tune(args) -> int:
     except ValueError as e:
         return _fail(str(e))
     except Exception as e:
-        return _fail(f"no GPU here ({e}); tune in two steps: --build-dir DIR here, the worker on the GPU machine")
+        return _fail(f"no GPU here ({e}); tune in two steps: --build-dir DIR here, the worker on the GPU machine",
+                     status=1)  # an error, not a bad command line: 1, as tilec run and tilec bench
     results = _compile_while_timing(args, opts, shapes, rules, folder, devices)
     return _write_results(folder, results, args)
 
