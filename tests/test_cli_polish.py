@@ -40,3 +40,25 @@ def test_bench_without_a_driver_says_so_before_compiling(monkeypatch, capsys):
     assert main(["bench", softmax, "--target", "sm90", "--size", "M=32,N=64"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tilec: error: the CUDA driver (libcuda.so.1) is not available"), err
+
+
+def test_a_misspelt_name_or_function_gets_a_suggestion():
+    import pytest
+
+    import tilec
+    from tilec.diagnostics import CompileError
+
+    source = ("const block_N = 64\n"
+              "kernel k(A: f32[N], B: out f32[N]):\n"
+              "    with Kernel(ceildiv(N, {size}), threads=64) as bx:\n"
+              "        X = alloc_fragment((block_N,), f32)\n"
+              "        {op}(X)\n"
+              "        copy(X, B[bx * block_N])\n")
+    for size, op, expected in (("blockN", "clear", "3:28: error: use of undefined name 'blockN'; did you mean "
+                                "'block_N'?"),
+                               ("block_N", "clera", "5:9: error: call to undefined function 'clera'; did you mean "
+                                "'clear'")):
+        with pytest.raises(CompileError) as e:
+            tilec.compile("k.tile", text=source.format(size=size, op=op))
+        shown = "\n".join(str(d) for d in e.value.diagnostics)
+        assert expected in tilec._render(e.value), shown
