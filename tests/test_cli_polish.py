@@ -62,3 +62,14 @@ def test_a_misspelt_name_or_function_gets_a_suggestion():
             tilec.compile("k.tile", text=source.format(size=size, op=op))
         shown = "\n".join(str(d) for d in e.value.diagnostics)
         assert expected in tilec._render(e.value), shown
+
+
+def test_a_subcommand_usage_error_is_one_line(capsys):
+    from tilec.cli.main import main
+
+    assert main(["run", "--targte", "sm90", "x.tile"]) == 2
+    err = capsys.readouterr().err
+    assert err == "tilec run: error: No such option: --targte (Possible options: --target)\n" \
+                  "(`tilec run --help` shows the usage)\n"
+    assert main(["tune", "--gpus"]) == 2
+    assert capsys.readouterr().err.startswith("tilec tune: error: Option '--gpus' requires an argument.\n")
