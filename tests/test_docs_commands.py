@@ -248,3 +248,18 @@ def test_readme_layout_plot_is_a_summary_under_a_megabyte(scratch):
     assert len(svg.encode()) < 1 << 20
     assert "summary: the elements of warpgroup 0, rows 0-31 and columns 0-31 of 128x256" in svg
     assert svg.count("--full draws every element") == 4  # the fragment, both shared tiles, the wgmma operand
+
+
+def python_snippets(doc: str) -> list[str]:
+    return [body for lang, body in FENCE.findall((ROOT / doc).read_text()) if lang == "python"]
+
+
+def test_the_interpreter_snippet_of_deploy_md_runs(scratch):
+    """docs/deploy.md's `tilec.load(..., target="cpu")` snippet, as written. (The other Python snippets of the docs
+    are not run by a test yet: README's two need a GPU; language.md's are .tile code.)"""
+    (snippet,) = [s for s in python_snippets("docs/deploy.md") if 'target="cpu"' in s]
+    cwd, env = scratch
+    code = snippet + "\nimport numpy as np\nassert y.shape == (7, 333) and np.allclose(y.sum(axis=-1), 1, atol=1e-4)\n"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=dict(env, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
