@@ -3,8 +3,20 @@
 # Installs: pip packages into .venv (tilec with its [test] extras); with apt-get, only when missing (sudo when not
 # root): mesa-vulkan-drivers (WebGPU tests on lavapipe) and hipcc, clang-19, lld-19, llvm-19 (AMD build tests).
 # Each install is announced on standard output before it runs.
+# `./scripts/test.sh --without-nvcc [PYTEST ARGS]`: after the same installs, run the tests whose behaviour differs
+# without a CUDA toolkit (WITHOUT_NVCC below, or the tests named) with nvcc hidden from PATH (tests/conftest.py), as
+# on the machine the README's set-up describes: tilec builds with NVRTC and nvFatbin. .ci/run runs both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITHOUT_NVCC=(tests/test_runtime_compare.py::test_load_compiles_through_the_cache
+              tests/test_deploy_build.py::test_examples_build_with_cmake_and_make
+              tests/test_deploy_build.py::test_cuda_stub_links_and_never_replaces_a_real_driver
+              tests/test_objects.py::test_readme_first_command_works_without_nvcc
+              tests/test_objects.py::test_objects_link_into_a_c_program
+              tests/test_cli_nvcc.py::test_nvcc_flags_do_what_nvcc_does_under_nvrtc
+              tests/test_backends.py::test_fatbin_of_architectures_that_launch_differently)
+without_nvcc=0
+if [ "${1:-}" = "--without-nvcc" ]; then without_nvcc=1; shift; fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
@@ -34,6 +46,11 @@ if ! command -v hipcc >/dev/null || ! command -v clang-19 >/dev/null || ! comman
         echo "note: could not install hipcc/clang-19; AMD build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
     fi
 fi
-command -v nvcc >/dev/null || echo "note: nvcc not on PATH; CUDA build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
+if [ "$without_nvcc" = 1 ]; then
+    echo "test.sh: the tests whose behaviour differs without nvcc, with nvcc hidden from PATH (NVRTC builds)"
+    [ "$#" -gt 0 ] || set -- "${WITHOUT_NVCC[@]}"
+    TILEC_TEST_WITHOUT_NVCC=1 exec .venv/bin/python -m pytest -q "$@"
+fi
+command -v nvcc >/dev/null || echo "note: nvcc not on PATH; tests of nvcc itself skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
 .venv/bin/ruff check tilec tests bench
 exec .venv/bin/python -m pytest -q "$@"

@@ -16,3 +16,34 @@ os.environ.setdefault("TILEC_CACHE_DIR", tempfile.mkdtemp(prefix="tilec-test-cac
 # Samples build without their tuning databases (samples/*.tune.json) unless a test asks: tests of a lowering look
 # at one kernel per sample; tests/test_tuning.py covers the databases.
 os.environ.setdefault("TILEC_TUNE_DB", "")
+
+
+def _hide_nvcc() -> None:
+    """TILEC_TEST_WITHOUT_NVCC=1 (.ci/run's second run; scripts/test.sh --without-nvcc): the machine the README
+    describes, with no CUDA toolkit on PATH, where tilec builds with NVRTC. Each PATH folder that holds nvcc is
+    replaced by a folder of links to everything else in it. The tests that need nvcc itself skip in that run
+    (they ran in the first); NVRTC must be there, or the run would test nothing."""
+    import shutil
+
+    shims = Path(tempfile.mkdtemp(prefix="tilec-test-no-nvcc-"))
+    folders = []
+    for i, folder in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if folder and (Path(folder) / "nvcc").exists():
+            shim = shims / str(i)
+            shim.mkdir()
+            for entry in Path(folder).iterdir():
+                if entry.name != "nvcc":
+                    (shim / entry.name).symlink_to(entry)
+            folder = str(shim)
+        folders.append(folder)
+    os.environ["PATH"] = os.pathsep.join(folders)
+    assert shutil.which("nvcc") is None, "TILEC_TEST_WITHOUT_NVCC=1: nvcc is still on PATH"
+    from tilec.targets.cuda.locate import nvrtc_lib
+
+    if nvrtc_lib() is None:
+        raise SystemExit("TILEC_TEST_WITHOUT_NVCC=1 needs NVRTC (pip nvidia-cuda-nvrtc): it tests tilec's NVRTC builds")
+    os.environ.pop("TILEC_REQUIRE_TOOLCHAINS", None)
+
+
+if os.environ.get("TILEC_TEST_WITHOUT_NVCC") == "1":
+    _hide_nvcc()

@@ -5,6 +5,7 @@ key, "did you mean", exit statuses, --version anywhere, completion scripts (bash
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -392,3 +393,40 @@ def test_spinner_starts_and_stops_on_a_terminal(monkeypatch, capsys):
     idle.start()
     assert idle.live is None
     capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------- nvcc's flags under NVRTC
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    from tilec.targets.cuda.locate import nvrtc_lib
+
+    return _require(nvrtc_lib(), "NVRTC (pip nvidia-cuda-nvrtc)")
+
+
+def test_nvcc_flags_do_what_nvcc_does_under_nvrtc(nvrtc, tmp_path, capsys):
+    """-Xptxas -v prints ptxas's lines (from ptxas's report in NVRTC's log, recorded in the manifest: a cache hit
+    prints them too), --keep DIR keeps NVRTC's source, PTX, cubin and log, --dryrun says that NVRTC is a call and
+    not a command, and -MT "a b" is written as given."""
+    out = tmp_path / "v.cubin"
+    base = [VECTOR_ADD, "-arch=sm_80", "--compiler", "nvrtc", "-o", str(out)]
+    for _ in range(2):  # built, then from the cache
+        assert tilec_main([*base, "-Xptxas", "-v"]) == 0
+        err = capsys.readouterr().err
+        assert "ptxas info    : Compiling entry function 'vector_add' for 'sm_80'" in err, err
+        assert re.search(r"ptxas info    : Used \d+ registers, \d+ bytes smem", err), err
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    assert tilec_main([*base, f"--keep={keep}"]) == 0
+    assert sorted(p.name for p in keep.iterdir()) == ["vector_add.cu", "vector_add.cubin", "vector_add.log",
+                                                      "vector_add.ptx"]
+    assert "__global__" in (keep / "vector_add.cu").read_text() and ".entry vector_add" in \
+        (keep / "vector_add.ptx").read_text()
+    assert (keep / "vector_add.cubin").read_bytes() == out.read_bytes()
+    capsys.readouterr()
+    assert tilec_main([*base, "--dryrun"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("# NVRTC, in process (no command to run): nvrtcCompileProgram(vector_add.cu, "), shown
+    assert tilec_main([*base, "-M", "-MT", "a b", "-MT", "c$d"]) == 0
+    assert capsys.readouterr().out.startswith("a b c$$d: \\\n")

@@ -327,27 +327,13 @@ def test_launcher_refuses_what_it_cannot_launch():
 # ================================================================ real headers: C and C++, linked
 
 
-def driver_stub(directory: Path, cuda_inc: str) -> Path:
-    """A directory with libcuda.so to link against: the toolkit's stub when it has one, else one made
-    here from cuda.h (every CUresult function it declares, under the names its macros select,
-    returning CUDA_ERROR_STUB_LIBRARY). Only `libcuda.so` is created, with the soname libcuda.so.1,
-    as NVIDIA's stub: a program linked against it loads the real driver at run time."""
-    for cand in (Path(cuda_inc).parent / "lib64" / "stubs", Path(cuda_inc).parent / "lib" / "stubs",
-                 Path(cuda_inc).parent / "targets" / "x86_64-linux" / "lib" / "stubs"):
-        if (cand / "libcuda.so").is_file():
-            return cand
-    import re
+def driver_stub(directory: Path) -> Path:
+    """A directory with libcuda.so (and cuda.h) to link against on this machine without a driver: what
+    `tilec --cuda-stub` writes."""
+    from tilec.targets.cuda.link_stub import write_cuda_stub
 
-    directory.mkdir(parents=True, exist_ok=True)
-    if (directory / "libcuda.so").is_file():
-        return directory
-    pre = subprocess.run(["gcc", "-E", "-P", f"-I{cuda_inc}", "-x", "c", "-"], input="#include <cuda.h>\n",
-                         capture_output=True, text=True, check=True).stdout
-    names = sorted(set(re.findall(r"^\s*(?:extern\s+)?CUresult\s+(cu\w+)\s*\(", pre, re.M)))
-    (directory / "stub.c").write_text("".join(f"int {n}(void) {{ return 34; }}\n" for n in names))
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", "libcuda.so", "stub.c"],
-                   cwd=directory, check=True)
-    return directory
+    _require(shutil.which("gcc") or shutil.which("cc"), "a C compiler")
+    return write_cuda_stub(directory)
 
 
 @pytest.fixture(scope="module")
@@ -372,7 +358,7 @@ def sample_headers(nvcc, tmp_path_factory):
 
 def test_sample_headers_compile_as_c_and_cpp_and_link(sample_headers, gcc, cuda_h, tmp_path):
     gxx = _require(shutil.which("g++"), "g++")
-    stubs = driver_stub(tmp_path / "stubs", cuda_h)
+    stubs = driver_stub(tmp_path / "stubs")
     headers = sorted(p.name for p in sample_headers.glob("*.h"))
     assert len(headers) == len(list(SAMPLES.glob("*.tile")))
     includes = "".join(f'#include "{h}"\n' for h in headers)

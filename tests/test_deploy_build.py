@@ -36,7 +36,9 @@ def _ninja() -> str | None:
 def env(tmp_path_factory):
     """Toolchains, a `tilec` command that runs this checkout, a driver stub and a shared cache."""
     cmake = _require(shutil.which("cmake"), "cmake")
-    _require(shutil.which("nvcc"), "nvcc")
+    from tilec.targets.cuda.locate import nvrtc_lib
+
+    _require(shutil.which("nvcc") or nvrtc_lib(), "nvcc or NVRTC")  # tilec builds the cubins with either
     _require(shutil.which("g++"), "g++")
     inc = _require(cuda_include_dir(), "the CUDA toolkit's cuda.h")
     d = tmp_path_factory.mktemp("deploy")
@@ -45,7 +47,7 @@ def env(tmp_path_factory):
     tilec.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m tilec "$@"\n')
     tilec.chmod(tilec.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     environ = dict(os.environ, TILEC_CACHE_DIR=str(d / "cache"))
-    return {"cmake": cmake, "tilec": str(tilec), "stubs": driver_stub(d / "stubs", inc), "inc": inc,
+    return {"cmake": cmake, "tilec": str(tilec), "stubs": driver_stub(d / "stubs"), "inc": inc,
             "cuda_home": str(Path(inc).parent), "env": environ, "dir": d}
 
 
@@ -178,9 +180,16 @@ def test_examples_build_with_cmake_and_make(env, tmp_path):
     ninja = _ninja()
     generator = "Ninja" if ninja else "Unix Makefiles"
     build = tmp_path / "cmake"
-    _configure(env, ROOT / "examples" / "cmake", build, generator, f"-DTILEC_EXECUTABLE={env['tilec']}")
+    # as on a machine with neither a GPU driver nor a CUDA toolkit: tilec_add_kernel links against the stub
+    # `tilec --cuda-stub` writes (a driver found here would be linked instead)
+    cmd = [env["cmake"], "-S", str(ROOT / "examples" / "cmake"), "-B", str(build), "-G", generator,
+           f"-DTilec_DIR={ROOT / 'tilec' / 'cmake'}", f"-DTILEC_EXECUTABLE={env['tilec']}",
+           "-DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=TRUE"] + ([f"-DCMAKE_MAKE_PROGRAM={ninja}"] if ninja else [])
+    configured = _run(cmd, env["env"])
     _run([env["cmake"], "--build", str(build)], env["env"])
     assert (build / "tilec_example").is_file()
+    if "linking against the stub" in configured:
+        assert (build / "tilec-cuda-stub" / "libcuda.so").is_file()
     assert sorted(p.name for p in (build / "tilec").glob("*/*.h")) == ["gemm.h", "softmax.h"]
     header = (build / "tilec" / "example_gemm" / "gemm.h").read_text()
     assert "sm_80: grid" in header and "sm_90a: grid" in header  # the Hopper build has its own launch config
@@ -202,9 +211,14 @@ def test_examples_build_with_cmake_and_make(env, tmp_path):
     if not shutil.which("make"):
         return
     mk = tmp_path / "make"
-    common = [f"BUILD={mk}", f"CUDA_HOME={env['cuda_home']}", f"CUDA_LIBDIR={env['stubs']}"]
+    # no toolkit, no driver named: tilec.mk links against `tilec --cuda-stub`'s folder when the linker finds no
+    # libcuda.so
+    common = [f"BUILD={mk}", "CUDA_HOME=/nonexistent"]
     _run(["make", "-C", str(ROOT / "examples" / "make"), f"TILEC={env['tilec']}", *common], env["env"])
     assert (mk / "tilec_example").is_file() and (mk / "gemm.o.d").is_file()
+    linker_finds_libcuda = "/" in subprocess.run(["cc", "-print-file-name=libcuda.so"], capture_output=True,
+                                                 text=True).stdout
+    assert (mk / "cuda-stub" / "libcuda.so").is_file() != linker_finds_libcuda
     # the Make example links the launchers as objects (tilec -c), with the same kernels and options as the CMake
     # example's headers
     assert '"num_stages": 4' in (mk / "gemm.o.json").read_text()
@@ -216,3 +230,23 @@ def test_examples_build_with_cmake_and_make(env, tmp_path):
     _run(["make", "-C", str(ROOT / "examples" / "make"), "TILEC=/nonexistent/tilec", f"TILEC_PREBUILT_DIR={mk}",
           f"BUILD={mk2}", f"CUDA_HOME={env['cuda_home']}", f"CUDA_LIBDIR={env['stubs']}"], bare)
     assert (mk2 / "tilec_example").is_file()
+
+
+def test_cuda_stub_links_and_never_replaces_a_real_driver(env, tmp_path):
+    """`tilec --cuda-stub DIR`: cuda.h and a libcuda.so (soname libcuda.so.1) that a driver-API program links
+    against; run again, it refreshes its own output; a libcuda.so it did not write is never replaced."""
+    stub = tmp_path / "stub"
+    for _ in range(2):
+        assert _run([env["tilec"], "--cuda-stub", str(stub)], env["env"]).strip() == str(stub)
+    (tmp_path / "main.c").write_text("#include <cuda.h>\nint main(void) { CUdeviceptr p;\n"
+                                     "  return cuInit(0) + cuMemAlloc(&p, 16) + cuLaunchKernel(0, 1, 1, 1, 1, 1, 1, "
+                                     "0, 0, 0, 0); }\n")
+    _run(["cc", str(tmp_path / "main.c"), f"-I{stub}", f"-L{stub}", "-lcuda", "-o", str(tmp_path / "prog")], env["env"])
+    assert "libcuda.so.1" in subprocess.run(["readelf", "-d", str(tmp_path / "prog")], capture_output=True,
+                                            text=True).stdout
+    real = tmp_path / "driver"
+    real.mkdir()
+    (real / "libcuda.so").write_bytes(b"\x7fELF not ours")
+    proc = subprocess.run([env["tilec"], "--cuda-stub", str(real)], capture_output=True, text=True, env=env["env"])
+    assert proc.returncode == 1 and proc.stderr.startswith("tilec: error: ") and "refusing" in proc.stderr
+    assert (real / "libcuda.so").read_bytes() == b"\x7fELF not ours"

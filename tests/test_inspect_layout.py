@@ -39,7 +39,7 @@ def _cells(svg_text: str) -> dict[str, dict[tuple[int, int], tuple[str, ...]]]:
 
 def _layout_svg(tmp_path, target: str, *extra: str, file: Path = GEMM) -> str:
     out = tmp_path / f"{target}.svg"
-    assert main(["layout", str(file), "--target", target, "-o", str(out), *extra]) == 0
+    assert main(["layout", str(file), "--target", target, "-o", str(out), "--full", *extra]) == 0  # every element
     return out.read_text()
 
 

@@ -752,7 +752,7 @@ def test_nvcc_builds_the_port_as_cubin_header_and_object_that_link(tmp_path):
             "  rc = rc ? rc : gqa_decode_launch(0, 1, 2, 3, 4, 2, 8, 100, 2);\n"
             "  return (int)rc + (int)gqa_decode_launch_with_workspace(0, 256, 1, 2, 3, 4, 2, 8, 100, 2);\n}\n")
     (tmp_path / "main.c").write_text(main)
-    stubs = driver_stub(tmp_path / "stubs", inc)
+    stubs = driver_stub(tmp_path / "stubs")
     flags = ["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", f"-I{inc}", f"-I{tmp_path}"]
     subprocess.run([gcc, *flags, "main.c", "-o", "prog", f"-L{stubs}", "-lcuda", "-lpthread"], cwd=tmp_path,
                    check=True)

@@ -91,7 +91,7 @@ def test_objects_link_into_a_c_program(toolchain_for_objects, tmp_path):
                                      "int main(void) { char m[64];\n"
                                      "  return (int)vector_add_launch(0, 0, 0, 0, 4) + (int)softmax_launch(0, 0, 0, "
                                      "2, 2) + (int)vector_add_check_device(0, m, sizeof m); }\n")
-    stubs = driver_stub(tmp_path / "stubs", toolchain_for_objects)
+    stubs = driver_stub(tmp_path / "stubs")
     subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{toolchain_for_objects}", "main.c", "vector_add.o",
                     "softmax.o", "-o", "prog", f"-L{stubs}", "-lcuda", "-lpthread"], cwd=tmp_path, check=True)
     assert (tmp_path / "prog").is_file()

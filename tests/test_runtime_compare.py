@@ -170,9 +170,9 @@ def cache(tmp_path, monkeypatch):
 
 def test_load_compiles_through_the_cache(cache):
     if shutil.which("nvcc") is None:
-        from tilec.targets.cuda.nvrtc import _find_lib
+        from tilec.targets.cuda.locate import nvrtc_lib
 
-        if _find_lib() is None:
+        if nvrtc_lib() is None:
             pytest.skip("neither nvcc nor NVRTC")
     import tilec
     import tilec.runtime as rt

@@ -40,6 +40,9 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
         mod = tilec.load("softmax.tile", target="sm90", defines={"block_N": 1024})
         y = mod.softmax(x)
 
+    `target="cpu"`: the reference interpreter runs the checked kernels (numpy arrays, no GPU, no
+    toolchain; tilec/interp/module.py), called the same way: `y = mod.softmax(x)`.
+
     `compiler`: "nvrtc" (in process), "nvcc", or "auto" (NVRTC when its library is installed, else
     nvcc). `disable`: sm90 features to turn off ("tma", "wgmma", "warp_specialize"). The artifact is
     written under the cache directory (tilec/cache.py: TILEC_CACHE_DIR), one folder per option set.
@@ -58,6 +61,8 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
     from .diagnostics import CompileError
     from .options import CompileOptions, DefineText
 
+    if target == "cpu":
+        return _load_interpreted(path, defines, include_dirs, kernel)
     options = CompileOptions.make(target, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
                                   include_dirs=[str(d) for d in include_dirs], kernel=kernel, disable=disable,
                                   toolchain=compiler)
@@ -82,6 +87,21 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
         temporary.write_bytes(data)
         os.replace(temporary, target_path)  # atomic: a concurrent load sees the old file or the new one
     return runtime.load(out)
+
+
+def _load_interpreted(path, defines, include_dirs, kernel):
+    from .diagnostics import CompileError
+    from .driver import compile as _compile
+    from .interp.module import InterpModule
+    from .options import DefineText
+
+    try:
+        result = _compile(path, None, None, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
+                          include_dirs=[str(d) for d in include_dirs], kernel=kernel)
+    except CompileError as e:
+        e.args = (_render(e),)
+        raise
+    return InterpModule(result.module, str(path))
 
 
 def _render(error) -> str:

@@ -2,8 +2,9 @@
 
 Each subcommand is a typer app of one command, built when it is invoked (typer, and the pydantic it converts
 values with, cost 0.15-0.25 s to import: only these commands pay it). Typer parses the options, prints the help
-(grouped in panels by rich_help_panel, rendered by rich) and the usage errors ("No such option: --targte Did you
-mean --target?", exit status 2); the command returns its status through typer.Exit.
+(grouped in panels by rich_help_panel, rendered by rich); a usage error is one line, as the compile command's
+(`tilec run: error: No such option: --targte Did you mean --target?`, exit status 2); the command returns its
+status through typer.Exit.
 """
 
 from __future__ import annotations
@@ -57,13 +58,23 @@ def _paragraphs(doc: str) -> str:
 
 def run_subcommand(name: str, argv: list[str]) -> int:
     """Run `tilec NAME argv...`; its exit status."""
+    from typer import Abort
+    from typer._click.exceptions import UsageError  # typer 0.29 carries its own copy of click
+
     command = click_command(name)
     with _color_environment(argv):
         try:
-            command.main(args=argv, prog_name=f"tilec {name}", standalone_mode=True)
-        except SystemExit as e:  # typer's standalone mode ends every run with sys.exit
+            status = command.main(args=argv, prog_name=f"tilec {name}", standalone_mode=False)
+        except UsageError as e:
+            # one line, as the compile command's (flags.UsageError), not typer's boxed panel
+            print(f"tilec {name}: error: {e.format_message()}\n(`tilec {name} --help` shows the usage)",
+                  file=sys.stderr)
+            return 2
+        except Abort:  # Ctrl-C
+            return 130
+        except SystemExit as e:
             return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 ENV_KEYS = ("NO_COLOR", "FORCE_COLOR", "_TYPER_FORCE_DISABLE_TERMINAL")

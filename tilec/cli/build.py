@@ -69,9 +69,9 @@ def _escape_make(path: str) -> str:
 def depfile_text(targets: list[str], deps: list[str], phony: bool) -> str:
     """A Make rule with gcc's conventions: `targets: main dep...`, continuation lines, and with
     `phony` (-MP) an empty rule for each dependency but the first, so that deleting an imported
-    file does not break the build."""
+    file does not break the build. `targets` are written as they are (_dep_targets escapes them)."""
     items = [_escape_make(d) for d in deps]
-    text = " ".join(_escape_make(t) for t in targets) + ":"
+    text = " ".join(targets) + ":"
     for d in items:
         text += f" \\\n  {d}"
     text += "\n"
@@ -82,7 +82,9 @@ def depfile_text(targets: list[str], deps: list[str], phony: bool) -> str:
 
 
 def _dep_targets(args, output: str) -> list[str]:
-    return list(args.MT or []) or [output]
+    """-MT's targets as given (gcc and nvcc write them so: `-MT "a b"` names two targets), `$` doubled; else the
+    output's path, escaped as a file name."""
+    return [t.replace("$", "$$") for t in args.MT or []] or [_escape_make(output)]
 
 
 def planned_outputs(args, output: str) -> dict[str, tuple[str, str]]:
@@ -176,6 +178,8 @@ def run_build(args) -> int:
         return 0
     if artifact.report:
         sys.stdout.write(artifact.report)
+    if {"-v", "--verbose"} & set(getattr(args, "ptxas_args", None) or []):
+        sys.stderr.write(ptxas_verbose_report(artifact.manifest))
     _write_outputs(args, output, artifact.data, artifact.manifest, artifact.deps)
     return 0
 
@@ -192,6 +196,24 @@ def _toolchain_spinner(args, targets: tuple[str, ...]):
 def _write(path: str, data: bytes, flag: str = "-o") -> None:
     """Write atomically (tilec.cli.outputs): a reader (or a parallel build) never sees a half-written file."""
     outputs.write_output(path, data, flag)
+
+
+def ptxas_verbose_report(manifest: bytes) -> str:
+    """`-Xptxas -v`: ptxas's per-kernel lines (`ptxas info    : Used N registers, ...`), from the manifest's
+    "resources", which record ptxas's report whichever toolchain ran it (nvcc, or NVRTC in process, whose log
+    tilec reads) and survive a compile-cache hit."""
+    import json
+
+    resources = json.loads(manifest or b"{}").get("resources") or {}
+    lines = []
+    for arch, kernels in resources.items():
+        for name, use in kernels.items():
+            lines += [f"ptxas info    : Compiling entry function '{name}' for '{arch}'",
+                      f"ptxas info    : Function properties for {name}",
+                      f"    {use['stack_bytes']} bytes stack frame, {use['spill_stores']} bytes spill stores, "
+                      f"{use['spill_loads']} bytes spill loads",
+                      f"ptxas info    : Used {use['registers']} registers, {use['static_shared_bytes']} bytes smem"]
+    return "".join(line + "\n" for line in lines)
 
 
 # ---------------------------------------------------------------------------- --cmake-dir

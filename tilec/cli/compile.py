@@ -46,6 +46,8 @@ def main(argv: list[str]) -> int:
 
         print(cmake_dir())
         return 0
+    if args.cuda_stub:
+        return guarded(args, _write_cuda_stub)
     if args.completion:
         from .completion import script
 
@@ -54,6 +56,13 @@ def main(argv: list[str]) -> int:
     if args.file is None:
         raise UsageError("no input FILE (a .tile source); `tilec --help` shows the usage, `tilec targets` the targets")
     return guarded(args, run)
+
+
+def _write_cuda_stub(args) -> int:
+    from ..targets.registry import write_link_stub
+
+    print(write_link_stub(args.cuda_stub))
+    return 0
 
 
 def check_inputs(args) -> None:

@@ -122,6 +122,8 @@ COMPILE_FLAGS: list[Flag] = [
          DIAGNOSTICS, "one", "SHELL", choices=("bash", "zsh", "fish")),
     Flag(("--cmake-dir",), "cmake_dir", "Print the directory of tilec's CMake package and Make include, and stop.",
          DIAGNOSTICS),
+    Flag(("--cuda-stub",), "cuda_stub", "Write cuda.h and a stub libcuda.so into DIR, print DIR and stop: for "
+         "linking programs on a machine without a GPU driver (docs/deploy.md).", DIAGNOSTICS, "one", "DIR"),
     Flag(("-V", "--version"), "version", "Print tilec's version and stop (anywhere on the line).", DIAGNOSTICS),
     Flag(("-h", "--help"), "help", "Show this help and stop.", DIAGNOSTICS),
 ]

@@ -32,6 +32,16 @@ def _backend(args):
     return get_backend(t.backend) if backend_available(t.backend) else None
 
 
+def _require_device(args) -> None:
+    """Before compiling a .tile file for a target whose artifacts the CUDA driver runs: the driver, so that a
+    machine without one hears it at once, not after the build (tens of seconds for a large kernel)."""
+    backend = _backend(args) if Path(args.file).suffix == ".tile" else None
+    if backend is not None and backend.loader == "cuda":
+        from ..runtime.cuda_driver import Driver
+
+        Driver.get()  # CudaError (a user-facing error) without a driver or a GPU
+
+
 def _load(args):
     """(runtime module, compile result or None) for a .tile file (built here for --target, default sm90) or an
     artifact path."""
@@ -91,6 +101,7 @@ def _random_args(entry: dict, sizes: dict[str, int], seed: int) -> list:
 def cmd_run_gpu(args, sizes) -> int:
     """`tilec run --target T`: build for T (or load an artifact), run on T's device, --check against the
     interpreter."""
+    _require_device(args)
     mod, result = _load(args)
     backend = _backend(args)
     rc = run_and_check(mod, result, args, sizes, backend.runtime_errors() if backend else ())
@@ -190,6 +201,7 @@ def _reference_outputs(kernel, inputs_and_outputs: list, ref_fn, result, name: s
 def cmd_bench(args, sizes) -> int:
     from .progress import Progress
 
+    _require_device(args)
     mod, _ = _load(args)
     print(f"{'kernel':<22} {'sizes':<32} {'ms':>9} {'TFLOP/s':>9} {'GB/s':>9} {'roofline':>9}")
     # a bar on a terminal only: elsewhere the table's rows say how far it got

@@ -26,6 +26,8 @@ def command(
     size: Annotated[list[str] | None, typer.Option("--size", metavar="M=1000,N=...", help="Runtime sizes of the "
                                                    "traced block's launch (default 256 each, halved together "
                                                    "until the inputs fit in 64 MiB).", show_default=False)] = None,
+    full: Annotated[bool, typer.Option("--full", help="Draw every element of every view (default: a summary of "
+                                       "each, its first warp or first rows, where the pattern repeats).")] = False,
     no_trace: Annotated[bool, typer.Option("--no-trace", help="Do not run the kernel's first block to find bank "
                                            "conflicts (plot the layouts only).")] = False,
     defines: p.Defines = None,
@@ -66,6 +68,10 @@ def cmd_layout(args, parse_sizes) -> int:
     options = compile_options(args, targets=(args.target or DEFAULT_TARGET,), toolchain=None)
     report = kernel_views(args.file, options, args.buffer, parse_sizes(args.size), not args.no_trace)
     title = f"{Path(args.file).name} for {options.target}"
+    if not args.full:
+        from ..inspect.views import summary
+
+        report.views = [summary(v) for v in report.views]
     if fmt == "svg":
         from ..inspect.svg import render
 

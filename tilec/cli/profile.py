@@ -62,9 +62,9 @@ def command(
     p.finish(main(p.namespace(**locals())))
 
 
-def _fail(msg: str) -> int:
+def _fail(msg: str, status: int = 2) -> int:
     print(f"tilec profile: error: {msg}", file=sys.stderr)
-    return 2
+    return status
 
 
 def sizes_of(items: list[str]) -> dict[str, int]:
@@ -142,7 +142,7 @@ def main(args) -> int:
         Driver.get()
     except Exception as e:
         return _fail(f"no GPU here ({e}); profile in two steps: --build-dir DIR here, then "
-                     "`python -m tilec.runtime.profile_worker` on the GPU machine")
+                     "`python -m tilec.runtime.profile_worker` on the GPU machine", status=1)
     from ..runtime import profile_worker
 
     try:

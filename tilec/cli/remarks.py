@@ -16,9 +16,10 @@ def print_remarks(manifest: bytes, args) -> None:
     if not manifest:
         return
     try:
-        remarks = json.loads(manifest).get("remarks", [])
+        meta = json.loads(manifest)
     except ValueError:
         return
+    remarks = meta.get("remarks", [])
     wanted = re.compile(args.remarks_filter) if getattr(args, "remarks_filter", None) else None
     sources = SourceManager()
     diags = []
@@ -33,5 +34,15 @@ def print_remarks(manifest: bytes, args) -> None:
             except OSError:
                 pass
         diags.append(Diagnostic("remark", r["message"], span, category=r.get("category", "")))
+    if not diags:
+        # silence would not tell "nothing to remark" from "-R was ignored"
+        asked = f" matching -Rpass={args.remarks_filter}" if wanted is not None else ""
+        diags.append(Diagnostic("remark", f"no remarks{asked} for {meta.get('target', 'this target')}: nothing "
+                                f"to report in {', '.join(CATEGORIES)}",
+                                Span(args.file, 1, 1) if getattr(args, "file", None) else None))
     print_diagnostics(diags, sources, args)
     sys.stderr.flush()
+
+
+# what the passes remark on (diagnostics' remark(category, ...) calls; bank-conflicts: tilec/inspect/remarks.py)
+CATEGORIES = ("tensor-cores", "tma", "pipeline", "cluster", "bank-conflicts")

@@ -77,9 +77,9 @@ def command(
     p.finish(main(args))
 
 
-def _fail(msg: str) -> int:
+def _fail(msg: str, status: int = 2) -> int:
     print(f"tilec tune: error: {msg}", file=sys.stderr)
-    return 2
+    return status
 
 
 def _summary(plan) -> str:
@@ -87,9 +87,15 @@ def _summary(plan) -> str:
     for c in plan.candidates:
         counts[c.status] = counts.get(c.status, 0) + 1
     lines = [f"{len(plan.candidates)} candidates: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))]
+    # one line per distinct reason, not per candidate: a search space prunes hundreds for the same one
+    by_reason: dict[tuple[str, str], list[int]] = {}
     for c in plan.candidates:
         if c.status != "built":
-            lines.append(f"  cand{c.index} {c.status}: {c.reason}")
+            by_reason.setdefault((c.status, c.reason), []).append(c.index)
+    for (status, reason), indices in by_reason.items():
+        named = ", ".join(f"cand{i}" for i in indices[:3]) + (f" and {len(indices) - 3} more" if len(indices) > 3
+                                                                else "")
+        lines.append(f"  {len(indices)} {status} ({named}): {reason}")
     return "\n".join(lines)
 
 
@@ -177,7 +183,8 @@ def _tune(args) -> int:
     except ValueError as e:
         return _fail(str(e))
     except Exception as e:
-        return _fail(f"no GPU here ({e}); tune in two steps: --build-dir DIR here, the worker on the GPU machine")
+        return _fail(f"no GPU here ({e}); tune in two steps: --build-dir DIR here, the worker on the GPU machine",
+                     status=1)  # an error, not a bad command line: 1, as tilec run and tilec bench
     results = _compile_while_timing(args, opts, shapes, rules, folder, devices)
     return _write_results(folder, results, args)
 

@@ -118,12 +118,17 @@ function(tilec_add_kernel name)
     endif()
     if(TARGET CUDA::cuda_driver)
       target_link_libraries(${name} INTERFACE CUDA::cuda_driver)
+    elseif(TILEC_EXECUTABLE)
+      # No libcuda.so to link against (a build machine without a GPU driver, perhaps without a CUDA toolkit):
+      # the stub `tilec --cuda-stub` writes, with its copy of cuda.h. The real driver is loaded at run time.
+      _tilec_cuda_stub()
+      target_link_libraries(${name} INTERFACE tilec::cuda_driver_stub)
     elseif(CUDAToolkit_FOUND)
       get_property(_warned GLOBAL PROPERTY TILEC_WARNED_DRIVER)
       if(NOT _warned)
         message(WARNING "tilec_add_kernel: the CUDA driver library (libcuda.so) was not found, so programs "
                         "are linked with plain -lcuda. On a machine without a GPU driver, set "
-                        "CUDA_cuda_driver_LIBRARY to the toolkit's stub (lib64/stubs/libcuda.so).")
+                        "CUDA_cuda_driver_LIBRARY to a stub (`tilec --cuda-stub DIR` writes DIR/libcuda.so).")
         set_property(GLOBAL PROPERTY TILEC_WARNED_DRIVER TRUE)
       endif()
       target_include_directories(${name} INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
@@ -135,4 +140,22 @@ function(tilec_add_kernel name)
     find_package(Threads REQUIRED)
     target_link_libraries(${name} INTERFACE Threads::Threads)
   endif()
+endfunction()
+
+# The imported library tilec::cuda_driver_stub: ${CMAKE_BINARY_DIR}/tilec-cuda-stub, written at configure time by
+# `tilec --cuda-stub` (a libcuda.so with the soname libcuda.so.1, and cuda.h).
+function(_tilec_cuda_stub)
+  if(TARGET tilec::cuda_driver_stub)
+    return()
+  endif()
+  set(_dir "${CMAKE_BINARY_DIR}/tilec-cuda-stub")
+  execute_process(COMMAND ${TILEC_EXECUTABLE} --cuda-stub "${_dir}" RESULT_VARIABLE _rc OUTPUT_QUIET
+                  ERROR_VARIABLE _err)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "tilec_add_kernel: libcuda.so was not found and `tilec --cuda-stub` failed: ${_err}")
+  endif()
+  message(STATUS "tilec: no CUDA driver library found; linking against the stub in ${_dir}")
+  add_library(tilec::cuda_driver_stub SHARED IMPORTED GLOBAL)
+  set_target_properties(tilec::cuda_driver_stub PROPERTIES IMPORTED_LOCATION "${_dir}/libcuda.so"
+                        IMPORTED_SONAME "libcuda.so.1" INTERFACE_INCLUDE_DIRECTORIES "${_dir}")
 endfunction()

@@ -170,11 +170,20 @@ def launch_sizes(tile_kernel, given: dict[str, int] | None = None) -> dict[str, 
 
 def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) -> list[AccessStats]:
     stats: dict[tuple, AccessStats] = {}
+    # A loop repeats its accesses: each k step of a pipeline touches the same addresses of its stage. An event
+    # identical to one already analysed (same statement, threads and elements) adds that one's phases again.
+    seen: dict[tuple, tuple[AccessStats, int, int]] = {}
     for b, kind, idx, threads, op, line in events:
         if idx.size == 0:
             continue
         name = b.origin or b.name
         eb = b.dtype.bytes
+        same = (name, kind, op, line, eb, idx.dtype.str, threads.dtype.str, idx.tobytes(), threads.tobytes())
+        if same in seen:
+            st, phases, conflicting = seen[same]
+            st.phases += phases
+            st.conflicting += conflicting
+            continue
         pairs = np.unique(np.stack([threads, idx], axis=1), axis=0)  # one entry per (thread, element)
         threads, idx = pairs[:, 0], pairs[:, 1]
         per_thread = np.bincount(threads - threads.min())
@@ -205,4 +214,5 @@ def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) ->
             stage = tile_sizes.get(name)
             offs = idx[hot] % stage if stage else idx[hot]
             st.offsets.update(int(o) for o in np.unique(offs))
+        seen[same] = (st, len(groups), int(bad.sum()))
     return list(stats.values())

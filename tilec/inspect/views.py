@@ -229,3 +229,49 @@ def shared_view(name: str, layout: SharedLayout, conflicting: set[int] | None = 
     legend = [(b, f"bank {b}") for b in range(BANKS)]
     return View(f"shared {name}: {'x'.join(map(str, layout.shape))} x {layout.elem_bytes} B", "shared", rows, cols,
                 cells, legend, notes, BANKS)
+
+
+# ---------------------------------------------------------------- the summary view (the default plot)
+
+SUMMARY_ROWS = 8  # a shared tile's summary: this many rows (a 128-byte swizzle repeats every 8) ...
+SUMMARY_COLS = 64  # ... of this many elements (a row of 64 two-byte elements spans the 32 banks once)
+SUMMARY_MAX = 32  # a fragment's summary: its first warp's elements, within this many rows and columns
+
+
+def summary(view: View) -> View:
+    """The part of `view` that shows its pattern, which repeats over the rest: a fragment's first warp (wave,
+    warpgroup); a shared tile's first rows, from the first row with a conflicting access when there is one; an
+    instruction atom's (an Ascend fractal tile's) first 32 rows and columns. The legend keeps the groups shown, a
+    note says what was cut (`--full` draws all)."""
+    if view.rows <= SUMMARY_ROWS and view.cols <= SUMMARY_COLS:
+        return view
+    if view.kind in ("atom", "fractal"):
+        if view.rows <= SUMMARY_MAX and view.cols <= SUMMARY_MAX:
+            return view
+        r0 = c0 = 0
+        r1, c1 = min(view.rows, SUMMARY_MAX), min(view.cols, SUMMARY_MAX)
+        what = "the first rows and columns"
+    elif view.kind == "fragment":
+        first = min((c.group for row in view.cells for c in row if c is not None and c.group >= 0), default=None)
+        where = [(i, j) for i, row in enumerate(view.cells) for j, c in enumerate(row)
+                 if c is not None and c.group == first]
+        if not where:
+            return view
+        r0, c0 = min(i for i, _ in where), min(j for _, j in where)
+        r1 = min(max(i for i, _ in where) + 1, r0 + SUMMARY_MAX)
+        c1 = min(max(j for _, j in where) + 1, c0 + SUMMARY_MAX)
+        what = f"the elements of {view.legend[0][1].split(' (')[0] if view.legend else 'the first group'}"
+    else:
+        hot = [i for i, row in enumerate(view.cells) for c in row if c is not None and c.highlight]
+        r0 = hot[0] if hot else 0
+        r1, c0 = min(view.rows, r0 + SUMMARY_ROWS), 0
+        c1 = min(view.cols, SUMMARY_COLS)
+        what = "the first rows" + (" from the first conflicting access" if hot else "")
+    cells = [row[c0:c1] for row in view.cells[r0:r1]]
+    shown = {c.group for row in cells for c in row if c is not None}
+    note = (f"summary: {what}, rows {r0}-{r1 - 1} and columns {c0}-{c1 - 1} of {view.rows}x{view.cols} (the "
+            "pattern repeats; --full draws every element)")
+    hot_note = ["red frame: an element that a bank-conflicting access reads or writes"] \
+        if any(c is not None and c.highlight for row in cells for c in row) else []
+    return View(view.title, view.kind, r1 - r0, c1 - c0, cells, [(g, label) for g, label in view.legend if g in shown],
+                [note, *view.notes, *hot_note], view.groups)

@@ -37,6 +37,8 @@ from .build_common import (
     _zero,
     c_safe,
     read_only,
+    undefined_function,
+    undefined_name,
     unsupported_builtin,
 )
 from .build_expr import ExprBuilder
@@ -550,7 +552,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 what = _describe_binding(bound)
                 raise self.fail(f"cannot assign to '{name}': it is {what}", target.span)
             if s.op:
-                raise self.fail(f"use of undefined name '{name}'", target.span)
+                raise self.fail(undefined_name(name, scope), target.span)
             value = self.expr(s.value, scope)
             if value.dtype.is_bool and isinstance(value, T.Const):
                 pass
@@ -628,7 +630,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if fname in TILE_OPS and bound is None:
                 return self.tile_op(fname, v, scope)
             if fname is not None and bound is None and fname not in BUILTINS:
-                raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", v.func.span)
+                raise self.fail(unsupported_builtin(fname) or undefined_function(fname, scope), v.func.span)
         if isinstance(v, A.String):
             return  # a docstring
         raise self.fail("expression statement has no effect", s.span)

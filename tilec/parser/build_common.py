@@ -123,6 +123,15 @@ class _Scope:
             s = s.parent
         return False
 
+    def visible(self) -> set[str]:
+        """Every name bound here or in an enclosing scope (for did-you-mean)."""
+        names: set[str] = set()
+        s: _Scope | None = self
+        while s is not None:
+            names |= {n for n, v in s.names.items() if v is not _POISONED}
+            s = s.parent
+        return names
+
     def poison(self, name: str) -> None:
         """Mark a name whose definition failed: later uses are skipped instead of reported again."""
         if not self.is_bound(name):
@@ -133,6 +142,24 @@ class _Scope:
 
 
 _POISONED = object()
+
+
+def undefined_name(name: str, scope: _Scope) -> str:
+    """`use of undefined name 'blockN'; did you mean 'block_N'?`: the closest names in scope."""
+    return f"use of undefined name '{name}'" + _did_you_mean(name, scope.visible())
+
+
+def undefined_function(name: str, scope: _Scope) -> str:
+    """`call to undefined function 'clera'; did you mean 'clear'?`: the closest builtins and helpers in scope."""
+    helpers = {n for n in scope.visible() if isinstance(scope.lookup(n), _Helper)}
+    return f"call to undefined function '{name}'" + _did_you_mean(name, BUILTINS | helpers)
+
+
+def _did_you_mean(word: str, names) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(names), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def _extreme(fname: str, dt: D.DType):

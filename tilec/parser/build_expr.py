@@ -23,6 +23,8 @@ from .build_common import (
     _Helper,
     _Scope,
     _zero,
+    undefined_function,
+    undefined_name,
     unsupported_builtin,
 )
 
@@ -211,7 +213,7 @@ class ExprBuilder:
                 raise self.fail(f"'{node.id}' is a dtype, not a value", node.span)
             if node.id in BUILTINS:
                 raise self.fail(f"'{node.id}' is a function; call it", node.span)
-            raise self.fail(f"use of undefined name '{node.id}'", node.span)
+            raise self.fail(undefined_name(node.id, scope), node.span)
         if isinstance(bound, tuple) and bound[0] == "const":
             value = bound[1]
             if isinstance(value, D.DType):
@@ -421,7 +423,7 @@ class ExprBuilder:
                             "index or copy X", node.span)
         if fname in LOOP_FUNCS or fname == "Kernel":
             raise self.fail(f"{fname} can only be used as a loop or `with` header", node.span)
-        raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", node.func.span)
+        raise self.fail(unsupported_builtin(fname) or undefined_function(fname, scope), node.func.span)
 
     def names_dtype(self, node: A.Node, scope: _Scope) -> bool:
         """Whether `node` spells a dtype (reported nothing either way)."""

@@ -14,6 +14,7 @@ from .build_common import (
     _callee,
     _Scope,
     read_only,
+    undefined_name,
 )
 
 
@@ -434,7 +435,7 @@ class TileOpBuilder:
             if isinstance(bound, T.Buffer):
                 return bound
             if bound is None and node.id not in BUILTINS:
-                raise self.fail(f"use of undefined name '{node.id}'", node.span)
+                raise self.fail(undefined_name(node.id, scope), node.span)
         raise self.fail("expected a buffer or tensor", node.span)
 
     def region(self, node: A.Node, scope: _Scope, unit_corner: bool = False) -> T.Region:

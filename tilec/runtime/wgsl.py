@@ -2,7 +2,8 @@
 
     import tilec.runtime as rt
     mod = rt.load("softmax.wgsl")          # the manifest's backend picks this module
-    mod.softmax(X, Y)                      # numpy arrays; outputs are written back in place
+    Y = mod.softmax(X)                     # numpy arrays; outputs may be left out (allocated), and are returned
+    mod.softmax(X, Y)                      # ... or given, and written back in place (docs/deploy.md)
 
 Needs numpy and the `wgpu` package (wgpu-native: Vulkan, Metal or D3D12 underneath; on a machine
 without a GPU, Mesa's lavapipe Vulkan driver). Nothing from the compiler is imported.
@@ -27,6 +28,7 @@ from .arrays import NP_NAMES as _NP_NAMES
 from .arrays import ArgumentError
 from .formulas import evaluate
 from .launch import Kernel
+from .signature import allocate_numpy, complete_arguments, returned_outputs
 
 _UNIFORM_NP = {"i32": np.int32, "u32": np.uint32, "f32": np.float32}
 # Limits tilec's kernels may need above WebGPU's defaults; asked of the adapter up to what it offers.
@@ -230,7 +232,11 @@ class WgslKernel(Kernel):
                               f"{have} per shader stage")
 
     def __call__(self, *args):
-        return self.launch(args)
+        """The calling convention of every runtime (tilec/runtime/signature.py): outputs may be left out (numpy
+        arrays are allocated); returns the outputs in signature order."""
+        args = complete_arguments(self.name, self.entry["params"], args, allocate_numpy)
+        self.launch(args)
+        return returned_outputs(self.entry["params"], args)
 
     def prepare(self, args, bound: dict | None = None) -> dict:
         """Device buffers, the bind group and the grid for one call (the data uploaded). `bound`: parameter name ->
@@ -352,7 +358,9 @@ class WgslLaunches(Kernel):
         self.stages = [(stages[st["kernel"]], st["args"]) for st in entry["stages"]]
 
     def __call__(self, *args):
-        return self.launch(args)
+        args = complete_arguments(self.name, self.entry["params"], args, allocate_numpy)
+        self.launch(args)
+        return returned_outputs(self.entry["params"], args)
 
     def launch(self, args) -> None:
         params = self.entry["params"]

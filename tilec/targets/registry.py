@@ -140,6 +140,14 @@ def get_backend(backend: str):
     return importlib.import_module(BACKENDS[backend]).BACKEND
 
 
+def write_link_stub(directory: str):
+    """`tilec --cuda-stub DIR`: the CUDA driver's header and link stub, for linking launchers on a machine without
+    a driver (tilec/targets/cuda/link_stub.py)."""
+    from .cuda.link_stub import write_cuda_stub
+
+    return write_cuda_stub(directory)
+
+
 def find_toolchains() -> dict[str, str | None]:
     """Each external toolchain tilec can drive, and where it was found (None if not)."""
     found: dict[str, str | None] = {

@@ -89,21 +89,48 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags = [f"-arch=sm_{cc}", *flags, *[f"--ptxas-options={arg}" for arg in assembler], *opts.extra]
     programs, ptxas = _split_plan(source, opts)
     if opts.dryrun:
+        # NVRTC is a library that tilec calls: there is no command line to run, so say what the call is
         if programs:
-            command = [f"nvrtc {' '.join(ptx_flags)} (each of the {len(programs)} kernels' programs, in threads)",
-                       f"{ptxas} -arch=sm_{cc} {' '.join(assembler)} {stem}.ptx (the merged PTX) -o {stem}.cubin"]
+            command = [f"{IN_PROCESS} nvrtcCompileProgram({stem}.cu's {len(programs)} kernels, one program each, in "
+                       f"threads; options: {' '.join(ptx_flags)})",
+                       f"{ptxas} -arch=sm_{cc} {' '.join(assembler)} {stem}.ptx -o {stem}.cubin  # the merged PTX"]
             return BuildResult(b"", command, {}, version())
-        return BuildResult(b"", ["nvrtc " + " ".join(flags)], {}, version())
+        return BuildResult(b"", [_nvrtc_call(stem, flags)], {}, version())
+    if opts.keep_dir:
+        _keep(opts.keep_dir, f"{stem}.cu", source.encode())
     built = _split_build(programs, ptxas, stem, ptx_flags, [f"-arch=sm_{cc}", *assembler], opts) if programs \
         else None
     if built is not None:
         data, log, ver, commands = built
     else:
-        commands = ["nvrtc " + " ".join(flags)]
+        commands = [_nvrtc_call(stem, flags)]
         data, log, ver = _nvrtc_cached(source, stem, flags, opts, opts.kind)
+        if opts.keep_dir and opts.kind != "ptx":
+            # what nvcc --keep leaves besides the cubin: the PTX (a second NVRTC run: NVRTC hands out PTX only
+            # when asked for PTX) and the assembler's report
+            ptx, _ = _compile(source, stem, ptx_flags + opts.extra, "ptx")
+            _keep(opts.keep_dir, f"{stem}.ptx", ptx)
+    if opts.keep_dir:
+        _keep(opts.keep_dir, f"{stem}.{opts.kind}", data)
+        _keep(opts.keep_dir, f"{stem}.log", log.encode())
     by_arch = parse_ptxas_usage_by_arch(log)
     usage = next(iter(by_arch.values()), {})
     return BuildResult(data, commands, usage, ver, by_arch)
+
+
+IN_PROCESS = "# NVRTC, in process (no command to run):"
+
+
+def _nvrtc_call(stem: str, flags: list[str]) -> str:
+    """The compile as --dryrun and the manifest's "commands" show it: NVRTC's call and its options."""
+    return f"{IN_PROCESS} nvrtcCompileProgram({stem}.cu, {' '.join(flags)})"
+
+
+def _keep(keep_dir: str, name: str, data: bytes) -> None:
+    """--keep: one of NVRTC's intermediates, in the folder the command line named (checked there: a folder)."""
+    path = Path(keep_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
 
 
 def _nvrtc_cached(source: str, stem: str, flags: list[str], opts: BuildOptions, kind: str) -> tuple[bytes, str, str]:

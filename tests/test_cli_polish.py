@@ -1,0 +1,75 @@
+"""The first hour of a new user (issue #29's polish): tilec tune's summary names each reason for pruning once,
+not once per candidate."""
+
+from types import SimpleNamespace
+
+from tilec.cli.tune import _summary
+
+
+def test_tune_summary_collapses_candidates_pruned_for_one_reason():
+    cands = [SimpleNamespace(index=i, status="pruned", reason="needs 300 KB of shared memory") for i in range(384)]
+    cands += [SimpleNamespace(index=384, status="built", reason=""),
+              SimpleNamespace(index=385, status="failed", reason="ptxas: out of registers")]
+    text = _summary(SimpleNamespace(candidates=cands))
+    assert text.splitlines() == [
+        "386 candidates: 1 built, 1 failed, 384 pruned",
+        "  384 pruned (cand0, cand1, cand2 and 381 more): needs 300 KB of shared memory",
+        "  1 failed (cand385): ptxas: out of registers"]
+
+
+def test_bench_without_a_driver_says_so_before_compiling(monkeypatch, capsys):
+    import ctypes
+    from pathlib import Path
+
+    import pytest
+
+    from tilec.cli import gpu
+    from tilec.cli.main import main
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has a CUDA driver")
+    except OSError:
+        pass
+
+    def compiled(args):
+        raise AssertionError("compiled before looking for the driver")
+
+    monkeypatch.setattr(gpu, "_load", compiled)
+    softmax = str(Path(__file__).resolve().parent.parent / "samples" / "softmax.tile")
+    assert main(["bench", softmax, "--target", "sm90", "--size", "M=32,N=64"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tilec: error: the CUDA driver (libcuda.so.1) is not available"), err
+
+
+def test_a_misspelt_name_or_function_gets_a_suggestion():
+    import pytest
+
+    import tilec
+    from tilec.diagnostics import CompileError
+
+    source = ("const block_N = 64\n"
+              "kernel k(A: f32[N], B: out f32[N]):\n"
+              "    with Kernel(ceildiv(N, {size}), threads=64) as bx:\n"
+              "        X = alloc_fragment((block_N,), f32)\n"
+              "        {op}(X)\n"
+              "        copy(X, B[bx * block_N])\n")
+    for size, op, expected in (("blockN", "clear", "3:28: error: use of undefined name 'blockN'; did you mean "
+                                "'block_N'?"),
+                               ("block_N", "clera", "5:9: error: call to undefined function 'clera'; did you mean "
+                                "'clear'")):
+        with pytest.raises(CompileError) as e:
+            tilec.compile("k.tile", text=source.format(size=size, op=op))
+        shown = "\n".join(str(d) for d in e.value.diagnostics)
+        assert expected in tilec._render(e.value), shown
+
+
+def test_a_subcommand_usage_error_is_one_line(capsys):
+    from tilec.cli.main import main
+
+    assert main(["run", "--targte", "sm90", "x.tile"]) == 2
+    err = capsys.readouterr().err
+    assert err == "tilec run: error: No such option: --targte (Possible options: --target)\n" \
+                  "(`tilec run --help` shows the usage)\n"
+    assert main(["tune", "--gpus"]) == 2
+    assert capsys.readouterr().err.startswith("tilec tune: error: Option '--gpus' requires an argument.\n")

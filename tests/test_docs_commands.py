@@ -1,0 +1,265 @@
+"""Docs that cannot go stale: every shell command in README.md, examples/README.md and docs/*.md (the lines of
+```console blocks that start with `$ `, and the command lines of plain and bash blocks) is accounted for here,
+and every Python snippet of README.md too:
+
+- RUN_HERE: run by this file, as the docs write it (from a scratch folder where `samples/` is the checkout's and
+  `tilec` is this checkout), with what the docs claim of its output checked;
+- RUN_ELSEWHERE: run by the named test of another file (which must exist);
+- SYNOPSES: usage lines with placeholders (FILE, [options]), not commands;
+- NOT_YET_RUN: the debt, named one by one: commands no test runs yet.
+
+test_every_documented_command_is_accounted_for fails when a doc gains a command that none of these lists holds
+(run it, or say where it is run), and when a listed command has left the docs (the lists stay true)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ["README.md", "examples/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
+COMMAND_START = re.compile(r"^(mkdir|tilec|python3?|\./|\.venv/|make|cmake|examples/|scripts/|g\+\+|source|\. )")
+
+
+def _strip_comment(line: str) -> str:
+    """`tilec x.tile -o y   # what it does` -> the command (a `#` after two spaces starts the docs' comments)."""
+    return re.split(r"\s{2,}#", line)[0].strip()
+
+
+def documented_commands() -> dict[str, list[str]]:
+    """command -> the docs that show it."""
+    found: dict[str, list[str]] = {}
+    for doc in DOCS:
+        for lang, body in FENCE.findall((ROOT / doc).read_text()):
+            if lang == "python":
+                continue
+            for line in body.splitlines():
+                if lang == "console":
+                    cmd = line[2:] if line.startswith("$ ") else None
+                elif lang in ("", "bash", "sh", "shell"):
+                    cmd = line if COMMAND_START.match(line) else None
+                else:
+                    cmd = None
+                if cmd:
+                    found.setdefault(_strip_comment(cmd), []).append(doc)
+    return found
+
+
+def readme_python_snippets() -> list[str]:
+    return [body for lang, body in FENCE.findall((ROOT / "README.md").read_text()) if lang == "python"]
+
+
+# ---------------------------------------------------------------------------------------------- the ledger
+
+# command -> (what it needs, what its output must contain: strings in stdout+stderr, "" for nothing claimed)
+RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
+    "tilec samples/flash_attention.tile --emit-ir": ((), "kernel flash_attention"),
+    "tilec samples/gemm.tile --emit-ir=after:lower-to-simt --target sm90": ((), "gemm"),
+    "tilec samples/gemm.tile --target sm90 -o gemm.cu": ((), ""),
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin --compiler nvrtc": (("cuda",), ""),
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin --resource-usage -D block_K=64": (("cuda",), "registers"),
+    "tilec samples/gemm.tile -arch=sm_90a -c -o gemm.o": (("cuda", "cc"), ""),
+    "tilec samples/gemm.tile --target sm80 -o gemm.cubin -R": (("cuda",), "remark: no remarks for sm80"),
+    "tilec samples/gemm.tile --target sm80 -D dtype=f32 -o g.cubin -R":
+        (("cuda",), ("samples/gemm.tile:59:1: warning: kernel 'gemm' spills",
+                     "samples/gemm.tile:74:17: remark: gemm runs on scalar multiply-adds, not tensor cores",
+                     "samples/gemm.tile:65:13: remark: shared tile 'B_s': its reads by load (lowered from line 74) "
+                     "have bank conflicts")),
+    "tilec run samples/softmax.tile --device cpu --size M=100,N=1000": ((), "Y"),
+    "tilec run samples/softmax.tile --target ascend910b --check": ((), "PASS"),
+    "tilec run samples/softmax.tile --target webgpu --check": (("webgpu",), "PASS"),
+    "tilec targets": ((), "sm90"),
+    "tilec --help": ((), "--target"),
+    "tilec --cmake-dir": ((), "cmake"),
+    "tilec cache stats": ((), ""),
+    "tilec samples/softmax.tile --target webgpu -o softmax.wgsl": ((), ""),
+    "tilec samples/softmax.tile --target ascend910b -o softmax.cpp": ((), ""),
+    "tilec samples/gemm.tile --target gfx90a -o gemm.hip": ((), ""),
+    "tilec samples/gemm.tile --target webgpu -D dtype=f32 -D block_M=64 -D block_N=64 -D block_K=16 -o gemm.wgsl":
+        ((), ""),
+    "tilec samples/gemm.tile --target sm90 --emit-ir=after:pipeline-planning": ((), "gemm"),
+    "tilec samples/gemm.tile --target sm90 -o gemm.cu --no-warp-specialize": ((), ""),
+    "mkdir -p build && tilec samples/gemm_bias_relu.tile -o build/gbr.h -MD -MP && cat build/gbr.h.d":
+        (("cuda",), "samples/common/epilogue.tile:"),
+}
+
+# command -> the test (tests/FILE::FUNCTION) that runs it
+RUN_ELSEWHERE: dict[str, str] = {
+    "./scripts/test.sh": "CI: .ci/run runs it",
+    "tilec samples/gemm.tile --target sm80,sm90 -o gemm.fatbin":
+        "tests/test_backends.py::test_fatbin_of_architectures_that_launch_differently",
+    "tilec samples/gemm.tile -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -o gemm.fatbin":
+        "tests/test_cli_nvcc.py::test_two_gencodes_make_one_fatbin_with_both",
+    "cmake -S examples/cmake -B build -DTilec_DIR=\"$(tilec --cmake-dir)\" && cmake --build build && "
+    "build/tilec_example": "tests/test_deploy_build.py::test_examples_build_with_cmake_and_make",
+    "tilec layout samples/gemm.tile --target sm90 -o gemm.svg":
+        "tests/test_docs_commands.py::test_readme_layout_plot_is_a_summary_under_a_megabyte",
+    "make -C examples/make && examples/make/build/tilec_example":
+        "tests/test_deploy_build.py::test_examples_build_with_cmake_and_make",
+}
+
+SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
+
+# Not run by any test yet (issue #29's remaining work): each needs a GPU, a long run, or a test of its own.
+NOT_YET_RUN: set[str] = {
+    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/tilec samples/gemm.tile --target sm90 -o "
+    "gemm.cubin",
+    "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4096,H=16 --build-dir prof/",
+    "tilec tune samples/softmax.tile --target sm90 --shapes rows --build-dir tune/",
+    "tilec tune samples/softmax.tile --target sm90 --shapes rows --gpus all",
+    "examples/prebuild.sh",
+    "examples/run_on_gpu.sh .artifacts/examples",
+    "tilec samples/gemm.tile --target gfx942 -o gemm.hsaco",
+    "tilec samples/gemm.tile --target gfx90a -o gemm.s",
+    "tilec samples/gemm.tile --target gfx942 -o gemm.hsaco --resource-usage",
+    "tilec samples/gemm.tile --target gfx90a,gfx942 -c -o gemm.o",
+    "python -X importtime -m tilec --help 2>&1 | grep -E \"lark|numpy|tvm\"",
+    "tilec samples/gemm.tile    --target ascend910b -o gemm.h",
+    "tilec samples/gemm.tile    --target ascend910b -o gemm.o",
+    "tilec run samples/flash_attention.tile --target ascend910b --check --size B=2,S=100,H=2",
+    "tilec gemm.tile -o gemm.cubin",
+    "tilec gemm.tile -arch=sm_80 -O3 -o gemm.cubin",
+    "tilec gemm.tile -o gemm.cu -D block_M=64",
+    "tilec gemm.tile -t sm80,sm90 -o gemm.fatbin",
+    "tilec gemm.tile -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -o gemm.fatbin",
+    "tilec gemm.tile -t sm80,sm90 -o gemm.h -MD -MP",
+    "tilec gemm.tile --emit-ir",
+    "tilec run gemm.tile --size M=1000,N=1000,K=512",
+    "tilec gemm.tile -t sm80 --dryrun -O2 -Xptxas -warn-spills",
+    "tilec gemm.tile -t sm80,sm90 -o gemm.cubin",
+    "tilec gemm.tile --targte sm90",
+    "tilec gemm.tile -t sm80,sm90 -o gemm.h",
+    "tilec gemm.tile --emit-ir=after:layout",
+    "tilec run gemm.tile --size M=200,N=130 --size K=64 -D block_M=64",
+    "tilec run samples/vector_add.tile --target sm90 --check --size N=100000",
+    "tilec run softmax.cubin --device cuda --check --reference ref.py:softmax --rtol 1e-3 --atol 1e-3 --size "
+    "M=64,N=1000",
+    "tilec bench samples/softmax.tile --target sm90 --size M=32768,N=8192 -D dtype=bf16",
+    "tilec run samples/softmax.tile --target webgpu --check --size M=37,N=1000",
+    "source <(tilec --completion bash)",
+    "tilec --completion bash > ~/.local/share/bash-completion/completions/tilec",
+    "tilec --completion zsh > \"${fpath[1]}/_tilec\"",
+    "tilec --completion fish > ~/.config/fish/completions/tilec.fish",
+    "tilec gemm.tile --target sm80,sm90 -o gemm.h",
+    "tilec gemm.tile --target sm80,sm90 -o gemm.o",
+    "tilec gemm.tile --target sm90 -o gemm.cubin",
+    "tilec gemm.tile -o gemm.h -MD -MP",
+    "tilec gemm.tile --target sm80,sm90 -c -o gemm.o",
+    "g++ main.cpp gemm.o -o app -lcuda -lpthread",
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dblock_N=256 -Dblock_K=64 -Dthreads=256 -Dnum_stages=4",
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_m=2 -Rpass=cluster",
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_n=2",
+    "tilec layout samples/gemm.tile --target sm80 -o gemm.svg",
+    "tilec samples/gemm.tile --target sm80 -D block_M=256 -D block_N=256 -o g.cubin",
+    "python scripts/resource_baseline.py",
+    "python scripts/resource_baseline.py --update",
+    "tilec profile samples/flash_attention.tile --target sm90 --size B=4,S=4096,H=16 -o fa.json",
+    "python scripts/fuzz.py --seconds 3900 --seed 2026 --differential 5 --save --report 300",
+    "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --size M=1000,N=1000,K=1000 \\",
+    "python -m tilec.runtime.tune_worker tune/gemm_bf16",
+    "tilec tune --collect tune/gemm_bf16",
+    "python bench/tune_samples.py build .artifacts/tune",
+    "python3 -m tilec.runtime.tune_worker --budget 300 .artifacts/tune/*",
+    "python bench/tune_samples.py collect .artifacts/tune",
+    "tilec samples/gemm.tile --target sm90 -D dtype=bf16 -o gemm.cubin",
+}
+
+
+def test_every_documented_command_is_accounted_for():
+    documented = documented_commands()
+    listed = set(RUN_HERE) | set(RUN_ELSEWHERE) | NOT_YET_RUN
+    unaccounted = sorted(f"{docs[0]}: {cmd}" for cmd, docs in documented.items()
+                         if cmd not in listed and not SYNOPSIS.search(cmd))
+    assert not unaccounted, "commands in the docs that no test runs (run them here, or list them):\n" + \
+        "\n".join(unaccounted)
+    gone = sorted(listed - set(documented))
+    assert not gone, "listed commands that the docs no longer show:\n" + "\n".join(gone)
+    for cmd, where in RUN_ELSEWHERE.items():
+        if where.startswith("tests/"):
+            path, function = where.split("::")
+            assert f"def {function}(" in (ROOT / path).read_text(), f"{cmd}: {where} does not exist"
+
+
+# ---------------------------------------------------------------------------------------------- running them
+
+
+def _needs(what: str) -> None:
+    from tilec.targets.cuda.locate import nvrtc_lib
+
+    found = {"cuda": shutil.which("nvcc") or nvrtc_lib(), "cc": shutil.which("cc") or shutil.which("gcc")}
+    if what == "webgpu":
+        try:
+            import wgpu  # noqa: F401
+
+            found[what] = True
+        except ImportError:
+            found[what] = None
+    if not found[what]:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail(f"{what} is required (TILEC_REQUIRE_TOOLCHAINS=1) but was not found")
+        pytest.skip(f"{what} not found")
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """A folder as a reader's checkout: samples/ (linked) and a `tilec` on PATH that runs this checkout; one
+    compile cache for the module, so the commands share their compiles."""
+    d = tmp_path_factory.mktemp("docs")
+    (d / "samples").symlink_to(ROOT / "samples")
+    (d / "bin").mkdir()
+    tilec = d / "bin" / "tilec"
+    tilec.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m tilec "$@"\n')
+    tilec.chmod(tilec.stat().st_mode | stat.S_IXUSR)
+    env = dict(os.environ, PATH=f"{d / 'bin'}{os.pathsep}{os.environ['PATH']}", TILEC_CACHE_DIR=str(d / "cache"),
+               NO_COLOR="1")
+    return d, env
+
+
+@pytest.mark.parametrize("command", sorted(RUN_HERE))
+def test_documented_command_runs(scratch, command):
+    marks, claimed = RUN_HERE[command]
+    for what in marks:
+        _needs(what)
+    cwd, env = scratch
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"$ {command}\n{output}"
+    assert "Traceback" not in output
+    for text in (claimed,) if isinstance(claimed, str) else claimed:
+        assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"
+
+
+def test_readme_layout_plot_is_a_summary_under_a_megabyte(scratch):
+    """The README's `tilec layout` line: a summary of each view (the first warpgroup's elements, a tile's first
+    rows), each cut view saying so, under 1 MB (the full plot is 16.7 MB)."""
+    cwd, env = scratch
+    command = "tilec layout samples/gemm.tile --target sm90 -o gemm.svg"
+    proc = subprocess.run(command.split(), cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    svg = (cwd / "gemm.svg").read_text()
+    assert len(svg.encode()) < 1 << 20
+    assert "summary: the elements of warpgroup 0, rows 0-31 and columns 0-31 of 128x256" in svg
+    assert svg.count("--full draws every element") == 4  # the fragment, both shared tiles, the wgmma operand
+
+
+def python_snippets(doc: str) -> list[str]:
+    return [body for lang, body in FENCE.findall((ROOT / doc).read_text()) if lang == "python"]
+
+
+def test_the_interpreter_snippet_of_deploy_md_runs(scratch):
+    """docs/deploy.md's `tilec.load(..., target="cpu")` snippet, as written. (The other Python snippets of the docs
+    are not run by a test yet: README's two need a GPU; language.md's are .tile code.)"""
+    (snippet,) = [s for s in python_snippets("docs/deploy.md") if 'target="cpu"' in s]
+    cwd, env = scratch
+    code = snippet + "\nimport numpy as np\nassert y.shape == (7, 333) and np.allclose(y.sum(axis=-1), 1, atol=1e-4)\n"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=dict(env, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
