@@ -76,57 +76,60 @@ def run(out: Path) -> None:
     def kernel(name: str, sample: str):
         return rt.load(out / f"{name}.cubin").kernels[sample]
 
+    def attention(kern, s: dict, d: int, causal: bool) -> tuple:
+        q, k, v = (torch.randn(s["B"], s["S"], s["H"], d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        o = torch.full_like(q, float("nan"))
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
+            try:
+                with sdpa_kernel(backend):
+                    ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                break
+            except RuntimeError:
+                continue
+
+        def peer():
+            with sdpa_kernel(backend):
+                F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+        kern(q, k, v, o)
+        torch.cuda.synchronize()
+        err = ((o - ref.transpose(1, 2)).abs().max() / ref.abs().max()).item()
+        t, p = bench(lambda: kern(q, k, v, o)), bench(peer)
+        flops = 4 * s["B"] * s["H"] * s["S"] * s["S"] * d / (2 if causal else 1)
+        return t, p, flops / t / 1e9, err, str(backend).split(".")[-1]
+
+    def row_op(kern, name: str, m: int, n: int) -> tuple:
+        x = (torch.randn(m, n, device="cuda") * 2).to(torch.bfloat16)
+        w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
+        y = torch.full_like(x, float("nan"))
+        args, peer = {"softmax": ((x, y), lambda: torch.softmax(x, dim=-1)),
+                      "rmsnorm": ((x, w, y, 1e-6), lambda: F.rms_norm(x, (n,), w, 1e-6)),
+                      "layernorm": ((x, w, b, y, 1e-5), lambda: F.layer_norm(x, (n,), w, b, 1e-5))}[name]
+        kern(*args)
+        ref = peer().float()
+        err = ((y.float() - ref).norm(dim=1) / ref.norm(dim=1)).max().item()
+        t, p = bench(lambda: kern(*args)), bench(peer)
+        return t, p, 2 * m * n * 2 / t / 1e6, err, "torch"
+
     rows = []
     for tree in ("before", "after"):
         for label, (sample, defines) in spec[tree].items():
-            if sample != "flash_attention":
-                continue
-            d, causal = int(defines["dim"]), defines.get("causal") == "True"
-            kern = kernel(f"{tree}_{label}", sample)
-            for s in ATTN_SHAPES:
-                q, k, v = (torch.randn(s["B"], s["S"], s["H"], d, device="cuda", dtype=torch.bfloat16)
-                           for _ in range(3))
-                o = torch.full_like(q, float("nan"))
-                qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-                for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
-                    try:
-                        with sdpa_kernel(backend):
-                            ref = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                        break
-                    except RuntimeError:
-                        continue
-
-                def peer(backend=backend):
-                    with sdpa_kernel(backend):
-                        F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                kern(q, k, v, o)
-                torch.cuda.synchronize()
-                err = ((o - ref.transpose(1, 2)).abs().max() / ref.abs().max()).item()
-                t, p = bench(lambda: kern(q, k, v, o)), bench(peer)
-                flops = 4 * s["B"] * s["H"] * s["S"] * s["S"] * d / (2 if causal else 1)
-                rows.append((tree, label, f"B{s['B']} H{s['H']} S{s['S']}", t, p, flops / t / 1e9, err,
-                             str(backend).split(".")[-1]))
-                print(*rows[-1], flush=True)
-    for tree in ("before",):  # the row kernels are the same code in both trees: odd against even lengths
-        for name in ("softmax", "rmsnorm", "layernorm"):
-            kern = kernel(f"{tree}_{name}", name)
-            for m, n in ROW_SHAPES:
-                x = (torch.randn(m, n, device="cuda") * 2).to(torch.bfloat16)
-                w, b = (torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(2))
-                y = torch.full_like(x, float("nan"))
-                args, peer = {"softmax": ((x, y), lambda: torch.softmax(x, dim=-1)),
-                              "rmsnorm": ((x, w, y, 1e-6), lambda: F.rms_norm(x, (n,), w, 1e-6)),
-                              "layernorm": ((x, w, b, y, 1e-5), lambda: F.layer_norm(x, (n,), w, b, 1e-5))}[name]
-                kern(*args)
-                ref = peer().float()
-                err = ((y.float() - ref).norm(dim=1) / ref.norm(dim=1)).max().item()
-                t, p = bench(lambda: kern(*args)), bench(peer)
-                rows.append((tree, name, f"{m}x{n}", t, p, 2 * m * n * 2 / t / 1e6, err, "torch"))
-                print(*rows[-1], flush=True)
+            if sample == "flash_attention":
+                kern = kernel(f"{tree}_{label}", sample)
+                for s in ATTN_SHAPES:
+                    rows.append((tree, label, f"B{s['B']} H{s['H']} S{s['S']}",
+                                 *attention(kern, s, int(defines["dim"]), defines.get("causal") == "True")))
+                    print(*rows[-1], flush=True)
+            elif tree == "before":  # the row kernels are the same code in both trees: odd against even lengths
+                kern = kernel(f"{tree}_{label}", sample)
+                for m, n in ROW_SHAPES:
+                    rows.append((tree, label, f"{m}x{n}", *row_op(kern, sample, m, n)))
+                    print(*rows[-1], flush=True)
     print("\n| tree | build | shape | tilec ms | peer ms | ratio (peer/tilec) | TFLOP/s or GB/s | max rel err | peer |")
     print("|---|---|---|---|---|---|---|---|---|")
     for tree, label, shape, t, p, rate, err, peer_name in rows:
-        print(f"| {tree} | {label} | {shape} | {t:.4f} | {p:.4f} | {p / t:.2f} | {rate:.0f} | {err:.1e} | {peer_name} |")
+        print(f"| {tree} | {label} | {shape} | {t:.4f} | {p:.4f} | {p / t:.2f} | {rate:.0f} | {err:.1e} "
+              f"| {peer_name} |")
 
 
 if __name__ == "__main__":
