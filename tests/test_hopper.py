@@ -18,8 +18,10 @@ from tilec.cli.common import parse_defines as _parse_defines
 from tilec.cli.main import main as tilec_main
 from tilec.diagnostics import CompileError
 from tilec.ir import simt as S
+from tilec.ir import tile as T
 from tilec.ir.fold import as_int
 from tilec.ir.layout import SharedLayout, WgmmaTiled, c
+from tilec.ir.visit import walk_stmts
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER_GEMM = ["-Dblock_N=256", "-Dblock_K=64", "-Dthreads=256", "-Dnum_stages=4"]
@@ -72,12 +74,15 @@ def _tma_swizzled_byte(offset: int, span: int) -> int:
     return offset ^ (((offset >> 7) & mask) << 4)
 
 
-@pytest.mark.parametrize("shape,elem", [((128, 64), 2), ((64, 128), 2), ((32, 256), 2), ((128, 32), 2),
-                                         ((64, 16), 2), ((128, 128), 1), ((256, 64), 1)])
-def test_panel_layout_is_what_tma_writes(shape, elem):
+@pytest.mark.parametrize("shape,elem,span", [((128, 64), 2, 128), ((64, 128), 2, 128), ((32, 256), 2, 128),
+                                              ((128, 32), 2, 64), ((64, 16), 2, 32), ((128, 128), 1, 128),
+                                              ((256, 64), 1, 64),
+                                              # rows that are not whole 128-byte panels: head dims 96 and 48
+                                              ((64, 96), 2, 64), ((16, 48), 2, 32), ((32, 160), 1, 32)])
+def test_panel_layout_is_what_tma_writes(shape, elem, span):
     rows, cols = shape
     lay = SharedLayout(shape, elem, swizzle=True, panel=True)
-    span = min(128, cols * elem)
+    assert lay.swizzle_bytes == span
     width = span // elem
     for r in range(rows):
         for col in range(cols):
@@ -123,6 +128,23 @@ def test_attention_runs_softmax_on_the_wgmma_accumulator():
     body = r.source[r.source.index("pipeline over k"):]
     waits = [m.start() for m in re.finditer(r"tl::mbar_wait", body)]
     assert len(waits) >= 2 and body.index("exp2f_approx") < waits[1]
+
+
+@pytest.mark.parametrize("dim,tile,n_qk", [(64, (128, 128, 256), 128), (96, (128, 128, 256), 128),
+                                          (128, (128, 128, 256), 128), (256, (128, 64, 256), 64)])
+def test_attention_default_build_runs_both_gemms_on_wgmma_at_every_head_dim(dim, tile, n_qk):
+    """The sm90 default build (no -D but dtype and dim) of every common head dim fits the block's shared memory
+    and runs Q.K^T and P.V on wgmma: dim 96 (192-byte rows, three 64-byte panels) used to fall back to
+    mma.sync, 5x slower, and dim 256 was refused (393 KB of shared memory)."""
+    r = _compile("flash_attention", [f"-Ddim={dim}", "-Ddtype=bf16"])
+    k = r.module.kernels[0]
+    assert {g.instruction for g in k.schedule.gemms.values()} == {"wgmma"}
+    block_m, block_n, threads = tile
+    shapes = {s.buffer.name: list(s.buffer.const_shape) for s in walk_stmts(k.body) if isinstance(s, T.Alloc)}
+    assert (shapes["Q_s"], shapes["K_s"]) == ([block_m, dim], [block_n, dim])
+    assert k.threads == threads
+    assert f"tl_wgmma_ss_n{n_qk}_bf16_t0" in r.source and f"tl_wgmma_rs_n{dim}_bf16_t1" in r.source
+    assert r.simt.kernels[0].shared_bytes <= r.target.shared_memory_bytes
 
 
 def test_switches_turn_each_feature_off():
@@ -316,6 +338,10 @@ RUN_CASES = [
      {"M": 130, "N": 272, "K": 160}),
     ("gemm_bias_relu", {}, {"M": 200, "N": 136, "K": 72}),
     ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256}, {"B": 1, "S": 260, "H": 1}),
+    # the default builds at head dims 96 (192-byte rows: three 64-byte swizzle panels) and 256 (128 x 64, O stored
+    # straight from the accumulator)
+    ("flash_attention", {"dim": 96, "dtype": "bf16"}, {"B": 1, "S": 200, "H": 2}),
+    ("flash_attention", {"dim": 256, "dtype": "bf16", "causal": True}, {"B": 1, "S": 150, "H": 1}),
 ]
 
 
@@ -376,6 +402,17 @@ def _without(body, name):
                 setattr(st, field, _without(getattr(st, field), name))
         out.append(st)
     return out
+
+
+def test_head_dim_96_without_tma_fills_the_64_byte_panels_with_cp_async():
+    """The twin a misaligned tensor runs (cp.async, no TMA) writes the 64-byte swizzle panels of dim 96 that the
+    wgmma descriptors read."""
+    from test_simt_interp import check
+
+    defines = {"dim": 96, "dtype": "bf16", "causal": True}
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines, disable={"tma"})
+    assert "tl_wgmma_" in r.source and "tl::tma_load_" not in r.source
+    check("flash_attention", defines, {"B": 1, "S": 90, "H": 2}, "sm90", result=r)
 
 
 def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):

@@ -301,14 +301,13 @@ def attention_ref(q, k, v, causal: bool) -> np.ndarray:
     return np.einsum("bhqk,bkhd->bqhd", p, v)
 
 
-def check_flash_attention(dtype, causal, b, s, h, text=None):
+def check_flash_attention(dtype, causal, b, s, h, text=None, dim=64):
     rng = np.random.default_rng(9)
-    dim = 64
     # q, k with std 2: logits of several units, so the softmax is far from uniform.
     q, k = randn(rng, (b, s, h, dim), dtype, std=2.0), randn(rng, (b, s, h, dim), dtype, std=2.0)
     v = randn(rng, (b, s, h, dim), dtype)
     args = {"Q": q, "K": k, "V": v, "O": nans((b, s, h, dim), dtype)}
-    out = run("flash_attention", args, text, dtype=dtype, causal=causal)
+    out = run("flash_attention", args, text, dtype=dtype, causal=causal, **({"dim": dim} if dim != 64 else {}))
     check(out["O"], attention_ref(q, k, v, causal), dtype)
 
 
@@ -317,6 +316,12 @@ def check_flash_attention(dtype, causal, b, s, h, text=None):
 @pytest.mark.parametrize("b, s, h", [(1, 128, 2), (2, 100, 1), (1, 150, 1)])
 def test_flash_attention(dtype, causal, b, s, h):
     check_flash_attention(dtype, causal, b, s, h)
+
+
+@pytest.mark.parametrize("dim, causal", [(96, False), (256, True)])
+def test_flash_attention_other_head_dims(dim, causal):
+    """Head dim 96, and 256, whose default tile (128 x 64) stores O straight from the accumulator, at a ragged S."""
+    check_flash_attention("bf16", causal, 1, 150, 2, dim=dim)
 
 
 # ---------------------------------------------------------------------------------- the tests bite

@@ -371,6 +371,12 @@ def block_row(dims: tuple[int, ...], threads: int, max_vec: int = 4) -> BlockRow
 # ---------------------------------------------------------------- shared layouts
 
 
+def panel_span(row_bytes: int) -> int:
+    """The swizzle span (bytes) of a TMA/wgmma panel layout for rows of `row_bytes`: the widest of 128, 64 and
+    32 that divides the row, so that the row is whole panels; 0 when none does (no panel layout then)."""
+    return next((span for span in (128, 64, 32) if row_bytes % span == 0), 0)
+
+
 @dataclass(frozen=True)
 class SharedLayout:
     """Row-major 2-D (or flattened N-D) layout of a shared tile, optionally XOR-swizzled in
@@ -379,8 +385,9 @@ class SharedLayout:
     shape: tuple[int, ...]
     elem_bytes: int
     swizzle: bool = False
-    # TMA/wgmma form: rows wider than the swizzle span (128 B) are split into column panels of 128 B,
-    # each stored whole (rows x 128 B) one after the other -- the layout a TMA box of 128-byte rows
+    # TMA/wgmma form: rows wider than the swizzle span are split into column panels of that span (128 B,
+    # or 64 / 32 B where the row is not a multiple of 128 B: 192-byte rows, head dim 96, are 3 panels of
+    # 64 B), each stored whole (rows x span) one after the other -- the layout a TMA box of span-wide rows
     # writes and a wgmma descriptor reads. Within a panel the XOR pattern is the one below.
     panel: bool = False
     # transposed: the last two dims are stored swapped ("K-major" for an MFMA operand whose K is the
@@ -444,7 +451,7 @@ class SharedLayout:
         """The TMA/wgmma swizzle span (32, 64 or 128 bytes) of a panel layout; 0 when not swizzled."""
         if not self.swizzle:
             return 0
-        return min(128, self.row_elems * self.elem_bytes)
+        return panel_span(self.row_elems * self.elem_bytes)
 
     @property
     def panel_elems(self) -> int:

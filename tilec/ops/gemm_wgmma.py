@@ -9,17 +9,15 @@ from __future__ import annotations
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.instructions import WGMMA
-from ..ir.layout import WgmmaTiled
+from ..ir.layout import WgmmaTiled, panel_span
 from . import gemm
 
 
 def _panel_ok(b: T.Buffer) -> bool:
-    """A shared tile that TMA can fill and wgmma can read: 2-D, rows of 32, 64, 128 or k*128 bytes."""
+    """A shared tile that TMA can fill and wgmma can read: 2-D, rows of whole 32-, 64- or 128-byte swizzle panels
+    (a 96-wide bf16 tile is three 64-byte panels)."""
     shape = b.const_shape
-    if len(shape) != 2:
-        return False
-    rb = shape[-1] * b.dtype.bytes
-    return rb in (32, 64, 128) or rb % 128 == 0
+    return len(shape) == 2 and panel_span(shape[-1] * b.dtype.bytes) != 0
 
 
 def _whole(r: T.Region) -> bool:
@@ -56,7 +54,7 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
     if q.k % WGMMA.step_k(a.dtype) or q.col_reduced:
         return None
     groups = k.threads // WGMMA.lanes
-    panel_n = 128 // b.dtype.bytes
+    panel_n = panel_span(b.const_shape[-1] * b.dtype.bytes) // b.dtype.bytes
     for wm in [g for g in (groups, *range(groups - 1, 0, -1)) if groups % g == 0]:
         wn = groups // wm
         if pinned is not None and (wm, wn) != tuple(pinned):
@@ -68,6 +66,6 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
         if a.scope == "fragment" and wm != la.wm:
             continue
         if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
-            continue  # an MN-major B is addressed in whole 128-byte panels per warpgroup
+            continue  # an MN-major B is addressed in whole swizzle panels per warpgroup
         return WgmmaTiled(m, n, wm, wn)
     return None

@@ -329,7 +329,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) in in_view_group:
             b = s.buffer
-            why = ("a wgmma operand (stored in swizzled 128-byte panels)" if id(b) in wgmma_operands else
+            why = ("a wgmma operand (stored in swizzled panels)" if id(b) in wgmma_operands else
                    "an MFMA operand (stored in the matrix instruction's order)" if id(b) in mfma_operands else
                    f"annotated {annotated[id(b)]}" if annotated.get(id(b), "linear") != "linear" else None)
             if why is not None:
