@@ -8,6 +8,7 @@ without importing the parser, the passes, numpy or any toolchain, and this modul
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -86,15 +87,21 @@ def _dep_targets(args, output: str) -> list[str]:
 
 
 def planned_outputs(args, output: str) -> dict[str, tuple[str, str]]:
-    """{"artifact" | "manifest" | "depfile": (path, the flag that names it)} for every file this
-    compile writes: no manifest when the artifact goes to a stream without --manifest, a
-    dependency file only with -MD (beside a stream output -- `-`, /dev/null -- only where named)."""
+    """{"artifact" | "manifest" | "depfile" | "companion:SUFFIX": (path, the flag that names it)} for every file
+    this compile writes: no manifest when the artifact goes to a stream without --manifest, a
+    dependency file only with -MD (beside a stream output -- `-`, /dev/null -- only where named), a back end's
+    companion files (Backend.companions) only beside a file."""
     planned = {"artifact": (output, "-o" if args.output else "output")}
     beside = not outputs.is_stream(output)  # no x.json next to standard output or /dev/null
     if args.manifest or beside:
         planned["manifest"] = (args.manifest or output + ".json", "--manifest" if args.manifest else "manifest")
     if (args.MD or args.MMD) and (args.MF or beside):
         planned["depfile"] = (args.MF or f"{output}.d", "-MF" if args.MF else "dependency file")
+    if beside:  # files the back end writes beside the artifact (an ES module's .d.ts)
+        kind = output_kind(args.output, args.emit, args.target)
+        for b in _backends():
+            for suffix in b.companions.get(kind, ()):
+                planned[f"companion:{suffix}"] = (str(Path(output).with_suffix("")) + suffix, f"{suffix} file")
     return planned
 
 
@@ -104,6 +111,11 @@ def _write_outputs(args, output: str, artifact: bytes, manifest: bytes, deps: li
     planned = planned_outputs(args, output)
     outputs.check_outputs(list(planned.values()), [args.file, *deps], main_file=args.file)
     contents = {"artifact": artifact, "manifest": manifest}
+    for role in planned:
+        if role.startswith("companion"):  # (a .d.ts beside an ES module): made from the manifest
+            kind, suffix = output_kind(args.output, args.emit, args.target), role.split(":", 1)[1]
+            backend = next(b for b in _backends() if kind in b.companions)
+            contents[role] = backend.companion(kind, suffix, json.loads(manifest))
     if "depfile" in planned:
         contents["depfile"] = depfile_text(_dep_targets(args, output), deps, bool(args.MP)).encode()
     for role, (path, flag) in planned.items():

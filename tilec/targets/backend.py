@@ -110,6 +110,8 @@ class Backend:
     default_kind: str = ""  # what a build writes when neither -o's suffix nor --emit says
     source_kind: str = ""  # the kind that is the generated source itself (written without a toolchain)
     multi_target_kinds: frozenset[str] = frozenset()  # kinds that can carry several targets at once
+    # kind -> suffixes of files written beside the artifact (its suffix replaced), made by `companion`
+    companions: dict[str, tuple[str, ...]] = {}
     run_kind: str = ""  # what `tilec run` builds and loads (through loader)
     loader: str = ""  # the tilec.runtime loader named in the manifest ("cuda", "wgsl")
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
@@ -167,6 +169,10 @@ class Backend:
         """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for
         the compile cache's key; None when there is none (the build then reports it, and nothing is cached)."""
         return "none" if kind == self.source_kind else None
+
+    def companion(self, kind: str, suffix: str, manifest: dict) -> bytes:
+        """The file with `suffix` (one of companions[kind]) beside an artifact, from its manifest alone."""
+        raise NotImplementedError
 
     def kind_toolchains(self) -> dict[str, str]:
         """Output kind -> the toolchain that builds it here, in words, with the command line's default choice

@@ -1,0 +1,158 @@
+"""The ES modules of `tilec --target webgpu -o k.js` run under a real JavaScript WebGPU runtime: Deno (the `deno`
+package of the npm registry, installed by scripts/install_deno.sh; its `navigator.gpu` is wgpu, on Mesa's lavapipe
+in CI). Every sample configuration of tests/test_wgsl.py and every TileLang port that builds for webgpu goes
+through its module at the ragged shape (outputs passed, or left out and returned, in turn) and matches the
+interpreter; the module's errors (shapes, dtypes, a device without shader-f16) are exceptions naming the kernel
+and its .tile line. All cases run in one Deno process (tests/webgpu_js_driver.js). Without Deno the tests skip,
+and fail under TILEC_REQUIRE_TOOLCHAINS=1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.interp.run import public_kernels, run_any
+from tilec.ir import tile as T
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "tests" / "webgpu_js_driver.js"
+from webgpu_cases import arguments, sample_configs, webgpu_ports  # noqa: E402
+
+
+def find_deno() -> str | None:
+    """$TILEC_DENO, else deno on PATH, else the copy scripts/install_deno.sh puts in $TILEC_DENO_DIR
+    (~/.cache/tilec-deno)."""
+    cached = Path(os.environ.get("TILEC_DENO_DIR") or Path.home() / ".cache" / "tilec-deno") / "node_modules/.bin/deno"
+    for candidate in (os.environ.get("TILEC_DENO"), shutil.which("deno"), str(cached)):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _require(ok: bool, what: str) -> None:
+    if ok:
+        return
+    if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+        pytest.fail(f"{what} is required (TILEC_REQUIRE_TOOLCHAINS=1) but not available")
+    pytest.skip(what)
+
+
+def _cases():
+    """(id, .tile path, defines, kernel to build or None, kernel to call or None, sizes, inputs function, tolerance)."""
+    for sample, defines, sizes in sample_configs():
+        tol = 1e-2 if defines.get("dtype", "f16") == "f16" else 1e-4
+        yield (f"{sample}[{','.join(f'{k}={v}' for k, v in sorted(defines.items()))}]",
+               ROOT / "samples" / f"{sample}.tile", defines, None, None, sizes, None, tol)
+    for case in webgpu_ports():
+        for name in case.kernels or [None]:
+            yield (f"port:{case.name}" + (f":{name}" if name else ""), ROOT / "examples" / "tilelang" / case.file,
+                   {**case.defines, **case.webgpu_defines}, case.kernel, name, case.sizes["ragged"], case.inputs,
+                   max(case.rtol, case.atol, 1e-2))
+
+
+CASES = list(_cases())
+
+
+def _write(dest: Path, a: np.ndarray) -> None:
+    dest.write_bytes(np.ascontiguousarray(a).tobytes())
+
+
+@pytest.fixture(scope="module")
+def deno_run():
+    """Build every case's module, compute what the interpreter gives, run them all in one Deno process."""
+    deno = find_deno()
+    _require(deno is not None, "Deno (scripts/install_deno.sh installs it from the npm registry)")
+    work = Path(tempfile.mkdtemp(prefix="tilec-deno-"))
+    modules: dict[tuple, Path] = {}
+    jobs, expected = [], {}
+    for n, (cid, path, defines, build_kernel, kernel, sizes, inputs, tol) in enumerate(CASES):
+        key = (str(path), tuple(sorted(defines.items())), build_kernel)
+        if key not in modules:
+            art = tilec.compile(path, "webgpu", defines=defines, kernel=build_kernel, emit="esm",
+                                output_name=f"m{len(modules)}.js")
+            modules[key] = work / f"m{len(modules)}.js"
+            modules[key].write_bytes(art.data)
+        result = tilec.compile(path, defines=defines, kernel=build_kernel)
+        pub = {k.name: k for k in public_kernels(result.module)}
+        k = pub[kernel] if kernel else public_kernels(result.module)[0]
+        args, _ = arguments(k, sizes, defines, inputs, seed=n)
+        want = {a: np.array(v, copy=True) if isinstance(v, np.ndarray) else v for a, v in args.items()}
+        run_any(result.module, k, want)
+        jargs = []
+        for i, p in enumerate(k.params):
+            if isinstance(p, T.Var):
+                v = args[p.name]
+                jargs.append({"value": bool(v) if p.dtype.name == "bool" else
+                              float(v) if p.dtype.is_float else int(v)})
+                continue
+            f = work / f"c{n}_{i}.bin"
+            _write(f, args[p.name])
+            jargs.append({"file": str(f), "dtype": p.dtype.name, "shape": list(args[p.name].shape),
+                          "output": bool(p.is_output)})
+            if p.is_output:
+                expected[(cid, p.name)] = (f, want[p.name], tol)
+        jobs.append({"id": cid, "module": str(modules[key]), "kernel": k.name, "args": jargs,
+                     "outputs_passed": n % 2 == 0})
+    # errors: a wrong shape, a wrong dtype, and f16 on a device without shader-f16
+    softmax = next(j for j in jobs if j["id"] == "softmax[]")
+    bad_shape = json.loads(json.dumps(softmax))
+    bad_shape["args"][0]["shape"][1] -= 1
+    jobs.append({**bad_shape, "id": "error:shape"})
+    jobs.append({**softmax, "id": "error:f16", "device": "plain"})
+    job_file = work / "job.json"
+    job_file.write_text(json.dumps({"out": str(work / "results.json"), "cases": jobs}))
+    env = {**os.environ, "DENO_NO_UPDATE_CHECK": "1", "NO_COLOR": "1"}
+    if not os.path.isdir(env.get("XDG_RUNTIME_DIR", "")):
+        env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="tilec-xdg-")
+    r = subprocess.run([deno, "run", "--quiet", "--allow-read", "--allow-write", str(DRIVER), str(job_file)],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr
+    results = json.loads((work / "results.json").read_text())
+    _require(results["adapter"] is not None, "Deno found no WebGPU adapter (install mesa-vulkan-drivers)")
+    yield results, expected, modules
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.mark.parametrize("cid", [c[0] for c in CASES])
+def test_module_matches_the_interpreter_under_deno(deno_run, cid):
+    results, expected, _ = deno_run
+    if not results["adapter"]["f16"] and "f16" in cid:
+        pytest.skip("this adapter has no shader-f16")
+    res = results[cid]
+    assert res["ok"], res["error"]
+    outs = [(name, v) for (c, name), v in expected.items() if c == cid]
+    assert outs
+    for name, (f, want, tol) in outs:
+        got = np.frombuffer(Path(f"{f}.out").read_bytes(), dtype=want.dtype).reshape(want.shape)
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol,
+                                   err_msg=f"{cid}: {name}")
+
+
+def test_module_errors_name_the_kernel_and_its_line(deno_run):
+    results, _, _ = deno_run
+    line = next(i for i, t in enumerate((ROOT / "samples" / "softmax.tile").read_text().splitlines(), 1)
+                if t.startswith("kernel softmax"))
+    err = results["error:shape"]
+    assert not err["ok"] and f"TilecError: softmax (softmax.tile:{line}): 'X' holds" in err["error"], err
+    err = results["error:f16"]
+    assert not err["ok"] and "shader-f16" in err["error"] and "-D dtype=f32" in err["error"], err
+
+
+def test_modules_are_small_and_self_contained(deno_run):
+    """≤ 10 KB of JavaScript besides the embedded WGSL, and no import of anything."""
+    _, _, modules = deno_run
+    for path in modules.values():
+        text = path.read_text()
+        start = text.index("export const WGSL = `")
+        end = text.index("`;\n", start)
+        js = text[:start] + text[end:]
+        assert len(js.encode()) <= 10 * 1024, (path, len(js.encode()))
+        assert "import " not in js and "require(" not in js
