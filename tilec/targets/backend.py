@@ -112,6 +112,9 @@ class Backend:
     multi_target_kinds: frozenset[str] = frozenset()  # kinds that can carry several targets at once
     # kind -> suffixes of files written beside the artifact (its suffix replaced), made by `companion`
     companions: dict[str, tuple[str, ...]] = {}
+    # kinds whose -o names a directory (a package): kind -> (the suffix of the module the artifact becomes there,
+    # the name of the file `directory_index` writes beside it: npm's package.json, listing the directory's modules)
+    directory_kinds: dict[str, tuple[str, str]] = {}
     run_kind: str = ""  # what `tilec run` builds and loads (through loader)
     loader: str = ""  # the tilec.runtime loader named in the manifest ("cuda", "wgsl")
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
@@ -172,6 +175,10 @@ class Backend:
 
     def companion(self, kind: str, suffix: str, manifest: dict) -> bytes:
         """The file with `suffix` (one of companions[kind]) beside an artifact, from its manifest alone."""
+        raise NotImplementedError
+
+    def directory_index(self, kind: str, directory: str, modules: list[str]) -> bytes:
+        """The file that lists the modules (file names) of a directory_kinds package (directory_kinds[kind][1])."""
         raise NotImplementedError
 
     def kind_toolchains(self) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The WGSL back end (webgpu): the SIMT pipeline, WebGPU's checks (checks.py) and WGSL (codegen.py). The artifact
 is the WGSL source itself (wgpu compiles it when tilec.runtime.wgsl loads it, so there is no toolchain at build
-time), or an ES module that embeds it with a launcher for JavaScript's WebGPU (esm.py) and its `.d.ts`."""
+time), or an ES module that embeds it with a launcher for JavaScript's WebGPU (esm.py) and its `.d.ts`, alone or
+in an npm package directory (`--emit npm -o DIR`: the module, its types and package.json)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from ..backend import ArtifactInfo, Built, SimtBackend, Unit
 
 class WgslBackend(SimtBackend):
     name = "wgsl"
-    output_kinds = {"wgsl": ".wgsl", "esm": ".js"}
-    companions = {"esm": (".d.ts",)}
+    output_kinds = {"wgsl": ".wgsl", "esm": ".js", "npm": "/"}
+    companions = {"esm": (".d.ts",), "npm": (".d.ts",)}
+    directory_kinds = {"npm": (".js", "package.json")}
     default_kind = "wgsl"
     source_kind = "wgsl"
     run_kind = "wgsl"
@@ -29,7 +31,7 @@ class WgslBackend(SimtBackend):
 
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
         (unit,) = units
-        if kind == "esm":
+        if kind in ("esm", "npm"):
             from . import esm
 
             lines = {k.name: k.span.line for k in unit.lowered.kernels if k.span is not None}
@@ -41,6 +43,11 @@ class WgslBackend(SimtBackend):
         from . import esm
 
         return esm.declarations(manifest).encode()
+
+    def directory_index(self, kind: str, directory: str, modules: list[str]) -> bytes:
+        from . import esm
+
+        return esm.package_json(directory, modules).encode()
 
     def toolchain_identity(self, targets: list, kind: str, options) -> str | None:
         return "none"  # WGSL and the ES module are written by tilec itself

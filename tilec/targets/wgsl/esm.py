@@ -224,3 +224,24 @@ def declarations(manifest: dict) -> str:
             out.append(f"export function {name}({', '.join([*map(arg, ins), 'options?: CallOptions'])}): "
                        f"Promise<{ret}>;")
     return "\n".join(out) + "\n"
+
+
+def package_json(directory: str, modules: list[str]) -> str:
+    """package.json of an npm package directory of modules (`--emit npm -o DIR`, once per .tile file): an export
+    per module with its types. Fields of an existing package.json other than exports and files are kept."""
+    path = Path(directory) / "package.json"
+    try:
+        pkg = json.loads(path.read_text())
+    except (OSError, ValueError):
+        pkg = {}
+    if not isinstance(pkg, dict):
+        pkg = {}
+    stems = sorted(Path(m).stem for m in modules)
+    pkg.setdefault("name", Path(directory).resolve().name.lower())
+    pkg.setdefault("version", "0.1.0")
+    pkg.setdefault("description", "WebGPU kernels compiled by tilec")
+    pkg["type"] = "module"
+    pkg["sideEffects"] = False
+    pkg["exports"] = {f"./{s}": {"types": f"./{s}.d.ts", "default": f"./{s}.js"} for s in stems}
+    pkg["files"] = [f"{s}{ext}" for s in stems for ext in (".js", ".d.ts")]
+    return json.dumps(pkg, indent=2) + "\n"

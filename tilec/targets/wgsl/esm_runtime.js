@@ -66,7 +66,9 @@ function pipeline(dev, k) {
         compute: {module: c.mod, entryPoint: k.entry}});
     } catch (e) { why = e.message; }
     why ??= (await dev.popErrorScope())?.message;
-    if (why) {
+    if (why) { // the compiler's first error, with its WGSL line, where the implementation says it
+      const m = (await c.mod.getCompilationInfo?.())?.messages?.find((x) => x.type === "error");
+      if (m) why = `WGSL line ${m.lineNum}: ${m.message}`;
       delete c.p[k.name];
       bad(k, `WebGPU rejected tilec's WGSL (a tilec bug: please report it): ${why}`);
     }
