@@ -21,6 +21,8 @@ import pytest
 import tilec
 from tilec.interp.run import public_kernels, run_any
 from tilec.ir import tile as T
+from tilec.runtime.formulas import evaluate
+from tilec.targets.wgsl.esm import declarations, js_formula
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "webgpu_js_driver.js"
@@ -59,6 +61,10 @@ def _cases():
 
 
 CASES = list(_cases())
+# (formula, sizes): floor division and modulo of negative values, nested ceildiv, min/max, as manifests write them
+FORMULAS = [("ceildiv(M, 4)", {"M": 37}), ("((M - 70) // 8) * (N % 3)", {"M": 5, "N": -7}),
+            ("max(min(N - 1024, 0), 1) + ceildiv(ceildiv(M - 20, 3), K) + ((K - 9) % 4)", {"M": 10, "N": 2000, "K": 7}),
+            ("(M * N) // 7 - ((0 - N) // 2)", {"M": 123456, "N": 9999})]
 
 
 def _write(dest: Path, a: np.ndarray) -> None:
@@ -78,6 +84,7 @@ def deno_run():
         if key not in modules:
             art = tilec.compile(path, "webgpu", defines=defines, kernel=build_kernel, emit="esm",
                                 output_name=f"m{len(modules)}.js")
+            (work / f"m{len(modules)}.d.ts").write_text(declarations(json.loads(art.manifest)))
             modules[key] = work / f"m{len(modules)}.js"
             modules[key].write_bytes(art.data)
         result = tilec.compile(path, defines=defines, kernel=build_kernel)
@@ -99,8 +106,14 @@ def deno_run():
                           "output": bool(p.is_output)})
             if p.is_output:
                 expected[(cid, p.name)] = (f, want[p.name], tol)
+        # outputs left out in every other case, where the inputs give their shapes (else the module refuses, as
+        # tilec.runtime does: gemm's C is [M, N] and only B has N, under another name)
+        named = {getattr(d, "name", None) for p in k.params if isinstance(p, T.Buffer) and not p.is_output
+                 for d in p.shape}
+        outputs_given = all(getattr(d, "name", None) in named or isinstance(d, T.Const)
+                            for p in k.params if isinstance(p, T.Buffer) and p.is_output for d in p.shape)
         jobs.append({"id": cid, "module": str(modules[key]), "kernel": k.name, "args": jargs,
-                     "outputs_passed": n % 2 == 0})
+                     "outputs_passed": n % 2 == 0 or not outputs_given})
     # errors: a wrong shape, a wrong dtype, and f16 on a device without shader-f16
     softmax = next(j for j in jobs if j["id"] == "softmax[]")
     bad_shape = json.loads(json.dumps(softmax))
@@ -108,7 +121,8 @@ def deno_run():
     jobs.append({**bad_shape, "id": "error:shape"})
     jobs.append({**softmax, "id": "error:f16", "device": "plain"})
     job_file = work / "job.json"
-    job_file.write_text(json.dumps({"out": str(work / "results.json"), "cases": jobs}))
+    job_file.write_text(json.dumps({"out": str(work / "results.json"), "cases": jobs,
+                                    "formulas": [[js_formula(f), s] for f, s in FORMULAS]}))
     env = {**os.environ, "DENO_NO_UPDATE_CHECK": "1", "NO_COLOR": "1"}
     if not os.path.isdir(env.get("XDG_RUNTIME_DIR", "")):
         env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="tilec-xdg-")
@@ -156,3 +170,26 @@ def test_modules_are_small_and_self_contained(deno_run):
         js = text[:start] + text[end:]
         assert len(js.encode()) <= 10 * 1024, (path, len(js.encode()))
         assert "import " not in js and "require(" not in js
+
+
+def test_size_formulas_mean_the_same_in_javascript(deno_run):
+    results, _, _ = deno_run
+    assert results["formulas"] == [evaluate(f, s) for f, s in FORMULAS]
+
+
+def test_declarations_type_check_under_deno(deno_run):
+    """The .d.ts accepts a correct call and refuses a wrong one (deno check: TypeScript with WebGPU's types)."""
+    _, _, modules = deno_run
+    module = modules[(str(ROOT / "samples" / "softmax.tile"), (), None)]
+    ok, bad = module.with_name("ok.ts"), module.with_name("bad.ts")
+    ok.write_text(f'import {{softmax, TilecError}} from "./{module.name}";\n'
+                  "const y = await softmax({data: new Uint16Array(6), shape: [2, 3]});\n"
+                  "const rows: number = y.shape![0];\nexport {rows, TilecError};\n")
+    bad.write_text(f'import {{softmax}} from "./{module.name}";\n'
+                   "await softmax(new Float64Array(6), new Uint16Array(6), 3);\n")
+    deno = find_deno()
+    env = {**os.environ, "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
+    r = subprocess.run([deno, "check", str(ok)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([deno, "check", str(bad)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode != 0 and "Float64Array" in r.stderr, r.stderr

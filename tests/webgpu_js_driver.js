@@ -33,4 +33,6 @@ for (const c of job.cases) {
     results[c.id] = {ok: false, error: `${e.name}: ${e.message}`};
   }
 }
+// size formulas as esm.py translates them, evaluated here (tilec/runtime/formulas.py gives the Python values)
+results.formulas = (job.formulas ?? []).map(([code, sizes]) => new Function("s", `return ${code};`)(sizes));
 await Deno.writeTextFile(job.out, JSON.stringify(results));

@@ -35,8 +35,8 @@ class WgslBackend(SimtBackend):
             from . import esm
 
             lines = {k.name: k.span.line for k in unit.lowered.kernels if k.span is not None}
-            return Built(esm.generate(unit.source, unit.kernels, list(info.launches), lines,
-                                      info.source_name).encode(), "none")
+            return Built(esm.generate(unit.source, unit.kernels, list(info.launches), lines, info.source_name,
+                                      info.output_name).encode(), "none")
         return Built(unit.source.encode(), "none")
 
     def companion(self, kind: str, suffix: str, manifest: dict) -> bytes:

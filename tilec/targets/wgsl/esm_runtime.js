@@ -63,7 +63,7 @@ function pipeline(dev, k) {
     let pipe, why;
     try {
       pipe = await dev.createComputePipelineAsync({layout: dev.createPipelineLayout({bindGroupLayouts: [layout]}),
-        compute: {module: c.mod, entryPoint: k.entry}});
+        compute: {module: c.mod, entryPoint: k.entry ?? k.name}});
     } catch (e) { why = e.message; }
     why ??= (await dev.popErrorScope())?.message;
     if (why) { // the compiler's first error, with its WGSL line, where the implementation says it
