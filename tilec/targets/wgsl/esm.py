@@ -97,7 +97,7 @@ def _kernel(e: dict, line: int | None) -> dict:
         "b": [[b["param"], b["binding"], b["access"] != "read"] for b in abi["bindings"]],
         "u": uni and {"binding": uni["binding"], "size": uni["size"],
                       "fields": [[f["name"], f["offset"], f["type"]] for f in uni["fields"]]},
-        "grid": _Code(f"(s)=>[{','.join(js_formula(g) for g in e['grid'])}]"), "gridText": e["grid"],
+        "grid": _Code(f"(s)=>[{','.join(js_formula(g) for g in e['grid'])}]"),
         "checks": [[_fn(c["lhs"]), c["op"], _fn(c["rhs"]), c["message"], c["lhs"], c["rhs"]]
                    for c in launch_checks(e)],
     })

@@ -39,8 +39,7 @@ export function getDevice() {
 function checkDevice(dev, k, pub) {
   const L = dev.limits, no = (m) => bad(pub, m + ": rebuild it ");
   if (k.f16 && !dev.features.has("shader-f16"))
-    bad(pub, "uses f16, which this WebGPU device lacks (shader-f16): rebuild it with -D dtype=f32, or pass a device " +
-      "requested with requiredFeatures: ['shader-f16']");
+    bad(pub, "uses f16 and this WebGPU device lacks shader-f16: rebuild it with -D dtype=f32");
   if (k.wg > L.maxComputeWorkgroupStorageSize)
     no(`needs ${k.wg} bytes of workgroup storage; this device allows ${L.maxComputeWorkgroupStorageSize}`);
   if (k.b.length > L.maxStorageBuffersPerShaderStage)
@@ -186,8 +185,8 @@ export async function call(name, args) {
       st.params.forEach((p, i) => { sargs[p.name] = space[names[i]]; sts[p.name] = ts[names[i]]; });
       const ss = sizesOf(st, sts, {}, true), grid = st.grid({...sargs, ...ss}), most = dev.limits.maxComputeWorkgroupsPerDimension;
       if (grid.some((g) => g <= 0)) continue;
-      grid.forEach((g, i) => g > most && bad(k, `needs ${g} workgroups along ${"xyz"[i]} (${st.gridText[i]}, ` +
-        `${shown(k, sizes)}); this device allows ${most}: use smaller pieces or larger tiles`));
+      grid.forEach((g, i) => g > most && bad(k, `needs ${g} workgroups along ${"xyz"[i]} for ${shown(k, sizes)}; ` +
+        `this device allows ${most}: use smaller pieces or larger tiles`));
       const {pipe, layout} = await pipeline(dev, st);
       const entries = st.b.map(([p, binding]) => ({binding,
         resource: {buffer: bufs[names[st.params.findIndex((q) => q.name === p)]]}}));
