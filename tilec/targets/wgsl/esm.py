@@ -169,7 +169,7 @@ def generate(wgsl: str, kernels: list[dict], launches: list[dict], lines: dict[s
     most = {"maxComputeWorkgroupStorageSize": max(k.get("wg", 0) for k in specs.values()),
             "maxStorageBuffersPerShaderStage": max(len(k.get("b", [])) for k in specs.values()),
             "maxComputeInvocationsPerWorkgroup": max(k.get("threads", 1) for k in specs.values())}
-    most["maxComputeWorkgroupSizeX"] = most["maxComputeInvocationsPerWorkgroup"]
+    most["maxComputeWorkgroupSizeX"] = most["maxComputeInvocationsPerWorkgroup"]  # (one-dimensional workgroups)
     need = {"f16": any(k.get("f16") for k in specs.values()),
             "limits": {n: v for n, v in most.items() if v > DEFAULT_LIMITS[n]}}
     text = wgsl.replace("\\", "\\\\").replace("`", "\\`").replace("${", "\\${")

@@ -37,15 +37,13 @@ export function getDevice() {
 }
 
 function checkDevice(dev, k, pub) {
-  const L = dev.limits, no = (m) => bad(pub, m + ": rebuild it ");
+  const L = dev.limits;
   if (k.f16 && !dev.features.has("shader-f16"))
     bad(pub, "uses f16 and this WebGPU device lacks shader-f16: rebuild it with -D dtype=f32");
-  if (k.wg > L.maxComputeWorkgroupStorageSize)
-    no(`needs ${k.wg} bytes of workgroup storage; this device allows ${L.maxComputeWorkgroupStorageSize}`);
-  if (k.b.length > L.maxStorageBuffersPerShaderStage)
-    no(`binds ${k.b.length} storage buffers; this device allows ${L.maxStorageBuffersPerShaderStage}`);
-  if (k.threads > Math.min(L.maxComputeInvocationsPerWorkgroup, L.maxComputeWorkgroupSizeX))
-    no(`runs ${k.threads} threads a workgroup; this device allows ${L.maxComputeInvocationsPerWorkgroup}`);
+  for (const [need, limit, what] of [[k.wg, "maxComputeWorkgroupStorageSize", "bytes of workgroup storage"],
+    [k.b.length, "maxStorageBuffersPerShaderStage", "storage buffers"],
+    [k.threads, "maxComputeInvocationsPerWorkgroup", "threads a workgroup"]])
+    if (need > L[limit]) bad(pub, `needs ${need} ${what}; this device's ${limit} is ${L[limit]}: rebuild it smaller`);
 }
 
 const CACHE = new WeakMap(); // GPUDevice -> {mod: the shader module, p: kernel name -> Promise<{pipe, layout}>}
