@@ -103,3 +103,15 @@ def test_npm_package_directory(tmp_path):
     assert tilec_main([str(ROOT / "samples" / "softmax.tile"), "--target", "webgpu", "--emit", "npm", "-o",
                        str(pkg)]) == 0
     assert json.loads((pkg / "package.json").read_text())["version"] == "2.0.0"
+
+
+def test_more_storage_buffers_than_webgpus_default(tmp_path):
+    """mha_bwd's flash_bwd binds 9 tensors: refused by default (the error names the flag), built with
+    --max-storage-buffers 9, and its module then asks the adapter for 9 storage buffers a stage."""
+    from tilec.cli.main import main as tilec_main
+
+    port = [str(ROOT / "examples" / "tilelang" / "mha_bwd_bhsd.tile"), "--target", "webgpu", "-D", "block_M=16",
+            "-D", "block_N=16", "-o", str(tmp_path / "bwd.js")]
+    assert tilec_main(port) == 1
+    assert tilec_main([*port, "--max-storage-buffers", "9"]) == 0
+    assert "const NEED={f16:1,limits:{maxStorageBuffersPerShaderStage:9}};" in (tmp_path / "bwd.js").read_text()
