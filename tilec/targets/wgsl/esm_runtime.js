@@ -12,7 +12,7 @@ const ARRAYS = {f32: [Float32Array], i32: [Int32Array], u32: [Uint32Array], i8: 
   bool: [Uint8Array], f16: [globalThis.Float16Array, Uint16Array].filter(Boolean)};
 const BYTES = {f32: 4, i32: 4, u32: 4, f16: 2, i8: 1, u8: 1, bool: 1};
 const STORAGE = 0x8c, I32 = 2 ** 31;
-const isBuf = (x) => typeof GPUBuffer !== "undefined" && x instanceof GPUBuffer;
+const isBuf = (x) => !!x?.getMappedRange; // a GPUBuffer (of any realm or implementation)
 const pad4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
 const prod = (a) => a.reduce((x, y) => x * y, 1);
 const dimOf = (d, s) => (typeof d === "number" ? d : Array.isArray(d) ? d[0](s) : s[d]); // number, size, formula
@@ -82,8 +82,8 @@ function tensorOf(k, p, x) {
     if (!(data.usage & 0x80)) bad(k, `'${p.name}' is a GPUBuffer without STORAGE usage`);
     t.n = data.size / BYTES[p.dtype];
   } else if (!ARRAYS[p.dtype].some((C) => data instanceof C))
-    bad(k, `'${p.name}' is ${p.dtype}: pass a ${ARRAYS[p.dtype].map((C) => C.name).join(" or ")}, a GPUBuffer or ` +
-      `{data, shape}, not ${data?.constructor?.name ?? data}`);
+    bad(k, `'${p.name}' is ${p.dtype}: pass a ${ARRAYS[p.dtype].map((C) => C.name).join(" or ")} or a GPUBuffer, ` +
+      `not ${data?.constructor?.name ?? data}`);
   return t;
 }
 
@@ -94,7 +94,7 @@ function sizesOf(k, ts, given, final) {
     const got = t.shape[i];
     if (typeof d === "number") { if (d !== got) bad(k, `dimension ${i} of '${p.name}' must be ${d}, not ${got}`); }
     else if (Array.isArray(d)) formulas.push([p, i, d, got]);
-    else if ((s[d] ??= got) !== got) bad(k, `size ${d} is ${s[d]} from an earlier argument but ${got} from '${p.name}'`);
+    else if ((s[d] ??= got) !== got) bad(k, `size ${d} is ${s[d]} by an earlier argument, ${got} by '${p.name}'`);
   });
   for (const p of k.params) {
     const t = ts[p.name];
@@ -186,8 +186,7 @@ export async function call(name, args) {
       grid.forEach((g, i) => g > most && bad(k, `needs ${g} workgroups along ${"xyz"[i]} for ${shown(k, sizes)}; ` +
         `this device allows ${most}: use smaller pieces or larger tiles`));
       const {pipe, layout} = await pipeline(dev, st);
-      const entries = st.b.map(([p, binding]) => ({binding,
-        resource: {buffer: bufs[names[st.params.findIndex((q) => q.name === p)]]}}));
+      const entries = st.b.map(([i, binding]) => ({binding, resource: {buffer: bufs[names[i]]}}));
       if (st.u) {
         const v = new DataView(new ArrayBuffer(st.u.size)), ubuf = dev.createBuffer({size: st.u.size, usage: 0x48});
         for (const [f, at, type] of st.u.fields) v[`set${{f32: "Float32", u32: "Uint32"}[type] ?? "Int32"}`](at,
