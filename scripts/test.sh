@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests need into .venv and run them. Used by the README and by .ci/run.
 # Installs: pip packages into .venv (tilec with its [test] extras); with apt-get, only when missing (sudo when not
-# root): mesa-vulkan-drivers (WebGPU tests on lavapipe) and hipcc, clang-19, lld-19, llvm-19 (AMD build tests).
+# root): mesa-vulkan-drivers (WebGPU tests on lavapipe) and hipcc, clang-19, lld-19, llvm-19 (AMD build tests); with
+# npm, deno into ~/.cache/tilec-deno (WebGPU ES-module tests).
 # Each install is announced on standard output before it runs.
 # `./scripts/test.sh --without-nvcc [PYTEST ARGS]`: after the same installs, run the tests whose behaviour differs
 # without a CUDA toolkit (WITHOUT_NVCC below, or the tests named) with nvcc hidden from PATH (tests/conftest.py), as
@@ -44,6 +45,18 @@ if ! command -v hipcc >/dev/null || ! command -v clang-19 >/dev/null || ! comman
         :
     else
         echo "note: could not install hipcc/clang-19; AMD build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
+    fi
+fi
+# The WebGPU ES-module tests run the JavaScript that `tilec --target webgpu -o k.js` writes under Deno (navigator.gpu
+# over wgpu, on lavapipe): the npm registry's deno package, installed by scripts/install_deno.sh into
+# ~/.cache/tilec-deno (outside the repository) only when missing.
+DENO_DIR=${TILEC_DENO_DIR:-$HOME/.cache/tilec-deno}
+if ! command -v deno >/dev/null && [ ! -x "$DENO_DIR/node_modules/.bin/deno" ]; then
+    echo "test.sh: installing deno with npm into $DENO_DIR (scripts/install_deno.sh: the WebGPU ES-module tests run under it)"
+    if command -v npm >/dev/null && scripts/install_deno.sh >/dev/null; then
+        :
+    else
+        echo "note: could not install deno (it needs npm); the WebGPU ES-module tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
     fi
 fi
 if [ "$without_nvcc" = 1 ]; then

@@ -34,6 +34,9 @@ def test_every_backend_declares_what_the_driver_and_the_cli_need():
         assert b.multi_target_kinds <= set(b.output_kinds)
         assert not b.run_kind or b.run_kind in b.output_kinds
         for kind, suffix in b.output_kinds.items():
+            if kind in b.directory_kinds:  # -o names a directory: asked for with --emit alone
+                assert suffix == "/" and b.directory_kinds[kind][0] in b.output_kinds.values(), (name, kind)
+                continue
             # the command line reads the kind from -o's suffix before it knows the back end: one suffix, one kind
             assert suffix.startswith(".") and suffixes.setdefault(suffix, kind) == kind, (name, kind, suffix)
         target = next(t for t in TARGETS.values() if t.backend == name)

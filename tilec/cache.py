@@ -91,7 +91,7 @@ def tilec_fingerprint() -> str:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in filenames:
-                if name.endswith((".py", ".lark", ".h", ".cuh")):
+                if name.endswith((".py", ".lark", ".h", ".cuh", ".js")):
                     paths.append(os.path.join(dirpath, name))
         for p in sorted(paths):
             h.update(os.path.relpath(p, root).encode() + b"\0")

@@ -8,6 +8,7 @@ without importing the parser, the passes, numpy or any toolchain, and this modul
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -87,16 +88,31 @@ def _dep_targets(args, output: str) -> list[str]:
     return [t.replace("$", "$$") for t in args.MT or []] or [_escape_make(output)]
 
 
+def _index_backend(kind: str):
+    """(back end, index file name) of a package kind."""
+    backend = next(b for b in _backends() if kind in b.directory_kinds)
+    return backend, backend.directory_kinds[kind][1]
+
+
 def planned_outputs(args, output: str) -> dict[str, tuple[str, str]]:
-    """{"artifact" | "manifest" | "depfile": (path, the flag that names it)} for every file this
-    compile writes: no manifest when the artifact goes to a stream without --manifest, a
-    dependency file only with -MD (beside a stream output -- `-`, /dev/null -- only where named)."""
+    """{"artifact" | "manifest" | "depfile" | "companion:SUFFIX": (path, the flag that names it)} for every file
+    this compile writes: no manifest when the artifact goes to a stream without --manifest, a
+    dependency file only with -MD (beside a stream output -- `-`, /dev/null -- only where named), a back end's
+    companion files (Backend.companions) only beside a file."""
     planned = {"artifact": (output, "-o" if args.output else "output")}
     beside = not outputs.is_stream(output)  # no x.json next to standard output or /dev/null
     if args.manifest or beside:
         planned["manifest"] = (args.manifest or output + ".json", "--manifest" if args.manifest else "manifest")
     if (args.MD or args.MMD) and (args.MF or beside):
         planned["depfile"] = (args.MF or f"{output}.d", "-MF" if args.MF else "dependency file")
+    package = getattr(args, "package", None)
+    if package:  # a package directory's index (npm: package.json), listing its modules
+        planned["index"] = (os.path.join(package[1], _index_backend(package[0])[1]), "package index")
+    if beside:  # files the back end writes beside the artifact (an ES module's .d.ts)
+        kind = output_kind(args.output, args.emit, args.target)
+        for b in _backends():
+            for suffix in b.companions.get(kind, ()):
+                planned[f"companion:{suffix}"] = (str(Path(output).with_suffix("")) + suffix, f"{suffix} file")
     return planned
 
 
@@ -106,6 +122,17 @@ def _write_outputs(args, output: str, artifact: bytes, manifest: bytes, deps: li
     planned = planned_outputs(args, output)
     outputs.check_outputs(list(planned.values()), [args.file, *deps], main_file=args.file)
     contents = {"artifact": artifact, "manifest": manifest}
+    if "index" in planned:
+        kind, directory = args.package
+        module = os.path.basename(output)
+        suffix = Path(module).suffix
+        others = [n for n in os.listdir(directory) if n.endswith(suffix) and n != module]
+        contents["index"] = _index_backend(kind)[0].directory_index(kind, directory, sorted([*others, module]))
+    for role in planned:
+        if role.startswith("companion"):  # (a .d.ts beside an ES module): made from the manifest
+            kind, suffix = output_kind(args.output, args.emit, args.target), role.split(":", 1)[1]
+            backend = next(b for b in _backends() if kind in b.companions)
+            contents[role] = backend.companion(kind, suffix, json.loads(manifest))
     if "depfile" in planned:
         contents["depfile"] = depfile_text(_dep_targets(args, output), deps, bool(args.MP)).encode()
     for role, (path, flag) in planned.items():
@@ -148,6 +175,7 @@ def run_build(args) -> int:
     targets_and_backend(args.file, options, None)  # an unknown target, or one without a back end, first
     kind = output_kind(args.output, args.emit, args.target)
     output = args.output or default_output(args.file, kind)
+    output = _package_module(args, kind, output)
     if args.keep:
         outputs.check_keep_dir(args.keep)
     # refuse what the paths alone show (an output over FILE, a directory, a missing directory) before any
@@ -182,6 +210,24 @@ def run_build(args) -> int:
         sys.stderr.write(ptxas_verbose_report(artifact.manifest))
     _write_outputs(args, output, artifact.data, artifact.manifest, artifact.deps)
     return 0
+
+
+def _package_module(args, kind: str, output: str) -> str:
+    """For a kind written into a package directory (Backend.directory_kinds: --emit npm -o DIR): the directory is
+    made (its parent must exist), and the artifact is the module named after FILE inside it."""
+    suffix = next((b.directory_kinds[kind][0] for b in _backends() if kind in b.directory_kinds), None)
+    if suffix is None:
+        return output
+    directory = output.rstrip("/") or "/"
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise CompileError([Diagnostic("error", f"--emit {kind} -o '{output}': not a directory (a package "
+                                                "directory is made there, or added to)")])
+    if not os.path.isdir(os.path.dirname(os.path.abspath(directory))):
+        raise CompileError([Diagnostic("error", f"--emit {kind} -o '{output}': directory "
+                                                f"'{os.path.dirname(directory) or '.'}' does not exist")])
+    os.makedirs(directory, exist_ok=True)
+    args.package = (kind, directory)
+    return os.path.join(directory, Path(args.file).stem + suffix)
 
 
 def _toolchain_spinner(args, targets: tuple[str, ...]):

@@ -47,6 +47,8 @@ def compile_options(args, **extra):
     limits = {}
     if getattr(args, "max_workgroup_storage", None) is not None:
         limits["shared_memory_bytes"] = args.max_workgroup_storage
+    if getattr(args, "max_storage_buffers", None) is not None:
+        limits["max_storage_buffers"] = args.max_storage_buffers
     fields = dict(
         defines=parse_defines(args.defines), include_dirs=args.include_dirs, kernel=args.kernel,
         disable=getattr(args, "disable", None) or (), limits=limits,

@@ -41,11 +41,13 @@ COMPILE_FLAGS: list[Flag] = [
          "several make one fatbin.", TARGETS, "many", "SPEC"),
     Flag(("--max-workgroup-storage",), "max_workgroup_storage", "webgpu: workgroup memory the device grants "
          "(default 16384, WebGPU's guaranteed minimum).", TARGETS, "one", "BYTES", convert=_nonnegative),
+    Flag(("--max-storage-buffers",), "max_storage_buffers", "webgpu: storage buffers per shader stage the device "
+         "grants (default 8, WebGPU's guaranteed minimum).", TARGETS, "one", "N", convert=_nonnegative),
     # Outputs
     Flag(("-o", "--output", "--output-file"), "output", "Output file; its suffix picks what to write (.cu .ptx "
-         ".cubin .fatbin .h .hip .hsaco .s .wgsl .cpp .o).", OUTPUTS, "one", "OUT", complete="file"),
-    Flag(("--emit",), "emit", "What to write, whatever -o's suffix: cu ptx cubin fatbin header object wgsl hip "
-         "hsaco asm cpp obj.", OUTPUTS, "one", "KIND"),
+         ".cubin .fatbin .h .hip .hsaco .s .wgsl .js .cpp .o).", OUTPUTS, "one", "OUT", complete="file"),
+    Flag(("--emit",), "emit", "What to write, whatever -o's suffix: cu ptx cubin fatbin header object wgsl esm npm "
+         "hip hsaco asm cpp obj.", OUTPUTS, "one", "KIND"),
     Flag(("-c", "--compile"), "compile_object", "Write a relocatable object (.o) holding the launcher and the "
          "binary, to link like nvcc -c's.", OUTPUTS),
     Flag(("--manifest",), "manifest", "Where to write the manifest (default OUT.json).", OUTPUTS, "one", "PATH",

@@ -363,7 +363,10 @@ def block_row(dims: tuple[int, ...], threads: int, max_vec: int = 4) -> BlockRow
     vec = next(v for v in (max_vec, 4, 2, 1) if v <= max_vec and cols % v == 0)
     chunks = cols // vec
     tpr = 1
-    while tpr * 2 <= threads and chunks % (tpr * 2) == 0 and (threads // tpr > rows or tpr * 2 <= 32):
+    # tpr divides the block as well as the row: with threads % tpr != 0 the last threads would start a row group
+    # past the others' (t // tpr == rpt) and reach past the fragment's rows, or repeat another thread's elements.
+    while (tpr * 2 <= threads and chunks % (tpr * 2) == 0 and threads % (tpr * 2) == 0
+           and (threads // tpr > rows or tpr * 2 <= 32)):
         tpr *= 2
     return BlockRow(rows, cols, threads, tpr, vec, tuple(dims))
 

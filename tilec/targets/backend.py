@@ -110,6 +110,11 @@ class Backend:
     default_kind: str = ""  # what a build writes when neither -o's suffix nor --emit says
     source_kind: str = ""  # the kind that is the generated source itself (written without a toolchain)
     multi_target_kinds: frozenset[str] = frozenset()  # kinds that can carry several targets at once
+    # kind -> suffixes of files written beside the artifact (its suffix replaced), made by `companion`
+    companions: dict[str, tuple[str, ...]] = {}
+    # kinds whose -o names a directory (a package): kind -> (the suffix of the module the artifact becomes there,
+    # the name of the file `directory_index` writes beside it: npm's package.json, listing the directory's modules)
+    directory_kinds: dict[str, tuple[str, str]] = {}
     run_kind: str = ""  # what `tilec run` builds and loads (through loader)
     loader: str = ""  # the tilec.runtime loader named in the manifest ("cuda", "wgsl")
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
@@ -167,6 +172,14 @@ class Backend:
         """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for
         the compile cache's key; None when there is none (the build then reports it, and nothing is cached)."""
         return "none" if kind == self.source_kind else None
+
+    def companion(self, kind: str, suffix: str, manifest: dict) -> bytes:
+        """The file with `suffix` (one of companions[kind]) beside an artifact, from its manifest alone."""
+        raise NotImplementedError
+
+    def directory_index(self, kind: str, directory: str, modules: list[str]) -> bytes:
+        """The file that lists the modules (file names) of a directory_kinds package (directory_kinds[kind][1])."""
+        raise NotImplementedError
 
     def kind_toolchains(self) -> dict[str, str]:
         """Output kind -> the toolchain that builds it here, in words, with the command line's default choice

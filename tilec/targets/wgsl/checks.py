@@ -167,8 +167,9 @@ def _check_limits(k: S.SKernel, rep: Reporter, target: Target) -> None:
     if target.max_storage_buffers is not None and len(tensors) > target.max_storage_buffers:
         rep.error(f"kernel '{k.name}' has {len(tensors)} tensor parameters ({', '.join(p.name for p in tensors)}); "
                   f"{target.name} binds each as a storage buffer and allows at most {target.max_storage_buffers} per "
-                  "shader stage — pass fewer tensors (pack several into one), or raise the limit for a device that "
-                  "grants more", k.span)
+                  f"shader stage — pass fewer tensors (pack several into one), or build with --max-storage-buffers "
+                  f"{len(tensors)} for devices that grant more (most desktop adapters do; the ES module asks for "
+                  "it)", k.span)
     if target.max_grid is not None:
         for axis, g in enumerate(k.grid):
             if isinstance(g, T.Const) and int(g.value) > target.max_grid:

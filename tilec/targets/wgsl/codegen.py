@@ -84,11 +84,15 @@ _HELPERS = {
     "tl_ceildiv": """fn tl_ceildiv(a: i32, b: i32) -> i32 {
   return -tl_floordiv(-a, b);
 }""",
+    # The bits go through a variable: Tint (the WGSL compiler of Chromium's Dawn) refuses a constant expression
+    # whose value is not finite, and bitcast of a literal is one (naga accepts it).
     "tl_inf": """fn tl_inf() -> f32 {
-  return bitcast<f32>(0x7f800000u);
+  var bits = 0x7f800000u;
+  return bitcast<f32>(bits);
 }""",
     "tl_nan": """fn tl_nan() -> f32 {
-  return bitcast<f32>(0x7fc00000u);
+  var bits = 0x7fc00000u;
+  return bitcast<f32>(bits);
 }""",
 }
 _HELPER_DEPS = {"tl_ceildiv": ["tl_floordiv"]}
