@@ -241,7 +241,7 @@ def mock_programs(tmp_path_factory, gcc, cuda_h):
 
     d = tmp_path_factory.mktemp("mock")
     (d / "mock.h").write_text(generate_header("mock.h", _mock_images(), source_name="mock.tile",
-                                              tilec_version="0", toolchain="nvcc 13.0.88", driver_api_version=13000,
+                                              tilec_version="0", toolchain="nvcc 13.1.80", driver_api_version=13010,
                                               source_hash="0" * 64))
     (d / "driver.c").write_text(MOCK_DRIVER)
     (d / "main.c").write_text(MOCK_MAIN)
@@ -306,10 +306,14 @@ def test_launcher_picks_the_image_for_the_device(mock_programs):
     assert "rc 209\n" in out and "launch-rc 209" in out  # CUDA_ERROR_NO_BINARY_FOR_GPU
     assert "mock.h: built for sm_80, sm_90a, compute_80; device 0 (Mock GPU) is sm_75" in out
     for cc in (100, 120):  # newer than every cubin: the driver JIT-compiles the PTX
-        out = _mock(prog, "check", cc=cc)
+        out = _mock(prog, "check", cc=cc, driver=13010)
         assert "rc 0\n" in out and f"(Mock GPU, sm_{cc}) runs the compute_80 image" in out
         assert "the driver JIT-compiles the PTX" in out
-        assert "launch scale compute_80 grid 1 " in _mock(prog, "grid", 8, 8, 8, cc=cc)
+        assert "launch scale compute_80 grid 1 " in _mock(prog, "grid", 8, 8, 8, cc=cc, driver=13010)
+        out = _mock(prog, "check", cc=cc)  # a 13.0 driver loads 13.1's cubins, but not its PTX (PTX ISA 9.1)
+        assert "rc 222\n" in out and "launch-rc 222" in out
+        assert "is the compute_80 PTX, built with CUDA 13.1, which the driver can JIT-compile only if it supports " \
+               "CUDA 13.1 or newer; this driver supports CUDA 13.0" in out
         out = _mock(prog, "check", cc=cc, no_jit=True)
         assert "rc 209\n" in out and "launch-rc 209" in out
         assert f"TILEC_NO_JIT is set, and the only image that runs on device 0 (Mock GPU, sm_{cc}) is PTX" in out
@@ -422,7 +426,7 @@ def test_header_manifest_is_versioned(sample_headers):
     assert "#include <cuda.h>" in text and "cuda_runtime" not in text
     assert "CUresult gemm_launch(CUstream stream, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int M, int K, " \
            "int B_rows, int B_cols, int N)" in text
-    assert "Built for sm_80, sm_90a with nvcc" in text
+    assert "Built for sm_80, sm_90a, compute_80 with nvcc" in text
 
 
 def test_header_prefix(nvcc, cache_dir, tmp_path):

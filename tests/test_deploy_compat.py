@@ -6,6 +6,8 @@ with the toolchain where one is installed."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,3 +145,53 @@ def test_fatbins_carry_the_oldest_generic_targets_ptx(compiler):
     assert _fatbin_images(a.data) == {("ptx", 80), ("cubin", 80), ("cubin", 90)}
     assert "ptx" not in json.loads(tilec.compile("samples/vector_add.tile", "sm80,sm90", emit="fatbin",
                                                  use_cache=False, forward_ptx=False).manifest)
+
+
+def test_ptx_needs_a_driver_of_its_cuda_version(monkeypatch):
+    """A 13.0 driver loads cubins built by CUDA 13.1 (minor-version compatibility), not 13.1's PTX."""
+    fake = install(monkeypatch, FakeDriver({"scale": SCALE}, capability=(10, 0), version=13000))
+    built = _fatbin(ptx=PTX, driver_api_version=13010, toolchain="nvcc 13.1.80")
+    with pytest.raises(rt.DriverTooOld, match=r"compute_80 PTX, built with CUDA 13\.1 .*this driver supports CUDA "
+                                              r"13\.0"):
+        Module(b"f", built, "k.fatbin").image_report()
+    fake.capability = (9, 0)
+    assert Module(b"f", built, "k.fatbin").image_report().image == "sm_90a"
+
+
+def test_the_nvrtc_of_another_cuda_version_is_chosen_by_tilec_nvrtc(monkeypatch, tmp_path):
+    """TILEC_NVRTC=12 takes the nvidia-cuda-nvrtc-cu12 wheel's library (artifacts for CUDA 12 drivers); a path
+    takes that library; the default is unchanged."""
+    from tilec.targets.cuda import locate
+
+    default = locate.nvrtc_lib()
+    lib = tmp_path / "libnvrtc.so.12"
+    lib.write_bytes(b"")
+    monkeypatch.setenv("TILEC_NVRTC", str(lib))
+    assert locate.nvrtc_lib() == lib
+    monkeypatch.setenv("TILEC_NVRTC", "99")
+    assert locate.nvrtc_lib() is None  # no wheel of CUDA 99: the build then says NVRTC is missing
+    monkeypatch.setattr(locate, "wheel_files", lambda pattern: [tmp_path / "cu13/lib/libnvrtc.so.13", lib])
+    monkeypatch.setenv("TILEC_NVRTC", "12")
+    assert locate.nvrtc_lib() == lib
+    monkeypatch.delenv("TILEC_NVRTC")
+    assert locate.nvrtc_lib() == tmp_path / "cu13/lib/libnvrtc.so.13"
+    assert default is None or default.name.startswith("libnvrtc.so")
+
+
+def _nvrtc12():
+    from tilec.targets.cuda.locate import wheel_files
+
+    found = [p for p in wheel_files("*/lib/libnvrtc.so.12")]
+    extra = os.environ.get("TILEC_TEST_NVRTC12")  # or a libnvrtc.so.12 unpacked elsewhere
+    return found[0] if found else (Path(extra) if extra and Path(extra).is_file() else None)
+
+
+def test_an_artifact_built_by_nvrtc_12_needs_only_a_cuda_12_driver(monkeypatch):
+    lib = _nvrtc12()
+    if lib is None:
+        pytest.skip("no NVRTC 12 (pip install 'tilec[cuda12]', or TILEC_TEST_NVRTC12=path/libnvrtc.so.12)")
+    monkeypatch.setenv("TILEC_NVRTC", str(lib))
+    a = tilec.compile("samples/vector_add.tile", "sm80,sm90", emit="header", toolchain="nvrtc", use_cache=False)
+    m = json.loads(a.manifest)
+    assert m["toolchain"].startswith("nvrtc 12.") and 12000 <= m["driver_api_version"] < 13000
+    assert "needs a CUDA 12.x driver or newer" in a.data.decode()

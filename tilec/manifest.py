@@ -45,7 +45,7 @@ ARCHS_KEY = "archs"
 # Several architectures in one binary (a fatbin) whose kernels launch differently (threads, shared memory,
 # TMA twins): arch -> that architecture's kernel entries. KERNELS_KEY then holds the first architecture's.
 ARCH_KERNELS_KEY = "arch_kernels"
-# A fatbin's forward-compatible PTX (tilec.targets.cuda.backend): {"arch": "compute_80", "target": "sm80",
+# A fatbin's forward-compatible PTX (the CUDA back end writes it): {"arch": "compute_80", "target": "sm80",
 # "kernels_arch": "sm_80"}; absent when it carries none (--no-ptx).
 PTX_KEY = "ptx"
 LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages, scratch); absent when there are none

@@ -133,8 +133,10 @@ class Module:
             from .cuda_driver import Driver
 
             drv = Driver.get(device)
-            self._check_driver(drv.driver_version())
+            have = drv.driver_version()
+            self._check_driver(have)
             choice = self._choose_image(drv, device)
+            self._check_ptx_driver(choice, have)
             start = time.perf_counter()
             mod = drv.load_module(self.image)
             self.loaded[device] = LoadedImage(choice.image, choice.how, choice.why, time.perf_counter() - start)
@@ -157,6 +159,16 @@ class Module:
                                f"({self.manifest.get('toolchain', '?')}), which needs a CUDA {built // 1000}.x driver "
                                f"or newer; this driver supports CUDA {have // 1000}.{have % 1000 // 10}. Update the "
                                "driver, or build with an older CUDA toolkit")
+
+    def _check_ptx_driver(self, choice, have: int) -> None:
+        """A PTX image needs a driver of at least the CUDA version that wrote it (its PTX ISA), minor included."""
+        built = int(self.manifest.get("driver_api_version") or 0)
+        if choice.how == "jit" and have < built:
+            v = f"{built // 1000}.{built % 1000 // 10}"
+            raise DriverTooOld(f"{self.name}: the only image that runs on this GPU is the {choice.image} PTX, built "
+                               f"with CUDA {v} ({self.manifest.get('toolchain', '?')}), which the driver can "
+                               f"JIT-compile only if it supports CUDA {v} or newer; this driver supports CUDA "
+                               f"{have // 1000}.{have % 1000 // 10}. Update the driver, or build a cubin for this GPU")
 
     def _choose_image(self, drv, device: int):
         """The image the driver will load on this GPU (tilec.manifest.choose_image): ArchitectureMismatch when none
