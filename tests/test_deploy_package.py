@@ -135,11 +135,11 @@ def test_check_deploy_reports_wrong_results_refused_jit_and_damaged_files(packag
 
 
 def test_the_command_line_writes_the_report_and_its_exit_status_says(package, monkeypatch, tmp_path, capsys):
-    from tilec.runtime.package import main
+    from tilec.runtime.check_deploy import main
 
     _fake(monkeypatch, package / "a", (9, 0))
     out = tmp_path / "report.json"
-    assert main(["check", str(package / "a"), "--report", str(out)]) == 0
+    assert main([str(package / "a"), "--report", str(out)]) == 0
     assert json.loads(out.read_text())["kernels"][0]["ok"]
     assert "1 passed, 0 failed" in capsys.readouterr().out
     r = _tilec("check-deploy", tmp_path)  # not a package: a clear error, no traceback

@@ -32,7 +32,8 @@ def compile(source, target=None, options=None, *, emit=None, output_name=None, *
 
 
 def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(), kernel: str | None = None,
-         compiler: str = "auto", disable=(), no_jit: bool | None = None):
+         compiler: str = "auto", disable=(), no_jit: bool | None = None, background: bool = False, fallback=None,
+         tune_db: str | None = None):
     """A tilec.runtime Module for a .tile file — compiled for `target` through the compile cache (a
     second call with the same source and options is a cache hit) — or for a prebuilt artifact
     (x.cubin, x.ptx, x.fatbin, x.wgsl: exactly tilec.runtime.load).
@@ -47,10 +48,14 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
 
     `no_jit` (default: the environment's TILEC_NO_JIT): the no-JIT guarantee -- nothing compiles, neither tilec
     (a cache miss raises tilec.runtime.JitRefused, naming the kernels, the GPU and the missing artifact) nor the
-    driver (a PTX image raises it too)."""
-    import hashlib
-    import json
-    import os
+    driver (a PTX image raises it too).
+
+    `background=True` returns at once a module whose calls run a fallback until the specialized build, compiling in
+    a thread, is ready, then the specialized module (on the caller's stream, without a sync; never inside a CUDA
+    graph capture): tilec.runtime.background. The fallback is `fallback` (an artifact's path, or a loaded module of
+    the same kernels), else the kernels' generic configuration -- the build without the tuning database, compiled
+    beside the specialized one, when a database applies (else the first call waits for the build). `tune_db`: the
+    tuning database ("" for none; default: the file's own, tilec/tuning/database.py)."""
     from pathlib import Path
 
     from . import runtime
@@ -58,14 +63,57 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
     path = Path(path)
     if path.suffix != ".tile":
         return runtime.load(path, no_jit=no_jit)
-    from .cache import default_dir
-    from .diagnostics import CompileError
     from .options import CompileOptions, DefineText
-    from .outputs import NotCached
 
     options = CompileOptions.make(target, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
                                   include_dirs=[str(d) for d in include_dirs], kernel=kernel, disable=disable,
-                                  toolchain=compiler)
+                                  toolchain=compiler, tune_db=tune_db)
+    if background:
+        if runtime.module.no_jit_requested(no_jit):
+            raise ValueError("tilec.load(background=True) compiles, which the no-JIT guarantee (TILEC_NO_JIT or "
+                             "no_jit=True) forbids: load a prebuilt artifact instead")
+        return _background(path, target, options, kernel, fallback)
+    return _load_compiled(path, target, options, kernel, no_jit)
+
+
+def _background(path, target: str, options, kernel, fallback):
+    """tilec.load(background=True): the specialized build in a thread, and its fallback (see load)."""
+    import os
+
+    from . import runtime
+    from .runtime.background import BackgroundModule
+
+    def build():
+        return _load_compiled(path, target, options, kernel, False)
+
+    if fallback is None:
+        def make_fallback():
+            from .tuning.multi import plan_for
+
+            if plan_for(path, options) is None:  # no tuning database: the generic build is the specialized one
+                raise LookupError(f"{path}: no generic configuration apart from the specialized build")
+            return _load_compiled(path, target, options.replace(tune_db=""), kernel, False)
+    elif isinstance(fallback, (str, os.PathLike)):
+        def make_fallback():
+            return runtime.load(fallback)
+    else:
+        def make_fallback():
+            return fallback
+    return BackgroundModule(build, make_fallback, str(path))
+
+
+def _load_compiled(path, target: str, options, kernel, no_jit):
+    """The Module of `path` compiled with `options` through the compile cache (tilec.load)."""
+    import hashlib
+    import json
+    import os
+    from pathlib import Path
+
+    from . import runtime
+    from .cache import default_dir
+    from .diagnostics import CompileError
+    from .outputs import NotCached
+
     try:
         from .driver import lookup_target
 

@@ -24,6 +24,7 @@ from .diagnostics import CompileError, Diagnostic
 PACKAGE_FORMAT = 1
 INDEX_NAME = "index.json"
 CHECK_SIZE = 37  # every runtime size of a check run, unless --size says otherwise: small, and ragged for any tile
+CHECK_BYTES = 1 << 20  # a check run's arguments at most: sizes not given are halved, in signature order, to fit
 KINDS = {"cuda": "fatbin"}  # back end -> the artifact a package holds (a WebGPU package comes from --emit: webgpu.md)
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: check files do not depend on when they were written
 
@@ -112,8 +113,7 @@ def _check_file(source: str, options, sizes: dict[str, int]) -> bytes:
     files: dict[str, bytes] = {}
     meta = {}
     for seed, k in enumerate(public_kernels(result.module)):
-        names = {v.name for v in k.size_vars}
-        chosen = {n: sizes.get(n, CHECK_SIZE) for n in sorted(names)}
+        chosen = _check_sizes(k, sizes)
         args = random_inputs(k, chosen, seed=seed)
         given = {n: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v) for n, v in args.items()}
         run_any(result.module, k, args)
@@ -138,6 +138,27 @@ def _check_file(source: str, options, sizes: dict[str, int]) -> bytes:
             info.external_attr = 0o644 << 16
             z.writestr(info, files[name])
     return buf.getvalue()
+
+
+def _check_sizes(kernel, given: dict[str, int]) -> dict[str, int]:
+    """The runtime sizes of a kernel's check run: `given`'s, else CHECK_SIZE, the ones not given halved in signature
+    order (attention's B before S and H) while the arguments exceed CHECK_BYTES."""
+    import math
+
+    from .interp.run import shape_of
+    from .ir import tile as T
+
+    order = [v.name for v in kernel.size_vars]
+    chosen = {n: given.get(n, CHECK_SIZE) for n in order}
+
+    def nbytes() -> int:
+        return sum(math.prod(shape_of(p, chosen)) * max(p.dtype.bytes, 1) for p in kernel.params
+                   if isinstance(p, T.Buffer))
+
+    for name in [n for n in order if n not in given]:
+        while nbytes() > CHECK_BYTES and chosen[name] > 1:
+            chosen[name] = (chosen[name] + 1) // 2
+    return dict(sorted(chosen.items()))
 
 
 def _npy_bits(a: np.ndarray) -> bytes:

@@ -1,5 +1,5 @@
 """`tilec check-deploy PACKAGE`: run every kernel of a package on this GPU and driver against the results recorded
-when it was built (tilec/runtime/package.py, which `python -m tilec.runtime.package check` runs without the CLI)."""
+when it was built (tilec/runtime/package.py; `python -m tilec.runtime.check_deploy` runs it without the CLI)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 suits this GPU and driver) and `check_deploy` (every kernel of a package run on this GPU against the results
 recorded when the package was built: tilec/packaging.py). numpy and the CUDA driver only, no compiler:
 
-    python -m tilec.runtime.package check PACKAGE [--report report.json] [--no-jit]
+    python -m tilec.runtime.check_deploy PACKAGE [--report report.json] [--no-jit]
 
-which `tilec check-deploy PACKAGE` runs too.
+(check_deploy.py), which `tilec check-deploy PACKAGE` runs too.
 """
 
 from __future__ import annotations
@@ -198,20 +198,6 @@ def _read_check(path: Path) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m tilec.runtime.package",
-                                 description="Check a tilec package on this GPU and driver (tilec check-deploy).")
-    ap.add_argument("action", choices=["check"])
-    ap.add_argument("package")
-    ap.add_argument("--report", help="write the JSON report here (default: PACKAGE/check-deploy.json)")
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--no-jit", action="store_true", help="refuse PTX images (as TILEC_NO_JIT=1)")
-    args = ap.parse_args(argv)
-    return run_check(args.package, args.report, args.device, True if args.no_jit else None)
-
-
 def run_check(package: str, report_path: str | None, device: int = 0, no_jit: bool | None = None) -> int:
     """check_deploy, a line per kernel on stdout, the JSON report written; 0 when every kernel passed."""
     try:
@@ -230,6 +216,3 @@ def run_check(package: str, report_path: str | None, device: int = 0, no_jit: bo
     print(f"report: {target}")
     return 0 if report["failed"] == 0 and report["kernels"] else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())
