@@ -1,4 +1,5 @@
-"""issue #31 on the H200, one batch (built here by the commands in bench/RESULTS.md, "Deploy anywhere"): PTX-only artifacts (JIT time), the no-JIT switch, a CUDA 12.8-built artifact,
+"""issue #31 on the H200, one batch (built here by the commands in bench/RESULTS.md, "Deploy anywhere"):
+PTX-only artifacts (JIT time), the no-JIT switch, a CUDA 12.8-built artifact,
 check-deploy of packages of every sample (sm80+sm90, and sm80 only: every kernel through the PTX JIT)."""
 import json
 import os
@@ -97,6 +98,7 @@ def background_switch():
     import threading
 
     import torch
+
     from tilec.runtime.background import BackgroundModule
 
     gate = threading.Event()
