@@ -144,12 +144,12 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
         units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries))
     first = results[0]
-    forward_ptx, ptx_warning = _forward_ptx_unit(source, opts, targets, backend, kind, units, variants, entries, text)
+    forward_ptx, ptx_warnings = _forward_ptx_unit(source, opts, targets, backend, kind, units, variants, entries, text)
     if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
         from .inspect.remarks import bank_conflict_remarks
 
         first.remarks.extend(bank_conflict_remarks(first))
-    warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics) + ptx_warning
+    warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
     recorded = manifest_options(opts, kind, backend)
     tuning = (dispatch.manifest(dispatch.entry["kernel"], len(variants), {e["name"] for e in launches})
@@ -167,6 +167,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded), launcher_filter, tuple(launches), forward_ptx)
     built = backend.build(units, kind, opts, info)
+    built.diagnostics = ptx_warnings + built.diagnostics
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)
     warnings += "".join(render(d, first.sources, False) + "\n" for d in built.diagnostics)
@@ -190,18 +191,19 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
 
     name = backend.forward_ptx_target(targets, kind, opts)
     if name is None or opts.dryrun:
-        return None, ""
+        return None, []
     for t, u in zip(targets, units, strict=True):
         if t.name == name:
-            return u, ""
+            return u, []
     try:
         per_variant = [tuned.compile_variant(compile_ir, source, name, o, sfx, text) for o, sfx in variants]
     except CompileError as e:
         first = e.diagnostics[0].message.splitlines()[0] if e.diagnostics else "?"
-        return None, (f"{source}: warning: no forward-compatible PTX in this artifact: the kernels do not compile "
-                      f"for {name} ({first}); GPUs newer than {', '.join(t.name for t in targets)} will not run it "
-                      "(--no-ptx silences this)\n")
-    return tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries), ""
+        return None, [Diagnostic("warning", f"no forward-compatible PTX in this artifact: the kernels do not compile "
+                                            f"for {name} ({first}); GPUs newer than "
+                                            f"{', '.join(t.name for t in targets)} will not run it (--no-ptx "
+                                            "silences this)")]
+    return tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries), []
 
 
 def _refuse_warnings(diagnostics, sources) -> None:
