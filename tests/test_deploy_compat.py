@@ -195,3 +195,18 @@ def test_an_artifact_built_by_nvrtc_12_needs_only_a_cuda_12_driver(monkeypatch):
     m = json.loads(a.manifest)
     assert m["toolchain"].startswith("nvrtc 12.") and 12000 <= m["driver_api_version"] < 13000
     assert "needs a CUDA 12.x driver or newer" in a.data.decode()
+
+
+def test_kernels_that_do_not_fit_the_generic_target_go_without_ptx_with_a_warning():
+    """A gemm tile of 192 KiB of shared memory fits sm90 (227 KiB), not sm80 (163 KiB): the header keeps its sm_90a
+    cubin, has no PTX, and the build says so (a warning the command line prints; -Werror refuses it)."""
+    _toolchain_or_skip()
+    big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4}
+    a = tilec.compile("samples/gemm.tile", "sm90", emit="header", defines=big, use_cache=False)
+    assert [im["arch"] for im in json.loads(a.manifest)["header"]["images"]] == ["sm_90a"]
+    (w,) = [d for d in a.toolchain_warnings if "forward-compatible PTX" in d.message]
+    assert "do not compile for sm80" in w.message and "196608 bytes of shared memory" in w.message
+    from tilec.diagnostics import CompileError
+
+    with pytest.raises(CompileError, match="no forward-compatible PTX"):
+        tilec.compile("samples/gemm.tile", "sm90", emit="header", defines=big, use_cache=False, werror=True)
