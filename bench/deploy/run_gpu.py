@@ -17,6 +17,11 @@ results = {}
 rng = np.random.default_rng(7)
 
 
+def want(section: int) -> bool:
+    """Sections to run: argv's numbers (`run_gpu.py 3 6`), else all."""
+    return len(sys.argv) < 2 or str(section) in sys.argv[1:]
+
+
 def record(name, **kw):
     results[name] = kw
     print(name, json.dumps(kw), flush=True)
@@ -46,53 +51,59 @@ def run_softmax(mod, m=77, n=1000):
 
 RUN = {"vector_add": run_vector_add, "gemm": run_gemm, "softmax": run_softmax}
 # 1. PTX-only on this GPU (sm_80 cubin + compute_80 PTX: the cubin does not run on 9.0) and a .ptx file
-for name in ("vector_add80.fatbin", "gemm80.fatbin", "softmax80.fatbin", "vector_add80.ptx"):
-    try:
-        mod = rt.load(f"ptx/{name}", no_jit=False)
-        info = mod.image_report()
-        again = rt.load(f"ptx/{name}", no_jit=False).image_report()  # the driver's compute cache has it now
-        kernel = name.split("80")[0]
-        err = RUN[kernel](mod)
-        record(f"ptx-only {name}", image=info.image, how=info.how, first_load_s=round(info.load_seconds, 4),
-               second_load_s=round(again.load_seconds, 4), max_err=err, ok=err < 2e-2)
-    except Exception as e:  # noqa: BLE001
-        record(f"ptx-only {name}", ok=False, error=f"{type(e).__name__}: {e}")
-# the JIT without the driver's cache: a fresh process with CUDA_CACHE_DISABLE=1
-code = ("import sys; sys.path.insert(0, '.'); import tilec.runtime as rt; import time; t = time.perf_counter(); "
-        "m = rt.load('ptx/gemm80.fatbin'); i = m.image_report(); print(i.image, i.how, round(i.load_seconds, 4))")
-p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                   env=dict(os.environ, CUDA_CACHE_DISABLE="1"))
-record("gemm80 JIT with CUDA_CACHE_DISABLE=1", out=p.stdout.strip(), err=p.stderr.strip()[-300:])
+if want(1):
+    for name in ("vector_add80.fatbin", "gemm80.fatbin", "softmax80.fatbin", "vector_add80.ptx"):
+        try:
+            mod = rt.load(f"ptx/{name}", no_jit=False)
+            info = mod.image_report()
+            again = rt.load(f"ptx/{name}", no_jit=False).image_report()  # the driver's compute cache has it now
+            kernel = name.split("80")[0]
+            err = RUN[kernel](mod)
+            record(f"ptx-only {name}", image=info.image, how=info.how, first_load_s=round(info.load_seconds, 4),
+                   second_load_s=round(again.load_seconds, 4), max_err=err, ok=err < 2e-2)
+        except Exception as e:  # noqa: BLE001
+            record(f"ptx-only {name}", ok=False, error=f"{type(e).__name__}: {e}")
+    # the JIT without the driver's cache: a fresh process with CUDA_CACHE_DISABLE=1
+    code = ("import sys; sys.path.insert(0, '.'); import tilec.runtime as rt; import time; t = time.perf_counter(); "
+            "m = rt.load('ptx/gemm80.fatbin'); i = m.image_report(); print(i.image, i.how, round(i.load_seconds, 4))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, CUDA_CACHE_DISABLE="1"))
+    record("gemm80 JIT with CUDA_CACHE_DISABLE=1", out=p.stdout.strip(), err=p.stderr.strip()[-300:])
 # 2. the no-JIT switch
-for how, kw, env in (("no_jit=True", {"no_jit": True}, {}), ("TILEC_NO_JIT=1", {}, {"TILEC_NO_JIT": "1"})):
-    os.environ.update(env)
-    try:
-        rt.load("ptx/vector_add80.fatbin", **kw).vector_add(np.ones(10, np.float16), np.ones(10, np.float16))
-        record(f"no-jit {how}", ok=False, error="ran: nothing refused")
-    except rt.JitRefused as e:
-        record(f"no-jit {how}", ok=True, message=str(e))
-    os.environ.pop("TILEC_NO_JIT", None)
+if want(2):
+    for how, kw, env in (("no_jit=True", {"no_jit": True}, {}), ("TILEC_NO_JIT=1", {}, {"TILEC_NO_JIT": "1"})):
+        os.environ.update(env)
+        try:
+            rt.load("ptx/vector_add80.fatbin", **kw).vector_add(np.ones(10, np.float16), np.ones(10, np.float16))
+            record(f"no-jit {how}", ok=False, error="ran: nothing refused")
+        except rt.JitRefused as e:
+            record(f"no-jit {how}", ok=True, message=str(e))
+        os.environ.pop("TILEC_NO_JIT", None)
 # 3. the C launcher: sm80 header (PTX on this GPU), and TILEC_NO_JIT
-for env in ({}, {"TILEC_NO_JIT": "1"}):
-    p = subprocess.run(["c/va80_prog", "100003"], capture_output=True, text=True, env=dict(os.environ, **env))
-    record(f"C header va80.h {env}", rc=p.returncode, out=p.stdout.strip(), err=p.stderr.strip()[-200:])
+if want(3):
+    for env in ({}, {"TILEC_NO_JIT": "1"}):
+        p = subprocess.run(["c/va80_prog", "100003"], capture_output=True, text=True, env=dict(os.environ, **env))
+        record(f"C header va80.h {env}", rc=p.returncode, out=p.stdout.strip(), err=p.stderr.strip()[-200:])
 # 4. built with NVRTC 12.8 (CUDA 12 drivers)
-for name, kernel in (("v12/vector_add12.fatbin", "vector_add"), ("v12/gemm12.fatbin", "gemm")):
-    try:
-        mod = rt.load(name)
-        info = mod.image_report()
-        err = RUN[kernel](mod)
-        record(f"nvrtc12 {name}", toolchain=mod.manifest["toolchain"], oldest_driver=mod.manifest["driver_api_version"],
-               image=info.image, how=info.how, max_err=err, ok=err < 2e-2)
-    except Exception as e:  # noqa: BLE001
-        record(f"nvrtc12 {name}", ok=False, error=f"{type(e).__name__}: {e}")
+if want(4):
+    for name, kernel in (("v12/vector_add12.fatbin", "vector_add"), ("v12/gemm12.fatbin", "gemm")):
+        try:
+            mod = rt.load(name)
+            info = mod.image_report()
+            err = RUN[kernel](mod)
+            record(f"nvrtc12 {name}", toolchain=mod.manifest["toolchain"],
+                   oldest_driver=mod.manifest["driver_api_version"], image=info.image, how=info.how, max_err=err,
+                   ok=err < 2e-2)
+        except Exception as e:  # noqa: BLE001
+            record(f"nvrtc12 {name}", ok=False, error=f"{type(e).__name__}: {e}")
 # 5. check-deploy of packages of every sample
-for pkg in ("pkg", "pkg80"):
-    t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "tilec.runtime.package", "check", pkg, "--report",
-                        f"{OUT}/check-deploy-{pkg}.json"], capture_output=True, text=True)
-    print(p.stdout, p.stderr[-2000:], flush=True)
-    record(f"check-deploy {pkg}", rc=p.returncode, seconds=round(time.perf_counter() - t, 1))
+if want(5):
+    for pkg in ("pkg", "pkg80"):
+        t = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "tilec.runtime.package", "check", pkg, "--report",
+                            f"{OUT}/check-deploy-{pkg}.json"], capture_output=True, text=True)
+        print(p.stdout, p.stderr[-2000:], flush=True)
+        record(f"check-deploy {pkg}", rc=p.returncode, seconds=round(time.perf_counter() - t, 1))
 # 6. a background module switching from its fallback, not inside a CUDA graph capture
 def background_switch():
     import threading
@@ -143,9 +154,10 @@ def background_switch():
            during_capture=during, after_capture=after, max_errs=errs, ok=ok)
 
 
-try:
-    background_switch()
-except Exception as e:  # noqa: BLE001
-    record("background switch under graph capture", ok=False, error=f"{type(e).__name__}: {e}")
+if want(6):
+    try:
+        background_switch()
+    except Exception as e:  # noqa: BLE001
+        record("background switch under graph capture", ok=False, error=f"{type(e).__name__}: {e}")
 with open(f"{OUT}/deploy_gpu.json", "w") as f:
     json.dump(results, f, indent=1)
