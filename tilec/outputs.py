@@ -190,7 +190,7 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
     from .tuning import multi as tuned
 
     name = backend.forward_ptx_target(targets, kind, opts)
-    if name is None or opts.dryrun:
+    if name is None:
         return None, []
     for t, u in zip(targets, units, strict=True):
         if t.name == name:

@@ -127,10 +127,10 @@ class CudaBackend(SimtBackend):
             return self._build_launcher(units, kind, options, info)
         archs = [u.target.arch for u in units]
         ptx = info.forward_ptx if kind == "fatbin" else None
+        with_ptx = units + ([ptx] if ptx is not None and ptx not in units else [])  # every code the fatbin holds
         if kind == "fatbin" and _device_toolchain(options, kind, len(units)) == "nvrtc":
             built = _nvrtc_fatbin(units, info.stem, options, ptx)
         else:
-            with_ptx = units + ([ptx] if ptx is not None and ptx not in units else [])
             source = _combined_source(with_ptx) if len(with_ptx) > 1 else units[0].source
             built = _toolchain_build(source, info.stem, options, kind, archs,
                                      [ptx.target.arch] if ptx is not None else [])
@@ -140,7 +140,6 @@ class CudaBackend(SimtBackend):
             extra["resources"] = resources
         if ptx is not None:
             extra["ptx"] = _ptx_record(ptx)
-        with_ptx = units + ([ptx] if ptx is not None and ptx not in units else [])
         if len(with_ptx) > 1 and _launches_differ(with_ptx):
             # one image per architecture in the fatbin; the runtime picks the entries of the one it loads
             extra["arch_kernels"] = {u.target.arch: u.kernels for u in with_ptx}
@@ -158,8 +157,8 @@ class CudaBackend(SimtBackend):
 
         ptx = info.forward_ptx
         jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
-        builts = _per_target(jobs, lambda job: _toolchain_build(job[0].source, f"{info.stem}.{job[0].target.name}",
-                                                                 options, job[1], [job[0].target.arch]))
+        builts = _per_target(jobs, lambda job: _toolchain_build(job[0].source, _job_stem(info.stem, *job), options,
+                                                                 job[1], [job[0].target.arch]))
         ptx_built = builts.pop() if ptx is not None else None
         commands = [c for b in builts + ([ptx_built] if ptx_built else []) for c in b.commands]
         toolchain = builts[0].toolchain
@@ -274,12 +273,12 @@ def _nvrtc_fatbin(units: list[Unit], stem: str, options, ptx: Unit | None = None
     from .toolchain import BuildResult
 
     jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
-    builts = _per_target(jobs, lambda job: _toolchain_build(job[0].source, f"{stem}.{job[0].target.name}", options,
-                                                             job[1], [job[0].target.arch]))
+    builts = _per_target(jobs, lambda job: _toolchain_build(job[0].source, _job_stem(stem, *job), options, job[1],
+                                                             [job[0].target.arch]))
     ptx_built = builts.pop() if ptx is not None else None
     packed = [f"{stem}.{u.target.name}.cubin as {u.target.arch}" for u in units]
     if ptx is not None:
-        packed.append(f"{stem}.{ptx.target.name}.ptx as {_ptx_record(ptx)['arch']}")
+        packed.append(f"{_job_stem(stem, ptx, 'ptx')}.ptx as {_ptx_record(ptx)['arch']}")
     commands = [c for b in builts + ([ptx_built] if ptx_built else []) for c in b.commands] + [
         "nvFatbin (in process): " + ", ".join(packed)]
     toolchain = f"{builts[0].toolchain} + {nvfatbin.version()}"
@@ -291,6 +290,12 @@ def _nvrtc_fatbin(units: list[Unit], stem: str, options, ptx: Unit | None = None
     by_arch = {u.target.arch: b.usage_by_arch.get(u.target.arch) or b.resource_usage
                for u, b in zip(units, builts, strict=True)}
     return BuildResult(data, commands, usage, toolchain, by_arch)
+
+
+def _job_stem(stem: str, unit: Unit, kind: str) -> str:
+    """The file stem of one toolchain job of a multi-target build: the target's name, and "generic" for the PTX of
+    the forward-compatible path (whose target may have a cubin job too: --keep writes both into one folder)."""
+    return f"{stem}.{unit.target.name}" + (".generic" if kind == "ptx" else "")
 
 
 def _ptx_record(ptx: Unit) -> dict:
