@@ -17,7 +17,8 @@ import pytest
 from fake_cuda import FakeDriver, install
 
 import tilec.runtime as rt
-from tilec.runtime.package import check_deploy, load_package
+from tilec.deploy_check import check_deploy
+from tilec.runtime.package import load_package
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,7 +136,7 @@ def test_check_deploy_reports_wrong_results_refused_jit_and_damaged_files(packag
 
 
 def test_the_command_line_writes_the_report_and_its_exit_status_says(package, monkeypatch, tmp_path, capsys):
-    from tilec.runtime.check_deploy import main
+    from tilec.deploy_check import main
 
     _fake(monkeypatch, package / "a", (9, 0))
     out = tmp_path / "report.json"

@@ -100,7 +100,7 @@ if want(4):
 if want(5):
     for pkg in ("pkg", "pkg80"):
         t = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "tilec.runtime.package", "check", pkg, "--report",
+        p = subprocess.run([sys.executable, "-m", "tilec.deploy_check", pkg, "--report",
                             f"{OUT}/check-deploy-{pkg}.json"], capture_output=True, text=True)
         print(p.stdout, p.stderr[-2000:], flush=True)
         record(f"check-deploy {pkg}", rc=p.returncode, seconds=round(time.perf_counter() - t, 1))

@@ -1,5 +1,5 @@
 """`tilec check-deploy PACKAGE`: run every kernel of a package on this GPU and driver against the results recorded
-when it was built (tilec/runtime/package.py; `python -m tilec.runtime.check_deploy` runs it without the CLI)."""
+when it was built (tilec/deploy_check.py, which `python -m tilec.deploy_check` runs without the CLI)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,6 @@ def command(
     report (GPU, driver, per kernel: artifact, image chosen, load time, pass/fail, error). Exit status 0 when every
     kernel passed. Needs numpy and the CUDA driver, no compiler.
     """
-    from ..runtime.package import run_check
+    from ..deploy_check import run_check
 
     p.finish(run_check(package, report, device, True if no_jit else None))
