@@ -3,9 +3,10 @@
     python bench/launch_overhead.py build .artifacts/launch     # here: compile the kernels (no GPU)
     python3 bench/launch_overhead.py run .artifacts/launch      # on the GPU: checks and a table
 
-`run` needs torch, triton, numpy and tilec.runtime (no compiler). For each kernel — a bf16 gemm and
+`run` needs torch, triton, numpy and tilec.runtime (no compiler). For each kernel — vector_add, a bf16 gemm and
 an fp8 gemm with TMA tensor maps, flash attention, softmax — it measures the host time of the public
-call `kernel(*tensors)` (a loop of asynchronous calls, synchronized after the loop; the best of
+call `kernel(*tensors)` with preallocated outputs and, for vector_add and softmax, of the allocating form
+`C = kernel(A, B)` (a loop of asynchronous calls, synchronized after the loop; the best of
 several repetitions, per call) beside the same kernel launched with a raw cuLaunchKernel through
 ctypes on the runtime's packed arguments (the floor of any ctypes launcher), a 4-tensor Triton
 kernel launch and a small torch op. Problems are small, so the GPU keeps up and the loop measures
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 KERNELS = {  # artifact name: (sample, -D overrides)
+    "vector_add": ("vector_add", []),
     "gemm": ("gemm", ["dtype=bf16"]),
     "fp8_gemm": ("fp8_gemm", []),
     "attention": ("flash_attention", ["dtype=bf16", "dim=64"]),
@@ -98,6 +100,7 @@ def run(out: Path) -> int:
     torch.manual_seed(0)
     dev = "cuda"
     mods = {name: rt.load(out / f"{name}.cubin") for name in KERNELS}
+    vector_add = mods["vector_add"].vector_add
     gemm, fp8, attn, softmax = (mods["gemm"].gemm, mods["fp8_gemm"].fp8_gemm, mods["attention"].flash_attention,
                                 mods["softmax"].softmax)
     results: dict = {"timing": [], "checks": []}
@@ -127,22 +130,26 @@ def run(out: Path) -> int:
     O = torch.empty_like(Q)
     X = torch.randn(512, 1000, dtype=torch.bfloat16, device=dev)
     Y = torch.empty_like(X)
+    VA, VB = (torch.randn(4096, dtype=torch.float16, device=dev) for _ in range(2))
+    VC = torch.empty_like(VA)
 
     def ref_attention(q, k, v):
         o = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
                                            v.transpose(1, 2).float())
         return o.transpose(1, 2)
 
-    cases = [
-        ("gemm bf16 256^3 (TMA)", gemm, (A, B, C), lambda: (A.float() @ B.float())),
+    cases = [  # (label, kernel, arguments, reference, the arguments of the allocating form or None)
+        ("vector_add f16 4096", vector_add, (VA, VB, VC), lambda: VA.float() + VB.float(), (VA, VB)),
+        # (gemm's N is C's alone: no input gives it, so gemm has no allocating form)
+        ("gemm bf16 256^3 (TMA)", gemm, (A, B, C), lambda: (A.float() @ B.float()), None),
         ("fp8 gemm 256^3 (TMA)", fp8, (A8, B8, 0.5, 0.25, C8),
-         lambda: (A8.float() @ B8.float().T) * 0.125),
-        ("attention 1x256x4x64", attn, (Q, Kt, V, O), lambda: ref_attention(Q, Kt, V)),
-        ("softmax 512x1000", softmax, (X, Y), lambda: torch.softmax(X.float(), dim=-1)),
+         lambda: (A8.float() @ B8.float().T) * 0.125, None),
+        ("attention 1x256x4x64", attn, (Q, Kt, V, O), lambda: ref_attention(Q, Kt, V), None),
+        ("softmax 512x1000", softmax, (X, Y), lambda: torch.softmax(X.float(), dim=-1), (X,)),
     ]
 
     # ---- correctness of each kernel through the public call
-    for label, kernel, args, ref in cases:
+    for label, kernel, args, ref, _ in cases:
         def correct(kernel=kernel, args=args, ref=ref, label=label):
             out_ = kernel(*args)
             torch.cuda.synchronize()
@@ -155,16 +162,18 @@ def run(out: Path) -> int:
     triton_call = _triton_launch(a4)
     table = []
     torch_us = host_us(lambda: torch.add(a4[0], a4[1], out=a4[3]))
-    for label, kernel, args, _ in cases:
+    for label, kernel, args, _, inputs in cases:
         public = host_us(lambda kernel=kernel, args=args: kernel(*args))
+        allocating = host_us(lambda kernel=kernel, inputs=inputs: kernel(*inputs)) if inputs else float("nan")
         raw = host_us(raw_launcher(kernel, args))
-        table.append((label, public, raw))
-        results["timing"].append({"kernel": label, "public_us": public, "raw_cuLaunchKernel_us": raw})
+        table.append((label, public, raw, allocating))
+        results["timing"].append({"kernel": label, "public_us": public, "allocating_us": allocating,
+                                  "raw_cuLaunchKernel_us": raw})
     triton_us = host_us(triton_call) if triton_call else float("nan")
     results["timing"].append({"kernel": "triton 4-tensor kernel", "us": triton_us})
     results["timing"].append({"kernel": "torch.add(out=)", "us": torch_us})
     check("host time per call <= 10 us (every kernel)",
-          lambda: _at_most(max(p for _, p, _ in table), 10.0))
+          lambda: _at_most(max(p for _, p, _, _ in table), 10.0))
 
     # ---- streams
     def side_stream_ordering():
@@ -320,9 +329,9 @@ def run(out: Path) -> int:
 
     # ---- the table
     print()
-    print(f"{'host time per call (us)':<28} {'tilec call':>11} {'raw cuLaunchKernel':>19}")
-    for label, public, raw in table:
-        print(f"{label:<28} {public:>11.2f} {raw:>19.2f}")
+    print(f"{'host time per call (us)':<28} {'tilec call':>11} {'allocating':>11} {'raw cuLaunchKernel':>19}")
+    for label, public, raw, allocating in table:
+        print(f"{label:<28} {public:>11.2f} {allocating:>11.2f} {raw:>19.2f}")
     print(f"{'triton 4-tensor kernel':<28} {triton_us:>11.2f}")
     print(f"{'torch.add(out=)':<28} {torch_us:>11.2f}")
     print(f"checks: {len(results['checks']) - failures} passed, {failures} failed")

@@ -56,6 +56,9 @@ class FakeDriver:
     def multiprocessor_count(self):
         return self.sms
 
+    def name(self):
+        return "Fake GPU"
+
     @contextlib.contextmanager
     def current(self):
         """The device's context made current for a block of calls (no contexts here: nothing to push)."""

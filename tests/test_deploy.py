@@ -230,7 +230,8 @@ def _mock_images():
                                              "shape": ["N"]}],
               "sizes": ["N"], "grid": ["ceildiv(N, 32)"], "threads": 32, "shared_bytes": 0}
     return [Image("sm80", "sm_80", b"TILECMOCK sm_80\0", [scale(128, 1024), second]),
-            Image("sm90", "sm_90a", b"TILECMOCK sm_90a\0", [scale(256, 65536), second])]
+            Image("sm90", "sm_90a", b"TILECMOCK sm_90a\0", [scale(256, 65536), second]),
+            Image("sm80", "compute_80", b"TILECMOCK compute_80\0", [scale(128, 1024), second])]
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +241,7 @@ def mock_programs(tmp_path_factory, gcc, cuda_h):
 
     d = tmp_path_factory.mktemp("mock")
     (d / "mock.h").write_text(generate_header("mock.h", _mock_images(), source_name="mock.tile",
-                                              tilec_version="0", toolchain="nvcc 13.0.88", driver_api_version=13000,
+                                              tilec_version="0", toolchain="nvcc 13.1.80", driver_api_version=13010,
                                               source_hash="0" * 64))
     (d / "driver.c").write_text(MOCK_DRIVER)
     (d / "main.c").write_text(MOCK_MAIN)
@@ -259,8 +260,11 @@ def mock_programs(tmp_path_factory, gcc, cuda_h):
     return out
 
 
-def _mock(prog: Path, *args, cc: int = 90, driver: int = 13000) -> str:
+def _mock(prog: Path, *args, cc: int = 90, driver: int = 13000, no_jit: bool = False) -> str:
     env = dict(os.environ, MOCK_CC=str(cc), MOCK_DRIVER=str(driver))
+    env.pop("TILEC_NO_JIT", None)
+    if no_jit:
+        env["TILEC_NO_JIT"] = "1"
     proc = subprocess.run([str(prog), *map(str, args)], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -292,17 +296,32 @@ def test_launcher_grid_matches_the_manifest_formulas(mock_programs, lang):
 
 
 def test_launcher_picks_the_image_for_the_device(mock_programs):
+    """Exact image, else a cubin of the same major, else PTX (unless TILEC_NO_JIT), as tilec.runtime picks."""
     prog = mock_programs["c"]
-    out = _mock(prog, "grid", 300, 300, 3, cc=86)  # an sm_80 cubin runs on sm_86
+    out = _mock(prog, "grid", 300, 300, 3, cc=86)  # an sm_80 cubin runs on sm_86 (before the PTX)
     assert "launch scale sm_80 grid 3 6 " in out and "block 128 1 1 shared 1024" in out and "attr" not in out
     assert "launch scale sm_90a" in _mock(prog, "grid", 300, 300, 3, cc=90)
     assert "launch second sm_80 grid 4 1 1 block 32 1 1 shared 0 args 7 100" in _mock(prog, "second", 100, cc=80)
-    for cc in (75, 100, 120):  # sm_90a runs only on 9.0; sm_80 only on 8.x
-        out = _mock(prog, "check", cc=cc)
-        assert "rc 209\n" in out and "launch-rc 209" in out  # CUDA_ERROR_NO_BINARY_FOR_GPU
-        assert f"mock.h: built for sm_80, sm_90a; device 0 (Mock GPU) is sm_{cc}" in out
-    out = _mock(prog, "check", cc=90)
-    assert "rc 0\n" in out and "runs the sm_90a image" in out
+    out = _mock(prog, "check", cc=75)  # sm_90a runs only on 9.0, sm_80 only on 8.x, compute_80 on 8.0 and newer
+    assert "rc 209\n" in out and "launch-rc 209" in out  # CUDA_ERROR_NO_BINARY_FOR_GPU
+    assert "mock.h: built for sm_80, sm_90a, compute_80; device 0 (Mock GPU) is sm_75" in out
+    for cc in (100, 120):  # newer than every cubin: the driver JIT-compiles the PTX
+        out = _mock(prog, "check", cc=cc, driver=13010)
+        assert "rc 0\n" in out and f"(Mock GPU, sm_{cc}) runs the compute_80 image" in out
+        assert "the driver JIT-compiles the PTX" in out
+        assert "launch scale compute_80 grid 1 " in _mock(prog, "grid", 8, 8, 8, cc=cc, driver=13010)
+        out = _mock(prog, "check", cc=cc)  # a 13.0 driver loads 13.1's cubins, but not its PTX (PTX ISA 9.1)
+        assert "rc 222\n" in out and "launch-rc 222" in out
+        assert "is the compute_80 PTX, built with CUDA 13.1, which the driver can JIT-compile only if it supports " \
+               "CUDA 13.1 or newer; this driver supports CUDA 13.0" in out
+        out = _mock(prog, "check", cc=cc, no_jit=True)
+        assert "rc 209\n" in out and "launch-rc 209" in out
+        assert f"TILEC_NO_JIT is set, and the only image that runs on device 0 (Mock GPU, sm_{cc}) is PTX" in out
+        assert f"missing: a cubin for sm_{cc}" in out
+    out = _mock(prog, "check", cc=86)
+    assert "rc 0\n" in out and "runs the sm_80 image" in out and "later GPUs of its major version" in out
+    out = _mock(prog, "check", cc=90, no_jit=True)  # the guarantee changes nothing where a cubin runs
+    assert "rc 0\n" in out and "runs the sm_90a image" in out and "built for exactly this GPU" in out
     out = _mock(prog, "check", cc=90, driver=12080)
     assert "rc 222\n" in out and "launch-rc 222" in out and "needs a CUDA 13.x driver" in out
 
@@ -388,12 +407,12 @@ def test_header_manifest_is_versioned(sample_headers):
     assert m["driver_api_version"] >= 12000 and m["toolchain"].startswith("nvcc")
     assert m["tilec_version"] and len(m["source_hash"]) == 64
     assert m["header"]["functions"] == ["gemm_launch", "gemm_check_device"]
-    assert [i["arch"] for i in m["header"]["images"]] == ["sm_80", "sm_90a"]
+    assert [i["arch"] for i in m["header"]["images"]] == ["sm_80", "sm_90a", "compute_80"]  # + forward PTX
     text = (sample_headers / "gemm.h").read_text()
     assert "#include <cuda.h>" in text and "cuda_runtime" not in text
     assert "CUresult gemm_launch(CUstream stream, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int M, int K, " \
            "int B_rows, int B_cols, int N)" in text
-    assert "Built for sm_80, sm_90a with nvcc" in text
+    assert "Built for sm_80, sm_90a, compute_80 with nvcc" in text
 
 
 def test_header_prefix(nvcc, cache_dir, tmp_path):

@@ -57,15 +57,15 @@ def test_object_exports_the_launchers_and_embeds_each_targets_cubin(toolchain_fo
     assert r.returncode == 0, r.stderr
     syms = _nm(obj)
     assert syms["vector_add_launch"] == "T" and syms["vector_add_check_device"] == "T"
-    images = sorted(s for s in syms if s.endswith(("_image0", "_image1")))
-    assert len(images) == 2 and all(syms[s] == "r" for s in images)  # local: several objects link together
+    images = sorted(s for s in syms if s.endswith(("_image0", "_image1", "_image2")))  # + the forward PTX
+    assert len(images) == 3 and all(syms[s] == "r" for s in images)  # local: several objects link together
     assert syms["cuLaunchKernel"] == "U" and syms["cuModuleLoadData"] == "U"
     m = json.loads((tmp_path / "va.o.json").read_text())
     assert m["kind"] == "object"
     assert m["object"]["prototypes"] == [
         "CUresult vector_add_launch(CUstream stream, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int N);",
         "CUresult vector_add_check_device(CUdevice dev, char* message, size_t message_size);"]
-    assert [im["arch"] for im in m["object"]["images"]] == ["sm_80", "sm_90a"]
+    assert [im["arch"] for im in m["object"]["images"]] == ["sm_80", "sm_90a", "compute_80"]
     # the sm90 cubin, built alone with the same toolchain, is inside the object byte for byte
     cubin = tmp_path / "va.cubin"
     r = _tilec([str(SAMPLES / "vector_add.tile"), "--target", "sm90", "-o", str(cubin)], cache)

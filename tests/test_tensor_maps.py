@@ -466,7 +466,7 @@ def test_header_declares_no_launcher_for_internal_kernels(tma_programs):
     assert "gemm_launch(CUstream stream" in text and "attn_launch(" in text and "vector_add_launch(" in text
     assert "gemm__simt_launch" not in text and "gemm__simt_check_device" not in text
     assert "launches 'gemm__simt' instead" in text
-    assert "#define TILEC_LAUNCHER_COMMON_2" in text
+    assert "#define TILEC_LAUNCHER_COMMON_3" in text  # ABI 3: images carry a PTX flag
 
 
 @pytest.mark.parametrize("lang", ["c", "c++"])

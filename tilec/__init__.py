@@ -32,7 +32,8 @@ def compile(source, target=None, options=None, *, emit=None, output_name=None, *
 
 
 def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(), kernel: str | None = None,
-         compiler: str = "auto", disable=()):
+         compiler: str = "auto", disable=(), no_jit: bool | None = None, background: bool = False, fallback=None,
+         tune_db: str | None = None):
     """A tilec.runtime Module for a .tile file — compiled for `target` through the compile cache (a
     second call with the same source and options is a cache hit) — or for a prebuilt artifact
     (x.cubin, x.ptx, x.fatbin, x.wgsl: exactly tilec.runtime.load).
@@ -46,26 +47,78 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
     `compiler`: "nvrtc" (in process), "nvcc", or "auto" (NVRTC when its library is installed, else
     nvcc). `disable`: sm90 features to turn off ("tma", "wgmma", "warp_specialize"). The artifact is
     written under the cache directory (tilec/cache.py: TILEC_CACHE_DIR), one folder per option set.
-    A source error raises tilec.diagnostics.CompileError, whose message shows the diagnostics."""
-    import hashlib
-    import json
-    import os
+    A source error raises tilec.diagnostics.CompileError, whose message shows the diagnostics.
+
+    `no_jit` (default: the environment's TILEC_NO_JIT): the no-JIT guarantee -- nothing compiles, neither tilec
+    (a cache miss raises tilec.runtime.JitRefused, naming the kernels, the GPU and the missing artifact) nor the
+    driver (a PTX image raises it too).
+
+    `background=True` returns at once a module whose calls run a fallback until the specialized build, compiling in
+    a thread, is ready, then the specialized module (on the caller's stream, without a sync; never inside a CUDA
+    graph capture): tilec.runtime.background. The fallback is `fallback` (an artifact's path, or a loaded module of
+    the same kernels), else the kernels' generic configuration -- the build without the tuning database, compiled
+    beside the specialized one, when a database applies (else the first call waits for the build). `tune_db`: the
+    tuning database ("" for none; default: the file's own, tilec/tuning/database.py)."""
     from pathlib import Path
 
     from . import runtime
 
     path = Path(path)
     if path.suffix != ".tile":
-        return runtime.load(path)
-    from .cache import default_dir
-    from .diagnostics import CompileError
+        return runtime.load(path, no_jit=no_jit)
     from .options import CompileOptions, DefineText
 
     if target == "cpu":
         return _load_interpreted(path, defines, include_dirs, kernel)
     options = CompileOptions.make(target, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
                                   include_dirs=[str(d) for d in include_dirs], kernel=kernel, disable=disable,
-                                  toolchain=compiler)
+                                  toolchain=compiler, tune_db=tune_db)
+    if background:
+        if runtime.module.no_jit_requested(no_jit):
+            raise ValueError("tilec.load(background=True) compiles, which the no-JIT guarantee (TILEC_NO_JIT or "
+                             "no_jit=True) forbids: load a prebuilt artifact instead")
+        return _background(path, target, options, kernel, fallback)
+    return _load_compiled(path, target, options, kernel, no_jit)
+
+
+def _background(path, target: str, options, kernel, fallback):
+    """tilec.load(background=True): the specialized build in a thread, and its fallback (see load)."""
+    import os
+
+    from . import runtime
+    from .runtime.background import BackgroundModule
+
+    def build():
+        return _load_compiled(path, target, options, kernel, False)
+
+    if fallback is None:
+        def make_fallback():
+            from .tuning.multi import plan_for
+
+            if plan_for(path, options) is None:  # no tuning database: the generic build is the specialized one
+                raise LookupError(f"{path}: no generic configuration apart from the specialized build")
+            return _load_compiled(path, target, options.replace(tune_db=""), kernel, False)
+    elif isinstance(fallback, (str, os.PathLike)):
+        def make_fallback():
+            return runtime.load(fallback)
+    else:
+        def make_fallback():
+            return fallback
+    return BackgroundModule(build, make_fallback, str(path))
+
+
+def _load_compiled(path, target: str, options, kernel, no_jit):
+    """The Module of `path` compiled with `options` through the compile cache (tilec.load)."""
+    import hashlib
+    import json
+    import os
+    from pathlib import Path
+
+    from . import runtime
+    from .cache import default_dir
+    from .diagnostics import CompileError
+    from .outputs import NotCached
+
     try:
         from .driver import lookup_target
 
@@ -75,7 +128,9 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
             from .diagnostics import Diagnostic
 
             raise CompileError([Diagnostic("error", f"tilec.runtime cannot load {backend.name} artifacts yet")])
-        artifact = compile(path, options=options, emit=kind)  # through the compile cache
+        artifact = compile(path, options=options, emit=kind, cached_only=runtime.module.no_jit_requested(no_jit))
+    except NotCached:
+        raise runtime.JitRefused(_cache_miss_message(path, target, kernel)) from None
     except CompileError as e:
         e.args = (_render(e),)
         raise
@@ -86,7 +141,29 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
         temporary = target_path.with_name(f".{target_path.name}.{os.getpid()}.tmp")
         temporary.write_bytes(data)
         os.replace(temporary, target_path)  # atomic: a concurrent load sees the old file or the new one
-    return runtime.load(out)
+    return runtime.load(out, no_jit=no_jit)
+
+
+def _cache_miss_message(path, target: str, kernel: str | None) -> str:
+    """JitRefused's message for a tilec.load that would compile: the kernels, the GPU, what is missing."""
+    import re
+
+    try:
+        names = [kernel] if kernel else re.findall(r"^\s*kernel\s+(\w+)", path.read_text(), re.M)
+    except OSError:
+        names = []
+    try:
+        from .runtime.cuda_driver import Driver
+        from .runtime.module import describe_gpu
+
+        gpu = describe_gpu(Driver.get(0), 0)
+    except Exception:  # noqa: BLE001 -- no driver here: the message says so rather than failing another way
+        gpu = "GPU 0 (not queried: no CUDA driver)"
+    return (f"{path}: kernel(s) {', '.join(names) or '?'}: the no-JIT guarantee is on (TILEC_NO_JIT or no_jit=True), "
+            f"and the compile cache holds no {target} build of this source with these options, for {gpu}; missing: "
+            f"the compiled artifact (build it ahead of time: tilec {path.name} --target {target} -o "
+            f"{path.stem}.cubin, then load that file; or run tilec.load once without the guarantee to fill the "
+            "cache)")
 
 
 def _load_interpreted(path, defines, include_dirs, kernel):

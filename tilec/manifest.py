@@ -45,6 +45,9 @@ ARCHS_KEY = "archs"
 # Several architectures in one binary (a fatbin) whose kernels launch differently (threads, shared memory,
 # TMA twins): arch -> that architecture's kernel entries. KERNELS_KEY then holds the first architecture's.
 ARCH_KERNELS_KEY = "arch_kernels"
+# A fatbin's forward-compatible PTX (the CUDA back end writes it): {"arch": "compute_80", "target": "sm80",
+# "kernels_arch": "sm_80"}; absent when it carries none (--no-ptx).
+PTX_KEY = "ptx"
 LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages, scratch); absent when there are none
 WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
@@ -199,8 +202,9 @@ def loader_name(manifest: dict) -> str:
 
 
 def compute_capability(arch: str) -> int:
-    """sm_90a -> 90: the compute capability (major*10+minor) a CUDA architecture name stands for."""
-    return int(arch.removeprefix("sm_").rstrip("af"))
+    """sm_90a -> 90 (compute_80 -> 80): the compute capability (major*10+minor) a CUDA architecture name stands
+    for."""
+    return int(arch.removeprefix("sm_").removeprefix("compute_").rstrip("af"))
 
 
 def arch_runs_on(arch: str, kind: str, device_cc: int) -> bool:
@@ -216,17 +220,60 @@ def arch_runs_on(arch: str, kind: str, device_cc: int) -> bool:
 
 def for_device(manifest: dict, device_cc: int) -> dict:
     """The manifest as the GPU of compute capability `device_cc` sees it: with ARCH_KERNELS_KEY, KERNELS_KEY
-    replaced by the entries of the newest architecture in the binary that runs on it (the driver loads that
-    architecture's image from the fatbin). Other manifests come back unchanged."""
+    replaced by the entries of the image the driver loads there (choose_image). Other manifests come back
+    unchanged."""
     per_arch = manifest.get(ARCH_KERNELS_KEY)
     if not per_arch:
         return manifest
-    usable = [a for a in manifest.get(ARCHS_KEY, per_arch) if a in per_arch
-              and arch_runs_on(a, manifest.get("kind", ""), device_cc)]
-    if not usable:
+    chosen = choose_image(manifest, device_cc)
+    if chosen is None or chosen.kernels_arch not in per_arch:
         return manifest  # the runtime's architecture check reports it
-    chosen = max(usable, key=compute_capability)
-    return dict(manifest, **{KERNELS_KEY: per_arch[chosen]})
+    return dict(manifest, **{KERNELS_KEY: per_arch[chosen.kernels_arch]})
+
+
+@dataclass(frozen=True)
+class ImageChoice:
+    """Which image of an artifact a GPU runs, and why: `how` is "exact" (built for exactly this compute
+    capability), "same_major" (a cubin of an earlier GPU of its major version) or "jit" (PTX the driver
+    compiles at load); `kernels_arch` keys the image's entries in ARCH_KERNELS_KEY."""
+
+    image: str  # sm_90a, sm_80, compute_80
+    how: str
+    kernels_arch: str
+
+    @property
+    def why(self) -> str:
+        return {"exact": "built for exactly this GPU",
+                "same_major": "a cubin runs on later GPUs of its major version",
+                "jit": "no cubin runs on this GPU, so the driver JIT-compiles the PTX when it loads it"}[self.how]
+
+
+def choose_image(manifest: dict, device_cc: int) -> ImageChoice | None:
+    """The image the CUDA driver loads from an artifact on a GPU of compute capability `device_cc`, as the C
+    launcher picks it too: one built for exactly this GPU (an architecture-specific one first), else the newest cubin
+    of its major version, else PTX (a .ptx artifact, or a fatbin's "ptx" image); None when none runs there."""
+    kind = manifest.get("kind", "")
+    archs = list(manifest.get(ARCHS_KEY, []))
+    if kind == "ptx":
+        fits = [a for a in archs if device_cc >= compute_capability(a)]
+        if not fits:
+            return None
+        best = max(fits, key=compute_capability)
+        return ImageChoice("compute_" + best.removeprefix("sm_").rstrip("af"), "jit", best)
+    best = None
+    for a in archs:
+        if not arch_runs_on(a, kind, device_cc):
+            continue
+        how = "exact" if compute_capability(a) == device_cc else "same_major"
+        rank = (how == "exact", a.endswith(("a", "f")), compute_capability(a))
+        if best is None or rank > best[0]:
+            best = (rank, ImageChoice(a, how, a))
+    if best is not None:
+        return best[1]
+    ptx = manifest.get(PTX_KEY)
+    if ptx and device_cc >= compute_capability(ptx["arch"]):
+        return ImageChoice(ptx["arch"], "jit", ptx.get("kernels_arch") or ptx["arch"])
+    return None
 
 
 def launch_entries(manifest: dict) -> list[dict]:

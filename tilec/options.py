@@ -48,6 +48,9 @@ class CompileOptions:
     ptxas_args: tuple[str, ...] = ()  # -Xptxas: passed to ptxas as written (CUDA targets)
     toolchain_args: tuple[str, ...] = ()  # -Xcompiler / --toolchain-args: appended to the device toolchain's command
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
+    # Fatbins, headers and objects also carry PTX of the generic path (the oldest non-arch-specific target's,
+    # else sm80's), which the driver JIT-compiles on a GPU newer than every cubin; --no-ptx leaves it out.
+    forward_ptx: bool = True
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
     profile: str = ""  # an instrumented build (tilec/ir/profile.py): "full" (tile ops and waits) or "sync" (waits)
     # --simplify-indices: TVM's index simplification (passes/simplify_indices.py). Off by default: on the H200 it
@@ -121,7 +124,8 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
                                disable=changes.pop("disable", opts.disable),
                                limits=changes.pop("limits", opts.limits))
     keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "opt_level", "ptxas_args",
-                                          "toolchain_args", "header_prefix", "tune_db", "profile", "simplify_indices",
-                                          "keep_dir", "dryrun", "resource_usage", "use_cache", "remarks", "werror")}
+                                          "toolchain_args", "header_prefix", "forward_ptx", "tune_db", "profile",
+                                          "simplify_indices", "keep_dir", "dryrun", "resource_usage", "use_cache",
+                                          "remarks", "werror")}
     keep.update(changes)
     return made.replace(**keep)

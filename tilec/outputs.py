@@ -40,15 +40,21 @@ class Artifact:
     toolchain_warnings: list = dataclasses.field(default_factory=list)  # about the binary (spills); in `warnings` too
 
 
+class NotCached(Exception):
+    """compile_artifact(cached_only=True) found no cache entry: the artifact would have to be compiled."""
+
+
 def compile_artifact(source: str | os.PathLike, target=None, options: CompileOptions | None = None, *, emit: str,
                      output_name: str | None = None, text: str | None = None,
-                     on_compiled: Callable[[object], None] | None = None, **overrides) -> Artifact:
+                     on_compiled: Callable[[object], None] | None = None, cached_only: bool = False,
+                     **overrides) -> Artifact:
     """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache.
 
     `output_name` is the artifact's file name as the manifest records it (default: the source's stem with the
     kind's suffix). `on_compiled(result)` is called with the first target's CompileResult as soon as the
     source compiled (the command line prints its warnings then, before a slow toolchain runs). `text`
-    compiles that text instead of the file's (never cached).
+    compiles that text instead of the file's (never cached). `cached_only`: raise NotCached rather than compile
+    (the no-JIT guarantee of tilec.load).
     """
     from .targets.registry import DEFAULT_TARGET
 
@@ -73,6 +79,8 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
             info = entry.meta["info"]
             return Artifact(emit, entry.outputs["artifact"], entry.outputs["manifest"], info["deps"],
                             info.get("warnings", ""), from_cache=True)
+    if cached_only:
+        raise NotCached(f"{source}: no compile-cache entry for {', '.join(opts.targets)} ({emit})")
     artifact = _build(source, opts, targets, backend, emit, name, text, on_compiled)
     if key is not None:
         _store(key, artifact, list(opts.include_dirs))
@@ -136,6 +144,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
         units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries))
     first = results[0]
+    forward_ptx, ptx_warnings = _forward_ptx_unit(source, opts, targets, backend, kind, units, variants, entries, text)
     if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
         from .inspect.remarks import bank_conflict_remarks
 
@@ -156,8 +165,9 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             return tuned.header_dispatch(text, kernel, table, sizes, api, opts.header_prefix)
 
     info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
-                        source_hash(first, recorded), launcher_filter, tuple(launches))
+                        source_hash(first, recorded), launcher_filter, tuple(launches), forward_ptx)
     built = backend.build(units, kind, opts, info)
+    built.diagnostics = ptx_warnings + built.diagnostics
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)
     warnings += "".join(render(d, first.sources, False) + "\n" for d in built.diagnostics)
@@ -169,6 +179,31 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
     m.update(built.manifest)
     return Artifact(kind, built.data, _dumps(m), deps, warnings, commands=built.commands, report=built.report,
                     result=first, toolchain_warnings=built.diagnostics)
+
+
+def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str, units, variants, entries, text):
+    """The Unit whose PTX the artifact carries for newer GPUs (Backend.forward_ptx_target: one of `units`, or the
+    generic target compiled for it alone), and a warning when that target cannot compile the kernels (the
+    artifact then goes without: its own targets are unaffected)."""
+    from .driver import compile as compile_ir
+    from .targets.backend import Unit
+    from .tuning import multi as tuned
+
+    name = backend.forward_ptx_target(targets, kind, opts)
+    if name is None:
+        return None, []
+    for t, u in zip(targets, units, strict=True):
+        if t.name == name:
+            return u, []
+    try:
+        per_variant = [tuned.compile_variant(compile_ir, source, name, o, sfx, text) for o, sfx in variants]
+    except CompileError as e:
+        first = e.diagnostics[0].message.splitlines()[0] if e.diagnostics else "?"
+        return None, [Diagnostic("warning", f"no forward-compatible PTX in this artifact: the kernels do not compile "
+                                            f"for {name} ({first}); GPUs newer than "
+                                            f"{', '.join(t.name for t in targets)} will not run it (--no-ptx "
+                                            "silences this)")]
+    return tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries), []
 
 
 def _refuse_warnings(diagnostics, sources) -> None:

@@ -20,7 +20,7 @@ from .subcommands import SUBCOMMANDS
 def load(name: str):
     """The module of subcommand `name` (its typer function `command`)."""
     assert name in SUBCOMMANDS, name
-    return importlib.import_module(f"{__package__}.{name}")
+    return importlib.import_module(f"{__package__}.{name.replace('-', '_')}")
 
 
 def click_command(name: str):

@@ -55,7 +55,7 @@ def compile_options(args, **extra):
         toolchain=getattr(args, "compiler", None), lineinfo=bool(getattr(args, "lineinfo", False)),
         device_debug=bool(getattr(args, "G", False)), opt_level=getattr(args, "opt_level", None),
         ptxas_args=getattr(args, "ptxas_args", None) or (), toolchain_args=getattr(args, "toolchain_args", None) or (),
-        header_prefix=getattr(args, "header_prefix", None) or "",
+        header_prefix=getattr(args, "header_prefix", None) or "", forward_ptx=not getattr(args, "no_ptx", False),
         keep_dir=getattr(args, "keep", None), dryrun=bool(getattr(args, "dryrun", False)),
         resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False),
         tune_db=getattr(args, "tune_db", None),

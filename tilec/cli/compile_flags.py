@@ -54,6 +54,8 @@ COMPILE_FLAGS: list[Flag] = [
          complete="file"),
     Flag(("--header-prefix",), "header_prefix", "Headers: name the launchers PREFIXkernel_launch.", OUTPUTS, "one",
          "PREFIX", default=""),
+    Flag(("--no-ptx",), "no_ptx", "Fatbins, headers, objects: leave out the forward-compatible PTX (compute_80) "
+         "that lets newer GPUs JIT-compile the kernels.", OUTPUTS),
     Flag(("--kernel",), "kernel", "Compile only this kernel (default: all).", OUTPUTS, "one", "NAME"),
     Flag(("--emit-ir",), "emit_ir", "Print the Tile IR (after all passes, after:PASS, or all) and stop.", OUTPUTS,
          "optional", "after:PASS", const="final", accepts=_emit_ir_value),

@@ -15,6 +15,8 @@ calling convention, streams, CUDA graphs and the torch integration (tilec.torch)
 from .arrays import ArgumentError
 from .launch import Kernel
 from .loader import load
-from .module import ArchitectureMismatch, DriverTooOld, ManifestError, Module
+from .module import ArchitectureMismatch, DriverTooOld, JitRefused, LoadedImage, ManifestError, Module
+from .package import PackageError, load_package
 
-__all__ = ["load", "Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "ManifestError"]
+__all__ = ["load", "Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "JitRefused",
+           "LoadedImage", "ManifestError", "PackageError", "load_package"]

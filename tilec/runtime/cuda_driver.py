@@ -137,6 +137,20 @@ class Driver:
         self.check(self.lib.cuDriverGetVersion(ctypes.byref(v)), "cuDriverGetVersion")
         return v.value
 
+    def is_capturing(self, stream: int) -> bool:
+        """cuStreamIsCapturing: whether `stream` is capturing a CUDA graph."""
+        status = ctypes.c_int()
+        with self.current():
+            self.check(self.lib.cuStreamIsCapturing(ctypes.c_void_p(stream or None), ctypes.byref(status)),
+                       "cuStreamIsCapturing")
+        return status.value != 0
+
+    def name(self) -> str:
+        """cuDeviceGetName: the GPU's marketing name (NVIDIA H200)."""
+        buf = ctypes.create_string_buffer(256)
+        self.check(self.lib.cuDeviceGetName(buf, 256, self.device), "cuDeviceGetName")
+        return buf.value.decode(errors="replace")
+
     def enter(self) -> bool:
         """Make this device's context current for calls into the driver. Returns True when it had to
         be pushed (`leave` pops it again), so the caller's current context — torch's current device —

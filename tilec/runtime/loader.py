@@ -14,7 +14,10 @@ from pathlib import Path
 from ..manifest import ARCH_KERNELS_KEY, ManifestError, for_device, loader_name
 
 
-def load(path: str | Path, manifest: str | Path | None = None):
+def load(path: str | Path, manifest: str | Path | None = None, *, no_jit: bool | None = None):
+    """The Module of the artifact at `path` (its manifest beside it, or at `manifest`). `no_jit`: the no-JIT
+    guarantee (default: the environment's TILEC_NO_JIT): loading a PTX image the driver would compile raises
+    JitRefused instead."""
     path = Path(path)
     mpath = Path(manifest) if manifest else Path(str(path) + ".json")
     if not mpath.is_file():
@@ -41,4 +44,4 @@ def load(path: str | Path, manifest: str | Path | None = None):
 
         major, minor = Driver.get().compute_capability()
         meta = for_device(meta, major * 10 + minor)
-    return Module(path.read_bytes(), meta, str(path))
+    return Module(path.read_bytes(), meta, str(path), no_jit=no_jit)

@@ -9,9 +9,11 @@ driver is new enough for the toolchain that built it and that the GPU's architec
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
 
 from ..errors import UserFacingError
-from ..manifest import launch_entries
+from ..manifest import choose_image, launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
 from .launch import Kernel
@@ -35,7 +37,8 @@ from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launc
 # keeps the two in step). A newer tilec may write a format this runtime cannot launch correctly.
 SUPPORTED_MANIFEST_VERSIONS = (1,)
 
-__all__ = ["Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "ManifestError"]
+__all__ = ["Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "JitRefused", "ManifestError",
+           "LoadedImage", "no_jit_requested"]
 
 
 class ArchitectureMismatch(UserFacingError, RuntimeError):
@@ -44,6 +47,40 @@ class ArchitectureMismatch(UserFacingError, RuntimeError):
 
 class DriverTooOld(UserFacingError, RuntimeError):
     """The installed CUDA driver is older than the toolkit that built the binary."""
+
+
+class JitRefused(UserFacingError, RuntimeError):
+    """Under the no-JIT guarantee (TILEC_NO_JIT=1, or no_jit=True), something would have compiled: the driver a
+    PTX image, or tilec.load a kernel missing from the compile cache."""
+
+
+def no_jit_requested(no_jit: bool | None) -> bool:
+    """The no-JIT guarantee's switch: the argument when given, else the environment's TILEC_NO_JIT (set, not "0")."""
+    if no_jit is not None:
+        return no_jit
+    return os.environ.get("TILEC_NO_JIT", "") not in ("", "0")
+
+
+def describe_gpu(drv, device: int) -> str:
+    """GPU 0 (NVIDIA H200, sm_90), for messages."""
+    major, minor = drv.compute_capability()
+    try:
+        name = drv.name()
+    except Exception:  # noqa: BLE001 -- a name is only for the message
+        name = "?"
+    return f"GPU {device} ({name}, sm_{major}{minor})"
+
+
+@dataclass(frozen=True)
+class LoadedImage:
+    """The image of an artifact loaded on one GPU: which (sm_90a, compute_80), how it runs there ("exact",
+    "same_major" or "jit": tilec.manifest.ImageChoice), why, and the seconds cuModuleLoadData took (for PTX, the
+    driver's JIT compile, unless its compute cache had it)."""
+
+    image: str
+    how: str
+    why: str
+    load_seconds: float
 
 
 def check_manifest(meta, where: str) -> None:
@@ -61,11 +98,13 @@ def check_manifest(meta, where: str) -> None:
 
 
 class Module:
-    def __init__(self, image: bytes, manifest: dict, name: str = "<memory>"):
+    def __init__(self, image: bytes, manifest: dict, name: str = "<memory>", no_jit: bool | None = None):
         self.image = image
         self.manifest = manifest
         self.name = name
+        self.no_jit = no_jit_requested(no_jit)
         self._modules: dict[int, object] = {}  # device ordinal -> CUmodule
+        self.loaded: dict[int, LoadedImage] = {}  # device ordinal -> the image loaded there
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
         self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
@@ -94,10 +133,21 @@ class Module:
             from .cuda_driver import Driver
 
             drv = Driver.get(device)
-            self._check_driver(drv.driver_version())
-            self._check_arch(drv.compute_capability())
-            mod = self._modules[device] = drv.load_module(self.image)
+            have = drv.driver_version()
+            self._check_driver(have)
+            choice = self._choose_image(drv, device)
+            self._check_ptx_driver(choice, have)
+            start = time.perf_counter()
+            mod = drv.load_module(self.image)
+            self.loaded[device] = LoadedImage(choice.image, choice.how, choice.why, time.perf_counter() - start)
+            self._modules[device] = mod
         return mod
+
+    def image_report(self, device: int = 0) -> LoadedImage:
+        """Which image runs on GPU `device`, how and why, and how long loading it took (loading it now if no
+        launch has)."""
+        self.cuda_module(device)
+        return self.loaded[device]
 
     def _check_driver(self, have: int) -> None:
         """The driver must support the CUDA major version of the toolkit that built the binary (CUDA's
@@ -110,20 +160,35 @@ class Module:
                                f"or newer; this driver supports CUDA {have // 1000}.{have % 1000 // 10}. Update the "
                                "driver, or build with an older CUDA toolkit")
 
-    def _check_arch(self, capability: tuple[int, int]) -> None:
-        major, minor = capability
+    def _check_ptx_driver(self, choice, have: int) -> None:
+        """A PTX image needs a driver of at least the CUDA version that wrote it (its PTX ISA), minor included."""
+        built = int(self.manifest.get("driver_api_version") or 0)
+        if choice.how == "jit" and have < built:
+            v = f"{built // 1000}.{built % 1000 // 10}"
+            raise DriverTooOld(f"{self.name}: the only image that runs on this GPU is the {choice.image} PTX, built "
+                               f"with CUDA {v} ({self.manifest.get('toolchain', '?')}), which the driver can "
+                               f"JIT-compile only if it supports CUDA {v} or newer; this driver supports CUDA "
+                               f"{have // 1000}.{have % 1000 // 10}. Update the driver, or build a cubin for this GPU")
+
+    def _choose_image(self, drv, device: int):
+        """The image the driver will load on this GPU (tilec.manifest.choose_image): ArchitectureMismatch when none
+        runs there, JitRefused when it is PTX under the no-JIT guarantee."""
+        major, minor = drv.compute_capability()
         have = major * 10 + minor
+        choice = choose_image(self.manifest, have)
         kind = self.manifest.get("kind")
-        ok = False
-        for arch in self.manifest.get("archs", []):
-            cc = int(arch.removeprefix("sm_").rstrip("a"))
-            if kind == "ptx":
-                ok |= have >= cc
-            elif arch.endswith("a"):
-                ok |= have == cc
-            else:
-                ok |= have // 10 == cc // 10 and have >= cc
-        if not ok:
+        archs = list(self.manifest.get("archs", []))
+        if self.manifest.get("ptx"):
+            archs.append(self.manifest["ptx"]["arch"])
+        if choice is None:
             raise ArchitectureMismatch(
-                f"{self.name} was built for {', '.join(self.manifest.get('archs', []))} ({kind}); this GPU is "
+                f"{self.name} was built for {', '.join(archs)} ({kind}); this GPU is "
                 f"sm_{have}. Rebuild with --target for this GPU, or emit PTX.")
+        if choice.how == "jit" and self.no_jit:
+            kernels = ", ".join(self.kernels) or "?"
+            raise JitRefused(
+                f"{self.name}: kernel(s) {kernels}: the no-JIT guarantee is on (TILEC_NO_JIT or no_jit=True), and the "
+                f"only image that runs on {describe_gpu(drv, device)} is the {choice.image} PTX, which the driver "
+                f"would JIT-compile; missing: a cubin for sm_{have} (build with tilec --target sm{have}, or add it to "
+                f"the fatbin's targets; built for {', '.join(archs)})")
+        return choice

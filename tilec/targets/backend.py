@@ -53,6 +53,9 @@ class ArtifactInfo:
     launcher_filter: Callable[[str, object], str] | None = None
     # The manifest's multi-launch kernels (tilec.artifacts.launch_entries), which a C launcher gets functions for.
     launches: tuple = ()
+    # The Unit whose PTX the artifact carries for GPUs newer than its binaries (Backend.forward_ptx_target): one of
+    # the targets' units, or the generic target's compiled for it alone; None for none.
+    forward_ptx: object = None
 
 
 @dataclass
@@ -167,6 +170,11 @@ class Backend:
             either = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
             article = "an" if either[0] in "aeiou" else "a"
             raise BuildRefused(f"several targets ({names}) need {article} {either} output ({ways})")
+
+    def forward_ptx_target(self, targets: list, kind: str, options) -> str | None:
+        """The target whose portable code (CUDA: PTX) an artifact of `kind` carries besides its binaries, so that a
+        newer GPU runs it through the driver's JIT; None for none."""
+        return None
 
     def toolchain_identity(self, targets: list, kind: str, options) -> str | None:
         """A cheap identity (paths, sizes, mtimes; no subprocess) of the toolchain that would build `kind`, for

@@ -45,6 +45,14 @@ class CudaBackend(SimtBackend):
             _add_no_tma_twins(module, lowered, pristine, rep, target, steps)
         return lowered
 
+    def forward_ptx_target(self, targets, kind, options):
+        """The generic path's PTX for fatbins, headers and objects: the oldest target that is not
+        architecture-specific (sm80, sm86, sm89: mma.sync, cp.async), else sm80, compiled for it alone."""
+        if kind not in self.multi_target_kinds or not options.forward_ptx:
+            return None
+        generic = [t for t in targets if not t.arch.endswith(("a", "f"))]
+        return min(generic, key=lambda t: _cc(t.arch)).name if generic else "sm80"
+
     def toolchain_identity(self, targets, kind, options):
         from ...cache import executable_fingerprint
 
@@ -118,18 +126,23 @@ class CudaBackend(SimtBackend):
         if kind in ("header", "object"):
             return self._build_launcher(units, kind, options, info)
         archs = [u.target.arch for u in units]
+        ptx = info.forward_ptx if kind == "fatbin" else None
+        with_ptx = units + ([ptx] if ptx is not None and ptx not in units else [])  # every code the fatbin holds
         if kind == "fatbin" and _device_toolchain(options, kind, len(units)) == "nvrtc":
-            built = _nvrtc_fatbin(units, info.stem, options)
+            built = _nvrtc_fatbin(units, info.stem, options, ptx)
         else:
-            source = _combined_source(units) if len(units) > 1 else units[0].source
-            built = _toolchain_build(source, info.stem, options, kind, archs)
+            source = _combined_source(with_ptx) if len(with_ptx) > 1 else units[0].source
+            built = _toolchain_build(source, info.stem, options, kind, archs,
+                                     [ptx.target.arch] if ptx is not None else [])
         extra = {"driver_api_version": _driver_api_version(built.toolchain)}
         resources, warnings = _resources(units, built.usage_by_arch)
         if resources:
             extra["resources"] = resources
-        if len(units) > 1 and _launches_differ(units):
+        if ptx is not None:
+            extra["ptx"] = _ptx_record(ptx)
+        if len(with_ptx) > 1 and _launches_differ(with_ptx):
             # one image per architecture in the fatbin; the runtime picks the entries of the one it loads
-            extra["arch_kernels"] = {u.target.arch: u.kernels for u in units}
+            extra["arch_kernels"] = {u.target.arch: u.kernels for u in with_ptx}
         report = _usage_table(units[0].kernels, built.resource_usage) if options.resource_usage else ""
         return Built(built.binary, built.toolchain, built.commands, extra, report, warnings)
 
@@ -142,13 +155,18 @@ class CudaBackend(SimtBackend):
         from ...version import __version__
         from .launcher import CUDA_API, Image, LauncherError, generate_header
 
-        builts = _per_target(units, lambda u: _toolchain_build(u.source, f"{info.stem}.{u.target.name}", options,
-                                                                "cubin", [u.target.arch]))
-        commands = [c for b in builts for c in b.commands]
+        ptx = info.forward_ptx
+        jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
+        builts = _per_target(jobs, lambda job: _toolchain_build(job[0].source, _job_stem(info.stem, *job), options,
+                                                                 job[1], [job[0].target.arch]))
+        ptx_built = builts.pop() if ptx is not None else None
+        commands = [c for b in builts + ([ptx_built] if ptx_built else []) for c in b.commands]
         toolchain = builts[0].toolchain
         if options.dryrun:
             return Built(b"", toolchain, commands + (["cc -c (the C launcher)"] if kind == "object" else []))
         images = [Image(u.target.name, u.target.arch, b.binary, u.kernels) for u, b in zip(units, builts, strict=True)]
+        if ptx_built is not None:  # NUL-terminated: cuModuleLoadData reads PTX as a C string
+            images.append(Image(ptx.target.name, _ptx_record(ptx)["arch"], ptx_built.binary + b"\0", ptx.kernels))
         api = _driver_api_version(toolchain)
         resources, warnings = {}, []
         for u, b in zip(units, builts, strict=True):
@@ -219,8 +237,9 @@ def _device_toolchain(options, kind: str, ntargets: int) -> str:
     return "nvrtc" if installed else "nvcc"
 
 
-def _per_target(units: list[Unit], build):
-    """build(unit) for each unit, in threads when there are several (nvcc runs as a process; NVRTC releases the GIL)."""
+def _per_target(units: list, build):
+    """build(unit) for each unit (or job), in threads when there are several (nvcc runs as a process; NVRTC releases
+    the GIL)."""
     if len(units) == 1:
         return [build(units[0])]
     from concurrent.futures import ThreadPoolExecutor
@@ -229,11 +248,12 @@ def _per_target(units: list[Unit], build):
         return list(pool.map(build, units))
 
 
-def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str]):
-    """nvcc (toolchain.py) or NVRTC in process (nvrtc.py), as _device_toolchain decides."""
+def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str], ptx_archs: list[str] = ()):
+    """nvcc (toolchain.py) or NVRTC in process (nvrtc.py), as _device_toolchain decides; `ptx_archs`: a fatbin's
+    PTX images (nvcc only: an NVRTC fatbin is packed by _nvrtc_fatbin)."""
     from .toolchain import BuildOptions
 
-    opts = BuildOptions(kind, archs, lineinfo=options.lineinfo, debug=options.device_debug,
+    opts = BuildOptions(kind, archs, ptx_archs=list(ptx_archs), lineinfo=options.lineinfo, debug=options.device_debug,
                         keep_dir=options.keep_dir, dryrun=options.dryrun, resource_usage=options.resource_usage,
                         opt_level=options.opt_level, ptxas_args=list(options.ptxas_args),
                         extra=list(options.toolchain_args), cache=options.cacheable)
@@ -246,24 +266,43 @@ def _toolchain_build(source: str, stem: str, options, kind: str, archs: list[str
     return build(source, stem, opts)
 
 
-def _nvrtc_fatbin(units: list[Unit], stem: str, options):
+def _nvrtc_fatbin(units: list[Unit], stem: str, options, ptx: Unit | None = None):
     """A fatbin without nvcc: each target's own source built to a cubin by NVRTC, the cubins packed by nvFatbin
-    (one image per architecture, as nvcc's -gencode list gives)."""
+    (one image per architecture, as nvcc's -gencode list gives), and `ptx`'s source built to PTX beside them."""
     from . import nvfatbin
     from .toolchain import BuildResult
 
-    builts = _per_target(units, lambda u: _toolchain_build(u.source, f"{stem}.{u.target.name}", options, "cubin",
-                                                            [u.target.arch]))
-    commands = [c for b in builts for c in b.commands] + [
-        "nvFatbin (in process): " + ", ".join(f"{stem}.{u.target.name}.cubin as {u.target.arch}" for u in units)]
+    jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
+    builts = _per_target(jobs, lambda job: _toolchain_build(job[0].source, _job_stem(stem, *job), options, job[1],
+                                                             [job[0].target.arch]))
+    ptx_built = builts.pop() if ptx is not None else None
+    packed = [f"{stem}.{u.target.name}.cubin as {u.target.arch}" for u in units]
+    if ptx is not None:
+        packed.append(f"{_job_stem(stem, ptx, 'ptx')}.ptx as {_ptx_record(ptx)['arch']}")
+    commands = [c for b in builts + ([ptx_built] if ptx_built else []) for c in b.commands] + [
+        "nvFatbin (in process): " + ", ".join(packed)]
     toolchain = f"{builts[0].toolchain} + {nvfatbin.version()}"
     if options.dryrun:
         return BuildResult(b"", commands, {}, toolchain)
-    data = nvfatbin.fatbin([(u.target.arch, b.binary) for u, b in zip(units, builts, strict=True)], stem)
+    data = nvfatbin.fatbin([(u.target.arch, b.binary) for u, b in zip(units, builts, strict=True)], stem,
+                           [(ptx.target.arch, ptx_built.binary)] if ptx is not None else [])
     usage = {k: v for b in builts for k, v in b.resource_usage.items()}
     by_arch = {u.target.arch: b.usage_by_arch.get(u.target.arch) or b.resource_usage
                for u, b in zip(units, builts, strict=True)}
     return BuildResult(data, commands, usage, toolchain, by_arch)
+
+
+def _job_stem(stem: str, unit: Unit, kind: str) -> str:
+    """The file stem of one toolchain job of a multi-target build: the target's name, and "generic" for the PTX of
+    the forward-compatible path (whose target may have a cubin job too: --keep writes both into one folder)."""
+    return f"{stem}.{unit.target.name}" + (".generic" if kind == "ptx" else "")
+
+
+def _ptx_record(ptx: Unit) -> dict:
+    """The manifest's "ptx": the PTX image's virtual architecture (compute_80) and the target it was generated for,
+    whose entries (arch_kernels' under its arch, when launches differ) launch it."""
+    return {"arch": "compute_" + ptx.target.arch.removeprefix("sm_"), "target": ptx.target.name,
+            "kernels_arch": ptx.target.arch}
 
 
 def _driver_api_version(toolchain: str) -> int:

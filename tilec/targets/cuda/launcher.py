@@ -49,7 +49,7 @@ from ...manifest import (
     tensor_map_specs,
 )
 
-LAUNCHER_ABI = 2  # bump when the shared helpers below change meaning (2: tilec_encode_tensor_map_)
+LAUNCHER_ABI = 3  # bump when the shared helpers below change meaning (2: tilec_encode_tensor_map_; 3: PTX images)
 
 _C_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t", "u16": "uint16_t",
             "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t", "f32": "float",
@@ -71,15 +71,15 @@ class LauncherError(Exception):
 @dataclass
 class Image:
     target: str  # tilec's target name: sm80, sm90
-    arch: str  # sm_80, sm_90a
-    data: bytes  # cubin (or fatbin) bytes
+    arch: str  # sm_80, sm_90a; compute_80 for PTX
+    data: bytes  # cubin (or fatbin) bytes; PTX text ending in a NUL
     kernels: list[dict]  # manifest kernel entries as built for this target
 
 
 def arch_cc(arch: str) -> tuple[int, bool]:
     """sm_90a -> (90, True): compute capability major*10+minor and whether the image is
-    architecture-specific (runs only on exactly that compute capability)."""
-    m = re.fullmatch(r"sm_(\d+)([af]?)", arch)
+    architecture-specific (runs only on exactly that compute capability). compute_80 (PTX) -> (80, False)."""
+    m = re.fullmatch(r"(?:sm|compute)_(\d+)([af]?)", arch)
     if not m:
         raise LauncherError(f"not a CUDA architecture: {arch}")
     return int(m.group(1)), bool(m.group(2))
@@ -175,26 +175,45 @@ static inline void tilec_unlock_(tilec_mutex_* m) { pthread_mutex_unlock(m); }
 #ifndef TILEC_MAX_CONTEXTS
 #define TILEC_MAX_CONTEXTS 64 /* contexts cached per header; more evict the oldest (its module stays loaded) */
 #endif
-/* One embedded device image. cc = major*10 + minor; exact != 0: runs only on that compute capability. */
+/* One embedded device image. cc = major*10 + minor; exact != 0: runs only on that compute capability;
+ * ptx != 0: PTX text, which the driver JIT-compiles for any GPU of compute capability cc or newer. */
 typedef struct tilec_image_ {
   const unsigned char* data;
   size_t size;
   int cc;
   int exact;
+  int ptx;
   const char* arch;
 } tilec_image_;
 """
     + FORMULA_HELPERS_C
-    + r"""/* The best image for compute capability cc (exact match first, else the newest compatible one), or -1. */
-static inline int tilec_pick_image_(const tilec_image_* images, int n, int cc) {
-  int best = -1, i;
+    + r"""/* How an image runs on a GPU, best first: built for exactly it (an architecture-specific image, or a cubin
+ * of its compute capability), a cubin of an earlier GPU of its major version, PTX the driver JIT-compiles. */
+enum { TILEC_RUNS_EXACT_ = 1, TILEC_RUNS_SAME_MAJOR_ = 2, TILEC_RUNS_JIT_ = 3, TILEC_RUNS_NOT_ = 4 };
+static inline int tilec_image_runs_(const tilec_image_* im, int cc) {
+  if (im->ptx) return cc >= im->cc ? TILEC_RUNS_JIT_ : TILEC_RUNS_NOT_;
+  if (cc == im->cc) return TILEC_RUNS_EXACT_;
+  return !im->exact && cc / 10 == im->cc / 10 && cc > im->cc ? TILEC_RUNS_SAME_MAJOR_ : TILEC_RUNS_NOT_;
+}
+/* TILEC_NO_JIT set (and not "0"): a launcher never hands the driver PTX to compile. */
+static inline int tilec_no_jit_(void) {
+  const char* v = getenv("TILEC_NO_JIT");
+  return v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+/* The best image for compute capability cc (how it runs in *how), or -1; with no_jit, never a PTX image. */
+static inline int tilec_pick_image_(const tilec_image_* images, int n, int cc, int no_jit, int* how) {
+  int best = -1, best_how = TILEC_RUNS_NOT_, i;
   for (i = 0; i < n; ++i) {
-    int fits = images[i].exact ? (cc == images[i].cc) : (cc / 10 == images[i].cc / 10 && cc >= images[i].cc);
-    if (!fits) continue;
-    if (best < 0 || (images[i].exact && !images[best].exact) ||
-        (images[i].exact == images[best].exact && images[i].cc > images[best].cc))
+    int h = tilec_image_runs_(&images[i], cc);
+    if (h == TILEC_RUNS_NOT_ || (h == TILEC_RUNS_JIT_ && no_jit)) continue;
+    if (best < 0 || h < best_how ||
+        (h == best_how && (images[i].exact > images[best].exact ||
+                           (images[i].exact == images[best].exact && images[i].cc > images[best].cc)))) {
       best = i;
+      best_how = h;
+    }
   }
+  if (how) *how = best_how;
   return best;
 }
 static inline CUresult tilec_device_cc_(CUdevice dev, int* cc) {
@@ -206,9 +225,9 @@ static inline CUresult tilec_device_cc_(CUdevice dev, int* cc) {
   return rc;
 }
 static inline CUresult tilec_check_device_(const char* header, const tilec_image_* images, int n,
-                                           const char* built_for, int min_driver, CUdevice dev,
+                                           const char* built_for, int min_driver, int ptx_driver, CUdevice dev,
                                            char* msg, size_t size) {
-  int cc = 0, driver = 0, pick;
+  int cc = 0, driver = 0, pick, how = 0;
   char name[128] = "?";
   CUresult rc = tilec_device_cc_(dev, &cc);
   if (rc != CUDA_SUCCESS) {
@@ -226,16 +245,35 @@ static inline CUresult tilec_check_device_(const char* header, const tilec_image
                driver / 1000, (driver % 1000) / 10);
     return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
   }
-  pick = tilec_pick_image_(images, n, cc);
+  pick = tilec_pick_image_(images, n, cc, tilec_no_jit_(), &how);
+  if (pick < 0 && tilec_pick_image_(images, n, cc, 0, NULL) >= 0) {
+    if (msg && size)
+      snprintf(msg, size, "%s: TILEC_NO_JIT is set, and the only image that runs on device %d (%s, sm_%d) is PTX, "
+               "which the driver would JIT-compile; missing: a cubin for sm_%d (built for %s; rebuild with tilec "
+               "--target sm%d)", header, (int)dev, name, cc, cc, built_for, cc);
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
   if (pick < 0) {
     if (msg && size)
       snprintf(msg, size, "%s: built for %s; device %d (%s) is sm_%d: rebuild with tilec --target sm%d",
                header, built_for, (int)dev, name, cc, cc);
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
   }
-  if (msg && size)
-    snprintf(msg, size, "%s: device %d (%s, sm_%d) runs the %s image (built for %s)", header, (int)dev, name, cc,
-             images[pick].arch, built_for);
+  if (images[pick].ptx && driver < ptx_driver) {
+    if (msg && size)
+      snprintf(msg, size, "%s: the only image that runs on device %d (%s, sm_%d) is the %s PTX, built with CUDA %d.%d, "
+               "which the driver can JIT-compile only if it supports CUDA %d.%d or newer; this driver supports CUDA "
+               "%d.%d", header, (int)dev, name, cc, images[pick].arch, ptx_driver / 1000, (ptx_driver % 1000) / 10,
+               ptx_driver / 1000, (ptx_driver % 1000) / 10, driver / 1000, (driver % 1000) / 10);
+    return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+  }
+  if (msg && size) {
+    const char* why = how == TILEC_RUNS_EXACT_ ? "built for exactly this GPU"
+                      : how == TILEC_RUNS_SAME_MAJOR_ ? "a cubin runs on later GPUs of its major version"
+                      : "no cubin runs on this GPU, so the driver JIT-compiles the PTX on the first launch";
+    snprintf(msg, size, "%s: device %d (%s, sm_%d) runs the %s image (built for %s): %s", header, (int)dev, name,
+             cc, images[pick].arch, built_for, why);
+  }
   return CUDA_SUCCESS;
 }
 #if CUDA_VERSION >= 12000
@@ -309,8 +347,9 @@ static inline CUresult @P@load(@P@slot* s) {
   if (driver < @MIN_DRIVER@) return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
   rc = tilec_device_cc_(dev, &cc);
   if (rc != CUDA_SUCCESS) return rc;
-  pick = tilec_pick_image_(@P@images, @NIMAGES@, cc);
+  pick = tilec_pick_image_(@P@images, @NIMAGES@, cc, tilec_no_jit_(), NULL);
   if (pick < 0) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  if (@P@images[pick].ptx && driver < @PTX_DRIVER@) return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
   rc = cuModuleLoadData(&s->module, @P@images[pick].data);
   if (rc != CUDA_SUCCESS) return rc;
   for (k = 0; k < @NKERNELS@; ++k) {
@@ -757,13 +796,14 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
             " * cuInit. */\n"
             f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size) {{\n"
             f"  return tilec_check_device_({_c_string(header_name)}, {p}images, {len(images)}, {_c_string(built_for)}, "
-            f"{min_driver},\n"
+            f"{min_driver}, {driver_api_version},\n"
             "                             dev, message, message_size);\n}\n")
         protos.append(f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size);")
 
     image_arrays = "\n".join(embed(f"{p}image{i}", im.data) for i, im in enumerate(images))
     image_table = ",\n".join(f'  {{{p}image{i}, sizeof {p}image{i}, {arch_cc(im.arch)[0]}, '
-                             f'{int(arch_cc(im.arch)[1])}, "{im.arch}"}}' for i, im in enumerate(images))
+                             f'{int(arch_cc(im.arch)[1])}, {int(im.arch.startswith("compute_"))}, "{im.arch}"}}'
+                             for i, im in enumerate(images))
     by_name = [{e["name"]: e for e in im.kernels} for im in images]
     shared = ", ".join("{" + ", ".join(f"{es[n]['shared_bytes'] if n in es else 0}u" for n in table) + "}"
                        for es in by_name)
@@ -772,7 +812,8 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
               .replace("@NIMAGES@", str(len(images))).replace("@NKERNELS@", str(len(table)))
               .replace("@KERNEL_NAMES@", ", ".join(_c_string(n) for n in table))
               .replace("@SHARED_TABLE@", shared).replace("@HAS_TABLE@", has)
-              .replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p))
+              .replace("@MIN_DRIVER@", str(min_driver)).replace("@P@", p)
+              .replace("@PTX_DRIVER@", str(driver_api_version)))
     if launches:
         module = ("\n#if CUDA_VERSION < 11020\n#error \"this tilec header allocates the workspace of a multi-launch "
                   "kernel with cuMemAllocAsync: it needs cuda.h from CUDA 11.2 or newer\"\n#endif" + module)
@@ -781,7 +822,9 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
                   "cuda.h from CUDA 12 or newer\"\n#endif" + module)
     banner = [
         f"/* {_comment(header_name)}: generated by tilec {tilec_version} from {_comment(source_name)} -- do not edit.",
-        f" * Built for {built_for} with {toolchain}; needs a CUDA {min_driver // 1000}.x driver or newer.",
+        f" * Built for {built_for} with {toolchain}; needs a CUDA {min_driver // 1000}.x driver or newer"
+        + (f" (its PTX: CUDA {driver_api_version // 1000}.{driver_api_version % 1000 // 10} or newer)."
+           if any(im.arch.startswith("compute_") for im in images) else "."),
         f" * Source hash {source_hash}.",
         " *",
         " * C11 / C++11, CUDA driver API only: #include this file, link with -lcuda (and -lpthread). Functions:",
@@ -799,6 +842,7 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
            "#include <stddef.h>",
            "#include <stdint.h>",
            "#include <stdio.h>",
+           "#include <stdlib.h>",
            "#include <string.h>",
            "#if !defined(__cplusplus)",
            "#include <stdbool.h>",

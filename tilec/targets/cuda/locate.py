@@ -27,9 +27,15 @@ def wheel_files(pattern: str) -> list[Path]:
 
 
 def nvrtc_lib() -> Path | None:
-    """libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None."""
+    """libnvrtc from the pip wheel nvidia-cuda-nvrtc, or None. TILEC_NVRTC chooses another: a CUDA major version
+    ("12": the wheel nvidia-cuda-nvrtc-cu12's libnvrtc.so.12, for artifacts that load on CUDA 12 drivers) or the path
+    of a libnvrtc."""
+    chosen = os.environ.get("TILEC_NVRTC", "")
+    if chosen and not chosen.isdigit():
+        return Path(chosen) if Path(chosen).is_file() else None
     for cand in wheel_files("*/lib/libnvrtc.so*"):
-        if ".alt." not in cand.name and "builtins" not in cand.name:
+        if ".alt." not in cand.name and "builtins" not in cand.name and (
+                not chosen or cand.name.endswith(f".so.{chosen}")):
             return cand
     return None
 

@@ -46,8 +46,9 @@ def _check(lib, rc: int, what: str) -> None:
         raise CompileError([Diagnostic("error", f"nvFatbin: {what} failed: {text} (this is a tilec bug)")])
 
 
-def fatbin(images: list[tuple[str, bytes]], stem: str) -> bytes:
-    """One fatbin holding each (arch, cubin): arch as tilec's targets name it (sm_80, sm_90a)."""
+def fatbin(images: list[tuple[str, bytes]], stem: str, ptx: list[tuple[str, bytes]] = ()) -> bytes:
+    """One fatbin holding each (arch, cubin): arch as tilec's targets name it (sm_80, sm_90a); and each (arch, PTX
+    text) of `ptx` as that virtual architecture's PTX (sm_80 -> compute_80)."""
     lib = load()
     handle = ctypes.c_void_p()
     _check(lib, lib.nvFatbinCreate(ctypes.byref(handle), None, ctypes.c_size_t(0)), "nvFatbinCreate")
@@ -56,6 +57,12 @@ def fatbin(images: list[tuple[str, bytes]], stem: str) -> bytes:
             number = arch.removeprefix("sm_").encode()  # nvFatbin takes the XX of sm_XX (90a)
             _check(lib, lib.nvFatbinAddCubin(handle, cubin, ctypes.c_size_t(len(cubin)), number,
                                              f"{stem}.{arch}".encode()), f"adding the {arch} cubin")
+        for arch, text in ptx:
+            number = arch.removeprefix("sm_").encode()
+            code = text.rstrip(b"\0") + b"\0"  # nvFatbin reads the PTX as a C string
+            _check(lib, lib.nvFatbinAddPTX(handle, code, ctypes.c_size_t(len(code)), number,
+                                           f"{stem}.compute_{number.decode()}".encode(), None),
+                   f"adding the compute_{number.decode()} PTX")
         size = ctypes.c_size_t()
         _check(lib, lib.nvFatbinSize(handle, ctypes.byref(size)), "nvFatbinSize")
         buf = ctypes.create_string_buffer(size.value)

@@ -29,7 +29,7 @@ from ...diagnostics import CompileError, Diagnostic
 from .locate import cuda_include_dir, nvrtc_lib, ptxas_path
 from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, ptxas_args, toolchain_diagnostics
 
-_lib = None
+_libs: dict = {}  # path -> the loaded library
 _lock = threading.Lock()  # builds of several targets run in threads (ctypes releases the GIL in NVRTC)
 
 
@@ -45,17 +45,18 @@ PTXAS_THREADS = 2
 
 
 def load():
-    global _lib
+    """The NVRTC library find_lib names now (TILEC_NVRTC may name another CUDA version's: each is loaded once)."""
     with _lock:
-        if _lib is None:
-            path = find_lib()
-            if path is None:
-                raise CompileError([Diagnostic("error", "NVRTC not found: pip install 'nvidia-cuda-nvrtc==13.0.*'")])
+        path = find_lib()
+        if path is None:
+            raise CompileError([Diagnostic("error", "NVRTC not found: pip install 'nvidia-cuda-nvrtc==13.0.*'")])
+        lib = _libs.get(path)
+        if lib is None:
             for b in sorted(path.parent.glob("libnvrtc-builtins.so*")):
                 if ".alt." not in b.name:
                     ctypes.CDLL(str(b), mode=ctypes.RTLD_GLOBAL)
-            _lib = ctypes.CDLL(str(path))
-    return _lib
+            lib = _libs[path] = ctypes.CDLL(str(path))
+    return lib
 
 
 def version() -> str:

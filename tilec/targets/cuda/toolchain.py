@@ -22,6 +22,7 @@ from .locate import cuda_include_dir, driver_include_dir, wheel_files  # noqa: F
 class BuildOptions:
     kind: str  # cubin | ptx | fatbin
     archs: list[str]  # sm_80, sm_90a, ...
+    ptx_archs: list[str] = field(default_factory=list)  # a fatbin's PTX images too: sm_80 -> compute_80 PTX
     lineinfo: bool = False
     debug: bool = False
     keep_dir: str | None = None
@@ -80,6 +81,9 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         cmd = [nvcc, f"-{opts.kind}", "-o", str(out), str(cu), "-std=c++17", "-diag-suppress=177,20044"]
         for arch in opts.archs:
             cmd += _gencode(arch, opts.kind)
+        for arch in opts.ptx_archs:
+            cc = arch.removeprefix("sm_")
+            cmd.append(f"-gencode=arch=compute_{cc},code=compute_{cc}")
         if opts.lineinfo:
             cmd.append("-lineinfo")
         if opts.debug:
