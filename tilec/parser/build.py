@@ -40,6 +40,7 @@ from .build_common import (
     unsupported_builtin,
 )
 from .build_expr import ExprBuilder
+from .build_jumps import loop_jumps, not_broken, without_jumps
 from .build_tileops import TileOpBuilder
 from .build_views import VIEW_FUNCS, ViewBuilder
 from .parse import parse
@@ -515,8 +516,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             else_body = self.nested(s.orelse, scope)
             return self.emit(T.If(s.span, cond, then_body, else_body))
         if isinstance(s, A.WhileStmt):
-            cond = self.bool_expr(s.cond, scope)
-            return self.emit(T.While(s.span, cond, self.nested(s.body, scope)))
+            return self.while_stmt(s, scope)
+        if isinstance(s, A.BreakStmt | A.ContinueStmt):
+            word = "break" if isinstance(s, A.BreakStmt) else "continue"
+            raise self.fail(f"`{word}` outside a loop", s.span)
         if isinstance(s, A.WithStmt):
             raise self.fail("`with Kernel(...)` may only be the body of a kernel", s.span)
         if isinstance(s, A.ReturnStmt):
@@ -525,6 +528,8 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
 
     def assign(self, s: A.AssignStmt, scope: _Scope) -> None:
         target = s.target
+        if isinstance(target, A.TupleExpr):
+            return self.tuple_assign(s, scope)
         if isinstance(target, A.Name):
             name = target.id
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in ALLOC_FUNCS:
@@ -577,6 +582,24 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 value = self.binary(s.op, T.Load(buf.dtype, target.span, buf, indices), value, s.span)
             return self.emit(T.Store(s.span, buf, indices, self.cast(value, buf.dtype)))
         raise self.fail("cannot assign to this expression", target.span)
+
+    def tuple_assign(self, s: A.AssignStmt, scope: _Scope) -> None:
+        """`a, b = x, y`: every value is computed (into a temporary) before any target is assigned, so
+        `a, b = b, a` swaps."""
+        assert isinstance(s.target, A.TupleExpr) and isinstance(s.value, A.TupleExpr)
+        targets, values = s.target.items, s.value.items
+        if len(targets) != len(values):
+            raise self.fail(f"{len(targets)} targets are assigned {len(values)} values", s.span)
+        names = []
+        for v in values:
+            value = self.expr(v, scope)
+            temp = T.Var(value.dtype, v.span, self.unique("tuple_value"), "local")
+            self.parallel_depth[id(temp)] = self.in_parallel
+            self.emit(T.Assign(v.span, temp, value))
+            names.append(f"tuple·{temp.name}")  # not a name a source can spell
+            scope.bind(names[-1], temp)
+        for t, v, name in zip(targets, values, names, strict=True):
+            self.assign(A.AssignStmt(t.span, t, A.Name(v.span, name)), scope)
 
     def check_parallel_update(self, bound, name: str, span: Span) -> None:
         """Iterations of a Parallel loop run at once: one may not update a value they all share."""
@@ -698,6 +721,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 span_ = self.binary("-", args[1], begin, it.span)
                 extents = [fold(self.call_ceildiv(span_, step, it.span) if step is not None else span_)]
         inner = _Scope(scope)
+        broke, skipped = self.jump_flags(s.body, kind, inner, s.span)
+        body_ast = without_jumps(s.body, broke, skipped)
+        if broke is not None:  # the iterations after a break do nothing
+            body_ast = [A.IfStmt(s.span, not_broken(s.span, broke), body_ast, [])]
         vars_ = []
         for name, span in s.targets:
             v = T.Var(D.I32, span, self.unique(name), "loop")
@@ -708,13 +735,61 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         if kind == "parallel":
             self.in_parallel += 1
         try:
-            self.stmts(s.body, inner)
+            self.clear_continue_flag(skipped, inner, s.span)
+            self.stmts(body_ast, inner)
             body = self.block
         finally:
             self.block, self.at_kernel_top = saved
             if kind == "parallel":
                 self.in_parallel -= 1
         self.emit(T.For(s.span, kind, vars_, extents, body, begin, step, num_stages))
+
+    def jump_flags(self, body: list[A.Node], loop: str, scope: _Scope, span: Span) -> tuple[str | None, str | None]:
+        """For a loop body with break/continue (build_jumps.py): declare its break flag here (cleared once,
+        before the loop) and return the scope names of the break and continue flags, or None."""
+        jumps = loop_jumps(body)
+        if not jumps:
+            return None, None
+        for j in jumps:
+            word = "break" if isinstance(j, A.BreakStmt) else "continue"
+            if loop == "pipelined":
+                raise self.fail(f"`{word}` in a Pipelined loop: its iterations are overlapped by the pipeline; use "
+                                "T.serial (or num_stages=0) for a loop that can be left early", j.span)
+            if loop == "parallel" and word == "break":
+                raise self.fail("`break` in a Parallel loop: its iterations run at once, so none can end the "
+                                "others; guard the remaining iterations' work with an `if`", j.span)
+        broke = skipped = None
+        if any(isinstance(j, A.BreakStmt) for j in jumps):
+            broke = f"break·{len(self.names_in_kernel)}"  # not a name a source can spell
+            var = T.Var(D.BOOL, span, self.unique("loop_left"), "local")
+            self.parallel_depth[id(var)] = self.in_parallel
+            scope.bind(broke, var)
+            self.emit(T.Assign(span, var, T.Const(D.BOOL, span, False)))
+        if any(isinstance(j, A.ContinueStmt) for j in jumps):
+            skipped = f"continue·{len(self.names_in_kernel)}"
+        return broke, skipped
+
+    def clear_continue_flag(self, skipped: str | None, scope: _Scope, span: Span) -> None:
+        """At the start of each iteration: the continue flag, made inside the loop so each iteration owns it."""
+        if skipped is not None:
+            var = T.Var(D.BOOL, span, self.unique("iteration_skipped"), "local")
+            self.parallel_depth[id(var)] = self.in_parallel
+            scope.bind(skipped, var)
+            self.emit(T.Assign(span, var, T.Const(D.BOOL, span, False)))
+
+    def while_stmt(self, s: A.WhileStmt, scope: _Scope) -> None:
+        broke, skipped = self.jump_flags(s.body, "while", scope, s.span)
+        cond = self.bool_expr(s.cond if broke is None else not_broken(s.cond.span, broke, s.cond), scope)
+        saved, saved_top = self.block, self.at_kernel_top
+        self.block, self.at_kernel_top = [], False
+        inner = _Scope(scope)
+        try:
+            self.clear_continue_flag(skipped, inner, s.span)
+            self.stmts(without_jumps(s.body, broke, skipped), inner)
+            body = self.block
+        finally:
+            self.block, self.at_kernel_top = saved, saved_top
+        self.emit(T.While(s.span, cond, body))
 
     def thread_binding_loop(self, s: A.ForStmt, it: A.CallExpr, scope: _Scope) -> None:
         """TileLang's `for tx in T.thread_binding(0, threads, thread="threadIdx.x"):` is no loop: every thread runs
@@ -851,8 +926,10 @@ def _assignment_counts(body: list[A.Node]) -> dict[str, int]:
     stack = list(body)
     while stack:
         s = stack.pop()
-        if isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name):
-            counts[s.target.id] = counts.get(s.target.id, 0) + 1
+        if isinstance(s, A.AssignStmt):
+            for t in s.target.items if isinstance(s.target, A.TupleExpr) else [s.target]:
+                if isinstance(t, A.Name):
+                    counts[t.id] = counts.get(t.id, 0) + 1
         elif isinstance(s, A.ForStmt | A.WhileStmt | A.WithStmt):
             stack.extend(s.body)
         elif isinstance(s, A.IfStmt):
