@@ -164,3 +164,172 @@ kernel k(A: f32[N], B: out f32[N]):
     np.testing.assert_allclose(b, 2 - a + 6 * (a + 2), rtol=1e-6, atol=1e-6)
     builds_everywhere(tmp_path, text)
     assert "2 targets are assigned 3 values" in error_of(tmp_path, text.replace("a, b = b, a", "a, b = b, a, a"))
+
+
+def test_list_consts_and_allocations_chosen_by_a_const(tmp_path):
+    text = """
+const trans = True
+const sizes = [16, 32, 64]
+const blk = sizes[2]
+const tile_shape = [2, blk // 2] if trans else [blk // 2, 2]
+const row = [0, 1][1 if trans else 0]
+kernel k(A: f32[M, 32], B: out f32[M, 32]):
+    with T.Kernel(ceildiv(M, 2), threads=64) as bx:
+        if trans:
+            S = T.alloc_shared(tile_shape, f32)
+        else:
+            S = T.alloc_shared((blk,), f32)
+        T.copy(A[bx * 2, 0], S)
+        for i, j in T.Parallel(2, blk // 2):
+            if bx * 2 + i < M:
+                B[bx * 2 + i, j] = S[i, j] * 2.0 + row
+"""
+    k = kernel_of(tmp_path, text)
+    assert [b.const_shape for b in _allocs(k)] == [(2, 32)]
+    a = RNG.standard_normal((37, 32)).astype(np.float32)
+    b = np.zeros_like(a)
+    run_kernel(k, {"A": a, "B": b})
+    np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+    builds_everywhere(tmp_path, text, GPU_TARGETS)
+    assert "index 3 is out of range for a list const of 3 values" in error_of(
+        tmp_path, text.replace("sizes[2]", "sizes[3]"))
+    assert "'sizes' is a list const, not a number" in error_of(tmp_path, text.replace("sizes[2]", "sizes"))
+
+
+def _allocs(k):
+    from tilec.ir import tile as T
+    from tilec.ir.visit import walk_stmts
+
+    return [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
+
+
+def test_schedule_statements_and_layout_spellings(tmp_path):
+    text = """
+kernel k(A: f32[N], B: out f32[N]):
+    with T.Kernel(ceildiv(N, 128), threads=128) as bx:
+        T.disable_warp_group_reg_alloc()
+        S = T.alloc_shared((128,), f32)
+        acc = T.alloc_fragment((2,), f32)
+        T.annotate_layout({S: tilelang.layout.make_swizzled_layout(S)})
+        T.fill(acc[0], 1.5)
+        T.fill(acc[1], 2.5)
+        T.fill(S, 0.25)
+        T.fill(S[3], 3.0)
+        T.sync_threads()
+        tx = T.get_thread_binding(0)
+        S[tx] = S[tx] + A[T.min(bx * 128 + tx, N - 1)]
+        T.sync_threads()
+        if bx * 128 + tx < N:
+            B[bx * 128 + tx] = S[127 - tx]
+"""
+    k = kernel_of(tmp_path, text)
+    assert k.attrs["warp_group_reg_alloc"] is False
+    a = RNG.standard_normal(256).astype(np.float32)
+    b = np.zeros_like(a)
+    run_kernel(k, {"A": a, "B": b})
+    s = a.reshape(2, 128) + 0.25
+    s[:, 3] += 2.75
+    np.testing.assert_allclose(b, s[:, ::-1].reshape(-1), rtol=1e-6)
+    builds_everywhere(tmp_path, text, GPU_TARGETS)
+    msg = error_of(tmp_path, text.replace("T.sync_threads()\n        tx", "for i in T.Parallel(4):\n"
+                                          "            T.sync_threads()\n        tx"))
+    assert "T.sync_threads() is a statement of the whole block; it cannot be inside a Parallel loop" in msg
+
+
+def test_disable_warp_group_reg_alloc_keeps_sm90_registers_as_launched(tmp_path):
+    gemm = """
+kernel gemm(A: f16[M, K], B: f16[K, N], C: out f16[M, N]):
+    with T.Kernel(ceildiv(N, 128), ceildiv(M, 128), threads=256) as (bx, by):
+        A_s = T.alloc_shared((128, 64), f16)
+        B_s = T.alloc_shared((64, 128), f16)
+        acc = T.alloc_fragment((128, 128), f32)
+        T.clear(acc)
+        for k in T.Pipelined(ceildiv(K, 64), num_stages=3):
+            T.copy(A[by * 128, k * 64], A_s)
+            T.copy(B[k * 64, bx * 128], B_s)
+            T.gemm(A_s, B_s, acc)
+        T.copy(acc, C[by * 128, bx * 128])
+"""
+    assert "tl::setmaxnreg_inc<" in compiled(tmp_path, gemm, target="sm90").source
+    hinted = gemm.replace("        A_s = ", "        T.disable_warp_group_reg_alloc()\n        A_s = ", 1)
+    assert "tl::setmaxnreg_inc<" not in compiled(tmp_path, hinted, target="sm90").source
+
+
+def test_layout_of_a_tensor_is_refused_with_the_alternative(tmp_path):
+    msg = error_of(tmp_path, """
+kernel k(dQ: out f32[N, 64]):
+    with T.Kernel(1, threads=64) as bx:
+        T.annotate_layout({dQ: T.Layout(dQ.shape, lambda l, d: [d, l])})
+        T.clear(dQ[0:64, :])
+""")
+    assert "'dQ' is a tensor: its layout is its caller's" in msg and "drop the annotation" in msg
+
+
+def test_slice_extents_constant_through_locals(tmp_path):
+    text = """
+const block_N = 64
+kernel k(A: f32[N, 64], B: out f32[N, 64]):
+    with T.Kernel(ceildiv(N, block_N), threads=128) as bx:
+        S = T.alloc_shared((block_N, 64), f32)
+        lo = bx * block_N
+        ext = block_N
+        half = ext // 2
+        T.copy(A[lo:lo + ext, :], S)
+        T.copy(S[0:half, :], B[lo:lo + half, :])
+        T.copy(S[half:ext, :], B[lo + half:lo + ext, :])
+"""
+    k = kernel_of(tmp_path, text)
+    a = RNG.standard_normal((150, 64)).astype(np.float32)
+    b = np.zeros_like(a)
+    run_kernel(k, {"A": a, "B": b})
+    np.testing.assert_array_equal(b, a)
+    builds_everywhere(tmp_path, text, GPU_TARGETS)  # (AscendC copies a part of a tile: issue #30's Ascend part)
+
+
+CLIPPED_COPY = """
+const block_N = 32
+const num_split = 2
+kernel k(A: f16[N, 64], B: out f32[num_split, block_N, 64]):
+    with T.Kernel(num_split, threads=128) as bx:
+        S = T.alloc_shared((block_N, 64), f16)
+        F = T.alloc_fragment((block_N, 64), f32)
+        valid_block_N = T.min(block_N, N // num_split)
+        T.clear(F)
+        T.fill(S, 0)
+        for k in T.Pipelined(T.ceildiv(N // num_split, block_N), num_stages=2):
+            T.copy(A[(N // num_split) * bx + k * valid_block_N:(N // num_split) * bx + (k + 1) * valid_block_N, :], S)
+            for i, j in T.Parallel(block_N, 64):
+                F[i, j] += S[i, j]
+        T.copy(F, B[bx, 0, 0])
+"""
+
+
+def _clipped_reference(a, block_n=32, splits=2):
+    n = a.shape[0]
+    per = n // splits
+    valid = min(block_n, per)
+    out = np.zeros((splits, block_n, 64), np.float32)
+    for bx in range(splits):
+        s = np.zeros((block_n, 64), np.float32)
+        for k in range(-(-per // block_n)):
+            first = per * bx + k * valid
+            rows = a[first:first + valid].astype(np.float32)
+            s[:len(rows)] = rows
+            out[bx] += s
+    return out
+
+
+@pytest.mark.parametrize("n", [20, 100, 131])
+def test_copy_from_a_region_with_a_runtime_extent_fills_its_rows(tmp_path, n):
+    k = kernel_of(tmp_path, CLIPPED_COPY)
+    a = RNG.standard_normal((n, 64)).astype(np.float16)
+    b = np.zeros((2, 32, 64), np.float32)
+    run_kernel(k, {"A": a, "B": b})
+    np.testing.assert_allclose(b, _clipped_reference(a), rtol=1e-3, atol=1e-3)
+
+
+def test_copy_with_a_runtime_extent_builds_everywhere(tmp_path):
+    builds_everywhere(tmp_path, CLIPPED_COPY)
+    msg = error_of(tmp_path, CLIPPED_COPY.replace("T.copy(F, B[bx, 0, 0])", "T.copy(S[0:valid_block_N, :], "
+                                                  "B[bx, :, :])"))
+    assert "a copy with a run-time extent fills a tile" in msg

@@ -150,6 +150,13 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             dt = self.dtype_of_name(node.id, scope)
             if dt is not None:
                 return dt
+        if isinstance(node, A.ListExpr | A.TupleExpr):  # const sizes = [64, 128]: a list const
+            return tuple(self.const_value(item, scope) for item in node.items)
+        if isinstance(node, A.IfExpr) and isinstance(node.then, A.ListExpr | A.TupleExpr):  # [a, b] if c else [b, a]
+            taken = node.then if self.const_bool(node.cond, scope, "a const's condition") else node.orelse
+            return self.const_value(taken, scope)
+        if isinstance(node, A.Subscript) and isinstance(node.value, A.ListExpr | A.TupleExpr):  # [32, 64][i]
+            return self.const_item(self.const_value(node.value, scope), node, scope)
         e = fold(self.expr(node, scope))
         if not isinstance(e, T.Const):
             raise self.fail("a const must be a compile-time value", node.span)
@@ -512,6 +519,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             return self.for_stmt(s, scope)
         if isinstance(s, A.IfStmt):
             cond = self.bool_expr(s.cond, scope)
+            decided = fold(cond)
+            if isinstance(decided, T.Const) and _allocates(s.body + s.orelse):
+                # decided at compile time (TileLang's Python `if` on a config value): the taken branch's buffers
+                # are the kernel's, visible after the `if`
+                return self.stmts(s.body if decided.value else s.orelse, scope)
             then_body = self.nested(s.body, scope)
             else_body = self.nested(s.orelse, scope)
             return self.emit(T.If(s.span, cond, then_body, else_body))
@@ -560,9 +572,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if value.dtype.is_bool and isinstance(value, T.Const):
                 pass
             var = T.Var(value.dtype, target.span, self.unique(name), "local")
-            if (isinstance(value, T.Const) and value.dtype.is_int and self.assign_counts.get(name) == 1
+            known = self.fold_locals(value)  # (`half = ext // 2` of a local `ext = 64` is 32)
+            if (isinstance(known, T.Const) and known.dtype.is_int and self.assign_counts.get(name) == 1
                     and not self.inline_depth):
-                self.const_locals[id(var)] = value  # assigned once: a compile-time value where one is needed
+                self.const_locals[id(var)] = known  # assigned once: a compile-time value where one is needed
             sized = rewrite_expr(value, lambda x: self.size_locals.get(id(x)))
             if self.assign_counts.get(name) == 1 and not self.inline_depth and value.dtype.is_int and all(
                     isinstance(x, T.Const | T.Binary | T.Call | T.Cast) or (isinstance(x, T.Var) and x.kind == "size")
@@ -650,11 +663,25 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 return
             if fname in TILE_OPS and bound is None:
                 return self.tile_op(fname, v, scope)
+            if fname in ("sync_threads", "disable_warp_group_reg_alloc") and bound is None:
+                return self.schedule_statement(fname, v)
             if fname is not None and bound is None and fname not in BUILTINS:
                 raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", v.func.span)
         if isinstance(v, A.String):
             return  # a docstring
         raise self.fail("expression statement has no effect", s.span)
+
+    def schedule_statement(self, fname: str, call: A.CallExpr) -> None:
+        """TileLang statements about the schedule, which tilec decides: `T.sync_threads()` (tilec puts a barrier
+        wherever one thread's shared-memory writes meet another's reads, so an explicit one adds nothing) and
+        `T.disable_warp_group_reg_alloc()` (on sm90 the kernel keeps its registers as launched: no setmaxnreg)."""
+        if call.args or call.kwargs:
+            raise self.fail(f"T.{fname}() takes no arguments", call.span)
+        if self.in_parallel:
+            raise self.fail(f"T.{fname}() is a statement of the whole block; it cannot be inside a Parallel loop",
+                            call.span)
+        if fname == "disable_warp_group_reg_alloc":
+            self.kernel_attrs["warp_group_reg_alloc"] = False
 
     def for_stmt(self, s: A.ForStmt, scope: _Scope) -> None:
         it = s.iter
@@ -918,6 +945,12 @@ def _tidy(e: T.Expr) -> T.Expr:
     if isinstance(e, T.Call):
         return fold(dataclasses.replace(e, args=[_tidy(a) for a in e.args]))
     return e
+
+
+def _allocates(body: list[A.Node]) -> bool:
+    """Whether a block (its nested ifs included) allocates a buffer."""
+    return any(isinstance(s, A.AssignStmt) and _callee(s.value) in ALLOC_FUNCS
+               or isinstance(s, A.IfStmt) and _allocates(s.body + s.orelse) for s in body)
 
 
 def _assignment_counts(body: list[A.Node]) -> dict[str, int]:

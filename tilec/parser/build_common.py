@@ -34,7 +34,7 @@ TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_sw
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
     "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
-    "get_thread_binding", "thread_binding",
+    "get_thread_binding", "thread_binding", "sync_threads", "disable_warp_group_reg_alloc",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -73,7 +73,6 @@ TILELANG_UNSUPPORTED = {
     "Fragment": "tilec infers the register layout of every fragment; drop the annotation",
     "symbolic": "any tensor dimension that is not a const is already a runtime size",
     "alloc_barrier": "tilec places barriers and mbarriers itself",
-    "sync_threads": "tilec places barriers itself",
 }
 
 

@@ -71,6 +71,15 @@ class ExprBuilder:
             raise self.fail(f"{what} must be a compile-time integer", node.span)
         return int(e.value)
 
+    def const_item(self, values: tuple, node: A.Subscript, scope: _Scope):
+        """`sizes[i]` of a list const, i a compile-time integer."""
+        if len(node.items) != 1 or isinstance(node.items[0], A.Slice):
+            raise self.fail("index a list const with one integer: sizes[0]", node.span)
+        i = self.const_int(node.items[0], scope, "a list const's index")
+        if not -len(values) <= i < len(values):
+            raise self.fail(f"index {i} is out of range for a list const of {len(values)} values", node.span)
+        return values[i]
+
     def const_bool(self, node: A.Node, scope: _Scope, what: str) -> bool:
         e = fold(self.expr(node, scope))
         if not isinstance(e, T.Const):
@@ -159,6 +168,8 @@ class ExprBuilder:
                 bound = scope.lookup(node.value.id)
                 if isinstance(bound, tuple) and bound[0] == "region":
                     raise self.fail("a region is not a scalar", node.span)
+                if isinstance(bound, tuple) and bound[0] == "const" and isinstance(bound[1], tuple):
+                    return self.literal(self.const_item(bound[1], node, scope), node.span)
             buf = self.buffer_ref(node.value, scope)
             idx = self.element_indices(buf, node, scope)
             return T.Load(buf.dtype, node.span, buf, idx)
@@ -197,6 +208,9 @@ class ExprBuilder:
         if isinstance(node, A.IfExpr):  # [a, b] if const else [b, a]
             taken = node.then if self.const_bool(node.cond, scope, "the condition choosing a shape") else node.orelse
             return self.shape_arg(taken, scope)
+        bound = scope.lookup(node.id) if isinstance(node, A.Name) else None
+        if isinstance(bound, tuple) and bound[0] == "const" and isinstance(bound[1], tuple):  # const shape = [a, b]
+            return [self.literal(v, node.span) for v in bound[1]]
         dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
         if not dims:
             raise self.fail("a buffer needs at least one dimension", node.span)
@@ -218,6 +232,9 @@ class ExprBuilder:
                 raise self.fail(f"'{node.id}' is a dtype, not a value", node.span)
             if isinstance(value, str):
                 raise self.fail(f"'{node.id}' is a string const, not a number", node.span)
+            if isinstance(value, tuple):
+                raise self.fail(f"'{node.id}' is a list const, not a number; index it ({node.id}[0]) or pass it "
+                                "as a shape", node.span)
             return self.literal(value, node.span)
         if isinstance(bound, T.Var):
             return bound

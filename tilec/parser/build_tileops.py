@@ -46,6 +46,8 @@ class TileOpBuilder:
         if fname == "copy":
             args, _ = self.call_args(call, ["src", "dst", "coalesced_width", "disable_tma"])
             self.require(args, ["src", "dst"], call)
+            if self.has_runtime_slice(args["src"], scope):
+                return self.clipped_copy(args["src"], args["dst"], scope, span)
             src, dst = self.region_pair(args["src"], args["dst"], scope)
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
                 raise self.fail("cannot copy into {}; {}".format(*read_only(dst.buffer)),
@@ -103,7 +105,7 @@ class TileOpBuilder:
             names = ["buffer", "value"] if fname == "fill" else ["buffer"]
             args, _ = self.call_args(call, names)
             self.require(args, names, call)
-            dst = self.region(args["buffer"], scope)
+            dst = self.region(args["buffer"], scope, unit_corner=True)  # fill(buf[0], v): that one element
             self.require_full_extents(dst, args["buffer"])
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
                 raise self.fail("cannot fill {}; {}".format(*read_only(dst.buffer)), args["buffer"].span)
@@ -130,7 +132,12 @@ class TileOpBuilder:
                 raise self.fail("annotate_layout takes a dict {buffer: layout}", span)
             for key, val in call.args[0].items:
                 buf = self.buffer_ref(key, scope)
-                layout = _callee(val) if isinstance(val, A.CallExpr) else None
+                layout = _layout_function(val)
+                if buf.scope == "global" and layout is not None:
+                    raise self.fail(f"'{buf.name}' is a tensor: its layout is its caller's, and tilec reads and writes "
+                                    "every tensor row-major (a launch passes no other order); drop the annotation "
+                                    "(in every kernel that uses the tensor, so they agree), or index the tensor in "
+                                    "the order you need in a Parallel loop", val.span)
                 if layout == "Fragment":
                     raise self.fail("T.Fragment layouts are not supported: tilec infers the register layout of every "
                                     "fragment (from the gemms, reductions and copies that use it); drop the "
@@ -400,6 +407,64 @@ class TileOpBuilder:
             pv = self.expr(node, scope)
         return self.emit(T.Print(call.span, label, pv, block, thread))
 
+    def has_runtime_slice(self, node: A.Node, scope: _Scope) -> bool:
+        """Whether a copy source is a slice whose extent is known only at run time (`K[s:s + valid_n, :]`)."""
+        if not isinstance(node, A.Subscript) or not isinstance(node.value, A.Name) or \
+                not isinstance(scope.lookup(node.value.id), T.Buffer):
+            return False
+        for item in node.items:
+            if isinstance(item, A.Slice) and item.lower is not None and item.upper is not None:
+                lo, hi = (self.fold_locals(self.int_expr(b, scope)) for b in (item.lower, item.upper))
+                if constant_difference(hi, lo) is None:
+                    return True
+        return False
+
+    def clipped_copy(self, src_node: A.Node, dst_node: A.Node, scope: _Scope, span) -> None:
+        """`copy(K[s:s + n, :], K_shared)` with n known only at run time (TileLang's example_gqa_decode copies
+        `valid_block_N = min(block_N, ...)` rows into a block_N-row tile): the first n rows of the tile get the
+        source's and the others keep their values. Written as a Parallel loop over the destination, each element
+        guarded by the source's extent and its tensor's bounds (so every back end runs it; it is not a
+        vectorized or asynchronous copy)."""
+        assert isinstance(src_node, A.Subscript)
+        src = self.region(src_node, scope, runtime_extents=True)
+        dst = self.region(dst_node, scope)
+        self.require_full_extents(dst, dst_node)
+        if src.buffer.scope == "fragment":
+            raise self.fail("a fragment cannot be the source of a copy with a run-time extent; copy it whole",
+                            src_node.span)
+        if dst.buffer.scope == "global":
+            raise self.fail("a copy with a run-time extent fills a tile: its destination must be a shared buffer or "
+                            "a fragment", dst_node.span)
+        src_dims = [d for d, e in enumerate(src.extents) if as_int(e) != 1]
+        dst_dims = [d for d, e in enumerate(dst.extents) if as_int(e) != 1]
+        if len(src_dims) != len(dst_dims):
+            raise self.fail(f"copy from a {len(src_dims)}-D region into a {len(dst_dims)}-D one", span)
+        loop_vars = [T.Var(D.I32, span, self.unique("row" if k + 1 < len(dst_dims) else "col"), "loop")
+                     for k in range(len(dst_dims))]
+        src_idx, dst_idx = list(src.starts), list(dst.starts)
+        guards: list[T.Expr] = []
+
+        def less(a: T.Expr, b: T.Expr) -> T.Expr:
+            dt = self.operand_type(a, b)
+            return T.Compare(D.BOOL, span, "<", self.cast(a, dt), self.cast(b, dt))
+
+        for v, sd, dd in zip(loop_vars, src_dims, dst_dims, strict=True):
+            src_idx[sd] = fold(self.binary("+", src.starts[sd], v, span))
+            dst_idx[dd] = fold(self.binary("+", dst.starts[dd], v, span))
+            known = as_int(src.extents[sd])
+            if known is None or known < as_int(dst.extents[dd]):
+                guards.append(less(v, src.extents[sd]))
+            first, dim = as_int(src.starts[sd]), as_int(src.buffer.shape[sd])
+            inside = first is not None and dim is not None and first + as_int(dst.extents[dd]) <= dim
+            if src.buffer.scope == "global" and not inside:
+                guards.append(less(src_idx[sd], src.buffer.shape[sd]))
+        store: T.Stmt = T.Store(span, dst.buffer, dst_idx,
+                                self.cast(T.Load(src.buffer.dtype, span, src.buffer, src_idx), dst.buffer.dtype))
+        for g in reversed(guards):  # nested, one test each (what AscendC's vector loops take)
+            store = T.If(span, g, [store], [])
+        body = [store]
+        self.emit(T.For(span, "parallel", loop_vars, [dst.extents[d] for d in dst_dims], body))
+
     def require_full_extents(self, r: T.Region, node: A.Node) -> None:
         if any(e is None for e in r.extents):
             raise self.fail(f"the extent of this region of '{r.buffer.name}' cannot be inferred; use slices "
@@ -437,7 +502,8 @@ class TileOpBuilder:
                 raise self.fail(f"use of undefined name '{node.id}'", node.span)
         raise self.fail("expected a buffer or tensor", node.span)
 
-    def region(self, node: A.Node, scope: _Scope, unit_corner: bool = False) -> T.Region:
+    def region(self, node: A.Node, scope: _Scope, unit_corner: bool = False, runtime_extents: bool = False
+               ) -> T.Region:
         """A region whose extents may still be None (a corner index, sized by the other operand)."""
         if isinstance(node, A.Name):
             bound = scope.lookup(node.id)
@@ -468,6 +534,9 @@ class TileOpBuilder:
                     if ext is None:
                         if item.lower is None:
                             ext_e = fold(hi)
+                        elif runtime_extents:
+                            ext_e = _difference(self.fold_locals(hi), self.fold_locals(lo),
+                                                self.binary("-", hi, lo, item.span))
                         else:
                             raise self.fail("the extent of a slice (upper - lower) must be a compile-time constant",
                                             item.span)
@@ -527,3 +596,26 @@ class TileOpBuilder:
                             node.span)
         return [self.int_expr(i, scope) for i in node.items]
 
+
+def _layout_function(val: A.Node) -> str | None:
+    """The layout a value of annotate_layout calls: `make_swizzled_layout(buf)`, `T.Layout(...)`, or one by its module
+    path (`tilelang.layout.make_swizzled_layout(buf)`)."""
+    if not isinstance(val, A.CallExpr):
+        return None
+    func = val.func
+    if isinstance(func, A.Attribute) and isinstance(func.value, A.Attribute) and isinstance(func.value.value, A.Name) \
+            and (func.value.value.id, func.value.attr) == ("tilelang", "layout"):
+        return func.attr
+    return _callee(val)
+
+
+def _difference(hi: T.Expr, lo: T.Expr, written: T.Expr) -> T.Expr:
+    """hi - lo as the one term of either that it equals (`s + (k + 1) * n` - `(s + k * n)` is `n`), else as written."""
+    from ..ir.fold import polynomial
+    from ..ir.visit import sub_exprs
+
+    want = polynomial(T.Binary(written.dtype, written.span, "-", hi, lo))
+    for term in [*sub_exprs(hi), *sub_exprs(lo)]:
+        if term.dtype.is_int and not isinstance(term, T.Const) and polynomial(term) == want:
+            return term
+    return fold(written)
