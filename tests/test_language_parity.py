@@ -333,3 +333,94 @@ def test_copy_with_a_runtime_extent_builds_everywhere(tmp_path):
     msg = error_of(tmp_path, CLIPPED_COPY.replace("T.copy(F, B[bx, 0, 0])", "T.copy(S[0:valid_block_N, :], "
                                                   "B[bx, :, :])"))
     assert "a copy with a run-time extent fills a tile" in msg
+
+
+COMPACT = """
+kernel compact(X: f32[N], Out: out f32[N], Count: out i32[1]):
+    with T.Kernel(ceildiv(N, 128), threads=128) as bx:
+        for i in T.Parallel(128):
+            if bx * 128 + i < N:
+                if X[bx * 128 + i] > 0.0:
+                    pos = T.atomic_add(Count[0], 1, return_prev=True)
+                    Out[pos] = X[bx * 128 + i]
+"""
+
+# per-thread code, as TileLang's topk_selector.py writes it: a shared counter handing out slots
+SLOTS = """
+kernel slots(X: i32[N], Slot: out i32[N], Total: out i32[4]):
+    with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        tx = T.get_thread_binding()
+        counts = T.alloc_shared([4], T.int32)
+        pos = T.alloc_var(T.int32)
+        T.fill(counts, 0)
+        if bx * 64 + tx < N:
+            pos = T.atomic_add(counts[X[bx * 64 + tx] % 4], 1, return_prev=True) + 100
+            Slot[bx * 64 + tx] = pos
+        if tx < 4:
+            T.atomic_add(Total[tx], counts[tx])
+"""
+
+
+def _check_compact(args, n_pos):
+    count = int(args["Count"][0])
+    assert count == n_pos
+    np.testing.assert_array_equal(np.sort(args["Out"][:count]), np.sort(args["X"][args["X"] > 0]))
+
+
+def _check_slots(args):
+    x, slot = args["X"], args["Slot"]
+    for b in range(0, len(x), 64):  # within a block, the elements of one class get slots 100, 101, ...
+        for c in range(4):
+            got = np.sort(slot[b:b + 64][x[b:b + 64] % 4 == c])
+            np.testing.assert_array_equal(got, 100 + np.arange(len(got)))
+    np.testing.assert_array_equal(args["Total"], np.bincount(x % 4, minlength=4))
+
+
+def _compact_args(n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    return {"X": x, "Out": np.zeros(n, np.float32), "Count": np.zeros(1, np.int32)}, int((x > 0).sum())
+
+
+def _slot_args(n):
+    return {"X": RNG.integers(0, 50, n).astype(np.int32), "Slot": np.zeros(n, np.int32),
+            "Total": np.zeros(4, np.int32)}
+
+
+def test_atomic_return_prev_in_the_interpreter(tmp_path):
+    args, n_pos = _compact_args(300)
+    run_kernel(kernel_of(tmp_path, COMPACT), args)
+    _check_compact(args, n_pos)
+    args = _slot_args(150)
+    run_kernel(kernel_of(tmp_path, SLOTS), args)
+    _check_slots(args)
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx942"])
+def test_atomic_return_prev_lowered(tmp_path, target):
+    """The lowering, run lane by lane by the SIMT model: every thread gets its own previous value."""
+    from tilec.targets.registry import lookup
+    from tilec.testing.simt_interp import run_simt
+
+    for text, make, check in ((COMPACT, _compact_args, _check_compact), (SLOTS, _slot_args, None)):
+        lowered = compiled(tmp_path, text, target=target)
+        made = make(150)
+        args, extra = made if isinstance(made, tuple) else (made, None)
+        run_simt(lowered.simt.kernels[0], args, {"N": 150}, warp_size=lookup(target).warp_size)
+        if check is None:
+            _check_slots(args)
+        else:
+            check(args, extra)
+    for text in (COMPACT, SLOTS):
+        builds_everywhere(tmp_path, text, ["sm90", "webgpu"])
+
+
+def test_atomic_value_needs_return_prev_and_one_thread_each(tmp_path):
+    assert "atomic_add has a value only with return_prev=True" in error_of(
+        tmp_path, COMPACT.replace(", return_prev=True", ""))
+    block_wide = """
+kernel k(C: out i32[2]):
+    with T.Kernel(1, threads=64) as bx:
+        old = T.atomic_add(C[0], 1, return_prev=True)
+        C[1] = old
+"""
+    assert "made once, by thread 0, for the block" in error_of(tmp_path, block_wide, target="sm80")

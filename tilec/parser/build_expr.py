@@ -11,6 +11,7 @@ from ..ir.visit import rewrite_expr
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
+    ATOMIC_FUNCS,
     BUILTINS,
     LOOP_FUNCS,
     MATH_FUNCS,
@@ -369,6 +370,8 @@ class ExprBuilder:
             if len(node.args) != 1 or node.kwargs:
                 raise self.fail(f"{fname}(x) converts one value", node.span)
             return self.cast(self.expr(node.args[0], scope), dt)
+        if fname in ATOMIC_FUNCS and bound is None:
+            return self.atomic_value(fname, node, scope)
         if fname == "reinterpret":
             return self.reinterpret(node, scope)
         if fname in ("get_thread_binding", "thread_binding"):

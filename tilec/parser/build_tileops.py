@@ -332,8 +332,8 @@ class TileOpBuilder:
 
     def atomic_options(self, args: dict, scope) -> None:
         """memory_order= is accepted and ignored: every atomic is relaxed (docs/language.md)."""
-        if "return_prev" in args and self.const_bool(args["return_prev"], scope, "return_prev"):
-            raise self.fail("return_prev=True is not supported: atomics are statements here", args["return_prev"].span)
+        if "return_prev" in args:  # (as a statement the previous value is not used)
+            self.const_bool(args["return_prev"], scope, "return_prev")
         if "use_tma" in args:
             self.const_bool(args["use_tma"], scope, "use_tma")
         order = args.get("memory_order")
@@ -362,6 +362,34 @@ class TileOpBuilder:
         ones = [T.Const(D.I32, node.span, 1) for _ in idx]
         self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,
                            per_element=True))
+
+    def atomic_value(self, fname: str, call: A.CallExpr, scope: _Scope) -> T.Expr:
+        """`pos = atomic_add(H[b], 1, return_prev=True)`: the element's value before this update. The update is
+        a statement put before the one using its value; a local receives the previous value."""
+        args, _ = self.call_args(call, ["dst", "value", "memory_order", "return_prev", "use_tma"])
+        self.require(args, ["dst", "value"], call)
+        if "return_prev" not in args or not self.const_bool(args["return_prev"], scope, "return_prev"):
+            raise self.fail(f"{fname} has a value only with return_prev=True (the element's previous value)",
+                            call.span)
+        self.atomic_options(args, scope)
+        node = args["dst"]
+        if not isinstance(node, A.Subscript) or any(isinstance(i, A.Slice) for i in node.items):
+            raise self.fail(f"{fname}(..., return_prev=True) updates one element: {fname}(buf[i], value, "
+                            "return_prev=True)", node.span)
+        buf = self.buffer_ref(node.value, scope)
+        if buf.scope not in ("global", "shared") or (buf.scope == "global" and not buf.is_output):
+            why = "cannot update {}; {}".format(*read_only(buf)) if buf.scope == "global" else \
+                f"atomic updates go to global or shared memory; '{buf.name}' is a {buf.scope} buffer"
+            raise self.fail(why, node.span)
+        idx = self.element_indices(buf, node, scope)
+        value = self.cast(self.expr(args["value"], scope), buf.dtype)
+        prev = T.Var(buf.dtype, call.span, self.unique("prev"), "local")
+        self.parallel_depth[id(prev)] = self.in_parallel
+        self.emit(T.Assign(call.span, prev, T.Const(buf.dtype, call.span, 0)))
+        ones = [T.Const(D.I32, node.span, 1) for _ in idx]
+        self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,
+                           per_element=bool(self.in_parallel), result=prev))
+        return prev
 
     def require(self, args: dict, names: list[str], call: A.CallExpr) -> None:
         missing = [n for n in names if n not in args]
