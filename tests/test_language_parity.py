@@ -424,3 +424,29 @@ kernel k(C: out i32[2]):
         C[1] = old
 """
     assert "made once, by thread 0, for the block" in error_of(tmp_path, block_wide, target="sm80")
+
+
+def test_a_helper_assigns_an_alloc_var_it_is_given(tmp_path):
+    text = """
+def bump(v, by):
+    v = v + by
+
+def bump_once(v):
+    v += 1
+
+kernel k(A: f32[N], B: out f32[N]):
+    with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        cnt = T.alloc_var(i32)
+        cnt = 0
+        bump(cnt, 3)
+        bump_once(cnt)
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                B[bx * 64 + i] = A[bx * 64 + i] + cnt
+"""
+    k = kernel_of(tmp_path, text)
+    a = RNG.standard_normal(100).astype(np.float32)
+    b = np.zeros_like(a)
+    run_kernel(k, {"A": a, "B": b})
+    np.testing.assert_allclose(b, a + 4, rtol=1e-6)
+    builds_everywhere(tmp_path, text, GPU_TARGETS)

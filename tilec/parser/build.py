@@ -889,7 +889,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         """What a helper parameter is bound to: a buffer, a region, a dtype, a const or an expression."""
         if isinstance(node, A.Name):
             bound = scope.lookup(node.id)
-            if isinstance(bound, T.Buffer) and bound.scope != "var":
+            if isinstance(bound, T.Buffer):  # (an alloc_var too: the helper may assign it, `v = v + 1`)
                 return bound
             if isinstance(bound, (_Helper, tuple)):
                 return bound
