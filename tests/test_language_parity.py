@@ -450,3 +450,50 @@ kernel k(A: f32[N], B: out f32[N]):
     run_kernel(k, {"A": a, "B": b})
     np.testing.assert_allclose(b, a + 4, rtol=1e-6)
     builds_everywhere(tmp_path, text, GPU_TARGETS)
+
+
+WARP_SPECIALIZED = """
+const block_M = 64
+const block_N = 64
+const block_K = 32
+
+kernel matmul_ws(A: f16[M, K], B: f16[K, N], C: out f16[M, N]):
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+        A_shared = T.alloc_shared((block_M, block_K), f16)
+        B_shared = T.alloc_shared((block_K, block_N), f16)
+        C_local = T.alloc_fragment((block_M, block_N), f32)
+        data_is_ready = T.alloc_barrier(arrive_count=128)
+        compute_is_done = T.alloc_barrier(arrive_count=128)
+        with T.ws(0):
+            T.clear(C_local)
+        for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            with T.ws(1):
+                T.barrier_wait(compute_is_done, (ko + 1) % 2)
+                T.tma_copy(A[by * block_M, ko * block_K], A_shared, barrier=data_is_ready)
+                T.tma_copy(B[ko * block_K, bx * block_N], B_shared, barrier=data_is_ready)
+                T.barrier_arrive(data_is_ready)
+            with T.ws(0):
+                T.barrier_wait(data_is_ready, ko % 2)
+                T.gemm(A_shared, B_shared, C_local)
+                T.barrier_arrive(compute_is_done)
+        with T.ws(0):
+            T.copy(C_local, C[by * block_M, bx * block_N])
+"""
+
+
+def test_explicit_warp_specialization_compiles_as_written(tmp_path):
+    result = compiled(tmp_path, WARP_SPECIALIZED, target="sm90")
+    k = result.module.kernels[0]
+    assert k.threads == 128  # warpgroup 1 only copies: tilec's producer issues its copies
+    assert any(d.category == "warp-specialize" for d in result.remarks)
+    a = RNG.standard_normal((70, 45)).astype(np.float16)
+    b = RNG.standard_normal((45, 50)).astype(np.float16)
+    c = np.zeros((70, 50), np.float16)
+    run_kernel(kernel_of(tmp_path, WARP_SPECIALIZED), {"A": a, "B": b, "C": c})
+    np.testing.assert_allclose(c.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32), rtol=2e-2,
+                               atol=2e-2)
+    builds_everywhere(tmp_path, WARP_SPECIALIZED, ["sm80", "gfx942", "webgpu"])
+    msg = error_of(tmp_path, WARP_SPECIALIZED.replace("barrier_arrive(data_is_ready)", "barrier_arrive(A_shared)"))
+    assert "expected a barrier made by T.alloc_barrier(...)" in msg
+    assert "T.ws names warpgroups 0..1 (256 threads), but the kernel has 384" in error_of(
+        tmp_path, WARP_SPECIALIZED.replace("threads=256", "threads=384"))

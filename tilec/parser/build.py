@@ -257,7 +257,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.assign_counts = _assignment_counts(launch.body)
         self.const_locals = {}
         self.size_locals = {}
+        self.warp_roles: dict[int, bool] = {}
         self.stmts(launch.body, _Scope(scope))
+        if self.warp_roles:
+            threads = self.fold_warp_roles(threads, launch.span)
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
                         self.block, span, dict(self.kernel_attrs))
 
@@ -532,6 +535,8 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         if isinstance(s, A.BreakStmt | A.ContinueStmt):
             word = "break" if isinstance(s, A.BreakStmt) else "continue"
             raise self.fail(f"`{word}` outside a loop", s.span)
+        if isinstance(s, A.WithStmt) and _callee(s.context) == "ws" and scope.lookup("ws") is None:
+            return self.warp_role(s, scope)
         if isinstance(s, A.WithStmt):
             raise self.fail("`with Kernel(...)` may only be the body of a kernel", s.span)
         if isinstance(s, A.ReturnStmt):
@@ -546,6 +551,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             name = target.id
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in ALLOC_FUNCS:
                 return self.alloc(name, s.value, scope, target.span)
+            if s.op is None and _callee(s.value) == "alloc_barrier" and scope.lookup("alloc_barrier") is None:
+                args, _ = self.call_args(s.value, ["arrive_count"])
+                if "arrive_count" in args:
+                    self.const_int(args["arrive_count"], scope, "arrive_count")
+                return scope.bind(name, ("barrier", target.span))  # (warp_role: the schedule's barriers are tilec's)
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in VIEW_FUNCS \
                     and scope.lookup(_callee(s.value)) is None:
                 return self.view(name, s.value, scope, target.span)
@@ -665,11 +675,73 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 return self.tile_op(fname, v, scope)
             if fname in ("sync_threads", "disable_warp_group_reg_alloc") and bound is None:
                 return self.schedule_statement(fname, v)
+            if fname in ("barrier_arrive", "barrier_wait") and bound is None:
+                return self.barrier_statement(fname, v, scope)
+            if fname == "tma_copy" and bound is None:  # a copy whose barrier is tilec's (warp_role)
+                kept = [kw for kw in v.kwargs if kw.name != "barrier"]
+                for kw in v.kwargs:
+                    if kw.name == "barrier":
+                        self.barrier_ref(kw.value, scope)
+                return self.tile_op("copy", A.CallExpr(v.span, v.func, v.args, kept), scope)
             if fname is not None and bound is None and fname not in BUILTINS:
                 raise self.fail(unsupported_builtin(fname) or f"call to undefined function '{fname}'", v.func.span)
         if isinstance(v, A.String):
             return  # a docstring
         raise self.fail("expression statement has no effect", s.span)
+
+    def warp_role(self, s: A.WithStmt, scope: _Scope) -> None:
+        """`with T.ws(i):` — TileLang's explicit warp specialization: the body runs on warpgroup i (threads
+        128 i .. 128 i + 127), synchronised with the others through T.alloc_barrier / T.barrier_arrive /
+        T.barrier_wait and filled by T.tma_copy. tilec keeps what the roles compute and makes the schedule its own:
+        each body runs where it stands, in program order (which is the order the barriers enforce), its
+        tma_copy a copy, the barrier statements checked and dropped; a warpgroup that only copies becomes
+        tilec's producer (fold_warp_roles). The pipeline planner then stages the copies, and on sm90 issues them
+        from a producer warpgroup of its own."""
+        call = s.context
+        assert isinstance(call, A.CallExpr)
+        if s.targets:
+            raise self.fail("T.ws(...) binds no name", s.span)
+        if self.in_parallel:
+            raise self.fail("T.ws(...) cannot be inside a Parallel loop", s.span)
+        ids = [self.const_int(a, scope, "a warpgroup index") for a in call.args]
+        if not ids or call.kwargs:
+            raise self.fail("T.ws(i, ...) takes the warpgroup indices the body runs on", call.span)
+        copies_only = all(_is_producer_work(st) for st in s.body)
+        for i in ids:
+            self.warp_roles[i] = self.warp_roles.get(i, True) and copies_only
+        self.stmts(s.body, scope)  # (Python's `with` opens no scope: names made in the body outlive it)
+
+    def fold_warp_roles(self, threads: int, span: Span) -> int:
+        """The threads that compute once the warpgroups that only copy are tilec's producer: 128 per other
+        warpgroup (TileLang's threads=256 with ws(1) copying and ws(0) computing runs 128 compute threads, plus
+        tilec's own producer warpgroup on sm90)."""
+        groups = max(self.warp_roles) + 1
+        compute = [i for i, copies in self.warp_roles.items() if not copies]
+        if threads != 128 * groups:
+            raise self.fail(f"T.ws names warpgroups 0..{groups - 1} ({128 * groups} threads), but the kernel has "
+                            f"{threads}", span)
+        if not compute or len(compute) == groups:
+            return threads
+        self.rep.remark("warp-specialize", f"the T.ws roles run as written, on tilec's schedule: warpgroup(s) "
+                        f"{', '.join(str(i) for i in sorted(set(self.warp_roles) - set(compute)))} only copy: their "
+                        "copies are the pipeline's (issued by a producer warpgroup of tilec's on sm90), and the kernel "
+                        f"computes on {128 * len(compute)} threads",
+                        span)
+        return 128 * len(compute)
+
+    def barrier_ref(self, node: A.Node, scope: _Scope) -> None:
+        bound = scope.lookup(node.id) if isinstance(node, A.Name) else None
+        if not (isinstance(bound, tuple) and bound[0] == "barrier"):
+            raise self.fail("expected a barrier made by T.alloc_barrier(...)", node.span)
+
+    def barrier_statement(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
+        """T.barrier_arrive(b) / T.barrier_wait(b, phase) between T.ws roles: checked, then dropped (warp_role:
+        the roles run in the order the barriers enforce)."""
+        args, _ = self.call_args(call, ["barrier", "phase"] if fname == "barrier_wait" else ["barrier"])
+        self.require(args, ["barrier", "phase"] if fname == "barrier_wait" else ["barrier"], call)
+        self.barrier_ref(args["barrier"], scope)
+        if "phase" in args:
+            self.int_expr(args["phase"], scope)
 
     def schedule_statement(self, fname: str, call: A.CallExpr) -> None:
         """TileLang statements about the schedule, which tilec decides: `T.sync_threads()` (tilec puts a barrier
@@ -945,6 +1017,15 @@ def _tidy(e: T.Expr) -> T.Expr:
     if isinstance(e, T.Call):
         return fold(dataclasses.replace(e, args=[_tidy(a) for a in e.args]))
     return e
+
+
+def _is_producer_work(s: A.Node) -> bool:
+    """A statement of a T.ws body that only moves data or synchronises (a producer warpgroup's work)."""
+    if isinstance(s, A.ExprStmt):
+        return _callee(s.value) in ("copy", "tma_copy", "barrier_wait", "barrier_arrive", "c2d_im2col", "im2col")
+    if isinstance(s, A.IfStmt):
+        return all(_is_producer_work(x) for x in s.body + s.orelse)
+    return isinstance(s, A.PassStmt)
 
 
 def _allocates(body: list[A.Node]) -> bool:
