@@ -497,3 +497,72 @@ def test_explicit_warp_specialization_compiles_as_written(tmp_path):
     assert "expected a barrier made by T.alloc_barrier(...)" in msg
     assert "T.ws names warpgroups 0..1 (256 threads), but the kernel has 384" in error_of(
         tmp_path, WARP_SPECIALIZED.replace("threads=256", "threads=384"))
+
+
+def semi_sparse(m, k, rng, meta_bits=16):
+    """A random 2:4 sparse f16 matrix (two values kept in each group of four along K), its kept values
+    (m x k/2) and their positions packed as TileLang's compress() writes them (two 2-bit indices per group,
+    low group first, meta_bits-bit integers)."""
+    dense = np.zeros((m, k), np.float16)
+    kept = np.zeros((m, k // 2), np.float16)
+    meta = np.zeros((m, k // meta_bits), np.int64)
+    for r in range(m):
+        for g in range(k // 4):
+            pos = np.sort(rng.choice(4, 2, replace=False))
+            vals = rng.standard_normal(2).astype(np.float16)
+            dense[r, 4 * g + pos] = vals
+            kept[r, 2 * g:2 * g + 2] = vals
+            meta[r, 4 * g // meta_bits] |= (int(pos[0]) | int(pos[1]) << 2) << (4 * (g % (meta_bits // 4)))
+    dtype = {8: np.int8, 16: np.int16, 32: np.int32}[meta_bits]
+    return dense, kept, meta.astype(np.uint64).astype({8: np.uint8, 16: np.uint16, 32: np.uint32}[meta_bits]).view(
+        dtype)
+
+
+GEMM_SP = """
+const block_M = 32
+const block_N = 32
+const block_K = 64
+const e_dtype = "int16"
+const e_factor = 16
+
+kernel gemm_sp_fp16(A_sparse: f16[M, K // 2], E: e_dtype[M, K // e_factor], B: f16[K, N], C: out f32[M, N]):
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_shared = T.alloc_shared((block_M, block_K // 2), T.float16)
+        E_shared = T.alloc_shared((block_M, block_K // e_factor), e_dtype)
+        B_shared = T.alloc_shared((block_K, block_N), T.float16)
+        C_local = T.alloc_fragment((block_M, block_N), f32)
+        T.clear(C_local)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A_sparse[by * block_M, k * block_K // 2], A_shared)
+            T.copy(E[by * block_M, k * block_K // e_factor], E_shared)
+            T.copy(B[k * block_K, bx * block_N], B_shared)
+            T.gemm_sp(A_shared, E_shared, B_shared, C_local, transpose_A=False, transpose_E=False,
+                      transpose_B=False, policy=T.GemmWarpPolicy.Square)
+        T.copy(C_local, C[by * block_M, bx * block_N])
+"""
+
+
+@pytest.mark.parametrize("meta_bits", [16, 8])
+def test_gemm_sp_expands_the_2_4_operand(tmp_path, meta_bits):
+    text = GEMM_SP.replace('"int16"', f'"int{meta_bits}"').replace("e_factor = 16", f"e_factor = {meta_bits}")
+    dense, kept, meta = semi_sparse(40, 128, RNG, meta_bits)
+    b = RNG.standard_normal((128, 37)).astype(np.float16)
+    c = np.zeros((40, 37), np.float32)
+    run_kernel(kernel_of(tmp_path, text), {"A_sparse": kept, "E": meta, "B": b, "C": c})
+    np.testing.assert_allclose(c, dense.astype(np.float32) @ b.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_gemm_sp_lowered_matches_the_interpreter(tmp_path):
+    from tilec.testing.simt_interp import run_simt
+
+    dense, kept, meta = semi_sparse(40, 128, RNG)
+    args = {"A_sparse": kept, "E": meta, "B": RNG.standard_normal((128, 37)).astype(np.float16),
+            "C": np.zeros((40, 37), np.float32)}
+    result = compiled(tmp_path, GEMM_SP, target="sm80")
+    assert any(d.category == "gemm" and "expands its 2:4 sparse operand" in d.message for d in result.remarks)
+    run_simt(result.simt.kernels[0], args, {"M": 40, "K": 128, "N": 37})
+    np.testing.assert_allclose(args["C"], dense.astype(np.float32) @ args["B"].astype(np.float32), rtol=2e-3,
+                               atol=2e-3)
+    builds_everywhere(tmp_path, GEMM_SP, ["sm90", "gfx942"])
+    assert "is 32 x 4, not 32 x 2" in error_of(tmp_path, GEMM_SP.replace("block_K // e_factor), e_dtype)",
+                                                                          "block_K // 32), e_dtype)"))

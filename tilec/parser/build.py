@@ -253,6 +253,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if i < len(launch.targets):
                 scope.bind(var_name, v)
         self.block = []
+        self.kernel_top = self.block  # (where a buffer tilec adds is allocated: gemm_sparse)
         self.at_kernel_top = True
         self.assign_counts = _assignment_counts(launch.body)
         self.const_locals = {}

@@ -28,7 +28,7 @@ ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_lo
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
                 "reduce_absmax": "absmax"}
 ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
-TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
+TILE_OPS = {"copy", "gemm", "gemm_sp", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
             "c2d_im2col", *REDUCE_FUNCS,
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {

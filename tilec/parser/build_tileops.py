@@ -53,6 +53,8 @@ class TileOpBuilder:
                 raise self.fail("cannot copy into {}; {}".format(*read_only(dst.buffer)),
                                 args["dst"].span)
             return self.emit(T.Copy(span, src, dst))
+        if fname == "gemm_sp":
+            return self.gemm_sparse(call, scope)
         if fname == "gemm":
             args, _ = self.call_args(call, ["A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",
                                             "k_pack", "wg_wait"])
@@ -434,6 +436,77 @@ class TileOpBuilder:
         else:
             pv = self.expr(node, scope)
         return self.emit(T.Print(call.span, label, pv, block, thread))
+
+    def gemm_sparse(self, call: A.CallExpr, scope: _Scope) -> None:
+        """`gemm_sp(A_sparse, E, B, C)` — 2:4 structured sparsity (TileLang's example_gemm_sp.py): A_sparse holds
+        the two kept values of each group of four along K (bm x bk/2), E their positions, two 2-bit indices per
+        group packed low group first into E's integers (E: bm x bk/bits, `bits` E's width: what TileLang's
+        compress() writes). tilec has no sparse matrix instruction yet: it expands A into a dense bm x bk shared
+        tile (zeros where the group kept nothing) and runs the dense gemm, twice the multiplies of mma.sp, said
+        in a -Rpass=gemm remark."""
+        args, _ = self.call_args(call, ["A_sparse", "E", "B", "C", "transpose_A", "transpose_E", "transpose_B",
+                                        "policy", "clear_accum"])
+        self.require(args, ["A_sparse", "E", "B", "C"], call)
+        for flag in ("transpose_A", "transpose_E"):
+            if flag in args and self.const_bool(args[flag], scope, flag):
+                raise self.fail(f"gemm_sp with {flag}=True is not supported: store the sparse operand and its "
+                                "metadata row-major (M x K/2, M x K/bits)", args[flag].span)
+        a_sp, meta = self.region(args["A_sparse"], scope), self.region(args["E"], scope)
+        for r, node in ((a_sp, args["A_sparse"]), (meta, args["E"])):
+            self.require_full_extents(r, node)
+            if r.buffer.scope != "shared" or r.const_extents is None or len(r.const_extents) != 2:
+                raise self.fail("gemm_sp reads its sparse operand and metadata from 2-D shared tiles", node.span)
+        if a_sp.buffer.dtype.bytes != 2:
+            raise self.fail(f"gemm_sp takes 16-bit values (f16, bf16) in its sparse operand, not "
+                            f"{a_sp.buffer.dtype}", args["A_sparse"].span)
+        bits = meta.buffer.dtype.bits
+        if not meta.buffer.dtype.is_int or bits not in (8, 16, 32):
+            raise self.fail(f"gemm_sp's metadata is an 8-, 16- or 32-bit integer tile, not {meta.buffer.dtype}",
+                            args["E"].span)
+        rows, half = a_sp.const_extents
+        if meta.const_extents != (rows, 2 * half // bits):
+            raise self.fail(f"gemm_sp's metadata for a {rows} x {half} sparse tile ({rows} x {2 * half} dense) of "
+                            f"{bits}-bit integers is {rows} x {2 * half // bits}, not "
+                            f"{' x '.join(map(str, meta.const_extents))}", args["E"].span)
+        span = call.span
+        dense = T.Buffer(self.unique(f"{a_sp.buffer.name}_dense"), a_sp.buffer.dtype,
+                         [T.Const(D.I32, span, rows), T.Const(D.I32, span, 2 * half)], "shared", span)
+        self.kernel_top.insert(0, T.Alloc(span, dense, None))
+
+        def lit(v: int) -> T.Expr:
+            return T.Const(D.I32, span, v)
+
+        i, j = (T.Var(D.I32, span, self.unique(n), "loop") for n in ("row", "col"))
+        group = self.binary("//", j, lit(4), span)
+        word = T.Load(meta.buffer.dtype, span, meta.buffer,
+                      [self.binary("+", meta.starts[0], i, span),
+                       self.binary("+", meta.starts[1], self.binary("//", j, lit(bits), span), span)])
+        shift = self.binary("*", lit(4), self.binary("%", group, lit(bits // 4), span), span)
+        nibble = self.binary("&", self.binary(">>", self.cast(word, D.I32), shift, span), lit(15), span)
+        lane = self.binary("%", j, lit(4), span)
+
+        def kept(k: int) -> T.Expr:
+            return T.Load(a_sp.buffer.dtype, span, a_sp.buffer,
+                          [self.binary("+", a_sp.starts[0], i, span),
+                           self.binary("+", a_sp.starts[1], self.binary("+", self.binary("*", group, lit(2), span),
+                                                                         lit(k), span), span)])
+
+        first = T.Compare(D.BOOL, span, "==", lane, self.binary("&", nibble, lit(3), span))
+        second = T.Compare(D.BOOL, span, "==", lane, self.binary("&", self.binary(">>", nibble, lit(2), span),
+                                                                  lit(3), span))
+        zero = T.Const(a_sp.buffer.dtype, span, 0)
+        value = T.Select(a_sp.buffer.dtype, span, first, kept(0), T.Select(a_sp.buffer.dtype, span, second, kept(1),
+                                                                             zero))
+        self.emit(T.For(span, "parallel", [i, j], [lit(rows), lit(2 * half)],
+                        [T.Store(span, dense, [i, j], value)]))
+        self.rep.remark("gemm", f"gemm_sp expands its 2:4 sparse operand '{a_sp.buffer.name}' into a dense "
+                        f"{rows} x {2 * half} shared tile and multiplies it densely (no sparse matrix instruction "
+                        "yet: twice mma.sp's multiplies)", span)
+        options = [A.Keyword(args[k].span, k, args[k]) for k in ("transpose_B", "policy", "clear_accum") if k in args]
+        operands = [A.Name(span, f"sparse·{dense.name}"), args["B"], args["C"]]
+        dense_call = A.CallExpr(span, A.Name(span, "gemm"), operands, options)
+        scope.bind(f"sparse·{dense.name}", dense)  # not a name a source can spell
+        self.tile_op("gemm", dense_call, scope)
 
     def has_runtime_slice(self, node: A.Node, scope: _Scope) -> bool:
         """Whether a copy source is a slice whose extent is known only at run time (`K[s:s + valid_n, :]`)."""
