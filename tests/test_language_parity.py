@@ -566,3 +566,60 @@ def test_gemm_sp_lowered_matches_the_interpreter(tmp_path):
     builds_everywhere(tmp_path, GEMM_SP, ["sm90", "gfx942"])
     assert "is 32 x 4, not 32 x 2" in error_of(tmp_path, GEMM_SP.replace("block_K // e_factor), e_dtype)",
                                                                           "block_K // 32), e_dtype)"))
+
+
+FRAGMENT_ELEMENTS = """
+kernel k(A: f32[N, 16], B: out f32[N]):
+    with T.Kernel(ceildiv(N, 16), threads=64) as bx:
+        F = T.alloc_fragment((16, 16), f32)
+        S = T.alloc_fragment((16,), f32)
+        T.copy(A[bx * 16, 0], F)
+        T.reduce_sum(F, S, dim=1)
+        x = S[0] + F[1, 2]
+        S[3] = x
+        S[5] += 1.0
+        T.copy(S, B[bx * 16])
+"""
+
+
+def _fragment_elements_reference(a):
+    s = a.reshape(-1, 16, 16).sum(-1)
+    s[:, 3] = s[:, 0] + a.reshape(-1, 16, 16)[:, 1, 2]
+    s[:, 5] += 1
+    return s.reshape(-1)
+
+
+@pytest.mark.parametrize("target", [None, "sm80", "gfx942"])
+def test_fragment_elements_outside_parallel_loops(tmp_path, target):
+    """Read and written outside Parallel loops, a fragment's element goes through its owner (and, read, through
+    shared memory to every thread): the interpreter and every GPU back end agree."""
+    a = RNG.standard_normal((48, 16)).astype(np.float32)
+    args = {"A": a, "B": np.zeros(48, np.float32)}
+    if target is None:
+        run_kernel(kernel_of(tmp_path, FRAGMENT_ELEMENTS), args)
+        builds_everywhere(tmp_path, FRAGMENT_ELEMENTS, GPU_TARGETS)
+    else:
+        from tilec.targets.registry import lookup
+        from tilec.testing.simt_interp import run_simt
+
+        run_simt(compiled(tmp_path, FRAGMENT_ELEMENTS, target=target).simt.kernels[0], args, {"N": 48},
+                 warp_size=lookup(target).warp_size)
+    np.testing.assert_allclose(args["B"], _fragment_elements_reference(a), rtol=1e-5, atol=1e-5)
+
+
+def test_ascend_names_the_scratch_of_a_two_launch_function_only_when_there_is_some(tmp_path):
+    two = """
+kernel two(A: f32[N], B: out f32[N], C: out f32[N]):
+    with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                B[bx * 64 + i] = A[bx * 64 + i] * 2.0
+    with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                C[bx * 64 + i] = B[bx * 64 + i] + 1.0
+"""
+    msg = error_of(tmp_path, two, target="ascend910b")
+    assert "kernel 'two' has 2; write one kernel per launch" in msg and "scratch" not in msg
+    scratch = two.replace("    with T.Kernel", "    W = T.alloc_global([N], f32)\n    with T.Kernel", 1)
+    assert "with alloc_global scratch 'W' between them" in error_of(tmp_path, scratch, target="ascend910b")

@@ -70,6 +70,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.assign_counts: dict[str, int] = {}  # assignments to each name in the kernel body
         self.const_locals: dict[int, T.Const] = {}  # locals assigned an integer constant exactly once
         self.size_locals: dict[int, T.Expr] = {}  # locals assigned a formula of the runtime sizes exactly once
+        self.reading_loop_condition = False  # (a fragment element read there would be read once: fragment_element)
 
     # ------------------------------------------------------------ errors
     def fail(self, msg: str, span: Span | None) -> _Fail:
@@ -603,7 +604,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             indices = self.element_indices(buf, target, scope)
             value = self.expr(s.value, scope)
             if s.op:
-                value = self.binary(s.op, T.Load(buf.dtype, target.span, buf, indices), value, s.span)
+                value = self.binary(s.op, self.expr(target, scope), value, s.span)
+            if buf.scope == "fragment" and not self.in_parallel:  # the iteration that owns the element stores it
+                stored = self.cast(value, buf.dtype)
+                return self.emit(self.at_fragment_element(buf, indices, s.span,
+                                                          lambda at: T.Store(s.span, buf, at, stored)))
             return self.emit(T.Store(s.span, buf, indices, self.cast(value, buf.dtype)))
         raise self.fail("cannot assign to this expression", target.span)
 
@@ -879,7 +884,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
 
     def while_stmt(self, s: A.WhileStmt, scope: _Scope) -> None:
         broke, skipped = self.jump_flags(s.body, "while", scope, s.span)
-        cond = self.bool_expr(s.cond if broke is None else not_broken(s.cond.span, broke, s.cond), scope)
+        self.reading_loop_condition = True
+        try:
+            cond = self.bool_expr(s.cond if broke is None else not_broken(s.cond.span, broke, s.cond), scope)
+        finally:
+            self.reading_loop_condition = False
         saved, saved_top = self.block, self.at_kernel_top
         self.block, self.at_kernel_top = [], False
         inner = _Scope(scope)

@@ -173,6 +173,8 @@ class ExprBuilder:
                     return self.literal(self.const_item(bound[1], node, scope), node.span)
             buf = self.buffer_ref(node.value, scope)
             idx = self.element_indices(buf, node, scope)
+            if buf.scope == "fragment" and not self.in_parallel:
+                return self.fragment_element(buf, idx, node.span)
             return T.Load(buf.dtype, node.span, buf, idx)
         if isinstance(node, A.CallExpr):
             return self.call_expr(node, scope)
@@ -192,6 +194,30 @@ class ExprBuilder:
                                 "as an allocation's shape", node.span)
             raise self.fail(f"unknown attribute '{node.attr}' (buffers have .dtype and .shape)", node.span)
         raise self.fail("unsupported expression", node.span)
+
+    def fragment_element(self, buf: T.Buffer, idx: list[T.Expr], span) -> T.Expr:
+        """`F[i, j]` of a fragment outside Parallel loops (TileLang's alloc_fragment((1,)) used as a scalar): its
+        element lives in one thread's registers, so it is handed to every thread through shared memory — a Parallel
+        loop over the fragment in which the owner stores it to a one-element shared buffer, read after it."""
+        if self.reading_loop_condition:
+            raise self.fail(f"fragment '{buf.name}' is read in a while loop's condition outside a Parallel loop; read "
+                            "it into a local before the loop and again at the end of its body", span)
+        held = T.Buffer(self.unique(f"{buf.name}_element"), buf.dtype, [T.Const(D.I32, span, 1)], "shared", span)
+        self.kernel_top.insert(0, T.Alloc(span, held, None))
+        self.emit(self.at_fragment_element(buf, idx, span, lambda at: T.Store(
+            span, held, [T.Const(D.I32, span, 0)], T.Load(buf.dtype, span, buf, at))))
+        return T.Load(buf.dtype, span, held, [T.Const(D.I32, span, 0)])
+
+    def at_fragment_element(self, buf: T.Buffer, idx: list[T.Expr], span, make) -> T.Stmt:
+        """`for i, j in Parallel(buf's shape): if (i, j) == idx: make([i, j])`: the iteration that owns element idx
+        of fragment buf (each thread tests its own elements)."""
+        loop_vars = [T.Var(D.I32, span, self.unique("element"), "loop") for _ in buf.shape]
+        cond: T.Expr | None = None
+        for v, i in zip(loop_vars, idx, strict=True):
+            eq = T.Compare(D.BOOL, span, "==", v, self.cast(i, D.I32))
+            cond = eq if cond is None else self.binary("and", cond, eq, span)
+        assert cond is not None
+        return T.For(span, "parallel", loop_vars, list(buf.shape), [T.If(span, cond, [make(loop_vars)], [])])
 
     def buffer_attr_owner(self, node: A.Attribute, scope) -> T.Buffer:
         """The buffer of `buf.dtype` / `buf.shape`."""
