@@ -200,6 +200,10 @@ def _fitted(args, options, error: CompileError):
         over[0].notes.append(Diagnostic("note", "no smaller configuration of the consts that size the buffers fits "
                                                 f"{targets}; change the kernel's tiles by hand"))
         raise error
+    if fit.blocker is not None:
+        over[0].notes.append(Diagnostic("note", f"with {fit.flags()} the buffers fit {targets}, but then: "
+                                                f"{fit.blocker}"))
+        raise error
     if not getattr(args, "fit", False):
         over[0].notes.append(Diagnostic("note", f"the consts that size these buffers fit {targets} as {fit.flags()} "
                                                 "(the largest such configuration the resource query found); --fit "

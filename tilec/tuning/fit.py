@@ -26,6 +26,7 @@ MAX_STEPS = 24  # halvings and doublings tried (each a compile through the passe
 class Fit:
     defines: dict[str, int]  # the consts that change, at their new values
     was: dict[str, int]  # the same consts at the values that did not fit
+    blocker: str | None = None  # with these values the buffers fit, but the kernel fails for this other reason
 
     def flags(self) -> str:
         return " ".join(f"-D {n}={v}" for n, v in self.defines.items())
@@ -60,6 +61,8 @@ def find_fit(source: str, options) -> Fit | None:
     frozen: set[str] = set()
     steps = 0
 
+    blocked: list[tuple[dict[str, int], str]] = []  # configurations whose buffers fit but that fail otherwise
+
     def verdict(config: dict[str, int]) -> str:  # "fits", "over" (a resource error) or "invalid"
         nonlocal steps
         steps += 1
@@ -67,14 +70,17 @@ def find_fit(source: str, options) -> Fit | None:
             for t in options.targets:
                 tilec_compile(source, options=options.replace(targets=(t,), defines=_frozen({**defines, **config})))
         except CompileError as e:
-            return "over" if resource_errors(e) else "invalid"
+            if resource_errors(e):
+                return "over"
+            blocked.append((config, e.diagnostics[0].message))
+            return "invalid"
         return "fits"
 
     state = verdict(current)
     while state != "fits" and steps < MAX_STEPS:
         shrinkable = [n for n in current if n not in frozen and current[n] >= 2 and current[n] % 2 == 0]
         if not shrinkable:
-            return None
+            break
         name = max(shrinkable, key=lambda n: (current[n], -list(current).index(n)))
         trial = {**current, name: current[name] // 2}
         outcome = verdict(trial)
@@ -83,7 +89,11 @@ def find_fit(source: str, options) -> Fit | None:
             continue
         current, state = trial, outcome
     if state != "fits":
-        return None
+        if not blocked:
+            return None
+        config, why = blocked[0]  # the buffers fit there: what else stops the kernel
+        changed = {n: v for n, v in config.items() if v != sizing[n]}
+        return Fit(changed, {n: sizing[n] for n in changed}, why)
     for name in sorted(current, key=lambda n: current[n]):  # grow back what the others' halvings made room for
         while current[name] < sizing[name] and steps < MAX_STEPS:
             trial = {**current, name: current[name] * 2}
