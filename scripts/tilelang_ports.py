@@ -36,6 +36,7 @@ class Case:
     gfx942_defines: dict[str, object] = dataclasses.field(default_factory=dict)  # smaller tiles (64 KB of LDS)
     kernels: list[str] | None = None  # run in this order (default: the file's first kernel)
     fit_targets: tuple[str, ...] = ()  # built with --fit there (the consts' defaults overflow the target)
+    folder: Path = EXAMPLES  # where the .tile file is (bench/constructs/ holds issue #30's construct cases)
     inputs: Callable[[dict, np.random.Generator], dict] | None = None  # default: random normal inputs
     rtol: float = 1e-5
     atol: float = 1e-5
@@ -55,7 +56,7 @@ class Case:
             from tilec.options import CompileOptions
             from tilec.tuning.fit import find_fit
 
-            fit = find_fit(str(EXAMPLES / self.file), CompileOptions.make((target,), defines=defines,
+            fit = find_fit(str(self.folder / self.file), CompileOptions.make((target,), defines=defines,
                                                                           kernel=self.kernel))
             defines.update(fit.defines if fit else {})
         return defines

@@ -623,3 +623,29 @@ kernel two(A: f32[N], B: out f32[N], C: out f32[N]):
     assert "kernel 'two' has 2; write one kernel per launch" in msg and "scratch" not in msg
     scratch = two.replace("    with T.Kernel", "    W = T.alloc_global([N], f32)\n    with T.Kernel", 1)
     assert "with alloc_global scratch 'W' between them" in error_of(tmp_path, scratch, target="ascend910b")
+
+
+def _construct_cases():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench" / "constructs"))
+    from cases import CASES
+
+    return CASES
+
+
+@pytest.mark.parametrize("case", _construct_cases(), ids=lambda c: c.name)
+def test_gpu_construct_cases_match_their_references(case):
+    """bench/constructs/ (the GPU suite's cases for these constructs, run by bench/ports_gpu.py) against their numpy
+    references in the interpreter, at the ragged shape."""
+    from tilec.interp.run import random_inputs
+
+    k = tilec.compile(case.folder / case.file, verify=True).module.kernels[0]
+    sizes = case.sizes["ragged"]
+    rng = np.random.default_rng(3)
+    args = case.inputs(sizes, rng) if case.inputs else random_inputs(k, sizes, seed=5)
+    run_kernel(k, args)
+    for name, want in case.reference(args, sizes).items():
+        np.testing.assert_allclose(np.asarray(args[name], np.float32), np.asarray(want, np.float32),
+                                   rtol=max(case.rtol, 1e-5), atol=max(case.atol, 1e-5), err_msg=name)
