@@ -39,7 +39,7 @@ from .build_common import (
     read_only,
     unsupported_builtin,
 )
-from .build_expr import ExprBuilder
+from .build_expr import ExprBuilder, _block_uniform
 from .build_jumps import loop_jumps, not_broken, without_jumps
 from .build_tileops import TileOpBuilder
 from .build_views import VIEW_FUNCS, ViewBuilder
@@ -605,7 +605,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             value = self.expr(s.value, scope)
             if s.op:
                 value = self.binary(s.op, self.expr(target, scope), value, s.span)
-            if buf.scope == "fragment" and not self.in_parallel:  # the iteration that owns the element stores it
+            if buf.scope == "fragment" and not self.in_parallel and _block_uniform(indices):  # its owner stores it
                 stored = self.cast(value, buf.dtype)
                 return self.emit(self.at_fragment_element(buf, indices, s.span,
                                                           lambda at: T.Store(s.span, buf, at, stored)))

@@ -7,7 +7,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, convert, fold
 from ..ir.threads import THREAD
-from ..ir.visit import rewrite_expr
+from ..ir.visit import rewrite_expr, sub_exprs
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
@@ -173,7 +173,7 @@ class ExprBuilder:
                     return self.literal(self.const_item(bound[1], node, scope), node.span)
             buf = self.buffer_ref(node.value, scope)
             idx = self.element_indices(buf, node, scope)
-            if buf.scope == "fragment" and not self.in_parallel:
+            if buf.scope == "fragment" and not self.in_parallel and _block_uniform(idx):
                 return self.fragment_element(buf, idx, node.span)
             return T.Load(buf.dtype, node.span, buf, idx)
         if isinstance(node, A.CallExpr):
@@ -509,6 +509,13 @@ class ExprBuilder:
         if src == dt:
             return value
         return T.Call(dt, node.span, "reinterpret", [value])
+
+
+def _block_uniform(indices: list[T.Expr]) -> bool:
+    """Indices made of constants, block indices, runtime sizes and loop variables only: the same in every thread
+    outside Parallel loops (a local may hold the thread index: per-thread code keeps its own rules there)."""
+    return all(not isinstance(x, T.Var) or x.kind in ("block", "size", "loop")
+               for i in indices for x in sub_exprs(i))
 
 
 def _dotted(node: A.Node) -> str:
