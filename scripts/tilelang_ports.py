@@ -35,6 +35,8 @@ class Case:
     webgpu_defines: dict[str, object] = dataclasses.field(default_factory=dict)  # smaller tiles (16 KB of shared)
     gfx942_defines: dict[str, object] = dataclasses.field(default_factory=dict)  # smaller tiles (64 KB of LDS)
     kernels: list[str] | None = None  # run in this order (default: the file's first kernel)
+    fit_targets: tuple[str, ...] = ()  # built with --fit there (the consts' defaults overflow the target)
+    folder: Path = EXAMPLES  # where the .tile file is (bench/constructs/ holds issue #30's construct cases)
     inputs: Callable[[dict, np.random.Generator], dict] | None = None  # default: random normal inputs
     rtol: float = 1e-5
     atol: float = 1e-5
@@ -49,7 +51,15 @@ class Case:
 
     def defines_for(self, target: str) -> dict[str, object]:
         per_target = {"webgpu": self.webgpu_defines, "gfx942": self.gfx942_defines}.get(target, {})
-        return {**self.build_defines, **per_target}
+        defines = {**self.build_defines, **per_target}
+        if target in self.fit_targets:  # what `tilec --fit` builds (tilec/tuning/fit.py)
+            from tilec.options import CompileOptions
+            from tilec.tuning.fit import find_fit
+
+            fit = find_fit(str(self.folder / self.file), CompileOptions.make((target,), defines=defines,
+                                                                          kernel=self.kernel))
+            defines.update(fit.defines if fit else {})
+        return defines
 
     @property
     def file(self) -> str:
@@ -369,6 +379,76 @@ def ref_mla_decode(a, s):
     return {"Output": round_to(np.einsum("bhs,bsd->bhd", p / p.sum(-1, keepdims=True), kv), "float16")}
 
 
+def semi_sparse_inputs(sizes, rng, meta_bits=16):
+    """A_sparse and E as TileLang's compress() makes them from a random 2:4 sparse A (two values kept in each
+    group of four along K; their two 2-bit positions packed low group first into E's integers), and B."""
+    m, k, n = sizes["M"], sizes["K"], sizes["N"]
+    pos = np.sort(np.argsort(rng.random((m, k // 4, 4)), axis=-1)[..., :2], axis=-1)  # two of each four
+    kept = rng.standard_normal((m, k // 4, 2)).astype(np.float16)
+    codes = (pos[..., 0] | pos[..., 1] << 2).astype(np.int64)  # 4 bits per group
+    per_word = meta_bits // 4
+    words = (codes.reshape(m, -1, per_word) << (4 * np.arange(per_word))).sum(-1)
+    return {"A_sparse": kept.reshape(m, k // 2), "E": words.astype(np.uint16).view(np.int16),
+            "B": rng.standard_normal((k, n)).astype(np.float16), "C": np.zeros((m, n), np.float32),
+            "_positions": pos}
+
+
+def ref_gemm_sp(a, s):
+    m, k = s["M"], s["K"]
+    codes = a["E"].view(np.uint16).astype(np.int64)
+    codes = (codes[..., None] >> (4 * np.arange(4))) & 15  # [m, k // 16, 4]: the groups' codes
+    codes = codes.reshape(m, k // 4)
+    dense = np.zeros((m, k // 4, 4), np.float32)
+    kept = f32(a["A_sparse"]).reshape(m, k // 4, 2)
+    rows, groups = np.indices((m, k // 4))
+    dense[rows, groups, codes & 3] = kept[..., 0]
+    dense[rows, groups, (codes >> 2) & 3] = kept[..., 1]
+    return {"C": dense.reshape(m, k) @ f32(a["B"])}
+
+
+def ref_mha_bshd(a, s, causal=False):
+    q, k, v = (f32(a[n]).transpose(0, 2, 1, 3) for n in ("Q", "K", "V"))  # -> [b, h, s, d]
+    return {"Output": round_to(_attention(q, k, v, 0 if causal else None).transpose(0, 2, 1, 3), "float16")}
+
+
+def ref_retention(a, s):
+    q, k, v = (f32(a[n]).transpose(0, 2, 1, 3) for n in ("Q", "K", "V"))  # [b, h, s, d]
+    heads, seq, dk = q.shape[1], q.shape[2], q.shape[3]
+    bk = -(-dk // a["O"].shape[0])  # the kernel's BK
+    decay = 1 - 2.0 ** (-5.0 - np.arange(heads))
+    t = np.arange(seq)
+    weight = np.where(t[:, None] >= t[None, :], decay[:, None, None] ** (t[:, None] - t[None, :]), 0.0)
+    parts = []
+    for lo in range(0, dk, bk):  # one partial output per DK block, as the kernel writes them
+        scores = np.einsum("bhqd,bhkd->bhqk", q[..., lo:lo + bk], k[..., lo:lo + bk]) * dk ** -0.5
+        parts.append(np.einsum("bhqk,bhkd->bhqd", scores * weight[None], v).transpose(0, 2, 1, 3))
+    return {"O": np.stack(parts)}
+
+
+def group_cast_inputs(sizes, rng):
+    import ml_dtypes
+
+    groups, n = sizes["BG"], sizes["N"]
+    rows = rng.integers(1, sizes["M_max"] + 1, groups).astype(np.int32)
+    rows[0] = sizes["M_max"]  # one group fills its slice
+    return {"X": rng.standard_normal((int(rows.sum()), n)).astype(ml_dtypes.bfloat16), "batch_sizes": rows,
+            "X_fp8": np.zeros((groups, sizes["M_max"], n), ml_dtypes.float8_e4m3fn),
+            "X_amax": np.zeros((groups, sizes["M_max"], -(-n // 128)), np.float32)}
+
+
+def ref_group_cast(a, s):
+    x, rows = f32(a["X"]), a["batch_sizes"]
+    groups, m_max, n = len(rows), s["M_max"], x.shape[1]
+    q = np.zeros((groups, m_max, n), np.float32)
+    amax = np.zeros((groups, m_max, -(-n // 128)), np.float32)
+    start = 0
+    for g, r in enumerate(rows):
+        got = ref_cast_fp8({"X": x[start:start + r]}, {})
+        q[g, :r], amax[g, :r] = got["X_fp8"], got["X_amax"]
+        start += r
+    return {"X_fp8": q, "X_amax": amax}
+
+
 WEBGPU_F16 = {"in_dtype": "f16", "out_dtype": "f16"}  # WGSL has no bf16
 SMALL_ATTENTION = {"block_M": 16, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
 
@@ -487,6 +567,47 @@ CASES: list[Case] = [
          webgpu_defines={"dim": 64, "pe_dim": 16, "block_H": 16, "block_N": 16, "threads": 128},
          gfx942_defines={"block_H": 16, "block_N": 32},
          tilelang="deepseek_mla/example_mla_decode.py"),
+    # issue #30's ports
+    Case("warp_specialize_gemm", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64},
+                                              "ragged": {"M": 50, "N": 37, "K": 45}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         webgpu_defines={"block_M": 64, "block_N": 64, "block_K": 32},
+         tilelang="warp_specialize/example_warp_specialize_gemm_copy_1_gemm_0.py"),
+    Case("warp_specialize_gemm_copy_0_gemm_1", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64},
+                                                            "ragged": {"M": 50, "N": 37, "K": 45}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
+         webgpu_defines={"block_M": 64, "block_N": 64, "block_K": 32},
+         tilelang="warp_specialize/example_warp_specialize_gemm_copy_0_gemm_1.py"),
+    Case("gemm_sp", ref_gemm_sp, {"regular": {"M": 64, "N": 64, "K": 128}, "ragged": {"M": 45, "N": 37, "K": 192}},
+         inputs=semi_sparse_inputs, random_inputs_ok=False, defines={"block_M": 32, "block_N": 32, "block_K": 64},
+         rtol=2e-3, atol=2e-3, fit_targets=("gfx942", "webgpu"), tilelang="gemm_sp/example_gemm_sp.py"),
+    Case("gemm_persistent", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 70, "N": 45, "K": 37}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16, "threads": 128, "sm_num": 3, "group_size": 2},
+         rtol=2e-3, atol=2e-3, fit_targets=("sm80", "gfx942"),
+         webgpu_defines={"block_M": 32, "block_N": 64, "block_K": 32, "threads": 128},
+         tilelang="gemm/example_gemm_persistent.py"),
+    Case("gemm_splitk_atomic", ref_matmul_f32, {"regular": {"M": 64, "N": 64, "K": 64},
+                                                "ragged": {"M": 33, "N": 47, "K": 96}},
+         defines={"block_M": 32, "block_N": 32, "block_K": 16, "split_k": 2}, rtol=1e-3, atol=1e-3,
+         tilelang="gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py"),
+    Case("mha_fwd_bshd", ref_mha_bshd, {"regular": {"batch": 1, "seq_len": 64, "heads": 2},
+                                        "ragged": {"batch": 2, "seq_len": 45, "heads": 1}},
+         defines={"block_M": 32, "block_N": 32}, rtol=1e-2, atol=1e-2, webgpu_defines=SMALL_ATTENTION,
+         tilelang="flash_attention/example_mha_fwd_bshd.py"),
+    Case("mha_fwd_bshd_causal", lambda a, s: ref_mha_bshd(a, s, causal=True),
+         {"regular": {"batch": 1, "seq_len": 64, "heads": 2}, "ragged": {"batch": 1, "seq_len": 45, "heads": 2}},
+         defines={"block_M": 32, "block_N": 32, "is_causal": True}, build_defines={"is_causal": True},
+         webgpu_defines=SMALL_ATTENTION, rtol=1e-2, atol=1e-2, source="mha_fwd_bshd",
+         tilelang="flash_attention/example_mha_fwd_bshd.py (is_causal)"),
+    Case("retention_fwd", ref_retention, {"regular": {"B": 1, "S": 64, "H": 2, "DV": 64},
+                                          "ragged": {"B": 2, "S": 45, "H": 2, "DV": 40}},
+         defines={"chunk_size": 16, "BK": 32, "BV": 32}, rtol=2e-2, atol=2e-2,
+         webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32},
+         tilelang="linear_attention/example_retention_fwd.py"),
+    Case("group_per_split_token_cast_to_fp8", ref_group_cast, {"regular": {"BG": 3, "M_max": 16, "N": 256},
+                                                               "ragged": {"BG": 2, "M_max": 13, "N": 200}},
+         inputs=group_cast_inputs, random_inputs_ok=False, rtol=0.07, atol=1e-5,
+         tilelang="cast/example_group_per_split_token_cast_to_fp8.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
@@ -498,6 +619,8 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("gemm_fp8", "webgpu"): "f8e4m3",
     ("mha_bwd_bhsd", "webgpu"): STORAGE_BUFFERS,
     ("mha_bwd_bhsd_causal", "webgpu"): STORAGE_BUFFERS,
+    ("gemm_sp", "webgpu"): "WGSL has no 16-bit integers",
+    ("group_per_split_token_cast_to_fp8", "webgpu"): "is bf16, which WebGPU cannot run",
 }
 
 
@@ -544,12 +667,17 @@ def _build(case: Case, target: str, dest: Path) -> str:
 
     defines = [f"-D{k}={v}" for k, v in case.defines_for(target).items()]
     kernel = ["--kernel", case.kernel] if case.kernel else []
+    fit = ["--fit"] if target in case.fit_targets else []
     cmd = [sys.executable, "-m", "tilec", str(EXAMPLES / case.file), "--target", target, "-o", str(dest),
-           *defines, *kernel]
+           *[d for k, d in zip(case.defines_for(target), defines, strict=True) if not fit or k in case.build_defines],
+           *kernel, *fit]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         first = (r.stderr.strip().splitlines() or ["?"])[0]
         return f"no (toolchain): {first}"
+    if fit:
+        chosen = ", ".join(f"{k}={v}" for k, v in case.defines_for(target).items() if k not in case.build_defines)
+        return f"builds (--fit: {chosen})"
     if target != "webgpu" or not case.random_inputs_ok:
         return "builds"
     import tilec

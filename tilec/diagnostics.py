@@ -34,7 +34,8 @@ class Diagnostic:
     message: str
     span: Span | None = None
     notes: list[Diagnostic] = field(default_factory=list)
-    category: str = ""  # remarks: what -Rpass=CATEGORY selects (tensor-cores, tma, pipeline, bank-conflicts, ...)
+    category: str = ""  # remarks: what -Rpass=CATEGORY selects (tensor-cores, tma, pipeline, bank-conflicts, ...);
+    # errors: what a tool may act on ("shared-memory", "threads": tilec/tuning/fit.py)
 
 
 class CompileError(Exception):
@@ -111,7 +112,7 @@ def render(diag: Diagnostic, sources: SourceManager | None = None, color: bool =
     colors = {"error": "\x1b[1;31m", "warning": "\x1b[1;35m", "note": "\x1b[1;36m", "remark": "\x1b[1;34m"}
     sev = f"{colors[diag.severity]}{diag.severity}:\x1b[0m" if color else f"{diag.severity}:"
     span = diag.span
-    if diag.category:
+    if diag.category and diag.severity == "remark":  # (an error's category is for tools: tilec/tuning/fit.py)
         diag = Diagnostic(diag.severity, f"{diag.message} [-Rpass={diag.category}]", span, diag.notes)
     if span is None or span.line == 0:
         head = f"tilec: {sev} {diag.message}"

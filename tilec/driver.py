@@ -302,7 +302,7 @@ def _target_fit_errors(module: T.Module, target) -> list[Diagnostic]:
             detail = ", ".join(f"{name} {n} B" for name, n in sizes)
             errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
                                               f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
-                                              "use smaller tiles", k.span))
+                                              "use smaller tiles", k.span, category="shared-memory"))
             raise CompileError(errors)
     return errors
 

@@ -188,8 +188,13 @@ def run_build(args) -> int:
         spinner.start()
 
     try:
-        artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
-                                 on_compiled=compiled)
+        try:
+            artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
+                                     on_compiled=compiled)
+        except CompileError as e:
+            options = _fitted(args, options, e)  # (raises e, with what to change, unless --fit found a fit)
+            artifact = tilec_compile(args.file, options=options, emit=kind, output_name=os.path.basename(output),
+                                     on_compiled=compiled)
     finally:
         spinner.stop()
     if artifact.from_cache and artifact.warnings:
@@ -228,6 +233,36 @@ def _package_module(args, kind: str, output: str) -> str:
     os.makedirs(directory, exist_ok=True)
     args.package = (kind, directory)
     return os.path.join(directory, Path(args.file).stem + suffix)
+
+
+def _fitted(args, options, error: CompileError):
+    """After a compile that overflowed a target's shared memory or threads: the largest configuration of the consts
+    sizing the buffers that fits (tilec/tuning/fit.py). With --fit, the options that build it (a remark says so);
+    without, `error` is raised again with a note naming the consts and their values."""
+    from ..tuning.fit import find_fit, resource_errors
+
+    over = resource_errors(error)
+    if not over:
+        raise error
+    fit = find_fit(args.file, options)
+    targets = ", ".join(options.targets)
+    if fit is None:
+        over[0].notes.append(Diagnostic("note", "no smaller configuration of the consts that size the buffers fits "
+                                                f"{targets}; change the kernel's tiles by hand"))
+        raise error
+    if fit.blocker is not None:
+        over[0].notes.append(Diagnostic("note", f"with {fit.flags()} the buffers fit {targets}, but then: "
+                                                f"{fit.blocker}"))
+        raise error
+    if not getattr(args, "fit", False):
+        over[0].notes.append(Diagnostic("note", f"the consts that size these buffers fit {targets} as {fit.flags()} "
+                                                "(the largest such configuration the resource query found); --fit "
+                                                "builds it"))
+        raise error
+    print_diagnostics([Diagnostic("remark", f"--fit: built for {targets} with {fit.changes()}: the consts' own values "
+                                            f"need more than the target has ({over[0].message})", over[0].span,
+                                  category="fit")], error.sources if hasattr(error, "sources") else None, args)
+    return options.replace(defines=tuple(sorted({**options.defines_dict, **fit.defines}.items())))
 
 
 def _toolchain_spinner(args, targets: tuple[str, ...]):

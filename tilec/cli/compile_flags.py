@@ -39,6 +39,8 @@ COMPILE_FLAGS: list[Flag] = [
          "-arch as nvcc.", TARGETS, "one", "CODE"),
     Flag(("-gencode", "--generate-code"), "gencode", "arch=compute_XX,code=sm_XX (repeatable): each adds a target; "
          "several make one fatbin.", TARGETS, "many", "SPEC"),
+    Flag(("--fit",), "fit", "When the consts that size the buffers overflow a target's shared memory or threads, "
+         "build the largest configuration of them that fits (a remark says which).", TARGETS),
     Flag(("--max-workgroup-storage",), "max_workgroup_storage", "webgpu: workgroup memory the device grants "
          "(default 16384, WebGPU's guaranteed minimum).", TARGETS, "one", "BYTES", convert=_nonnegative),
     Flag(("--max-storage-buffers",), "max_storage_buffers", "webgpu: storage buffers per shader stage the device "

@@ -520,7 +520,19 @@ class _Block(ScalarOps):
         sel = tuple(i[live] for i in idx)
         vals = np.broadcast_to(value, shape)[live]
         acc = to_compute(data, r.buffer.dtype).astype(np.float64 if r.buffer.dtype.is_float else np.int64)
-        {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind].at(acc, sel, vals)
+        op = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.kind]
+        if s.result is not None:  # return_prev: lane by lane, in lane order, each sees the ones before it
+            prev = np.zeros(shape, acc.dtype)
+            for lane, at in zip(zip(*np.nonzero(live), strict=True), zip(*sel, strict=True), strict=True):
+                prev[lane] = acc[at]
+                acc[at] = op(acc[at], np.broadcast_to(value, shape)[lane])
+                if r.buffer.dtype.is_float:
+                    acc[at] = round_to(acc[at], r.buffer.dtype)
+            prev = prev.astype(compute_dtype(r.buffer.dtype))
+            old = self.env.get(id(s.result))
+            self.env[id(s.result)] = prev if mask is None or old is None else np.where(live, prev, old)
+        else:
+            op.at(acc, sel, vals)
         data[...] = to_storage(round_to(acc, r.buffer.dtype) if r.buffer.dtype.is_float else acc, r.buffer.dtype)
 
     round_to = staticmethod(round_to)  # (what the tile ops' semantics need of this module)

@@ -127,7 +127,8 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         return [f"{pad}fill {region_str(s.dst)}, {expr_str(s.value)}"]
     if isinstance(s, T.Atomic):
         each = " [per element]" if s.per_element else ""
-        return [f"{pad}atomic_{s.kind} {region_str(s.dst)}, {_operand(s.value)}{each}"]
+        prev = f" -> {s.result.name}" if s.result is not None else ""
+        return [f"{pad}atomic_{s.kind} {region_str(s.dst)}, {_operand(s.value)}{prev}{each}"]
     if isinstance(s, T.Print):
         where = ([f"block={s.block}"] if s.block is not None else []) + (
             [f"thread={s.thread}"] if s.thread is not None else [])

@@ -44,6 +44,7 @@ PORTABLE_CALLS = {
     "copy16_or_zero": spelled("tl::copy16_or_zero({0}, {1}, {2})"),
     "copy16": spelled("tl::st_128({0}, tl::ld_128({1}))"),
     "atomic": spelled("tl::atomic_{kind}({0}, {1})"),
+    "atomic_prev": spelled("{0} = tl::atomic_{kind}({1}, {2})"),
     "load_vec": _vector("load_cvt"),
     "store_vec": _vector("store_cvt"),
 }

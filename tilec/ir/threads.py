@@ -120,6 +120,10 @@ def analyze(k: T.Kernel) -> Varying:
                         divergent or any(v.expr(e) for e in stmt_exprs(s))):
                     v.buffers.add(id(b))
                     changed = True
+            elif isinstance(s, T.Atomic) and s.result is not None:  # each thread gets its own previous value
+                if id(s.result) not in v.vars:
+                    v.vars.add(id(s.result))
+                    changed = True
             elif isinstance(s, T.Fill) and s.dst.buffer.scope in ("local", "var"):
                 if id(s.dst.buffer) not in v.buffers and (divergent or v.expr(s.value)):
                     v.buffers.add(id(s.dst.buffer))

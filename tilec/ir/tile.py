@@ -240,6 +240,7 @@ class Atomic(Stmt):
     dst: Region
     value: Region | Expr
     per_element: bool = False
+    result: Var | None = None  # (per element) the local that receives the element's previous value (return_prev)
 
 
 @dataclass(eq=False)

@@ -1,7 +1,8 @@
 """atomic_add/max/min(dst, value): read-modify-write of global or shared memory. Writes (and reads) dst,
 reads a region value. Lowering: one atomic per fragment or shared element (of a replicated, reduced fragment:
 by one of the replicas), one by thread 0 for a block-wide scalar, one per iteration for a per-element update
-inside a Parallel loop, one per thread for a per-element update in per-thread code (check-threads marks it)."""
+inside a Parallel loop, one per thread for a per-element update in per-thread code (check-threads marks it).
+A per-element update with `result` (return_prev=True) stores the element's previous value in that local."""
 
 from __future__ import annotations
 
@@ -59,10 +60,15 @@ def lower(cx, s: T.Atomic) -> None:
     idx = [cx.lx(x) for x in dst.starts]
     # A block-wide scalar update is made once, by thread 0; a per-element one (inside a Parallel
     # loop) by the thread that owns the iteration.
+    if s.result is not None and not s.per_element:
+        raise cx.fail(f"atomic_{s.kind}(..., return_prev=True) outside a Parallel loop and per-thread code would be "
+                      "made once, by thread 0, for the block: the other threads would have no previous value; "
+                      "use it inside a Parallel loop or in per-thread code (T.get_thread_binding())", s.span)
     guard = cx.bounds(dst, idx) if s.per_element else both(cx.bounds(dst, idx), compare("==", cx.tid, c(0)))
     addr = cx.addr(dst.buffer, idx, s.span)
     value = cast(cx.lx(s.value), dst.buffer.dtype)
-    st = S.call(s.span, "atomic", [addr, value], kind=s.kind)
+    st = S.call(s.span, "atomic", [addr, value], kind=s.kind) if s.result is None else \
+        S.call(s.span, "atomic_prev", [cx.lx(s.result), addr, value], kind=s.kind)
     cx.emit(st if guard is None else S.SIf(s.span, guard, [st]))
 
 
@@ -89,6 +95,12 @@ def check(s: T.Atomic, rep: Reporter) -> None:
 
 def interpret(block, s: T.Atomic) -> None:
     import numpy as np
+
+    if s.result is not None:
+        from ..interp.tile_interp import InterpreterError
+
+        raise InterpreterError(f"atomic_{s.kind}(..., return_prev=True) of the whole block has no previous value per "
+                               "thread: use it inside a Parallel loop or in per-thread code", s.span)
 
     ext = block.extents(s.dst)
     if isinstance(s.value, T.Region):

@@ -20,7 +20,9 @@ from . import gemm
 
 def stage_operands(cx, s: T.Gemm) -> T.Gemm:
     """The FMA path reads whole rows of A and columns of B, which a fragment spreads over the threads:
-    stage each register operand through its own shared buffer (written, then a barrier)."""
+    stage each register operand through a shared buffer (written, then a barrier). The gemms of a kernel share
+    one staging buffer per operand position, dtype and shape: each gemm ends with a barrier before the next may
+    write it (so mha_bwd's two staged gemms add one 8 KB buffer, not two)."""
     regions: dict[str, T.Region] = {}
     for name in ("a", "b"):
         r: T.Region = getattr(s, name)
@@ -34,13 +36,20 @@ def stage_operands(cx, s: T.Gemm) -> T.Gemm:
                             "operands, f32 accumulator, tile sizes multiple of 16) or the whole 2-D fragment",
                             s.span)
         layout = cx.sched.fragment(b)
-        stage = T.Buffer(cx.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
-        lay = SharedLayout(shape, b.dtype.bytes)
-        cx.staged_layouts[id(stage)] = lay
-        cx.staged.append(stage)
-        sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
-        cx.shared.append(sb)
-        cx.buffers[id(stage)] = sb
+        key = (name, b.dtype, shape)
+        if key in cx.gemm_stages:
+            stage = cx.gemm_stages[key]
+            lay = cx.staged_layouts[id(stage)]
+            sb = cx.buffers[id(stage)]
+        else:
+            stage = T.Buffer(cx.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
+            lay = SharedLayout(shape, b.dtype.bytes)
+            cx.staged_layouts[id(stage)] = lay
+            cx.staged.append(stage)
+            sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
+            cx.shared.append(sb)
+            cx.buffers[id(stage)] = sb
+            cx.gemm_stages[key] = stage
         cx.before_shared_access(False, True)
         kv = cx.fresh("r")
         i, j = layout.coords(cx.tid, kv)

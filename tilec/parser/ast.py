@@ -138,6 +138,16 @@ class PassStmt(Node):
 
 
 @dataclass(eq=False)
+class BreakStmt(Node):
+    pass
+
+
+@dataclass(eq=False)
+class ContinueStmt(Node):
+    pass
+
+
+@dataclass(eq=False)
 class ReturnStmt(Node):
     value: Node | None
 

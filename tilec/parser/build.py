@@ -41,7 +41,8 @@ from .build_common import (
     undefined_name,
     unsupported_builtin,
 )
-from .build_expr import ExprBuilder
+from .build_expr import ExprBuilder, _block_uniform
+from .build_jumps import loop_jumps, not_broken, without_jumps
 from .build_tileops import TileOpBuilder
 from .build_views import VIEW_FUNCS, ViewBuilder
 from .parse import parse
@@ -71,6 +72,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.assign_counts: dict[str, int] = {}  # assignments to each name in the kernel body
         self.const_locals: dict[int, T.Const] = {}  # locals assigned an integer constant exactly once
         self.size_locals: dict[int, T.Expr] = {}  # locals assigned a formula of the runtime sizes exactly once
+        self.reading_loop_condition = False  # (a fragment element read there would be read once: fragment_element)
 
     # ------------------------------------------------------------ errors
     def fail(self, msg: str, span: Span | None) -> _Fail:
@@ -151,6 +153,13 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             dt = self.dtype_of_name(node.id, scope)
             if dt is not None:
                 return dt
+        if isinstance(node, A.ListExpr | A.TupleExpr):  # const sizes = [64, 128]: a list const
+            return tuple(self.const_value(item, scope) for item in node.items)
+        if isinstance(node, A.IfExpr) and isinstance(node.then, A.ListExpr | A.TupleExpr):  # [a, b] if c else [b, a]
+            taken = node.then if self.const_bool(node.cond, scope, "a const's condition") else node.orelse
+            return self.const_value(taken, scope)
+        if isinstance(node, A.Subscript) and isinstance(node.value, A.ListExpr | A.TupleExpr):  # [32, 64][i]
+            return self.const_item(self.const_value(node.value, scope), node, scope)
         e = fold(self.expr(node, scope))
         if not isinstance(e, T.Const):
             raise self.fail("a const must be a compile-time value", node.span)
@@ -247,11 +256,15 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if i < len(launch.targets):
                 scope.bind(var_name, v)
         self.block = []
+        self.kernel_top = self.block  # (where a buffer tilec adds is allocated: gemm_sparse)
         self.at_kernel_top = True
         self.assign_counts = _assignment_counts(launch.body)
         self.const_locals = {}
         self.size_locals = {}
+        self.warp_roles: dict[int, bool] = {}
         self.stmts(launch.body, _Scope(scope))
+        if self.warp_roles:
+            threads = self.fold_warp_roles(threads, launch.span)
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
                         self.block, span, dict(self.kernel_attrs))
 
@@ -513,12 +526,21 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             return self.for_stmt(s, scope)
         if isinstance(s, A.IfStmt):
             cond = self.bool_expr(s.cond, scope)
+            decided = fold(cond)
+            if isinstance(decided, T.Const) and _allocates(s.body + s.orelse):
+                # decided at compile time (TileLang's Python `if` on a config value): the taken branch's buffers
+                # are the kernel's, visible after the `if`
+                return self.stmts(s.body if decided.value else s.orelse, scope)
             then_body = self.nested(s.body, scope)
             else_body = self.nested(s.orelse, scope)
             return self.emit(T.If(s.span, cond, then_body, else_body))
         if isinstance(s, A.WhileStmt):
-            cond = self.bool_expr(s.cond, scope)
-            return self.emit(T.While(s.span, cond, self.nested(s.body, scope)))
+            return self.while_stmt(s, scope)
+        if isinstance(s, A.BreakStmt | A.ContinueStmt):
+            word = "break" if isinstance(s, A.BreakStmt) else "continue"
+            raise self.fail(f"`{word}` outside a loop", s.span)
+        if isinstance(s, A.WithStmt) and _callee(s.context) == "ws" and scope.lookup("ws") is None:
+            return self.warp_role(s, scope)
         if isinstance(s, A.WithStmt):
             raise self.fail("`with Kernel(...)` may only be the body of a kernel", s.span)
         if isinstance(s, A.ReturnStmt):
@@ -527,10 +549,17 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
 
     def assign(self, s: A.AssignStmt, scope: _Scope) -> None:
         target = s.target
+        if isinstance(target, A.TupleExpr):
+            return self.tuple_assign(s, scope)
         if isinstance(target, A.Name):
             name = target.id
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in ALLOC_FUNCS:
                 return self.alloc(name, s.value, scope, target.span)
+            if s.op is None and _callee(s.value) == "alloc_barrier" and scope.lookup("alloc_barrier") is None:
+                args, _ = self.call_args(s.value, ["arrive_count"])
+                if "arrive_count" in args:
+                    self.const_int(args["arrive_count"], scope, "arrive_count")
+                return scope.bind(name, ("barrier", target.span))  # (warp_role: the schedule's barriers are tilec's)
             if s.op is None and isinstance(s.value, A.CallExpr) and _callee(s.value) in VIEW_FUNCS \
                     and scope.lookup(_callee(s.value)) is None:
                 return self.view(name, s.value, scope, target.span)
@@ -557,9 +586,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             if value.dtype.is_bool and isinstance(value, T.Const):
                 pass
             var = T.Var(value.dtype, target.span, self.unique(name), "local")
-            if (isinstance(value, T.Const) and value.dtype.is_int and self.assign_counts.get(name) == 1
+            known = self.fold_locals(value)  # (`half = ext // 2` of a local `ext = 64` is 32)
+            if (isinstance(known, T.Const) and known.dtype.is_int and self.assign_counts.get(name) == 1
                     and not self.inline_depth):
-                self.const_locals[id(var)] = value  # assigned once: a compile-time value where one is needed
+                self.const_locals[id(var)] = known  # assigned once: a compile-time value where one is needed
             sized = rewrite_expr(value, lambda x: self.size_locals.get(id(x)))
             if self.assign_counts.get(name) == 1 and not self.inline_depth and value.dtype.is_int and all(
                     isinstance(x, T.Const | T.Binary | T.Call | T.Cast) or (isinstance(x, T.Var) and x.kind == "size")
@@ -576,9 +606,31 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             indices = self.element_indices(buf, target, scope)
             value = self.expr(s.value, scope)
             if s.op:
-                value = self.binary(s.op, T.Load(buf.dtype, target.span, buf, indices), value, s.span)
+                value = self.binary(s.op, self.expr(target, scope), value, s.span)
+            if buf.scope == "fragment" and not self.in_parallel and _block_uniform(indices):  # its owner stores it
+                stored = self.cast(value, buf.dtype)
+                return self.emit(self.at_fragment_element(buf, indices, s.span,
+                                                          lambda at: T.Store(s.span, buf, at, stored)))
             return self.emit(T.Store(s.span, buf, indices, self.cast(value, buf.dtype)))
         raise self.fail("cannot assign to this expression", target.span)
+
+    def tuple_assign(self, s: A.AssignStmt, scope: _Scope) -> None:
+        """`a, b = x, y`: every value is computed (into a temporary) before any target is assigned, so
+        `a, b = b, a` swaps."""
+        assert isinstance(s.target, A.TupleExpr) and isinstance(s.value, A.TupleExpr)
+        targets, values = s.target.items, s.value.items
+        if len(targets) != len(values):
+            raise self.fail(f"{len(targets)} targets are assigned {len(values)} values", s.span)
+        names = []
+        for v in values:
+            value = self.expr(v, scope)
+            temp = T.Var(value.dtype, v.span, self.unique("tuple_value"), "local")
+            self.parallel_depth[id(temp)] = self.in_parallel
+            self.emit(T.Assign(v.span, temp, value))
+            names.append(f"tuple·{temp.name}")  # not a name a source can spell
+            scope.bind(names[-1], temp)
+        for t, v, name in zip(targets, values, names, strict=True):
+            self.assign(A.AssignStmt(t.span, t, A.Name(v.span, name)), scope)
 
     def check_parallel_update(self, bound, name: str, span: Span) -> None:
         """Iterations of a Parallel loop run at once: one may not update a value they all share."""
@@ -629,11 +681,87 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 return
             if fname in TILE_OPS and bound is None:
                 return self.tile_op(fname, v, scope)
+            if fname in ("sync_threads", "disable_warp_group_reg_alloc") and bound is None:
+                return self.schedule_statement(fname, v)
+            if fname in ("barrier_arrive", "barrier_wait") and bound is None:
+                return self.barrier_statement(fname, v, scope)
+            if fname == "tma_copy" and bound is None:  # a copy whose barrier is tilec's (warp_role)
+                kept = [kw for kw in v.kwargs if kw.name != "barrier"]
+                for kw in v.kwargs:
+                    if kw.name == "barrier":
+                        self.barrier_ref(kw.value, scope)
+                return self.tile_op("copy", A.CallExpr(v.span, v.func, v.args, kept), scope)
             if fname is not None and bound is None and fname not in BUILTINS:
                 raise self.fail(unsupported_builtin(fname) or undefined_function(fname, scope), v.func.span)
         if isinstance(v, A.String):
             return  # a docstring
         raise self.fail("expression statement has no effect", s.span)
+
+    def warp_role(self, s: A.WithStmt, scope: _Scope) -> None:
+        """`with T.ws(i):` — TileLang's explicit warp specialization: the body runs on warpgroup i (threads
+        128 i .. 128 i + 127), synchronised with the others through T.alloc_barrier / T.barrier_arrive /
+        T.barrier_wait and filled by T.tma_copy. tilec keeps what the roles compute and makes the schedule its own:
+        each body runs where it stands, in program order (which is the order the barriers enforce), its
+        tma_copy a copy, the barrier statements checked and dropped; a warpgroup that only copies becomes
+        tilec's producer (fold_warp_roles). The pipeline planner then stages the copies, and on sm90 issues them
+        from a producer warpgroup of its own."""
+        call = s.context
+        assert isinstance(call, A.CallExpr)
+        if s.targets:
+            raise self.fail("T.ws(...) binds no name", s.span)
+        if self.in_parallel:
+            raise self.fail("T.ws(...) cannot be inside a Parallel loop", s.span)
+        ids = [self.const_int(a, scope, "a warpgroup index") for a in call.args]
+        if not ids or call.kwargs:
+            raise self.fail("T.ws(i, ...) takes the warpgroup indices the body runs on", call.span)
+        copies_only = all(_is_producer_work(st) for st in s.body)
+        for i in ids:
+            self.warp_roles[i] = self.warp_roles.get(i, True) and copies_only
+        self.stmts(s.body, scope)  # (Python's `with` opens no scope: names made in the body outlive it)
+
+    def fold_warp_roles(self, threads: int, span: Span) -> int:
+        """The threads that compute once the warpgroups that only copy are tilec's producer: 128 per other
+        warpgroup (TileLang's threads=256 with ws(1) copying and ws(0) computing runs 128 compute threads, plus
+        tilec's own producer warpgroup on sm90)."""
+        groups = max(self.warp_roles) + 1
+        compute = [i for i, copies in self.warp_roles.items() if not copies]
+        if threads != 128 * groups:
+            raise self.fail(f"T.ws names warpgroups 0..{groups - 1} ({128 * groups} threads), but the kernel has "
+                            f"{threads}", span)
+        if not compute or len(compute) == groups:
+            return threads
+        self.rep.remark("warp-specialize", f"the T.ws roles run as written, on tilec's schedule: warpgroup(s) "
+                        f"{', '.join(str(i) for i in sorted(set(self.warp_roles) - set(compute)))} only copy: their "
+                        "copies are the pipeline's (issued by a producer warpgroup of tilec's on sm90), and the kernel "
+                        f"computes on {128 * len(compute)} threads",
+                        span)
+        return 128 * len(compute)
+
+    def barrier_ref(self, node: A.Node, scope: _Scope) -> None:
+        bound = scope.lookup(node.id) if isinstance(node, A.Name) else None
+        if not (isinstance(bound, tuple) and bound[0] == "barrier"):
+            raise self.fail("expected a barrier made by T.alloc_barrier(...)", node.span)
+
+    def barrier_statement(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
+        """T.barrier_arrive(b) / T.barrier_wait(b, phase) between T.ws roles: checked, then dropped (warp_role:
+        the roles run in the order the barriers enforce)."""
+        args, _ = self.call_args(call, ["barrier", "phase"] if fname == "barrier_wait" else ["barrier"])
+        self.require(args, ["barrier", "phase"] if fname == "barrier_wait" else ["barrier"], call)
+        self.barrier_ref(args["barrier"], scope)
+        if "phase" in args:
+            self.int_expr(args["phase"], scope)
+
+    def schedule_statement(self, fname: str, call: A.CallExpr) -> None:
+        """TileLang statements about the schedule, which tilec decides: `T.sync_threads()` (tilec puts a barrier
+        wherever one thread's shared-memory writes meet another's reads, so an explicit one adds nothing) and
+        `T.disable_warp_group_reg_alloc()` (on sm90 the kernel keeps its registers as launched: no setmaxnreg)."""
+        if call.args or call.kwargs:
+            raise self.fail(f"T.{fname}() takes no arguments", call.span)
+        if self.in_parallel:
+            raise self.fail(f"T.{fname}() is a statement of the whole block; it cannot be inside a Parallel loop",
+                            call.span)
+        if fname == "disable_warp_group_reg_alloc":
+            self.kernel_attrs["warp_group_reg_alloc"] = False
 
     def for_stmt(self, s: A.ForStmt, scope: _Scope) -> None:
         it = s.iter
@@ -700,6 +828,10 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 span_ = self.binary("-", args[1], begin, it.span)
                 extents = [fold(self.call_ceildiv(span_, step, it.span) if step is not None else span_)]
         inner = _Scope(scope)
+        broke, skipped = self.jump_flags(s.body, kind, inner, s.span)
+        body_ast = without_jumps(s.body, broke, skipped)
+        if broke is not None:  # the iterations after a break do nothing
+            body_ast = [A.IfStmt(s.span, not_broken(s.span, broke), body_ast, [])]
         vars_ = []
         for name, span in s.targets:
             v = T.Var(D.I32, span, self.unique(name), "loop")
@@ -710,13 +842,65 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         if kind == "parallel":
             self.in_parallel += 1
         try:
-            self.stmts(s.body, inner)
+            self.clear_continue_flag(skipped, inner, s.span)
+            self.stmts(body_ast, inner)
             body = self.block
         finally:
             self.block, self.at_kernel_top = saved
             if kind == "parallel":
                 self.in_parallel -= 1
         self.emit(T.For(s.span, kind, vars_, extents, body, begin, step, num_stages))
+
+    def jump_flags(self, body: list[A.Node], loop: str, scope: _Scope, span: Span) -> tuple[str | None, str | None]:
+        """For a loop body with break/continue (build_jumps.py): declare its break flag here (cleared once,
+        before the loop) and return the scope names of the break and continue flags, or None."""
+        jumps = loop_jumps(body)
+        if not jumps:
+            return None, None
+        for j in jumps:
+            word = "break" if isinstance(j, A.BreakStmt) else "continue"
+            if loop == "pipelined":
+                raise self.fail(f"`{word}` in a Pipelined loop: its iterations are overlapped by the pipeline; use "
+                                "T.serial (or num_stages=0) for a loop that can be left early", j.span)
+            if loop == "parallel" and word == "break":
+                raise self.fail("`break` in a Parallel loop: its iterations run at once, so none can end the "
+                                "others; guard the remaining iterations' work with an `if`", j.span)
+        broke = skipped = None
+        if any(isinstance(j, A.BreakStmt) for j in jumps):
+            broke = f"break·{len(self.names_in_kernel)}"  # not a name a source can spell
+            var = T.Var(D.BOOL, span, self.unique("loop_left"), "local")
+            self.parallel_depth[id(var)] = self.in_parallel
+            scope.bind(broke, var)
+            self.emit(T.Assign(span, var, T.Const(D.BOOL, span, False)))
+        if any(isinstance(j, A.ContinueStmt) for j in jumps):
+            skipped = f"continue·{len(self.names_in_kernel)}"
+        return broke, skipped
+
+    def clear_continue_flag(self, skipped: str | None, scope: _Scope, span: Span) -> None:
+        """At the start of each iteration: the continue flag, made inside the loop so each iteration owns it."""
+        if skipped is not None:
+            var = T.Var(D.BOOL, span, self.unique("iteration_skipped"), "local")
+            self.parallel_depth[id(var)] = self.in_parallel
+            scope.bind(skipped, var)
+            self.emit(T.Assign(span, var, T.Const(D.BOOL, span, False)))
+
+    def while_stmt(self, s: A.WhileStmt, scope: _Scope) -> None:
+        broke, skipped = self.jump_flags(s.body, "while", scope, s.span)
+        self.reading_loop_condition = True
+        try:
+            cond = self.bool_expr(s.cond if broke is None else not_broken(s.cond.span, broke, s.cond), scope)
+        finally:
+            self.reading_loop_condition = False
+        saved, saved_top = self.block, self.at_kernel_top
+        self.block, self.at_kernel_top = [], False
+        inner = _Scope(scope)
+        try:
+            self.clear_continue_flag(skipped, inner, s.span)
+            self.stmts(without_jumps(s.body, broke, skipped), inner)
+            body = self.block
+        finally:
+            self.block, self.at_kernel_top = saved, saved_top
+        self.emit(T.While(s.span, cond, body))
 
     def thread_binding_loop(self, s: A.ForStmt, it: A.CallExpr, scope: _Scope) -> None:
         """TileLang's `for tx in T.thread_binding(0, threads, thread="threadIdx.x"):` is no loop: every thread runs
@@ -789,7 +973,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         """What a helper parameter is bound to: a buffer, a region, a dtype, a const or an expression."""
         if isinstance(node, A.Name):
             bound = scope.lookup(node.id)
-            if isinstance(bound, T.Buffer) and bound.scope != "var":
+            if isinstance(bound, T.Buffer):  # (an alloc_var too: the helper may assign it, `v = v + 1`)
                 return bound
             if isinstance(bound, (_Helper, tuple)):
                 return bound
@@ -847,14 +1031,31 @@ def _tidy(e: T.Expr) -> T.Expr:
     return e
 
 
+def _is_producer_work(s: A.Node) -> bool:
+    """A statement of a T.ws body that only moves data or synchronises (a producer warpgroup's work)."""
+    if isinstance(s, A.ExprStmt):
+        return _callee(s.value) in ("copy", "tma_copy", "barrier_wait", "barrier_arrive", "c2d_im2col", "im2col")
+    if isinstance(s, A.IfStmt):
+        return all(_is_producer_work(x) for x in s.body + s.orelse)
+    return isinstance(s, A.PassStmt)
+
+
+def _allocates(body: list[A.Node]) -> bool:
+    """Whether a block (its nested ifs included) allocates a buffer."""
+    return any(isinstance(s, A.AssignStmt) and _callee(s.value) in ALLOC_FUNCS
+               or isinstance(s, A.IfStmt) and _allocates(s.body + s.orelse) for s in body)
+
+
 def _assignment_counts(body: list[A.Node]) -> dict[str, int]:
     """How often each plain name is assigned in a body (its nested blocks included)."""
     counts: dict[str, int] = {}
     stack = list(body)
     while stack:
         s = stack.pop()
-        if isinstance(s, A.AssignStmt) and isinstance(s.target, A.Name):
-            counts[s.target.id] = counts.get(s.target.id, 0) + 1
+        if isinstance(s, A.AssignStmt):
+            for t in s.target.items if isinstance(s.target, A.TupleExpr) else [s.target]:
+                if isinstance(t, A.Name):
+                    counts[t.id] = counts.get(t.id, 0) + 1
         elif isinstance(s, A.ForStmt | A.WhileStmt | A.WithStmt):
             stack.extend(s.body)
         elif isinstance(s, A.IfStmt):

@@ -28,13 +28,14 @@ ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_lo
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
                 "reduce_absmax": "absmax"}
 ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
-TILE_OPS = {"copy", "gemm", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
+TILE_OPS = {"copy", "gemm", "gemm_sp", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
             "c2d_im2col", *REDUCE_FUNCS,
             *ATOMIC_FUNCS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
     "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
-    "get_thread_binding", "thread_binding",
+    "get_thread_binding", "thread_binding", "sync_threads", "disable_warp_group_reg_alloc", "ws", "alloc_barrier",
+    "barrier_arrive", "barrier_wait", "tma_copy",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -72,8 +73,6 @@ TILELANG_UNSUPPORTED = {
               "j: [...])}) (a helper function cannot return one)",
     "Fragment": "tilec infers the register layout of every fragment; drop the annotation",
     "symbolic": "any tensor dimension that is not a const is already a runtime size",
-    "alloc_barrier": "tilec places barriers and mbarriers itself",
-    "sync_threads": "tilec places barriers itself",
 }
 
 
@@ -264,6 +263,8 @@ def _describe_binding(bound) -> str:
         return "a const"
     if isinstance(bound, tuple) and bound[0] == "region":
         return "a region"
+    if isinstance(bound, tuple) and bound[0] == "barrier":
+        return "a barrier"
     if isinstance(bound, T.Var):
         return {"size": "a runtime size", "block": "a block index", "loop": "a loop variable",
                 "param": "a scalar kernel parameter", "local": "a local variable"}[bound.kind]

@@ -7,10 +7,11 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, convert, fold
 from ..ir.threads import THREAD
-from ..ir.visit import rewrite_expr
+from ..ir.visit import rewrite_expr, sub_exprs
 from . import ast as A
 from .build_common import (
     ALLOC_FUNCS,
+    ATOMIC_FUNCS,
     BUILTINS,
     LOOP_FUNCS,
     MATH_FUNCS,
@@ -72,6 +73,15 @@ class ExprBuilder:
         if not isinstance(e, T.Const) or e.dtype.is_float:
             raise self.fail(f"{what} must be a compile-time integer", node.span)
         return int(e.value)
+
+    def const_item(self, values: tuple, node: A.Subscript, scope: _Scope):
+        """`sizes[i]` of a list const, i a compile-time integer."""
+        if len(node.items) != 1 or isinstance(node.items[0], A.Slice):
+            raise self.fail("index a list const with one integer: sizes[0]", node.span)
+        i = self.const_int(node.items[0], scope, "a list const's index")
+        if not -len(values) <= i < len(values):
+            raise self.fail(f"index {i} is out of range for a list const of {len(values)} values", node.span)
+        return values[i]
 
     def const_bool(self, node: A.Node, scope: _Scope, what: str) -> bool:
         e = fold(self.expr(node, scope))
@@ -161,8 +171,12 @@ class ExprBuilder:
                 bound = scope.lookup(node.value.id)
                 if isinstance(bound, tuple) and bound[0] == "region":
                     raise self.fail("a region is not a scalar", node.span)
+                if isinstance(bound, tuple) and bound[0] == "const" and isinstance(bound[1], tuple):
+                    return self.literal(self.const_item(bound[1], node, scope), node.span)
             buf = self.buffer_ref(node.value, scope)
             idx = self.element_indices(buf, node, scope)
+            if buf.scope == "fragment" and not self.in_parallel and _block_uniform(idx):
+                return self.fragment_element(buf, idx, node.span)
             return T.Load(buf.dtype, node.span, buf, idx)
         if isinstance(node, A.CallExpr):
             return self.call_expr(node, scope)
@@ -183,6 +197,30 @@ class ExprBuilder:
             raise self.fail(f"unknown attribute '{node.attr}' (buffers have .dtype and .shape)", node.span)
         raise self.fail("unsupported expression", node.span)
 
+    def fragment_element(self, buf: T.Buffer, idx: list[T.Expr], span) -> T.Expr:
+        """`F[i, j]` of a fragment outside Parallel loops (TileLang's alloc_fragment((1,)) used as a scalar): its
+        element lives in one thread's registers, so it is handed to every thread through shared memory — a Parallel
+        loop over the fragment in which the owner stores it to a one-element shared buffer, read after it."""
+        if self.reading_loop_condition:
+            raise self.fail(f"fragment '{buf.name}' is read in a while loop's condition outside a Parallel loop; read "
+                            "it into a local before the loop and again at the end of its body", span)
+        held = T.Buffer(self.unique(f"{buf.name}_element"), buf.dtype, [T.Const(D.I32, span, 1)], "shared", span)
+        self.kernel_top.insert(0, T.Alloc(span, held, None))
+        self.emit(self.at_fragment_element(buf, idx, span, lambda at: T.Store(
+            span, held, [T.Const(D.I32, span, 0)], T.Load(buf.dtype, span, buf, at))))
+        return T.Load(buf.dtype, span, held, [T.Const(D.I32, span, 0)])
+
+    def at_fragment_element(self, buf: T.Buffer, idx: list[T.Expr], span, make) -> T.Stmt:
+        """`for i, j in Parallel(buf's shape): if (i, j) == idx: make([i, j])`: the iteration that owns element idx
+        of fragment buf (each thread tests its own elements)."""
+        loop_vars = [T.Var(D.I32, span, self.unique("element"), "loop") for _ in buf.shape]
+        cond: T.Expr | None = None
+        for v, i in zip(loop_vars, idx, strict=True):
+            eq = T.Compare(D.BOOL, span, "==", v, self.cast(i, D.I32))
+            cond = eq if cond is None else self.binary("and", cond, eq, span)
+        assert cond is not None
+        return T.For(span, "parallel", loop_vars, list(buf.shape), [T.If(span, cond, [make(loop_vars)], [])])
+
     def buffer_attr_owner(self, node: A.Attribute, scope) -> T.Buffer:
         """The buffer of `buf.dtype` / `buf.shape`."""
         base = node.value
@@ -199,6 +237,9 @@ class ExprBuilder:
         if isinstance(node, A.IfExpr):  # [a, b] if const else [b, a]
             taken = node.then if self.const_bool(node.cond, scope, "the condition choosing a shape") else node.orelse
             return self.shape_arg(taken, scope)
+        bound = scope.lookup(node.id) if isinstance(node, A.Name) else None
+        if isinstance(bound, tuple) and bound[0] == "const" and isinstance(bound[1], tuple):  # const shape = [a, b]
+            return [self.literal(v, node.span) for v in bound[1]]
         dims = node.items if isinstance(node, A.TupleExpr | A.ListExpr) else [node]
         if not dims:
             raise self.fail("a buffer needs at least one dimension", node.span)
@@ -220,6 +261,9 @@ class ExprBuilder:
                 raise self.fail(f"'{node.id}' is a dtype, not a value", node.span)
             if isinstance(value, str):
                 raise self.fail(f"'{node.id}' is a string const, not a number", node.span)
+            if isinstance(value, tuple):
+                raise self.fail(f"'{node.id}' is a list const, not a number; index it ({node.id}[0]) or pass it "
+                                "as a shape", node.span)
             return self.literal(value, node.span)
         if isinstance(bound, T.Var):
             return bound
@@ -354,6 +398,8 @@ class ExprBuilder:
             if len(node.args) != 1 or node.kwargs:
                 raise self.fail(f"{fname}(x) converts one value", node.span)
             return self.cast(self.expr(node.args[0], scope), dt)
+        if fname in ATOMIC_FUNCS and bound is None:
+            return self.atomic_value(fname, node, scope)
         if fname == "reinterpret":
             return self.reinterpret(node, scope)
         if fname in ("get_thread_binding", "thread_binding"):
@@ -465,6 +511,13 @@ class ExprBuilder:
         if src == dt:
             return value
         return T.Call(dt, node.span, "reinterpret", [value])
+
+
+def _block_uniform(indices: list[T.Expr]) -> bool:
+    """Indices made of constants, block indices, runtime sizes and loop variables only: the same in every thread
+    outside Parallel loops (a local may hold the thread index: per-thread code keeps its own rules there)."""
+    return all(not isinstance(x, T.Var) or x.kind in ("block", "size", "loop")
+               for i in indices for x in sub_exprs(i))
 
 
 def _dotted(node: A.Node) -> str:

@@ -47,11 +47,15 @@ class TileOpBuilder:
         if fname == "copy":
             args, _ = self.call_args(call, ["src", "dst", "coalesced_width", "disable_tma"])
             self.require(args, ["src", "dst"], call)
+            if self.has_runtime_slice(args["src"], scope):
+                return self.clipped_copy(args["src"], args["dst"], scope, span)
             src, dst = self.region_pair(args["src"], args["dst"], scope)
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
                 raise self.fail("cannot copy into {}; {}".format(*read_only(dst.buffer)),
                                 args["dst"].span)
             return self.emit(T.Copy(span, src, dst))
+        if fname == "gemm_sp":
+            return self.gemm_sparse(call, scope)
         if fname == "gemm":
             args, _ = self.call_args(call, ["A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum",
                                             "k_pack", "wg_wait"])
@@ -104,7 +108,7 @@ class TileOpBuilder:
             names = ["buffer", "value"] if fname == "fill" else ["buffer"]
             args, _ = self.call_args(call, names)
             self.require(args, names, call)
-            dst = self.region(args["buffer"], scope)
+            dst = self.region(args["buffer"], scope, unit_corner=True)  # fill(buf[0], v): that one element
             self.require_full_extents(dst, args["buffer"])
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
                 raise self.fail("cannot fill {}; {}".format(*read_only(dst.buffer)), args["buffer"].span)
@@ -131,7 +135,12 @@ class TileOpBuilder:
                 raise self.fail("annotate_layout takes a dict {buffer: layout}", span)
             for key, val in call.args[0].items:
                 buf = self.buffer_ref(key, scope)
-                layout = _callee(val) if isinstance(val, A.CallExpr) else None
+                layout = _layout_function(val)
+                if buf.scope == "global" and layout is not None:
+                    raise self.fail(f"'{buf.name}' is a tensor: its layout is its caller's, and tilec reads and writes "
+                                    "every tensor row-major (a launch passes no other order); drop the annotation "
+                                    "(in every kernel that uses the tensor, so they agree), or index the tensor in "
+                                    "the order you need in a Parallel loop", val.span)
                 if layout == "Fragment":
                     raise self.fail("T.Fragment layouts are not supported: tilec infers the register layout of every "
                                     "fragment (from the gemms, reductions and copies that use it); drop the "
@@ -326,8 +335,8 @@ class TileOpBuilder:
 
     def atomic_options(self, args: dict, scope) -> None:
         """memory_order= is accepted and ignored: every atomic is relaxed (docs/language.md)."""
-        if "return_prev" in args and self.const_bool(args["return_prev"], scope, "return_prev"):
-            raise self.fail("return_prev=True is not supported: atomics are statements here", args["return_prev"].span)
+        if "return_prev" in args:  # (as a statement the previous value is not used)
+            self.const_bool(args["return_prev"], scope, "return_prev")
         if "use_tma" in args:
             self.const_bool(args["use_tma"], scope, "use_tma")
         order = args.get("memory_order")
@@ -356,6 +365,34 @@ class TileOpBuilder:
         ones = [T.Const(D.I32, node.span, 1) for _ in idx]
         self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,
                            per_element=True))
+
+    def atomic_value(self, fname: str, call: A.CallExpr, scope: _Scope) -> T.Expr:
+        """`pos = atomic_add(H[b], 1, return_prev=True)`: the element's value before this update. The update is
+        a statement put before the one using its value; a local receives the previous value."""
+        args, _ = self.call_args(call, ["dst", "value", "memory_order", "return_prev", "use_tma"])
+        self.require(args, ["dst", "value"], call)
+        if "return_prev" not in args or not self.const_bool(args["return_prev"], scope, "return_prev"):
+            raise self.fail(f"{fname} has a value only with return_prev=True (the element's previous value)",
+                            call.span)
+        self.atomic_options(args, scope)
+        node = args["dst"]
+        if not isinstance(node, A.Subscript) or any(isinstance(i, A.Slice) for i in node.items):
+            raise self.fail(f"{fname}(..., return_prev=True) updates one element: {fname}(buf[i], value, "
+                            "return_prev=True)", node.span)
+        buf = self.buffer_ref(node.value, scope)
+        if buf.scope not in ("global", "shared") or (buf.scope == "global" and not buf.is_output):
+            why = "cannot update {}; {}".format(*read_only(buf)) if buf.scope == "global" else \
+                f"atomic updates go to global or shared memory; '{buf.name}' is a {buf.scope} buffer"
+            raise self.fail(why, node.span)
+        idx = self.element_indices(buf, node, scope)
+        value = self.cast(self.expr(args["value"], scope), buf.dtype)
+        prev = T.Var(buf.dtype, call.span, self.unique("prev"), "local")
+        self.parallel_depth[id(prev)] = self.in_parallel
+        self.emit(T.Assign(call.span, prev, T.Const(buf.dtype, call.span, 0)))
+        ones = [T.Const(D.I32, node.span, 1) for _ in idx]
+        self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,
+                           per_element=bool(self.in_parallel), result=prev))
+        return prev
 
     def require(self, args: dict, names: list[str], call: A.CallExpr) -> None:
         missing = [n for n in names if n not in args]
@@ -401,6 +438,135 @@ class TileOpBuilder:
             pv = self.expr(node, scope)
         return self.emit(T.Print(call.span, label, pv, block, thread))
 
+    def gemm_sparse(self, call: A.CallExpr, scope: _Scope) -> None:
+        """`gemm_sp(A_sparse, E, B, C)` — 2:4 structured sparsity (TileLang's example_gemm_sp.py): A_sparse holds
+        the two kept values of each group of four along K (bm x bk/2), E their positions, two 2-bit indices per
+        group packed low group first into E's integers (E: bm x bk/bits, `bits` E's width: what TileLang's
+        compress() writes). tilec has no sparse matrix instruction yet: it expands A into a dense bm x bk shared
+        tile (zeros where the group kept nothing) and runs the dense gemm, twice the multiplies of mma.sp, said
+        in a -Rpass=gemm remark."""
+        args, _ = self.call_args(call, ["A_sparse", "E", "B", "C", "transpose_A", "transpose_E", "transpose_B",
+                                        "policy", "clear_accum"])
+        self.require(args, ["A_sparse", "E", "B", "C"], call)
+        for flag in ("transpose_A", "transpose_E"):
+            if flag in args and self.const_bool(args[flag], scope, flag):
+                raise self.fail(f"gemm_sp with {flag}=True is not supported: store the sparse operand and its "
+                                "metadata row-major (M x K/2, M x K/bits)", args[flag].span)
+        a_sp, meta = self.region(args["A_sparse"], scope), self.region(args["E"], scope)
+        for r, node in ((a_sp, args["A_sparse"]), (meta, args["E"])):
+            self.require_full_extents(r, node)
+            if r.buffer.scope != "shared" or r.const_extents is None or len(r.const_extents) != 2:
+                raise self.fail("gemm_sp reads its sparse operand and metadata from 2-D shared tiles", node.span)
+        if a_sp.buffer.dtype.bytes != 2:
+            raise self.fail(f"gemm_sp takes 16-bit values (f16, bf16) in its sparse operand, not "
+                            f"{a_sp.buffer.dtype}", args["A_sparse"].span)
+        bits = meta.buffer.dtype.bits
+        if not meta.buffer.dtype.is_int or bits not in (8, 16, 32):
+            raise self.fail(f"gemm_sp's metadata is an 8-, 16- or 32-bit integer tile, not {meta.buffer.dtype}",
+                            args["E"].span)
+        rows, half = a_sp.const_extents
+        if meta.const_extents != (rows, 2 * half // bits):
+            raise self.fail(f"gemm_sp's metadata for a {rows} x {half} sparse tile ({rows} x {2 * half} dense) of "
+                            f"{bits}-bit integers is {rows} x {2 * half // bits}, not "
+                            f"{' x '.join(map(str, meta.const_extents))}", args["E"].span)
+        span = call.span
+        dense = T.Buffer(self.unique(f"{a_sp.buffer.name}_dense"), a_sp.buffer.dtype,
+                         [T.Const(D.I32, span, rows), T.Const(D.I32, span, 2 * half)], "shared", span)
+        self.kernel_top.insert(0, T.Alloc(span, dense, None))
+
+        def lit(v: int) -> T.Expr:
+            return T.Const(D.I32, span, v)
+
+        i, j = (T.Var(D.I32, span, self.unique(n), "loop") for n in ("row", "col"))
+        group = self.binary("//", j, lit(4), span)
+        word = T.Load(meta.buffer.dtype, span, meta.buffer,
+                      [self.binary("+", meta.starts[0], i, span),
+                       self.binary("+", meta.starts[1], self.binary("//", j, lit(bits), span), span)])
+        shift = self.binary("*", lit(4), self.binary("%", group, lit(bits // 4), span), span)
+        nibble = self.binary("&", self.binary(">>", self.cast(word, D.I32), shift, span), lit(15), span)
+        lane = self.binary("%", j, lit(4), span)
+
+        def kept(k: int) -> T.Expr:
+            return T.Load(a_sp.buffer.dtype, span, a_sp.buffer,
+                          [self.binary("+", a_sp.starts[0], i, span),
+                           self.binary("+", a_sp.starts[1], self.binary("+", self.binary("*", group, lit(2), span),
+                                                                         lit(k), span), span)])
+
+        first = T.Compare(D.BOOL, span, "==", lane, self.binary("&", nibble, lit(3), span))
+        second = T.Compare(D.BOOL, span, "==", lane, self.binary("&", self.binary(">>", nibble, lit(2), span),
+                                                                  lit(3), span))
+        zero = T.Const(a_sp.buffer.dtype, span, 0)
+        value = T.Select(a_sp.buffer.dtype, span, first, kept(0), T.Select(a_sp.buffer.dtype, span, second, kept(1),
+                                                                             zero))
+        self.emit(T.For(span, "parallel", [i, j], [lit(rows), lit(2 * half)],
+                        [T.Store(span, dense, [i, j], value)]))
+        self.rep.remark("gemm", f"gemm_sp expands its 2:4 sparse operand '{a_sp.buffer.name}' into a dense "
+                        f"{rows} x {2 * half} shared tile and multiplies it densely (no sparse matrix instruction "
+                        "yet: twice mma.sp's multiplies)", span)
+        options = [A.Keyword(args[k].span, k, args[k]) for k in ("transpose_B", "policy", "clear_accum") if k in args]
+        operands = [A.Name(span, f"sparse·{dense.name}"), args["B"], args["C"]]
+        dense_call = A.CallExpr(span, A.Name(span, "gemm"), operands, options)
+        scope.bind(f"sparse·{dense.name}", dense)  # not a name a source can spell
+        self.tile_op("gemm", dense_call, scope)
+
+    def has_runtime_slice(self, node: A.Node, scope: _Scope) -> bool:
+        """Whether a copy source is a slice whose extent is known only at run time (`K[s:s + valid_n, :]`)."""
+        if not isinstance(node, A.Subscript) or not isinstance(node.value, A.Name) or \
+                not isinstance(scope.lookup(node.value.id), T.Buffer):
+            return False
+        for item in node.items:
+            if isinstance(item, A.Slice) and item.lower is not None and item.upper is not None:
+                lo, hi = (self.fold_locals(self.int_expr(b, scope)) for b in (item.lower, item.upper))
+                if constant_difference(hi, lo) is None:
+                    return True
+        return False
+
+    def clipped_copy(self, src_node: A.Node, dst_node: A.Node, scope: _Scope, span) -> None:
+        """`copy(K[s:s + n, :], K_shared)` with n known only at run time (TileLang's example_gqa_decode copies
+        `valid_block_N = min(block_N, ...)` rows into a block_N-row tile): the first n rows of the tile get the
+        source's and the others keep their values. Written as a Parallel loop over the destination, each element
+        guarded by the source's extent and its tensor's bounds (so every back end runs it; it is not a
+        vectorized or asynchronous copy)."""
+        assert isinstance(src_node, A.Subscript)
+        src = self.region(src_node, scope, runtime_extents=True)
+        dst = self.region(dst_node, scope)
+        self.require_full_extents(dst, dst_node)
+        if src.buffer.scope == "fragment":
+            raise self.fail("a fragment cannot be the source of a copy with a run-time extent; copy it whole",
+                            src_node.span)
+        if dst.buffer.scope == "global":
+            raise self.fail("a copy with a run-time extent fills a tile: its destination must be a shared buffer or "
+                            "a fragment", dst_node.span)
+        src_dims = [d for d, e in enumerate(src.extents) if as_int(e) != 1]
+        dst_dims = [d for d, e in enumerate(dst.extents) if as_int(e) != 1]
+        if len(src_dims) != len(dst_dims):
+            raise self.fail(f"copy from a {len(src_dims)}-D region into a {len(dst_dims)}-D one", span)
+        loop_vars = [T.Var(D.I32, span, self.unique("row" if k + 1 < len(dst_dims) else "col"), "loop")
+                     for k in range(len(dst_dims))]
+        src_idx, dst_idx = list(src.starts), list(dst.starts)
+        guards: list[T.Expr] = []
+
+        def less(a: T.Expr, b: T.Expr) -> T.Expr:
+            dt = self.operand_type(a, b)
+            return T.Compare(D.BOOL, span, "<", self.cast(a, dt), self.cast(b, dt))
+
+        for v, sd, dd in zip(loop_vars, src_dims, dst_dims, strict=True):
+            src_idx[sd] = fold(self.binary("+", src.starts[sd], v, span))
+            dst_idx[dd] = fold(self.binary("+", dst.starts[dd], v, span))
+            known = as_int(src.extents[sd])
+            if known is None or known < as_int(dst.extents[dd]):
+                guards.append(less(v, src.extents[sd]))
+            first, dim = as_int(src.starts[sd]), as_int(src.buffer.shape[sd])
+            inside = first is not None and dim is not None and first + as_int(dst.extents[dd]) <= dim
+            if src.buffer.scope == "global" and not inside:
+                guards.append(less(src_idx[sd], src.buffer.shape[sd]))
+        store: T.Stmt = T.Store(span, dst.buffer, dst_idx,
+                                self.cast(T.Load(src.buffer.dtype, span, src.buffer, src_idx), dst.buffer.dtype))
+        for g in reversed(guards):  # nested, one test each (what AscendC's vector loops take)
+            store = T.If(span, g, [store], [])
+        body = [store]
+        self.emit(T.For(span, "parallel", loop_vars, [dst.extents[d] for d in dst_dims], body))
+
     def require_full_extents(self, r: T.Region, node: A.Node) -> None:
         if any(e is None for e in r.extents):
             raise self.fail(f"the extent of this region of '{r.buffer.name}' cannot be inferred; use slices "
@@ -438,7 +604,8 @@ class TileOpBuilder:
                 raise self.fail(undefined_name(node.id, scope), node.span)
         raise self.fail("expected a buffer or tensor", node.span)
 
-    def region(self, node: A.Node, scope: _Scope, unit_corner: bool = False) -> T.Region:
+    def region(self, node: A.Node, scope: _Scope, unit_corner: bool = False, runtime_extents: bool = False
+               ) -> T.Region:
         """A region whose extents may still be None (a corner index, sized by the other operand)."""
         if isinstance(node, A.Name):
             bound = scope.lookup(node.id)
@@ -469,6 +636,9 @@ class TileOpBuilder:
                     if ext is None:
                         if item.lower is None:
                             ext_e = fold(hi)
+                        elif runtime_extents:
+                            ext_e = _difference(self.fold_locals(hi), self.fold_locals(lo),
+                                                self.binary("-", hi, lo, item.span))
                         else:
                             raise self.fail("the extent of a slice (upper - lower) must be a compile-time constant",
                                             item.span)
@@ -528,3 +698,26 @@ class TileOpBuilder:
                             node.span)
         return [self.int_expr(i, scope) for i in node.items]
 
+
+def _layout_function(val: A.Node) -> str | None:
+    """The layout a value of annotate_layout calls: `make_swizzled_layout(buf)`, `T.Layout(...)`, or one by its module
+    path (`tilelang.layout.make_swizzled_layout(buf)`)."""
+    if not isinstance(val, A.CallExpr):
+        return None
+    func = val.func
+    if isinstance(func, A.Attribute) and isinstance(func.value, A.Attribute) and isinstance(func.value.value, A.Name) \
+            and (func.value.value.id, func.value.attr) == ("tilelang", "layout"):
+        return func.attr
+    return _callee(val)
+
+
+def _difference(hi: T.Expr, lo: T.Expr, written: T.Expr) -> T.Expr:
+    """hi - lo as the one term of either that it equals (`s + (k + 1) * n` - `(s + k * n)` is `n`), else as written."""
+    from ..ir.fold import polynomial
+    from ..ir.visit import sub_exprs
+
+    want = polynomial(T.Binary(written.dtype, written.span, "-", hi, lo))
+    for term in [*sub_exprs(hi), *sub_exprs(lo)]:
+        if term.dtype.is_int and not isinstance(term, T.Const) and polynomial(term) == want:
+            return term
+    return fold(written)

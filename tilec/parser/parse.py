@@ -443,6 +443,24 @@ class _ToAst(Transformer):
     def assign(self, meta, items):
         return A.AssignStmt(self._s(meta), items[0], items[1])
 
+    def tuple_assign(self, meta, items):
+        """`a, b = x, y`: both sides as tuples (the builder assigns every value before any target)."""
+        targets, values = items
+        return A.AssignStmt(self._s(meta), A.TupleExpr(targets[0].span, targets),
+                            A.TupleExpr(values[0].span, values))
+
+    def assign_targets(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def assign_values(self, meta, items):
+        return [i for i in items if i is not None]
+
+    def break_stmt(self, meta, items):
+        return A.BreakStmt(self._s(meta))
+
+    def continue_stmt(self, meta, items):
+        return A.ContinueStmt(self._s(meta))
+
     def aug_assign(self, meta, items):
         target, op, value = items
         return A.AssignStmt(self._s(meta), target, value, str(op)[:-1])

@@ -82,6 +82,7 @@ class Lowerer:
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
         self.hoisted_vars: dict[str, T.Var] = {}
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
+        self.gemm_stages: dict[tuple, T.Buffer] = {}  # (operand, dtype, shape) -> its staging buffer (gemm_fma.py)
         self.staged_fragments: dict[int, S.SBuffer] = {}  # fragment -> its shared copy, in a Parallel loop
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))

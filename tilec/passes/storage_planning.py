@@ -31,7 +31,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
         if k.threads > target.max_threads:
             rep.diagnostics.append(Diagnostic(
                 "error", f"kernel '{k.name}' asks for {k.threads} threads per block; {target.name} allows at most "
-                f"{target.max_threads}", k.span))
+                f"{target.max_threads}", k.span, category="threads"))
         elif k.threads % target.warp_size and "warp_shuffle" in target.features:  # the block runs as warps
             # The lowered reductions (lane shuffles) and copies assume whole warps: a partial last
             # warp reads past the block or races (the SIMT interpreter shows it), so it is refused.
@@ -58,6 +58,6 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
                 "error",
                 f"kernel '{k.name}' needs {offset} bytes of shared memory ({detail}); {target.name} allows "
                 f"{target.shared_memory_bytes} bytes per block — use smaller tiles or fewer pipeline stages{hint}",
-                k.span))
+                k.span, category="shared-memory"))  # (tilec/tuning/fit.py finds the tiles that fit)
     rep.check()
     return module

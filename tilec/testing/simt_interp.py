@@ -500,16 +500,22 @@ class _BlockRun(ScalarOps, HopperModel):
         self.write(db, di, to_storage(vals, db.dtype), mask, s.span)
 
     def atomic(self, s: S.SCall, mask) -> None:
+        """atomic and atomic_prev (whose first argument, a register, receives each thread's previous value)."""
+        *prev_reg, addr, value = s.args
         act = self.active(mask)
-        b, idx = self.addr(s.args[0], mask)
-        v = self.full(self.eval(s.args[1], mask))
+        b, idx = self.addr(addr, mask)
+        v = self.full(self.eval(value, mask))
         self.check_index(b, np.where(act, idx, 0), act, 1, "atomic update", s.span)
         data = self.storage(b)
         op = {"add": np.add, "max": np.maximum, "min": np.minimum}[s.params["kind"]]
         cd = compute_dtype(b.dtype)
+        prev = np.zeros(self.n, cd)
         for t in np.nonzero(act)[0]:  # in thread order; float sums round after each update as on the GPU
             old = np.asarray(data[idx[t]]).astype(cd)
+            prev[t] = old
             data[idx[t]] = to_storage(op(old, np.asarray(v[t]).astype(cd)), b.dtype)
+        if prev_reg:
+            self.assign(prev_reg[0], prev, mask)
 
     def ldmatrix(self, s: S.SCall, mask) -> None:
 
@@ -766,5 +772,5 @@ _SEMANTICS = {
     "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
     "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma",
-    "atomic": "atomic",
+    "atomic": "atomic", "atomic_prev": "atomic",
 }

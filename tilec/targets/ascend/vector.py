@@ -61,7 +61,7 @@ class VecLoop:
             if isinstance(x, T.Var) and x.name in self.materialized:
                 return self.materialized[x.name]
             if isinstance(x, T.Var) and x.name in self.env:
-                return self.subst(self.env[x.name])
+                return self.env[x.name]  # substituted when it was assigned (`a, b = b, a` is no cycle)
             return None
 
         return rewrite_expr(e, fn)
@@ -362,8 +362,8 @@ def _global_box(loop: VecLoop, e) -> tuple[T.Region, str] | None:
 def _collect(loop: VecLoop, body: list[T.Stmt], loads, stores, guards) -> None:
     for s in body:
         if isinstance(s, T.Assign):
-            loop.env[s.var.name] = s.value
-            for x in sub_exprs(loop.subst(s.value)):
+            loop.env[s.var.name] = loop.subst(s.value)
+            for x in sub_exprs(loop.env[s.var.name]):
                 if isinstance(x, T.Load) and x.buffer.scope == "global":
                     loads.append(x)
         elif isinstance(s, T.Store):
@@ -447,9 +447,9 @@ def _is_bound_guard(loop: VecLoop, cond: T.Expr, body: list[T.Stmt]) -> bool:
 def _lower_body(loop: VecLoop, body: list[T.Stmt], guards: list[T.Expr]) -> None:
     for s in body:
         if isinstance(s, T.Assign):
-            loop.materialized.pop(s.var.name, None)
-            loop.env[s.var.name] = s.value
             value = loop.subst(s.value)
+            loop.materialized.pop(s.var.name, None)
+            loop.env[s.var.name] = value
             if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x.kind == TILE_VALUE)
                    for x in sub_exprs(value)):
                 got = loop.tile(loop.eval(value))

@@ -744,7 +744,8 @@ class HopperLowering(LoweringExtension):
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
-        if threads >= 256:  # hand the producer's registers to the consumers (setmaxnreg)
+        if threads >= 256 and self.cx.k.attrs.get("warp_group_reg_alloc", True):  # the producer's registers to the
+            # consumers (setmaxnreg), unless the kernel says T.disable_warp_group_reg_alloc()
             producer_regs = 40
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer

@@ -146,8 +146,8 @@ def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
         if not isinstance(s, S.SCall):
             continue
         if s.name.startswith("atomic_"):
-            addr = s.args[0]
-            dt = addr.buffer.dtype if isinstance(addr, S.AddrOf) else s.args[1].dtype
+            addr = s.args[-2]  # (atomic_prev: after the register that receives the previous value)
+            dt = addr.buffer.dtype if isinstance(addr, S.AddrOf) else s.args[-1].dtype
             if dt not in (D.I32, D.U32, D.F32):  # (f32: a compare-exchange loop on the bits, codegen.py)
                 name = (addr.buffer.origin or addr.buffer.name) if isinstance(addr, S.AddrOf) else "?"
                 rep.error(f"{s.name} on {dt.name} '{name}' cannot run on WebGPU: WGSL atomics "

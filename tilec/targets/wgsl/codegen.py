@@ -109,6 +109,8 @@ def ident(name: str) -> str:
 # WebGPU offers no intrinsic expression (no subgroups, no reinterpreting 16-byte copies).
 _CALLS = {
     "atomic": lambda printer, s, args: f"_ = atomic{s.params['kind'].capitalize()}({args[0]}, {args[1]});",
+    "atomic_prev": lambda printer, s, args: f"{args[0]} = atomic{s.params['kind'].capitalize()}({args[1]}, "
+                                            f"{args[2]});",
     "print": lambda printer, s, args: "// print: refused by checks.py (WGSL has no printf)",
 }
 
@@ -326,8 +328,8 @@ class WgslPrinter(CStylePrinter):
                 self.line(f"{elem} = {self.expr(s.value)};")
         elif isinstance(s, S.SAssign):
             self.line(f"{self.var_name(s.var)} = {self.expr(s.value)};")
-        elif isinstance(s, S.SCall) and s.op == "atomic" and isinstance(s.args[0], S.AddrOf) and \
-                s.args[0].buffer.dtype == D.F32:
+        elif isinstance(s, S.SCall) and s.op in ("atomic", "atomic_prev") and isinstance(s.args[-2], S.AddrOf) and \
+                s.args[-2].buffer.dtype == D.F32:
             self.float_atomic(s)
         elif isinstance(s, S.Barrier):
             if self.storage_barrier:
@@ -339,7 +341,7 @@ class WgslPrinter(CStylePrinter):
     def float_atomic(self, s: S.SCall) -> None:
         """WGSL has atomics only for i32 and u32: an f32 buffer updated atomically is an array<atomic<u32>> of its
         bits, and an update a compare-exchange loop that retries until no other invocation wrote in between."""
-        addr, value = s.args
+        *prev, addr, value = s.args  # (atomic_prev: the register that receives the previous value first)
         combine = {"add": "tl_old + tl_v", "max": "max(tl_old, tl_v)", "min": "min(tl_old, tl_v)"}[s.params["kind"]]
         self.line("{")
         self.indent += 1
@@ -349,7 +351,8 @@ class WgslPrinter(CStylePrinter):
         self.indent += 1
         self.line("let tl_bits = atomicLoad(tl_p);")
         self.line("let tl_old = bitcast<f32>(tl_bits);")
-        self.line(f"if (atomicCompareExchangeWeak(tl_p, tl_bits, bitcast<u32>({combine})).exchanged) {{ break; }}")
+        done = f"{self.expr(prev[0])} = tl_old; break;" if prev else "break;"
+        self.line(f"if (atomicCompareExchangeWeak(tl_p, tl_bits, bitcast<u32>({combine})).exchanged) {{ {done} }}")
         self.indent -= 1
         self.line("}")
         self.indent -= 1
@@ -467,8 +470,8 @@ class WgslPrinter(CStylePrinter):
                     declared.add(id(s.var))
                 elif isinstance(s, S.SAssign):
                     self.assigned.add(id(s.var))
-                elif isinstance(s, S.SCall) and s.name.startswith("atomic_") and isinstance(s.args[0], S.AddrOf):
-                    self.atomic.add(id(s.args[0].buffer))
+                elif isinstance(s, S.SCall) and s.name.startswith("atomic_") and isinstance(s.args[-2], S.AddrOf):
+                    self.atomic.add(id(s.args[-2].buffer))
                 for e in checks._stmt_exprs(s):
                     for x in sub_exprs(e):
                         if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:
