@@ -58,6 +58,12 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     # copies
     IntrinsicDef("copy16", feature=_COPY, doc="16 bytes shared/global <- global/shared"),
     IntrinsicDef("copy16_or_zero", feature=_COPY, doc="16 bytes, or zeros where the predicate is false"),
+    IntrinsicDef("copy16_realign", feature=_COPY,
+                 doc="16 bytes of shared memory <- the n elements at a global address of any element alignment, zeros "
+                     "after them; reads stay below the tensor's end (the fourth argument)"),
+    IntrinsicDef("copy16_shifted", feature=_COPY,
+                 doc="16 bytes of shared memory <- 16 bytes at a global address of any element alignment, all inside "
+                     "the tensor with 16 bytes more after them"),
     IntrinsicDef("cp_async16", feature="cp.async", doc="asynchronous 16-byte global -> shared copy"),
     IntrinsicDef("cp_async_commit", feature="cp.async"),
     IntrinsicDef("cp_async_wait", feature="cp.async", doc="wait until at most N groups are in flight"),

@@ -15,7 +15,7 @@ from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
-from ..ir.exprs import both, cast, compare
+from ..ir.exprs import binary, both, cast, compare, to_i64
 from ..ir.fold import as_int, fold, multiple_of
 from ..ir.layout import (
     BlockRow,
@@ -373,13 +373,61 @@ def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
     def vector_body():
         cx.spread(chunks_shape, "v", point, s.span)
 
+    def realigned_body():
+        # A tile inside the tensor (with 16 bytes of the tensor after its last element) takes every chunk
+        # unguarded, in straight-line code whose loads the compiler can issue together; edge tiles check each.
+        inside = None
+        for d, start, ext in zip(src.buffer.shape, src.starts, src.const_extents, strict=True):
+            fits = compare("<=", add(cx.lx(start), c(ext)), cx.lx(d))
+            if not (isinstance(fits, T.Const) and fits.value):
+                inside = both(inside, fits)
+        last = cx.address(src.buffer, [add(cx.lx(x), c(e - 1)) for x, e in
+                                       zip(src.starts, src.const_extents, strict=True)], s.span)
+        inside = both(inside, compare("<=", binary("+", last, T.Const(D.I64, None, vec + 1)),
+                                      tensor_elements(cx, src.buffer)))
+        cx.emit(S.SIf(None, inside, cx.block(lambda: cx.spread(chunks_shape, "u", shifted_point, s.span)),
+                      cx.block(lambda: cx.spread(chunks_shape, "u", realigned_point, s.span))))
+
+    def shifted_point(tile: list[T.Expr]) -> None:
+        tile = tile[:-1] + [mul(tile[-1], vec)]
+        cx.emit(S.SCall(s.span, "copy16_shifted", [cx.addr(dst.buffer, cx.region_index(dst, tile), s.span),
+                                                   cx.addr(src.buffer, cx.region_index(src, tile), s.span)]))
+
+    def realigned_point(tile: list[T.Expr]) -> None:
+        tile = tile[:-1] + [mul(tile[-1], vec)]
+        sidx = cx.region_index(src, tile)
+        didx = cx.region_index(dst, tile)
+        rows_ok = None  # the outer dimensions' bounds (the inner one's is n's)
+        for i, (x, ext, start) in enumerate(zip(sidx[:-1], src.const_extents[:-1], src.starts[:-1], strict=True)):
+            dim, lo = as_int(cx.lx(src.buffer.shape[i])), as_int(cx.lx(start))
+            if not (dim is not None and lo is not None and 0 <= lo and lo + ext <= dim):
+                rows_ok = both(rows_ok, bounds_one(cx, src, i, x))
+        left = T.Binary(D.I32, None, "-", cx.lx(src.buffer.shape[-1]), sidx[-1])
+        n = fold(T.Call(D.I32, None, "max", [fold(T.Call(D.I32, None, "min", [left, c(vec)])), c(0)]))
+        if rows_ok is not None:
+            n = fold(T.Select(D.I32, None, rows_ok, n, c(0)))
+        end = S.AddrOf(D.I64, None, cx.sbuf(src.buffer), tensor_elements(cx, src.buffer))
+        cx.emit(S.SCall(s.span, "copy16_realign", [cx.addr(dst.buffer, didx, s.span),
+                                                   cx.addr(src.buffer, sidx, s.span), n, end]))
+
     if runtime_ok is None:
         vector_body()
     else:
         fast = cx.block(vector_body)
-        slow = cx.block(lambda: copy_elements(cx, s, sext, cold=True))
+        # a global -> shared copy of rows that are not 16-byte aligned: still 16 bytes at a time, each chunk
+        # assembled from the two aligned chunks that cover it (element by element only at ragged edges)
+        realign = src.buffer.scope == "global" and dst.buffer.scope == "shared"
+        slow = cx.block(realigned_body if realign else lambda: copy_elements(cx, s, sext, cold=True))
         cx.emit(S.SIf(None, runtime_ok, fast, slow))
     return True
+
+
+def tensor_elements(cx, b: T.Buffer) -> T.Expr:
+    """A global tensor's element count (its dims' product, in 64 bits)."""
+    total: T.Expr = T.Const(D.I64, None, 1)
+    for d in b.shape:
+        total = binary("*", total, to_i64(cx.lx(d)))
+    return total
 
 
 def copy_elements(cx, s: T.Copy, sext: list[int], cold: bool = False) -> None:

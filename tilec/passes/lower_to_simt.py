@@ -634,8 +634,10 @@ class Lowerer:
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
             ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
-            self.emit(S.SIf(None, compare("<", ahead, n), self.block(lambda: issue(ahead))))
-            self.emit(S.SCall(None, "cp_async_commit", []))
+            nxt = self.block(lambda: self.emit(S.SIf(None, compare("<", ahead, n), self.block(lambda: issue(ahead)))))
+            nxt.append(S.SCall(None, "cp_async_commit", []))
+            if not self.ext.place_next_stage_copies(s, nxt):
+                self.out.extend(nxt)
             self.subst[id(var)] = it
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(mod(it, stages), sizes[id(p.dst.buffer)])

@@ -49,6 +49,12 @@ class LoweringExtension:
     def after_async_copies_landed(self, loop: T.For) -> None:
         """In a cp.async pipeline, after the wait for the current stage and before the barrier that publishes it."""
 
+    def place_next_stage_copies(self, loop: T.For, stmts: list[S.SStmt]) -> bool:
+        """In a cp.async pipeline, the lowered copies of a later stage (and their commit): True when the extension
+        emits them itself while the loop's body is lowered (once, at a point of every iteration); False: the
+        generic lowering issues them at the iteration's start."""
+        return False
+
     def lower_copy(self, s: T.Copy) -> bool:
         """Lower a copy in a way of this target's own; False: the generic copy."""
         return False

@@ -231,6 +231,64 @@ TL_DEVICE void copy16_or_zero(void* dst, const void* src, bool pred) {
 TL_DEVICE bool aligned(const void* p, unsigned long long bytes) {
   return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
 }
+
+// Words w[q + i] .. w[q + i + 1] of two 16-byte chunks, shifted right by `bits` (a multiple of 8): the 16 bytes
+// that start `q * 4 + bits / 8` bytes into the first chunk, picked by selects (no register array indexed at run time).
+TL_DEVICE u32x4 realign_words(const unsigned (&w)[8], unsigned q, unsigned bits) {
+  unsigned v[6], u[5];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) v[i] = (q & 2u) ? w[i + 2] : w[i];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) u[i] = (q & 1u) ? v[i + 1] : v[i];
+  u32x4 o;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    o[i] = static_cast<unsigned>(((static_cast<unsigned long long>(u[i + 1]) << 32) | u[i]) >> bits);
+  return o;
+}
+
+template <int Bytes> struct UintOf;
+template <> struct UintOf<1> { typedef unsigned char type; };
+template <> struct UintOf<2> { typedef unsigned short type; };
+template <> struct UintOf<4> { typedef unsigned type; };
+
+// The 16 bytes at src (aligned to its element only), from the two 16-byte aligned chunks that cover them. The
+// pointer arithmetic keeps the tensor's address space, so that the loads are global loads that the compiler may
+// issue ahead of shared-memory stores.
+template <typename T>
+TL_DEVICE u32x4 ld_shifted_128(const T* src) {
+  const unsigned s = static_cast<unsigned>(reinterpret_cast<unsigned long long>(src)) & 15u;
+  const u32x4* p = reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(src) - s);
+  const u32x4 lo = p[0];
+  const u32x4 hi = s ? p[1] : lo;
+  const unsigned w[8] = {lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
+  return realign_words(w, s >> 2, (s & 3u) * 8u);
+}
+
+// copy16_shifted: 16 bytes into shared memory `dst` from src, a tensor's row that is not 16-byte aligned, where the
+// caller knows the tensor holds 16 more bytes after them (the second chunk may reach past them; the first may
+// start before the tensor: a misaligned base lies inside an allocation, whose start is aligned). The second chunk
+// is a neighbouring thread's first: an L1 hit.
+template <typename T>
+TL_DEVICE void copy16_shifted(void* dst, const T* src) { st_128(dst, ld_shifted_128(src)); }
+
+// copy16_realign: the same at a tile's edges: the n elements at src (n <= 16 / sizeof(T)), zeros after them, shifted
+// into place where all 16 bytes and the 16 after them lie below `end`, else element by element (no byte at or past
+// `end` is read).
+template <typename T>
+TL_DEVICE void copy16_realign(void* dst, const T* src, int n, const T* end) {
+  constexpr int V = 16 / int(sizeof(T));
+  if (n == V && end - src >= 2 * V) {
+    st_128(dst, ld_shifted_128(src));
+    return;
+  }
+  typedef typename UintOf<int(sizeof(T))>::type U;
+  union { U e[V]; u32x4 v; } out;
+  const U* bits = reinterpret_cast<const U*>(src);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out.e[j] = j < n ? bits[j] : U(0);
+  st_128(dst, out.v);
+}
 TL_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
 
 // N consecutive elements as one vector access, converted between storage type T and register type R.
