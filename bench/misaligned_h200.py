@@ -4,12 +4,14 @@ samples with their committed tuning databases) beside cuBLAS (torch.matmul) and 
 
     python bench/misaligned_h200.py build OUT LABEL   # here, no GPU: OUT/LABEL/*.cubin (+ manifests)
     python3 bench/misaligned_h200.py run OUT          # on the H200: every OUT/LABEL side by side, checked, timed
+    python3 bench/misaligned_h200.py check OUT LABEL  # one ragged misaligned launch a build (for compute-sanitizer)
 
 Build one LABEL per commit to compare (e.g. `before` from the parent commit's checkout, `after` from this one);
 `run` checks every build at every shape against torch (max |C - torch| / max |torch|, C poisoned with NaN first)
 and times it with triton.testing.do_bench (median), cuBLAS the same way. With a TMA kernel, a tensor whose rows are
 not 16-byte aligned runs the no-TMA twin (tilec.runtime picks it per launch). fp8 at an odd K has no
-torch._scaled_mm (it wants K a multiple of 16): its peer is _scaled_mm at K rounded up to 16 (use_fast_accum=True).
+torch._scaled_mm (it wants every size a multiple of 16): its peer is _scaled_mm with M, N and K padded with zeros to
+multiples of 16 (use_fast_accum=True; the padding is not timed).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ CHECKS = [("gemm", "f16", 1, 7, 9), ("gemm", "bf16", 33, 65, 17), ("gemm", "f16"
           ("gemm", "bf16", 130, 515, 4099), ("gemm_t", "f16", 257, 1001, 333), ("gemm_t", "bf16", 3, 4099, 515),
           ("fp8", "e4m3", 257, 1001, 333), ("fp8", "e4m3", 130, 72, 4099)]
 BUILDS = {"gemm_f16": ("gemm.tile", []), "gemm_bf16": ("gemm.tile", ["-Ddtype=bf16"]),
-          "gemm_t_f16": ("gemm.tile", ["-Dtrans_B=True"]), "gemm_t_bf16": ("gemm.tile", ["-Dtrans_B=True", "-Ddtype=bf16"]),
-          "fp8": ("fp8_gemm.tile", [])}
+          "gemm_t_f16": ("gemm.tile", ["-Dtrans_B=True"]),
+          "gemm_t_bf16": ("gemm.tile", ["-Dtrans_B=True", "-Ddtype=bf16"]), "fp8": ("fp8_gemm.tile", [])}
 TOL = {"f16": 1e-2, "bf16": 4e-2, "e4m3": 2e-2}
 
 

@@ -61,9 +61,10 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     IntrinsicDef("copy16_realign", feature=_COPY,
                  doc="16 bytes of shared memory <- the n elements at a global address of any element alignment, zeros "
                      "after them; reads stay below the tensor's end (the fourth argument)"),
-    IntrinsicDef("copy16_shifted", feature=_COPY,
-                 doc="16 bytes of shared memory <- 16 bytes at a global address of any element alignment, all inside "
-                     "the tensor with 16 bytes more after them"),
+    IntrinsicDef("copy_shifted", {"chunks": int}, _COPY, key=lambda p: f"copy_shifted{p['chunks']}",
+                 pattern=r"copy_shifted(?P<chunks>\d+)",
+                 doc="`chunks` 16-byte chunks of shared memory (one address each) <- consecutive bytes at a global "
+                     "address of any element alignment, all inside the tensor with 16 bytes more after them"),
     IntrinsicDef("cp_async16", feature="cp.async", doc="asynchronous 16-byte global -> shared copy"),
     IntrinsicDef("cp_async_commit", feature="cp.async"),
     IntrinsicDef("cp_async_wait", feature="cp.async", doc="wait until at most N groups are in flight"),

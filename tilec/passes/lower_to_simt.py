@@ -610,11 +610,13 @@ class Lowerer:
         producers = plan.producers
         sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
 
+        realign = self.ext.realign_pipeline_copies(s)
+
         def issue(iteration: T.Expr):
             self.subst[id(var)] = iteration
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, stages), sizes[id(p.dst.buffer)])
-                copy_op.lower(self, p, asynchronous=True)
+                copy_op.lower(self, p, asynchronous=True, realign=realign)
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
 

@@ -252,25 +252,31 @@ template <> struct UintOf<1> { typedef unsigned char type; };
 template <> struct UintOf<2> { typedef unsigned short type; };
 template <> struct UintOf<4> { typedef unsigned type; };
 
-// The 16 bytes at src (aligned to its element only), from the two 16-byte aligned chunks that cover them. The
-// pointer arithmetic keeps the tensor's address space, so that the loads are global loads that the compiler may
-// issue ahead of shared-memory stores.
-template <typename T>
-TL_DEVICE u32x4 ld_shifted_128(const T* src) {
-  const unsigned s = static_cast<unsigned>(reinterpret_cast<unsigned long long>(src)) & 15u;
-  const u32x4* p = reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(src) - s);
-  const u32x4 lo = p[0];
-  const u32x4 hi = s ? p[1] : lo;
+// The 16 bytes that start s bytes into chunk lo (s < 16), the rest from the chunk after it, hi.
+TL_DEVICE u32x4 shift_chunks(const u32x4& lo, const u32x4& hi, unsigned s) {
   const unsigned w[8] = {lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]};
   return realign_words(w, s >> 2, (s & 3u) * 8u);
 }
 
-// copy16_shifted: 16 bytes into shared memory `dst` from src, a tensor's row that is not 16-byte aligned, where the
-// caller knows the tensor holds 16 more bytes after them (the second chunk may reach past them; the first may
-// start before the tensor: a misaligned base lies inside an allocation, whose start is aligned). The second chunk
-// is a neighbouring thread's first: an L1 hit.
-template <typename T>
-TL_DEVICE void copy16_shifted(void* dst, const T* src) { st_128(dst, ld_shifted_128(src)); }
+// copy_shifted: G = sizeof...(dst) consecutive 16-byte chunks starting at src (a row of a tensor that is not 16-byte
+// aligned: src is aligned to its element only) into the shared-memory chunks dst..., from the G + 1 aligned 16-byte
+// chunks that cover them (G + 1 loads, not 2G: a neighbouring output's second chunk is the next one's first). The
+// caller knows the tensor holds 16 more bytes after them (the last chunk may reach past them; the first may start
+// before the tensor: a misaligned base lies inside an allocation, whose start is aligned). The pointer arithmetic
+// keeps the tensor's address space, so that the loads are global loads issued ahead of the shared stores.
+template <typename T, typename... D>
+TL_DEVICE void copy_shifted(const T* src, D*... dst) {
+  constexpr int G = int(sizeof...(D));
+  const unsigned s = static_cast<unsigned>(reinterpret_cast<unsigned long long>(src)) & 15u;
+  const u32x4* p = reinterpret_cast<const u32x4*>(reinterpret_cast<const char*>(src) - s);
+  u32x4 raw[G + 1];
+#pragma unroll
+  for (int i = 0; i < G; ++i) raw[i] = p[i];
+  raw[G] = s ? p[G] : raw[G - 1];
+  void* out[G] = {static_cast<void*>(dst)...};
+#pragma unroll
+  for (int i = 0; i < G; ++i) st_128(out[i], shift_chunks(raw[i], raw[i + 1], s));
+}
 
 // copy16_realign: the same at a tile's edges: the n elements at src (n <= 16 / sizeof(T)), zeros after them, shifted
 // into place where all 16 bytes and the 16 after them lie below `end`, else element by element (no byte at or past
@@ -279,7 +285,7 @@ template <typename T>
 TL_DEVICE void copy16_realign(void* dst, const T* src, int n, const T* end) {
   constexpr int V = 16 / int(sizeof(T));
   if (n == V && end - src >= 2 * V) {
-    st_128(dst, ld_shifted_128(src));
+    copy_shifted(src, dst);
     return;
   }
   typedef typename UintOf<int(sizeof(T))>::type U;
