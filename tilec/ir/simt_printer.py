@@ -43,8 +43,6 @@ PORTABLE_CALLS = {
     "print": _printf,
     "copy16_or_zero": spelled("tl::copy16_or_zero({0}, {1}, {2})"),
     "copy16": spelled("tl::st_128({0}, tl::ld_128({1}))"),
-    "copy16_realign": spelled("tl::copy16_realign({0}, {1}, {2}, {3})"),
-    "copy_shifted": lambda printer, s, args: f"tl::copy_shifted({args[-1]}, {', '.join(args[:-1])});",
     "atomic": spelled("tl::atomic_{kind}({0}, {1})"),
     "load_vec": _vector("load_cvt"),
     "store_vec": _vector("store_cvt"),
