@@ -33,12 +33,15 @@ CASES = [
     ("vector_add", {}, [{"N": 4096}, {"N": 1 << 17}, {"N": 12345}]),
     # K=100 (f16 rows of 200 B) cannot be described by a TMA tensor map: the no-TMA twin runs; M=300, N=264,
     # K=136 is ragged in every tile dimension but 16-byte aligned, so TMA runs with zero-filled edges.
+    # M=129, N=301, K=77 (odd: every row of A, B and C starts at another offset in its 16-byte chunk): the twin's
+    # realigned copies (two aligned loads and a shift per 16 bytes), guarded at the edges and the tensors' ends.
     ("gemm", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 512, "N": 384, "K": 256}, {"M": 300, "N": 264, "K": 136},
-                  {"M": 300, "N": 200, "K": 100}]),
+                  {"M": 300, "N": 200, "K": 100}, {"M": 129, "N": 301, "K": 77}]),
     ("gemm", {"trans_B": True}, [{"M": 256, "N": 256, "K": 128}, {"M": 300, "N": 264, "K": 136},
-                                 {"M": 300, "N": 200, "K": 100}]),
+                                 {"M": 300, "N": 200, "K": 100}, {"M": 129, "N": 301, "K": 77}]),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3},
-     [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100}]),
+     [{"M": 512, "N": 512, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100},
+      {"M": 257, "N": 515, "K": 333}]),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True},
      [{"M": 1024, "N": 1024, "K": 256}, {"M": 300, "N": 264, "K": 136}, {"M": 300, "N": 200, "K": 100}]),
     # thread-block clusters (sm90; ignored elsewhere): two blocks along M share B's tile, or along N share A's, each
@@ -52,7 +55,8 @@ CASES = [
      [{"M": 256, "N": 256, "K": 128}, {"M": 392, "N": 264, "K": 136}]),
     ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
                             {"M": 300, "N": 200, "K": 100}]),
-    ("fp8_gemm", {}, [{"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 272, "K": 160}, {"M": 200, "N": 100, "K": 100}]),
+    ("fp8_gemm", {}, [{"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 272, "K": 160}, {"M": 200, "N": 100, "K": 100},
+                      {"M": 130, "N": 72, "K": 141}]),
     # rows that fit the block (one read) and rows longer than it (streamed twice), ragged both ways
     ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
     ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),

@@ -58,6 +58,13 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     # copies
     IntrinsicDef("copy16", feature=_COPY, doc="16 bytes shared/global <- global/shared"),
     IntrinsicDef("copy16_or_zero", feature=_COPY, doc="16 bytes, or zeros where the predicate is false"),
+    IntrinsicDef("copy16_realign", feature="cp.async",
+                 doc="16 bytes of shared memory <- the n elements at a global address of any element alignment, zeros "
+                     "after them; reads stay below the tensor's end (the fourth argument)"),
+    IntrinsicDef("copy_shifted", {"chunks": int}, "cp.async", key=lambda p: f"copy_shifted{p['chunks']}",
+                 pattern=r"copy_shifted(?P<chunks>\d+)",
+                 doc="`chunks` 16-byte chunks of shared memory (one address each) <- consecutive bytes at a global "
+                     "address of any element alignment, all inside the tensor with 16 bytes more after them"),
     IntrinsicDef("cp_async16", feature="cp.async", doc="asynchronous 16-byte global -> shared copy"),
     IntrinsicDef("cp_async_commit", feature="cp.async"),
     IntrinsicDef("cp_async_wait", feature="cp.async", doc="wait until at most N groups are in flight"),

@@ -2,9 +2,11 @@
 
 Schema: `copy(src, dst)`; src and dst regions of equal (squeezed) extents. Reads src, writes dst.
 Lowering (the SIMT targets): spread over the block's threads, 16 bytes at a time where both sides are
-contiguous and a run-time check shows the global side aligned (as cp.async inside a cp.async pipeline),
-else element by element; into a K-major (transposed) shared tile through registers (`staged_copy`, also
-what register-staged pipelining issues one iteration ahead); fragments move a vector at a time where a
+contiguous and a run-time check shows the global side aligned (as cp.async inside a cp.async pipeline); a
+pipeline's global -> shared copy whose rows are not aligned still 16 bytes at a time, each chunk shifted out of the
+aligned chunks that cover it (copy_shifted / copy16_realign); other copies element by element; into a K-major
+(transposed) shared tile through registers (`staged_copy`, also what register-staged pipelining issues one
+iteration ahead); fragments move a vector at a time where a
 thread's registers are consecutive in memory ("vector_fragment_copy"), else element by element. A
 target's LoweringExtension may take the copy first (sm90: TMA stores of warpgroup accumulators).
 """
@@ -15,7 +17,7 @@ from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
-from ..ir.exprs import both, cast, compare
+from ..ir.exprs import binary, both, cast, compare, to_i64
 from ..ir.fold import as_int, fold, multiple_of
 from ..ir.layout import (
     BlockRow,
@@ -30,7 +32,9 @@ from ..ir.layout import (
 from .schema import extents, fmt, squeeze
 
 
-def lower(cx, s: T.Copy, asynchronous: bool = False) -> None:
+def lower(cx, s: T.Copy, asynchronous: bool = False, realign: bool = False) -> None:
+    """asynchronous: a cp.async pipeline's producer copy; realign: also one that feeds a matrix multiply, whose
+    misaligned rows are worth the realigned copies' code (vector_copy)."""
     src, dst = s.src, s.dst
     sext = [e for e in src.const_extents if e != 1] or [1]
     if cx.ext.lower_copy(s):
@@ -45,7 +49,7 @@ def lower(cx, s: T.Copy, asynchronous: bool = False) -> None:
             store()
             return
         return copy_elements(cx, s, sext)
-    if not vector_copy(cx, s, sext, asynchronous):
+    if not vector_copy(cx, s, sext, asynchronous, realign):
         copy_elements(cx, s, sext)
 
 
@@ -324,7 +328,7 @@ def copy_fragment_elements(cx, s: T.Copy, layout) -> None:
     cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), cx.block(body), unroll=True))
 
 
-def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
+def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool, realign: bool = False) -> bool:
     src, dst = s.src, s.dst
     if "vector_copy16" not in cx.target.features:  # WGSL: no reinterpreting 16-byte accesses
         return False
@@ -373,13 +377,69 @@ def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool) -> bool:
     def vector_body():
         cx.spread(chunks_shape, "v", point, s.span)
 
+    def realigned_body():
+        # A tile inside the tensor (with 16 bytes of the tensor after its last element) takes every chunk
+        # unguarded, in straight-line code whose loads the compiler can issue together; edge tiles check each.
+        inside = None
+        for d, start, ext in zip(src.buffer.shape, src.starts, src.const_extents, strict=True):
+            fits = compare("<=", add(cx.lx(start), c(ext)), cx.lx(d))
+            if not (isinstance(fits, T.Const) and fits.value):
+                inside = both(inside, fits)
+        last = cx.address(src.buffer, [add(cx.lx(x), c(e - 1)) for x, e in
+                                       zip(src.starts, src.const_extents, strict=True)], s.span)
+        inside = both(inside, compare("<=", binary("+", last, T.Const(D.I64, None, vec + 1)),
+                                      tensor_elements(cx, src.buffer)))
+        groups_shape = chunks_shape[:-1] + [chunks_shape[-1] // group]
+        cx.emit(S.SIf(None, inside, cx.block(lambda: cx.spread(groups_shape, "u", shifted_point, s.span)),
+                      cx.block(lambda: cx.spread(chunks_shape, "u", realigned_point, s.span))))
+
+    # A thread takes `group` consecutive chunks of a row: group + 1 aligned loads for them, not 2 * group, which
+    # leaves registers for more loads in flight beside a large accumulator.
+    group = next(g for g in (4, 2, 1) if chunks_shape[-1] % g == 0)
+
+    def shifted_point(tile: list[T.Expr]) -> None:
+        first = tile[:-1] + [mul(tile[-1], group * vec)]
+        dsts = [cx.addr(dst.buffer, cx.region_index(dst, first[:-1] + [add(first[-1], g * vec)]), s.span)
+                for g in range(group)]
+        cx.emit(S.call(s.span, "copy_shifted", [*dsts, cx.addr(src.buffer, cx.region_index(src, first), s.span)],
+                       chunks=group))
+
+    def realigned_point(tile: list[T.Expr]) -> None:
+        tile = tile[:-1] + [mul(tile[-1], vec)]
+        sidx = cx.region_index(src, tile)
+        didx = cx.region_index(dst, tile)
+        rows_ok = None  # the outer dimensions' bounds (the inner one's is n's)
+        for i, (x, ext, start) in enumerate(zip(sidx[:-1], src.const_extents[:-1], src.starts[:-1], strict=True)):
+            dim, lo = as_int(cx.lx(src.buffer.shape[i])), as_int(cx.lx(start))
+            if not (dim is not None and lo is not None and 0 <= lo and lo + ext <= dim):
+                rows_ok = both(rows_ok, bounds_one(cx, src, i, x))
+        left = T.Binary(D.I32, None, "-", cx.lx(src.buffer.shape[-1]), sidx[-1])
+        n = fold(T.Call(D.I32, None, "max", [fold(T.Call(D.I32, None, "min", [left, c(vec)])), c(0)]))
+        if rows_ok is not None:
+            n = fold(T.Select(D.I32, None, rows_ok, n, c(0)))
+        end = S.AddrOf(D.I64, None, cx.sbuf(src.buffer), tensor_elements(cx, src.buffer))
+        cx.emit(S.SCall(s.span, "copy16_realign", [cx.addr(dst.buffer, didx, s.span),
+                                                   cx.addr(src.buffer, sidx, s.span), n, end]))
+
     if runtime_ok is None:
         vector_body()
     else:
         fast = cx.block(vector_body)
-        slow = cx.block(lambda: copy_elements(cx, s, sext, cold=True))
+        # a gemm pipeline's global -> shared copy of rows that are not 16-byte aligned: still 16 bytes at a time,
+        # each chunk assembled from the aligned chunks that cover it (element by element only at ragged edges). Not
+        # for other copies (a row kernel's rows): their kernels would carry the realigned code's registers on the
+        # aligned path too (softmax sm90: 48 -> 64 registers, fewer rows in flight) for a gain not measured.
+        slow = cx.block(realigned_body if use_async and realign else lambda: copy_elements(cx, s, sext, cold=True))
         cx.emit(S.SIf(None, runtime_ok, fast, slow))
     return True
+
+
+def tensor_elements(cx, b: T.Buffer) -> T.Expr:
+    """A global tensor's element count (its dims' product, in 64 bits)."""
+    total: T.Expr = T.Const(D.I64, None, 1)
+    for d in b.shape:
+        total = binary("*", total, to_i64(cx.lx(d)))
+    return total
 
 
 def copy_elements(cx, s: T.Copy, sext: list[int], cold: bool = False) -> None:

@@ -611,11 +611,13 @@ class Lowerer:
         producers = plan.producers
         sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
 
+        realign = self.ext.realign_pipeline_copies(s)
+
         def issue(iteration: T.Expr):
             self.subst[id(var)] = iteration
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, stages), sizes[id(p.dst.buffer)])
-                copy_op.lower(self, p, asynchronous=True)
+                copy_op.lower(self, p, asynchronous=True, realign=realign)
             for p in producers:
                 self.stage_offset.pop(id(p.dst.buffer), None)
 
@@ -635,8 +637,10 @@ class Lowerer:
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
             ahead = self.declare(f"{var.name}_next", add(it, stages - 1))
-            self.emit(S.SIf(None, compare("<", ahead, n), self.block(lambda: issue(ahead))))
-            self.emit(S.SCall(None, "cp_async_commit", []))
+            nxt = self.block(lambda: self.emit(S.SIf(None, compare("<", ahead, n), self.block(lambda: issue(ahead)))))
+            nxt.append(S.SCall(None, "cp_async_commit", []))
+            if not self.ext.place_next_stage_copies(s, nxt):
+                self.out.extend(nxt)
             self.subst[id(var)] = it
             for p in producers:
                 self.stage_offset[id(p.dst.buffer)] = mul(mod(it, stages), sizes[id(p.dst.buffer)])

@@ -49,6 +49,18 @@ class LoweringExtension:
     def after_async_copies_landed(self, loop: T.For) -> None:
         """In a cp.async pipeline, after the wait for the current stage and before the barrier that publishes it."""
 
+    def realign_pipeline_copies(self, loop: T.For) -> bool:
+        """Whether a cp.async pipeline's copies of rows that are not 16-byte aligned move 16 bytes a thread, shifted
+        out of the aligned chunks that cover them (tilec/ops/copy.py), rather than an element at a time. The code
+        costs registers on the aligned path too, so a target asks for it where it measured the gain."""
+        return False
+
+    def place_next_stage_copies(self, loop: T.For, stmts: list[S.SStmt]) -> bool:
+        """In a cp.async pipeline, the lowered copies of a later stage (and their commit): True when the extension
+        emits them itself while the loop's body is lowered (once, at a point of every iteration); False: the
+        generic lowering issues them at the iteration's start."""
+        return False
+
     def lower_copy(self, s: T.Copy) -> bool:
         """Lower a copy in a way of this target's own; False: the generic copy."""
         return False

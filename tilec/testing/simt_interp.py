@@ -471,6 +471,38 @@ class _BlockRun(ScalarOps, HopperModel):
         else:
             self.write(db, di, vals, mask, s.span)
 
+    def copy16_realign(self, s: S.SCall, mask) -> None:
+        """copy_shifted and copy16_realign: 16-byte chunks of shared memory from a global address aligned to its
+        element only. The GPU reads the aligned 16-byte chunks covering them (with 16 bytes more), which must lie
+        inside the tensor: copy_shifted's caller promised it, copy16_realign checks `end` (else it reads its n
+        elements one by one, zeros after them)."""
+        act = self.active(mask)
+        shifted = s.op == "copy_shifted"
+        chunks = s.params["chunks"] if shifted else 1
+        dsts = [self.addr(a, mask) for a in (s.args[:chunks] if shifted else s.args[:1])]
+        sb, si = self.addr(s.args[chunks] if shifted else s.args[1], mask)
+        width = 16 // sb.dtype.bytes
+        for db, di in dsts:
+            if db.scope != "shared" or sb.scope != "global" or db.dtype.bytes != sb.dtype.bytes:
+                raise self.err(f"{s.name} copies global -> shared of one element size", s.span)
+            if np.any(act & ((di * db.dtype.bytes) % 16 != 0)):
+                raise self.err(f"{s.name}: address into '{db.name}' not 16-byte aligned", s.span)
+        if shifted:
+            n = np.full(self.n, width, np.int64)
+            whole = act
+        else:
+            n = np.clip(self.full(self.eval(s.args[2], mask)).astype(np.int64), 0, width)
+            eb, ei = self.addr(s.args[3], mask)
+            if eb is not sb or np.any(act & (ei != self.storage(sb).shape[-1])):
+                raise self.err(f"{s.name}: the end address is not the end of '{sb.name}'", s.span)
+            whole = act & (n == width) & (ei - si >= 2 * width)
+        self.check_index(sb, si, whole, (chunks + 1) * width, "read (aligned 16-byte chunks)", s.span)
+        for g, (db, di) in enumerate(dsts):
+            base = si + g * width
+            vals = np.stack([self.read(sb, base + j, _and(mask, n > j), 1, s.span)[:, 0] for j in range(width)], axis=1)
+            vals = np.where(np.arange(width)[None, :] < n[:, None], vals, np.zeros((), vals.dtype))
+            self.write(db, di, vals, mask, s.span)
+
     def cp_async_commit(self, s: S.SCall, mask) -> None:
         self.groups.append(self.open_group)
         self.open_group = []
@@ -770,6 +802,7 @@ def run_simt_sequence(result, args: dict[str, object], sizes: dict[str, int]) ->
 _SEMANTICS = {
     "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark",
     "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
+    "copy_shifted": "copy16_realign", "copy16_realign": "copy16_realign",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
     "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma",
     "atomic": "atomic", "atomic_prev": "atomic",

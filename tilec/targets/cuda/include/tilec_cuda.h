@@ -414,6 +414,70 @@ TL_DEVICE bool aligned(const void* p, unsigned long long bytes) {
   return (reinterpret_cast<unsigned long long>(p) & (bytes - 1)) == 0;
 }
 
+// Words w[q + i] .. w[q + i + 1] of two 16-byte chunks, shifted right by `bits` (a multiple of 8): the 16 bytes
+// that start `q * 4 + bits / 8` bytes into the first chunk, picked by selects (no register array indexed at run time).
+TL_DEVICE uint4 realign_words(const unsigned (&w)[8], unsigned q, unsigned bits) {
+  unsigned v[6], u[5];
+#pragma unroll
+  for (int i = 0; i < 6; ++i) v[i] = (q & 2u) ? w[i + 2] : w[i];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) u[i] = (q & 1u) ? v[i + 1] : v[i];
+  unsigned o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    o[i] = static_cast<unsigned>(((static_cast<unsigned long long>(u[i + 1]) << 32) | u[i]) >> bits);
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+template <int Bytes> struct UintOf;
+template <> struct UintOf<1> { typedef unsigned char type; };
+template <> struct UintOf<2> { typedef unsigned short type; };
+template <> struct UintOf<4> { typedef unsigned type; };
+
+// The 16 bytes that start s bytes into chunk lo (s < 16), the rest from the chunk after it, hi.
+TL_DEVICE uint4 shift_chunks(const uint4& lo, const uint4& hi, unsigned s) {
+  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  return realign_words(w, s >> 2, (s & 3u) * 8u);
+}
+
+// copy_shifted: G = sizeof...(dst) consecutive 16-byte chunks starting at src (a row of a tensor that is not 16-byte
+// aligned: src is aligned to its element only) into the shared-memory chunks dst..., from the G + 1 aligned 16-byte
+// chunks that cover them (G + 1 loads, not 2G: a neighbouring output's second chunk is the next one's first). The
+// caller knows the tensor holds 16 more bytes after them (the last chunk may reach past them; the first may start
+// before the tensor: a misaligned base lies inside an allocation, whose start is aligned). The pointer arithmetic
+// keeps the tensor's address space, so that the loads are global loads issued ahead of the shared stores.
+template <typename T, typename... D>
+TL_DEVICE void copy_shifted(const T* src, D*... dst) {
+  constexpr int G = int(sizeof...(D));
+  const unsigned s = static_cast<unsigned>(reinterpret_cast<unsigned long long>(src)) & 15u;
+  const uint4* p = reinterpret_cast<const uint4*>(reinterpret_cast<const char*>(src) - s);
+  uint4 raw[G + 1];
+#pragma unroll
+  for (int i = 0; i < G; ++i) raw[i] = p[i];
+  raw[G] = s ? p[G] : raw[G - 1];
+  void* out[G] = {static_cast<void*>(dst)...};
+#pragma unroll
+  for (int i = 0; i < G; ++i) st_128(out[i], shift_chunks(raw[i], raw[i + 1], s));
+}
+
+// copy16_realign: the same at a tile's edges: the n elements at src (n <= 16 / sizeof(T)), zeros after them, shifted
+// into place where all 16 bytes and the 16 after them lie below `end`, else element by element (no byte at or past
+// `end` is read).
+template <typename T>
+TL_DEVICE void copy16_realign(void* dst, const T* src, int n, const T* end) {
+  constexpr int V = 16 / int(sizeof(T));
+  if (n == V && end - src >= 2 * V) {
+    copy_shifted(src, dst);
+    return;
+  }
+  typedef typename UintOf<int(sizeof(T))>::type U;
+  union { U e[V]; uint4 v; } out;
+  const U* bits = reinterpret_cast<const U*>(src);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out.e[j] = j < n ? bits[j] : U(0);
+  st_128(dst, out.v);
+}
+
 // N consecutive elements as one vector access (8 or 16 bytes), converted between the storage type
 // T and the register type R on the way; a false `pred` loads zeros.
 template <int N, typename T>
