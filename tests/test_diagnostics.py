@@ -149,6 +149,29 @@ kernel k(A: f16[M, K]):
     assert errs[3].message == "'(' was never closed" and (errs[3].line, errs[3].col) == (6, 13)
 
 
+_BLOCKS = """\
+const bm = 64
+kernel k(A: f16[M, K], C: out f32[M, N]):
+    with Kernel(1, threads=128) as bx:
+        for i in Parallel(bm):
+            if i > 2:
+                C[i, 0] = A[i, 0]
+        y = = 2
+"""
+
+
+@pytest.mark.parametrize("line", [2, 3, 4, 5])
+def test_missing_colon_is_one_error(tmp_path, line):
+    # The block under a header without its ':' parses as written: one error, not one per line below it.
+    lines = _BLOCKS.split("\n")
+    lines[line - 1] = lines[line - 1].removesuffix(":")
+    errs = compile_errors(tmp_path, "\n".join(lines))
+    assert (errs[0].line, errs[0].col) == (line, len(lines[line - 1]) + 1), errs
+    assert errs[0].message.startswith("unexpected end of line (expected ") and "':'" in errs[0].message, errs
+    # an independent error further down is still reported, and nothing else
+    assert len(errs) == 2 and errs[1].line == 7 and errs[1].message.startswith("unexpected '='"), errs
+
+
 def test_unclosed_bracket_at_end_of_file(tmp_path):
     # not "unexpected dedent" at 1:1: the bracket that is never closed
     d = one_error(tmp_path, body("x = ceildiv(M, (bm + 1)"))
