@@ -524,3 +524,48 @@ def test_unused_define_warns_but_succeeds():
     assert len(diags) == 1 and diags[0].severity == "warning", diags
     assert "-D nosuch" in diags[0].message
     assert re.match(r"^tilec: warning: ", stderr)
+
+
+# ---------------------------------------------------------------- resource limits, located
+
+
+_SHARED = """\
+const bm = {bm}
+kernel k(A: f16[M, K], C: out f32[M, N]):
+    with Kernel(1, threads=128) as bx:
+        A_s = alloc_shared((bm, bm), f16)
+        B_s = alloc_shared((bm, bm), f32)
+        for i in Parallel(bm):
+            C[i, 0] = A_s[i, 0] + B_s[i, 0]
+"""
+
+
+def all_diags(tmp_path: Path, source: str, *args: str) -> list[Diag]:
+    path = tmp_path / "k.tile"
+    path.write_text(source)
+    proc = tilec(str(path), *args)
+    errors_of(proc)
+    return parse_stderr(proc.stderr.decode())
+
+
+@pytest.mark.parametrize("bm, verb", [(256, "needs"), (700, "declares")])  # storage planning; the early check
+def test_shared_memory_overflow_is_reported_at_the_allocations(tmp_path, bm, verb):
+    diags = all_diags(tmp_path, _SHARED.format(bm=bm), "--target", "sm90", "-o", str(tmp_path / "k.cu"))
+    # the error at the largest buffer's alloc_shared, a note at the other one's
+    assert [(d.severity, d.line, d.col) for d in diags] == [("error", 5, 15), ("note", 4, 15)], diags
+    assert f"kernel 'k' {verb} " in diags[0].message and "B_s " in diags[0].message, diags
+    assert diags[0].source == "        B_s = alloc_shared((bm, bm), f32)" and diags[0].caret_col == 15
+    assert diags[1].message == f"'A_s' takes {bm * bm * 2} bytes"
+
+
+@pytest.mark.parametrize("threads, target, message", [
+    (2048, "sm90", "no GPU runs more than 1024 threads per block"),
+    (512, "webgpu", "webgpu allows at most 256"),
+    (100, "sm90", "not a whole number of 32-lane warps"),
+])
+def test_thread_limits_are_reported_at_the_threads_argument(tmp_path, threads, target, message):
+    src = _SHARED.format(bm=32).replace("threads=128", f"threads={threads}")
+    out = tmp_path / ("k.wgsl" if target == "webgpu" else "k.cu")
+    errs = all_diags(tmp_path, src, "--target", target, "-o", str(out))
+    assert len(errs) == 1 and message in errs[0].message, errs
+    assert (errs[0].line, errs[0].col, errs[0].caret_col) == (3, 20, 20), errs

@@ -295,14 +295,18 @@ def _target_fit_errors(module: T.Module, target) -> list[Diagnostic]:
               for k in module.kernels for name, where in unsupported([*k.params, *k.body],
                                                                      target.unsupported_dtypes)]
     for k in module.kernels:
-        shared = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"]
-        sizes = [(b.name, math.prod(b.const_shape or (0,)) * b.dtype.bytes) for b in shared]
-        total = sum(n for _, n in sizes)
+        allocs = [s for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"]
+        sizes = [(s.buffer.name, math.prod(s.buffer.const_shape or (0,)) * s.buffer.dtype.bytes, s.span)
+                 for s in allocs]
+        total = sum(n for _, n, _ in sizes)
         if total > max(FAR_OVER_SHARED * target.shared_memory_bytes, FAR_OVER_SHARED_FLOOR):
-            detail = ", ".join(f"{name} {n} B" for name, n in sizes)
+            detail = ", ".join(f"{name} {n} B" for name, n, _ in sizes)
+            largest = max(sizes, key=lambda x: x[1])  # its allocation is where the error points: shrink it first
+            notes = [Diagnostic("note", f"'{name}' takes {n} bytes", span)
+                     for name, n, span in sizes if span is not None and span is not largest[2]]
             errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
                                               f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
-                                              "use smaller tiles", k.span))
+                                              "use smaller tiles", largest[2] or k.span, notes))
             raise CompileError(errors)
     return errors
 

@@ -253,7 +253,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         self.size_locals = {}
         self.stmts(launch.body, _Scope(scope))
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
-                        self.block, span, dict(self.kernel_attrs))
+                        self.block, span, dict(self.kernel_attrs), threads_span=self.threads_span)
 
     def launch_sequence(self, decl: A.KernelDecl, params: list[T.Buffer | T.Var], body: list[A.Node],
                         scope: _Scope) -> None:
@@ -433,6 +433,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             grid.append(T.Const(D.I32, node.span, 1))
         threads = 128
         self.thread_dims = [threads]
+        self.threads_span = None
         for kw in node.kwargs:
             if kw.name == "threads":
                 # TileLang's threads=(x, y[, z]): one block of x*y*z threads; get_thread_binding(d) unflattens
@@ -443,6 +444,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 for n, i in zip(self.thread_dims, items, strict=True):
                     if n <= 0:
                         raise self.fail("threads must be positive", i.span)
+                self.threads_span = kw.span
                 threads = 1
                 for n in self.thread_dims:
                     threads *= n
@@ -892,7 +894,7 @@ def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.B
                     sizes.append(x)
     rank = {id(v): i for i, v in enumerate(k.size_vars)}
     stage = T.Kernel(k.name, taken, sorted(sizes, key=lambda v: rank[id(v)]), k.grid, k.threads, k.block_vars,
-                     k.body, k.span, k.attrs)
+                     k.body, k.span, k.attrs, threads_span=k.threads_span)
     stage = copy.deepcopy(stage)
     for p, orig in zip(stage.params, taken, strict=True):
         if any(orig is b for b in scratch):
