@@ -111,8 +111,9 @@ def render(diag: Diagnostic, sources: SourceManager | None = None, color: bool =
     colors = {"error": "\x1b[1;31m", "warning": "\x1b[1;35m", "note": "\x1b[1;36m", "remark": "\x1b[1;34m"}
     sev = f"{colors[diag.severity]}{diag.severity}:\x1b[0m" if color else f"{diag.severity}:"
     span = diag.span
-    if diag.category:
-        diag = Diagnostic(diag.severity, f"{diag.message} [-Rpass={diag.category}]", span, diag.notes)
+    if diag.category:  # what selects it: -Rpass=CATEGORY for a remark, -WCATEGORY for a warning
+        flag = f"-Rpass={diag.category}" if diag.severity == "remark" else f"-W{diag.category}"
+        diag = Diagnostic(diag.severity, f"{diag.message} [{flag}]", span, diag.notes)
     if span is None or span.line == 0:
         head = f"tilec: {sev} {diag.message}"
         out = [head]

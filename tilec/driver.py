@@ -150,6 +150,7 @@ def compile(
         with tune_space.building(tune_keys(opts.target)):  # tune() consts take this target's default
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
             tune_space.rename_kernels(module.kernels, module.launches)
+        rep.diagnostics[:] = _select_warnings(rep.diagnostics, opts)
         if opts.kernel is not None:
             chosen = [k for k in module.kernels if opts.kernel in (k.name, k.attrs.get("stage_of"))]
             if not chosen:
@@ -190,8 +191,24 @@ def compile(
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
             e.diagnostics.extend(d for d in rep.diagnostics if d not in e.diagnostics)
+        e.diagnostics[:] = _select_warnings(e.diagnostics, opts)
         raise
     return result
+
+
+def _select_warnings(diagnostics: list[Diagnostic], opts: CompileOptions) -> list[Diagnostic]:
+    """Keep the warnings of the categories turned on (-Wconversion), each once (an inlined def or a loop body
+    built again would repeat them)."""
+    seen = set()
+    kept = []
+    for d in diagnostics:
+        if d.severity == "warning" and d.category:
+            key = (d.message, d.span)
+            if (d.category == "conversion" and not opts.warn_conversion) or key in seen:
+                continue
+            seen.add(key)
+        kept.append(d)
+    return kept
 
 
 def tune_keys(target: str | None) -> tuple[str, ...]:

@@ -543,13 +543,15 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 if s.op:
                     value = self.binary(s.op, T.Load(bound.dtype, target.span, bound, [_zero(s.span)]), value,
                                         s.span)
-                return self.emit(T.Store(s.span, bound, [_zero(s.span)], self.cast(value, bound.dtype)))
+                return self.emit(T.Store(s.span, bound, [_zero(s.span)],
+                                         self.convert_implicitly(value, bound.dtype, f"in the assignment to '{name}'")))
             if isinstance(bound, T.Var) and bound.kind == "local":
                 self.check_parallel_update(bound, name, target.span)
                 value = self.expr(s.value, scope)
                 if s.op:
                     value = self.binary(s.op, bound, value, s.span)
-                return self.emit(T.Assign(s.span, bound, self.cast(value, bound.dtype)))
+                value = self.convert_implicitly(value, bound.dtype, f"in the assignment to '{name}'")
+                return self.emit(T.Assign(s.span, bound, value))
             if bound is not None and not (isinstance(bound, T.Var) and bound.kind == "local"):
                 what = _describe_binding(bound)
                 raise self.fail(f"cannot assign to '{name}': it is {what}", target.span)
@@ -579,7 +581,8 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             value = self.expr(s.value, scope)
             if s.op:
                 value = self.binary(s.op, T.Load(buf.dtype, target.span, buf, indices), value, s.span)
-            return self.emit(T.Store(s.span, buf, indices, self.cast(value, buf.dtype)))
+            value = self.convert_implicitly(value, buf.dtype, f"in the assignment to '{buf.name}'")
+            return self.emit(T.Store(s.span, buf, indices, value))
         raise self.fail("cannot assign to this expression", target.span)
 
     def check_parallel_update(self, bound, name: str, span: Span) -> None:
