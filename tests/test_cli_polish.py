@@ -3,6 +3,8 @@ not once per candidate."""
 
 from types import SimpleNamespace
 
+import pytest
+
 from tilec.cli.tune import _summary
 
 
@@ -73,3 +75,17 @@ def test_a_subcommand_usage_error_is_one_line(capsys):
                   "(`tilec run --help` shows the usage)\n"
     assert main(["tune", "--gpus"]) == 2
     assert capsys.readouterr().err.startswith("tilec tune: error: Option '--gpus' requires an argument.\n")
+
+
+@pytest.mark.parametrize("name", ["run", "bench", "tune", "profile", "layout", "cache"])
+def test_subcommand_help_shows_no_type_after_a_switch(name, capsys, monkeypatch):
+    from tilec.cli.main import main
+
+    monkeypatch.setenv("COLUMNS", "150")
+    assert main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--help" in out and "<bool>" not in out and "<str>" not in out, out
+    if name == "run":  # an option with a value keeps what the value looks like; a choice its choices
+        assert "M=1000,N=..." in out and "<cpu|cuda>" in out
+    if name == "cache":
+        assert "<stats|clear>" in out

@@ -149,6 +149,29 @@ kernel k(A: f16[M, K]):
     assert errs[3].message == "'(' was never closed" and (errs[3].line, errs[3].col) == (6, 13)
 
 
+_BLOCKS = """\
+const bm = 64
+kernel k(A: f16[M, K], C: out f32[M, N]):
+    with Kernel(1, threads=128) as bx:
+        for i in Parallel(bm):
+            if i > 2:
+                C[i, 0] = A[i, 0]
+        y = = 2
+"""
+
+
+@pytest.mark.parametrize("line", [2, 3, 4, 5])
+def test_missing_colon_is_one_error(tmp_path, line):
+    # The block under a header without its ':' parses as written: one error, not one per line below it.
+    lines = _BLOCKS.split("\n")
+    lines[line - 1] = lines[line - 1].removesuffix(":")
+    errs = compile_errors(tmp_path, "\n".join(lines))
+    assert (errs[0].line, errs[0].col) == (line, len(lines[line - 1]) + 1), errs
+    assert errs[0].message.startswith("unexpected end of line (expected ") and "':'" in errs[0].message, errs
+    # an independent error further down is still reported, and nothing else
+    assert len(errs) == 2 and errs[1].line == 7 and errs[1].message.startswith("unexpected '='"), errs
+
+
 def test_unclosed_bracket_at_end_of_file(tmp_path):
     # not "unexpected dedent" at 1:1: the bracket that is never closed
     d = one_error(tmp_path, body("x = ceildiv(M, (bm + 1)"))
@@ -501,3 +524,124 @@ def test_unused_define_warns_but_succeeds():
     assert len(diags) == 1 and diags[0].severity == "warning", diags
     assert "-D nosuch" in diags[0].message
     assert re.match(r"^tilec: warning: ", stderr)
+
+
+# ---------------------------------------------------------------- resource limits, located
+
+
+_SHARED = """\
+const bm = {bm}
+kernel k(A: f16[M, K], C: out f32[M, N]):
+    with Kernel(1, threads=128) as bx:
+        A_s = alloc_shared((bm, bm), f16)
+        B_s = alloc_shared((bm, bm), f32)
+        for i in Parallel(bm):
+            C[i, 0] = A_s[i, 0] + B_s[i, 0]
+"""
+
+
+def all_diags(tmp_path: Path, source: str, *args: str) -> list[Diag]:
+    path = tmp_path / "k.tile"
+    path.write_text(source)
+    proc = tilec(str(path), *args)
+    errors_of(proc)
+    return parse_stderr(proc.stderr.decode())
+
+
+@pytest.mark.parametrize("bm, verb", [(256, "needs"), (700, "declares")])  # storage planning; the early check
+def test_shared_memory_overflow_is_reported_at_the_allocations(tmp_path, bm, verb):
+    diags = all_diags(tmp_path, _SHARED.format(bm=bm), "--target", "sm90", "-o", str(tmp_path / "k.cu"))
+    # the error at the largest buffer's alloc_shared, a note at the other one's
+    assert [(d.severity, d.line, d.col) for d in diags] == [("error", 5, 15), ("note", 4, 15)], diags
+    assert f"kernel 'k' {verb} " in diags[0].message and "B_s " in diags[0].message, diags
+    assert diags[0].source == "        B_s = alloc_shared((bm, bm), f32)" and diags[0].caret_col == 15
+    assert diags[1].message == f"'A_s' takes {bm * bm * 2} bytes"
+
+
+@pytest.mark.parametrize("threads, target, message", [
+    (2048, "sm90", "no GPU runs more than 1024 threads per block"),
+    (512, "webgpu", "webgpu allows at most 256"),
+    (100, "sm90", "not a whole number of 32-lane warps"),
+])
+def test_thread_limits_are_reported_at_the_threads_argument(tmp_path, threads, target, message):
+    src = _SHARED.format(bm=32).replace("threads=128", f"threads={threads}")
+    out = tmp_path / ("k.wgsl" if target == "webgpu" else "k.cu")
+    errs = all_diags(tmp_path, src, "--target", target, "-o", str(out))
+    assert len(errs) == 1 and message in errs[0].message, errs
+    assert (errs[0].line, errs[0].col, errs[0].caret_col) == (3, 20, 20), errs
+
+
+# ---------------------------------------------------------------- -Wconversion
+
+
+_CONVERSIONS = """\
+kernel k(A: f16[N], I: i32[N], B: out f16[N], C: out i8[N]):
+    with Kernel(1, threads=64) as bx:
+        acc = alloc_fragment((64,), f32)
+        for i in Parallel(64):
+            acc[i] = A[i] * 2.0
+        for i in Parallel(64):
+            B[i] = A[i] + I[i]
+            C[i] = I[i]
+            B[i] = acc[i]
+            B[i] = A[i] + 1
+            B[i] = acc[i].astype(f16)
+            C[i] = (I[i] > 0) + A[i]
+        copy(acc, B[0:64])
+"""
+
+
+def test_conversions_are_silent_by_default(tmp_path):
+    path = tmp_path / "k.tile"
+    path.write_text(_CONVERSIONS)
+    for flags in ((), ("-Wconversion", "-Wno-conversion")):
+        proc = tilec(str(path), "--emit-ir", *flags)
+        assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+
+
+def test_wconversion_warns_at_each_lossy_implicit_conversion(tmp_path):
+    path = tmp_path / "k.tile"
+    path.write_text(_CONVERSIONS)
+    proc = tilec(str(path), "--emit-ir", "-Wconversion")
+    assert proc.returncode == 0, proc.stderr.decode()
+    diags = parse_stderr(proc.stderr.decode())
+    assert all(d.severity == "warning" and d.message.endswith(" [-Wconversion]") for d in diags), diags
+    got = [(d.line, d.col, d.message.removesuffix(" [-Wconversion]")) for d in diags]
+    assert got == [
+        (7, 27, "implicit conversion from i32 to f16 of an operand of '+' may change the value; "
+                "write .astype(f16) to convert explicitly"),
+        (8, 20, "implicit conversion from i32 to i8 in the assignment to 'C' may change the value; "
+                "write .astype(i8) to convert explicitly"),
+        (9, 20, "implicit conversion from f32 to f16 in the assignment to 'B' may change the value; "
+                "write .astype(f16) to convert explicitly"),
+        # (bool + f16 converts nothing lossy; the f16 sum into i8 does)
+        (12, 20, "implicit conversion from f16 to i8 in the assignment to 'C' may change the value; "
+                 "write .astype(i8) to convert explicitly"),
+        (13, 9, "copy from f32 'acc' to f16 'B' converts each element implicitly and may change its value"),
+    ], got
+    assert diags[0].source == "            B[i] = A[i] + I[i]" and diags[0].caret_col == 27
+    # docs/language.md shows this kernel and these warnings
+    doc = (ROOT / "docs" / "language.md").read_text()
+    assert _CONVERSIONS in doc
+    assert all(f"k.tile:{line}:{col}: warning: {message} [-Wconversion]\n" in doc for line, col, message in got)
+
+
+def test_wconversion_with_werror_fails_the_compile(tmp_path):
+    path = tmp_path / "k.tile"
+    path.write_text(_CONVERSIONS)
+    errs = errors_of(tilec(str(path), "-Wconversion", "-Werror", "--target", "sm90", "-o", str(tmp_path / "k.cu")))
+    assert len(errs) == 5 and all(d.message.endswith(" [-Werror,-Wconversion]") for d in errs), errs
+    assert not (tmp_path / "k.cu").exists()
+
+
+@pytest.mark.parametrize("src, dst, exact", [
+    ("f16", "f32", True), ("bf16", "f32", True), ("f8e4m3", "f16", True), ("f8e5m2", "bf16", True),
+    ("i8", "f16", True), ("i16", "f32", True), ("u8", "i16", True), ("i8", "i32", True), ("bool", "f16", True),
+    ("f32", "f16", False), ("f16", "bf16", False), ("bf16", "f16", False), ("i32", "f16", False),
+    ("i32", "f32", False), ("i32", "i8", False), ("i16", "u16", False), ("u16", "i16", False), ("f16", "i32", False),
+    ("i8", "bool", False),
+])
+def test_which_conversions_are_exact(src, dst, exact):
+    from tilec.ir import dtypes as D
+
+    assert D.holds(D.BY_NAME[dst], D.BY_NAME[src]) is exact

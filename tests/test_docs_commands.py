@@ -4,6 +4,7 @@ and every Python snippet of README.md too:
 
 - RUN_HERE: run by this file, as the docs write it (from a scratch folder where `samples/` is the checkout's and
   `tilec` is this checkout), with what the docs claim of its output checked;
+- FAILS_AS_DOCUMENTED: run here too, for the error the docs show: its exit status and message;
 - RUN_ELSEWHERE: run by the named test of another file (which must exist);
 - SYNOPSES: usage lines with placeholders (FILE, [options]), not commands;
 - NOT_YET_RUN: the debt, named one by one: commands no test runs yet.
@@ -74,7 +75,7 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
                      "samples/gemm.tile:65:13: remark: shared tile 'B_s': its reads by load (lowered from line 74) "
                      "have bank conflicts")),
     "tilec run samples/softmax.tile --device cpu --size M=100,N=1000": ((), "Y"),
-    "tilec run samples/softmax.tile --target ascend910b --check": ((), "PASS"),
+    "tilec run samples/softmax.tile --target ascend910b --check --size M=37,N=1000": ((), "PASS"),  # (ragged, cheap)
     "tilec run samples/softmax.tile --target webgpu --check": (("webgpu",), "PASS"),
     "tilec targets": ((), "sm90"),
     "tilec --help": ((), "--target"),
@@ -89,6 +90,41 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec samples/gemm.tile --target sm90 -o gemm.cu --no-warp-specialize": ((), ""),
     "mkdir -p build && tilec samples/gemm_bias_relu.tile -o build/gbr.h -MD -MP && cat build/gbr.h.d":
         (("cuda",), "samples/common/epilogue.tile:"),
+    # docs/cli.md's `gemm.tile` is the sample (the scratch folder links it)
+    "tilec gemm.tile --emit-ir": ((), "kernel gemm"),
+    "tilec gemm.tile -o gemm.cu -D block_M=64": ((), ""),
+    "tilec gemm.tile -t sm80 --dryrun -O2 -Xptxas -warn-spills":
+        (("cuda",), ("-gencode=arch=compute_80,code=sm_80 -Xptxas -v -Xptxas -O2 -Xptxas -warn-spills",)),
+    "tilec run gemm.tile --size M=200,N=130 --size K=64 -D block_M=64":
+        ((), "kernel gemm:\n  C: f16[200, 130]  min -35.0938  max 37.8438  mean -0.0455899  sum -1185.34\n"),
+    "tilec samples/gemm.tile    --target ascend910b -o gemm.h": ((), ""),
+    # the default gemm for sm80 and sm90 in every output docs/cli.md and deploy.md show: two compiles, shared
+    "tilec gemm.tile -o gemm.cubin": (("cuda",), ""),
+    "tilec gemm.tile --target sm90 -o gemm.cubin": (("cuda",), ""),
+    "tilec gemm.tile -t sm80,sm90 -o gemm.fatbin": (("cuda",), ""),
+    "tilec gemm.tile -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -o gemm.fatbin":
+        (("cuda",), ""),
+    "tilec gemm.tile -t sm80,sm90 -o gemm.h -MD -MP": (("cuda",), ""),
+    "tilec gemm.tile -t sm80,sm90 -o gemm.h": (("cuda",), ""),
+    "tilec gemm.tile --target sm80,sm90 -o gemm.h": (("cuda",), ""),
+    "tilec gemm.tile -o gemm.h -MD -MP": (("cuda",), ""),
+    "tilec gemm.tile --target sm80,sm90 -o gemm.o": (("cuda", "cc"), ""),
+    "tilec gemm.tile --target sm80,sm90 -c -o gemm.o": (("cuda", "cc"), ""),
+    "source <(tilec --completion bash)": ((), ""),
+    "tilec --completion bash > ~/.local/share/bash-completion/completions/tilec": ((), ""),
+    "tilec --completion fish > ~/.config/fish/completions/tilec.fish": ((), ""),
+}
+
+# command -> (its exit status, what the docs show of its output: "" for nothing)
+FAILS_AS_DOCUMENTED: dict[str, tuple[int, str]] = {
+    "tilec gemm.tile --targte sm90": (2, "tilec: error: unknown option '--targte'; did you mean --target?\n"
+                                         "(`tilec --help` shows the usage)\n"),
+    "tilec gemm.tile -t sm80,sm90 -o gemm.cubin": (1, "tilec: error: several targets (sm80, sm90) need a fatbin, "
+                                                      "header or object output (-o x.fatbin, -o x.h, -o x.o)\n"),
+    "tilec gemm.tile --emit-ir=after:layout": (1, "tilec: error: --emit-ir=after:layout: expected `after:PASS` or "
+                                                  "`all`; passes: build, specialize, check-tile-ops, check-threads\n"),
+    # grep finds none of the lazily imported modules: it prints nothing (and so exits 1)
+    "python -X importtime -m tilec --help 2>&1 | grep -E \"lark|numpy|tvm\"": (1, ""),
 }
 
 # command -> the test (tests/FILE::FUNCTION) that runs it
@@ -104,6 +140,13 @@ RUN_ELSEWHERE: dict[str, str] = {
         "tests/test_docs_commands.py::test_readme_layout_plot_is_a_summary_under_a_megabyte",
     "make -C examples/make && examples/make/build/tilec_example":
         "tests/test_deploy_build.py::test_examples_build_with_cmake_and_make",
+    **dict.fromkeys([  # docs/tuning.md's recipe for a model's own shapes, fp8 (the worker's results stood in)
+        "cp samples/fp8_gemm.tune.json my_fp8.tune.json",
+        "tilec tune samples/fp8_gemm.tile --target sm90 --shapes llm-gemm --shapes square-gemm \\",
+        "python -m tilec.runtime.tune_worker tune/my_fp8",
+        "tilec tune --collect tune/my_fp8 --db my_fp8.tune.json",
+        "tilec samples/fp8_gemm.tile --target sm90 --tune-db my_fp8.tune.json -o fp8_gemm.cubin",
+    ], "tests/test_shape_sweep.py::test_the_documented_recipe_for_your_own_shapes"),
 }
 
 SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
@@ -121,38 +164,16 @@ NOT_YET_RUN: set[str] = {
     "tilec samples/gemm.tile --target gfx90a -o gemm.s",
     "tilec samples/gemm.tile --target gfx942 -o gemm.hsaco --resource-usage",
     "tilec samples/gemm.tile --target gfx90a,gfx942 -c -o gemm.o",
-    "python -X importtime -m tilec --help 2>&1 | grep -E \"lark|numpy|tvm\"",
-    "tilec samples/gemm.tile    --target ascend910b -o gemm.h",
     "tilec samples/gemm.tile    --target ascend910b -o gemm.o",
     "tilec run samples/flash_attention.tile --target ascend910b --check --size B=2,S=100,H=2",
-    "tilec gemm.tile -o gemm.cubin",
     "tilec gemm.tile -arch=sm_80 -O3 -o gemm.cubin",
-    "tilec gemm.tile -o gemm.cu -D block_M=64",
-    "tilec gemm.tile -t sm80,sm90 -o gemm.fatbin",
-    "tilec gemm.tile -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -o gemm.fatbin",
-    "tilec gemm.tile -t sm80,sm90 -o gemm.h -MD -MP",
-    "tilec gemm.tile --emit-ir",
     "tilec run gemm.tile --size M=1000,N=1000,K=512",
-    "tilec gemm.tile -t sm80 --dryrun -O2 -Xptxas -warn-spills",
-    "tilec gemm.tile -t sm80,sm90 -o gemm.cubin",
-    "tilec gemm.tile --targte sm90",
-    "tilec gemm.tile -t sm80,sm90 -o gemm.h",
-    "tilec gemm.tile --emit-ir=after:layout",
-    "tilec run gemm.tile --size M=200,N=130 --size K=64 -D block_M=64",
     "tilec run samples/vector_add.tile --target sm90 --check --size N=100000",
     "tilec run softmax.cubin --device cuda --check --reference ref.py:softmax --rtol 1e-3 --atol 1e-3 --size "
     "M=64,N=1000",
     "tilec bench samples/softmax.tile --target sm90 --size M=32768,N=8192 -D dtype=bf16",
     "tilec run samples/softmax.tile --target webgpu --check --size M=37,N=1000",
-    "source <(tilec --completion bash)",
-    "tilec --completion bash > ~/.local/share/bash-completion/completions/tilec",
     "tilec --completion zsh > \"${fpath[1]}/_tilec\"",
-    "tilec --completion fish > ~/.config/fish/completions/tilec.fish",
-    "tilec gemm.tile --target sm80,sm90 -o gemm.h",
-    "tilec gemm.tile --target sm80,sm90 -o gemm.o",
-    "tilec gemm.tile --target sm90 -o gemm.cubin",
-    "tilec gemm.tile -o gemm.h -MD -MP",
-    "tilec gemm.tile --target sm80,sm90 -c -o gemm.o",
     "g++ main.cpp gemm.o -o app -lcuda -lpthread",
     "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dblock_N=256 -Dblock_K=64 -Dthreads=256 -Dnum_stages=4",
     "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_m=2 -Rpass=cluster",
@@ -170,12 +191,18 @@ NOT_YET_RUN: set[str] = {
     "python3 -m tilec.runtime.tune_worker --budget 300 .artifacts/tune/*",
     "python bench/tune_samples.py collect .artifacts/tune",
     "tilec samples/gemm.tile --target sm90 -D dtype=bf16 -o gemm.cubin",
+    # docs/tuning.md's bf16 recipe: the steps of the fp8 one (run by tests/test_shape_sweep.py) with size rules
+    "cp samples/gemm.tune.json my_model.tune.json",
+    "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --size-rule B_rows=K --size-rule B_cols=N \\",
+    "python -m tilec.runtime.tune_worker tune/my_gemm",
+    "tilec tune --collect tune/my_gemm --db my_model.tune.json",
+    "tilec samples/gemm.tile --target sm90 -D dtype=bf16 --tune-db my_model.tune.json -o gemm.cubin",
 }
 
 
 def test_every_documented_command_is_accounted_for():
     documented = documented_commands()
-    listed = set(RUN_HERE) | set(RUN_ELSEWHERE) | NOT_YET_RUN
+    listed = set(RUN_HERE) | set(FAILS_AS_DOCUMENTED) | set(RUN_ELSEWHERE) | NOT_YET_RUN
     unaccounted = sorted(f"{docs[0]}: {cmd}" for cmd, docs in documented.items()
                          if cmd not in listed and not SYNOPSIS.search(cmd))
     assert not unaccounted, "commands in the docs that no test runs (run them here, or list them):\n" + \
@@ -210,16 +237,21 @@ def _needs(what: str) -> None:
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
-    """A folder as a reader's checkout: samples/ (linked) and a `tilec` on PATH that runs this checkout; one
-    compile cache for the module, so the commands share their compiles."""
+    """A folder as a reader's checkout: samples/ (linked; gemm.tile too, docs/cli.md's example), a `tilec` and a
+    `python` on PATH that run this checkout, a home with the folders shell completion goes into; one compile cache
+    for the module, so the commands share their compiles."""
     d = tmp_path_factory.mktemp("docs")
     (d / "samples").symlink_to(ROOT / "samples")
+    (d / "gemm.tile").symlink_to(ROOT / "samples" / "gemm.tile")
     (d / "bin").mkdir()
-    tilec = d / "bin" / "tilec"
-    tilec.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" -m tilec "$@"\n')
-    tilec.chmod(tilec.stat().st_mode | stat.S_IXUSR)
+    for name, run in (("tilec", "-m tilec "), ("python", "")):
+        shim = d / "bin" / name
+        shim.write_text(f'#!/bin/sh\nPYTHONPATH="{ROOT}" exec "{sys.executable}" {run}"$@"\n')
+        shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    for folder in (".local/share/bash-completion/completions", ".config/fish/completions"):
+        (d / "home" / folder).mkdir(parents=True)
     env = dict(os.environ, PATH=f"{d / 'bin'}{os.pathsep}{os.environ['PATH']}", TILEC_CACHE_DIR=str(d / "cache"),
-               NO_COLOR="1")
+               NO_COLOR="1", HOME=str(d / "home"))
     return d, env
 
 
@@ -235,6 +267,23 @@ def test_documented_command_runs(scratch, command):
     assert "Traceback" not in output
     for text in (claimed,) if isinstance(claimed, str) else claimed:
         assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"
+
+
+@pytest.mark.parametrize("command", sorted(FAILS_AS_DOCUMENTED))
+def test_documented_error_is_as_shown(scratch, command):
+    status, shown = FAILS_AS_DOCUMENTED[command]
+    cwd, env = scratch
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (status, shown), f"$ {command}"
+
+
+def test_shell_completion_scripts_are_installed_where_the_docs_say(scratch):
+    cwd, env = scratch
+    home = Path(env["HOME"])
+    for command in [c for c in RUN_HERE if "--completion" in c and ">" in c]:
+        subprocess.run(["bash", "-c", command], cwd=cwd, env=env, check=True, timeout=600)
+    assert "complete" in (home / ".local/share/bash-completion/completions/tilec").read_text()
+    assert "complete -c tilec" in (home / ".config/fish/completions/tilec.fish").read_text()
 
 
 def test_readme_layout_plot_is_a_summary_under_a_megabyte(scratch):

@@ -112,8 +112,9 @@ def render(diag: Diagnostic, sources: SourceManager | None = None, color: bool =
     colors = {"error": "\x1b[1;31m", "warning": "\x1b[1;35m", "note": "\x1b[1;36m", "remark": "\x1b[1;34m"}
     sev = f"{colors[diag.severity]}{diag.severity}:\x1b[0m" if color else f"{diag.severity}:"
     span = diag.span
-    if diag.category and diag.severity == "remark":  # (an error's category is for tools: tilec/tuning/fit.py)
-        diag = Diagnostic(diag.severity, f"{diag.message} [-Rpass={diag.category}]", span, diag.notes)
+    if diag.category and diag.severity in ("remark", "warning"):  # an error's category is for tools (tuning/fit.py)
+        flag = f"-Rpass={diag.category}" if diag.severity == "remark" else f"-W{diag.category}"
+        diag = Diagnostic(diag.severity, f"{diag.message} [{flag}]", span, diag.notes)
     if span is None or span.line == 0:
         head = f"tilec: {sev} {diag.message}"
         out = [head]

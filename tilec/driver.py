@@ -150,6 +150,7 @@ def compile(
         with tune_space.building(tune_keys(opts.target)):  # tune() consts take this target's default
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
             tune_space.rename_kernels(module.kernels, module.launches)
+        rep.diagnostics[:] = _select_warnings(rep.diagnostics, opts)
         if opts.kernel is not None:
             chosen = [k for k in module.kernels if opts.kernel in (k.name, k.attrs.get("stage_of"))]
             if not chosen:
@@ -190,8 +191,24 @@ def compile(
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
             e.diagnostics.extend(d for d in rep.diagnostics if d not in e.diagnostics)
+        e.diagnostics[:] = _select_warnings(e.diagnostics, opts)
         raise
     return result
+
+
+def _select_warnings(diagnostics: list[Diagnostic], opts: CompileOptions) -> list[Diagnostic]:
+    """Keep the warnings of the categories turned on (-Wconversion), each once (an inlined def or a loop body
+    built again would repeat them)."""
+    seen = set()
+    kept = []
+    for d in diagnostics:
+        if d.severity == "warning" and d.category:
+            key = (d.message, d.span)
+            if (d.category == "conversion" and not opts.warn_conversion) or key in seen:
+                continue
+            seen.add(key)
+        kept.append(d)
+    return kept
 
 
 def tune_keys(target: str | None) -> tuple[str, ...]:
@@ -295,14 +312,19 @@ def _target_fit_errors(module: T.Module, target) -> list[Diagnostic]:
               for k in module.kernels for name, where in unsupported([*k.params, *k.body],
                                                                      target.unsupported_dtypes)]
     for k in module.kernels:
-        shared = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"]
-        sizes = [(b.name, math.prod(b.const_shape or (0,)) * b.dtype.bytes) for b in shared]
-        total = sum(n for _, n in sizes)
+        allocs = [s for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"]
+        sizes = [(s.buffer.name, math.prod(s.buffer.const_shape or (0,)) * s.buffer.dtype.bytes, s.span)
+                 for s in allocs]
+        total = sum(n for _, n, _ in sizes)
         if total > max(FAR_OVER_SHARED * target.shared_memory_bytes, FAR_OVER_SHARED_FLOOR):
-            detail = ", ".join(f"{name} {n} B" for name, n in sizes)
+            detail = ", ".join(f"{name} {n} B" for name, n, _ in sizes)
+            largest = max(sizes, key=lambda x: x[1])  # its allocation is where the error points: shrink it first
+            notes = [Diagnostic("note", f"'{name}' takes {n} bytes", span)
+                     for name, n, span in sizes if span is not None and span is not largest[2]]
             errors.append(Diagnostic("error", f"kernel '{k.name}' declares {total} bytes of shared memory ({detail}); "
                                               f"{target.name} allows {target.shared_memory_bytes} bytes per block — "
-                                              "use smaller tiles", k.span, category="shared-memory"))
+                                              "use smaller tiles", largest[2] or k.span, notes,
+                                              category="shared-memory"))
             raise CompileError(errors)
     return errors
 

@@ -63,6 +63,7 @@ class CompileOptions:
     use_cache: bool = True  # --no-cache: neither read nor write the compile cache
     remarks: bool = False  # -R: also the remarks that need the kernel run (bank conflicts of shared accesses)
     werror: bool = False  # -Werror: every warning (ptxas spills included) is an error
+    warn_conversion: bool = False  # -Wconversion: warn at implicit conversions that may change a value (as clang: off)
     _RUN_ONLY = ("keep_dir", "dryrun", "resource_usage", "use_cache")
 
     @classmethod
@@ -126,6 +127,6 @@ def resolve(target=None, options: CompileOptions | None = None, **overrides) -> 
     keep = {f: getattr(opts, f) for f in ("kernel", "toolchain", "lineinfo", "device_debug", "opt_level", "ptxas_args",
                                           "toolchain_args", "header_prefix", "forward_ptx", "tune_db", "profile",
                                           "simplify_indices", "keep_dir", "dryrun", "resource_usage", "use_cache",
-                                          "remarks", "werror")}
+                                          "remarks", "werror", "warn_conversion")}
     keep.update(changes)
     return made.replace(**keep)

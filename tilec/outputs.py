@@ -210,7 +210,8 @@ def _refuse_warnings(diagnostics, sources) -> None:
     """-Werror: the warnings, if any, as errors."""
     warned = [d for d in diagnostics if d.severity == "warning"]
     if warned:
-        err = CompileError([Diagnostic("error", f"{d.message} [-Werror]", d.span, d.notes) for d in warned])
+        err = CompileError([Diagnostic("error", f"{d.message} [-Werror{f',-W{d.category}' if d.category else ''}]",
+                                       d.span, d.notes) for d in warned])
         err.sources = sources  # type: ignore[attr-defined]
         raise err
 

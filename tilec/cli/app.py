@@ -33,7 +33,29 @@ def click_command(name: str):
     app.command(name=name, help=_paragraphs(module.command.__doc__ or ""), short_help=SUBCOMMANDS[name])(module.command)
     command = typer.main.get_command(app)
     command.context_settings["token_normalize_func"] = _unique_prefixes(command)
+    _show_no_types_of_switches(command)
     return command
+
+
+def _show_no_types_of_switches(command) -> None:
+    """typer's help gives each parameter a type column: `<bool>` after a switch, which takes no value, and `<str>`
+    after FILE, which its name already says. Those show nothing there, as in the compile command's help; an
+    option with a value keeps its metavar (T, NAME=VALUE)."""
+    get_params = command.get_params
+
+    def params(ctx):
+        found = get_params(ctx)  # (the help option among them, made here)
+        for p in found:
+            plain_argument = p.param_type_name == "argument" and p.display_type_rich(ctx) == "<str>"
+            if getattr(p, "is_flag", False) or plain_argument:
+                p.display_type_rich = _no_type
+        return found
+
+    command.get_params = params
+
+
+def _no_type(ctx) -> None:
+    return None
 
 
 def _unique_prefixes(command):

@@ -60,7 +60,8 @@ def compile_options(args, **extra):
         resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False),
         tune_db=getattr(args, "tune_db", None),
         remarks=bool(getattr(args, "remarks", False) or getattr(args, "remarks_filter", None)),
-        werror=bool(getattr(args, "Werror", False)), simplify_indices=bool(getattr(args, "simplify_indices", False)))
+        werror=bool(getattr(args, "Werror", False)), warn_conversion=bool(getattr(args, "Wconversion", False)),
+        simplify_indices=bool(getattr(args, "simplify_indices", False)))
     targets = extra.pop("targets", getattr(args, "target", None) or ())
     fields.update(extra)
     return CompileOptions.make(targets, **fields)

@@ -122,6 +122,11 @@ COMPILE_FLAGS: list[Flag] = [
     Flag(("-Rpass", "--remarks-filter"), "remarks_filter", "Print only the remarks whose category matches REGEX "
          "(tensor-cores, tma, pipeline, bank-conflicts).", DIAGNOSTICS, "one", "REGEX"),
     Flag(("-Werror",), "Werror", "Make every warning (ptxas spills included) an error.", DIAGNOSTICS),
+    Flag(("-Wconversion",), "Wconversion", "Warn at implicit conversions that may change a value: an operand "
+         "converted for an operator (f16 + i32), an assignment or a copy to a narrower type (f32 to f16, i32 to "
+         "i8). Off by default, as in clang.", DIAGNOSTICS),
+    Flag(("-Wno-conversion",), "Wconversion", "Turn -Wconversion off again (the last one given wins).", DIAGNOSTICS,
+         const=False),
     Flag(("-q", "--quiet"), "quiet", "No progress display.", DIAGNOSTICS),
     Flag(("--debug",), "debug", "Show Python tracebacks for internal errors.", DIAGNOSTICS),
     Flag(("--completion",), "completion", "Print the completion script of SHELL (bash, zsh, fish) and stop.",

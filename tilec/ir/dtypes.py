@@ -76,6 +76,29 @@ def lookup(name: str) -> DType | None:
     return BY_NAME.get(name) or ALIASES.get(name)
 
 
+# Significand digits (the implicit bit included) and exponent bits of each float type.
+_FLOAT_FORMAT = {"f16": (11, 5), "bf16": (8, 8), "f32": (24, 8), "f64": (53, 11), "f8e4m3": (4, 4), "f8e5m2": (3, 5)}
+
+
+def holds(dst: DType, src: DType) -> bool:
+    """Whether every value of `src` converts to `dst` exactly (what -Wconversion warns about when it does not)."""
+    if dst == src or src.is_bool:
+        return True
+    if dst.is_bool:
+        return False
+    if src.is_float:
+        if not dst.is_float:
+            return False
+        (sd, se), (dd, de) = _FLOAT_FORMAT[src.name], _FLOAT_FORMAT[dst.name]
+        return dd >= sd and de >= se
+    magnitude = src.bits - (src.kind == "int")  # the bits of |value|
+    if dst.is_float:
+        return _FLOAT_FORMAT[dst.name][0] >= magnitude
+    if src.kind == "int" and dst.kind == "uint":
+        return False  # a negative value changes
+    return dst.bits - (dst.kind == "int") >= magnitude
+
+
 def promote(a: DType, b: DType) -> DType:
     """Result type of a binary arithmetic operation on two typed operands.
 

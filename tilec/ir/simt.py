@@ -179,6 +179,7 @@ class SKernel:
     body: list[SStmt]
     span: Span | None
     attrs: dict[str, object] = field(default_factory=dict)
+    threads_span: Span | None = None  # the `threads=` argument (Kernel.threads_span)
 
 
 @dataclass(eq=False)

@@ -308,6 +308,7 @@ class Kernel:
     # Typed as object: Tile IR does not depend on the schedule module (which depends on it).
     schedule: object | None = None  # the planning passes' decisions: a tilec.ir.schedule.KernelSchedule
     request: object | None = None  # parts of the schedule pinned by the caller (tilec.ir.schedule.ScheduleRequest)
+    threads_span: Span | None = None  # the `threads=` argument, where a limit on threads is reported (None: default)
 
 
 @dataclass(eq=False)

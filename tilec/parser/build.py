@@ -266,7 +266,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         if self.warp_roles:
             threads = self.fold_warp_roles(threads, launch.span)
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
-                        self.block, span, dict(self.kernel_attrs))
+                        self.block, span, dict(self.kernel_attrs), threads_span=self.threads_span)
 
     def launch_sequence(self, decl: A.KernelDecl, params: list[T.Buffer | T.Var], body: list[A.Node],
                         scope: _Scope) -> None:
@@ -446,6 +446,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             grid.append(T.Const(D.I32, node.span, 1))
         threads = 128
         self.thread_dims = [threads]
+        self.threads_span = None
         for kw in node.kwargs:
             if kw.name == "threads":
                 # TileLang's threads=(x, y[, z]): one block of x*y*z threads; get_thread_binding(d) unflattens
@@ -456,6 +457,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 for n, i in zip(self.thread_dims, items, strict=True):
                     if n <= 0:
                         raise self.fail("threads must be positive", i.span)
+                self.threads_span = kw.span
                 threads = 1
                 for n in self.thread_dims:
                     threads *= n
@@ -570,13 +572,15 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                 if s.op:
                     value = self.binary(s.op, T.Load(bound.dtype, target.span, bound, [_zero(s.span)]), value,
                                         s.span)
-                return self.emit(T.Store(s.span, bound, [_zero(s.span)], self.cast(value, bound.dtype)))
+                return self.emit(T.Store(s.span, bound, [_zero(s.span)],
+                                         self.convert_implicitly(value, bound.dtype, f"in the assignment to '{name}'")))
             if isinstance(bound, T.Var) and bound.kind == "local":
                 self.check_parallel_update(bound, name, target.span)
                 value = self.expr(s.value, scope)
                 if s.op:
                     value = self.binary(s.op, bound, value, s.span)
-                return self.emit(T.Assign(s.span, bound, self.cast(value, bound.dtype)))
+                value = self.convert_implicitly(value, bound.dtype, f"in the assignment to '{name}'")
+                return self.emit(T.Assign(s.span, bound, value))
             if bound is not None and not (isinstance(bound, T.Var) and bound.kind == "local"):
                 what = _describe_binding(bound)
                 raise self.fail(f"cannot assign to '{name}': it is {what}", target.span)
@@ -607,11 +611,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             value = self.expr(s.value, scope)
             if s.op:
                 value = self.binary(s.op, self.expr(target, scope), value, s.span)
+            value = self.convert_implicitly(value, buf.dtype, f"in the assignment to '{buf.name}'")
             if buf.scope == "fragment" and not self.in_parallel and _block_uniform(indices):  # its owner stores it
-                stored = self.cast(value, buf.dtype)
                 return self.emit(self.at_fragment_element(buf, indices, s.span,
-                                                          lambda at: T.Store(s.span, buf, at, stored)))
-            return self.emit(T.Store(s.span, buf, indices, self.cast(value, buf.dtype)))
+                                                          lambda at: T.Store(s.span, buf, at, value)))
+            return self.emit(T.Store(s.span, buf, indices, value))
         raise self.fail("cannot assign to this expression", target.span)
 
     def tuple_assign(self, s: A.AssignStmt, scope: _Scope) -> None:
@@ -1093,7 +1097,7 @@ def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.B
                     sizes.append(x)
     rank = {id(v): i for i, v in enumerate(k.size_vars)}
     stage = T.Kernel(k.name, taken, sorted(sizes, key=lambda v: rank[id(v)]), k.grid, k.threads, k.block_vars,
-                     k.body, k.span, k.attrs)
+                     k.body, k.span, k.attrs, threads_span=k.threads_span)
     stage = copy.deepcopy(stage)
     for p, orig in zip(stage.params, taken, strict=True):
         if any(orig is b for b in scratch):

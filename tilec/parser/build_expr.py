@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..diagnostics import Span
+from ..diagnostics import Diagnostic, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, convert, fold
@@ -113,6 +113,15 @@ class ExprBuilder:
         if isinstance(e, T.Const):
             return T.Const(dt, e.span, convert(e.value, dt))
         return T.Cast(dt, e.span, e)
+
+    def convert_implicitly(self, e: T.Expr, dt: D.DType, what: str) -> T.Expr:
+        """`e` as `dt` where the source converts without saying so; a conversion that may change a value is a
+        warning of category "conversion" (shown with -Wconversion). Literals and consts adapt, as in C."""
+        if not isinstance(e, T.Const) and not D.holds(dt, e.dtype):
+            self.rep.diagnostics.append(Diagnostic(
+                "warning", f"implicit conversion from {e.dtype} to {dt} {what} may change the value; "
+                f"write .astype({dt}) to convert explicitly", e.span, category="conversion"))
+        return self.cast(e, dt)
 
     def literal(self, value, span: Span) -> T.Const:
         if isinstance(value, bool):
@@ -317,7 +326,8 @@ class ExprBuilder:
             raise self.fail(f"arithmetic '{op}' on bool operands", span)
         if op in ("//", "%") and isinstance(b, T.Const) and not dt.is_float and int(b.value) == 0:
             raise self.fail("integer division by zero", span)
-        return fold(T.Binary(dt, span, op, self.cast(a, dt), self.cast(b, dt)))
+        what = f"of an operand of '{op}'"
+        return fold(T.Binary(dt, span, op, self.convert_implicitly(a, dt, what), self.convert_implicitly(b, dt, what)))
 
     def int_power(self, a: T.Expr, n: int, span: Span) -> T.Expr:
         """`a ** n` for an integer `a` and a constant n >= 0: folded, or a chain of multiplies."""

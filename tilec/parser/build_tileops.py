@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..diagnostics import Diagnostic
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, constant_difference, fold
@@ -53,6 +54,11 @@ class TileOpBuilder:
             if dst.buffer.scope == "global" and not dst.buffer.is_output:
                 raise self.fail("cannot copy into {}; {}".format(*read_only(dst.buffer)),
                                 args["dst"].span)
+            if not D.holds(dst.buffer.dtype, src.buffer.dtype):
+                self.rep.diagnostics.append(Diagnostic(
+                    "warning", f"copy from {src.buffer.dtype} '{src.buffer.name}' to {dst.buffer.dtype} "
+                    f"'{dst.buffer.name}' converts each element implicitly and may change its value", span,
+                    category="conversion"))
             return self.emit(T.Copy(span, src, dst))
         if fname == "gemm_sp":
             return self.gemm_sparse(call, scope)

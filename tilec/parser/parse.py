@@ -270,6 +270,14 @@ def _parse(text: str, filename: str) -> A.File:
             # A header with no block under it: give it an empty block and go on with this token,
             # instead of reporting every following line as "expected an indented block".
             _recover_missing_block(ip, tok)
+        elif tok.type == "_NL" and "COLON" in expected:
+            # A block header without its ':': supply it, so that the block below parses as written
+            # instead of every line of it being reported as a second error.
+            # The end of line goes through the indenter again: lark resumes with a fresh token stream,
+            # so the indent (or dedents) that this line break opens would otherwise be lost.
+            ip.feed_token(Token("COLON", ":"))
+            for t in _get_parser().options.postlex.handle_NL(tok):
+                ip.feed_token(t)
         elif tok.type != "_NL" and "_NL" in expected:
             # Recover by ending the statement here and dropping the offending token.
             ip.feed_token(Token("_NL", "\n"))

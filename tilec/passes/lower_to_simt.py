@@ -353,7 +353,8 @@ class Lowerer:
                                                 and id(h.buffer) not in used)] + body
         params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
-        sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span)
+        sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span,
+                        threads_span=k.threads_span)
         sk.attrs.update(self.ext.kernel_attrs())
         sk.attrs["disabled"] = k.attrs.get("disabled", frozenset())  # the SIMT passes' switches too
         return sk
@@ -537,7 +538,7 @@ class Lowerer:
             # a TMA/wgmma swizzle pattern repeats every 1024 bytes from an aligned base
             per_stage = lay.stage_size if id(b) in self.tma_staged else lay.size
             sb = S.SBuffer(b.name, b.dtype, "shared", per_stage * stages, origin=b.name,
-                           align=1024 if lay.panel and lay.swizzle else 128)
+                           align=1024 if lay.panel and lay.swizzle else 128, span=s.span)
             self.shared.append(sb)
             self.buffers[id(b)] = sb
             return

@@ -93,7 +93,7 @@ def run(module: T.Module, rep: Reporter) -> T.Module:
     for k in module.kernels:
         if k.threads > MAX_THREADS_PER_BLOCK:
             rep.error(f"kernel '{k.name}' has threads={k.threads}; no GPU runs more than {MAX_THREADS_PER_BLOCK} "
-                      "threads per block", k.span)
+                      "threads per block", k.threads_span or k.span)
             continue
         k.grid = [fold(g) for g in k.grid]
         k.body = rewrite_body(k.body, fold_node, _prune)
