@@ -60,7 +60,7 @@ def test_the_error_says_what_to_change_and_fit_builds_it(tmp_path):
     (tmp_path / "gemm.tile").write_text(GEMM)
     r = _tilec("gemm.tile", "-t", "gfx942", "-o", "gemm.hip", cwd=tmp_path)
     assert r.returncode == 1 and "needs 13" in r.stderr and "bytes of shared memory" in r.stderr
-    note = next(line for line in r.stderr.splitlines() if "note:" in line)
+    note = next(line for line in r.stderr.splitlines() if "note:" in line and "fit" in line)
     assert "the consts that size these buffers fit gfx942 as -D block_" in note and "--fit builds it" in note
     assert not (tmp_path / "gemm.hip").exists()
     r = _tilec("gemm.tile", "-t", "gfx942", "-o", "gemm.hip", "--fit", cwd=tmp_path)
