@@ -79,6 +79,9 @@ CASES = [
     # runtime allocates the workspace and launches the stages in order (a path below samples/ names the file)
     ("examples/tilelang/gqa_decode_splitkv", {}, [{"batch": 2, "heads": 16, "heads_kv": 4, "seqlen_kv": 512},
                                                   {"batch": 1, "heads": 8, "heads_kv": 2, "seqlen_kv": 1000}]),
+    # issue #27: a copy into a per-thread buffer (every thread's whole copy), and a per-thread mask over tile ops
+    ("bench/cases/per_thread_copy", {}, [{"N": 3}, {"N": 1000}]),
+    ("bench/cases/per_thread_mask", {}, [{"N": 3}, {"N": 257}]),
 ]
 # (label, target, artifact kind, extra tilec flags): sm90 runs the Hopper path (TMA + wgmma, warp-specialized
 # where the planner chooses it) and again with warp specialization off; sm80 PTX runs the Ampere-class path.
@@ -87,8 +90,8 @@ TARGETS = [("sm90", "sm90", "cubin", []), ("sm90-nows", "sm90", "cubin", ["--no-
 
 
 # The element-type const each sample takes, and the types the suite runs it with.
-DTYPES = {"fp8_gemm": ("in_dtype", ("f8e4m3", "f8e5m2"))}
-TOL.update({"f8e4m3": TOL["bf16"], "f8e5m2": TOL["bf16"]})  # the fp8 gemm's output is bf16
+DTYPES = {"fp8_gemm": ("in_dtype", ("f8e4m3", "f8e5m2")), "bench/cases/per_thread_copy": ("dtype", ("i32",))}
+TOL.update({"f8e4m3": TOL["bf16"], "f8e5m2": TOL["bf16"], "i32": (0, 0)})  # the fp8 gemm's output is bf16
 
 
 def case_name(sample: str, defines: dict, dtype: str) -> str:

@@ -198,7 +198,17 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             return None
         launch = body[0]
         assert isinstance(launch, A.WithStmt)
-        return self.launch_kernel(c_safe(decl.name), params, launch, scope, decl.span)
+        return self.launch_kernel(self.kernel_symbol(decl), params, launch, scope, decl.span)
+
+    def kernel_symbol(self, decl: A.KernelDecl) -> str:
+        """The name a kernel is published under: its own, or with a trailing underscore where the generated source
+        reserves it (`main`, tilec's `tl_` prefix), said in a warning, since a caller looks the kernel up by name."""
+        name = c_safe(decl.name)
+        if name != decl.name:
+            self.rep.warning(f"kernel '{decl.name}' is published as '{name}' (the generated code reserves the name "
+                             f"'{decl.name}'): the manifest, the C header and tilec.runtime call it '{name}'; rename "
+                             "the kernel to choose its name", decl.span)
+        return name
 
     def function_level(self, body: list[A.Node], scope: _Scope) -> list[A.Node]:
         """A kernel function's statements with its compile-time `if`s folded: `if <const expr>:` / `elif` /
@@ -258,7 +268,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         """A kernel function of several launches with `alloc_global` scratch between them (TileLang's split and
         combine kernels): one internal stage kernel per `with Kernel(...)` block, in order, and the sequence
         (tilec.ir.tile.Launches) that the runtimes and launchers run under the function's name."""
-        name = c_safe(decl.name)
+        name = self.kernel_symbol(decl)
         fscope = _Scope(scope)  # the function's level: parameters, sizes and the scratch tensors
         scratch: list[T.Buffer] = []
         stages: list[T.Kernel] = []
