@@ -138,9 +138,6 @@ def build(out: Path, compiler: str | None = None) -> None:
                     raise SystemExit(f"header of {name} failed")
             for si, sizes in enumerate(shapes):
                 sizes = dict(sizes)
-                if sample == "gemm":
-                    sizes.update({"B_rows": sizes["N"], "B_cols": sizes["K"]} if defines.get("trans_B")
-                                 else {"B_rows": sizes["K"], "B_cols": sizes["N"]})
                 rng = np.random.default_rng(1000 + si)
                 args = {}
                 for p in kernel.params:

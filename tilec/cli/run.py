@@ -84,13 +84,16 @@ def run(args) -> int:
 
     sizes = parse_sizes(args.size)
     for k in public_kernels(result.module):
-        need = _argument_bytes(k, sizes)
+        try:
+            need = _argument_bytes(k, run_sizes(k, sizes))
+        except ValueError as e:
+            raise CompileError([Diagnostic("error", str(e))]) from None
         if need > RUN_MAX_BYTES:
             raise CompileError([Diagnostic("error", f"kernel '{k.name}': these --size values need {need / 2**30:.1f} "
                                                     f"GiB of arguments; the interpreter allows "
                                                     f"{RUN_MAX_BYTES >> 30} GiB (use smaller sizes)")])
         try:
-            arrays = random_inputs(k, sizes, seed=args.seed)
+            arrays = random_inputs(k, run_sizes(k, sizes), seed=args.seed)
             run_any(result.module, k, arrays)
         except InterpreterError as e:
             err = CompileError([Diagnostic("error", f"while running kernel '{k.name}': {e.message}", e.span)])
@@ -100,6 +103,16 @@ def run(args) -> int:
             raise CompileError([Diagnostic("error", str(e))]) from None
         print(summarize(k, arrays))
     return 0
+
+
+def run_sizes(kernel, sizes: dict[str, int]) -> dict[str, int]:
+    """The sizes a run of `kernel` (Tile IR) takes: those given, and those its contracts derive from them
+    (ValueError for one left to guess)."""
+    from ..interp.run import DEFAULT_SIZE
+    from ..runtime.formulas import complete_sizes
+
+    checks = getattr(kernel, "attrs", {}).get("launch_checks", [])
+    return complete_sizes(kernel.name, [v.name for v in kernel.size_vars], checks, sizes, DEFAULT_SIZE)
 
 
 def _argument_bytes(kernel, sizes: dict[str, int]) -> int:

@@ -138,6 +138,14 @@ class PassStmt(Node):
 
 
 @dataclass(eq=False)
+class AssertStmt(Node):
+    """`assert cond, "message"`: a kernel's condition on its sizes (a contract)."""
+
+    cond: Node
+    message: Node | None
+
+
+@dataclass(eq=False)
 class ReturnStmt(Node):
     value: Node | None
 
