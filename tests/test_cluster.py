@@ -202,7 +202,6 @@ RUN = [
 
 
 def _sizes(defines: dict, sizes: dict) -> dict:
-    k, n = sizes["K"], sizes["N"]
     return dict(sizes)
 
 

@@ -322,7 +322,6 @@ RUN_CASES = [
 def _gemm_sizes(sample, defines, sizes):
     if sample != "gemm":
         return sizes
-    k, n = sizes["K"], sizes["N"]
     return dict(sizes)
 
 

@@ -31,7 +31,6 @@ PINGPONG = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128, "num_s
 
 
 def _gemm_sizes(defines: dict, sizes: dict) -> dict:
-    k, n = sizes["K"], sizes["N"]
     return dict(sizes)
 
 

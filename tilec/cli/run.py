@@ -60,6 +60,7 @@ def run(args) -> int:
     from .compile import check_inputs
 
     check_inputs(args)
+    check_run_numbers(args)
     if args.device is None and args.target:
         from .gpu import _backend
 
@@ -103,6 +104,20 @@ def run(args) -> int:
             raise CompileError([Diagnostic("error", str(e))]) from None
         print(summarize(k, arrays))
     return 0
+
+
+def check_run_numbers(args) -> None:
+    """--seed, --rtol and --atol as numbers a run can use, refused by name (numpy's own message named none)."""
+    import math
+
+    from ..diagnostics import CompileError, Diagnostic
+
+    if not 0 <= args.seed < 2**64:
+        raise CompileError([Diagnostic("error", f"--seed {args.seed}: the seed is an integer from 0 to 2**64-1")])
+    for flag in ("rtol", "atol"):
+        value = getattr(args, flag, None)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise CompileError([Diagnostic("error", f"--{flag} {value}: a tolerance is a finite number >= 0")])
 
 
 def run_sizes(kernel, sizes: dict[str, int]) -> dict[str, int]:

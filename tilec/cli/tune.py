@@ -31,7 +31,8 @@ def command(
                                                      "square-gemm, rows, attention (repeatable).",
                                                      show_default=False)] = None,
     size_rule: Annotated[list[str] | None, typer.Option("--size-rule", metavar="NAME=OTHER", help="A runtime size "
-                                                        "the shapes leave out, taken from another (NAME=OTHER).", show_default=False)] = None,
+                                                        "the shapes leave out, taken from another.",
+                                                        show_default=False)] = None,
     defines: Annotated[list[str] | None, typer.Option("-D", "--define-macro", metavar="NAME=VALUE", help="Fix a "
                                                       "const (the database entry is for these values).",
                                                       show_default=False)] = None,
