@@ -434,6 +434,8 @@ def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_thre
     from tilec.testing.differential import mismatches, prepare_outputs
     from tilec.testing.simt_interp import SimtInterpreterError, run_simt
 
+    if case.how == "threads":  # per-thread code: every SIMT target's lowering (issue #27's class)
+        targets = ("sm80", "sm90", "gfx942", "webgpu")
     try:
         base = tilec.compile(case.name, text=case.text, include_dirs=include_dirs(), defines=case.parsed_defines())
     except CompileError:
