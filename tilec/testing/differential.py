@@ -82,7 +82,8 @@ def mismatches(kernel: T.Kernel, got: dict, want: dict, sizes: dict[str, int]) -
         bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
         if bad.any():
             first = np.argwhere(bad)[0].tolist()
-            out.append(f"{p.name}: {int(bad.sum())} of {bad.size} differ (first at {first}: {g[tuple(first)]:.6g} "
+            out.append(f"{p.name} differs in {int(bad.sum())} of {bad.size} elements (first at {first}: "
+                       f"{g[tuple(first)]:.6g} "
                        f"against {w[tuple(first)]:.6g}; rtol {rtol:.2g}, atol {atol:.2g}), "
                        f"{int(np.isnan(g).sum())} unwritten")
     return out
