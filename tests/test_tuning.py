@@ -662,13 +662,13 @@ int main(int argc, char** argv) {
   size_t bytes = 1;
   (void)argc;
   printf("config %d\n", gemm_config(k, m, n));
-  CUresult rc = gemm_workspace_bytes(m, k, k, n, n, &bytes);
+  CUresult rc = gemm_workspace_bytes(m, k, n, &bytes);
   printf("rc %d bytes %zu\n", (int)rc, bytes);
   if (argv[1][0] == 'l')
-    printf("rc %d\n", (int)gemm_launch((CUstream)5, 4096, 8192, 12288, m, k, k, n, n));
+    printf("rc %d\n", (int)gemm_launch((CUstream)5, 4096, 8192, 12288, m, k, n));
   else
     printf("rc %d\n", (int)gemm_launch_with_workspace((CUstream)6, (CUdeviceptr)0x200000, 4096, 8192, 12288, m, k,
-                                                      k, n, n));
+                                                      n));
   return 0;
 }
 """
