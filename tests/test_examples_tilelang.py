@@ -87,8 +87,12 @@ def _lowered(case_name: str, target: str):
             tilec.compile(path, defines=defines, target=target, kernel=case.kernel))
 
 
-@pytest.mark.parametrize("shape", ["regular", "ragged"])
-@pytest.mark.parametrize("target", SIMT_TARGETS)
+# CI time: the ragged shape on every target, the regular one on sm80 (interior tiles are target-neutral); every
+# pair was run once for docs/reliability.md's figures
+LOWERINGS = [(t, "ragged") for t in SIMT_TARGETS] + [("sm80", "regular")]
+
+
+@pytest.mark.parametrize("target,shape", LOWERINGS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_port_lowering_matches_interpreter(case, target, shape):
     """The target's lowering, executed lane by lane by the SIMT model, agrees with the interpreter at a regular and
@@ -100,6 +104,9 @@ def test_port_lowering_matches_interpreter(case, target, shape):
 
     if (case.name, target) in EXPECTED_TARGETS:
         pytest.skip(f"{target} refuses this port: {EXPECTED_TARGETS[case.name, target]}")
+    if target == "webgpu" and case.inputs and case.webgpu_defines:
+        pytest.skip("the case's input function makes the shapes and dtypes of its interpreter defines, which "
+                    "WebGPU's change")
     front, lowered = _lowered(case.name, target)
     sizes = case.sizes[shape]
     rng = np.random.default_rng(7)
