@@ -741,8 +741,8 @@ def test_sm90_header_with_a_split_k_variant_compiles_with_nvcc(tmp_path):
     (tmp_path / "g.h").write_bytes(art.data)
     (tmp_path / "main.cpp").write_text(
         '#include "g.h"\nint main() { size_t b = 0; char m[64]; gemm_check_device(0, m, sizeof m);\n'
-        '  gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &b);\n'
-        '  return gemm_launch(0, 0, 0, 0, 128, 11008, 11008, 4096, 4096) == CUDA_SUCCESS; }\n')
+        '  gemm_workspace_bytes(128, 11008, 4096, &b);\n'
+        '  return gemm_launch(0, 0, 0, 0, 128, 11008, 4096) == CUDA_SUCCESS; }\n')
     r = subprocess.run(["nvcc", "-x", "c++", "-c", "-I", cuda_include_dir(), "-I", str(tmp_path),
                         str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -770,8 +770,8 @@ def test_hip_object_exports_the_dispatcher_over_a_split_k_variant(tmp_path):
     (tmp_path / "main.c").write_text(
         "#define __HIP_PLATFORM_AMD__\n#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n"
         + "\n".join(info["prototypes"]) + "\nint main(void) {\n  size_t a = 1, b = 1;\n"
-        "  hipError_t r1 = gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &a);\n"
-        "  hipError_t r2 = gemm_workspace_bytes(4096, 4096, 4096, 4096, 4096, &b);\n"
+        "  hipError_t r1 = gemm_workspace_bytes(128, 11008, 4096, &a);\n"
+        "  hipError_t r2 = gemm_workspace_bytes(4096, 4096, 4096, &b);\n"
         "  printf(\"%d %d %d %zu %zu\\n\", gemm_config(11008, 128, 4096), (int)r1, (int)r2, a, b);\n  return 0;\n}\n")
     link = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{_hip_include_dir()}", "main.c", "g.o", "-o",
                            "prog", "-lamdhip64", "-lpthread"], cwd=tmp_path, capture_output=True, text=True)
