@@ -379,7 +379,7 @@ def test_sample_headers_compile_as_c_and_cpp_and_link(sample_headers, gcc, cuda_
     # every header twice (include guards), several in one translation unit (no clashes), and in two
     # translation units of one program (everything is static)
     (tmp_path / "a.c").write_text(includes + includes + "int use_a(void) { return (int)gemm_launch(0, 0, 0, 0, 1, 1, "
-                                  "1, 1, 1); }\n")
+                                  "1); }\n")
     (tmp_path / "main.c").write_text(includes + "int use_a(void);\nint main(void) { char m[128];\n"
                                      "  return (int)softmax_launch(0, 0, 0, 8, 8) + (int)gemm_check_device(0, m, "
                                      "sizeof m) + use_a(); }\n")

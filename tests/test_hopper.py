@@ -265,8 +265,8 @@ def test_persistent_gemm_loops_over_tiles_and_launches_at_most_one_block_per_sm(
                        *HOPPER_GEMM[:-1], "-Dnum_stages=3", "-Dpersistent=True"]) == 0
     header = out.read_text()
     assert "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT" in header and "tilec_num_sms" in header
-    (tmp_path / "use.c").write_text('#include "gemm.h"\nint f(void) { return (int)gemm_launch(0, 0, 0, 0, 1, 1, 1, '
-                                    '1, 1); }\n')
+    (tmp_path / "use.c").write_text('#include "gemm.h"\nint f(void) { return (int)gemm_launch(0, 0, 0, 0, 1, 1, 1); '
+                                    '}\n')
     subprocess.run([gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{inc}", f"-I{tmp_path}",
                     "-fsyntax-only", "use.c"], cwd=tmp_path, check=True)
 
