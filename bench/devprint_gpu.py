@@ -48,7 +48,7 @@ PRINT_SIZES = {"M": 130, "N": 100, "K": 70}
 LEVELS = ("full", "sync")  # tilec profile --level
 PROFILES = {  # name: (sample, -D, sizes)
     "flash_attention": ("flash_attention", [], {"B": 4, "S": 4096, "H": 16}),
-    "gemm": ("gemm", [], {"M": 4096, "N": 4096, "K": 4096, "B_rows": 4096, "B_cols": 4096}),
+    "gemm": ("gemm", [], {"M": 4096, "N": 4096, "K": 4096}),
 }
 
 

@@ -83,6 +83,9 @@ CASES = [
     # runtime allocates the workspace and launches the stages in order (a path below samples/ names the file)
     ("examples/tilelang/gqa_decode_splitkv", {}, [{"batch": 2, "heads": 16, "heads_kv": 4, "seqlen_kv": 512},
                                                   {"batch": 1, "heads": 8, "heads_kv": 2, "seqlen_kv": 1000}]),
+    # issue #27: a copy into a per-thread buffer (every thread's whole copy), and a per-thread mask over tile ops
+    ("bench/cases/per_thread_copy", {}, [{"N": 3}, {"N": 1000}]),
+    ("bench/cases/per_thread_mask", {}, [{"N": 3}, {"N": 257}]),
 ]
 # (label, target, artifact kind, extra tilec flags): sm90 runs the Hopper path (TMA + wgmma, warp-specialized
 # where the planner chooses it) and again with warp specialization off; sm80 PTX runs the Ampere-class path.
@@ -91,8 +94,8 @@ TARGETS = [("sm90", "sm90", "cubin", []), ("sm90-nows", "sm90", "cubin", ["--no-
 
 
 # The element-type const each sample takes, and the types the suite runs it with.
-DTYPES = {"fp8_gemm": ("in_dtype", ("f8e4m3", "f8e5m2"))}
-TOL.update({"f8e4m3": TOL["bf16"], "f8e5m2": TOL["bf16"]})  # the fp8 gemm's output is bf16
+DTYPES = {"fp8_gemm": ("in_dtype", ("f8e4m3", "f8e5m2")), "bench/cases/per_thread_copy": ("dtype", ("i32",))}
+TOL.update({"f8e4m3": TOL["bf16"], "f8e5m2": TOL["bf16"], "i32": (0, 0)})  # the fp8 gemm's output is bf16
 
 
 def case_name(sample: str, defines: dict, dtype: str) -> str:
@@ -139,9 +142,6 @@ def build(out: Path, compiler: str | None = None) -> None:
                     raise SystemExit(f"header of {name} failed")
             for si, sizes in enumerate(shapes):
                 sizes = dict(sizes)
-                if sample == "gemm":
-                    sizes.update({"B_rows": sizes["N"], "B_cols": sizes["K"]} if defines.get("trans_B")
-                                 else {"B_rows": sizes["K"], "B_cols": sizes["N"]})
                 rng = np.random.default_rng(1000 + si)
                 args = {}
                 for p in kernel.params:

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm", "--size-rule", "B_rows=K", "--size-rule", "B_cols=N"]
+GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm"]
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
     ("gemm_f16", "gemm", [], GEMM),

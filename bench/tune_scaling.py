@@ -25,8 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 JOB = ["samples/gemm.tile", "--target", "sm90", "-D", "dtype=bf16", "--size", "M=4096,N=4096,K=4096",
-       "--size", "M=128,N=11008,K=4096", "--size", "M=1000,N=1000,K=1000", "--size", "M=16384,N=4096,K=4096",
-       "--size-rule", "B_rows=K", "--size-rule", "B_cols=N"]
+       "--size", "M=128,N=11008,K=4096", "--size", "M=1000,N=1000,K=1000", "--size", "M=16384,N=4096,K=4096"]
 NOISE = 0.03
 
 

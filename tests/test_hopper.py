@@ -287,8 +287,8 @@ def test_persistent_gemm_loops_over_tiles_and_launches_at_most_one_block_per_sm(
                        *HOPPER_GEMM[:-1], "-Dnum_stages=3", "-Dpersistent=True"]) == 0
     header = out.read_text()
     assert "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT" in header and "tilec_num_sms" in header
-    (tmp_path / "use.c").write_text('#include "gemm.h"\nint f(void) { return (int)gemm_launch(0, 0, 0, 0, 1, 1, 1, '
-                                    '1, 1); }\n')
+    (tmp_path / "use.c").write_text('#include "gemm.h"\nint f(void) { return (int)gemm_launch(0, 0, 0, 0, 1, 1, 1); '
+                                    '}\n')
     subprocess.run([gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{inc}", f"-I{tmp_path}",
                     "-fsyntax-only", "use.c"], cwd=tmp_path, check=True)
 
@@ -348,8 +348,7 @@ RUN_CASES = [
 def _gemm_sizes(sample, defines, sizes):
     if sample != "gemm":
         return sizes
-    k, n = sizes["K"], sizes["N"]
-    return {**sizes, **({"B_rows": n, "B_cols": k} if defines.get("trans_B") else {"B_rows": k, "B_cols": n})}
+    return dict(sizes)
 
 
 WS_ONLY_CASES = [
@@ -421,7 +420,7 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     from tilec.targets.cuda import hopper_lowering as lower_hopper
     from tilec.testing.simt_interp import SimtInterpreterError
 
-    sizes = {"M": 128, "N": 128, "K": 64, "B_rows": 64, "B_cols": 128}
+    sizes = {"M": 128, "N": 128, "K": 64}
     # the every-target tile (sm90's own default has one k-step at these sizes, which would hide the plants)
     tile = {"block_M": 128, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3}
     # a consumer that does not wait for the TMA tiles
@@ -433,7 +432,7 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", defines=tile)
     r.simt.kernels[0].body = _without(r.simt.kernels[0].body, "mbar_arrive_warp")
     with pytest.raises(SimtInterpreterError, match="never completes"):
-        check("gemm", tile, {"M": 128, "N": 128, "K": 256, "B_rows": 256, "B_cols": 128}, "sm90", result=r)
+        check("gemm", tile, {"M": 128, "N": 128, "K": 256}, "sm90", result=r)
     # wgmma descriptors with the MN-major strides swapped (LBO <-> SBO)
     real = lower_hopper.HopperLowering.descriptor
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 OFF = {"partition", "simplify_indices"}
 G64 = {"block_M": 64, "block_N": 64}
-GEMM_RAGGED = {"M": 70, "N": 100, "K": 75, "B_rows": 75, "B_cols": 100}  # interior and edge tiles, a ragged K step
+GEMM_RAGGED = {"M": 70, "N": 100, "K": 75}  # interior and edge tiles, a ragged K step
 ATTN = {"causal": True}
 ATTN_RAGGED = {"B": 1, "S": 150, "H": 1}  # 3 query blocks: interior KV tiles, diagonal ones, a ragged tail
 

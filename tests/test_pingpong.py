@@ -31,8 +31,7 @@ PINGPONG = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128, "num_s
 
 
 def _gemm_sizes(defines: dict, sizes: dict) -> dict:
-    k, n = sizes["K"], sizes["N"]
-    return {**sizes, **({"B_rows": n, "B_cols": k} if defines.get("trans_B") else {"B_rows": k, "B_cols": n})}
+    return dict(sizes)
 
 
 def _main(source: str) -> str:

@@ -137,7 +137,7 @@ SYNC = {"kernel", "mbar_wait", "tma_issue", "gemm_issue", "gemm_wait", "barrier"
 @pytest.mark.parametrize("sample, target, sizes, defines, level, phases", [
     ("flash_attention", "sm90", {"B": 1, "S": 200, "H": 1}, {}, "full", SYNC | {"reduce", "elementwise", "store"}),
     ("flash_attention", "sm90", {"B": 1, "S": 200, "H": 1}, {}, "sync", SYNC),
-    ("gemm", "sm80", {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}, {"block_M": 64, "block_N": 64},
+    ("gemm", "sm80", {"M": 70, "N": 100, "K": 45}, {"block_M": 64, "block_N": 64},
      "full", {"kernel", "pipeline_wait", "gemm", "barrier", "store", "fill"}),
 ])
 def test_instrumented_lowering_runs_and_nests(sample, target, sizes, defines, level, phases):

@@ -58,12 +58,12 @@ CASES = [
     ("rmsnorm", ROW_TILES_PERSISTENT, [{"M": 5, "N": 500}, {"M": 3, "N": 1500}]),
     ("layernorm", ROW_TILES_PERSISTENT, [{"M": 5, "N": 500}, {"M": 3, "N": 1500}]),
     ("transpose", {}, [{"M": 64, "N": 64}, {"M": 100, "N": 37}]),
-    ("gemm", G64, [{"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64},
-                   {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}]),
-    ("gemm", {**G64, "dtype": "bf16"}, [{"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64},
-                                        {"M": 70, "N": 60, "K": 40, "B_rows": 40, "B_cols": 60}]),
-    ("gemm", {**G64, "trans_B": True}, [{"M": 64, "N": 64, "K": 32, "B_rows": 64, "B_cols": 32},
-                                        {"M": 70, "N": 60, "K": 40, "B_rows": 60, "B_cols": 40}]),
+    ("gemm", G64, [{"M": 64, "N": 64, "K": 64},
+                   {"M": 70, "N": 100, "K": 45}]),
+    ("gemm", {**G64, "dtype": "bf16"}, [{"M": 64, "N": 64, "K": 64},
+                                        {"M": 70, "N": 60, "K": 40}]),
+    ("gemm", {**G64, "trans_B": True}, [{"M": 64, "N": 64, "K": 32},
+                                        {"M": 70, "N": 60, "K": 40}]),
     ("gemm_bias_relu", G64, [{"M": 64, "N": 64, "K": 64}, {"M": 70, "N": 60, "K": 40}]),
     ("flash_attention", {}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 50, "H": 2}]),
     ("flash_attention", {"dtype": "bf16"}, [{"B": 1, "S": 50, "H": 1}]),
@@ -136,7 +136,7 @@ def _fresh(sample: str, defines: dict, target: str = "sm80"):
     return tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=defines)
 
 
-GEMM_SIZES = {"M": 64, "N": 64, "K": 32, "B_rows": 32, "B_cols": 64}
+GEMM_SIZES = {"M": 64, "N": 64, "K": 32}
 
 
 def test_swapped_lanes_in_mma_layout_are_caught(monkeypatch):
@@ -559,14 +559,13 @@ def test_register_staged_pipeline_order_and_missing_barrier():
     assert "mfma" in kinds[1:-2]
     loop.body = [s for s in loop.body if not isinstance(s, S.Barrier)]
     with pytest.raises(SimtInterpreterError, match="data race"):
-        check("gemm", G64, {"M": 64, "N": 64, "K": 96, "B_rows": 96, "B_cols": 64}, "gfx90a", result=broken)
+        check("gemm", G64, {"M": 64, "N": 64, "K": 96}, "gfx90a", result=broken)
 
 
 MFMA_VARIANTS = [  # other tilings than the samples' defaults, on gfx90a only, each at a ragged shape
-    ("gemm", {**G64, "block_K": 16}, {"M": 70, "N": 100, "K": 45, "B_rows": 45, "B_cols": 100}),  # 64-bit reads
-    ("gemm", {**G64, "block_K": 64, "trans_B": True}, {"M": 70, "N": 60, "K": 100, "B_rows": 60, "B_cols": 100}),
-    ("gemm", {"block_M": 32, "block_N": 128, "block_K": 32}, {"M": 40, "N": 130, "K": 70, "B_rows": 70,
-                                                               "B_cols": 130}),
+    ("gemm", {**G64, "block_K": 16}, {"M": 70, "N": 100, "K": 45}),  # 64-bit reads
+    ("gemm", {**G64, "block_K": 64, "trans_B": True}, {"M": 70, "N": 60, "K": 100}),
+    ("gemm", {"block_M": 32, "block_N": 128, "block_K": 32}, {"M": 40, "N": 130, "K": 70}),
     ("flash_attention", {"block_N": 32}, {"B": 1, "S": 50, "H": 1}),  # P V: one interleaved k-pair
     ("flash_attention", {"dim": 32, "block_N": 32, "causal": True}, {"B": 1, "S": 70, "H": 1}),
     ("flash_attention", {"block_N": 16}, {"B": 1, "S": 40, "H": 1}),  # P V: K = 16, 64-bit reads of V

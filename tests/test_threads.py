@@ -164,6 +164,44 @@ kernel histogram(X: i32[N], H: out i32[G, 16]):
 """
 
 
+# issue #27: a copy into a per-thread buffer is made by every thread in full (it was spread over the threads,
+# leaving each thread's copy mostly unset), read at a thread-dependent index
+LOCAL_COPY = """
+kernel local_copy(M: i32[N, 4], O: out i32[N, 128]):
+    with T.Kernel(N, threads=128) as bx:
+        tx = T.get_thread_binding()
+        m = T.alloc_local([4], T.int32)
+        T.copy(M[bx, 0:4], m)
+        O[bx, tx] = m[tx % 4]
+"""
+
+# a per-thread mask (the form check-threads recommends) guarding block-wide tile operations: with the copy spread
+# over the threads the mask differed between threads and the barriers inside the branch hung the block
+LOCAL_MASK = """
+kernel local_mask(M: i32[N, 4], X: f32[N, 4, 64], O: out f32[N, 64]):
+    with T.Kernel(N, threads=64) as bx:
+        m = T.alloc_local([4], T.int32)
+        T.copy(M[bx, 0:4], m)
+        s = T.alloc_shared([64], T.float32)
+        acc = T.alloc_fragment([64], T.float32)
+        T.clear(acc)
+        for k in T.serial(4):
+            if m[k] % 2 != 0:
+                T.copy(X[bx, k, 0:64], s)
+                for i in T.Parallel(64):
+                    acc[i] += s[i]
+        T.copy(acc, O[bx, 0:64])
+"""
+
+
+def _ref_local_copy(a, s):
+    return {"O": a["M"][:, np.arange(128) % 4]}
+
+
+def _ref_local_mask(a, s):
+    return {"O": np.einsum("nk,nkj->nj", (a["M"] % 2 != 0).astype(np.float32), a["X"])}
+
+
 def _ref_histogram(a, s):
     x = a["X"]
     return {"H": np.array([np.bincount(x[256 * i:256 * (i + 1)] & 15, minlength=16) for i in range(s["G"])])}
@@ -198,6 +236,8 @@ KERNELS = {
     "histogram": (HISTOGRAM, _ref_histogram, [{"N": 512, "G": 2}, {"N": 300, "G": 2}], 0),
     "gemm_rowsum": (GEMM_ROWSUM, _ref_rowsum, [{"M": 128, "N": 128, "K": 64, "G": 2},
                                                {"M": 150, "N": 100, "K": 70, "G": 2}], 1e-3),
+    "local_copy": (LOCAL_COPY, _ref_local_copy, [{"N": 4}, {"N": 3}], 0),
+    "local_mask": (LOCAL_MASK, _ref_local_mask, [{"N": 4}, {"N": 3}], 1e-5),
 }
 
 
@@ -236,8 +276,13 @@ def test_interpreter_matches_numpy(name, shape):
         _close(args[out], want, tol, f"{name}.{out} at {sizes}")
 
 
-@pytest.mark.parametrize("target", ["sm80", "sm90", "gfx942"])
-@pytest.mark.parametrize("name", list(KERNELS))
+# gemm_rowsum's tiles need 44 KiB of shared memory, past WebGPU's 16 KiB
+WEBGPU_KERNELS = ["gemv", "block_sum", "splitk", "histogram", "local_copy", "local_mask"]
+LOWERINGS = [(n, t) for n in KERNELS for t in ("sm80", "sm90", "gfx942", "webgpu")
+             if t != "webgpu" or n in WEBGPU_KERNELS]
+
+
+@pytest.mark.parametrize("name,target", LOWERINGS)
 def test_lowering_matches_interpreter(name, target):
     """Every thread of every block executed by the SIMT model; a missing barrier would be a data race."""
     _, _, shapes, tol = KERNELS[name]
@@ -359,7 +404,7 @@ def test_builds_for_gfx942(name):
     assert art.data[:4] == b"\x7fELF"
 
 
-@pytest.mark.parametrize("name", ["gemv", "block_sum", "splitk", "histogram"])
+@pytest.mark.parametrize("name", WEBGPU_KERNELS)
 def test_webgpu_matches_interpreter(name, tmp_path):
     import tilec.runtime as rt
     from tilec.artifacts import dumps, manifest

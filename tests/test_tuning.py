@@ -549,7 +549,7 @@ def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, siz
     config = {**SPLIT_TILE, "split_k": 4}
     module = tilec.compile(str(GEMM), defines=config).module
     check = write_check(tmp_path, module, public_kernels(module)[0],
-                        {**sizes, "B_rows": sizes["K"], "B_cols": sizes["N"]})
+                        dict(sizes))
     lowered = tilec.compile(str(GEMM), target, defines=config)
     if target == "sm90":
         stage0 = next(k for k in lowered.simt.kernels if k.name == "gemm__stage0")
@@ -662,13 +662,13 @@ int main(int argc, char** argv) {
   size_t bytes = 1;
   (void)argc;
   printf("config %d\n", gemm_config(k, m, n));
-  CUresult rc = gemm_workspace_bytes(m, k, k, n, n, &bytes);
+  CUresult rc = gemm_workspace_bytes(m, k, n, &bytes);
   printf("rc %d bytes %zu\n", (int)rc, bytes);
   if (argv[1][0] == 'l')
-    printf("rc %d\n", (int)gemm_launch((CUstream)5, 4096, 8192, 12288, m, k, k, n, n));
+    printf("rc %d\n", (int)gemm_launch((CUstream)5, 4096, 8192, 12288, m, k, n));
   else
     printf("rc %d\n", (int)gemm_launch_with_workspace((CUstream)6, (CUdeviceptr)0x200000, 4096, 8192, 12288, m, k,
-                                                      k, n, n));
+                                                      n));
   return 0;
 }
 """
@@ -735,14 +735,14 @@ def test_sm90_header_with_a_split_k_variant_compiles_with_nvcc(tmp_path):
     src = _split_k_db(tmp_path, "sm90")
     art = tilec.compile(str(src), "sm90", emit="header", output_name="g.h")
     text = art.data.decode()
-    assert "case 1: return gemm__cfg1_launch(stream, A, B, C, M, K, B_rows, B_cols, N);" in text
-    assert "case 1: return gemm__cfg1_workspace_bytes(M, K, B_rows, B_cols, N, bytes);" in text
+    assert "case 1: return gemm__cfg1_launch(stream, A, B, C, M, K, N);" in text
+    assert "case 1: return gemm__cfg1_workspace_bytes(M, K, N, bytes);" in text
     assert "static inline CUresult gemm_launch_with_workspace(CUstream stream, CUdeviceptr workspace, " in text
     (tmp_path / "g.h").write_bytes(art.data)
     (tmp_path / "main.cpp").write_text(
         '#include "g.h"\nint main() { size_t b = 0; char m[64]; gemm_check_device(0, m, sizeof m);\n'
-        '  gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &b);\n'
-        '  return gemm_launch(0, 0, 0, 0, 128, 11008, 11008, 4096, 4096) == CUDA_SUCCESS; }\n')
+        '  gemm_workspace_bytes(128, 11008, 4096, &b);\n'
+        '  return gemm_launch(0, 0, 0, 0, 128, 11008, 4096) == CUDA_SUCCESS; }\n')
     r = subprocess.run(["nvcc", "-x", "c++", "-c", "-I", cuda_include_dir(), "-I", str(tmp_path),
                         str(tmp_path / "main.cpp"), "-o", str(tmp_path / "main.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -765,13 +765,13 @@ def test_hip_object_exports_the_dispatcher_over_a_split_k_variant(tmp_path):
                                       "gemm_launch_with_workspace"]
     assert "gemm__cfg1_launch_with_workspace" in info["functions"]
     assert ("hipError_t gemm_launch_with_workspace(hipStream_t stream, hipDeviceptr_t workspace, hipDeviceptr_t A, "
-            "hipDeviceptr_t B, hipDeviceptr_t C, int M, int K, int B_rows, int B_cols, int N);") in info["prototypes"]
+            "hipDeviceptr_t B, hipDeviceptr_t C, int M, int K, int N);") in info["prototypes"]
     (tmp_path / "g.o").write_bytes(obj.data)
     (tmp_path / "main.c").write_text(
         "#define __HIP_PLATFORM_AMD__\n#include <hip/hip_runtime_api.h>\n#include <stdio.h>\n"
         + "\n".join(info["prototypes"]) + "\nint main(void) {\n  size_t a = 1, b = 1;\n"
-        "  hipError_t r1 = gemm_workspace_bytes(128, 11008, 11008, 4096, 4096, &a);\n"
-        "  hipError_t r2 = gemm_workspace_bytes(4096, 4096, 4096, 4096, 4096, &b);\n"
+        "  hipError_t r1 = gemm_workspace_bytes(128, 11008, 4096, &a);\n"
+        "  hipError_t r2 = gemm_workspace_bytes(4096, 4096, 4096, &b);\n"
         "  printf(\"%d %d %d %zu %zu\\n\", gemm_config(11008, 128, 4096), (int)r1, (int)r2, a, b);\n  return 0;\n}\n")
     link = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", f"-I{_hip_include_dir()}", "main.c", "g.o", "-o",
                            "prog", "-lamdhip64", "-lpthread"], cwd=tmp_path, capture_output=True, text=True)

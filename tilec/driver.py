@@ -286,7 +286,13 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
     if fit:
         raise CompileError(fit + list(rep.diagnostics))
     result.source = backend.generate(lowered, target, f"tilec {__version__} for {target.name} from "
-                                                      f"{result.module.files[0]}")
+                                                      f"{comment_safe(result.module.files[0])}")
+
+
+def comment_safe(name: str) -> str:
+    """A file name as it may appear in a generated line comment: printable ASCII, everything else (a line break
+    that would end the comment and inject code, a backslash that would continue it) escaped as Python does."""
+    return "".join(ch if " " <= ch <= "~" and ch != "\\" else ascii(ch)[1:-1] for ch in name)
 
 
 PROFILE_LEVELS = ("full", "sync")  # CompileOptions.profile (tilec/ir/profile.py)

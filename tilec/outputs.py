@@ -151,6 +151,10 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
         first.remarks.extend(bank_conflict_remarks(first))
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files)
+    if text is None:  # a build from a file reads its tuning database too
+        from .tuning.database import build_input
+
+        deps = unique_paths(deps + build_input(source, opts))
     recorded = manifest_options(opts, kind, backend)
     tuning = (dispatch.manifest(dispatch.entry["kernel"], len(variants), {e["name"] for e in launches})
               if dispatch is not None else {})
@@ -164,7 +168,11 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
         def launcher_filter(text: str, api) -> str:
             return tuned.header_dispatch(text, kernel, table, sizes, api, opts.header_prefix)
 
-    info = ArtifactInfo(Path(source).stem, output_name, os.path.basename(str(source)),
+    stem = Path(source).stem
+    if opts.keep_dir:  # the toolchain's intermediates stay in DIR: under names no input of this build has
+        stem = keep_stem(stem)
+        refuse_keep_over_inputs(opts.keep_dir, stem, deps)
+    info = ArtifactInfo(stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded), launcher_filter, tuple(launches), forward_ptx)
     built = backend.build(units, kind, opts, info)
     built.diagnostics = ptx_warnings + built.diagnostics
@@ -204,6 +212,24 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
                                             f"{', '.join(t.name for t in targets)} will not run it (--no-ptx "
                                             "silences this)")]
     return tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries), []
+
+
+def keep_stem(stem: str) -> str:
+    """The stem of the intermediates `--keep` leaves (`k.tilec-keep.cu`, nvcc's `k.tilec-keep.cpp1.ii`, ...): never
+    the source's own name, so that `tilec k.cu --keep` cannot write its generated CUDA over k.cu."""
+    return f"{stem}.tilec-keep"
+
+
+def refuse_keep_over_inputs(keep_dir: str, stem: str, inputs: list[str]) -> None:
+    """Refuse `--keep DIR` before the toolchain runs when an input of the build (the source, an import, a tuning
+    database) lies in DIR under the intermediates' stem, where the toolchain would write over it."""
+    where = os.path.realpath(keep_dir)
+    for f in inputs:
+        if os.path.dirname(os.path.realpath(f)) == where and os.path.basename(os.path.realpath(f)).startswith(
+                stem + "."):
+            raise CompileError([Diagnostic("error", f"--keep '{keep_dir}' would write the toolchain's intermediate "
+                                                    f"files ({stem}.*) over '{f}', an input of this build; keep them "
+                                                    "in another directory")])
 
 
 def _refuse_warnings(diagnostics, sources) -> None:

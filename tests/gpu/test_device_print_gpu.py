@@ -51,7 +51,7 @@ def test_profile_records_a_trace(tmp_path):
 
     prof = next((ARTIFACTS / "gemm.full").glob("*.prof.cubin"))
     kernel = load(str(prof)).gemm
-    sizes = {"M": 300, "N": 520, "K": 200, "B_rows": 200, "B_cols": 520}
+    sizes = {"M": 300, "N": 520, "K": 200}
     tl = record(kernel, *random_args(kernel, sizes), max_blocks=None)
     assert tl.blocks_recorded == 3 * 3 and tl.clock_source == "measured" and 0.5 < tl.clock_ghz < 3.0
     shares = tl.shares()

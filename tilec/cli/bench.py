@@ -38,6 +38,7 @@ def command(
 
 def run(args) -> int:
     from .gpu import cmd_bench
-    from .run import parse_sizes
+    from .run import check_run_numbers, parse_sizes
 
+    check_run_numbers(args)
     return cmd_bench(args, parse_sizes(args.size))

@@ -64,7 +64,13 @@ def default_output(file: str, kind: str) -> str:
 
 
 def _escape_make(path: str) -> str:
-    return path.replace("$", "$$").replace("#", "\\#").replace(" ", "\\ ")
+    """A file name as Make reads it back: `$`, `#`, `%` (a pattern), spaces and tabs escaped; a newline cannot be
+    written in a Make rule at all, so a name holding one is refused rather than turned into a rule of its own."""
+    if "\n" in path or "\r" in path:
+        raise CompileError([Diagnostic("error", f"cannot write a dependency rule naming {path!r}: Make cannot "
+                                                "spell a file name that holds a line break; rename the file")])
+    return (path.replace("$", "$$").replace("#", "\\#").replace("%", "\\%")
+            .replace(" ", "\\ ").replace("\t", "\\\t"))
 
 
 def depfile_text(targets: list[str], deps: list[str], phony: bool) -> str:
@@ -148,7 +154,15 @@ def print_dependencies(args) -> int:
     print_diagnostics(result.diagnostics, result.sources, args)
     kind = output_kind(args.output, args.emit, args.target)
     output = args.output or default_output(args.file, kind)
-    text = depfile_text(_dep_targets(args, output), unique_paths(result.module.files), bool(args.MP))
+    from ..tuning.database import build_input
+
+    options = compile_options(args)
+    if not options.targets:
+        from ..targets.registry import DEFAULT_TARGET
+
+        options = options.replace(targets=(DEFAULT_TARGET,))
+    deps = unique_paths(result.module.files + build_input(args.file, options))
+    text = depfile_text(_dep_targets(args, output), deps, bool(args.MP))
     if args.MF:
         outputs.check_output(args.MF, "-MF", result.module.files, main_file=args.file)
         _write(args.MF, text.encode(), "-MF")

@@ -114,6 +114,8 @@ def cmd_run_gpu(args, sizes) -> int:
 def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
     """Run every kernel of a loaded artifact on random inputs, print its outputs' summary and, with
     --check, compare them with the reference interpreter or --reference (any back end's runtime module)."""
+    from ..manifest import launch_checks
+    from ..runtime.formulas import complete_sizes
     from ..testing.compare import compare
 
     reference = getattr(args, "reference", None)
@@ -128,7 +130,11 @@ def run_and_check(mod, result, args, sizes, launch_errors: tuple = ()) -> int:
             raise CompileError([Diagnostic("error", f"kernel '{name}' has no runtime size "
                                                     f"{', '.join(sorted(unknown))} (its sizes: "
                                                     f"{', '.join(kernel.entry['sizes']) or 'none'})")])
-        call = _random_args(kernel.entry, sizes, args.seed)
+        try:  # sizes that the kernel's contracts derive from those given; none guessed
+            k_sizes = complete_sizes(name, list(kernel.entry["sizes"]), launch_checks(kernel.entry), sizes, 256)
+        except ValueError as e:
+            raise CompileError([Diagnostic("error", str(e))]) from None
+        call = _random_args(kernel.entry, k_sizes, args.seed)
         expected = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in call]
         try:
             kernel(*call)

@@ -17,6 +17,7 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     from ..interp.run import DEFAULT_SIZE, random_inputs, run_kernel
     from ..testing.compare import compare
     from .common import compile_options
+    from .run import run_sizes
 
     options = compile_options(args)
     result = tilec_compile(args.file, options=options)
@@ -24,11 +25,12 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     failures = 0
     for k in reference.module.kernels:
         try:
-            arrays = random_inputs(k, sizes, seed=args.seed)
+            k_sizes = run_sizes(k, sizes)
+            arrays = random_inputs(k, k_sizes, seed=args.seed)
         except ValueError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
         got = copy.deepcopy(arrays)
-        full_sizes = {v.name: sizes.get(v.name, DEFAULT_SIZE) for v in k.size_vars}
+        full_sizes = {v.name: k_sizes.get(v.name, DEFAULT_SIZE) for v in k.size_vars}
         try:
             sys.stderr.write(backend.run_on_model(result, k.name, got, full_sizes))
         except backend.runtime_errors() as e:

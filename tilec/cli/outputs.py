@@ -68,7 +68,7 @@ def check_output(path: str, flag: str, inputs: Iterable[str], main_file: str | N
             if main is not None and _same_file(src, main):
                 raise _error(f"{flag} '{path}' would overwrite the input file '{src}'")
             raise _error(f"{flag} '{path}' would overwrite '{src}', which {main or 'the input'} imports")
-    if path.endswith(SOURCE_SUFFIX):
+    if path.lower().endswith(SOURCE_SUFFIX):  # (A.TILE is the same file as a.tile on a case-insensitive disk)
         raise _error(f"{flag} '{path}': refusing to write generated output under a .tile name (kernel sources "
                      "are never written)")
     if os.path.isdir(path):
@@ -126,9 +126,12 @@ def write_output(path: str, data: bytes, flag: str = "-o") -> None:
         raise _error(f"cannot write {flag} '{path}': permission denied") from None
     except IsADirectoryError:
         raise _error(f"{flag} '{path}' is a directory; name a file") from None
-    except FileNotFoundError:
-        raise _error(f"cannot write {flag} '{path}': directory '{os.path.dirname(path) or '.'}' does not exist") \
-            from None
+    except FileNotFoundError as e:
+        parent = os.path.dirname(path) or "."
+        if os.path.isdir(parent):  # /proc/x.cu: the directory is there, but its file system creates no files
+            raise _error(f"cannot write {flag} '{path}': directory '{parent}' does not take new files "
+                         f"({e.strerror})") from None
+        raise _error(f"cannot write {flag} '{path}': directory '{parent}' does not exist") from None
     except OSError as e:
         raise _error(f"cannot write {flag} '{path}': {e.strerror or e}") from None
 

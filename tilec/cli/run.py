@@ -60,6 +60,7 @@ def run(args) -> int:
     from .compile import check_inputs
 
     check_inputs(args)
+    check_run_numbers(args)
     if args.device is None and args.target:
         from .gpu import _backend
 
@@ -84,13 +85,16 @@ def run(args) -> int:
 
     sizes = parse_sizes(args.size)
     for k in public_kernels(result.module):
-        need = _argument_bytes(k, sizes)
+        try:
+            need = _argument_bytes(k, run_sizes(k, sizes))
+        except ValueError as e:
+            raise CompileError([Diagnostic("error", str(e))]) from None
         if need > RUN_MAX_BYTES:
             raise CompileError([Diagnostic("error", f"kernel '{k.name}': these --size values need {need / 2**30:.1f} "
                                                     f"GiB of arguments; the interpreter allows "
                                                     f"{RUN_MAX_BYTES >> 30} GiB (use smaller sizes)")])
         try:
-            arrays = random_inputs(k, sizes, seed=args.seed)
+            arrays = random_inputs(k, run_sizes(k, sizes), seed=args.seed)
             run_any(result.module, k, arrays)
         except InterpreterError as e:
             err = CompileError([Diagnostic("error", f"while running kernel '{k.name}': {e.message}", e.span)])
@@ -100,6 +104,30 @@ def run(args) -> int:
             raise CompileError([Diagnostic("error", str(e))]) from None
         print(summarize(k, arrays))
     return 0
+
+
+def check_run_numbers(args) -> None:
+    """--seed, --rtol and --atol as numbers a run can use, refused by name (numpy's own message named none)."""
+    import math
+
+    from ..diagnostics import CompileError, Diagnostic
+
+    if not 0 <= args.seed < 2**64:
+        raise CompileError([Diagnostic("error", f"--seed {args.seed}: the seed is an integer from 0 to 2**64-1")])
+    for flag in ("rtol", "atol"):
+        value = getattr(args, flag, None)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise CompileError([Diagnostic("error", f"--{flag} {value}: a tolerance is a finite number >= 0")])
+
+
+def run_sizes(kernel, sizes: dict[str, int]) -> dict[str, int]:
+    """The sizes a run of `kernel` (Tile IR) takes: those given, and those its contracts derive from them
+    (ValueError for one left to guess)."""
+    from ..interp.run import DEFAULT_SIZE
+    from ..runtime.formulas import complete_sizes
+
+    checks = getattr(kernel, "attrs", {}).get("launch_checks", [])
+    return complete_sizes(kernel.name, [v.name for v in kernel.size_vars], checks, sizes, DEFAULT_SIZE)
 
 
 def _argument_bytes(kernel, sizes: dict[str, int]) -> int:

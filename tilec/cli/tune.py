@@ -1,6 +1,6 @@
 """`tilec tune`: search a kernel's tune() space for the fastest configuration per shape, into a tuning database.
 
-    tilec tune gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --size-rule B_rows=K --size-rule B_cols=N
+    tilec tune gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm
         compile, check and time here (a GPU on this machine), then write gemm.tune.json beside the source
     tilec tune gemm.tile ... --build-dir D      compile only; then on the GPU machine (runtime only):
     python -m tilec.runtime.tune_worker D      check and time; then here:
@@ -31,8 +31,8 @@ def command(
                                                      "square-gemm, rows, attention (repeatable).",
                                                      show_default=False)] = None,
     size_rule: Annotated[list[str] | None, typer.Option("--size-rule", metavar="NAME=OTHER", help="A runtime size "
-                                                        "the shapes leave out, taken from another (gemm: B_rows=K, "
-                                                        "B_cols=N).", show_default=False)] = None,
+                                                        "the shapes leave out, taken from another.",
+                                                        show_default=False)] = None,
     defines: Annotated[list[str] | None, typer.Option("-D", "--define-macro", metavar="NAME=VALUE", help="Fix a "
                                                       "const (the database entry is for these values).",
                                                       show_default=False)] = None,

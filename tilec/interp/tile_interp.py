@@ -255,9 +255,9 @@ class _Block(ScalarOps):
             out = (ix < 0) | (ix >= dim)
             if mask is not None:
                 out = out & mask
-            if np.any(out):
-                bad = (axis, int(np.asarray(ix)[np.nonzero(np.broadcast_to(out, np.shape(ix)))][0]
-                                 if np.ndim(ix) else ix), dim)
+            if np.any(out):  # the mask may have more axes than the index (a condition on another loop variable)
+                shape = np.broadcast_shapes(np.shape(ix), np.shape(out))
+                bad = (axis, int(np.broadcast_to(ix, shape)[np.nonzero(np.broadcast_to(out, shape))][0]), dim)
                 break
         if bad is not None:
             axis, value, dim = bad

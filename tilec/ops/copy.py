@@ -39,6 +39,8 @@ def lower(cx, s: T.Copy, asynchronous: bool = False, realign: bool = False) -> N
     sext = [e for e in src.const_extents if e != 1] or [1]
     if cx.ext.lower_copy(s):
         return
+    if PER_THREAD & {src.buffer.scope, dst.buffer.scope} and "fragment" not in (src.buffer.scope, dst.buffer.scope):
+        return copy_per_thread(cx, s, sext)
     if src.buffer.scope == "fragment" or dst.buffer.scope == "fragment":
         return copy_fragment(cx, s, sext)
     if dst.buffer.scope == "shared" and cx.shared_layout(dst.buffer).transposed:
@@ -51,6 +53,38 @@ def lower(cx, s: T.Copy, asynchronous: bool = False, realign: bool = False) -> N
         return copy_elements(cx, s, sext)
     if not vector_copy(cx, s, sext, asynchronous, realign):
         copy_elements(cx, s, sext)
+
+
+PER_THREAD = {"local", "var"}  # scopes of which every thread holds its own whole copy
+
+
+def copy_per_thread(cx, s: T.Copy, sext: list[int]) -> None:
+    """A copy to or from a per-thread buffer (alloc_local): every thread moves the whole region itself, as the
+    buffer is its own (spreading the elements over the threads would leave most of each thread's copy unset).
+    Unrolled when small, so that the register array stays indexed by constants."""
+    src, dst = s.src, s.dst
+    total = 1
+    for e in sext:
+        total *= e
+    kv = cx.fresh("e")
+
+    def body() -> None:
+        rem: T.Expr = kv
+        tile: list[T.Expr] = []
+        for e in reversed(sext):
+            tile.insert(0, mod(rem, e) if len(tile) < len(sext) - 1 else rem)
+            rem = div(rem, e)
+        sidx = cx.region_index(src, tile)
+        didx = cx.region_index(dst, tile)
+        sguard, dguard = cx.bounds(src, sidx), cx.bounds(dst, didx)
+        load = cx.ref(src.buffer, sidx, s.span)
+        value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
+                                                     T.Const(src.buffer.dtype, None, 0))
+        st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, didx, s.span)),
+                               cast(value, dst.buffer.dtype))
+        cx.emit(st if dguard is None else S.SIf(None, dguard, [st]))
+
+    cx.emit(S.SFor(s.span, kv, c(0), c(total), cx.block(body), unroll=total <= 64))
 
 
 def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):

@@ -148,6 +148,14 @@ class ContinueStmt(Node):
 
 
 @dataclass(eq=False)
+class AssertStmt(Node):
+    """`assert cond, "message"`: a kernel's condition on its sizes (a contract)."""
+
+    cond: Node
+    message: Node | None
+
+
+@dataclass(eq=False)
 class ReturnStmt(Node):
     value: Node | None
 

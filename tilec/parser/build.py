@@ -41,6 +41,7 @@ from .build_common import (
     undefined_name,
     unsupported_builtin,
 )
+from .build_contracts import ContractBuilder
 from .build_expr import ExprBuilder, _block_uniform
 from .build_jumps import loop_jumps, not_broken, without_jumps
 from .build_tileops import TileOpBuilder
@@ -48,7 +49,7 @@ from .build_views import VIEW_FUNCS, ViewBuilder
 from .parse import parse
 
 
-class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
+class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
     def __init__(self, sources: SourceManager, include_dirs: list[str], defines: dict[str, object],
                  reporter: Reporter):
         self.sources = sources
@@ -173,16 +174,26 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         params: list[T.Buffer | T.Var] = []
         user_names: list[str] = []
         seen: set[str] = set()
+        unshaped = set()
+        decl_params = []
+        for p in decl.params:
+            try:
+                p = self.choose_shape(p, scope)
+            except _Fail:
+                unshaped.add(p.name)
+            decl_params.append(p)
         try:
-            self.declare_sizes(decl.params, scope)
+            self.declare_sizes(decl_params, scope)
         except _Fail:
             pass
-        for p in decl.params:
+        for p in decl_params:
             if p.name in seen:
                 self.rep.error(f"duplicate parameter '{p.name}'", p.span)
                 continue
             seen.add(p.name)
             try:
+                if p.name in unshaped:
+                    raise _Fail()
                 params.append(self.kernel_param(p, scope))
                 user_names.append(p.name)
             except _Fail:
@@ -191,6 +202,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         for name, p in zip(user_names, params, strict=True):
             scope.bind(name, p)
             self.names_in_kernel.add(p.name)
+        self.function_contract: list[dict] = []
         try:
             body = self.function_level(decl.body, scope)
         except _Fail:
@@ -209,7 +221,17 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             return None
         launch = body[0]
         assert isinstance(launch, A.WithStmt)
-        return self.launch_kernel(c_safe(decl.name), params, launch, scope, decl.span)
+        return self.launch_kernel(self.kernel_symbol(decl), params, launch, scope, decl.span)
+
+    def kernel_symbol(self, decl: A.KernelDecl) -> str:
+        """The name a kernel is published under: its own, or with a trailing underscore where the generated source
+        reserves it (`main`, tilec's `tl_` prefix), said in a warning, since a caller looks the kernel up by name."""
+        name = c_safe(decl.name)
+        if name != decl.name:
+            self.rep.warning(f"kernel '{decl.name}' is published as '{name}' (the generated code reserves the name "
+                             f"'{decl.name}'): the manifest, the C header and tilec.runtime call it '{name}'; rename "
+                             "the kernel to choose its name", decl.span)
+        return name
 
     def function_level(self, body: list[A.Node], scope: _Scope) -> list[A.Node]:
         """A kernel function's statements with its compile-time `if`s folded: `if <const expr>:` / `elif` /
@@ -219,6 +241,12 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         out: list[A.Node] = []
         for s in body:
             if isinstance(s, A.PassStmt) or (isinstance(s, A.ExprStmt) and isinstance(s.value, A.String)):
+                continue
+            if isinstance(s, A.AssertStmt):  # the function's contract: checked before each of its launches
+                try:
+                    self.function_contract += self.contract(s, scope)
+                except _Fail:
+                    pass
                 continue
             if not isinstance(s, A.IfStmt):
                 out.append(s)
@@ -235,6 +263,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
                       span: Span) -> T.Kernel | None:
         """The kernel of one `with Kernel(...)` block, taking `params` (the sizes are the whole function's)."""
         self.kernel_attrs: dict[str, object] = {}
+        self.add_contract(self.function_contract)
         for p in params:
             if isinstance(p, T.Buffer):
                 self.check_dims_fit_i32(p)
@@ -273,7 +302,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
         """A kernel function of several launches with `alloc_global` scratch between them (TileLang's split and
         combine kernels): one internal stage kernel per `with Kernel(...)` block, in order, and the sequence
         (tilec.ir.tile.Launches) that the runtimes and launchers run under the function's name."""
-        name = c_safe(decl.name)
+        name = self.kernel_symbol(decl)
         fscope = _Scope(scope)  # the function's level: parameters, sizes and the scratch tensors
         scratch: list[T.Buffer] = []
         stages: list[T.Kernel] = []
@@ -364,6 +393,24 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
             out = f"{name}_{n}"
         self.names_in_kernel.add(out)
         return out
+
+    def choose_shape(self, p: A.KernelParam, scope: _Scope) -> A.KernelParam:
+        """A shape chosen by consts, `T.Tensor([K, N] if not trans_B else [N, K], dtype)`: the taken branch's
+        dimensions (each dimension may also be a choice, `dtype[K if not trans_B else N, ...]`, a plain expression)."""
+        dims = p.type.dims
+        while dims is not None and len(dims) == 1 and isinstance(dims[0], A.IfExpr) and any(
+                isinstance(x, A.TupleExpr | A.ListExpr) for x in (dims[0].then, dims[0].orelse)):
+            choice = dims[0]
+            free = [n.id for n in _names_in(choice.cond) if scope.lookup(n.id) is None and n.id not in BUILTINS]
+            if free:
+                raise self.fail(f"a shape is chosen by consts, but '{free[0]}' is no const (a runtime size cannot "
+                                "choose a tensor's shape)", choice.cond.span)
+            branch = choice.then if self.const_bool(choice.cond, scope, "the condition choosing a shape") \
+                else choice.orelse
+            dims = list(branch.items) if isinstance(branch, A.TupleExpr | A.ListExpr) else [branch]
+        if dims is p.type.dims:
+            return p
+        return dataclasses.replace(p, type=dataclasses.replace(p.type, dims=dims))  # (the syntax tree is shared)
 
     def declare_sizes(self, params: list[A.KernelParam], scope: _Scope) -> None:
         """Every name in a dimension that is no const (nor a builtin) is a runtime size: declared
@@ -520,6 +567,8 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder):
     def stmt(self, s: A.Node, scope: _Scope) -> None:
         if isinstance(s, A.PassStmt):
             return
+        if isinstance(s, A.AssertStmt):
+            return self.add_contract(self.contract(s, scope))
         if isinstance(s, A.AssignStmt):
             return self.assign(s, scope)
         if isinstance(s, A.ExprStmt):

@@ -113,7 +113,7 @@ def _expected(e: UnexpectedToken) -> set[str]:
 
 
 _KEYWORDS = {"import", "const", "def", "kernel", "for", "while", "in", "if", "elif", "else", "with", "as", "return",
-             "pass", "and", "or", "not", "lambda"}
+             "pass", "assert", "and", "or", "not", "lambda"}
 
 
 def _unexpected_token(tok: Token, expected) -> str:
@@ -419,15 +419,26 @@ class _ToAst(Transformer):
         return A.KernelParam(self._s(meta), str(name), typ, out is not None)
 
     def type_expr(self, meta, items):
-        return A.TypeExpr(self._s(meta), items[0], items[1])
+        dims = items[1]
+        if items[0].split(".")[-1] in ("Tensor", "Buffer") and dims is not None and len(dims) == 2:
+            return self._tensor(meta, items[0], dims)  # T.Tensor[(M, K), dtype]
+        return A.TypeExpr(self._s(meta), items[0], dims)
 
     def tensor_type(self, meta, items):
-        """TileLang's `T.Tensor((M, K), dtype)` / `T.Tensor[(M, K), dtype]`; checked by the builder."""
-        args = [a for a in (items[1] or [])]
-        shape = args[0] if args else None
+        """TileLang's `T.Tensor((M, K), dtype)` (the arguments by position or as shape= / dtype=); checked by
+        the builder."""
+        return self._tensor(meta, items[0], [a for a in (items[1] or [])])
+
+    def _tensor(self, meta, name: str, args: list):
+        kw = {a.name: a.value for a in args if isinstance(a, A.Keyword) and a.name in ("shape", "dtype")}
+        args = [a for a in args if not (isinstance(a, A.Keyword) and a.name in ("shape", "dtype"))]
+        shape = kw.pop("shape", None) or (args.pop(0) if args else None)
+        dtype_node = kw.pop("dtype", None) or (args.pop(0) if args else None)
+        if args:  # an argument more: the builder refuses the form
+            dtype_node = A.Keyword(args[0].span, "", args[0])
+        # the shape: a tuple or list of dims, one dim, or a const choice between shapes (resolved by the builder)
         dims = list(shape.items) if isinstance(shape, A.TupleExpr | A.ListExpr) else [shape] if shape else []
-        dtype_node = args[1] if len(args) > 1 else None
-        return A.TypeExpr(self._s(meta), items[0], dims, dtype_node or A.Name(self._s(meta), "?"))
+        return A.TypeExpr(self._s(meta), name, dims, dtype_node or A.Name(self._s(meta), "?"))
 
     def dim_list(self, meta, items):
         return [i for i in items if i is not None]
@@ -478,6 +489,9 @@ class _ToAst(Transformer):
 
     def pass_stmt(self, meta, items):
         return A.PassStmt(self._s(meta))
+
+    def assert_stmt(self, meta, items):
+        return A.AssertStmt(self._s(meta), items[0], items[1])
 
     def return_stmt(self, meta, items):
         return A.ReturnStmt(self._s(meta), items[0])

@@ -43,11 +43,22 @@ def _line(s: T.Stmt) -> str:
     return f"line {s.span.line}" if s.span is not None else "an enclosing statement"
 
 
-def _shared_access(s: T.Stmt) -> tuple[bool, bool]:
-    """(reads shared memory, writes shared memory) by the scalar statement s itself."""
-    reads = any(isinstance(x, T.Load) and x.buffer.scope == "shared" for e in stmt_exprs(s) for x in sub_exprs(e))
-    writes = (isinstance(s, T.Store) and s.buffer.scope == "shared") or (
-        isinstance(s, T.Atomic) and s.dst.buffer.scope == "shared")
+def _storage(b: T.Buffer) -> int:
+    """The identity of a buffer's memory (a view shares its base's)."""
+    while b.view_of is not None:
+        b = b.view_of
+    return id(b)
+
+
+def _shared_access(s: T.Stmt) -> tuple[set[int], set[int]]:
+    """(the shared buffers the scalar statement s itself reads, those it writes), by storage."""
+    reads = {_storage(x.buffer) for e in stmt_exprs(s) for x in sub_exprs(e)
+             if isinstance(x, T.Load) and x.buffer.scope == "shared"}
+    writes = set()
+    if isinstance(s, T.Store) and s.buffer.scope == "shared":
+        writes.add(_storage(s.buffer))
+    if isinstance(s, T.Atomic) and s.dst.buffer.scope == "shared":
+        writes.add(_storage(s.dst.buffer))
     return reads, writes
 
 
@@ -150,29 +161,32 @@ class _Checker:
 
     def shared_races(self, top: T.Stmt) -> None:
         """Under the divergent statement `top`, threads run without barriers: refuse a shared-memory read after a
-        write there (or a write after a read), which only a barrier would order."""
-        state = {"reads": None, "writes": None}  # the first earlier statement that read / wrote shared memory
+        write there (or a write after a read) of the same buffer, which only a barrier would order."""
+        first_read: dict[int, T.Stmt] = {}  # per shared buffer, the first earlier statement that read / wrote it
+        first_write: dict[int, T.Stmt] = {}
 
         def visit(s: T.Stmt) -> bool:
             r, w = _shared_access(s)
-            if r and state["writes"] is not None:
-                self.error(f"this statement reads shared memory that {_what(state['writes'])} writes under the "
+            written = next((first_write[b] for b in r if b in first_write), None)
+            if written is not None:
+                self.error(f"this statement reads shared memory that {_what(written)} writes under the "
                            f"thread-dependent condition at {_line(top)}: other threads' writes become visible only "
                            "after a barrier, which cannot run where only some threads are; end the `if` (or loop) "
                            "between them (tilec then places the barrier), or keep the value in a per-thread alloc_var",
-                           s.span, ("the write", state["writes"].span))
+                           s.span, ("the write", written.span))
                 return False
-            if w and state["reads"] is not None and state["reads"] is not s:
-                self.error(f"this statement writes shared memory that {_what(state['reads'])} reads under the "
+            read = next((first_read[b] for b in w if b in first_read and first_read[b] is not s), None)
+            if read is not None:
+                self.error(f"this statement writes shared memory that {_what(read)} reads under the "
                            f"thread-dependent condition at {_line(top)}: other threads may still be reading it, and "
                            "only a barrier, which cannot run where only some threads are, would wait for them; end "
                            "the `if` (or loop) between them (tilec then places the barrier)",
-                           s.span, ("the read", state["reads"].span))
+                           s.span, ("the read", read.span))
                 return False
-            if r and state["reads"] is None:
-                state["reads"] = s
-            if w and state["writes"] is None:
-                state["writes"] = s
+            for b in r:
+                first_read.setdefault(b, s)
+            for b in w:
+                first_write.setdefault(b, s)
             return True
 
         def walk(body: list[T.Stmt]) -> bool:

@@ -33,6 +33,10 @@ MAX_ONCHIP_BYTES = 4 << 20
 # than fit the passes' budget; targets check their real limits.
 MAX_THREADS_PER_BLOCK = 1024
 MAX_PIPELINE_STAGES = 64
+# A Parallel loop's points are a tile's elements spread over the block's threads (and the interpreter holds an
+# index array per point): more than the largest on-chip tile of bytes is no kernel's tile; 2**31 points took
+# minutes and gigabytes before anything else was checked.
+MAX_PARALLEL_POINTS = MAX_ONCHIP_BYTES
 
 
 def _prune(s: T.Stmt) -> list[T.Stmt] | None:
@@ -122,6 +126,10 @@ def run(module: T.Module, rep: Reporter) -> T.Module:
                                   e.span or s.span)
                     elif as_int(e) < 0:
                         rep.error("a loop extent cannot be negative", e.span or s.span)
+                points = math.prod(as_int(e) or 0 for e in s.extents)
+                if s.kind == "parallel" and points > MAX_PARALLEL_POINTS:
+                    rep.error(f"a Parallel loop of {points} points; at most {MAX_PARALLEL_POINTS} (the elements of a "
+                              f"{MAX_ONCHIP_BYTES >> 20} MiB on-chip tile): use a serial loop over tiles", s.span)
         k.body = _drop_unused_shared(k.body)  # after the checks above: an unused buffer is still checked
     rep.check()
     return module

@@ -65,3 +65,33 @@ def _rename(text: str, mapping: dict[str, str]) -> str:
         if isinstance(n, ast.Name) and n.id in mapping:
             n.id = mapping[n.id]
     return f"({ast.unparse(tree)})"
+
+
+def complete_sizes(kernel: str, names: list[str], checks: list[dict], given: dict[str, int],
+                   default: int) -> dict[str, int]:
+    """The sizes of a run from the ones the user gave: with none given, every size is `default`; otherwise each
+    size left out must follow from the others through a contract `SIZE == formula` (a launch check), and a
+    size nothing determines is refused (ValueError) rather than guessed."""
+    if not given:
+        return {n: default for n in names}
+    sizes = dict(given)  # (a name that is no size of the kernel is the caller's to refuse)
+    progress = True
+    while progress:
+        progress = False
+        for c in checks:
+            if c.get("op") != "==":
+                continue
+            for side, other in ((c["lhs"], c["rhs"]), (c["rhs"], c["lhs"])):
+                name = side.strip("()")
+                if name in names and name not in sizes:
+                    try:
+                        sizes[name] = evaluate(other, sizes)
+                        progress = True
+                    except KeyError:
+                        pass
+    missing = [n for n in names if n not in sizes]
+    if missing:
+        raise ValueError(f"kernel '{kernel}': --size gives {', '.join(sorted(given))} but not "
+                         f"{', '.join(missing)}, which nothing in the kernel determines; give every size (or no "
+                         f"--size at all, for {default} each)")
+    return sizes

@@ -191,7 +191,7 @@ def time_launches(kernel, args) -> float:
 
 
 def shape_sizes(shape: dict[str, int], rules: dict[str, str]) -> dict[str, int]:
-    """A tuned shape with the sizes its rules derive (`B_rows=K`: a size named after another)."""
+    """A tuned shape with the sizes its rules derive (`P=K`: a size named after another)."""
     sizes = dict(shape)
     for name, rule in rules.items():
         sizes.setdefault(name, sizes[rule] if isinstance(rule, str) else int(rule))

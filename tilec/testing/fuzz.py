@@ -104,7 +104,7 @@ CONST = re.compile(r"^const\s+([A-Za-z_]\w*)", re.M)
 class Fuzzer:
     """Draws Cases from a seeded random generator: the same seed gives the same sequence."""
 
-    MUTATORS = ("tokens", "semantic", "lines", "bytes", "nesting", "defines", "generate")
+    MUTATORS = ("tokens", "semantic", "lines", "bytes", "nesting", "defines", "generate", "threads")
 
     def __init__(self, seed: int = 0, root: Path = ROOT):
         self.rng = random.Random(seed)
@@ -220,6 +220,11 @@ class Fuzzer:
     def _generate(self) -> Case:
         return Case(str(ROOT / "samples" / "fuzz_generated.tile"), generate(self.rng), how="generate")
 
+    def _threads(self) -> Case:
+        """Per-thread code (checked differentially, as a const-only case is): issue #27's class."""
+        return Case(str(ROOT / "samples" / "fuzz_threads.tile"), generate_threads(self.rng), how="threads",
+                    consts_only=True)
+
 
 # ---------------------------------------------------------------------------- generation from a grammar
 
@@ -255,6 +260,48 @@ def generate(rng: random.Random) -> str:
         body.extend(_statement(rng, ind))
     body.append(f"{ind}copy(acc, C[by * bm, bx * bn])")
     return "\n".join(lines + body) + "\n"
+
+
+def generate_threads(rng: random.Random) -> str:
+    """A random kernel of per-thread code: per-thread buffers (alloc_local) filled by copies and by thread-indexed
+    loops, a per-thread mask read from one guarding element stores or block-wide tile operations, thread-indexed
+    shared memory, and an accumulator per thread."""
+    threads = rng.choice([32, 64, 128])
+    w = rng.choice([1, 2, 4, 8])
+    lines = [f"const th = {threads}", f"const w = {w}", f"const bm = {rng.choice([1, 2])}", "",  # (_expr uses bm)
+             "kernel k(M: i32[N, w], X: f32[N, w], Y: f32[N, th], O: out f32[N, th]):",
+             "    with Kernel(N, threads=th) as bx:",
+             "        tx = get_thread_binding()",
+             "        m = alloc_local((w,), i32)",
+             "        v = alloc_local((w,), f32)",
+             "        s = alloc_shared((th,), f32)",
+             "        acc = alloc_var(f32, 0.0)"]
+    ind = "        "
+    lines.append(ind + rng.choice(["copy(M[bx, 0:w], m)", "copy(M[bx, 0], m)"]))
+    if rng.random() < 0.5:
+        lines.append(ind + "copy(X[bx, 0:w], v)")
+    else:
+        lines += [ind + "for i in serial(w):", ind + f"    v[i] = X[bx, i] * {_expr(rng, ['f32(tx)', 'f32(i)'], 1)}"]
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(["mask", "masked_tile", "shared", "loop"])
+        if kind == "mask":
+            lines += [ind + "for i in serial(w):",
+                      ind + f"    if m[i] {rng.choice(['>', '<', '!='])} {rng.randint(-2, 2)}:",
+                      ind + f"        acc += v[(i + tx) % w] * {_expr(rng, ['f32(tx)', 'f32(i)', 'acc'], 1)}"]
+        elif kind == "masked_tile":  # a mask read from a per-thread buffer guards block-wide work (barriers)
+            lines += [ind + f"if m[{rng.randrange(w)}] % 2 != 0:",
+                      ind + "    copy(Y[bx, 0:th], s)",
+                      ind + "    for i in Parallel(th):",
+                      ind + "        s[i] = s[i] * 2.0",
+                      ind + "acc += s[tx]"]
+        elif kind == "shared":
+            lines += [ind + "s[tx] = acc + v[tx % w]",
+                      ind + f"acc += s[(tx + {rng.randint(1, threads - 1)}) % th]"]
+        else:
+            lines += [ind + f"for i in serial(tx % {rng.choice([1, 3, 5])}):",
+                      ind + f"    acc += v[i % w] * {_expr(rng, ['f32(i)'], 1)}"]
+    lines.append(ind + "O[bx, tx] = acc + v[tx % w] + f32(m[tx % w])")
+    return "\n".join(lines) + "\n"
 
 
 def _expr(rng: random.Random, names: list[str], depth: int) -> str:
@@ -383,10 +430,12 @@ def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_thre
     import tilec
     from tilec.diagnostics import CompileError
     from tilec.interp import random_inputs, run_kernel
-    from tilec.ir import tile as T
     from tilec.targets.registry import lookup
+    from tilec.testing.differential import mismatches, prepare_outputs
     from tilec.testing.simt_interp import SimtInterpreterError, run_simt
 
+    if case.how == "threads":  # per-thread code: every SIMT target's lowering (issue #27's class)
+        targets = ("sm80", "sm90", "gfx942", "webgpu")
     try:
         base = tilec.compile(case.name, text=case.text, include_dirs=include_dirs(), defines=case.parsed_defines())
     except CompileError:
@@ -407,9 +456,7 @@ def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_thre
                 args = random_inputs(tk, sizes, seed)
             except Exception:  # noqa: BLE001 - dtypes the interpreter does not hold: out of scope
                 continue
-            for p in tk.params:
-                if isinstance(p, T.Buffer) and p.is_output and p.dtype.is_float:
-                    args[p.name][...] = np.nan
+            prepare_outputs(tk, args, seed)  # NaN, or the same finite values where the kernel accumulates
             want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
             try:
                 run_kernel(tk, want)
@@ -426,15 +473,7 @@ def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_thre
             except SimtInterpreterError as e:
                 problems.append(f"{target} {tk.name} {sizes}: SIMT interpreter: {e}")
                 continue
-            for p in tk.params:
-                if isinstance(p, T.Buffer) and p.is_output:
-                    got, exp = args[p.name].astype(np.float64), want[p.name].astype(np.float64)
-                    tol = {"f16": 4e-3, "bf16": 3e-2, "f32": 1e-4}.get(p.dtype.name, 0)
-                    both_nan = np.isnan(got) & np.isnan(exp)
-                    bad = ~(np.isclose(got, exp, rtol=tol, atol=tol) | both_nan)
-                    if bad.any():
-                        problems.append(f"{target} {tk.name} {sizes}: {p.name} differs in {int(bad.sum())} of "
-                                        f"{bad.size} elements")
+            problems += [f"{target} {tk.name} {sizes}: {m}" for m in mismatches(tk, args, want, sizes)]
     return "; ".join(problems)
 
 

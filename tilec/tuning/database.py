@@ -122,6 +122,16 @@ def find(source: str | os.PathLike, explicit: str | None = None) -> Path | None:
     return beside if beside.is_file() else None
 
 
+def build_input(source, opts) -> list[str]:
+    """The tuning database a build of `source` reads ([] when none is there), for its dependency file: deleting or
+    re-tuning the database changes the build."""
+    explicit = getattr(opts, "tune_db", None)
+    if explicit == "" or not opts.targets:
+        return []
+    path = find(source, explicit)
+    return [str(path)] if path is not None and path.is_file() else []
+
+
 def _text(value) -> str | None:
     """A const's value as text for comparing -D values (`True`/`true` alike); None for none."""
     if value is None:

@@ -1,0 +1,222 @@
+"""Shape contracts (issue #27, item 1): a tensor's shape chosen by consts in every spelling TileLang uses, and
+`assert` conditions on the sizes, recorded in the manifest and checked before every launch — the interpreter
+(`tilec run`), tilec.runtime (CUDA on the fake driver, WebGPU), the C and HIP launchers. samples/gemm.tile's B is
+tied to K and N, so a B of another shape is an error naming the parameter, the dimension and both sizes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_cuda import FakeDriver, install
+
+import tilec
+from tilec.diagnostics import CompileError
+from tilec.interp import run_kernel
+from tilec.interp.tile_interp import InterpreterError
+
+ROOT = Path(__file__).resolve().parent.parent
+GEMM = ROOT / "samples" / "gemm.tile"
+
+SPELLINGS = [
+    "T.Tensor([K, N] if not trans_B else [N, K], dtype)",
+    "T.Tensor((K, N) if not trans_B else (N, K), dtype)",
+    "T.Tensor([K, N] if not trans_B else [N, K], dtype=dtype)",
+    "T.Tensor(shape=[K, N] if not trans_B else [N, K], dtype=dtype)",
+    "T.Tensor[[K, N] if not trans_B else [N, K], dtype]",
+    "dtype[K if not trans_B else N, N if not trans_B else K]",
+]
+
+
+def _kernel(b_type: str) -> str:
+    return f"""
+const trans_B = False
+const dtype = f16
+kernel k(A: dtype[M, K], B: {b_type}, C: out dtype[M, N]):
+    with T.Kernel(1, threads=128) as bx:
+        C[0, 0] = A[0, 0] + B[0, 0]
+"""
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_a_shape_chosen_by_a_const(spelling, trans_b):
+    k = tilec.compile("k.tile", text=_kernel(spelling), defines={"trans_B": trans_b}).module.kernels[0]
+    b = next(p for p in k.params if p.name == "B")
+    assert [d.name for d in b.shape] == (["N", "K"] if trans_b else ["K", "N"])
+    assert [v.name for v in k.size_vars] == ["M", "K", "N"]
+
+
+@pytest.mark.parametrize("spelling,message", [
+    ("T.Tensor([K, N] if M else [N, K], dtype)", "a shape is chosen by consts, but 'M' is no const"),
+    ("T.Tensor((K, N), dtype, 3)", "a parameter type is dtype[dims] or T.Tensor((dims...), dtype)"),
+])
+def test_a_shape_choice_that_is_no_const_is_refused(spelling, message):
+    with pytest.raises(CompileError) as e:
+        tilec.compile("k.tile", text=_kernel(spelling))
+    errors = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert len(errors) == 1 and message in errors[0].message and errors[0].span.line == 4
+
+
+CONTRACT = """
+kernel scale(X: f32[M, K], Y: out f32[M, K]):
+    assert K % 8 == 0, "K must be a multiple of 8"
+    assert M >= 2 and M < 4096
+    with T.Kernel(T.ceildiv(M, 4), threads=128) as bx:
+        assert K <= 1024
+        for i, j in T.Parallel(4, 8):
+            for c in T.serial(K // 8):
+                if bx * 4 + i < M:
+                    Y[bx * 4 + i, c * 8 + j] = X[bx * 4 + i, c * 8 + j] * 2.0
+"""
+CHECKS = [{"lhs": "(K % 8)", "op": "==", "rhs": "0", "message": "K must be a multiple of 8"},
+          {"lhs": "2", "op": "<=", "rhs": "M", "message": "assert M >= 2"},
+          {"lhs": "(M + 1)", "op": "<=", "rhs": "4096", "message": "assert M < 4096"},
+          {"lhs": "K", "op": "<=", "rhs": "1024", "message": "assert K <= 1024"}]
+
+
+def _args(m, k):
+    return {"X": np.ones((m, k), np.float32), "Y": np.zeros((m, k), np.float32)}
+
+
+def test_asserts_become_launch_checks_in_the_ir_and_the_interpreter():
+    k = tilec.compile("c.tile", text=CONTRACT).module.kernels[0]
+    assert k.attrs["launch_checks"] == CHECKS
+    out = run_kernel(k, _args(5, 16))
+    assert (out["Y"] == 2).all()
+    with pytest.raises(InterpreterError, match=r"K must be a multiple of 8: \(K % 8\) = 4, 0 = 0"):
+        run_kernel(k, _args(5, 12))
+    with pytest.raises(InterpreterError, match=r"assert M >= 2: 2 = 2, M = 1"):
+        run_kernel(k, _args(1, 16))
+
+
+@pytest.mark.parametrize("line,message", [
+    ("assert K % 8 != 0", "write `or`, `not` and `!=` as separate asserts"),
+    ("assert K < 8 or K > 16", "write `or`, `not` and `!=` as separate asserts"),
+    ("assert blk == 3, \"block must be 3\"", "assertion fails for these consts: block must be 3"),
+    ("assert K > 1, K", "an assert's message is a string literal"),
+])
+def test_refused_asserts_are_located(line, message):
+    text = "const blk = 4\n" + CONTRACT.replace('    assert K % 8 == 0, "K must be a multiple of 8"', "    " + line)
+    with pytest.raises(CompileError) as e:
+        tilec.compile("c.tile", text=text)
+    errs = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert errs and message in errs[0].message and errs[0].span.line == 4, [(d.span, d.message) for d in errs]
+
+
+def test_an_assert_on_a_block_index_is_refused():
+    with pytest.raises(CompileError) as e:
+        tilec.compile("c.tile", text=CONTRACT.replace("assert K <= 1024", "assert K <= bx * 4"))
+    errs = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert "a condition on the kernel's sizes and consts, checked before the launch; 'bx' is not one of them" in \
+        errs[0].message and errs[0].span.line == 6
+
+
+def test_an_assert_the_consts_prove_adds_no_check():
+    text = "const blk = 4\n" + CONTRACT.replace('assert K % 8 == 0, "K must be a multiple of 8"', "assert blk == 4")
+    k = tilec.compile("c.tile", text=text).module.kernels[0]
+    assert k.attrs["launch_checks"] == CHECKS[1:]
+
+
+def _cuda_module(text, target="sm80"):
+    from tilec.artifacts import kernel_entry
+    from tilec.runtime.module import Module
+
+    r = tilec.compile("k.tile", text=text, target=target) if not isinstance(text, Path) else \
+        tilec.compile(str(text), target=target, defines={"block_M": 64, "block_N": 64, "block_K": 32,
+                                                        "threads": 128, "num_stages": 2})
+    entries = [kernel_entry(k, sk, {}) for k, sk in zip(r.module.kernels, r.simt.kernels, strict=True)]
+    manifest = {"manifest_version": 1, "kind": "cubin", "archs": ["sm_80"], "driver_api_version": 13000,
+                "toolchain": "nvcc", "kernels": entries}
+    return Module(b"\0", manifest), entries
+
+
+def test_the_cuda_runtime_checks_the_contract_before_the_driver(monkeypatch):
+    import tilec.runtime as rt
+
+    mod, entries = _cuda_module(CONTRACT)
+    assert entries[0]["launch_checks"] == CHECKS  # recorded in the manifest
+    fake = install(monkeypatch, FakeDriver({e["name"]: e for e in entries}, capability=(8, 0)))
+    mod.scale(*_args(5, 16).values())
+    assert len(fake.launches) == 1
+    with pytest.raises(rt.ArgumentError, match=r"scale: K must be a multiple of 8: \(K % 8\) = 4"):
+        mod.scale(*_args(5, 12).values())
+    assert len(fake.launches) == 1
+
+
+def test_gemm_refuses_a_b_that_does_not_match_k_and_n(monkeypatch):
+    """The issue's case: B of 32 rows for K=64 used to run (reading zeros); every runtime now refuses it."""
+    import tilec.runtime as rt
+
+    mod, entries = _cuda_module(GEMM)
+    assert entries[0]["sizes"] == ["M", "K", "N"]
+    fake = install(monkeypatch, FakeDriver({e["name"]: e for e in entries}, capability=(8, 0)))
+    a, c = np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16)
+    mod.gemm(a, np.zeros((64, 64), np.float16), c)
+    assert len(fake.launches) == 1
+    with pytest.raises(rt.ArgumentError, match=r"size K is 64 from an earlier argument but 32 from 'B'"):
+        mod.gemm(a, np.zeros((32, 64), np.float16), c)
+    k = tilec.compile(str(GEMM), defines={"block_M": 64, "block_N": 64}).module.kernels[0]
+    with pytest.raises(InterpreterError, match=r"'B'.*dimension 0.*expected 64.*got 32|'B'"):
+        run_kernel(k, {"A": a, "B": np.zeros((32, 64), np.float16), "C": c})
+
+
+def _tilec(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tilec", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+def test_tilec_run_derives_what_contracts_determine_and_refuses_to_guess(tmp_path):
+    src = tmp_path / "d.tile"
+    src.write_text("""
+kernel double(X: f32[K], Y: out f32[N]):
+    assert N == 2 * K, "Y holds two copies of X"
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.serial(N):
+            Y[i] = X[i % K]
+""")
+    ok = _tilec("run", src, "--size", "K=5")  # N derived from the contract
+    assert ok.returncode == 0 and "Y: f32[10]" in ok.stdout, ok.stderr
+    bad = _tilec("run", src, "--size", "K=5,N=11")
+    assert bad.returncode == 1 and "Y holds two copies of X: N = 11, (2 * K) = 10" in bad.stderr, bad.stderr
+    gemm = _tilec("run", GEMM, "--size", "M=64,N=64", "-D", "block_M=64", "-D", "block_N=64")
+    assert gemm.returncode == 1 and "--size gives M, N but not K, which nothing in the kernel determines" \
+        in gemm.stderr, gemm.stderr
+    old = _tilec("run", GEMM, "--size", "M=64,N=64,K=64,B_rows=32,B_cols=64", "-D", "block_M=64")
+    assert old.returncode == 1 and "has no runtime size B_cols, B_rows (its sizes: M, K, N)" in old.stderr
+
+
+def test_the_c_launcher_refuses_a_broken_contract():
+    from tilec.targets.cuda.launcher import Image, generate_header
+
+    _, entries = _cuda_module(CONTRACT)
+    header = generate_header("scale.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="c.tile",
+                             tilec_version="0", toolchain="nvcc", driver_api_version=13000, source_hash="0")
+    assert "if (!(tilec_floormod_(((int64_t)K), INT64_C(8)) == INT64_C(0))) return CUDA_ERROR_INVALID_VALUE; " \
+           "/* K must be a multiple of 8 */" in header
+    assert " * Checks before launching: K must be a multiple of 8 ((K % 8) == 0)." in header
+    cc = shutil.which("cc")
+    cuda_h = [p for p in ("/usr/local/cuda/include", "/usr/include") if (Path(p) / "cuda.h").exists()]
+    if cc is None or not cuda_h:
+        pytest.skip("no C compiler or cuda.h to compile the header")
+    src = header + "\nint main(void) { return (int)scale_launch(0, 0, 0, 5, 12); }\n"
+    res = subprocess.run([cc, "-std=c11", "-fsyntax-only", f"-I{cuda_h[0]}", "-x", "c", "-"], input=src,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_the_hip_launcher_refuses_a_broken_contract():
+    from tilec.artifacts import kernel_entry
+    from tilec.targets.hip.launcher import generate_object_source
+
+    r = tilec.compile("c.tile", text=CONTRACT, target="gfx942")
+    entries = [kernel_entry(k, sk, {}) for k, sk in zip(r.module.kernels, r.simt.kernels, strict=True)]
+    src, _, _ = generate_object_source("scale", [("gfx942", b"\0", entries)], source_name="c.tile",
+                                       tilec_version="0", toolchain="clang", prefix="",
+                                       embed=lambda n, d: f"static const unsigned char {n}[1] = {{0}};")
+    assert "return hipErrorInvalidValue; /* K must be a multiple of 8 */" in src
