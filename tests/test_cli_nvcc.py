@@ -419,11 +419,11 @@ def test_nvcc_flags_do_what_nvcc_does_under_nvrtc(nvrtc, tmp_path, capsys):
     keep = tmp_path / "keep"
     keep.mkdir()
     assert tilec_main([*base, f"--keep={keep}"]) == 0
-    assert sorted(p.name for p in keep.iterdir()) == ["vector_add.cu", "vector_add.cubin", "vector_add.log",
-                                                      "vector_add.ptx"]
-    assert "__global__" in (keep / "vector_add.cu").read_text() and ".entry vector_add" in \
-        (keep / "vector_add.ptx").read_text()
-    assert (keep / "vector_add.cubin").read_bytes() == out.read_bytes()
+    stem = "vector_add.tilec-keep"  # never a source's name (tilec/outputs.py keep_stem)
+    assert sorted(p.name for p in keep.iterdir()) == [f"{stem}.cu", f"{stem}.cubin", f"{stem}.log", f"{stem}.ptx"]
+    assert "__global__" in (keep / f"{stem}.cu").read_text() and ".entry vector_add" in \
+        (keep / f"{stem}.ptx").read_text()
+    assert (keep / f"{stem}.cubin").read_bytes() == out.read_bytes()
     capsys.readouterr()
     assert tilec_main([*base, "--dryrun"]) == 0
     shown = capsys.readouterr().out
