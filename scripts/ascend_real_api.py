@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
+                setvbuf(stdout, nullptr, _IONBF, 0);  // the library's assertion logs, before its abort
                 block_idx = b; block_num = blocks; sub_block_idx = s;
                 g_coreType = aic ? AscendC::AIC : AscendC::AIV;
                 g_taskRation = MIXED ? 2 : 1;
@@ -204,7 +205,7 @@ def link_with_stubs(obj: Path, exe: Path, stubs: Path) -> tuple[bool, str]:
         known = stubs.read_text() if stubs.exists() else ""
         body = "".join(f"    .globl {n}\n    .weak {n}\n{n}:\n    movl $1, %eax\n    pxor %xmm0, %xmm0\n    ret\n"
                        for n in names if f".globl {n}\n" not in known)
-        stubs.write_text((known or "    .text\n") + body)
+        stubs.write_text((known or "    .section .note.GNU-stack,\"\",@progbits\n    .text\n") + body)
     return False, "could not resolve the library's symbols"
 
 
@@ -257,6 +258,13 @@ def run_kernel(name: str, result, src, gen: Path, work: Path) -> list[str]:
     return failures
 
 
+def find_compiler(name: str) -> str | None:
+    """`name` on PATH, or its newest versioned spelling (Debian installs clang as clang++-19)."""
+    if shutil.which(name):
+        return name
+    return next((f"{name}-{v}" for v in range(25, 13, -1) if shutil.which(f"{name}-{v}")), None)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--typecheck", action="store_true")
@@ -268,7 +276,7 @@ def main() -> int:
     if not (args.typecheck or args.run):
         args.typecheck = args.run = True
     src = sources()
-    compilers = [c for c in args.compilers.split(",") if shutil.which(c)]
+    compilers = [found for c in args.compilers.split(",") if (found := find_compiler(c))]
     key = hashlib.sha256(str(sorted(str(p) for p in src.values())).encode()).hexdigest()[:12]
     gen = Path(tempfile.gettempdir()) / f"tilec-ascend-real-api-{key}"
     generate_tiling_header(src, gen)

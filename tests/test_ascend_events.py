@@ -176,7 +176,7 @@ def test_l0_queues_beyond_the_event_pool_are_refused_at_the_users_line(tmp_path)
     with pytest.raises(CompileError) as e:
         tilec.compile(path, target="ascend910b")
     d = e.value.diagnostics[0]
-    assert d.span.line == 20  # the first gemm
+    assert d.span.line == 19  # the first gemm
     assert "6 queue buffers that each hold a M_MTE1 event id" in d.message and "5 free" in d.message
     # two of the three gemms fit (4 single-buffered L0 queues)
     head, body = THREE_GEMMS.split("\n", 1)
