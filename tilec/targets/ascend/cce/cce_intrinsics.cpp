@@ -279,6 +279,72 @@ TILEC_CCE_BINARY(vmax, std::isnan(x) || std::isnan(y) ? NAN : (x > y ? x : y))
 TILEC_CCE_BINARY(vmin, std::isnan(x) || std::isnan(y) ? NAN : (x < y ? x : y))
 #undef TILEC_CCE_BINARY
 
+#define TILEC_CCE_SCALAR(NAME, EXPR)                                                                              \
+    void NAME(float* dst, float* src, float y, uint8_t repeat, uint16_t db, uint16_t sb, uint16_t dr, uint16_t sr) { \
+        unary(#NAME, dst, src, repeat, db, sb, dr, sr, [&](float x) { return EXPR; });                            \
+    }
+TILEC_CCE_SCALAR(vadds, x + y)
+TILEC_CCE_SCALAR(vmuls, x * y)
+TILEC_CCE_SCALAR(vmaxs, std::isnan(x) ? NAN : (x > y ? x : y))
+TILEC_CCE_SCALAR(vmins, std::isnan(x) ? NAN : (x < y ? x : y))
+#undef TILEC_CCE_SCALAR
+
+#define TILEC_CCE_UNARY(NAME, EXPR)                                                                               \
+    void NAME(float* dst, float* src, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr) {          \
+        unary(#NAME, dst, src, repeat, db, sb, dr, sr, [](float x) { return EXPR; });                             \
+    }
+TILEC_CCE_UNARY(vexp, std::exp(x))
+TILEC_CCE_UNARY(vln, std::log(x))
+TILEC_CCE_UNARY(vsqrt, std::sqrt(x))
+TILEC_CCE_UNARY(vrsqrt, 1.0f / std::sqrt(x))
+TILEC_CCE_UNARY(vabs, std::fabs(x))
+#undef TILEC_CCE_UNARY
+
+void vconv_f322f16(half* dst, float* src, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr) {
+    unary("vconv_f322f16", dst, src, repeat, db, sb, dr, sr, [](float v) { return f2h(v); });
+}
+
+// One sum per repeat of the active elements (a pairwise tree, as the hardware folds), written to element
+// r * dstRepStride of dst.
+void vcadd(float* dst, float* src, uint8_t repeat, uint16_t dst_rep, uint16_t sb, uint16_t sr, bool) {
+    Op op = issue(PIPE_V, "vcadd");
+    std::vector<std::vector<float*>> rows(st().counter ? 1 : repeat);
+    for_each_element(repeat, 64, [&](int r, int j) {
+        if (size_t(r) >= rows.size()) rows.resize(r + 1);
+        rows[r].push_back(element(src, r, j, sb, sr));
+    });
+    std::vector<float> sums;
+    for (auto& row : rows) {
+        for (float* x : row) touch(x, 4, op, false);
+        std::vector<double> v;
+        for (float* x : row) v.push_back(*x);
+        while (v.size() > 1) {
+            std::vector<double> next;
+            for (size_t i = 0; i + 1 < v.size(); i += 2) next.push_back(v[i] + v[i + 1]);
+            if (v.size() % 2) next.push_back(v.back());
+            v = next;
+        }
+        sums.push_back(v.empty() ? 0.0f : float(v[0]));
+    }
+    for (size_t r = 0; r < sums.size(); ++r) {
+        touch(dst + r * dst_rep, 4, op, true);
+        dst[r * dst_rep] = sums[r];
+    }
+}
+
+// Each of a repeat's 8 source elements fills one 32-byte block of dst.
+void vbrcb(uint32_t* dst, uint32_t* src, uint16_t db, uint16_t dr, uint8_t repeat) {
+    Op op = issue(PIPE_V, "vbrcb");
+    for (int r = 0; r < repeat; ++r)
+        for (int i = 0; i < 8; ++i) {
+            uint32_t v = src[r * 8 + i];
+            touch(src + r * 8 + i, 4, op, false);
+            uint32_t* block = reinterpret_cast<uint32_t*>(reinterpret_cast<uint8_t*>(dst) + (size_t(r) * dr + size_t(i) * db) * 32);
+            touch(block, 32, op, true);
+            for (int k = 0; k < 8; ++k) block[k] = v;
+        }
+}
+
 }  // namespace AscendC
 
 // An intrinsic this model does not implement, reached by the API: stop rather than compute nothing.
