@@ -288,6 +288,15 @@ TILEC_CCE_SCALAR(vmuls, x * y)
 TILEC_CCE_SCALAR(vmaxs, std::isnan(x) ? NAN : (x > y ? x : y))
 TILEC_CCE_SCALAR(vmins, std::isnan(x) ? NAN : (x < y ? x : y))
 #undef TILEC_CCE_SCALAR
+// Maxs/Mins reach the form with 8-bit repeat strides and the two stride-mode flags (tilec leaves both off).
+void vmaxs(float* dst, float* src, float y, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr, bool,
+           bool) {
+    unary("vmaxs", dst, src, repeat, db, sb, dr, sr, [&](float x) { return std::isnan(x) ? NAN : (x > y ? x : y); });
+}
+void vmins(float* dst, float* src, float y, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr, bool,
+           bool) {
+    unary("vmins", dst, src, repeat, db, sb, dr, sr, [&](float x) { return std::isnan(x) ? NAN : (x < y ? x : y); });
+}
 
 #define TILEC_CCE_UNARY(NAME, EXPR)                                                                               \
     void NAME(float* dst, float* src, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr) {          \
@@ -300,6 +309,9 @@ TILEC_CCE_UNARY(vrsqrt, 1.0f / std::sqrt(x))
 TILEC_CCE_UNARY(vabs, std::fabs(x))
 #undef TILEC_CCE_UNARY
 
+void vconv_f322s32r(int32_t* dst, float* src, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr) {
+    unary("vconv_f322s32r", dst, src, repeat, db, sb, dr, sr, [](float v) { return int32_t(std::nearbyint(v)); });
+}
 void vconv_f322f16(half* dst, float* src, uint8_t repeat, uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr) {
     unary("vconv_f322f16", dst, src, repeat, db, sb, dr, sr, [](float v) { return f2h(v); });
 }
@@ -330,6 +342,75 @@ void vcadd(float* dst, float* src, uint8_t repeat, uint16_t dst_rep, uint16_t sb
         touch(dst + r * dst_rep, 4, op, true);
         dst[r * dst_rep] = sums[r];
     }
+}
+
+// One maximum per repeat; tilec asks for values only (ReduceOrder::ORDER_ONLY_VALUE), at r * dstRepStride.
+void vcmax(float* dst, float* src, uint8_t repeat, uint16_t dst_rep, uint16_t sb, uint16_t sr, Order_t order) {
+    if (order != Order_t::ONLY_VALUE) fail("vcmax: tilec's CCE model implements Order_t::ONLY_VALUE only");
+    Op op = issue(PIPE_V, "vcmax");
+    std::vector<float> best(st().counter ? 1 : repeat, -INFINITY);
+    std::vector<bool> nan(best.size(), false);
+    for_each_element(repeat, 64, [&](int r, int j) {
+        if (size_t(r) >= best.size()) { best.resize(r + 1, -INFINITY); nan.resize(r + 1, false); }
+        float* x = element(src, r, j, sb, sr);
+        touch(x, 4, op, false);
+        if (std::isnan(*x)) nan[r] = true;
+        else if (*x > best[r]) best[r] = *x;
+    });
+    for (size_t r = 0; r < best.size(); ++r) {
+        touch(dst + r * dst_rep, 4, op, true);
+        dst[r * dst_rep] = nan[r] ? NAN : best[r];
+    }
+}
+
+// CompareScalar: one bit per element, the bits of consecutive repeats packed one after another.
+template <typename F> void compare_scalar(const char* name, uint8_t* dst, float* src, uint8_t repeat, uint16_t sb,
+                                          uint16_t sr, F test) {
+    Op op = issue(PIPE_V, name);
+    std::vector<std::pair<size_t, bool>> bits;
+    for_each_element(repeat, 64, [&](int r, int j) {
+        float* x = element(src, r, j, sb, sr);
+        touch(x, 4, op, false);
+        bits.push_back({size_t(r) * 64 + j, test(*x)});
+    });
+    for (auto& [i, on] : bits) {
+        touch(dst + i / 8, 1, op, true);
+        dst[i / 8] = uint8_t(on ? dst[i / 8] | (1u << (i % 8)) : dst[i / 8] & ~(1u << (i % 8)));
+    }
+}
+#define TILEC_CCE_CMP(NAME, OP)                                                                                   \
+    void NAME(uint8_t* dst, float* src, float y, uint8_t repeat, uint16_t, uint16_t sb, uint16_t, uint16_t sr) {   \
+        compare_scalar(#NAME, dst, src, repeat, sb, sr, [&](float x) { return x OP y; });                         \
+    }
+TILEC_CCE_CMP(vcmpvs_lt, <)
+TILEC_CCE_CMP(vcmpvs_gt, >)
+TILEC_CCE_CMP(vcmpvs_le, <=)
+TILEC_CCE_CMP(vcmpvs_ge, >=)
+TILEC_CCE_CMP(vcmpvs_eq, ==)
+TILEC_CCE_CMP(vcmpvs_ne, !=)
+#undef TILEC_CCE_CMP
+
+// Select in tensor-scalar mode (1): the scalar is the first element of the buffer set_cmpmask names; a set bit of
+// `sel` takes src0, a clear one the scalar.
+void* g_cmpmask = nullptr;
+void set_cmpmask(void* p) { g_cmpmask = p; }
+void vsel(float* dst, float* src0, void* sel, uint8_t repeat, uint8_t db, uint8_t s0b, uint8_t, uint8_t dr,
+          uint8_t s0r, uint8_t, uint8_t mode) {
+    if (mode != 1) fail("vsel: tilec's CCE model implements the tensor-scalar mode only");
+    Op op = issue(PIPE_V, "vsel");
+    touch(g_cmpmask, 4, op, false);
+    float scalar = *static_cast<float*>(g_cmpmask);
+    auto* bits = static_cast<uint8_t*>(sel);
+    struct Slot { float* d; float v; };
+    std::vector<Slot> out;
+    for_each_element(repeat, 64, [&](int r, int j) {
+        size_t i = size_t(r) * 64 + j;
+        float* a = element(src0, r, j, s0b, s0r);
+        touch(a, 4, op, false);
+        touch(bits + i / 8, 1, op, false);
+        out.push_back({element(dst, r, j, db, dr), (bits[i / 8] >> (i % 8)) & 1 ? *a : scalar});
+    });
+    for (auto& o : out) { touch(o.d, 4, op, true); *o.d = o.v; }
 }
 
 // Each of a repeat's 8 source elements fills one 32-byte block of dst.
