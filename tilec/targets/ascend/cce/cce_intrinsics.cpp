@@ -413,6 +413,32 @@ void vsel(float* dst, float* src0, void* sel, uint8_t repeat, uint8_t db, uint8_
     for (auto& o : out) { touch(o.d, 4, op, true); *o.d = o.v; }
 }
 
+// Gather: the 32-bit byte offsets of `offsets` address the source, whose host address CPU-debug code hands over
+// separately (the intrinsic's own operand is a 32-bit UB address).
+uint8_t* g_gather_src = nullptr;
+void SetModelGatherbSrc0Tensor(uint64_t src, const uint32_t) { g_gather_src = reinterpret_cast<uint8_t*>(src); }
+template <typename T> void gather(T* dst, uint32_t* offsets, uint16_t dst_rep, uint8_t repeat) {
+    Op op = issue(PIPE_V, "vgather");
+    struct Slot { T* d; T v; };
+    std::vector<Slot> out;
+    for_each_element(repeat, 256 / int(sizeof(T)), [&](int r, int j) {
+        uint32_t* off = offsets + size_t(r) * (256 / sizeof(T)) + j;
+        touch(off, 4, op, false);
+        uint8_t* from = g_gather_src + *off;
+        touch(from, sizeof(T), op, false);
+        T v;
+        std::memcpy(&v, from, sizeof(T));
+        out.push_back({element(dst, r, j, 1, dst_rep), v});
+    });
+    for (auto& o : out) { touch(o.d, sizeof(T), op, true); *o.d = o.v; }
+}
+void vgather(uint32_t* dst, uint32_t* offsets, uint32_t, uint16_t dst_rep, uint8_t repeat) {
+    gather(dst, offsets, dst_rep, repeat);
+}
+void vgather(uint16_t* dst, uint32_t* offsets, uint32_t, uint16_t dst_rep, uint8_t repeat) {
+    gather(dst, offsets, dst_rep, repeat);
+}
+
 // Each of a repeat's 8 source elements fills one 32-byte block of dst.
 void vbrcb(uint32_t* dst, uint32_t* src, uint16_t db, uint16_t dr, uint8_t repeat) {
     Op op = issue(PIPE_V, "vbrcb");
