@@ -125,3 +125,25 @@ def test_gemm_splitk_is_refused_at_its_atomic_add_with_the_reason():
 def test_docs_say_which_samples_the_back_end_refuses():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "ascend.md").read_text()
     assert "gemm_splitk" in doc and "fp8_gemm" in doc
+
+
+TWO_LAUNCHES = """\
+kernel twice(A: f32[N], B: out f32[N], C: out f32[N]):
+    with Kernel(ceildiv(N, 256), threads=128) as bx:
+        for i in Parallel(256):
+            if bx * 256 + i < N:
+                B[bx * 256 + i] = A[bx * 256 + i] * 2.0
+    with Kernel(ceildiv(N, 256), threads=128) as bx:
+        for i in Parallel(256):
+            if bx * 256 + i < N:
+                C[bx * 256 + i] = B[bx * 256 + i] + 1.0
+"""
+
+
+def test_two_launches_without_scratch_are_refused_without_speaking_of_scratch(tmp_path):
+    path = tmp_path / "twice.tile"
+    path.write_text(TWO_LAUNCHES)
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path, target="ascend910b")
+    msg = e.value.diagnostics[0].message
+    assert "kernel 'twice' has 2; write one kernel per launch" in msg and "scratch" not in msg

@@ -21,9 +21,11 @@ def _refuse_launch_sequences(module, rep) -> None:
     """The AscendC launchers and CPU model run one launch per kernel: a kernel function with several `with
     Kernel(...)` blocks (alloc_global scratch between them) is refused at its line."""
     for seq in module.launches:
+        scratch = ", ".join(b.name for b in seq.scratch)
         rep.error(f"the AscendC back end runs one launch per kernel, and kernel '{seq.name}' has "
-                  f"{len(seq.stages)} (with alloc_global scratch between them); write one kernel per launch and pass "
-                  "the scratch as `out` tensors that the caller allocates", seq.span)
+                  f"{len(seq.stages)}" + (f" (with alloc_global scratch {scratch} between them)" if scratch else "") +
+                  "; write one kernel per launch" + (", passing the scratch as `out` tensors that the caller "
+                                                     "allocates" if scratch else ""), seq.span)
     rep.check()
 
 
