@@ -391,6 +391,7 @@ def main() -> int:
             fails += run_kernel(name, result, src, gen, work)
         if args.numerics:
             fails += numerics(name, result, src, gen, work)
+        print(f"  ... {name}: {'PASS' if not fails else 'FAIL'}", flush=True)  # progress: a full run takes long
         return name, fails
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
