@@ -237,7 +237,7 @@ def test_over_capacity_tiles_are_refused_at_the_users_line():
     assert e.value.diagnostics[0].span.line == _line_of(SAMPLES / "gemm.tile", "            C_local = alloc_fragment(")
     with pytest.raises(CompileError) as e:
         _compile("softmax", {"block_M": 8, "block_N": 2032})
-    assert "UB" in e.value.diagnostics[0].message and "196608" in e.value.diagnostics[0].message
+    assert "UB" in e.value.diagnostics[0].message and "188416" in e.value.diagnostics[0].message
 
 
 def test_missing_cross_core_flag_is_a_reported_deadlock():
@@ -316,6 +316,6 @@ int main() {
 }
 """
     big = _build_and_run_cpp(tmp_path, text.replace("BYTES", "240000"))
-    assert big.returncode == 70 and "UB needs 240000 bytes > 196608" in big.stderr
+    assert big.returncode == 70 and "UB needs 240000 bytes > 188416" in big.stderr
     floored = _build_and_run_cpp(tmp_path, text.replace("BYTES", "1024"))
     assert floored.returncode == 0 and "floors it to 0" in floored.stderr

@@ -1,6 +1,6 @@
 """`tilec run FILE --target T [--check]` for a back end whose device is out of reach but which has a CPU model of
 it (Backend.host_model: AscendC's model of its API): build the generated source against the model, run every kernel
-on random inputs and, with --check, compare its outputs with the Tile IR interpreter."""
+on random inputs and, with --check, compare its outputs with the Tile IR interpreter (or `--reference MOD:FN`'s)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import copy
 import sys
 
 from ..diagnostics import CompileError, Diagnostic
+from .gpu import _reference_function
 
 
 def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
@@ -20,6 +21,8 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     from .run import run_sizes
 
     options = compile_options(args)
+    ref_spec = getattr(args, "reference", None)
+    ref_fn = _reference_function(ref_spec) if ref_spec and args.check else None
     result = tilec_compile(args.file, options=options)
     reference = tilec_compile(args.file, options=options.replace(targets=()))
     failures = 0
@@ -30,6 +33,7 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
         except ValueError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
         got = copy.deepcopy(arrays)
+        inputs = [copy.deepcopy(arrays[p.name]) for p in k.params if hasattr(p, "kind") or not p.is_output]
         full_sizes = {v.name: k_sizes.get(v.name, DEFAULT_SIZE) for v in k.size_vars}
         try:
             sys.stderr.write(backend.run_on_model(result, k.name, got, full_sizes))
@@ -43,10 +47,31 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
                   f"max {np.nanmax(f) if f.size else 0:.6g}  ({where})")
         if not args.check:
             continue
-        run_kernel(k, arrays)
+        if ref_fn is not None:
+            wanted = _reference_outputs(ref_fn, ref_spec, inputs, outs, k.name)
+        else:
+            run_kernel(k, arrays)
+            wanted = {p.name: arrays[p.name] for p in outs}
         for p in outs:
-            c = compare(got[p.name], arrays[p.name], getattr(args, "rtol", None), getattr(args, "atol", None),
+            c = compare(got[p.name], wanted[p.name], getattr(args, "rtol", None), getattr(args, "atol", None),
                         name=f"{k.name}.{p.name}")
             failures += not c.ok
-            print(f"  check {p.name} against the interpreter: " + c.verdict().replace("\n", "\n  "))
+            source = "--reference" if ref_fn else "the interpreter"
+            print(f"  check {p.name} against {source}: " + c.verdict().replace("\n", "\n  "))
     return 1 if failures else 0
+
+
+def _reference_outputs(ref_fn, spec: str, inputs: list, outs: list, name: str) -> dict:
+    """{output name: expected array} from the --reference function called with the kernel's inputs in order."""
+    import numpy as np
+
+    try:
+        got = ref_fn(*inputs)
+    except Exception as e:  # the user's function: its failure is a diagnostic, not an internal error
+        raise CompileError([Diagnostic("error", f"--reference {spec} raised {type(e).__name__}: {e}")]) from None
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    if len(got) != len(outs):
+        names = ", ".join(p.name for p in outs)
+        raise CompileError([Diagnostic("error", f"--reference {spec} returned {len(got)} value(s) for kernel '{name}', "
+                                                f"which has {len(outs)} output(s) ({names})")])
+    return {p.name: np.asarray(g) for p, g in zip(outs, got, strict=True)}

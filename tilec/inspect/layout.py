@@ -37,11 +37,13 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
         buffers = {s.buffer.uid: s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)}
         known += [b.name for b in buffers.values() if b.scope in ("fragment", "shared")]
         placed = result.backend.placed_tiles(k)
-        if placed:  # a back end without threads (Ascend): how it stores the tiles
+        if placed or k.schedule is None:  # a back end without threads (Ascend): how it stores the tiles
             for p in placed:
                 if buffer in (None, p.name):
                     views.append(placed_view(p))
                     lines.append(f"{k.name}: {p.title}")
+            if not placed:
+                lines.append(f"{k.name}: no on-chip tiles")
             continue
         sched = k.schedule
         report = None

@@ -1,7 +1,7 @@
 """The AscendC back end (ascend910b). Not a SIMT target: its pipeline starts from checked Tile IR —
 
 - placement and queue planning over Tile IR, then `ascend-lower` turns each kernel into a KernelProgram (lower.py),
-  then capacity checks and sync insertion over the programs (the passes/ folder);
+  then the event-id fit, capacity checks and sync insertion over the programs (the passes/ folder);
 - `generate` prints the programs as AscendC C++; `build` writes the source (.cpp), the ACL launcher header (.h)
   or a kernel object through CANN's bisheng (.o, toolchain.py);
 - the manifest's kernel entries add the kernel type, the block-count rule and the on-chip bytes per memory;
@@ -52,11 +52,11 @@ class AscendBackend(Backend):
         from ...ir.printer import module_str
         from .codegen import generate
         from .lower import lower_kernel
-        from .passes import capacity, placement, queues, sync
+        from .passes import capacity, event_ids, placement, queues, sync
 
         # split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel
         tile_passes = [(placement.NAME, placement.run), (queues.NAME, queues.run)]
-        program_passes = [(capacity.NAME, capacity.run), (sync.NAME, sync.run)]
+        program_passes = [(event_ids.NAME, event_ids.run), (capacity.NAME, capacity.run), (sync.NAME, sync.run)]
 
         def programs_text(name):
             return lambda programs: generate(programs, f"tilec, after {name}")
@@ -118,20 +118,23 @@ class AscendBackend(Backend):
             return Built(generate_header(unit.lowered, options.header_prefix).encode(), "none")
         from .toolchain import compile_object, find_cann
 
-        data = compile_object(unit.source, info.stem)
+        data = compile_object(unit.source, info.stem, [(p.name, p.kernel_type) for p in unit.lowered])
         return Built(data, f"bisheng {find_cann()[1]}")
 
     def placed_tiles(self, kernel):
-        """Each cube operand's L1 tile: the NZ fractals (16 rows x 32 bytes) Nd2Nz writes (layout.nz_offset)."""
+        """Each cube operand's L1 tile: the NZ fractals (16 rows x 32 bytes) Nd2Nz writes (layout.nz_offset); every
+        other 1-D or 2-D on-chip tile but a gemm accumulator: its UB rows, padded (layout.layout_of)."""
         from ...ir import tile as T
         from ...ir.visit import walk_stmts
         from ..backend import PlacedTile
-        from .layout import nz_offset
+        from .layout import layout_of, nz_offset
 
         out = []
+        accumulators = set()
         for s in walk_stmts(kernel.body):
             if not isinstance(s, T.Gemm):
                 continue
+            accumulators.add(s.c.buffer.name)
             for r in (s.a, s.b):
                 b, shape = r.buffer, r.buffer.const_shape
                 if not shape or len(shape) != 2 or any(p.name == b.name for p in out):
@@ -144,6 +147,22 @@ class AscendBackend(Backend):
                     lambda i, j, n=col_blocks, c0=c0: (i // 16) * n + j // c0, (rows_pad // 16) * col_blocks,
                     "cell: element offset in L1, fractal; Nd2Nz DataCopy writes this layout, LoadData moves whole "
                     "fractals to L0A/L0B"))
+        for s in walk_stmts(kernel.body):
+            if not isinstance(s, T.Alloc) or s.buffer.scope == "global":
+                continue
+            b, shape = s.buffer, s.buffer.const_shape
+            if not shape or len(shape) > 2 or b.name in accumulators or any(p.name == b.name for p in out):
+                continue
+            lay = layout_of(tuple(shape))
+            rows, cols = (shape[0], shape[1]) if lay.is_2d else (1, shape[0])
+            per_block = 32 // b.dtype.bytes
+            out.append(PlacedTile(
+                b.name, f"UB {b.name}: {'x'.join(map(str, shape))} (rows padded to {lay.cols_pad} elements)"
+                if lay.is_2d else f"UB {b.name}: {shape[0]}", rows, cols,
+                lambda i, j, cp=lay.cols_pad: i * cp + j,
+                lambda i, j, cp=lay.cols_pad, n=per_block: (i * cp + j) // n,
+                -(-lay.count // per_block),
+                "cell: element offset in UB, 32-byte block; vector calls run over whole 256-byte repeats of it"))
         return out
 
     def runtime_errors(self):

@@ -1,5 +1,5 @@
-"""What the Ascend 910B offers, as data: memories with their capacities and alignments, core counts, the
-queue-event limit. Read by the placement and capacity passes, the code generator and the launcher."""
+"""What the Ascend 910B offers, as data: memories with their usable capacities and alignments. Read by the
+placement and capacity passes, the code generator and the launcher."""
 
 from __future__ import annotations
 
@@ -17,8 +17,12 @@ class Memory:
 MEMORIES = {
     m.name: m
     for m in [
-        Memory("UB", 192 * 1024, 32, ("VECIN", "VECOUT", "VECCALC")),
-        Memory("L1", 512 * 1024, 32, ("A1", "B1", "C1")),
+        # UB is 192 KB, but the library's Select (both modes) and a few other calls use a 32-byte scratch at
+        # TMP_UB_OFFSET = 184 KB, and CANN's CPU-debug checks keep every buffer below it: tilec always leaves the
+        # top 8 KB free rather than only when it emits Select (a tile size must not stop fitting when a kernel
+        # gains a comparison).
+        Memory("UB", 184 * 1024, 32, ("VECIN", "VECOUT", "VECCALC")),
+        Memory("L1", 512 * 1024 - 128, 32, ("A1", "B1", "C1")),  # TOTAL_L1_SIZE: the top 128 B are the runtime's
         Memory("L0A", 64 * 1024, 512, ("A2",)),
         Memory("L0B", 64 * 1024, 512, ("B2",)),
         Memory("L0C", 128 * 1024, 64, ("CO1",)),
@@ -26,7 +30,6 @@ MEMORIES = {
 }
 POSITION_MEMORY = {p: m.name for m in MEMORIES.values() for p in m.positions}
 
-QUEUE_BUFFERS_PER_POSITION = 8  # one hardware event id each
 MAX_REPEAT = 255
 FRACTAL = 16  # cube fractals are 16 x 16 (16-bit inputs), 512 bytes
 # Core counts differ between 910B SKUs: the launcher asks ACL, never assumes them.

@@ -15,6 +15,12 @@ from .chip import FRACTAL, MAX_REPEAT, ctype, round_up
 from .program import Alloc, Block, Call
 
 QUANT = {"half": "F322F16", "bfloat16_t": "F322BF16", "float": "NoQuant"}
+UINT16_MAX = 65535
+
+
+def _constant(text: str) -> int | None:
+    """The value of a C++ row stride that is an integer literal, else None."""
+    return int(text) if text.isdigit() else None
 
 
 class CubeLowering:
@@ -72,19 +78,32 @@ class CubeLowering:
         zero = [Call(f"InitConstValueParams<{a.ctype}> z; z.repeatTimes = 1; z.blockNum = {blocks}; z.dstGap = 0; "
                      f"z.initValue = {a.ctype}(0);"),
                 Call(f"InitConstValue({name}, z);", "MTE2", (), (name,))]
-        copy = [Call(f"Nd2NzParams p; p.ndNum = 1; p.nValue = (uint16_t)rows; p.dValue = (uint16_t)cols; "
-                     f"p.srcNdMatrixStride = 0; p.srcDValue = (uint16_t)({ld}); p.dstNzC0Stride = {rows_pad}; "
-                     "p.dstNzNStride = 1; p.dstNzMatrixStride = 0;"),
-                Call(f"DataCopy({name}, {src.buffer.name}[{offset}], p);", "MTE2", (src.buffer.name,), (name,))]
+        whole = [Call(f"Nd2NzParams p; p.ndNum = 1; p.nValue = (uint16_t)rows; p.dValue = (uint16_t)cols; "
+                      f"p.srcNdMatrixStride = 0; p.srcDValue = (uint16_t)({ld}); p.dstNzC0Stride = {rows_pad}; "
+                      "p.dstNzNStride = 1; p.dstNzMatrixStride = 0;"),
+                 Call(f"DataCopy({name}, {src.buffer.name}[{offset}], p);", "MTE2", (src.buffer.name,), (name,))]
+        # srcDValue (the source row stride) is a uint16_t: a longer row is copied one row at a time (a single
+        # row's stride is never read); row r of an NZ tile starts 16 elements after row r - 1.
+        by_row = [Block("for (int64_t r = 0; r < rows; ++r)", [
+            Call(f"Nd2NzParams p; p.ndNum = 1; p.nValue = 1; p.dValue = (uint16_t)cols; p.srcNdMatrixStride = 0; "
+                 f"p.srcDValue = (uint16_t)cols; p.dstNzC0Stride = {rows_pad}; p.dstNzNStride = 1; "
+                 "p.dstNzMatrixStride = 0;"),
+            Call(f"DataCopy({name}[r * {FRACTAL}], {src.buffer.name}[{offset} + r * ({ld})], p);", "MTE2",
+                 (src.buffer.name,), (name,))], loop=True)]
+        ld_value = _constant(ld)
+        if ld_value is not None:
+            copy = whole if ld_value <= UINT16_MAX else by_row
+        else:
+            copy = [Block(f"if (({ld}) <= {UINT16_MAX})", whole, by_row)]
         lw.out.append(Block("", [Call(f"int64_t rows = {vrows}, cols = {vcols};"),
                                  Block(f"if (rows < {nrows} || cols < {ncols})", zero),
                                  Block("if (rows > 0 && cols > 0)", copy)]))
         lw.queue_pass(name)
 
-    def _l0(self, name: str, pos: str, ctype: str, count: int) -> str:
+    def _l0(self, name: str, pos: str, ctype: str, count: int, span) -> str:
         l0 = f"{name}_l0"
-        if l0 not in self.lw.allocs:
-            self.lw.add_alloc(Alloc(l0, pos, ctype, count, 2, None, name))
+        if l0 not in self.lw.allocs:  # double-buffered unless the event-id pass single-buffers it
+            self.lw.add_alloc(Alloc(l0, pos, ctype, count, 2, span, name))
         return l0
 
     def gemm(self, s: T.Gemm) -> None:
@@ -112,8 +131,8 @@ class CubeLowering:
             raise error("a gemm tile of more than 255 fractals along a side", s.span)
         m, n = s.a.buffer.const_shape[0], s.c.buffer.const_shape[1]
         ct = lw.allocs[a].ctype
-        al0 = self._l0(a, "A2", ct, mp * kp)
-        bl0 = self._l0(b, "B2", ct, kp * np_)
+        al0 = self._l0(a, "A2", ct, mp * kp, s.span)
+        bl0 = self._l0(b, "B2", ct, kp * np_, s.span)
         lw.queue_alloc(al0)
         lw.out.append(Block(f"for (int64_t mi = 0; mi < {m1}; ++mi)", [
             Call(f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {k1}; p.srcStride = {m1}; p.sid = 0; "

@@ -8,7 +8,9 @@ import math
 from ...diagnostics import error
 from ...ir import tile as T
 
+# Device code has no <cmath>: infinities and NaN are made from their bit patterns, as CANN's own library does.
 PRELUDE = """\
+__aicore__ inline float tilec_float_bits(uint32_t bits) { union { uint32_t u; float f; } v; v.u = bits; return v.f; }
 __aicore__ inline int64_t tilec_floordiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 __aicore__ inline int64_t tilec_floormod(int64_t a, int64_t b) { return a - tilec_floordiv(a, b) * b; }
 __aicore__ inline int64_t tilec_ceildiv(int64_t a, int64_t b) { return tilec_floordiv(a + b - 1, b); }
@@ -26,9 +28,9 @@ NO_REINTERPRET = ("T.reinterpret is not supported by the AscendC back end (its v
 
 def float_literal(v: float) -> str:
     if math.isinf(v):
-        return "(-INFINITY)" if v < 0 else "INFINITY"
+        return "tilec_float_bits(0xff800000u)" if v < 0 else "tilec_float_bits(0x7f800000u)"
     if math.isnan(v):
-        return "NAN"
+        return "tilec_float_bits(0x7fc00000u)"
     text = repr(float(v))
     if "e" not in text and "." not in text:
         text += ".0"

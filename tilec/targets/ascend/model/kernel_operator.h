@@ -2,8 +2,11 @@
 //
 // Generated AscendC kernels compile against this header with g++ (-fsanitize=address,undefined) and
 // run on the host. The model executes every API call at once, in program order, but keeps the
-// bookkeeping real hardware would need: per-core memories with their capacities (UB 192 KB, L1 512 KB,
-// L0A/L0B 64 KB, L0C 128 KB), start-address alignments and parameter ranges; DataCopy's 32-byte
+// bookkeeping real hardware would need: per-core memories with their usable capacities (UB 184 KB: the
+// library keeps the 8 KB above TMP_UB_OFFSET for Select's scratch; L1 512 KB - 128 B; L0A/L0B 64 KB, L0C
+// 128 KB), start-address alignments and parameter ranges; hardware event ids handed out as CANN's TPipe
+// does (one pool of 8 per HardEvent, taken by EnQue/FreeTensor, given back by DeQue/AllocTensor, the cube
+// core's M_MTE1 ids 0-2 reserved by the TPipe); DataCopy's 32-byte
 // flooring; pads and fresh buffers poisoned with NaN; fractal layouts (Nd2Nz, LoadData, Mmad, Fixpipe);
 // and a pipe-hazard checker. Each hardware pipe (S, V, M, MTE1, MTE2, MTE3, FIX) of each core has a
 // vector clock, advanced only by what orders pipes on the chip: SetFlag/WaitFlag, PipeBarrier, the
@@ -88,12 +91,13 @@ struct DataCopyExtParams { uint16_t blockCount = 1; uint32_t blockLen = 0; uint3
                            uint32_t dstStride = 0; uint32_t rsv = 0; };
 template <typename T> struct DataCopyPadExtParams { bool isPad = false; uint8_t leftPadding = 0;
                                                     uint8_t rightPadding = 0; T paddingValue = T(0); };
-struct Nd2NzParams { uint16_t ndNum = 1; uint16_t nValue = 0; uint16_t dValue = 0; uint16_t srcNdMatrixStride = 0;
-                     uint16_t srcDValue = 0; uint16_t dstNzC0Stride = 0; uint16_t dstNzNStride = 1;
+// Defaults as asc-devkit 8.5's kernel_struct_*.h: a field the generated code forgets is zero there too.
+struct Nd2NzParams { uint16_t ndNum = 0; uint16_t nValue = 0; uint16_t dValue = 0; uint16_t srcNdMatrixStride = 0;
+                     uint16_t srcDValue = 0; uint16_t dstNzC0Stride = 0; uint16_t dstNzNStride = 0;
                      uint16_t dstNzMatrixStride = 0; };
 struct LoadData2DParams { uint16_t startIndex = 0; uint8_t repeatTimes = 0; uint16_t srcStride = 0; uint8_t sid = 0;
                           uint16_t dstGap = 0; bool ifTranspose = false; uint8_t addrMode = 0; };
-template <typename T> struct InitConstValueParams { uint16_t repeatTimes = 1; uint16_t blockNum = 0;
+template <typename T> struct InitConstValueParams { uint16_t repeatTimes = 0; uint16_t blockNum = 0;
                                                     uint16_t dstGap = 0; T initValue = T(0); };
 struct MmadParams { uint16_t m = 0; uint16_t n = 0; uint16_t k = 0; bool isBias = false; int32_t fmOffset = 0;
                     bool enSsparse = false; bool enWinogradA = false; bool enWinogradB = false;
@@ -102,7 +106,7 @@ struct MmadParams { uint16_t m = 0; uint16_t n = 0; uint16_t k = 0; bool isBias 
 struct FixpipeParamsV220 { uint16_t nSize = 0; uint16_t mSize = 0; uint16_t srcStride = 0; uint32_t dstStride = 0;
                            QuantMode_t quantPre = NoQuant; uint64_t deqScalar = 0; uint16_t ndNum = 1;
                            uint16_t srcNdStride = 0; uint16_t dstNdStride = 0; bool reluEn = false;
-                           uint8_t unitFlag = 0; };
+                           uint8_t unitFlag = 0; bool isChannelSplit = false; };
 struct BinaryRepeatParams {
     uint8_t dstBlkStride = 1, src0BlkStride = 1, src1BlkStride = 1, dstRepStride = 8, src0RepStride = 8, src1RepStride = 8;
     BinaryRepeatParams() = default;
@@ -171,7 +175,7 @@ struct Granule { Access write; std::vector<Access> reads; };  // reads: the last
 
 enum Mem { UB, L1, L0A, L0B, L0C, NMEM };
 inline const char* mem_name(int m) { static const char* n[] = {"UB", "L1", "L0A", "L0B", "L0C"}; return n[m]; }
-constexpr uint32_t MEM_BYTES[NMEM] = {192 * 1024, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024};
+constexpr uint32_t MEM_BYTES[NMEM] = {184 * 1024, 512 * 1024 - 128, 64 * 1024, 64 * 1024, 128 * 1024};
 constexpr uint32_t MEM_ALIGN[NMEM] = {32, 32, 512, 512, 64};
 inline Mem mem_of(TPosition p) {
     switch (p) {
@@ -195,7 +199,7 @@ struct Core {
     uint32_t count[NPIPES] = {};
     struct Flag { bool set = false; Clock snap; };
     Flag flags[int(HardEvent::COUNT)][8];
-    uint32_t next_event[int(HardEvent::COUNT)] = {};
+    uint8_t events_taken[int(HardEvent::COUNT)] = {};  // TPipe's event pools: bit i = id i taken
     int kernel_type = 0;
     bool pipe_made = false;
     int waiting_flag = -1;  // the cross-core flag this core is blocked on
@@ -381,34 +385,89 @@ public:
     }
 };
 
+// ---------------------------------------------------------------- event ids, flags
+
+namespace model {
+constexpr int QUE_MAX_EVENT = 8;
+// The lowest id of `e` no queue and no AllocEventID holds (CANN's FetchEventID: sff0 of the pool).
+inline int lowest_free_event(const Core& c, HardEvent e) {
+    for (int i = 0; i < QUE_MAX_EVENT; ++i)
+        if (!(c.events_taken[int(e)] >> i & 1)) return i;
+    return QUE_MAX_EVENT;
+}
+inline int take_event(Core& c, HardEvent e, const char* by) {
+    int id = lowest_free_event(c, e);
+    if (id == QUE_MAX_EVENT)
+        fail("event ids", fmt("%s: every one of the 8 %s event ids is held (by queue buffers that are enqueued or "
+                              "freed and not yet reallocated, or by AllocEventID); CANN aborts here (\"eventID should "
+                              "be in range [0, 8)\"): fewer queue buffers of the positions that use %s",
+                              by, event_pipes(e).name, event_pipes(e).name));
+    c.events_taken[int(e)] |= uint8_t(1u << id);
+    return id;
+}
+inline void give_event(Core& c, HardEvent e, int id) {
+    if (id < 0 || id >= QUE_MAX_EVENT) fail("error", fmt("ReleaseEventID<%s>(%d): ids are 0..7", event_pipes(e).name, id));
+    c.events_taken[int(e)] &= uint8_t(~(1u << id));
+}
+inline void set_flag(Core& c, HardEvent e, int32_t id) {
+    auto ev = event_pipes(e);
+    if (id < 0 || id > 7) fail("error", fmt("SetFlag<%s>(%d): eventID should be in range [0, 8)", ev.name, id));
+    auto& f = c.flags[int(e)][id];
+    if (f.set) fail("error", fmt("SetFlag<%s>(%d) twice without a WaitFlag", ev.name, id));
+    f.set = true;
+    f.snap = snapshot(c, ev.src);
+}
+inline void wait_flag(Core& c, HardEvent e, int32_t id) {
+    auto ev = event_pipes(e);
+    if (id < 0 || id > 7) fail("error", fmt("WaitFlag<%s>(%d): eventID should be in range [0, 8)", ev.name, id));
+    auto& f = c.flags[int(e)][id];
+    if (!f.set) fail("error", fmt("WaitFlag<%s>(%d) with no SetFlag before it: the %s pipe would hang",
+                                  ev.name, id, pipe_name(ev.dst)));
+    f.set = false;
+    wait_on(c, ev.dst, f.snap);
+}
+}  // namespace model
+
 // ---------------------------------------------------------------- TPipe, TQue, TBuf
 
 template <TPosition P, int32_t DEPTH> class TQue;
 template <TPosition P> class TBuf;
 
 namespace model {
-struct QueSlot { uint32_t off = 0; int state = 0; Clock produced, freed; uint64_t order = 0; };  // 0 free 1 owned 2 queued
-inline void producer_consumer(TPosition p, int& prod, int& cons) {
+// 0 free, 1 owned, 2 queued; the event id the buffer holds (-1: none): the EnQue event while queued, the
+// FreeTensor event from its release until it is allocated again.
+struct QueSlot { uint32_t off = 0; int state = 0; int event = -1; uint64_t order = 0; };
+// The events a queue of position p sets: at EnQue (producer -> consumer) and at FreeTensor (consumer -> producer),
+// as CANN's GetQueEvt maps them on dav-c220.
+inline bool queue_events(TPosition p, HardEvent& enque, HardEvent& free) {
     switch (p) {
-    case TPosition::VECIN: prod = PIPE_MTE2; cons = PIPE_V; return;
-    case TPosition::VECOUT: prod = PIPE_V; cons = PIPE_MTE3; return;
-    case TPosition::A1: case TPosition::B1: case TPosition::C1: prod = PIPE_MTE2; cons = PIPE_MTE1; return;
-    case TPosition::A2: case TPosition::B2: prod = PIPE_MTE1; cons = PIPE_M; return;
-    case TPosition::CO1: prod = PIPE_M; cons = PIPE_FIX; return;
-    default: prod = cons = -1;
+    case TPosition::VECIN: enque = HardEvent::MTE2_V; free = HardEvent::V_MTE2; return true;
+    case TPosition::VECOUT: enque = HardEvent::V_MTE3; free = HardEvent::MTE3_V; return true;
+    case TPosition::A1: case TPosition::B1: case TPosition::C1:
+        enque = HardEvent::MTE2_MTE1; free = HardEvent::MTE1_MTE2; return true;
+    case TPosition::A2: case TPosition::B2: enque = HardEvent::MTE1_M; free = HardEvent::M_MTE1; return true;
+    case TPosition::CO1: enque = HardEvent::M_FIX; free = HardEvent::FIX_M; return true;
+    default: return false;
     }
+}
+inline const char* position_name(TPosition p) {
+    static const char* n[] = {"GM", "VECIN", "VECOUT", "VECCALC", "A1", "B1", "C1", "A2", "B2", "CO1", "CO2"};
+    return n[int(p)];
 }
 }  // namespace model
 
 class TPipe {
 public:
     uint32_t used[model::NMEM] = {};
-    int queue_buffers[16] = {};
     TPipe() {
         model::Core& c = model::core();
         if (c.pipe_made) model::fail("error", "a second TPipe in one kernel");
         c.pipe_made = true;
         current() = this;
+        // On the cube core CANN's TPipe takes M_MTE1 ids 0, 1, 2 (the Matmul macro's and the bias load's) and
+        // sets them; they are waited for and given back only when the pipe is destroyed.
+        if (c.is_aic)
+            for (int i = 0; i < 3; ++i) model::set_flag(c, HardEvent::M_MTE1, model::take_event(c, HardEvent::M_MTE1, "TPipe"));
     }
     static TPipe*& current() { static thread_local TPipe* p = nullptr; return p; }
     uint32_t place(TPosition pos, uint32_t bytes, const char* what) {
@@ -423,12 +482,11 @@ public:
     }
     template <TPosition P, int32_t D> void InitBuffer(TQue<P, D>& q, uint8_t num, uint32_t len);
     template <TPosition P> void InitBuffer(TBuf<P>& b, uint32_t len);
-    event_t FetchEventID(HardEvent e) {
-        model::Core& c = model::core();
-        return event_t(c.next_event[int(e)]++ % 8);
-    }
-    template <HardEvent E> event_t AllocEventID() { return FetchEventID(E); }
-    template <HardEvent E> void ReleaseEventID(event_t) {}
+    // The lowest id free of queues and AllocEventID; it stays free (the caller sets and waits it at once).
+    event_t FetchEventID(HardEvent e) { return event_t(model::lowest_free_event(model::core(), e)); }
+    template <HardEvent E> event_t FetchEventID() { return FetchEventID(E); }
+    template <HardEvent E> event_t AllocEventID() { return event_t(model::take_event(model::core(), E, "AllocEventID")); }
+    template <HardEvent E> void ReleaseEventID(event_t id) { model::give_event(model::core(), E, id); }
     void Destroy() {}
 };
 inline TPipe* GetTPipePtr() { return TPipe::current(); }
@@ -436,21 +494,29 @@ inline TPipe* GetTPipePtr() { return TPipe::current(); }
 template <TPosition P, int32_t DEPTH> class TQue {
 public:
     std::vector<model::QueSlot> slots;
-    uint32_t len = 0;
+    uint32_t len = 0, cursor = 0;
     uint64_t order = 0;
     model::Core* c = nullptr;
+    HardEvent enque_event = HardEvent::COUNT, free_event = HardEvent::COUNT;
+    bool evented = false;
+    std::string what(const char* op) const { return model::fmt("TQue<%s>::%s", model::position_name(P), op); }
+    // As CANN: the next buffer in turn that is free; it waits for (and gives back) its FreeTensor event.
     template <typename T> LocalTensor<T> AllocTensor() {
-        int prod, cons;
-        model::producer_consumer(P, prod, cons);
-        for (auto& s : slots) {
+        for (size_t tried = 0; tried < slots.size(); ++tried) {
+            auto& s = slots[cursor];
+            cursor = (cursor + 1) % slots.size();
             if (s.state != 0) continue;
             s.state = 1;
-            if (prod >= 0) model::wait_on(*c, prod, s.freed);  // the consumer's FreeTensor event
+            if (s.event >= 0) {
+                model::wait_flag(*c, free_event, s.event);
+                model::give_event(*c, free_event, s.event);
+                s.event = -1;
+            }
             LocalTensor<T> t;
             t.c = c; t.pos = P; t.off = s.off; t.count = len / sizeof(T);
             return t;
         }
-        model::fail("error", "TQue::AllocTensor with every buffer of the queue in use (the core would hang)");
+        model::fail("error", what("AllocTensor") + " with every buffer of the queue in use (the core would hang)");
     }
     model::QueSlot& slot_of(uint32_t off) {
         for (auto& s : slots) if (s.off == off) return s;
@@ -458,33 +524,38 @@ public:
     }
     template <typename T> bool EnQue(const LocalTensor<T>& t) {
         auto& s = slot_of(t.off);
-        if (s.state != 1) model::fail("error", "TQue::EnQue of a tensor that was not allocated");
-        int prod, cons;
-        model::producer_consumer(P, prod, cons);
+        if (s.state != 1) model::fail("error", what("EnQue") + " of a tensor that was not allocated");
         s.state = 2;
         s.order = ++order;
-        if (prod >= 0) s.produced = model::snapshot(*c, prod);
+        if (evented) {
+            s.event = model::take_event(*c, enque_event, what("EnQue").c_str());
+            model::set_flag(*c, enque_event, s.event);
+        }
         return true;
     }
     template <typename T> LocalTensor<T> DeQue() {
         model::QueSlot* best = nullptr;
         for (auto& s : slots) if (s.state == 2 && (!best || s.order < best->order)) best = &s;
-        if (!best) model::fail("error", "TQue::DeQue on an empty queue (the core would hang)");
+        if (!best) model::fail("error", what("DeQue") + " on an empty queue (the core would hang)");
         best->state = 1;
-        int prod, cons;
-        model::producer_consumer(P, prod, cons);
-        if (cons >= 0) model::wait_on(*c, cons, best->produced);
+        if (best->event >= 0) {
+            model::wait_flag(*c, enque_event, best->event);
+            model::give_event(*c, enque_event, best->event);
+            best->event = -1;
+        }
         LocalTensor<T> t;
         t.c = c; t.pos = P; t.off = best->off; t.count = len / sizeof(T);
         return t;
     }
     template <typename T> void FreeTensor(const LocalTensor<T>& t) {
         auto& s = slot_of(t.off);
-        if (s.state == 0) model::fail("error", "TQue::FreeTensor of a free buffer");
-        int prod, cons;
-        model::producer_consumer(P, prod, cons);
+        if (s.state == 0) model::fail("error", what("FreeTensor") + " of a free buffer");
+        if (s.state == 2) model::fail("error", what("FreeTensor") + " of an enqueued buffer (DeQue it first)");
         s.state = 0;
-        if (cons >= 0) s.freed = model::snapshot(*c, cons);
+        if (evented) {
+            s.event = model::take_event(*c, free_event, what("FreeTensor").c_str());
+            model::set_flag(*c, free_event, s.event);
+        }
     }
 };
 
@@ -510,12 +581,9 @@ public:
 
 template <TPosition P, int32_t D> void TPipe::InitBuffer(TQue<P, D>& q, uint8_t num, uint32_t len) {
     if (num < 1) model::fail("error", "InitBuffer: a queue needs at least one buffer");
-    queue_buffers[int(P)] += num;
-    if (queue_buffers[int(P)] > 8)
-        model::fail("capacity", model::fmt("InitBuffer: %d queue buffers at one position (at most 8: one event id each)",
-                                           queue_buffers[int(P)]));
     len = (len + 31) / 32 * 32;
     q.c = &model::core();
+    q.evented = model::queue_events(P, q.enque_event, q.free_event);
     q.len = len;
     for (int i = 0; i < num; ++i) {
         model::QueSlot s;
@@ -532,25 +600,8 @@ template <TPosition P> void TPipe::InitBuffer(TBuf<P>& b, uint32_t len) {
 
 // ---------------------------------------------------------------- synchronisation
 
-template <HardEvent E> inline void SetFlag(int32_t id) {
-    model::Core& c = model::core();
-    auto ev = model::event_pipes(E);
-    if (id < 0 || id > 7) model::fail("error", model::fmt("SetFlag<%s>(%d): event ids are 0..7", ev.name, id));
-    auto& f = c.flags[int(E)][id];
-    if (f.set) model::fail("error", model::fmt("SetFlag<%s>(%d) twice without a WaitFlag", ev.name, id));
-    f.set = true;
-    f.snap = model::snapshot(c, ev.src);
-}
-template <HardEvent E> inline void WaitFlag(int32_t id) {
-    model::Core& c = model::core();
-    auto ev = model::event_pipes(E);
-    if (id < 0 || id > 7) model::fail("error", model::fmt("WaitFlag<%s>(%d): event ids are 0..7", ev.name, id));
-    auto& f = c.flags[int(E)][id];
-    if (!f.set) model::fail("error", model::fmt("WaitFlag<%s>(%d) with no SetFlag before it: the %s pipe would hang",
-                                                ev.name, id, model::pipe_name(ev.dst)));
-    f.set = false;
-    model::wait_on(c, ev.dst, f.snap);
-}
+template <HardEvent E> inline void SetFlag(int32_t id) { model::set_flag(model::core(), E, id); }
+template <HardEvent E> inline void WaitFlag(int32_t id) { model::wait_flag(model::core(), E, id); }
 template <pipe_t P> inline void PipeBarrier() {
     model::Core& c = model::core();
     if (P == PIPE_ALL) {

@@ -1,15 +1,15 @@
 """Capacity and queue checks of each lowered kernel against the 910B's on-chip memories.
 
-Assumes: lowered KernelPrograms (every allocation known, temporaries included). Guarantees: each memory (UB 192 KB,
-L1 512 KB, L0A/L0B 64 KB, L0C 128 KB) holds its buffers with their alignments, and no position has more than 8
-queue buffers (one hardware event id each); otherwise an error at the user's line of the largest buffer, naming
-every buffer of that memory with its size.
+Assumes: lowered KernelPrograms (every allocation known, temporaries included). Guarantees: each memory (UB 184 KB
+usable, L1 512 KB - 128 B, L0A/L0B 64 KB, L0C 128 KB: chip.MEMORIES) holds its buffers with their alignments;
+otherwise an error at the user's line of the largest buffer, naming every buffer of that memory with its size.
+Queue buffers against the hardware event ids are the event-id pass's.
 """
 
 from __future__ import annotations
 
 from ....diagnostics import Reporter, error
-from ..chip import MEMORIES, QUEUE_BUFFERS_PER_POSITION, round_up
+from ..chip import MEMORIES, round_up
 from ..program import KernelProgram
 
 NAME = "ascend-capacity"
@@ -33,13 +33,6 @@ def _check_side(p: KernelProgram, side_allocs) -> None:
             raise error(f"kernel '{p.name}' needs {used} bytes of {mem.name} but the Ascend 910B has {mem.bytes} "
                         f"({listing}); make the tiles smaller (-D) or use fewer pipeline stages",
                         biggest.span or p.span)
-    for pos in ("VECIN", "VECOUT", "A1", "B1", "A2", "B2", "CO1"):
-        queued = [a for a in side_allocs if a.position == pos and a.depth]
-        if sum(a.depth for a in queued) > QUEUE_BUFFERS_PER_POSITION:
-            listing = ", ".join(f"{a.user or a.name} x{a.depth}" for a in queued)
-            raise error(f"kernel '{p.name}' has {sum(a.depth for a in queued)} {pos} queue buffers ({listing}); "
-                        f"AscendC allows {QUEUE_BUFFERS_PER_POSITION} per position (one event id each): use fewer "
-                        "pipeline stages", queued[0].span or p.span)
 
 
 def run(programs: list[KernelProgram], rep: Reporter, target) -> list[KernelProgram]:

@@ -7,7 +7,7 @@ kernel's type is decided: vector-only (no gemm), cube-only (gemms whose operands
 accumulator goes straight back to it), or mixed (AIC + 2 AIVs): then a gemm operand the vector cores compute stays
 in UB and reaches the cube through a GM workspace, and an accumulator they compute on stays in UB and receives
 each product through a GM workspace. Refused at the user's line: fp8 (the 910B has none), a transposed A
-operand, operand types the cube does not take, more gemms than the cross-core flag ids can serve.
+operand, operand types the cube does not take, more gemms than the cross-core flag ids can serve, atomic updates.
 """
 
 from __future__ import annotations
@@ -66,8 +66,20 @@ def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
     return out
 
 
+def _refuse_atomics(k: T.Kernel) -> None:
+    """Atomic updates of global memory need the 910B's atomic mode (SetAtomicAdd around the Fixpipe or DataCopy
+    that writes them, and a model that lets cores add to the same bytes); tilec emits neither yet."""
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Atomic):
+            raise error(f"atomic_{s.kind} is not supported by the AscendC back end (the 910B adds into global memory "
+                        "in an atomic mode around the Fixpipe or DataCopy that writes, which tilec does not emit "
+                        "yet); write each result once (gemm.tile with split_k=1, or a second launch that reduces "
+                        "the partial results)", s.span)
+
+
 def plan_kernel(k: T.Kernel) -> AscendPlan:
     _check_types(k)
+    _refuse_atomics(k)
     plan = AscendPlan()
     allocs = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
     gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
