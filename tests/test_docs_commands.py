@@ -113,6 +113,11 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "source <(tilec --completion bash)": ((), ""),
     "tilec --completion bash > ~/.local/share/bash-completion/completions/tilec": ((), ""),
     "tilec --completion fish > ~/.config/fish/completions/tilec.fish": ((), ""),
+    # docs/webgpu.md: the ES module and the npm-shaped package (source generation only: cheap)
+    "tilec samples/softmax.tile --target webgpu -o softmax.js": ((), ""),
+    "tilec samples/softmax.tile --target webgpu --emit npm -o kernels": ((), ""),
+    "tilec samples/gemm.tile --target webgpu -D dtype=f32 -D block_M=64 -D block_N=64 -D block_K=16 --emit npm -o "
+    "kernels": ((), ""),
 }
 
 # command -> (its exit status, what the docs show of its output: "" for nothing)
@@ -147,12 +152,28 @@ RUN_ELSEWHERE: dict[str, str] = {
         "tilec tune --collect tune/my_fp8 --db my_fp8.tune.json",
         "tilec samples/fp8_gemm.tile --target sm90 --tune-db my_fp8.tune.json -o fp8_gemm.cubin",
     ], "tests/test_shape_sweep.py::test_the_documented_recipe_for_your_own_shapes"),
+    "examples/web/build.sh": "tests/test_web_page.py::test_page_runs_both_kernels_and_matches_the_reference",
+    "cd examples/web && python3 -m http.server":
+        "tests/test_web_page.py::test_page_runs_both_kernels_and_matches_the_reference",
+    "tilec package samples/*.tile --target sm80,sm90 -o pkg/":
+        "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
+    "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin":
+        "tests/test_deploy_compat.py::test_fatbins_carry_the_oldest_generic_targets_ptx",
+    "tilec softmax.tile --target sm90 -o softmax.h":
+        "tests/test_deploy_compat.py::test_headers_carry_ptx_of_the_generic_path",
+    "python scripts/cli_fuzz.py --seconds 2400 --seed 2026 --toolchains":
+        "tests/test_cli_fuzz.py::test_fuzzed_command_lines_find_nothing",
 }
 
 SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
 
 # Not run by any test yet (issue #29's remaining work): each needs a GPU, a long run, or a test of its own.
 NOT_YET_RUN: set[str] = {
+    "tilec check-deploy pkg/",  # needs a GPU: run on the H200 by bench/deploy/run_gpu.py
+    "python -m tilec.deploy_check pkg/",
+    "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin --no-ptx",
+    "TILEC_NVRTC=12 tilec gemm.tile --target sm80,sm90 --compiler nvrtc -o gemm.h",  # needs pip's CUDA 12 NVRTC
+    "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --size M=1000,N=1000,K=1000",
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/tilec samples/gemm.tile --target sm90 -o "
     "gemm.cubin",
     "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4096,H=16 --build-dir prof/",
@@ -184,7 +205,6 @@ NOT_YET_RUN: set[str] = {
     "python scripts/resource_baseline.py --update",
     "tilec profile samples/flash_attention.tile --target sm90 --size B=4,S=4096,H=16 -o fa.json",
     "python scripts/fuzz.py --seconds 3900 --seed 2026 --differential 5 --save --report 300",
-    "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --size M=1000,N=1000,K=1000 \\",
     "python -m tilec.runtime.tune_worker tune/gemm_bf16",
     "tilec tune --collect tune/gemm_bf16",
     "python bench/tune_samples.py build .artifacts/tune",
