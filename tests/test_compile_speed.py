@@ -64,17 +64,17 @@ def test_a_changed_program_is_compiled_and_only_it(nvrtc, tmp_path):
     src.write_text(VECTOR_ADD.read_text())
     _build(src, ("sm80",))
     assert nvrtc.calls == ["-arch=sm_80"]
-    # a header for two targets: one program each; sm80's is the cubin's
+    # a header for two targets: one program each (sm80's is the cubin's), and sm80's PTX for newer GPUs
     _build(src, ("sm80", "sm90"), kind="header")
-    assert nvrtc.calls == ["-arch=sm_80", "-arch=sm_90a"]
+    assert sorted(nvrtc.calls[1:]) == ["-arch=compute_80", "-arch=sm_90a"]
     # the kernel changed: its program is new on both targets
     text = VECTOR_ADD.read_text()
     assert "A[idx] + B[idx]" in text
     src.write_text(text.replace("A[idx] + B[idx]", "A[idx] + B[idx] + A[idx]"))
     changed = _build(src, ("sm80", "sm90"), kind="header")
-    assert sorted(nvrtc.calls[2:]) == ["-arch=sm_80", "-arch=sm_90a"]  # (the targets build in threads)
+    assert sorted(nvrtc.calls[3:]) == ["-arch=compute_80", "-arch=sm_80", "-arch=sm_90a"]  # (in threads)
     assert changed.data == _build(src, ("sm80", "sm90"), kind="header", use_cache=False).data
-    assert len(_programs(tmp_path)) == 4
+    assert len(_programs(tmp_path)) == 6
 
 
 def test_a_damaged_program_entry_is_detected_and_compiled_again(nvrtc, tmp_path):

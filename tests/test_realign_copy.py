@@ -70,9 +70,9 @@ def _run(sample: str, defines: dict, kernel: str, target: str, sizes: dict[str, 
 
 @pytest.mark.parametrize("defines,sizes", [
     # NN f16: odd K (A's rows) and odd N (B's rows); every row starts at another offset in its 16-byte chunk
-    ({}, {"M": 70, "N": 101, "K": 77, "B_rows": 77, "B_cols": 101}),
+    ({}, {"M": 70, "N": 101, "K": 77}),
     # trans_B bf16: B is [N, K], odd K misaligns both operands' rows
-    ({"dtype": "bf16", "trans_B": True}, {"M": 130, "N": 64, "K": 99, "B_rows": 64, "B_cols": 99}),
+    ({"dtype": "bf16", "trans_B": True}, {"M": 130, "N": 64, "K": 99}),
 ], ids=["nn_f16", "trans_b_bf16"])
 def test_sm90_twin_realigns_misaligned_rows(defines, sizes):
     counts = _run("gemm", {**SMALL, **defines}, "gemm__no_tma", "sm90", sizes)
@@ -90,13 +90,13 @@ def test_sm80_keeps_element_copies_for_misaligned_rows():
     """Only sm90's wgmma pipelines ask for the realigned copies (they cost the kernel's aligned path registers:
     gemm sm80 246 -> 255, attention sm80 168 -> 171, not measured there); sm80 stays correct element by element."""
     counts = _run("gemm", {"block_M": 64, "block_N": 64}, "gemm", "sm80",
-                  {"M": 70, "N": 133, "K": 70, "B_rows": 70, "B_cols": 133})
+                  {"M": 70, "N": 133, "K": 70})
     assert counts == {"copy_shifted": 0, "copy16_realign": 0}
 
 
 def test_aligned_rows_keep_the_plain_vector_copy():
     """A build's aligned path is unchanged: at K = N = 64 nothing realigns."""
-    counts = _run("gemm", {**SMALL}, "gemm__no_tma", "sm90", {"M": 64, "N": 64, "K": 64, "B_rows": 64, "B_cols": 64})
+    counts = _run("gemm", {**SMALL}, "gemm__no_tma", "sm90", {"M": 64, "N": 64, "K": 64})
     assert counts == {"copy_shifted": 0, "copy16_realign": 0}
 
 
@@ -108,7 +108,7 @@ def test_a_shifted_read_past_the_tensor_is_caught(monkeypatch):
     _compiled.cache_clear()
     try:
         with pytest.raises(SimtInterpreterError, match="out-of-bounds read"):
-            _run("gemm", {**SMALL}, "gemm__no_tma", "sm90", {"M": 64, "N": 67, "K": 64, "B_rows": 64, "B_cols": 67})
+            _run("gemm", {**SMALL}, "gemm__no_tma", "sm90", {"M": 64, "N": 67, "K": 64})
     finally:
         _compiled.cache_clear()
 

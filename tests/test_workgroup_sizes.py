@@ -95,9 +95,11 @@ def test_row_samples_on_cuda_at_a_multiple_of_32_the_layout_did_not_divide(sampl
 
 
 @pytest.mark.parametrize("target,unit", [("sm80", 32), ("gfx942", 64)])
-def test_cuda_and_hip_refuse_partial_warps_at_the_kernel(target, unit):
-    kernel_line = next(i for i, line in enumerate((ROOT / "samples" / "softmax.tile").read_text().splitlines(), 1)
-                       if line.startswith("kernel softmax"))
+def test_cuda_and_hip_refuse_partial_warps_at_the_threads_argument(target, unit):
+    # at the Kernel's threads= argument (the one line to change)
+    lines = (ROOT / "samples" / "softmax.tile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("kernel softmax"))
+    kernel_line = next(i for i, line in enumerate(lines[start:], start + 1) if "threads=" in line)
     for threads in LISTED:
         with pytest.raises(CompileError) as e:
             tilec.compile(ROOT / "samples" / "softmax.tile", target, defines={"threads": threads})

@@ -19,14 +19,13 @@
 // examples/make: the launchers live in gemm.o and softmax.o (tilec -c: relocatable objects with the cubins
 // inside, linked like nvcc objects); their C prototypes are the "prototypes" of gemm.o.json and softmax.o.json.
 extern "C" {
-CUresult gemm_launch(CUstream stream, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int M, int K, int B_rows,
-                     int B_cols, int N);
+CUresult gemm_launch(CUstream stream, CUdeviceptr A, CUdeviceptr B, CUdeviceptr C, int M, int K, int N);
 CUresult gemm_check_device(CUdevice dev, char* message, size_t message_size);
 CUresult softmax_launch(CUstream stream, CUdeviceptr X, CUdeviceptr Y, int M, int N);
 }
 #else
 // examples/cmake: the launcher headers (tilec -o x.h), each with its cubins embedded
-#include "gemm.h"     // gemm_launch(stream, A, B, C, M, K, B_rows, B_cols, N)
+#include "gemm.h"     // gemm_launch(stream, A, B, C, M, K, N)
 #include "softmax.h"  // softmax_launch(stream, X, Y, M, N)
 #endif
 
@@ -132,7 +131,7 @@ int main() {
     CHECK(cuMemcpyHtoD(dA, A.data(), A.size() * 2));
     CHECK(cuMemcpyHtoD(dB, B.data(), B.size() * 2));
     CHECK(cuMemsetD16(dC, 0x7e00, C.size()));  // NaN: an element the kernel fails to write shows up
-    CHECK(gemm_launch(stream, dA, dB, dC, M, K, /*B_rows=*/K, /*B_cols=*/N, N));
+    CHECK(gemm_launch(stream, dA, dB, dC, M, K, N));
     CHECK(cuStreamSynchronize(stream));
     CHECK(cuMemcpyDtoH(C.data(), dC, C.size() * 2));
     std::vector<float> Cref(size_t(M) * N, 0.0f), Bf(B.size());
@@ -177,8 +176,8 @@ int main() {
   ok = check_close("softmax", Y, Yref, 1e-4f, 1e-2f) && ok;
 
   // Sizes of zero launch nothing; a negative size is refused.
-  CHECK(gemm_launch(stream, dA, dB, dC, 0, K, K, N, N));
-  if (gemm_launch(stream, dA, dB, dC, -1, K, K, N, N) != CUDA_ERROR_INVALID_VALUE) {
+  CHECK(gemm_launch(stream, dA, dB, dC, 0, K, N));
+  if (gemm_launch(stream, dA, dB, dC, -1, K, N) != CUDA_ERROR_INVALID_VALUE) {
     std::fprintf(stderr, "a negative size was not refused\n");
     ok = false;
   }

@@ -18,7 +18,7 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     from ..interp.run import DEFAULT_SIZE, random_inputs, run_kernel
     from ..testing.compare import compare
     from .common import compile_options
-    from .run import run_sizes
+    from .sizes import run_sizes
 
     options = compile_options(args)
     ref_spec = getattr(args, "reference", None)

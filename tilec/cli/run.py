@@ -82,6 +82,7 @@ def run(args) -> int:
     print_diagnostics(result.diagnostics, result.sources, args)
     from ..interp import InterpreterError
     from ..interp.run import public_kernels, random_inputs, run_any, summarize
+    from .sizes import run_sizes
 
     sizes = parse_sizes(args.size)
     for k in public_kernels(result.module):
@@ -118,16 +119,6 @@ def check_run_numbers(args) -> None:
         value = getattr(args, flag, None)
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise CompileError([Diagnostic("error", f"--{flag} {value}: a tolerance is a finite number >= 0")])
-
-
-def run_sizes(kernel, sizes: dict[str, int]) -> dict[str, int]:
-    """The sizes a run of `kernel` (Tile IR) takes: those given, and those its contracts derive from them
-    (ValueError for one left to guess)."""
-    from ..interp.run import DEFAULT_SIZE
-    from ..runtime.formulas import complete_sizes
-
-    checks = getattr(kernel, "attrs", {}).get("launch_checks", [])
-    return complete_sizes(kernel.name, [v.name for v in kernel.size_vars], checks, sizes, DEFAULT_SIZE)
 
 
 def _argument_bytes(kernel, sizes: dict[str, int]) -> int:

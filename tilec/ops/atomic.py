@@ -97,10 +97,8 @@ def interpret(block, s: T.Atomic) -> None:
     import numpy as np
 
     if s.result is not None:
-        from ..interp.tile_interp import InterpreterError
-
-        raise InterpreterError(f"atomic_{s.kind}(..., return_prev=True) of the whole block has no previous value per "
-                               "thread: use it inside a Parallel loop or in per-thread code", s.span)
+        raise block.error(f"atomic_{s.kind}(..., return_prev=True) of the whole block has no previous value per "
+                          "thread: use it inside a Parallel loop or in per-thread code", s.span)
 
     ext = block.extents(s.dst)
     if isinstance(s.value, T.Region):
