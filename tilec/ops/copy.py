@@ -62,7 +62,6 @@ def copy_per_thread(cx, s: T.Copy, sext: list[int]) -> None:
     """A copy to or from a per-thread buffer (alloc_local): every thread moves the whole region itself, as the
     buffer is its own (spreading the elements over the threads would leave most of each thread's copy unset).
     Unrolled when small, so that the register array stays indexed by constants."""
-    src, dst = s.src, s.dst
     total = 1
     for e in sext:
         total *= e
@@ -74,15 +73,7 @@ def copy_per_thread(cx, s: T.Copy, sext: list[int]) -> None:
         for e in reversed(sext):
             tile.insert(0, mod(rem, e) if len(tile) < len(sext) - 1 else rem)
             rem = div(rem, e)
-        sidx = cx.region_index(src, tile)
-        didx = cx.region_index(dst, tile)
-        sguard, dguard = cx.bounds(src, sidx), cx.bounds(dst, didx)
-        load = cx.ref(src.buffer, sidx, s.span)
-        value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
-                                                     T.Const(src.buffer.dtype, None, 0))
-        st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, didx, s.span)),
-                               cast(value, dst.buffer.dtype))
-        cx.emit(st if dguard is None else S.SIf(None, dguard, [st]))
+        copy_element(cx, s, tile)
 
     cx.emit(S.SFor(s.span, kv, c(0), c(total), cx.block(body), unroll=total <= 64))
 
@@ -476,21 +467,23 @@ def tensor_elements(cx, b: T.Buffer) -> T.Expr:
     return total
 
 
-def copy_elements(cx, s: T.Copy, sext: list[int], cold: bool = False) -> None:
+def copy_element(cx, s: T.Copy, tile: list[T.Expr]) -> None:
+    """One element of a copy at `tile` (offsets within the region): a read outside the source gives 0, a write
+    outside the destination is skipped."""
     src, dst = s.src, s.dst
+    sidx = cx.region_index(src, tile)
+    didx = cx.region_index(dst, tile)
+    sguard, dguard = cx.bounds(src, sidx), cx.bounds(dst, didx)
+    load = cx.ref(src.buffer, sidx, s.span)
+    value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
+                                                 T.Const(src.buffer.dtype, None, 0))
+    st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, didx, s.span)),
+                           cast(value, dst.buffer.dtype))
+    cx.emit(st if dguard is None else S.SIf(None, dguard, [st]))
 
-    def point(tile: list[T.Expr]) -> None:
-        sidx = cx.region_index(src, tile)
-        didx = cx.region_index(dst, tile)
-        sguard, dguard = cx.bounds(src, sidx), cx.bounds(dst, didx)
-        load = cx.ref(src.buffer, sidx, s.span)
-        value = load if sguard is None else T.Select(src.buffer.dtype, None, sguard, load,
-                                                     T.Const(src.buffer.dtype, None, 0))
-        st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, didx, s.span)),
-                               cast(value, dst.buffer.dtype))
-        cx.emit(st if dguard is None else S.SIf(None, dguard, [st]))
 
-    cx.spread(sext, "e", point, s.span, cold=cold)
+def copy_elements(cx, s: T.Copy, sext: list[int], cold: bool = False) -> None:
+    cx.spread(sext, "e", lambda tile: copy_element(cx, s, tile), s.span, cold=cold)
 
 
 def reads(s: T.Copy) -> list[T.Region]:
