@@ -3,13 +3,15 @@
 The text is what the printer writes, so `module_str(read_module(text)) == text` for every module the compiler
 prints (tests/test_ir_reader.py checks it over the samples at every Tile IR stage). What the text does not carry
 is rebuilt from it: a variable's kind from where it is bound (`sizes`, the block variables, a loop, an
-assignment, a scalar parameter), a value's dtype from its operands (a literal's from its `:dtype` suffix), the
-statements' stable ids by numbering them again (visit.number_ops), the ids of the gemms and Pipelined loops the
-schedule names from the schedule's labels, and the schedule's layouts from their printed names (a shared tile's
-element size from its buffer). Spans are None and launch checks have no messages. Errors are `ReadError`s
-carrying the line and column, which `tilec.passes.run_pass` reports as `file:line:col: error:`.
+assignment, a scalar parameter, `threadIdx`), a value's dtype from its operands (a literal's from its `:dtype`
+suffix), the statements' stable ids by numbering them again (visit.number_ops), the ids of the gemms and
+Pipelined loops the schedule names from the schedule's labels, and the schedule's layouts from their printed
+names (a shared tile's element size from its buffer). Statements, buffers and regions get spans at their lines
+of the text, so a pass's diagnostics point there; expressions have none; launch checks have no messages; an
+attribute whose value is not a Python literal keeps its text (`RawAttr`) unless the caller names its class
+(`attr_types`). Errors are `ReadError`s carrying the line and column.
 
-Used to run one pass alone on IR text (`python -m tilec.passes.run_pass`, tests/passes/).
+Used to run one pass alone on IR text (`python -m tilec.run_pass`, tests/passes/).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from ..diagnostics import Span
 from . import dtypes as D
 from . import tile as T
 
@@ -323,27 +326,55 @@ class RawAttr:
     __repr__ = __str__
 
 
-def attr_value(text: str) -> object:
-    if text.startswith("frozenset(") and text.endswith(")"):
-        inner = text[len("frozenset("):-1]
-        try:
-            return frozenset(ast.literal_eval(inner)) if inner else frozenset()
-        except (ValueError, SyntaxError):
-            return RawAttr(text)
+def _literal_node(node: ast.AST) -> object:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("set", "frozenset") \
+            and not node.keywords and len(node.args) <= 1:
+        items = _literal_node(node.args[0]) if node.args else ()
+        return set(items) if node.func.id == "set" else frozenset(items)
+    return ast.literal_eval(node)
+
+
+def attr_value(text: str, attr_types: dict[str, type] | None = None) -> object:
+    """A kernel attribute from its printed value: a Python literal (sets included), an object of a class named in
+    `attr_types` printed as its dataclass repr (`Plan(kind='x', queues={})`), else its text (`RawAttr`)."""
     try:
-        v = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        node = ast.parse(text, mode="eval").body
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (attr_types or {}):
+            v = attr_types[node.func.id](*[_literal_node(a) for a in node.args],
+                                         **{kw.arg: _literal_node(kw.value) for kw in node.keywords})
+        else:
+            v = _literal_node(node)
+    except (ValueError, SyntaxError, TypeError):
         return text if re.fullmatch(r"[A-Za-z_][\w.]*", text) else RawAttr(text)
+    if isinstance(v, frozenset) and str(v) != text:  # the same set, printed in another order by another process
+        v = _PrintedFrozenset(v)
+        v.text = text
     return v if str(v) == text else RawAttr(text)
+
+
+class _PrintedFrozenset(frozenset):
+    """A set attribute that prints as it was read (a set's order depends on the process's string hashing)."""
+
+    text = ""
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
 
 
 # ---------------------------------------------------------------- module
 
 
 class TileReader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, file: str = "<ir>", attr_types: dict[str, type] | None = None) -> None:
         self.lines = split_lines(text)
         self.pos = 0
+        self.file = file
+        self.attr_types = attr_types or {}
+
+    def span(self, line: Line) -> Span:
+        return Span(self.file, line.number, line.indent + 1)
 
     def cursor(self, line: Line, start: int = 0) -> Cursor:
         return Cursor(tokenize(line.text[start:], line.number, line.indent + 1 + start), line.number)
@@ -457,7 +488,7 @@ class TileReader:
                 m = re.fullmatch(r"attr (\w+) = (.*)", line.text)
                 if m is None:
                     raise self.error("expected 'attr NAME = VALUE'", line)
-                attrs[m.group(1)] = attr_value(m.group(2))
+                attrs[m.group(1)] = attr_value(m.group(2), self.attr_types)
             elif line.text == "schedule:":
                 sched_lines = []
                 while self.pos < len(self.lines) and self.lines[self.pos].indent >= 4:
@@ -469,7 +500,7 @@ class TileReader:
             raise self.error("the kernel has no 'body:'", head)
         self.pos += 1
         body = self.block(1, scope)
-        k = T.Kernel(name, params, size_vars, grid, threads, block_vars, body, None, attrs)
+        k = T.Kernel(name, params, size_vars, grid, threads, block_vars, body, self.span(head), attrs)
         from .visit import number_ops
 
         number_ops(k)
@@ -521,7 +552,11 @@ class TileReader:
             self.pos += 1
             if line.text == "pass":
                 continue
-            body.append(self.stmt(line, indent, scope))
+            st = self.stmt(line, indent, scope)
+            st.span = self.span(line)  # a pass's diagnostics point at the IR text
+            if isinstance(st, T.Alloc):
+                st.buffer.span = st.span
+            body.append(st)
         return body
 
     def nested(self, indent: int, scope: Scope, binds: list[T.Var] = ()) -> list[T.Stmt]:
@@ -547,7 +582,7 @@ class TileReader:
             if not cur.accept(","):
                 break
         cur.expect("]")
-        return T.Region(b, starts, extents, None)
+        return T.Region(b, starts, extents, Span(self.file, cur.line, t.col))
 
     def operand(self, cur: Cursor, scope: Scope) -> T.Region | T.Expr:
         if cur.tok.kind == "name" and isinstance(scope.get(cur.tok.text), T.Buffer) and _has_region_colon(cur):
@@ -853,9 +888,10 @@ def _map_offset(outs: list[T.Expr], b: T.Buffer) -> T.Expr:
     return fold(off)
 
 
-def read_module(text: str) -> T.Module:
-    """The module printed as `text` (tilec/ir/printer.py's module_str). Raises ReadError."""
-    return TileReader(text).module()
+def read_module(text: str, file: str = "<ir>", attr_types: dict[str, type] | None = None) -> T.Module:
+    """The module printed as `text` (tilec/ir/printer.py's module_str); statements, buffers and regions get spans
+    at their lines of `file`. Raises ReadError."""
+    return TileReader(text, file, attr_types).module()
 
 
 # ---------------------------------------------------------------- the schedule

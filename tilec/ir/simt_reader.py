@@ -7,15 +7,18 @@ integers is a floor division whose operands are non-negative, `floordiv(a, b)` o
 both read back as `//` (and `%`, `floormod`, `fmodf` as `%`), so the printer, given the same variables, spells
 them the same again. What the text does not carry is rebuilt or left at its default: the runtime sizes are the
 trailing `i32` scalars of the signature (a trailing i32 scalar parameter reads as a size), a literal without a
-suffix takes its partner's integer type, an intrinsic's value type comes from its definition, a global tensor is
-not marked read-only, a shared buffer keeps the default 128-byte alignment and no alias, a branch is not marked
-concurrent, the kernel has no attributes and spans are None. Errors are `reader.ReadError`s at a line and column.
+suffix takes its partner's integer type, an intrinsic's value type comes from its definition, a TMA tensor map
+(`tl_tmapN`) is an i64 parameter, a global tensor is not marked read-only, a shared buffer keeps the default
+128-byte alignment and no alias, a branch is not marked concurrent, the kernel has no attributes. Statements get
+spans at their lines of the text (a pass's diagnostics point there). Errors are `reader.ReadError`s at a line
+and column.
 """
 
 from __future__ import annotations
 
 import re
 
+from ..diagnostics import Span
 from . import dtypes as D
 from . import simt as S
 from . import tile as T
@@ -205,9 +208,13 @@ class SimtExprParser:
 
 
 class SimtReader:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, file: str = "<ir>") -> None:
         self.lines = split_lines(text)
         self.pos = 0
+        self.file = file
+
+    def span(self, line: Line) -> Span:
+        return Span(self.file, line.number, line.indent + 1)
 
     def cursor(self, line: Line, start: int = 0) -> Cursor:
         return Cursor(tokenize(line.text[start:], line.number, line.indent + 1 + start), line.number)
@@ -254,12 +261,13 @@ class SimtReader:
             if sm is None:
                 raise self.error("expected 'shared NAME: DTYPE[SIZE] at OFFSET'", line)
             b = S.SBuffer(sm.group(1), dtype_of(sm.group(2)), "shared", int(sm.group(3)),
-                          offset=None if sm.group(4) == "None" else int(sm.group(4)))
+                          offset=None if sm.group(4) == "None" else int(sm.group(4)), span=self.span(line))
             shared.append(b)
             scope.bind(b.name, b)
             self.pos += 1
         body = self.block(2, scope)
-        return S.SKernel(m.group(1), params, sizes, grid, int(m.group(4)), shared, int(m.group(5)), body, None)
+        return S.SKernel(m.group(1), params, sizes, grid, int(m.group(4)), shared, int(m.group(5)), body,
+                         self.span(head))
 
     def block(self, indent: int, scope: Scope) -> list[S.SStmt]:
         body: list[S.SStmt] = []
@@ -272,7 +280,9 @@ class SimtReader:
             if line.text.startswith("}"):
                 break
             self.pos += 1
-            body.append(self.stmt(line, indent, scope))
+            st = self.stmt(line, indent, scope)
+            st.span = self.span(line)  # a pass's diagnostics point at the IR text
+            body.append(st)
         return body
 
     def close(self, indent: int, expect: str = "}") -> None:
@@ -448,6 +458,7 @@ class SimtReader:
         return S.SFor(None, var, begin, ext, body, step=step)
 
 
-def read_simt(text: str) -> S.SModule:
-    """The SIMT module printed as `text` (simt_printer.simt_module_str). Raises reader.ReadError."""
-    return SimtReader(text).module()
+def read_simt(text: str, file: str = "<ir>") -> S.SModule:
+    """The SIMT module printed as `text` (simt_printer.simt_module_str); statements and shared buffers get spans at
+    their lines of `file`. Raises reader.ReadError."""
+    return SimtReader(text, file).module()
