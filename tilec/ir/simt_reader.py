@@ -266,8 +266,12 @@ class SimtReader:
             scope.bind(b.name, b)
             self.pos += 1
         body = self.block(2, scope)
-        return S.SKernel(m.group(1), params, sizes, grid, int(m.group(4)), shared, int(m.group(5)), body,
-                         self.span(head))
+        k = S.SKernel(m.group(1), params, sizes, grid, int(m.group(4)), shared, int(m.group(5)), body,
+                      self.span(head))
+        tmaps = [v for name, v in scope.frames[0].items() if re.fullmatch(r"tl_tmap\d+", name)]
+        if tmaps:
+            k.attrs["tensor_map_params"] = sorted(tmaps, key=lambda v: int(v.name[len("tl_tmap"):]))
+        return k
 
     def block(self, indent: int, scope: Scope) -> list[S.SStmt]:
         body: list[S.SStmt] = []
