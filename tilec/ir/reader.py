@@ -38,34 +38,41 @@ class ReadError(Exception):
         return f"{self.line}:{self.col}: {self.message}"
 
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t]+)
-  | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+_TOKEN = re.compile(r"""[ \t]*(?:
+    (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
   | (?P<num>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)(?::[a-z]\w*)?)
   | (?P<name>(?:inf|nan)(?::[a-z]\w*)|[A-Za-z_]\w*)
-  | (?P<op>\+:|->|//|<<|>>|<=|>=|==|!=|[-+*/%&|^~<>=()\[\],:])
+  | (?P<op>\+:|->|//|<<|>>|<=|>=|==|!=|[-+*/%&|^~<>=()\[\],:]))
 """, re.VERBOSE)
 
 
-@dataclass
+@dataclass(slots=True)
 class Tok:
     kind: str  # num name str op end
     text: str
     col: int  # 1-based
 
 
-def tokenize(text: str, line: int, col0: int = 1) -> list[Tok]:
+def scan(pattern: re.Pattern, text: str, line: int, col0: int) -> list[Tok]:
+    """The tokens of one line (`pattern`: optional blanks, then one token in a named group)."""
     out: list[Tok] = []
     pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ReadError(f"unexpected character {text[pos]!r}", line, col0 + pos)
-        if m.lastgroup != "ws":
-            out.append(Tok(m.lastgroup, m.group(0), col0 + pos))
+    for m in pattern.finditer(text):
+        if m.start() != pos:
+            break
+        kind = m.lastgroup
+        start = m.start(kind)
+        out.append(Tok(kind, text[start:m.end()], col0 + start))
         pos = m.end()
+    rest = len(text) - len(text[pos:].lstrip(" \t"))
+    if rest < len(text):
+        raise ReadError(f"unexpected character {text[rest]!r}", line, col0 + rest)
     out.append(Tok("end", "", col0 + len(text)))
     return out
+
+
+def tokenize(text: str, line: int, col0: int = 1) -> list[Tok]:
+    return scan(_TOKEN, text, line, col0)
 
 
 class Cursor:
@@ -91,7 +98,8 @@ class Cursor:
         return t
 
     def at(self, text: str) -> bool:
-        return self.tok.kind in ("op", "name") and self.tok.text == text
+        t = self.toks[self.i]
+        return t.text == text and t.kind in ("op", "name")
 
     def accept(self, text: str) -> bool:
         if self.at(text):
@@ -624,9 +632,10 @@ class TileReader:
             while cur.accept(","):
                 names.append(cur.name())
             cur.expect("in")
+            kt = cur.tok
             kind = cur.name()
             if kind not in T.LOOP_KINDS:
-                raise cur.error(f"unknown loop kind '{kind}'")
+                raise cur.error(f"unknown loop kind '{kind}'", kt)
             cur.expect("(")
             begin = step = None
             extents: list[T.Expr] = []

@@ -24,13 +24,12 @@ from . import simt as S
 from . import tile as T
 from .intrinsics import DEFS
 from .intrinsics import parse as parse_intrinsic
-from .reader import Cursor, Line, ReadError, Scope, Tok, dtype_of, split_lines
+from .reader import Cursor, Line, ReadError, Scope, Tok, dtype_of, scan, split_lines
 
-_TOKEN = re.compile(r"""
-    (?P<ws>[ \t]+)
-  | (?P<num>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)(?:ll|u|f)?)
+_TOKEN = re.compile(r"""[ \t]*(?:
+    (?P<num>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)(?:ll|u|f)?)
   | (?P<name>[A-Za-z_]\w*)
-  | (?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%&|^~<>=()\[\],!?:{};])
+  | (?P<op>&&|\|\||<<|>>|<=|>=|==|!=|[-+*/%&|^~<>=()\[\],!?:{};]))
 """, re.VERBOSE)
 
 _PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "<<": 7, ">>": 7, "+": 8, "-": 8, "*": 9, "/": 9, "%": 9}
@@ -42,17 +41,7 @@ _INTRINSIC_TYPE = {"aligned16": D.BOOL, "aligned": D.BOOL, "pack_half2": D.U32, 
 
 
 def tokenize(text: str, line: int, col0: int) -> list[Tok]:
-    out: list[Tok] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ReadError(f"unexpected character {text[pos]!r}", line, col0 + pos)
-        if m.lastgroup != "ws":
-            out.append(Tok(m.lastgroup, m.group(0), col0 + pos))
-        pos = m.end()
-    out.append(Tok("end", "", col0 + len(text)))
-    return out
+    return scan(_TOKEN, text, line, col0)
 
 
 def _literal(text: str) -> T.Const:
