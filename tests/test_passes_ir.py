@@ -95,7 +95,8 @@ def _fails(path: Path) -> bool:
 
 def test_the_files_pass_unplanted():
     for name in ("simplify/fold_and_drop.ir", "storage-planning/offsets.ir", "rasterization/grouped_order.ir",
-                 "partition-boundaries/interior_tile.ir"):
+                 "partition-boundaries/interior_tile.ir", "check-threads/thread_dependent.ir",
+                 "layout-inference/gemm_mma.ir", "ascend-sync/flags_and_barriers.ir", "ascend-split-rows/mixed_relu.ir"):
         assert not _fails(PASS_DIR / name), name
 
 
@@ -136,6 +137,47 @@ def test_planted_bug_partition_boundaries_keeps_only_the_guarded_loop(monkeypatc
 
     monkeypatch.setattr(partition_boundaries, "run", lambda module, rep, target=None: module)
     assert _fails(PASS_DIR / "partition-boundaries" / "interior_tile.ir")
+
+
+def test_planted_bug_check_threads_accepts_everything(monkeypatch):
+    from tilec import driver
+
+    patched = [(name, (lambda module, rep: module) if name == "check-threads" else run)
+               for name, run in driver.FRONT_PASSES]
+    monkeypatch.setattr(driver, "FRONT_PASSES", patched)
+    assert _fails(PASS_DIR / "check-threads" / "thread_dependent.ir")
+
+
+def test_planted_bug_layout_inference_forgets_the_swizzle(monkeypatch):
+    import dataclasses
+
+    from tilec.passes import layout_inference
+
+    real = layout_inference.run
+
+    def unswizzled(module, rep, target):
+        module = real(module, rep, target)
+        for k in module.kernels:
+            for uid, lay in k.schedule.shared.items():
+                k.schedule.shared[uid] = dataclasses.replace(lay, swizzle=False)
+        return module
+
+    monkeypatch.setattr(layout_inference, "run", unswizzled)
+    assert _fails(PASS_DIR / "layout-inference" / "gemm_mma.ir")
+
+
+def test_planted_bug_ascend_sync_inserts_nothing(monkeypatch):
+    from tilec.targets.ascend.passes import sync
+
+    monkeypatch.setattr(sync, "run", lambda programs, rep, target: programs)
+    assert _fails(PASS_DIR / "ascend-sync" / "flags_and_barriers.ir")
+
+
+def test_planted_bug_ascend_split_rows_never_splits(monkeypatch):
+    from tilec.targets.ascend.passes import split_rows
+
+    monkeypatch.setattr(split_rows, "split_rows", lambda k: None)
+    assert _fails(PASS_DIR / "ascend-split-rows" / "mixed_relu.ir")
 
 
 # ---------------------------------------------------------------- the tool's own errors
