@@ -135,6 +135,7 @@ FAILS_AS_DOCUMENTED: dict[str, tuple[int, str]] = {
 # command -> the test (tests/FILE::FUNCTION) that runs it
 RUN_ELSEWHERE: dict[str, str] = {
     "./scripts/test.sh": "CI: .ci/run runs it",
+    "python -m pytest tests/test_passes_ir.py -k rasterization": "tests/test_passes_ir.py::test_pass_ir",
     "tilec samples/gemm.tile --target sm80,sm90 -o gemm.fatbin":
         "tests/test_backends.py::test_fatbin_of_architectures_that_launch_differently",
     "tilec samples/gemm.tile -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a -o gemm.fatbin":
