@@ -211,6 +211,14 @@ class SimtReader:
     def error(self, message: str, line: Line) -> ReadError:
         return ReadError(message, line.number, line.indent + 1)
 
+    def var(self, name: str, dt: D.DType, kind: str) -> T.Var:
+        """The kernel's variable of this name: lowering names every variable it makes afresh, so two declarations
+        of one name are one variable declared twice (partition-boundaries' two copies of a loop)."""
+        v = self.vars.get(name)
+        if v is None or v.dtype != dt or v.kind != kind:
+            v = self.vars[name] = T.Var(dt, None, name, kind)
+        return v
+
     def module(self) -> S.SModule:
         kernels = []
         while self.pos < len(self.lines):
@@ -224,6 +232,7 @@ class SimtReader:
             raise self.error("expected 'simt kernel NAME(PARAMS) grid (X, Y, Z) threads N shared B B'", head)
         self.pos += 1
         scope = Scope()
+        self.vars: dict[str, T.Var] = {}
         params: list[S.SBuffer | T.Var] = []
         if m.group(2):
             for p in m.group(2).split(", "):
@@ -371,7 +380,7 @@ class SimtReader:
                 value = _settle(_retype(ex.expr(cur), dt))
             cur.expect(";")
             cur.end()
-            v = T.Var(dt, None, name, "local")
+            v = self.var(name, dt, "local")
             scope.bind(name, v)
             return S.Declare(None, v, value)
         if t.kind == "name" and cur.peek().text == "[" and isinstance(scope.get(t.text), S.SBuffer):
@@ -443,7 +452,7 @@ class SimtReader:
                 step = _settle(ex.expr(c))
                 c.end()
             name = bm.group(1)
-        var = T.Var(D.I32, None, name, "loop")
+        var = self.var(name, D.I32, "loop")
         scope.bind(name, var)
         body = self.block(indent + 2, scope)
         scope.pop()
