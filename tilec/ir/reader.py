@@ -4,9 +4,11 @@ The text is what the printer writes, so `module_str(read_module(text)) == text` 
 prints (tests/test_ir_reader.py checks it over the samples at every Tile IR stage). What the text does not carry
 is rebuilt from it: a variable's kind from where it is bound (`sizes`, the block variables, a loop, an
 assignment, a scalar parameter, `threadIdx`), a value's dtype from its operands (a literal's from its `:dtype`
-suffix), the statements' stable ids by numbering them again (visit.number_ops), the ids of the gemms and
-Pipelined loops the schedule names from the schedule's labels, and the schedule's layouts from their printed
-names (a shared tile's element size from its buffer). Statements, buffers and regions get spans at their lines
+suffix), the statements' stable ids by numbering them again (visit.number_ops: where specialize removed
+statements the builder had numbered, a pass run on the text numbers its gemms and loops differently from the
+compiler), the ids of the gemms and Pipelined loops a printed schedule names from its labels, and the schedule's
+layouts from their printed names (a shared tile's element size from its buffer, a BlockRow's threads from the
+kernel's). Statements, buffers and regions get spans at their lines
 of the text, so a pass's diagnostics point there; expressions have none; launch checks have no messages; an
 attribute whose value is not a Python literal keeps its text (`RawAttr`) unless the caller names its class
 (`attr_types`). Errors are `ReadError`s carrying the line and column.

@@ -7,9 +7,12 @@ integers is a floor division whose operands are non-negative, `floordiv(a, b)` o
 both read back as `//` (and `%`, `floormod`, `fmodf` as `%`), so the printer, given the same variables, spells
 them the same again. What the text does not carry is rebuilt or left at its default: the runtime sizes are the
 trailing `i32` scalars of the signature (a trailing i32 scalar parameter reads as a size), a literal without a
-suffix takes its partner's integer type, an intrinsic's value type comes from its definition, a TMA tensor map
-(`tl_tmapN`) is an i64 parameter, a global tensor is not marked read-only, a shared buffer keeps the default
-128-byte alignment and no alias, a branch is not marked concurrent, the kernel has no attributes. Statements get
+suffix takes its partner's integer type, two declarations of one name (partition-boundaries' two copies of a
+loop) declare one variable, as lowering names every variable afresh, an intrinsic's value type comes from its
+definition, a TMA tensor map (`tl_tmapN`) is an i64 parameter (in the kernel's `tensor_map_params`), a global
+tensor is not marked read-only, a shared buffer keeps the default 128-byte alignment and no alias
+(storage-planning then counts an alias's bytes on their own), a branch is not marked concurrent, the kernel has
+no other attributes. Statements get
 spans at their lines of the text (a pass's diagnostics point there). Errors are `reader.ReadError`s at a line
 and column.
 """
