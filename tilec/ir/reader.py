@@ -20,25 +20,15 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 
 from ..diagnostics import Span
 from . import dtypes as D
 from . import tile as T
+from .text_lexer import Cursor, Line, ReadError, Scope, Tok, dtype_of, scan, split_lines
+
+__all__ = ["ReadError", "read_module"]
 
 # ---------------------------------------------------------------- tokens
-
-
-class ReadError(Exception):
-    """Text that is not printed IR: a message at a line and column (1-based) of the text."""
-
-    def __init__(self, message: str, line: int = 0, col: int = 0) -> None:
-        super().__init__(message)
-        self.message, self.line, self.col = message, line, col
-
-    def __str__(self) -> str:
-        return f"{self.line}:{self.col}: {self.message}"
-
 
 _TOKEN = re.compile(r"""[ \t]*(?:
     (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
@@ -48,99 +38,8 @@ _TOKEN = re.compile(r"""[ \t]*(?:
 """, re.VERBOSE)
 
 
-@dataclass(slots=True)
-class Tok:
-    kind: str  # num name str op end
-    text: str
-    col: int  # 1-based
-
-
-def scan(pattern: re.Pattern, text: str, line: int, col0: int) -> list[Tok]:
-    """The tokens of one line (`pattern`: optional blanks, then one token in a named group)."""
-    out: list[Tok] = []
-    pos = 0
-    for m in pattern.finditer(text):
-        if m.start() != pos:
-            break
-        kind = m.lastgroup
-        start = m.start(kind)
-        out.append(Tok(kind, text[start:m.end()], col0 + start))
-        pos = m.end()
-    rest = len(text) - len(text[pos:].lstrip(" \t"))
-    if rest < len(text):
-        raise ReadError(f"unexpected character {text[rest]!r}", line, col0 + rest)
-    out.append(Tok("end", "", col0 + len(text)))
-    return out
-
-
 def tokenize(text: str, line: int, col0: int = 1) -> list[Tok]:
     return scan(_TOKEN, text, line, col0)
-
-
-class Cursor:
-    """A position in one line's tokens."""
-
-    def __init__(self, toks: list[Tok], line: int) -> None:
-        self.toks, self.i, self.line = toks, 0, line
-
-    @property
-    def tok(self) -> Tok:
-        return self.toks[self.i]
-
-    def peek(self, k: int = 1) -> Tok:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def error(self, message: str, tok: Tok | None = None) -> ReadError:
-        t = tok or self.tok
-        return ReadError(message, self.line, t.col)
-
-    def next(self) -> Tok:
-        t = self.tok
-        self.i = min(self.i + 1, len(self.toks) - 1)
-        return t
-
-    def at(self, text: str) -> bool:
-        t = self.toks[self.i]
-        return t.text == text and t.kind in ("op", "name")
-
-    def accept(self, text: str) -> bool:
-        if self.at(text):
-            self.next()
-            return True
-        return False
-
-    def expect(self, text: str) -> Tok:
-        if not self.at(text):
-            got = self.tok.text or "the end of the line"
-            raise self.error(f"expected '{text}', found '{got}'")
-        return self.next()
-
-    def name(self) -> str:
-        if self.tok.kind != "name":
-            raise self.error(f"expected a name, found '{self.tok.text or 'the end of the line'}'")
-        return self.next().text
-
-    def integer(self) -> int:
-        t = self.tok
-        neg = self.accept("-")
-        t = self.tok
-        if t.kind != "num" or not t.text.isdigit():
-            raise self.error("expected an integer", t)
-        self.next()
-        return -int(t.text) if neg else int(t.text)
-
-    def end(self) -> None:
-        if self.tok.kind != "end":
-            raise self.error(f"unexpected '{self.tok.text}'")
-
-
-def dtype_of(name: str, cur: Cursor | None = None, tok: Tok | None = None) -> D.DType:
-    dt = D.BY_NAME.get(name)
-    if dt is None:
-        if cur is not None:
-            raise cur.error(f"unknown dtype '{name}'", tok)
-        raise ReadError(f"unknown dtype '{name}'")
-    return dt
 
 
 # ---------------------------------------------------------------- expressions
@@ -148,28 +47,6 @@ def dtype_of(name: str, cur: Cursor | None = None, tok: Tok | None = None) -> D.
 _BIN_PREC = {"or": 1, "and": 2, "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10,
              "//": 10, "%": 10}
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
-
-
-class Scope:
-    """Names in scope: variables and buffers, innermost last."""
-
-    def __init__(self) -> None:
-        self.frames: list[dict[str, object]] = [{}]
-
-    def push(self) -> None:
-        self.frames.append({})
-
-    def pop(self) -> None:
-        self.frames.pop()
-
-    def bind(self, name: str, obj: object) -> None:
-        self.frames[-1][name] = obj
-
-    def get(self, name: str) -> object | None:
-        for f in reversed(self.frames):
-            if name in f:
-                return f[name]
-        return None
 
 
 def literal(text: str, cur: Cursor, tok: Tok) -> T.Const:
@@ -302,26 +179,6 @@ def unify_all(args: list[T.Expr]) -> list[T.Expr]:
 
 def _retype(e: T.Expr, dt: D.DType) -> T.Expr:
     return e
-
-
-# ---------------------------------------------------------------- lines
-
-
-@dataclass
-class Line:
-    number: int  # 1-based
-    indent: int  # spaces
-    text: str  # without the indentation
-
-
-def split_lines(text: str) -> list[Line]:
-    out = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        if not raw.strip():
-            continue
-        body = raw.lstrip(" ")
-        out.append(Line(n, len(raw) - len(body), body.rstrip()))
-    return out
 
 
 class RawAttr:
@@ -515,6 +372,8 @@ class TileReader:
 
         number_ops(k)
         if sched_lines is not None:
+            from .schedule_reader import read_schedule
+
             k.schedule = read_schedule(k, sched_lines)
         return k
 
@@ -905,132 +764,3 @@ def read_module(text: str, file: str = "<ir>", attr_types: dict[str, type] | Non
     return TileReader(text, file, attr_types).module()
 
 
-# ---------------------------------------------------------------- the schedule
-
-
-def read_schedule(k: T.Kernel, lines: list[Line]):
-    from .layout import BlockRow, MfmaTiled, MmaTiled, Projected, SharedLayout, WgmmaTiled
-    from .schedule import GemmSchedule, KernelSchedule, LoopSchedule
-    from .visit import walk_stmts
-
-    sched = KernelSchedule()
-    stmts = list(walk_stmts(k.body))
-    gemms = [s for s in stmts if isinstance(s, T.Gemm)]
-    loops = [s for s in stmts if isinstance(s, T.For) and s.kind == "pipelined"]
-    allocs = {s.buffer.name: s.buffer for s in stmts if isinstance(s, T.Alloc)}
-    annotated = {s.buffer.name: s.index_map for s in stmts if isinstance(s, T.AnnotateLayout) and s.index_map}
-    used = {s.uid for s in stmts} | {b.uid for b in allocs.values()}
-
-    def relabel(s: T.Stmt, label: str) -> None:
-        m = re.match(r"#(\d+)", label)
-        if m is None:
-            return
-        uid = int(m.group(1))
-        if uid != s.uid:
-            clash = next((x for x in [*stmts, *allocs.values()] if x.uid == uid), None)
-            if clash is not None:
-                clash.uid = max(used) + 1
-                used.add(clash.uid)
-            s.uid = uid
-            used.add(uid)
-
-    def fragment(text: str, line: Line):
-        m = re.fullmatch(r"(rows|cols)_of\((.*)\)", text)
-        if m:
-            return Projected(fragment(m.group(2), line), 0 if m.group(1) == "rows" else 1)
-        m = re.fullmatch(r"mma_m16n8\[(\d+)x(\d+), warps (\d+)x(\d+)\]", text)
-        if m:
-            return MmaTiled(*map(int, m.groups()))
-        m = re.fullmatch(r"wgmma_m64n\d+\[(\d+)x(\d+), warpgroups (\d+)x(\d+)\]", text)
-        if m:
-            return WgmmaTiled(*map(int, m.groups()))
-        m = re.fullmatch(r"mfma_16x16(T?)\[(\d+)x(\d+), waves (\d+)x(\d+)\]", text)
-        if m:
-            return MfmaTiled(*map(int, m.groups()[1:]), transposed=m.group(1) == "T")
-        m = re.fullmatch(r"block_row\[([\dx]+), (\d+) threads/row, vec (\d+)\]", text)
-        if m:
-            dims = tuple(int(d) for d in m.group(1).split("x"))
-            rows = 1
-            for d in dims[:-1]:
-                rows *= d
-            return BlockRow(rows, dims[-1], k.threads, int(m.group(2)), int(m.group(3)), dims)
-        raise ReadError(f"unknown fragment layout '{text}'", line.number, line.indent + 1)
-
-    def shared(name: str, text: str, line: Line) -> SharedLayout:
-        m = re.fullmatch(r"(custom|linear|swizzled|tma_swizzled\d+)( k-major)?( interleaved)?\[([\dx]+)\]", text)
-        b = allocs.get(name)
-        if m is None or b is None:
-            raise ReadError(f"unknown shared layout '{text}' (of '{name}')", line.number, line.indent + 1)
-        shape = tuple(int(d) for d in m.group(4).split("x"))
-        kind = m.group(1)
-        return SharedLayout(shape, b.dtype.bytes, swizzle=kind != "linear" and kind != "custom",
-                            panel=kind.startswith("tma_"), transposed=bool(m.group(2)),
-                            interleave=bool(m.group(3)), index_map=annotated.get(name) if kind == "custom" else None)
-
-    for line in lines:
-        text = line.text
-        m = re.fullmatch(r"gemm (#\d+(?: \(line \d+\))?): (.*)", text)
-        if m:
-            if not gemms:
-                raise ReadError("the schedule names more gemms than the kernel has", line.number, line.indent + 1)
-            g = gemms.pop(0)
-            relabel(g, m.group(1))
-            d = re.fullmatch(r"(\w+) m(\d+)n(\d+)k(\d+)(?:, (?:warps|warpgroups|waves) (\d+)x(\d+))?", m.group(2))
-            if d:
-                warps = (int(d.group(5)), int(d.group(6))) if d.group(5) else None
-                gs = GemmSchedule(d.group(1), (int(d.group(2)), int(d.group(3)), int(d.group(4))), warps)
-            else:
-                gs = GemmSchedule(m.group(2).split(" ")[0])
-            sched.gemms[g.uid] = gs
-            sched.labels[g.uid] = m.group(1)
-            continue
-        m = re.fullmatch(r"loop (#\d+ \w+(?: \(line \d+\))?): (\d+) stage\(s\), ([\w.]+)(, warp-specialized)?"
-                         r"(, softmax overlapped with the gemms)?, prefetched: ([^,]+(?:, [^,:]+)*?)"
-                         r"(?:, preloaded by TMA: (.+?))?(?:, multicast: (.+))?", text)
-        if m:
-            if not loops:
-                raise ReadError("the schedule names more Pipelined loops than the kernel has", line.number,
-                                line.indent + 1)
-            lp = loops.pop(0)
-            relabel(lp, m.group(1))
-            names = [] if m.group(6) == "none" else m.group(6).split(", ")
-            inside = [s for s in walk_stmts(lp.body) if isinstance(s, T.Copy)]
-            producers = [next(c for c in inside if c.dst.buffer.name == n) for n in names]
-            pre = m.group(7).split(", ") if m.group(7) else []
-            before = [s for s in stmts if isinstance(s, T.Copy)]
-            preloads = [next(c for c in before if c.dst.buffer.name == n) for n in pre]
-            mc = m.group(8).split(", ") if m.group(8) else []
-            multicast = [next(c for c in producers if c.dst.buffer.name == n) for n in mc]
-            sched.loops[lp.uid] = LoopSchedule(int(m.group(2)), m.group(3), producers, bool(m.group(4)),
-                                               bool(m.group(5)), preloads, multicast)
-            sched.labels[lp.uid] = m.group(1)
-            continue
-        m = re.fullmatch(r"persistent: (yes|no)(, ping-pong.*)?", text)
-        if m:
-            sched.persistent, sched.pingpong = m.group(1) == "yes", bool(m.group(2))
-            continue
-        m = re.fullmatch(r"cluster: (\d+)x(\d+) blocks .*", text)
-        if m:
-            sched.cluster = (int(m.group(1)), int(m.group(2)))
-            continue
-        m = re.fullmatch(r"rasterization: grouped, panel (\d+)", text)
-        if m:
-            sched.rasterization = int(m.group(1))
-            first = k.body[:2]
-            if len(first) == 2 and all(isinstance(s, T.Assign) for s in first):
-                sched.raster_assigns = (first[1], first[0])
-            continue
-        m = re.fullmatch(r"(fragment|shared) (\w+): (.*)", text)
-        if m:
-            b = allocs.get(m.group(2))
-            if b is None:
-                raise ReadError(f"the schedule names '{m.group(2)}', which the kernel does not allocate",
-                                line.number, line.indent + 1)
-            if m.group(1) == "fragment":
-                sched.fragments[b.uid] = fragment(m.group(3), line)
-            else:
-                sched.shared[b.uid] = shared(b.name, m.group(3), line)
-            sched.labels[b.uid] = b.name
-            continue
-        raise ReadError(f"unknown schedule line '{text}'", line.number, line.indent + 1)
-    return sched

@@ -27,7 +27,7 @@ from . import simt as S
 from . import tile as T
 from .intrinsics import DEFS
 from .intrinsics import parse as parse_intrinsic
-from .reader import Cursor, Line, ReadError, Scope, Tok, dtype_of, scan, split_lines
+from .text_lexer import Cursor, Line, ReadError, Scope, Tok, dtype_of, scan, split_lines
 
 _TOKEN = re.compile(r"""[ \t]*(?:
     (?P<num>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|\d+)(?:ll|u|f)?)
