@@ -9,7 +9,8 @@ back end prints it (`--emit-ir=after:PASS`). Several passes are for a stage whos
 back end's programs print only as C++): run the lowering that makes them first (`ascend-lower,ascend-sync`).
 
 Diagnostics go to standard error as `FILE:LINE:COL: error: ...` at the IR text's lines; the exit status is 1
-when the text cannot be read or a pass reports an error, 2 for a bad command line. `--verify` runs the IR
+when the text cannot be read or a pass reports an error, 2 for a bad command line, 3 when a pass or a verifier
+fails with an exception (an internal error; `--debug` shows its traceback). `--verify` runs the IR
 verifier of the level (tilec/ir/verify.py, tilec/ir/simt_verify.py) on the input and after each pass, so a test
 also checks that the pass keeps the IR well-formed. `--disable F` records F in every kernel's disabled features
 (as `tilec --disable` does; read by the target passes).
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", help="the target whose back end's passes to run (sm80, sm90, gfx942, ...)")
     ap.add_argument("--disable", action="append", default=[], help="a feature to disable (tma, wgmma, ...)")
     ap.add_argument("--verify", action="store_true", help="verify the IR before and after each pass")
+    ap.add_argument("--debug", action="store_true", help="an internal error's traceback")
     args = ap.parse_args(argv)
     file = "<stdin>" if args.file == "-" else args.file
     try:
@@ -167,7 +169,19 @@ def main(argv: list[str] | None = None) -> int:
         for d in e.diagnostics:
             print(_render(d), file=sys.stderr)
         return 1
-    sys.stdout.write(out)
+    except Exception as e:  # a pass (or a verifier) failed on IR it was given: an internal error, as tilec's exit 3
+        if args.debug:
+            raise
+        print(f"{file}: internal compiler error: {type(e).__name__}: {e} (rerun with --debug for a traceback)",
+              file=sys.stderr)
+        return 3
+    try:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the rest goes nowhere
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
