@@ -224,6 +224,19 @@ def test_run_pass_reports_bad_input_at_its_line(tmp_path):
     assert err.getvalue().startswith(f"{bad}:5:10: error: 'B' is not a buffer in scope"), err.getvalue()
 
 
+def test_run_pass_verifies_its_input(tmp_path):
+    """With --verify, text that reads but is not well-formed IR (a value stored into a buffer of another type) is
+    an error of the input, before any pass runs."""
+    bad = tmp_path / "bad.ir"
+    bad.write_text("kernel k(A: f32[N])\n  sizes N\n  grid (1, 1, 1) threads 32 as (bx, by, bz)\nbody:\n"
+                   "  A[0] = 1.0:f16\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert run_pass.main(["specialize", str(bad)]) == 0
+        assert run_pass.main(["specialize", str(bad), "--verify"]) == 1
+    assert f"{bad}:1:1: error: IR verification failed after the input" in err.getvalue(), err.getvalue()
+
+
 def test_run_pass_refuses_an_unknown_pass_and_the_wrong_level(tmp_path):
     ir = tmp_path / "k.ir"
     ir.write_text("simt kernel k(A: global f32) grid (1, 1, 1) threads 32 shared 0 B\n  A[tid] = 0.0f;\n")

@@ -102,7 +102,10 @@ def run(pass_names: list[str], text: str, file: str = "<ir>", target_name: str |
     for k in module.kernels:
         if disable:
             k.attrs["disabled"] = frozenset(k.attrs.get("disabled", frozenset())) | disable
-    _verify(module, level, target, "the input", verify)
+    try:
+        _verify(module, level, target, "the input", verify)
+    except AssertionError as e:  # the text is not well-formed IR: the input's fault, not a pass's
+        raise CompileError([Diagnostic("error", str(e), Span(file, 1, 1))]) from None
     rep = Reporter()
     prints = None
     for name in pass_names:
