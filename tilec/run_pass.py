@@ -1,12 +1,14 @@
 """Run compiler passes alone on IR text: `python -m tilec.run_pass PASS[,PASS...] FILE [--target T]`.
 
 The input is IR as `--emit-ir` prints it: Tile IR (tilec/ir/reader.py) or SIMT IR (tilec/ir/simt_reader.py,
-text starting with `simt kernel`); lines starting with `#` are comments (a test's RUN-ARGS and CHECK lines), and
-`-` reads standard input. The passes are named as `--emit-ir=after:PASS` names them: the target-neutral ones
-(driver.FRONT_PASSES) and, with `--target`, those of the target's back end (`Backend.pipeline`). Each runs as the
-driver runs it, on the module the previous one returned; the output is what the last one produced, printed as the
-back end prints it (`--emit-ir=after:PASS`). Several passes are for a stage whose IR has no reader (the AscendC
-back end's programs print only as C++): run the lowering that makes them first (`ascend-lower,ascend-sync`).
+text starting with `simt kernel`); lines starting with `#` are comments (a test's RUN-ARGS and CHECK lines), as
+is `--emit-ir`'s `// ----- IR after PASS` heading, and `-` reads standard input (`tilec k.tile --target sm80
+--emit-ir=after:pipeline-planning | python -m tilec.run_pass lower-to-simt - --target sm80`). The passes are
+named as `--emit-ir=after:PASS` names them: the target-neutral ones (driver.FRONT_PASSES) and, with `--target`,
+those of the target's back end (`Backend.pipeline`). Each runs as the driver runs it, on the module the previous
+one returned; the output is what the last one produced, printed as the back end prints it
+(`--emit-ir=after:PASS`). Several passes are for a stage whose IR has no reader (the AscendC back end's programs
+print only as C++): run the lowering that makes them first (`ascend-lower,ascend-sync`).
 
 Diagnostics go to standard error as `FILE:LINE:COL: error: ...` at the IR text's lines; the exit status is 1
 when the text cannot be read or a pass reports an error, 2 for a bad command line, 3 when a pass or a verifier
@@ -73,7 +75,8 @@ def read_ir(text: str, file: str, types: dict[str, type]):
     from .ir.reader import read_module
     from .ir.simt_reader import read_simt
 
-    text = "\n".join("" if line.lstrip().startswith("#") else line for line in text.splitlines()) + "\n"
+    text = "\n".join("" if line.lstrip().startswith("#") or line.startswith("// ----- IR after ") else line
+                     for line in text.splitlines()) + "\n"
     if text.lstrip().startswith("simt kernel"):
         return "simt", read_simt(text, file)
     return "tile", read_module(text, file, types)
