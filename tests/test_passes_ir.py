@@ -126,7 +126,8 @@ def test_the_files_pass_unplanted():
     for name in ("simplify/fold_and_drop.ir", "storage-planning/offsets.ir", "rasterization/grouped_order.ir",
                  "partition-boundaries/interior_tile.ir", "check-threads/thread_dependent.ir",
                  "layout-inference/gemm_mma.ir", "ascend-sync/flags_and_barriers.ir",
-                 "ascend-split-rows/mixed_relu.ir"):
+                 "ascend-split-rows/mixed_relu.ir", "specialize/fold_and_prune.ir",
+                 "pipeline-planning/cp_async_stages.ir"):
         assert not _fails(PASS_DIR / name), name
 
 
@@ -194,6 +195,31 @@ def test_planted_bug_layout_inference_forgets_the_swizzle(monkeypatch):
 
     monkeypatch.setattr(layout_inference, "run", unswizzled)
     assert _fails(PASS_DIR / "layout-inference" / "gemm_mma.ir")
+
+
+def test_planted_bug_specialize_folds_nothing(monkeypatch):
+    from tilec import driver
+
+    patched = [(name, (lambda module, rep: module) if name == "specialize" else run)
+               for name, run in driver.FRONT_PASSES]
+    monkeypatch.setattr(driver, "FRONT_PASSES", patched)
+    assert _fails(PASS_DIR / "specialize" / "fold_and_prune.ir")
+
+
+def test_planted_bug_pipeline_planning_loses_a_stage(monkeypatch):
+    from tilec.passes import pipeline_planning
+
+    real = pipeline_planning.run
+
+    def fewer(module, rep, target):
+        module = real(module, rep, target)
+        for k in module.kernels:
+            for lp in k.schedule.loops.values():
+                lp.stages -= 1
+        return module
+
+    monkeypatch.setattr(pipeline_planning, "run", fewer)
+    assert _fails(PASS_DIR / "pipeline-planning" / "cp_async_stages.ir")
 
 
 def test_planted_bug_ascend_sync_inserts_nothing(monkeypatch):
