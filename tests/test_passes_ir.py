@@ -115,20 +115,12 @@ def test_each_pass_on_the_printed_ir_does_what_it_does_in_the_compiler(sample, t
 
 
 def _fails(path: Path) -> bool:
+    """Whether the file's test fails (each file named below passes unplanted: test_pass_ir)."""
     try:
         check_file(path)
     except (FileCheckError, AssertionError):
         return True
     return False
-
-
-def test_the_files_pass_unplanted():
-    for name in ("simplify/fold_and_drop.ir", "storage-planning/offsets.ir", "rasterization/grouped_order.ir",
-                 "partition-boundaries/interior_tile.ir", "check-threads/thread_dependent.ir",
-                 "layout-inference/gemm_mma.ir", "ascend-sync/flags_and_barriers.ir",
-                 "ascend-split-rows/mixed_relu.ir", "specialize/fold_and_prune.ir",
-                 "pipeline-planning/cp_async_stages.ir"):
-        assert not _fails(PASS_DIR / name), name
 
 
 def test_planted_bug_simplify_keeps_dead_declarations(monkeypatch):
