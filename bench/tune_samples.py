@@ -23,6 +23,8 @@ GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm"]
 DECODE = [f"M={m},N={n},K={k}" for m in (1, 16, 64) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008),
                                                                    (28672, 8192))] + ["M=512,N=4096,K=4096"]
 GEMM_SMALL = GEMM + [arg for size in DECODE for arg in ("--size", size)]
+# (samples/gemm.tune.json's f16 entry is still the GEMM-only one: the f16 re-tune with these shapes dropped split-K,
+# which the worker times slower than do_bench does -- bench/RESULTS.md, "small and skinny gemm shapes")
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
     ("gemm_f16", "gemm", [], GEMM_SMALL),

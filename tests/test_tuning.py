@@ -540,16 +540,19 @@ def test_split_k_one_is_the_single_launch_gemm():
     assert isinstance(unit, T.Kernel) and unit.name == "gemm"
 
 
-@pytest.mark.parametrize(("target", "split_k", "sizes"), [("sm80", 4, {"M": 70, "N": 200, "K": 333}),
-                                                          ("sm90", 4, {"M": 70, "N": 45, "K": 333}),
-                                                          ("sm90", 8, {"M": 3, "N": 45, "K": 333})])
-def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, split_k, sizes):
+@pytest.mark.parametrize(("target", "split_k", "trans_B", "sizes"), [
+    ("sm80", 4, False, {"M": 70, "N": 200, "K": 333}),
+    ("sm90", 4, False, {"M": 70, "N": 45, "K": 333}),
+    ("sm90", 8, False, {"M": 3, "N": 45, "K": 333}),
+    ("sm90", 4, True, {"M": 5, "N": 45, "K": 333})])
+def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, split_k, trans_B, sizes):
     """Both stages lowered (sm90: stage 0 warp-specialized with TMA loads, ragged K read as zeros), run lane by lane
-    against the interpreter's result for the whole sequence; a decode shape (M = 3) with 8 shares, two of them past K."""
+    against the interpreter's result for the whole sequence; decode shapes (M = 3, 5) with 8 shares (two past K) and
+    with B stored [N, K] (the split-K configuration of the f16 trans_B database entry)."""
     from tilec.interp.run import public_kernels
     from tilec.tuning.plan import cpu_check, write_check
 
-    config = {**SPLIT_TILE, "split_k": split_k}
+    config = {**SPLIT_TILE, "split_k": split_k, "trans_B": trans_B}
     module = tilec.compile(str(GEMM), defines=config).module
     check = write_check(tmp_path, module, public_kernels(module)[0],
                         dict(sizes))
