@@ -248,13 +248,30 @@ def label(shape: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- build (CPU)
-def build(out: Path) -> None:
+def builds_of(families: list[str] | None) -> list[str]:
+    """The artifacts the shapes of these families run (all of them for None)."""
+    if not families:
+        return list(BUILDS)
+    names = []
+    for fam in families:
+        if fam in GEMM_BUILD:
+            names.append(GEMM_BUILD[fam])
+        elif fam.startswith("attention"):
+            causal = fam.endswith("causal")
+            names += [b for b in BUILDS if b.startswith("attn_") and b.endswith("_causal") == causal]
+        else:
+            names.append(fam)
+    return [b for b in BUILDS if b in names]
+
+
+def build(out: Path, families: list[str] | None = None) -> None:
     import subprocess
 
     from tilec.cli.main import main as tilec_main
 
     out.mkdir(parents=True, exist_ok=True)
-    for name, (sample, defines) in BUILDS.items():
+    for name in builds_of(families):
+        sample, defines = BUILDS[name]
         defs = {**defines, **CONFIG_OVERRIDES.get(name, {})}
         t0 = time.time()
         rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "-o", str(out / f"{name}.cubin"),
@@ -602,13 +619,14 @@ def main() -> None:
     ap.add_argument("path", type=Path, help="build/run: the artifact folder; report: the results JSON")
     ap.add_argument("--results", type=Path, help="run: where to write the results (default: DIR/results.json)")
     ap.add_argument("--budget", type=float, default=230.0, help="run: stop timing new shapes after this many seconds")
-    ap.add_argument("--only", action="append", choices=FAMILIES, help="run: just these families (repeatable)")
+    ap.add_argument("--only", action="append", choices=FAMILIES,
+                    help="build: just the artifacts of these families; run: just their shapes (repeatable)")
     ap.add_argument("--plot", type=Path, default=ROOT / "bench" / "shape_sweep.png", help="report: the PNG")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
     a = ap.parse_args()
     if a.mode == "build":
-        build(a.path)
+        build(a.path, a.only)
     elif a.mode == "run":
         run(a.path, a.results or a.path / "results.json", a.budget, a.only)
     else:

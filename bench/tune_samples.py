@@ -18,10 +18,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm"]
+# decode and small-batch shapes (M = 1, 16, 64 tokens) of the llm-gemm layers, and a mid batch, so that the dispatch
+# has a measured winner (typically split-K) near the small and skinny shapes instead of the nearest M = 128 one
+DECODE = [f"M={m},N={n},K={k}" for m in (1, 16, 64) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008),
+                                                                   (28672, 8192))] + ["M=512,N=4096,K=4096"]
+GEMM_SMALL = GEMM + [arg for size in DECODE for arg in ("--size", size)]
+# (samples/gemm.tune.json's f16 entry is still the GEMM-only one: the f16 re-tune with these shapes dropped split-K,
+# which the worker times slower than do_bench does -- bench/RESULTS.md, "small and skinny gemm shapes")
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
-    ("gemm_f16", "gemm", [], GEMM),
-    ("gemm_bf16", "gemm", ["dtype=bf16"], GEMM),
+    ("gemm_f16", "gemm", [], GEMM_SMALL),
+    ("gemm_bf16", "gemm", ["dtype=bf16"], GEMM_SMALL),
+    ("gemm_f16_tB", "gemm", ["trans_B=True"], GEMM_SMALL),
+    ("gemm_bf16_tB", "gemm", ["dtype=bf16", "trans_B=True"], GEMM_SMALL),
     ("fp8_gemm", "fp8_gemm", [], ["--shapes", "llm-gemm", "--shapes", "square-gemm"]),
     ("attn_d64", "flash_attention", ["dtype=bf16"], ["--shapes", "attention"]),
     ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),

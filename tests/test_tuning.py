@@ -511,10 +511,12 @@ SPLIT_TILE = {"block_M": 64, "block_N": 128, "block_K": 64, "threads": 128, "num
 
 
 @pytest.mark.parametrize("trans_B", [False, True])
-@pytest.mark.parametrize(("split_k", "m", "n", "k"), [(2, 128, 256, 512), (4, 70, 200, 333), (4, 64, 128, 100)])
+@pytest.mark.parametrize(("split_k", "m", "n", "k"), [(2, 128, 256, 512), (4, 70, 200, 333), (4, 64, 128, 100),
+                                                       (8, 1, 200, 1000), (8, 13, 130, 333)])
 def test_split_k_gemm_matches_numpy(split_k, m, n, k, trans_B):
     """Regular and ragged shapes: K = 333 is 6 tiles of 64, so 4 shares of 2 leave the last one past K; K = 100 gives
-    two shares nothing at all (their workspace planes hold zeros, which the sum must still read)."""
+    two shares nothing at all (their workspace planes hold zeros, which the sum must still read); decode rows (M = 1,
+    13) with 8 shares, K = 1000's 16 tiles two a share, K = 333's 6 leaving two shares empty."""
     from tilec.interp.run import public_kernels, run_any
 
     front = tilec.compile(str(GEMM), defines={**SPLIT_TILE, "split_k": split_k, "trans_B": trans_B}).module
@@ -538,15 +540,19 @@ def test_split_k_one_is_the_single_launch_gemm():
     assert isinstance(unit, T.Kernel) and unit.name == "gemm"
 
 
-@pytest.mark.parametrize(("target", "sizes"), [("sm80", {"M": 70, "N": 200, "K": 333}),
-                                               ("sm90", {"M": 70, "N": 45, "K": 333})])
-def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, sizes):
+@pytest.mark.parametrize(("target", "split_k", "trans_B", "sizes"), [
+    ("sm80", 4, False, {"M": 70, "N": 200, "K": 333}),
+    ("sm90", 4, False, {"M": 70, "N": 45, "K": 333}),
+    ("sm90", 8, False, {"M": 3, "N": 45, "K": 333}),
+    ("sm90", 4, True, {"M": 5, "N": 45, "K": 333})])
+def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, split_k, trans_B, sizes):
     """Both stages lowered (sm90: stage 0 warp-specialized with TMA loads, ragged K read as zeros), run lane by lane
-    against the interpreter's result for the whole sequence."""
+    against the interpreter's result for the whole sequence; decode shapes (M = 3, 5) with 8 shares (two past K) and
+    with B stored [N, K] (the split-K configuration of the f16 trans_B database entry)."""
     from tilec.interp.run import public_kernels
     from tilec.tuning.plan import cpu_check, write_check
 
-    config = {**SPLIT_TILE, "split_k": 4}
+    config = {**SPLIT_TILE, "split_k": split_k, "trans_B": trans_B}
     module = tilec.compile(str(GEMM), defines=config).module
     check = write_check(tmp_path, module, public_kernels(module)[0],
                         dict(sizes))
@@ -582,9 +588,9 @@ def test_gemm_search_space_keeps_split_k_small():
         allowed += 1
         if isinstance(public_kernels(module)[0], T.Launches):
             sequences.append(config)
-    assert len(configurations(axes)) == 7 * 2 * 2 * 3 * 3  # tiles, persistent, pingpong, clusters, split_k
-    assert allowed == 28 + 4 + 4 and len(sequences) == 4  # (+ 4 ping-pong candidates: persistent, threads=128)
-    assert {(c["block_M"], c["split_k"]) for c in sequences} == {(64, 2), (64, 4), (128, 2), (128, 4)}
+    assert len(configurations(axes)) == 7 * 2 * 2 * 3 * 4  # tiles, persistent, pingpong, clusters, split_k
+    assert allowed == 28 + 4 + 6 and len(sequences) == 6  # (+ 4 ping-pong candidates: persistent, threads=128)
+    assert {(c["block_M"], c["split_k"]) for c in sequences} == {(m, s) for m in (64, 128) for s in (2, 4, 8)}
     assert all(not c["persistent"] and c["cluster_m"] * c["cluster_n"] == 1 for c in sequences)
 
 
@@ -780,3 +786,35 @@ def test_hip_object_exports_the_dispatcher_over_a_split_k_variant(tmp_path):
     assert link.returncode == 0, link.stderr
     run = subprocess.run(["./prog"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.stdout.split() == ["1", "0", "0", str(4 * 128 * 4096 * 4), "0"]
+
+
+def test_tune_worker_flushes_l2_ahead_of_each_timed_launch(monkeypatch):
+    """The worker times a launch with L2 flushed and the GPU busy with the flush while the host launches, so a small
+    shape's time is the kernel's, not the host's call overhead."""
+    from tilec.runtime import cuda_driver, tune_worker
+
+    log = []
+
+    class Drv:
+        def synchronize(self):
+            log.append("sync")
+
+        def event(self):
+            return object()
+
+        def record(self, ev, stream=0):
+            log.append("record")
+
+        def elapsed_ms(self, start, end):
+            return 0.25
+
+    class Flush:
+        def zero_(self):
+            log.append("flush")
+
+    monkeypatch.setattr(cuda_driver.Driver, "get", staticmethod(lambda: Drv()))
+    monkeypatch.setattr(tune_worker, "_l2_flush", lambda: Flush())
+    assert tune_worker.time_launches(lambda *args: log.append("launch"), []) == 0.25
+    timed = [x for x in log[log.index("flush"):] if x != "sync"]
+    assert len(timed) >= 4 * tune_worker.MIN_ITERS and len(timed) % 4 == 0
+    assert all(timed[i:i + 4] == ["flush", "record", "launch", "record"] for i in range(0, len(timed), 4))

@@ -155,6 +155,22 @@ def check(kernel, folder: Path, plan: dict, arrays: Arrays) -> dict:
     return {"check": "ok" if ok else "wrong", "max_rel_err": worst}
 
 
+L2_FLUSH_BYTES = 256 << 20
+
+
+def _l2_flush():
+    """With torch, a 256 MB device buffer that time_launches zeroes before each timed launch (None without torch).
+
+    Zeroing it evicts L2 (50 MB on an H200), so a launch is timed reading its operands from device memory, as a
+    model's layer reads its weights (and as bench/shape_sweep.py's do_bench times the peers); and it keeps the GPU
+    busy while the host prepares the launch, so the events time the kernel, not the host's call overhead (a few
+    microseconds, more for a split-K call's workspace and two launches)."""
+    torch = _torch()
+    if torch is None:
+        return None
+    return torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+
+
 def time_launches(kernel, args) -> float:
     """Median milliseconds of one launch (CUDA events), after warm-up; repeated when noisy."""
     from .cuda_driver import Driver
@@ -174,8 +190,11 @@ def time_launches(kernel, args) -> float:
         iters = max(MIN_ITERS, min(MAX_ITERS, int(TARGET_MS / max(first_ms, 1e-3))))
         times: list[float] = []
         s, e = drv.event(), drv.event()
+        flush = _l2_flush()
         for attempt in range(2):
             for _ in range(iters):
+                if flush is not None:
+                    flush.zero_()  # GPU work queued ahead of the timed launch: see _l2_flush
                 drv.record(s)
                 kernel(*args)
                 drv.record(e)
