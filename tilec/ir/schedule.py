@@ -23,6 +23,9 @@ from .layout import Fragment, SharedLayout
 
 GEMM_INSTRUCTIONS = ("wgmma", "mma", "mfma", "fma")
 COPY_MECHANISMS = ("tma", "cp.async", "registers", "sync")
+# instruction -> what its warp partition counts ("warps" when absent); filled by the gemm implementations'
+# registration (tilec/ops/gemm_impl.py)
+PARTITION_UNITS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ class GemmSchedule:
         if self.shape is None:
             return f"{self.instruction} (scalar multiply-add per thread)"
         m, n, k = self.shape
-        unit = {"wgmma": "warpgroups", "mfma": "waves"}.get(self.instruction, "warps")
+        unit = PARTITION_UNITS.get(self.instruction, "warps")
         warps = f", {unit} {self.warps[0]}x{self.warps[1]}" if self.warps else ""
         return f"{self.instruction} m{m}n{n}k{k}{warps}"
 

@@ -49,6 +49,7 @@ from ..ir import tile as T
 from ..ir.fold import as_int, multiple_of
 from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
+from ..ops import gemm_impl
 from ..ops import registry as ops
 from ..targets.registry import Target
 
@@ -242,6 +243,12 @@ def _touched(stmts: list[T.Stmt]) -> tuple[set[int], set[int]]:
     return reads, writes
 
 
+def _warpgroup_async(sched: KernelSchedule, g: T.Gemm) -> bool:
+    """Whether gemm g runs on an instruction issued asynchronously by warpgroups (sm90's wgmma), which the
+    pipelines below keep in flight."""
+    return gemm_impl.named(sched.instruction(g)).warpgroup_async
+
+
 def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> OverlapSplit | None:
     """The split of `loop`'s body that overlap_softmax runs, or None when moving the last gemm of an
     iteration past the next iteration's first statements would change what the loop computes: the loop has
@@ -250,7 +257,7 @@ def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> Ove
     each producer's tile is read either by the first part or by the last gemm only."""
     body = [st for st in loop.body if st not in plan.producers]
     gemms = [st for st in walk_stmts(body) if isinstance(st, T.Gemm)]
-    if (len(gemms) != 2 or any(sched.instruction(g) != "wgmma" for g in gemms) or gemms[0] not in body
+    if (len(gemms) != 2 or not all(_warpgroup_async(sched, g) for g in gemms) or gemms[0] not in body
             or body[-1] is not gemms[1]):
         return None
     first, last = gemms
@@ -369,7 +376,7 @@ def gemm_pipeline(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> boo
     fragment that nothing else in the loop touches (what ping-pong needs, and what sm90 lowering keeps one k-step
     of wgmma in flight for)."""
     rest = [st for st in loop.body if st not in plan.producers]
-    return (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"
+    return (len(rest) == 1 and isinstance(rest[0], T.Gemm) and _warpgroup_async(sched, rest[0])
             and not rest[0].clear_accum)
 
 
@@ -403,7 +410,7 @@ def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: Kerne
     what follows it), and at least one producer's source must not depend on the block index along `dim` (after
     rasterization) with a tile TMA can load in two halves of rows (panel layout, rows a multiple of 16)."""
     rest = [st for st in loop.body if st not in plan.producers]
-    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"):
+    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and _warpgroup_async(sched, rest[0])):
         return [], "the Pipelined loop is not a gemm pipeline (its copies and one gemm on wgmma)"
     if plan.overlap_softmax or plan.preloads:
         return [], "the loop overlaps the softmax or preloads tiles"
