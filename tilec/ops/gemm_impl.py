@@ -101,6 +101,7 @@ class Registration:
 
 _REGISTRY: dict[str, Registration] = {}
 _LOADED: set[str] = set()
+GENERIC = "tilec.ops.gemm_fma"  # the generic implementations' module, loaded (like a back end's) on first use
 
 
 def register_gemm_impl(impl: GemmImpl, predicate: Callable[[object], bool], rank: int) -> GemmImpl:
@@ -122,11 +123,12 @@ def unregister(name: str) -> None:
 
 
 def load(target) -> None:
-    """Import the module that registers the target's back end's implementations (Target.implementations)."""
-    module = getattr(target, "implementations", None)
-    if module and module not in _LOADED:
-        importlib.import_module(module)
-        _LOADED.add(module)
+    """Import the modules that register the generic implementations and the target's back end's
+    (Target.implementations)."""
+    for module in (GENERIC, getattr(target, "implementations", None)):
+        if module and module not in _LOADED:
+            importlib.import_module(module)
+            _LOADED.add(module)
 
 
 def offered(target, disabled=()) -> list[GemmImpl]:
@@ -138,6 +140,7 @@ def offered(target, disabled=()) -> list[GemmImpl]:
 
 def named(name: str) -> GemmImpl:
     """The registered implementation of a schedule's instruction name (KeyError when none registered it)."""
+    load(None)
     return _REGISTRY[name].impl
 
 
@@ -150,6 +153,7 @@ def lookup(name: str, target) -> GemmImpl | None:
 
 def fallback() -> GemmImpl:
     """The generic implementation every target runs (scalar FMA): the one with the largest rank."""
+    load(None)
     return max(_REGISTRY.values(), key=lambda r: r.rank).impl
 
 
@@ -175,7 +179,7 @@ def check_registry(targets) -> list[str]:
         impls = [r for r in _REGISTRY.values() if r.predicate(t)]
         for r in impls:
             impl = r.impl
-            if impl.backend is not None and impl.backend != t.backend:
+            if impl.backend not in (None, t.backend):  # registered by another back end
                 problems.append(f"{impl.name} ({r.module}, back end {impl.backend}) is offered on {t.name}, a "
                                 f"{t.backend} target")
                 continue
