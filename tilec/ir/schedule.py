@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from . import copy_mechanisms as mechanisms
 from . import dtypes as D
 from . import tile as T
 from .layout import Fragment, SharedLayout
@@ -281,9 +282,9 @@ def resources(k: T.Kernel) -> Resources:
         if lp.stages > 1:
             for p in lp.producers:
                 stages[p.dst.buffer.uid] = lp.stages
-                if lp.mechanism == "tma":
+                if mechanisms.named(lp.mechanism).stages_aligned:
                     tma_staged.add(p.dst.buffer.uid)
-        if lp.mechanism == "tma":
+        if mechanisms.named(lp.mechanism).mbarriers:
             # full barriers per producer and stage; empty barriers per stage, or per producer and stage when
             # the producers are released at different points of an iteration (overlap_softmax)
             empties = lp.stages * (len(lp.producers) if lp.overlap_softmax else 1) if lp.warp_specialized else 0

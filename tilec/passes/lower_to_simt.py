@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 
 from ..diagnostics import CompileError, Diagnostic, Reporter, Span
+from ..ir import copy_mechanisms as mechanisms
 from ..ir import dtypes as D
 from ..ir import profile
 from ..ir import simt as S
@@ -108,7 +109,7 @@ class Lowerer:
             if plan.stages > 1:
                 for pr in plan.producers:
                     self.stage_count[id(pr.dst.buffer)] = plan.stages
-                    if plan.mechanism == "tma":  # each stage where a TMA box may land (SharedLayout.stage_size)
+                    if mechanisms.named(plan.mechanism).stages_aligned:  # each stage where a TMA box may land
                         self.tma_staged.add(id(pr.dst.buffer))
         self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
@@ -604,7 +605,7 @@ class Lowerer:
         self.emit(S.SWhile(s.span, cond, stmts))
 
     def pipelined(self, s: T.For, plan) -> None:
-        if plan.mechanism == "registers":
+        if mechanisms.named(plan.mechanism).register_staged:
             return self.pipelined_registers(s, plan)
         var = s.vars[0]
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
