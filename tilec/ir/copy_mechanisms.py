@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import tile as T
+from .intrinsics import DEFS
+from .intrinsics import offered as intrinsic_offered
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class CopyMechanism:
     producer_warpgroup: bool = False  # a producer warpgroup may issue the copies (warp specialization, clusters)
     once_per_loop_run: bool = False  # its state counts one run of the loop (not for a loop an outer loop reruns)
     register_staged: bool = False  # lower-to-simt stages the next tiles through registers (pipelined_registers)
+    intrinsics: tuple[str, ...] = ()  # intrinsics its lowering always emits (check_registry: the target offers them)
 
     def copy_ok(self, p: T.Copy, ctx: PlanContext) -> bool:
         """Whether this mechanism can issue producer copy p."""
@@ -74,6 +77,7 @@ class CpAsync(CopyMechanism):
 
     name = "cp.async"
     label = "cp.async"
+    intrinsics = ("cp_async16", "cp_async_commit", "cp_async_wait")
 
 
 # Register staging holds a thread's share of every prefetched tile in registers, and lowering
@@ -162,6 +166,20 @@ def offered(target, disabled=()) -> list[CopyMechanism]:
 def get(name: str) -> CopyMechanism | None:
     reg = _REGISTRY.get(name)
     return reg.mechanism if reg is not None else None
+
+
+def check_registry(targets) -> list[str]:
+    """Registrations whose predicate takes a target that does not offer an intrinsic the mechanism emits."""
+    problems = []
+    for t in targets:
+        load(t)
+    for t in targets:
+        for r in _REGISTRY.values():
+            missing = [op for op in r.mechanism.intrinsics if not intrinsic_offered(DEFS[op], t)]
+            if r.predicate(t) and missing:
+                problems.append(f"copy mechanism {r.mechanism.name} is offered on {t.name}, which does not offer "
+                                f"{', '.join(missing)}")
+    return problems
 
 
 def named(name: str) -> CopyMechanism:

@@ -209,7 +209,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                           else None,
                           col_reduced=any(uf.find(x) == root for x in col_reduced),
                           rows_projected=root in projected_roots,
-                          transposed_wanted=_mfma_transposed(root, projections, register_a, uf))
+                          transposed_wanted=_transposed_wanted(root, projections, register_a, uf))
         queries[id(s)] = (query, req.instruction is not None)
         impl, lay = gemm_impl.choose(query, target, disabled, req.instruction)
         if lay is not None:
@@ -357,10 +357,11 @@ def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target
             rep.remark("tensor-cores", f"gemm runs on {what}: " + "; ".join(better), s.span)
 
 
-def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:
-    """An MFMA accumulator class is laid out transposed when it is the register A operand of a gemm (a lane's
-    4 registers along a row are then the MFMA B-operand layout of the swapped product) or when its rows are
-    projected (row reductions: 4 of a row's elements per lane, 2 shuffles instead of 4)."""
+def _transposed_wanted(root: int, projections, register_a: set[int], uf) -> bool:
+    """Whether a transposed accumulator serves the class better (GemmQuery.transposed_wanted; MFMA lays its
+    accumulator out transposed then): it is the register A operand of a gemm (an MFMA lane's 4 registers along a
+    row are then the B-operand layout of the swapped product) or its rows are projected (row reductions: 4 of a
+    row's elements per lane, 2 shuffles instead of 4)."""
     if any(uf.find(a) == root for a in register_a):
         return True
     return any(keep == 0 and uf.find(parent) == root for _, parent, keep, _ in projections)

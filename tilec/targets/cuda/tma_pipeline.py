@@ -42,6 +42,7 @@ class TmaPipeline(CopyMechanism):
     mbarriers = True
     producer_warpgroup = True
     once_per_loop_run = True  # mbarrier phases count one run of the loop from zero
+    intrinsics = ("mbar_init", "mbar_expect_tx", "mbar_wait", "tma_load")
 
     def copy_ok(self, p: T.Copy, ctx: PlanContext) -> bool:
         return tma_copy_ok(p, ctx.sched)
