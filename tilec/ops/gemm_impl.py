@@ -117,11 +117,6 @@ def register_gemm_impl(impl: GemmImpl, predicate: Callable[[object], bool], rank
     return impl
 
 
-def unregister(name: str) -> None:
-    """Remove an implementation (tests that plant one)."""
-    _REGISTRY.pop(name, None)
-
-
 def load(target) -> None:
     """Import the modules that register the generic implementations and the target's back end's
     (Target.implementations)."""
