@@ -432,12 +432,12 @@ def test_tiny_hip_blocks_are_refused_fast(threads):
 
 
 def test_register_staging_is_bounded_per_thread():
-    from tilec.passes import pipeline_planning
+    from tilec.ir import copy_mechanisms
 
     r = tilec.compile(str(SAMPLES / "gemm.tile"), target="gfx942", defines={"threads": 64})
     plans = list(r.module.kernels[0].schedule.loops.values())
     assert [p.mechanism for p in plans] == ["registers"]  # 8192 elements / 64 threads = 128 a thread
-    assert pipeline_planning.MAX_STAGED_PER_THREAD >= 128
+    assert copy_mechanisms.MAX_STAGED_PER_THREAD >= 128
 
 
 @pytest.mark.parametrize("target, unit", [("sm80", "32-lane warps"), ("sm90", "32-lane warps"),

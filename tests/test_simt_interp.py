@@ -472,7 +472,7 @@ def test_mfma_accumulator_reductions(policy, transposed, monkeypatch):
     from tilec.passes import layout_inference as LI
 
     if not transposed:
-        monkeypatch.setattr(LI, "_mfma_transposed", lambda *a: False)
+        monkeypatch.setattr(LI, "_transposed_wanted", lambda *a: False)
     text = MFMA_STATS.replace("POLICY", policy)
     r = tilec.compile("stats.tile", text=text, target="gfx90a")
     table = r.module.kernels[0].schedule

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..diagnostics import CompileError, Diagnostic
 from ..ir import tile as T
 from ..ir.visit import walk_stmts
+from ..ops import gemm_impl
 from .views import View, fragment_view, placed_view, shared_view, table_view, wgmma_view
 
 
@@ -76,9 +77,11 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
             seen = set()
             for g in sched.gemms.values():
                 n = g.shape[1] if g.shape else None
-                if g.instruction != "fma" and (g.instruction, n) not in seen:
+                impl = gemm_impl.named(g.instruction)
+                if impl.tensor_core and (g.instruction, n) not in seen:
                     seen.add((g.instruction, n))
-                    views += ([wgmma_view(n)] if g.instruction == "wgmma" else
+                    # (a warpgroup instruction's A and B come from shared memory: its D fragment alone)
+                    views += ([wgmma_view(n)] if impl.warpgroup_async else
                               [table_view(t) for t in result.backend.operand_tables(g.instruction)])
                 lines.append(f"{k.name}: gemm: {g}")
     if buffer is not None and not views:

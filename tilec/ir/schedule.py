@@ -17,12 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from . import copy_mechanisms as mechanisms
 from . import dtypes as D
 from . import tile as T
 from .layout import Fragment, SharedLayout
 
 GEMM_INSTRUCTIONS = ("wgmma", "mma", "mfma", "fma")
 COPY_MECHANISMS = ("tma", "cp.async", "registers", "sync")
+# instruction -> what its warp partition counts ("warps" when absent); filled by the gemm implementations'
+# registration (tilec/ops/gemm_impl.py)
+PARTITION_UNITS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class GemmSchedule:
         if self.shape is None:
             return f"{self.instruction} (scalar multiply-add per thread)"
         m, n, k = self.shape
-        unit = {"wgmma": "warpgroups", "mfma": "waves"}.get(self.instruction, "warps")
+        unit = PARTITION_UNITS.get(self.instruction, "warps")
         warps = f", {unit} {self.warps[0]}x{self.warps[1]}" if self.warps else ""
         return f"{self.instruction} m{m}n{n}k{k}{warps}"
 
@@ -278,9 +282,9 @@ def resources(k: T.Kernel) -> Resources:
         if lp.stages > 1:
             for p in lp.producers:
                 stages[p.dst.buffer.uid] = lp.stages
-                if lp.mechanism == "tma":
+                if mechanisms.named(lp.mechanism).stages_aligned:
                     tma_staged.add(p.dst.buffer.uid)
-        if lp.mechanism == "tma":
+        if mechanisms.named(lp.mechanism).mbarriers:
             # full barriers per producer and stage; empty barriers per stage, or per producer and stage when
             # the producers are released at different points of an iteration (overlap_softmax)
             empties = lp.stages * (len(lp.producers) if lp.overlap_softmax else 1) if lp.warp_specialized else 0

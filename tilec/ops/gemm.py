@@ -1,10 +1,10 @@
 """gemm: C += op(A) @ op(B) over the block (`transpose_A/B`, `clear_accum`, warp `policy`).
 
 Schema: A, B and C 2-D regions (unit dims squeezed) with matching M, N, K. Reads A and B, writes C.
-layout-inference chooses the instruction (the schedule's GemmSchedule); lowering dispatches to the
-implementation registered for it in IMPLEMENTATIONS (gemm_fma: scalar, gemm_mma: mma.sync m16n8k16,
-gemm_mfma: AMD MFMA 16x16x16), after the target's LoweringExtension had its chance (sm90: wgmma).
-Each implementation is a module `lower(cx, s)` talking to the lowering context only.
+layout-inference chooses the instruction (the schedule's GemmSchedule) among the implementations registered in
+tilec/ops/gemm_impl.py (gemm_fma here: scalar; the back ends' own: tilec/targets/cuda/gemm_mma.py, gemm_wgmma.py,
+tilec/targets/hip/gemm_mfma.py); lowering dispatches to that implementation's `lower(cx, s)`, which talks to the
+narrow gemm_impl.GemmContext only, after the target's LoweringExtension had its chance (sm90: wgmma).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import tile as T
+from . import gemm_impl
 from .schema import extents, fmt, squeeze
 
 
@@ -37,10 +38,6 @@ def writes(s: T.Gemm) -> list[T.Region]:
     return [s.c]
 
 
-IMPLEMENTATIONS: dict[str, object] = {}  # instruction -> lower(cx, s); the implementation modules register
-ACCUMULATOR_LAYOUTS: dict[str, object] = {}  # instruction -> accumulator_layout(query): eligibility and layout
-
-
 @dataclass(frozen=True)
 class GemmQuery:
     """What layout-inference tells an instruction's implementation about one gemm: the narrow context of
@@ -60,13 +57,6 @@ class GemmQuery:
     def k(self) -> int:
         ext = [e for e in self.s.a.const_extents if e != 1] or [1]
         return ext[0] if self.s.transpose_a else ext[-1]
-
-
-def register_layout(instruction: str):
-    def add_layout(fn):
-        ACCUMULATOR_LAYOUTS[instruction] = fn
-        return fn
-    return add_layout
 
 
 def operand_tiles_ok(s: T.Gemm) -> bool:
@@ -110,11 +100,12 @@ def choose_warps(q: GemmQuery, atom_m: int, atom_n: int) -> tuple[int, int] | No
     return min(options, key=lambda o: (abs((m / o[0]) - (n / o[1])), -o[0]))
 
 
-def missed_reason(instr, q: GemmQuery) -> str:
-    """Why matrix instruction `instr` (a tilec.ir.instructions.MatrixInstruction the target offers) does not run
+def missed_reason(impl, q: GemmQuery) -> str:
+    """Why the matrix instruction of implementation `impl` (a gemm_impl.GemmImpl the target offers) does not run
     gemm q, for a remark: the first of its documented requirements (see each implementation's
     accumulator_layout) that q fails, checked in the order a user can act on them."""
     s, c_buf, a, b = q.s, q.s.c.buffer, q.s.a.buffer, q.s.b.buffer
+    instr = impl.instruction
     name = instr.target_name
     if a.dtype not in instr.operand_types:
         takes = "/".join(str(t) for t in instr.operand_types)
@@ -134,23 +125,16 @@ def missed_reason(instr, q: GemmQuery) -> str:
     m, n = c_buf.const_shape
     if m % instr.m or n % instr.n:
         return f"the {m}x{n} accumulator is not a whole number of {instr.m}x{instr.n} tiles"
-    if instr.family != "wgmma" and not operand_tiles_ok(s):
+    if impl.warp_tiled and not operand_tiles_ok(s):
         return ("a shared operand is not a 2-D tile of 16-byte rows starting at a multiple of 8, or N is not a "
                 "multiple of 8")
-    if instr.family != "wgmma" and choose_warps(q, instr.m, instr.n) is None:
+    if impl.warp_tiled and choose_warps(q, instr.m, instr.n) is None:
         return (f"no partition of the block's {q.warps} warps over the {m}x{n} accumulator fits "
                 f"{instr.m}x{instr.n} tiles")
     if a.scope == "fragment":
         return f"its register A operand '{a.name}' does not have {name}'s operand layout"
     return (f"its operand tiles or warp partition do not fit {name} (whole 2-D shared tiles in the instruction's "
             "layout, a partition of the warps that tiles the accumulator)")
-
-
-def register(instruction: str):
-    def add_implementation(lower):
-        IMPLEMENTATIONS[instruction] = lower
-        return lower
-    return add_implementation
 
 
 def lower(cx, s: T.Gemm) -> None:
@@ -160,9 +144,10 @@ def lower(cx, s: T.Gemm) -> None:
         cx.lower(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
     if cx.ext.lower_gemm(s, instruction):
         return
-    if instruction not in IMPLEMENTATIONS:
+    impl = gemm_impl.lookup(instruction, cx.target)
+    if impl is None:
         raise cx.fail(f"internal error: no lowering of gemm instruction '{instruction}' for {cx.target.name}", s.span)
-    IMPLEMENTATIONS[instruction](cx, s)
+    impl.lower(gemm_impl.GemmContext.of(cx), s)
 
 
 GEMM_INPUTS = {D.F16, D.BF16, D.F32, D.F8E4M3, D.F8E5M2, D.I8}

@@ -1,5 +1,6 @@
 """The gemm implementation for targets (or operands) without a matrix instruction: each thread computes
-its accumulator elements with scalar multiply-adds; register operands are first staged through shared memory."""
+its accumulator elements with scalar multiply-adds; register operands are first staged through shared memory.
+Generic: it registers itself for every target, as the fallback (the largest rank)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from ..ir import tile as T
 from ..ir.exprs import cast
 from ..ir.fold import as_int
 from ..ir.layout import (
-    SharedLayout,
     c,
     valid,
 )
 from . import gemm
+from .gemm_impl import GemmContext, GemmImpl, register_gemm_impl
 
 
-def stage_operands(cx, s: T.Gemm) -> T.Gemm:
+def stage_operands(cx: GemmContext, s: T.Gemm) -> T.Gemm:
     """The FMA path reads whole rows of A and columns of B, which a fragment spreads over the threads:
     stage each register operand through a shared buffer (written, then a barrier). The gemms of a kernel share
     one staging buffer per operand position, dtype and shape: each gemm ends with a barrier before the next may
@@ -36,20 +37,7 @@ def stage_operands(cx, s: T.Gemm) -> T.Gemm:
                             "operands, f32 accumulator, tile sizes multiple of 16) or the whole 2-D fragment",
                             s.span)
         layout = cx.sched.fragment(b)
-        key = (name, b.dtype, shape)
-        if key in cx.gemm_stages:
-            stage = cx.gemm_stages[key]
-            lay = cx.staged_layouts[id(stage)]
-            sb = cx.buffers[id(stage)]
-        else:
-            stage = T.Buffer(cx.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
-            lay = SharedLayout(shape, b.dtype.bytes)
-            cx.staged_layouts[id(stage)] = lay
-            cx.staged.append(stage)
-            sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
-            cx.shared.append(sb)
-            cx.buffers[id(stage)] = sb
-            cx.gemm_stages[key] = stage
+        stage, lay, sb = cx.staging_buffer(name, b, shape)
         cx.before_shared_access(False, True)
         kv = cx.fresh("r")
         i, j = layout.coords(cx.tid, kv)
@@ -57,15 +45,14 @@ def stage_operands(cx, s: T.Gemm) -> T.Gemm:
         ok = valid(layout, cx.tid, kv)
         cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), [st if ok is None else S.SIf(None, ok, [st])],
                          unroll=True))
-        cx.smem_dirty = True
+        cx.shared_written()
         regions[name] = T.Region(stage, [c(0), c(0)], list(r.extents), r.span)
     cx.before_shared_access(True, False)
-    cx.smem_read = True
+    cx.shared_read()
     return dataclasses.replace(s, **regions)
 
 
-@gemm.register("fma")
-def lower(cx, s: T.Gemm) -> None:
+def lower(cx: GemmContext, s: T.Gemm) -> None:
     staged = s.a.buffer.scope == "fragment" or s.b.buffer.scope == "fragment"
     if staged:
         s = stage_operands(cx, s)
@@ -101,3 +88,16 @@ def lower(cx, s: T.Gemm) -> None:
                      unroll=True))
     if staged:
         cx.barrier()  # the staging buffer is rewritten by the next gemm, possibly in the next iteration
+
+
+class FmaGemm(GemmImpl):
+    """Scalar multiply-adds: any operands, any target (the accumulator in the layout layout-inference gave it)."""
+
+    name = "fma"
+    intrinsics = ()
+
+    def lower(self, cx: GemmContext, s: T.Gemm) -> None:
+        lower(cx, s)
+
+
+register_gemm_impl(FmaGemm(), lambda target: True, rank=1000)

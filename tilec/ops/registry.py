@@ -2,19 +2,16 @@
 
 Each tile op has a home, tilec/ops/<op>.py, owning what the op reads and writes (`reads(s)`, `writes(s)`:
 regions) and how the SIMT targets lower it (`lower(cx, s)`, talking to the lowering context `cx` only --
-tilec/passes/lowering_extension.py says what the context offers). The instruction families of an op are
-implementation modules registered with it (gemm: gemm_fma, gemm_mma, gemm_mfma; sm90's wgmma through the
-target's LoweringExtension). Generic passes ask this registry instead of testing statement types.
+tilec/passes/lowering_extension.py says what the context offers). The instruction families of gemm are
+implementations registered in tilec/ops/gemm_impl.py: the generic gemm_fma here, the back ends' own (mma.sync,
+wgmma, MFMA) from their folders. Generic passes ask this registry instead of testing statement types.
 """
 
 from __future__ import annotations
 
 from ..ir import tile as T
 from . import atomic, copy, cumsum, fill, gemm, reduce
-from . import gemm_fma as _gemm_fma  # noqa: F401 -- the gemm implementations register themselves with gemm
-from . import gemm_mfma as _gemm_mfma  # noqa: F401
-from . import gemm_mma as _gemm_mma  # noqa: F401
-from . import gemm_wgmma as _gemm_wgmma  # noqa: F401
+from . import gemm_fma as _gemm_fma  # noqa: F401 -- the generic gemm implementation registers itself
 from . import print as print_op
 
 OPS = {T.Copy: copy, T.Fill: fill, T.Gemm: gemm, T.Reduce: reduce, T.Atomic: atomic, T.Print: print_op,

@@ -11,11 +11,11 @@ Guarantees: `kernel.schedule` (tilec/ir/schedule.py) records, keyed by stable op
     power-of-two row of at least 32 bytes), linear otherwise (or as annotate_layout says); a shared buffer
     viewed with T.reshape / T.view and its views are linear (an error when a wgmma or MFMA operand, or an
     annotation, needs another layout);
-  * each gemm an instruction (GemmSchedule: family, instruction shape, warp partition): "wgmma" (Hopper
-    wgmma.m64nNk16, warpgroup accumulators, operands in TMA panel layouts), "mma" (mma.sync m16n8k16),
-    "mfma" (AMD v_mfma_f32_16x16x16, wave64; shared operands, or a register A operand that is the
-    transposed accumulator of an earlier MFMA gemm) or "fma" (scalar fallback), chosen among the
-    instructions the target lists in `matrix_instructions`.
+  * each gemm an instruction (GemmSchedule: family, instruction shape, warp partition), chosen among the
+    implementations registered in tilec/ops/gemm_impl.py whose predicate takes the target (the back ends'
+    own: Hopper wgmma.m64nNk16, mma.sync m16n8k16, AMD MFMA 16x16x16), best first, the first whose
+    accumulator_layout takes the gemm; the generic scalar FMA when none does. Each implementation also says
+    what register A operand it reads and which shared layouts its operands need; this pass names none.
 A gemm that runs on a lesser instruction than the target's best gets a remark (category tensor-cores) saying
 why each better one does not fit.
 Conflicting requirements (a fragment needed in two different layouts) are reported at the line
@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Reporter
 from ..ir import tile as T
-from ..ir.instructions import FAMILIES, WGMMA
 from ..ir.layout import (
     BlockRow,
     Fragment,
@@ -37,16 +36,16 @@ from ..ir.layout import (
     MmaTiled,
     Projected,
     SharedLayout,
-    WgmmaTiled,
     block_row,
     same_layout,
 )
-from ..ir.schedule import GemmRequest, GemmSchedule, KernelSchedule
+from ..ir.schedule import GemmRequest, KernelSchedule
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import gemm as gemm_op
-from ..ops import gemm_mfma
+from ..ops import gemm_impl
 from ..ops.gemm import GemmQuery
-from ..ops.registry import OPS  # noqa: F401 (loads the gemm implementations, which register their layouts)
+from ..ops.gemm_impl import GemmImpl
+from ..ops.registry import OPS  # noqa: F401 (loads the generic gemm implementation, which registers itself)
 from ..targets.registry import Target
 
 NAME = "layout-inference"
@@ -56,7 +55,7 @@ NAME = "layout-inference"
 class LayoutTable:
     fragments: dict[int, Fragment] = field(default_factory=dict)
     shared: dict[int, SharedLayout] = field(default_factory=dict)
-    gemm_impl: dict[int, str] = field(default_factory=dict)
+    gemm_impl: dict[int, GemmImpl] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
 
     def fragment(self, b: T.Buffer) -> Fragment:
@@ -122,25 +121,18 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
                 continue
             sched.labels[b.uid] = b.name
         elif isinstance(s, T.Gemm):
-            impl = table.gemm_impl.get(id(s), "fma")
-            sched.gemms[s.uid] = _gemm_schedule(s, impl, table.fragments.get(id(s.c.buffer)))
+            impl = table.gemm_impl.get(id(s)) or gemm_impl.fallback()
+            sched.gemms[s.uid] = impl.schedule(s, table.fragments.get(id(s.c.buffer)))
             sched.labels[s.uid] = f"#{s.uid}" + (f" (line {s.span.line})" if s.span is not None else "")
             req = k.request.gemm(s) if k.request is not None else GemmRequest()
-            if req.instruction is not None and req.instruction != impl:
+            if req.instruction is not None and req.instruction != impl.name:
                 rep.error(f"the schedule asks for '{req.instruction}' for this gemm, which cannot use it here "
-                          f"(operands, shapes or target); it can use '{impl}'", s.span)
+                          f"(operands, shapes or target); it can use '{impl.name}'", s.span)
             elif req.warps is not None and sched.gemms[s.uid].warps != tuple(req.warps):
                 rep.error(f"the schedule asks for a {req.warps[0]}x{req.warps[1]} warp partition for this gemm, "
-                          f"which no matrix instruction of the target can take here (it runs on {impl})", s.span)
+                          f"which no matrix instruction of the target can take here (it runs on {impl.name})",
+                          s.span)
     return sched
-
-
-def _gemm_schedule(s: T.Gemm, impl: str, lay: Fragment | None) -> GemmSchedule:
-    instr = FAMILIES.get(impl)
-    if instr is None or not isinstance(lay, instr.accumulator):
-        return GemmSchedule("fma")
-    n = lay.instr_n if instr is WGMMA else instr.n
-    return GemmSchedule(impl, (instr.m, n, instr.step_k(s.a.buffer.dtype)), (lay.wm, lay.wn))
 
 
 def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
@@ -187,7 +179,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     class_layout: dict[int, Fragment] = {}
     class_site: dict[int, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
-    offered = {f for f, instr in FAMILIES.items() if instr.offered_by(target) and f not in k.attrs.get("disabled", ())}
+    disabled = k.attrs.get("disabled", ())
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
@@ -205,7 +197,6 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
-        impl = "fma"
         req = k.request.gemm(s) if k.request is not None else GemmRequest()
         root = uf.find(id(s.c.buffer))
         members = [b for b in frags if uf.find(b) == root]
@@ -218,16 +209,11 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                           else None,
                           col_reduced=any(uf.find(x) == root for x in col_reduced),
                           rows_projected=root in projected_roots,
-                          transposed_wanted=_mfma_transposed(root, projections, register_a, uf))
+                          transposed_wanted=_transposed_wanted(root, projections, register_a, uf))
         queries[id(s)] = (query, req.instruction is not None)
-        for family in (req.instruction,) if req.instruction is not None else FAMILIES:
-            if family not in offered:
-                continue
-            lay = gemm_op.ACCUMULATOR_LAYOUTS[family](query)
-            if lay is not None:
-                set_accumulator(s, lay)
-                impl = family
-                break
+        impl, lay = gemm_impl.choose(query, target, disabled, req.instruction)
+        if lay is not None:
+            set_accumulator(s, lay)
         table.gemm_impl[id(s)] = impl
 
     # Everything else that is at least 2-D: the generic layout.
@@ -275,28 +261,18 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             continue
         table.fragments[key] = lay
 
+    # A register A operand, now that every layout is known: the implementation reads it as it is, reports it, or
+    # the gemm falls back to the generic implementation (which stages it through shared memory).
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "wgmma":
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment":
+            impl = table.gemm_impl[id(s)]
             la = table.fragments.get(id(s.a.buffer))
             lc = table.fragments.get(id(s.c.buffer))
-            if not (isinstance(la, WgmmaTiled) and isinstance(lc, WgmmaTiled) and la.wn == 1 and lc.wn == 1
-                    and la.wm == lc.wm and la.m == lc.m):
-                rep.error(f"the register operand '{s.a.buffer.name}' of this gemm does not have the wgmma operand "
-                          f"layout ({la}); stage it through shared memory", s.span)
-        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mfma":
-            la = table.fragments.get(id(s.a.buffer))
-            lc = table.fragments.get(id(s.c.buffer))
-            if not (isinstance(la, MfmaTiled) and isinstance(lc, MfmaTiled) and la.transposed and lc.transposed
-                    and la.wn == 1 and lc.wn == 1 and la.wm == lc.wm and la.m == lc.m and not s.transpose_a
-                    and s.a.const_extents == s.a.buffer.const_shape):
-                table.gemm_impl[id(s)] = "fma"
-    for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mma":
-            la = table.fragments.get(id(s.a.buffer))
-            lc = table.fragments.get(id(s.c.buffer))
-            if not (isinstance(la, MmaTiled) and isinstance(lc, MmaTiled) and la.wn == 1 and lc.wn == 1
-                    and la.wm == lc.wm and not s.transpose_a):
-                table.gemm_impl[id(s)] = "fma"
+            err = impl.register_a_error(s, la, lc)
+            if err is not None:
+                rep.error(err, s.span)
+            elif not impl.register_a_fits(s, la, lc):
+                table.gemm_impl[id(s)] = gemm_impl.fallback()
 
     if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
         _remark_missed_instructions(k, table, queries, target, rep)
@@ -304,23 +280,25 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     # Shared layouts.
     annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
     index_maps = {id(s.buffer): s for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout) and s.index_map}
-    mma_operands = set()
-    wgmma_operands = set()
-    for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "mma":
-            mma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
-        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "wgmma":
-            wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
-    mfma_operands = gemm_mfma.operand_layouts(k, table.gemm_impl)
+    # What the gemms' implementations need of their shared operands: a layout of their own (operand_layouts: the
+    # layout and its implementation; the first gemm that reads a buffer decides) or a swizzle where it is possible.
+    gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
+    swizzled = {id(r.buffer) for s in gemms if table.gemm_impl[id(s)].swizzles_operands
+                for r in (s.a, s.b) if r.buffer.scope == "shared"}
+    operand_layouts: dict[int, tuple[SharedLayout, GemmImpl]] = {}
+    for impl in dict.fromkeys(table.gemm_impl[id(s)] for s in gemms):
+        mine = [s for s in gemms if table.gemm_impl[id(s)] is impl]
+        for key, lay in impl.shared_operand_layouts(mine).items():
+            operand_layouts.setdefault(key, (lay, impl))
     # Views of a shared buffer (T.reshape, T.view) read its bytes row-major: the buffer and its views stay linear.
     views = [s for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"
              and s.buffer.view_of is not None]
     in_view_group = {id(v.buffer) for v in views} | {id(v.buffer.storage) for v in views}
-    for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s), "fma") != "fma":
+    for s in gemms:
+        if table.gemm_impl[id(s)].tensor_core:
             for r in (s.a, s.b):
                 if id(r.buffer) in index_maps:
-                    instr = FAMILIES[table.gemm_impl[id(s)]].target_name
+                    instr = table.gemm_impl[id(s)].instruction.target_name
                     rep.error(f"'{r.buffer.name}' is an operand of a gemm that runs on {instr}, which reads its "
                               "shared operands in the layout the instruction needs (ldmatrix and wgmma their "
                               "swizzles, MFMA its K-major tiles); drop this T.Layout annotation (tilec picks that "
@@ -329,8 +307,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) in in_view_group:
             b = s.buffer
-            why = ("a wgmma operand (stored in swizzled panels)" if id(b) in wgmma_operands else
-                   "an MFMA operand (stored in the matrix instruction's order)" if id(b) in mfma_operands else
+            why = (operand_layouts[id(b)][1].stored_as if id(b) in operand_layouts else
                    f"annotated {annotated[id(b)]}" if annotated.get(id(b), "linear") != "linear" else None)
             if why is not None:
                 view = next(v for v in views if id(b) in (id(v.buffer), id(v.buffer.storage)))
@@ -345,14 +322,11 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
             if id(b) in index_maps:
                 table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, index_map=index_maps[id(b)].index_map)
                 continue
-            if id(b) in wgmma_operands:  # checked by the wgmma accumulator layout: a swizzle span exists
-                table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
+            if id(b) in operand_layouts and (operand_layouts[id(b)][1].operand_layouts_beat_annotations
+                                             or id(b) not in annotated):
+                table.shared[id(b)] = operand_layouts[id(b)][0]
                 continue
-            if id(b) in mfma_operands and id(b) not in annotated:
-                lay = mfma_operands[id(b)]
-                table.shared[id(b)] = lay
-                continue
-            want = annotated.get(id(b), "swizzled" if id(b) in mma_operands else "linear")
+            want = annotated.get(id(b), "swizzled" if id(b) in swizzled else "linear")
             if want == "swizzled" and lay.can_swizzle() and len(b.shape) >= 2:
                 lay = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True)
             table.shared[id(b)] = lay
@@ -366,28 +340,28 @@ def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm) or id(s) not in queries or queries[id(s)][1]:
             continue
-        impl = table.gemm_impl.get(id(s), "fma")
+        impl = table.gemm_impl[id(s)]
         better = []
-        for family, instr in FAMILIES.items():
-            if family == impl:
+        for other in gemm_impl.offered(target):
+            if other is impl or not other.tensor_core:
                 break
-            if instr.offered_by(target):
-                why = (f"turned off (--no-{family})" if family in disabled
-                       else gemm_op.missed_reason(instr, queries[id(s)][0]))
-                better.append(f"{instr.target_name}: {why}")
-        if impl == "fma" and not better:
+            why = (f"turned off (--no-{other.name})" if other.name in disabled
+                   else gemm_op.missed_reason(other, queries[id(s)][0]))
+            better.append(f"{other.instruction.target_name}: {why}")
+        if not impl.tensor_core and not better:
             rep.remark("tensor-cores", f"gemm runs on scalar multiply-adds: {target.name} has no matrix instructions "
                                        "tilec uses", s.span)
         elif better:
-            what = ("scalar multiply-adds, not tensor cores" if impl == "fma"
-                    else f"{FAMILIES[impl].target_name}, not the target's best matrix instruction")
+            what = ("scalar multiply-adds, not tensor cores" if not impl.tensor_core
+                    else f"{impl.instruction.target_name}, not the target's best matrix instruction")
             rep.remark("tensor-cores", f"gemm runs on {what}: " + "; ".join(better), s.span)
 
 
-def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:
-    """An MFMA accumulator class is laid out transposed when it is the register A operand of a gemm (a lane's
-    4 registers along a row are then the MFMA B-operand layout of the swapped product) or when its rows are
-    projected (row reductions: 4 of a row's elements per lane, 2 shuffles instead of 4)."""
+def _transposed_wanted(root: int, projections, register_a: set[int], uf) -> bool:
+    """Whether a transposed accumulator serves the class better (GemmQuery.transposed_wanted; MFMA lays its
+    accumulator out transposed then): it is the register A operand of a gemm (an MFMA lane's 4 registers along a
+    row are then the B-operand layout of the swapped product) or its rows are projected (row reductions: 4 of a
+    row's elements per lane, 2 shuffles instead of 4)."""
     if any(uf.find(a) == root for a in register_a):
         return True
     return any(keep == 0 and uf.find(parent) == root for _, parent, keep, _ in projections)

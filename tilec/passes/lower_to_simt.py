@@ -36,6 +36,7 @@ import contextlib
 import dataclasses
 
 from ..diagnostics import CompileError, Diagnostic, Reporter, Span
+from ..ir import copy_mechanisms as mechanisms
 from ..ir import dtypes as D
 from ..ir import profile
 from ..ir import simt as S
@@ -82,7 +83,7 @@ class Lowerer:
         self.hoisted: list[S.SStmt] = []  # per-thread constants, declared once at kernel entry
         self.hoisted_vars: dict[str, T.Var] = {}
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
-        self.gemm_stages: dict[tuple, T.Buffer] = {}  # (operand, dtype, shape) -> its staging buffer (gemm_fma.py)
+        self.gemm_stages: dict[tuple, T.Buffer] = {}  # (operand, dtype, shape) -> its staging buffer (gemm_impl.py)
         self.staged_fragments: dict[int, S.SBuffer] = {}  # fragment -> its shared copy, in a Parallel loop
         for v in k.block_vars:
             self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
@@ -108,7 +109,7 @@ class Lowerer:
             if plan.stages > 1:
                 for pr in plan.producers:
                     self.stage_count[id(pr.dst.buffer)] = plan.stages
-                    if plan.mechanism == "tma":  # each stage where a TMA box may land (SharedLayout.stage_size)
+                    if mechanisms.named(plan.mechanism).stages_aligned:  # each stage where a TMA box may land
                         self.tma_staged.add(id(pr.dst.buffer))
         self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
@@ -604,7 +605,7 @@ class Lowerer:
         self.emit(S.SWhile(s.span, cond, stmts))
 
     def pipelined(self, s: T.For, plan) -> None:
-        if plan.mechanism == "registers":
+        if mechanisms.named(plan.mechanism).register_staged:
             return self.pipelined_registers(s, plan)
         var = s.vars[0]
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
@@ -672,7 +673,7 @@ class Lowerer:
         self.before_shared_access(False, True)
         self.emit(S.SComment(None, f"pipeline over {var.name}: 2 shared buffers, next tiles staged in registers"))
         stagers = [(p, copy_op.staged_copy(self, p, sext(p), tag="next")) for p in producers]
-        if any(st is None for _, st in stagers):  # pipeline-planning's register_stageable promised otherwise
+        if any(st is None for _, st in stagers):  # the mechanism's register_stageable promised otherwise
             raise self.fail("internal error: a register-staged pipeline's copy cannot go through registers", s.span)
 
         def at(iteration: T.Expr, phase: int):

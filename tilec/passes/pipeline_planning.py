@@ -41,36 +41,33 @@ lowering follows it as it is.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..diagnostics import Reporter
+from ..ir import copy_mechanisms as mechanisms
 from ..ir import tile as T
-from ..ir.fold import as_int, multiple_of
+from ..ir.copy_mechanisms import PlanContext
 from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
+from ..ops import gemm_impl
 from ..ops import registry as ops
 from ..targets.registry import Target
 
 NAME = "pipeline-planning"
-# Register staging holds a thread's share of every prefetched tile in registers, and lowering
-# unrolls one load per element: beyond this many elements a thread (a block of a few threads
-# loading whole tiles) it costs minutes of compile time for code that spills; the loop is plain.
-MAX_STAGED_PER_THREAD = 512
 
 
 def _uses(e: T.Expr, v: T.Var) -> bool:
     return any(x is v for x in sub_exprs(e))
 
 
-def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool = False,
+def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, disabled=(), rerun: bool = False,
               shared_bytes: dict[int, int] | None = None, request: LoopRequest | None = None,
               threads: int | None = None) -> LoopSchedule:
-    """The plan for one Pipelined loop: the first mechanism (tma, cp.async, registers) the target offers and
-    every producer can use, else sync; `request` narrows the choice (stages, mechanism)."""
+    """The plan for one Pipelined loop: the first copy mechanism the target offers (tilec/ir/copy_mechanisms.py,
+    best first, less the disabled ones; not one that counts a single run of the loop when an enclosing loop runs
+    it again, `rerun`) that can run it, else sync; `request` narrows the choice (stages, mechanism)."""
     request = request or LoopRequest()
     stages = request.stages if request.stages is not None else loop.num_stages
-    allowed = (request.mechanism,) if request.mechanism is not None else ("tma", "cp.async", "registers", "sync")
     var = loop.vars[0]
     producers = []
     written_elsewhere: set[int] = set()
@@ -89,100 +86,46 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool =
     assigned = {id(s.var) for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
     producers = [p for p in producers
                  if not any(isinstance(x, T.Var) and id(x) in assigned for e in p.src.starts for x in sub_exprs(e))]
-    if (producers and stages >= 2 and "tma" in allowed and tma_ok
-            and all(tma_copy_ok(p, sched) for p in producers)):
-        return LoopSchedule(stages, "tma", producers)
-    if producers and "cp.async" in allowed and "cp.async" in target.async_copy and stages >= 2:
-        return LoopSchedule(stages, "cp.async", producers)
-    if (producers and "registers" in allowed and "register_double_buffer" in target.features and stages >= 2
-            and all(register_stageable(p, target) for p in producers)):
-        # AMD has no cp.async: the next iteration's tiles are loaded into registers before this iteration's
-        # compute and stored to the other of two shared buffers after it (one barrier per iteration) -- where
-        # the second buffers fit in the target's shared memory (else the plain loop).
-        sizes = shared_bytes or {}
-        extra = sum(sizes.get(p.dst.buffer.uid, 0) for p in producers)
-        staged = sum(math.prod(p.dst.buffer.const_shape or (0,)) for p in producers)
-        fits = sum(sizes.values()) + extra <= target.shared_memory_bytes
-        if fits and staged <= MAX_STAGED_PER_THREAD * (threads or 1):
-            return LoopSchedule(2, "registers", producers)
-    return LoopSchedule(1, "sync", producers)
-
-
-def register_stageable(p: T.Copy, target: Target) -> bool:
-    """A global -> shared copy that can go through registers 16 bytes at a time (what register-staged
-    double buffering needs; lower-to-simt's staged_copy): one 16- or 32-bit element type, at most 2-D,
-    the source's inner dimension contiguous, chunk-aligned and, where known, a multiple of a chunk."""
-    src, dst = p.src, p.dst
-    sext = [e for e in src.const_extents if e != 1] or [1]
-    if ("vector_copy16" not in target.features or src.buffer.dtype != dst.buffer.dtype
-            or src.buffer.scope != "global" or dst.buffer.scope != "shared" or len(sext) > 2):
-        return False
-    vec = 16 // src.buffer.dtype.bytes
-    contiguous = src.const_extents[-1] != 1 or all(e == 1 for e in src.const_extents)
-    if sext[-1] % vec or not contiguous or not multiple_of(src.starts[-1], vec):
-        return False
-    inner = as_int(src.buffer.shape[-1])
-    return inner is None or inner % vec == 0
-
-
-def tma_copy_ok(p: T.Copy, sched: KernelSchedule) -> bool:
-    """A global->shared copy one TMA box (or one per 128-byte panel) can do: the whole destination
-    tile, the same element type, a source box of at most 256 per dimension, and a destination layout
-    that TMA writes (a swizzled panel layout, or linear rows of a multiple of 16 bytes)."""
-    src, dst = p.src, p.dst
-    lay = sched.shared.get(dst.buffer.uid)
-    exts = src.const_extents
-    if (lay is None or exts is None or src.buffer.dtype != dst.buffer.dtype or len(src.buffer.shape) > 5
-            or lay.index_map is not None):  # (a user's layout: TMA writes none)
-        return False
-    if not (all(isinstance(x, T.Const) and int(x.value) == 0 for x in dst.starts)
-            and list(dst.const_extents) == list(dst.buffer.const_shape)):
-        return False
-    if [e for e in exts if e != 1] != [e for e in dst.buffer.const_shape if e != 1] or exts[-1] == 1:
-        return False
-    if lay.panel and lay.swizzle:
-        inner = lay.panel_elems
-    else:
-        inner = exts[-1]
-        if lay.swizzle or (inner * dst.buffer.dtype.bytes) % 16:
-            return False
-    return all(e <= 256 for e in exts[:-1]) and inner <= 256
+    ctx = PlanContext(target, sched, shared_bytes or {}, threads)
+    for m in mechanisms.offered(target, disabled):
+        if request.mechanism not in (None, m.name) or (m.once_per_loop_run and rerun):
+            continue
+        if m.issues_ahead and not producers:
+            continue
+        got = m.stages_for(producers, stages, ctx)
+        if got is not None:
+            return LoopSchedule(got, m.name, producers)
+    return LoopSchedule(1, mechanisms.FALLBACK.name, producers)
 
 
 def _remark_plan(loop: T.For, plan: LoopSchedule, request: LoopRequest, target: Target, sched: KernelSchedule,
                  disabled, rep: Reporter) -> None:
-    """Remarks on a Pipelined loop's plan: fewer stages than it asks for (category pipeline), and on a target with
-    TMA pipelines, a loop whose copies do not use TMA (category tma) -- each with the reason."""
+    """Remarks on a Pipelined loop's plan: fewer stages than it asks for (category pipeline), and what the
+    target's mechanisms say about it (on a target with TMA pipelines, a loop whose copies do not use TMA,
+    category tma) -- each with the reason."""
     asked = loop.num_stages
+    offered = mechanisms.offered(target)
+    has_async = any(m.issues_ahead and m.fixed_stages is None for m in offered)
+    has_staging = any(m.fixed_stages is not None for m in offered)
     if request.stages is None and plan.stages < asked:
         if not plan.producers:
             why = ("no copy global -> shared in its body reads a tile chosen by the loop variable (nothing to "
                    "prefetch)")
-        elif plan.mechanism == "registers":
+        elif mechanisms.named(plan.mechanism).register_staged:
             why = (f"{target.name} has no asynchronous copies: the next tiles are staged through registers into a "
                    "second shared buffer (double buffering)")
-        elif "cp.async" not in target.async_copy and "register_double_buffer" not in target.features:
+        elif not has_async and not has_staging:
             why = f"{target.name} has neither asynchronous copies nor register-staged double buffering"
-        elif "cp.async" not in target.async_copy:
+        elif not has_async:
             why = (f"{target.name} has no asynchronous copies, and staging the tiles through registers does not fit "
                    "(a second shared buffer beyond the shared memory, or too many elements per thread)")
         else:
             why = "its copies cannot be issued ahead of the compute on this target"
         rep.remark("pipeline", f"Pipelined loop runs {plan.stages} stage(s), not the {asked} asked for: {why}",
                    loop.span)
-    if target.tma_pipelines and plan.producers and plan.mechanism != "tma" and asked >= 2:
-        if "tma" in disabled:
-            why = "TMA is turned off (--no-tma)"
-        else:
-            bad = [p.dst.buffer.name for p in plan.producers if not tma_copy_ok(p, sched)]
-            why = (f"the copy into {', '.join(repr(b) for b in bad)} is not one TMA box (a whole tile, same element "
-                   "type, at most 256 per dimension, in a layout TMA writes)" if bad
-                   else "the schedule asks for another mechanism")
-        rep.remark("tma", f"Pipelined loop loads its tiles with {plan.mechanism}, not TMA: {why}", loop.span)
-    elif plan.mechanism == "tma":
-        how = ", from a producer warpgroup (warp-specialized)" if plan.warp_specialized else ""
-        rep.remark("tma", f"Pipelined loop loads {', '.join(repr(p.dst.buffer.name) for p in plan.producers)} with "
-                          f"TMA, {plan.stages} stages{how}", loop.span)
+    ctx = PlanContext(target, sched, {}, None)
+    for m in offered:
+        m.remark_plan(loop, plan, asked, ctx, disabled, rep)
 
 
 def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
@@ -242,6 +185,12 @@ def _touched(stmts: list[T.Stmt]) -> tuple[set[int], set[int]]:
     return reads, writes
 
 
+def _warpgroup_async(sched: KernelSchedule, g: T.Gemm) -> bool:
+    """Whether gemm g runs on an instruction issued asynchronously by warpgroups (sm90's wgmma), which the
+    pipelines below keep in flight."""
+    return gemm_impl.named(sched.instruction(g)).warpgroup_async
+
+
 def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> OverlapSplit | None:
     """The split of `loop`'s body that overlap_softmax runs, or None when moving the last gemm of an
     iteration past the next iteration's first statements would change what the loop computes: the loop has
@@ -250,7 +199,7 @@ def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> Ove
     each producer's tile is read either by the first part or by the last gemm only."""
     body = [st for st in loop.body if st not in plan.producers]
     gemms = [st for st in walk_stmts(body) if isinstance(st, T.Gemm)]
-    if (len(gemms) != 2 or any(sched.instruction(g) != "wgmma" for g in gemms) or gemms[0] not in body
+    if (len(gemms) != 2 or not all(_warpgroup_async(sched, g) for g in gemms) or gemms[0] not in body
             or body[-1] is not gemms[1]):
         return None
     first, last = gemms
@@ -283,14 +232,15 @@ def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> Ove
 
 def preload_copies(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> list[T.Copy]:
     """The global -> shared copies at the kernel's top level before `loop` that a producer warpgroup can issue
-    through TMA before the loop: one box per panel (tma_copy_ok), a source that depends only on launch values,
-    and a tile nothing else in the kernel writes."""
+    through TMA before the loop: one box per panel (the mechanism's copy_ok), a source that depends only on launch
+    values, and a tile nothing else in the kernel writes."""
     assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
     launch = {id(a.var) for a in launch_value_assigns(k, loop)}
+    copy_ok = mechanisms.named(plan.mechanism).copy_ok
     out = []
     for st in k.body[:k.body.index(loop)]:
         if not (isinstance(st, T.Copy) and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared"
-                and st not in plan.producers and tma_copy_ok(st, sched)):
+                and st not in plan.producers and copy_ok(st, PlanContext(None, sched, {}, None))):
             continue
         if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and id(x) not in launch)
                for e in st.src.starts for x in sub_exprs(e)):
@@ -313,10 +263,11 @@ def _plan_cluster(k: T.Kernel, target: Target, sched: KernelSchedule, loops: lis
         return
     dim = 0 if shape[0] > 1 else 1
     why = None
-    if not target.tma_pipelines:
+    multicast = [m for m in mechanisms.offered(target) if m.producer_warpgroup]  # (sm90: TMA)
+    if not multicast:
         why = f"{target.name} has no thread-block clusters with TMA multicast (sm90 has)"
-    elif "tma" in k.attrs.get("disabled", ()):
-        why = "TMA is turned off (--no-tma)"
+    elif multicast[0].name in k.attrs.get("disabled", ()):
+        why = f"{multicast[0].label} is turned off (--no-{multicast[0].name})"
     else:
         ws = [s for s in loops if plans[s.uid].warp_specialized]
         if not ws:
@@ -369,7 +320,7 @@ def gemm_pipeline(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> boo
     fragment that nothing else in the loop touches (what ping-pong needs, and what sm90 lowering keeps one k-step
     of wgmma in flight for)."""
     rest = [st for st in loop.body if st not in plan.producers]
-    return (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"
+    return (len(rest) == 1 and isinstance(rest[0], T.Gemm) and _warpgroup_async(sched, rest[0])
             and not rest[0].clear_accum)
 
 
@@ -403,7 +354,7 @@ def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: Kerne
     what follows it), and at least one producer's source must not depend on the block index along `dim` (after
     rasterization) with a tile TMA can load in two halves of rows (panel layout, rows a multiple of 16)."""
     rest = [st for st in loop.body if st not in plan.producers]
-    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and sched.instruction(rest[0]) == "wgmma"):
+    if not (len(rest) == 1 and isinstance(rest[0], T.Gemm) and _warpgroup_async(sched, rest[0])):
         return [], "the Pipelined loop is not a gemm pipeline (its copies and one gemm on wgmma)"
     if plan.overlap_softmax or plan.preloads:
         return [], "the loop overlaps the softmax or preloads tiles"
@@ -470,22 +421,23 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
         sched = k.schedule if k.schedule is not None else KernelSchedule()
         k.schedule = sched
         disabled = k.attrs.get("disabled", ())
-        tma_ok = target.tma_pipelines and "tma" not in disabled
+        warpgroup_copies = {m.name for m in mechanisms.offered(target) if m.producer_warpgroup}  # (sm90: TMA)
+        tma_ok = bool(warpgroup_copies - set(disabled))
         shared_bytes = {uid: lay.size * lay.elem_bytes for uid, lay in sched.shared.items()}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
         requests = {s.uid: k.request.loop(s) if k.request is not None else LoopRequest() for s in loops}
         if not tma_ok and k.attrs.get("internal"):  # the TMA-less twin of a kernel: its pins on TMA do not apply
-            requests = {uid: LoopRequest(r.stages, None if r.mechanism == "tma" else r.mechanism, None)
+            requests = {uid: LoopRequest(r.stages, None if r.mechanism in warpgroup_copies else r.mechanism, None)
                         for uid, r in requests.items()}
         plans: dict[int, LoopSchedule] = {}
         nested = _nested_loop_uids(k.body)
         for s in loops:
             # TMA's mbarrier phases count one run of the loop from zero: a loop run again by an enclosing loop would
             # wait on the previous run's phases, so it gets cp.async
-            plans[s.uid] = plan_loop(s, target, sched, tma_ok and s.uid not in nested, shared_bytes,
-                                     requests[s.uid], k.threads)
+            plans[s.uid] = plan_loop(s, target, sched, disabled, s.uid in nested, shared_bytes, requests[s.uid],
+                                     k.threads)
             sched.labels[s.uid] = f"#{s.uid} {s.vars[0].name}" + (f" (line {s.span.line})" if s.span else "")
-        tma_loops = [s for s in loops if plans[s.uid].mechanism == "tma"]
+        tma_loops = [s for s in loops if mechanisms.named(plans[s.uid].mechanism).producer_warpgroup]
         if loops:
             first = loops[0]
             wanted = requests[first.uid].warp_specialized

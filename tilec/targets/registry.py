@@ -41,6 +41,11 @@ class Target:
     unsupported_dtypes: frozenset[str] = frozenset()
 
     @property
+    def implementations(self) -> str | None:
+        """The module that registers this target's back end's instruction implementations (IMPLEMENTATIONS)."""
+        return IMPLEMENTATIONS.get(self.backend)
+
+    @property
     def tma_pipelines(self) -> bool:
         """TMA copies with mbarrier pipelines and wgmma (the sm90 path; sm100's tcgen05 path is not here)."""
         return "tma" in self.async_copy and "wgmma.m64nNk16" in self.matrix_instructions
@@ -125,6 +130,15 @@ BACKENDS = {
     "wgsl": "tilec.targets.wgsl.backend",
     "hip": "tilec.targets.hip.backend",
     "ascend": "tilec.targets.ascend.backend",
+}
+
+
+# Back-end name -> the module that registers its instruction implementations (gemm families) with
+# tilec/ops/gemm_impl.py when imported; the generic registry imports it, by this name, when one of the back end's
+# targets first asks. A back end without one runs the generic implementations (scalar FMA).
+IMPLEMENTATIONS = {
+    "cuda": "tilec.targets.cuda.instructions",
+    "hip": "tilec.targets.hip.instructions",
 }
 
 

@@ -52,7 +52,8 @@ from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, rou
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
-from ..ir.instructions import MFMA, MMA
+from ..targets.cuda.gemm_mma import MMA
+from ..targets.hip.gemm_mfma import MFMA
 from .simt_hopper import HopperModel, Turns
 
 __all__ = ["SimtInterpreterError", "run_simt"]

@@ -41,7 +41,6 @@ from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
-from ...ir.instructions import WGMMA
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
 from ...ir.schedule import consumer_threads, grouped_order
 from ...ir.visit import sub_exprs, walk_stmts
@@ -49,6 +48,7 @@ from ...ops import gemm as gemm_op
 from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
+from .gemm_wgmma import WGMMA
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
 MBAR = D.I64  # an mbarrier is 8 bytes of shared memory

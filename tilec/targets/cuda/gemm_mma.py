@@ -1,15 +1,17 @@
 """The gemm implementation on mma.sync m16n8k16 (NVIDIA sm80+): ldmatrix from XOR-swizzled shared tiles (or
-an accumulator-layout register A operand) and one mma per 16x8 atom and k-step, per warp."""
+an accumulator-layout register A operand) and one mma per 16x8 atom and k-step, per warp. Its descriptor (MMA),
+eligibility and accumulator layout (MmaTiled, checked against mma_layouts.py), shared operand layouts and lowering;
+registered by tilec/targets/cuda/instructions.py."""
 
 from __future__ import annotations
 
-from ..ir import dtypes as D
-from ..ir import simt as S
-from ..ir import tile as T
-from ..ir.exprs import cast
-from ..ir.fold import fold
-from ..ir.instructions import MMA
-from ..ir.layout import (
+from ...ir import dtypes as D
+from ...ir import simt as S
+from ...ir import tile as T
+from ...ir.exprs import cast
+from ...ir.fold import fold
+from ...ir.instructions import MatrixInstruction
+from ...ir.layout import (
     MmaTiled,
     add,
     c,
@@ -17,11 +19,13 @@ from ..ir.layout import (
     mod,
     mul,
 )
-from . import gemm
+from ...ops import gemm
+from ...ops.gemm_impl import GemmContext, GemmImpl
+
+MMA = MatrixInstruction("mma", "mma.sync.m16n8k16", 16, 8, 16, 32, 32, (D.F16, D.BF16), MmaTiled)
 
 
-@gemm.register("mma")
-def lower(cx, s: T.Gemm) -> None:
+def lower(cx: GemmContext, s: T.Gemm) -> None:
     lay: MmaTiled = cx.sched.fragment(s.c.buffer)
     m, n, kd = gemm.dims(s)
     dt = s.a.buffer.dtype
@@ -39,7 +43,7 @@ def lower(cx, s: T.Gemm) -> None:
         # pipeline stage's base changes from one iteration to the next.
         idx = gemm.operand_index(cx, r, row, col)
         offset = cx.hoist(f"{r.buffer.name}_off", fold(cx.shared_layout(r.buffer).offset(idx)))
-        stage = cx.stage_offset.get(id(r.buffer))
+        stage = cx.stage_offset(r.buffer)
         return S.AddrOf(D.I64, None, cx.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
 
     def body(kk: int):
@@ -85,12 +89,12 @@ def lower(cx, s: T.Gemm) -> None:
                 cx.emit(S.call(None, "mma", dtype=kind, args=[acc, S.AddrOf(D.I64, None, a_regs, c(mi * 4)),
                                                         S.AddrOf(D.I64, None, b_regs, c(nj * 2))]))
 
-    cx.smem_read = True
+    cx.shared_read()
     for kk in range(kd // 16):  # unrolled here, so every shared offset is a hoistable constant
         body(kk)
 
 
-def pack_register_a(cx, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
+def pack_register_a(cx: GemmContext, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
     la: MmaTiled = cx.sched.fragment(s.a.buffer)
     src = cx.sbuf(s.a.buffer)
     pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
@@ -102,7 +106,6 @@ def pack_register_a(cx, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> No
         cx.emit(S.SStore(None, a_regs, c(mi * 4 + reg), S.value(D.U32, None, pack, [lo, hi])))
 
 
-@gemm.register_layout("mma")
 def accumulator_layout(q: gemm.GemmQuery) -> MmaTiled | None:
     """mma.sync m16n8k16: f16/bf16 operands (B in shared memory), an f32 2-D fragment accumulator, whole warps;
     the accumulator tiled over the warps by the gemm's policy."""
@@ -114,3 +117,22 @@ def accumulator_layout(q: gemm.GemmQuery) -> MmaTiled | None:
     if choice is None or q.k % MMA.k or not gemm.operand_tiles_ok(s):
         return None
     return MmaTiled(*c_buf.const_shape, *choice)
+
+
+class MmaGemm(GemmImpl):
+    name = "mma"
+    instruction = MMA
+    backend = "cuda"
+    intrinsics = ("ldmatrix", "mma", "pack_half2", "pack_bf162")
+    swizzles_operands = True  # ldmatrix reads XOR-swizzled tiles without bank conflicts
+
+    def accumulator_layout(self, q: gemm.GemmQuery) -> MmaTiled | None:
+        return accumulator_layout(q)
+
+    def register_a_fits(self, s: T.Gemm, la, lc) -> bool:
+        """A register A operand in the accumulator layout of an earlier mma gemm, warps stacked along M."""
+        return (isinstance(la, MmaTiled) and isinstance(lc, MmaTiled) and la.wn == 1 and lc.wn == 1
+                and la.wm == lc.wm and not s.transpose_a)
+
+    def lower(self, cx: GemmContext, s: T.Gemm) -> None:
+        lower(cx, s)

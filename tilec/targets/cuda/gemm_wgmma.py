@@ -1,16 +1,22 @@
-"""gemm on Hopper's wgmma.m64nNk16: which gemms can run on it and the warpgroup accumulator layout.
+"""gemm on Hopper's wgmma.m64nNk16: its descriptor (WGMMA), which gemms can run on it, the warpgroup accumulator
+layout and the TMA panel layout of its shared operands; registered by tilec/targets/cuda/instructions.py.
 
-(Its lowering -- descriptors, async groups, the producer warpgroup -- is sm90 machinery and lives with the CUDA
-back end: tilec/targets/cuda/hopper_lowering.py, the sm90 target's LoweringExtension.)
+(Its lowering -- descriptors, async groups, the producer warpgroup -- is sm90 machinery that keeps state across
+statements: tilec/targets/cuda/hopper_lowering.py, the sm90 target's LoweringExtension, takes the gemm in its
+`lower_gemm` hook.)
 """
 
 from __future__ import annotations
 
-from ..ir import dtypes as D
-from ..ir import tile as T
-from ..ir.instructions import WGMMA
-from ..ir.layout import WgmmaTiled, panel_span
-from . import gemm
+from ...ir import dtypes as D
+from ...ir import tile as T
+from ...ir.instructions import MatrixInstruction
+from ...ir.layout import SharedLayout, WgmmaTiled, panel_span
+from ...ops import gemm
+from ...ops.gemm_impl import GemmImpl
+
+WGMMA = MatrixInstruction("wgmma", "wgmma.m64nNk16", 64, 8, 16, 128, 32,
+                          (D.F16, D.BF16, D.F8E4M3, D.F8E5M2), WgmmaTiled, max_n=256, k_8bit=32)
 
 
 def _panel_ok(b: T.Buffer) -> bool:
@@ -25,7 +31,6 @@ def _whole(r: T.Region) -> bool:
         list(r.const_extents) == list(r.buffer.const_shape)
 
 
-@gemm.register_layout("wgmma")
 def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
     """The warpgroup accumulator layout when this gemm can run on wgmma.m64nNk16, else None.
 
@@ -69,3 +74,33 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
             continue  # an MN-major B is addressed in whole swizzle panels per warpgroup
         return WgmmaTiled(m, n, wm, wn)
     return None
+
+
+class WgmmaGemm(GemmImpl):
+    name = "wgmma"
+    instruction = WGMMA
+    backend = "cuda"
+    intrinsics = ("wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_fence_regs")
+    unit = "warpgroups"
+    warp_tiled = False
+    warpgroup_async = True
+    operand_layouts_beat_annotations = True
+    stored_as = "a wgmma operand (stored in swizzled panels)"
+
+    def accumulator_layout(self, q: gemm.GemmQuery) -> WgmmaTiled | None:
+        return accumulator_layout(q)
+
+    def register_a_error(self, s: T.Gemm, la, lc) -> str | None:
+        if (isinstance(la, WgmmaTiled) and isinstance(lc, WgmmaTiled) and la.wn == 1 and lc.wn == 1
+                and la.wm == lc.wm and la.m == lc.m):
+            return None
+        return (f"the register operand '{s.a.buffer.name}' of this gemm does not have the wgmma operand "
+                f"layout ({la}); stage it through shared memory")
+
+    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
+        """Whole TMA panels, 128-byte-swizzled (checked by accumulator_layout: a swizzle span exists)."""
+        return {id(r.buffer): SharedLayout(r.buffer.const_shape, r.buffer.dtype.bytes, swizzle=True, panel=True)
+                for s in gemms for r in (s.a, s.b) if r.buffer.scope == "shared"}
+
+    def instr_n(self, lay: WgmmaTiled) -> int:
+        return lay.instr_n

@@ -1,13 +1,15 @@
-"""The gemm implementation on AMD v_mfma_f32_16x16x16{f16,bf16_1k} (wave64, CDNA2/3)."""
+"""The gemm implementation on AMD v_mfma_f32_16x16x16{f16,bf16_1k} (wave64, CDNA2/3): its descriptor (MFMA),
+eligibility and accumulator layout (MfmaTiled, checked against mfma_layouts.py), K-major shared operand layouts and
+lowering; registered by tilec/targets/hip/instructions.py."""
 
 from __future__ import annotations
 
-from ..ir import dtypes as D
-from ..ir import simt as S
-from ..ir import tile as T
-from ..ir.fold import as_int, fold
-from ..ir.instructions import MFMA
-from ..ir.layout import (
+from ...ir import dtypes as D
+from ...ir import simt as S
+from ...ir import tile as T
+from ...ir.fold import as_int, fold
+from ...ir.instructions import MatrixInstruction
+from ...ir.layout import (
     MfmaTiled,
     SharedLayout,
     add,
@@ -16,12 +18,15 @@ from ..ir.layout import (
     mod,
     mul,
 )
-from ..ir.visit import walk_stmts
-from . import gemm
+from ...ops import gemm
+from ...ops.gemm_impl import GemmContext, GemmImpl
+
+# (8-bit floats: v_mfma_f32_16x16x32_{fp8_fp8,bf8_bf8}, gfx942 only; the others refuse those types up front.)
+MFMA = MatrixInstruction("mfma", "mfma.16x16x16", 16, 16, 16, 64, 64, (D.F16, D.BF16, D.F8E4M3, D.F8E5M2),
+                         MfmaTiled, k_8bit=32)
 
 
-@gemm.register("mfma")
-def lower(cx, s: T.Gemm) -> None:
+def lower(cx: GemmContext, s: T.Gemm) -> None:
     """AMD v_mfma_f32_16x16x16{f16,bf16_1k}, per wave. Each lane needs, per 16x16 atom and k-step, the 4
     k-values of one A row (m = lane%16) and of one B column (n = lane%16), k = 4*(lane/16) + i (layouts in
     tilec/targets/hip/mfma_layouts.py). A transposed accumulator (MfmaTiled.transposed) is computed as
@@ -63,7 +68,7 @@ def lower(cx, s: T.Gemm) -> None:
         def idx(kx):
             return gemm.operand_index(cx, r, kx, other) if k_first else gemm.operand_index(cx, r, other, kx)
 
-        stage = cx.stage_offset.get(id(r.buffer))
+        stage = cx.stage_offset(r.buffer)
         if kmajor(r, k_first, count):
             off = cx.hoist(f"{r.buffer.name}_off", fold(cx.shared_layout(r.buffer).offset(idx(k0))))
             addr = S.AddrOf(D.I64, None, cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
@@ -130,10 +135,9 @@ def lower(cx, s: T.Gemm) -> None:
                          S.AddrOf(D.I64, None, b_regs, c(nj * per + t * 4)))
     if eight_bit:
         scale_accumulators(4.0)
-    cx.smem_read = True
+    cx.shared_read()
 
 
-@gemm.register_layout("mfma")
 def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
     """MFMA 16x16x16 (wave64): f16/bf16 operands, an f32 2-D fragment accumulator, whole waves; a register A
     operand only when it is the (transposed) accumulator of an earlier MFMA gemm. The accumulator is
@@ -153,7 +157,7 @@ def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
     return MfmaTiled(*c_buf.const_shape, *choice, transposed=q.transposed_wanted)
 
 
-def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, SharedLayout]:
+def operand_layouts(gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
     """Shared operands of MFMA gemms are stored K-major (K contiguous; a [K, N] B or a [K, M] A is transposed
     when it is copied in) and XOR-swizzled, so that each lane reads its k-values of an atom with one 64- or
     128-bit LDS read and the 8 lanes of one 128-bit read phase hit distinct bank groups. The B operand of a
@@ -162,9 +166,7 @@ def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, Shar
     The first gemm that reads a buffer decides its layout; other readers stay correct (every access goes
     through the layout), only slower."""
     out: dict[int, SharedLayout] = {}
-    for s in walk_stmts(k.body):
-        if not (isinstance(s, T.Gemm) and instructions.get(id(s)) == "mfma"):
-            continue
+    for s in gemms:
         for r, k_first in ((s.a, s.transpose_a), (s.b, not s.transpose_b)):
             b = r.buffer
             if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
@@ -177,3 +179,27 @@ def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, Shar
             swz = lay.can_swizzle()
             out[id(b)] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
     return out
+
+
+class MfmaGemm(GemmImpl):
+    name = "mfma"
+    instruction = MFMA
+    backend = "hip"
+    intrinsics = ("mfma", "load_vec")
+    unit = "waves"
+    stored_as = "an MFMA operand (stored in the matrix instruction's order)"
+
+    def accumulator_layout(self, q: gemm.GemmQuery) -> MfmaTiled | None:
+        return accumulator_layout(q)
+
+    def register_a_fits(self, s: T.Gemm, la, lc) -> bool:
+        """A register A operand that is the whole transposed accumulator of an earlier MFMA gemm, waves along M."""
+        return (isinstance(la, MfmaTiled) and isinstance(lc, MfmaTiled) and la.transposed and lc.transposed
+                and la.wn == 1 and lc.wn == 1 and la.wm == lc.wm and la.m == lc.m and not s.transpose_a
+                and s.a.const_extents == s.a.buffer.const_shape)
+
+    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
+        return operand_layouts(gemms)
+
+    def lower(self, cx: GemmContext, s: T.Gemm) -> None:
+        lower(cx, s)
