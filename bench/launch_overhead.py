@@ -157,6 +157,15 @@ def run(out: Path) -> int:
             return f"max |err| {c.max_abs:.3g}"
         check(f"{label}: result", correct)
 
+    # ---- which launcher serves the calls: the compiled one (tilec/runtime/fastlaunch.c) or ctypes
+    from tilec.runtime import fastlaunch
+
+    native = fastlaunch.status()
+    launchers = {label: ("compiled" if getattr(kernel, "_native", None) is not None else "ctypes")
+                 for label, kernel, *_ in cases}
+    results["launcher"] = {"native": native, "per_kernel": launchers}
+    print(f"launcher: {'compiled ' + str(native['path']) if native['native'] else 'ctypes (' + native['why'] + ')'}")
+
     # ---- host time per call
     a4 = [torch.randn(4096, device=dev) for _ in range(4)]
     triton_call = _triton_launch(a4)
@@ -169,6 +178,9 @@ def run(out: Path) -> int:
         table.append((label, public, raw, allocating))
         results["timing"].append({"kernel": label, "public_us": public, "allocating_us": allocating,
                                   "raw_cuLaunchKernel_us": raw})
+    results["launcher"]["stats"] = {label: kernel._native.stats() for label, kernel, *_ in cases
+                                    if getattr(kernel, "_native", None) is not None}
+    print(f"compiled launcher hits/misses: {results['launcher']['stats']}")
     triton_us = host_us(triton_call) if triton_call else float("nan")
     results["timing"].append({"kernel": "triton 4-tensor kernel", "us": triton_us})
     results["timing"].append({"kernel": "torch.add(out=)", "us": torch_us})
@@ -331,14 +343,15 @@ def run(out: Path) -> int:
     print()
     print(f"{'host time per call (us)':<28} {'tilec call':>11} {'allocating':>11} {'raw cuLaunchKernel':>19}")
     for label, public, raw, allocating in table:
-        print(f"{label:<28} {public:>11.2f} {allocating:>11.2f} {raw:>19.2f}")
+        print(f"{label:<28} {public:>11.2f} {allocating:>11.2f} {raw:>19.2f}  ({launchers[label]})")
     print(f"{'triton 4-tensor kernel':<28} {triton_us:>11.2f}")
     print(f"{'torch.add(out=)':<28} {torch_us:>11.2f}")
     print(f"checks: {len(results['checks']) - failures} passed, {failures} failed")
     results["gpu"] = torch.cuda.get_device_name()
     results["torch"] = torch.__version__
     if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "launch_overhead.json").write_text(json.dumps(results, indent=1))
+        tag = os.environ.get("LAUNCH_OVERHEAD_TAG", "")
+        Path(os.environ["OUT"], f"launch_overhead{tag}.json").write_text(json.dumps(results, indent=1))
     return 1 if failures else 0
 
 
