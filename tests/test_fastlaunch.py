@@ -57,7 +57,8 @@ class Driver:
             else:
                 ct = {"f32": ctypes.c_float, "i32": ctypes.c_int32, "bool": ctypes.c_bool}[p["dtype"]]
                 got.append(ct.from_address(params[i]).value)
-        sizes = [ctypes.c_int32.from_address(params[len(got) + j]).value for j in range(len(self.kernel.entry["sizes"]))]
+        nsizes = len(self.kernel.entry["sizes"])
+        sizes = [ctypes.c_int32.from_address(params[len(got) + j]).value for j in range(nsizes)]
         self.launches.append({"fn": fn, "grid": (gx, gy, gz), "block": (bx, by, bz), "shared": shared,
                               "stream": stream, "params": got, "sizes": sizes})
         return self.rc

@@ -77,8 +77,8 @@ def build(path: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{MODULE}.", suffix=".so", dir=path.parent)
     os.close(fd)
-    cmd = [*_compiler(), "-O2", "-shared", "-fPIC", "-std=c11", "-fvisibility=hidden", "-Wall", "-Werror=implicit-function-declaration", f"-I{include}",
-           str(SOURCE), "-o", tmp]
+    cmd = [*_compiler(), "-O2", "-shared", "-fPIC", "-std=c11", "-fvisibility=hidden", "-Wall",
+           "-Werror=implicit-function-declaration", f"-I{include}", str(SOURCE), "-o", tmp]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
@@ -172,6 +172,8 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
         try:
             drv = Driver.get(0)
         except Exception:  # no driver: nothing to launch anyway (the Python path reports it)
+            return None
+        if not isinstance(drv.raw_launch, ctypes._CFuncPtr):  # a stand-in driver (tests/fake_cuda.py)
             return None
         launch = ctypes.cast(drv.raw_launch, ctypes.c_void_p).value
     tensors = {t.index: t for t in layout.tensors}
