@@ -193,3 +193,12 @@ def test_missing_headers_are_reported(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     with pytest.raises(RuntimeError, match="no C compiler"):
         fastlaunch.build(tmp_path / "x.so")
+
+
+def test_time_launch_issues_the_found_launch_again():
+    kernel, layout, drv, launcher = _setup(SCALE)
+    x, y = torch.randn(3, 5), torch.empty(3, 5)
+    args = (x, 1.0, 2, y, True)
+    assert launcher.time_launch(args, 10) == -1.0 and drv.launches == []  # no plan: nothing launched here
+    _remember(launcher, layout, args, Plan((1, 5, 1), (3, 5)))
+    assert launcher.time_launch(args, 10) >= 0 and len(drv.launches) == 11

@@ -26,6 +26,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------ DLPack (the spec's C ABI, version 1.x) */
 
@@ -118,6 +119,8 @@ typedef struct {
     tl_plan plans[TL_PLANS];
     int next_plan;
     unsigned long long hits, misses;
+    long bench_repeat;      /* time_launch(): issue the found launch this many times, timed */
+    long long bench_ns;
 } Launcher;
 
 /* The exchange table a type defines itself (a subclass -- a Parameter, a FakeTensor under tracing -- has none of its
@@ -358,8 +361,18 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
     for (int i = 0; i < self->nparams; i++) params[q++] = &slot[i];
     for (int s = 0; s < plan->nsizes; s++) params[q++] = &plan->sizes[s];
     for (int m = 0; m < plan->nmaps; m++) params[q++] = plan->maps[m];
-    int rc = self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
-                          stream, params, NULL);
+    int rc;
+    if (self->bench_repeat > 0) { /* time_launch(): the driver's own cost, with no launcher around it */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long r = 0; r < self->bench_repeat; r++)
+            self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
+                         stream, params, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        self->bench_ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+    }
+    rc = self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
+                      stream, params, NULL);
     if (rc != 0) { /* nothing was enqueued: the Python path retries (a context to make current) or reports */
         free_outputs(made, nmade);
         return miss(self);
@@ -454,7 +467,23 @@ static PyObject* Launcher_stats(Launcher* self, PyObject* unused) {
     return Py_BuildValue("{sKsKsi}", "hits", self->hits, "misses", self->misses, "plans", used);
 }
 
+/* time_launch(args, n): run the call once, issuing its cuLaunchKernel n more times in a C loop first; the
+   nanoseconds per driver call (the floor under any launcher), or -1 when the call did not launch here */
+static PyObject* Launcher_time_launch(Launcher* self, PyObject* args) {
+    PyObject* call_args;
+    long n;
+    if (!PyArg_ParseTuple(args, "Ol", &call_args, &n)) return NULL;
+    self->bench_repeat = n;
+    self->bench_ns = -1;
+    PyObject* r = Launcher_fast(self, call_args);
+    self->bench_repeat = 0;
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+    return PyFloat_FromDouble(self->bench_ns < 0 || n <= 0 ? -1.0 : (double)self->bench_ns / n);
+}
+
 static PyMethodDef Launcher_methods[] = {
+    {"time_launch", (PyCFunction)Launcher_time_launch, METH_VARARGS, "ns per bare driver launch of this call"},
     {"fast", (PyCFunction)Launcher_fast, METH_O, "launch(args): the outputs, or MISS for the Python path"},
     {"remember", (PyCFunction)Launcher_remember, METH_VARARGS, "file a launch plan the Python path made"},
     {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "drop every plan"},
