@@ -12,8 +12,8 @@ ctypes on the runtime's packed arguments (the floor of any ctypes launcher), cuL
 from C in a loop (the floor of any launcher; with the compiled launcher only), a 4-tensor Triton
 kernel launch and a small torch op. Which launcher served (compiled, tilec/runtime/fastlaunch.c,
 or ctypes; TILEC_NATIVE_LAUNCH=0 forces ctypes) is printed per kernel. Problems are small, so the
-GPU keeps up and the loop measures the host. Then it checks what a PyTorch user relies on: results against torch references; a
-kernel launched while a side stream is current waits for that stream's producer (and an explicit
+GPU keeps up and the loop measures the host. Then it checks what a PyTorch user relies on: results
+against torch references; a kernel launched while a side stream is current waits for that stream's producer (and an explicit
 stream= works); torch.cuda.graph capture and replay of tilec kernels (new inputs, replayed
 results); torch.compile(fullgraph=True) of functions calling tilec ops; numpy arguments. It prints
 a table last and writes the numbers to $OUT/launch_overhead.json when OUT is set.
