@@ -3,20 +3,19 @@
     python bench/launch_overhead.py build .artifacts/launch     # here: compile the kernels (no GPU)
     python3 bench/launch_overhead.py run .artifacts/launch      # on the GPU: checks and a table
 
-`run` needs torch, triton, numpy and tilec.runtime (no compiler). For each kernel — vector_add, a bf16 gemm and
-an fp8 gemm with TMA tensor maps, flash attention, softmax — it measures the host time of the public
-call `kernel(*tensors)` with preallocated outputs and, for vector_add and softmax, of the allocating form
-`C = kernel(A, B)` (a loop of asynchronous calls, synchronized after the loop; the best of
-several repetitions, per call) beside the same kernel launched with a raw cuLaunchKernel through
-ctypes on the runtime's packed arguments (the floor of any ctypes launcher), cuLaunchKernel called
-from C in a loop (the floor of any launcher; with the compiled launcher only), a 4-tensor Triton
-kernel launch and a small torch op. Which launcher served (compiled, tilec/runtime/fastlaunch.c,
-or ctypes; TILEC_NATIVE_LAUNCH=0 forces ctypes) is printed per kernel. Problems are small, so the
-GPU keeps up and the loop measures the host. Then it checks what a PyTorch user relies on: results
-against torch references; a kernel launched while a side stream is current waits for that stream's producer (and an explicit
-stream= works); torch.cuda.graph capture and replay of tilec kernels (new inputs, replayed
-results); torch.compile(fullgraph=True) of functions calling tilec ops; numpy arguments. It prints
-a table last and writes the numbers to $OUT/launch_overhead.json when OUT is set.
+`run` needs torch, triton, numpy and tilec.runtime (no compiler). For each kernel — vector_add, a bf16 gemm
+and an fp8 gemm with TMA tensor maps, flash attention, softmax — it measures the host time of the public call
+`kernel(*tensors)` with preallocated outputs and, for vector_add and softmax, of the allocating form `C =
+kernel(A, B)` (a loop of asynchronous calls, synchronized after the loop; the best of several repetitions, per
+call) beside the same kernel launched with a raw cuLaunchKernel through ctypes on the runtime's packed
+arguments (the floor of any ctypes launcher), cuLaunchKernel called from C in a loop (the floor of any
+launcher; with the compiled launcher only), a 4-tensor Triton kernel launch and a small torch op. Which
+launcher served (compiled, tilec/runtime/fastlaunch.c, or ctypes; TILEC_NATIVE_LAUNCH=0 forces ctypes) is
+printed per kernel. Problems are small, so the GPU keeps up and the loop measures the host. Then it checks
+what a PyTorch user relies on: results against torch references; a kernel launched while a side stream is
+current waits for that stream's producer (and an explicit stream= works); torch.cuda.graph capture and replay
+of tilec kernels (new inputs, replayed results); torch.compile(fullgraph=True) of functions calling tilec ops;
+numpy arguments. It prints a table last and writes the numbers to $OUT/launch_overhead.json when OUT is set.
 """
 
 from __future__ import annotations
