@@ -77,7 +77,7 @@ def check_sizes_function(fname: str, kernel: dict, c_name: Callable[[str, set[st
     body += ["  return CUDA_SUCCESS;"]
     proto = f"static inline CUresult {fname}({', '.join(params)})"
     doc = [f"/* {fname}: CUDA_SUCCESS when {name}'s launch accepts these sizes, else",
-           " * CUDA_ERROR_INVALID_VALUE (what the launch returns for them) and, in `message` (if not NULL), the size or",
-           " * the check that fails with the values expected and got, as tilec.runtime words it. Calls no driver",
-           " * function. */"]
+           " * CUDA_ERROR_INVALID_VALUE (what the launch returns for them) and, in `message` (if not NULL), the",
+           " * size or the check that fails with the values expected and got, as tilec.runtime words it. Calls no",
+           " * driver function. */"]
     return "\n".join(doc) + "\n" + proto + " {\n" + "\n".join(body) + "\n}\n", proto + ";"
