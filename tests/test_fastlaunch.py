@@ -202,3 +202,22 @@ def test_time_launch_issues_the_found_launch_again():
     assert launcher.time_launch(args, 10) == -1.0 and drv.launches == []  # no plan: nothing launched here
     _remember(launcher, layout, args, Plan((1, 5, 1), (3, 5)))
     assert launcher.time_launch(args, 10) >= 0 and len(drv.launches) == 11
+
+
+def test_the_documented_command_names_the_extension(tmp_path):
+    """`python -m tilec.runtime.fastlaunch` (docs/deploy.md): builds the extension where TILEC_NATIVE_DIR says and
+    prints its path; with the launcher switched off, says why on stderr and exits 1."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "TILEC_NATIVE_DIR": str(tmp_path)}
+    ok = subprocess.run([sys.executable, "-m", "tilec.runtime.fastlaunch"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    built = Path(ok.stdout.strip())
+    assert built.is_file() and built.parent.parent == tmp_path and built.name == "tilec_fastlaunch.abi3.so"
+    off = subprocess.run([sys.executable, "-m", "tilec.runtime.fastlaunch"], capture_output=True, text=True,
+                         env={**env, "TILEC_NATIVE_LAUNCH": "0"})
+    assert off.returncode == 1 and "not available: TILEC_NATIVE_LAUNCH=0" in off.stderr
