@@ -159,8 +159,6 @@ RUN_ELSEWHERE: dict[str, str] = {
         "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
     "tilec package samples/*.tile --target sm80,sm90 -o pkg/ --wheel my_kernels --wheel-version 1.2":
         "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
-    "pip install pkg/my_kernels-1.2-py3-none-any.whl":
-        "tests/test_package_wheel.py::test_the_installed_module_loads_its_kernels_folder",
     "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin":
         "tests/test_deploy_compat.py::test_fatbins_carry_the_oldest_generic_targets_ptx",
     "tilec softmax.tile --target sm90 -o softmax.h":
