@@ -5,8 +5,8 @@
 
 `run` needs torch, triton, numpy and tilec.runtime (no compiler). For each kernel — vector_add, a bf16 gemm
 and an fp8 gemm with TMA tensor maps, flash attention, softmax — it measures the host time of the public call
-`kernel(*tensors)` with preallocated outputs and, for vector_add and softmax, of the allocating form `C =
-kernel(A, B)` (a loop of asynchronous calls, synchronized after the loop; the best of several repetitions, per
+`kernel(*tensors)` with preallocated outputs and of the allocating form (outputs left out: `C =
+kernel(A, B)`) (a loop of asynchronous calls, synchronized after the loop; the best of several repetitions, per
 call) beside the same kernel launched with a raw cuLaunchKernel through ctypes on the runtime's packed
 arguments (the floor of any ctypes launcher), cuLaunchKernel called from C in a loop (the floor of any
 launcher; with the compiled launcher only), a 4-tensor Triton kernel launch and a small torch op. Which
