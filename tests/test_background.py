@@ -133,3 +133,34 @@ def test_the_generic_fallback_is_the_build_without_the_tuning_database(monkeypat
     untuned = tilec.load("samples/transpose.tile", "sm90", background=True)  # no database: no generic build
     untuned.wait(30)
     assert untuned.k() == "tuned" and seen.count("") == 1
+
+
+def test_the_caller_waits_for_no_option_making_import_or_build(monkeypatch):
+    """What the build needs first -- the options (tilec.options), the runtime, the compiler -- is made in its thread:
+    with that step held, tilec.load(background=True) still returns, and an error in it reaches wait() and the
+    calls, as a compile error does."""
+    monkeypatch.setattr(background, "stream_is_capturing", lambda stream: False)
+    gate = threading.Event()
+    real = tilec._options
+
+    def held_options(target, option_args):
+        assert gate.wait(30)
+        return real(target, option_args)
+
+    monkeypatch.setattr(tilec, "_options", held_options)
+    monkeypatch.setattr(tilec, "_load_compiled", lambda path, target, options, kernel, no_jit: Stub("specialized"))
+    mod = tilec.load("samples/vector_add.tile", "sm90", background=True, fallback=Stub("prebuilt"))
+    assert not gate.is_set() and mod.k() == "prebuilt"  # returned, and the fallback served, with the options held
+    gate.set()
+    mod.wait(30)
+    assert mod.k() == "specialized"
+
+    def bad_options(target, option_args):
+        raise ValueError(f"bad option for {target}")
+
+    monkeypatch.setattr(tilec, "_options", bad_options)
+    bad = tilec.load("samples/vector_add.tile", "sm90", background=True, fallback=None)
+    with pytest.raises(ValueError, match="bad option for sm90"):
+        bad.wait(30)
+    with pytest.raises(ValueError, match="bad option for sm90"):
+        bad.k()

@@ -220,3 +220,77 @@ def test_the_hip_launcher_refuses_a_broken_contract():
                                        tilec_version="0", toolchain="clang", prefix="",
                                        embed=lambda n, d: f"static const unsigned char {n}[1] = {{0}};")
     assert "return hipErrorInvalidValue; /* K must be a multiple of 8 */" in src
+
+
+FLAT = """
+kernel flat(A: f32[M, N], C: f32[K], O: out f32[K]):
+    with Kernel(ceildiv(K, 128), threads=128) as bx:
+        A2 = T.Tensor((K,), f32, A.data)
+        t = alloc_fragment((128,), f32)
+        copy(A2[bx * 128], t)
+        copy(t, O[bx * 128])
+"""
+
+
+def test_the_c_launcher_explains_a_broken_contract(tmp_path):
+    """K_check_sizes (issue #27): the check K_launch refuses, in tilec.runtime's words -- the parameter, the
+    dimension or view, the values expected and got -- written by C code that calls no driver function."""
+    from tilec.runtime.arrays import ArgumentError
+    from tilec.targets.cuda.launcher import Image, generate_header
+
+    cc = shutil.which("cc")
+    cuda_h = [p for p in ("/usr/local/cuda/include", "/usr/include") if (Path(p) / "cuda.h").exists()]
+    if cc is None or not cuda_h:
+        pytest.skip("no C compiler or cuda.h to compile the header")
+    rng = np.random.default_rng()
+    k_bad = int(rng.integers(1, 100)) * 8 + int(rng.integers(1, 8))  # not a multiple of 8
+    m_ok = int(rng.integers(2, 4000))
+    cases = []  # (kernel, C call, expected message (tilec.runtime's, where it has one))
+    for text, name in ((CONTRACT, "scale"), (FLAT, "flat")):
+        mod, entries = _cuda_module(text)
+        header = generate_header(f"{name}.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="c.tile",
+                                 tilec_version="0", toolchain="nvcc", driver_api_version=13000, source_hash="0")
+        assert f"static inline CUresult {name}_check_sizes(" in header
+        (tmp_path / f"{name}.h").write_text(header)
+        kernel = getattr(mod, name)
+        if name == "scale":
+            calls = [((m_ok, k_bad), {"M": m_ok, "K": k_bad}), ((1, 16), {"M": 1, "K": 16}),
+                     ((m_ok, 2048), {"M": m_ok, "K": 2048}), ((m_ok, 16), None), ((-3, 16), None)]
+        else:
+            n = int(rng.integers(1, 50))
+            calls = [((3, n, 3 * n + 1), {"M": 3, "N": n, "K": 3 * n + 1}), ((3, n, 3 * n), None),
+                     ((3, -1, 5), None)]
+        for sizes, named in calls:
+            want = ""
+            if named is not None:
+                with pytest.raises(ArgumentError) as e:
+                    kernel._sizes_from_shapes(kernel._layout(), _shapes(name, named))
+                want = str(e.value)
+            elif min(sizes) < 0:
+                bad = next(s for s, v in zip(entries[0]["sizes"], sizes, strict=True) if v < 0)
+                want = f"{name}: size {bad} = {min(sizes)} is negative"
+            cases.append((name, sizes, want))
+    main = ["#include <stdio.h>", '#include "scale.h"', '#include "flat.h"', "int main(void) {", "  char m[512];"]
+    for name, sizes, _ in cases:
+        args = ", ".join(map(str, sizes))
+        main.append(f'  printf("%d|%s\\n", (int){name}_check_sizes({args}, m, sizeof m), m);')
+    main += ["  return 0;", "}"]
+    (tmp_path / "main.c").write_text("\n".join(main) + "\n")
+    exe = tmp_path / "main"
+    build = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{cuda_h[0]}", f"-I{tmp_path}",
+                            str(tmp_path / "main.c"), "-o", str(exe), "-Wl,--unresolved-symbols=ignore-all",
+                            "-lpthread"],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
+    print("\n".join(lines))
+    for (name, sizes, want), line in zip(cases, lines, strict=True):
+        rc, msg = line.split("|", 1)
+        assert (rc, msg) == (("1", want) if want else ("0", "")), (name, sizes)
+
+
+def _shapes(name, s):
+    """Tensor shapes giving these sizes, in the kernel's tensor order."""
+    if name == "scale":
+        return [(s["M"], s["K"]), (s["M"], s["K"])]
+    return [(s["M"], s["N"]), (s["K"],), (s["K"],)]

@@ -39,14 +39,15 @@ def _tilec(*args, cwd=ROOT):
 
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
-    """vector_add packaged twice (the second time without the compile cache): the same bytes."""
+    """vector_add packaged twice (the second time without the compile cache), with its wheel: the same bytes."""
     _toolchain_or_skip()
     d = tmp_path_factory.mktemp("pkg")
     cache = d / "cache"
     for name in ("a", "b"):
         env_cache = {"TILEC_CACHE_DIR": str(cache / name)}
         r = subprocess.run([sys.executable, "-m", "tilec", "package", str(ROOT / "samples" / "vector_add.tile"),
-                            "--target", "sm80,sm90", "--size", "N=1000", "-o", str(d / name)], capture_output=True,
+                            "--target", "sm80,sm90", "--size", "N=1000", "-o", str(d / name), "--wheel", "va_kernels",
+                            "--wheel-version", "0.3"], capture_output=True,
                            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT), **env_cache), timeout=600)
         assert r.returncode == 0, r.stderr
     return d
@@ -55,7 +56,8 @@ def package(tmp_path_factory):
 def test_a_package_is_reproducible_and_indexed(package):
     a, b = package / "a", package / "b"
     names = sorted(p.name for p in a.iterdir())
-    assert names == ["index.json", "vector_add.check.zip", "vector_add.fatbin", "vector_add.fatbin.json"]
+    assert names == ["index.json", "va_kernels-0.3-py3-none-any.whl", "vector_add.check.zip", "vector_add.fatbin",
+                     "vector_add.fatbin.json"]  # the wheel too: reproducible like the rest
     assert names == sorted(p.name for p in b.iterdir())
     for n in names:
         assert (a / n).read_bytes() == (b / n).read_bytes(), n

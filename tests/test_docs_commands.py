@@ -158,10 +158,13 @@ RUN_ELSEWHERE: dict[str, str] = {
         "tests/test_web_page.py::test_page_runs_both_kernels_and_matches_the_reference",
     "tilec package samples/*.tile --target sm80,sm90 -o pkg/":
         "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
+    "tilec package samples/*.tile --target sm80,sm90 -o pkg/ --wheel my_kernels --wheel-version 1.2":
+        "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
     "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin":
         "tests/test_deploy_compat.py::test_fatbins_carry_the_oldest_generic_targets_ptx",
     "tilec softmax.tile --target sm90 -o softmax.h":
         "tests/test_deploy_compat.py::test_headers_carry_ptx_of_the_generic_path",
+    "python -m tilec.runtime.fastlaunch": "tests/test_fastlaunch.py::test_the_documented_command_names_the_extension",
     "python scripts/cli_fuzz.py --seconds 2400 --seed 2026 --toolchains":
         "tests/test_cli_fuzz.py::test_fuzzed_command_lines_find_nothing",
 }

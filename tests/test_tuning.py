@@ -397,7 +397,9 @@ def test_c_launcher_dispatches_over_the_variants(tmp_path):
     assert "static inline CUresult scale_launch(" in text
     assert "case 1: return scale__cfg1_launch(" in text
     main = tmp_path / "main.c"
+    assert "case 1: return scale__cfg1_check_sizes(" in text  # the chosen variant's size checks
     main.write_text('#include "k.h"\nint main(void) { char m[64]; scale_check_device(0, m, sizeof m);\n'
+                    '  if (scale_check_sizes(7, 100, m, sizeof m) != CUDA_SUCCESS) return 2;\n'
                     '  return scale_launch(0, 0, 0, 7, 100) == CUDA_SUCCESS; }\n')
     r = subprocess.run(["gcc", "-std=c11", "-fsyntax-only", "-I", cuda_include_dir(), "-I", str(tmp_path), str(main)],
                        capture_output=True, text=True)

@@ -61,45 +61,65 @@ def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(
     tuning database ("" for none; default: the file's own, tilec/tuning/database.py)."""
     from pathlib import Path
 
-    from . import runtime
-
     path = Path(path)
     if path.suffix != ".tile":
-        return runtime.load(path, no_jit=no_jit)
-    from .options import CompileOptions, DefineText
+        from . import runtime
 
+        return runtime.load(path, no_jit=no_jit)
     if target == "cpu":
         return _load_interpreted(path, defines, include_dirs, kernel)
-    options = CompileOptions.make(target, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
-                                  include_dirs=[str(d) for d in include_dirs], kernel=kernel, disable=disable,
-                                  toolchain=compiler, tune_db=tune_db)
+    option_args = dict(defines=dict(defines or {}), include_dirs=[str(d) for d in include_dirs], kernel=kernel,
+                       disable=disable, toolchain=compiler, tune_db=tune_db)
     if background:
-        if runtime.module.no_jit_requested(no_jit):
+        from .runtime.nojit import no_jit_requested
+
+        if no_jit_requested(no_jit):
             raise ValueError("tilec.load(background=True) compiles, which the no-JIT guarantee (TILEC_NO_JIT or "
                              "no_jit=True) forbids: load a prebuilt artifact instead")
-        return _background(path, target, options, kernel, fallback)
-    return _load_compiled(path, target, options, kernel, no_jit)
+        return _background(path, target, option_args, kernel, fallback)
+    return _load_compiled(path, target, _options(target, option_args), kernel, no_jit)
 
 
-def _background(path, target: str, options, kernel, fallback):
-    """tilec.load(background=True): the specialized build in a thread, and its fallback (see load)."""
+def _options(target: str, option_args: dict):
+    """tilec.load's CompileOptions."""
+    from .options import CompileOptions, DefineText
+
+    defines = {k: DefineText(str(v)) for k, v in option_args["defines"].items()}
+    return CompileOptions.make(target, **{**option_args, "defines": defines})
+
+
+def _background(path, target: str, option_args: dict, kernel, fallback):
+    """tilec.load(background=True): the specialized build in a thread, and its fallback (see load). The caller
+    waits for nothing but two threads' start: the options are made, and the runtime and the compiler imported, in
+    the threads (an error in the options is raised by the calls and wait(), as a compile error is)."""
     import os
+    import threading
 
-    from . import runtime
     from .runtime.background import BackgroundModule
 
+    made: dict = {}
+    lock = threading.Lock()
+
+    def options():  # once, by whichever thread needs them first
+        with lock:
+            if "options" not in made:
+                made["options"] = _options(target, option_args)
+            return made["options"]
+
     def build():
-        return _load_compiled(path, target, options, kernel, False)
+        return _load_compiled(path, target, options(), kernel, False)
 
     if fallback is None:
         def make_fallback():
             from .tuning.multi import plan_for
 
-            if plan_for(path, options) is None:  # no tuning database: the generic build is the specialized one
+            if plan_for(path, options()) is None:  # no tuning database: the generic build is the specialized one
                 raise LookupError(f"{path}: no generic configuration apart from the specialized build")
-            return _load_compiled(path, target, options.replace(tune_db=""), kernel, False)
+            return _load_compiled(path, target, options().replace(tune_db=""), kernel, False)
     elif isinstance(fallback, (str, os.PathLike)):
         def make_fallback():
+            from . import runtime
+
             return runtime.load(fallback)
     else:
         def make_fallback():
@@ -118,6 +138,7 @@ def _load_compiled(path, target: str, options, kernel, no_jit):
     from .cache import default_dir
     from .diagnostics import CompileError
     from .outputs import NotCached
+    from .runtime.nojit import no_jit_requested
 
     try:
         from .driver import lookup_target
@@ -128,7 +149,7 @@ def _load_compiled(path, target: str, options, kernel, no_jit):
             from .diagnostics import Diagnostic
 
             raise CompileError([Diagnostic("error", f"tilec.runtime cannot load {backend.name} artifacts yet")])
-        artifact = compile(path, options=options, emit=kind, cached_only=runtime.module.no_jit_requested(no_jit))
+        artifact = compile(path, options=options, emit=kind, cached_only=no_jit_requested(no_jit))
     except NotCached:
         raise runtime.JitRefused(_cache_miss_message(path, target, kernel)) from None
     except CompileError as e:

@@ -19,6 +19,10 @@ def command(
     no_ptx: Annotated[bool, typer.Option("--no-ptx", help="Leave out the forward-compatible PTX.")] = False,
     compiler: Annotated[str | None, typer.Option("--compiler", metavar="NAME", help="nvcc or nvrtc (default: nvcc "
                                                  "when on PATH, else NVRTC).", show_default=False)] = None,
+    wheel: Annotated[str | None, typer.Option("--wheel", metavar="NAME", help="Also write DIR/NAME-VERSION-py3-none-"
+                                              "any.whl: the package as the Python module NAME (NAME.load()).",
+                                              show_default=False)] = None,
+    wheel_version: Annotated[str, typer.Option("--wheel-version", metavar="V", help="The wheel's version.")] = "1.0",
     defines: p.Defines = None,
     include_dirs: p.Includes = None,
     color: p.Color = "auto",
@@ -48,4 +52,8 @@ def run(args) -> int:
                           toolchain=args.compiler)
     files = sorted({row["file"] for row in index["kernels"]})
     print(f"{args.output}: {len(index['kernels'])} kernel(s) in {len(files)} artifact(s) for {args.target}")
+    if args.wheel:
+        from ..package_wheel import write_wheel
+
+        print(write_wheel(Path(args.output), args.wheel, args.wheel_version, index))
     return 0

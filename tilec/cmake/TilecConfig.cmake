@@ -50,4 +50,5 @@ if(NOT TILEC_PREBUILT_DIR AND NOT TILEC_EXECUTABLE)
 endif()
 
 include("${CMAKE_CURRENT_LIST_DIR}/TilecFunctions.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/TilecPackage.cmake")
 set(Tilec_FOUND TRUE)

@@ -10,13 +10,37 @@ No compiler, lark or TVM is imported here, so this works on a machine where only
 and numpy are installed. A WGSL artifact (`rt.load("softmax.wgsl")`, manifest backend "wgsl") runs
 through wgpu instead of the CUDA driver (tilec/runtime/wgsl.py). docs/deploy.md describes the
 calling convention, streams, CUDA graphs and the torch integration (tilec.torch).
+
+The names below are imported on first use (PEP 562), so that importing one light submodule
+(tilec.runtime.background, tilec.runtime.nojit: what `tilec.load(..., background=True)` needs before it
+returns) does not import the launcher.
 """
 
-from .arrays import ArgumentError
-from .launch import Kernel
-from .loader import load
-from .module import ArchitectureMismatch, DriverTooOld, JitRefused, LoadedImage, ManifestError, Module
-from .package import PackageError, load_package
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"ArgumentError": "arrays", "Kernel": "launch", "load": "loader", "ArchitectureMismatch": "module",
+            "DriverTooOld": "module", "JitRefused": "module", "LoadedImage": "module", "ManifestError": "module",
+            "Module": "module", "PackageError": "package", "load_package": "package"}
 
 __all__ = ["load", "Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "JitRefused",
            "LoadedImage", "ManifestError", "PackageError", "load_package"]
+
+
+def __getattr__(name: str):
+    where = _EXPORTS.get(name)
+    if where is None:  # a submodule not imported yet (tilec.runtime.module, ...)
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 
@@ -30,11 +31,18 @@ class BackgroundModule:
         self._fallback_module = None
         self._error: BaseException | None = None
         self._in_use = None  # the module calls run now
-        threading.Thread(target=self._run, args=(build, self._built, "_specialized", "_error"), daemon=True,
-                         name=f"tilec build {name}").start()
+        # The caller waits for one thread's start, nothing else: that thread starts the fallback's and then builds.
+        threading.Thread(target=self._start, args=(build, fallback), daemon=True, name=f"tilec build {name}").start()
+
+    def _start(self, build, fallback) -> None:
+        # Give the GIL back at once: a new thread holds it until the switch interval (5 ms) while it imports the
+        # compiler, and the caller, returning from tilec.load, would wait that long for it (measured: a background
+        # load returned in 28-121 ms on a loaded 2-core machine before this; bench/RESULTS.md).
+        time.sleep(0.001)
         if fallback is not None:
             threading.Thread(target=self._run, args=(fallback, self._fallback_done, "_fallback_module", None),
-                             daemon=True, name=f"tilec fallback {name}").start()
+                             daemon=True, name=f"tilec fallback {self.name}").start()
+        self._run(build, self._built, "_specialized", "_error")
 
     def _run(self, make, done: threading.Event, slot: str, error_slot: str | None) -> None:
         try:

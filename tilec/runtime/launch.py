@@ -37,6 +37,7 @@ from .arrays import (
     stream_handle,
     torch_problem,
 )
+from .fastlaunch import remember
 from .formulas import compile_formulas, evaluate
 from .tensor_maps import NoTma, tensor_map_args, tensor_map_specs
 
@@ -329,6 +330,7 @@ class Kernel:
         self._fallback: Kernel | None = None
         self._grid = None  # compiled grid formulas
         self._num_sms: dict[int, int] = {}
+        self._native = None  # the compiled launcher (fastlaunch.py), once the first call made it
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p['name']}: {'out ' if p.get('output') else ''}{p['dtype']}"
@@ -350,7 +352,10 @@ class Kernel:
         if "torch" not in sys.modules:
             return _MISS
         layout = self._arguments or self._make_layout()
-        self._fast = _make_fast_path(layout)
+        from .fastlaunch import launcher_for
+
+        self._native = launcher_for(self, layout, _MISS)  # the compiled launcher, where it builds
+        self._fast = self._native.fast if self._native is not None else _make_fast_path(layout)
         return self._fast(args)
 
     def _call(self, args, stream, sync):
@@ -381,6 +386,8 @@ class Kernel:
                     if (plan.launchers.get(handle) or plan.launcher(handle))():
                         plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                                   block.params_address, plan.cluster)
+                if self._native is not None and explicit is None:  # the compiled launcher serves it from now on
+                    remember(self._native, layout, key, plan)
             if sync:
                 plan.driver.synchronize(handle)
         outs = layout.outputs

@@ -17,6 +17,7 @@ from ..manifest import choose_image, launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
 from .launch import Kernel
+from .nojit import no_jit_requested  # noqa: F401  (its home was here: tilec.runtime.module.no_jit_requested)
 from .sequence import Launches
 from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launcher.py and tests use them)
     ELEM_BYTES,
@@ -52,13 +53,6 @@ class DriverTooOld(UserFacingError, RuntimeError):
 class JitRefused(UserFacingError, RuntimeError):
     """Under the no-JIT guarantee (TILEC_NO_JIT=1, or no_jit=True), something would have compiled: the driver a
     PTX image, or tilec.load a kernel missing from the compile cache."""
-
-
-def no_jit_requested(no_jit: bool | None) -> bool:
-    """The no-JIT guarantee's switch: the argument when given, else the environment's TILEC_NO_JIT (set, not "0")."""
-    if no_jit is not None:
-        return no_jit
-    return os.environ.get("TILEC_NO_JIT", "") not in ("", "0")
 
 
 def describe_gpu(drv, device: int) -> str:

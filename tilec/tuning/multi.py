@@ -175,6 +175,17 @@ static inline {api.result} {prefix}{kernel}_check_device(CUdevice dev, char* mes
   return {check}(dev, message, message_size);
 }}
 """
+    variant_checks = [f"{prefix}{c['kernel']}_check_sizes" for c in table["configs"]]
+    if all(re.search(r"^static inline " + re.escape(api.result) + " " + re.escape(n) + r"\(", text, re.M)
+           for n in variant_checks):  # K_check_sizes (tilec/targets/cuda/size_checks.py) of the chosen variant
+        all_sizes = [size_c[n] for n in sizes]
+        forwarded = ", ".join([*all_sizes, "message", "message_size"])
+        code += f"""/* {prefix}{kernel}_check_sizes: that of the configuration {cname} chooses. */
+static inline {api.result} {prefix}{kernel}_check_sizes({', '.join([*(f'int {n}' for n in all_sizes), 'char* message',
+                                                                   'size_t message_size'])}) {{
+{switch(lambda i, c: f"{prefix}{c['kernel']}_check_sizes({forwarded})")}
+}}
+"""
     if text.rstrip().rsplit("\n", 1)[-1].startswith("#endif"):  # a header: inside its include guard
         end = text.rstrip().rfind("#endif")
         return text[:end] + code.lstrip("\n") + "\n" + text[end:]

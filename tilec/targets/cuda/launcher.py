@@ -37,6 +37,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tilec.targets.cuda.size_checks import check_sizes_function  # K_check_sizes (absolute: this file may move)
+
 from ...manifest import (
     INTERNAL_KEY,
     TENSOR_MAPS_KEY,
@@ -786,6 +788,9 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
         else:
             fname = f"{prefix}{k['name']}_launch"
             code, proto = _launch_function(fname, k, index_of, images, p)
+            funcs.append(code)
+            protos.append(proto)
+            code, proto = check_sizes_function(f"{prefix}{k['name']}_check_sizes", k, _c_name, formula_to_c)
             funcs.append(code)
             protos.append(proto)
         cname = f"{prefix}{name}_check_device"

@@ -1,0 +1,223 @@
+"""The compiled launcher (tilec/runtime/fastlaunch.c) on the CPU: it builds and imports here, reads torch tensors
+through their DLPack exchange table, and launches through a fake cuLaunchKernel (a ctypes callback that records its
+arguments) over host tensors -- so what reaches the driver (grid, block, stream, every kernel parameter) is checked
+without a GPU. Everything it must leave to the Python path (which reports the errors) returns MISS untouched."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tilec.runtime import fastlaunch  # noqa: E402
+from tilec.runtime.module import Module  # noqa: E402
+
+if not fastlaunch.status()["native"]:
+    pytest.skip(f"compiled launcher not available here: {fastlaunch.status()['why']}", allow_module_level=True)
+
+MISS = object()
+KDLCPU = 1
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
+                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+def _t(name, dtype, shape, out=False):
+    return {"name": name, "kind": "tensor", "dtype": dtype, "output": out, "shape": shape}
+
+
+SCALE = {"name": "scale", "params": [_t("X", "f32", ["M", "N"]), {"name": "alpha", "kind": "scalar", "dtype": "f32"},
+                                     {"name": "k", "kind": "scalar", "dtype": "i32"}, _t("Y", "f32", ["M", "N"], True),
+                                     {"name": "flag", "kind": "scalar", "dtype": "bool"}],
+         "sizes": ["M", "N"], "grid": ["ceildiv(M, 4)", "N", "1"], "threads": 128, "shared_bytes": 0}
+GEMM = {"name": "gemm", "params": [_t("A", "bf16", ["M", "K"]), _t("B", "bf16", ["K", "N"]),
+                                   _t("C", "bf16", ["M", "N"], True)],
+        "sizes": ["M", "K", "N"], "grid": ["ceildiv(N, 128)", "ceildiv(M, 128)", "1"], "threads": 256,
+        "shared_bytes": 0}
+
+
+class Driver:
+    """A fake cuLaunchKernel: records each launch's configuration and reads its parameters back."""
+
+    def __init__(self, kernel, rc: int = 0) -> None:
+        self.launches: list[dict] = []
+        self.rc = rc
+        self.nparams = len(kernel.entry["params"]) + len(kernel.entry["sizes"])
+        self.kernel = kernel
+        self.callback = LAUNCH(self._launch)
+        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
+
+    def _launch(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        got = []
+        for i, p in enumerate(self.kernel.entry["params"]):
+            if p["kind"] == "tensor":
+                got.append(ctypes.c_uint64.from_address(params[i]).value)
+            else:
+                ct = {"f32": ctypes.c_float, "i32": ctypes.c_int32, "bool": ctypes.c_bool}[p["dtype"]]
+                got.append(ct.from_address(params[i]).value)
+        nsizes = len(self.kernel.entry["sizes"])
+        sizes = [ctypes.c_int32.from_address(params[len(got) + j]).value for j in range(nsizes)]
+        self.launches.append({"fn": fn, "grid": (gx, gy, gz), "block": (bx, by, bz), "shared": shared,
+                              "stream": stream, "params": got, "sizes": sizes})
+        return self.rc
+
+
+class Plan:
+    """What remember() reads of launch.py's _Plan."""
+
+    def __init__(self, grid, sizes, fn=0x1234, threads=128, maps=()):
+        self.empty, self.cluster, self.fn, self.grid = False, None, fn, grid
+        self.threads, self.shared, self.sizes, self.map_addresses = threads, 0, sizes, list(maps)
+
+
+def _setup(entry, rc=0):
+    mod = Module(b"", {"manifest_version": 1, "kind": "cubin", "archs": ["sm_90a"], "kernels": [entry]})
+    kernel = getattr(mod, entry["name"])
+    layout = kernel._layout()
+    drv = Driver(kernel, rc)
+    launcher = fastlaunch.launcher_for(kernel, layout, MISS, launch=drv.address, device_type=KDLCPU)
+    assert launcher is not None
+    return kernel, layout, drv, launcher
+
+
+def _remember(launcher, layout, args, plan):
+    key = (*(tuple(args[t.index].shape) for t in layout.tensors), 0)
+    fastlaunch.remember(launcher, layout, key, plan)
+
+
+def test_extension_builds_and_describes_torch_tensors():
+    ext = fastlaunch.extension()
+    x = torch.zeros(5, 6, dtype=torch.bfloat16)[1:]
+    dev_type, dev_id, dtype, shape, strides, ptr = ext.describe(x)
+    assert (dev_type, dev_id, shape, strides, ptr) == (KDLCPU, 0, (4, 6), (6, 1), x.data_ptr())
+    assert dtype == (4, 16, 1)  # kDLBfloat
+    assert ext.describe(object()) is None
+    assert fastlaunch.library_path().is_file()
+
+
+def test_launch_passes_pointers_scalars_sizes_grid_and_stream():
+    kernel, layout, drv, launcher = _setup(SCALE)
+    M, N = random.randint(1, 50), random.randint(1, 50)
+    x, y = torch.randn(M, N), torch.empty(M, N)
+    args = (x, 1.5, -7, y, True)
+    assert launcher.fast(args) is MISS  # no plan yet: the Python path makes it
+    _remember(launcher, layout, args, Plan((-(-M // 4), N, 1), (M, N), threads=128))
+    assert launcher.fast(args) is y
+    (call,) = drv.launches
+    assert call["fn"] == 0x1234 and call["grid"] == (-(-M // 4), N, 1) and call["block"] == (128, 1, 1)
+    assert call["stream"] is None  # torch's current work stream of the host: none
+    assert call["params"] == [x.data_ptr(), 1.5, -7, y.data_ptr(), True]
+    assert call["sizes"] == [M, N]
+    assert launcher.stats()["hits"] == 1
+
+
+@pytest.mark.parametrize("change", ["dtype", "strided", "shape", "count", "int_range", "bool_as_int", "float_as_str",
+                                    "numpy", "subclass"])
+def test_what_it_leaves_to_the_python_path(change):
+    kernel, layout, drv, launcher = _setup(SCALE)
+    x, y = torch.randn(6, 10), torch.empty(6, 10)
+    args = [x, 0.5, 3, y, False]
+    _remember(launcher, layout, args, Plan((2, 10, 1), (6, 10)))
+    if change == "dtype":
+        args[0] = x.double()
+    elif change == "strided":
+        args[0] = torch.randn(10, 6).t()
+    elif change == "shape":
+        args[0], args[3] = torch.randn(7, 10), torch.empty(7, 10)
+    elif change == "count":
+        args.append(1)
+    elif change == "int_range":
+        args[2] = 2**31
+    elif change == "bool_as_int":
+        args[4] = 1
+    elif change == "float_as_str":
+        args[1] = "0.5"
+    elif change == "numpy":
+        args[0] = x.numpy()
+    elif change == "subclass":
+        args[0] = torch.nn.Parameter(x)
+    assert launcher.fast(tuple(args)) is MISS
+    assert drv.launches == []
+    assert launcher.fast((x, 0.5, 3, y, False)) is y and len(drv.launches) == 1
+
+
+def test_allocates_left_out_outputs():
+    kernel, layout, drv, launcher = _setup(SCALE)
+    x = torch.randn(9, 33)
+    _remember(launcher, layout, (x, 0.0, 0, torch.empty(9, 33), False), Plan((3, 33, 1), (9, 33)))
+    y = launcher.fast((x, 2.0, 1, False))
+    assert isinstance(y, torch.Tensor) and y.shape == (9, 33) and y.dtype == torch.float32
+    assert drv.launches[-1]["params"] == [x.data_ptr(), 2.0, 1, y.data_ptr(), False]
+    gk, glayout, gdrv, glauncher = _setup(GEMM)  # C's N is no input's size: gemm has no allocating form here
+    a, b = torch.randn(4, 8, dtype=torch.bfloat16), torch.randn(8, 16, dtype=torch.bfloat16)
+    assert glauncher.fast((a, b)) is MISS
+
+
+def test_failed_launch_returns_miss_and_drops_allocations():
+    kernel, layout, drv, launcher = _setup(SCALE, rc=201)  # CUDA_ERROR_INVALID_CONTEXT
+    x = torch.randn(4, 4)
+    _remember(launcher, layout, (x, 0.0, 0, torch.empty(4, 4), False), Plan((1, 4, 1), (4, 4)))
+    assert launcher.fast((x, 1.0, 1, False)) is MISS
+    assert len(drv.launches) == 1  # tried once; the Python path retries with a current context
+
+
+def test_pointer_keyed_plans_for_tma_kernels():
+    kernel, layout, drv, launcher = _setup(GEMM)
+    layout.key_has_pointers = True  # what a TMA kernel's layout says; its plans hold the encoded tensor maps
+    launcher = fastlaunch.launcher_for(kernel, layout, MISS, launch=drv.address, device_type=KDLCPU)
+    a, b, c = (torch.randn(*s, dtype=torch.bfloat16) for s in ((64, 32), (32, 128), (64, 128)))
+    maps = (ctypes.c_uint8 * 128)(), (ctypes.c_uint8 * 128)()
+    key = ((64, 32), (32, 128), (64, 128), a.data_ptr(), b.data_ptr(), c.data_ptr(), 0)
+    fastlaunch.remember(launcher, layout, key, Plan((1, 1, 1), (64, 32, 128), maps=[ctypes.addressof(m) for m in maps]))
+    assert launcher.fast((a, b, c)) is c
+    assert launcher.fast((a, b, c.clone())) is MISS  # another address: another plan
+
+
+def test_unavailable_extension_falls_back(monkeypatch):
+    monkeypatch.setattr(fastlaunch, "_state", {})
+    monkeypatch.setenv("TILEC_NATIVE_LAUNCH", "0")
+    assert fastlaunch.status() == {"native": False, "path": None, "why": "TILEC_NATIVE_LAUNCH=0"}
+    mod = Module(b"", {"manifest_version": 1, "kind": "cubin", "archs": ["sm_90a"], "kernels": [SCALE]})
+    assert fastlaunch.launcher_for(mod.scale, mod.scale._layout(), MISS, launch=1) is None
+
+
+def test_missing_headers_are_reported(monkeypatch, tmp_path):
+    import sysconfig
+
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    with pytest.raises(RuntimeError, match="Python's headers are not installed"):
+        fastlaunch.build(tmp_path / "x.so")
+    monkeypatch.undo()
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    with pytest.raises(RuntimeError, match="no C compiler"):
+        fastlaunch.build(tmp_path / "x.so")
+
+
+def test_time_launch_issues_the_found_launch_again():
+    kernel, layout, drv, launcher = _setup(SCALE)
+    x, y = torch.randn(3, 5), torch.empty(3, 5)
+    args = (x, 1.0, 2, y, True)
+    assert launcher.time_launch(args, 10) == -1.0 and drv.launches == []  # no plan: nothing launched here
+    _remember(launcher, layout, args, Plan((1, 5, 1), (3, 5)))
+    assert launcher.time_launch(args, 10) >= 0 and len(drv.launches) == 11
+
+
+def test_the_documented_command_names_the_extension(tmp_path):
+    """`python -m tilec.runtime.fastlaunch` (docs/deploy.md): builds the extension where TILEC_NATIVE_DIR says and
+    prints its path; with the launcher switched off, says why on stderr and exits 1."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root), "TILEC_NATIVE_DIR": str(tmp_path)}
+    ok = subprocess.run([sys.executable, "-m", "tilec.runtime.fastlaunch"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    built = Path(ok.stdout.strip())
+    assert built.is_file() and built.parent.parent == tmp_path and built.name == "tilec_fastlaunch.abi3.so"
+    off = subprocess.run([sys.executable, "-m", "tilec.runtime.fastlaunch"], capture_output=True, text=True,
+                         env={**env, "TILEC_NATIVE_LAUNCH": "0"})
+    assert off.returncode == 1 and "not available: TILEC_NATIVE_LAUNCH=0" in off.stderr

@@ -1,0 +1,626 @@
+/* tilec's compiled launcher: the per-call work of a tilec.runtime kernel launch in C.
+ *
+ * Built by tilec/runtime/fastlaunch.py with the host C compiler against Python's limited API (abi3), cached, and
+ * imported in place of the generated Python fast path when it builds. A Launcher serves one kernel. A call:
+ *
+ *   - reads each tensor argument through its type's DLPack C exchange table (`__dlpack_c_exchange_api__`, which
+ *     torch.Tensor provides): pointer, device, dtype, shape, strides, without a Python call or an allocation;
+ *   - checks device (one CUDA device for all), dtype and contiguity, and builds the plan key tilec.runtime files
+ *     its plans under (every tensor's shape, the pointers for a TMA kernel, the device, the grid's scalars);
+ *   - finds the plan among those the Python path registered (`remember`), converts the scalars, and calls
+ *     cuLaunchKernel on the framework's current work stream (torch: torch.cuda.current_stream, also while a CUDA
+ *     graph is being captured) with an argument block on the C stack: asynchronous, and thread-safe with no lock;
+ *   - with the outputs left out, allocates them through the same table (torch's caching allocator, on the
+ *     current stream) and returns them.
+ *
+ * Whatever it does not handle -- a new shape, another array type, a subclass, an explicit stream, a launch that
+ * fails (no current context on this thread, say), every error -- returns the MISS object untouched, and the
+ * Python path (which reports errors, builds plans and registers them here) takes the call. So this file never
+ * raises for a user's argument.
+ *
+ * No CUDA header is needed: the driver's entry points come as addresses from the ctypes driver already loaded,
+ * and the few DLPack structures used are declared below as the DLPack specification lays them out. */
+
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------ DLPack (the spec's C ABI, version 1.x) */
+
+typedef struct { int32_t device_type; int32_t device_id; } tl_device;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } tl_dtype;
+typedef struct {
+    void* data;
+    tl_device device;
+    int32_t ndim;
+    tl_dtype dtype;
+    int64_t* shape;
+    int64_t* strides;
+    uint64_t byte_offset;
+} tl_dltensor;
+typedef struct { uint32_t major; uint32_t minor; } tl_version;
+typedef struct tl_managed {
+    tl_version version;
+    void* manager_ctx;
+    void (*deleter)(struct tl_managed*);
+    uint64_t flags;
+    tl_dltensor dl_tensor;
+} tl_managed;
+typedef struct tl_api_header { tl_version version; struct tl_api_header* prev_api; } tl_api_header;
+typedef struct {
+    tl_api_header header;
+    int (*managed_tensor_allocator)(tl_dltensor*, tl_managed**, void*, void (*)(void*, const char*, const char*));
+    int (*managed_tensor_from_py_object_no_sync)(void*, tl_managed**);
+    int (*managed_tensor_to_py_object_no_sync)(tl_managed*, void**);
+    int (*dltensor_from_py_object_no_sync)(void*, tl_dltensor*);
+    int (*current_work_stream)(int32_t, int32_t, void**);
+} tl_api;
+
+#define TL_CUDA 2 /* kDLCUDA */
+
+/* ------------------------------------------------------------------ the driver's entry point */
+
+typedef int (*tl_launch_fn)(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned shared, void* stream, void** params, void** extra);
+
+/* ------------------------------------------------------------------ limits (a kernel beyond them stays on Python) */
+
+#define TL_MAX_PARAMS 64
+#define TL_MAX_DIMS 8
+#define TL_MAX_KEY 160
+#define TL_MAX_SIZES 32
+#define TL_MAX_MAPS 16
+#define TL_PLANS 32
+#define TL_TYPES 4
+
+enum { S_I8, S_U8, S_I16, S_U16, S_I32, S_U32, S_I64, S_U64, S_F32, S_F64, S_F16, S_BF16, S_BOOL };
+
+typedef struct {
+    int tensor;     /* 1: a tensor, 0: a scalar */
+    int output;     /* a tensor the kernel writes (may be left out and allocated) */
+    int scalar;     /* S_... for a scalar */
+    tl_dtype dtype; /* a tensor's DLPack dtype */
+    int ndim;
+    /* allocation of a left-out output: per dim, >= 0 a fixed extent, else -(1 + position of the input dim
+       (tensor number * TL_MAX_DIMS + axis)) whose extent it takes */
+    int64_t alloc_dim[TL_MAX_DIMS];
+} tl_param;
+
+typedef struct {
+    int used;
+    int64_t key[TL_MAX_KEY];
+    void* fn;
+    unsigned grid[3], threads, shared;
+    int nsizes, nmaps;
+    int32_t sizes[TL_MAX_SIZES];
+    void* maps[TL_MAX_MAPS];
+    PyObject* owner; /* the Python plan: keeps the encoded tensor maps alive */
+} tl_plan;
+
+typedef struct {
+    PyObject_HEAD
+    int nparams, ntensors, ninputs, noutputs, can_allocate, key_pointers;
+    tl_param params[TL_MAX_PARAMS];
+    int tensor_param[TL_MAX_PARAMS]; /* tensor number -> parameter index */
+    int input_param[TL_MAX_PARAMS];  /* input number -> parameter index */
+    int output_param[TL_MAX_PARAMS];
+    int ngrid_scalars;
+    int grid_scalar[TL_MAX_PARAMS];
+    int keylen;
+    int device_type; /* kDLCUDA; the tests' fake driver takes host tensors (kDLCPU) */
+    tl_launch_fn launch;
+    PyObject* miss;
+    PyTypeObject* types[TL_TYPES]; /* array types seen, and their exchange tables (NULL: has none) */
+    const tl_api* apis[TL_TYPES];
+    int ntypes;
+    tl_plan plans[TL_PLANS];
+    int next_plan;
+    unsigned long long hits, misses;
+    long bench_repeat;      /* time_launch(): issue the found launch this many times, timed */
+    long long bench_ns;
+} Launcher;
+
+/* The exchange table a type defines itself (a subclass -- a Parameter, a FakeTensor under tracing -- has none of its
+   own: the Python path takes it). The attribute is `__dlpack_c_exchange_api__` (DLPack 1.3), or its earlier name
+   `__c_dlpack_exchange_api__`; its value a capsule named "dlpack_exchange_api", or the table's address as an int. */
+static const tl_api* table_of(PyTypeObject* tp) {
+    static const char* names[2] = {"__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"};
+    const tl_api* api = NULL;
+    PyObject* own = PyObject_GetAttrString((PyObject*)tp, "__dict__");
+    for (int i = 0; i < 2 && api == NULL && own != NULL; i++) {
+        PyObject* name = PyUnicode_FromString(names[i]);
+        if (name == NULL) break;
+        if (PySequence_Contains(own, name) == 1) {
+            PyObject* v = PyObject_GetAttr((PyObject*)tp, name);
+            if (v != NULL && PyCapsule_IsValid(v, "dlpack_exchange_api"))
+                api = (const tl_api*)PyCapsule_GetPointer(v, "dlpack_exchange_api");
+            else if (v != NULL && PyLong_Check(v))
+                api = (const tl_api*)PyLong_AsVoidPtr(v);
+            Py_XDECREF(v);
+        }
+        Py_DECREF(name);
+    }
+    Py_XDECREF(own);
+    PyErr_Clear();
+    if (api != NULL && (api->header.version.major != 1 || api->dltensor_from_py_object_no_sync == NULL
+                        || api->current_work_stream == NULL))
+        api = NULL; /* a table of another major version: not read */
+    return api;
+}
+
+/* The exchange table of an array type: looked up once per type, then cached (NULL when it has none). */
+static const tl_api* api_of(Launcher* self, PyTypeObject* tp) {
+    for (int i = 0; i < self->ntypes; i++)
+        if (self->types[i] == tp) return self->apis[i];
+    const tl_api* api = table_of(tp);
+    if (self->ntypes < TL_TYPES) { /* a type stays alive while a table of it is cached: hold it */
+        Py_INCREF((PyObject*)tp);
+        self->types[self->ntypes] = tp;
+        self->apis[self->ntypes++] = api;
+    }
+    return api;
+}
+
+/* C-contiguous, as torch's is_contiguous() sees it: dims of extent 1 may have any stride, an empty tensor is. */
+static int contiguous(const tl_dltensor* t) {
+    if (t->strides == NULL) return 1;
+    int64_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        int64_t n = t->shape[d];
+        if (n == 0) return 1;
+        if (n != 1 && t->strides[d] != expect) return 0;
+        expect *= n;
+    }
+    return 1;
+}
+
+static int same_dtype(tl_dtype a, tl_dtype b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+
+/* A scalar argument into its 8-byte slot; 0 when it is not a plain Python value in range (then Python decides). */
+static int store_scalar(int kind, PyObject* v, uint64_t* slot) {
+    *slot = 0;
+    if (kind == S_BOOL) {
+        if (v == Py_True) { *(uint8_t*)slot = 1; return 1; }
+        if (v == Py_False) return 1;
+        return 0;
+    }
+    if (kind == S_F32 || kind == S_F64 || kind == S_F16 || kind == S_BF16) {
+        double x;
+        if (PyFloat_Check(v)) x = PyFloat_AsDouble(v);
+        else if (PyLong_CheckExact(v)) {
+            x = PyLong_AsDouble(v);
+            if (x == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+        } else return 0;
+        if (kind == S_F64) { memcpy(slot, &x, 8); return 1; }
+        float f = (float)x;
+        if (kind == S_F32) { memcpy(slot, &f, 4); return 1; }
+        /* 16-bit floats travel as their bits; the Python path rounds them (leave these to it) */
+        return 0;
+    }
+    if (!PyLong_CheckExact(v)) return 0; /* bool, numpy integers, ...: the Python path */
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    switch (kind) {
+    case S_I8: if (x < -128 || x > 127) return 0; *(int8_t*)slot = (int8_t)x; return 1;
+    case S_U8: if (x < 0 || x > 255) return 0; *(uint8_t*)slot = (uint8_t)x; return 1;
+    case S_I16: if (x < -32768 || x > 32767) return 0; *(int16_t*)slot = (int16_t)x; return 1;
+    case S_U16: if (x < 0 || x > 65535) return 0; *(uint16_t*)slot = (uint16_t)x; return 1;
+    case S_I32: if (x < INT32_MIN || x > INT32_MAX) return 0; *(int32_t*)slot = (int32_t)x; return 1;
+    case S_U32: if (x < 0 || x > (long long)UINT32_MAX) return 0; *(uint32_t*)slot = (uint32_t)x; return 1;
+    case S_I64: *(int64_t*)slot = (int64_t)x; return 1;
+    case S_U64: if (x < 0) return 0; *(uint64_t*)slot = (uint64_t)x; return 1; /* >= 2**63: Python */
+    }
+    return 0;
+}
+
+static PyObject* miss(Launcher* self) {
+    self->misses++;
+    Py_INCREF(self->miss);
+    return self->miss;
+}
+
+static void free_outputs(PyObject** made, int n) {
+    for (int i = 0; i < n; i++) Py_XDECREF(made[i]);
+}
+
+/* launcher.fast(args): launch, or MISS */
+static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
+    if (!PyTuple_Check(args)) return miss(self);
+    Py_ssize_t nargs = PyTuple_Size(args);
+    int allocating;
+    if (nargs == self->nparams) allocating = 0;
+    else if (self->can_allocate && nargs == self->ninputs) allocating = 1;
+    else return miss(self);
+
+    PyObject* arg[TL_MAX_PARAMS];
+    if (!allocating) {
+        for (int i = 0; i < self->nparams; i++) arg[i] = PyTuple_GetItem(args, i);
+    } else {
+        for (int i = 0; i < self->nparams; i++) arg[i] = NULL;
+        for (int j = 0; j < self->ninputs; j++) arg[self->input_param[j]] = PyTuple_GetItem(args, j);
+    }
+
+    /* the tensors: read and check the ones given */
+    tl_dltensor dl[TL_MAX_PARAMS];
+    const tl_api* api = NULL;
+    int device = -1;
+    for (int k = 0; k < self->ntensors; k++) {
+        int i = self->tensor_param[k];
+        PyObject* a = arg[i];
+        if (a == NULL) continue; /* an output to allocate */
+        const tl_api* t_api = api_of(self, Py_TYPE(a));
+        if (t_api == NULL || (api != NULL && t_api != api)) return miss(self);
+        api = t_api;
+        if (api->dltensor_from_py_object_no_sync(a, &dl[k]) != 0) { PyErr_Clear(); return miss(self); }
+        const tl_param* p = &self->params[i];
+        if (dl[k].device.device_type != self->device_type || (device >= 0 && dl[k].device.device_id != device)
+            || dl[k].ndim != p->ndim || !same_dtype(dl[k].dtype, p->dtype) || !contiguous(&dl[k]))
+            return miss(self);
+        device = dl[k].device.device_id;
+    }
+    if (api == NULL) return miss(self);
+
+    /* the key: every tensor's shape (an allocated output's from its inputs), pointers for TMA, device, scalars */
+    int64_t key[TL_MAX_KEY];
+    int64_t out_shape[TL_MAX_PARAMS][TL_MAX_DIMS];
+    int n = 0;
+    for (int k = 0; k < self->ntensors; k++) {
+        int i = self->tensor_param[k];
+        const tl_param* p = &self->params[i];
+        if (arg[i] != NULL) {
+            for (int d = 0; d < p->ndim; d++) key[n++] = dl[k].shape[d];
+        } else {
+            for (int d = 0; d < p->ndim; d++) {
+                int64_t v = p->alloc_dim[d];
+                if (v < 0) {
+                    int64_t pos = -(v + 1);
+                    int src = (int)(pos / TL_MAX_DIMS), axis = (int)(pos % TL_MAX_DIMS);
+                    v = dl[src].shape[axis];
+                }
+                out_shape[k][d] = v;
+                key[n++] = v;
+            }
+        }
+    }
+    int ptr_at = n;
+    if (self->key_pointers) n += self->ntensors; /* filled below (outputs: after allocating) */
+    key[n++] = device;
+    for (int g = 0; g < self->ngrid_scalars; g++) {
+        PyObject* v = arg[self->grid_scalar[g]];
+        if (!PyLong_CheckExact(v)) return miss(self);
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return miss(self); }
+        key[n++] = x;
+    }
+
+    /* the scalars (before anything is allocated or launched) */
+    uint64_t slot[TL_MAX_PARAMS];
+    for (int i = 0; i < self->nparams; i++) {
+        const tl_param* p = &self->params[i];
+        if (!p->tensor && !store_scalar(p->scalar, arg[i], &slot[i])) return miss(self);
+    }
+
+    /* the stream: the framework's current one on this device */
+    void* stream = NULL;
+    if (api->current_work_stream(self->device_type, device, &stream) != 0) { PyErr_Clear(); return miss(self); }
+
+    /* a TMA kernel's plan depends on the outputs' addresses: look the plan up after allocating them, else before */
+    tl_plan* plan = NULL;
+    PyObject* made[TL_MAX_PARAMS];
+    int nmade = 0;
+    if (!self->key_pointers) {
+        for (int j = 0; j < TL_PLANS && !plan; j++)
+            if (self->plans[j].used && memcmp(self->plans[j].key, key, n * sizeof(int64_t)) == 0) plan = &self->plans[j];
+        if (plan == NULL) return miss(self);
+    }
+    if (allocating) {
+        for (int k = 0; k < self->ntensors; k++) {
+            int i = self->tensor_param[k];
+            if (arg[i] != NULL) continue;
+            tl_dltensor proto;
+            memset(&proto, 0, sizeof proto);
+            proto.device.device_type = self->device_type;
+            proto.device.device_id = device;
+            proto.ndim = self->params[i].ndim;
+            proto.dtype = self->params[i].dtype;
+            proto.shape = out_shape[k];
+            tl_managed* m = NULL;
+            void* obj = NULL;
+            if (api->managed_tensor_allocator(&proto, &m, NULL, NULL) != 0 || m == NULL) {
+                PyErr_Clear();
+                free_outputs(made, nmade);
+                return miss(self);
+            }
+            dl[k] = m->dl_tensor; /* the pointer fields stay valid: the tensor made from m owns them */
+            if (api->managed_tensor_to_py_object_no_sync(m, &obj) != 0 || obj == NULL) {
+                PyErr_Clear();
+                free_outputs(made, nmade);
+                return miss(self);
+            }
+            made[nmade++] = arg[i] = (PyObject*)obj;
+        }
+    }
+    if (self->key_pointers) {
+        for (int k = 0; k < self->ntensors; k++)
+            key[ptr_at + k] = (int64_t)(intptr_t)((char*)dl[k].data + dl[k].byte_offset);
+        for (int j = 0; j < TL_PLANS && !plan; j++)
+            if (self->plans[j].used && memcmp(self->plans[j].key, key, n * sizeof(int64_t)) == 0) plan = &self->plans[j];
+        if (plan == NULL) { free_outputs(made, nmade); return miss(self); }
+    }
+
+    /* the argument block: parameters in order, then the sizes, then the tensor maps */
+    void* params[TL_MAX_PARAMS + TL_MAX_SIZES + TL_MAX_MAPS];
+    int q = 0;
+    for (int k = 0; k < self->ntensors; k++)
+        slot[self->tensor_param[k]] = (uint64_t)(uintptr_t)((char*)dl[k].data + dl[k].byte_offset);
+    for (int i = 0; i < self->nparams; i++) params[q++] = &slot[i];
+    for (int s = 0; s < plan->nsizes; s++) params[q++] = &plan->sizes[s];
+    for (int m = 0; m < plan->nmaps; m++) params[q++] = plan->maps[m];
+    int rc;
+    if (self->bench_repeat > 0) { /* time_launch(): the driver's own cost, with no launcher around it */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long r = 0; r < self->bench_repeat; r++)
+            self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
+                         stream, params, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        self->bench_ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+    }
+    rc = self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
+                      stream, params, NULL);
+    if (rc != 0) { /* nothing was enqueued: the Python path retries (a context to make current) or reports */
+        free_outputs(made, nmade);
+        return miss(self);
+    }
+    self->hits++;
+    if (self->noutputs == 1) {
+        PyObject* out = arg[self->output_param[0]];
+        Py_INCREF(out);
+        free_outputs(made, nmade);
+        return out;
+    }
+    if (self->noutputs == 0) { free_outputs(made, nmade); Py_RETURN_NONE; }
+    PyObject* tup = PyTuple_New(self->noutputs);
+    if (tup == NULL) { free_outputs(made, nmade); return NULL; }
+    for (int o = 0; o < self->noutputs; o++) {
+        PyObject* out = arg[self->output_param[o]];
+        Py_INCREF(out);
+        PyTuple_SetItem(tup, o, out);
+    }
+    free_outputs(made, nmade);
+    return tup;
+}
+
+static int int_list(PyObject* seq, int64_t* out, int limit, const char* what) {
+    PyObject* fast = PySequence_Tuple(seq);
+    if (fast == NULL) return -1;
+    Py_ssize_t len = PyTuple_Size(fast);
+    if (len > limit) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: %zd values, at most %d", what, len, limit);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        out[i] = PyLong_AsLongLong(PyTuple_GetItem(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) { Py_DECREF(fast); return -1; }
+    }
+    Py_DECREF(fast);
+    return (int)len;
+}
+
+/* launcher.remember(key, fn, grid, threads, shared, sizes, map_addresses, owner): file a plan the Python path made */
+static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
+    PyObject *key, *grid, *sizes, *maps, *owner;
+    unsigned long long fn;
+    unsigned threads, shared;
+    if (!PyArg_ParseTuple(args, "OKOIIOOO", &key, &fn, &grid, &threads, &shared, &sizes, &maps, &owner)) return NULL;
+    int64_t k[TL_MAX_KEY], g[3], s[TL_MAX_SIZES], m[TL_MAX_MAPS];
+    int nk = int_list(key, k, TL_MAX_KEY, "key");
+    if (nk < 0) return NULL;
+    if (nk != self->keylen) return PyErr_Format(PyExc_ValueError, "key of %d values, expected %d", nk, self->keylen);
+    if (int_list(grid, g, 3, "grid") != 3) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "grid");
+    int ns = int_list(sizes, s, TL_MAX_SIZES, "sizes");
+    if (ns < 0) return NULL;
+    int nm = int_list(maps, m, TL_MAX_MAPS, "tensor maps");
+    if (nm < 0) return NULL;
+    tl_plan* p = NULL;
+    for (int j = 0; j < TL_PLANS && !p; j++)
+        if (self->plans[j].used && memcmp(self->plans[j].key, k, nk * sizeof(int64_t)) == 0) p = &self->plans[j];
+    if (p == NULL) { /* round robin over the slots */
+        p = &self->plans[self->next_plan];
+        self->next_plan = (self->next_plan + 1) % TL_PLANS;
+    }
+    Py_XDECREF(p->owner);
+    memcpy(p->key, k, nk * sizeof(int64_t));
+    p->fn = (void*)(uintptr_t)fn;
+    for (int d = 0; d < 3; d++) p->grid[d] = (unsigned)g[d];
+    p->threads = threads;
+    p->shared = shared;
+    p->nsizes = ns;
+    for (int j = 0; j < ns; j++) p->sizes[j] = (int32_t)s[j];
+    p->nmaps = nm;
+    for (int j = 0; j < nm; j++) p->maps[j] = (void*)(uintptr_t)m[j];
+    Py_INCREF(owner);
+    p->owner = owner;
+    p->used = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject* Launcher_forget(Launcher* self, PyObject* unused) {
+    (void)unused;
+    for (int j = 0; j < TL_PLANS; j++) {
+        Py_CLEAR(self->plans[j].owner);
+        self->plans[j].used = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject* Launcher_stats(Launcher* self, PyObject* unused) {
+    (void)unused;
+    int used = 0;
+    for (int j = 0; j < TL_PLANS; j++) used += self->plans[j].used;
+    return Py_BuildValue("{sKsKsi}", "hits", self->hits, "misses", self->misses, "plans", used);
+}
+
+/* time_launch(args, n): run the call once, issuing its cuLaunchKernel n more times in a C loop first; the
+   nanoseconds per driver call (the floor under any launcher), or -1 when the call did not launch here */
+static PyObject* Launcher_time_launch(Launcher* self, PyObject* args) {
+    PyObject* call_args;
+    long n;
+    if (!PyArg_ParseTuple(args, "Ol", &call_args, &n)) return NULL;
+    self->bench_repeat = n;
+    self->bench_ns = -1;
+    PyObject* r = Launcher_fast(self, call_args);
+    self->bench_repeat = 0;
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+    return PyFloat_FromDouble(self->bench_ns < 0 || n <= 0 ? -1.0 : (double)self->bench_ns / n);
+}
+
+static PyMethodDef Launcher_methods[] = {
+    {"time_launch", (PyCFunction)Launcher_time_launch, METH_VARARGS, "ns per bare driver launch of this call"},
+    {"fast", (PyCFunction)Launcher_fast, METH_O, "launch(args): the outputs, or MISS for the Python path"},
+    {"remember", (PyCFunction)Launcher_remember, METH_VARARGS, "file a launch plan the Python path made"},
+    {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "drop every plan"},
+    {"stats", (PyCFunction)Launcher_stats, METH_NOARGS, "hits, misses and plans held"},
+    {NULL, NULL, 0, NULL},
+};
+
+static void Launcher_dealloc(Launcher* self) {
+    for (int j = 0; j < TL_PLANS; j++) Py_CLEAR(self->plans[j].owner);
+    for (int t = 0; t < self->ntypes; t++) Py_CLEAR(self->types[t]);
+    Py_CLEAR(self->miss);
+    PyTypeObject* tp = Py_TYPE((PyObject*)self);
+    freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free_fn(self);
+    Py_DECREF(tp);
+}
+
+/* Launcher(spec, launch_address, miss[, device_type]). spec: a tuple
+ *   (params, inputs, outputs, grid_scalars, key_pointers, can_allocate)
+ * params: per parameter (is_tensor, is_output, scalar_kind, (code, bits, lanes), ndim, alloc_dims) */
+static int Launcher_init(Launcher* self, PyObject* args, PyObject* kwds) {
+    (void)kwds;
+    PyObject *spec, *miss_obj, *params, *inputs, *outputs, *grid_scalars;
+    unsigned long long launch;
+    int key_pointers, can_allocate, device_type = TL_CUDA;
+    if (!PyArg_ParseTuple(args, "OKO|i", &spec, &launch, &miss_obj, &device_type)) return -1;
+    self->device_type = device_type;
+    if (!PyArg_ParseTuple(spec, "OOOOpp", &params, &inputs, &outputs, &grid_scalars, &key_pointers, &can_allocate))
+        return -1;
+    Py_ssize_t np = PySequence_Size(params);
+    if (np < 0) return -1;
+    if (np > TL_MAX_PARAMS) { PyErr_SetString(PyExc_ValueError, "too many parameters"); return -1; }
+    self->nparams = (int)np;
+    self->ntensors = 0;
+    int keylen = 0;
+    for (Py_ssize_t i = 0; i < np; i++) {
+        PyObject* item = PySequence_GetItem(params, i);
+        if (item == NULL) return -1;
+        int is_tensor, is_output, kind, ndim;
+        int code, bits, lanes;
+        PyObject* alloc;
+        int ok = PyArg_ParseTuple(item, "ppi(iii)iO", &is_tensor, &is_output, &kind, &code, &bits, &lanes, &ndim, &alloc);
+        if (!ok) { Py_DECREF(item); return -1; }
+        tl_param* p = &self->params[i];
+        memset(p, 0, sizeof *p);
+        p->tensor = is_tensor;
+        p->output = is_output;
+        p->scalar = kind;
+        p->dtype.code = (uint8_t)code;
+        p->dtype.bits = (uint8_t)bits;
+        p->dtype.lanes = (uint16_t)lanes;
+        p->ndim = ndim;
+        if (ndim > TL_MAX_DIMS) { Py_DECREF(item); PyErr_SetString(PyExc_ValueError, "too many dims"); return -1; }
+        if (is_tensor) {
+            if (alloc != Py_None && int_list(alloc, p->alloc_dim, TL_MAX_DIMS, "alloc dims") < 0) {
+                Py_DECREF(item);
+                return -1;
+            }
+            self->tensor_param[self->ntensors++] = (int)i;
+            keylen += ndim;
+        }
+        Py_DECREF(item);
+    }
+    int64_t tmp[TL_MAX_PARAMS];
+    int n = int_list(inputs, tmp, TL_MAX_PARAMS, "inputs");
+    if (n < 0) return -1;
+    self->ninputs = n;
+    for (int j = 0; j < n; j++) self->input_param[j] = (int)tmp[j];
+    n = int_list(outputs, tmp, TL_MAX_PARAMS, "outputs");
+    if (n < 0) return -1;
+    self->noutputs = n;
+    for (int j = 0; j < n; j++) self->output_param[j] = (int)tmp[j];
+    n = int_list(grid_scalars, tmp, TL_MAX_PARAMS, "grid scalars");
+    if (n < 0) return -1;
+    self->ngrid_scalars = n;
+    for (int j = 0; j < n; j++) self->grid_scalar[j] = (int)tmp[j];
+    self->key_pointers = key_pointers;
+    self->can_allocate = can_allocate && self->noutputs > 0;
+    keylen += (key_pointers ? self->ntensors : 0) + 1 + self->ngrid_scalars;
+    if (keylen > TL_MAX_KEY) { PyErr_SetString(PyExc_ValueError, "plan key too long"); return -1; }
+    self->keylen = keylen;
+    self->launch = (tl_launch_fn)(uintptr_t)launch;
+    Py_INCREF(miss_obj);
+    Py_XDECREF(self->miss);
+    self->miss = miss_obj;
+    return 0;
+}
+
+static PyType_Slot Launcher_slots[] = {
+    {Py_tp_doc, "One kernel's compiled launcher (tilec/runtime/fastlaunch.c)."},
+    {Py_tp_init, Launcher_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, Launcher_dealloc},
+    {Py_tp_methods, Launcher_methods},
+    {0, NULL},
+};
+
+static PyType_Spec Launcher_spec = {
+    "tilec_fastlaunch.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT, Launcher_slots,
+};
+
+/* describe(obj): what the exchange table says of an array -- (device_type, device_id, (code, bits, lanes), shape,
+   strides or None, pointer); None when its type has no table. For tests and for the expected dtypes. */
+static PyObject* describe(PyObject* module, PyObject* obj) {
+    (void)module;
+    const tl_api* api = table_of(Py_TYPE(obj));
+    if (api == NULL) Py_RETURN_NONE;
+    tl_dltensor t;
+    if (api->dltensor_from_py_object_no_sync(obj, &t) != 0) return NULL;
+    PyObject* shape = PyTuple_New(t.ndim);
+    PyObject* strides = t.strides ? PyTuple_New(t.ndim) : (Py_INCREF(Py_None), Py_None);
+    for (int d = 0; d < t.ndim; d++) {
+        PyTuple_SetItem(shape, d, PyLong_FromLongLong(t.shape[d]));
+        if (t.strides) PyTuple_SetItem(strides, d, PyLong_FromLongLong(t.strides[d]));
+    }
+    return Py_BuildValue("ii(iii)NNK", t.device.device_type, t.device.device_id, t.dtype.code, t.dtype.bits,
+                         t.dtype.lanes, shape, strides,
+                         (unsigned long long)(uintptr_t)((char*)t.data + t.byte_offset));
+}
+
+static PyMethodDef module_methods[] = {
+    {"describe", describe, METH_O, "an array as its DLPack exchange table describes it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject* m) {
+    PyObject* tp = PyType_FromSpec(&Launcher_spec);
+    if (tp == NULL) return -1;
+    if (PyModule_AddObject(m, "Launcher", tp) < 0) { Py_DECREF(tp); return -1; }
+    return PyModule_AddIntConstant(m, "ABI", 1);
+}
+
+static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "tilec_fastlaunch", "tilec's compiled kernel launcher", 0, module_methods, module_slots,
+    NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit_tilec_fastlaunch(void) { return PyModuleDef_Init(&module_def); }

@@ -1,0 +1,246 @@
+"""The compiled launcher: tilec/runtime/fastlaunch.c, built once per machine and Python, used when it builds.
+
+`launcher_for(kernel, layout)` gives a kernel's `Launcher` (or None, and the generated Python fast path of
+launch.py serves, through ctypes, as before). The extension is one C file against Python's limited API (abi3),
+compiled by the host C compiler (`$CC`, else `cc`) with Python's headers, into
+
+    TILEC_NATIVE_DIR, if set, else <tilec cache directory>/native/<hash of the source and the compiler>/
+
+and loaded from there by every later process (no compile: the file is found by its hash). Where no compiler or no
+Python.h exists (a slim deployment image), it is not built and the ctypes path serves; so it does when
+`TILEC_NATIVE_LAUNCH=0`. `python -m tilec.runtime.fastlaunch` builds it ahead of time (a container build step) and
+says where it is or why it cannot be built; `status()` says the same from Python.
+
+What the C launcher does per call, and what it leaves to the Python path, is at the top of fastlaunch.c: it
+launches with plans the Python path made and registered here (`remember`), so plans, tensor maps, tuned variants and
+every error message stay in one place, launch.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+from pathlib import Path
+
+SOURCE = Path(__file__).with_name("fastlaunch.c")
+MODULE = "tilec_fastlaunch"
+SCALAR_KINDS = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9,
+                "f16": 10, "bf16": 11, "bool": 12}
+MAX_PARAMS, MAX_DIMS = 64, 8  # fastlaunch.c's limits (TL_MAX_PARAMS, TL_MAX_DIMS)
+
+_lock = threading.Lock()
+_state: dict = {}  # "module": the extension or None; "why": the reason it is not used; "path"
+
+
+def _native_dir() -> Path:
+    env = os.environ.get("TILEC_NATIVE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("TILEC_CACHE_DIR")
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = os.path.join(xdg, "tilec") if xdg else os.path.join(os.path.expanduser("~"), ".cache", "tilec")
+    return Path(base) / "native"
+
+
+def _compiler() -> list[str]:
+    return (os.environ.get("CC") or "cc").split()
+
+
+def _tag(source: bytes) -> str:
+    """The build's folder name: the source, the limited-API level and the platform (not the Python minor version:
+    an abi3 extension loads on any later CPython 3)."""
+    import sysconfig
+
+    h = hashlib.sha256(source)
+    h.update(f"abi3-3.10 {sysconfig.get_platform()} {sys.implementation.name}".encode())
+    return h.hexdigest()[:16]
+
+
+def library_path() -> Path:
+    return _native_dir() / _tag(SOURCE.read_bytes()) / f"{MODULE}.abi3.so"
+
+
+def build(path: Path | None = None) -> Path:
+    """Compile fastlaunch.c into `path` (default library_path()); RuntimeError saying why it cannot."""
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    path = path or library_path()
+    include = sysconfig.get_paths().get("include") or ""
+    if not (Path(include) / "Python.h").is_file():
+        raise RuntimeError(f"Python's headers are not installed (no {include}/Python.h): install python3-dev, "
+                           "or build the extension where they are (python -m tilec.runtime.fastlaunch)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{MODULE}.", suffix=".so", dir=path.parent)
+    os.close(fd)
+    cmd = [*_compiler(), "-O2", "-shared", "-fPIC", "-std=c11", "-fvisibility=hidden", "-Wall",
+           "-Werror=implicit-function-declaration", f"-I{include}", str(SOURCE), "-o", tmp]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(tmp)
+        raise RuntimeError(f"no C compiler ({cmd[0]}: {e.strerror}); set CC, or build it where one is") from None
+    if r.returncode:
+        os.unlink(tmp)
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{(r.stderr or r.stdout).strip()}")
+    os.replace(tmp, path)  # complete or absent: concurrent builders write the same bytes
+    return path
+
+
+def _import(path: Path):
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE, str(path), loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def extension():
+    """The extension module, built on first use if needed; None when it cannot be had (status() says why)."""
+    if "module" in _state:
+        return _state["module"]
+    with _lock:
+        if "module" in _state:
+            return _state["module"]
+        mod, why, path = None, "", None
+        if os.environ.get("TILEC_NATIVE_LAUNCH", "1").strip().lower() in ("0", "no", "off", "false"):
+            why = "TILEC_NATIVE_LAUNCH=0"
+        elif not sys.implementation.name == "cpython":
+            why = f"not CPython ({sys.implementation.name})"
+        else:
+            try:
+                path = library_path()
+                if not path.is_file():
+                    build(path)
+                mod = _import(path)
+            except (RuntimeError, OSError, ImportError) as e:
+                why = str(e)
+                mod = None
+        _state.update(module=mod, why=why, path=path)
+        return mod
+
+
+def status() -> dict:
+    """{"native": bool, "path": the extension's file or None, "why": why it is not used ("" when it is)}."""
+    mod = extension()
+    return {"native": mod is not None, "path": str(_state.get("path")) if mod else None, "why": _state.get("why", "")}
+
+
+_DLPACK_DTYPES: dict[str, tuple[int, int, int]] = {}
+
+
+def _dlpack_dtype(ext, t) -> tuple[int, int, int] | None:
+    """The (code, bits, lanes) torch's exchange table reports for this parameter's dtype, asked of torch itself."""
+    if t.dtype not in _DLPACK_DTYPES:
+        torch = sys.modules["torch"]
+        td = t.torch_dtype()
+        if td is None:
+            return None
+        try:
+            _DLPACK_DTYPES[t.dtype] = ext.describe(torch.empty(0, dtype=td))[2]
+        except Exception:  # a dtype torch cannot export (never the Python path's concern)
+            return None
+    return _DLPACK_DTYPES[t.dtype]
+
+
+def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2):
+    """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch imported (its tensors' exchange
+    table gives the dtypes) and a kernel within the C file's limits. `launch`: the address of cuLaunchKernel (default:
+    the driver's) and `device_type` the DLPack device type of the tensors (kDLCUDA) -- the tests put a fake driver
+    over host tensors there."""
+    torch = sys.modules.get("torch")
+    if torch is None or not any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
+                                                                  "__c_dlpack_exchange_api__")):
+        return None  # a torch before 2.10: no exchange table
+    if len(kernel.entry["params"]) > MAX_PARAMS or len(layout.size_names) > 32 or len(layout.tmaps) > 16:
+        return None
+    ext = extension()
+    if ext is None:
+        return None
+    if launch is None:
+        import ctypes
+
+        from .cuda_driver import Driver
+
+        try:
+            drv = Driver.get(0)
+        except Exception:  # no driver: nothing to launch anyway (the Python path reports it)
+            return None
+        if not isinstance(drv.raw_launch, ctypes._CFuncPtr):  # a stand-in driver (tests/fake_cuda.py)
+            return None
+        launch = ctypes.cast(drv.raw_launch, ctypes.c_void_p).value
+    tensors = {t.index: t for t in layout.tensors}
+    first_seen: dict[str, int] = {}  # a size -> the input dimension it is read from (tensor number * 8 + axis)
+    for k, t in enumerate(layout.tensors):
+        if not t.output:
+            for axis, d in enumerate(t.shape):
+                if isinstance(d, str) and d.isidentifier():
+                    first_seen.setdefault(d, k * MAX_DIMS + axis)
+    can_allocate = bool(layout.outputs)
+    params = []
+    for i, p in enumerate(kernel.entry["params"]):
+        if p["kind"] == "tensor":
+            t = tensors[i]
+            code = _dlpack_dtype(ext, t)
+            if code is None or len(t.shape) > MAX_DIMS:
+                return None
+            alloc = None
+            if t.output:
+                alloc = []
+                for d in t.shape:
+                    if isinstance(d, int):
+                        alloc.append(d)
+                    elif d in first_seen:
+                        alloc.append(-(1 + first_seen[d]))
+                    else:  # a size no input gives, or a formula: the Python path allocates
+                        can_allocate = False
+                        alloc = None
+                        break
+            params.append((True, t.output, 0, code, len(t.shape), alloc))
+        else:
+            kind = SCALAR_KINDS.get(p["dtype"])
+            if kind is None:
+                return None
+            params.append((False, False, kind, (0, 0, 0), 0, None))
+    spec = (params, layout.inputs, layout.outputs, layout.grid_scalars, layout.key_has_pointers, can_allocate)
+    return ext.Launcher(spec, launch, miss, device_type)
+
+
+def remember(launcher, layout, key, plan) -> None:
+    """File the plan the Python path just launched with under `key` (launch.py's plan key) in the C launcher."""
+    if plan.empty or plan.cluster is not None:  # nothing to launch, or cuLaunchKernelEx: the Python path's
+        return
+    flat: list[int] = []
+    n = len(layout.tensors)
+    for shape in key[:n]:
+        flat.extend(int(d) for d in shape)
+    flat.extend(int(v) for v in key[n:])
+    launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan)
+
+
+def main() -> int:
+    """python -m tilec.runtime.fastlaunch [--rebuild]: build (or find) the extension and say where, or why not."""
+    if "--rebuild" in sys.argv[1:]:
+        try:
+            print(build())
+        except RuntimeError as e:
+            print(f"tilec: not built: {e}", file=sys.stderr)
+            return 1
+        return 0
+    st = status()
+    if st["native"]:
+        print(st["path"])
+        return 0
+    print(f"tilec: the compiled launcher is not available: {st['why']}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
