@@ -192,7 +192,7 @@ kernel double(X: f32[K], Y: out f32[N]):
 
 
 def test_the_c_launcher_refuses_a_broken_contract():
-    from tilec.targets.cuda.launcher import Image, generate_header
+    from tilec.targets.c_launcher.header import Image, generate_header
 
     _, entries = _cuda_module(CONTRACT)
     header = generate_header("scale.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="c.tile",

@@ -683,7 +683,7 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_launches import MOCK_DRIVER
 
-    from tilec.targets.cuda.launcher import CUDA_API, Image, generate_header
+    from tilec.targets.c_launcher.header import CUDA_API, Image, generate_header
     from tilec.targets.cuda.locate import driver_include_dir
     from tilec.tuning.multi import header_dispatch
 

@@ -87,7 +87,7 @@ def launch_check_holds(op: str, lhs: int, rhs: int) -> bool:
 # A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtensorMap (by value,
 # __grid_constant__) per map, encoded at each launch with cuTensorMapEncodeTiled; when a launch's
 # tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same params and sizes,
-# no maps) is launched instead. tilec/targets/cuda/launcher.py generates the same logic in C from
+# no maps) is launched instead. tilec/targets/c_launcher/header.py generates the same logic in C from
 # tensor_map_specs below.
 
 TENSOR_MAPS_KEY = "tensor_maps"

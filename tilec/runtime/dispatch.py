@@ -4,7 +4,7 @@ An artifact built with a tuning database (tilec/tuning/multi.py) may hold severa
 (`gemm__cfg0`, `gemm__cfg1`, ...) and, under "dispatch", the tuned shapes with the variant that serves each. The
 public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
 variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|. The
-generated C launcher (tilec/targets/cuda/launcher.py) computes the same choice.
+generated C launcher (tilec/targets/c_launcher/header.py) computes the same choice.
 
 A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
 Then the public name cannot hand the launch to one variant's plan: each call picks the variant from the

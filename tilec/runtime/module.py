@@ -18,7 +18,7 @@ from .arrays import ArgumentError
 from .dispatch import add_dispatchers
 from .launch import Kernel
 from .sequence import Launches
-from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launcher.py and tests use them)
+from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/c_launcher/header.py and tests use them)
     ELEM_BYTES,
     FALLBACK_KEY,
     INTERNAL_KEY,

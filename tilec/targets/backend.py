@@ -49,7 +49,7 @@ class ArtifactInfo:
     source_hash: str  # the manifest's source_hash
     # What the build adds to a C launcher's text before writing or compiling it (the tuned dispatcher of
     # tilec.tuning.multi, which sits above the back ends), given the text and the launcher's spellings
-    # (tilec.targets.cuda.launcher.SequenceApi); None for nothing.
+    # (tilec.targets.c_launcher.header.SequenceApi); None for nothing.
     launcher_filter: Callable[[str, object], str] | None = None
     # The manifest's multi-launch kernels (tilec.artifacts.launch_entries), which a C launcher gets functions for.
     launches: tuple = ()
@@ -213,8 +213,10 @@ class Backend:
         """How a back end that is not SIMT stores the tiles of Tile IR `kernel`, for `tilec layout`."""
         return []
 
-    def runtime_errors(self) -> tuple[type[BaseException], ...]:
-        """Exceptions of this back end's runtime that `tilec run` reports as plain errors (not internal ones)."""
+    def model_errors(self) -> tuple[type[BaseException], ...]:
+        """Exceptions of this back end's CPU model (`host_model`) that `tilec run` reports as plain errors (not
+        internal ones). (The runtime's own, where `loader` names one, are tilec.runtime.loader.launch_errors':
+        a back end never imports the runtime.)"""
         return ()
 
     def kernel_entries(self, result) -> list[dict] | None:
@@ -229,10 +231,6 @@ class Backend:
     def describe_run(self, result, kernel: str) -> str:
         """What `tilec run` prints after a kernel's outputs: where it ran."""
         return self.host_model
-
-    def device_note(self) -> str:
-        """A line `tilec run` prints after running on this back end's device ("" for none)."""
-        return ""
 
 
 def run_steps(steps: list[PassStep], module, rep, target, dumps: dict[str, str], want: set[str],

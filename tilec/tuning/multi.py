@@ -69,7 +69,7 @@ def plan_for(source, opts) -> DispatchPlan | None:
 
 def compile_variant(compile_ir, source, target: str, opts, kernel_suffix: str, text):
     """One variant's CompileResult: `compile_ir` (tilec.driver.compile) with its kernels renamed."""
-    from .space import TuneContext, building
+    from ..parser.tune import TuneContext, building
 
     with building((), TuneContext(kernel_suffix=kernel_suffix)):
         return compile_ir(source, target, opts, text=text)
@@ -194,7 +194,7 @@ def variants_unit(unit_type, results: list, suffixes: list[str], kernel_entries)
 
 
 def public_names(module, sfx: str) -> None:
-    """Undo tilec.tuning.space.rename_kernels on a variant's Tile IR module: its kernels, stages and multi-launch
+    """Undo tilec.parser.tune.rename_kernels on a variant's Tile IR module: its kernels, stages and multi-launch
     functions get their public names back."""
     for k in module.kernels:
         of = k.attrs.get("stage_of")

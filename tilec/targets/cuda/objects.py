@@ -1,10 +1,10 @@
 """`tilec k.tile -c -o k.o` (kind "object"): the C launcher and its device images in a relocatable host object,
 linked into a program like an nvcc object (`cc main.o k.o -lcuda`).
 
-The object is the C launcher header's text (launcher.py) compiled by the host C compiler (`$CC`, else `cc`) as
-C11 with -fPIC (so that it links into executables and shared libraries alike), with the launch functions of
-the kernels -- `K_launch`, `K_check_device` and a tuned kernel's dispatcher -- given external linkage (C
-names, no mangling: a C++ program declares them `extern "C"`; their prototypes are in the manifest's
+The object is the C launcher header's text (tilec/targets/c_launcher/header.py) compiled by the host C compiler
+(`$CC`, else `cc`) as C11 with -fPIC (so that it links into executables and shared libraries alike), with the
+launch functions of the kernels -- `K_launch`, `K_check_device` and a tuned kernel's dispatcher -- given external
+linkage (C names, no mangling: a C++ program declares them `extern "C"`; their prototypes are in the manifest's
 "object" record) and everything else kept `static`. The images (one cubin per target) are not C array
 initializers but the cubin files assembled in with `.incbin`: the compiler then parses about 0.1 s of
 launcher whatever the images' size, where a 1 MB cubin written as a C initializer costs it about 2 s. The
@@ -94,7 +94,7 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
     """The object for `images` (launcher.Image); `exported`: the launch functions every kernel has (the
     dispatchers info.launcher_filter adds are exported too)."""
     from ...version import __version__
-    from .launcher import CUDA_API, generate_header
+    from ..c_launcher.header import CUDA_API, generate_header
 
     inc = driver_include_dir()
     if inc is None:

@@ -124,7 +124,7 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
 
     from ...diagnostics import CompileError, Diagnostic
     from ...version import __version__
-    from ..cuda.launcher import LauncherError
+    from ..c_launcher.header import LauncherError
     from ..cuda.objects import compile_c, incbin
     from .launcher import HIP_API, generate_object_source
     from .toolchain import build

@@ -1,5 +1,5 @@
 """The HIP C launcher of a linkable object (`tilec k.tile --target gfx942 -c -o k.o`): the AMD counterpart of the
-CUDA back end's launcher (tilec/targets/cuda/launcher.py), with the HIP module API (hip_runtime_api.h; link with
+CUDA back end's launcher (tilec/targets/c_launcher/header.py), with the HIP module API (hip_runtime_api.h; link with
 -lamdhip64). For each kernel K of the file it defines, with external linkage and a C name,
 
     hipError_t K_launch(hipStream_t stream, hipDeviceptr_t tensor..., scalar..., int size...);
@@ -18,7 +18,7 @@ import ast
 import hashlib
 from collections.abc import Callable
 
-from ..cuda.launcher import (
+from ..c_launcher.header import (
     _C_TYPES,
     FORMULA_HELPERS_C,
     LauncherError,
