@@ -683,9 +683,8 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_launches import MOCK_DRIVER
 
-    from tilec.targets.c_launcher.header import CUDA_API, Image, generate_header
+    from tilec.targets.c_launcher.header import Image, generate_header
     from tilec.targets.cuda.locate import driver_include_dir
-    from tilec.tuning.multi import header_dispatch
 
     gcc, inc = shutil.which("gcc"), driver_include_dir()
     if gcc is None or inc is None:
@@ -694,8 +693,7 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     m = json.loads(tilec.compile(str(src), "sm80", emit="cu").manifest)
     header = generate_header("g.h", [Image("sm80", "sm_80", b"TILECMOCK\0", m["kernels"])], source_name="gemm.tile",
                              tilec_version="0", toolchain="mock", driver_api_version=13000, source_hash="0" * 64,
-                             launches=m["launches"])
-    header = header_dispatch(header, "gemm", m["dispatch"]["gemm"], m["launches"][0]["sizes"], CUDA_API)
+                             launches=m["launches"], dispatch=m["dispatch"])
     (tmp_path / "g.h").write_text(header)
     launch = ('CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,\n'
               '    unsigned bz, unsigned shared, CUstream s, void** p, void** extra) {\n'

@@ -47,10 +47,9 @@ class ArtifactInfo:
     output_name: str  # the artifact's file name (no directory)
     source_name: str  # the .tile file's name (no directory)
     source_hash: str  # the manifest's source_hash
-    # What the build adds to a C launcher's text before writing or compiling it (the tuned dispatcher of
-    # tilec.tuning.multi, which sits above the back ends), given the text and the launcher's spellings
-    # (tilec.targets.c_launcher.header.SequenceApi); None for nothing.
-    launcher_filter: Callable[[str, object], str] | None = None
+    # A tuned artifact's dispatch table, the manifest's "dispatch" mapping (public name -> table): a C launcher
+    # generates each public name's dispatcher over its variants from it (tilec/targets/c_launcher/dispatch.py).
+    dispatch: dict | None = None
     # The manifest's multi-launch kernels (tilec.artifacts.launch_entries), which a C launcher gets functions for.
     launches: tuple = ()
     # The Unit whose PTX the artifact carries for GPUs newer than its binaries (Backend.forward_ptx_target): one of

@@ -159,7 +159,7 @@ class CudaBackend(SimtBackend):
         from ...cache import sha256_bytes
         from ...diagnostics import CompileError, Diagnostic
         from ...version import __version__
-        from ..c_launcher.header import CUDA_API, Image, LauncherError, generate_header
+        from ..c_launcher.header import Image, LauncherError, generate_header
 
         ptx = info.forward_ptx
         jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
@@ -196,9 +196,7 @@ class CudaBackend(SimtBackend):
             if kind == "header":
                 text = generate_header(name, images, source_name=info.source_name, tilec_version=__version__,
                                        toolchain=toolchain, driver_api_version=api, source_hash=info.source_hash,
-                                       prefix=prefix, launches=list(info.launches))
-                if info.launcher_filter is not None:
-                    text = info.launcher_filter(text, CUDA_API)
+                                       prefix=prefix, launches=list(info.launches), dispatch=info.dispatch)
                 extra = {"driver_api_version": api, "header": header_info}
                 if resources:
                     extra["resources"] = resources

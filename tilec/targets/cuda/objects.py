@@ -85,15 +85,12 @@ def compile_c(text: str, work: Path, output_name: str, include_dirs: list[str], 
     return o_file.read_bytes(), " ".join(full), _compiler_version(cmd)
 
 
-def _definitions(text: str) -> list[str]:
-    return re.findall(r"^static inline CUresult (\w+)\(", text, re.M)
-
-
 def build_object(images, info, *, toolchain: str, driver_api_version: int, prefix: str,
                  exported: list[str]) -> ObjectBuild:
-    """The object for `images` (launcher.Image); `exported`: the launch functions every kernel has (the
-    dispatchers info.launcher_filter adds are exported too)."""
+    """The object for `images` (c_launcher.header.Image); `exported`: the launch functions every kernel has (a tuned
+    kernel's dispatchers, info.dispatch, are exported too)."""
     from ...version import __version__
+    from ..c_launcher.dispatch import dispatchers
     from ..c_launcher.header import CUDA_API, generate_header
 
     inc = driver_include_dir()
@@ -106,11 +103,10 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
         text = generate_header(info.output_name, images, source_name=info.source_name, tilec_version=__version__,
                                toolchain=toolchain, driver_api_version=driver_api_version,
                                source_hash=info.source_hash, prefix=prefix, embed=incbin(work),
-                               launches=list(info.launches))
-        before = set(_definitions(text))
-        if info.launcher_filter is not None:
-            text = info.launcher_filter(text, CUDA_API)
-        public = list(exported) + [n for n in _definitions(text) if n not in before]
+                               launches=list(info.launches), dispatch=info.dispatch)
+        entries = {e["name"]: e for e in [*images[0].kernels, *info.launches]}
+        _, tuned = dispatchers(info.dispatch, entries, CUDA_API, prefix, check_device=True)
+        public = list(exported) + [f.name for f in tuned if f.result == CUDA_API.result]
         prototypes = []
         for name in public:
             m = re.search(r"^static inline CUresult " + re.escape(name) + r"\(([^)]*)\)", text, re.M)
