@@ -683,7 +683,8 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_launches import MOCK_DRIVER
 
-    from tilec.targets.c_launcher.header import Image, generate_header
+    from tilec.targets.c_launcher.dispatch import dispatchers
+    from tilec.targets.c_launcher.header import CUDA_API, Image, generate_header
     from tilec.targets.cuda.locate import driver_include_dir
 
     gcc, inc = shutil.which("gcc"), driver_include_dir()
@@ -693,7 +694,8 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     m = json.loads(tilec.compile(str(src), "sm80", emit="cu").manifest)
     header = generate_header("g.h", [Image("sm80", "sm_80", b"TILECMOCK\0", m["kernels"])], source_name="gemm.tile",
                              tilec_version="0", toolchain="mock", driver_api_version=13000, source_hash="0" * 64,
-                             launches=m["launches"], dispatch=m["dispatch"])
+                             launches=m["launches"],
+                             tail=dispatchers(m["dispatch"], [*m["kernels"], *m["launches"]], CUDA_API, "", True)[0])
     (tmp_path / "g.h").write_text(header)
     launch = ('CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,\n'
               '    unsigned bz, unsigned shared, CUstream s, void** p, void** extra) {\n'

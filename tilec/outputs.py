@@ -70,19 +70,29 @@ class NotCached(Exception):
 def compile_artifact(source: str | os.PathLike, target=None, options: CompileOptions | None = None, *, emit: str,
                      output_name: str | None = None, text: str | None = None,
                      on_compiled: Callable[[object], None] | None = None, cached_only: bool = False,
-                     variants: Variants | None = None, **overrides) -> Artifact:
-    """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache.
+                     **overrides) -> Artifact:
+    """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache: the
+    plain build, the options' own configuration (tilec.compile adds a tuning database's variants: build_artifact).
 
     `output_name` is the artifact's file name as the manifest records it (default: the source's stem with the
     kind's suffix). `on_compiled(result)` is called with the first target's CompileResult as soon as the
     source compiled (the command line prints its warnings then, before a slow toolchain runs). `text`
     compiles that text instead of the file's (never cached). `cached_only`: raise NotCached rather than compile
-    (the no-JIT guarantee of tilec.load). `variants`: the configurations the artifact carries (None: the options').
+    (the no-JIT guarantee of tilec.load).
     """
     opts = resolved_options(target, options, **overrides)
-    variants = variants or Variants()
     targets, backend = targets_and_backend(source, opts, text)
+    return build_artifact(source, opts, targets, backend, emit, output_name, text, on_compiled, cached_only)
+
+
+def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, output_name: str | None = None,
+                   text: str | None = None, on_compiled: Callable[[object], None] | None = None,
+                   cached_only: bool = False, variants: Variants | None = None) -> Artifact:
+    """compile_artifact once the options are resolved (resolved_options) and their targets and back end known
+    (targets_and_backend); `variants`: the configurations the artifact carries (None: the options' own)."""
     from .targets.backend import BuildRefused
+
+    variants = variants or Variants()
 
     try:
         backend.check_kind(targets, emit)

@@ -84,18 +84,9 @@ def compile_artifact(source, target=None, options=None, *, emit: str, output_nam
     file that a database entry applies to carries the configurations `plan_for` selects: one, built as the options
     with its -D values, or several, each under its own kernel names, with the manifest's dispatch table (which
     tilec.runtime and the C launcher read). A build of `text` reads no database."""
-    from ..outputs import compile_artifact as build
-    from ..outputs import resolved_options
-    from ..targets.registry import UnknownTarget, backend_available, get_backend, lookup
+    from ..outputs import build_artifact, resolved_options, targets_and_backend
 
     opts = resolved_options(target, options, **overrides)
-    variants = None
-    if text is None:
-        try:
-            backend = lookup(opts.targets[0]).backend
-        except UnknownTarget:
-            backend = None  # the plain build reports it
-        if backend is not None and backend_available(backend):
-            variants = variants_for(source, opts, get_backend(backend).source_kind)
-    return build(source, options=opts, emit=emit, output_name=output_name, text=text, on_compiled=on_compiled,
-                 cached_only=cached_only, variants=variants)
+    targets, backend = targets_and_backend(source, opts, text)
+    variants = variants_for(source, opts, backend.source_kind) if text is None else None
+    return build_artifact(source, opts, targets, backend, emit, output_name, text, on_compiled, cached_only, variants)

@@ -46,12 +46,14 @@ def launch_parameters(entry: dict, api: SequenceApi, sequence: bool) -> list[tup
     return out
 
 
-def dispatchers(dispatch: dict | None, entries: dict[str, dict], api: SequenceApi, prefix: str,
+def dispatchers(dispatch: dict | None, entries: list[dict], api: SequenceApi, prefix: str,
                 check_device: bool) -> tuple[str, list[CFunction]]:
-    """The C code of the dispatchers of the manifest's "dispatch" mapping (public name -> table) and the functions it
-    defines, in order. `entries`: the artifact's kernel entries and "launches" entries by name (a config with
-    "launches" names one of the latter); `check_device`: the variants have `_check_device` functions (CUDA). A table
-    whose first variant is absent, or whose tuned sizes are not among its sizes, gets no dispatcher."""
+    """The C code of the dispatchers of the manifest's "dispatch" mapping (public name -> table), which a launcher
+    places after its kernels' functions, and the functions it defines, in order. `entries`: the artifact's kernel
+    entries and "launches" entries (a config with "launches" names one of the latter); `check_device`: the variants
+    have `_check_device` functions (CUDA). A table whose first variant is absent, or whose tuned sizes are not among
+    its sizes, gets no dispatcher."""
+    entries = {e["name"]: e for e in entries}
     code, functions = "", []
     for kernel, table in (dispatch or {}).items():
         c, f = _dispatcher(kernel, table, entries, api, prefix, check_device)

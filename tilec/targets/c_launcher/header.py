@@ -745,11 +745,10 @@ def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str
 def generate_header(header_name: str, images: list[Image], *, source_name: str, tilec_version: str,
                     toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "",
                     embed: Callable[[str, bytes], str] = _byte_array, launches: list[dict] | None = None,
-                    dispatch: dict | None = None) -> str:
+                    tail: str = "") -> str:
     """The header's text. `embed(name, data)` defines each image as a 64-byte aligned `const unsigned char
     name[len(data)]` (default: a C array initializer; a host object assembles the bytes instead, objects.py).
-    `dispatch`: the manifest's "dispatch" mapping of a tuned artifact, whose dispatchers (dispatch.py) follow the
-    variants' functions."""
+    `tail`: C code that follows the kernels' functions (a tuned artifact's dispatchers: dispatch.py)."""
     if not images:
         raise LauncherError("no image to embed")
     # Public kernels get a launch function; internal ones (TMA fallbacks) are launched by them, and
@@ -803,10 +802,6 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
             "                             dev, message, message_size);\n}\n")
         protos.append(f"static inline CUresult {cname}(CUdevice dev, char* message, size_t message_size);")
 
-    from .dispatch import dispatchers
-
-    by_entry = {e["name"]: e for e in [*images[0].kernels, *(launches or [])]}
-    dispatchers_code, _ = dispatchers(dispatch, by_entry, CUDA_API, prefix, check_device=True)
     image_arrays = "\n".join(embed(f"{p}image{i}", im.data) for i, im in enumerate(images))
     image_table = ",\n".join(f'  {{{p}image{i}, sizeof {p}image{i}, {arch_cc(im.arch)[0]}, '
                              f'{int(arch_cc(im.arch)[1])}, {int(im.arch.startswith("compute_"))}, "{im.arch}"}}'
@@ -863,7 +858,7 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
            module,
            "/* ---- kernels ---- */",
            "\n".join(funcs),
-           *([dispatchers_code.lstrip("\n")] if dispatchers_code else []),
+           *([tail.lstrip("\n")] if tail else []),
            f"#endif /* {guard} */",
            ""]
     return "\n".join(out)

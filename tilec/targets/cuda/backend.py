@@ -159,7 +159,8 @@ class CudaBackend(SimtBackend):
         from ...cache import sha256_bytes
         from ...diagnostics import CompileError, Diagnostic
         from ...version import __version__
-        from ..c_launcher.header import Image, LauncherError, generate_header
+        from ..c_launcher.dispatch import dispatchers
+        from ..c_launcher.header import CUDA_API, Image, LauncherError, generate_header
 
         ptx = info.forward_ptx
         jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
@@ -196,7 +197,9 @@ class CudaBackend(SimtBackend):
             if kind == "header":
                 text = generate_header(name, images, source_name=info.source_name, tilec_version=__version__,
                                        toolchain=toolchain, driver_api_version=api, source_hash=info.source_hash,
-                                       prefix=prefix, launches=list(info.launches), dispatch=info.dispatch)
+                                       prefix=prefix, launches=list(info.launches),
+                                       tail=dispatchers(info.dispatch, [*images[0].kernels, *info.launches], CUDA_API,
+                                                        prefix, check_device=True)[0])
                 extra = {"driver_api_version": api, "header": header_info}
                 if resources:
                     extra["resources"] = resources

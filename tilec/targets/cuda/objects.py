@@ -98,14 +98,13 @@ def build_object(images, info, *, toolchain: str, driver_api_version: int, prefi
         raise CompileError([Diagnostic("error", "-c needs cuda.h to compile the launcher: install the CUDA toolkit, "
                                                 "or pip install 'nvidia-cuda-runtime==13.0.*'")])
     cmd = _compiler_command()
+    tail, tuned = dispatchers(info.dispatch, [*images[0].kernels, *info.launches], CUDA_API, prefix, check_device=True)
     work = Path(tempfile.mkdtemp(prefix="tilec-obj-"))
     try:
         text = generate_header(info.output_name, images, source_name=info.source_name, tilec_version=__version__,
                                toolchain=toolchain, driver_api_version=driver_api_version,
                                source_hash=info.source_hash, prefix=prefix, embed=incbin(work),
-                               launches=list(info.launches), dispatch=info.dispatch)
-        entries = {e["name"]: e for e in [*images[0].kernels, *info.launches]}
-        _, tuned = dispatchers(info.dispatch, entries, CUDA_API, prefix, check_device=True)
+                               launches=list(info.launches), tail=tail)
         public = list(exported) + [f.name for f in tuned if f.result == CUDA_API.result]
         prototypes = []
         for name in public:
