@@ -80,9 +80,9 @@ timed(tilec.targets.cuda.nvrtc, "build_nvrtc", "nvrtc")
 from tilec.options import CompileOptions
 sample, target, db = sys.argv[1], sys.argv[2], sys.argv[3]
 opts = CompileOptions.make((target,), toolchain="nvrtc", use_cache=False, tune_db=None if db == "-" else db)
-art = tilec.outputs.compile_artifact(sample, options=opts, emit="cubin")
+art = tilec.compile(sample, options=opts, emit="cubin")
 phases["total"] = [time.perf_counter() - t0, cpu() - c0]
-src = tilec.outputs.compile_artifact(sample, options=opts.replace(toolchain=None), emit="cu")
+src = tilec.compile(sample, options=opts.replace(toolchain=None), emit="cu")
 kernels = len(json.loads(art.manifest)["kernels"])
 print(json.dumps({"phases": phases, "kernels": kernels, "source": src.data.decode()}))
 """

@@ -46,8 +46,8 @@ def _same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 def _simt(path: Path, target: str, args: dict, sizes: dict, defines=None) -> dict:
     """The kernel's outputs when the target's lowering runs lane by lane (the SIMT model)."""
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     lowered = tilec.compile(str(path), target=target, defines=defines or {}, verify=True)
     got = _copy(args)

@@ -233,7 +233,7 @@ def test_simt_interpreter_catches_planted_cluster_bugs():
     from tilec.ir import tile as T
     from tilec.ir.layout import c
     from tilec.ir.visit import rewrite_expr
-    from tilec.testing.simt_interp import SimtInterpreterError
+    from tilec.simt.interp import SimtInterpreterError
 
     defines = _cl(2, 1, **SMALL)
     sizes = _sizes(defines, {"M": 256, "N": 128, "K": 160})  # 5 k-steps on 3 stages: every stage is refilled

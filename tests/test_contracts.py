@@ -192,7 +192,7 @@ kernel double(X: f32[K], Y: out f32[N]):
 
 
 def test_the_c_launcher_refuses_a_broken_contract():
-    from tilec.targets.cuda.launcher import Image, generate_header
+    from tilec.targets.c_launcher.header import Image, generate_header
 
     _, entries = _cuda_module(CONTRACT)
     header = generate_header("scale.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="c.tile",
@@ -236,7 +236,7 @@ def test_the_c_launcher_explains_a_broken_contract(tmp_path):
     """K_check_sizes (issue #27): the check K_launch refuses, in tilec.runtime's words -- the parameter, the
     dimension or view, the values expected and got -- written by C code that calls no driver function."""
     from tilec.runtime.arrays import ArgumentError
-    from tilec.targets.cuda.launcher import Image, generate_header
+    from tilec.targets.c_launcher.header import Image, generate_header
 
     cc = shutil.which("cc")
     cuda_h = [p for p in ("/usr/local/cuda/include", "/usr/include") if (Path(p) / "cuda.h").exists()]

@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
 
 
 def _mock_images():
-    from tilec.targets.cuda.launcher import Image
+    from tilec.targets.c_launcher.header import Image
 
     def scale(threads, shared):
         return {"name": "scale", "params": [
@@ -237,7 +237,7 @@ def _mock_images():
 @pytest.fixture(scope="module")
 def mock_programs(tmp_path_factory, gcc, cuda_h):
     """The mock-driver program, built as C11 and as C++17."""
-    from tilec.targets.cuda.launcher import generate_header
+    from tilec.targets.c_launcher.header import generate_header
 
     d = tmp_path_factory.mktemp("mock")
     (d / "mock.h").write_text(generate_header("mock.h", _mock_images(), source_name="mock.tile",
@@ -334,7 +334,7 @@ def test_launcher_loads_once_per_context_under_concurrency(mock_programs):
 
 
 def test_launcher_refuses_what_it_cannot_launch():
-    from tilec.targets.cuda.launcher import LauncherError, generate_header
+    from tilec.targets.c_launcher.header import LauncherError, generate_header
 
     images = _mock_images()
     images[0].kernels[0]["tensor_maps"] = [{"param": "X"}]  # malformed (TMA kernels: tests/test_tensor_maps.py)

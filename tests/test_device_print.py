@@ -19,9 +19,9 @@ import pytest
 import tilec
 from tilec.diagnostics import CompileError
 from tilec.interp import random_inputs, run_kernel
+from tilec.simt.interp import run_simt
 from tilec.targets.registry import lookup
 from tilec.testing.print_text import compare_prints
-from tilec.testing.simt_interp import run_simt
 
 PRINTS = """
 kernel k(A: f16[M, K], C: out f32[M, K]):

@@ -114,9 +114,9 @@ def test_port_lowering_matches_interpreter(case, target, shape):
     """The target's lowering, executed lane by lane by the SIMT model, agrees with the interpreter at a regular and
     a ragged shape (where the target compiles the port at all); outputs start as NaN (accumulated ones from the same
     finite values), the tolerance from the dtype and the reduction length (tilec/testing/differential.py)."""
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
     from tilec.testing.differential import mismatches, prepare_outputs
-    from tilec.testing.simt_interp import run_simt
 
     if (case.name, target) in EXPECTED_TARGETS:
         pytest.skip(f"{target} refuses this port: {EXPECTED_TARGETS[case.name, target]}")

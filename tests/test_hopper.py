@@ -417,8 +417,8 @@ def test_head_dim_96_without_tma_fills_the_64_byte_panels_with_cp_async():
 def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     from test_simt_interp import check
 
+    from tilec.simt.interp import SimtInterpreterError
     from tilec.targets.cuda import hopper_lowering as lower_hopper
-    from tilec.testing.simt_interp import SimtInterpreterError
 
     sizes = {"M": 128, "N": 128, "K": 64}
     # the every-target tile (sm90's own default has one k-step at these sizes, which would hide the plants)
@@ -547,7 +547,7 @@ def plan_uid(r) -> int:
 def test_simt_interpreter_catches_a_consumer_that_does_not_wait_for_the_preload():
     from test_simt_interp import check
 
-    from tilec.testing.simt_interp import SimtInterpreterError
+    from tilec.simt.interp import SimtInterpreterError
 
     defines = {"tma_preload": True}
     r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines)
@@ -576,7 +576,7 @@ def test_tma_stages_of_small_tiles_start_128_byte_aligned():
 
     from tilec.interp import run_kernel
     from tilec.interp.run import random_inputs
-    from tilec.testing.simt_interp import run_simt
+    from tilec.simt.interp import run_simt
 
     path = ROOT / "examples" / "tilelang" / "gemv.tile"
     defines = {"block_N": 32, "block_K": 32}
@@ -607,7 +607,7 @@ def test_a_pipelined_loop_run_again_by_an_outer_loop_uses_cp_async_and_is_right(
         "                copy(A[r, t * 256], s)\n"
         "                copy(s, f)\n"
         "                copy(f, B[r, t * 256])\n")
-    from tilec.testing.simt_interp import run_simt
+    from tilec.simt.interp import run_simt
 
     r = tilec.compile(src, target="sm90", verify=True)
     loop = next(p for p in r.module.kernels[0].schedule.loops.values())

@@ -398,8 +398,8 @@ def test_atomic_return_prev_in_the_interpreter(tmp_path):
 @pytest.mark.parametrize("target", ["sm80", "gfx942"])
 def test_atomic_return_prev_lowered(tmp_path, target):
     """The lowering, run lane by lane by the SIMT model: every thread gets its own previous value."""
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     for text, make, check in ((COMPACT, _compact_args, _check_compact), (SLOTS, _slot_args, None)):
         lowered = compiled(tmp_path, text, target=target)
@@ -553,7 +553,7 @@ def test_gemm_sp_expands_the_2_4_operand(tmp_path, meta_bits):
 
 
 def test_gemm_sp_lowered_matches_the_interpreter(tmp_path):
-    from tilec.testing.simt_interp import run_simt
+    from tilec.simt.interp import run_simt
 
     dense, kept, meta = semi_sparse(40, 128, RNG)
     args = {"A_sparse": kept, "E": meta, "B": RNG.standard_normal((128, 37)).astype(np.float16),
@@ -599,8 +599,8 @@ def test_fragment_elements_outside_parallel_loops(tmp_path, target):
         run_kernel(kernel_of(tmp_path, FRAGMENT_ELEMENTS), args)
         builds_everywhere(tmp_path, FRAGMENT_ELEMENTS, GPU_TARGETS)
     else:
+        from tilec.simt.interp import run_simt
         from tilec.targets.registry import lookup
-        from tilec.testing.simt_interp import run_simt
 
         run_simt(compiled(tmp_path, FRAGMENT_ELEMENTS, target=target).simt.kernels[0], args, {"N": 48},
                  warp_size=lookup(target).warp_size)

@@ -237,8 +237,8 @@ def _collatz(v: int) -> int:
 def test_while_loop_uniform_and_per_lane_on_every_back_end(tmp_path):
     """The interpreter, and the sm80, sm90 and gfx942 lowerings executed lane by lane (threads leave the
     per-lane loop at different iterations), at a regular and a ragged N."""
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     k = kernel_of(tmp_path, WHILE_LOOPS)
     for n in (128, 77):
@@ -259,8 +259,8 @@ def test_while_loop_uniform_and_per_lane_on_every_back_end(tmp_path):
 
 
 def test_while_loop_over_shared_memory(tmp_path):
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     for target in ("sm80", "gfx942"):
         sk = compiled(tmp_path, WHILE_OVER_SHARED, target=target).simt.kernels[0]
@@ -518,8 +518,8 @@ def test_parallel_loop_smaller_than_the_block_has_no_barrier_under_its_guard(tmp
     """A Parallel loop that writes and then reads shared memory, with fewer iterations than threads:
     the lowering must not put a barrier inside the loop's thread-dependent guard (a race on CUDA/HIP,
     refused as non-uniform control flow on WebGPU)."""
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     text = """
 kernel k(X: f32[N, 64], Y: out f32[N, 64]):
@@ -558,7 +558,7 @@ kernel rg(A: f16[M, 64], B: f16[64, 64], C: out f32[M, 64]):
 def test_register_gemm_operand_outside_the_wgmma_layout_takes_the_other_path_on_sm90(tmp_path):
     """A register A operand filled by a copy (not by an earlier wgmma) is not an error on sm90: the gemm
     runs as on sm80, and the result matches numpy at a ragged M."""
-    from tilec.testing.simt_interp import run_simt
+    from tilec.simt.interp import run_simt
 
     result = compiled(tmp_path, REGISTER_A_GEMM, target="sm90")
     k = result.module.kernels[0]
@@ -575,8 +575,8 @@ def _on_models(tmp_path, text: str, args: dict, sizes: dict, targets=("sm80", "g
     copies of `args`: {"interp": ..., target: ...}."""
     import copy
 
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     out = {}
     got = copy.deepcopy(args)
@@ -665,7 +665,7 @@ def test_fragment_read_at_elements_other_threads_hold(tmp_path):
 def test_fragment_indexed_outside_a_parallel_loop_works_on_the_gpu_back_ends_too(tmp_path):
     """The interpreter and the GPU back ends agree (issue #30): the element is written by its owner and read
     through shared memory."""
-    from tilec.testing.simt_interp import run_simt
+    from tilec.simt.interp import run_simt
 
     result = compiled(tmp_path, """
 kernel k(A: out f32[4]):

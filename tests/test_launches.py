@@ -202,8 +202,8 @@ def test_tilec_run_runs_a_multi_launch_kernel(tmp_path):
 def test_each_stage_lowered_matches_the_interpreter(tmp_path, target):
     """Every stage's SIMT lowering, executed lane by lane, on the scratch the interpreter's earlier stages left."""
     from tilec.interp import run_kernel
+    from tilec.simt.interp import run_simt
     from tilec.targets.registry import lookup
-    from tilec.testing.simt_interp import run_simt
 
     path = _write(tmp_path, SPLIT)
     front = tilec.compile(path).module
@@ -661,7 +661,7 @@ def mock_program(tmp_path_factory):
     import subprocess
 
     from tilec.artifacts import kernel_entries, launch_entries
-    from tilec.targets.cuda.launcher import Image, generate_header
+    from tilec.targets.c_launcher.header import Image, generate_header
 
     gcc, inc = _gcc(), _cuda_h()
     d = tmp_path_factory.mktemp("launcher")

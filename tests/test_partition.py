@@ -26,7 +26,7 @@ from tilec.ir import tile as T
 from tilec.ir.fold import fold
 from tilec.ir.visit import rewrite_expr, sub_exprs
 from tilec.options import CompileOptions
-from tilec.testing.simt_interp import run_simt
+from tilec.simt.interp import run_simt
 
 pytest.importorskip("tvm")
 

@@ -21,7 +21,7 @@ from tilec.diagnostics import CompileError
 from tilec.ir import simt as S
 from tilec.ir import tile as T
 from tilec.ir.schedule import resources
-from tilec.testing.simt_interp import SimtInterpreterError
+from tilec.simt.interp import SimtInterpreterError
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "samples" / "gemm.tile"

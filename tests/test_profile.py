@@ -20,7 +20,7 @@ from tilec.diagnostics import CompileError
 from tilec.interp import random_inputs, run_kernel
 from tilec.ir.profile import PHASE, PHASES, manifest_entry
 from tilec.runtime.timeline import decode
-from tilec.testing.simt_interp import run_simt
+from tilec.simt.interp import run_simt
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 PROFILE = manifest_entry()

@@ -20,8 +20,8 @@ import tilec
 from tilec.interp import random_inputs, run_kernel
 from tilec.ir import tile as T
 from tilec.ir.dtypes import I64
-from tilec.testing import simt_interp
-from tilec.testing.simt_interp import SimtInterpreterError, run_simt
+from tilec.simt import interp as simt_interp
+from tilec.simt.interp import SimtInterpreterError, run_simt
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}

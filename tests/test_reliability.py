@@ -455,7 +455,7 @@ def test_the_simt_interpreter_runs_partial_warps_as_the_gpu_does():
     import numpy as np
 
     from tilec.interp import random_inputs, run_kernel
-    from tilec.testing.simt_interp import SimtInterpreterError, run_simt
+    from tilec.simt.interp import SimtInterpreterError, run_simt
 
     def lowered(text: str, target: str):
         return (tilec.compile("k.tile", text=text).module.kernels[0],

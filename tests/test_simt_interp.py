@@ -1,6 +1,6 @@
 """The lowered SIMT IR of every sample, executed by the SIMT-level interpreter, against the Tile IR interpreter.
 
-tilec.testing.simt_interp runs what lower-to-simt produced — every thread of every block, shared memory,
+tilec.simt.interp runs what lower-to-simt produced — every thread of every block, shared memory,
 barriers, warp shuffles, cp.async, ldmatrix and mma.sync lane by lane — so a wrong fragment layout, a missing
 bounds predicate or a missing barrier is caught here on a CPU. Each sample runs at a shape of one or a few whole
 tiles and at a ragged one, for sm80 (32-lane warps, mma.sync/ldmatrix/cp.async) and for gfx90a (64-lane
@@ -23,8 +23,8 @@ import pytest
 import tilec
 from tilec.interp import random_inputs, run_kernel
 from tilec.ir import tile as T
+from tilec.simt.interp import SimtInterpreterError, run_simt
 from tilec.targets.registry import backend_available, lookup
-from tilec.testing.simt_interp import SimtInterpreterError, run_simt
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}

@@ -394,7 +394,7 @@ int main(int argc, char** argv) {
 def _images(cubin: bytes, va_entry: dict):
     """sm_90a: the TMA kernels (gemm with an internal fallback, attn without) and vector_add; sm_80:
     the same public kernels without tensor maps and without the fallback."""
-    from tilec.targets.cuda.launcher import Image
+    from tilec.targets.c_launcher.header import Image
 
     e = _entries()
     sm80 = [dict(copy.deepcopy(e["gemm"]), threads=256, shared_bytes=1000), copy.deepcopy(e["attn"]), va_entry]
@@ -422,7 +422,7 @@ def vector_add_cubin(tmp_path_factory):
 def tma_programs(tmp_path_factory, vector_add_cubin):
     from test_deploy import cuda_include_dir
 
-    from tilec.targets.cuda.launcher import generate_header
+    from tilec.targets.c_launcher.header import generate_header
 
     gcc = shutil.which("gcc")
     inc = cuda_include_dir()
@@ -532,7 +532,7 @@ def test_header_without_tma_on_the_older_image(tma_programs):
 
 
 def test_header_refuses_bad_tensor_map_entries(vector_add_cubin):
-    from tilec.targets.cuda.launcher import LauncherError, generate_header
+    from tilec.targets.c_launcher.header import LauncherError, generate_header
 
     def gen(images):
         return generate_header("x.h", images, source_name="x.tile", tilec_version="0", toolchain="nvcc 13.0",

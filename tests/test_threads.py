@@ -2,7 +2,7 @@
 
 Each kernel runs in the interpreter (vectorized over the block's threads) against numpy at a regular and a
 ragged shape, then its sm80, sm90 and gfx942 lowerings run lane by lane in the SIMT model
-(tilec/testing/simt_interp.py, which reports a data race where a barrier is missing) against the interpreter;
+(tilec/simt/interp.py, which reports a data race where a barrier is missing) against the interpreter;
 the CUDA builds go through nvcc, the HIP ones through hipcc / clang, the WGSL runs on wgpu (lavapipe) where
 those exist. Every refusal is checked at its line.
 """
@@ -21,8 +21,8 @@ from tilec.diagnostics import CompileError
 from tilec.interp import run_kernel
 from tilec.interp.run import random_inputs
 from tilec.ir import tile as T
+from tilec.simt.interp import SimtInterpreterError, run_simt
 from tilec.targets.registry import lookup
-from tilec.testing.simt_interp import SimtInterpreterError, run_simt
 
 # thread tn owns one row: the A tile and the block's rows of B staged in shared memory each K step
 GEMV = """

@@ -691,9 +691,9 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     sys.path.insert(0, str(ROOT / "tests"))
     from test_launches import MOCK_DRIVER
 
-    from tilec.targets.cuda.launcher import CUDA_API, Image, generate_header
+    from tilec.targets.c_launcher.dispatch import dispatchers
+    from tilec.targets.c_launcher.header import CUDA_API, Image, generate_header
     from tilec.targets.cuda.locate import driver_include_dir
-    from tilec.tuning.multi import header_dispatch
 
     gcc, inc = shutil.which("gcc"), driver_include_dir()
     if gcc is None or inc is None:
@@ -702,8 +702,8 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     m = json.loads(tilec.compile(str(src), "sm80", emit="cu").manifest)
     header = generate_header("g.h", [Image("sm80", "sm_80", b"TILECMOCK\0", m["kernels"])], source_name="gemm.tile",
                              tilec_version="0", toolchain="mock", driver_api_version=13000, source_hash="0" * 64,
-                             launches=m["launches"])
-    header = header_dispatch(header, "gemm", m["dispatch"]["gemm"], m["launches"][0]["sizes"], CUDA_API)
+                             launches=m["launches"],
+                             tail=dispatchers(m["dispatch"], [*m["kernels"], *m["launches"]], CUDA_API, "", True)[0])
     (tmp_path / "g.h").write_text(header)
     launch = ('CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,\n'
               '    unsigned bz, unsigned shared, CUstream s, void** p, void** extra) {\n'
@@ -729,6 +729,52 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
                                              "launch gemm__cfg1__stage1 grid 16 7 1 block 128 stream 6", "rc 0"]
     assert run("l", 4096, 4096, 4096) == ["config 0", "rc 0 bytes 0",
                                           "launch gemm__cfg0 grid 32 32 1 block 128 stream 5", "rc 0"]
+
+
+@pytest.mark.parametrize("target", ["sm80", "gfx942"])
+@pytest.mark.parametrize("sequence_first", [False, True])
+def test_the_dispatcher_takes_the_first_variants_parameters_from_data(tmp_path, target, sequence_first):
+    """The dispatcher's K_launch is generated from the dispatch table and the first variant's entry, not read back
+    from the launcher's text: its parameters are those the launcher gives that variant's launch function, whether the
+    variant is one kernel or a multi-launch kernel (taken with the table's configs swapped), for CUDA's header and
+    HIP's object source."""
+    import re
+
+    from tilec.targets.c_launcher.dispatch import dispatchers
+    from tilec.targets.c_launcher.header import CUDA_API, Image, generate_header
+    from tilec.targets.hip.launcher import HIP_API, generate_object_source
+
+    m = json.loads(tilec.compile(str(_split_k_db(tmp_path, target)), target,
+                                 emit="cu" if target == "sm80" else "hip").manifest)
+    table = m["dispatch"]["gemm"]
+    if sequence_first:
+        table["configs"].reverse()
+        for r in table["rules"]:
+            r["config"] = 1 - r["config"]
+    head = table["configs"][0]
+    assert bool(head.get("launches")) == sequence_first
+    entries = [*m["kernels"], *m["launches"]]
+    api = CUDA_API if target == "sm80" else HIP_API
+    tail, functions = dispatchers(m["dispatch"], entries, api, "p_", check_device=target == "sm80")
+    launch = next(f for f in functions if f.name == "p_gemm_launch")
+    if target == "sm80":
+        text = generate_header("g.h", [Image("sm80", "sm_80", b"TILECMOCK\0", m["kernels"])], source_name="gemm.tile",
+                               tilec_version="0", toolchain="mock", driver_api_version=13000, source_hash="0" * 64,
+                               prefix="p_", launches=m["launches"], tail=tail)
+        first = re.search(rf"^static inline CUresult p_{head['kernel']}_launch\(([^)]*)\)", text, re.M).group(1)
+        assert text.index(tail.lstrip("\n")) < text.rindex("#endif /* TILEC_")  # inside the include guard
+        assert [f.name for f in functions][-1] == "p_gemm_check_device"
+    else:
+        text, exported, protos = generate_object_source(
+            "g.o", [("gfx942", b"MOCK", m["kernels"])], source_name="gemm.tile", tilec_version="0", toolchain="mock",
+            prefix="p_", embed=lambda name, data: f"static const unsigned char {name}[1] = {{0}};",
+            launches=m["launches"], dispatch=m["dispatch"])
+        first = next(p for p in protos if p.startswith(f"hipError_t p_{head['kernel']}_launch("))
+        first = first[first.index("(") + 1:-2]
+        assert exported[-4:] == ["p_gemm_config", "p_gemm_launch", "p_gemm_workspace_bytes",
+                                 "p_gemm_launch_with_workspace"] and text.endswith(tail)
+    assert ", ".join(launch.params) == first
+    assert f"case 0: return p_{head['kernel']}_launch(" in tail
 
 
 def test_sm90_header_with_a_split_k_variant_compiles_with_nvcc(tmp_path):

@@ -27,8 +27,8 @@ import tilec
 from tilec.cli.main import main as tilec_main
 from tilec.interp import run_kernel
 from tilec.interp.tile_interp import InterpreterError
+from tilec.simt.interp import run_simt
 from tilec.targets.registry import lookup
-from tilec.testing.simt_interp import run_simt
 
 
 def test_out_of_bounds_store_under_a_condition_on_another_loop_variable():

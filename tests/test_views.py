@@ -19,7 +19,7 @@ import tilec
 from tilec.diagnostics import CompileError, render
 from tilec.interp import run_kernel
 from tilec.interp.tile_interp import InterpreterError
-from tilec.testing.simt_interp import run_simt
+from tilec.simt.interp import run_simt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -344,7 +344,7 @@ def test_runtime_encodes_a_views_tensor_map(monkeypatch):
 
 
 def test_c_launcher_checks_the_view():
-    from tilec.targets.cuda.launcher import Image, generate_header
+    from tilec.targets.c_launcher.header import Image, generate_header
 
     _, entries = _cuda_module(FLAT)
     header = generate_header("flat.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="k.tile",

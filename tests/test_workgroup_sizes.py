@@ -22,7 +22,7 @@ from tilec.interp.run import public_kernels, random_inputs, run_kernel
 from tilec.ir import dtypes as D
 from tilec.ir import tile as T
 from tilec.ir.layout import block_row
-from tilec.testing.simt_interp import run_simt, run_simt_sequence
+from tilec.simt.interp import run_simt, run_simt_sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 LISTED = [3, 17, 31, 33, 40, 48, 65, 100, 127, 130, 200]  # the counts issue #33 found reading out of bounds

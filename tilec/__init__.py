@@ -18,12 +18,13 @@ def compile(source, target=None, options=None, *, emit=None, output_name=None, *
 
     With `emit` (an output kind of the target's back end: "cubin", "fatbin", "header", "hsaco", "wgsl", ...):
     the artifact and its manifest, through the compile cache; returns a tilec.outputs.Artifact
-    (see tilec.outputs.compile_artifact). `output_name` is the artifact's file name, which the manifest records.
+    (see tilec.outputs.compile_artifact: the plain build, which tilec.tuning.multi.compile_artifact gives the
+    variants of a tuning database). `output_name` is the artifact's file name, which the manifest records.
 
     `options` is a tilec.options.CompileOptions; `target` and the keywords override its fields.
     """
     if emit is not None:
-        from .outputs import compile_artifact
+        from .tuning.multi import compile_artifact
 
         return compile_artifact(source, target, options, emit=emit, output_name=output_name, **kwargs)
     from .driver import compile as _compile

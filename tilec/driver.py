@@ -14,8 +14,8 @@ from .diagnostics import CompileError, Diagnostic, Reporter, SourceManager
 from .ir import tile as T
 from .ir.printer import module_str
 from .options import DISABLEABLE, CompileOptions, DefineText, resolve
+from .parser import tune as tune_space
 from .passes import check_threads, check_tile_ops, specialize
-from .tuning import space as tune_space
 
 Pass = Callable[[T.Module, Reporter], T.Module]
 

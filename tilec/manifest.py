@@ -52,6 +52,22 @@ LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages,
 WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
 
+TUNING_KEY = "tuning"  # a tuned artifact's record of its database entry
+DISPATCH_KEY = "dispatch"  # public name -> the table that picks its variant per launch (dispatch_distance)
+
+
+def log2_approx(x: int) -> float:
+    """log2 of a size, linear between powers of two (no libm): the dispatch table's measure of sizes, which
+    tilec.runtime.dispatch and the C launcher's dispatcher (tilec/targets/c_launcher/dispatch.py) both compute, so
+    that both pick the same variant: the rule whose tuned sizes are nearest in the sum of |log2 a - log2 b|."""
+    x = float(max(x, 1))
+    e = 0
+    while x >= 2.0:
+        x /= 2.0
+        e += 1
+    return e + (x - 1.0)
+
+
 class ManifestError(UserFacingError, ValueError):
     """A manifest entry the runtime (or the C launcher) cannot serve: a compiler bug or a damaged file."""
 
@@ -87,7 +103,7 @@ def launch_check_holds(op: str, lhs: int, rhs: int) -> bool:
 # A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtensorMap (by value,
 # __grid_constant__) per map, encoded at each launch with cuTensorMapEncodeTiled; when a launch's
 # tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same params and sizes,
-# no maps) is launched instead. tilec/targets/cuda/launcher.py generates the same logic in C from
+# no maps) is launched instead. tilec/targets/c_launcher/header.py generates the same logic in C from
 # tensor_map_specs below.
 
 TENSOR_MAPS_KEY = "tensor_maps"

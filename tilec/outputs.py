@@ -1,4 +1,5 @@
-"""`tilec.compile(..., emit=KIND)`: a compile's artifact and manifest, through the compile cache, for every back end.
+"""An artifact and its manifest, through the compile cache, for every back end: the plain build under
+`tilec.compile(..., emit=KIND)`, which tilec/tuning/multi.py calls with the variants a tuning database selects.
 
 The cache (tilec/cache.py) is consulted before anything heavy is imported: the key is made from the source
 file's bytes, the CompileOptions, the output kind and name, tilec's own sources and the identity of the back
@@ -7,6 +8,10 @@ without importing the parser, the passes, numpy or a toolchain. A miss compiles 
 driver, hands the generated code to the back end's `build`, writes the manifest and stores the result, with
 the files the compile read and the import candidates that were absent (so that a later edit or a new file
 on the import path is a miss).
+
+Variants (several configurations of the kernels in one artifact, each compiled under its own kernel names and
+merged into one translation unit per target) come from above, as data (`Variants`): this module knows no tuning
+database.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .diagnostics import CompileError, Diagnostic
+from .manifest import DISPATCH_KEY
 from .options import CompileOptions, resolve
 
 
@@ -40,6 +46,23 @@ class Artifact:
     toolchain_warnings: list = dataclasses.field(default_factory=list)  # about the binary (spills); in `warnings` too
 
 
+# Generated languages whose sources merge into one translation unit (C++: a namespace per variant)
+MERGEABLE_SOURCES = ("cu", "hip")
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The configurations an artifact carries (tilec/tuning/multi.py makes them from a tuning database entry) and
+    what the build records of them. With no configurations the build is the options' own."""
+
+    configs: tuple = ()  # per variant: (CompileOptions, the suffix its kernels' names get: "" for one variant)
+    key: str | None = None  # what the cache key records of where they come from (the database entry's digest)
+    inputs: tuple[str, ...] = ()  # the files read to choose them (the database), for the dependency list
+    # the manifest's records of them: "tuning" and, with several variants, "dispatch" (public name -> table, whose
+    # configs the build marks "launches": true where the variant is a multi-launch kernel)
+    records: dict = dataclasses.field(default_factory=dict)
+
+
 class NotCached(Exception):
     """compile_artifact(cached_only=True) found no cache entry: the artifact would have to be compiled."""
 
@@ -48,7 +71,8 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
                      output_name: str | None = None, text: str | None = None,
                      on_compiled: Callable[[object], None] | None = None, cached_only: bool = False,
                      **overrides) -> Artifact:
-    """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache.
+    """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache: the
+    plain build, the options' own configuration (tilec.compile adds a tuning database's variants: build_artifact).
 
     `output_name` is the artifact's file name as the manifest records it (default: the source's stem with the
     kind's suffix). `on_compiled(result)` is called with the first target's CompileResult as soon as the
@@ -56,20 +80,27 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     compiles that text instead of the file's (never cached). `cached_only`: raise NotCached rather than compile
     (the no-JIT guarantee of tilec.load).
     """
-    from .targets.registry import DEFAULT_TARGET
-
-    opts = resolve(target, options, **overrides)
-    if not opts.targets:
-        opts = opts.replace(targets=(DEFAULT_TARGET,))
+    opts = resolved_options(target, options, **overrides)
     targets, backend = targets_and_backend(source, opts, text)
+    return build_artifact(source, opts, targets, backend, emit, output_name, text, on_compiled, cached_only)
+
+
+def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, output_name: str | None = None,
+                   text: str | None = None, on_compiled: Callable[[object], None] | None = None,
+                   cached_only: bool = False, variants: Variants | None = None) -> Artifact:
+    """compile_artifact once the options are resolved (resolved_options) and their targets and back end known
+    (targets_and_backend); `variants`: the configurations the artifact carries (None: the options' own)."""
     from .targets.backend import BuildRefused
+
+    variants = variants or Variants()
 
     try:
         backend.check_kind(targets, emit)
     except BuildRefused as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
     name = output_name or f"{Path(source).stem}{backend.output_kinds[emit]}"
-    key = cache_key(source, opts, targets, backend, emit, name) if opts.cacheable and text is None else None
+    key = cache_key(source, opts, targets, backend, emit, name, variants.key) \
+        if opts.cacheable and text is None else None
     if key is not None:
         from .cache import Cache
 
@@ -81,10 +112,19 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
                             info.get("warnings", ""), from_cache=True)
     if cached_only:
         raise NotCached(f"{source}: no compile-cache entry for {', '.join(opts.targets)} ({emit})")
-    artifact = _build(source, opts, targets, backend, emit, name, text, on_compiled)
+    artifact = _build(source, opts, targets, backend, emit, name, text, on_compiled, variants)
     if key is not None:
         _store(key, artifact, list(opts.include_dirs))
     return artifact
+
+
+def resolved_options(target=None, options: CompileOptions | None = None, **overrides) -> CompileOptions:
+    """The options of a compile to an artifact: `options` with `target` and the keywords applied, and the default
+    target when none is named."""
+    from .targets.registry import DEFAULT_TARGET
+
+    opts = resolve(target, options, **overrides)
+    return opts if opts.targets else opts.replace(targets=(DEFAULT_TARGET,))
 
 
 def targets_and_backend(source, opts: CompileOptions, text: str | None):
@@ -119,22 +159,20 @@ def targets_and_backend(source, opts: CompileOptions, text: str | None):
     return targets, get_backend(first.backend)
 
 
-def _build(source, opts: CompileOptions, targets, backend, kind: str, output_name: str, text, on_compiled) -> Artifact:
+def _build(source, opts: CompileOptions, targets, backend, kind: str, output_name: str, text, on_compiled,
+           tuned: Variants) -> Artifact:
     from .artifacts import kernel_entries, launch_entries, manifest, manifest_options, source_hash
     from .diagnostics import render
-    from .driver import compile as compile_ir
-    from .targets.backend import ArtifactInfo, Unit
-    from .tuning import multi as tuned
+    from .targets.backend import ArtifactInfo
 
-    dispatch = tuned.plan_for(source, opts) if text is None else None  # the tuning database's configurations
-    variants = dispatch.variants(opts, backend.source_kind) if dispatch else [(opts, "")]
+    variants = list(tuned.configs) or [(opts, "")]
     results, units, launches = [], [], []
 
     def entries(r):
         return backend.kernel_entries(r) or kernel_entries(r)
 
     for i, t in enumerate(opts.targets):
-        per_variant = [tuned.compile_variant(compile_ir, source, t, o, sfx, text) for o, sfx in variants]
+        per_variant = [compile_variant(source, t, o, sfx, text) for o, sfx in variants]
         results.append(per_variant[0])
         if i == 0 and opts.werror:
             _refuse_warnings(per_variant[0].diagnostics, per_variant[0].sources)
@@ -142,7 +180,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             on_compiled(results[0])
         if i == 0:  # every variant's multi-launch kernels, under their variant names (before variants_unit)
             launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
-        units.append(tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries))
+        units.append(variants_unit(per_variant, [sfx for _, sfx in variants], entries))
     first = results[0]
     forward_ptx, ptx_warnings = _forward_ptx_unit(source, opts, targets, backend, kind, units, variants, entries, text)
     if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
@@ -150,30 +188,16 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
 
         first.remarks.extend(bank_conflict_remarks(first))
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
-    deps = unique_paths(first.module.files)
-    if text is None:  # a build from a file reads its tuning database too
-        from .tuning.database import build_input
-
-        deps = unique_paths(deps + build_input(source, opts))
+    deps = unique_paths(first.module.files + list(tuned.inputs))  # with the files the variants were chosen from
     recorded = manifest_options(opts, kind, backend)
-    tuning = (dispatch.manifest(dispatch.entry["kernel"], len(variants), {e["name"] for e in launches})
-              if dispatch is not None else {})
-    launcher_filter = None
-    if "dispatch" in tuning:  # the C launcher (a header's or an object's) dispatches as tilec.runtime does
-        kernel = dispatch.entry["kernel"]
-        table = tuning["dispatch"][kernel]
-        publics = {e["name"]: e for e in [*units[0].kernels, *launches]}
-        sizes = publics[table["configs"][0]["kernel"]]["sizes"]
-
-        def launcher_filter(text: str, api) -> str:
-            return tuned.header_dispatch(text, kernel, table, sizes, api, opts.header_prefix)
+    tuning = _variant_records(tuned.records, {e["name"] for e in launches})
 
     stem = Path(source).stem
     if opts.keep_dir:  # the toolchain's intermediates stay in DIR: under names no input of this build has
         stem = keep_stem(stem)
         refuse_keep_over_inputs(opts.keep_dir, stem, deps)
     info = ArtifactInfo(stem, output_name, os.path.basename(str(source)),
-                        source_hash(first, recorded), launcher_filter, tuple(launches), forward_ptx)
+                        source_hash(first, recorded), tuning.get(DISPATCH_KEY), tuple(launches), forward_ptx)
     built = backend.build(units, kind, opts, info)
     built.diagnostics = ptx_warnings + built.diagnostics
     if opts.werror:
@@ -193,10 +217,6 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
     """The Unit whose PTX the artifact carries for newer GPUs (Backend.forward_ptx_target: one of `units`, or the
     generic target compiled for it alone), and a warning when that target cannot compile the kernels (the
     artifact then goes without: its own targets are unaffected)."""
-    from .driver import compile as compile_ir
-    from .targets.backend import Unit
-    from .tuning import multi as tuned
-
     name = backend.forward_ptx_target(targets, kind, opts)
     if name is None:
         return None, []
@@ -204,14 +224,92 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
         if t.name == name:
             return u, []
     try:
-        per_variant = [tuned.compile_variant(compile_ir, source, name, o, sfx, text) for o, sfx in variants]
+        per_variant = [compile_variant(source, name, o, sfx, text) for o, sfx in variants]
     except CompileError as e:
         first = e.diagnostics[0].message.splitlines()[0] if e.diagnostics else "?"
         return None, [Diagnostic("warning", f"no forward-compatible PTX in this artifact: the kernels do not compile "
                                             f"for {name} ({first}); GPUs newer than "
                                             f"{', '.join(t.name for t in targets)} will not run it (--no-ptx "
                                             "silences this)")]
-    return tuned.variants_unit(Unit, per_variant, [sfx for _, sfx in variants], entries), []
+    return variants_unit(per_variant, [sfx for _, sfx in variants], entries), []
+
+
+# ---------------------------------------------------------------------------- variants
+
+
+def _variant_records(records: dict, sequences: set[str]) -> dict:
+    """The manifest's records of the variants, each dispatch table's configs marked "launches": true where the
+    variant is a multi-launch kernel (one of `sequences`: its "launches" entry runs it)."""
+    out = json.loads(json.dumps(records))  # a copy: the caller's stays as it was
+    for table in out.get(DISPATCH_KEY, {}).values():
+        for c in table["configs"]:
+            if c["kernel"] in sequences:
+                c["launches"] = True
+    return out
+
+
+def compile_variant(source, target: str, opts: CompileOptions, kernel_suffix: str, text):
+    """One variant's tilec.driver.CompileResult: the source's kernels named with `kernel_suffix` (a tune() build
+    context, tilec/parser/tune.py, which the driver's build reads)."""
+    from .driver import compile as compile_ir
+    from .parser.tune import TuneContext, building
+
+    with building((), TuneContext(kernel_suffix=kernel_suffix)):
+        return compile_ir(source, target, opts, text=text)
+
+
+def variants_unit(results: list, suffixes: list[str], kernel_entries):
+    """The back end's Unit for one target from its variants' CompileResults: the merged source and every variant's
+    kernel entries. The results' Tile IR kernels get their public names back, so that a caller comparing the
+    artifact's public kernel with the interpreter (`tilec run --check`) finds it."""
+    from .targets.backend import Unit
+
+    entries = [e for r in results for e in kernel_entries(r)]
+    source = merged_source([r.source for r in results], [r.module.kernels[0].name for r in results])
+    for r, sfx in zip(results, suffixes, strict=True):
+        if sfx:
+            public_names(r.module, sfx)
+    return Unit(results[0].target, source, entries, results[0].simt if len(results) == 1 else None)
+
+
+def public_names(module, sfx: str) -> None:
+    """Undo tilec.parser.tune.rename_kernels on a variant's Tile IR module: its kernels, stages and multi-launch
+    functions get their public names back."""
+    for k in module.kernels:
+        of = k.attrs.get("stage_of")
+        if of:
+            base = of.removesuffix(sfx)
+            k.name = base + k.name[len(of):]
+            k.attrs["stage_of"] = base
+        else:
+            k.name = k.name.removesuffix(sfx)
+    for seq in module.launches:
+        base = seq.name.removesuffix(sfx)
+        for st in seq.stages:
+            st.kernel = base + st.kernel[len(seq.name):]
+        seq.name = base
+
+
+def merged_source(sources: list[str], kernels: list[str]) -> str:
+    """One translation unit from the sources of several variants of a kernel: the first whole, then of each
+    other what follows the text it shares with the first (the device header and common helpers), inside a
+    namespace of its own, so that helpers the variants both generate (`tl_wgmma_ss_n128_f16_t1`) do not clash.
+    The kernels are `extern "C"`, so their symbol names stay unqualified."""
+    if len(sources) == 1:
+        return sources[0]
+    first = sources[0].split("\n")
+    parts = [sources[0]]
+    for i, (text, name) in enumerate(zip(sources[1:], kernels[1:], strict=True), start=1):
+        lines = text.split("\n")
+        shared = 0
+        while shared < min(len(first), len(lines)) and first[shared] == lines[shared] and name not in lines[shared]:
+            shared += 1
+        # back up to a blank line so that a declaration the two share only in part is repeated whole
+        while shared > 0 and lines[shared - 1].strip():
+            shared -= 1
+        own = "\n".join(lines[shared:])
+        parts.append(f"namespace tilec_variant{i} {{\n{own}\n}}  // namespace tilec_variant{i}\n")
+    return "\n".join(parts)
 
 
 def keep_stem(stem: str) -> str:
@@ -260,11 +358,11 @@ def unique_paths(paths: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------- the cache
 
 
-def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_name: str) -> str | None:
+def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_name: str,
+              variants_key: str | None = None) -> str | None:
     """key1 of the cache (see tilec.cache), or None when this compile cannot be cached (no toolchain to
-    identify, an unreadable file: the compile then reports what is wrong)."""
+    identify, an unreadable file: the compile then reports what is wrong). `variants_key`: Variants.key."""
     from .cache import sha256_bytes, tilec_fingerprint
-    from .tuning.database import entry_digest
     from .version import __version__
 
     try:
@@ -285,7 +383,7 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
         "kind": kind,
         "output_name": output_name,
         "options": opts.key(),
-        "tune_db": entry_digest(source, opts),  # the tuning database's entry for this compile
+        "tune_db": variants_key,  # where the variants come from (the tuning database's entry for this compile)
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 

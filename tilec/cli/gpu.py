@@ -104,8 +104,11 @@ def cmd_run_gpu(args, sizes) -> int:
     _require_device(args)
     mod, result = _load(args)
     backend = _backend(args)
-    rc = run_and_check(mod, result, args, sizes, backend.runtime_errors() if backend else ())
-    note = backend.device_note() if backend else ""
+    from ..runtime.loader import device_note, launch_errors
+
+    loader = backend.loader if backend else ""
+    rc = run_and_check(mod, result, args, sizes, launch_errors(loader))
+    note = device_note(loader)
     if note:
         print(note)
     return rc

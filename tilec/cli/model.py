@@ -37,7 +37,7 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
         full_sizes = {v.name: k_sizes.get(v.name, DEFAULT_SIZE) for v in k.size_vars}
         try:
             sys.stderr.write(backend.run_on_model(result, k.name, got, full_sizes))
-        except backend.runtime_errors() as e:
+        except backend.model_errors() as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
         outs = [p for p in k.params if not hasattr(p, "kind") and p.is_output]
         where = backend.describe_run(result, k.name)

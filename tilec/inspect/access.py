@@ -1,7 +1,7 @@
 """The shared-memory accesses a kernel's lowered code really makes, and their bank conflicts.
 
 Assumes: a kernel compiled for a SIMT target (its SKernel and Tile IR kernel). The SIMT interpreter
-(tilec/testing/simt_interp.py) runs block (0, 0, 0) on random inputs of the given sizes; every shared-memory
+(tilec/simt/interp.py) runs block (0, 0, 0) on random inputs of the given sizes; every shared-memory
 read and write it performs -- plain loads and stores, 16-byte copies and cp.async, ldmatrix (each row address a
 lane supplies), MFMA operand loads -- is recorded with the statement that made it. TMA writes and wgmma reads go
 through the tensor-memory hardware, not through lanes, and are not traced (they follow the hardware's swizzle
@@ -72,7 +72,7 @@ def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None
     launch_sizes); `tile_sizes` maps a shared buffer's Tile IR name to its elements per stage (multi-buffered copies
     are folded onto one stage)."""
     from ..interp.run import random_inputs
-    from ..testing import simt_interp as SI
+    from ..simt import interp as SI
 
     run_sizes = launch_sizes(tile_kernel, sizes)
     events: list[tuple] = []

@@ -114,7 +114,7 @@ _UNARY_MATH = {
 
 class ScalarOps:
     """Evaluation of the scalar operators, shared by this interpreter and the SIMT-level one
-    (tilec/testing/simt_interp.py): subclasses evaluate the leaves (constants, variables, loads)
+    (tilec/simt/interp.py): subclasses evaluate the leaves (constants, variables, loads)
     in `eval` and say which lanes are active under a mask and how to report an error."""
 
     def eval(self, e: T.Expr, mask) -> np.ndarray:

@@ -17,8 +17,8 @@ from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.formula import formula
 from ..ir.visit import number_ops, rewrite_expr, sub_exprs, walk_stmts
-from ..tuning import space as tune_space
 from . import ast as A
+from . import tune as tune_space
 from .build_common import (
     ALLOC_FUNCS,
     BUILTINS,
@@ -136,7 +136,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             raise _Fail() from None
 
     def const_decl(self, decl: A.ConstDecl, scope: _Scope) -> None:
-        if decl.names or tune_space.is_tune_call(decl.value):  # a search space: tilec/tuning/space.py binds it
+        if decl.names or tune_space.is_tune_call(decl.value):  # a search space: tilec/parser/tune.py binds it
             return tune_space.bind_const(self, decl, scope)
         self.check_redefinition(decl.name, decl.span, scope)
         if decl.name in self.defines:

@@ -4,7 +4,7 @@ An artifact built with a tuning database (tilec/tuning/multi.py) may hold severa
 (`gemm__cfg0`, `gemm__cfg1`, ...) and, under "dispatch", the tuned shapes with the variant that serves each. The
 public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
 variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|. The
-generated C launcher (tilec/targets/cuda/launcher.py) computes the same choice.
+generated C launcher (tilec/targets/c_launcher/dispatch.py) computes the same choice (tilec.manifest.log2_approx).
 
 A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
 Then the public name cannot hand the launch to one variant's plan: each call picks the variant from the
@@ -15,20 +15,10 @@ from __future__ import annotations
 
 import math
 
+from ..manifest import log2_approx
 from .arrays import ArgumentError
 from .launch import _MISS, Kernel
 from .sequence import Launches
-
-
-def log2_approx(x: int) -> float:
-    """log2 of a size, linear between powers of two: what the C launcher computes too (no libm), so that both
-    pick the same variant."""
-    x = float(max(x, 1))
-    e = 0
-    while x >= 2.0:
-        x /= 2.0
-        e += 1
-    return e + (x - 1.0)
 
 
 def choose(table: dict, sizes: dict[str, int]) -> int:

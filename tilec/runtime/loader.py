@@ -14,6 +14,26 @@ from pathlib import Path
 from ..manifest import ARCH_KERNELS_KEY, ManifestError, for_device, loader_name
 
 
+def launch_errors(loader: str) -> tuple[type[BaseException], ...]:
+    """The exceptions of the runtime `loader` names that `tilec run` reports as plain errors (not internal ones): the
+    device, the shader or the arguments refused. Imports that runtime only for a loader that has such errors."""
+    if loader == "wgsl":
+        from .module import ArgumentError
+        from .wgsl import LaunchError, ShaderError, WebGPUUnavailable
+
+        return (WebGPUUnavailable, ShaderError, LaunchError, ArgumentError)
+    return ()
+
+
+def device_note(loader: str) -> str:
+    """A line `tilec run` prints after running on the device of the runtime `loader` names ("" for none)."""
+    if loader == "wgsl":
+        from .wgsl import Device
+
+        return f"(WebGPU adapter: {Device.get().name})"
+    return ""
+
+
 def load(path: str | Path, manifest: str | Path | None = None, *, no_jit: bool | None = None):
     """The Module of the artifact at `path` (its manifest beside it, or at `manifest`). `no_jit`: the no-JIT
     guarantee (default: the environment's TILEC_NO_JIT): loading a PTX image the driver would compile raises

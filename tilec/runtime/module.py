@@ -19,7 +19,7 @@ from .dispatch import add_dispatchers
 from .launch import Kernel
 from .nojit import no_jit_requested  # noqa: F401  (its home was here: tilec.runtime.module.no_jit_requested)
 from .sequence import Launches
-from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/cuda/launcher.py and tests use them)
+from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/c_launcher/header.py and tests use them)
     ELEM_BYTES,
     FALLBACK_KEY,
     INTERNAL_KEY,

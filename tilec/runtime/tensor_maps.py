@@ -5,7 +5,7 @@ A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtenso
 __grid_constant__) per map, encoded on the host once the tensors' addresses and sizes are known;
 when a launch's tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same
 params and sizes, no maps) is launched instead. tilec/runtime/launch.py encodes them (cached by
-address and shape) and tilec/targets/cuda/launcher.py generates the same logic in C from
+address and shape) and tilec/targets/c_launcher/header.py generates the same logic in C from
 tensor_map_specs.
 """
 

@@ -47,10 +47,9 @@ class ArtifactInfo:
     output_name: str  # the artifact's file name (no directory)
     source_name: str  # the .tile file's name (no directory)
     source_hash: str  # the manifest's source_hash
-    # What the build adds to a C launcher's text before writing or compiling it (the tuned dispatcher of
-    # tilec.tuning.multi, which sits above the back ends), given the text and the launcher's spellings
-    # (tilec.targets.cuda.launcher.SequenceApi); None for nothing.
-    launcher_filter: Callable[[str, object], str] | None = None
+    # A tuned artifact's dispatch table, the manifest's "dispatch" mapping (public name -> table): a C launcher
+    # generates each public name's dispatcher over its variants from it (tilec/targets/c_launcher/dispatch.py).
+    dispatch: dict | None = None
     # The manifest's multi-launch kernels (tilec.artifacts.launch_entries), which a C launcher gets functions for.
     launches: tuple = ()
     # The Unit whose PTX the artifact carries for GPUs newer than its binaries (Backend.forward_ptx_target): one of
@@ -213,8 +212,10 @@ class Backend:
         """How a back end that is not SIMT stores the tiles of Tile IR `kernel`, for `tilec layout`."""
         return []
 
-    def runtime_errors(self) -> tuple[type[BaseException], ...]:
-        """Exceptions of this back end's runtime that `tilec run` reports as plain errors (not internal ones)."""
+    def model_errors(self) -> tuple[type[BaseException], ...]:
+        """Exceptions of this back end's CPU model (`host_model`) that `tilec run` reports as plain errors (not
+        internal ones). (The runtime's own, where `loader` names one, are tilec.runtime.loader.launch_errors':
+        a back end never imports the runtime.)"""
         return ()
 
     def kernel_entries(self, result) -> list[dict] | None:
@@ -229,10 +230,6 @@ class Backend:
     def describe_run(self, result, kernel: str) -> str:
         """What `tilec run` prints after a kernel's outputs: where it ran."""
         return self.host_model
-
-    def device_note(self) -> str:
-        """A line `tilec run` prints after running on this back end's device ("" for none)."""
-        return ""
 
 
 def run_steps(steps: list[PassStep], module, rep, target, dumps: dict[str, str], want: set[str],

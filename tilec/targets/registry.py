@@ -156,10 +156,9 @@ def get_backend(backend: str):
 
 def write_link_stub(directory: str):
     """`tilec --cuda-stub DIR`: the CUDA driver's header and link stub, for linking launchers on a machine without
-    a driver (tilec/targets/cuda/link_stub.py)."""
-    from .cuda.link_stub import write_cuda_stub
-
-    return write_cuda_stub(directory)
+    a driver: the CUDA back end's (tilec/targets/cuda/link_stub.py), reached through BACKENDS like every back end,
+    so that this module imports none."""
+    return get_backend("cuda").write_link_stub(directory)
 
 
 def find_toolchains() -> dict[str, str | None]:

@@ -1,5 +1,6 @@
-"""Testing aids that sit above the compiler's layers: the SIMT-level interpreter (simt_interp) and
-output comparison with reports (compare: assert_close, check_kernel; numpy only)."""
+"""Testing aids that sit above the compiler's layers: output comparison with reports (compare: assert_close,
+check_kernel; numpy only), the fuzzer and its differential checks. (The SIMT interpreter, which `tilec tune`,
+`tilec layout` and `-R` use too, is tilec/simt/.)"""
 
 from .compare import DEFAULT_TOLERANCE, Comparison, MismatchError, assert_close, check_kernel, compare
 

@@ -430,9 +430,9 @@ def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_thre
     import tilec
     from tilec.diagnostics import CompileError
     from tilec.interp import random_inputs, run_kernel
+    from tilec.simt.interp import SimtInterpreterError, run_simt
     from tilec.targets.registry import lookup
     from tilec.testing.differential import mismatches, prepare_outputs
-    from tilec.testing.simt_interp import SimtInterpreterError, run_simt
 
     if case.how == "threads":  # per-thread code: every SIMT target's lowering (issue #27's class)
         targets = ("sm80", "sm90", "gfx942", "webgpu")

@@ -187,13 +187,9 @@ def entry_for(source, opts) -> dict | None:
     return None
 
 
-def entry_digest(source, opts) -> str | None:
-    """What the compile cache's key records of the database: the applying entry's hash."""
-    try:
-        e = entry_for(source, opts)
-    except DatabaseError:
-        return None
-    return hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest() if e else None
+def digest(entry: dict | None) -> str | None:
+    """What the compile cache's key records of the database: the applying entry's hash (None for none)."""
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest() if entry else None
 
 
 def _key(config: dict) -> str:

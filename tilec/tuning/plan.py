@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..options import CompileOptions
-from . import space as tune_space
+from ..parser import tune as tune_space
 
 PLAN_VERSION = 1
 PLAN_FILE = "plan.json"
@@ -134,7 +134,7 @@ def cpu_check(result, folder: Path, check: dict) -> str | None:
 
     from ..interp.tile_interp import storage_dtype
     from ..ir.dtypes import lookup
-    from ..testing.simt_interp import SimtInterpreterError, run_simt_sequence
+    from ..simt.interp import SimtInterpreterError, run_simt_sequence
 
     args, expected = {}, {}
     for a in check["args"]:

@@ -165,7 +165,7 @@ class AscendBackend(Backend):
                 "cell: element offset in UB, 32-byte block; vector calls run over whole 256-byte repeats of it"))
         return out
 
-    def runtime_errors(self):
+    def model_errors(self):
         from .model_run import ModelError
 
         return (ModelError,)

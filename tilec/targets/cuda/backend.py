@@ -1,5 +1,5 @@
 """The CUDA back end (sm80 … sm100): the SIMT pipeline, CUDA C++ (codegen.py), nvcc or NVRTC (+ nvFatbin), C
-launcher headers and linkable host objects (launcher.py).
+launcher headers and linkable host objects (the shared C launcher, tilec/targets/c_launcher/).
 
 Which toolchain builds a binary (`_device_toolchain`): `--compiler nvcc|nvrtc` when said; "auto" (tilec.compile's
 default) takes NVRTC for one target's cubin or PTX when its pip wheel is installed; otherwise, and when nothing
@@ -110,6 +110,12 @@ class CudaBackend(SimtBackend):
     def manifest_options(self, options):
         return {"lineinfo": options.lineinfo, "G": options.device_debug}
 
+    def write_link_stub(self, directory: str):
+        """`tilec --cuda-stub DIR` (tilec.targets.registry.write_link_stub): link_stub.py."""
+        from .link_stub import write_cuda_stub
+
+        return write_cuda_stub(directory)
+
     def operand_tables(self, family):
         from ..backend import OperandTable
         from . import mma_layouts as L
@@ -147,13 +153,14 @@ class CudaBackend(SimtBackend):
         return Built(built.binary, built.toolchain, built.commands, extra, report, warnings)
 
     def _build_launcher(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
-        """One cubin per target, embedded in a C launcher (launcher.py): the header's text, or (kind "object") that
-        text compiled by the host C compiler into a relocatable object exporting the launch functions
+        """One cubin per target, embedded in the C launcher (c_launcher/header.py): the header's text, or (kind
+        "object") that text compiled by the host C compiler into a relocatable object exporting the launch functions
         (objects.py)."""
         from ...cache import sha256_bytes
         from ...diagnostics import CompileError, Diagnostic
         from ...version import __version__
-        from .launcher import CUDA_API, Image, LauncherError, generate_header
+        from ..c_launcher.dispatch import dispatchers
+        from ..c_launcher.header import CUDA_API, Image, LauncherError, generate_header
 
         ptx = info.forward_ptx
         jobs = [(u, "cubin") for u in units] + ([(ptx, "ptx")] if ptx is not None else [])
@@ -190,9 +197,9 @@ class CudaBackend(SimtBackend):
             if kind == "header":
                 text = generate_header(name, images, source_name=info.source_name, tilec_version=__version__,
                                        toolchain=toolchain, driver_api_version=api, source_hash=info.source_hash,
-                                       prefix=prefix, launches=list(info.launches))
-                if info.launcher_filter is not None:
-                    text = info.launcher_filter(text, CUDA_API)
+                                       prefix=prefix, launches=list(info.launches),
+                                       tail=dispatchers(info.dispatch, [*images[0].kernels, *info.launches], CUDA_API,
+                                                        prefix, check_device=True)[0])
                 extra = {"driver_api_version": api, "header": header_info}
                 if resources:
                     extra["resources"] = resources

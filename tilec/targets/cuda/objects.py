@@ -1,10 +1,10 @@
 """`tilec k.tile -c -o k.o` (kind "object"): the C launcher and its device images in a relocatable host object,
 linked into a program like an nvcc object (`cc main.o k.o -lcuda`).
 
-The object is the C launcher header's text (launcher.py) compiled by the host C compiler (`$CC`, else `cc`) as
-C11 with -fPIC (so that it links into executables and shared libraries alike), with the launch functions of
-the kernels -- `K_launch`, `K_check_device` and a tuned kernel's dispatcher -- given external linkage (C
-names, no mangling: a C++ program declares them `extern "C"`; their prototypes are in the manifest's
+The object is the C launcher header's text (tilec/targets/c_launcher/header.py) compiled by the host C compiler
+(`$CC`, else `cc`) as C11 with -fPIC (so that it links into executables and shared libraries alike), with the
+launch functions of the kernels -- `K_launch`, `K_check_device` and a tuned kernel's dispatcher -- given external
+linkage (C names, no mangling: a C++ program declares them `extern "C"`; their prototypes are in the manifest's
 "object" record) and everything else kept `static`. The images (one cubin per target) are not C array
 initializers but the cubin files assembled in with `.incbin`: the compiler then parses about 0.1 s of
 launcher whatever the images' size, where a 1 MB cubin written as a C initializer costs it about 2 s. The
@@ -85,32 +85,27 @@ def compile_c(text: str, work: Path, output_name: str, include_dirs: list[str], 
     return o_file.read_bytes(), " ".join(full), _compiler_version(cmd)
 
 
-def _definitions(text: str) -> list[str]:
-    return re.findall(r"^static inline CUresult (\w+)\(", text, re.M)
-
-
 def build_object(images, info, *, toolchain: str, driver_api_version: int, prefix: str,
                  exported: list[str]) -> ObjectBuild:
-    """The object for `images` (launcher.Image); `exported`: the launch functions every kernel has (the
-    dispatchers info.launcher_filter adds are exported too)."""
+    """The object for `images` (c_launcher.header.Image); `exported`: the launch functions every kernel has (a tuned
+    kernel's dispatchers, info.dispatch, are exported too)."""
     from ...version import __version__
-    from .launcher import CUDA_API, generate_header
+    from ..c_launcher.dispatch import dispatchers
+    from ..c_launcher.header import CUDA_API, generate_header
 
     inc = driver_include_dir()
     if inc is None:
         raise CompileError([Diagnostic("error", "-c needs cuda.h to compile the launcher: install the CUDA toolkit, "
                                                 "or pip install 'nvidia-cuda-runtime==13.0.*'")])
     cmd = _compiler_command()
+    tail, tuned = dispatchers(info.dispatch, [*images[0].kernels, *info.launches], CUDA_API, prefix, check_device=True)
     work = Path(tempfile.mkdtemp(prefix="tilec-obj-"))
     try:
         text = generate_header(info.output_name, images, source_name=info.source_name, tilec_version=__version__,
                                toolchain=toolchain, driver_api_version=driver_api_version,
                                source_hash=info.source_hash, prefix=prefix, embed=incbin(work),
-                               launches=list(info.launches))
-        before = set(_definitions(text))
-        if info.launcher_filter is not None:
-            text = info.launcher_filter(text, CUDA_API)
-        public = list(exported) + [n for n in _definitions(text) if n not in before]
+                               launches=list(info.launches), tail=tail)
+        public = list(exported) + [f.name for f in tuned if f.result == CUDA_API.result]
         prototypes = []
         for name in public:
             m = re.search(r"^static inline CUresult " + re.escape(name) + r"\(([^)]*)\)", text, re.M)

@@ -5,8 +5,6 @@ run` cannot run its artifacts."""
 
 from __future__ import annotations
 
-import re
-
 from ..backend import ArtifactInfo, Built, SimtBackend, Unit
 
 
@@ -124,9 +122,9 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
 
     from ...diagnostics import CompileError, Diagnostic
     from ...version import __version__
-    from ..cuda.launcher import LauncherError
+    from ..c_launcher.header import LauncherError
     from ..cuda.objects import compile_c, incbin
-    from .launcher import HIP_API, generate_object_source
+    from .launcher import generate_object_source
     from .toolchain import build
 
     def one(u: Unit):
@@ -146,16 +144,9 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
             text, exported, protos = generate_object_source(
                 info.output_name, images, source_name=info.source_name, tilec_version=__version__,
                 toolchain=builts[0].toolchain, prefix=options.header_prefix, embed=incbin(work),
-                launches=list(info.launches))
+                launches=list(info.launches), dispatch=info.dispatch)
         except LauncherError as e:
             raise CompileError([Diagnostic("error", str(e))]) from None
-        if info.launcher_filter is not None:  # a tuned kernel's dispatcher over its variants' launchers
-            before = set(_definitions(text))
-            text = info.launcher_filter(text, HIP_API)
-            for result, name, params in re.findall(r"^(\w+) (\w+)\(([^)]*)\) \{$", text, re.M):
-                if name not in before:
-                    exported.append(name)
-                    protos.append(f"{result} {name}({params});")
         data, full, compiler = compile_c(text, work, info.output_name, [inc])
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -163,8 +154,3 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
               "images": [{"target": u.target.name, "arch": u.target.arch, "bytes": len(b.data)}
                          for u, b in zip(units, builts, strict=True)]}
     return Built(data, f"{builts[0].toolchain}; {compiler}", commands + [full], {"object": record})
-
-
-def _definitions(text: str) -> list[str]:
-    """The functions a launcher's text defines with external linkage (`TYPE NAME(...) {` at a line's start)."""
-    return re.findall(r"^\w+ (\w+)\([^)]*\) \{$", text, re.M)

@@ -55,16 +55,5 @@ class WgslBackend(SimtBackend):
     def manifest_options(self, options):
         return {"limits": options.limits_dict}
 
-    def runtime_errors(self):
-        from ...runtime.module import ArgumentError
-        from ...runtime.wgsl import LaunchError, ShaderError, WebGPUUnavailable
-
-        return (WebGPUUnavailable, ShaderError, LaunchError, ArgumentError)
-
-    def device_note(self):
-        from ...runtime.wgsl import Device
-
-        return f"(WebGPU adapter: {Device.get().name})"
-
 
 BACKEND = WgslBackend()

@@ -158,7 +158,7 @@ class Turns:
 
 
 class HopperModel:
-    """Mixin of the interpreter's block run (tilec.testing.simt_interp._BlockRun)."""
+    """Mixin of the interpreter's block run (tilec.simt.interp._BlockRun)."""
 
     def hopper_init(self, raw: np.ndarray | None) -> None:
         self.raw = raw

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tilec.targets.cuda.size_checks import check_sizes_function  # K_check_sizes (absolute: this file may move)
+from .size_checks import check_sizes_function  # K_check_sizes
 
 from ...manifest import (
     INTERNAL_KEY,
@@ -746,9 +746,11 @@ def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str
 
 def generate_header(header_name: str, images: list[Image], *, source_name: str, tilec_version: str,
                     toolchain: str, driver_api_version: int, source_hash: str, prefix: str = "",
-                    embed: Callable[[str, bytes], str] = _byte_array, launches: list[dict] | None = None) -> str:
+                    embed: Callable[[str, bytes], str] = _byte_array, launches: list[dict] | None = None,
+                    tail: str = "") -> str:
     """The header's text. `embed(name, data)` defines each image as a 64-byte aligned `const unsigned char
-    name[len(data)]` (default: a C array initializer; a host object assembles the bytes instead, objects.py)."""
+    name[len(data)]` (default: a C array initializer; a host object assembles the bytes instead, objects.py).
+    `tail`: C code that follows the kernels' functions (a tuned artifact's dispatchers: dispatch.py)."""
     if not images:
         raise LauncherError("no image to embed")
     # Public kernels get a launch function; internal ones (TMA fallbacks) are launched by them, and
@@ -861,6 +863,7 @@ def generate_header(header_name: str, images: list[Image], *, source_name: str, 
            module,
            "/* ---- kernels ---- */",
            "\n".join(funcs),
+           *([tail.lstrip("\n")] if tail else []),
            f"#endif /* {guard} */",
            ""]
     return "\n".join(out)

@@ -12,8 +12,9 @@ before it: the tuner skips the candidates that break it; a default that breaks i
 
 Without a tuning database a build binds each name to its target's default; `-D NAME=VALUE` (which the tuner
 and a database's configurations use too) overrides. The builder (tilec/parser/build.py) calls `bind_const`;
-the driver says which target the build is for with `building(keys)`, and the tuner reads the axes a build met
-from the context it passes. Standard library only: the parser imports this module.
+the driver says which target the build is for with `building(keys)`, and the tuner (tilec/tuning/) reads the
+axes a build met from the context it passes. A part of the language, so it lives with the parser; standard library
+only (the driver imports it at start-up).
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ def rename_kernels(kernels, launches=()) -> None:
             st.kernel = renamed[st.kernel]
 
 
-# The AST is the parser's (tilec/parser/ast.py); this module, which the parser imports, recognises its nodes by
-# class name rather than importing it back.
+# The builder hands this module nodes of tilec/parser/ast.py; they are recognised by class name, so that the driver
+# importing this module at start-up does not import the AST's module.
 
 
 def is_tune_call(node) -> bool:

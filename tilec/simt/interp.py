@@ -27,7 +27,7 @@ Execution model
 * `ldmatrix_x{2,4}[_trans]` and `mma_f16` / `mma_bf16` (m16n8k16, f32 accumulators) are modelled
   lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
   register halves are packed into u32 registers exactly as on the hardware (low half first).
-* sm90: TMA boxes, mbarriers and wgmma are modelled in simt_hopper.py; a warp-specialized kernel's
+* sm90: TMA boxes, mbarriers and wgmma are modelled in hopper.py; a warp-specialized kernel's
   producer and consumer branches run as two thread groups that hand over inside mbarrier waits (a ping-pong
   kernel's consumer warpgroups as two more, which also hand over inside named barriers); the blocks
   of a thread-block cluster (the kernel's `cluster` attribute) run together the same way, with multicast
@@ -54,7 +54,7 @@ from ..ir import simt as S
 from ..ir import tile as T
 from ..targets.cuda.gemm_mma import MMA
 from ..targets.hip.gemm_mfma import MFMA
-from .simt_hopper import HopperModel, Turns
+from .hopper import HopperModel, Turns
 
 __all__ = ["SimtInterpreterError", "run_simt"]
 
@@ -799,7 +799,7 @@ def run_simt_sequence(result, args: dict[str, object], sizes: dict[str, int]) ->
 
 
 # The semantics of each intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. The Hopper
-# intrinsics (mbarriers, TMA, wgmma) are modelled in simt_hopper.py.
+# intrinsics (mbarriers, TMA, wgmma) are modelled in hopper.py.
 _SEMANTICS = {
     "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark",
     "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",

@@ -1,0 +1,175 @@
+"""A tuned kernel's dispatcher in the C launcher, generated from the manifest's "dispatch" table.
+
+An artifact built with a tuning database holds several variants of a kernel (`gemm__cfg0`, `gemm__cfg1`, ...), each
+with the launch functions of any kernel (header.py; HIP's hip/launcher.py). For the public name the launcher adds
+
+    int K_config(int size...);              the index of the variant that serves these sizes
+    RESULT K_launch(STREAM stream, ...);    the chosen variant's K__cfgI_launch, with the same arguments
+
+and, when a variant is a multi-launch kernel (its config says "launches": true), `K_workspace_bytes` and
+`K_launch_with_workspace` as a multi-launch kernel has them; with CUDA, `K_check_device` as the variants'. The
+choice is tilec.runtime.dispatch.choose's: the rule whose tuned sizes are nearest in the sum of
+|log2 a - log2 b| (tilec.manifest.log2_approx, computed in C the same way). Everything is written from data: the
+table, the first variant's entry (its parameters, named as its launch function names them) and the API's
+spellings (header.SequenceApi).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...manifest import LAUNCHES_KEY, log2_approx
+from .header import _C_TYPES, SequenceApi, _c_name
+
+
+@dataclass(frozen=True)
+class CFunction:
+    """A function the dispatcher defines: its return type, name and parameter declarations."""
+
+    result: str
+    name: str
+    params: tuple[str, ...]
+
+    def prototype(self) -> str:
+        return f"{self.result} {self.name}({', '.join(self.params)});"
+
+
+def launch_parameters(entry: dict, api: SequenceApi, sequence: bool) -> list[tuple[str, str]]:
+    """(C type, C name) of each parameter of the launch function of `entry` -- a kernel entry, or a "launches" entry
+    when `sequence` -- as the launchers declare it: the stream, the kernel's parameters, its sizes. The names are
+    those header.py and hip/launcher.py give (a name C reserves, or the launch function's own, gets a `_`)."""
+    taken = {"stream", "workspace", "bytes"} if sequence else {"stream"}
+    out = [(api.stream, "stream")]
+    for prm in entry["params"]:
+        out.append((api.ptr if prm["kind"] == "tensor" else _C_TYPES[prm["dtype"]], _c_name(prm["name"], taken)))
+    out += [("int", _c_name(s, taken)) for s in entry["sizes"]]
+    return out
+
+
+def dispatchers(dispatch: dict | None, entries: list[dict], api: SequenceApi, prefix: str,
+                check_device: bool) -> tuple[str, list[CFunction]]:
+    """The C code of the dispatchers of the manifest's "dispatch" mapping (public name -> table), which a launcher
+    places after its kernels' functions, and the functions it defines, in order. `entries`: the artifact's kernel
+    entries and "launches" entries (a config with "launches" names one of the latter); `check_device`: the variants
+    have `_check_device` functions (CUDA). A table whose first variant is absent, or whose tuned sizes are not among
+    its sizes, gets no dispatcher."""
+    entries = {e["name"]: e for e in entries}
+    code, functions = "", []
+    for kernel, table in (dispatch or {}).items():
+        c, f = _dispatcher(kernel, table, entries, api, prefix, check_device)
+        code += c
+        functions += f
+    return code, functions
+
+
+def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: SequenceApi, prefix: str,
+                check_device: bool) -> tuple[str, list[CFunction]]:
+    head = table["configs"][0]
+    entry = entries.get(head["kernel"])
+    if entry is None:
+        return "", []
+    first = f"{prefix}{head['kernel']}_launch"
+    signature = launch_parameters(entry, api, bool(head.get(LAUNCHES_KEY)))
+    params = [f"{t} {n}" for t, n in signature]
+    names = [n for _, n in signature]
+    sizes = list(entry["sizes"])
+    size_c = dict(zip(sizes, names[len(names) - len(sizes):], strict=True))  # the launchers end with the sizes
+    if not set(table["sizes"]) <= set(size_c):
+        return "", []
+    tuned = [size_c[n] for n in table["sizes"]]
+    q, ok, bad = api.qualifier, api.success, api.invalid
+    fname = f"{prefix}{kernel}_launch"
+    cname = f"{prefix}{kernel}_config"
+    at = ", ".join("{" + ", ".join(f"{log2_approx(r['at'][n])!r}" for n in table["sizes"]) + "}"
+                   for r in table["rules"])
+    picks = ", ".join(str(r["config"]) for r in table["rules"])
+    functions = [CFunction("int", cname, tuple(f"int {n}" for n in tuned)), CFunction(api.result, fname, tuple(params))]
+
+    def switch(call) -> str:
+        cases = "\n".join(f"    case {i}: return {call(i, c)};" for i, c in enumerate(table["configs"]))
+        return (f"  switch ({cname}({', '.join(tuned)})) {{\n{cases}\n    default: return {bad};\n  }}")
+
+    def plain(i, c):
+        return f"{prefix}{c['kernel']}_launch({', '.join(names)})"
+
+    code = f"""
+/* {cname}: the index of the tuned configuration that serves a launch of '{kernel}' with these sizes: that of the
+ * tuned shape nearest to them (sum over {', '.join(table['sizes'])} of |log2 a - log2 b|, log2 linear between
+ * powers of two), as the manifest's "dispatch" table and tilec.runtime choose it. */
+#ifndef TILEC_DISPATCH_LOG2_
+#define TILEC_DISPATCH_LOG2_
+static inline double tilec_dispatch_log2_(int v) {{
+  double x = v > 1 ? (double)v : 1.0;
+  int e = 0;
+  while (x >= 2.0) {{ x /= 2.0; e++; }}
+  return e + (x - 1.0);
+}}
+#endif
+{q}int {cname}({', '.join(f'int {n}' for n in tuned)}) {{
+  static const double at[{len(table['rules'])}][{len(tuned)}] = {{{at}}};
+  static const int pick[{len(table['rules'])}] = {{{picks}}};
+  const double here[{len(tuned)}] = {{{', '.join(f'tilec_dispatch_log2_({n})' for n in tuned)}}};
+  double best = 1e300;
+  int chosen = 0;
+  for (int r = 0; r < {len(table['rules'])}; r++) {{
+    double d = 0;
+    for (int s = 0; s < {len(tuned)}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
+    if (d < best) {{ best = d; chosen = pick[r]; }}
+  }}
+  return chosen;
+}}
+/* {fname}: launch '{kernel}' in the configuration {cname} chooses; the arguments are those of {first}. */
+{q}{api.result} {fname}({', '.join(params)}) {{
+{switch(plain)}
+}}
+"""
+    if any(c.get(LAUNCHES_KEY) for c in table["configs"]):
+        all_sizes = [size_c[n] for n in sizes]
+        ws_name = f"{prefix}{kernel}_workspace_bytes"
+        with_name = f"{prefix}{kernel}_launch_with_workspace"
+        ws_params = [*(f'int {n}' for n in all_sizes), 'size_t* bytes']
+        with_params = [params[0], f'{api.ptr} workspace', *params[1:]]
+        functions += [CFunction(api.result, ws_name, tuple(ws_params)),
+                      CFunction(api.result, with_name, tuple(with_params))]
+
+        def bytes_of(i, c):
+            if c.get(LAUNCHES_KEY):
+                return f"{prefix}{c['kernel']}_workspace_bytes({', '.join([*all_sizes, 'bytes'])})"
+            return f"(bytes == NULL ? {bad} : (*bytes = 0, {ok}))"
+
+        def with_ws(i, c):
+            if c.get(LAUNCHES_KEY):
+                return f"{prefix}{c['kernel']}_launch_with_workspace({', '.join([names[0], 'workspace', *names[1:]])})"
+            return plain(i, c)
+
+        code += f"""/* {ws_name}: the bytes of device memory a launch of '{kernel}' with these sizes needs as its
+ * workspace (0 when {cname} chooses a configuration of one launch). */
+{q}{api.result} {ws_name}({', '.join(ws_params)}) {{
+{switch(bytes_of)}
+}}
+/* {with_name}: {fname} with the caller's workspace, for a configuration of several launches: at
+ * least {ws_name} bytes, 256-byte aligned (unused, and may be null, when that is 0). */
+{q}{api.result} {with_name}({', '.join(with_params)}) {{
+{switch(with_ws)}
+}}
+"""
+    if check_device:
+        check = f"{prefix}{head['kernel']}_check_device"
+        device = ("CUdevice dev", "char* message", "size_t message_size")
+        functions.append(CFunction(api.result, f"{prefix}{kernel}_check_device", device))
+        code += f"""/* {prefix}{kernel}_check_device: as {check} (the variants share the images). */
+static inline {api.result} {prefix}{kernel}_check_device(CUdevice dev, char* message, size_t message_size) {{
+  return {check}(dev, message, message_size);
+}}
+"""
+        if not any(c.get(LAUNCHES_KEY) for c in table["configs"]):  # K_check_sizes of each variant (size_checks.py)
+            all_sizes = [size_c[n] for n in sizes]
+            sized = (*(f"int {n}" for n in all_sizes), "char* message", "size_t message_size")
+            forwarded = ", ".join([*all_sizes, "message", "message_size"])
+            functions.append(CFunction(api.result, f"{prefix}{kernel}_check_sizes", sized))
+            code += f"""/* {prefix}{kernel}_check_sizes: that of the configuration {cname} chooses. */
+static inline {api.result} {prefix}{kernel}_check_sizes({', '.join(sized)}) {{
+{switch(lambda i, c: f"{prefix}{c['kernel']}_check_sizes({forwarded})")}
+}}
+"""
+    return code, functions
