@@ -37,8 +37,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .size_checks import check_sizes_function  # K_check_sizes
-
 from ...manifest import (
     INTERNAL_KEY,
     TENSOR_MAPS_KEY,
@@ -50,6 +48,7 @@ from ...manifest import (
     launch_checks,
     tensor_map_specs,
 )
+from .size_checks import check_sizes_function  # K_check_sizes
 
 LAUNCHER_ABI = 3  # bump when the shared helpers below change meaning (2: tilec_encode_tensor_map_; 3: PTX images)
 
