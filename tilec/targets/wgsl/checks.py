@@ -22,8 +22,6 @@ from ...targets.registry import Target
 
 # Types WGSL can hold, and why the others are refused.
 _NO_TYPE = {
-    "bf16": ("WGSL has no bfloat16 type (only f16, behind `enable f16`, and f32); use f16 or f32 (where the "
-             "type is a const, override it with -D NAME=f16)"),
     "f8e4m3": "WGSL has no 8-bit float types; use f16 or f32",
     "f8e5m2": "WGSL has no 8-bit float types; use f16 or f32",
     "f64": "WGSL has no 64-bit floats; use f32",
