@@ -54,11 +54,12 @@ CASES = [
     ("flash_attention", {}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 45, "H": 2}]),
     # bf16: tensors of u16 patterns in u32 words, values converted to f32 in the kernel
     ("vector_add", {"dtype": "bf16"}, [{"N": 2048}, {"N": 1001}]),
-    ("row_sum", {"dtype": "bf16"}, [{"M": 37, "N": 303}]),
+    ("row_sum", {"dtype": "bf16", "block_M": 8}, [{"M": 37, "N": 303}]),
     ("softmax", {"dtype": "bf16"}, [{"M": 37, "N": 1000}]),
     ("layernorm", {"dtype": "bf16"}, [{"M": 37, "N": 701}]),
     ("transpose", {"dtype": "bf16"}, [{"M": 100, "N": 37}]),
-    ("gemm", {"dtype": "bf16"}, [{"M": 100, "N": 130, "K": 70}]),
+    # (bf16 shared buffers are f32 arrays: half gemm's default block_K to fit 16 KiB)
+    ("gemm", {"dtype": "bf16", "block_K": 16}, [{"M": 100, "N": 130, "K": 70}]),
 ]
 TOLERANCE = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4), "i32": (0, 0)}
 
@@ -643,3 +644,14 @@ def test_bf16_compile_time_rounding_matches_numpy():
     finite = ~np.isnan(x)
     np.testing.assert_array_equal(got[finite], want[finite])
     assert np.isnan(got[~finite].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+
+
+def test_bf16_shared_memory_counted_as_f32():
+    """WGSL holds bf16 shared buffers as f32: a kernel whose bf16 tiles fit 16 KiB at 2 bytes but not at 4 is
+    refused at the kernel, saying why and what to do; the f16 build of the same tiles is accepted."""
+    errs = _errors(SAMPLES / "gemm.tile", {"dtype": "bf16"})
+    assert "needs 32768 bytes of workgroup storage" in errs[0].message and "held as f32" in errs[0].message
+    assert "--max-workgroup-storage 32768" in errs[0].message
+    _wgsl(SAMPLES / "gemm.tile", {"dtype": "f16"})
+    result = _wgsl(SAMPLES / "gemm.tile", {"dtype": "bf16"}, limits={"shared_memory_bytes": 32768})
+    assert result.simt.kernels[0].attrs["abi"]["workgroup_storage_bytes"] == 32768
