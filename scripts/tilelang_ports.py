@@ -449,7 +449,6 @@ def ref_group_cast(a, s):
     return {"X_fp8": q, "X_amax": amax}
 
 
-WEBGPU_F16 = {"in_dtype": "f16", "out_dtype": "f16"}  # WGSL has no bf16
 SMALL_ATTENTION = {"block_M": 16, "block_N": 32}  # WebGPU's 16 KB of workgroup memory
 
 CASES: list[Case] = [
@@ -516,12 +515,10 @@ CASES: list[Case] = [
          webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32},
          tilelang="linear_attention/example_linear_attn_fwd.py"),
     Case("layernorm_fwd", ref_layernorm_fwd, {"regular": {"N": 8}, "ragged": {"N": 5}}, source="layernorm",
-         kernels=["layernorm_fwd"], defines={"D": 64}, rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (forward)",
-         webgpu_defines=WEBGPU_F16),
+         kernels=["layernorm_fwd"], defines={"D": 64}, rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (forward)"),
     Case("layernorm_bwd", ref_layernorm_bwd, {"regular": {"N": 16}, "ragged": {"N": 11}}, source="layernorm",
          kernels=["layernorm_bwd"], inputs=layernorm_bwd_inputs, random_inputs_ok=False,
          defines={"D": 64, "bwd_blk_m": 8},
-         webgpu_defines=WEBGPU_F16,
          rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (backward)"),
     Case("gqa_decode_splitkv", ref_gqa_decode, {"regular": {"batch": 1, "heads": 8, "heads_kv": 2, "seqlen_kv": 128},
                                                 "ragged": {"batch": 2, "heads": 4, "heads_kv": 1, "seqlen_kv": 70}},
@@ -620,7 +617,7 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("mha_bwd_bhsd", "webgpu"): STORAGE_BUFFERS,
     ("mha_bwd_bhsd_causal", "webgpu"): STORAGE_BUFFERS,
     ("gemm_sp", "webgpu"): "WGSL has no 16-bit integers",
-    ("group_per_split_token_cast_to_fp8", "webgpu"): "is bf16, which WebGPU cannot run",
+    ("group_per_split_token_cast_to_fp8", "webgpu"): "is f8e4m3, which WebGPU cannot run",
 }
 
 

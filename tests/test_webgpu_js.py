@@ -54,7 +54,7 @@ def _require(ok: bool, what: str) -> None:
 def _cases():
     """(id, .tile path, defines, kernel to build or None, kernel to call or None, sizes, inputs function, tolerance)."""
     for sample, defines, sizes in sample_configs():
-        tol = 1e-2 if defines.get("dtype", "f16") == "f16" else 1e-4
+        tol = {"f16": 1e-2, "bf16": 3e-2}.get(defines.get("dtype", "f16"), 1e-4)
         yield (f"{sample}[{','.join(f'{k}={v}' for k, v in sorted(defines.items()))}]",
                ROOT / "samples" / f"{sample}.tile", defines, None, None, sizes, None, tol)
     for case in webgpu_ports():

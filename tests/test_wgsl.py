@@ -52,8 +52,16 @@ CASES = [
     ("flash_attention", {**FLASH, "causal": True}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 45, "H": 2}]),
     # the WebGPU default (f16, dim 64, 16x32 tiles, row statistics through workgroup memory)
     ("flash_attention", {}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 45, "H": 2}]),
+    # bf16: tensors of u16 patterns in u32 words, values converted to f32 in the kernel
+    ("vector_add", {"dtype": "bf16"}, [{"N": 2048}, {"N": 1001}]),
+    ("row_sum", {"dtype": "bf16", "block_M": 8}, [{"M": 37, "N": 303}]),
+    ("softmax", {"dtype": "bf16"}, [{"M": 37, "N": 1000}]),
+    ("layernorm", {"dtype": "bf16"}, [{"M": 37, "N": 701}]),
+    ("transpose", {"dtype": "bf16"}, [{"M": 100, "N": 37}]),
+    # (bf16 shared buffers are f32 arrays: half gemm's default block_K to fit 16 KiB)
+    ("gemm", {"dtype": "bf16", "block_K": 16}, [{"M": 100, "N": 130, "K": 70}]),
 ]
-TOLERANCE = {"f16": (1e-2, 1e-2), "f32": (1e-4, 1e-4), "i32": (0, 0)}
+TOLERANCE = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4), "i32": (0, 0)}
 
 
 def _require(ok: bool, what: str) -> None:
@@ -327,8 +335,8 @@ def test_runtime_imports_without_the_compiler():
 # ---------------------------------------------------------------- diagnostics (no device)
 
 
-@pytest.mark.parametrize("dtype,why", [("bf16", "WGSL has no bfloat16 type"), ("f8e4m3", "no 8-bit float")])
-def test_bf16_and_f8_rejected_at_the_kernel(dtype, why):
+@pytest.mark.parametrize("dtype,why", [("f8e4m3", "no 8-bit float")])
+def test_f8_rejected_at_the_kernel(dtype, why):
     errs = _errors(SAMPLES / "vector_add.tile", {"dtype": dtype})
     assert len(errs) == 1
     assert why in errs[0].message and f"is {dtype}" in errs[0].message
@@ -564,3 +572,86 @@ def test_byte_output_tensors_rejected():
     errs = _errors(text="kernel k(A: out u8[N]):\n    with Kernel(ceildiv(N, 64), threads=64) as bx:\n"
                         "        for i in Parallel(64):\n            A[bx * 64 + i] = 1\n")
     assert "reads a u8 input tensor from its words, but cannot write one" in errs[0].message
+
+
+_BF16_ROUNDING = """
+kernel to_bf16(X: f32[N], Y: out bf16[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in Parallel(64):
+            j = bx * 64 + i
+            if j < N:
+                Y[j] = cast(X[j], bf16)
+
+kernel from_bf16(Y: bf16[N], Z: out f32[N]):
+    with Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in Parallel(64):
+            j = bx * 64 + i
+            if j < N:
+                Z[j] = cast(Y[j], f32)
+"""
+
+
+def _bf16_rounding_inputs(rng) -> np.ndarray:
+    """f32 bit patterns: ties (even and odd kept halves), just above and below a tie, NaNs (quiet, signalling,
+    negative), infinities, the largest finite (rounds to inf), zeros, subnormals, then random patterns."""
+    special = [0x3F808000, 0x3F818000, 0x3F808001, 0x3F807FFF, 0xBF818000, 0x7FC00000, 0x7F800001, 0xFFC12345,
+               0x7FFFFFFF, 0x7F800000, 0xFF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F7FFF, 0x00000000, 0x80000000,
+               0x00008000, 0x00018000, 0x00000001, 0x807FFFFF, 0x0000FFFF]
+    bits = np.concatenate([np.array(special, np.uint32), rng.integers(0, 2**32, 1000, dtype=np.uint32)])
+    return bits[:1017]  # an odd length, not a multiple of the workgroup: two invocations write halves of a word
+
+
+def test_bf16_rounding_matches_numpy(webgpu, tmp_path):
+    """f32 -> bf16 on the WGSL path rounds like ml_dtypes (numpy's bfloat16): to nearest, ties to even, overflow
+    to inf, NaN kept NaN (with its sign); bf16 -> f32 is exact."""
+    import ml_dtypes
+
+    result = tilec.compile("bf16_round.tile", text=_BF16_ROUNDING, target="webgpu")
+    assert "tl_bf16_bits" in result.source and "atomic<u32>" in result.source
+    mod = _module(result, tmp_path, "bf16_round")
+    bits = _bf16_rounding_inputs(np.random.default_rng(11))
+    x = bits.view(np.float32)
+    y = np.zeros(x.size, ml_dtypes.bfloat16)
+    mod.to_bf16(x, y)
+    with np.errstate(invalid="ignore"):
+        want = x.astype(ml_dtypes.bfloat16)
+    got_bits, want_bits = y.view(np.uint16), want.view(np.uint16)
+    nan = np.isnan(x)
+    assert np.isnan(y.astype(np.float32)[nan]).all()
+    assert ((got_bits[nan] >> 15) == (want_bits[nan] >> 15)).all()  # the sign of a NaN is kept
+    bad = np.flatnonzero(got_bits[~nan] != want_bits[~nan])
+    assert bad.size == 0, [(hex(int(bits[~nan][i])), hex(int(got_bits[~nan][i])), hex(int(want_bits[~nan][i])))
+                           for i in bad[:5]]
+    assert got_bits[0] == 0x3F80 and got_bits[1] == 0x3F82  # the two ties, to even both ways
+    # and back: bf16 patterns (a uint16 array is accepted as the bits) widen exactly
+    pats = np.random.default_rng(12).integers(0, 2**16, 999, dtype=np.uint16)
+    z = np.zeros(pats.size, np.float32)
+    mod.from_bf16(pats, z)
+    np.testing.assert_array_equal(z.view(np.uint32), pats.astype(np.uint32) << 16)
+
+
+def test_bf16_compile_time_rounding_matches_numpy():
+    """bf16 constants are rounded when the WGSL is printed, by the same rule."""
+    import ml_dtypes
+
+    from tilec.targets.wgsl.codegen import bf16_bits
+
+    bits = _bf16_rounding_inputs(np.random.default_rng(13))
+    x = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    got = np.array([bf16_bits(float(v)) for v in x], np.uint16)
+    finite = ~np.isnan(x)
+    np.testing.assert_array_equal(got[finite], want[finite])
+    assert np.isnan(got[~finite].view(ml_dtypes.bfloat16).astype(np.float32)).all()
+
+
+def test_bf16_shared_memory_counted_as_f32():
+    """WGSL holds bf16 shared buffers as f32: a kernel whose bf16 tiles fit 16 KiB at 2 bytes but not at 4 is
+    refused at the kernel, saying why and what to do; the f16 build of the same tiles is accepted."""
+    errs = _errors(SAMPLES / "gemm.tile", {"dtype": "bf16"})
+    assert "needs 32768 bytes of workgroup storage" in errs[0].message and "held as f32" in errs[0].message
+    assert "--max-workgroup-storage 32768" in errs[0].message
+    _wgsl(SAMPLES / "gemm.tile", {"dtype": "f16"})
+    result = _wgsl(SAMPLES / "gemm.tile", {"dtype": "bf16"}, limits={"shared_memory_bytes": 32768})
+    assert result.simt.kernels[0].attrs["abi"]["workgroup_storage_bytes"] == 32768

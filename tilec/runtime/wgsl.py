@@ -159,8 +159,10 @@ def upload(dev: Device, kernel: str, p: dict, a) -> tuple[object, int]:
     if not isinstance(a, np.ndarray):
         raise ArgumentError(f"{kernel}: '{p['name']}' must be a numpy array (WebGPU runs on host data)")
     want = _NP_NAMES[p["dtype"]]
-    if a.dtype.name != want:
-        raise ArgumentError(f"{kernel}: '{p['name']}' has dtype {a.dtype.name}, expected {want}")
+    # numpy has no bfloat16: a bf16 tensor is an ml_dtypes bfloat16 array, or a uint16 array of its bit patterns
+    if a.dtype.name != want and not (p["dtype"] == "bf16" and a.dtype.name == "uint16"):
+        raise ArgumentError(f"{kernel}: '{p['name']}' has dtype {a.dtype.name}, expected {want}"
+                            + (" (or uint16 bit patterns)" if p["dtype"] == "bf16" else ""))
     if not a.flags.c_contiguous:
         raise ArgumentError(f"{kernel}: '{p['name']}' must be C-contiguous")
     if a.size >= 2**31:

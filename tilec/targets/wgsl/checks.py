@@ -22,8 +22,6 @@ from ...targets.registry import Target
 
 # Types WGSL can hold, and why the others are refused.
 _NO_TYPE = {
-    "bf16": ("WGSL has no bfloat16 type (only f16, behind `enable f16`, and f32); use f16 or f32 (where the "
-             "type is a const, override it with -D NAME=f16)"),
     "f8e4m3": "WGSL has no 8-bit float types; use f16 or f32",
     "f8e5m2": "WGSL has no 8-bit float types; use f16 or f32",
     "f64": "WGSL has no 64-bit floats; use f32",
@@ -163,6 +161,16 @@ def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
 
 
 def _check_limits(k: S.SKernel, rep: Reporter, target: Target) -> None:
+    if any(b.dtype == D.BF16 for b in k.shared):
+        # storage-planning counted bf16 at 2 bytes; WGSL holds it as f32 in workgroup memory (a u32 word shared by
+        # two invocations' halves would race), so the size is counted again as codegen.py declares it
+        need = sum(-(-(b.size or 0) * (4 if b.dtype == D.BF16 else b.dtype.bytes) // 16) * 16 for b in k.shared)
+        if need > target.shared_memory_bytes:
+            names = ", ".join(b.origin or b.name for b in k.shared if b.dtype == D.BF16)
+            rep.error(f"kernel '{k.name}' needs {need} bytes of workgroup storage on {target.name}, over its "
+                      f"{target.shared_memory_bytes}: WGSL has no 16-bit type a workgroup can share, so the bf16 "
+                      f"shared buffers ({names}) are held as f32 (4 bytes an element) — use smaller tiles, or build "
+                      f"with --max-workgroup-storage {need} for devices that grant more", k.span)
     tensors = [p for p in k.params if isinstance(p, S.SBuffer)]
     if target.max_storage_buffers is not None and len(tensors) > target.max_storage_buffers:
         rep.error(f"kernel '{k.name}' has {len(tensors)} tensor parameters ({', '.join(p.name for p in tensors)}); "

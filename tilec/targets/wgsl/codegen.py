@@ -94,8 +94,29 @@ _HELPERS = {
   var bits = 0x7fc00000u;
   return bitcast<f32>(bits);
 }""",
+    # bf16 lives in registers and shared memory as an f32 that a bf16 can hold; a bf16 tensor is bound as the u32
+    # words holding its 16-bit patterns. f32 -> bf16 rounds the bits to nearest even; a NaN stays a (quiet) NaN.
+    "tl_bf16_bits": """fn tl_bf16_bits(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) { return (b >> 16u) | 0x40u; }
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}""",
+    "tl_bf16": """fn tl_bf16(x: f32) -> f32 {
+  return bitcast<f32>(tl_bf16_bits(x) << 16u);
+}""",
+    "tl_bf16_get": """fn tl_bf16_get(w: u32, i: i32) -> f32 {
+  return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1) != 0));
+}""",
 }
-_HELPER_DEPS = {"tl_ceildiv": ["tl_floordiv"]}
+_HELPER_DEPS = {"tl_ceildiv": ["tl_floordiv"], "tl_bf16": ["tl_bf16_bits"]}
+
+
+def bf16_bits(f: float) -> int:
+    """The bfloat16 pattern of f (as an f32 first), rounded to nearest even; a NaN stays a quiet NaN."""
+    b = struct.unpack("<I", struct.pack("<f", f))[0]
+    if b & 0x7FFFFFFF > 0x7F800000:
+        return (b >> 16) | 0x40
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def ident(name: str) -> str:
@@ -118,9 +139,10 @@ check_spellings("WGSL", _CALLS, "wgsl")
 
 
 class WgslPrinter(CStylePrinter):
-    # (i8/u8 values exist only as elements read from an input tensor: checks.py refuses them anywhere else)
+    # (i8/u8 values exist only as elements read from an input tensor: checks.py refuses them anywhere else;
+    # bf16 values are f32s rounded to bf16, and a bf16 tensor u32 words of 16-bit patterns)
     types = {"bool": "bool", "i8": "i32", "u8": "u32", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16",
-             "f32": "f32"}
+             "bf16": "f32", "f32": "f32"}
     barrier = "workgroupBarrier();"
 
     def __init__(self, module_prefix: str = "") -> None:
@@ -132,6 +154,7 @@ class WgslPrinter(CStylePrinter):
         self.atomic: set[int] = set()  # SBuffers updated atomically
         self.module_names: dict[int, str] = {}  # SBuffer id -> module-scope name
         self.storage_barrier = False
+        self.packed_out: set[int] = set()  # writable bf16 tensors: atomic<u32> words, stored a half at a time
 
     # ------------------------------------------------------------ types and literals
     def type(self, dt: D.DType) -> str:
@@ -154,6 +177,8 @@ class WgslPrinter(CStylePrinter):
             f = float(v)
             self.uses_f16 |= dt == D.F16
             limit = F16_MAX if dt == D.F16 else F32_MAX
+            if dt == D.BF16 and not math.isnan(f):
+                f = struct.unpack("<f", struct.pack("<I", bf16_bits(f) << 16))[0]
             if math.isnan(f):
                 text = f"{self.helper('tl_nan')}()"
             elif math.isinf(f) or abs(f) > limit:
@@ -190,6 +215,12 @@ class WgslPrinter(CStylePrinter):
         if isinstance(e, S.Ref):
             if e.buffer.dtype.bits == 8 and e.buffer.scope == "global":
                 return self.byte_element(e)
+            if e.buffer.dtype == D.BF16 and e.buffer.scope == "global":
+                i = self.expr(e.index)
+                word = f"{self.buf_name(e.buffer)}[({i}) >> 1u]"
+                if id(e.buffer) in self.packed_out:
+                    word = f"atomicLoad(&{word})"
+                return f"{self.helper('tl_bf16_get')}({word}, {i})"
             elem = f"{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
             if id(e.buffer) not in self.atomic:
                 return elem
@@ -204,6 +235,8 @@ class WgslPrinter(CStylePrinter):
         if isinstance(e, T.Compare):
             text = f"{self.cmp_operand(e.a)} {e.op} {self.cmp_operand(e.b)}"
             return f"({text})" if parent else text
+        if isinstance(e, T.Binary) and e.dtype == D.BF16:  # computed in f32, rounded as the interpreter does
+            return f"{self.helper('tl_bf16')}({super().expr(e, 0)})"
         return super().expr(e, parent)
 
     def byte_element(self, e: S.Ref) -> str:
@@ -278,6 +311,9 @@ class WgslPrinter(CStylePrinter):
         return self.operand(e) if isinstance(e, T.Unary) else self.expr(e)
 
     def cast(self, e: T.Cast) -> str:
+        if e.dtype == D.BF16 and e.value.dtype != D.BF16:
+            inner = self.expr(e.value)
+            return f"{self.helper('tl_bf16')}({inner if e.value.dtype == D.F32 else f'f32({inner})'})"
         to = self.type(e.dtype)
         if to == self.type(e.value.dtype):  # i64 -> i32 and back: the same WGSL type
             inner = self.expr(e.value)
@@ -297,12 +333,14 @@ class WgslPrinter(CStylePrinter):
             if e.func in ("max", "min", "abs"):
                 return f"{e.func}({', '.join(args)})"
             raise TypeError(f"{e.func} on {dt}")
-        if dt != D.F32:  # f16 math in f32, as the CUDA back end and the interpreter do
+        if dt not in (D.F32, D.BF16):  # f16 math in f32, as the CUDA back end and the interpreter do
             args = [f"f32({a})" for a in args]
         if e.func == "sigmoid":
             text = f"(1.0f / (1.0f + exp(-{args[0]})))"
         else:
             text = f"{_MATH[e.func]}({', '.join(args)})"
+        if dt == D.BF16:
+            return f"{self.helper('tl_bf16')}({text})"
         return text if dt == D.F32 else f"{self.type(dt)}({text})"
 
     def intrinsic(self, e: S.Intrinsic) -> str:
@@ -319,6 +357,8 @@ class WgslPrinter(CStylePrinter):
             else:
                 kw = "var" if id(s.var) in self.assigned else "let"
                 self.line(f"{kw} {name}: {ty} = {self.expr(s.value)};")
+        elif isinstance(s, S.SStore) and s.buffer.dtype == D.BF16 and s.buffer.scope == "global":
+            self.bf16_store(s)
         elif isinstance(s, S.SStore):
             elem = f"{self.buf_name(s.buffer)}[{self.expr(s.index)}]"
             if id(s.buffer) in self.atomic:
@@ -337,6 +377,20 @@ class WgslPrinter(CStylePrinter):
             self.line(self.barrier)
         else:
             super().stmt(s)
+
+    def bf16_store(self, s: S.SStore) -> None:
+        """A bf16 element is half of a u32 word whose other half another invocation may be writing: the word's
+        half is cleared and set with two atomics, which leave the other half alone."""
+        self.line("{")
+        self.indent += 1
+        self.line(f"let tl_i = {self.expr(s.index)};")
+        self.line(f"let tl_h = {self.helper('tl_bf16_bits')}({self.expr(s.value)});")
+        self.line("let tl_s = 16u * u32(tl_i & 1);")
+        self.line(f"let tl_w = &{self.buf_name(s.buffer)}[tl_i >> 1u];")
+        self.line("_ = atomicAnd(tl_w, ~(0xffffu << tl_s));")
+        self.line("_ = atomicOr(tl_w, tl_h << tl_s);")
+        self.indent -= 1
+        self.line("}")
 
     def float_atomic(self, s: S.SCall) -> None:
         """WGSL has atomics only for i32 and u32: an f32 buffer updated atomically is an array<atomic<u32>> of its
@@ -401,7 +455,10 @@ class WgslPrinter(CStylePrinter):
             name = self.prefix + ident(p.name)
             self.module_names[id(p)] = name
             access = "read" if p.const else "read_write"
-            elem = "u32" if p.dtype.bits == 8 else self.type(p.dtype)
+            elem = "u32" if p.dtype.bits == 8 or p.dtype == D.BF16 else self.type(p.dtype)
+            if p.dtype == D.BF16 and not p.const:
+                self.packed_out.add(id(p))
+                elem = "atomic<u32>"
             if id(p) in self.atomic:
                 elem = f"atomic<{'u32' if p.dtype == D.F32 else elem}>"
             decls.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}: array<{elem}>;")
@@ -420,6 +477,8 @@ class WgslPrinter(CStylePrinter):
                 ty, read = "u32", f"{uniform_name}.{name} != 0u"
             elif v.dtype == D.F16:
                 ty, read = "f32", f"f16({uniform_name}.{name})"
+            elif v.dtype == D.BF16:
+                ty, read = "f32", f"{self.helper('tl_bf16')}({uniform_name}.{name})"
             else:
                 ty, read = self.type(v.dtype), f"{uniform_name}.{name}"
             fields.append({"name": v.name, "field": name, "offset": 4 * i, "type": ty})
@@ -439,7 +498,8 @@ class WgslPrinter(CStylePrinter):
             if id(b) in self.atomic:
                 elem = f"atomic<{'u32' if b.dtype == D.F32 else elem}>"
             decls.append(f"var<workgroup> {name}: array<{elem}, {b.size}>;")
-            workgroup_bytes += -(-(b.size or 0) * b.dtype.bytes // 16) * 16  # WebGPU counts roundUp(16, size)
+            width = 4 if b.dtype == D.BF16 else b.dtype.bytes  # (bf16: an array of f32)
+            workgroup_bytes += -(-(b.size or 0) * width // 16) * 16  # WebGPU counts roundUp(16, size)
         entry = ident(k.name)
         self.lines = []
         self.line(f"@compute @workgroup_size({k.threads})")
