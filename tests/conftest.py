@@ -52,7 +52,9 @@ if os.environ.get("TILEC_TEST_WITHOUT_NVCC") == "1":
 # Under pytest-xdist (scripts/test.sh: -n 2 --dist loadfile) a worker takes a whole file at a time, in the order
 # of collection: the longest files go first, so that the last file handed out is a short one and neither worker
 # waits for the other at the end. Only the order of the files changes (a file's tests keep theirs); in one process
-# nothing is reordered. Rough CPU seconds from the 2-core CI machine; a file not listed goes after these.
+# nothing is reordered. The list is an estimate (the files of the slowest tests of a sequential CI run and the
+# files with the most interpreter or toolchain work), not a measurement per file: refine it from the durations
+# scripts/test.sh prints (--durations). A file not listed goes after these, in collection order.
 LONGEST_FIRST = [
     "test_examples_tilelang.py",
     "test_fuzzer.py",
