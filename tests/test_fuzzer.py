@@ -3,7 +3,7 @@ to --emit-ir, sm90 .cu, gfx942 .hip and .wgsl, with no internal error, no malfor
 no run over two seconds; every entry of the crash corpus (tests/fuzz_corpus/) replayed; and the
 fuzzer's own detectors shown to work on planted bugs.
 
-TILEC_FUZZ_INPUTS sets the budget (default 250 inputs, at most 30 of them also run differentially; the seed is
+TILEC_FUZZ_INPUTS sets the budget (default 150 inputs, at most 20 of them also run differentially; the seed is
 fixed, so every run checks the same prefix of one sequence, whatever the machine's load: a finding in CI is found
 again by the same command anywhere). Long runs: scripts/fuzz.py (docs/reliability.md).
 """
@@ -17,8 +17,8 @@ import pytest
 
 from tilec.testing import fuzz
 
-INPUTS = int(os.environ.get("TILEC_FUZZ_INPUTS", "250"))
-DIFFERENTIAL = max(1, INPUTS * 3 // 25)  # 30 of the default 250
+INPUTS = int(os.environ.get("TILEC_FUZZ_INPUTS", "150"))
+DIFFERENTIAL = max(1, INPUTS * 2 // 15)  # 20 of the default 150
 
 
 def _describe(findings) -> str:
