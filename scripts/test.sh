@@ -4,6 +4,9 @@
 # root): mesa-vulkan-drivers (WebGPU tests on lavapipe) and hipcc, clang-19, lld-19, llvm-19 (AMD build tests); with
 # npm, deno into ~/.cache/tilec-deno (WebGPU ES-module tests).
 # Each install is announced on standard output before it runs.
+# The tests run on TILEC_TEST_WORKERS processes (pytest-xdist, default 2: the 2 cores CI has; 0 runs them in this
+# process), a test file's tests on one worker (--dist loadfile: a file's module fixtures, built once, are shared by
+# its tests); PYTEST ARGS come after, so `-n 0` there wins.
 # `./scripts/test.sh --without-nvcc [PYTEST ARGS]`: after the same installs, run the tests whose behaviour differs
 # without a CUDA toolkit (WITHOUT_NVCC below, or the tests named) with nvcc hidden from PATH (tests/conftest.py), as
 # on the machine the README's set-up describes: tilec builds with NVRTC and nvFatbin. .ci/run runs both.
@@ -19,6 +22,7 @@ WITHOUT_NVCC=(tests/test_runtime_compare.py::test_load_compiles_through_the_cach
 without_nvcc=0
 if [ "${1:-}" = "--without-nvcc" ]; then without_nvcc=1; shift; fi
 PY=${PYTHON:-python3}
+WORKERS=${TILEC_TEST_WORKERS:-2}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 echo "test.sh: installing tilec and its test extras into .venv with pip (pyproject.toml's [test])"
@@ -62,8 +66,8 @@ fi
 if [ "$without_nvcc" = 1 ]; then
     echo "test.sh: the tests whose behaviour differs without nvcc, with nvcc hidden from PATH (NVRTC builds)"
     [ "$#" -gt 0 ] || set -- "${WITHOUT_NVCC[@]}"
-    TILEC_TEST_WITHOUT_NVCC=1 exec .venv/bin/python -m pytest -q "$@"
+    TILEC_TEST_WITHOUT_NVCC=1 exec .venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile "$@"
 fi
 command -v nvcc >/dev/null || echo "note: nvcc not on PATH; tests of nvcc itself skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
 .venv/bin/ruff check tilec tests bench
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q -n "$WORKERS" --dist loadfile --durations=15 "$@"

@@ -47,3 +47,32 @@ def _hide_nvcc() -> None:
 
 if os.environ.get("TILEC_TEST_WITHOUT_NVCC") == "1":
     _hide_nvcc()
+
+
+# Under pytest-xdist (scripts/test.sh: -n 2 --dist loadfile) a worker takes a whole file at a time, in the order
+# of collection: the longest files go first, so that the last file handed out is a short one and neither worker
+# waits for the other at the end. Only the order of the files changes (a file's tests keep theirs); in one process
+# nothing is reordered. The list is an estimate (the files of the slowest tests of a sequential CI run and the
+# files with the most interpreter or toolchain work), not a measurement per file: refine it from the durations
+# scripts/test.sh prints (--durations). A file not listed goes after these, in collection order.
+LONGEST_FIRST = [
+    "test_examples_tilelang.py",
+    "test_fuzzer.py",
+    "test_samples.py",
+    "test_ascend.py",
+    "test_workgroup_sizes.py",
+    "test_cuda_backend.py",
+    "test_fuzz.py",
+    "test_deploy.py",
+    "test_webgpu_js.py",
+    "test_hopper.py",
+    "test_cli_fuzz.py",
+    "test_cli_nvcc.py",
+]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's order kept
