@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from ...diagnostics import error
 from ...ir import tile as T
-from .chip import CPP_TYPES, ctype, round_up
+from .chip import ATOMIC_MODE, CPP_TYPES, ctype, round_up
 from .layout import TileLayout, layout_of
 from .program import Alloc, Block, Call, KernelProgram, Side, Stmt
-from .scalar import cpp, float_literal, scalar_type
+from .scalar import cpp, float_literal, scalar_ctype, scalar_type
 
 AXES = ("bx", "by", "bz")
 
@@ -146,6 +146,8 @@ class Lowering:
         for s in _allocs(k.body):
             b = s.buffer
             self.buffers[b.name] = b
+            if b.scope == "var":
+                continue  # a scalar-unit variable, declared where it is allocated
             shape = b.const_shape
             if shape is None or len(shape) > 2:
                 raise error(f"'{b.name}': AscendC tiles are 1-D or 2-D with constant shapes", s.span)
@@ -209,6 +211,14 @@ class Lowering:
         return cube == (self.side == "AIC")
 
     def stmt(self, s: T.Stmt) -> None:
+        if isinstance(s, T.Alloc) and s.buffer.scope == "var":
+            # alloc_var: a scalar of the scalar unit (both sides of a mixed kernel run the scalar code)
+            init = cpp(s.init) if s.init is not None else "0"
+            self.emit(f"{scalar_ctype(s.buffer.dtype)} {s.buffer.name} = {init};")
+            return
+        if isinstance(s, T.Store) and s.buffer.scope == "var":
+            self.emit(f"{s.buffer.name} = {cpp(s.value)};")
+            return
         if isinstance(s, T.Alloc) or not self.on_this_side(s):
             return
         if isinstance(s, T.Assign):
@@ -313,12 +323,16 @@ class Lowering:
         src, dst = s.src.buffer, s.dst.buffer
         if src.scope == "global" and dst.scope == "global":
             raise error("a copy from global memory to global memory has no AscendC lowering", s.span)
+        if src.scope == "global" and ctype(src.dtype) not in CPP_TYPES.values():
+            raise error(f"'{src.name}' is {src.dtype}: the AscendC back end reads such tensors element by element "
+                        "on the scalar unit (GlobalTensor::GetValue), it does not copy them into tiles", s.span)
+        atomic = getattr(s, "kind", None)  # placement's AtomicCopy
         if self.plan.position.get(dst.name) in ("A1", "B1") or self.plan.position.get(src.name) == "CO1":
-            return self.cube.copy(s)
+            return self.cube.copy(s, atomic)
         if src.scope == "global":
             return self.copy_in(s.src, dst, s.span)
         if dst.scope == "global":
-            return self.copy_out(src, s.dst, s.span)
+            return self.copy_out(src, s.dst, s.span, atomic=atomic)
         from .vector import lower_tile_assign
 
         lower_tile_assign(self, s)
@@ -411,7 +425,10 @@ class Lowering:
         if a.position == "VECIN" and a.depth:
             self.queue_pass(name)
 
-    def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None) -> None:
+    def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None,
+                 atomic: str | None = None) -> None:
+        """A tile's valid box to global memory with DataCopyPad; with `atomic` (add, max, min) in the 910B's atomic
+        mode, which combines the written elements with global memory's."""
         name = name or src.name
         a = self.allocs[name]
         gm_ctype = ctype(region.buffer.dtype)
@@ -421,7 +438,7 @@ class Lowering:
             stage = self.staging(name, gm_ctype)
             self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
                    f"{a.count});", [name], [stage])
-            return self.copy_out(src, region, span, name=stage)
+            return self.copy_out(src, region, span, name=stage, atomic=atomic)
         lay = self.layouts[name]
         self.first_touch(name)
         if a.position == "VECOUT" and a.depth:
@@ -431,13 +448,17 @@ class Lowering:
         g = region.buffer.name
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
         pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
+        only_first = "if (GetSubBlockIdx() == 0) " if self.side == "AIV" and not self.half_rows else ""
+        write = [Call(f"{only_first}DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,))]
+        if atomic:
+            write = [Call(f"{only_first}{ATOMIC_MODE[atomic]}<{a.ctype}>();"), *write,
+                     Call(f"{only_first}SetAtomicNone();")]
         body = [
             Call(f"int64_t rows = {vrows}, cols = {vcols};"),
             Block("if (rows > 0 && cols > 0)", [
                 Call(f"uint32_t bytes = (uint32_t)cols * {size}, padded = (bytes + 31) / 32 * 32;"),
                 Call(f"DataCopyExtParams p{{(uint16_t)rows, bytes, ({pad_row} - padded) / 32, {gap}, 0}};"),
-                Call(f"{'if (GetSubBlockIdx() == 0) ' if self.side == 'AIV' and not self.half_rows else ''}"
-                     f"DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,)),
+                *write,
             ]),
         ]
         self.out.append(Block("", body))

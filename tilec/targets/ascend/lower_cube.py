@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...diagnostics import error
 from ...ir import tile as T
 from ...ir.visit import walk_stmts
-from .chip import FRACTAL, MAX_REPEAT, ctype, round_up
+from .chip import ATOMIC_MODE, FRACTAL, MAX_REPEAT, ctype, round_up
 from .program import Alloc, Block, Call
 
 QUANT = {"half": "F322F16", "bfloat16_t": "F322BF16", "float": "NoQuant"}
@@ -58,9 +58,9 @@ class CubeLowering:
         self.lw.first_touch(s.dst.buffer.name)
         self.lw.emit(f"{s.dst.buffer.name}_init = true;")
 
-    def copy(self, s: T.Copy) -> None:
+    def copy(self, s: T.Copy, atomic: str | None = None) -> None:
         if s.dst.buffer.scope == "global":
-            return self.fixpipe(s.src.buffer.name, s.dst, s.src.buffer.const_shape, s.span)
+            return self.fixpipe(s.src.buffer.name, s.dst, s.src.buffer.const_shape, s.span, atomic)
         self.lw.queue_alloc(s.dst.buffer.name)
         self.load_l1(s.dst.buffer.name, s.src, s.dst.buffer.const_shape, s.span)
 
@@ -173,7 +173,7 @@ class CubeLowering:
             lw.emit(f"CrossCoreSetFlag<2, PIPE_FIX>({product});")
             lw.emit(f"CrossCoreWaitFlag<2, PIPE_FIX>({consumed});")
 
-    def fixpipe(self, c: str, dst: T.Region, tile: tuple[int, int], span) -> None:
+    def fixpipe(self, c: str, dst: T.Region, tile: tuple[int, int], span, atomic: str | None = None) -> None:
         lw = self.lw
         rows_pad, _ = self.shape[c]
         out_t = ctype(dst.buffer.dtype)
@@ -187,7 +187,9 @@ class CubeLowering:
                 Call(f"FixpipeParamsV220 p; p.nSize = (uint16_t)cols; p.mSize = (uint16_t)rows; "
                      f"p.srcStride = {rows_pad}; p.dstStride = (uint32_t)({ld}); "
                      f"p.quantPre = QuantMode_t::{QUANT[out_t]}; p.reluEn = false;"),
+                *([Call(f"{ATOMIC_MODE[atomic]}<{out_t}>();")] if atomic else []),
                 Call(f"Fixpipe<{out_t}, float, CFG_ROW_MAJOR>({dst.buffer.name}[{offset}], {c}, p);", "FIX", (c,),
-                     (dst.buffer.name,))])]))
+                     (dst.buffer.name,)),
+                *([Call("SetAtomicNone();")] if atomic else [])])]))
         lw.emit(f"{c}_que.FreeTensor({c});", ordered=(c,))
         lw.declared.discard(c)

@@ -67,9 +67,19 @@ class VecLoop:
         return rewrite_expr(e, fn)
 
     def is_vec(self, e: T.Expr) -> bool:
-        return any(isinstance(x, T.Load) or (isinstance(x, T.Var) and (x.kind == TILE_VALUE or
-                                                                       any(x is v for v in self.vars)))
+        return any(isinstance(x, T.Load) and not self.is_scalar_load(x) or
+                   (isinstance(x, T.Var) and (x.kind == TILE_VALUE or any(x is v for v in self.vars)))
                    for x in sub_exprs(e))
+
+    def is_scalar_load(self, x: T.Load) -> bool:
+        """An alloc_var, or an element of a global tensor at an index the loop does not change: one value the
+        scalar unit reads (scalar.cpp), not a tile."""
+        if x.buffer.scope == "var":
+            return True
+        return x.buffer.scope == "global" and not any(
+            isinstance(y, T.Load) and not self.is_scalar_load(y) or
+            isinstance(y, T.Var) and (y.kind == TILE_VALUE or any(y is v for v in self.vars))
+            for ix in x.indices for y in sub_exprs(self.subst(ix)))
 
     def target(self, into: str | None) -> Val:
         return Val("t", into) if into else Val("t", self.lw.temp(), True)
@@ -364,11 +374,14 @@ def _collect(loop: VecLoop, body: list[T.Stmt], loads, stores, guards) -> None:
         if isinstance(s, T.Assign):
             loop.env[s.var.name] = loop.subst(s.value)
             for x in sub_exprs(loop.env[s.var.name]):
-                if isinstance(x, T.Load) and x.buffer.scope == "global":
+                if isinstance(x, T.Load) and x.buffer.scope == "global" and not loop.is_scalar_load(x):
                     loads.append(x)
         elif isinstance(s, T.Store):
+            if s.buffer.scope == "var":
+                raise error(f"'{s.buffer.name}' (alloc_var) is assigned inside a Parallel loop; the AscendC back end "
+                            "keeps it on the scalar unit, which the loop's vector calls do not write", s.span)
             for x in sub_exprs(loop.subst(s.value)):
-                if isinstance(x, T.Load) and x.buffer.scope == "global":
+                if isinstance(x, T.Load) and x.buffer.scope == "global" and not loop.is_scalar_load(x):
                     loads.append(x)
             if s.buffer.scope == "global":
                 stores.append(s)
@@ -410,18 +423,18 @@ def lower_parallel(lw, s: T.For) -> None:
         lw.add_alloc(Alloc(name, "VECOUT" if is_store else "VECIN", _ctype(x.buffer.dtype), loop.n, 2, x.span,
                            x.buffer.name))
         loop.globals[key] = name
-        (outs if is_store else ins).append((name, region))
+        (outs if is_store else ins).append((name, region, getattr(x, "kind", None)))
     loop.env.clear()
-    for name, region in ins:
+    for name, region, _ in ins:
         lw.copy_in(region, region.buffer, s.span, name=name)
-    for name, _ in outs:
+    for name, _, _ in outs:
         lw.first_touch(name)
     _lower_body(loop, s.body, [])
     for var in loop.materialized.values():
         lw.release(var.name)
-    for name, region in outs:
-        lw.copy_out(region.buffer, region, s.span, name=name)
-    for name, _ in ins:
+    for name, region, kind in outs:  # kind: a per-element atomic's (placement's AtomicStore), else None
+        lw.copy_out(region.buffer, region, s.span, name=name, atomic=kind)
+    for name, _, _ in ins:
         lw.emit(f"{name}_que.FreeTensor({name});", ordered=(name,))
 
 
