@@ -337,8 +337,9 @@ class Lowering:
 
         lower_tile_assign(self, s)
 
-    def gm_box(self, region: T.Region, tile: tuple[int, int | None], span):
-        """(element offset, row stride, valid rows, valid cols) of a global region copied to/from a tile, as C++."""
+    def gm_box(self, region: T.Region, tile: tuple[int, int | None], span, limits: dict[int, str] | None = None):
+        """(element offset, row stride, valid rows, valid cols) of a global region copied to/from a tile, as C++;
+        `limits`: dimension -> a C++ count of elements a guard keeps along it (at most)."""
         buf = region.buffer
         dims = [cpp(d) for d in buf.shape]
         strides = []
@@ -366,16 +367,23 @@ class Lowering:
                         "the AscendC back end copies row boxes whose last dimension is the tensor's innermost",
                         span)
         offset = " + ".join(f"({cpp(st)}) * {strides[i]}" for i, st in enumerate(region.starts)) or "0"
-        col_start = cpp(region.starts[col_dim])
         ncols = ext[col_dim]
-        valid_cols = f"tilec_clamp({dims[col_dim]} - {col_start}, 0, {ncols})"
+        limits = limits or {}
+
+        def bound(dim: int) -> str:  # the tensor's edge, or a guard's count if smaller
+            edge = f"{dims[dim]} - {cpp(region.starts[dim])}"
+            return f"tilec_min<int64_t>({edge}, {limits[dim]})" if dim in limits else edge
+
+        if any(d not in (col_dim, row_dim) for d in limits):
+            raise error("a guard limits a dimension of the store that the copy's tile does not span", span)
+        valid_cols = f"tilec_clamp({bound(col_dim)}, 0, {ncols})"
         if row_dim is None:
             nrows = 1
             valid_rows = "int64_t(1)"
             row_stride = "0"
         else:
             nrows = ext[row_dim]
-            valid_rows = f"tilec_clamp({dims[row_dim]} - {cpp(region.starts[row_dim])}, 0, {nrows})"
+            valid_rows = f"tilec_clamp({bound(row_dim)}, 0, {nrows})"
             row_stride = strides[row_dim]
         return offset, row_stride, valid_rows, valid_cols, nrows, ncols
 
@@ -426,7 +434,7 @@ class Lowering:
             self.queue_pass(name)
 
     def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None,
-                 atomic: str | None = None) -> None:
+                 atomic: str | None = None, limits: dict[int, str] | None = None) -> None:
         """A tile's valid box to global memory with DataCopyPad; with `atomic` (add, max, min) in the 910B's atomic
         mode, which combines the written elements with global memory's."""
         name = name or src.name
@@ -438,12 +446,12 @@ class Lowering:
             stage = self.staging(name, gm_ctype)
             self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
                    f"{a.count});", [name], [stage])
-            return self.copy_out(src, region, span, name=stage, atomic=atomic)
+            return self.copy_out(src, region, span, name=stage, atomic=atomic, limits=limits)
         lay = self.layouts[name]
         self.first_touch(name)
         if a.position == "VECOUT" and a.depth:
             self.queue_pass(name)
-        offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span)
+        offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span, limits)
         size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
         g = region.buffer.name
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"

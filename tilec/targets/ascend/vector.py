@@ -53,6 +53,7 @@ class VecLoop:
         # tile): name -> a Var standing for the temporary holding the value.
         self.materialized: dict[str, T.Var] = {}
         self.globals: dict[str, str] = {}  # key of a global access -> its tile
+        self.limits: dict[str, dict[int, str]] = {}  # key of a global store -> {dim: at most this many elements}
 
     # ------------------------------------------------------------ helpers
 
@@ -197,7 +198,16 @@ class VecLoop:
         return d
 
     def select(self, cond: T.Expr, a: T.Expr, b: T.Expr, into: str | None) -> Val:
-        cond = self.subst(cond)
+        cond = fold(self.subst(cond))
+        if isinstance(cond, T.Const):  # a condition a const decides (`visible = ... if is_causal else True`)
+            return self.eval(a if cond.value else b, into)
+        if isinstance(cond, T.Binary) and cond.op in ("and", "or"):
+            for x, y in ((cond.a, cond.b), (cond.b, cond.a)):
+                if isinstance(fold(x), T.Const):  # True and c == c; False or c == c; ...
+                    known = bool(fold(x).value)
+                    if known == (cond.op == "and"):
+                        return self.select(y, a, b, into)
+                    return self.eval(a if known else b, into)
         if isinstance(cond, T.Binary) and cond.op == "and":
             inner = self.select(cond.b, a, b, None)
             return self._select_val(cond.a, inner, self.eval(b), into)
@@ -433,7 +443,8 @@ def lower_parallel(lw, s: T.For) -> None:
     for var in loop.materialized.values():
         lw.release(var.name)
     for name, region, kind in outs:  # kind: a per-element atomic's (placement's AtomicStore), else None
-        lw.copy_out(region.buffer, region, s.span, name=name, atomic=kind)
+        key = next(k for k, v in loop.globals.items() if v == name)
+        lw.copy_out(region.buffer, region, s.span, name=name, atomic=kind, limits=loop.limits.get(key))
     for name, _, _ in ins:
         lw.emit(f"{name}_que.FreeTensor({name});", ordered=(name,))
 
@@ -454,7 +465,24 @@ def _is_bound_guard(loop: VecLoop, cond: T.Expr, body: list[T.Stmt]) -> bool:
             for ix, dim in zip(s.indices, s.buffer.shape, strict=True):
                 if expr_str(loop.subst(ix)) == expr_str(cond.a) and expr_str(dim) == expr_str(cond.b):
                     return True
-    return False
+    # `i < n` on a loop variable, n the scalar unit's (grouped_gemm's `i < actual_rows`): each store of the body
+    # at `start + i` along one dimension writes its first n elements there, a limit of its copy's box.
+    var = next((v for v in loop.vars if cond.a is v), None)
+    if var is None or loop.is_vec(cond.b):
+        return False
+    limits = []
+    for s in body:
+        if not (isinstance(s, T.Store) and s.buffer.scope == "global"):
+            return False
+        key = f"{s.buffer.name}[{', '.join(expr_str(loop.subst(i)) for i in s.indices)}]"
+        dims = [d for d, ix in enumerate(s.indices)
+                if (linear_form(loop.subst(ix)) or {}).get(("atom", var.name)) == 1]
+        if len(dims) != 1:
+            return False
+        limits.append((key, dims[0]))
+    for key, d in limits:
+        loop.limits.setdefault(key, {})[d] = cpp(cond.b)
+    return True
 
 
 def _lower_body(loop: VecLoop, body: list[T.Stmt], guards: list[T.Expr]) -> None:

@@ -7,7 +7,7 @@ kernel's type is decided: vector-only (no gemm), cube-only (gemms whose operands
 accumulator goes straight back to it), or mixed (AIC + 2 AIVs): then a gemm operand the vector cores compute stays
 in UB and reaches the cube through a GM workspace, and an accumulator they compute on stays in UB and receives
 each product through a GM workspace. Refused at the user's line: fp8 (the 910B has none), a transposed A
-operand, operand types the cube does not take, more gemms than the cross-core flag ids can serve. Atomic updates of
+operand, operand types the cube does not take. Atomic updates of
 global memory become copies in the 910B's atomic mode (AtomicCopy, AtomicStore); alloc_var buffers stay scalars.
 """
 
@@ -151,9 +151,6 @@ def plan_kernel(k: T.Kernel) -> AscendPlan:
                         "alloc_var scalars on the scalar unit (one element)", b.span)
     if not gemms:
         return plan
-    if len(gemms) > 3:
-        raise error("the AscendC back end hands at most 3 gemms per kernel between cube and vector cores (11 "
-                    "cross-core flag ids)", gemms[3].span)
     users = _users(k)
     roles: dict[str, str] = {}
     for g in gemms:
