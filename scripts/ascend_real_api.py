@@ -86,8 +86,30 @@ def kernels(only: set[str] | None):
         try:
             yield name, tilec.compile(f, target="ascend910b")
         except CompileError as e:
+            fitted = _fitted(f, e)  # the tiles `tilec --fit` picks where the consts' defaults overflow a memory
+            if fitted is not None:
+                yield name, fitted
+                continue
             d = e.diagnostics[0]
             yield name, f"refused at line {d.span.line if d.span else '?'}: {d.message.splitlines()[0][:110]}"
+
+
+def _fitted(path: Path, e):
+    """The kernel compiled at the configuration `tilec --fit` builds, when `e` is a resource error; else None."""
+    import tilec
+    from tilec.diagnostics import CompileError
+    from tilec.options import CompileOptions
+    from tilec.tuning.fit import find_fit, resource_errors
+
+    if not resource_errors(e):
+        return None
+    fit = find_fit(str(path), CompileOptions.make(("ascend910b",)))
+    if fit is None or fit.blocker:
+        return None
+    try:
+        return tilec.compile(path, target="ascend910b", defines=fit.defines)
+    except CompileError:
+        return None
 
 
 def run(cmd: list[str], cwd: Path | None = None, timeout: int = 900) -> tuple[bool, str]:

@@ -25,7 +25,8 @@ from tilelang_ports import CASES  # noqa: E402
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC CPU model needs g++")
 
 # the ports these constructs opened (each needs at least one of them)
-PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn"]
+PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
+         "retention_fwd"]
 
 
 def _case(name):

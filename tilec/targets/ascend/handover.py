@@ -96,5 +96,8 @@ def vector_gemm(lw, g: T.Gemm) -> None:
     lw.emit(f"CrossCoreSetFlag<2, PIPE_MTE2>({consumed});")
     lw.first_touch(acc.name)
     n = lw.allocs[acc.name].count
-    lw.v(f"Add({acc.name}, {acc.name}, {staged}, {n});", [acc.name, staged], [acc.name])
+    if g.clear_accum:  # gemm(..., clear_accum=True): the product replaces the accumulator
+        lw.v(f"Adds({acc.name}, {staged}, 0.0f, {n});", [staged], [acc.name])
+    else:
+        lw.v(f"Add({acc.name}, {acc.name}, {staged}, {n});", [acc.name, staged], [acc.name])
     lw.release(staged)

@@ -207,7 +207,9 @@ class Lowering:
         if self.side is None or isinstance(s, T.Assign | T.For | T.While | T.If | T.Gemm) and not (
                 isinstance(s, T.For) and s.kind == "parallel"):
             return True
-        cube = isinstance(s, T.Copy) and self.plan.position.get(s.dst.buffer.name) in ("A1", "B1")
+        pos = self.plan.position.get
+        cube = (isinstance(s, T.Copy) and (pos(s.dst.buffer.name) in ("A1", "B1") or pos(s.src.buffer.name) == "CO1")
+                or isinstance(s, T.Fill) and pos(s.dst.buffer.name) == "CO1")  # an L0C accumulator's clear, Fixpipe
         return cube == (self.side == "AIC")
 
     def stmt(self, s: T.Stmt) -> None:

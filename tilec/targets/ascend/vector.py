@@ -364,18 +364,27 @@ def _global_box(loop: VecLoop, e) -> tuple[T.Region, str] | None:
     """The region of a global tensor a loop reads or writes at `base + loop var` (per dimension)."""
     buf = e.buffer
     idx = [loop.subst(i) for i in e.indices]
-    if len(idx) != len(loop.vars):
+
+    def uses_loop_var(x) -> bool:
+        return any(isinstance(y, T.Var) and any(y is w for w in loop.vars) for y in sub_exprs(x))
+
+    # The dimensions indexed by the loop's variables, in order (`Q[b, t0 + row, h, d0 + col]`); the others are
+    # fixed for the loop (extent 1).
+    moving = [d for d, ix in enumerate(idx) if uses_loop_var(ix)]
+    if len(moving) != len(loop.vars):
         return None
-    starts = []
-    for ix, var in zip(idx, loop.vars, strict=True):
-        form = linear_form(ix)
+    starts = [fold(ix) for ix in idx]
+    extents = [T.Const(D.I32, None, 1) for _ in idx]
+    for d, var, n in zip(moving, loop.vars, loop.shape, strict=True):
+        form = linear_form(idx[d])
         if form is None or form.get(("atom", var.name)) != 1:
             return None
-        base = rewrite_expr(ix, lambda x, v=var: T.Const(v.dtype, None, 0) if x is v else None)
-        if any(isinstance(x, T.Var) and any(x is w for w in loop.vars) for x in sub_exprs(base)):
+        base = rewrite_expr(idx[d], lambda x, v=var: T.Const(v.dtype, None, 0) if x is v else None)
+        if uses_loop_var(base):
             return None
-        starts.append(fold(base))
-    region = T.Region(buf, starts, [T.Const(D.I32, None, n) for n in loop.shape], e.span)
+        starts[d] = fold(base)
+        extents[d] = T.Const(D.I32, None, n)
+    region = T.Region(buf, starts, extents, e.span)
     return region, f"{buf.name}[{', '.join(expr_str(i) for i in idx)}]"
 
 

@@ -6,9 +6,10 @@ accumulator in L0C (CO1), everything else in UB (VECCALC; queue planning later m
 kernel's type is decided: vector-only (no gemm), cube-only (gemms whose operands come from global memory and whose
 accumulator goes straight back to it), or mixed (AIC + 2 AIVs): then a gemm operand the vector cores compute stays
 in UB and reaches the cube through a GM workspace, and an accumulator they compute on stays in UB and receives
-each product through a GM workspace. Refused at the user's line: fp8 (the 910B has none), a transposed A
-operand, operand types the cube does not take. Atomic updates of
-global memory become copies in the 910B's atomic mode (AtomicCopy, AtomicStore); alloc_var buffers stay scalars.
+each product through a GM workspace. An operand that is A of one gemm and B of another keeps one L1 position
+(LoadData moves either to L0A or L0B). Refused at the user's line: fp8 (the 910B has none), operand types the cube
+does not take. Atomic updates of global memory become copies in the 910B's atomic mode (AtomicCopy,
+AtomicStore); alloc_var buffers stay scalars of the scalar unit.
 """
 
 from __future__ import annotations
@@ -154,16 +155,18 @@ def plan_kernel(k: T.Kernel) -> AscendPlan:
     users = _users(k)
     roles: dict[str, str] = {}
     for g in gemms:
-        if g.transpose_a:
-            raise error("the AscendC back end loads A untransposed into L0A; store A as [M, K]", g.span)
         for role, region in (("A1", g.a), ("B1", g.b), ("CO1", g.c)):
             b = region.buffer
             if role != "CO1" and b.dtype.name not in ("f16", "bf16"):
                 raise error(f"gemm operand '{b.name}' is {b.dtype}; the 910B cube unit takes f16 or bf16", g.span)
             if role == "CO1" and b.dtype.name != "f32":
                 raise error(f"gemm accumulator '{b.name}' is {b.dtype}; L0C accumulates f32", g.span)
-            if roles.setdefault(b.name, role) != role:
-                raise error(f"'{b.name}' plays two cube roles", g.span)
+            have = roles.setdefault(b.name, role)
+            # A1 and B1 are both L1, and LoadData moves either to L0A or L0B: an operand that is A of one gemm and B
+            # of another keeps its first position. An accumulator that is also an operand is handed over instead.
+            if have != role and "CO1" in (have, role):
+                raise error(f"'{b.name}' is both a gemm's accumulator and another's operand; copy it into an "
+                            "operand tile (T.copy) between the gemms", g.span)
     for name, role in roles.items():
         # The cube reads only what DataCopy brings from GM and writes only what Fixpipe takes to GM; a buffer the
         # vector cores also compute on is handed over through a GM workspace with cross-core flags.
