@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 
 # the ports these constructs opened (each needs at least one of them)
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
-         "retention_fwd"]
+         "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal"]
 
 
 def _case(name):
@@ -45,18 +45,26 @@ def _run_port(case, shape: str, source_edit=None):
     """(model arguments after the run, numpy's expected outputs) of one port at one of its shapes."""
     result = tilec.compile(ROOT / "examples" / "tilelang" / case.file, target="ascend910b", defines=case.defines,
                            kernel=case.kernel)
-    program = result.simt[0]
-    k = next(k for k in result.module.kernels if k.name == program.name)
     sizes = case.sizes[shape]
     rng = np.random.default_rng()  # fresh inputs on every run
-    args = case.inputs(sizes, rng) if case.inputs else random_inputs(
-        k, {s.name: sizes[s.name] for s in k.size_vars}, seed=int(rng.integers(1 << 30)))
-    for p in k.params:  # outputs the input function leaves out start at zero (atomic adds need that)
-        if isinstance(p, tilec.ir.tile.Buffer) and p.is_output and p.name in args and not case.inputs:
-            args[p.name][...] = 0
-    full = {v.name: sizes[v.name] if v.name in sizes else _size_from(k, args, v.name) for v in k.size_vars}
+    args = case.inputs(sizes, rng) if case.inputs else None
     source = source_edit(result.source) if source_edit else result.source
-    run_on_model(build_runner(source, program), program, {**full, **args}, cores=4)
+    for name in case.kernels or [result.simt[0].name]:  # a multi-kernel port's kernels in order, on shared tensors
+        program = next(p for p in result.simt if p.name == name)
+        k = next(k for k in result.module.kernels if k.name == name)
+        own = {v.name: sizes[v.name] for v in k.size_vars if v.name in sizes}
+        if args is None:
+            args = random_inputs(k, own, seed=int(rng.integers(1 << 30)))
+            for p in k.params:  # outputs start at zero (atomic adds need that)
+                if isinstance(p, tilec.ir.tile.Buffer) and p.is_output:
+                    args[p.name][...] = 0
+        else:
+            extra = random_inputs(k, own) if len(own) == len(k.size_vars) else {}
+            for p in k.params:  # outputs of later kernels the input function leaves out
+                if p.name not in args and p.name in extra:
+                    args[p.name] = np.zeros_like(extra[p.name])
+        full = {v.name: sizes[v.name] if v.name in sizes else _size_from(k, args, v.name) for v in k.size_vars}
+        run_on_model(build_runner(source, program), program, {**full, **args}, cores=4)
     return args, case.reference(args, sizes)
 
 

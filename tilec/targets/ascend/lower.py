@@ -324,7 +324,7 @@ class Lowering:
     def copy(self, s: T.Copy) -> None:
         src, dst = s.src.buffer, s.dst.buffer
         if src.scope == "global" and dst.scope == "global":
-            raise error("a copy from global memory to global memory has no AscendC lowering", s.span)
+            return self.copy_global(s)
         if src.scope == "global" and ctype(src.dtype) not in CPP_TYPES.values():
             raise error(f"'{src.name}' is {src.dtype}: the AscendC back end reads such tensors element by element "
                         "on the scalar unit (GlobalTensor::GetValue), it does not copy them into tiles", s.span)
@@ -338,6 +338,24 @@ class Lowering:
         from .vector import lower_tile_assign
 
         lower_tile_assign(self, s)
+
+    def copy_global(self, s: T.Copy) -> None:
+        """Global to global (mha_bwd's `T.copy(dQ[...], dQ_out[...])`, with a cast): through a UB tile of the box,
+        copied in (cast to the destination's type) and out by the vector core."""
+        ext = s.src.const_extents
+        if ext is None or s.dst.const_extents is None:
+            raise error("a copy between global tensors needs constant box extents", s.span)
+        shape = tuple(e for e in ext if e != 1) or (1,)
+        if len(shape) > 2 or tuple(e for e in s.dst.const_extents if e != 1) != tuple(e for e in ext if e != 1):
+            raise error("the AscendC back end copies global boxes of at most 2 dimensions (other extents 1) between "
+                        "tensors, the same box on both sides", s.span)
+        name = f"{s.dst.buffer.name}_gm{len([a for a in self.allocs if a.startswith(s.dst.buffer.name + '_gm')])}"
+        lay = layout_of(shape)
+        self.layouts[name] = lay
+        self.add_alloc(Alloc(name, "VECCALC", ctype(s.dst.buffer.dtype), lay.count, 0, s.span))
+        self.temp_count = max(self.temp_count, lay.count)
+        self.copy_in(s.src, s.dst.buffer, s.span, name=name)
+        self.copy_out(s.dst.buffer, s.dst, s.span, name=name)
 
     def gm_box(self, region: T.Region, tile: tuple[int, int | None], span, limits: dict[int, str] | None = None):
         """(element offset, row stride, valid rows, valid cols) of a global region copied to/from a tile, as C++;
