@@ -117,6 +117,14 @@ def run(cmd: list[str], cwd: Path | None = None, timeout: int = 900) -> tuple[bo
     return r.returncode == 0, r.stdout + r.stderr
 
 
+def std_flags(cxx: str) -> list[str]:
+    """C++17 for g++. clang stops inside CANN's CPU-debug headers in C++17: a constexpr function returning the
+    CPU-debug `half` (impl/basic_api/utils/kernel_utils_struct_norm_sort.h), which C++23 allows (non-literal
+    constexpr return types, P2448), and narrowing brace-initialisations in kernel_check.h / kernel_check_func.h,
+    which clang makes errors by default and g++ accepts; tilec's own code is C++17 either way."""
+    return ["-std=c++2b", "-Wno-c++11-narrowing"] if "clang" in cxx else ["-std=c++17"]
+
+
 def typecheck(name: str, result, src, gen: Path, work: Path, compilers: list[str]) -> list[str]:
     """The failures of one kernel's source (3 variants x compilers) and launcher header (C11, C++17)."""
     from tilec.targets.ascend.launcher import generate_header
@@ -125,7 +133,7 @@ def typecheck(name: str, result, src, gen: Path, work: Path, compilers: list[str
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.cpp").write_text(result.source)
     (d / "launch.h").write_text(generate_header(result.simt, ""))
-    jobs = [([cxx, "-std=c++17", "-fsyntax-only", *DEFINES, *flags, *include_flags(src, gen), "kernel.cpp"],
+    jobs = [([cxx, *std_flags(cxx), "-fsyntax-only", *DEFINES, *flags, *include_flags(src, gen), "kernel.cpp"],
              f"{cxx} {variant}") for cxx in compilers for variant, flags in VARIANTS.items()]
     acl = f"-I{src['TILEC_CANN_RUNTIME'] / 'include/external'}"
     jobs.append((["gcc", "-std=c11", "-fsyntax-only", acl, "-x", "c", "launch.h"], "header C11"))
