@@ -86,13 +86,43 @@ def kernels(only: set[str] | None):
         try:
             yield name, tilec.compile(f, target="ascend910b")
         except CompileError as e:
+            fitted = _fitted(f, e)  # the tiles `tilec --fit` picks where the consts' defaults overflow a memory
+            if fitted is not None:
+                yield name, fitted
+                continue
             d = e.diagnostics[0]
             yield name, f"refused at line {d.span.line if d.span else '?'}: {d.message.splitlines()[0][:110]}"
+
+
+def _fitted(path: Path, e):
+    """The kernel compiled at the configuration `tilec --fit` builds, when `e` is a resource error; else None."""
+    import tilec
+    from tilec.diagnostics import CompileError
+    from tilec.options import CompileOptions
+    from tilec.tuning.fit import find_fit, resource_errors
+
+    if not resource_errors(e):
+        return None
+    fit = find_fit(str(path), CompileOptions.make(("ascend910b",)))
+    if fit is None or fit.blocker:
+        return None
+    try:
+        return tilec.compile(path, target="ascend910b", defines=fit.defines)
+    except CompileError:
+        return None
 
 
 def run(cmd: list[str], cwd: Path | None = None, timeout: int = 900) -> tuple[bool, str]:
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=timeout)
     return r.returncode == 0, r.stdout + r.stderr
+
+
+def std_flags(cxx: str) -> list[str]:
+    """C++17 for g++. clang stops inside CANN's CPU-debug headers in C++17: a constexpr function returning the
+    CPU-debug `half` (impl/basic_api/utils/kernel_utils_struct_norm_sort.h), which C++23 allows (non-literal
+    constexpr return types, P2448), and narrowing brace-initialisations in kernel_check.h / kernel_check_func.h,
+    which clang makes errors by default and g++ accepts; tilec's own code is C++17 either way."""
+    return ["-std=c++2b", "-Wno-c++11-narrowing"] if "clang" in cxx else ["-std=c++17"]
 
 
 def typecheck(name: str, result, src, gen: Path, work: Path, compilers: list[str]) -> list[str]:
@@ -103,7 +133,7 @@ def typecheck(name: str, result, src, gen: Path, work: Path, compilers: list[str
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.cpp").write_text(result.source)
     (d / "launch.h").write_text(generate_header(result.simt, ""))
-    jobs = [([cxx, "-std=c++17", "-fsyntax-only", *DEFINES, *flags, *include_flags(src, gen), "kernel.cpp"],
+    jobs = [([cxx, *std_flags(cxx), "-fsyntax-only", *DEFINES, *flags, *include_flags(src, gen), "kernel.cpp"],
              f"{cxx} {variant}") for cxx in compilers for variant, flags in VARIANTS.items()]
     acl = f"-I{src['TILEC_CANN_RUNTIME'] / 'include/external'}"
     jobs.append((["gcc", "-std=c11", "-fsyntax-only", acl, "-x", "c", "launch.h"], "header C11"))

@@ -22,7 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "tilelang"
 DOC = ROOT / "docs" / "tilelang_ports.md"
-TARGETS = ["sm80", "sm90", "gfx942", "webgpu"]
+TARGETS = ["sm80", "sm90", "gfx942", "webgpu", "ascend910b"]
 
 
 @dataclasses.dataclass
@@ -460,7 +460,7 @@ CASES: list[Case] = [
     Case("gemm_splitk", ref_matmul_f32, {"regular": {"M": 64, "N": 64, "K": 128},
                                          "ragged": {"M": 33, "N": 47, "K": 90}},
          defines={"block_M": 32, "block_N": 32, "block_K": 16, "split_k": 3}, rtol=1e-3, atol=1e-3,
-         tilelang="gemm_splitk/example_tilelang_gemm_splitk.py"),
+         fit_targets=("ascend910b",), tilelang="gemm_splitk/example_tilelang_gemm_splitk.py"),
     Case("gemv", ref_gemv, {"regular": {"N": 128, "K": 128}, "ragged": {"N": 70, "K": 99}},
          defines={"block_N": 32, "block_K": 32}, rtol=2e-3, atol=2e-3, tilelang="gemv/example_gemv.py"),
     Case("gemv_threads", ref_gemv, {"regular": {"N": 128, "K": 128}, "ragged": {"N": 70, "K": 99}},
@@ -512,7 +512,7 @@ CASES: list[Case] = [
     Case("linear_attn_fwd", ref_linear_attn, {"regular": {"B": 1, "S": 32, "H": 2, "DK": 32, "DV": 32},
                                               "ragged": {"B": 1, "S": 27, "H": 1, "DK": 24, "DV": 40}},
          defines={"chunk_size": 16, "BK": 16, "BV": 16}, rtol=2e-2, atol=2e-2,
-         webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32},
+         webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32}, fit_targets=("ascend910b",),
          tilelang="linear_attention/example_linear_attn_fwd.py"),
     Case("layernorm_fwd", ref_layernorm_fwd, {"regular": {"N": 8}, "ragged": {"N": 5}}, source="layernorm",
          kernels=["layernorm_fwd"], defines={"D": 64}, rtol=1e-2, atol=2e-2, tilelang="norm/layernorm.py (forward)"),
@@ -562,7 +562,7 @@ CASES: list[Case] = [
                                         "ragged": {"batch": 2, "heads": 16, "seqlen_kv": 45}},
          defines={"dim": 64, "pe_dim": 16, "block_H": 16, "block_N": 64, "threads": 128}, rtol=1e-2, atol=1e-2,
          webgpu_defines={"dim": 64, "pe_dim": 16, "block_H": 16, "block_N": 16, "threads": 128},
-         gfx942_defines={"block_H": 16, "block_N": 32},
+         gfx942_defines={"block_H": 16, "block_N": 32}, fit_targets=("ascend910b",),
          tilelang="deepseek_mla/example_mla_decode.py"),
     # issue #30's ports
     Case("warp_specialize_gemm", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64},
@@ -580,7 +580,7 @@ CASES: list[Case] = [
          rtol=2e-3, atol=2e-3, fit_targets=("gfx942", "webgpu"), tilelang="gemm_sp/example_gemm_sp.py"),
     Case("gemm_persistent", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 70, "N": 45, "K": 37}},
          defines={"block_M": 32, "block_N": 32, "block_K": 16, "threads": 128, "sm_num": 3, "group_size": 2},
-         rtol=2e-3, atol=2e-3, fit_targets=("sm80", "gfx942"),
+         rtol=2e-3, atol=2e-3, fit_targets=("sm80", "gfx942", "ascend910b"),
          webgpu_defines={"block_M": 32, "block_N": 64, "block_K": 32, "threads": 128},
          tilelang="gemm/example_gemm_persistent.py"),
     Case("gemm_splitk_atomic", ref_matmul_f32, {"regular": {"M": 64, "N": 64, "K": 64},
@@ -599,7 +599,7 @@ CASES: list[Case] = [
     Case("retention_fwd", ref_retention, {"regular": {"B": 1, "S": 64, "H": 2, "DV": 64},
                                           "ragged": {"B": 2, "S": 45, "H": 2, "DV": 40}},
          defines={"chunk_size": 16, "BK": 32, "BV": 32}, rtol=2e-2, atol=2e-2,
-         webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32},
+         webgpu_defines={"chunk_size": 32, "BK": 32, "BV": 32}, fit_targets=("ascend910b",),
          tilelang="linear_attention/example_retention_fwd.py"),
     Case("group_per_split_token_cast_to_fp8", ref_group_cast, {"regular": {"BG": 3, "M_max": 16, "N": 256},
                                                                "ragged": {"BG": 2, "M_max": 13, "N": 200}},
@@ -609,6 +609,10 @@ CASES: list[Case] = [
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
 STORAGE_BUFFERS = "allows at most 8 per shader stage"  # 9 tensors; WebGPU's default binds 8
+ASCEND_NO_THREADS = "the AscendC back end has no SIMT threads"
+ASCEND_NO_FP8 = "the Ascend 910B has no fp8 types"
+ASCEND_ROW_BOX = "copies row boxes whose last dimension is the tensor's innermost"
+ASCEND_BYTE_TILES = "tensors are read element by element by the scalar unit"
 EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("per_token_cast_to_fp8", "webgpu"): "f8e4m3",
     ("dequant_gemv_int4", "webgpu"): "WGSL has no 8-bit integers",
@@ -618,6 +622,22 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("mha_bwd_bhsd_causal", "webgpu"): STORAGE_BUFFERS,
     ("gemm_sp", "webgpu"): "WGSL has no 16-bit integers",
     ("group_per_split_token_cast_to_fp8", "webgpu"): "is f8e4m3, which WebGPU cannot run",
+    # ascend910b (docs/ascend.md): no SIMT threads, no fp8, 8/16-bit integer tiles only as scalar reads, and
+    # the lowering's own limits
+    ("gemv_threads", "ascend910b"): ASCEND_NO_THREADS,
+    ("gemv_splitk_threads", "ascend910b"): ASCEND_NO_THREADS,
+    ("clean_logits", "ascend910b"): ASCEND_NO_THREADS,
+    ("per_token_cast_to_fp8", "ascend910b"): ASCEND_NO_FP8,
+    ("gemm_fp8", "ascend910b"): ASCEND_NO_FP8,
+    ("group_per_split_token_cast_to_fp8", "ascend910b"): ASCEND_NO_FP8,
+    ("topk", "ascend910b"): ASCEND_ROW_BOX,
+    ("chunk_cumsum", "ascend910b"): ASCEND_ROW_BOX,
+    ("convolution", "ascend910b"): "does not support views",
+    ("layernorm_bwd", "ascend910b"): "is not at the loop's own index",
+    ("gqa_decode_splitkv", "ascend910b"): "runs one launch per kernel",
+    ("dequant_gemv_int4", "ascend910b"): ASCEND_BYTE_TILES,
+    ("dequant_gemm_fp4", "ascend910b"): ASCEND_BYTE_TILES,
+    ("gemm_sp", "ascend910b"): ASCEND_BYTE_TILES,
 }
 
 
@@ -644,7 +664,7 @@ def build_table() -> dict[tuple[str, str], str]:
     from tilec.diagnostics import CompileError
 
     out: dict[tuple[str, str], str] = {}
-    suffix = {"sm80": ".cubin", "sm90": ".cubin", "gfx942": ".hsaco", "webgpu": ".wgsl"}
+    suffix = {"sm80": ".cubin", "sm90": ".cubin", "gfx942": ".hsaco", "webgpu": ".wgsl", "ascend910b": ".cpp"}
     with tempfile.TemporaryDirectory() as tmp:
         for case in CASES:
             for target in TARGETS:
@@ -705,7 +725,10 @@ def render(table: dict[tuple[str, str], str]) -> str:
         "toolchain (nvcc, hipcc, naga) produced a binary from the port's configuration (WebGPU: with the",
         "smaller tiles its 16 KB of workgroup memory needs, where listed in the script), `runs` when it was also",
         "executed under wgpu/lavapipe at the ragged shape and matched the interpreter, or else the first error",
-        "the compiler gives for that target (the reason, and what to write instead).",
+        "the compiler gives for that target (the reason, and what to write instead). ascend910b: `builds` means",
+        "AscendC source generated (no bisheng here); the ports run on tilec's CPU model of the AscendC API",
+        "against numpy in tests/test_ascend_ports.py and through CANN's own API in scripts/ascend_real_api.py",
+        "(docs/ascend.md).",
         "",
         "| port | TileLang example | " + " | ".join(TARGETS) + " |",
         "|---|---|" + "---|" * len(TARGETS),

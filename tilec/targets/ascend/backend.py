@@ -148,7 +148,7 @@ class AscendBackend(Backend):
                     "cell: element offset in L1, fractal; Nd2Nz DataCopy writes this layout, LoadData moves whole "
                     "fractals to L0A/L0B"))
         for s in walk_stmts(kernel.body):
-            if not isinstance(s, T.Alloc) or s.buffer.scope == "global":
+            if not isinstance(s, T.Alloc) or s.buffer.scope in ("global", "var"):  # var: a scalar-unit variable
                 continue
             b, shape = s.buffer, s.buffer.const_shape
             if not shape or len(shape) > 2 or b.name in accumulators or any(p.name == b.name for p in out):

@@ -38,14 +38,23 @@ FRACTAL = 16  # cube fractals are 16 x 16 (16-bit inputs), 512 bytes
 # computes in f32 and casts; the chip has no fp8 at all).
 STORAGE_TYPES = ("f16", "bf16", "f32", "i32")
 CPP_TYPES = {"f16": "half", "bf16": "bfloat16_t", "f32": "float", "i32": "int32_t", "u8": "uint8_t"}
+# Global tensors the scalar unit reads element by element (GlobalTensor::GetValue: masks, offsets, indices); they
+# are not moved into on-chip tiles. bool is stored as one byte (0 or 1), as numpy and the other targets store it.
+SCALAR_GM_TYPES = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t", "u16": "uint16_t",
+                   "u32": "uint32_t", "i64": "int64_t"}
 
 
 def ctype(dt) -> str:
     """The AscendC C++ type of a tilec dtype (ValueError for one the back end does not support)."""
-    if dt.name not in CPP_TYPES:
-        raise ValueError(dt.name)
-    return CPP_TYPES[dt.name]
+    if dt.name in CPP_TYPES:
+        return CPP_TYPES[dt.name]
+    if dt.name in SCALAR_GM_TYPES:
+        return SCALAR_GM_TYPES[dt.name]
+    raise ValueError(dt.name)
 
 
 def round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
+
+# The 910B's atomic modes: global-memory writes of MTE3 (DataCopy) and FIX (Fixpipe) combine with what is there.
+ATOMIC_MODE = {"add": "SetAtomicAdd", "max": "SetAtomicMax", "min": "SetAtomicMin"}

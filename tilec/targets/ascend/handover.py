@@ -59,8 +59,16 @@ def workspace_layout(k: T.Kernel) -> tuple[dict[str, Workspace], int]:
     return out, offset
 
 
+FLAG_SETS = 3  # 9 of the 11 cross-core flag ids a kernel may use: gemm i takes set i % 3
+
+
 def flags(lw, g: T.Gemm) -> tuple[int, int, int]:
-    i = lw.gemm_index[id(g)]
+    """The (ready, product, consumed) flag ids of gemm `g`. A flag is a counter: the k-th set of an id on one side
+    is matched by the k-th wait of it on the other, and both sides run the gemms in the same program order (the
+    scalar control flow is theirs alike), so gemms i and i + 3 may share ids, as one gemm's successive loop
+    iterations already do; the AIVs wait for each product (and the AIC for each consumption) before the next
+    hand-over on the same ids, so no counter runs more than one set ahead."""
+    i = lw.gemm_index[id(g)] % FLAG_SETS
     return 3 * i, 3 * i + 1, 3 * i + 2
 
 
@@ -88,5 +96,8 @@ def vector_gemm(lw, g: T.Gemm) -> None:
     lw.emit(f"CrossCoreSetFlag<2, PIPE_MTE2>({consumed});")
     lw.first_touch(acc.name)
     n = lw.allocs[acc.name].count
-    lw.v(f"Add({acc.name}, {acc.name}, {staged}, {n});", [acc.name, staged], [acc.name])
+    if g.clear_accum:  # gemm(..., clear_accum=True): the product replaces the accumulator
+        lw.v(f"Adds({acc.name}, {staged}, 0.0f, {n});", [staged], [acc.name])
+    else:
+        lw.v(f"Add({acc.name}, {acc.name}, {staged}, {n});", [acc.name, staged], [acc.name])
     lw.release(staged)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from ...diagnostics import error
 from ...ir import tile as T
-from .chip import CPP_TYPES, ctype, round_up
+from .chip import ATOMIC_MODE, CPP_TYPES, ctype, round_up
 from .layout import TileLayout, layout_of
 from .program import Alloc, Block, Call, KernelProgram, Side, Stmt
-from .scalar import cpp, float_literal, scalar_type
+from .scalar import cpp, float_literal, scalar_ctype, scalar_type
 
 AXES = ("bx", "by", "bz")
 
@@ -146,6 +146,8 @@ class Lowering:
         for s in _allocs(k.body):
             b = s.buffer
             self.buffers[b.name] = b
+            if b.scope == "var":
+                continue  # a scalar-unit variable, declared where it is allocated
             shape = b.const_shape
             if shape is None or len(shape) > 2:
                 raise error(f"'{b.name}': AscendC tiles are 1-D or 2-D with constant shapes", s.span)
@@ -205,10 +207,20 @@ class Lowering:
         if self.side is None or isinstance(s, T.Assign | T.For | T.While | T.If | T.Gemm) and not (
                 isinstance(s, T.For) and s.kind == "parallel"):
             return True
-        cube = isinstance(s, T.Copy) and self.plan.position.get(s.dst.buffer.name) in ("A1", "B1")
+        pos = self.plan.position.get
+        cube = (isinstance(s, T.Copy) and (pos(s.dst.buffer.name) in ("A1", "B1") or pos(s.src.buffer.name) == "CO1")
+                or isinstance(s, T.Fill) and pos(s.dst.buffer.name) == "CO1")  # an L0C accumulator's clear, Fixpipe
         return cube == (self.side == "AIC")
 
     def stmt(self, s: T.Stmt) -> None:
+        if isinstance(s, T.Alloc) and s.buffer.scope == "var":
+            # alloc_var: a scalar of the scalar unit (both sides of a mixed kernel run the scalar code)
+            init = cpp(s.init) if s.init is not None else "0"
+            self.emit(f"{scalar_ctype(s.buffer.dtype)} {s.buffer.name} = {init};")
+            return
+        if isinstance(s, T.Store) and s.buffer.scope == "var":
+            self.emit(f"{s.buffer.name} = {cpp(s.value)};")
+            return
         if isinstance(s, T.Alloc) or not self.on_this_side(s):
             return
         if isinstance(s, T.Assign):
@@ -312,19 +324,42 @@ class Lowering:
     def copy(self, s: T.Copy) -> None:
         src, dst = s.src.buffer, s.dst.buffer
         if src.scope == "global" and dst.scope == "global":
-            raise error("a copy from global memory to global memory has no AscendC lowering", s.span)
+            return self.copy_global(s)
+        if src.scope == "global" and ctype(src.dtype) not in CPP_TYPES.values():
+            raise error(f"'{src.name}' is {src.dtype}: the AscendC back end reads such tensors element by element "
+                        "on the scalar unit (GlobalTensor::GetValue), it does not copy them into tiles", s.span)
+        atomic = getattr(s, "kind", None)  # placement's AtomicCopy
         if self.plan.position.get(dst.name) in ("A1", "B1") or self.plan.position.get(src.name) == "CO1":
-            return self.cube.copy(s)
+            return self.cube.copy(s, atomic)
         if src.scope == "global":
             return self.copy_in(s.src, dst, s.span)
         if dst.scope == "global":
-            return self.copy_out(src, s.dst, s.span)
+            return self.copy_out(src, s.dst, s.span, atomic=atomic)
         from .vector import lower_tile_assign
 
         lower_tile_assign(self, s)
 
-    def gm_box(self, region: T.Region, tile: tuple[int, int | None], span):
-        """(element offset, row stride, valid rows, valid cols) of a global region copied to/from a tile, as C++."""
+    def copy_global(self, s: T.Copy) -> None:
+        """Global to global (mha_bwd's `T.copy(dQ[...], dQ_out[...])`, with a cast): through a UB tile of the box,
+        copied in (cast to the destination's type) and out by the vector core."""
+        ext = s.src.const_extents
+        if ext is None or s.dst.const_extents is None:
+            raise error("a copy between global tensors needs constant box extents", s.span)
+        shape = tuple(e for e in ext if e != 1) or (1,)
+        if len(shape) > 2 or tuple(e for e in s.dst.const_extents if e != 1) != tuple(e for e in ext if e != 1):
+            raise error("the AscendC back end copies global boxes of at most 2 dimensions (other extents 1) between "
+                        "tensors, the same box on both sides", s.span)
+        name = f"{s.dst.buffer.name}_gm{len([a for a in self.allocs if a.startswith(s.dst.buffer.name + '_gm')])}"
+        lay = layout_of(shape)
+        self.layouts[name] = lay
+        self.add_alloc(Alloc(name, "VECCALC", ctype(s.dst.buffer.dtype), lay.count, 0, s.span))
+        self.temp_count = max(self.temp_count, lay.count)
+        self.copy_in(s.src, s.dst.buffer, s.span, name=name)
+        self.copy_out(s.dst.buffer, s.dst, s.span, name=name)
+
+    def gm_box(self, region: T.Region, tile: tuple[int, int | None], span, limits: dict[int, str] | None = None):
+        """(element offset, row stride, valid rows, valid cols) of a global region copied to/from a tile, as C++;
+        `limits`: dimension -> a C++ count of elements a guard keeps along it (at most)."""
         buf = region.buffer
         dims = [cpp(d) for d in buf.shape]
         strides = []
@@ -352,16 +387,23 @@ class Lowering:
                         "the AscendC back end copies row boxes whose last dimension is the tensor's innermost",
                         span)
         offset = " + ".join(f"({cpp(st)}) * {strides[i]}" for i, st in enumerate(region.starts)) or "0"
-        col_start = cpp(region.starts[col_dim])
         ncols = ext[col_dim]
-        valid_cols = f"tilec_clamp({dims[col_dim]} - {col_start}, 0, {ncols})"
+        limits = limits or {}
+
+        def bound(dim: int) -> str:  # the tensor's edge, or a guard's count if smaller
+            edge = f"{dims[dim]} - {cpp(region.starts[dim])}"
+            return f"tilec_min<int64_t>({edge}, {limits[dim]})" if dim in limits else edge
+
+        if any(d not in (col_dim, row_dim) for d in limits):
+            raise error("a guard limits a dimension of the store that the copy's tile does not span", span)
+        valid_cols = f"tilec_clamp({bound(col_dim)}, 0, {ncols})"
         if row_dim is None:
             nrows = 1
             valid_rows = "int64_t(1)"
             row_stride = "0"
         else:
             nrows = ext[row_dim]
-            valid_rows = f"tilec_clamp({dims[row_dim]} - {cpp(region.starts[row_dim])}, 0, {nrows})"
+            valid_rows = f"tilec_clamp({bound(row_dim)}, 0, {nrows})"
             row_stride = strides[row_dim]
         return offset, row_stride, valid_rows, valid_cols, nrows, ncols
 
@@ -411,7 +453,10 @@ class Lowering:
         if a.position == "VECIN" and a.depth:
             self.queue_pass(name)
 
-    def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None) -> None:
+    def copy_out(self, src: T.Buffer, region: T.Region, span, name: str | None = None,
+                 atomic: str | None = None, limits: dict[int, str] | None = None) -> None:
+        """A tile's valid box to global memory with DataCopyPad; with `atomic` (add, max, min) in the 910B's atomic
+        mode, which combines the written elements with global memory's."""
         name = name or src.name
         a = self.allocs[name]
         gm_ctype = ctype(region.buffer.dtype)
@@ -421,23 +466,27 @@ class Lowering:
             stage = self.staging(name, gm_ctype)
             self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
                    f"{a.count});", [name], [stage])
-            return self.copy_out(src, region, span, name=stage)
+            return self.copy_out(src, region, span, name=stage, atomic=atomic, limits=limits)
         lay = self.layouts[name]
         self.first_touch(name)
         if a.position == "VECOUT" and a.depth:
             self.queue_pass(name)
-        offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span)
+        offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span, limits)
         size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
         g = region.buffer.name
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
         pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
+        only_first = "if (GetSubBlockIdx() == 0) " if self.side == "AIV" and not self.half_rows else ""
+        write = [Call(f"{only_first}DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,))]
+        if atomic:
+            write = [Call(f"{only_first}{ATOMIC_MODE[atomic]}<{a.ctype}>();"), *write,
+                     Call(f"{only_first}SetAtomicNone();")]
         body = [
             Call(f"int64_t rows = {vrows}, cols = {vcols};"),
             Block("if (rows > 0 && cols > 0)", [
                 Call(f"uint32_t bytes = (uint32_t)cols * {size}, padded = (bytes + 31) / 32 * 32;"),
                 Call(f"DataCopyExtParams p{{(uint16_t)rows, bytes, ({pad_row} - padded) / 32, {gap}, 0}};"),
-                Call(f"{'if (GetSubBlockIdx() == 0) ' if self.side == 'AIV' and not self.half_rows else ''}"
-                     f"DataCopyPad({g}[{offset}], {name}, p);", "MTE3", (name,), (g,)),
+                *write,
             ]),
         ]
         self.out.append(Block("", body))

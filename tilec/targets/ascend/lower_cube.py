@@ -1,6 +1,7 @@
 """Gemms on the cube unit (part of the lowering): the shared operand tiles live in L1 as NZ fractals filled by
 Nd2Nz DataCopy (zero-filled first with InitConstValue when the box is ragged, since Mmad multiplies whole 16x16
-fractals), LoadData moves them to L0A (zZ, one call per row of fractals) and L0B (nZ: a transpose of each
+fractals), LoadData moves them to L0A (zZ, one call per row of fractals; a [K, M] operand (transpose_A) transposes
+each fractal) and L0B (nZ: a transpose of each
 fractal for a [K, N] operand, a plain copy for a [N, K] one), Mmad accumulates into L0C (its first call of a
 tile zeroes C: `clear(acc)` becomes cmatrixInitVal), and Fixpipe writes the accumulator's valid box to GM in
 the output type. Every hand-over between pipes goes through a queue (A1/B1: MTE2 -> MTE1, A2/B2: MTE1 -> M,
@@ -11,7 +12,7 @@ from __future__ import annotations
 from ...diagnostics import error
 from ...ir import tile as T
 from ...ir.visit import walk_stmts
-from .chip import FRACTAL, MAX_REPEAT, ctype, round_up
+from .chip import ATOMIC_MODE, FRACTAL, MAX_REPEAT, ctype, round_up
 from .program import Alloc, Block, Call
 
 QUANT = {"half": "F322F16", "bfloat16_t": "F322BF16", "float": "NoQuant"}
@@ -27,6 +28,11 @@ class CubeLowering:
     def __init__(self, lw):
         self.lw = lw
         plan = lw.plan
+        # Each gemm operand gets its own L0 queue, each holding an M_MTE1 event id, of which the cube core's TPipe
+        # leaves 5 (passes/event_ids.py); more operands than that share one L0A and one L0B queue.
+        operands = {(r.buffer.name, role) for g in walk_stmts(lw.k.body) if isinstance(g, T.Gemm)
+                    for r, role in ((g.a, "A2"), (g.b, "B2"))}
+        self.shared_l0 = len(operands) > 5
         self.shape: dict[str, tuple[int, int]] = {}  # L1/L0C buffer -> padded (rows, cols)
         for s in walk_stmts(lw.k.body):
             if not isinstance(s, T.Alloc):
@@ -58,9 +64,9 @@ class CubeLowering:
         self.lw.first_touch(s.dst.buffer.name)
         self.lw.emit(f"{s.dst.buffer.name}_init = true;")
 
-    def copy(self, s: T.Copy) -> None:
+    def copy(self, s: T.Copy, atomic: str | None = None) -> None:
         if s.dst.buffer.scope == "global":
-            return self.fixpipe(s.src.buffer.name, s.dst, s.src.buffer.const_shape, s.span)
+            return self.fixpipe(s.src.buffer.name, s.dst, s.src.buffer.const_shape, s.span, atomic)
         self.lw.queue_alloc(s.dst.buffer.name)
         self.load_l1(s.dst.buffer.name, s.src, s.dst.buffer.const_shape, s.span)
 
@@ -101,12 +107,36 @@ class CubeLowering:
         lw.queue_pass(name)
 
     def _l0(self, name: str, pos: str, ctype: str, count: int, span) -> str:
+        if self.shared_l0:  # one L0A and one L0B queue for every gemm (each gemm allocates and frees its tensors)
+            l0 = f"l0{pos[0].lower()}_{ctype.replace('_t', '')}"
+            if l0 in self.lw.allocs:
+                self.lw.allocs[l0].count = max(self.lw.allocs[l0].count, count)
+            else:
+                self.lw.add_alloc(Alloc(l0, pos, ctype, count, 1, span, None))
+            return l0
         l0 = f"{name}_l0"
+        if l0 in self.lw.allocs and self.lw.allocs[l0].position != pos:  # A of one gemm, B of another
+            l0 = f"{name}_l0{pos[0].lower()}"
         if l0 not in self.lw.allocs:  # double-buffered unless the event-id pass single-buffers it
             self.lw.add_alloc(Alloc(l0, pos, ctype, count, 2, span, name))
         return l0
 
     def gemm(self, s: T.Gemm) -> None:
+        """One gemm, in its own C++ scope: the local tensors it allocates from its L1 copies', L0 and fresh L0C
+        queues are declared again by the next gemm that uses the same queues. Only a kept accumulator (declared
+        at its first touch) outlives it, so it is touched before the scope opens."""
+        lw = self.lw
+        c = s.c.buffer.name
+        if c not in lw.plan.vector_accumulators:
+            lw.first_touch(c)
+            if s.clear_accum:  # gemm(..., clear_accum=True): this Mmad starts the accumulator afresh
+                lw.emit(f"{c}_init = true;")
+        saved, lw.out = lw.out, []
+        self._gemm(s)
+        body, lw.out = lw.out, saved
+        lw.out.append(Block("", body))
+
+    def _gemm(self, s: T.Gemm) -> None:
         from .handover import flags
 
         lw = self.lw
@@ -122,22 +152,28 @@ class CubeLowering:
             self.load_l1(l1, lw.workspace[buf.name].region(buf.dtype), buf.const_shape, s.span)
         a = f"{a}_l1" if a in plan.workspace_operands else a
         b = f"{b}_l1" if b in plan.workspace_operands else b
-        (mp, kp), (br, bc) = self.shape[a], self.shape[b]
+        (ar, ac), (br, bc) = self.shape[a], self.shape[b]
+        mp, kp = (ac, ar) if s.transpose_a else (ar, ac)
         np_ = br if s.transpose_b else bc
         if (bc if s.transpose_b else br) != kp:
             raise error("gemm operand shapes disagree on K", s.span)
         m1, k1, n1 = mp // FRACTAL, kp // FRACTAL, np_ // FRACTAL
         if max(m1, n1, k1) > MAX_REPEAT:
             raise error("a gemm tile of more than 255 fractals along a side", s.span)
-        m, n = s.a.buffer.const_shape[0], s.c.buffer.const_shape[1]
+        m, n = s.a.buffer.const_shape[1 if s.transpose_a else 0], s.c.buffer.const_shape[1]
         ct = lw.allocs[a].ctype
         al0 = self._l0(a, "A2", ct, mp * kp, s.span)
         bl0 = self._l0(b, "B2", ct, kp * np_, s.span)
         lw.queue_alloc(al0)
+        if s.transpose_a:  # [K, M] in L1: fractal (k, m) at m * K1 + k, k-major: transpose each into zZ
+            a_load = (f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {k1}; p.srcStride = 1; p.sid = 0; "
+                      "p.dstGap = 0; p.ifTranspose = true; p.addrMode = 0;", f"{a}[mi * {k1 * 256}]")
+        else:  # [M, K] in L1: fractal (m, k) at k * M1 + m, already m-major: one row of fractals per call
+            a_load = (f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {k1}; p.srcStride = {m1}; p.sid = 0; "
+                      "p.dstGap = 0; p.ifTranspose = false; p.addrMode = 0;", f"{a}[mi * 256]")
         lw.out.append(Block(f"for (int64_t mi = 0; mi < {m1}; ++mi)", [
-            Call(f"LoadData2DParams p; p.startIndex = 0; p.repeatTimes = {k1}; p.srcStride = {m1}; p.sid = 0; "
-                 "p.dstGap = 0; p.ifTranspose = false; p.addrMode = 0;"),
-            Call(f"LoadData({al0}[mi * {k1 * 256}], {a}[mi * 256], p);", "MTE1", (a,), (al0,))], loop=True))
+            Call(a_load[0]),
+            Call(f"LoadData({al0}[mi * {k1 * 256}], {a_load[1]}, p);", "MTE1", (a,), (al0,))], loop=True))
         lw.queue_pass(al0)
         lw.queue_alloc(bl0)
         if s.transpose_b:  # [N, K] in L1: fractal (n, k) at k * N1 + n, each already n-major: a straight copy
@@ -173,7 +209,7 @@ class CubeLowering:
             lw.emit(f"CrossCoreSetFlag<2, PIPE_FIX>({product});")
             lw.emit(f"CrossCoreWaitFlag<2, PIPE_FIX>({consumed});")
 
-    def fixpipe(self, c: str, dst: T.Region, tile: tuple[int, int], span) -> None:
+    def fixpipe(self, c: str, dst: T.Region, tile: tuple[int, int], span, atomic: str | None = None) -> None:
         lw = self.lw
         rows_pad, _ = self.shape[c]
         out_t = ctype(dst.buffer.dtype)
@@ -187,7 +223,9 @@ class CubeLowering:
                 Call(f"FixpipeParamsV220 p; p.nSize = (uint16_t)cols; p.mSize = (uint16_t)rows; "
                      f"p.srcStride = {rows_pad}; p.dstStride = (uint32_t)({ld}); "
                      f"p.quantPre = QuantMode_t::{QUANT[out_t]}; p.reluEn = false;"),
+                *([Call(f"{ATOMIC_MODE[atomic]}<{out_t}>();")] if atomic else []),
                 Call(f"Fixpipe<{out_t}, float, CFG_ROW_MAJOR>({dst.buffer.name}[{offset}], {c}, p);", "FIX", (c,),
-                     (dst.buffer.name,))])]))
+                     (dst.buffer.name,)),
+                *([Call("SetAtomicNone();")] if atomic else [])])]))
         lw.emit(f"{c}_que.FreeTensor({c});", ordered=(c,))
         lw.declared.discard(c)

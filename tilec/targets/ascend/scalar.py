@@ -80,10 +80,35 @@ def cpp(e: T.Expr) -> str:
     if isinstance(e, T.Cast):
         ty = "float" if e.dtype.is_float else ("bool" if e.dtype.is_bool else "int64_t")
         return f"static_cast<{ty}>({cpp(e.value)})"
+    if isinstance(e, T.Load) and e.buffer.scope == "var":
+        return e.buffer.name  # alloc_var: a scalar of the scalar unit
+    if isinstance(e, T.Load) and e.buffer.scope == "global":
+        return _gm_read(e)
     if isinstance(e, T.Load):
         raise error(f"'{e.buffer.name}' is read as a scalar here; the AscendC back end computes on-chip tiles with "
                     "vector instructions only (inside Parallel loops and tile operations)", e.span)
     raise error(f"cannot print {type(e).__name__} for AscendC", getattr(e, "span", None))
+
+
+def _gm_read(e: T.Load) -> str:
+    """One element of a global tensor, read by the scalar unit (GlobalTensor::GetValue: masks, offsets, sizes)."""
+    b = e.buffer
+    if b.is_output:
+        raise error(f"'{b.name}' is an output the kernel writes; the AscendC back end reads only input tensors on the "
+                    "scalar unit (its reads are not ordered after the copies that write global memory)", e.span)
+    dims = [cpp(d) for d in b.shape]
+    offset = cpp(e.indices[0]) if e.indices else "0"
+    for d, ix in zip(dims[1:], e.indices[1:], strict=True):
+        offset = f"({offset}) * ({d}) + {cpp(ix)}"
+    value = f"{b.name}.GetValue((uint64_t)({offset}))"
+    if b.dtype.is_bool:
+        return f"({value} != 0)"
+    return f"static_cast<{scalar_type(e)}>({value})"
+
+
+def scalar_ctype(dt) -> str:
+    """The C++ type of a scalar-unit variable of dtype `dt`."""
+    return "float" if dt.is_float else ("bool" if dt.is_bool else "int64_t")
 
 
 def scalar_type(e: T.Expr) -> str:

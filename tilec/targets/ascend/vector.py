@@ -53,6 +53,7 @@ class VecLoop:
         # tile): name -> a Var standing for the temporary holding the value.
         self.materialized: dict[str, T.Var] = {}
         self.globals: dict[str, str] = {}  # key of a global access -> its tile
+        self.limits: dict[str, dict[int, str]] = {}  # key of a global store -> {dim: at most this many elements}
 
     # ------------------------------------------------------------ helpers
 
@@ -67,9 +68,19 @@ class VecLoop:
         return rewrite_expr(e, fn)
 
     def is_vec(self, e: T.Expr) -> bool:
-        return any(isinstance(x, T.Load) or (isinstance(x, T.Var) and (x.kind == TILE_VALUE or
-                                                                       any(x is v for v in self.vars)))
+        return any(isinstance(x, T.Load) and not self.is_scalar_load(x) or
+                   (isinstance(x, T.Var) and (x.kind == TILE_VALUE or any(x is v for v in self.vars)))
                    for x in sub_exprs(e))
+
+    def is_scalar_load(self, x: T.Load) -> bool:
+        """An alloc_var, or an element of a global tensor at an index the loop does not change: one value the
+        scalar unit reads (scalar.cpp), not a tile."""
+        if x.buffer.scope == "var":
+            return True
+        return x.buffer.scope == "global" and not any(
+            isinstance(y, T.Load) and not self.is_scalar_load(y) or
+            isinstance(y, T.Var) and (y.kind == TILE_VALUE or any(y is v for v in self.vars))
+            for ix in x.indices for y in sub_exprs(self.subst(ix)))
 
     def target(self, into: str | None) -> Val:
         return Val("t", into) if into else Val("t", self.lw.temp(), True)
@@ -187,7 +198,16 @@ class VecLoop:
         return d
 
     def select(self, cond: T.Expr, a: T.Expr, b: T.Expr, into: str | None) -> Val:
-        cond = self.subst(cond)
+        cond = fold(self.subst(cond))
+        if isinstance(cond, T.Const):  # a condition a const decides (`visible = ... if is_causal else True`)
+            return self.eval(a if cond.value else b, into)
+        if isinstance(cond, T.Binary) and cond.op in ("and", "or"):
+            for x, y in ((cond.a, cond.b), (cond.b, cond.a)):
+                if isinstance(fold(x), T.Const):  # True and c == c; False or c == c; ...
+                    known = bool(fold(x).value)
+                    if known == (cond.op == "and"):
+                        return self.select(y, a, b, into)
+                    return self.eval(a if known else b, into)
         if isinstance(cond, T.Binary) and cond.op == "and":
             inner = self.select(cond.b, a, b, None)
             return self._select_val(cond.a, inner, self.eval(b), into)
@@ -344,18 +364,27 @@ def _global_box(loop: VecLoop, e) -> tuple[T.Region, str] | None:
     """The region of a global tensor a loop reads or writes at `base + loop var` (per dimension)."""
     buf = e.buffer
     idx = [loop.subst(i) for i in e.indices]
-    if len(idx) != len(loop.vars):
+
+    def uses_loop_var(x) -> bool:
+        return any(isinstance(y, T.Var) and any(y is w for w in loop.vars) for y in sub_exprs(x))
+
+    # The dimensions indexed by the loop's variables, in order (`Q[b, t0 + row, h, d0 + col]`); the others are
+    # fixed for the loop (extent 1).
+    moving = [d for d, ix in enumerate(idx) if uses_loop_var(ix)]
+    if len(moving) != len(loop.vars):
         return None
-    starts = []
-    for ix, var in zip(idx, loop.vars, strict=True):
-        form = linear_form(ix)
+    starts = [fold(ix) for ix in idx]
+    extents = [T.Const(D.I32, None, 1) for _ in idx]
+    for d, var, n in zip(moving, loop.vars, loop.shape, strict=True):
+        form = linear_form(idx[d])
         if form is None or form.get(("atom", var.name)) != 1:
             return None
-        base = rewrite_expr(ix, lambda x, v=var: T.Const(v.dtype, None, 0) if x is v else None)
-        if any(isinstance(x, T.Var) and any(x is w for w in loop.vars) for x in sub_exprs(base)):
+        base = rewrite_expr(idx[d], lambda x, v=var: T.Const(v.dtype, None, 0) if x is v else None)
+        if uses_loop_var(base):
             return None
-        starts.append(fold(base))
-    region = T.Region(buf, starts, [T.Const(D.I32, None, n) for n in loop.shape], e.span)
+        starts[d] = fold(base)
+        extents[d] = T.Const(D.I32, None, n)
+    region = T.Region(buf, starts, extents, e.span)
     return region, f"{buf.name}[{', '.join(expr_str(i) for i in idx)}]"
 
 
@@ -364,11 +393,14 @@ def _collect(loop: VecLoop, body: list[T.Stmt], loads, stores, guards) -> None:
         if isinstance(s, T.Assign):
             loop.env[s.var.name] = loop.subst(s.value)
             for x in sub_exprs(loop.env[s.var.name]):
-                if isinstance(x, T.Load) and x.buffer.scope == "global":
+                if isinstance(x, T.Load) and x.buffer.scope == "global" and not loop.is_scalar_load(x):
                     loads.append(x)
         elif isinstance(s, T.Store):
+            if s.buffer.scope == "var":
+                raise error(f"'{s.buffer.name}' (alloc_var) is assigned inside a Parallel loop; the AscendC back end "
+                            "keeps it on the scalar unit, which the loop's vector calls do not write", s.span)
             for x in sub_exprs(loop.subst(s.value)):
-                if isinstance(x, T.Load) and x.buffer.scope == "global":
+                if isinstance(x, T.Load) and x.buffer.scope == "global" and not loop.is_scalar_load(x):
                     loads.append(x)
             if s.buffer.scope == "global":
                 stores.append(s)
@@ -410,18 +442,19 @@ def lower_parallel(lw, s: T.For) -> None:
         lw.add_alloc(Alloc(name, "VECOUT" if is_store else "VECIN", _ctype(x.buffer.dtype), loop.n, 2, x.span,
                            x.buffer.name))
         loop.globals[key] = name
-        (outs if is_store else ins).append((name, region))
+        (outs if is_store else ins).append((name, region, getattr(x, "kind", None)))
     loop.env.clear()
-    for name, region in ins:
+    for name, region, _ in ins:
         lw.copy_in(region, region.buffer, s.span, name=name)
-    for name, _ in outs:
+    for name, _, _ in outs:
         lw.first_touch(name)
     _lower_body(loop, s.body, [])
     for var in loop.materialized.values():
         lw.release(var.name)
-    for name, region in outs:
-        lw.copy_out(region.buffer, region, s.span, name=name)
-    for name, _ in ins:
+    for name, region, kind in outs:  # kind: a per-element atomic's (placement's AtomicStore), else None
+        key = next(k for k, v in loop.globals.items() if v == name)
+        lw.copy_out(region.buffer, region, s.span, name=name, atomic=kind, limits=loop.limits.get(key))
+    for name, _, _ in ins:
         lw.emit(f"{name}_que.FreeTensor({name});", ordered=(name,))
 
 
@@ -441,7 +474,24 @@ def _is_bound_guard(loop: VecLoop, cond: T.Expr, body: list[T.Stmt]) -> bool:
             for ix, dim in zip(s.indices, s.buffer.shape, strict=True):
                 if expr_str(loop.subst(ix)) == expr_str(cond.a) and expr_str(dim) == expr_str(cond.b):
                     return True
-    return False
+    # `i < n` on a loop variable, n the scalar unit's (grouped_gemm's `i < actual_rows`): each store of the body
+    # at `start + i` along one dimension writes its first n elements there, a limit of its copy's box.
+    var = next((v for v in loop.vars if cond.a is v), None)
+    if var is None or loop.is_vec(cond.b):
+        return False
+    limits = []
+    for s in body:
+        if not (isinstance(s, T.Store) and s.buffer.scope == "global"):
+            return False
+        key = f"{s.buffer.name}[{', '.join(expr_str(loop.subst(i)) for i in s.indices)}]"
+        dims = [d for d, ix in enumerate(s.indices)
+                if (linear_form(loop.subst(ix)) or {}).get(("atom", var.name)) == 1]
+        if len(dims) != 1:
+            return False
+        limits.append((key, dims[0]))
+    for key, d in limits:
+        loop.limits.setdefault(key, {})[d] = cpp(cond.b)
+    return True
 
 
 def _lower_body(loop: VecLoop, body: list[T.Stmt], guards: list[T.Expr]) -> None:

@@ -170,7 +170,7 @@ inline void join(Clock& a, const Clock& b) {
     for (size_t i = 0; i < b.size(); ++i) a[i] = std::max(a[i], b[i]);
 }
 
-struct Access { int32_t clock = -1; uint32_t n = 0; const char* op = nullptr; };
+struct Access { int32_t clock = -1; uint32_t n = 0; const char* op = nullptr; bool atomic = false; };
 struct Granule { Access write; std::vector<Access> reads; };  // reads: the last one per (core, pipe)
 
 enum Mem { UB, L1, L0A, L0B, L0C, NMEM };
@@ -204,6 +204,9 @@ struct Core {
     bool pipe_made = false;
     int waiting_flag = -1;  // the cross-core flag this core is blocked on
     const int* waiting_count = nullptr;  // its pending-set counter
+    // The atomic mode (SetAtomicAdd/Max/Min<T> .. SetAtomicNone): GM writes of MTE3 and FIX combine with GM.
+    int atomic_op = 0;  // 0 none, 1 add, 2 max, 3 min
+    int atomic_type = 0;  // type_code<T>()
 };
 
 constexpr size_t GM_GRANULE = 2;
@@ -273,10 +276,12 @@ inline std::string advice(const Op& op, const Access& a) {
 }
 
 inline void touch(std::vector<Granule>& sh, size_t first, size_t last, const Op& op, bool write,
-                  const char* where, size_t byte_off) {
+                  const char* where, size_t byte_off, bool atomic = false) {
     for (size_t g = first; g <= last && g < sh.size(); ++g) {
         Granule& gr = sh[g];
-        if (!ordered(op, gr.write))
+        // Two atomic-mode writes (of any cores) commute: no order between them is needed.
+        bool both_atomic = write && atomic && gr.write.atomic;
+        if (!both_atomic && !ordered(op, gr.write))
             fail("pipe hazard", fmt("%s: %s %s %s+%zu (granule %zu), last written by %s '%s' (#%u), with no "
                                     "synchronisation between them: need %s", who(clock_id(*op.c, op.pipe)).c_str(),
                                     op.name, write ? "writes" : "reads", where, byte_off, g, who(gr.write.clock).c_str(),
@@ -288,7 +293,7 @@ inline void touch(std::vector<Granule>& sh, size_t first, size_t last, const Op&
                     fail("pipe hazard", fmt("%s: %s overwrites %s+%zu, still being read by %s '%s' (#%u): need %s",
                                             who(me).c_str(), op.name, where, byte_off, who(r.clock).c_str(), r.op, r.n,
                                             advice(op, r).c_str()));
-            gr.write = Access{me, op.n, op.name};
+            gr.write = Access{me, op.n, op.name, atomic};
             gr.reads.clear();
         } else {
             bool found = false;
@@ -308,7 +313,7 @@ inline void touch_local(Mem m, uint32_t off, size_t bytes, const Op& op, bool wr
     touch(c.shadow[m], off / 32, (off + bytes - 1) / 32, op, write, mem_name(m), off);
 }
 
-inline void touch_gm(const void* p, size_t bytes, const Op& op, bool write) {
+inline void touch_gm(const void* p, size_t bytes, const Op& op, bool write, bool atomic = false) {
     if (bytes == 0) return;
     World& w = world();
     std::lock_guard<std::recursive_mutex> lock(w.mu);
@@ -318,12 +323,40 @@ inline void touch_gm(const void* p, size_t bytes, const Op& op, bool write) {
             // Global memory is shadowed per 2 bytes: cores may write neighbouring elements of one 32-byte
             // block (ragged tiles), which is not a race.
             size_t off = size_t(b - r.base);
-            touch(r.shadow, off / GM_GRANULE, (off + bytes - 1) / GM_GRANULE, op, write, ("GM " + r.name).c_str(), off);
+            touch(r.shadow, off / GM_GRANULE, (off + bytes - 1) / GM_GRANULE, op, write, ("GM " + r.name).c_str(), off,
+                  atomic);
             return;
         }
     }
     fail("error", fmt("%s: %s %zu bytes of global memory outside every tensor the kernel was given", op.name,
                       write ? "writes" : "reads", bytes));
+}
+
+// The element types the atomic mode distinguishes (0: another type).
+template <typename T> constexpr int type_code() {
+    return std::is_same<T, half>::value ? 1 : std::is_same<T, float>::value ? 2 : std::is_same<T, int16_t>::value ? 3
+         : std::is_same<T, int32_t>::value ? 4 : std::is_same<T, int8_t>::value ? 5
+         : std::is_same<T, bfloat16_t>::value ? 6 : 0;
+}
+
+// GM writes by MTE3 / FIX: plain, or combined with what is there in the core's atomic mode (whose type must be
+// the written type: the hardware would combine the bits as another type).
+inline bool atomic_on(const Op& op) { return op.c->atomic_op != 0; }
+template <typename T> inline void gm_write(T* dst, const T* src, size_t n, const Op& op) {
+    Core& c = *op.c;
+    if (!c.atomic_op) { std::memcpy(static_cast<void*>(dst), src, n * sizeof(T)); return; }
+    if (c.atomic_type != type_code<T>())
+        fail("error", fmt("%s: writes %zu-byte elements in an atomic mode set for another type", op.name, sizeof(T)));
+    std::lock_guard<std::recursive_mutex> lock(world().mu);  // the AIVs of a mixed group run as threads
+    for (size_t i = 0; i < n; ++i) {
+        float a = float(dst[i]), b = float(src[i]);
+        if (std::is_integral<T>::value) {
+            int64_t x = int64_t(dst[i]), y = int64_t(src[i]);
+            dst[i] = T(c.atomic_op == 1 ? x + y : c.atomic_op == 2 ? std::max(x, y) : std::min(x, y));
+        } else {
+            dst[i] = T(c.atomic_op == 1 ? a + b : c.atomic_op == 2 ? std::max(a, b) : std::min(a, b));
+        }
+    }
 }
 
 // A pipe waits for what `snap` has seen (a flag, a queue event, a barrier).

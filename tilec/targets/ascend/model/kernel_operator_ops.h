@@ -435,8 +435,8 @@ template <typename T> inline void DataCopy(const GlobalTensor<T>& dst, const Loc
     if (src.off % 32) model::fail("alignment", "DataCopy: local address not 32-byte aligned");
     model::Op op = model::issue(PIPE_MTE3, "DataCopy local->GM");
     model::touch_local(src.mem(), src.off, bytes, op, false);
-    model::touch_gm(dst.ptr, bytes, op, true);
-    std::memcpy(dst.ptr, src.data(), bytes);
+    model::touch_gm(dst.ptr, bytes, op, true, model::atomic_on(op));
+    model::gm_write(dst.ptr, src.data(), bytes / sizeof(T), op);
 }
 
 // Rows of blockLen bytes: GM rows blockLen + srcStride bytes apart; UB rows padded to 32 bytes, plus
@@ -491,10 +491,27 @@ inline void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, c
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         uint8_t* d = out + uint64_t(b) * (p.blockLen + p.dstStride);
         model::touch_local(model::UB, src.off + b * step, p.blockLen, op, false);
-        model::touch_gm(d, p.blockLen, op, true);
-        std::memcpy(d, in + b * step, p.blockLen);
+        model::touch_gm(d, p.blockLen, op, true, model::atomic_on(op));
+        model::gm_write(reinterpret_cast<T*>(d), reinterpret_cast<const T*>(in + b * step), p.blockLen / sizeof(T), op);
     }
 }
+
+// ---------------------------------------------------------------- atomic mode
+// A register of the core, set from the scalar unit; the GM writes of DataCopy/DataCopyPad (MTE3) and Fixpipe (FIX)
+// issued while it is set combine with global memory (add, max, min) as the types CANN's SetAtomic* accept.
+template <typename T> inline void set_atomic(int op_kind, const char* name) {
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value || std::is_same<T, int16_t>::value ||
+                  std::is_same<T, int32_t>::value || std::is_same<T, int8_t>::value ||
+                  std::is_same<T, bfloat16_t>::value, "SetAtomic*: half, float, int16_t, int32_t, int8_t, bfloat16_t");
+    model::Core& c = model::core();
+    model::issue(PIPE_S, name);
+    c.atomic_op = op_kind;
+    c.atomic_type = model::type_code<T>();
+}
+template <typename T> inline void SetAtomicAdd() { set_atomic<T>(1, "SetAtomicAdd"); }
+template <typename T> inline void SetAtomicMax() { set_atomic<T>(2, "SetAtomicMax"); }
+template <typename T> inline void SetAtomicMin() { set_atomic<T>(3, "SetAtomicMin"); }
+inline void SetAtomicNone() { model::issue(PIPE_S, "SetAtomicNone"); model::core().atomic_op = 0; }
 
 // ---------------------------------------------------------------- cube: L1, L0A/L0B, Mmad, Fixpipe
 //
@@ -620,14 +637,15 @@ inline void Fixpipe(const GlobalTensor<D>& dst, const LocalTensor<S>& src, const
     if (p.dstStride < p.nSize) model::fail("error", model::fmt("Fixpipe: dstStride %u < nSize %u", p.dstStride, p.nSize));
     model::Op op = model::issue(PIPE_FIX, name);
     for (uint32_t r = 0; r < p.mSize; ++r) {
-        model::touch_gm(dst.ptr + uint64_t(r) * p.dstStride, p.nSize * sizeof(D), op, true);
+        model::touch_gm(dst.ptr + uint64_t(r) * p.dstStride, p.nSize * sizeof(D), op, true, model::atomic_on(op));
         for (uint32_t c = 0; c < p.nSize; ++c) {
             uint64_t s = uint64_t(c / 16) * p.srcStride * 16 + r * 16 + c % 16;
             if (s >= src.count) model::fail("error", "Fixpipe: reads past the L0C tensor");
             if (c % 8 == 0) model::touch_local(model::L0C, src.off + s * 4, 32, op, false);
             float v = src.data()[s];
             if (p.reluEn && v < 0) v = 0;
-            dst.ptr[uint64_t(r) * p.dstStride + c] = D(v);
+            D out = D(v);
+            model::gm_write(dst.ptr + uint64_t(r) * p.dstStride + c, &out, 1, op);
         }
     }
 }

@@ -8,7 +8,7 @@ Queue buffers against the hardware event ids are the event-id pass's.
 
 from __future__ import annotations
 
-from ....diagnostics import Reporter, error
+from ....diagnostics import CompileError, Diagnostic, Reporter
 from ..chip import MEMORIES, round_up
 from ..program import KernelProgram
 
@@ -30,9 +30,11 @@ def _check_side(p: KernelProgram, side_allocs) -> None:
             biggest = max(allocs, key=lambda a: a.bytes)
             listing = ", ".join(f"{a.user or a.name} {a.bytes} B" + (f" ({a.depth} x {a.buffer_bytes})" if a.depth > 1
                                                                      else "") for a in allocs)
-            raise error(f"kernel '{p.name}' needs {used} bytes of {mem.name} but the Ascend 910B has {mem.bytes} "
-                        f"({listing}); make the tiles smaller (-D) or use fewer pipeline stages",
-                        biggest.span or p.span)
+            # category: a resource error, which `tilec --fit` (tuning/fit.py) answers with smaller tiles
+            raise CompileError([Diagnostic(
+                "error", f"kernel '{p.name}' needs {used} bytes of {mem.name} but the Ascend 910B has {mem.bytes} "
+                f"({listing}); make the tiles smaller (-D) or use fewer pipeline stages", biggest.span or p.span,
+                category="shared-memory")])
 
 
 def run(programs: list[KernelProgram], rep: Reporter, target) -> list[KernelProgram]:

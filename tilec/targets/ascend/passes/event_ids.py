@@ -8,9 +8,10 @@ its position's EnQue event at `EnQue` and gives it back at `DeQue`; it takes one
 `FreeTensor` and keeps it until it is allocated again. Every queue buffer that has been used once therefore
 holds a FreeTensor id, so the buffers of all positions sharing that event must number at most 8: A2 and B2
 share M_MTE1, A1/B1/C1 share MTE1_MTE2; on the cube core the TPipe itself holds M_MTE1 ids 0, 1 and 2, leaving 5
-for the L0A and L0B queues. When the L0 queues are too many, they are single-buffered (the MTE1 load of the
-next gemm then waits for the Mmad of the previous one, which tilec's lowering orders anyway); a kernel that
-still does not fit is refused at the line of its first gemm operand, naming the buffers.
+for the L0A and L0B queues. When the L0 queues (or the L1 queues) are too many, they are single-buffered (the
+MTE1 load of the next gemm then waits for the Mmad of the previous one, which tilec's lowering orders anyway;
+the lowering also shares one L0A and one L0B queue among more than 5 operands); a kernel that still does not
+fit is refused at the line of its first gemm operand, naming the buffers.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def fit_side(p: KernelProgram, allocs, cube: bool) -> None:
             by_event.setdefault(FREE_EVENT[a.position], []).append(a)
     for event, queued in by_event.items():
         budget = event_budget(event, cube)
-        if sum(a.depth for a in queued) > budget and event == "M_MTE1":
-            for a in queued:
+        if sum(a.depth for a in queued) > budget and event in ("M_MTE1", "MTE1_MTE2"):
+            for a in queued:  # L0 and L1 operand queues that would run out are single-buffered (no overlap)
                 a.depth = 1
         held = sum(a.depth for a in queued)
         if held > budget:

@@ -6,8 +6,10 @@ accumulator in L0C (CO1), everything else in UB (VECCALC; queue planning later m
 kernel's type is decided: vector-only (no gemm), cube-only (gemms whose operands come from global memory and whose
 accumulator goes straight back to it), or mixed (AIC + 2 AIVs): then a gemm operand the vector cores compute stays
 in UB and reaches the cube through a GM workspace, and an accumulator they compute on stays in UB and receives
-each product through a GM workspace. Refused at the user's line: fp8 (the 910B has none), a transposed A
-operand, operand types the cube does not take, more gemms than the cross-core flag ids can serve, atomic updates.
+each product through a GM workspace. An operand that is A of one gemm and B of another keeps one L1 position
+(LoadData moves either to L0A or L0B). Refused at the user's line: fp8 (the 910B has none), operand types the cube
+does not take. Atomic updates of global memory become copies in the 910B's atomic mode (AtomicCopy,
+AtomicStore); alloc_var buffers stay scalars of the scalar unit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ....diagnostics import Reporter, error
 from ....ir import tile as T
 from ....ir.threads import is_thread_index, stmt_exprs
 from ....ir.visit import sub_exprs, walk_stmts
-from ..chip import STORAGE_TYPES
+from ..chip import SCALAR_GM_TYPES, STORAGE_TYPES
 
 NAME = "ascend-placement"
 
@@ -42,15 +44,24 @@ def _check_types(k: T.Kernel) -> None:
             raise error(f"'{s.buffer.name}' is a view of '{s.buffer.view_of.name}': the AscendC back end does not "
                         "support views (T.reshape, T.view, T.Tensor(shape, dtype, buf.data)) yet; index "
                         f"'{s.buffer.view_of.name}' with the view's row-major arithmetic instead", s.span)
-    named = [(p.name, p.dtype, p.span) for p in k.params if isinstance(p, T.Buffer)]
-    named += [(s.buffer.name, s.buffer.dtype, s.span) for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
-    for name, dt, span in named:
+    # (name, dtype, span, kind): a global tensor, an on-chip tile, or a scalar variable (alloc_var)
+    named = [(p.name, p.dtype, p.span, "tensor") for p in k.params if isinstance(p, T.Buffer)]
+    named += [(s.buffer.name, s.buffer.dtype, s.span, "var" if s.buffer.scope == "var" else "tile")
+              for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
+    for name, dt, span, kind in named:
         if dt.name.startswith("f8"):
             raise error(f"'{name}' is {dt}: the Ascend 910B has no fp8 types (its cube unit takes f16, bf16 "
                         "and int8); use -D to pick f16 or bf16", span)
+        if kind == "var" and (dt.is_float and dt.name == "f32" or not dt.is_float):
+            continue  # a scalar-unit variable (int64_t, float or bool in C++)
+        if kind == "tensor" and dt.name in SCALAR_GM_TYPES:
+            continue  # read by the scalar unit (GlobalTensor::GetValue); a copy into a tile is refused there
         if dt.name not in STORAGE_TYPES:
-            raise error(f"'{name}' is {dt}: the AscendC back end handles {', '.join(STORAGE_TYPES)} tensors and "
-                        "tiles", span)
+            what = {"var": "scalar variables", "tensor": "tensors", "tile": "tiles"}[kind]
+            extra = (f" ({', '.join(SCALAR_GM_TYPES)} tensors are read element by element by the scalar unit, "
+                     "not moved into tiles)" if kind == "tile" else "")
+            raise error(f"'{name}' is {dt}: the AscendC back end handles {', '.join(STORAGE_TYPES)} {what}"
+                        f"{extra}", span)
 
 
 def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
@@ -66,47 +77,96 @@ def _users(k: T.Kernel) -> dict[str, list[T.Stmt]]:
     return out
 
 
-def _refuse_atomics(k: T.Kernel) -> None:
-    """Atomic updates of global memory need the 910B's atomic mode (SetAtomicAdd around the Fixpipe or DataCopy
-    that writes them, and a model that lets cores add to the same bytes); tilec emits neither yet."""
-    for s in walk_stmts(k.body):
+@dataclass(eq=False)
+class AtomicCopy(T.Copy):
+    """A tile-wide `atomic_KIND(global box, tile)`: the copy out runs in the 910B's atomic mode (SetAtomicAdd /
+    SetAtomicMax / SetAtomicMin around the DataCopyPad or Fixpipe that writes global memory)."""
+
+    kind: str = "add"
+
+
+@dataclass(eq=False)
+class AtomicStore(T.Store):
+    """A per-element `atomic_KIND(C[...], v)` inside a Parallel loop: stored into the loop's output tile, which is
+    copied out in atomic mode."""
+
+    kind: str = "add"
+
+
+ATOMIC_TYPES = ("f16", "bf16", "f32", "i32")  # SetAtomicAdd's types that tilec's tiles hold (also i8, i16)
+
+
+def _rewrite_atomics(body: list[T.Stmt], in_parallel: bool = False) -> list[T.Stmt]:
+    """Atomic updates of global memory become copies (stores) in atomic mode; what the 910B cannot do is refused:
+    an atomic on an on-chip buffer (its cores have no threads: write the tile op), the previous value
+    (`return_prev`: the atomic mode writes, it does not return), a type SetAtomicAdd does not take."""
+    out = []
+    for s in body:
         if isinstance(s, T.Atomic):
-            raise error(f"atomic_{s.kind} is not supported by the AscendC back end (the 910B adds into global memory "
-                        "in an atomic mode around the Fixpipe or DataCopy that writes, which tilec does not emit "
-                        "yet); write each result once (gemm.tile with split_k=1, or a second launch that reduces "
-                        "the partial results)", s.span)
+            dst = s.dst.buffer
+            if dst.scope != "global":
+                raise error(f"atomic_{s.kind} on the on-chip buffer '{dst.name}': AscendC cores have no threads that "
+                            "could race, so write it as a plain store or tile op", s.span)
+            if s.result is not None:
+                raise error(f"atomic_{s.kind} with return_prev=True: the 910B's atomic mode adds into global memory "
+                            "as a copy writes it and returns nothing", s.span)
+            if dst.dtype.name not in ATOMIC_TYPES:
+                raise error(f"atomic_{s.kind} into '{dst.name}' ({dst.dtype}): the 910B's atomic mode takes "
+                            f"{', '.join(ATOMIC_TYPES)} here", s.span)
+            if s.per_element:
+                if not in_parallel:
+                    raise error(f"a per-element atomic_{s.kind} outside a Parallel loop has no AscendC lowering",
+                                s.span)
+                out.append(AtomicStore(s.span, dst, list(s.dst.starts), s.value, kind=s.kind, uid=s.uid))
+            elif isinstance(s.value, T.Region):
+                out.append(AtomicCopy(s.span, s.value, s.dst, kind=s.kind, uid=s.uid))
+            else:
+                raise error(f"atomic_{s.kind} of one scalar into a global box has no AscendC lowering; fill a tile "
+                            "and add the tile", s.span)
+            continue
+        if isinstance(s, T.For):
+            s.body = _rewrite_atomics(s.body, in_parallel or s.kind == "parallel")
+        elif isinstance(s, T.While):
+            s.body = _rewrite_atomics(s.body, in_parallel)
+        elif isinstance(s, T.If):
+            s.then_body = _rewrite_atomics(s.then_body, in_parallel)
+            s.else_body = _rewrite_atomics(s.else_body, in_parallel)
+        out.append(s)
+    return out
 
 
 def plan_kernel(k: T.Kernel) -> AscendPlan:
     _check_types(k)
-    _refuse_atomics(k)
+    k.body = _rewrite_atomics(k.body)
     plan = AscendPlan()
     allocs = [s.buffer for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
     gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
     for b in allocs:
         if b.scope in ("shared", "fragment"):
             plan.position[b.name] = "VECCALC"
-        elif b.scope in ("local", "var"):
-            raise error(f"'{b.name}' is a per-thread {b.scope} buffer; AscendC cores have no threads: use "
+        elif b.scope == "local":
+            raise error(f"'{b.name}' is a per-thread local buffer; AscendC cores have no threads: use "
                         "alloc_fragment (a tile in the vector core's UB)", b.span)
+        elif b.scope == "var" and b.const_shape not in ((1,), ()):
+            raise error(f"'{b.name}' is a var buffer of {b.const_shape} elements; the AscendC back end keeps "
+                        "alloc_var scalars on the scalar unit (one element)", b.span)
     if not gemms:
         return plan
-    if len(gemms) > 3:
-        raise error("the AscendC back end hands at most 3 gemms per kernel between cube and vector cores (11 "
-                    "cross-core flag ids)", gemms[3].span)
     users = _users(k)
     roles: dict[str, str] = {}
     for g in gemms:
-        if g.transpose_a:
-            raise error("the AscendC back end loads A untransposed into L0A; store A as [M, K]", g.span)
         for role, region in (("A1", g.a), ("B1", g.b), ("CO1", g.c)):
             b = region.buffer
             if role != "CO1" and b.dtype.name not in ("f16", "bf16"):
                 raise error(f"gemm operand '{b.name}' is {b.dtype}; the 910B cube unit takes f16 or bf16", g.span)
             if role == "CO1" and b.dtype.name != "f32":
                 raise error(f"gemm accumulator '{b.name}' is {b.dtype}; L0C accumulates f32", g.span)
-            if roles.setdefault(b.name, role) != role:
-                raise error(f"'{b.name}' plays two cube roles", g.span)
+            have = roles.setdefault(b.name, role)
+            # A1 and B1 are both L1, and LoadData moves either to L0A or L0B: an operand that is A of one gemm and B
+            # of another keeps its first position. An accumulator that is also an operand is handed over instead.
+            if have != role and "CO1" in (have, role):
+                raise error(f"'{b.name}' is both a gemm's accumulator and another's operand; copy it into an "
+                            "operand tile (T.copy) between the gemms", g.span)
     for name, role in roles.items():
         # The cube reads only what DataCopy brings from GM and writes only what Fixpipe takes to GM; a buffer the
         # vector cores also compute on is handed over through a GM workspace with cross-core flags.
