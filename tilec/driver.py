@@ -152,9 +152,9 @@ def compile(
             tune_space.rename_kernels(module.kernels, module.launches)
         rep.diagnostics[:] = _select_warnings(rep.diagnostics, opts)
         if opts.kernel is not None:
-            chosen = [k for k in module.kernels if opts.kernel in (k.name, k.attrs.get("stage_of"))]
+            chosen = [k for k in module.kernels if opts.kernel in (k.name, k.stage_of)]
             if not chosen:
-                names = ", ".join([k.name for k in module.kernels if "stage_of" not in k.attrs]
+                names = ", ".join([k.name for k in module.kernels if k.stage_of is None]
                                   + [s.name for s in module.launches])
                 raise CompileError([Diagnostic("error", f"no kernel named '{opts.kernel}' (kernels: {names})")])
             module.kernels = chosen
@@ -175,7 +175,7 @@ def compile(
         if unknown:
             raise CompileError([Diagnostic("error", f"unknown feature(s) to disable: {', '.join(sorted(unknown))} "
                                                     f"(known: {', '.join(sorted(DISABLEABLE))})")])
-        from .ir.schedule import ScheduleRequest
+        from .ir.schedule import ScheduleRequest, pin
 
         try:
             request = ScheduleRequest.parse(schedule)
@@ -183,7 +183,7 @@ def compile(
             raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
             k.attrs["disabled"] = opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
-            k.request = request
+            pin(k, request)
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
         if opts.target is not None:
             _compile_for_target(result, opts, rep, want, plan_only, verify)

@@ -29,7 +29,7 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
 
     result = compile_ir(source, options=options)
     target = result.target
-    kernels = [k for k in result.module.kernels if not k.attrs.get("internal")]
+    kernels = [k for k in result.module.kernels if not k.internal]
     views: list[View] = []
     lines: list[str] = []
     known: list[str] = []

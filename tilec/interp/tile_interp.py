@@ -606,7 +606,7 @@ class Interpreter:
     def check_launch(self) -> None:
         """The kernel's conditions on its sizes (a view must fit its storage), as tilec.runtime tests them."""
         funcs = {"ceildiv": lambda a, b: -(-a // b), "min": min, "max": max}
-        for c in self.kernel.attrs.get("launch_checks", ()):
+        for c in self.kernel.launch_checks:
             # the compiler's own formulas over the sizes (tilec/ir/formula.py): integers, names, + - * // %
             lhs, rhs = (eval(c[x], {"__builtins__": {}, **funcs}, dict(self.sizes)) for x in ("lhs", "rhs"))
             if not (lhs == rhs if c["op"] == "==" else lhs <= rhs):

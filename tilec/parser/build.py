@@ -16,6 +16,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.formula import formula
+from ..ir.schedule import KernelKeywords, ScheduleRequest
 from ..ir.visit import number_ops, rewrite_expr, sub_exprs, walk_stmts
 from ..tuning import space as tune_space
 from . import ast as A
@@ -263,6 +264,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
                       span: Span) -> T.Kernel | None:
         """The kernel of one `with Kernel(...)` block, taking `params` (the sizes are the whole function's)."""
         self.kernel_attrs: dict[str, object] = {}
+        self.kernel_keywords: dict[str, object] = {}  # the schedule's keywords (tilec.ir.schedule.KernelKeywords)
         self.add_contract(self.function_contract)
         for p in params:
             if isinstance(p, T.Buffer):
@@ -295,7 +297,9 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         if self.warp_roles:
             threads = self.fold_warp_roles(threads, launch.span)
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
-                        self.block, span, dict(self.kernel_attrs), threads_span=self.threads_span)
+                        self.block, span, dict(self.kernel_attrs),
+                        request=ScheduleRequest(keywords=KernelKeywords(**self.kernel_keywords)),
+                        threads_span=self.threads_span)
 
     def launch_sequence(self, decl: A.KernelDecl, params: list[T.Buffer | T.Var], body: list[A.Node],
                         scope: _Scope) -> None:
@@ -511,15 +515,15 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             elif kw.name == "prelude":
                 pass
             elif kw.name == "warp_specialize":
-                self.kernel_attrs["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
+                self.kernel_keywords["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
             elif kw.name == "persistent":
-                self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
+                self.kernel_keywords["persistent"] = self.const_bool(kw.value, scope, "persistent")
             elif kw.name in ("overlap_softmax", "tma_preload", "pingpong"):
-                self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
+                self.kernel_keywords[kw.name] = self.const_bool(kw.value, scope, kw.name)
             elif kw.name in ("cluster", "cluster_dims"):  # (cluster_dims: TileLang's spelling)
                 shape = self.cluster_shape(kw.value, scope, kw.name)
                 if shape != (1, 1):  # (1, 1): no cluster, the kernel as without the keyword
-                    self.kernel_attrs["cluster"] = shape
+                    self.kernel_keywords["cluster"] = shape
             else:
                 raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize=, "
                                 "persistent=, pingpong=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
@@ -814,7 +818,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             raise self.fail(f"T.{fname}() is a statement of the whole block; it cannot be inside a Parallel loop",
                             call.span)
         if fname == "disable_warp_group_reg_alloc":
-            self.kernel_attrs["warp_group_reg_alloc"] = False
+            self.kernel_keywords["warp_group_reg_alloc"] = False
 
     def for_stmt(self, s: A.ForStmt, scope: _Scope) -> None:
         it = s.iter
@@ -1146,7 +1150,7 @@ def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.B
                     sizes.append(x)
     rank = {id(v): i for i, v in enumerate(k.size_vars)}
     stage = T.Kernel(k.name, taken, sorted(sizes, key=lambda v: rank[id(v)]), k.grid, k.threads, k.block_vars,
-                     k.body, k.span, k.attrs, threads_span=k.threads_span)
+                     k.body, k.span, k.attrs, request=k.request, threads_span=k.threads_span)
     stage = copy.deepcopy(stage)
     for p, orig in zip(stage.params, taken, strict=True):
         if any(orig is b for b in scratch):

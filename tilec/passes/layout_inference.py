@@ -41,7 +41,7 @@ from ..ir.layout import (
     block_row,
     same_layout,
 )
-from ..ir.schedule import GemmRequest, GemmSchedule, KernelSchedule
+from ..ir.schedule import GemmSchedule, KernelSchedule, request_of
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import gemm as gemm_op
 from ..ops import gemm_mfma
@@ -125,7 +125,7 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
             impl = table.gemm_impl.get(id(s), "fma")
             sched.gemms[s.uid] = _gemm_schedule(s, impl, table.fragments.get(id(s.c.buffer)))
             sched.labels[s.uid] = f"#{s.uid}" + (f" (line {s.span.line})" if s.span is not None else "")
-            req = k.request.gemm(s) if k.request is not None else GemmRequest()
+            req = request_of(k).gemm(s)
             if req.instruction is not None and req.instruction != impl:
                 rep.error(f"the schedule asks for '{req.instruction}' for this gemm, which cannot use it here "
                           f"(operands, shapes or target); it can use '{impl}'", s.span)
@@ -187,7 +187,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     class_layout: dict[int, Fragment] = {}
     class_site: dict[int, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
-    offered = {f for f, instr in FAMILIES.items() if instr.offered_by(target) and f not in k.attrs.get("disabled", ())}
+    offered = {f for f, instr in FAMILIES.items() if instr.offered_by(target) and f not in k.disabled}
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
     col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
@@ -206,7 +206,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         if not isinstance(s, T.Gemm):
             continue
         impl = "fma"
-        req = k.request.gemm(s) if k.request is not None else GemmRequest()
+        req = request_of(k).gemm(s)
         root = uf.find(id(s.c.buffer))
         members = [b for b in frags if uf.find(b) == root]
         policy = s.policy
@@ -298,7 +298,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                     and la.wm == lc.wm and not s.transpose_a):
                 table.gemm_impl[id(s)] = "fma"
 
-    if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
+    if not k.internal:  # (a no-TMA twin repeats its kernel's remarks)
         _remark_missed_instructions(k, table, queries, target, rep)
 
     # Shared layouts.
@@ -362,7 +362,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
 def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target: Target, rep: Reporter) -> None:
     """A remark at each gemm that runs on a lesser instruction than the target's best, saying why each better one
     does not fit (gemms whose instruction the schedule pinned excepted)."""
-    disabled = k.attrs.get("disabled", ())
+    disabled = k.disabled
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm) or id(s) not in queries or queries[id(s)][1]:
             continue

@@ -356,7 +356,7 @@ class Lowerer:
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span,
                         threads_span=k.threads_span)
         sk.attrs.update(self.ext.kernel_attrs())
-        sk.attrs["disabled"] = k.attrs.get("disabled", frozenset())  # the SIMT passes' switches too
+        sk.attrs["disabled"] = k.disabled  # the SIMT passes' switches too
         return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:
@@ -453,7 +453,7 @@ class Lowerer:
     def profile_phase(self, s: T.Stmt) -> str | None:
         """In a fully profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
         loops at the block's level, never an element's statements inside a Parallel loop."""
-        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.divergent or self.frag_ctx is not None:
+        if self.k.profile != "full" or self.parallel_body or self.divergent or self.frag_ctx is not None:
             return None  # (nor per-thread atomics under a thread-dependent condition: only some threads run them)
         return profile.tile_phase(s)
 
@@ -867,8 +867,8 @@ def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
         except CompileError as e:
             rep.diagnostics.extend(d for d in e.diagnostics if d not in rep.diagnostics)
             continue
-        if k.attrs.get("profile"):
-            profile.instrument(sk, k.attrs["profile"])
+        if k.profile:
+            profile.instrument(sk, k.profile)
         kernels.append(sk)
     rep.check()  # every statement of every kernel that could not be lowered, at once
     return S.SModule(kernels)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from ..diagnostics import Reporter
 from ..ir import tile as T
 from ..ir.fold import as_int, multiple_of
-from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
+from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule, request_of
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import registry as ops
 from ..targets.registry import Target
@@ -307,15 +307,16 @@ def _plan_cluster(k: T.Kernel, target: Target, sched: KernelSchedule, loops: lis
     """A thread-block cluster (Kernel(..., cluster=(cx, cy)), or the schedule's "cluster"): granted to a kernel
     whose pipeline `cluster_multicast` accepts; a Kernel keyword that cannot be granted is ignored with a remark
     (category cluster) saying why, a pinned schedule request is an error. The no-TMA twin is never clustered."""
-    pinned = k.request.cluster if k.request is not None else None
-    shape = pinned if pinned is not None else tuple(k.attrs.get("cluster", (1, 1)))
-    if shape == (1, 1) or k.attrs.get("internal"):
+    request = request_of(k)
+    pinned = request.cluster
+    shape = pinned if pinned is not None else request.keywords.cluster
+    if shape == (1, 1) or k.internal:
         return
     dim = 0 if shape[0] > 1 else 1
     why = None
     if not target.tma_pipelines:
         why = f"{target.name} has no thread-block clusters with TMA multicast (sm90 has)"
-    elif "tma" in k.attrs.get("disabled", ()):
+    elif "tma" in k.disabled:
         why = "TMA is turned off (--no-tma)"
     else:
         ws = [s for s in loops if plans[s.uid].warp_specialized]
@@ -346,9 +347,10 @@ def _plan_pingpong(k: T.Kernel, target: Target, sched: KernelSchedule, loops: li
     """Persistent ping-pong (Kernel(..., pingpong=True), or the schedule's "pingpong"): granted to a persistent kernel
     that `pingpong_ok` accepts; a keyword that cannot be granted has no effect (a warning says why), a pinned request
     is an error. The no-TMA twin, an ordinary grid, says nothing."""
-    pinned = k.request.pingpong if k.request is not None else None
-    wanted = pinned if pinned is not None else bool(k.attrs.get("pingpong"))
-    if not wanted or k.attrs.get("internal"):
+    request = request_of(k)
+    pinned = request.pingpong
+    wanted = pinned if pinned is not None else request.keywords.pingpong
+    if not wanted or k.internal:
         return
     ws = [s for s in loops if plans[s.uid].warp_specialized]
     if not sched.persistent:
@@ -469,12 +471,14 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
         sched = k.schedule if k.schedule is not None else KernelSchedule()
         k.schedule = sched
-        disabled = k.attrs.get("disabled", ())
+        disabled = k.disabled
         tma_ok = target.tma_pipelines and "tma" not in disabled
         shared_bytes = {uid: lay.size * lay.elem_bytes for uid, lay in sched.shared.items()}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
-        requests = {s.uid: k.request.loop(s) if k.request is not None else LoopRequest() for s in loops}
-        if not tma_ok and k.attrs.get("internal"):  # the TMA-less twin of a kernel: its pins on TMA do not apply
+        request = request_of(k)
+        asked = request.keywords  # the source's keywords: granted where they can be, else a warning says why
+        requests = {s.uid: request.loop(s) for s in loops}
+        if not tma_ok and k.internal:  # the TMA-less twin of a kernel: its pins on TMA do not apply
             requests = {uid: LoopRequest(r.stages, None if r.mechanism == "tma" else r.mechanism, None)
                         for uid, r in requests.items()}
         plans: dict[int, LoopSchedule] = {}
@@ -491,7 +495,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
             wanted = requests[first.uid].warp_specialized
             can = (len(loops) == 1 and bool(tma_loops) and "warp_specialize" not in disabled
                    and _top_level_loop_ok(k, first, plans[first.uid]))
-            if can and (wanted if wanted is not None else k.attrs.get("warp_specialize", True)):
+            if can and (wanted if wanted is not None else asked.warp_specialize):
                 plans[first.uid].warp_specialized = True
         for s in loops:
             req, plan = requests[s.uid], plans[s.uid]
@@ -502,16 +506,15 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 rep.error("the schedule asks for warp specialization of this loop, which needs the kernel's only "
                           "Pipelined loop, at its top level, on TMA", s.span)
         ws = any(p.warp_specialized for p in plans.values())
-        wants_persistent = k.request.persistent if k.request is not None and k.request.persistent is not None \
-            else bool(k.attrs.get("persistent"))
-        if wants_persistent and not ws and not k.attrs.get("internal"):  # (the TMA-less twin says nothing)
+        wants_persistent = request.persistent if request.persistent is not None else asked.persistent
+        if wants_persistent and not ws and not k.internal:  # (the TMA-less twin says nothing)
             rep.warning(f"persistent=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                         "warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top level)", k.span)
         for s in loops:
             plan = plans[s.uid]
             wanted = requests[s.uid].overlap_softmax
             if wanted is None:
-                wanted = bool(k.attrs.get("overlap_softmax")) and not k.attrs.get("internal")
+                wanted = asked.overlap_softmax and not k.internal
             if not wanted:
                 continue
             if plan.warp_specialized and not wants_persistent and overlap_split(s, plan, sched) is not None:
@@ -524,14 +527,14 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 rep.warning(f"overlap_softmax=True has no effect on this loop of kernel '{k.name}' for "
                             f"{target.name}: it applies to a warp-specialized, not persistent loop whose body is "
                             "[statements, gemm, statements, gemm] on wgmma (sm90)", s.span)
-        if k.attrs.get("tma_preload") and not k.attrs.get("internal"):
+        if asked.tma_preload and not k.internal:
             ws_loops = [s for s in loops if plans[s.uid].warp_specialized]
             if ws_loops and not wants_persistent:
                 plans[ws_loops[0].uid].preloads = preload_copies(k, ws_loops[0], plans[ws_loops[0].uid], sched)
             if not ws_loops or wants_persistent or not plans[ws_loops[0].uid].preloads:
                 rep.warning(f"tma_preload=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                             "TMA-able copies before a warp-specialized, not persistent loop (sm90)", k.span)
-        if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
+        if not k.internal:  # (a no-TMA twin repeats its kernel's remarks)
             for s in loops:
                 _remark_plan(s, plans[s.uid], requests[s.uid], target, sched, disabled, rep)
         sched.loops.update(plans)

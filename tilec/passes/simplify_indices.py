@@ -37,7 +37,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     if not arith.available():
         return module
     for k in module.kernels:
-        if FEATURE not in k.attrs.get("disabled", ()):
+        if FEATURE not in k.disabled:
             _Simplifier(k, arith.Arith()).run()
     return module
 

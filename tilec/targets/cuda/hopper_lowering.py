@@ -43,7 +43,7 @@ from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.instructions import WGMMA
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
-from ...ir.schedule import consumer_threads, grouped_order
+from ...ir.schedule import consumer_threads, grouped_order, request_of
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
@@ -91,7 +91,7 @@ class HopperLowering(LoweringExtension):
         self.before_preload: tuple[bool, bool, bool] | None = None
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
         self.next_stage_gemm: T.Gemm | None = None  # the gemm after whose commit a cp.async pipeline's copies go
-        self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.attrs.get("disabled", ())
+        self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.disabled
         self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
         if any(p.warp_specialized for p in self.cx.sched.loops.values()):
             self.barrier_threads = self.cx.k.threads  # consumer-only named barrier under warp specialization
@@ -768,7 +768,7 @@ class HopperLowering(LoweringExtension):
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
-        if threads >= 256 and self.cx.k.attrs.get("warp_group_reg_alloc", True):  # the producer's registers to the
+        if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc:  # the producer's registers to the
             # consumers (setmaxnreg), unless the kernel says T.disable_warp_group_reg_alloc()
             producer_regs = 40
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
