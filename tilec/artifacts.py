@@ -34,7 +34,7 @@ def manifest_options(options, kind: str, backend) -> dict:
     from .driver import define_values
 
     return {"defines": define_values(options), "kernel": options.kernel, "targets": list(options.targets),
-            "kind": kind, **backend.manifest_options(options)}
+            "kind": kind, **backend.manifest_options(backend.parse_options(options))}
 
 
 def param_entries(params: list[T.Buffer | T.Var]) -> list[dict]:

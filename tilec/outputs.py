@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .diagnostics import CompileError, Diagnostic
-from .options import CompileOptions, resolve
+from .options import CompileOptions
 
 
 @dataclass
@@ -44,10 +44,9 @@ class NotCached(Exception):
     """compile_artifact(cached_only=True) found no cache entry: the artifact would have to be compiled."""
 
 
-def compile_artifact(source: str | os.PathLike, target=None, options: CompileOptions | None = None, *, emit: str,
+def compile_artifact(source: str | os.PathLike, options: CompileOptions | None = None, *, emit: str,
                      output_name: str | None = None, text: str | None = None,
-                     on_compiled: Callable[[object], None] | None = None, cached_only: bool = False,
-                     **overrides) -> Artifact:
+                     on_compiled: Callable[[object], None] | None = None, cached_only: bool = False) -> Artifact:
     """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache.
 
     `output_name` is the artifact's file name as the manifest records it (default: the source's stem with the
@@ -58,10 +57,11 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     """
     from .targets.registry import DEFAULT_TARGET
 
-    opts = resolve(target, options, **overrides)
+    opts = options or CompileOptions()
     if not opts.targets:
         opts = opts.replace(targets=(DEFAULT_TARGET,))
     targets, backend = targets_and_backend(source, opts, text)
+    backend.parse_options(opts)  # the back end's own options checked before the cache is consulted
     from .targets.backend import BuildRefused
 
     try:
@@ -105,7 +105,7 @@ def targets_and_backend(source, opts: CompileOptions, text: str | None):
     if not backend_available(first.backend):
         from .driver import compile as compile_ir
 
-        checked = compile_ir(source, None, opts.replace(targets=()), text=text)
+        checked = compile_ir(source, opts.replace(targets=()), text=text)
         err = CompileError([*checked.diagnostics, Diagnostic(
             "error", f"target '{first.name}' ({first.description}) needs the {first.backend} back end, "
             "which this tilec does not have yet; the source was checked and is valid (use --emit-ir to see it)")])
@@ -174,7 +174,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
         refuse_keep_over_inputs(opts.keep_dir, stem, deps)
     info = ArtifactInfo(stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded), launcher_filter, tuple(launches), forward_ptx)
-    built = backend.build(units, kind, opts, info)
+    built = backend.build(units, kind, backend.parse_options(opts), info)
     built.diagnostics = ptx_warnings + built.diagnostics
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)
@@ -197,7 +197,7 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
     from .targets.backend import Unit
     from .tuning import multi as tuned
 
-    name = backend.forward_ptx_target(targets, kind, opts)
+    name = backend.forward_ptx_target(targets, kind, backend.parse_options(opts))
     if name is None:
         return None, []
     for t, u in zip(targets, units, strict=True):
@@ -271,7 +271,7 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
         data = Path(source).read_bytes()
     except OSError:
         return None
-    tool = backend.toolchain_identity(targets, kind, opts)
+    tool = backend.toolchain_identity(targets, kind, backend.parse_options(opts))
     if tool is None:
         return None
     key = {

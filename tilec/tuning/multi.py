@@ -72,7 +72,7 @@ def compile_variant(compile_ir, source, target: str, opts, kernel_suffix: str, t
     from .space import TuneContext, building
 
     with building((), TuneContext(kernel_suffix=kernel_suffix)):
-        return compile_ir(source, target, opts, text=text)
+        return compile_ir(source, opts.replace(targets=(target,)), text=text)
 
 
 def header_dispatch(text: str, kernel: str, table: dict, sizes: list[str], api, prefix: str = "") -> str:
