@@ -50,7 +50,7 @@ class CompileOptions:
     toolchain_args: tuple[str, ...] = ()  # -Xcompiler / --toolchain-args: appended to the device toolchain's command
     header_prefix: str = ""  # --emit header: prefix of the launcher functions
     # A back end's own settings, (name, value) sorted by name: what Backend.parse_options reads into the back end's
-    # record (CUDA: tilec.targets.cuda.backend.CudaOptions), where a name no back end has is an error.
+    # record (the CUDA back end's CudaOptions), where a name no back end has is an error.
     backend_options: tuple[tuple[str, object], ...] = ()
     tune_db: str | None = None  # the tuning database (tilec.tuning.database.find); "" for none
     profile: str = ""  # an instrumented build (tilec/ir/profile.py): "full" (tile ops and waits) or "sync" (waits)

@@ -39,16 +39,16 @@ def stage_operands(cx, s: T.Gemm) -> T.Gemm:
         key = (name, b.dtype, shape)
         if key in cx.gemm_stages:
             stage = cx.gemm_stages[key]
-            lay = cx.staged_layouts[id(stage)]
-            sb = cx.buffers[id(stage)]
+            lay = cx.staged_layouts[stage]
+            sb = cx.buffers[stage]
         else:
             stage = T.Buffer(cx.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
             lay = SharedLayout(shape, b.dtype.bytes)
-            cx.staged_layouts[id(stage)] = lay
+            cx.staged_layouts[stage] = lay
             cx.staged.append(stage)
             sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
             cx.shared.append(sb)
-            cx.buffers[id(stage)] = sb
+            cx.buffers[stage] = sb
             cx.gemm_stages[key] = stage
         cx.before_shared_access(False, True)
         kv = cx.fresh("r")

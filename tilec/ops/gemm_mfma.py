@@ -63,7 +63,7 @@ def lower(cx, s: T.Gemm) -> None:
         def idx(kx):
             return gemm.operand_index(cx, r, kx, other) if k_first else gemm.operand_index(cx, r, other, kx)
 
-        stage = cx.stage_offset.get(id(r.buffer))
+        stage = cx.stage_offset.get(r.buffer)
         if kmajor(r, k_first, count):
             off = cx.hoist(f"{r.buffer.name}_off", fold(cx.shared_layout(r.buffer).offset(idx(k0))))
             addr = S.AddrOf(D.I64, None, cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
@@ -153,7 +153,7 @@ def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
     return MfmaTiled(*c_buf.const_shape, *choice, transposed=q.transposed_wanted)
 
 
-def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, SharedLayout]:
+def operand_layouts(k: T.Kernel, instructions: dict[T.Gemm, str]) -> dict[T.Buffer, SharedLayout]:
     """Shared operands of MFMA gemms are stored K-major (K contiguous; a [K, N] B or a [K, M] A is transposed
     when it is copied in) and XOR-swizzled, so that each lane reads its k-values of an atom with one 64- or
     128-bit LDS read and the 8 lanes of one 128-bit read phase hit distinct bank groups. The B operand of a
@@ -161,13 +161,13 @@ def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, Shar
     follow the fixed MFMA k order, so two k-steps' values must be adjacent in LDS for one 128-bit read.
     The first gemm that reads a buffer decides its layout; other readers stay correct (every access goes
     through the layout), only slower."""
-    out: dict[int, SharedLayout] = {}
+    out: dict[T.Buffer, SharedLayout] = {}
     for s in walk_stmts(k.body):
-        if not (isinstance(s, T.Gemm) and instructions.get(id(s)) == "mfma"):
+        if not (isinstance(s, T.Gemm) and instructions.get(s) == "mfma"):
             continue
         for r, k_first in ((s.a, s.transpose_a), (s.b, not s.transpose_b)):
             b = r.buffer
-            if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
+            if b.scope != "shared" or b in out or len(b.shape) != 2:
                 continue
             shape = b.const_shape
             if k_first and (shape[0] * b.dtype.bytes) % 16:
@@ -175,5 +175,5 @@ def operand_layouts(k: T.Kernel, instructions: dict[int, str]) -> dict[int, Shar
             lay = SharedLayout(shape, b.dtype.bytes, transposed=k_first)
             interleave = k_first and s.a.buffer.scope == "fragment" and lay.row_elems % 32 == 0
             swz = lay.can_swizzle()
-            out[id(b)] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
+            out[b] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
     return out

@@ -39,7 +39,7 @@ def lower(cx, s: T.Gemm) -> None:
         # pipeline stage's base changes from one iteration to the next.
         idx = gemm.operand_index(cx, r, row, col)
         offset = cx.hoist(f"{r.buffer.name}_off", fold(cx.shared_layout(r.buffer).offset(idx)))
-        stage = cx.stage_offset.get(id(r.buffer))
+        stage = cx.stage_offset.get(r.buffer)
         return S.AddrOf(D.I64, None, cx.sbuf(r.buffer), add(stage, offset) if stage is not None else offset)
 
     def body(kk: int):

@@ -54,13 +54,13 @@ NAME = "layout-inference"
 
 @dataclass
 class LayoutTable:
-    fragments: dict[int, Fragment] = field(default_factory=dict)
-    shared: dict[int, SharedLayout] = field(default_factory=dict)
-    gemm_impl: dict[int, str] = field(default_factory=dict)
-    names: dict[int, str] = field(default_factory=dict)
+    fragments: dict[T.Buffer, Fragment] = field(default_factory=dict)
+    shared: dict[T.Buffer, SharedLayout] = field(default_factory=dict)
+    gemm_impl: dict[T.Gemm, str] = field(default_factory=dict)
+    names: dict[T.Buffer, str] = field(default_factory=dict)
 
     def fragment(self, b: T.Buffer) -> Fragment:
-        return self.fragments[id(b)]
+        return self.fragments[b]
 
     def __str__(self) -> str:
         lines = [""]
@@ -73,16 +73,16 @@ class LayoutTable:
 
 class _UnionFind:
     def __init__(self):
-        self.parent: dict[int, int] = {}
+        self.parent: dict[T.Buffer, T.Buffer] = {}
 
-    def find(self, x: int) -> int:
+    def find(self, x: T.Buffer) -> T.Buffer:
         self.parent.setdefault(x, x)
         while self.parent[x] != x:
             self.parent[x] = self.parent[self.parent[x]]
             x = self.parent[x]
         return x
 
-    def union(self, a: int, b: int) -> None:
+    def union(self, a: T.Buffer, b: T.Buffer) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
@@ -114,16 +114,16 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc):
             b = s.buffer
-            if id(b) in table.fragments:
-                sched.fragments[b.uid] = table.fragments[id(b)]
-            elif id(b) in table.shared:
-                sched.shared[b.uid] = table.shared[id(b)]
+            if b in table.fragments:
+                sched.fragments[b.uid] = table.fragments[b]
+            elif b in table.shared:
+                sched.shared[b.uid] = table.shared[b]
             else:
                 continue
             sched.labels[b.uid] = b.name
         elif isinstance(s, T.Gemm):
-            impl = table.gemm_impl.get(id(s), "fma")
-            sched.gemms[s.uid] = _gemm_schedule(s, impl, table.fragments.get(id(s.c.buffer)))
+            impl = table.gemm_impl.get(s, "fma")
+            sched.gemms[s.uid] = _gemm_schedule(s, impl, table.fragments.get(s.c.buffer))
             sched.labels[s.uid] = f"#{s.uid}" + (f" (line {s.span.line})" if s.span is not None else "")
             req = request_of(k).gemm(s)
             if req.instruction is not None and req.instruction != impl:
@@ -145,55 +145,55 @@ def _gemm_schedule(s: T.Gemm, impl: str, lay: Fragment | None) -> GemmSchedule:
 
 def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     table = LayoutTable()
-    frags: dict[int, T.Buffer] = {}
+    frags: dict[T.Buffer, T.Buffer] = {}
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc):
-            table.names[id(s.buffer)] = s.buffer.name
+            table.names[s.buffer] = s.buffer.name
             if s.buffer.scope == "fragment":
-                frags[id(s.buffer)] = s.buffer
+                frags[s.buffer] = s.buffer
     uf = _UnionFind()
     for key in frags:
         uf.find(key)
     projections: list[tuple[int, int, int, T.Stmt]] = []  # (1-D frag, parent frag, keep, where)
-    row_reduced: set[int] = set()
-    register_a: set[int] = set()
+    row_reduced: set[T.Buffer] = set()
+    register_a: set[T.Buffer] = set()
 
     for s in walk_stmts(k.body):
         if isinstance(s, T.For) and s.kind == "parallel":
-            loop_ids = [id(v) for v in s.vars]
+            loop_ids = [v for v in s.vars]
             driver: int | None = None
             accesses = [a for st in walk_stmts(s.body) for a in _fragment_loads(st)]
             for buf, idx, _ in accesses:
-                if [id(i) if isinstance(i, T.Var) else None for i in idx] == loop_ids:
+                if [i if isinstance(i, T.Var) else None for i in idx] == loop_ids:
                     if driver is None:
-                        driver = id(buf)
+                        driver = buf
                     else:
-                        uf.union(driver, id(buf))
+                        uf.union(driver, buf)
             for buf, idx, where in accesses:
-                if len(idx) == 1 and len(loop_ids) == 2 and isinstance(idx[0], T.Var) and id(idx[0]) in loop_ids:
+                if len(idx) == 1 and len(loop_ids) == 2 and isinstance(idx[0], T.Var) and idx[0] in loop_ids:
                     if driver is not None:
-                        projections.append((id(buf), driver, loop_ids.index(id(idx[0])), where))
+                        projections.append((buf, driver, loop_ids.index(idx[0]), where))
         elif isinstance(s, T.Copy) and s.src.buffer.scope == s.dst.buffer.scope == "fragment":
-            uf.union(id(s.src.buffer), id(s.dst.buffer))
+            uf.union(s.src.buffer, s.dst.buffer)
         elif isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment":
             if len(s.src.buffer.shape) == 2 and len(s.dst.buffer.shape) == 1:
-                projections.append((id(s.dst.buffer), id(s.src.buffer), 1 - s.dim, s))
+                projections.append((s.dst.buffer, s.src.buffer, 1 - s.dim, s))
                 if s.dim == 1:
-                    row_reduced.add(id(s.src.buffer))
+                    row_reduced.add(s.src.buffer)
         elif isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment":
-            register_a.add(id(s.a.buffer))
+            register_a.add(s.a.buffer)
 
     # Gemm accumulators.
-    class_layout: dict[int, Fragment] = {}
-    class_site: dict[int, T.Stmt] = {}
+    class_layout: dict[T.Buffer, Fragment] = {}
+    class_site: dict[T.Buffer, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
     offered = {f for f, instr in FAMILIES.items() if instr.offered_by(target) and f not in k.disabled}
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
-    col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
+    col_reduced = {s.src.buffer for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
 
     def set_accumulator(s: T.Gemm, lay: Fragment) -> None:
-        root = uf.find(id(s.c.buffer))
+        root = uf.find(s.c.buffer)
         prev = class_layout.get(root)
         if prev is not None and prev != lay:
             rep.error(f"fragment '{s.c.buffer.name}' is the accumulator of two gemms that need different "
@@ -201,25 +201,25 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         class_layout[root] = lay
         class_site[root] = s
 
-    queries: dict[int, tuple[GemmQuery, bool]] = {}  # gemm -> its query, and whether its instruction was pinned
+    queries: dict[T.Gemm, tuple[GemmQuery, bool]] = {}  # gemm -> its query, and whether its instruction was pinned
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
         impl = "fma"
         req = request_of(k).gemm(s)
-        root = uf.find(id(s.c.buffer))
+        root = uf.find(s.c.buffer)
         members = [b for b in frags if uf.find(b) == root]
         policy = s.policy
         if policy == "square" and (any(b in row_reduced for b in members) or
                                    any(uf.find(a) == root for a in register_a)):
             policy = "full_row"  # rows stay inside one warp: row statistics and register A operands
         query = GemmQuery(s, k, warps, policy, req.warps,
-                          a_layout=class_layout.get(uf.find(id(s.a.buffer))) if s.a.buffer.scope == "fragment"
+                          a_layout=class_layout.get(uf.find(s.a.buffer)) if s.a.buffer.scope == "fragment"
                           else None,
                           col_reduced=any(uf.find(x) == root for x in col_reduced),
                           rows_projected=root in projected_roots,
                           transposed_wanted=_mfma_transposed(root, projections, register_a, uf))
-        queries[id(s)] = (query, req.instruction is not None)
+        queries[s] = (query, req.instruction is not None)
         for family in (req.instruction,) if req.instruction is not None else FAMILIES:
             if family not in offered:
                 continue
@@ -228,7 +228,7 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
                 set_accumulator(s, lay)
                 impl = family
                 break
-        table.gemm_impl[id(s)] = impl
+        table.gemm_impl[s] = impl
 
     # Everything else that is at least 2-D: the generic layout.
     for key, buf in frags.items():
@@ -276,86 +276,86 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         table.fragments[key] = lay
 
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "wgmma":
-            la = table.fragments.get(id(s.a.buffer))
-            lc = table.fragments.get(id(s.c.buffer))
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(s) == "wgmma":
+            la = table.fragments.get(s.a.buffer)
+            lc = table.fragments.get(s.c.buffer)
             if not (isinstance(la, WgmmaTiled) and isinstance(lc, WgmmaTiled) and la.wn == 1 and lc.wn == 1
                     and la.wm == lc.wm and la.m == lc.m):
                 rep.error(f"the register operand '{s.a.buffer.name}' of this gemm does not have the wgmma operand "
                           f"layout ({la}); stage it through shared memory", s.span)
-        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mfma":
-            la = table.fragments.get(id(s.a.buffer))
-            lc = table.fragments.get(id(s.c.buffer))
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(s) == "mfma":
+            la = table.fragments.get(s.a.buffer)
+            lc = table.fragments.get(s.c.buffer)
             if not (isinstance(la, MfmaTiled) and isinstance(lc, MfmaTiled) and la.transposed and lc.transposed
                     and la.wn == 1 and lc.wn == 1 and la.wm == lc.wm and la.m == lc.m and not s.transpose_a
                     and s.a.const_extents == s.a.buffer.const_shape):
-                table.gemm_impl[id(s)] = "fma"
+                table.gemm_impl[s] = "fma"
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(id(s)) == "mma":
-            la = table.fragments.get(id(s.a.buffer))
-            lc = table.fragments.get(id(s.c.buffer))
+        if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment" and table.gemm_impl.get(s) == "mma":
+            la = table.fragments.get(s.a.buffer)
+            lc = table.fragments.get(s.c.buffer)
             if not (isinstance(la, MmaTiled) and isinstance(lc, MmaTiled) and la.wn == 1 and lc.wn == 1
                     and la.wm == lc.wm and not s.transpose_a):
-                table.gemm_impl[id(s)] = "fma"
+                table.gemm_impl[s] = "fma"
 
     if not k.internal:  # (a no-TMA twin repeats its kernel's remarks)
         _remark_missed_instructions(k, table, queries, target, rep)
 
     # Shared layouts.
-    annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
-    index_maps = {id(s.buffer): s for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout) and s.index_map}
+    annotated = {s.buffer: s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
+    index_maps = {s.buffer: s for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout) and s.index_map}
     mma_operands = set()
     wgmma_operands = set()
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "mma":
-            mma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
-        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s)) == "wgmma":
-            wgmma_operands.update(id(r.buffer) for r in (s.a, s.b) if r.buffer.scope == "shared")
+        if isinstance(s, T.Gemm) and table.gemm_impl.get(s) == "mma":
+            mma_operands.update(r.buffer for r in (s.a, s.b) if r.buffer.scope == "shared")
+        if isinstance(s, T.Gemm) and table.gemm_impl.get(s) == "wgmma":
+            wgmma_operands.update(r.buffer for r in (s.a, s.b) if r.buffer.scope == "shared")
     mfma_operands = gemm_mfma.operand_layouts(k, table.gemm_impl)
     # Views of a shared buffer (T.reshape, T.view) read its bytes row-major: the buffer and its views stay linear.
     views = [s for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"
              and s.buffer.view_of is not None]
-    in_view_group = {id(v.buffer) for v in views} | {id(v.buffer.storage) for v in views}
+    in_view_group = {v.buffer for v in views} | {v.buffer.storage for v in views}
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Gemm) and table.gemm_impl.get(id(s), "fma") != "fma":
+        if isinstance(s, T.Gemm) and table.gemm_impl.get(s, "fma") != "fma":
             for r in (s.a, s.b):
-                if id(r.buffer) in index_maps:
-                    instr = FAMILIES[table.gemm_impl[id(s)]].target_name
+                if r.buffer in index_maps:
+                    instr = FAMILIES[table.gemm_impl[s]].target_name
                     rep.error(f"'{r.buffer.name}' is an operand of a gemm that runs on {instr}, which reads its "
                               "shared operands in the layout the instruction needs (ldmatrix and wgmma their "
                               "swizzles, MFMA its K-major tiles); drop this T.Layout annotation (tilec picks that "
                               "layout itself) or copy the tile into a second shared buffer for the gemm",
-                              index_maps[id(r.buffer)].span)
+                              index_maps[r.buffer].span)
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) in in_view_group:
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and s.buffer in in_view_group:
             b = s.buffer
-            why = ("a wgmma operand (stored in swizzled panels)" if id(b) in wgmma_operands else
-                   "an MFMA operand (stored in the matrix instruction's order)" if id(b) in mfma_operands else
-                   f"annotated {annotated[id(b)]}" if annotated.get(id(b), "linear") != "linear" else None)
+            why = ("a wgmma operand (stored in swizzled panels)" if b in wgmma_operands else
+                   "an MFMA operand (stored in the matrix instruction's order)" if b in mfma_operands else
+                   f"annotated {annotated[b]}" if annotated.get(b, "linear") != "linear" else None)
             if why is not None:
-                view = next(v for v in views if id(b) in (id(v.buffer), id(v.buffer.storage)))
+                view = next(v for v in views if b in (v.buffer, v.buffer.storage))
                 rep.error(f"view '{view.buffer.name}' of shared buffer '{view.buffer.storage.name}' reads it "
                           f"row-major, but '{b.name}' is {why}; copy the tile into a separate shared buffer for the "
                           "gemm, or index it with the view's arithmetic", view.span)
-            table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes)
+            table.shared[b] = SharedLayout(b.const_shape, b.dtype.bytes)
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) not in in_view_group:
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and s.buffer not in in_view_group:
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
-            if id(b) in index_maps:
-                table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, index_map=index_maps[id(b)].index_map)
+            if b in index_maps:
+                table.shared[b] = SharedLayout(b.const_shape, b.dtype.bytes, index_map=index_maps[b].index_map)
                 continue
-            if id(b) in wgmma_operands:  # checked by the wgmma accumulator layout: a swizzle span exists
-                table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
+            if b in wgmma_operands:  # checked by the wgmma accumulator layout: a swizzle span exists
+                table.shared[b] = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True, panel=True)
                 continue
-            if id(b) in mfma_operands and id(b) not in annotated:
-                lay = mfma_operands[id(b)]
-                table.shared[id(b)] = lay
+            if b in mfma_operands and b not in annotated:
+                lay = mfma_operands[b]
+                table.shared[b] = lay
                 continue
-            want = annotated.get(id(b), "swizzled" if id(b) in mma_operands else "linear")
+            want = annotated.get(b, "swizzled" if b in mma_operands else "linear")
             if want == "swizzled" and lay.can_swizzle() and len(b.shape) >= 2:
                 lay = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True)
-            table.shared[id(b)] = lay
+            table.shared[b] = lay
     return table
 
 
@@ -364,16 +364,16 @@ def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target
     does not fit (gemms whose instruction the schedule pinned excepted)."""
     disabled = k.disabled
     for s in walk_stmts(k.body):
-        if not isinstance(s, T.Gemm) or id(s) not in queries or queries[id(s)][1]:
+        if not isinstance(s, T.Gemm) or s not in queries or queries[s][1]:
             continue
-        impl = table.gemm_impl.get(id(s), "fma")
+        impl = table.gemm_impl.get(s, "fma")
         better = []
         for family, instr in FAMILIES.items():
             if family == impl:
                 break
             if instr.offered_by(target):
                 why = (f"turned off (--no-{family})" if family in disabled
-                       else gemm_op.missed_reason(instr, queries[id(s)][0]))
+                       else gemm_op.missed_reason(instr, queries[s][0]))
                 better.append(f"{instr.target_name}: {why}")
         if impl == "fma" and not better:
             rep.remark("tensor-cores", f"gemm runs on scalar multiply-adds: {target.name} has no matrix instructions "
@@ -384,7 +384,7 @@ def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target
             rep.remark("tensor-cores", f"gemm runs on {what}: " + "; ".join(better), s.span)
 
 
-def _mfma_transposed(root: int, projections, register_a: set[int], uf) -> bool:
+def _mfma_transposed(root: T.Buffer, projections, register_a: set[T.Buffer], uf) -> bool:
     """An MFMA accumulator class is laid out transposed when it is the register A operand of a gemm (a lane's
     4 registers along a row are then the MFMA B-operand layout of the swapped product) or when its rows are
     projected (row reductions: 4 of a row's elements per lane, 2 shuffles instead of 4)."""

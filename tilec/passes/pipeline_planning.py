@@ -73,22 +73,22 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, tma_ok: bool =
     allowed = (request.mechanism,) if request.mechanism is not None else ("tma", "cp.async", "registers", "sync")
     var = loop.vars[0]
     producers = []
-    written_elsewhere: set[int] = set()
+    written_elsewhere: set[T.Buffer] = set()
     for s in loop.body:
         if (isinstance(s, T.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
                 and any(_uses(x, var) for x in s.src.starts)):
             producers.append(s)
-    producer_bufs = {id(p.dst.buffer) for p in producers}
+    producer_bufs = {p.dst.buffer for p in producers}
     for s in walk_stmts(loop.body):
         if s in producers:
             continue
         written = [r.buffer for r in ops.writes(s)] + ([s.buffer] if isinstance(s, T.Store) else [])
-        written_elsewhere.update(id(b) for b in written if id(b) in producer_bufs)
-    producers = [p for p in producers if id(p.dst.buffer) not in written_elsewhere]
+        written_elsewhere.update(b for b in written if b in producer_bufs)
+    producers = [p for p in producers if p.dst.buffer not in written_elsewhere]
     # A producer's source may only depend on the loop variable and values fixed before the loop.
-    assigned = {id(s.var) for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
+    assigned = {s.var for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
     producers = [p for p in producers
-                 if not any(isinstance(x, T.Var) and id(x) in assigned for e in p.src.starts for x in sub_exprs(e))]
+                 if not any(isinstance(x, T.Var) and x in assigned for e in p.src.starts for x in sub_exprs(e))]
     if (producers and stages >= 2 and "tma" in allowed and tma_ok
             and all(tma_copy_ok(p, sched) for p in producers)):
         return LoopSchedule(stages, "tma", producers)
@@ -192,22 +192,22 @@ def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
     buffers it fills."""
     if loop not in k.body:
         return False
-    assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
+    assigned = {s.var for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
     launch_values = launch_value_assigns(k, loop)
     exprs = [*loop.extents, *(x for p in plan.producers for x in p.src.starts)]
     for e in exprs:
         for x in sub_exprs(e):
-            if isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and
+            if isinstance(x, T.Load) or (isinstance(x, T.Var) and x in assigned and
                                          not any(a.var is x for a in launch_values)):
                 return False
-    filled = {id(p.dst.buffer) for p in plan.producers}
-    inside = {id(s) for s in walk_stmts(loop.body)}
+    filled = {p.dst.buffer for p in plan.producers}
+    inside = {s for s in walk_stmts(loop.body)}
     for s in walk_stmts(k.body):
-        if id(s) in inside or s is loop:
+        if s in inside or s is loop:
             continue
-        if any(id(r.buffer) in filled for r in ops.reads(s) + ops.writes(s)):
+        if any(r.buffer in filled for r in ops.reads(s) + ops.writes(s)):
             return False
-        if isinstance(s, T.Store) and id(s.buffer) in filled:
+        if isinstance(s, T.Store) and s.buffer in filled:
             return False
     return True
 
@@ -228,17 +228,17 @@ class OverlapSplit:
     late: list[T.Copy]
 
 
-def _touched(stmts: list[T.Stmt]) -> tuple[set[int], set[int]]:
+def _touched(stmts: list[T.Stmt]) -> tuple[set[T.Buffer], set[T.Buffer]]:
     """(ids of the buffers read, ids of the buffers written) anywhere in stmts."""
-    reads: set[int] = set()
-    writes: set[int] = set()
+    reads: set[T.Buffer] = set()
+    writes: set[T.Buffer] = set()
     for st in walk_stmts(stmts):
-        reads.update(id(r.buffer) for r in ops.reads(st))
-        writes.update(id(r.buffer) for r in ops.writes(st))
+        reads.update(r.buffer for r in ops.reads(st))
+        writes.update(r.buffer for r in ops.writes(st))
         if isinstance(st, T.Store):
-            writes.add(id(st.buffer))
+            writes.add(st.buffer)
         for e in direct_exprs(st):
-            reads.update(id(x.buffer) for x in sub_exprs(e) if isinstance(x, T.Load))
+            reads.update(x.buffer for x in sub_exprs(e) if isinstance(x, T.Load))
     return reads, writes
 
 
@@ -261,15 +261,15 @@ def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> Ove
     head_reads, head_writes = _touched(head + [first])
     if (head_reads | head_writes) & last_writes or head_writes & last_reads:
         return None
-    assigned = {id(st.var) for st in walk_stmts(loop.body) if isinstance(st, T.Assign)}
-    if any(isinstance(x, T.Var) and id(x) in assigned
+    assigned = {st.var for st in walk_stmts(loop.body) if isinstance(st, T.Assign)}
+    if any(isinstance(x, T.Var) and x in assigned
            for r in (last.a, last.b, last.c) for e in r.starts for x in sub_exprs(e)):
         return None
     cut = next((j for j, st in enumerate(rest) if set().union(*_touched([st])) & last_bufs), len(rest))
     rest_reads, _ = _touched(rest)
     early, late = [], []
     for p in plan.producers:
-        tile = id(p.dst.buffer)
+        tile = p.dst.buffer
         if tile in rest_reads:
             return None
         if tile in head_reads and tile not in last_reads:
@@ -285,17 +285,17 @@ def preload_copies(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSc
     """The global -> shared copies at the kernel's top level before `loop` that a producer warpgroup can issue
     through TMA before the loop: one box per panel (tma_copy_ok), a source that depends only on launch values,
     and a tile nothing else in the kernel writes."""
-    assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
-    launch = {id(a.var) for a in launch_value_assigns(k, loop)}
+    assigned = {s.var for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
+    launch = {a.var for a in launch_value_assigns(k, loop)}
     out = []
     for st in k.body[:k.body.index(loop)]:
         if not (isinstance(st, T.Copy) and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared"
                 and st not in plan.producers and tma_copy_ok(st, sched)):
             continue
-        if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and id(x) not in launch)
+        if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x in assigned and x not in launch)
                for e in st.src.starts for x in sub_exprs(e)):
             continue
-        tile = id(st.dst.buffer)
+        tile = st.dst.buffer
         if any(other is not st and tile in _touched([other])[1] for other in walk_stmts(k.body)):
             continue
         out.append(st)
@@ -389,9 +389,9 @@ def pingpong_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSched
     if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x.kind not in ("size", "param"))
            for e in loop.extents for x in sub_exprs(e)):
         return "the Pipelined loop's trip count depends on the tile (it may use only sizes and scalar parameters)"
-    tiles = {id(p.dst.buffer) for p in plan.producers}
+    tiles = {p.dst.buffer for p in plan.producers}
     for st in walk_stmts(k.body):
-        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and id(st.buffer) not in tiles:
+        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and st.buffer not in tiles:
             return (f"shared tile '{st.buffer.name}' is not a tile of the pipeline (both consumer warpgroups would "
                     "use it at once)")
     return None
@@ -415,14 +415,14 @@ def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: Kerne
             return [], "a statement before the pipeline or in it writes global memory"
     raster = sched.raster_assigns
     block = raster[dim].var if raster is not None else k.block_vars[dim]
-    assigns = {id(a.var): a for a in launch_value_assigns(k, loop)}
+    assigns = {a.var: a for a in launch_value_assigns(k, loop)}
 
     def depends(e: T.Expr, seen=()) -> bool:
         for x in sub_exprs(e):
             if x is block:
                 return True
-            if isinstance(x, T.Var) and id(x) in assigns and id(x) not in seen:
-                if depends(assigns[id(x)].value, (*seen, id(x))):
+            if isinstance(x, T.Var) and x in assigns and x not in seen:
+                if depends(assigns[x].value, (*seen, x)):
                     return True
         return False
 
@@ -443,21 +443,21 @@ def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: Kerne
 def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
     """The top-level assignments before `loop` whose values depend only on launch values (block
     indices, sizes, scalars and earlier such assignments) -- what a producer warpgroup recomputes."""
-    counts: dict[int, int] = {}
+    counts: dict[T.Var, int] = {}
     for s in walk_stmts(k.body):
         if isinstance(s, T.Assign):
-            counts[id(s.var)] = counts.get(id(s.var), 0) + 1
+            counts[s.var] = counts.get(s.var, 0) + 1
     ok: list[T.Assign] = []
-    ok_ids: set[int] = set()
+    ok_ids: set[T.Var] = set()
     for s in k.body:
         if s is loop:
             break
-        if isinstance(s, T.Assign) and counts[id(s.var)] == 1:
+        if isinstance(s, T.Assign) and counts[s.var] == 1:
             xs = list(sub_exprs(s.value))
-            if not any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in counts and id(x) not in ok_ids)
+            if not any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x in counts and x not in ok_ids)
                        for x in xs):
                 ok.append(s)
-                ok_ids.add(id(s.var))
+                ok_ids.add(s.var)
     return ok
 
 
