@@ -3,8 +3,8 @@ order the pipes) and how deep each queue is.
 
 Assumes: placement has run. Guarantees: `plan.queues[name] = depth` and `plan.queue_home[name] = the
 statement lists that use it` (an identity set) for every buffer that each such list fills from global memory and
-then only reads (VECIN, or A1/B1 for the cube), or that one list computes and finally stores to global memory (VECOUT, or CO1 for
-the accumulator), touching it nowhere else.
+then only reads (VECIN, or A1/B1 for the cube), or that one list computes and finally stores to global memory
+(VECOUT, or CO1 for the accumulator), touching it nowhere else.
 A queue in a `Pipelined(num_stages=s)` loop is s buffers deep (the copy of iteration k+1 overlaps the compute of
 iteration k); one in the body of a tile is 2 deep (tiles of consecutive iterations of the core's tile loop
 overlap). Every other UB buffer stays a TBuf, ordered by sync insertion. Cube operands must be queues.
