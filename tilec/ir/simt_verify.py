@@ -33,22 +33,22 @@ class _Verifier:
     def __init__(self, k: S.SKernel, target=None):
         self.k = k
         self.target = target
-        self.shared_ids = {b for b in k.shared}
+        self.shared_set = set(k.shared)
 
     def fail(self, msg: str):
         raise VerifyError(f"kernel '{self.k.name}': {msg}")
 
     def run(self) -> None:
         k = self.k
-        if len(self.shared_ids) != len(k.shared):
+        if len(self.shared_set) != len(k.shared):
             self.fail("a shared buffer is listed twice")
         for b in k.shared:
             if b.scope != "shared":
                 self.fail(f"'{b.name}' is listed as shared but has scope {b.scope}")
-            if b.alias_of is not None and b.alias_of not in self.shared_ids:
+            if b.alias_of is not None and b.alias_of not in self.shared_set:
                 self.fail(f"shared buffer '{b.name}' aliases a buffer the kernel does not list")
         scope: set[T.Var] = set()
-        buffers: set[S.SBuffer] = set(self.shared_ids)
+        buffers: set[S.SBuffer] = set(self.shared_set)
         for p in k.params:
             (buffers if isinstance(p, S.SBuffer) else scope).add(p)
         scope.update(v for v in k.size_vars)

@@ -26,7 +26,7 @@ def verify(module: T.Module) -> None:
 class _Verifier:
     def __init__(self, k: T.Kernel):
         self.k = k
-        self.vars: list[set[T.Var]] = [{v for v in k.size_vars + k.block_vars}
+        self.vars: list[set[T.Var]] = [set(k.size_vars + k.block_vars)
                                      | {p for p in k.params if isinstance(p, T.Var)}]
         self.buffers: set[T.Buffer] = {p for p in k.params if isinstance(p, T.Buffer)}
 
@@ -107,7 +107,7 @@ class _Verifier:
                 self.expr(e)
             if len(s.vars) != len(s.extents):
                 raise self.fail("loop variables and extents differ in number")
-            self.vars.append({v for v in s.vars})
+            self.vars.append(set(s.vars))
             self.body(s.body)
             self.vars.pop()
         elif isinstance(s, T.If):

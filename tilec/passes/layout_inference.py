@@ -160,19 +160,19 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
 
     for s in walk_stmts(k.body):
         if isinstance(s, T.For) and s.kind == "parallel":
-            loop_ids = [v for v in s.vars]
-            driver: int | None = None
+            loop_vars = list(s.vars)
+            driver: T.Buffer | None = None
             accesses = [a for st in walk_stmts(s.body) for a in _fragment_loads(st)]
             for buf, idx, _ in accesses:
-                if [i if isinstance(i, T.Var) else None for i in idx] == loop_ids:
+                if [i if isinstance(i, T.Var) else None for i in idx] == loop_vars:
                     if driver is None:
                         driver = buf
                     else:
                         uf.union(driver, buf)
             for buf, idx, where in accesses:
-                if len(idx) == 1 and len(loop_ids) == 2 and isinstance(idx[0], T.Var) and idx[0] in loop_ids:
+                if len(idx) == 1 and len(loop_vars) == 2 and isinstance(idx[0], T.Var) and idx[0] in loop_vars:
                     if driver is not None:
-                        projections.append((buf, driver, loop_ids.index(idx[0]), where))
+                        projections.append((buf, driver, loop_vars.index(idx[0]), where))
         elif isinstance(s, T.Copy) and s.src.buffer.scope == s.dst.buffer.scope == "fragment":
             uf.union(s.src.buffer, s.dst.buffer)
         elif isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment":

@@ -234,17 +234,17 @@ class Lowerer:
         return S.AddrOf(D.I64, None, self.sbuf(b), fold(self.address(b, idx, span)))
 
     def owned_local(self, b: T.Buffer, orig_idx: list[T.Expr], ctx) -> T.Expr | None:
-        """The register holding fragment element b[orig_idx] in the Parallel context ctx (loop variable ids, the
+        """The register holding fragment element b[orig_idx] in the Parallel context ctx (loop variables, the
         loop's layout, its local index), or None when the thread running the iteration does not hold it."""
-        loop_ids, layout, k = ctx
+        loop_vars, layout, k = ctx
         lay = self.sched.fragment(b)
-        ids = [i if isinstance(i, T.Var) else None for i in orig_idx]
-        if ids == loop_ids and same_layout(lay, layout):
+        index_vars = [i if isinstance(i, T.Var) else None for i in orig_idx]
+        if index_vars == loop_vars and same_layout(lay, layout):
             return k
-        if len(ids) == 1 and isinstance(lay, Projected) and not isinstance(layout, Projected):
+        if len(index_vars) == 1 and isinstance(lay, Projected) and not isinstance(layout, Projected):
             # x[i] of a reduced fragment, or x[0] where the loop's dimension is 1 wide (`sum[0]` in a
             # Parallel(1, D) loop): the row this thread's iteration is on.
-            dims = [loop_ids.index(ids[0])] if ids[0] in loop_ids else [
+            dims = [loop_vars.index(index_vars[0])] if index_vars[0] in loop_vars else [
                 d for d, e in enumerate(layout.shape) if e == 1] if as_int(orig_idx[0]) == 0 else []
             for d in dims:
                 view = Projected(layout, d)
@@ -410,7 +410,7 @@ class Lowerer:
                 elif isinstance(st, T.For | T.While):
                     scan(st.body, d)
 
-        def private(b: int) -> bool:
+        def private(b: T.Buffer) -> bool:
             group = stores[b]
             dims = set(range(len(group[0].indices)))
             for st in group:
@@ -709,7 +709,7 @@ class Lowerer:
         driver = self.loop_driver(s)
         outer = self.staged_fragments
         if not self.parallel_body:
-            ctx = ([v for v in s.vars], self.sched.fragment(driver), c(0)) if driver is not None else None
+            ctx = (list(s.vars), self.sched.fragment(driver), c(0)) if driver is not None else None
             self.staged_fragments = {}
             self.stage_foreign_fragments(s, ctx)
         self.parallel_body += 1
@@ -724,13 +724,13 @@ class Lowerer:
     def loop_driver(self, s: T.For) -> T.Buffer | None:
         """The fragment whose layout places this Parallel loop's iterations on the threads: the first one stored
         (else read) at exactly the loop variables."""
-        loop_ids = [v for v in s.vars]
+        loop_vars = list(s.vars)
         driver = None
         for st in walk_stmts(s.body):
             exprs: list[T.Expr] = []
             if isinstance(st, T.Store):
                 if st.buffer.scope == "fragment" and [i if isinstance(i, T.Var) else None
-                                                      for i in st.indices] == loop_ids:
+                                                      for i in st.indices] == loop_vars:
                     driver = st.buffer
                     break
                 exprs = [st.value]
@@ -743,14 +743,14 @@ class Lowerer:
             for e in exprs:
                 for x in sub_exprs(e):
                     if isinstance(x, T.Load) and x.buffer.scope == "fragment" and \
-                            [i if isinstance(i, T.Var) else None for i in x.indices] == loop_ids:
+                            [i if isinstance(i, T.Var) else None for i in x.indices] == loop_vars:
                         driver = driver or x.buffer
             if driver is not None:
                 break
         return driver
 
     def parallel_loop(self, s: T.For, driver: T.Buffer | None) -> None:
-        loop_ids = [v for v in s.vars]
+        loop_vars = list(s.vars)
         extents = [as_int(e) for e in s.extents]
         if driver is not None:
             layout = self.sched.fragment(driver)
@@ -764,7 +764,7 @@ class Lowerer:
                 for v, idx in zip(s.vars, coords, strict=True):
                     self.subst[v] = self.declare(v.name, idx)
                 saved = self.frag_ctx
-                self.frag_ctx = (loop_ids, layout, kv)
+                self.frag_ctx = (loop_vars, layout, kv)
                 try:
                     ok = valid(layout, self.tid, kv)
                     if ok is None:
