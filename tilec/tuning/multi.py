@@ -197,7 +197,7 @@ def public_names(module, sfx: str) -> None:
     """Undo tilec.tuning.space.rename_kernels on a variant's Tile IR module: its kernels, stages and multi-launch
     functions get their public names back."""
     for k in module.kernels:
-        of = k.attrs.get("stage_of")
+        of = k.stage_of
         if of:
             base = of.removesuffix(sfx)
             k.name = base + k.name[len(of):]
