@@ -2,6 +2,7 @@
 end, the source's schedule keywords as a typed request, identity-keyed maps."""
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_the_cuda_back_end_parses_its_own_frozen_record():
     assert type(rec).__name__ == "CudaOptions" and rec.device_debug and rec.opt_level == 1
     assert rec.toolchain == "nvrtc" and rec.forward_ptx and not rec.lineinfo
     assert cuda.parse_options(rec) is rec
-    with pytest.raises(Exception):  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
         rec.lineinfo = True  # type: ignore[misc]
     with pytest.raises(CompileError, match="lineinfo must be true or false"):
         cuda.parse_options(CompileOptions.make("sm80", lineinfo="yes"))
