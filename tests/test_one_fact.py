@@ -84,3 +84,16 @@ def test_identity_maps_hold_values_that_compare_equal_apart_and_survive_a_deepco
     holder = {"lists": [a, b], "d": d, "s": IdentitySet([a])}
     held = copy.deepcopy(holder)
     assert held["d"][held["lists"][0]] == "a" and held["lists"][0] in held["s"] and a not in held["s"]
+
+
+def test_no_map_is_keyed_by_id():
+    """IR nodes key maps themselves (a lookup by id() into a map keyed by nodes would silently miss); keys that
+    compare by value go through tilec/identity.py, the one module that calls id()."""
+    import re
+    from pathlib import Path
+
+    root = Path(tilec.__file__).parent
+    calls = [f"{p.relative_to(root)}:{n}" for p in root.rglob("*.py") if p.name != "identity.py"
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"(?<![\w.])id\(", line.split("#")[0])]
+    assert calls == []
