@@ -319,6 +319,7 @@ class TileReader:
         self.pos += 1
         size_vars: list[T.Var] = list(sizes.values())
         attrs: dict[str, object] = {}
+        keywords: dict[str, object] = {}
         grid: list[T.Expr] = []
         threads = 0
         block_vars: list[T.Var] = []
@@ -356,6 +357,8 @@ class TileReader:
                 if m is None:
                     raise self.error("expected 'attr NAME = VALUE'", line)
                 attrs[m.group(1)] = attr_value(m.group(2), self.attr_types)
+            elif line.text.startswith("keyword "):
+                keywords.update(self.keyword(line))
             elif line.text == "schedule:":
                 sched_lines = []
                 while self.pos < len(self.lines) and self.lines[self.pos].indent >= 4:
@@ -368,6 +371,10 @@ class TileReader:
         self.pos += 1
         body = self.block(1, scope)
         k = T.Kernel(name, params, size_vars, grid, threads, block_vars, body, self.span(head), attrs)
+        if keywords:  # the source's schedule keywords (tilec.ir.schedule.KernelKeywords)
+            from .schedule import KernelKeywords, ScheduleRequest
+
+            k.request = ScheduleRequest(keywords=KernelKeywords(**keywords))
         from .visit import number_ops
 
         number_ops(k)
@@ -376,6 +383,27 @@ class TileReader:
 
             k.schedule = read_schedule(k, sched_lines)
         return k
+
+    def keyword(self, line: Line) -> dict[str, object]:
+        """`keyword NAME = VALUE`: one of the kernel's schedule keywords (KernelKeywords), a literal of its type."""
+        from dataclasses import fields
+
+        from .schedule import KernelKeywords
+
+        m = re.fullmatch(r"keyword (\w+) = (.*)", line.text)
+        if m is None:
+            raise self.error("expected 'keyword NAME = VALUE'", line)
+        known = {f.name: f.default for f in fields(KernelKeywords)}
+        name = m.group(1)
+        if name not in known:
+            raise self.error(f"unknown keyword '{name}' (known: {', '.join(known)})", line)
+        try:
+            value = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            value = None
+        if type(value) is not type(known[name]) or (isinstance(value, tuple) and len(value) != len(known[name])):
+            raise self.error(f"keyword {name} takes a value like {known[name]!r}, not '{m.group(2)}'", line)
+        return {name: value}
 
     def launches(self) -> T.Launches:
         head = self.lines[self.pos]
@@ -750,7 +778,7 @@ def _map_offset(outs: list[T.Expr], b: T.Buffer) -> T.Expr:
             if isinstance(e, T.Var) and all(e is not v for v in vs):
                 vs.append(e)
     shape = b.const_shape or ()
-    env = {id(v): g for v, g in zip(vs, np.indices(shape, dtype=np.int64), strict=False)}
+    env = {v: g for v, g in zip(vs, np.indices(shape, dtype=np.int64), strict=False)}
     extents = [int(np.max(np.broadcast_to(map_values(o, env), shape))) + 1 for o in outs]
     off: T.Expr = outs[0]
     for o, ext in zip(outs[1:], extents[1:], strict=True):

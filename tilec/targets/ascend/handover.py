@@ -60,7 +60,7 @@ def workspace_layout(k: T.Kernel) -> tuple[dict[str, Workspace], int]:
 
 
 def flags(lw, g: T.Gemm) -> tuple[int, int, int]:
-    i = lw.gemm_index[id(g)]
+    i = lw.gemm_index[g]
     return 3 * i, 3 * i + 1, 3 * i + 2
 
 
