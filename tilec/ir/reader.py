@@ -9,7 +9,8 @@ statements the builder had numbered, a pass run on the text numbers its gemms an
 compiler), the ids of the gemms and Pipelined loops a printed schedule names from its labels, and the schedule's
 layouts from their printed names (a shared tile's element size from its buffer, a BlockRow's threads from the
 kernel's). Statements, buffers and regions get spans at their lines
-of the text, so a pass's diagnostics point there; expressions have none; launch checks have no messages; an
+of the text, so a pass's diagnostics point there; expressions have none; launch checks have no messages; the
+source's schedule keywords (`keyword NAME = VALUE`) become the kernel's request (KernelKeywords, no pins); an
 attribute whose value is not a Python literal keeps its text (`RawAttr`) unless the caller names its class
 (`attr_types`). Errors are `ReadError`s carrying the line and column.
 
@@ -401,8 +402,12 @@ class TileReader:
             value = ast.literal_eval(m.group(2))
         except (ValueError, SyntaxError):
             value = None
-        if type(value) is not type(known[name]) or (isinstance(value, tuple) and len(value) != len(known[name])):
-            raise self.error(f"keyword {name} takes a value like {known[name]!r}, not '{m.group(2)}'", line)
+        default = known[name]
+        same_shape = not isinstance(value, tuple) or (
+            len(value) == len(default) and all(type(x) is type(d) for x, d in zip(value, default, strict=False)))
+        if type(value) is not type(default) or not same_shape:
+            kind = "True or False" if isinstance(default, bool) else f"a value like {default!r}"
+            raise self.error(f"keyword {name} takes {kind}, not '{m.group(2)}'", line)
         return {name: value}
 
     def launches(self) -> T.Launches:
