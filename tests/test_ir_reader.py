@@ -98,3 +98,33 @@ def test_simt_reader_errors_point_at_the_text(text, where, message):
     with pytest.raises(ReadError) as e:
         read_simt(text)
     assert (e.value.line, e.value.col) == where and e.value.message.startswith(message), str(e.value)
+
+
+KEYWORDS = """
+kernel k(A: f32[N], B: out f32[N]):
+    with Kernel(ceildiv(N, 128), threads=128, persistent=True, cluster=(2, 1)) as bx:
+        for i in Parallel(128):
+            idx = bx * 128 + i
+            if idx < N:
+                B[idx] = A[idx] * 2.0
+"""
+
+
+def test_the_sources_schedule_keywords_are_read_back_into_the_request(tmp_path):
+    from tilec.ir.schedule import KernelKeywords, request_of
+
+    src = tmp_path / "k.tile"
+    src.write_text(KEYWORDS)
+    text = tilec.compile(str(src), dump_after={"build"}).ir_after["build"]
+    assert "keyword persistent = True" in text and "keyword cluster = (2, 1)" in text
+    m = read_module(text)
+    assert request_of(m.kernels[0]).keywords == KernelKeywords(persistent=True, cluster=(2, 1))
+    assert module_str(m) == text
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "keyword persistent" in t)
+    for bad, says in (("persistant = True", "unknown keyword 'persistant'"), ("persistent = 1", "takes True or False"),
+                      ("cluster = (2,)", r"a value like \(1, 1\)"),
+                      ("cluster = (2, 1.0)", "a value like"), ("persistent True", "expected 'keyword NAME")):
+        wrong = text.replace("keyword persistent = True", f"keyword {bad}")
+        with pytest.raises(ReadError, match=says) as e:
+            read_module(wrong)
+        assert e.value.line == line

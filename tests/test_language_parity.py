@@ -223,7 +223,7 @@ kernel k(A: f32[N], B: out f32[N]):
             B[bx * 128 + tx] = S[127 - tx]
 """
     k = kernel_of(tmp_path, text)
-    assert k.attrs["warp_group_reg_alloc"] is False
+    assert k.request.keywords.warp_group_reg_alloc is False
     a = RNG.standard_normal(256).astype(np.float32)
     b = np.zeros_like(a)
     run_kernel(k, {"A": a, "B": b})

@@ -185,8 +185,8 @@ def _random_expr(rng: random.Random, leaves: list[T.Expr], depth: int) -> T.Expr
     return T.Binary(D.I32, None, op, a, b)
 
 
-def _value(e: T.Expr, env: dict[int, int]) -> int:
-    out = fold(rewrite_expr(e, lambda x: T.Const(D.I32, None, env[id(x)]) if id(x) in env else None))
+def _value(e: T.Expr, env: dict[T.Expr, int]) -> int:
+    out = fold(rewrite_expr(e, lambda x: T.Const(D.I32, None, env[x]) if x in env else None))
     assert isinstance(out, T.Const), out
     return int(out.value)
 
@@ -209,10 +209,10 @@ def test_simplification_keeps_floor_semantics_on_negative_values():
             continue
         changed += s is not e
         for _ in range(12):
-            env = {id(n): rng.randint(-1000, 1000), id(r): rng.randint(0, 3)}
+            env = {n: rng.randint(-1000, 1000), r: rng.randint(0, 3)}
             t = rng.randint(0, 127)
-            env_e = {**env, **{id(x): t for x in _thread_nodes(e)}}
-            env_s = {**env, **{id(x): t for x in _thread_nodes(s)}}
+            env_e = {**env, **{x: t for x in _thread_nodes(e)}}
+            env_s = {**env, **{x: t for x in _thread_nodes(s)}}
             assert _value(e, env_e) == _value(s, env_s)
     assert changed > 100
 

@@ -9,27 +9,35 @@ use, so that tilec.runtime works where only numpy and the GPU driver are install
 from .version import __version__
 
 
-def compile(source, target=None, options=None, *, emit=None, output_name=None, **kwargs):  # noqa: A001
-    """Compile a .tile file.
+def compile(source, target=None, options=None, *, emit=None, output_name=None, text=None, **kwargs):  # noqa: A001
+    """Compile a .tile file (or `text`, reported under the name `source`).
+
+    `options` is a tilec.options.CompileOptions; `target` and the keywords (its fields: defines, include_dirs,
+    kernel, limits, disable, schedule, plan_only, profile, dump_after, verify, ...; or a back end's own options:
+    lineinfo, ptxas_args, ...) override its fields. Everything becomes one CompileOptions before compiling.
 
     Without `emit`: to checked Tile IR and, with a target, through its back end to generated source; returns a
-    tilec.driver.CompileResult (keywords: text, dump_after, verify, defines, include_dirs, kernel, limits,
-    disable; see tilec.driver.compile).
+    tilec.driver.CompileResult (see tilec.driver.compile).
 
     With `emit` (an output kind of the target's back end: "cubin", "fatbin", "header", "hsaco", "wgsl", ...):
     the artifact and its manifest, through the compile cache; returns a tilec.outputs.Artifact
     (see tilec.outputs.compile_artifact: the plain build, which tilec.tuning.multi.compile_artifact gives the
-    variants of a tuning database). `output_name` is the artifact's file name, which the manifest records.
+    variants of a tuning database; `on_compiled` and `cached_only` are passed on). `output_name` is the artifact's
+    file name, which the manifest records.
 
     `options` is a tilec.options.CompileOptions; `target` and the keywords override its fields.
     """
+    from .options import resolve
+
     if emit is not None:
         from .tuning.multi import compile_artifact
 
-        return compile_artifact(source, target, options, emit=emit, output_name=output_name, **kwargs)
+        run = {k: kwargs.pop(k) for k in ("on_compiled", "cached_only") if k in kwargs}
+        return compile_artifact(source, resolve(target, options, **kwargs), emit=emit, output_name=output_name,
+                                text=text, **run)
     from .driver import compile as _compile
 
-    return _compile(source, target, options, **kwargs)
+    return _compile(source, resolve(target, options, **kwargs), text=text)
 
 
 def load(path, target: str = "sm90", defines: dict | None = None, include_dirs=(), kernel: str | None = None,
@@ -192,11 +200,11 @@ def _load_interpreted(path, defines, include_dirs, kernel):
     from .diagnostics import CompileError
     from .driver import compile as _compile
     from .interp.module import InterpModule
-    from .options import DefineText
+    from .options import CompileOptions, DefineText
 
     try:
-        result = _compile(path, None, None, defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
-                          include_dirs=[str(d) for d in include_dirs], kernel=kernel)
+        result = _compile(path, CompileOptions.make(defines={k: DefineText(str(v)) for k, v in (defines or {}).items()},
+                                                    include_dirs=[str(d) for d in include_dirs], kernel=kernel))
     except CompileError as e:
         e.args = (_render(e),)
         raise

@@ -34,7 +34,7 @@ def manifest_options(options, kind: str, backend) -> dict:
     from .driver import define_values
 
     return {"defines": define_values(options), "kernel": options.kernel, "targets": list(options.targets),
-            "kind": kind, **backend.manifest_options(options)}
+            "kind": kind, **backend.manifest_options(backend.parse_options(options))}
 
 
 def param_entries(params: list[T.Buffer | T.Var]) -> list[dict]:
@@ -64,14 +64,14 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         "flops": costs.get("flops", "0"),
         "bytes": costs.get("bytes", "0"),
     }
-    if k.attrs.get("launch_checks"):  # conditions on the sizes tested before each launch (views; docs/deploy.md)
-        entry["launch_checks"] = list(k.attrs["launch_checks"])
+    if k.launch_checks:  # conditions on the sizes tested before each launch (views; docs/deploy.md)
+        entry["launch_checks"] = k.launch_checks
     if sk.attrs.get("tensor_maps"):  # Hopper TMA: CUtensorMap parameters after the sizes (docs/deploy.md)
         entry["tensor_maps"] = sk.attrs["tensor_maps"]
         entry["fallback"] = sk.attrs["fallback"]
     if sk.attrs.get("cluster"):  # a thread-block cluster: launched with its dimensions (sm90)
         entry["cluster"] = list(sk.attrs["cluster"])
-    if sk.attrs.get("internal") or "stage_of" in k.attrs:  # a twin, or one launch of a multi-launch kernel
+    if sk.attrs.get("internal") or k.stage_of is not None:  # a twin, or one launch of a multi-launch kernel
         entry["internal"] = True
     if "profile" in sk.attrs:  # an instrumented build: how the runtime records and decodes (tilec/ir/profile.py)
         entry["profile"] = sk.attrs["profile"]

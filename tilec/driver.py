@@ -13,7 +13,7 @@ from pathlib import Path
 from .diagnostics import CompileError, Diagnostic, Reporter, SourceManager
 from .ir import tile as T
 from .ir.printer import module_str
-from .options import DISABLEABLE, CompileOptions, DefineText, resolve
+from .options import DISABLEABLE, CompileOptions, DefineText
 from .parser import tune as tune_space
 from .passes import check_threads, check_tile_ops, specialize
 
@@ -97,39 +97,25 @@ class CompileResult:
         return module_str(self.module)
 
 
-def compile(
-    source: str | Path,
-    target: str | None = None,
-    options: CompileOptions | None = None,
-    *,
-    text: str | None = None,
-    dump_after: set[str] | None = None,
-    verify: bool = False,
-    defines: dict[str, object] | None = None,
-    include_dirs: list[str] | None = None,
-    kernel: str | None = None,
-    limits: dict[str, int] | None = None,
-    disable: set[str] | None = None,
-    schedule: object | None = None,
-    plan_only: bool = False,
-    profile: bool | str | None = None,
-) -> CompileResult:
+def compile(source: str | Path, options: CompileOptions | None = None, *, text: str | None = None) -> CompileResult:
     """Compile a .tile file (or `text`, reported under the name `source`) to checked Tile IR and, with a
-    target, through its back end's pipeline to generated source.
+    target, through its back end's pipeline to generated source. The one compile entry: tilec.compile (which
+    turns its keywords into the options), the command line, the tuner and tilec.outputs call it.
 
-    `options` (tilec.options.CompileOptions) says what to compile for; `target` and the keywords (`defines`,
-    `include_dirs`, `kernel`, `limits`, `disable`) override its fields. Only the first target is compiled
-    here (tilec.outputs builds several into one artifact). Raises CompileError carrying every diagnostic on
-    failure; the diagnostics can be rendered with tilec.diagnostics.render using the CompileError's `sources`.
-    `limits` overrides the target's resource limits (Target.with_limits: shared_memory_bytes, max_threads,
-    max_storage_buffers, max_grid), as `--max-workgroup-storage` does for a WebGPU device that grants more than
-    the default. `disable` turns target features off for every kernel: "tma", "wgmma", "warp_specialize".
-    `schedule` pins parts of every kernel's schedule before the planners run (a tilec.ir.schedule.ScheduleRequest
-    or its plain dict form: {"gemms": {7: {"instruction": "mma"}}, "loops": {"k": {"stages": 2}}}); a pin a
-    kernel cannot honour is an error at its line. `plan_only` stops after the back end's planning passes: the
-    module's kernels carry their schedules (tilec.ir.schedule.resources prices them) and nothing is lowered.
-    `profile` makes an instrumented build (tilec/ir/profile.py; CUDA targets): "full" (or True) times tile ops and
-    waits, "sync" only the waits and issues (barriers, pipeline waits, TMA and wgmma issue and wait).
+    `options` (tilec.options.CompileOptions) says everything else. Only the first target is compiled here
+    (tilec.outputs builds several into one artifact). Raises CompileError carrying every diagnostic on failure;
+    the diagnostics can be rendered with tilec.diagnostics.render using the CompileError's `sources`.
+    Of the options, these matter here: `limits` overrides the target's resource limits (Target.with_limits:
+    shared_memory_bytes, max_threads, max_storage_buffers, max_grid), as `--max-workgroup-storage` does for a WebGPU
+    device that grants more than the default; `disable` turns target features off for every kernel: "tma",
+    "wgmma", "warp_specialize"; `schedule` pins parts of every kernel's schedule before the planners run (a
+    tilec.ir.schedule.ScheduleRequest or its plain dict form: {"gemms": {7: {"instruction": "mma"}}, "loops":
+    {"k": {"stages": 2}}}), a pin a kernel cannot honour being an error at its line; `plan_only` stops after the
+    back end's planning passes: the module's kernels carry their schedules (tilec.ir.schedule.resources prices
+    them) and nothing is lowered; `profile` makes an instrumented build (tilec/ir/profile.py; CUDA targets): "full"
+    (or True) times tile ops and waits, "sync" only the waits and issues (barriers, pipeline waits, TMA and wgmma
+    issue and wait); `dump_after` keeps the printed IR after those passes (`result.ir_after`); `verify` runs the
+    IR verifiers after every pass.
     """
     import sys
 
@@ -139,8 +125,7 @@ def compile(
         sys.setrecursionlimit(RECURSION_LIMIT)
     from .parser.build import build_module, read_source
 
-    opts = resolve(target, options, defines=defines, include_dirs=include_dirs, kernel=kernel, limits=limits,
-                   disable=disable, profile=profile)
+    opts = options or CompileOptions()
     path = str(source)
     sources = SourceManager()
     rep = Reporter()
@@ -152,15 +137,16 @@ def compile(
             tune_space.rename_kernels(module.kernels, module.launches)
         rep.diagnostics[:] = _select_warnings(rep.diagnostics, opts)
         if opts.kernel is not None:
-            chosen = [k for k in module.kernels if opts.kernel in (k.name, k.attrs.get("stage_of"))]
+            chosen = [k for k in module.kernels if opts.kernel in (k.name, k.stage_of)]
             if not chosen:
-                names = ", ".join([k.name for k in module.kernels if "stage_of" not in k.attrs]
+                names = ", ".join([k.name for k in module.kernels if k.stage_of is None]
                                   + [s.name for s in module.launches])
                 raise CompileError([Diagnostic("error", f"no kernel named '{opts.kernel}' (kernels: {names})")])
             module.kernels = chosen
             module.launches = [s for s in module.launches if s.name == opts.kernel]
         dumps: dict[str, str] = {}
-        want = dump_after or set()
+        want = set(opts.dump_after)
+        verify = opts.verify
         if "build" in want:
             dumps["build"] = module_str(module)
         if verify:
@@ -175,18 +161,18 @@ def compile(
         if unknown:
             raise CompileError([Diagnostic("error", f"unknown feature(s) to disable: {', '.join(sorted(unknown))} "
                                                     f"(known: {', '.join(sorted(DISABLEABLE))})")])
-        from .ir.schedule import ScheduleRequest
+        from .ir.schedule import ScheduleRequest, pin
 
         try:
-            request = ScheduleRequest.parse(schedule)
+            request = ScheduleRequest.parse(opts.schedule)
         except ValueError as e:
             raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
             k.attrs["disabled"] = opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
-            k.request = request
+            pin(k, request)
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
         if opts.target is not None:
-            _compile_for_target(result, opts, rep, want, plan_only, verify)
+            _compile_for_target(result, opts, rep, want, opts.plan_only, verify)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]
         if not any(d.severity == "error" for d in e.diagnostics):
@@ -253,6 +239,7 @@ def _compile_for_target(result: CompileResult, opts: CompileOptions, rep: Report
 
     target, backend = lookup_target(opts.target, opts.limits_dict)
     result.target, result.backend = target, backend
+    backend.parse_options(opts)  # an option no back end has, or of the wrong type, is an error before any work
     fit = _target_fit_errors(result.module, target)
     if opts.profile:  # an instrumented build (tilec/ir/profile.py): lower-to-simt reads the kernels' attrs
         level = "full" if opts.profile is True else opts.profile

@@ -67,10 +67,9 @@ class NotCached(Exception):
     """compile_artifact(cached_only=True) found no cache entry: the artifact would have to be compiled."""
 
 
-def compile_artifact(source: str | os.PathLike, target=None, options: CompileOptions | None = None, *, emit: str,
+def compile_artifact(source: str | os.PathLike, options: CompileOptions | None = None, *, emit: str,
                      output_name: str | None = None, text: str | None = None,
-                     on_compiled: Callable[[object], None] | None = None, cached_only: bool = False,
-                     **overrides) -> Artifact:
+                     on_compiled: Callable[[object], None] | None = None, cached_only: bool = False) -> Artifact:
     """Build the artifact of kind `emit` for the options' targets (DEFAULT_TARGET when none), through the cache: the
     plain build, the options' own configuration (tilec.compile adds a tuning database's variants: build_artifact).
 
@@ -80,7 +79,7 @@ def compile_artifact(source: str | os.PathLike, target=None, options: CompileOpt
     compiles that text instead of the file's (never cached). `cached_only`: raise NotCached rather than compile
     (the no-JIT guarantee of tilec.load).
     """
-    opts = resolved_options(target, options, **overrides)
+    opts = resolved_options(None, options)
     targets, backend = targets_and_backend(source, opts, text)
     return build_artifact(source, opts, targets, backend, emit, output_name, text, on_compiled, cached_only)
 
@@ -90,6 +89,7 @@ def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, ou
                    cached_only: bool = False, variants: Variants | None = None) -> Artifact:
     """compile_artifact once the options are resolved (resolved_options) and their targets and back end known
     (targets_and_backend); `variants`: the configurations the artifact carries (None: the options' own)."""
+    backend.parse_options(opts)  # the back end's own options checked before the cache is consulted
     from .targets.backend import BuildRefused
 
     variants = variants or Variants()
@@ -145,7 +145,7 @@ def targets_and_backend(source, opts: CompileOptions, text: str | None):
     if not backend_available(first.backend):
         from .driver import compile as compile_ir
 
-        checked = compile_ir(source, None, opts.replace(targets=()), text=text)
+        checked = compile_ir(source, opts.replace(targets=()), text=text)
         err = CompileError([*checked.diagnostics, Diagnostic(
             "error", f"target '{first.name}' ({first.description}) needs the {first.backend} back end, "
             "which this tilec does not have yet; the source was checked and is valid (use --emit-ir to see it)")])
@@ -198,7 +198,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
         refuse_keep_over_inputs(opts.keep_dir, stem, deps)
     info = ArtifactInfo(stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded), tuning.get(DISPATCH_KEY), tuple(launches), forward_ptx)
-    built = backend.build(units, kind, opts, info)
+    built = backend.build(units, kind, backend.parse_options(opts), info)
     built.diagnostics = ptx_warnings + built.diagnostics
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)
@@ -217,7 +217,7 @@ def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str,
     """The Unit whose PTX the artifact carries for newer GPUs (Backend.forward_ptx_target: one of `units`, or the
     generic target compiled for it alone), and a warning when that target cannot compile the kernels (the
     artifact then goes without: its own targets are unaffected)."""
-    name = backend.forward_ptx_target(targets, kind, opts)
+    name = backend.forward_ptx_target(targets, kind, backend.parse_options(opts))
     if name is None:
         return None, []
     for t, u in zip(targets, units, strict=True):
@@ -255,7 +255,7 @@ def compile_variant(source, target: str, opts: CompileOptions, kernel_suffix: st
     from .parser.tune import TuneContext, building
 
     with building((), TuneContext(kernel_suffix=kernel_suffix)):
-        return compile_ir(source, target, opts, text=text)
+        return compile_ir(source, opts.replace(targets=(target,)), text=text)
 
 
 def variants_unit(results: list, suffixes: list[str], kernel_entries):
@@ -276,7 +276,7 @@ def public_names(module, sfx: str) -> None:
     """Undo tilec.parser.tune.rename_kernels on a variant's Tile IR module: its kernels, stages and multi-launch
     functions get their public names back."""
     for k in module.kernels:
-        of = k.attrs.get("stage_of")
+        of = k.stage_of
         if of:
             base = of.removesuffix(sfx)
             k.name = base + k.name[len(of):]
@@ -369,7 +369,7 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
         data = Path(source).read_bytes()
     except OSError:
         return None
-    tool = backend.toolchain_identity(targets, kind, opts)
+    tool = backend.toolchain_identity(targets, kind, backend.parse_options(opts))
     if tool is None:
         return None
     key = {

@@ -104,7 +104,7 @@ def run(pass_names: list[str], text: str, file: str = "<ir>", target_name: str |
                                        Span(file, 1, 1))])
     for k in module.kernels:
         if disable:
-            k.attrs["disabled"] = frozenset(k.attrs.get("disabled", frozenset())) | disable
+            k.attrs["disabled"] = k.disabled | disable
     try:
         _verify(module, level, target, "the input", verify)
     except AssertionError as e:  # the text is not well-formed IR: the input's fault, not a pass's

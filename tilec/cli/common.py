@@ -52,16 +52,24 @@ def compile_options(args, **extra):
     fields = dict(
         defines=parse_defines(args.defines), include_dirs=args.include_dirs, kernel=args.kernel,
         disable=getattr(args, "disable", None) or (), limits=limits,
-        toolchain=getattr(args, "compiler", None), lineinfo=bool(getattr(args, "lineinfo", False)),
-        device_debug=bool(getattr(args, "G", False)), opt_level=getattr(args, "opt_level", None),
-        ptxas_args=getattr(args, "ptxas_args", None) or (), toolchain_args=getattr(args, "toolchain_args", None) or (),
-        header_prefix=getattr(args, "header_prefix", None) or "", forward_ptx=not getattr(args, "no_ptx", False),
+        toolchain=getattr(args, "compiler", None), opt_level=getattr(args, "opt_level", None),
+        toolchain_args=getattr(args, "toolchain_args", None) or (),
+        header_prefix=getattr(args, "header_prefix", None) or "",
         keep_dir=getattr(args, "keep", None), dryrun=bool(getattr(args, "dryrun", False)),
         resource_usage=bool(getattr(args, "resource_usage", False)), use_cache=not getattr(args, "no_cache", False),
         tune_db=getattr(args, "tune_db", None),
         remarks=bool(getattr(args, "remarks", False) or getattr(args, "remarks_filter", None)),
         werror=bool(getattr(args, "Werror", False)), warn_conversion=bool(getattr(args, "Wconversion", False)),
         simplify_indices=bool(getattr(args, "simplify_indices", False)))
+    # a back end's own options (CompileOptions.backend_options), where the command line says something
+    if getattr(args, "lineinfo", False):
+        fields["lineinfo"] = True
+    if getattr(args, "G", False):
+        fields["device_debug"] = True
+    if getattr(args, "ptxas_args", None):
+        fields["ptxas_args"] = tuple(args.ptxas_args)
+    if getattr(args, "no_ptx", False):
+        fields["forward_ptx"] = False
     targets = extra.pop("targets", getattr(args, "target", None) or ())
     fields.update(extra)
     return CompileOptions.make(targets, **fields)

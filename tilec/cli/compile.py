@@ -123,7 +123,7 @@ def _emit_ir(args) -> int:
     else:
         raise CompileError([Diagnostic("error", f"--emit-ir={mode}: expected `after:PASS` or `all`; passes: "
                                                 f"{', '.join(names)}")])
-    result = tilec_compile(args.file, options=compile_options(args), dump_after=want, verify=args.verify_ir)
+    result = tilec_compile(args.file, options=compile_options(args, dump_after=want, verify=args.verify_ir))
     print_diagnostics(result.diagnostics, result.sources, args)
     if mode == "final":
         text = result.ir()

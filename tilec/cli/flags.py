@@ -160,7 +160,10 @@ def parse(flags: list[Flag], argv: list[str], command: str = "tilec") -> dict:
 def _abbreviation(by_name: dict[str, Flag], name: str, command: str) -> tuple[Flag | None, str]:
     """A unique prefix of one option's `--` spelling stands for it (`--resource` for `--resource-usage`), as argparse
     allowed; (None, name) when none starts so, a UsageError when several options do."""
-    found = {id(f): (f, n) for n, f in by_name.items() if n.startswith("--") and n.startswith(name)}
+    from ..identity import IdentityDict
+
+    # one entry per option (a Flag compares by value; its spellings are the same object)
+    found = IdentityDict((f, (f, n)) for n, f in by_name.items() if n.startswith("--") and n.startswith(name))
     if len(found) > 1:
         names = sorted(n for _, n in found.values())
         raise UsageError(f"ambiguous option '{name}': {', '.join(names)}", command)

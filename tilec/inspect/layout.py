@@ -28,9 +28,9 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
                  trace_accesses: bool = True) -> LayoutReport:
     from ..driver import compile as compile_ir
 
-    result = compile_ir(source, options=options)
+    result = compile_ir(source, options)
     target = result.target
-    kernels = [k for k in result.module.kernels if not k.attrs.get("internal")]
+    kernels = [k for k in result.module.kernels if not k.internal]
     views: list[View] = []
     lines: list[str] = []
     known: list[str] = []

@@ -21,7 +21,7 @@ def bank_conflict_remarks(result, sizes: dict[str, int] | None = None) -> list[D
         return []
     out = []
     for k in result.module.kernels:
-        if k.attrs.get("internal") or k.schedule is None or not k.schedule.shared:
+        if k.internal or k.schedule is None or not k.schedule.shared:
             continue
         sk = next((s for s in simt.kernels if s.name == k.name), None)
         if sk is None:

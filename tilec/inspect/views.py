@@ -53,13 +53,13 @@ class View:
 # ---------------------------------------------------------------- evaluating index expressions for many values
 
 
-def evaluate(e: T.Expr, env: dict[int, np.ndarray]) -> np.ndarray:
+def evaluate(e: T.Expr, env: dict[T.Var, np.ndarray]) -> np.ndarray:
     """An integer index expression of tilec/ir/layout.py for numpy arrays of values of its variables (by id);
     floor division and modulo as the IR defines them."""
     if isinstance(e, T.Const):
         return np.asarray(int(e.value), np.int64)
     if isinstance(e, T.Var):
-        return env[id(e)]
+        return env[e]
     if isinstance(e, T.Binary):
         a, b = evaluate(e.a, env), evaluate(e.b, env)
         ops = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
@@ -89,7 +89,7 @@ def fragment_positions(layout: Fragment, threads: int) -> tuple[np.ndarray, np.n
     t_var, k_var = _var("t"), _var("k")
     t, k = np.meshgrid(np.arange(threads), np.arange(layout.num_local), indexing="ij")
     t, k = t.ravel(), k.ravel()
-    env = {id(t_var): t, id(k_var): k}
+    env = {t_var: t, k_var: k}
     coords = np.stack([np.broadcast_to(evaluate(c, env), t.shape) for c in layout.coords(t_var, k_var)], axis=1)
     cond = valid(layout, t_var, k_var)
     keep = np.broadcast_to(evaluate(cond, env), t.shape).astype(bool) if cond is not None else np.ones(t.shape, bool)
@@ -198,7 +198,7 @@ def shared_offsets(layout: SharedLayout) -> np.ndarray:
     shape = tuple(layout.shape)
     idx_vars = [_var(f"i{d}") for d in range(len(shape))]
     grids = np.meshgrid(*[np.arange(n) for n in shape], indexing="ij")
-    env = {id(v): g.ravel() for v, g in zip(idx_vars, grids, strict=True)}
+    env = {v: g.ravel() for v, g in zip(idx_vars, grids, strict=True)}
     off = np.broadcast_to(evaluate(layout.offset(list(idx_vars)), env), grids[0].ravel().shape)
     return off.reshape(_grid_shape(shape))
 

@@ -65,7 +65,7 @@ def run_kernel(kernel: T.Kernel, args: dict[str, object], stdout=None) -> dict[s
 def public_kernels(module: T.Module) -> list[T.Kernel | T.Launches]:
     """What a caller launches by name: the kernels that are not a stage of a multi-launch kernel, then the
     multi-launch kernels (each with a kernel's `name`, `params` and `size_vars`)."""
-    return [k for k in module.kernels if "stage_of" not in k.attrs] + list(module.launches)
+    return [k for k in module.kernels if k.stage_of is None] + list(module.launches)
 
 
 def run_launches(module: T.Module, seq: T.Launches, args: dict[str, object], stdout=None) -> dict[str, object]:

@@ -216,13 +216,13 @@ class _Block(ScalarOps):
 
     def __init__(self, interp: Interpreter, block_idx: tuple[int, int, int]):
         self.interp = interp
-        self.env: dict[int, np.ndarray] = dict(interp.globals_env)
+        self.env: dict[T.Var, np.ndarray] = dict(interp.globals_env)
         for v, i in zip(interp.kernel.block_vars, block_idx, strict=True):
-            self.env[id(v)] = np.asarray(i, dtype=np.int64)
-        self.buffers: dict[int, np.ndarray] = dict(interp.global_buffers)
+            self.env[v] = np.asarray(i, dtype=np.int64)
+        self.buffers: dict[T.Buffer, np.ndarray] = dict(interp.global_buffers)
         self.block_idx = block_idx
         self.lanes = interp.lanes  # threads, when the kernel has per-thread code (its local buffers per thread)
-        self.per_thread: set[int] = set()  # ids of the local / var buffers that hold one copy per thread
+        self.per_thread: set[T.Buffer] = set()  # the local / var buffers that hold one copy per thread
         self.in_parallel = 0
 
     # ---------------------------------------------------------------- expressions
@@ -234,7 +234,7 @@ class _Block(ScalarOps):
             if e.kind == "thread":
                 return np.arange(self.lanes, dtype=np.int64)
             try:
-                return self.env[id(e)]
+                return self.env[e]
             except KeyError:
                 raise InterpreterError(f"variable '{e.name}' has no value", e.span) from None
         if isinstance(e, T.Load):
@@ -245,11 +245,11 @@ class _Block(ScalarOps):
         return out
 
     def _indices(self, buf: T.Buffer, indices: list[T.Expr], mask, span, what: str):
-        data = self.buffers.get(id(buf))
+        data = self.buffers.get(buf)
         if data is None:
             raise InterpreterError(f"buffer '{buf.name}' used before its allocation", span)
         idx = [self.eval(i, mask).astype(np.int64) for i in indices]
-        shape = data.shape[1:] if id(buf) in self.per_thread else data.shape
+        shape = data.shape[1:] if buf in self.per_thread else data.shape
         bad = None
         for axis, (ix, dim) in enumerate(zip(idx, shape, strict=True)):
             out = (ix < 0) | (ix >= dim)
@@ -266,7 +266,7 @@ class _Block(ScalarOps):
                 f"(block {self.block_idx})", span)
         if mask is not None:
             idx = [np.where(mask, ix, 0) for ix in idx]
-        if id(buf) in self.per_thread:  # each thread its own copy (inside a Parallel loop: thread 0's)
+        if buf in self.per_thread:  # each thread its own copy (inside a Parallel loop: thread 0's)
             idx = [np.asarray(0 if self.in_parallel else np.arange(self.lanes))] + idx
         return data, tuple(idx)
 
@@ -280,17 +280,17 @@ class _Block(ScalarOps):
             self.stmt(s, mask)
 
     def stmt(self, s: T.Stmt, mask) -> None:
-        if isinstance(s, T.Store) and self.in_parallel and id(s.buffer) in self.per_thread:
-            data = self.buffers[id(s.buffer)]
+        if isinstance(s, T.Store) and self.in_parallel and s.buffer in self.per_thread:
+            data = self.buffers[s.buffer]
             self.in_parallel -= 1  # a store in a Parallel loop updates every thread's copy alike
             try:
-                self.per_thread.discard(id(s.buffer))
+                self.per_thread.discard(s.buffer)
                 for lane in range(self.lanes):
-                    self.buffers[id(s.buffer)] = data[lane]
+                    self.buffers[s.buffer] = data[lane]
                     self.stmt(s, mask)
             finally:
-                self.buffers[id(s.buffer)] = data
-                self.per_thread.add(id(s.buffer))
+                self.buffers[s.buffer] = data
+                self.per_thread.add(s.buffer)
                 self.in_parallel += 1
             return
         if isinstance(s, T.Store):
@@ -307,15 +307,15 @@ class _Block(ScalarOps):
                 sel = np.broadcast_to(mask, shape)
                 idx_b = tuple(i[sel] for i in idx_b)
                 val_b = val_b[sel]
-            if self.lanes and not self.in_parallel and id(s.buffer) not in self.per_thread:
+            if self.lanes and not self.in_parallel and s.buffer not in self.per_thread:
                 self.check_conflicts(s, data, idx_b, val_b)
             data[idx_b] = val_b
         elif isinstance(s, T.Assign):
             value = self.eval(s.value, mask)
-            old = self.env.get(id(s.var))
+            old = self.env.get(s.var)
             if mask is not None and old is not None:
                 value = np.where(mask, value, old)
-            self.env[id(s.var)] = value
+            self.env[s.var] = value
         elif isinstance(s, T.Alloc):
             self.alloc(s, mask)
         elif isinstance(s, T.For):
@@ -366,26 +366,26 @@ class _Block(ScalarOps):
             raise InterpreterError(f"buffer '{b.name}' has no compile-time shape", s.span)
         if self.lanes and b.scope in ("local", "var"):
             shape = (self.lanes, *shape)
-            self.per_thread.add(id(b))
+            self.per_thread.add(b)
         fill = np.nan if b.dtype.is_float else 0
         data = np.full(shape, fill, dtype=np.float64).astype(storage_dtype(b.dtype)) if b.dtype.is_float else \
             np.zeros(shape, dtype=storage_dtype(b.dtype))
         if s.init is not None:
             init = to_storage(self.eval(s.init, mask), b.dtype)
-            if id(b) in self.per_thread and np.ndim(init) == 1:
+            if b in self.per_thread and np.ndim(init) == 1:
                 init = init.reshape((self.lanes,) + (1,) * (len(shape) - 1))
-            if mask is not None and id(b) in self.per_thread:
+            if mask is not None and b in self.per_thread:
                 sel = np.broadcast_to(mask, (self.lanes,))
                 data[sel] = np.broadcast_to(init, data.shape)[sel]
             else:
                 data[...] = init
-        self.buffers[id(b)] = data
+        self.buffers[b] = data
 
     def view(self, s: T.Alloc) -> None:
         """A view: the same memory as its base, read row-major with its own shape and dtype (writes through
         either are seen through the other)."""
         b = s.buffer
-        base = self.buffers.get(id(b.view_of))
+        base = self.buffers.get(b.view_of)
         if base is None:
             raise InterpreterError(f"view '{b.name}' of '{b.view_of.name}' made before its storage", s.span)
         if not base.flags.c_contiguous:
@@ -396,7 +396,7 @@ class _Block(ScalarOps):
             raise InterpreterError(f"view '{b.name}' {list(shape)} of {b.dtype} needs {need} bytes; "
                                    f"'{b.view_of.name}' has {base.nbytes}", s.span)
         flat = base.reshape(-1).view(np.uint8)[:need]
-        self.buffers[id(b)] = flat.view(storage_dtype(b.dtype)).reshape(shape)
+        self.buffers[b] = flat.view(storage_dtype(b.dtype)).reshape(shape)
 
     def loop(self, s: T.For, mask) -> None:
         if s.kind == "parallel":
@@ -405,7 +405,7 @@ class _Block(ScalarOps):
             for axis, (v, ext) in enumerate(zip(s.vars, exts, strict=True)):
                 shape = [1] * n
                 shape[axis] = ext
-                self.env[id(v)] = np.arange(ext, dtype=np.int64).reshape(shape)
+                self.env[v] = np.arange(ext, dtype=np.int64).reshape(shape)
             if mask is not None:
                 raise InterpreterError("a Parallel loop inside a masked region", s.span)
             self.in_parallel += 1
@@ -414,7 +414,7 @@ class _Block(ScalarOps):
             finally:
                 self.in_parallel -= 1
             for v in s.vars:
-                self.env.pop(id(v), None)
+                self.env.pop(v, None)
             return
         v = s.vars[0]
         if self.lanes and not self.in_parallel and any(
@@ -424,9 +424,9 @@ class _Block(ScalarOps):
         begin = self.scalar_int(s.begin, "loop start") if s.begin is not None else 0
         step = self.scalar_int(s.step, "loop step") if s.step is not None else 1
         for t in range(extent):
-            self.env[id(v)] = np.asarray(begin + step * t, dtype=np.int64)
+            self.env[v] = np.asarray(begin + step * t, dtype=np.int64)
             self.run(s.body, mask)
-        self.env.pop(id(v), None)
+        self.env.pop(v, None)
 
     def thread_loop(self, s: T.For, mask) -> None:
         """A serial loop whose bounds differ between threads: iteration t runs under the threads that have it."""
@@ -440,9 +440,9 @@ class _Block(ScalarOps):
             live = live_all & (t < extent)
             if not np.any(live):
                 continue
-            self.env[id(v)] = np.asarray(begin + step * t, dtype=np.int64)
+            self.env[v] = np.asarray(begin + step * t, dtype=np.int64)
             self.run(s.body, live)
-        self.env.pop(id(v), None)
+        self.env.pop(v, None)
 
     def while_loop(self, s: T.While, mask) -> None:
         """Lanes of a Parallel loop leave the loop one by one: each iteration runs under the lanes
@@ -471,10 +471,10 @@ class _Block(ScalarOps):
 
     def _box(self, r: T.Region):
         """(buffer data, starts, extents, per-axis valid [lo, hi) inside the tile)."""
-        data = self.buffers.get(id(r.buffer))
+        data = self.buffers.get(r.buffer)
         if data is None:
             raise InterpreterError(f"buffer '{r.buffer.name}' used before its allocation", r.span)
-        if id(r.buffer) in self.per_thread:
+        if r.buffer in self.per_thread:
             data = data[0]  # a tile op reads a per-thread buffer that is the same in every thread
         starts = [self.scalar_int(e, "region start") for e in r.starts]
         exts = self.extents(r)
@@ -500,7 +500,7 @@ class _Block(ScalarOps):
         """Each active lane of the enclosing Parallel loop updates its element; lanes that hit the
         same element all apply their update (numpy's unbuffered ufunc.at)."""
         r = s.dst
-        data = self.buffers.get(id(r.buffer))
+        data = self.buffers.get(r.buffer)
         if data is None:
             raise InterpreterError(f"buffer '{r.buffer.name}' used before its allocation", s.span)
         idx = [self.eval(i, mask).astype(np.int64) for i in r.starts]
@@ -529,8 +529,8 @@ class _Block(ScalarOps):
                 if r.buffer.dtype.is_float:
                     acc[at] = round_to(acc[at], r.buffer.dtype)
             prev = prev.astype(compute_dtype(r.buffer.dtype))
-            old = self.env.get(id(s.result))
-            self.env[id(s.result)] = prev if mask is None or old is None else np.where(live, prev, old)
+            old = self.env.get(s.result)
+            self.env[s.result] = prev if mask is None or old is None else np.where(live, prev, old)
         else:
             op.at(acc, sel, vals)
         data[...] = to_storage(round_to(acc, r.buffer.dtype) if r.buffer.dtype.is_float else acc, r.buffer.dtype)
@@ -542,9 +542,9 @@ class _Block(ScalarOps):
         value = np.asarray(value).reshape(exts)
         src = tuple(slice(lo, hi) for lo, hi in valid)
         dst = tuple(slice(st + lo, st + hi) for st, (lo, hi) in zip(starts, valid, strict=True))
-        if id(r.buffer) in self.per_thread:  # every thread's copy
+        if r.buffer in self.per_thread:  # every thread's copy
             dst = (slice(None), *dst)
-            data = self.buffers[id(r.buffer)]
+            data = self.buffers[r.buffer]
         data[dst] = to_storage(value[src], r.buffer.dtype)
 
 
@@ -559,15 +559,15 @@ class Interpreter:
         self.kernel = kernel
         self.stdout = stdout or sys.stdout
         self.lanes = kernel.threads if uses_thread_index(kernel) else 0
-        self.global_buffers: dict[int, np.ndarray] = {}
-        self.globals_env: dict[int, np.ndarray] = {}
+        self.global_buffers: dict[T.Buffer, np.ndarray] = {}
+        self.globals_env: dict[T.Var, np.ndarray] = {}
         sizes: dict[str, int] = {}
         for p in kernel.params:
             if p.name not in args:
                 raise InterpreterError(f"missing argument '{p.name}' of kernel '{kernel.name}'")
             value = args[p.name]
             if isinstance(p, T.Var):
-                self.globals_env[id(p)] = round_to(np.asarray(value, dtype=compute_dtype(p.dtype)), p.dtype)
+                self.globals_env[p] = round_to(np.asarray(value, dtype=compute_dtype(p.dtype)), p.dtype)
                 continue
             arr = value
             if not isinstance(arr, np.ndarray):
@@ -586,9 +586,9 @@ class Interpreter:
                     if sizes.setdefault(dim.name, n) != n:
                         raise InterpreterError(f"runtime size {dim.name} is {sizes[dim.name]} from an earlier "
                                                f"argument but {n} from '{p.name}'")
-            self.global_buffers[id(p)] = arr
+            self.global_buffers[p] = arr
         for v in kernel.size_vars:
-            self.globals_env[id(v)] = np.asarray(sizes[v.name], dtype=np.int64)
+            self.globals_env[v] = np.asarray(sizes[v.name], dtype=np.int64)
         self.sizes = sizes
         probe = None
         for p in kernel.params:  # dimensions that are formulas of the sizes (ceildiv(N, 128))
@@ -606,7 +606,7 @@ class Interpreter:
     def check_launch(self) -> None:
         """The kernel's conditions on its sizes (a view must fit its storage), as tilec.runtime tests them."""
         funcs = {"ceildiv": lambda a, b: -(-a // b), "min": min, "max": max}
-        for c in self.kernel.attrs.get("launch_checks", ()):
+        for c in self.kernel.launch_checks:
             # the compiler's own formulas over the sizes (tilec/ir/formula.py): integers, names, + - * // %
             lhs, rhs = (eval(c[x], {"__builtins__": {}, **funcs}, dict(self.sizes)) for x in ("lhs", "rhs"))
             if not (lhs == rhs if c["op"] == "==" else lhs <= rhs):

@@ -40,26 +40,26 @@ def _nodes(value) -> Iterator[object]:
             yield from _nodes(getattr(value, f.name))
 
 
-def used(kernel: T.Kernel) -> tuple[set[int], set[int]]:
-    """(ids of the buffers, ids of the variables) that the kernel's grid and body refer to."""
-    bufs: set[int] = set()
-    names: set[int] = set()
+def used(kernel: T.Kernel) -> tuple[set[T.Buffer], set[T.Var]]:
+    """(the buffers, the variables) that the kernel's grid and body refer to."""
+    bufs: set[T.Buffer] = set()
+    names: set[T.Var] = set()
     for n in _nodes([kernel.grid, kernel.body]):
         if isinstance(n, T.Buffer):
-            bufs.add(id(n))
+            bufs.add(n)
         elif isinstance(n, T.Var):
-            names.add(id(n))
+            names.add(n)
     return bufs, names
 
 
-def written(kernel: T.Kernel) -> set[int]:
-    """Ids of the buffers some statement of the kernel writes (a write through a view writes its storage too)."""
+def written(kernel: T.Kernel) -> set[T.Buffer]:
+    """The buffers some statement of the kernel writes (a write through a view writes its storage too)."""
     out: set[int] = set()
     for s in walk_stmts(kernel.body):
         for name in _WRITTEN_FIELDS.get(type(s), ()):
             target = getattr(s, name)
             buf = target if isinstance(target, T.Buffer) else target.buffer
-            out.update((id(buf), id(buf.storage)))
+            out.update((buf, buf.storage))
     return out
 
 

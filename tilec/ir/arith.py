@@ -88,11 +88,11 @@ class Arith:
         self._tvm, self._tx = tvm, tx
         self._Bound = ConstIntBound
         self.analyzer = Analyzer()
-        self._vars: dict[int, object] = {}  # id(tilec node) -> TVM Var
+        self._vars: dict[T.Var, object] = {}  # tilec node -> TVM Var
         self._back: dict[object, T.Expr] = {}  # TVM Var -> the tilec expression it stands for
         self._thread = None
         self._blocks: dict[int, object] = {}
-        self._atoms: dict[int, tuple[T.Expr, object]] = {}  # id(node) -> (node, its atom)
+        self._atoms: dict[T.Expr, tuple[T.Expr, object]] = {}  # node -> (node, its atom)
         self._grid_facts: list = []  # blockIdx[axis] < gridDim[axis] where the grid is symbolic
         self._count = 0
 
@@ -110,10 +110,10 @@ class Arith:
 
     def var(self, v: T.Var):
         """The TVM variable of a tilec variable (runtime sizes are known non-negative)."""
-        tv = self._vars.get(id(v))
+        tv = self._vars.get(v)
         if tv is None:
             tv = self._fresh(v.name, v.dtype, v)
-            self._vars[id(v)] = tv
+            self._vars[v] = tv
             if v.kind == "size":
                 self._set_bound(tv, 0, None)
         return tv
@@ -229,7 +229,7 @@ class Arith:
         return self._atom(e, simplify_atoms)
 
     def _atom(self, e: T.Expr, simplify_atoms):
-        held = self._atoms.get(id(e))
+        held = self._atoms.get(e)
         if held is not None and held[0] is e:  # the same node converted again stands for the same value
             return held[1]
         inner = simplify_atoms(e) if simplify_atoms is not None else e
@@ -237,7 +237,7 @@ class Arith:
         bound = self._atom_bound(inner)
         if bound is not None:
             self._set_bound(v, *bound)
-        self._atoms[id(e)] = (e, v)  # the node is held, so its id is not reused
+        self._atoms[e] = (e, v)  # the node is held, so its id is not reused
         return v
 
     def _atom_bound(self, e: T.Expr) -> tuple[int | None, int | None] | None:
@@ -397,12 +397,13 @@ class LazyArith:
     `fallbacks` counts the questions asked of it."""
 
     def __init__(self) -> None:
-        self._vars: dict[int, tuple[T.Var, tuple[int, int]]] = {}  # id(var) -> (var, its bound)
-        self._bound: set[int] = set()  # the variables given a bound (bound_var)
+        self._vars: dict[T.Var, tuple[T.Var, tuple[int, int]]] = {}  # var -> (var, its bound)
+        self._bound: set[T.Var] = set()  # the variables given a bound (bound_var)
         self._thread: int | None = None
         self._blocks: dict[int, tuple[int, int]] = {}
         self._grid: list[tuple[int, T.Expr]] = []  # (axis, extent) of a symbolic grid
-        self._atoms: dict[int, tuple[T.Expr, tuple[int, int]]] = {}  # id(node) -> (node, bound), in creation order
+        self._atoms: dict[T.Expr, tuple[T.Expr, tuple[int, int]]] = {}  # node -> (node, bound), in creation order
+        self._orders: dict[T.Expr, int] = {}  # node -> a number, for the term keys of _linear to sort by
         self._tvm: Arith | None = None
         self._scope: contextlib.ExitStack | None = None  # inside kernel_scope
         self.fallbacks = 0
@@ -410,8 +411,8 @@ class LazyArith:
     # ------------------------------------------------------------ facts (as Arith's)
     def bound_var(self, v: T.Var, lo: int | None, hi: int | None) -> None:
         self._var_bound(v)
-        self._vars[id(v)] = (v, (_NEG_INF if lo is None else lo, _POS_INF if hi is None else hi))
-        self._bound.add(id(v))
+        self._vars[v] = (v, (_NEG_INF if lo is None else lo, _POS_INF if hi is None else hi))
+        self._bound.add(v)
         if self._tvm is not None:
             self._tvm.bound_var(v, lo, hi)
 
@@ -469,9 +470,9 @@ class LazyArith:
             for node, (lo, hi) in self._atoms.values():
                 v = ar._fresh("atom", node.dtype, node)
                 ar._set_bound(v, None if lo == _NEG_INF else lo, None if hi == _POS_INF else hi)
-                ar._atoms[id(node)] = (node, v)
+                ar._atoms[node] = (node, v)
             for v, (lo, hi) in self._vars.values():
-                if id(v) in self._bound or v.kind == "size":
+                if v in self._bound or v.kind == "size":
                     ar.bound_var(v, None if lo == _NEG_INF else lo, None if hi == _POS_INF else hi)
             if self._thread is not None:
                 ar.bound_thread(self._thread)
@@ -493,10 +494,10 @@ class LazyArith:
         return (lo if lo != _NEG_INF and lo > -limit else None), (hi if hi != _POS_INF and hi < limit else None)
 
     def _var_bound(self, v: T.Var) -> tuple[int, int]:
-        held = self._vars.get(id(v))
+        held = self._vars.get(v)
         if held is None:  # Arith.var: a runtime size is non-negative, anything else is its type's range
             held = (v, (0, _POS_INF) if v.kind == "size" else _everything(v.dtype))
-            self._vars[id(v)] = held
+            self._vars[v] = held
         return held[1]
 
     def _modelled(self, e: T.Expr) -> bool:
@@ -580,7 +581,7 @@ class LazyArith:
 
     def _atom(self, e: T.Expr) -> tuple[int, int]:
         """The bound Arith's atom for e has: fixed when the atom is made (Arith._atom, _atom_bound)."""
-        held = self._atoms.get(id(e))
+        held = self._atoms.get(e)
         if held is not None and held[0] is e:
             return held[1]
         if _index_dtype(e.dtype) in (None, "bool"):
@@ -592,7 +593,7 @@ class LazyArith:
         if bound is not None:
             lo, hi = bound
             whole = (_NEG_INF if lo is None else lo, _POS_INF if hi is None else hi)
-        self._atoms[id(e)] = (e, whole)
+        self._atoms[e] = (e, whole)
         return whole
 
     _atom_bound = Arith._atom_bound  # (the same rules, through this class's bounds)
@@ -621,16 +622,20 @@ class LazyArith:
         terms[k] = terms.get(k, 0) + scale
         return 0
 
+    def _order(self, e: T.Expr) -> int:
+        """A number per variable or atom, in the order first asked about: term keys sort by it (nodes do not order)."""
+        return self._orders.setdefault(e, len(self._orders))
+
     def _term(self, e: T.Expr):
         """A key equal for two terms exactly when Arith converts them to the same TVM expression."""
         if not self._modelled(e):
             self._atom(e)  # (made now, as Arith would make it: its bound is fixed from here on)
-            return ("atom", id(e))
+            return ("atom", self._order(e))
         if isinstance(e, T.Const):
             return ("const", e.dtype.name, int(e.value))
         if isinstance(e, T.Var):
             self._var_bound(e)
-            return ("var", id(e))
+            return ("var", self._order(e))
         if isinstance(e, S.ThreadIdx):
             return ("tid",)
         if isinstance(e, S.BlockIdx):

@@ -16,12 +16,12 @@ def kernel_costs(k: T.Kernel) -> dict[str, str]:
     flops: list[str] = []
     bytes_: list[str] = []
     # Loop bounds may name locals (`n = ceildiv(N, 64)`); formulas must only use runtime sizes.
-    values: dict[int, T.Expr] = {}
+    values: dict[T.Var, T.Expr] = {}
 
     def resolve(e: T.Expr) -> T.Expr:
         from .visit import rewrite_expr
 
-        return rewrite_expr(e, lambda x: resolve(values[id(x)]) if isinstance(x, T.Var) and id(x) in values
+        return rewrite_expr(e, lambda x: resolve(values[x]) if isinstance(x, T.Var) and x in values
                             else None)
 
     def _f(e: T.Expr) -> str:
@@ -31,7 +31,7 @@ def kernel_costs(k: T.Kernel) -> dict[str, str]:
         for s in body:
             m = "*".join(mult) if mult else "1"
             if isinstance(s, T.Assign) and not mult:
-                values[id(s.var)] = s.value
+                values[s.var] = s.value
             if isinstance(s, T.For):
                 if s.kind == "parallel":
                     walk(s.body, mult)

@@ -4,18 +4,20 @@ and on SIMT IR after lowering. Works on both IRs: it walks any tree of dataclass
 
 from __future__ import annotations
 
+from ..identity import IdentitySet
+
 
 def dtypes_used(roots: list[object]) -> dict[str, str]:
     """Every element type reachable from `roots` -> how to name its first use: "parameter 'A'"
     (a global tensor), "buffer 'x'" (on-chip), or "a value" (an expression), buffers preferred."""
     found: dict[str, str] = {}
-    seen: set[int] = set()
+    seen = IdentitySet()  # (nodes of any kind: lists, and dataclasses that compare by value)
     stack = list(reversed(roots))
     while stack:
         node = stack.pop()
-        if id(node) in seen or not hasattr(node, "__dataclass_fields__"):
+        if node in seen or not hasattr(node, "__dataclass_fields__"):
             continue
-        seen.add(id(node))
+        seen.add(node)
         dt = getattr(node, "dtype", None)
         name = getattr(dt, "name", None)
         if isinstance(name, str):

@@ -465,9 +465,9 @@ class SharedLayout:
             from .fold import fold
             from .visit import rewrite_expr
 
-            at = {id(v): i if i.dtype == D.I32 else T.Cast(D.I32, None, i)
+            at = {v: i if i.dtype == D.I32 else T.Cast(D.I32, None, i)
                   for v, i in zip(self.index_map.vars, idx, strict=True)}
-            return fold(rewrite_expr(self.index_map.offset, lambda x: at.get(id(x)) if isinstance(x, T.Var) else None))
+            return fold(rewrite_expr(self.index_map.offset, lambda x: at.get(x) if isinstance(x, T.Var) else None))
         if self.transposed:
             idx = [*idx[:-2], idx[-1], idx[-2]]
         row: T.Expr = c(0)
@@ -510,7 +510,7 @@ class SharedLayout:
 MAP_OPS = ("+", "-", "*", "//", "%", "^", "&", "|", "<<", ">>")  # what a T.Layout lambda may compute with
 
 
-def map_values(e: T.Expr, env: dict[int, object]):
+def map_values(e: T.Expr, env: dict[T.Var, object]):
     """`e` (constants, the map's variables, MAP_OPS, negation and integer casts) evaluated on numpy index
     arrays, with floor division; raises ZeroDivisionError for a division by zero."""
     import numpy as np
@@ -518,7 +518,7 @@ def map_values(e: T.Expr, env: dict[int, object]):
     if isinstance(e, T.Const):
         return np.int64(int(e.value))
     if isinstance(e, T.Var):
-        return env[id(e)]
+        return env[e]
     if isinstance(e, T.Cast):
         return map_values(e.value, env)
     if isinstance(e, T.Unary) and e.op == "-":
@@ -539,5 +539,5 @@ def map_offsets(m: T.IndexMap, shape: tuple[int, ...]):
     import numpy as np
 
     grids = np.indices(shape, dtype=np.int64)
-    env = {id(v): g for v, g in zip(m.vars, grids, strict=True)}
+    env = {v: g for v, g in zip(m.vars, grids, strict=True)}
     return np.broadcast_to(map_values(m.offset, env), shape)

@@ -175,6 +175,8 @@ def kernel_str(k: T.Kernel) -> str:
             lines += [f"  check {c['lhs']} {c['op']} {c['rhs']}" for c in k.attrs[key]]
             continue
         lines.append(f"  attr {key} = {k.attrs[key]}")
+    if k.request is not None:  # the source's schedule keywords (tilec.ir.schedule.KernelKeywords), where not defaults
+        lines += [f"  keyword {line}" for line in k.request.keywords.lines()]
     if k.schedule is not None:
         lines.append(f"  schedule:{k.schedule}")
     lines.append("body:")

@@ -9,7 +9,8 @@ statements the builder had numbered, a pass run on the text numbers its gemms an
 compiler), the ids of the gemms and Pipelined loops a printed schedule names from its labels, and the schedule's
 layouts from their printed names (a shared tile's element size from its buffer, a BlockRow's threads from the
 kernel's). Statements, buffers and regions get spans at their lines
-of the text, so a pass's diagnostics point there; expressions have none; launch checks have no messages; an
+of the text, so a pass's diagnostics point there; expressions have none; launch checks have no messages; the
+source's schedule keywords (`keyword NAME = VALUE`) become the kernel's request (KernelKeywords, no pins); an
 attribute whose value is not a Python literal keeps its text (`RawAttr`) unless the caller names its class
 (`attr_types`). Errors are `ReadError`s carrying the line and column.
 
@@ -319,6 +320,7 @@ class TileReader:
         self.pos += 1
         size_vars: list[T.Var] = list(sizes.values())
         attrs: dict[str, object] = {}
+        keywords: dict[str, object] = {}
         grid: list[T.Expr] = []
         threads = 0
         block_vars: list[T.Var] = []
@@ -356,6 +358,8 @@ class TileReader:
                 if m is None:
                     raise self.error("expected 'attr NAME = VALUE'", line)
                 attrs[m.group(1)] = attr_value(m.group(2), self.attr_types)
+            elif line.text.startswith("keyword "):
+                keywords.update(self.keyword(line))
             elif line.text == "schedule:":
                 sched_lines = []
                 while self.pos < len(self.lines) and self.lines[self.pos].indent >= 4:
@@ -368,6 +372,10 @@ class TileReader:
         self.pos += 1
         body = self.block(1, scope)
         k = T.Kernel(name, params, size_vars, grid, threads, block_vars, body, self.span(head), attrs)
+        if keywords:  # the source's schedule keywords (tilec.ir.schedule.KernelKeywords)
+            from .schedule import KernelKeywords, ScheduleRequest
+
+            k.request = ScheduleRequest(keywords=KernelKeywords(**keywords))
         from .visit import number_ops
 
         number_ops(k)
@@ -376,6 +384,31 @@ class TileReader:
 
             k.schedule = read_schedule(k, sched_lines)
         return k
+
+    def keyword(self, line: Line) -> dict[str, object]:
+        """`keyword NAME = VALUE`: one of the kernel's schedule keywords (KernelKeywords), a literal of its type."""
+        from dataclasses import fields
+
+        from .schedule import KernelKeywords
+
+        m = re.fullmatch(r"keyword (\w+) = (.*)", line.text)
+        if m is None:
+            raise self.error("expected 'keyword NAME = VALUE'", line)
+        known = {f.name: f.default for f in fields(KernelKeywords)}
+        name = m.group(1)
+        if name not in known:
+            raise self.error(f"unknown keyword '{name}' (known: {', '.join(known)})", line)
+        try:
+            value = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            value = None
+        default = known[name]
+        same_shape = not isinstance(value, tuple) or (
+            len(value) == len(default) and all(type(x) is type(d) for x, d in zip(value, default, strict=False)))
+        if type(value) is not type(default) or not same_shape:
+            kind = "True or False" if isinstance(default, bool) else f"a value like {default!r}"
+            raise self.error(f"keyword {name} takes {kind}, not '{m.group(2)}'", line)
+        return {name: value}
 
     def launches(self) -> T.Launches:
         head = self.lines[self.pos]
@@ -750,7 +783,7 @@ def _map_offset(outs: list[T.Expr], b: T.Buffer) -> T.Expr:
             if isinstance(e, T.Var) and all(e is not v for v in vs):
                 vs.append(e)
     shape = b.const_shape or ()
-    env = {id(v): g for v, g in zip(vs, np.indices(shape, dtype=np.int64), strict=False)}
+    env = {v: g for v, g in zip(vs, np.indices(shape, dtype=np.int64), strict=False)}
     extents = [int(np.max(np.broadcast_to(map_values(o, env), shape))) + 1 for o in outs]
     off: T.Expr = outs[0]
     for o, ext in zip(outs[1:], extents[1:], strict=True):

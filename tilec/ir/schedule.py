@@ -15,7 +15,7 @@ planners run, and `resources` prices a scheduled kernel before lowering.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from . import copy_mechanisms as mechanisms
 from . import dtypes as D
@@ -160,6 +160,27 @@ class LoopRequest:
 
 
 @dataclass(frozen=True)
+class KernelKeywords:
+    """What a kernel's source asks of its schedule: `Kernel(..., warp_specialize=, persistent=, pingpong=,
+    overlap_softmax=, tma_preload=, cluster=)` and `T.disable_warp_group_reg_alloc()`, read by the builder. These
+    are wishes: a planner grants one where it can and says why not where it cannot (a warning or a remark), where a
+    caller's pin (the rest of ScheduleRequest) that cannot be honoured is an error."""
+
+    warp_specialize: bool = True
+    persistent: bool = False
+    pingpong: bool = False
+    overlap_softmax: bool = False
+    tma_preload: bool = False
+    cluster: tuple[int, int] = (1, 1)  # blocks along grid x, along grid y; (1, 1): no cluster
+    warp_group_reg_alloc: bool = True  # sm90: the producer warpgroup hands registers to the consumers (setmaxnreg)
+
+    def lines(self) -> list[str]:
+        """The keywords that differ from their defaults, as `--emit-ir` prints them."""
+        return [f"{f.name} = {getattr(self, f.name)}" for f in fields(self)
+                if getattr(self, f.name) != f.default]
+
+
+@dataclass(frozen=True)
 class ScheduleRequest:
     """Parts of a schedule a caller pins; everything left None is decided by the planners. Gemms are named
     by uid (as `--emit-ir` prints them: `gemm #7 (line 52)`) or "*" for every gemm; loops by uid or by
@@ -170,6 +191,7 @@ class ScheduleRequest:
     persistent: bool | None = None
     cluster: tuple[int, int] | None = None  # blocks along grid x, along grid y: (1, 1), (2, 1) or (1, 2)
     pingpong: bool | None = None  # persistent ping-pong (KernelSchedule.pingpong)
+    keywords: KernelKeywords = KernelKeywords()  # what the source asks (the builder's; the caller's pins rule)
 
     def gemm(self, g: T.Gemm) -> GemmRequest:
         return self.gemms.get(g.uid) or self.gemms.get("*") or GemmRequest()
@@ -206,6 +228,18 @@ class ScheduleRequest:
             if spec.get(name) is not None and not isinstance(spec[name], bool):
                 raise ValueError(f"{name} must be true or false, not {spec[name]!r}")
         return ScheduleRequest(gemms, loops, spec.get("persistent"), cluster, spec.get("pingpong"))
+
+
+def request_of(k: T.Kernel) -> ScheduleRequest:
+    """The kernel's request: the caller's pins with the source's keywords (ScheduleRequest.keywords); the defaults
+    for a kernel that has none."""
+    return k.request if k.request is not None else ScheduleRequest()
+
+
+def pin(k: T.Kernel, request: ScheduleRequest | None) -> None:
+    """Lay the caller's pins (tilec.compile(..., schedule=...)) over the kernel's request, keeping its keywords."""
+    if request is not None:
+        k.request = replace(request, keywords=request_of(k).keywords)
 
 
 CLUSTER_SHAPES = ((1, 1), (2, 1), (1, 2))

@@ -181,6 +181,11 @@ class SKernel:
     attrs: dict[str, object] = field(default_factory=dict)
     threads_span: Span | None = None  # the `threads=` argument (Kernel.threads_span)
 
+    @property
+    def disabled(self) -> frozenset[str]:
+        """Features turned off for this kernel (the Tile kernel's, which lower-to-simt copies): the SIMT passes'."""
+        return frozenset(self.attrs.get("disabled", ()))
+
 
 @dataclass(eq=False)
 class SModule:

@@ -62,7 +62,7 @@ class CStylePrinter:
     no_unroll_pragma = "#pragma unroll 8"
 
     def __init__(self) -> None:
-        self.nonneg: set[int] = set()
+        self.nonneg: set[T.Var] = set()
         self.lines: list[str] = []
         self.indent = 0
 
@@ -101,7 +101,7 @@ class CStylePrinter:
         if isinstance(e, S.ThreadIdx | S.BlockIdx):
             return True
         if isinstance(e, T.Var):
-            return id(e) in self.nonneg or e.kind == "size"
+            return e in self.nonneg or e.kind == "size"
         if isinstance(e, T.Binary) and e.op in ("+", "*", "//", "%", "&", ">>"):
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)
         if isinstance(e, T.Cast):
@@ -204,7 +204,7 @@ class CStylePrinter:
     def stmt(self, s: S.SStmt) -> None:
         if isinstance(s, S.Declare):
             if s.value is not None and self.is_nonneg(s.value):
-                self.nonneg.add(id(s.var))
+                self.nonneg.add(s.var)
             init = f" = {self.expr(s.value)}" if s.value is not None else ""
             self.line(f"{self.type(s.var.dtype)} {s.var.name}{init};")
         elif isinstance(s, S.DeclareArray):
@@ -256,7 +256,7 @@ class CStylePrinter:
         elif s.keep_rolled:
             self.line(self.no_unroll_pragma)
         if self.is_nonneg(s.begin) and (s.step is None or self.is_nonneg(s.step)):
-            self.nonneg.add(id(s.var))
+            self.nonneg.add(s.var)
         if begin_zero and s.step is None:
             self.line(f"for (int {s.var.name} = 0; {s.var.name} < {self.expr(s.extent)}; ++{s.var.name}) {{")
             self.block(s.body)

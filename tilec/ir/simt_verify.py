@@ -33,54 +33,54 @@ class _Verifier:
     def __init__(self, k: S.SKernel, target=None):
         self.k = k
         self.target = target
-        self.shared_ids = {id(b) for b in k.shared}
+        self.shared_set = set(k.shared)
 
     def fail(self, msg: str):
         raise VerifyError(f"kernel '{self.k.name}': {msg}")
 
     def run(self) -> None:
         k = self.k
-        if len(self.shared_ids) != len(k.shared):
+        if len(self.shared_set) != len(k.shared):
             self.fail("a shared buffer is listed twice")
         for b in k.shared:
             if b.scope != "shared":
                 self.fail(f"'{b.name}' is listed as shared but has scope {b.scope}")
-            if b.alias_of is not None and id(b.alias_of) not in self.shared_ids:
+            if b.alias_of is not None and b.alias_of not in self.shared_set:
                 self.fail(f"shared buffer '{b.name}' aliases a buffer the kernel does not list")
-        scope: set[int] = set()
-        buffers: set[int] = set(self.shared_ids)
+        scope: set[T.Var] = set()
+        buffers: set[S.SBuffer] = set(self.shared_set)
         for p in k.params:
-            (buffers if isinstance(p, S.SBuffer) else scope).add(id(p))
-        scope.update(id(v) for v in k.size_vars)
-        scope.update(id(v) for v in k.attrs.get("tensor_map_params", []))
+            (buffers if isinstance(p, S.SBuffer) else scope).add(p)
+        scope.update(v for v in k.size_vars)
+        scope.update(v for v in k.attrs.get("tensor_map_params", []))
         self.body(k.body, scope, buffers)
 
-    def body(self, body: list[S.SStmt], scope: set[int], buffers: set[int]) -> None:
+    def body(self, body: list[S.SStmt], scope: set[T.Var], buffers: set[S.SBuffer]) -> None:
         scope, buffers = set(scope), set(buffers)  # declarations end with their block
         for s in body:
             if isinstance(s, S.Declare):
                 if s.value is not None:
                     self.exprs([s.value], scope, buffers)
-                scope.add(id(s.var))
+                scope.add(s.var)
             elif isinstance(s, S.DeclareArray):
                 if s.init is not None:
                     self.exprs([s.init], scope, buffers)
                 if s.buffer.scope == "global":  # a view of a tensor: a pointer to a buffer in scope
-                    if s.buffer.alias_of is None or id(s.buffer.alias_of) not in buffers:
+                    if s.buffer.alias_of is None or s.buffer.alias_of not in buffers:
                         self.fail(f"view '{s.buffer.name}' of a tensor that is not in scope")
                 elif s.buffer.scope != "local":
                     self.fail(f"register array '{s.buffer.name}' has scope {s.buffer.scope}")
-                buffers.add(id(s.buffer))
+                buffers.add(s.buffer)
             elif isinstance(s, S.SStore):
                 self.access(s.buffer, s.index, buffers, "store to")
                 self.exprs([s.index, s.value], scope, buffers)
             elif isinstance(s, S.SAssign):
-                if id(s.var) not in scope:
+                if s.var not in scope:
                     self.fail(f"assignment to '{s.var.name}' before its declaration")
                 self.exprs([s.value], scope, buffers)
             elif isinstance(s, S.SFor):
                 self.exprs([x for x in (s.begin, s.extent, s.step) if x is not None], scope, buffers)
-                self.body(s.body, scope | {id(s.var)}, buffers)
+                self.body(s.body, scope | {s.var}, buffers)
             elif isinstance(s, S.SWhile):
                 self.exprs([s.cond], scope, buffers)
                 self.body(s.body, scope, buffers)
@@ -94,10 +94,10 @@ class _Verifier:
             elif not isinstance(s, S.Barrier | S.SComment):
                 self.fail(f"unknown statement {type(s).__name__}")
 
-    def exprs(self, exprs: list[T.Expr], scope: set[int], buffers: set[int]) -> None:
+    def exprs(self, exprs: list[T.Expr], scope: set[T.Var], buffers: set[S.SBuffer]) -> None:
         for e in exprs:
             for x in sub_exprs(e):
-                if isinstance(x, T.Var) and id(x) not in scope:
+                if isinstance(x, T.Var) and x not in scope:
                     self.fail(f"'{x.name}' is used outside the scope of its declaration")
                 elif isinstance(x, S.Ref | S.AddrOf):
                     self.access(x.buffer, x.index, buffers, "access to")
@@ -106,8 +106,8 @@ class _Verifier:
                 elif isinstance(x, T.Load):
                     self.fail(f"a Tile IR load of '{x.buffer.name}' survived lowering")
 
-    def access(self, b: S.SBuffer, index: T.Expr, buffers: set[int], what: str) -> None:
-        if id(b) not in buffers:
+    def access(self, b: S.SBuffer, index: T.Expr, buffers: set[S.SBuffer], what: str) -> None:
+        if b not in buffers:
             self.fail(f"{what} '{b.name}', which is not declared here")
         if b.scope == "local" and isinstance(index, T.Const) and b.size is not None \
                 and not 0 <= int(index.value) < b.size:

@@ -60,21 +60,21 @@ def stmt_exprs(s: T.Stmt) -> list[T.Expr]:
 
 class Varying:
     def __init__(self):
-        self.vars: set[int] = set()
-        self.buffers: set[int] = set()
-        self.aliases: set[int] = set()  # locals assigned once, the thread index itself (`tx = get_thread_binding()`)
+        self.vars: set[T.Var] = set()
+        self.buffers: set[T.Buffer] = set()
+        self.aliases: set[T.Var] = set()  # locals assigned once, the thread index itself (`tx = get_thread_binding()`)
 
     def is_thread(self, e: T.Expr) -> bool:
         """e is the thread index itself: different in every thread."""
-        return is_thread_index(e) or (isinstance(e, T.Var) and id(e) in self.aliases)
+        return is_thread_index(e) or (isinstance(e, T.Var) and e in self.aliases)
 
     def expr(self, e: T.Expr | None) -> bool:
         if e is None:
             return False
         for x in sub_exprs(e):
-            if is_thread_index(x) or (isinstance(x, T.Var) and id(x) in self.vars):
+            if is_thread_index(x) or (isinstance(x, T.Var) and x in self.vars):
                 return True
-            if isinstance(x, T.Load) and id(x.buffer) in self.buffers:
+            if isinstance(x, T.Load) and x.buffer in self.buffers:
                 return True
         return False
 
@@ -85,9 +85,9 @@ class Varying:
             if is_thread_index(x):
                 return "the thread index"
         for x in sub_exprs(e):
-            if isinstance(x, T.Var) and id(x) in self.vars:
+            if isinstance(x, T.Var) and x in self.vars:
                 return f"'{x.name}' (computed from the thread index)"
-            if isinstance(x, T.Load) and id(x.buffer) in self.buffers:
+            if isinstance(x, T.Load) and x.buffer in self.buffers:
                 return f"'{x.buffer.name}' (a per-thread buffer holding thread-dependent values)"
         return "the thread index"
 
@@ -111,29 +111,29 @@ def analyze(k: T.Kernel) -> Varying:
         changed = False
         for s in body:
             if isinstance(s, T.Assign):
-                if (divergent or v.expr(s.value)) and id(s.var) not in v.vars:
-                    v.vars.add(id(s.var))
+                if (divergent or v.expr(s.value)) and s.var not in v.vars:
+                    v.vars.add(s.var)
                     changed = True
             elif isinstance(s, T.Store | T.Alloc):
                 b = s.buffer
-                if b.scope in ("local", "var") and id(b) not in v.buffers and (
+                if b.scope in ("local", "var") and b not in v.buffers and (
                         divergent or any(v.expr(e) for e in stmt_exprs(s))):
-                    v.buffers.add(id(b))
+                    v.buffers.add(b)
                     changed = True
             elif isinstance(s, T.Atomic) and s.result is not None:  # each thread gets its own previous value
-                if id(s.result) not in v.vars:
-                    v.vars.add(id(s.result))
+                if s.result not in v.vars:
+                    v.vars.add(s.result)
                     changed = True
             elif isinstance(s, T.Fill) and s.dst.buffer.scope in ("local", "var"):
-                if id(s.dst.buffer) not in v.buffers and (divergent or v.expr(s.value)):
-                    v.buffers.add(id(s.dst.buffer))
+                if s.dst.buffer not in v.buffers and (divergent or v.expr(s.value)):
+                    v.buffers.add(s.dst.buffer)
                     changed = True
             elif isinstance(s, T.For):
                 d = divergent or v.divergent(s) is not None
                 if d and s.kind != "parallel":
                     for var in s.vars:
-                        if id(var) not in v.vars:
-                            v.vars.add(id(var))
+                        if var not in v.vars:
+                            v.vars.add(var)
                             changed = True
                 changed |= scan(s.body, d)
             elif isinstance(s, T.While):
@@ -146,9 +146,9 @@ def analyze(k: T.Kernel) -> Varying:
 
     while scan(k.body, False):  # to a fixed point: a loop may assign a value an earlier statement reads
         pass
-    assigns: dict[int, list[T.Assign]] = {}
+    assigns: dict[T.Var, list[T.Assign]] = {}
     for s in walk_stmts(k.body):
         if isinstance(s, T.Assign):
-            assigns.setdefault(id(s.var), []).append(s)
+            assigns.setdefault(s.var, []).append(s)
     v.aliases = {key for key, a in assigns.items() if len(a) == 1 and is_thread_index(a[0].value)}
     return v

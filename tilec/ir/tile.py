@@ -304,11 +304,41 @@ class Kernel:
     block_vars: list[Var]  # bx, by, bz
     body: list[Stmt]
     span: Span | None
+    # Bookkeeping of the compile, read through the properties below: "disabled" (features turned off), "internal"
+    # (a kernel tilec added: the no-TMA twin), "stage_of" (one launch of a multi-launch kernel), "launch_checks"
+    # (conditions on the sizes tested before each launch), "profile" (an instrumented build's level).
     attrs: dict[str, object] = field(default_factory=dict)
     # Typed as object: Tile IR does not depend on the schedule module (which depends on it).
     schedule: object | None = None  # the planning passes' decisions: a tilec.ir.schedule.KernelSchedule
-    request: object | None = None  # parts of the schedule pinned by the caller (tilec.ir.schedule.ScheduleRequest)
+    # What is asked of the schedule (tilec.ir.schedule.ScheduleRequest): the source's keywords (`keywords`, set by
+    # the builder) and the caller's pins (tilec.compile(..., schedule=...), laid over them by the driver).
+    request: object | None = None
     threads_span: Span | None = None  # the `threads=` argument, where a limit on threads is reported (None: default)
+
+    @property
+    def disabled(self) -> frozenset[str]:
+        """Target features turned off for this kernel (tilec.options.DISABLEABLE)."""
+        return frozenset(self.attrs.get("disabled", ()))
+
+    @property
+    def internal(self) -> bool:
+        """A kernel tilec added (the no-TMA twin of a TMA kernel): it repeats no remark or warning."""
+        return bool(self.attrs.get("internal"))
+
+    @property
+    def stage_of(self) -> str | None:
+        """The multi-launch kernel function this kernel is one launch of, or None."""
+        return self.attrs.get("stage_of")
+
+    @property
+    def launch_checks(self) -> list[dict]:
+        """Conditions on the sizes tested before each launch (views, contracts)."""
+        return list(self.attrs.get("launch_checks", ()))
+
+    @property
+    def profile(self) -> str | None:
+        """The level of an instrumented build (tilec/ir/profile.py), or None."""
+        return self.attrs.get("profile")
 
 
 @dataclass(eq=False)

@@ -26,15 +26,15 @@ def verify(module: T.Module) -> None:
 class _Verifier:
     def __init__(self, k: T.Kernel):
         self.k = k
-        self.vars: list[set[int]] = [{id(v) for v in k.size_vars + k.block_vars}
-                                     | {id(p) for p in k.params if isinstance(p, T.Var)}]
-        self.buffers: set[int] = {id(p) for p in k.params if isinstance(p, T.Buffer)}
+        self.vars: list[set[T.Var]] = [set(k.size_vars + k.block_vars)
+                                     | {p for p in k.params if isinstance(p, T.Var)}]
+        self.buffers: set[T.Buffer] = {p for p in k.params if isinstance(p, T.Buffer)}
 
     def fail(self, msg: str) -> VerifyError:
         return VerifyError(f"kernel {self.k.name}: {msg}")
 
     def defined(self, v: T.Var) -> bool:
-        return any(id(v) in s for s in self.vars)
+        return any(v in s for s in self.vars)
 
     def expr(self, e: T.Expr) -> None:
         for x in sub_exprs(e):
@@ -55,7 +55,7 @@ class _Verifier:
                 raise self.fail(f"select condition is {x.cond.dtype}")
 
     def buffer(self, b: T.Buffer) -> None:
-        if id(b) not in self.buffers:
+        if b not in self.buffers:
             raise self.fail(f"buffer '{b.name}' used before its allocation")
 
     def region(self, r: T.Region) -> None:
@@ -87,7 +87,7 @@ class _Verifier:
                     raise self.fail(f"view '{b.name}' of '{b.view_of.name}' differs from it in scope or writability")
                 for d in b.shape:
                     self.expr(d)
-            self.buffers.add(id(s.buffer))
+            self.buffers.add(s.buffer)
             if s.init is not None:
                 self.expr(s.init)
         elif isinstance(s, T.Store):
@@ -101,13 +101,13 @@ class _Verifier:
             self.expr(s.value)
             if s.value.dtype != s.var.dtype:
                 raise self.fail(f"assignment of {s.value.dtype} to {s.var.dtype} '{s.var.name}'")
-            self.vars[-1].add(id(s.var))
+            self.vars[-1].add(s.var)
         elif isinstance(s, T.For):
             for e in s.extents + [x for x in (s.begin, s.step) if x is not None]:
                 self.expr(e)
             if len(s.vars) != len(s.extents):
                 raise self.fail("loop variables and extents differ in number")
-            self.vars.append({id(v) for v in s.vars})
+            self.vars.append(set(s.vars))
             self.body(s.body)
             self.vars.pop()
         elif isinstance(s, T.If):

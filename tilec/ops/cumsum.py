@@ -49,8 +49,8 @@ def _through_shared(cx, s: T.CumSum) -> None:
                      origin=f"cumsum of fragment '{frag.name}'")
     cx.shared.append(tile)
     shared = T.Buffer(tile.name, frag.dtype, [T.Const(D.I32, None, e) for e in shape], "shared", s.span)
-    cx.buffers[id(shared)] = tile
-    cx.staged_layouts[id(shared)] = _linear(shape, frag.dtype.bytes)
+    cx.buffers[shared] = tile
+    cx.staged_layouts[shared] = _linear(shape, frag.dtype.bytes)
     cx.staged.append(shared)  # (keeps the id alive)
     region = T.Region(shared, [T.Const(D.I32, None, 0) for _ in shape], [T.Const(D.I32, None, e) for e in shape],
                       s.span)

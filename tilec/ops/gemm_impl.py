@@ -70,8 +70,8 @@ class GemmImpl:
         """An error for a register A operand this implementation cannot read and cannot fall back from."""
         return None
 
-    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
-        """The shared layouts (by buffer id) it needs for the shared operands of these gemms (all of a kernel's
+    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[T.Buffer, SharedLayout]:
+        """The shared layouts (by buffer) it needs for the shared operands of these gemms (all of a kernel's
         gemms it runs, in program order; the first that reads a buffer decides)."""
         return {}
 
@@ -225,7 +225,7 @@ class GemmContext:
 
         return GemmContext(cx.target, cx.sched, cx.tid, cx.emit, cx.block, cx.fresh, cx.declare, cx.hoist, cx.lx,
                            cx.sbuf, cx.shared_layout, cx.ref, cx.region_index, cx.fail, cx.barrier,
-                           cx.before_shared_access, lambda b: cx.stage_offset.get(id(b)), read, written,
+                           cx.before_shared_access, lambda b: cx.stage_offset.get(b), read, written,
                            lambda name, b, shape: _staging_buffer(cx, name, b, shape))
 
 
@@ -237,14 +237,14 @@ def _staging_buffer(cx, name: str, b: T.Buffer, shape) -> tuple[T.Buffer, Shared
     key = (name, b.dtype, shape)
     if key in cx.gemm_stages:
         stage = cx.gemm_stages[key]
-        return stage, cx.staged_layouts[id(stage)], cx.buffers[id(stage)]
+        return stage, cx.staged_layouts[stage], cx.buffers[stage]
     stage = T.Buffer(cx.fresh(f"{b.name}_stage").name, b.dtype, [c(d) for d in shape], "shared", b.span)
     lay = SharedLayout(shape, b.dtype.bytes)
-    cx.staged_layouts[id(stage)] = lay
+    cx.staged_layouts[stage] = lay
     cx.staged.append(stage)
     sb = S.SBuffer(stage.name, b.dtype, "shared", lay.size, origin=f"{b.name} staged for gemm")
     cx.shared.append(sb)
-    cx.buffers[id(stage)] = sb
+    cx.buffers[stage] = sb
     cx.gemm_stages[key] = stage
     return stage, lay, sb
 

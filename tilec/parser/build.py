@@ -16,6 +16,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.formula import formula
+from ..ir.schedule import KernelKeywords, ScheduleRequest
 from ..ir.visit import number_ops, rewrite_expr, sub_exprs, walk_stmts
 from . import ast as A
 from . import tune as tune_space
@@ -67,12 +68,12 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         self.names_in_kernel: set[str] = set()
         self.in_parallel = 0
         self.thread_dims: list[int] = [128]  # the kernel's threads=, per dimension (get_thread_binding)
-        self.parallel_depth: dict[int, int] = {}  # Parallel nesting at which a local or var was made
+        self.parallel_depth: dict[T.Var | T.Buffer, int] = {}  # Parallel nesting at which a local or var was made
         self.at_kernel_top = False
         self.size_vars: dict[str, T.Var] = {}
         self.assign_counts: dict[str, int] = {}  # assignments to each name in the kernel body
-        self.const_locals: dict[int, T.Const] = {}  # locals assigned an integer constant exactly once
-        self.size_locals: dict[int, T.Expr] = {}  # locals assigned a formula of the runtime sizes exactly once
+        self.const_locals: dict[T.Var, T.Const] = {}  # locals assigned an integer constant exactly once
+        self.size_locals: dict[T.Var, T.Expr] = {}  # locals assigned a formula of the runtime sizes exactly once
         self.reading_loop_condition = False  # (a fragment element read there would be read once: fragment_element)
 
     # ------------------------------------------------------------ errors
@@ -263,6 +264,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
                       span: Span) -> T.Kernel | None:
         """The kernel of one `with Kernel(...)` block, taking `params` (the sizes are the whole function's)."""
         self.kernel_attrs: dict[str, object] = {}
+        self.kernel_keywords: dict[str, object] = {}  # the schedule's keywords (tilec.ir.schedule.KernelKeywords)
         self.add_contract(self.function_contract)
         for p in params:
             if isinstance(p, T.Buffer):
@@ -295,7 +297,9 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         if self.warp_roles:
             threads = self.fold_warp_roles(threads, launch.span)
         return T.Kernel(name, params, list(self.size_vars.values()), grid, threads, block_vars,
-                        self.block, span, dict(self.kernel_attrs), threads_span=self.threads_span)
+                        self.block, span, dict(self.kernel_attrs),
+                        request=ScheduleRequest(keywords=KernelKeywords(**self.kernel_keywords)),
+                        threads_span=self.threads_span)
 
     def launch_sequence(self, decl: A.KernelDecl, params: list[T.Buffer | T.Var], body: list[A.Node],
                         scope: _Scope) -> None:
@@ -336,11 +340,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             used_bufs, used_vars = access.used(k)
             wrote = access.written(k)
             for b in scratch:
-                if id(b) in used_bufs and id(b) not in wrote and b.name not in written_before:
+                if b in used_bufs and b not in wrote and b.name not in written_before:
                     self.rep.error(f"this launch reads the scratch tensor '{b.name}', which no earlier launch "
                                    "writes: its contents are undefined; write it in an earlier launch (or in this "
                                    "one)", access.first_use(k, b) or k.span)
-            written_before |= {b.name for b in scratch if id(b) in wrote}
+            written_before |= {b.name for b in scratch if b in wrote}
             stage = _stage_kernel(k, params, scratch, used_bufs, used_vars, wrote)
             self.kernels.append(stage)
             seq.stages.append(T.Stage(stage.name, [p.name for p in stage.params]))
@@ -429,12 +433,12 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
     def check_sizes(self, params: list[T.Buffer | T.Var]) -> None:
         """A runtime size is read from the arguments' shapes, so it must be a whole dimension of some
         tensor; one that appears only in the untaken branch of a const choice is dropped."""
-        whole = {id(d) for p in params if isinstance(p, T.Buffer) for d in p.shape}
-        used = {id(x) for p in params if isinstance(p, T.Buffer) for d in p.shape for x in sub_exprs(d)}
+        whole = {d for p in params if isinstance(p, T.Buffer) for d in p.shape}
+        used = {x for p in params if isinstance(p, T.Buffer) for d in p.shape for x in sub_exprs(d)}
         for name, v in list(self.size_vars.items()):
-            if id(v) not in used:
+            if v not in used:
                 del self.size_vars[name]
-            elif id(v) not in whole:
+            elif v not in whole:
                 self.rep.error(f"runtime size '{name}' appears only inside dimension formulas; it must also be a "
                                "whole dimension of some tensor, so that its value can be read from the arguments",
                                v.span)
@@ -511,15 +515,15 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             elif kw.name == "prelude":
                 pass
             elif kw.name == "warp_specialize":
-                self.kernel_attrs["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
+                self.kernel_keywords["warp_specialize"] = self.const_bool(kw.value, scope, "warp_specialize")
             elif kw.name == "persistent":
-                self.kernel_attrs["persistent"] = self.const_bool(kw.value, scope, "persistent")
+                self.kernel_keywords["persistent"] = self.const_bool(kw.value, scope, "persistent")
             elif kw.name in ("overlap_softmax", "tma_preload", "pingpong"):
-                self.kernel_attrs[kw.name] = self.const_bool(kw.value, scope, kw.name)
+                self.kernel_keywords[kw.name] = self.const_bool(kw.value, scope, kw.name)
             elif kw.name in ("cluster", "cluster_dims"):  # (cluster_dims: TileLang's spelling)
                 shape = self.cluster_shape(kw.value, scope, kw.name)
                 if shape != (1, 1):  # (1, 1): no cluster, the kernel as without the keyword
-                    self.kernel_attrs["cluster"] = shape
+                    self.kernel_keywords["cluster"] = shape
             else:
                 raise self.fail(f"unknown Kernel argument '{kw.name}' (expected threads=, warp_specialize=, "
                                 "persistent=, pingpong=, overlap_softmax=, tma_preload= or cluster=)", kw.span)
@@ -642,13 +646,13 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             known = self.fold_locals(value)  # (`half = ext // 2` of a local `ext = 64` is 32)
             if (isinstance(known, T.Const) and known.dtype.is_int and self.assign_counts.get(name) == 1
                     and not self.inline_depth):
-                self.const_locals[id(var)] = known  # assigned once: a compile-time value where one is needed
-            sized = rewrite_expr(value, lambda x: self.size_locals.get(id(x)))
+                self.const_locals[var] = known  # assigned once: a compile-time value where one is needed
+            sized = rewrite_expr(value, lambda x: self.size_locals.get(x))
             if self.assign_counts.get(name) == 1 and not self.inline_depth and value.dtype.is_int and all(
                     isinstance(x, T.Const | T.Binary | T.Call | T.Cast) or (isinstance(x, T.Var) and x.kind == "size")
                     for x in sub_exprs(sized)):
-                self.size_locals[id(var)] = sized  # assigned once a formula of the sizes: a view's shape may use it
-            self.parallel_depth[id(var)] = self.in_parallel
+                self.size_locals[var] = sized  # assigned once a formula of the sizes: a view's shape may use it
+            self.parallel_depth[var] = self.in_parallel
             scope.bind(name, var)
             return self.emit(T.Assign(s.span, var, value))
         if isinstance(target, A.Subscript):
@@ -678,7 +682,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         for v in values:
             value = self.expr(v, scope)
             temp = T.Var(value.dtype, v.span, self.unique("tuple_value"), "local")
-            self.parallel_depth[id(temp)] = self.in_parallel
+            self.parallel_depth[temp] = self.in_parallel
             self.emit(T.Assign(v.span, temp, value))
             names.append(f"tuple·{temp.name}")  # not a name a source can spell
             scope.bind(names[-1], temp)
@@ -687,7 +691,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
 
     def check_parallel_update(self, bound, name: str, span: Span) -> None:
         """Iterations of a Parallel loop run at once: one may not update a value they all share."""
-        if self.in_parallel > self.parallel_depth.get(id(bound), 0):
+        if self.in_parallel > self.parallel_depth.get(bound, 0):
             raise self.fail(f"cannot update '{name}' inside a Parallel loop: it is defined outside the loop and "
                             "the iterations run in parallel (accumulate into a fragment and use reduce_sum, or "
                             "use a Serial loop)", span)
@@ -721,7 +725,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
                 raise self.fail("a buffer needs at least one dimension", shape_node.span)
         buf = T.Buffer(self.unique(name), dt, shape, bufscope, span)
         scope.bind(name, buf)
-        self.parallel_depth[id(buf)] = self.in_parallel
+        self.parallel_depth[buf] = self.in_parallel
         self.emit(T.Alloc(call.span, buf, init))
 
     def expr_stmt(self, s: A.ExprStmt, scope: _Scope) -> None:
@@ -814,7 +818,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             raise self.fail(f"T.{fname}() is a statement of the whole block; it cannot be inside a Parallel loop",
                             call.span)
         if fname == "disable_warp_group_reg_alloc":
-            self.kernel_attrs["warp_group_reg_alloc"] = False
+            self.kernel_keywords["warp_group_reg_alloc"] = False
 
     def for_stmt(self, s: A.ForStmt, scope: _Scope) -> None:
         it = s.iter
@@ -922,7 +926,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         if any(isinstance(j, A.BreakStmt) for j in jumps):
             broke = f"break·{len(self.names_in_kernel)}"  # not a name a source can spell
             var = T.Var(D.BOOL, span, self.unique("loop_left"), "local")
-            self.parallel_depth[id(var)] = self.in_parallel
+            self.parallel_depth[var] = self.in_parallel
             scope.bind(broke, var)
             self.emit(T.Assign(span, var, T.Const(D.BOOL, span, False)))
         if any(isinstance(j, A.ContinueStmt) for j in jumps):
@@ -933,7 +937,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         """At the start of each iteration: the continue flag, made inside the loop so each iteration owns it."""
         if skipped is not None:
             var = T.Var(D.BOOL, span, self.unique("iteration_skipped"), "local")
-            self.parallel_depth[id(var)] = self.in_parallel
+            self.parallel_depth[var] = self.in_parallel
             scope.bind(skipped, var)
             self.emit(T.Assign(span, var, T.Const(D.BOOL, span, False)))
 
@@ -966,7 +970,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         inner = _Scope(scope)
         name, span = s.targets[0]
         var = T.Var(D.I32, span, self.unique(name), "local")
-        self.parallel_depth[id(var)] = self.in_parallel
+        self.parallel_depth[var] = self.in_parallel
         inner.bind(name, var)
         self.emit(T.Assign(span, var, value))
         self.stmts(s.body, inner)
@@ -1050,7 +1054,7 @@ def _tidy(e: T.Expr) -> T.Expr:
     """A dimension formula with its sums of sizes and constants collected (`(H + 2) - 2 - 1 + 1` is
     `H`), so that the manifest, the C header and the diagnostics show it the way one would write it."""
     if isinstance(e, T.Binary) and e.op in ("+", "-"):
-        terms: dict[int, list] = {}  # id(var) -> [var, coefficient]
+        terms: dict[T.Var, list] = {}  # var -> [var, coefficient]
         const = 0
         stack = [(e, 1)]
         while stack:
@@ -1060,9 +1064,9 @@ def _tidy(e: T.Expr) -> T.Expr:
             elif isinstance(x, T.Const):
                 const += sign * int(x.value)
             elif isinstance(x, T.Var):
-                terms.setdefault(id(x), [x, 0])[1] += sign
+                terms.setdefault(x, [x, 0])[1] += sign
             else:  # a product, quotient or call: tidied inside, kept as one term
-                terms[id(x)] = [_tidy(x), sign]
+                terms[x] = [_tidy(x), sign]
         out: T.Expr | None = None
         for var, coef in terms.values():
             if coef == 0:
@@ -1116,41 +1120,41 @@ def _assignment_counts(body: list[A.Node]) -> dict[str, int]:
     return counts
 
 
-def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.Buffer], used_bufs: set[int],
-                  used_vars: set[int], wrote: set[int]) -> T.Kernel:
+def _stage_kernel(k: T.Kernel, params: list[T.Buffer | T.Var], scratch: list[T.Buffer], used_bufs: set[T.Buffer],
+                  used_vars: set[T.Var], wrote: set[T.Buffer]) -> T.Kernel:
     """One launch of a sequence as a kernel of its own: the user's parameters it uses (in signature order; a tensor
     it does not use only when a runtime size it needs is read from that tensor's shape), then the scratch tensors
     it uses, each an output when this launch writes it. Copied, so that no two kernels share IR nodes."""
     import copy
 
-    taken = [p for p in params if id(p) in used_bufs or id(p) in used_vars]
-    taken += [b for b in scratch if id(b) in used_bufs]
+    taken = [p for p in params if p in used_bufs or p in used_vars]
+    taken += [b for b in scratch if b in used_bufs]
 
     def whole_dims(ps):
-        return {id(d) for p in ps if isinstance(p, T.Buffer) for d in p.shape if isinstance(d, T.Var)}
+        return {d for p in ps if isinstance(p, T.Buffer) for d in p.shape if isinstance(d, T.Var)}
 
     for v in k.size_vars:
-        in_shapes = {id(x) for p in taken if isinstance(p, T.Buffer) for d in p.shape for x in sub_exprs(d)}
-        if (id(v) in used_vars or id(v) in in_shapes) and id(v) not in whole_dims(taken):
+        in_shapes = {x for p in taken if isinstance(p, T.Buffer) for d in p.shape for x in sub_exprs(d)}
+        if (v in used_vars or v in in_shapes) and v not in whole_dims(taken):
             giver = next(p for p in params if isinstance(p, T.Buffer) and any(d is v for d in p.shape))
             taken.append(giver)
-    order = {id(p): i for i, p in enumerate([*params, *scratch])}
-    taken.sort(key=lambda p: order[id(p)])
-    seen: set[int] = set()
+    order = {p: i for i, p in enumerate([*params, *scratch])}
+    taken.sort(key=lambda p: order[p])
+    seen: set[T.Var] = set()
     sizes = []
     for p in taken:
         for d in p.shape if isinstance(p, T.Buffer) else []:
             for x in sub_exprs(d):
-                if isinstance(x, T.Var) and x.kind == "size" and id(x) not in seen:
-                    seen.add(id(x))
+                if isinstance(x, T.Var) and x.kind == "size" and x not in seen:
+                    seen.add(x)
                     sizes.append(x)
-    rank = {id(v): i for i, v in enumerate(k.size_vars)}
-    stage = T.Kernel(k.name, taken, sorted(sizes, key=lambda v: rank[id(v)]), k.grid, k.threads, k.block_vars,
-                     k.body, k.span, k.attrs, threads_span=k.threads_span)
+    rank = {v: i for i, v in enumerate(k.size_vars)}
+    stage = T.Kernel(k.name, taken, sorted(sizes, key=lambda v: rank[v]), k.grid, k.threads, k.block_vars,
+                     k.body, k.span, k.attrs, request=k.request, threads_span=k.threads_span)
     stage = copy.deepcopy(stage)
     for p, orig in zip(stage.params, taken, strict=True):
         if any(orig is b for b in scratch):
-            p.is_output = id(orig) in wrote
+            p.is_output = orig in wrote
     for s in walk_stmts(stage.body):  # a view of scratch is writable exactly where its scratch tensor is
         if isinstance(s, T.Alloc) and s.buffer.view_of is not None and s.buffer.scope == "global":
             s.buffer.is_output = s.buffer.storage.is_output

@@ -207,21 +207,21 @@ def _aligned_dims(starts: list[T.Expr], tile: list[T.Expr]) -> list[int] | None:
 
 def _size_and_depth(e: T.Expr) -> tuple[int, int]:
     """Node count and depth of an expression as a tree (shared subexpressions count once per use)."""
-    memo: dict[int, tuple[int, int]] = {}
+    memo: dict[T.Expr, tuple[int, int]] = {}
     stack: list[tuple[T.Expr, bool]] = [(e, False)]
     while stack:
         node, done = stack.pop()
-        if id(node) in memo:
+        if node in memo:
             continue
         kids = children(node)
         if not done:
             stack.append((node, True))
-            stack.extend((k, False) for k in kids if id(k) not in memo)
+            stack.extend((k, False) for k in kids if k not in memo)
             continue
-        size = 1 + sum(memo[id(k)][0] for k in kids)
-        depth = 1 + max((memo[id(k)][1] for k in kids), default=0)
-        memo[id(node)] = (size, depth)
-    return memo[id(e)]
+        size = 1 + sum(memo[k][0] for k in kids)
+        depth = 1 + max((memo[k][1] for k in kids), default=0)
+        memo[node] = (size, depth)
+    return memo[e]
 
 
 def _fits(c: T.Const, dt: D.DType) -> bool:

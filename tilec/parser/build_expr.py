@@ -66,7 +66,7 @@ class ExprBuilder:
         value, folded: for the places that need a compile-time integer (slice extents, shapes)."""
         if not self.const_locals:
             return fold(e)
-        return fold(rewrite_expr(e, lambda x: self.const_locals.get(id(x)) if isinstance(x, T.Var) else None))
+        return fold(rewrite_expr(e, lambda x: self.const_locals.get(x) if isinstance(x, T.Var) else None))
 
     def const_int(self, node: A.Node, scope: _Scope, what: str) -> int:
         e = self.fold_locals(self.expr(node, scope))

@@ -222,7 +222,7 @@ class TileOpBuilder:
                                     f"+ - * // % ^ & | << >>; `{expr_str(x)}` is none of these",
                                     it.span if isinstance(x, T.Var) or x.span is None else x.span)
             outs.append(e if e.dtype == D.I32 else T.Cast(D.I32, e.span, e))
-        env = {id(v): g for v, g in zip(vars_, np.indices(shape, dtype=np.int64), strict=True)}
+        env = {v: g for v, g in zip(vars_, np.indices(shape, dtype=np.int64), strict=True)}
         try:
             coords = [np.broadcast_to(map_values(o, env), shape) for o in outs]
         except ZeroDivisionError:
@@ -306,7 +306,7 @@ class TileOpBuilder:
             if isinstance(value, T.Const | T.Var):
                 return value
             var = T.Var(value.dtype, span, self.unique(name), "local")
-            self.parallel_depth[id(var)] = self.in_parallel + (into is body)
+            self.parallel_depth[var] = self.in_parallel + (into is body)
             into.append(T.Assign(span, var, value))
             return var
 
@@ -393,7 +393,7 @@ class TileOpBuilder:
         idx = self.element_indices(buf, node, scope)
         value = self.cast(self.expr(args["value"], scope), buf.dtype)
         prev = T.Var(buf.dtype, call.span, self.unique("prev"), "local")
-        self.parallel_depth[id(prev)] = self.in_parallel
+        self.parallel_depth[prev] = self.in_parallel
         self.emit(T.Assign(call.span, prev, T.Const(buf.dtype, call.span, 0)))
         ones = [T.Const(D.I32, node.span, 1) for _ in idx]
         self.emit(T.Atomic(call.span, ATOMIC_FUNCS[fname], T.Region(buf, idx, ones, node.span), value,

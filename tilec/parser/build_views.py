@@ -89,7 +89,7 @@ class ViewBuilder:
             self.check_view_size(buf, base, "==" if fname != "T.Tensor" else "<=", fname, call.span)
         self.check_dims_fit_i32(buf)
         scope.bind(name, buf)
-        self.parallel_depth[id(buf)] = self.in_parallel
+        self.parallel_depth[buf] = self.in_parallel
         self.emit(T.Alloc(call.span, buf))
 
     def view_base(self, node: A.Node, scope: _Scope, fname: str) -> T.Buffer:
@@ -122,7 +122,7 @@ class ViewBuilder:
             raise self.fail("a view needs at least one dimension", node.span)
         out = []
         for d in dims:
-            e = fold(rewrite_expr(self.fold_locals(self.int_expr(d, scope)), lambda x: self.size_locals.get(id(x))))
+            e = fold(rewrite_expr(self.fold_locals(self.int_expr(d, scope)), lambda x: self.size_locals.get(x)))
             n = as_int(e)
             if n is not None:
                 if n <= 0:

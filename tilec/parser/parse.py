@@ -11,6 +11,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.indenter import DedentError, Indenter
 
 from ..diagnostics import CompileError, Diagnostic, Span
+from ..identity import IdentitySet
 from . import ast as A
 
 MAX_NESTING = 200  # deeper bracket nesting is refused before parsing (the tree is walked recursively)
@@ -240,7 +241,7 @@ def _parse(text: str, filename: str) -> A.File:
     diags: list[Diagnostic] = []
 
     error_lines: set[int] = set()
-    lexical: set[int] = set()  # ids of the diagnostics about characters rather than tokens
+    lexical = IdentitySet()  # the diagnostics about characters rather than tokens (Diagnostic compares by value)
 
     def report(message: str, span: Span, is_lexical: bool = False) -> None:
         # Report the first error of each line; later ones on that line are usually its echo.
@@ -248,7 +249,7 @@ def _parse(text: str, filename: str) -> A.File:
             error_lines.add(span.line)
             diags.append(Diagnostic("error", message, span))
             if is_lexical:
-                lexical.add(id(diags[-1]))
+                lexical.add(diags[-1])
 
     def on_error(e: UnexpectedInput) -> bool:
         if isinstance(e, UnexpectedCharacters):
@@ -290,7 +291,7 @@ def _parse(text: str, filename: str) -> A.File:
             b = unclosed[0]
             # (Lexical errors -- a stray character, an unterminated string -- stand on their own.)
             diags[:] = [d for d in diags if d.span is None or (d.span.line, d.span.col) < (b.line, b.col)
-                        or id(d) in lexical]
+                        or d in lexical]
             diags.append(Diagnostic("error", f"'{text_at(b)}' was never closed", b))
         diags.sort(key=lambda d: (d.span.line, d.span.col) if d.span else (0, 0))
         return CompileError(diags)

@@ -75,7 +75,7 @@ def rename_kernels(kernels, launches=()) -> None:
     sfx = ctx.kernel_suffix
     renamed = {}
     for k in kernels:
-        of = k.attrs.get("stage_of")
+        of = k.stage_of
         new = of + sfx + k.name[len(of):] if of else k.name + sfx
         renamed[k.name] = new
         k.name = new

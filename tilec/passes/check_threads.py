@@ -43,14 +43,14 @@ def _line(s: T.Stmt) -> str:
     return f"line {s.span.line}" if s.span is not None else "an enclosing statement"
 
 
-def _storage(b: T.Buffer) -> int:
-    """The identity of a buffer's memory (a view shares its base's)."""
+def _storage(b: T.Buffer) -> T.Buffer:
+    """The buffer that holds a buffer's memory (a view shares its base's)."""
     while b.view_of is not None:
         b = b.view_of
-    return id(b)
+    return b
 
 
-def _shared_access(s: T.Stmt) -> tuple[set[int], set[int]]:
+def _shared_access(s: T.Stmt) -> tuple[set[T.Buffer], set[T.Buffer]]:
     """(the shared buffers the scalar statement s itself reads, those it writes), by storage."""
     reads = {_storage(x.buffer) for e in stmt_exprs(s) for x in sub_exprs(e)
              if isinstance(x, T.Load) and x.buffer.scope == "shared"}
@@ -154,7 +154,7 @@ class _Checker:
                                   f"thread, but these use {v.cause(e)}: give it block-uniform regions, or write the "
                                   "per-thread work as element assignments", s.span)
         for r in ops.reads(s):
-            if id(r.buffer) in v.buffers:
+            if r.buffer in v.buffers:
                 return self.error(f"{name} reads '{r.buffer.name}', which holds a different value in every thread, "
                                   "but a tile operation is spread over the threads by the compiler: store the "
                                   "per-thread values to shared memory at an index of the thread first", s.span)
@@ -162,8 +162,8 @@ class _Checker:
     def shared_races(self, top: T.Stmt) -> None:
         """Under the divergent statement `top`, threads run without barriers: refuse a shared-memory read after a
         write there (or a write after a read) of the same buffer, which only a barrier would order."""
-        first_read: dict[int, T.Stmt] = {}  # per shared buffer, the first earlier statement that read / wrote it
-        first_write: dict[int, T.Stmt] = {}
+        first_read: dict[T.Buffer, T.Stmt] = {}  # per shared buffer, the first earlier statement that read / wrote it
+        first_write: dict[T.Buffer, T.Stmt] = {}
 
         def visit(s: T.Stmt) -> bool:
             r, w = _shared_access(s)

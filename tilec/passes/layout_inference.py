@@ -39,7 +39,7 @@ from ..ir.layout import (
     block_row,
     same_layout,
 )
-from ..ir.schedule import GemmRequest, KernelSchedule
+from ..ir.schedule import KernelSchedule, request_of
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import gemm as gemm_op
 from ..ops import gemm_impl
@@ -53,13 +53,13 @@ NAME = "layout-inference"
 
 @dataclass
 class LayoutTable:
-    fragments: dict[int, Fragment] = field(default_factory=dict)
-    shared: dict[int, SharedLayout] = field(default_factory=dict)
-    gemm_impl: dict[int, GemmImpl] = field(default_factory=dict)
-    names: dict[int, str] = field(default_factory=dict)
+    fragments: dict[T.Buffer, Fragment] = field(default_factory=dict)
+    shared: dict[T.Buffer, SharedLayout] = field(default_factory=dict)
+    gemm_impl: dict[T.Gemm, GemmImpl] = field(default_factory=dict)
+    names: dict[T.Buffer, str] = field(default_factory=dict)
 
     def fragment(self, b: T.Buffer) -> Fragment:
-        return self.fragments[id(b)]
+        return self.fragments[b]
 
     def __str__(self) -> str:
         lines = [""]
@@ -72,16 +72,16 @@ class LayoutTable:
 
 class _UnionFind:
     def __init__(self):
-        self.parent: dict[int, int] = {}
+        self.parent: dict[T.Buffer, T.Buffer] = {}
 
-    def find(self, x: int) -> int:
+    def find(self, x: T.Buffer) -> T.Buffer:
         self.parent.setdefault(x, x)
         while self.parent[x] != x:
             self.parent[x] = self.parent[self.parent[x]]
             x = self.parent[x]
         return x
 
-    def union(self, a: int, b: int) -> None:
+    def union(self, a: T.Buffer, b: T.Buffer) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
@@ -113,18 +113,18 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc):
             b = s.buffer
-            if id(b) in table.fragments:
-                sched.fragments[b.uid] = table.fragments[id(b)]
-            elif id(b) in table.shared:
-                sched.shared[b.uid] = table.shared[id(b)]
+            if b in table.fragments:
+                sched.fragments[b.uid] = table.fragments[b]
+            elif b in table.shared:
+                sched.shared[b.uid] = table.shared[b]
             else:
                 continue
             sched.labels[b.uid] = b.name
         elif isinstance(s, T.Gemm):
-            impl = table.gemm_impl.get(id(s)) or gemm_impl.fallback()
-            sched.gemms[s.uid] = impl.schedule(s, table.fragments.get(id(s.c.buffer)))
+            impl = table.gemm_impl.get(s) or gemm_impl.fallback()
+            sched.gemms[s.uid] = impl.schedule(s, table.fragments.get(s.c.buffer))
             sched.labels[s.uid] = f"#{s.uid}" + (f" (line {s.span.line})" if s.span is not None else "")
-            req = k.request.gemm(s) if k.request is not None else GemmRequest()
+            req = request_of(k).gemm(s)
             if req.instruction is not None and req.instruction != impl.name:
                 rep.error(f"the schedule asks for '{req.instruction}' for this gemm, which cannot use it here "
                           f"(operands, shapes or target); it can use '{impl.name}'", s.span)
@@ -137,55 +137,55 @@ def _record(k: T.Kernel, table: LayoutTable, sched: KernelSchedule, rep: Reporte
 
 def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     table = LayoutTable()
-    frags: dict[int, T.Buffer] = {}
+    frags: dict[T.Buffer, T.Buffer] = {}
     for s in walk_stmts(k.body):
         if isinstance(s, T.Alloc):
-            table.names[id(s.buffer)] = s.buffer.name
+            table.names[s.buffer] = s.buffer.name
             if s.buffer.scope == "fragment":
-                frags[id(s.buffer)] = s.buffer
+                frags[s.buffer] = s.buffer
     uf = _UnionFind()
     for key in frags:
         uf.find(key)
     projections: list[tuple[int, int, int, T.Stmt]] = []  # (1-D frag, parent frag, keep, where)
-    row_reduced: set[int] = set()
-    register_a: set[int] = set()
+    row_reduced: set[T.Buffer] = set()
+    register_a: set[T.Buffer] = set()
 
     for s in walk_stmts(k.body):
         if isinstance(s, T.For) and s.kind == "parallel":
-            loop_ids = [id(v) for v in s.vars]
-            driver: int | None = None
+            loop_vars = list(s.vars)
+            driver: T.Buffer | None = None
             accesses = [a for st in walk_stmts(s.body) for a in _fragment_loads(st)]
             for buf, idx, _ in accesses:
-                if [id(i) if isinstance(i, T.Var) else None for i in idx] == loop_ids:
+                if [i if isinstance(i, T.Var) else None for i in idx] == loop_vars:
                     if driver is None:
-                        driver = id(buf)
+                        driver = buf
                     else:
-                        uf.union(driver, id(buf))
+                        uf.union(driver, buf)
             for buf, idx, where in accesses:
-                if len(idx) == 1 and len(loop_ids) == 2 and isinstance(idx[0], T.Var) and id(idx[0]) in loop_ids:
+                if len(idx) == 1 and len(loop_vars) == 2 and isinstance(idx[0], T.Var) and idx[0] in loop_vars:
                     if driver is not None:
-                        projections.append((id(buf), driver, loop_ids.index(id(idx[0])), where))
+                        projections.append((buf, driver, loop_vars.index(idx[0]), where))
         elif isinstance(s, T.Copy) and s.src.buffer.scope == s.dst.buffer.scope == "fragment":
-            uf.union(id(s.src.buffer), id(s.dst.buffer))
+            uf.union(s.src.buffer, s.dst.buffer)
         elif isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment":
             if len(s.src.buffer.shape) == 2 and len(s.dst.buffer.shape) == 1:
-                projections.append((id(s.dst.buffer), id(s.src.buffer), 1 - s.dim, s))
+                projections.append((s.dst.buffer, s.src.buffer, 1 - s.dim, s))
                 if s.dim == 1:
-                    row_reduced.add(id(s.src.buffer))
+                    row_reduced.add(s.src.buffer)
         elif isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment":
-            register_a.add(id(s.a.buffer))
+            register_a.add(s.a.buffer)
 
     # Gemm accumulators.
-    class_layout: dict[int, Fragment] = {}
-    class_site: dict[int, T.Stmt] = {}
+    class_layout: dict[T.Buffer, Fragment] = {}
+    class_site: dict[T.Buffer, T.Stmt] = {}
     warps = k.threads // target.warp_size if target.warp_size else 0
-    disabled = k.attrs.get("disabled", ())
+    disabled = k.disabled
     projected_roots = {uf.find(parent) for _, parent, _, _ in projections}
-    col_reduced = {id(s.src.buffer) for s in walk_stmts(k.body)
+    col_reduced = {s.src.buffer for s in walk_stmts(k.body)
                    if isinstance(s, T.Reduce) and s.src.buffer.scope == "fragment" and s.dim == 0}
 
     def set_accumulator(s: T.Gemm, lay: Fragment) -> None:
-        root = uf.find(id(s.c.buffer))
+        root = uf.find(s.c.buffer)
         prev = class_layout.get(root)
         if prev is not None and prev != lay:
             rep.error(f"fragment '{s.c.buffer.name}' is the accumulator of two gemms that need different "
@@ -193,28 +193,28 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
         class_layout[root] = lay
         class_site[root] = s
 
-    queries: dict[int, tuple[GemmQuery, bool]] = {}  # gemm -> its query, and whether its instruction was pinned
+    queries: dict[T.Gemm, tuple[GemmQuery, bool]] = {}  # gemm -> its query, and whether its instruction was pinned
     for s in walk_stmts(k.body):
         if not isinstance(s, T.Gemm):
             continue
-        req = k.request.gemm(s) if k.request is not None else GemmRequest()
-        root = uf.find(id(s.c.buffer))
+        req = request_of(k).gemm(s)
+        root = uf.find(s.c.buffer)
         members = [b for b in frags if uf.find(b) == root]
         policy = s.policy
         if policy == "square" and (any(b in row_reduced for b in members) or
                                    any(uf.find(a) == root for a in register_a)):
             policy = "full_row"  # rows stay inside one warp: row statistics and register A operands
         query = GemmQuery(s, k, warps, policy, req.warps,
-                          a_layout=class_layout.get(uf.find(id(s.a.buffer))) if s.a.buffer.scope == "fragment"
+                          a_layout=class_layout.get(uf.find(s.a.buffer)) if s.a.buffer.scope == "fragment"
                           else None,
                           col_reduced=any(uf.find(x) == root for x in col_reduced),
                           rows_projected=root in projected_roots,
                           transposed_wanted=_transposed_wanted(root, projections, register_a, uf))
-        queries[id(s)] = (query, req.instruction is not None)
+        queries[s] = (query, req.instruction is not None)
         impl, lay = gemm_impl.choose(query, target, disabled, req.instruction)
         if lay is not None:
             set_accumulator(s, lay)
-        table.gemm_impl[id(s)] = impl
+        table.gemm_impl[s] = impl
 
     # Everything else that is at least 2-D: the generic layout.
     for key, buf in frags.items():
@@ -265,88 +265,88 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     # the gemm falls back to the generic implementation (which stages it through shared memory).
     for s in walk_stmts(k.body):
         if isinstance(s, T.Gemm) and s.a.buffer.scope == "fragment":
-            impl = table.gemm_impl[id(s)]
-            la = table.fragments.get(id(s.a.buffer))
-            lc = table.fragments.get(id(s.c.buffer))
+            impl = table.gemm_impl[s]
+            la = table.fragments.get(s.a.buffer)
+            lc = table.fragments.get(s.c.buffer)
             err = impl.register_a_error(s, la, lc)
             if err is not None:
                 rep.error(err, s.span)
             elif not impl.register_a_fits(s, la, lc):
-                table.gemm_impl[id(s)] = gemm_impl.fallback()
+                table.gemm_impl[s] = gemm_impl.fallback()
 
-    if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
+    if not k.internal:  # (a no-TMA twin repeats its kernel's remarks)
         _remark_missed_instructions(k, table, queries, target, rep)
 
     # Shared layouts.
-    annotated = {id(s.buffer): s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
-    index_maps = {id(s.buffer): s for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout) and s.index_map}
+    annotated = {s.buffer: s.layout for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout)}
+    index_maps = {s.buffer: s for s in walk_stmts(k.body) if isinstance(s, T.AnnotateLayout) and s.index_map}
     # What the gemms' implementations need of their shared operands: a layout of their own (operand_layouts: the
     # layout and its implementation; the first gemm that reads a buffer decides) or a swizzle where it is possible.
     gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
-    swizzled = {id(r.buffer) for s in gemms if table.gemm_impl[id(s)].swizzles_operands
+    swizzled = {r.buffer for s in gemms if table.gemm_impl[s].swizzles_operands
                 for r in (s.a, s.b) if r.buffer.scope == "shared"}
-    operand_layouts: dict[int, tuple[SharedLayout, GemmImpl]] = {}
-    for impl in dict.fromkeys(table.gemm_impl[id(s)] for s in gemms):
-        mine = [s for s in gemms if table.gemm_impl[id(s)] is impl]
+    operand_layouts: dict[T.Buffer, tuple[SharedLayout, GemmImpl]] = {}
+    for impl in dict.fromkeys(table.gemm_impl[s] for s in gemms):
+        mine = [s for s in gemms if table.gemm_impl[s] is impl]
         for key, lay in impl.shared_operand_layouts(mine).items():
             operand_layouts.setdefault(key, (lay, impl))
     # Views of a shared buffer (T.reshape, T.view) read its bytes row-major: the buffer and its views stay linear.
     views = [s for s in walk_stmts(k.body) if isinstance(s, T.Alloc) and s.buffer.scope == "shared"
              and s.buffer.view_of is not None]
-    in_view_group = {id(v.buffer) for v in views} | {id(v.buffer.storage) for v in views}
+    in_view_group = {v.buffer for v in views} | {v.buffer.storage for v in views}
     for s in gemms:
-        if table.gemm_impl[id(s)].tensor_core:
+        if table.gemm_impl[s].tensor_core:
             for r in (s.a, s.b):
-                if id(r.buffer) in index_maps:
-                    instr = table.gemm_impl[id(s)].instruction.target_name
+                if r.buffer in index_maps:
+                    instr = table.gemm_impl[s].instruction.target_name
                     rep.error(f"'{r.buffer.name}' is an operand of a gemm that runs on {instr}, which reads its "
                               "shared operands in the layout the instruction needs (ldmatrix and wgmma their "
                               "swizzles, MFMA its K-major tiles); drop this T.Layout annotation (tilec picks that "
                               "layout itself) or copy the tile into a second shared buffer for the gemm",
-                              index_maps[id(r.buffer)].span)
+                              index_maps[r.buffer].span)
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) in in_view_group:
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and s.buffer in in_view_group:
             b = s.buffer
-            why = (operand_layouts[id(b)][1].stored_as if id(b) in operand_layouts else
-                   f"annotated {annotated[id(b)]}" if annotated.get(id(b), "linear") != "linear" else None)
+            why = (operand_layouts[b][1].stored_as if b in operand_layouts else
+                   f"annotated {annotated[b]}" if annotated.get(b, "linear") != "linear" else None)
             if why is not None:
-                view = next(v for v in views if id(b) in (id(v.buffer), id(v.buffer.storage)))
+                view = next(v for v in views if b in (v.buffer, v.buffer.storage))
                 rep.error(f"view '{view.buffer.name}' of shared buffer '{view.buffer.storage.name}' reads it "
                           f"row-major, but '{b.name}' is {why}; copy the tile into a separate shared buffer for the "
                           "gemm, or index it with the view's arithmetic", view.span)
-            table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes)
+            table.shared[b] = SharedLayout(b.const_shape, b.dtype.bytes)
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and id(s.buffer) not in in_view_group:
+        if isinstance(s, T.Alloc) and s.buffer.scope == "shared" and s.buffer not in in_view_group:
             b = s.buffer
             lay = SharedLayout(b.const_shape, b.dtype.bytes)
-            if id(b) in index_maps:
-                table.shared[id(b)] = SharedLayout(b.const_shape, b.dtype.bytes, index_map=index_maps[id(b)].index_map)
+            if b in index_maps:
+                table.shared[b] = SharedLayout(b.const_shape, b.dtype.bytes, index_map=index_maps[b].index_map)
                 continue
-            if id(b) in operand_layouts and (operand_layouts[id(b)][1].operand_layouts_beat_annotations
-                                             or id(b) not in annotated):
-                table.shared[id(b)] = operand_layouts[id(b)][0]
+            if b in operand_layouts and (operand_layouts[b][1].operand_layouts_beat_annotations
+                                             or b not in annotated):
+                table.shared[b] = operand_layouts[b][0]
                 continue
-            want = annotated.get(id(b), "swizzled" if id(b) in swizzled else "linear")
+            want = annotated.get(b, "swizzled" if b in swizzled else "linear")
             if want == "swizzled" and lay.can_swizzle() and len(b.shape) >= 2:
                 lay = SharedLayout(b.const_shape, b.dtype.bytes, swizzle=True)
-            table.shared[id(b)] = lay
+            table.shared[b] = lay
     return table
 
 
 def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target: Target, rep: Reporter) -> None:
     """A remark at each gemm that runs on a lesser instruction than the target's best, saying why each better one
     does not fit (gemms whose instruction the schedule pinned excepted)."""
-    disabled = k.attrs.get("disabled", ())
+    disabled = k.disabled
     for s in walk_stmts(k.body):
-        if not isinstance(s, T.Gemm) or id(s) not in queries or queries[id(s)][1]:
+        if not isinstance(s, T.Gemm) or s not in queries or queries[s][1]:
             continue
-        impl = table.gemm_impl[id(s)]
+        impl = table.gemm_impl[s]
         better = []
         for other in gemm_impl.offered(target):
             if other is impl or not other.tensor_core:
                 break
             why = (f"turned off (--no-{other.name})" if other.name in disabled
-                   else gemm_op.missed_reason(other, queries[id(s)][0]))
+                   else gemm_op.missed_reason(other, queries[s][0]))
             better.append(f"{other.instruction.target_name}: {why}")
         if not impl.tensor_core and not better:
             rep.remark("tensor-cores", f"gemm runs on scalar multiply-adds: {target.name} has no matrix instructions "
@@ -357,7 +357,7 @@ def _remark_missed_instructions(k: T.Kernel, table: LayoutTable, queries, target
             rep.remark("tensor-cores", f"gemm runs on {what}: " + "; ".join(better), s.span)
 
 
-def _transposed_wanted(root: int, projections, register_a: set[int], uf) -> bool:
+def _transposed_wanted(root: T.Buffer, projections, register_a: set[T.Buffer], uf) -> bool:
     """Whether a transposed accumulator serves the class better (GemmQuery.transposed_wanted; MFMA lays its
     accumulator out transposed then): it is the register A operand of a gemm (an MFMA lane's 4 registers along a
     row are then the B-operand layout of the swapped product) or its rows are projected (row reductions: 4 of a

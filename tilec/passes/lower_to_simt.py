@@ -60,16 +60,16 @@ class Lowerer:
         self.target = target
         self.rep = rep
         self.sched = k.schedule  # the planners' decisions (tilec/ir/schedule.py): final
-        self.staged_layouts: dict[int, SharedLayout] = {}  # shared buffers lowering makes (operand staging)
+        self.staged_layouts: dict[T.Buffer, SharedLayout] = {}  # shared buffers lowering makes (operand staging)
         self.tid = S.ThreadIdx(D.I32, None)
-        self.buffers: dict[int, S.SBuffer] = {}
+        self.buffers: dict[T.Buffer, S.SBuffer] = {}
         self.shared: list[S.SBuffer] = []
-        self.subst: dict[int, T.Expr] = {}
-        self.stage_offset: dict[int, T.Expr] = {}
-        self.stage_count: dict[int, int] = {}
+        self.subst: dict[T.Var, T.Expr] = {}
+        self.stage_offset: dict[T.Buffer, T.Expr] = {}
+        self.stage_count: dict[T.Buffer, int] = {}
         self.out: list[S.SStmt] = []
-        self.frag_ctx: tuple[list[int], object, T.Expr] | None = None  # (loop var ids, layout, k)
-        self.smem_written: set[int] | None = set()  # the shared buffers written since the last barrier (None: unknown)
+        self.frag_ctx: tuple[list[T.Var], object, T.Expr] | None = None  # (loop vars, layout, k)
+        self.smem_written: set[T.Buffer] | None = set()  # written since the last barrier (None: unknown)
         self.smem_dirty = False  # shared memory written since the last barrier
         self.parallel_body = 0  # nesting of Parallel loop bodies being lowered
         self.varying = thread_analysis(k)  # values that differ between threads (per-thread code)
@@ -84,33 +84,33 @@ class Lowerer:
         self.hoisted_vars: dict[str, T.Var] = {}
         self.staged: list[T.Buffer] = []  # shared buffers staging register gemm operands (keeps their ids alive)
         self.gemm_stages: dict[tuple, T.Buffer] = {}  # (operand, dtype, shape) -> its staging buffer (gemm_impl.py)
-        self.staged_fragments: dict[int, S.SBuffer] = {}  # fragment -> its shared copy, in a Parallel loop
+        self.staged_fragments: dict[T.Buffer, S.SBuffer] = {}  # fragment -> its shared copy, in a Parallel loop
         for v in k.block_vars:
-            self.subst[id(v)] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
+            self.subst[v] = S.BlockIdx(D.I32, None, k.block_vars.index(v))
         for kv in k.size_vars:
             self.names.add(kv.name)
         for p in k.params:
             self.names.add(p.name)
             if isinstance(p, T.Buffer):
-                self.buffers[id(p)] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
+                self.buffers[p] = S.SBuffer(p.name, p.dtype, "global", None, const=not p.is_output, origin=p.name)
         for st in walk_stmts(k.body):
             b = st.buffer if isinstance(st, T.Alloc) else None
             if b is not None and b.view_of is not None and b.scope == "global":
                 # A view of a tensor: a pointer of its own type to the tensor's memory, declared at kernel entry
                 # (every branch sees it, and a pipeline's prologue may copy from it before the loop body that
                 # makes it); addressed row-major over its own shape like any tensor.
-                root = self.buffers[id(b.storage)]
+                root = self.buffers[b.storage]
                 sb = S.SBuffer(b.name, b.dtype, "global", None, const=root.const, alias_of=root, origin=b.name)
-                self.buffers[id(b)] = sb
+                self.buffers[b] = sb
                 self.names.add(b.name)
                 self.hoisted.append(S.DeclareArray(st.span, sb))
-        self.tma_staged: set[int] = set()
+        self.tma_staged: set[T.Buffer] = set()
         for plan in self.sched.loops.values():
             if plan.stages > 1:
                 for pr in plan.producers:
-                    self.stage_count[id(pr.dst.buffer)] = plan.stages
+                    self.stage_count[pr.dst.buffer] = plan.stages
                     if mechanisms.named(plan.mechanism).stages_aligned:  # each stage where a TMA box may land
-                        self.tma_staged.add(id(pr.dst.buffer))
+                        self.tma_staged.add(pr.dst.buffer)
         self.ext = extension_for(target, self)  # the target's own machinery (sm90: TMA, wgmma)
 
     # ------------------------------------------------------------ utilities
@@ -164,7 +164,7 @@ class Lowerer:
         self._smem_dirty = value
         self.smem_written = None if value else set()
 
-    def before_shared_access(self, reads: bool, writes: bool, written: set[int] | None = None) -> None:
+    def before_shared_access(self, reads: bool, writes: bool, written: set[T.Buffer] | None = None) -> None:
         # In per-thread code a write after writes of other shared buffers only (A_s[k] = ..., then B_s[tx, k] = ...)
         # needs no barrier: buffers never overlap.
         disjoint = self.per_thread_code and written is not None and self.smem_written is not None and \
@@ -172,7 +172,7 @@ class Lowerer:
         if (reads and self.smem_dirty) or (writes and (self.smem_read or (self.smem_dirty and not disjoint))):
             self.barrier()
 
-    def after_shared_access(self, reads: bool, writes: bool, written: set[int] | None = None) -> None:
+    def after_shared_access(self, reads: bool, writes: bool, written: set[T.Buffer] | None = None) -> None:
         self.smem_read |= reads
         if writes:
             known = self.smem_written if self._smem_dirty else set()
@@ -181,10 +181,10 @@ class Lowerer:
 
     # ------------------------------------------------------------ buffers and addresses
     def sbuf(self, b: T.Buffer) -> S.SBuffer:
-        return self.buffers[id(b)]
+        return self.buffers[b]
 
     def shared_layout(self, b: T.Buffer) -> SharedLayout:
-        staged = self.staged_layouts.get(id(b))
+        staged = self.staged_layouts.get(b)
         return staged if staged is not None else self.sched.shared_layout(b)
 
     def global_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
@@ -196,7 +196,7 @@ class Lowerer:
     def shared_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
         lay: SharedLayout = self.shared_layout(b)
         off = lay.offset(idx)
-        st = self.stage_offset.get(id(b))
+        st = self.stage_offset.get(b)
         return add(st, off) if st is not None else off
 
     def local_offset(self, b: T.Buffer, idx: list[T.Expr]) -> T.Expr:
@@ -235,17 +235,17 @@ class Lowerer:
         return S.AddrOf(D.I64, None, self.sbuf(b), fold(self.address(b, idx, span)))
 
     def owned_local(self, b: T.Buffer, orig_idx: list[T.Expr], ctx) -> T.Expr | None:
-        """The register holding fragment element b[orig_idx] in the Parallel context ctx (loop variable ids, the
+        """The register holding fragment element b[orig_idx] in the Parallel context ctx (loop variables, the
         loop's layout, its local index), or None when the thread running the iteration does not hold it."""
-        loop_ids, layout, k = ctx
+        loop_vars, layout, k = ctx
         lay = self.sched.fragment(b)
-        ids = [id(i) if isinstance(i, T.Var) else None for i in orig_idx]
-        if ids == loop_ids and same_layout(lay, layout):
+        index_vars = [i if isinstance(i, T.Var) else None for i in orig_idx]
+        if index_vars == loop_vars and same_layout(lay, layout):
             return k
-        if len(ids) == 1 and isinstance(lay, Projected) and not isinstance(layout, Projected):
+        if len(index_vars) == 1 and isinstance(lay, Projected) and not isinstance(layout, Projected):
             # x[i] of a reduced fragment, or x[0] where the loop's dimension is 1 wide (`sum[0]` in a
             # Parallel(1, D) loop): the row this thread's iteration is on.
-            dims = [loop_ids.index(ids[0])] if ids[0] in loop_ids else [
+            dims = [loop_vars.index(index_vars[0])] if index_vars[0] in loop_vars else [
                 d for d, e in enumerate(layout.shape) if e == 1] if as_int(orig_idx[0]) == 0 else []
             for d in dims:
                 view = Projected(layout, d)
@@ -257,16 +257,16 @@ class Lowerer:
         """Fragments this Parallel loop reads at elements other threads hold (`f[i, j // 2]`, or any fragment
         read by a loop that no fragment drives) and does not write: every thread stores its elements to a
         shared copy first, and the loop reads the copy (frag_local), after a barrier."""
-        written = {id(st.buffer) for st in walk_stmts(s.body) if isinstance(st, T.Store)}
-        foreign: dict[int, T.Buffer] = {}
+        written = {st.buffer for st in walk_stmts(s.body) if isinstance(st, T.Store)}
+        foreign: dict[T.Buffer, T.Buffer] = {}
         for st in walk_stmts(s.body):
             for e in direct_exprs(st):
                 for x in sub_exprs(e):
-                    if not (isinstance(x, T.Load) and x.buffer.scope == "fragment") or id(x.buffer) in written \
-                            or id(x.buffer) in foreign or not all(as_int(d) for d in x.buffer.shape):
+                    if not (isinstance(x, T.Load) and x.buffer.scope == "fragment") or x.buffer in written \
+                            or x.buffer in foreign or not all(as_int(d) for d in x.buffer.shape):
                         continue
                     if ctx is None or self.owned_local(x.buffer, x.indices, ctx) is None:
-                        foreign[id(x.buffer)] = x.buffer
+                        foreign[x.buffer] = x.buffer
         if not foreign:
             return
         self.before_shared_access(False, True)
@@ -287,7 +287,7 @@ class Lowerer:
                 self.emit(st if ok is None else S.SIf(None, ok, [st]))
 
             self.emit(S.SFor(s.span, kv, c(0), c(lay.num_local), self.block(store), unroll=True))
-            self.staged_fragments[id(b)] = copy_sb
+            self.staged_fragments[b] = copy_sb
         self.after_shared_access(False, True)
         self.before_shared_access(True, False)
 
@@ -318,11 +318,11 @@ class Lowerer:
         if isinstance(e, T.Var) and e.kind == "thread":
             return self.tid
         if isinstance(e, T.Var):
-            return self.subst.get(id(e), e)
+            return self.subst.get(e, e)
         if isinstance(e, T.Load):
             b = e.buffer
             if b.scope == "fragment":
-                staged = self.staged_fragments.get(id(b))
+                staged = self.staged_fragments.get(b)
                 own = self.owned_local(b, e.indices, self.frag_ctx) if staged and self.frag_ctx else None
                 if staged is not None and own is None:
                     self.smem_read = True
@@ -351,13 +351,13 @@ class Lowerer:
         body, threads = self.ext.finish(self.out)
         used = _buffers_used(body)  # a view's pointer that nothing reads (its copies went through TMA) is dropped
         body = [h for h in self.hoisted if not (isinstance(h, S.DeclareArray) and h.buffer.scope == "global"
-                                                and id(h.buffer) not in used)] + body
-        params: list[S.SBuffer | T.Var] = [self.buffers[id(p)] if isinstance(p, T.Buffer) else p for p in k.params]
+                                                and h.buffer not in used)] + body
+        params: list[S.SBuffer | T.Var] = [self.buffers[p] if isinstance(p, T.Buffer) else p for p in k.params]
         grid = self.ext.launch_grid([self.lx(g) for g in k.grid])
         sk = S.SKernel(k.name, params, list(k.size_vars), grid, threads, self.shared, 0, body, k.span,
                         threads_span=k.threads_span)
         sk.attrs.update(self.ext.kernel_attrs())
-        sk.attrs["disabled"] = k.attrs.get("disabled", frozenset())  # the SIMT passes' switches too
+        sk.attrs["disabled"] = k.disabled  # the SIMT passes' switches too
         return sk
 
     def stmts(self, body: list[T.Stmt]) -> None:
@@ -375,13 +375,13 @@ class Lowerer:
                 reads |= any(isinstance(x, T.Load) and x.buffer.scope == "shared" for x in sub_exprs(e))
         return reads, writes
 
-    def shared_written(self, s: T.Stmt) -> set[int]:
+    def shared_written(self, s: T.Stmt) -> set[T.Buffer]:
         """The shared buffers s writes (element stores and tile-op destinations, nested statements included)."""
-        out: set[int] = set()
+        out: set[T.Buffer] = set()
         for st in walk_stmts([s]):
-            out |= {id(r.buffer) for r in ops.writes(st) if r.buffer.scope == "shared"}
+            out |= {r.buffer for r in ops.writes(st) if r.buffer.scope == "shared"}
             if isinstance(st, T.Store) and st.buffer.scope == "shared":
-                out.add(id(st.buffer))
+                out.add(st.buffer)
         return out
 
     def per_thread_shared_writes(self, loop: T.Stmt) -> bool:
@@ -391,16 +391,16 @@ class Lowerer:
         element needs none, nor does a buffer each of whose stores in the loop has the thread index itself as the
         same index (`B_s[tx, k]`): each thread then writes elements no other thread writes."""
         v = self.varying
-        stores: dict[int, list[T.Store]] = {}
-        per_thread: set[int] = set()
-        spread: set[int] = set()  # shared buffers that tile ops or Parallel loops of the body write
+        stores: dict[T.Buffer, list[T.Store]] = {}
+        per_thread: set[T.Buffer] = set()
+        spread: set[T.Buffer] = set()  # shared buffers that tile ops or Parallel loops of the body write
 
         def scan(body: list[T.Stmt], divergent: bool) -> None:
             for st in body:
                 if isinstance(st, T.Store) and st.buffer.scope == "shared":
-                    stores.setdefault(id(st.buffer), []).append(st)
+                    stores.setdefault(st.buffer, []).append(st)
                     if divergent or any(v.expr(i) for i in st.indices) or v.expr(st.value):
-                        per_thread.add(id(st.buffer))
+                        per_thread.add(st.buffer)
                 if (isinstance(st, T.For) and st.kind == "parallel") or ops.op_module(st) is not None:
                     spread.update(self.shared_written(st))
                     continue
@@ -411,7 +411,7 @@ class Lowerer:
                 elif isinstance(st, T.For | T.While):
                     scan(st.body, d)
 
-        def private(b: int) -> bool:
+        def private(b: T.Buffer) -> bool:
             group = stores[b]
             dims = set(range(len(group[0].indices)))
             for st in group:
@@ -454,7 +454,7 @@ class Lowerer:
     def profile_phase(self, s: T.Stmt) -> str | None:
         """In a fully profiled build (tilec/ir/profile.py), the phase a statement is timed as: tile ops and Parallel
         loops at the block's level, never an element's statements inside a Parallel loop."""
-        if self.k.attrs.get("profile") != "full" or self.parallel_body or self.divergent or self.frag_ctx is not None:
+        if self.k.profile != "full" or self.parallel_body or self.divergent or self.frag_ctx is not None:
             return None  # (nor per-thread atomics under a thread-dependent condition: only some threads run them)
         return profile.tile_phase(s)
 
@@ -487,10 +487,10 @@ class Lowerer:
         if isinstance(s, T.Assign):
             instead = self.ext.assign_value(s)
             value = self.lx(s.value if instead is None else instead)
-            if id(s.var) in self.subst:
-                return self.emit(S.SAssign(s.span, self.subst[id(s.var)], value))
+            if s.var in self.subst:
+                return self.emit(S.SAssign(s.span, self.subst[s.var], value))
             v = self.fresh(s.var.name, s.var.dtype)
-            self.subst[id(s.var)] = v
+            self.subst[s.var] = v
             return self.emit(S.Declare(s.span, v, value))
         if isinstance(s, T.If):
             cond = self.lx(s.cond)
@@ -520,28 +520,28 @@ class Lowerer:
     def alloc(self, s: T.Alloc) -> None:
         b = s.buffer
         self.names.add(b.name)
-        if b.view_of is not None and id(b) in self.buffers:
+        if b.view_of is not None and b in self.buffers:
             return  # a view of a tensor (made at kernel entry), or one lowered again (a pipeline's stages)
         if b.view_of is not None:  # a view of a shared buffer: its bytes (layout-inference kept both row-major)
             root = b.storage
-            if self.stage_count.get(id(root), 1) > 1 or self.stage_count.get(id(b), 1) > 1:
+            if self.stage_count.get(root, 1) > 1 or self.stage_count.get(b, 1) > 1:
                 self.rep.error(f"view '{b.name}' of shared buffer '{root.name}': a Pipelined loop keeps several "
                                "stages of it, and a view sees one; copy into the buffer outside the pipelined loop, "
                                "or index it with the view's arithmetic", s.span)  # (lowering goes on: one report)
             sb = S.SBuffer(b.name, b.dtype, "shared", self.shared_layout(b).size, origin=b.name,
-                           alias_of=self.buffers[id(root)], span=s.span)
+                           alias_of=self.buffers[root], span=s.span)
             self.shared.append(sb)
-            self.buffers[id(b)] = sb
+            self.buffers[b] = sb
             return
         if b.scope == "shared":
-            stages = self.stage_count.get(id(b), 1)
+            stages = self.stage_count.get(b, 1)
             lay: SharedLayout = self.shared_layout(b)
             # a TMA/wgmma swizzle pattern repeats every 1024 bytes from an aligned base
-            per_stage = lay.stage_size if id(b) in self.tma_staged else lay.size
+            per_stage = lay.stage_size if b in self.tma_staged else lay.size
             sb = S.SBuffer(b.name, b.dtype, "shared", per_stage * stages, origin=b.name,
                            align=1024 if lay.panel and lay.swizzle else 128, span=s.span)
             self.shared.append(sb)
-            self.buffers[id(b)] = sb
+            self.buffers[b] = sb
             return
         if b.scope == "fragment":
             size = self.sched.fragment(b).num_local
@@ -550,7 +550,7 @@ class Lowerer:
             for d in b.const_shape:
                 size *= d
         sb = S.SBuffer(b.name, b.dtype, "local", size, origin=b.name)
-        self.buffers[id(b)] = sb
+        self.buffers[b] = sb
         init = self.lx(s.init) if s.init is not None else None
         self.emit(S.DeclareArray(s.span, sb, init))
 
@@ -566,7 +566,7 @@ class Lowerer:
         begin = self.lx(s.begin) if s.begin is not None else c(0)
         step = self.lx(s.step) if s.step is not None else None
         extent = self.lx(s.extents[0])
-        self.subst[id(var)] = v
+        self.subst[var] = v
 
         def body():
             self.stmts(s.body)
@@ -611,17 +611,17 @@ class Lowerer:
         n = self.declare(f"{var.name}_count", self.lx(s.extents[0]))
         stages = plan.stages
         producers = plan.producers
-        sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
+        sizes = {p.dst.buffer: self.shared_layout(p.dst.buffer).size for p in producers}
 
         realign = self.ext.realign_pipeline_copies(s)
 
         def issue(iteration: T.Expr):
-            self.subst[id(var)] = iteration
+            self.subst[var] = iteration
             for p in producers:
-                self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, stages), sizes[id(p.dst.buffer)])
+                self.stage_offset[p.dst.buffer] = mul(mod(iteration, stages), sizes[p.dst.buffer])
                 copy_op.lower(self, p, asynchronous=True, realign=realign)
             for p in producers:
-                self.stage_offset.pop(id(p.dst.buffer), None)
+                self.stage_offset.pop(p.dst.buffer, None)
 
         self.ext.before_loop(s)
         self.before_shared_access(False, True)
@@ -643,14 +643,14 @@ class Lowerer:
             nxt.append(S.SCall(None, "cp_async_commit", []))
             if not self.ext.place_next_stage_copies(s, nxt):
                 self.out.extend(nxt)
-            self.subst[id(var)] = it
+            self.subst[var] = it
             for p in producers:
-                self.stage_offset[id(p.dst.buffer)] = mul(mod(it, stages), sizes[id(p.dst.buffer)])
+                self.stage_offset[p.dst.buffer] = mul(mod(it, stages), sizes[p.dst.buffer])
             for st in s.body:
                 if st not in producers:
                     self.stmt(st)
             for p in producers:
-                self.stage_offset.pop(id(p.dst.buffer), None)
+                self.stage_offset.pop(p.dst.buffer, None)
 
         body = self.block(steady)
         self.emit(S.SFor(s.span, it, c(0), n, body))
@@ -664,7 +664,7 @@ class Lowerer:
         the stores from the previous iteration's reads of the same buffer."""
         var = s.vars[0]
         producers = plan.producers
-        sizes = {id(p.dst.buffer): self.shared_layout(p.dst.buffer).size for p in producers}
+        sizes = {p.dst.buffer: self.shared_layout(p.dst.buffer).size for p in producers}
 
         def sext(p: T.Copy) -> list[int]:
             return [e for e in p.src.const_extents if e != 1] or [1]
@@ -677,12 +677,12 @@ class Lowerer:
             raise self.fail("internal error: a register-staged pipeline's copy cannot go through registers", s.span)
 
         def at(iteration: T.Expr, phase: int):
-            self.subst[id(var)] = iteration
+            self.subst[var] = iteration
             for p, st in stagers:
-                self.stage_offset[id(p.dst.buffer)] = mul(mod(iteration, 2), sizes[id(p.dst.buffer)])
+                self.stage_offset[p.dst.buffer] = mul(mod(iteration, 2), sizes[p.dst.buffer])
                 st[phase]()
             for p in producers:
-                self.stage_offset.pop(id(p.dst.buffer), None)
+                self.stage_offset.pop(p.dst.buffer, None)
 
         zero = c(0)
         self.emit(S.SIf(None, compare("<", zero, n), self.block(lambda: (at(zero, 0), at(zero, 1)))))
@@ -692,14 +692,14 @@ class Lowerer:
         def body():
             nxt = self.declare(f"{var.name}_next", add(it, 1))
             self.emit(S.SIf(None, compare("<", nxt, n), self.block(lambda: at(nxt, 0))))
-            self.subst[id(var)] = it
+            self.subst[var] = it
             for p in producers:
-                self.stage_offset[id(p.dst.buffer)] = mul(mod(it, 2), sizes[id(p.dst.buffer)])
+                self.stage_offset[p.dst.buffer] = mul(mod(it, 2), sizes[p.dst.buffer])
             for st in s.body:
                 if st not in producers:
                     self.stmt(st)
             for p in producers:
-                self.stage_offset.pop(id(p.dst.buffer), None)
+                self.stage_offset.pop(p.dst.buffer, None)
             self.emit(S.SIf(None, compare("<", nxt, n), self.block(lambda: at(nxt, 1))))
             self.emit(S.Barrier(None))
             self.smem_dirty = self.smem_read = False
@@ -710,7 +710,7 @@ class Lowerer:
         driver = self.loop_driver(s)
         outer = self.staged_fragments
         if not self.parallel_body:
-            ctx = ([id(v) for v in s.vars], self.sched.fragment(driver), c(0)) if driver is not None else None
+            ctx = (list(s.vars), self.sched.fragment(driver), c(0)) if driver is not None else None
             self.staged_fragments = {}
             self.stage_foreign_fragments(s, ctx)
         self.parallel_body += 1
@@ -725,13 +725,13 @@ class Lowerer:
     def loop_driver(self, s: T.For) -> T.Buffer | None:
         """The fragment whose layout places this Parallel loop's iterations on the threads: the first one stored
         (else read) at exactly the loop variables."""
-        loop_ids = [id(v) for v in s.vars]
+        loop_vars = list(s.vars)
         driver = None
         for st in walk_stmts(s.body):
             exprs: list[T.Expr] = []
             if isinstance(st, T.Store):
-                if st.buffer.scope == "fragment" and [id(i) if isinstance(i, T.Var) else None
-                                                      for i in st.indices] == loop_ids:
+                if st.buffer.scope == "fragment" and [i if isinstance(i, T.Var) else None
+                                                      for i in st.indices] == loop_vars:
                     driver = st.buffer
                     break
                 exprs = [st.value]
@@ -744,14 +744,14 @@ class Lowerer:
             for e in exprs:
                 for x in sub_exprs(e):
                     if isinstance(x, T.Load) and x.buffer.scope == "fragment" and \
-                            [id(i) if isinstance(i, T.Var) else None for i in x.indices] == loop_ids:
+                            [i if isinstance(i, T.Var) else None for i in x.indices] == loop_vars:
                         driver = driver or x.buffer
             if driver is not None:
                 break
         return driver
 
     def parallel_loop(self, s: T.For, driver: T.Buffer | None) -> None:
-        loop_ids = [id(v) for v in s.vars]
+        loop_vars = list(s.vars)
         extents = [as_int(e) for e in s.extents]
         if driver is not None:
             layout = self.sched.fragment(driver)
@@ -763,9 +763,9 @@ class Lowerer:
 
             def body():
                 for v, idx in zip(s.vars, coords, strict=True):
-                    self.subst[id(v)] = self.declare(v.name, idx)
+                    self.subst[v] = self.declare(v.name, idx)
                 saved = self.frag_ctx
-                self.frag_ctx = (loop_ids, layout, kv)
+                self.frag_ctx = (loop_vars, layout, kv)
                 try:
                     ok = valid(layout, self.tid, kv)
                     if ok is None:
@@ -779,7 +779,7 @@ class Lowerer:
             return
         def point(tile: list[T.Expr]) -> None:
             for v, val in zip(s.vars, tile, strict=True):
-                self.subst[id(v)] = self.declare(v.name, val)
+                self.subst[v] = self.declare(v.name, val)
             self.stmts(s.body)
 
         self.undriven_parallel = s  # (a fragment read here has no thread that owns it: frag_local says so)
@@ -844,17 +844,17 @@ class Lowerer:
     # ------------------------------------------------------------ gemm
     # ------------------------------------------------------------ atomics and print
 
-def _buffers_used(body: list[S.SStmt]) -> set[int]:
+def _buffers_used(body: list[S.SStmt]) -> set[S.SBuffer]:
     """The ids of the SBuffers the statements read, write or take the address of."""
-    out: set[int] = set()
+    out: set[S.SBuffer] = set()
     for s in body:
         if isinstance(s, S.SStore):
-            out.add(id(s.buffer))
+            out.add(s.buffer)
         for f in dataclasses.fields(s):
             v = getattr(s, f.name)
             for e in (v if isinstance(v, list) else [v]):
                 if isinstance(e, T.Expr):
-                    out.update(id(x.buffer) for x in sub_exprs(e) if isinstance(x, S.Ref | S.AddrOf))
+                    out.update(x.buffer for x in sub_exprs(e) if isinstance(x, S.Ref | S.AddrOf))
                 elif isinstance(e, S.SStmt):
                     out |= _buffers_used([e])
     return out
@@ -868,8 +868,8 @@ def run(module: T.Module, rep: Reporter, target: Target) -> S.SModule:
         except CompileError as e:
             rep.diagnostics.extend(d for d in e.diagnostics if d not in rep.diagnostics)
             continue
-        if k.attrs.get("profile"):
-            profile.instrument(sk, k.attrs["profile"])
+        if k.profile:
+            profile.instrument(sk, k.profile)
         kernels.append(sk)
     rep.check()  # every statement of every kernel that could not be lowered, at once
     return S.SModule(kernels)

@@ -45,7 +45,7 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     if not arith.available():
         return module
     for k in module.kernels:
-        if FEATURE not in k.attrs.get("disabled", ()):
+        if FEATURE not in k.disabled:
             _Partitioner(k, arith.LazyArith()).run()
     return module
 
@@ -53,10 +53,10 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
 class _Partitioner:
     def __init__(self, k: S.SKernel, arith) -> None:
         self.k, self.ar = k, arith
-        self.assigned: set[int] = set()
-        self.defs: dict[int, T.Expr] = {}  # id(var) -> its declared value (variables never assigned)
-        self.varying: set[int] = set()  # variables whose value may differ between the threads of a block
-        self.opaque: set[int] = set()  # variables whose value is not known (assigned ones)
+        self.assigned: set[T.Var] = set()
+        self.defs: dict[T.Var, T.Expr] = {}  # var -> its declared value (variables never assigned)
+        self.varying: set[T.Var] = set()  # variables whose value may differ between the threads of a block
+        self.opaque: set[T.Var] = set()  # variables whose value is not known (assigned ones)
 
     def run(self) -> None:
         k, ar = self.k, self.ar
@@ -72,7 +72,7 @@ class _Partitioner:
     def collect_assigned(self, body: list[S.SStmt]) -> None:
         for s in body:
             if isinstance(s, S.SAssign):
-                self.assigned.add(id(s.var))
+                self.assigned.add(s.var)
             elif isinstance(s, S.SFor):
                 self.collect_assigned(s.body)
             elif isinstance(s, S.SIf):
@@ -84,7 +84,7 @@ class _Partitioner:
         for x in sub_exprs(e):
             if isinstance(x, S.ThreadIdx | S.Ref | S.Intrinsic | S.AddrOf):
                 return True
-            if isinstance(x, T.Var) and (id(x) in self.varying or id(x) in self.opaque):
+            if isinstance(x, T.Var) and (x in self.varying or x in self.opaque):
                 return True
         return False
 
@@ -92,22 +92,22 @@ class _Partitioner:
         """Definitions, ranges and thread dependence of every variable, in program order."""
         for s in body:
             if isinstance(s, S.Declare):
-                if s.value is None or id(s.var) in self.assigned:
-                    self.opaque.add(id(s.var))
+                if s.value is None or s.var in self.assigned:
+                    self.opaque.add(s.var)
                     continue
-                self.defs[id(s.var)] = s.value
+                self.defs[s.var] = s.value
                 if self.depends_on_thread(s.value):
-                    self.varying.add(id(s.var))
+                    self.varying.add(s.var)
                 if s.value.dtype.name in ("i32", "i64"):
                     b = self.ar.bounds(s.value)
                     if b is not None:
                         self.ar.bound_var(s.var, *b)
             elif isinstance(s, S.SFor):
                 parts = [s.begin, s.extent] + ([s.step] if s.step is not None else [])
-                if id(s.var) in self.assigned:
-                    self.opaque.add(id(s.var))
+                if s.var in self.assigned:
+                    self.opaque.add(s.var)
                 elif any(self.depends_on_thread(x) for x in parts):
-                    self.varying.add(id(s.var))
+                    self.varying.add(s.var)
                 self.bound_loop(s)
                 self.learn(s.body)
             elif isinstance(s, S.SIf):
@@ -115,7 +115,7 @@ class _Partitioner:
                 self.learn(s.else_body)
 
     def bound_loop(self, s: S.SFor) -> None:
-        if id(s.var) in self.assigned:
+        if s.var in self.assigned:
             return
         bb, be = self.ar.bounds(s.begin), self.ar.bounds(s.extent)
         bs = (1, 1) if s.step is None else self.ar.bounds(s.step)
@@ -170,7 +170,7 @@ class _Partitioner:
             cond = both(cond, T.Compare(D.BOOL, None, op, left, ub))
         return _branch(loop, cond, _replace_guards([loop], proven))
 
-    def interior_condition(self, g: T.Compare, local: set[int]) -> tuple[str, T.Expr, int, T.Expr] | None:
+    def interior_condition(self, g: T.Compare, local: set[T.Var]) -> tuple[str, T.Expr, int, T.Expr] | None:
         """(op, ua, m, ub): U = `ua + m op ub`, block-uniform, implies g for every thread and loop iteration (proven
         by the analyzer); None where there is no such U.
 
@@ -202,10 +202,10 @@ class _Partitioner:
             return None
         return op, ua, m[1], ub
 
-    def is_local(self, e: T.Expr, local: set[int]) -> bool:
-        return any(isinstance(x, S.ThreadIdx) or (isinstance(x, T.Var) and id(x) in local) for x in sub_exprs(e))
+    def is_local(self, e: T.Expr, local: set[T.Var]) -> bool:
+        return any(isinstance(x, S.ThreadIdx) or (isinstance(x, T.Var) and x in local) for x in sub_exprs(e))
 
-    def expand(self, e: T.Expr, local: set[int]) -> T.Expr | None:
+    def expand(self, e: T.Expr, local: set[T.Var]) -> T.Expr | None:
         """e with every thread-dependent declared value replaced by its definition; None if e reads memory or a
         variable whose value is not known."""
         bad = False
@@ -215,10 +215,10 @@ class _Partitioner:
             if isinstance(x, S.Ref | S.Intrinsic | S.AddrOf):
                 bad = True
             elif isinstance(x, T.Var):
-                if id(x) in self.opaque:
+                if x in self.opaque:
                     bad = True
-                elif id(x) in local and id(x) in self.defs:
-                    value = self.expand(self.defs[id(x)], local)
+                elif x in local and x in self.defs:
+                    value = self.expand(self.defs[x], local)
                     bad = bad or value is None
                     return value
             return None
@@ -259,7 +259,7 @@ def _constant(e: T.Expr | None) -> bool:
 def _key(e: T.Expr) -> tuple:
     """A structural key: equal for expressions that are spelled the same over the same variables."""
     if isinstance(e, T.Var):
-        return ("var", id(e))
+        return ("var", e)
     if isinstance(e, T.Const):
         return ("const", e.dtype.name, e.value)
     if isinstance(e, S.BlockIdx):
@@ -270,9 +270,9 @@ def _key(e: T.Expr) -> tuple:
         if isinstance(v, T.Expr):
             parts.append(_key(v))
         elif isinstance(v, list):
-            parts.append(tuple(_key(x) if isinstance(x, T.Expr) else id(x) for x in v))
+            parts.append(tuple(_key(x) if isinstance(x, T.Expr) else x for x in v))
         elif isinstance(v, S.SBuffer):
-            parts.append(id(v))
+            parts.append(v)
         else:
             parts.append(v)
     return tuple(parts)
@@ -286,16 +286,16 @@ def _combine(op: str, a: T.Expr | None, b: T.Expr | None, dt: D.DType) -> T.Expr
     return binary(op, a, b)
 
 
-def _declared_inside(body: list[S.SStmt]) -> set[int] | None:
+def _declared_inside(body: list[S.SStmt]) -> set[T.Var] | None:
     """The variables declared (or looped over) inside these statements; None if they contain a barrier."""
-    out: set[int] = set()
+    out: set[T.Var] = set()
     for s in body:
         if isinstance(s, S.Barrier):
             return None
         if isinstance(s, S.Declare):
-            out.add(id(s.var))
+            out.add(s.var)
         elif isinstance(s, S.SFor):
-            out.add(id(s.var))
+            out.add(s.var)
             inner = _declared_inside(s.body)
             if inner is None:
                 return None
@@ -329,10 +329,10 @@ def _stmt_exprs(body: list[S.SStmt]):
 
 def _replace_guards(body: list[S.SStmt], proven: list[T.Compare]) -> list[S.SStmt]:
     """A copy of the statements with each proven guard replaced by true, boolean operators on constants folded."""
-    ids = {id(g) for g in proven}
+    ids = {g for g in proven}
 
     def fn(e: T.Expr) -> T.Expr | None:
-        if isinstance(e, T.Compare) and id(e) in ids:
+        if isinstance(e, T.Compare) and e in ids:
             return T.Const(D.BOOL, e.span, True)
         if isinstance(e, T.Binary) and e.op in ("and", "or"):
             for x, other in ((e.a, e.b), (e.b, e.a)):

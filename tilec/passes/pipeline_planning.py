@@ -47,7 +47,7 @@ from ..diagnostics import Reporter
 from ..ir import copy_mechanisms as mechanisms
 from ..ir import tile as T
 from ..ir.copy_mechanisms import PlanContext
-from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule
+from ..ir.schedule import KernelSchedule, LoopRequest, LoopSchedule, request_of
 from ..ir.visit import direct_exprs, sub_exprs, walk_stmts
 from ..ops import gemm_impl
 from ..ops import registry as ops
@@ -70,22 +70,22 @@ def plan_loop(loop: T.For, target: Target, sched: KernelSchedule, disabled=(), r
     stages = request.stages if request.stages is not None else loop.num_stages
     var = loop.vars[0]
     producers = []
-    written_elsewhere: set[int] = set()
+    written_elsewhere: set[T.Buffer] = set()
     for s in loop.body:
         if (isinstance(s, T.Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
                 and any(_uses(x, var) for x in s.src.starts)):
             producers.append(s)
-    producer_bufs = {id(p.dst.buffer) for p in producers}
+    producer_bufs = {p.dst.buffer for p in producers}
     for s in walk_stmts(loop.body):
         if s in producers:
             continue
         written = [r.buffer for r in ops.writes(s)] + ([s.buffer] if isinstance(s, T.Store) else [])
-        written_elsewhere.update(id(b) for b in written if id(b) in producer_bufs)
-    producers = [p for p in producers if id(p.dst.buffer) not in written_elsewhere]
+        written_elsewhere.update(b for b in written if b in producer_bufs)
+    producers = [p for p in producers if p.dst.buffer not in written_elsewhere]
     # A producer's source may only depend on the loop variable and values fixed before the loop.
-    assigned = {id(s.var) for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
+    assigned = {s.var for s in walk_stmts(loop.body) if isinstance(s, T.Assign)}
     producers = [p for p in producers
-                 if not any(isinstance(x, T.Var) and id(x) in assigned for e in p.src.starts for x in sub_exprs(e))]
+                 if not any(isinstance(x, T.Var) and x in assigned for e in p.src.starts for x in sub_exprs(e))]
     ctx = PlanContext(target, sched, shared_bytes or {}, threads)
     for m in mechanisms.offered(target, disabled):
         if request.mechanism not in (None, m.name) or (m.once_per_loop_run and rerun):
@@ -135,22 +135,22 @@ def _top_level_loop_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule) -> bool:
     buffers it fills."""
     if loop not in k.body:
         return False
-    assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
+    assigned = {s.var for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
     launch_values = launch_value_assigns(k, loop)
     exprs = [*loop.extents, *(x for p in plan.producers for x in p.src.starts)]
     for e in exprs:
         for x in sub_exprs(e):
-            if isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and
+            if isinstance(x, T.Load) or (isinstance(x, T.Var) and x in assigned and
                                          not any(a.var is x for a in launch_values)):
                 return False
-    filled = {id(p.dst.buffer) for p in plan.producers}
-    inside = {id(s) for s in walk_stmts(loop.body)}
+    filled = {p.dst.buffer for p in plan.producers}
+    inside = {s for s in walk_stmts(loop.body)}
     for s in walk_stmts(k.body):
-        if id(s) in inside or s is loop:
+        if s in inside or s is loop:
             continue
-        if any(id(r.buffer) in filled for r in ops.reads(s) + ops.writes(s)):
+        if any(r.buffer in filled for r in ops.reads(s) + ops.writes(s)):
             return False
-        if isinstance(s, T.Store) and id(s.buffer) in filled:
+        if isinstance(s, T.Store) and s.buffer in filled:
             return False
     return True
 
@@ -171,17 +171,17 @@ class OverlapSplit:
     late: list[T.Copy]
 
 
-def _touched(stmts: list[T.Stmt]) -> tuple[set[int], set[int]]:
+def _touched(stmts: list[T.Stmt]) -> tuple[set[T.Buffer], set[T.Buffer]]:
     """(ids of the buffers read, ids of the buffers written) anywhere in stmts."""
-    reads: set[int] = set()
-    writes: set[int] = set()
+    reads: set[T.Buffer] = set()
+    writes: set[T.Buffer] = set()
     for st in walk_stmts(stmts):
-        reads.update(id(r.buffer) for r in ops.reads(st))
-        writes.update(id(r.buffer) for r in ops.writes(st))
+        reads.update(r.buffer for r in ops.reads(st))
+        writes.update(r.buffer for r in ops.writes(st))
         if isinstance(st, T.Store):
-            writes.add(id(st.buffer))
+            writes.add(st.buffer)
         for e in direct_exprs(st):
-            reads.update(id(x.buffer) for x in sub_exprs(e) if isinstance(x, T.Load))
+            reads.update(x.buffer for x in sub_exprs(e) if isinstance(x, T.Load))
     return reads, writes
 
 
@@ -210,15 +210,15 @@ def overlap_split(loop: T.For, plan: LoopSchedule, sched: KernelSchedule) -> Ove
     head_reads, head_writes = _touched(head + [first])
     if (head_reads | head_writes) & last_writes or head_writes & last_reads:
         return None
-    assigned = {id(st.var) for st in walk_stmts(loop.body) if isinstance(st, T.Assign)}
-    if any(isinstance(x, T.Var) and id(x) in assigned
+    assigned = {st.var for st in walk_stmts(loop.body) if isinstance(st, T.Assign)}
+    if any(isinstance(x, T.Var) and x in assigned
            for r in (last.a, last.b, last.c) for e in r.starts for x in sub_exprs(e)):
         return None
     cut = next((j for j, st in enumerate(rest) if set().union(*_touched([st])) & last_bufs), len(rest))
     rest_reads, _ = _touched(rest)
     early, late = [], []
     for p in plan.producers:
-        tile = id(p.dst.buffer)
+        tile = p.dst.buffer
         if tile in rest_reads:
             return None
         if tile in head_reads and tile not in last_reads:
@@ -234,18 +234,18 @@ def preload_copies(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSc
     """The global -> shared copies at the kernel's top level before `loop` that a producer warpgroup can issue
     through TMA before the loop: one box per panel (the mechanism's copy_ok), a source that depends only on launch
     values, and a tile nothing else in the kernel writes."""
-    assigned = {id(s.var) for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
-    launch = {id(a.var) for a in launch_value_assigns(k, loop)}
+    assigned = {s.var for s in walk_stmts(k.body) if isinstance(s, T.Assign)}
+    launch = {a.var for a in launch_value_assigns(k, loop)}
     copy_ok = mechanisms.named(plan.mechanism).copy_ok
     out = []
     for st in k.body[:k.body.index(loop)]:
         if not (isinstance(st, T.Copy) and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared"
                 and st not in plan.producers and copy_ok(st, PlanContext(None, sched, {}, None))):
             continue
-        if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in assigned and id(x) not in launch)
+        if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x in assigned and x not in launch)
                for e in st.src.starts for x in sub_exprs(e)):
             continue
-        tile = id(st.dst.buffer)
+        tile = st.dst.buffer
         if any(other is not st and tile in _touched([other])[1] for other in walk_stmts(k.body)):
             continue
         out.append(st)
@@ -257,16 +257,17 @@ def _plan_cluster(k: T.Kernel, target: Target, sched: KernelSchedule, loops: lis
     """A thread-block cluster (Kernel(..., cluster=(cx, cy)), or the schedule's "cluster"): granted to a kernel
     whose pipeline `cluster_multicast` accepts; a Kernel keyword that cannot be granted is ignored with a remark
     (category cluster) saying why, a pinned schedule request is an error. The no-TMA twin is never clustered."""
-    pinned = k.request.cluster if k.request is not None else None
-    shape = pinned if pinned is not None else tuple(k.attrs.get("cluster", (1, 1)))
-    if shape == (1, 1) or k.attrs.get("internal"):
+    request = request_of(k)
+    pinned = request.cluster
+    shape = pinned if pinned is not None else request.keywords.cluster
+    if shape == (1, 1) or k.internal:
         return
     dim = 0 if shape[0] > 1 else 1
     why = None
     multicast = [m for m in mechanisms.offered(target) if m.producer_warpgroup]  # (sm90: TMA)
     if not multicast:
         why = f"{target.name} has no thread-block clusters with TMA multicast (sm90 has)"
-    elif multicast[0].name in k.attrs.get("disabled", ()):
+    elif multicast[0].name in k.disabled:
         why = f"{multicast[0].label} is turned off (--no-{multicast[0].name})"
     else:
         ws = [s for s in loops if plans[s.uid].warp_specialized]
@@ -297,9 +298,10 @@ def _plan_pingpong(k: T.Kernel, target: Target, sched: KernelSchedule, loops: li
     """Persistent ping-pong (Kernel(..., pingpong=True), or the schedule's "pingpong"): granted to a persistent kernel
     that `pingpong_ok` accepts; a keyword that cannot be granted has no effect (a warning says why), a pinned request
     is an error. The no-TMA twin, an ordinary grid, says nothing."""
-    pinned = k.request.pingpong if k.request is not None else None
-    wanted = pinned if pinned is not None else bool(k.attrs.get("pingpong"))
-    if not wanted or k.attrs.get("internal"):
+    request = request_of(k)
+    pinned = request.pingpong
+    wanted = pinned if pinned is not None else request.keywords.pingpong
+    if not wanted or k.internal:
         return
     ws = [s for s in loops if plans[s.uid].warp_specialized]
     if not sched.persistent:
@@ -338,9 +340,9 @@ def pingpong_ok(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: KernelSched
     if any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x.kind not in ("size", "param"))
            for e in loop.extents for x in sub_exprs(e)):
         return "the Pipelined loop's trip count depends on the tile (it may use only sizes and scalar parameters)"
-    tiles = {id(p.dst.buffer) for p in plan.producers}
+    tiles = {p.dst.buffer for p in plan.producers}
     for st in walk_stmts(k.body):
-        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and id(st.buffer) not in tiles:
+        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and st.buffer not in tiles:
             return (f"shared tile '{st.buffer.name}' is not a tile of the pipeline (both consumer warpgroups would "
                     "use it at once)")
     return None
@@ -364,14 +366,14 @@ def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: Kerne
             return [], "a statement before the pipeline or in it writes global memory"
     raster = sched.raster_assigns
     block = raster[dim].var if raster is not None else k.block_vars[dim]
-    assigns = {id(a.var): a for a in launch_value_assigns(k, loop)}
+    assigns = {a.var: a for a in launch_value_assigns(k, loop)}
 
     def depends(e: T.Expr, seen=()) -> bool:
         for x in sub_exprs(e):
             if x is block:
                 return True
-            if isinstance(x, T.Var) and id(x) in assigns and id(x) not in seen:
-                if depends(assigns[id(x)].value, (*seen, id(x))):
+            if isinstance(x, T.Var) and x in assigns and x not in seen:
+                if depends(assigns[x].value, (*seen, x)):
                     return True
         return False
 
@@ -392,21 +394,21 @@ def cluster_multicast(k: T.Kernel, loop: T.For, plan: LoopSchedule, sched: Kerne
 def launch_value_assigns(k: T.Kernel, loop: T.For) -> list[T.Assign]:
     """The top-level assignments before `loop` whose values depend only on launch values (block
     indices, sizes, scalars and earlier such assignments) -- what a producer warpgroup recomputes."""
-    counts: dict[int, int] = {}
+    counts: dict[T.Var, int] = {}
     for s in walk_stmts(k.body):
         if isinstance(s, T.Assign):
-            counts[id(s.var)] = counts.get(id(s.var), 0) + 1
+            counts[s.var] = counts.get(s.var, 0) + 1
     ok: list[T.Assign] = []
-    ok_ids: set[int] = set()
+    ok_ids: set[T.Var] = set()
     for s in k.body:
         if s is loop:
             break
-        if isinstance(s, T.Assign) and counts[id(s.var)] == 1:
+        if isinstance(s, T.Assign) and counts[s.var] == 1:
             xs = list(sub_exprs(s.value))
-            if not any(isinstance(x, T.Load) or (isinstance(x, T.Var) and id(x) in counts and id(x) not in ok_ids)
+            if not any(isinstance(x, T.Load) or (isinstance(x, T.Var) and x in counts and x not in ok_ids)
                        for x in xs):
                 ok.append(s)
-                ok_ids.add(id(s.var))
+                ok_ids.add(s.var)
     return ok
 
 
@@ -420,13 +422,15 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
     for k in module.kernels:
         sched = k.schedule if k.schedule is not None else KernelSchedule()
         k.schedule = sched
-        disabled = k.attrs.get("disabled", ())
+        disabled = k.disabled
         warpgroup_copies = {m.name for m in mechanisms.offered(target) if m.producer_warpgroup}  # (sm90: TMA)
         tma_ok = bool(warpgroup_copies - set(disabled))
         shared_bytes = {uid: lay.size * lay.elem_bytes for uid, lay in sched.shared.items()}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
-        requests = {s.uid: k.request.loop(s) if k.request is not None else LoopRequest() for s in loops}
-        if not tma_ok and k.attrs.get("internal"):  # the TMA-less twin of a kernel: its pins on TMA do not apply
+        request = request_of(k)
+        asked = request.keywords  # the source's keywords: granted where they can be, else a warning says why
+        requests = {s.uid: request.loop(s) for s in loops}
+        if not tma_ok and k.internal:  # the TMA-less twin of a kernel: its pins on TMA do not apply
             requests = {uid: LoopRequest(r.stages, None if r.mechanism in warpgroup_copies else r.mechanism, None)
                         for uid, r in requests.items()}
         plans: dict[int, LoopSchedule] = {}
@@ -443,7 +447,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
             wanted = requests[first.uid].warp_specialized
             can = (len(loops) == 1 and bool(tma_loops) and "warp_specialize" not in disabled
                    and _top_level_loop_ok(k, first, plans[first.uid]))
-            if can and (wanted if wanted is not None else k.attrs.get("warp_specialize", True)):
+            if can and (wanted if wanted is not None else asked.warp_specialize):
                 plans[first.uid].warp_specialized = True
         for s in loops:
             req, plan = requests[s.uid], plans[s.uid]
@@ -454,16 +458,15 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 rep.error("the schedule asks for warp specialization of this loop, which needs the kernel's only "
                           "Pipelined loop, at its top level, on TMA", s.span)
         ws = any(p.warp_specialized for p in plans.values())
-        wants_persistent = k.request.persistent if k.request is not None and k.request.persistent is not None \
-            else bool(k.attrs.get("persistent"))
-        if wants_persistent and not ws and not k.attrs.get("internal"):  # (the TMA-less twin says nothing)
+        wants_persistent = request.persistent if request.persistent is not None else asked.persistent
+        if wants_persistent and not ws and not k.internal:  # (the TMA-less twin says nothing)
             rep.warning(f"persistent=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                         "warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top level)", k.span)
         for s in loops:
             plan = plans[s.uid]
             wanted = requests[s.uid].overlap_softmax
             if wanted is None:
-                wanted = bool(k.attrs.get("overlap_softmax")) and not k.attrs.get("internal")
+                wanted = asked.overlap_softmax and not k.internal
             if not wanted:
                 continue
             if plan.warp_specialized and not wants_persistent and overlap_split(s, plan, sched) is not None:
@@ -476,14 +479,14 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
                 rep.warning(f"overlap_softmax=True has no effect on this loop of kernel '{k.name}' for "
                             f"{target.name}: it applies to a warp-specialized, not persistent loop whose body is "
                             "[statements, gemm, statements, gemm] on wgmma (sm90)", s.span)
-        if k.attrs.get("tma_preload") and not k.attrs.get("internal"):
+        if asked.tma_preload and not k.internal:
             ws_loops = [s for s in loops if plans[s.uid].warp_specialized]
             if ws_loops and not wants_persistent:
                 plans[ws_loops[0].uid].preloads = preload_copies(k, ws_loops[0], plans[ws_loops[0].uid], sched)
             if not ws_loops or wants_persistent or not plans[ws_loops[0].uid].preloads:
                 rep.warning(f"tma_preload=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                             "TMA-able copies before a warp-specialized, not persistent loop (sm90)", k.span)
-        if not k.attrs.get("internal"):  # (a no-TMA twin repeats its kernel's remarks)
+        if not k.internal:  # (a no-TMA twin repeats its kernel's remarks)
             for s in loops:
                 _remark_plan(s, plans[s.uid], requests[s.uid], target, sched, disabled, rep)
         sched.loops.update(plans)

@@ -30,8 +30,8 @@ def run(module: T.Module, rep: Reporter, target=None) -> T.Module:
         new_x = T.Var(D.I32, None, f"{bx.name}_swizzled", "local")
         new_y = T.Var(D.I32, None, f"{by.name}_swizzled", "local")
         x_value, y_value = grouped_order(bx, by, gx, gy, panel)
-        mapping = {id(bx): new_x, id(by): new_y}
-        body = rewrite_body(k.body, lambda e, m=mapping: m.get(id(e)) if isinstance(e, T.Var) else None)
+        mapping = {bx: new_x, by: new_y}
+        body = rewrite_body(k.body, lambda e, m=mapping: m.get(e) if isinstance(e, T.Var) else None)
         prologue = [T.Assign(None, new_y, y_value), T.Assign(None, new_x, x_value)]
         k.body = prologue + body
         k.schedule = k.schedule if k.schedule is not None else KernelSchedule()

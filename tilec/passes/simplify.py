@@ -58,13 +58,13 @@ def _body(body: list[S.SStmt]) -> list[S.SStmt]:
     return out
 
 
-def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
+def _used_vars(body: list[S.SStmt], out: set[T.Var]) -> None:
     def expr(e) -> None:
         if e is None:
             return
         for x in sub_exprs(e):
             if isinstance(x, T.Var):
-                out.add(id(x))
+                out.add(x)
 
     for s in body:
         if isinstance(s, S.Declare):
@@ -75,7 +75,7 @@ def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
             expr(s.index)
             expr(s.value)
         elif isinstance(s, S.SAssign):
-            out.add(id(s.var))
+            out.add(s.var)
             expr(s.value)
         elif isinstance(s, S.SFor):
             expr(s.begin)
@@ -94,10 +94,10 @@ def _used_vars(body: list[S.SStmt], out: set[int]) -> None:
                 expr(a)
 
 
-def _drop_dead(body: list[S.SStmt], used: set[int]) -> list[S.SStmt]:
+def _drop_dead(body: list[S.SStmt], used: set[T.Var]) -> list[S.SStmt]:
     out = []
     for s in body:
-        if isinstance(s, S.Declare) and id(s.var) not in used:
+        if isinstance(s, S.Declare) and s.var not in used:
             continue  # values are pure expressions: dropping the declaration changes nothing
         if isinstance(s, S.SFor | S.SWhile):
             s = dataclasses.replace(s, body=_drop_dead(s.body, used))
@@ -112,10 +112,10 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
         k.body = _body(k.body)
         while True:  # a removed declaration may have been the last reader of another
-            used: set[int] = set()
+            used: set[T.Var] = set()
             _used_vars(k.body, used)
             for g in k.grid:
-                used.update(id(x) for x in sub_exprs(g) if isinstance(x, T.Var))
+                used.update(x for x in sub_exprs(g) if isinstance(x, T.Var))
             new = _drop_dead(k.body, used)
             if _count(new) == _count(k.body):
                 break

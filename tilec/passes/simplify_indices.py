@@ -37,16 +37,16 @@ def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     if not arith.available():
         return module
     for k in module.kernels:
-        if FEATURE not in k.attrs.get("disabled", ()):
+        if FEATURE not in k.disabled:
             _Simplifier(k, arith.Arith()).run()
     return module
 
 
-def assigned_vars(body: list[S.SStmt], out: set[int]) -> set[int]:
+def assigned_vars(body: list[S.SStmt], out: set[T.Var]) -> set[T.Var]:
     """The ids of variables given a new value after their declaration (their declared value says nothing later)."""
     for s in body:
         if isinstance(s, S.SAssign):
-            out.add(id(s.var))
+            out.add(s.var)
         elif isinstance(s, S.SFor):
             assigned_vars(s.body, out)
         elif isinstance(s, S.SIf):
@@ -59,7 +59,7 @@ class _Simplifier:
     def __init__(self, k: S.SKernel, arith) -> None:
         self.k, self.ar = k, arith
         self.assigned = assigned_vars(k.body, set())
-        self.nonneg: set[int] = set()  # variables the printers know to be non-negative (their syntactic rule)
+        self.nonneg: set[T.Var] = set()  # variables the printers know to be non-negative (their syntactic rule)
 
     def run(self) -> None:
         k, ar = self.k, self.ar
@@ -77,12 +77,12 @@ class _Simplifier:
         x = self.expr
         if isinstance(s, S.Declare):
             value = x(s.value) if s.value is not None else None
-            if value is not None and id(s.var) not in self.assigned and value.dtype.name in ("i32", "i64"):
+            if value is not None and s.var not in self.assigned and value.dtype.name in ("i32", "i64"):
                 b = self.ar.bounds(value)
                 if b is not None:
                     self.ar.bound_var(s.var, *b)
             if value is not None and self.syntactic_nonneg(value):
-                self.nonneg.add(id(s.var))
+                self.nonneg.add(s.var)
             return dataclasses.replace(s, value=value)
         if isinstance(s, S.DeclareArray):
             return dataclasses.replace(s, init=x(s.init) if s.init is not None else None)
@@ -97,7 +97,7 @@ class _Simplifier:
             step = x(s.step) if s.step is not None else None
             self.bound_loop(s.var, begin, extent, step)
             if self.syntactic_nonneg(begin) and (step is None or self.syntactic_nonneg(step)):
-                self.nonneg.add(id(s.var))
+                self.nonneg.add(s.var)
             return dataclasses.replace(s, begin=begin, extent=extent, step=step, body=self.body(s.body))
         if isinstance(s, S.SIf):
             cond = x(s.cond)
@@ -113,7 +113,7 @@ class _Simplifier:
 
     def bound_loop(self, var: T.Var, begin: T.Expr, extent: T.Expr, step: T.Expr | None) -> None:
         """var = begin + t * step for t in [0, extent): its range, where begin, extent and step are bounded."""
-        if id(var) in self.assigned:
+        if var in self.assigned:
             return
         bb, be = self.ar.bounds(begin), self.ar.bounds(extent)
         bs = (1, 1) if step is None else self.ar.bounds(step)
@@ -131,7 +131,7 @@ class _Simplifier:
         for e in sub_exprs(cond):
             if isinstance(e, S.Ref | S.Intrinsic | S.AddrOf):
                 return False
-            if isinstance(e, T.Var) and id(e) in self.assigned:
+            if isinstance(e, T.Var) and e in self.assigned:
                 return False
         return True
 
@@ -181,7 +181,7 @@ class _Simplifier:
         if isinstance(e, S.ThreadIdx | S.BlockIdx):
             return 0, 0, True
         if isinstance(e, T.Var):
-            return 0, 0, id(e) in self.nonneg or e.kind == "size"
+            return 0, 0, e in self.nonneg or e.kind == "size"
         kids = [self.measure(x) for x in direct_children(e)]
         cost = sum(k[0] for k in kids) + 1
         helpers = sum(k[1] for k in kids)

@@ -47,20 +47,20 @@ def _prune(s: T.Stmt) -> list[T.Stmt] | None:
     return None
 
 
-def _buffers_used(body: list[T.Stmt]) -> set[int]:
-    """ids of the buffers any statement other than their Alloc names: in a region, as a store's target, in a
+def _buffers_used(body: list[T.Stmt]) -> set[T.Buffer]:
+    """The buffers any statement other than their Alloc names: in a region, as a store's target, in a
     load (of any expression, region bounds included), or as any other operand (annotate_layout)."""
-    used: set[int] = set()
+    used: set[T.Buffer] = set()
 
     def note(v) -> None:
         if isinstance(v, T.Buffer):
-            used.add(id(v))
+            used.add(v)
         elif isinstance(v, T.Region):
-            used.add(id(v.buffer))
+            used.add(v.buffer)
             for e in (*v.starts, *v.extents):
                 note(e)
         elif isinstance(v, T.Expr):
-            used.update(id(x.buffer) for x in sub_exprs(v) if isinstance(x, T.Load))
+            used.update(x.buffer for x in sub_exprs(v) if isinstance(x, T.Load))
         elif isinstance(v, list | tuple):
             for x in v:
                 note(x)
@@ -77,16 +77,16 @@ def _buffers_used(body: list[T.Stmt]) -> set[int]:
 def _drop_unused_shared(body: list[T.Stmt]) -> list[T.Stmt]:
     used = _buffers_used(body)
     for st in walk_stmts(body):  # a buffer used through a view of it is used
-        if isinstance(st, T.Alloc) and id(st.buffer) in used:
+        if isinstance(st, T.Alloc) and st.buffer in used:
             b = st.buffer
             while b.view_of is not None:
                 b = b.view_of
-                used.add(id(b))
-    if all(id(st.buffer) in used for st in walk_stmts(body) if isinstance(st, T.Alloc) and st.buffer.scope == "shared"):
+                used.add(b)
+    if all(st.buffer in used for st in walk_stmts(body) if isinstance(st, T.Alloc) and st.buffer.scope == "shared"):
         return body
 
     def drop(st: T.Stmt) -> list[T.Stmt] | None:
-        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and id(st.buffer) not in used:
+        if isinstance(st, T.Alloc) and st.buffer.scope == "shared" and st.buffer not in used:
             return []
         return None
 

@@ -163,7 +163,7 @@ class HopperModel:
     def hopper_init(self, raw: np.ndarray | None) -> None:
         self.raw = raw
         self.barriers: dict[int, _Barrier] = {}
-        self.in_flight: dict[int, np.ndarray] = {}  # shared buffer id -> bool per element (TMA not waited for)
+        self.in_flight: dict[S.SBuffer, np.ndarray] = {}  # shared buffer -> bool per element (TMA not waited for)
         self.wgmma_open: dict[int, list[tuple]] = {}  # per warpgroup: issued wgmma instructions not committed yet
         self.wgmma_groups: dict[int, list[list[tuple]]] = {}  # per warpgroup: committed groups not retired yet
         self.split_consumers = False  # the consumer warpgroups run as thread groups of their own (SIf.groups)
@@ -443,10 +443,10 @@ class HopperModel:
         addr = swizzle(start + np.arange(values.size) * eb, entry["swizzle"])
         b, elems = self.buffer_at(addr)
         self.raw[(addr[:, None] + np.arange(eb)).ravel()] = values.view(np.uint8)
-        flags = self.in_flight.setdefault(id(b), np.zeros(b.size, bool))
+        flags = self.in_flight.setdefault(b, np.zeros(b.size, bool))
         flags[elems] = True
-        bar.in_flight.append((id(b), elems))
-        sh = self.shared[id(b)]
+        bar.in_flight.append((b, elems))
+        sh = self.shared[b]
         sh.write_epoch[elems] = -1  # written by the async proxy, published by the barrier
         bar.tx -= values.nbytes
         self.progressed()
@@ -485,7 +485,7 @@ class HopperModel:
         self.map_memory(entry)[0][flat[ok]] = values[ok]
 
     def check_in_flight(self, b: S.SBuffer, elems: np.ndarray, span) -> None:
-        flags = self.in_flight.get(id(b))
+        flags = self.in_flight.get(b)
         if flags is not None and np.any(flags[elems]):
             raise self.err(f"read of shared '{b.name}' written by a TMA load nobody waited for (missing "
                            "mbar_wait)", span)

@@ -91,10 +91,10 @@ class _BlockRun(ScalarOps, HopperModel):
         self.n = sim.k.threads
         self.tid = np.arange(self.n, dtype=np.int64)
         self.block_idx = block_idx
-        self.env: dict[int, np.ndarray] = dict(sim.scalars)
+        self.env: dict[T.Var, np.ndarray] = dict(sim.scalars)
         self.epoch = 0
-        self.local: dict[int, np.ndarray] = {}
-        self.shared: dict[int, _Shared] = {}
+        self.local: dict[S.SBuffer, np.ndarray] = {}
+        self.shared: dict[S.SBuffer, _Shared] = {}
         self.groups: list[list[tuple]] = []  # committed cp.async groups, oldest first
         self.open_group: list[tuple] = []
         self.make_shared()
@@ -113,11 +113,11 @@ class _BlockRun(ScalarOps, HopperModel):
                 data = np.zeros(b.size, dt)
             if b.dtype.is_float:
                 data[...] = np.nan
-            self.shared[id(b)] = _Shared(data)
+            self.shared[b] = _Shared(data)
         if planned:  # overlapping buffers: fill every view first, then nothing else is written
             for b in k.shared:
                 if b.dtype.is_float:
-                    self.shared[id(b)].data[...] = np.nan
+                    self.shared[b].data[...] = np.nan
 
     def err(self, msg: str, span=None) -> SimtInterpreterError:
         return SimtInterpreterError(f"{msg} (kernel {self.k.name}, block {self.block_idx})", span)
@@ -134,8 +134,8 @@ class _BlockRun(ScalarOps, HopperModel):
                 return self.sim.view_of(b)
             return self.sim.globals[b.name]
         if b.scope == "shared":
-            return self.shared[id(b)].data
-        arr = self.local.get(id(b))
+            return self.shared[b].data
+        arr = self.local.get(b)
         if arr is None:
             raise self.err(f"register array '{b.name}' used before its declaration")
         return arr
@@ -150,7 +150,7 @@ class _BlockRun(ScalarOps, HopperModel):
 
     def track_read(self, b: S.SBuffer, idx: np.ndarray, threads: np.ndarray, span) -> None:
         """idx, threads: flat arrays of the shared elements read and the threads reading them."""
-        sh = self.shared[id(b)]
+        sh = self.shared[b]
         if idx.size == 0:
             return
         self.check_in_flight(b, idx, span)
@@ -171,7 +171,7 @@ class _BlockRun(ScalarOps, HopperModel):
         sh.read_epoch[idx] = self.epoch
 
     def track_write(self, b: S.SBuffer, idx: np.ndarray, threads: np.ndarray, span) -> None:
-        sh = self.shared[id(b)]
+        sh = self.shared[b]
         if idx.size == 0:
             return
         war = (sh.read_epoch[idx] == self.epoch) & (sh.reader[idx] != threads) & (sh.reader[idx] != -1)
@@ -246,7 +246,7 @@ class _BlockRun(ScalarOps, HopperModel):
             return np.asarray(self.block_idx[e.axis], np.int64)
         if isinstance(e, T.Var):
             try:
-                return self.env[id(e)]
+                return self.env[e]
             except KeyError:
                 raise self.err(f"variable '{e.name}' has no value", e.span) from None
         if isinstance(e, S.Ref):
@@ -328,10 +328,10 @@ class _BlockRun(ScalarOps, HopperModel):
 
     def assign(self, var: T.Var, value, mask) -> None:
         value = self.full(value)
-        old = self.env.get(id(var))
+        old = self.env.get(var)
         if mask is not None and old is not None:
             value = np.where(mask, value, old)
-        self.env[id(var)] = value
+        self.env[var] = value
 
     def stmt(self, s: S.SStmt, mask) -> None:
         if isinstance(s, S.Declare):
@@ -347,14 +347,14 @@ class _BlockRun(ScalarOps, HopperModel):
             arr = np.full((self.n, b.size), np.nan).astype(dt) if b.dtype.is_float else np.zeros((self.n, b.size), dt)
             if s.init is not None:
                 arr[...] = to_storage(self.full(self.eval(s.init, mask)), b.dtype)[:, None]
-            old = self.local.get(id(b))
+            old = self.local.get(b)
             if mask is not None and old is not None:
                 # in place: another thread group (a ping-pong consumer warpgroup) may have a wgmma in flight on its
                 # own threads' rows of these registers
                 act = self.active(mask)
                 old[act] = arr[act]
                 arr = old
-            self.local[id(b)] = arr
+            self.local[b] = arr
         elif isinstance(s, S.SStore):
             value = to_storage(self.full(self.eval(s.value, mask)), s.buffer.dtype)
             self.write(s.buffer, self.eval(s.index, mask), value, mask, s.span)
@@ -465,7 +465,7 @@ class _BlockRun(ScalarOps, HopperModel):
             if db.scope != "shared" or sb.scope != "global":
                 raise self.err("cp.async copies global -> shared only", s.span)
             self.check_index(db, np.where(act, di, 0), act, width, "write", s.span)
-            sh = self.shared[id(db)]
+            sh = self.shared[db]
             cols = (di[:, None] + np.arange(width))[act]
             sh.pending[cols.ravel()] = True
             self.open_group.append((db, di[act], vals[act], self.tid[act], s.span))
@@ -512,7 +512,7 @@ class _BlockRun(ScalarOps, HopperModel):
         keep = int(self.eval(s.args[0], mask))
         while len(self.groups) > keep:
             for db, di, vals, threads, span in self.groups.pop(0):
-                sh = self.shared[id(db)]
+                sh = self.shared[db]
                 cols = di[:, None] + np.arange(vals.shape[1])
                 sh.pending[cols.ravel()] = False
                 self.track_write(db, cols.ravel(), np.repeat(threads, vals.shape[1]), span)
@@ -571,7 +571,7 @@ class _BlockRun(ScalarOps, HopperModel):
         elem = si[provider] + col[self.tid % 32]
         live = act[:, None, None] & np.ones_like(elem, bool)
         self.check_index(sb, np.where(act & rows_used, si, 0), act & rows_used, 8, "ldmatrix read", s.span)
-        data = self.shared[id(sb)].data
+        data = self.shared[sb].data
         e = np.where(live, elem, 0)
         self.track_read(sb, e[live].ravel(), provider[live].ravel(), s.span)
         bits = data[e].view(np.uint16).astype(np.uint32)  # (n, num, 2)
@@ -651,20 +651,20 @@ class _Sim:
         self.k = k
         self.warp_size = warp_size
         self.stdout = stdout or sys.stdout
-        self.scalars: dict[int, np.ndarray] = {}
+        self.scalars: dict[T.Var, np.ndarray] = {}
         self.sizes = dict(sizes)
         for v in k.size_vars:
             if v.name not in sizes:
                 raise SimtInterpreterError(f"kernel {k.name}: no value for runtime size '{v.name}'")
-            self.scalars[id(v)] = np.asarray(int(sizes[v.name]), np.int64)
+            self.scalars[v] = np.asarray(int(sizes[v.name]), np.int64)
         from ..ir.visit import sub_exprs
 
         for g in k.grid:  # a persistent kernel's grid: min(tiles, num_sms) -- few "SMs", so blocks loop
             for x in sub_exprs(g):
                 if isinstance(x, T.Var) and x.name == "num_sms":
-                    self.scalars[id(x)] = np.asarray(num_sms, np.int64)
+                    self.scalars[x] = np.asarray(num_sms, np.int64)
         self.globals: dict[str, np.ndarray] = {}
-        self.views: dict[int, np.ndarray] = {}  # views of tensors (global SBuffers with alias_of), by id
+        self.views: dict[S.SBuffer, np.ndarray] = {}  # views of tensors (global SBuffers with alias_of), by id
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.grid_x = 1
         self.turns: Turns | None = None  # the thread groups taking turns (warp specialization, clusters)
@@ -681,7 +681,7 @@ class _Sim:
                 self.globals[p.name] = flat
                 self.shapes[p.name] = arr.shape
             else:
-                self.scalars[id(p)] = round_to(np.asarray(args[p.name]), p.dtype)
+                self.scalars[p] = round_to(np.asarray(args[p.name]), p.dtype)
         # ldmatrix: for (num, trans), per destination lane / register / half: the lane supplying the row
         # address and the column within that row.
         self.ldmatrix_tables = {}
@@ -718,11 +718,11 @@ class _Sim:
 
     def view_of(self, b: S.SBuffer) -> np.ndarray:
         """A tensor's memory as view b's element type (flat; the kernel addresses it row-major)."""
-        arr = self.views.get(id(b))
+        arr = self.views.get(b)
         if arr is None:
             raw = self.globals[b.alias_of.name].view(np.uint8)
             size = raw.size // b.dtype.bytes * b.dtype.bytes
-            arr = self.views[id(b)] = raw[:size].view(storage_dtype(b.dtype))
+            arr = self.views[b] = raw[:size].view(storage_dtype(b.dtype))
         return arr
 
     def run(self) -> None:

@@ -122,7 +122,10 @@ class Backend:
     driver_api: str = ""  # the manifest's "driver_api": which host API launches the artifact
     last_planning_pass: str = ""  # the pipeline's decisions are all made after this pass (plan_only stops there)
     host_model: str = ""  # a CPU model `tilec run` executes the generated code on, when the device is out of reach
-    assembler: str = ""  # the assembler CompileOptions.ptxas_args (-Xptxas) go to; "" when there is none
+    assembler: str = ""  # the assembler the -Xptxas arguments (CUDA's ptxas_args) go to; "" when there is none
+    # The frozen record of the options this back end's build reads (CUDA: cuda/backend.py CudaOptions), made by
+    # `parse_options`; None: the back end has no options of its own and reads the shared CompileOptions.
+    options_record: type | None = None
 
     # ------------------------------------------------------------------ compiling
 
@@ -151,6 +154,31 @@ class Backend:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ building
+
+    def parse_options(self, options):
+        """The options this back end's build reads, parsed once per artifact (tilec.outputs) and handed to
+        `build`, `toolchain_identity`, `forward_ptx_target` and `manifest_options`: `options_record` made from the
+        shared CompileOptions fields of the same names and the back end's own `backend_options`; the
+        CompileOptions itself for a back end without a record. A back-end option no back end has is an error;
+        another back end's options are left to it."""
+        from ..diagnostics import CompileError, Diagnostic
+
+        if self.options_record is not None and isinstance(options, self.options_record):
+            return options
+        unknown = sorted({name for name, _ in options.backend_options} - backend_option_names())
+        if unknown:
+            raise CompileError([Diagnostic("error", f"unknown option(s) {', '.join(unknown)} (no back end has them)")])
+        if self.options_record is None:
+            return options
+        import dataclasses
+
+        names = {f.name for f in dataclasses.fields(self.options_record)}
+        shared = {n: getattr(options, n) for n in names if hasattr(options, n)}
+        own = {n: v for n, v in options.backend_options if n in names}
+        try:
+            return self.options_record.parse(shared, own)
+        except (TypeError, ValueError) as e:
+            raise CompileError([Diagnostic("error", f"{self.name} options: {e}")]) from None
 
     def check_kind(self, targets: list, kind: str) -> None:
         """Raise BuildRefused when `kind` cannot be written for `targets` (all of this back end)."""
@@ -230,6 +258,19 @@ class Backend:
     def describe_run(self, result, kernel: str) -> str:
         """What `tilec run` prints after a kernel's outputs: where it ran."""
         return self.host_model
+
+
+def backend_option_names() -> frozenset[str]:
+    """The names of every registered back end's own options (the fields of their records that CompileOptions does
+    not have)."""
+    import dataclasses
+
+    from ..options import CompileOptions
+    from .registry import BACKENDS, get_backend
+
+    shared = {f.name for f in dataclasses.fields(CompileOptions)}
+    return frozenset(f.name for b in BACKENDS for rec in [get_backend(b).options_record] if rec is not None
+                     for f in dataclasses.fields(rec) if f.name not in shared)
 
 
 def run_steps(steps: list[PassStep], module, rep, target, dumps: dict[str, str], want: set[str],

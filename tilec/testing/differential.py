@@ -31,15 +31,15 @@ def accumulated_outputs(kernel: T.Kernel) -> set[str]:
     from ..ir.threads import stmt_exprs
     from ..ops.registry import op_module, reads
 
-    outputs = {id(p): p.name for p in kernel.params if isinstance(p, T.Buffer) and p.is_output}
+    outputs = {p: p.name for p in kernel.params if isinstance(p, T.Buffer) and p.is_output}
     found = set()
     for s in walk_stmts(kernel.body):
-        if isinstance(s, T.Atomic) and id(s.dst.buffer) in outputs:
-            found.add(outputs[id(s.dst.buffer)])
+        if isinstance(s, T.Atomic) and s.dst.buffer in outputs:
+            found.add(outputs[s.dst.buffer])
         if op_module(s) is not None:
-            found |= {outputs[id(r.buffer)] for r in reads(s) if id(r.buffer) in outputs}
+            found |= {outputs[r.buffer] for r in reads(s) if r.buffer in outputs}
         for e in stmt_exprs(s):
-            found |= {outputs[id(x.buffer)] for x in sub_exprs(e) if isinstance(x, T.Load) and id(x.buffer) in outputs}
+            found |= {outputs[x.buffer] for x in sub_exprs(e) if isinstance(x, T.Load) and x.buffer in outputs}
     return found
 
 

@@ -78,15 +78,15 @@ def variants_for(source, opts, source_kind: str):
     return Variants(tuple(configs), key, inputs, plan.manifest(entry["kernel"], len(configs)))
 
 
-def compile_artifact(source, target=None, options=None, *, emit: str, output_name: str | None = None,
-                     text: str | None = None, on_compiled=None, cached_only: bool = False, **overrides):
+def compile_artifact(source, options=None, *, emit: str, output_name: str | None = None,
+                     text: str | None = None, on_compiled=None, cached_only: bool = False):
     """`tilec.compile(..., emit=KIND)`: the plain build of tilec/outputs.py around the tuning database. A build of a
     file that a database entry applies to carries the configurations `plan_for` selects: one, built as the options
     with its -D values, or several, each under its own kernel names, with the manifest's dispatch table (which
     tilec.runtime and the C launcher read). A build of `text` reads no database."""
     from ..outputs import build_artifact, resolved_options, targets_and_backend
 
-    opts = resolved_options(target, options, **overrides)
+    opts = resolved_options(None, options)
     targets, backend = targets_and_backend(source, opts, text)
     variants = variants_for(source, opts, backend.source_kind) if text is None else None
     return build_artifact(source, opts, targets, backend, emit, output_name, text, on_compiled, cached_only, variants)

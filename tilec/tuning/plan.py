@@ -92,7 +92,7 @@ def discover(source: str, opts: CompileOptions):
 
     ctx = tune_space.TuneContext()
     with tune_space.building((), ctx):
-        result = compile_ir(source, None, opts.replace(targets=()))
+        result = compile_ir(source, opts.replace(targets=()))
     keys = tune_keys(opts.target)
     default = {}
     for axis in ctx.axes:
@@ -106,7 +106,7 @@ def source_consts(source: str, opts: CompileOptions, tuned: set[str]) -> dict[st
     whose -D repeats a default (`-D causal=False`) finds the entry tuned without it."""
     from ..driver import compile as compile_ir
 
-    module = compile_ir(source, None, opts.replace(targets=(), defines=())).module
+    module = compile_ir(source, opts.replace(targets=(), defines=())).module
     return {k: jsonable(v) for k, v in module.consts.items() if k not in tuned}
 
 
@@ -177,7 +177,7 @@ def _build_one(args) -> dict:
         from ..driver import compile as compile_ir
 
         try:
-            lowered = compile_ir(source, None, opts)
+            lowered = compile_ir(source, opts)
         except CompileError as e:
             first = next((d.message for d in e.diagnostics if d.severity == "error"), str(e))
             return {"status": "pruned", "reason": first.splitlines()[0]}
@@ -286,8 +286,8 @@ def prepare(source: str, opts: CompileOptions, shapes: list[dict[str, int]], fol
         from ..driver import compile as compile_ir
 
         # a back end that cannot run launch sequences (AscendC) refuses the default here, at the function's line
-        compile_ir(source, opts.target, opts.replace(defines=tuple(sorted({**dict(opts.defines),
-                                                                            **default}.items()))))
+        compile_ir(source, opts.replace(targets=opts.targets[:1],
+                                        defines=tuple(sorted({**dict(opts.defines), **default}.items()))))
     tuned = [n for axis in axes for n in axis.names]
     fixed = {k: jsonable(v) for k, v in opts.defines if k not in tuned}
     default = {k: jsonable(v) for k, v in default.items()}

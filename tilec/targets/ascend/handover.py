@@ -68,7 +68,7 @@ def flags(lw, g: T.Gemm) -> tuple[int, int, int]:
     scalar control flow is theirs alike), so gemms i and i + 3 may share ids, as one gemm's successive loop
     iterations already do; the AIVs wait for each product (and the AIC for each consumption) before the next
     hand-over on the same ids, so no counter runs more than one set ahead."""
-    i = lw.gemm_index[id(g)] % FLAG_SETS
+    i = lw.gemm_index[g] % FLAG_SETS
     return 3 * i, 3 * i + 1, 3 * i + 2
 
 

@@ -27,7 +27,7 @@ class Lowering:
         self.plan = k.attrs["ascend"]
         self.workspace, self.workspace_bytes = workspace
         self.half_rows = half_rows  # AIV side: each AIV holds this many of the block's rows (split_rows)
-        self.gemm_index = {id(g): i for i, g in enumerate(x for x in _walk(k.body) if isinstance(x, T.Gemm))}
+        self.gemm_index = {g: i for i, g in enumerate(x for x in _walk(k.body) if isinstance(x, T.Gemm))}
         self.allocs: dict[str, Alloc] = {}
         self.layouts: dict[str, TileLayout] = {}
         self.buffers: dict[str, T.Buffer] = {}
@@ -193,7 +193,7 @@ class Lowering:
     def body(self, stmts: list[T.Stmt]) -> None:
         from .regions import touched
 
-        home = [n for n, h in self.plan.queue_home.items() if id(stmts) in h]
+        home = [n for n, h in self.plan.queue_home.items() if stmts in h]
         last_use = {n: max((i for i, s in enumerate(stmts) if n in touched(s)), default=-1) for n in home}
         for i, s in enumerate(stmts):
             self.stmt(s)

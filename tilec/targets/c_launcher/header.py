@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...identity import IdentityDict
 from ...manifest import (
     INTERNAL_KEY,
     TENSOR_MAPS_KEY,
@@ -488,7 +489,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     nmaps = max(len(maps) for maps, _ in plans)
     configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
     # thread-block clusters (sm90): launched with cuLaunchKernelEx and the cluster dimension attribute
-    clusters = {id(e): cluster_dims(e) for e in per_image + [fe for fe in fb_entries if fe]}
+    clusters = IdentityDict((e, cluster_dims(e)) for e in per_image + [fe for fe in fb_entries if fe])  # (dicts)
     clustered = any(clusters.values())
     vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
     # A grid extent may also be an integer scalar parameter (Kernel(nblocks, ...)).
@@ -501,7 +502,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
         code = [f"{indent}tilec_gx = {g[0]};", f"{indent}tilec_gy = {g[1]};", f"{indent}tilec_gz = {g[2]};",
                 f"{indent}tilec_threads = {threads}u;", f"{indent}tilec_shared = {shared}u;"]
         if clustered:
-            cl = clusters[id(entry)] or (1, 1, 1)
+            cl = clusters[entry] or (1, 1, 1)
             code += [f"{indent}tilec_cluster[0] = {cl[0]}u; tilec_cluster[1] = {cl[1]}u; tilec_cluster[2] = {cl[2]}u;"]
         return code
 

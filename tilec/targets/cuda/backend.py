@@ -16,14 +16,64 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import dataclass
 
 from ..backend import ArtifactInfo, Built, SimtBackend, Unit, run_steps
 
 FALLBACK_SUFFIX = "__no_tma"
 
 
+@dataclass(frozen=True)
+class CudaOptions:
+    """What a CUDA build reads, parsed once per artifact from the CompileOptions (CudaBackend.parse_options): the
+    CUDA back end's own options, which travel in CompileOptions.backend_options, and the shared fields it uses."""
+
+    # the CUDA back end's own
+    lineinfo: bool = False  # line information for profilers (-lineinfo)
+    device_debug: bool = False  # device debug information (nvcc -G)
+    ptxas_args: tuple[str, ...] = ()  # -Xptxas: passed to ptxas as written
+    # Fatbins, headers and objects also carry PTX of the generic path (the oldest non-arch-specific target's,
+    # else sm80's), which the driver JIT-compiles on a GPU newer than every cubin; --no-ptx leaves it out.
+    forward_ptx: bool = True
+    # shared (tilec.options.CompileOptions)
+    toolchain: str | None = None  # nvcc | nvrtc | auto | None (see _device_toolchain)
+    opt_level: int | None = None
+    toolchain_args: tuple[str, ...] = ()
+    header_prefix: str = ""
+    keep_dir: str | None = None
+    dryrun: bool = False
+    resource_usage: bool = False
+    cacheable: bool = True
+
+    @classmethod
+    def parse(cls, shared: dict, own: dict) -> CudaOptions:
+        """The record from the shared fields and the back end's own options; TypeError naming a value of the
+        wrong type."""
+        for name in ("lineinfo", "device_debug", "forward_ptx"):
+            if name in own and not isinstance(own[name], bool):
+                raise TypeError(f"{name} must be true or false, not {own[name]!r}")
+        args = own.get("ptxas_args", ())
+        if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+            raise TypeError(f"ptxas_args must be a list of strings, not {args!r}")
+        return cls(**{**shared, **own, "ptxas_args": tuple(args)})
+
+
 class CudaBackend(SimtBackend):
+    """The CUDA back end. Its stages, top to bottom:
+
+    1. `pipeline(target)`: the shared SIMT passes (simt_pipeline), from checked Tile IR to SIMT IR;
+    2. `lower`: that pipeline, then on a target with TMA pipelines the no-TMA twins (_add_no_tma_twins);
+    3. `generate`: CUDA C++ (codegen.py), the source (kind "cu"; several targets: _combined_source);
+    4. `build`, with the options parsed once into a CudaOptions (`parse_options`):
+       cu -> ptx | cubin     nvcc (toolchain.py) or NVRTC (nvrtc.py), as _device_toolchain says;
+       cu -> fatbin          nvcc over the combined source, or NVRTC per target packed by nvFatbin (_nvrtc_fatbin),
+                             with the generic path's PTX (forward_ptx_target);
+       cu -> header          a cubin per target (and the PTX) embedded in a C launcher (launcher.py);
+       cu -> object          that launcher compiled by the host C compiler (objects.py).
+    """
+
     name = "cuda"
+    options_record = CudaOptions
     output_kinds = {"cu": ".cu", "ptx": ".ptx", "cubin": ".cubin", "fatbin": ".fatbin", "header": ".h",
                     "object": ".o"}
     assembler = "ptxas"
@@ -48,6 +98,7 @@ class CudaBackend(SimtBackend):
     def forward_ptx_target(self, targets, kind, options):
         """The generic path's PTX for fatbins, headers and objects: the oldest target that is not
         architecture-specific (sm80, sm86, sm89: mma.sync, cp.async), else sm80, compiled for it alone."""
+        options = self.parse_options(options)
         if kind not in self.multi_target_kinds or not options.forward_ptx:
             return None
         generic = [t for t in targets if not t.arch.endswith(("a", "f"))]
@@ -56,6 +107,7 @@ class CudaBackend(SimtBackend):
     def toolchain_identity(self, targets, kind, options):
         from ...cache import executable_fingerprint
 
+        options = self.parse_options(options)
         if kind == "cu":
             return "none"
         parts = [f"CUDA_HOME={os.environ.get('CUDA_HOME', '')}"]
@@ -108,6 +160,7 @@ class CudaBackend(SimtBackend):
                 "object": f"{cubin} per target, then {cc or 'no C compiler found (set CC)'}"}
 
     def manifest_options(self, options):
+        options = self.parse_options(options)
         return {"lineinfo": options.lineinfo, "G": options.device_debug}
 
     def write_link_stub(self, directory: str):
@@ -127,6 +180,7 @@ class CudaBackend(SimtBackend):
                 for op, lay in (("A", L.MMA_M16N8K16_A), ("B", L.MMA_M16N8K16_B), ("C", L.MMA_M16N8K16_C))]
 
     def build(self, units: list[Unit], kind: str, options, info: ArtifactInfo) -> Built:
+        options = self.parse_options(options)
         if kind == "cu":
             return Built(_combined_source(units).encode() if len(units) > 1 else units[0].source.encode(), "none")
         if kind in ("header", "object"):

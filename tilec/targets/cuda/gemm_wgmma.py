@@ -97,9 +97,9 @@ class WgmmaGemm(GemmImpl):
         return (f"the register operand '{s.a.buffer.name}' of this gemm does not have the wgmma operand "
                 f"layout ({la}); stage it through shared memory")
 
-    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
+    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[T.Buffer, SharedLayout]:
         """Whole TMA panels, 128-byte-swizzled (checked by accumulator_layout: a swizzle span exists)."""
-        return {id(r.buffer): SharedLayout(r.buffer.const_shape, r.buffer.dtype.bytes, swizzle=True, panel=True)
+        return {r.buffer: SharedLayout(r.buffer.const_shape, r.buffer.dtype.bytes, swizzle=True, panel=True)
                 for s in gemms for r in (s.a, s.b) if r.buffer.scope == "shared"}
 
     def instr_n(self, lay: WgmmaTiled) -> int:

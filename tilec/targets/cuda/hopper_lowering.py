@@ -42,7 +42,7 @@ from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
-from ...ir.schedule import consumer_threads, grouped_order
+from ...ir.schedule import consumer_threads, grouped_order, request_of
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
@@ -91,8 +91,8 @@ class HopperLowering(LoweringExtension):
         self.before_preload: tuple[bool, bool, bool] | None = None
         self.after_wgmma_issue: list[S.SStmt] = []  # emitted between a gemm's wgmma commit and its wait
         self.next_stage_gemm: T.Gemm | None = None  # the gemm after whose commit a cp.async pipeline's copies go
-        self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.attrs.get("disabled", ())
-        self.tma_loops_done: dict[int, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
+        self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.disabled
+        self.tma_loops_done: dict[T.Buffer, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
         if any(p.warp_specialized for p in self.cx.sched.loops.values()):
             self.barrier_threads = self.cx.k.threads  # consumer-only named barrier under warp specialization
         # persistent=True: the grid is at most one block per multiprocessor and each block loops over output
@@ -122,9 +122,9 @@ class HopperLowering(LoweringExtension):
             self.cx.names.add("tl_tile")
             gx, gy = self.cx.lx(self.cx.k.grid[0]), self.cx.lx(self.cx.k.grid[1])
             bx, by, bz = self.cx.k.block_vars
-            self.cx.subst[id(bx)] = mod(self.tile, gx)
-            self.cx.subst[id(by)] = mod(div(self.tile, gx), gy)
-            self.cx.subst[id(bz)] = div(self.tile, mul(gx, gy))
+            self.cx.subst[bx] = mod(self.tile, gx)
+            self.cx.subst[by] = mod(div(self.tile, gx), gy)
+            self.cx.subst[bz] = div(self.tile, mul(gx, gy))
 
     @property
     def thread(self) -> T.Expr:
@@ -399,12 +399,12 @@ class HopperLowering(LoweringExtension):
         # (in a cluster, the consumer warps of both blocks release each stage)
         warps = self.cx.k.threads // 32 * self.cluster[0] * self.cluster[1]
         empty0 = self.mbarriers(empties, warps) if ws else None
-        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).stage_size for p in producers}
+        sizes = {p.dst.buffer: self.cx.shared_layout(p.dst.buffer).stage_size for p in producers}
         self.fence_generic_writes_before(s)
         n = self.cx.declare(f"{var.name}_count", self.cx.lx(s.extents[0]))
 
         def issue(iteration: T.Expr) -> None:
-            self.cx.subst[id(var)] = iteration
+            self.cx.subst[var] = iteration
             stage = mod(iteration, stages)
             for i, p in enumerate(producers):
                 self.issue_tma(p, stage, add(c(full0 + i * stages), stage))
@@ -457,18 +457,18 @@ class HopperLowering(LoweringExtension):
             step = add(base, it) if base is not None else it  # iterations of this pipeline so far
             stage = self.cx.declare(f"{var.name}_stage", mod(step, stages))
             phase = self.cx.declare(f"{var.name}_phase", mod(div(step, stages), 2))
-            self.cx.subst[id(var)] = it
+            self.cx.subst[var] = it
             for p in producers:
-                self.cx.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
-            waited: set[int] = set()
+                self.cx.stage_offset[p.dst.buffer] = mul(stage, sizes[p.dst.buffer])
+            waited: set[T.Copy] = set()
             for st in s.body:
                 if st in producers:
                     continue
                 if st is pingpong:  # wait for this warpgroup's turn to issue (see below)
                     self.cx.emit(S.SCall(None, "named_barrier_sync", [add(c(2), group), c(256)]))
                 for i, p in enumerate(producers):
-                    if id(p) not in waited and self.reads_buffer(st, p.dst.buffer):
-                        waited.add(id(p))
+                    if p not in waited and self.reads_buffer(st, p.dst.buffer):
+                        waited.add(p)
                         self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(full0 + i * stages), stage)),
                                                               phase]))
                 self.wgmma_in_flight = deferred
@@ -484,7 +484,7 @@ class HopperLowering(LoweringExtension):
                     self.wgmma_in_flight = False
                     self.after_wgmma_issue = []
             for p in producers:
-                self.cx.stage_offset.pop(id(p.dst.buffer), None)
+                self.cx.stage_offset.pop(p.dst.buffer, None)
             if deferred:
                 previous = mod(add(step, stages - 1), stages)
                 self.cx.emit(S.SIf(None, _cmp(">", it, c(0)), [self.release(add(c(empty0), previous))]))
@@ -498,7 +498,7 @@ class HopperLowering(LoweringExtension):
                             [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
         body = self.cx.block(steady)
         for p in producers:  # (a persistent kernel's producer is already refilling them for the next tile)
-            self.tma_loops_done[id(p.dst.buffer)] = not self.persistent and self.unused_after(s, p.dst.buffer)
+            self.tma_loops_done[p.dst.buffer] = not self.persistent and self.unused_after(s, p.dst.buffer)
         if deferred:
             acc = self.cx.sbuf(rest[0].c.buffer)
             self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
@@ -537,8 +537,8 @@ class HopperLowering(LoweringExtension):
         split = overlap_split(s, plan, self.cx.sched)
         var = s.vars[0]
         stages = plan.stages
-        sizes = {id(p.dst.buffer): self.cx.shared_layout(p.dst.buffer).stage_size for p in plan.producers}
-        index = {id(p): i for i, p in enumerate(plan.producers)}
+        sizes = {p.dst.buffer: self.cx.shared_layout(p.dst.buffer).stage_size for p in plan.producers}
+        index = {p: i for i, p in enumerate(plan.producers)}
         groups = self.cx.k.threads // 128
         pingpong = 2 <= groups <= 4
         group = div(self.cx.tid, 128)
@@ -551,13 +551,13 @@ class HopperLowering(LoweringExtension):
 
         def wait_full(producers, stage: T.Expr, phase: T.Expr) -> None:
             for p in producers:
-                self.cx.stage_offset[id(p.dst.buffer)] = mul(stage, sizes[id(p.dst.buffer)])
-                full = add(c(full0 + index[id(p)] * stages), stage)
+                self.cx.stage_offset[p.dst.buffer] = mul(stage, sizes[p.dst.buffer])
+                full = add(c(full0 + index[p] * stages), stage)
                 self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(full), phase]))
 
         def release(producers, stage: T.Expr) -> None:
             for p in producers:
-                empty = add(c(empty0 + index[id(p)] * stages), stage)
+                empty = add(c(empty0 + index[p] * stages), stage)
                 self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(empty)]))
 
         def handoff(it: T.Expr) -> list[S.SStmt]:
@@ -576,10 +576,10 @@ class HopperLowering(LoweringExtension):
                 self.wgmma_no_wait, self.after_wgmma_issue = False, []
 
         assigned = [st.var for st in walk_stmts(s.body) if isinstance(st, T.Assign)]
-        written: dict[int, T.Buffer] = {}
+        written: dict[T.Buffer, T.Buffer] = {}
         for st in walk_stmts(split.independent):
             for b in [r.buffer for r in ops.writes(st)] + ([st.buffer] if isinstance(st, T.Store) else []):
-                written[id(b)] = b
+                written[b] = b
         pinned = [self.cx.sbuf(b) for b in written.values() if b.scope == "fragment" and b.dtype == D.F32]
         # ptxas moves wgmma.wait_group (and the arithmetic around it) freely: seen on nvcc 13.0, it hoisted the
         # wait for P.V above the whole softmax. A shared-memory store of the row statistics (which depend on
@@ -593,13 +593,13 @@ class HopperLowering(LoweringExtension):
 
         def fresh_assigns() -> None:  # the body's statements are lowered more than once: declare their values anew
             for v in assigned:
-                self.cx.subst.pop(id(v), None)
+                self.cx.subst.pop(v, None)
 
         def iteration(it: T.Expr, peeled: bool) -> None:
             fresh_assigns()
             step = add(base, it) if base is not None else it
             stage, phase = counters(step, "")
-            self.cx.subst[id(var)] = it
+            self.cx.subst[var] = it
             for st in split.head:
                 self.cx.stmt(st)
             if pingpong:  # this warpgroup's turn to issue
@@ -608,10 +608,10 @@ class HopperLowering(LoweringExtension):
             issue(split.first, handoff(it))
             if not peeled:  # the previous iteration's last gemm, behind this one's first
                 prev_stage, prev_phase = counters(sub(step, c(1)), "_prev")
-                self.cx.subst[id(var)] = sub(it, c(1))
+                self.cx.subst[var] = sub(it, c(1))
                 wait_full(split.late, prev_stage, prev_phase)
                 issue(split.last, [])
-                self.cx.subst[id(var)] = it
+                self.cx.subst[var] = it
             self.cx.emit(S.SCall(None, "wgmma_wait", [c(0 if peeled else 1)]))
             self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, first_acc, c(0)),
                                                             c(first_acc.size)]))
@@ -635,7 +635,7 @@ class HopperLowering(LoweringExtension):
             for st in split.dependent:
                 self.cx.stmt(st)
             for p in plan.producers:
-                self.cx.stage_offset.pop(id(p.dst.buffer), None)
+                self.cx.stage_offset.pop(p.dst.buffer, None)
 
         self.cx.emit(S.SComment(None, "each iteration issues its first gemm, then the previous iteration's last "
                                    "gemm; the statements between them run under both"))
@@ -652,16 +652,16 @@ class HopperLowering(LoweringExtension):
             fresh_assigns()
             last = sub(n, c(1))
             stage, phase = counters(add(base, last) if base is not None else last, "")
-            self.cx.subst[id(var)] = last
+            self.cx.subst[var] = last
             wait_full(split.late, stage, phase)
             self.cx.stmt(split.last)
             release(split.late, stage)
             for p in plan.producers:
-                self.cx.stage_offset.pop(id(p.dst.buffer), None)
+                self.cx.stage_offset.pop(p.dst.buffer, None)
 
         self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), self.cx.block(last_gemm)))
         for p in plan.producers:
-            self.tma_loops_done[id(p.dst.buffer)] = not self.persistent and self.unused_after(s, p.dst.buffer)
+            self.tma_loops_done[p.dst.buffer] = not self.persistent and self.unused_after(s, p.dst.buffer)
         if base is not None:
             self.cx.emit(S.SAssign(None, base, add(base, n)))
         self.cx.barrier()
@@ -681,7 +681,7 @@ class HopperLowering(LoweringExtension):
                 v = self.cx.fresh(a.var.name, a.var.dtype)
                 instead = self.assign_value(a)
                 self.cx.emit(S.Declare(a.span, v, self.cx.lx(a.value if instead is None else instead)))
-                self.cx.subst[id(a.var)] = v
+                self.cx.subst[a.var] = v
             for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
                 self.issue_tma(p, c(0), c(bar))
             n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
@@ -694,7 +694,7 @@ class HopperLowering(LoweringExtension):
                 free = fold(T.Binary(D.I32, None, "^", phase, c(1)))
                 if not bars["empty_per_producer"]:
                     self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)), free]))
-                self.cx.subst[id(var)] = it
+                self.cx.subst[var] = it
                 for i, p in enumerate(plan.producers):
                     if bars["empty_per_producer"]:  # each tile as soon as its own stage is free
                         empty = add(c(bars["empty"] + i * stages), stage)
@@ -768,7 +768,7 @@ class HopperLowering(LoweringExtension):
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
-        if threads >= 256 and self.cx.k.attrs.get("warp_group_reg_alloc", True):  # the producer's registers to the
+        if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc:  # the producer's registers to the
             # consumers (setmaxnreg), unless the kernel says T.disable_warp_group_reg_alloc()
             producer_regs = 40
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
@@ -925,7 +925,7 @@ class HopperLowering(LoweringExtension):
         tile starting at (row, col) of shared buffer r."""
         lay: SharedLayout = self.cx.shared_layout(r.buffer)
         off = lay.offset([row, col])
-        stage = self.cx.stage_offset.get(id(r.buffer))
+        stage = self.cx.stage_offset.get(r.buffer)
         addr = S.AddrOf(D.I64, None, self.cx.sbuf(r.buffer), add(stage, off) if stage is not None else off)
         span = lay.swizzle_bytes
         lbo = 16 if k_major else lay.rows * span

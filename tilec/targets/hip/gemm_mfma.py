@@ -157,7 +157,7 @@ def accumulator_layout(q: gemm.GemmQuery) -> MfmaTiled | None:
     return MfmaTiled(*c_buf.const_shape, *choice, transposed=q.transposed_wanted)
 
 
-def operand_layouts(gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
+def operand_layouts(gemms: list[T.Gemm]) -> dict[T.Buffer, SharedLayout]:
     """Shared operands of MFMA gemms are stored K-major (K contiguous; a [K, N] B or a [K, M] A is transposed
     when it is copied in) and XOR-swizzled, so that each lane reads its k-values of an atom with one 64- or
     128-bit LDS read and the 8 lanes of one 128-bit read phase hit distinct bank groups. The B operand of a
@@ -165,11 +165,11 @@ def operand_layouts(gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
     follow the fixed MFMA k order, so two k-steps' values must be adjacent in LDS for one 128-bit read.
     The first gemm that reads a buffer decides its layout; other readers stay correct (every access goes
     through the layout), only slower."""
-    out: dict[int, SharedLayout] = {}
+    out: dict[T.Buffer, SharedLayout] = {}
     for s in gemms:
         for r, k_first in ((s.a, s.transpose_a), (s.b, not s.transpose_b)):
             b = r.buffer
-            if b.scope != "shared" or id(b) in out or len(b.shape) != 2:
+            if b.scope != "shared" or b in out or len(b.shape) != 2:
                 continue
             shape = b.const_shape
             if k_first and (shape[0] * b.dtype.bytes) % 16:
@@ -177,7 +177,7 @@ def operand_layouts(gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
             lay = SharedLayout(shape, b.dtype.bytes, transposed=k_first)
             interleave = k_first and s.a.buffer.scope == "fragment" and lay.row_elems % 32 == 0
             swz = lay.can_swizzle()
-            out[id(b)] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
+            out[b] = SharedLayout(shape, b.dtype.bytes, swizzle=swz, transposed=k_first, interleave=interleave)
     return out
 
 
@@ -198,7 +198,7 @@ class MfmaGemm(GemmImpl):
                 and la.wn == 1 and lc.wn == 1 and la.wm == lc.wm and la.m == lc.m and not s.transpose_a
                 and s.a.const_extents == s.a.buffer.const_shape)
 
-    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[int, SharedLayout]:
+    def shared_operand_layouts(self, gemms: list[T.Gemm]) -> dict[T.Buffer, SharedLayout]:
         return operand_layouts(gemms)
 
     def lower(self, cx: GemmContext, s: T.Gemm) -> None:

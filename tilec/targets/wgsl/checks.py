@@ -50,8 +50,8 @@ def bind_views(k: S.SKernel) -> None:
     rewritten to the tensor (with its row-major offsets, which are the view's) and its declaration dropped. A
     view of another type stays, for _check_kernel to refuse (WebGPU binds a storage buffer with one type). The
     same for a view of a shared buffer (WGSL cannot view a workgroup array as another type either)."""
-    same = {id(b): b.alias_of for b in k.shared if b.alias_of is not None and b.alias_of.dtype == b.dtype}
-    k.shared = [b for b in k.shared if id(b) not in same]
+    same = {b: b.alias_of for b in k.shared if b.alias_of is not None and b.alias_of.dtype == b.dtype}
+    k.shared = [b for b in k.shared if b not in same]
 
     def walk(body: list[S.SStmt]) -> list[S.SStmt]:
         out = []
@@ -59,14 +59,14 @@ def bind_views(k: S.SKernel) -> None:
             if isinstance(s, S.DeclareArray) and s.buffer.scope == "global" and s.buffer.alias_of is not None:
                 root = s.buffer.alias_of
                 if root.dtype == s.buffer.dtype:
-                    same[id(s.buffer)] = root
+                    same[s.buffer] = root
                     continue
-            if isinstance(s, S.SStore) and id(s.buffer) in same:
-                s.buffer = same[id(s.buffer)]
+            if isinstance(s, S.SStore) and s.buffer in same:
+                s.buffer = same[s.buffer]
             for e in _stmt_exprs(s):
                 for x in sub_exprs(e):
-                    if isinstance(x, S.Ref | S.AddrOf) and id(x.buffer) in same:
-                        x.buffer = same[id(x.buffer)]
+                    if isinstance(x, S.Ref | S.AddrOf) and x.buffer in same:
+                        x.buffer = same[x.buffer]
             if isinstance(s, S.SFor | S.SWhile):
                 s.body = walk(s.body)
             elif isinstance(s, S.SIf):
@@ -195,7 +195,7 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
     non-uniform when it depends on the thread index, on workgroup memory, on a read-write storage buffer
     or on anything assigned under non-uniform control; an `if` on such a value, or a loop bounded by
     one, makes its body non-uniform."""
-    nonuniform: set[int] = set()  # ids of Vars and of local/shared SBuffers holding non-uniform values
+    nonuniform: set[T.Var | S.SBuffer] = set()  # the Vars and of local/shared SBuffers holding non-uniform values
 
     def nu(e: T.Expr | None) -> bool:
         if e is None:
@@ -203,11 +203,11 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
         for x in sub_exprs(e):
             if isinstance(x, S.ThreadIdx):
                 return True
-            if isinstance(x, T.Var) and id(x) in nonuniform:
+            if isinstance(x, T.Var) and x in nonuniform:
                 return True
             if isinstance(x, S.Ref | S.AddrOf):
                 b = x.buffer
-                if b.scope == "shared" or (b.scope == "global" and not b.const) or id(b) in nonuniform:
+                if b.scope == "shared" or (b.scope == "global" and not b.const) or b in nonuniform:
                     return True
                 if nu(x.index):
                     return True
@@ -224,17 +224,17 @@ def _check_barrier_uniformity(k: S.SKernel, rep: Reporter) -> None:
         for s in body:
             if isinstance(s, S.Declare | S.SAssign):
                 if divergent or nu(s.value):
-                    changed |= mark(id(s.var))
+                    changed |= mark(s.var)
             elif isinstance(s, S.SStore):
                 if s.buffer.scope == "local" and (divergent or nu(s.index) or nu(s.value)):
-                    changed |= mark(id(s.buffer))
+                    changed |= mark(s.buffer)
             elif isinstance(s, S.DeclareArray):
                 if s.init is not None and (divergent or nu(s.init)):
-                    changed |= mark(id(s.buffer))
+                    changed |= mark(s.buffer)
             elif isinstance(s, S.SFor):
                 d = divergent or nu(s.begin) or nu(s.extent) or nu(s.step)
                 if d:
-                    changed |= mark(id(s.var))
+                    changed |= mark(s.var)
                 changed |= scan(s.body, d)
             elif isinstance(s, S.SWhile):
                 changed |= scan(s.body, divergent or nu(s.cond))

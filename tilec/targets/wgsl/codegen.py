@@ -150,11 +150,11 @@ class WgslPrinter(CStylePrinter):
         self.prefix = module_prefix  # for module-scope names when one file holds several kernels
         self.helpers: set[str] = set()
         self.uses_f16 = False
-        self.assigned: set[int] = set()  # Vars assigned after their declaration (printed as `var`)
-        self.atomic: set[int] = set()  # SBuffers updated atomically
-        self.module_names: dict[int, str] = {}  # SBuffer id -> module-scope name
+        self.assigned: set[T.Var] = set()  # Vars assigned after their declaration (printed as `var`)
+        self.atomic: set[S.SBuffer] = set()  # SBuffers updated atomically
+        self.module_names: dict[S.SBuffer, str] = {}  # SBuffer -> module-scope name
         self.storage_barrier = False
-        self.packed_out: set[int] = set()  # writable bf16 tensors: atomic<u32> words, stored a half at a time
+        self.packed_out: set[S.SBuffer] = set()  # writable bf16 tensors: atomic<u32> words, stored a half at a time
 
     # ------------------------------------------------------------ types and literals
     def type(self, dt: D.DType) -> str:
@@ -203,7 +203,7 @@ class WgslPrinter(CStylePrinter):
         return ident(v.name)
 
     def buf_name(self, b: S.SBuffer) -> str:
-        return self.module_names.get(id(b)) or ident(b.name)
+        return self.module_names.get(b) or ident(b.name)
 
     def expr(self, e: T.Expr, parent: int = 0) -> str:
         if isinstance(e, T.Var):
@@ -218,11 +218,11 @@ class WgslPrinter(CStylePrinter):
             if e.buffer.dtype == D.BF16 and e.buffer.scope == "global":
                 i = self.expr(e.index)
                 word = f"{self.buf_name(e.buffer)}[({i}) >> 1u]"
-                if id(e.buffer) in self.packed_out:
+                if e.buffer in self.packed_out:
                     word = f"atomicLoad(&{word})"
                 return f"{self.helper('tl_bf16_get')}({word}, {i})"
             elem = f"{self.buf_name(e.buffer)}[{self.expr(e.index)}]"
-            if id(e.buffer) not in self.atomic:
+            if e.buffer not in self.atomic:
                 return elem
             return f"bitcast<f32>(atomicLoad(&{elem}))" if e.buffer.dtype == D.F32 else f"atomicLoad(&{elem})"
         if isinstance(e, S.AddrOf):
@@ -350,18 +350,18 @@ class WgslPrinter(CStylePrinter):
     def stmt(self, s: S.SStmt) -> None:
         if isinstance(s, S.Declare):
             if s.value is not None and self.is_nonneg(s.value):
-                self.nonneg.add(id(s.var))
+                self.nonneg.add(s.var)
             name, ty = self.var_name(s.var), self.type(s.var.dtype)
             if s.value is None:
                 self.line(f"var {name}: {ty};")
             else:
-                kw = "var" if id(s.var) in self.assigned else "let"
+                kw = "var" if s.var in self.assigned else "let"
                 self.line(f"{kw} {name}: {ty} = {self.expr(s.value)};")
         elif isinstance(s, S.SStore) and s.buffer.dtype == D.BF16 and s.buffer.scope == "global":
             self.bf16_store(s)
         elif isinstance(s, S.SStore):
             elem = f"{self.buf_name(s.buffer)}[{self.expr(s.index)}]"
-            if id(s.buffer) in self.atomic:
+            if s.buffer in self.atomic:
                 value = self.expr(s.value)
                 self.line(f"atomicStore(&{elem}, {f'bitcast<u32>({value})' if s.buffer.dtype == D.F32 else value});")
             else:
@@ -421,7 +421,7 @@ class WgslPrinter(CStylePrinter):
     def loop(self, s: S.SFor) -> None:
         # WGSL has no unroll pragma; naga and the driver unroll constant-trip loops themselves.
         if self.is_nonneg(s.begin) and (s.step is None or self.is_nonneg(s.step)):
-            self.nonneg.add(id(s.var))
+            self.nonneg.add(s.var)
         name = self.var_name(s.var)
         begin_zero = isinstance(s.begin, T.Const) and int(s.begin.value) == 0
         ext = self.cmp_operand(s.extent)
@@ -453,13 +453,13 @@ class WgslPrinter(CStylePrinter):
             if not isinstance(p, S.SBuffer):
                 continue
             name = self.prefix + ident(p.name)
-            self.module_names[id(p)] = name
+            self.module_names[p] = name
             access = "read" if p.const else "read_write"
             elem = "u32" if p.dtype.bits == 8 or p.dtype == D.BF16 else self.type(p.dtype)
             if p.dtype == D.BF16 and not p.const:
-                self.packed_out.add(id(p))
+                self.packed_out.add(p)
                 elem = "atomic<u32>"
-            if id(p) in self.atomic:
+            if p in self.atomic:
                 elem = f"atomic<{'u32' if p.dtype == D.F32 else elem}>"
             decls.append(f"@group(0) @binding({binding}) var<storage, {access}> {name}: array<{elem}>;")
             bindings.append({"binding": binding, "param": p.name, "access": access})
@@ -493,9 +493,9 @@ class WgslPrinter(CStylePrinter):
         workgroup_bytes = 0
         for b in k.shared:
             name = self.prefix + ident(b.name)
-            self.module_names[id(b)] = name
+            self.module_names[b] = name
             elem = self.type(b.dtype)
-            if id(b) in self.atomic:
+            if b in self.atomic:
                 elem = f"atomic<{'u32' if b.dtype == D.F32 else elem}>"
             decls.append(f"var<workgroup> {name}: array<{elem}, {b.size}>;")
             width = 4 if b.dtype == D.BF16 else b.dtype.bytes  # (bf16: an array of f32)
@@ -520,18 +520,18 @@ class WgslPrinter(CStylePrinter):
         return "\n".join(decls), "\n".join(self.lines), abi
 
     def _scan(self, k: S.SKernel) -> None:
-        declared: set[int] = set()
+        declared: set[T.Var] = set()
         reads_outputs = False
 
         def walk(body: list[S.SStmt]) -> None:
             nonlocal reads_outputs
             for s in body:
                 if isinstance(s, S.Declare):
-                    declared.add(id(s.var))
+                    declared.add(s.var)
                 elif isinstance(s, S.SAssign):
-                    self.assigned.add(id(s.var))
+                    self.assigned.add(s.var)
                 elif isinstance(s, S.SCall) and s.name.startswith("atomic_") and isinstance(s.args[-2], S.AddrOf):
-                    self.atomic.add(id(s.args[-2].buffer))
+                    self.atomic.add(s.args[-2].buffer)
                 for e in checks._stmt_exprs(s):
                     for x in sub_exprs(e):
                         if isinstance(x, S.Ref) and x.buffer.scope == "global" and not x.buffer.const:

@@ -1,10 +1,10 @@
 """Queue planning: which on-chip buffers become TQue buffers (whose EnQue/DeQue/AllocTensor/FreeTensor events
 order the pipes) and how deep each queue is.
 
-Assumes: placement has run. Guarantees: `plan.queues[name] = depth` and `plan.queue_home[name] = the ids of the
-statement lists that use it` for every buffer that each such list fills from global memory and then only reads
-(VECIN, or A1/B1 for the cube), or that one list computes and finally stores to global memory (VECOUT, or CO1 for
-the accumulator), touching it nowhere else.
+Assumes: placement has run. Guarantees: `plan.queues[name] = depth` and `plan.queue_home[name] = the
+statement lists that use it` (an identity set) for every buffer that each such list fills from global memory and
+then only reads (VECIN, or A1/B1 for the cube), or that one list computes and finally stores to global memory
+(VECOUT, or CO1 for the accumulator), touching it nowhere else.
 A queue in a `Pipelined(num_stages=s)` loop is s buffers deep (the copy of iteration k+1 overlaps the compute of
 iteration k); one in the body of a tile is 2 deep (tiles of consecutive iterations of the core's tile loop
 overlap). Every other UB buffer stays a TBuf, ordered by sync insertion. Cube operands must be queues.
@@ -13,6 +13,7 @@ overlap). Every other UB buffer stays a TBuf, ordered by sync insertion. Cube op
 from __future__ import annotations
 
 from ....diagnostics import Reporter, error
+from ....identity import IdentityDict, IdentitySet
 from ....ir import tile as T
 from ..regions import reads_writes, touched
 
@@ -35,7 +36,7 @@ def _lists(body: list[T.Stmt], depth: int):
 def plan_queues(k: T.Kernel) -> None:
     plan = k.attrs["ascend"]
     plan.queue_home = {}
-    homes: dict[str, dict[int, int]] = {}  # buffer -> {id(list): depth} of the lists that use it as a queue
+    homes: dict[str, IdentityDict] = {}  # buffer -> {list: depth} of the statement lists that use it as a queue
     refused: set[str] = set()
     for body, depth in _lists(k.body, 2):
         for i, s in enumerate(body):
@@ -61,17 +62,17 @@ def plan_queues(k: T.Kernel) -> None:
                 refused.add(name)
                 continue
             plan.queues[name] = direction
-            homes.setdefault(name, {})[id(body)] = depth
+            homes.setdefault(name, IdentityDict())[body] = depth
     for name in list(plan.queues):
-        lists = homes.get(name, {})
-        if name in refused or _touches_outside_all(k.body, set(lists), name):
+        lists = homes.get(name, IdentityDict())
+        if name in refused or _touches_outside_all(k.body, IdentitySet(lists), name):
             del plan.queues[name]
             continue
         pos = plan.position[name]
         if pos == "VECCALC":
             plan.position[name] = "VECIN" if plan.queues[name] == "in" else "VECOUT"
         plan.queues[name] = 1 if pos == "CO1" else max(lists.values())
-        plan.queue_home[name] = set(lists)
+        plan.queue_home[name] = IdentitySet(lists)
     for name, pos in plan.position.items():
         if pos in ("A1", "B1", "CO1") and name not in plan.queues:
             raise error(f"'{name}' feeds the cube unit but is not filled from global memory in the loop that uses "
@@ -79,9 +80,9 @@ def plan_queues(k: T.Kernel) -> None:
                         "shape to hand it between pipes through queues", k.span)
 
 
-def _touches_outside_all(body: list[T.Stmt], homes: set[int], name: str, inside: bool = False) -> bool:
+def _touches_outside_all(body: list[T.Stmt], homes: IdentitySet, name: str, inside: bool = False) -> bool:
     """Whether a statement in none of the lists `homes` touches `name`."""
-    inside = inside or id(body) in homes
+    inside = inside or body in homes
     for s in body:
         if isinstance(s, T.For | T.While):
             if _touches_outside_all(s.body, homes, name, inside):
