@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests need into .venv and run them. Used by the README and by .ci/run.
 # Installs: pip packages into .venv (tilec with its [test] extras); with apt-get, only when missing (sudo when not
-# root): mesa-vulkan-drivers (WebGPU tests on lavapipe) and hipcc, clang-19, lld-19, llvm-19 (AMD build tests); with
+# root): mesa-vulkan-drivers (WebGPU tests on lavapipe), hipcc, clang-19, lld-19, llvm-19 (AMD build tests) and
+# chromium (WebGPU ES-module tests in a browser); with
 # npm, deno into ~/.cache/tilec-deno (WebGPU ES-module tests).
 # Each install is announced on standard output before it runs.
 # The tests run on TILEC_TEST_WORKERS processes (pytest-xdist, default 2: the 2 cores CI has; 0 runs them in this
@@ -49,6 +50,18 @@ if ! command -v hipcc >/dev/null || ! command -v clang-19 >/dev/null || ! comman
         :
     else
         echo "note: could not install hipcc/clang-19; AMD build tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
+    fi
+fi
+# The WebGPU ES-module tests also run the JavaScript in headless Chromium (Dawn, on SwiftShader without a GPU): Debian's
+# chromium, installed only when missing.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then
+    echo "test.sh: installing chromium with apt-get (the WebGPU ES-module tests run the generated JavaScript in headless Chromium)"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    if command -v apt-get >/dev/null && { $SUDO apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium >/dev/null; }; then
+        :
+    else
+        echo "note: could not install chromium; the Chromium WebGPU tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
     fi
 fi
 # The WebGPU ES-module tests run the JavaScript that `tilec --target webgpu -o k.js` writes under Deno (navigator.gpu
