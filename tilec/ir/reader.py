@@ -106,14 +106,7 @@ class TileExprParser:
         return self.primary(cur)
 
     def args(self, cur: Cursor) -> list[T.Expr]:
-        cur.expect("(")
-        out: list[T.Expr] = []
-        if not cur.at(")"):
-            out.append(self.expr(cur))
-            while cur.accept(","):
-                out.append(self.expr(cur))
-        cur.expect(")")
-        return out
+        return cur.parenthesized(self.expr)
 
     def primary(self, cur: Cursor) -> T.Expr:
         t = cur.tok

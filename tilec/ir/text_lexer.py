@@ -77,6 +77,17 @@ class Cursor:
             return True
         return False
 
+    def parenthesized(self, item):
+        """`( item, item, ... )`: the items `item(self)` reads, in order (none for `()`)."""
+        self.expect("(")
+        out = []
+        if not self.at(")"):
+            out.append(item(self))
+            while self.accept(","):
+                out.append(item(self))
+        self.expect(")")
+        return out
+
     def expect(self, text: str) -> Tok:
         if not self.at(text):
             got = self.tok.text or "the end of the line"
