@@ -5,6 +5,10 @@ samples with their committed tuning databases) beside cuBLAS (torch.matmul) and 
     python bench/misaligned_h200.py build OUT LABEL   # here, no GPU: OUT/LABEL/*.cubin (+ manifests)
     python3 bench/misaligned_h200.py run OUT          # on the H200: every OUT/LABEL side by side, checked, timed
     python3 bench/misaligned_h200.py check OUT LABEL  # one ragged misaligned launch a build (for compute-sanitizer)
+    python bench/misaligned_h200.py twin OUT LABEL    # OUT/LABEL_twin: LABEL's cubins, manifests without "tma_only"
+
+`twin` makes a build whose launches with misaligned rows run the no-TMA twin (as before tilec.runtime padded such
+tensors into 16-byte-pitched workspaces for the TMA kernel), so both run side by side from the same cubins.
 
 Build one LABEL per commit to compare (e.g. `before` from the parent commit's checkout, `after` from this one);
 `run` checks every build at every shape against torch (max |C - torch| / max |torch|, C poisoned with NaN first)
@@ -29,6 +33,9 @@ SHAPES = [
     ("gemm", "f16", 127, 4099, 515), ("gemm", "f16", 127, 4099, 512), ("gemm", "f16", 127, 4096, 515),
     ("gemm_t", "f16", 4096, 50257, 4096), ("gemm_t", "f16", 4095, 4095, 4095),
     ("fp8", "e4m3", 4096, 4096, 4095), ("fp8", "e4m3", 2047, 4099, 4097),
+    ("gemm", "f16", 97, 1001, 3003), ("gemm", "bf16", 97, 1001, 3003), ("gemm_t", "bf16", 97, 1001, 3003),
+    ("gemm_t", "f16", 2047, 4099, 4097), ("fp8", "e4m3", 97, 1001, 3003), ("fp8", "e4m3", 8191, 131, 8191),
+    ("fp8", "e4m3", 1009, 2003, 4001), ("fp8", "e4m3", 4095, 4095, 4095), ("fp8", "e4m3", 1000, 1000, 1000),
     ("gemm", "f16", 1, 4096, 4096), ("gemm", "f16", 16, 4096, 4096), ("gemm", "f16", 128, 4096, 11008),
     ("gemm", "f16", 1000, 1000, 1000), ("gemm", "f16", 4096, 4096, 4096), ("fp8", "e4m3", 4096, 4096, 4096),
 ]
@@ -156,12 +163,31 @@ def check_once(out: Path, label: str) -> int:
     return 0
 
 
+def twin(out: Path, label: str) -> None:
+    """OUT/LABEL_twin: LABEL's builds with the manifests' "tma_only" left out (misaligned rows: the no-TMA twin)."""
+    import json
+    import shutil
+
+    dst = out / f"{label}_twin"
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in (out / label).iterdir():
+        if f.suffix == ".json":
+            m = json.loads(f.read_text())
+            for e in m["kernels"]:
+                e.pop("tma_only", None)
+            (dst / f.name).write_text(json.dumps(m))
+        else:
+            shutil.copy(f, dst / f.name)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run", "check"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run", "check", "twin"):
         raise SystemExit(__doc__)
     folder = Path(sys.argv[2])
     if sys.argv[1] == "build":
         build(folder / sys.argv[3])
+    elif sys.argv[1] == "twin":
+        twin(folder, sys.argv[3])
     elif sys.argv[1] == "check":
         sys.exit(check_once(folder, sys.argv[3]))
     else:

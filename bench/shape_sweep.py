@@ -322,10 +322,12 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None) 
         return do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median")
 
     def what_runs(kern, args, sizes) -> str:
-        """The variant the dispatch picks and whether TMA or the no-TMA twin runs it (a split-K variant: its name)."""
+        """The variant the dispatch picks and whether TMA or the no-TMA twin runs it (a split-K variant: its name);
+        "+padded": the TMA kernel on copies of the misaligned tensors with 16-byte rows (tilec/runtime/launch.py)."""
         variant = kern.variant_for(sizes) if hasattr(kern, "variant_for") else kern
         try:
-            return variant.launch_plan(*args).kernel.name
+            plan = variant.launch_plan(*args)
+            return plan.kernel.name + ("+padded" if getattr(plan, "padding", None) is not None else "")
         except Exception:  # noqa: BLE001  (a sequence of launches has no one plan)
             return variant.name
 

@@ -15,7 +15,7 @@ import json
 from .ir import simt as S
 from .ir import tile as T
 from .ir.formula import formula
-from .manifest import LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION
+from .manifest import LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION, TMA_ONLY_KEY
 from .version import __version__
 
 
@@ -69,6 +69,9 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     if sk.attrs.get("tensor_maps"):  # Hopper TMA: CUtensorMap parameters after the sizes (docs/deploy.md)
         entry["tensor_maps"] = sk.attrs["tensor_maps"]
         entry["fallback"] = sk.attrs["fallback"]
+        only = tma_only_tensors(sk)
+        if only:
+            entry[TMA_ONLY_KEY] = only
     if sk.attrs.get("cluster"):  # a thread-block cluster: launched with its dimensions (sm90)
         entry["cluster"] = list(sk.attrs["cluster"])
     if sk.attrs.get("internal") or k.stage_of is not None:  # a twin, or one launch of a multi-launch kernel
@@ -78,6 +81,55 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     if "abi" in sk.attrs:  # the back end's binding interface (WGSL: bindings, uniform block, features)
         entry["abi"] = sk.attrs["abi"]
     return entry
+
+
+def tma_only_tensors(sk: S.SKernel) -> dict[str, str]:
+    """The tensor params that a TMA kernel reaches through its tensor maps alone, each with the one direction
+    ("load" or "store") its maps move it in: the kernel never dereferences their pointers, so tilec.runtime may
+    hand it a padded copy of such a tensor (rows padded to 16 bytes) described by the map (docs/deploy.md)."""
+    from dataclasses import fields
+
+    from .ir.visit import sub_exprs
+
+    maps = sk.attrs.get("tensor_maps") or []
+    map_vars = {v.name: m for v, m in zip(sk.attrs.get("tensor_map_params") or [], maps, strict=True)}
+    touched: set[str] = set()  # pointers dereferenced (or their addresses taken) by the body
+    direction: dict[str, set[str]] = {}
+
+    def note(x) -> None:
+        if isinstance(x, S.SBuffer):
+            touched.add((x.alias_of or x).name)
+        elif isinstance(x, T.Expr):
+            for e in sub_exprs(x):
+                if isinstance(e, (S.Ref, S.AddrOf)):
+                    touched.add((e.buffer.alias_of or e.buffer).name)
+
+    def visit(body) -> None:
+        for st in body:
+            if isinstance(st, S.SCall) and st.op in ("tma_load", "tma_load_multicast", "tma_store"):
+                tmap = st.args[0]
+                m = map_vars.get(tmap.name) if isinstance(tmap, T.Var) else None
+                if m is not None:
+                    direction.setdefault(m["tensor"], set()).add("store" if st.op == "tma_store" else "load")
+                for a in st.args[1:]:
+                    note(a)
+                continue
+            for f in fields(st):
+                v = getattr(st, f.name)
+                if isinstance(v, list):
+                    if v and isinstance(v[0], S.SStmt):
+                        visit(v)
+                    else:
+                        for x in v:
+                            note(x)
+                else:
+                    note(v)
+
+    visit(sk.body)
+    viewed = {m["tensor"] for m in maps if m.get("view") is not None}
+    return {p.name: next(iter(direction[p.name])) for p in sk.params
+            if isinstance(p, S.SBuffer) and p.name in direction and len(direction[p.name]) == 1
+            and p.name not in touched and p.name not in viewed}
 
 
 def kernel_entries(result) -> list[dict]:

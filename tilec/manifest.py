@@ -120,6 +120,9 @@ def cluster_dims(entry: dict) -> tuple[int, int, int] | None:
     dims = (value[0], value[1], value[2])
     return None if dims == (1, 1, 1) else dims
 FALLBACK_KEY = "fallback"
+# {tensor param: "load" | "store"}: tensors the kernel reaches through its tensor maps alone (never through their
+# pointers), so a launch may pass a copy whose rows are padded to 16 bytes instead of falling back (tilec.runtime)
+TMA_ONLY_KEY = "tma_only"
 INTERNAL_KEY = "internal"
 
 # CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.

@@ -12,6 +12,13 @@ writes the slots and calls the driver; nothing else. The driver copies the param
 launch is enqueued, so the block can be rewritten for the next launch at once (a lock keeps
 concurrent launches of one kernel from interleaving their writes).
 
+A TMA kernel's launch whose tensor rows are not a multiple of 16 bytes (odd K or N) runs the kernel's no-TMA
+fallback, except where the tensors are torch tensors and the manifest says the kernel reaches the offending ones
+through their tensor maps alone ("tma_only"): then each such tensor is copied into a workspace whose rows are padded
+to 16 bytes (an output: written there, then copied out), on the launch's stream, and the TMA kernel runs with maps
+that describe the padded rows (`_Padding`). Those plans are kept apart from the fast paths' cache, so the generated
+fast path and the compiled launcher never launch one without its copies.
+
 Device arrays are launched asynchronously on the caller's stream (arrays.py says which); numpy
 host arrays are staged through device memory, and that path synchronizes, as it must to copy the
 outputs back.
@@ -39,7 +46,7 @@ from .arrays import (
 )
 from .fastlaunch import remember
 from .formulas import compile_formulas, evaluate
-from .tensor_maps import NoTma, tensor_map_args, tensor_map_specs
+from .tensor_maps import TMA_ALIGN, TMA_MAX_STRIDE, NoTma, TensorMapArgs, tensor_map_args, tensor_map_specs
 
 SLOT_BYTES = 8  # every parameter and size gets one 8-byte slot (kernel arguments are at most 8-byte aligned)
 PLAN_CACHE_LIMIT = 1024  # plans kept per kernel; past that the cache starts over
@@ -154,6 +161,7 @@ class _Layout:
             for axis, d in enumerate(t.shape):
                 self.dims.append((t_pos, axis, d))
         self.plans: dict[tuple, _Plan] = {}
+        self.padded: dict[tuple, _Plan] = {}  # plans that pad tensors (never seen by the fast paths)
         self.written: _Plan | None = None  # the plan whose sizes and maps the block holds
         self.lock = threading.Lock()
 
@@ -264,12 +272,95 @@ def _make_fast_path(layout: _Layout):
     return env["fast"]
 
 
+def _torch_tensor(args, index: int) -> bool:
+    torch = sys.modules.get("torch")
+    return args is not None and torch is not None and type(args[index]) is torch.Tensor
+
+
+def padded_map_args(spec, shape) -> TensorMapArgs | None:
+    """The tensor map of a `shape` tensor held in a workspace whose innermost rows are padded to a multiple of 16
+    bytes: the tensor's own dims (TMA fills what lies past them with zeros, and clips stores there), the padded
+    rows' strides; None when a stride would reach TMA's limit."""
+    shape = [int(d) for d in shape]
+    if any(d < 1 for d in shape) or len(shape) != len(spec.box):
+        return None
+    dims = tuple(reversed(shape))
+    stride = -(-dims[0] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN
+    strides = []
+    for d in dims[1:]:
+        if stride >= TMA_MAX_STRIDE:
+            return None
+        strides.append(stride)
+        stride *= d
+    return TensorMapArgs(spec.dtype, len(shape), dims, tuple(strides), tuple(reversed(spec.box)), spec.swizzle)
+
+
+class _Padding:
+    """A TMA launch of torch tensors whose rows are not a multiple of 16 bytes: each such tensor (one the kernel
+    reaches through its tensor maps alone) goes through a workspace whose rows are padded to 16 bytes -- an input
+    copied in before the launch, an output copied out after it, on the launch's stream -- and the kernel's maps
+    describe the workspace (its tensor's dims, the padded strides). The workspaces come from torch's
+    stream-ordered allocator at each launch; the maps are encoded again only when their addresses change."""
+
+    def __init__(self, name: str, layout: _Layout, shapes: dict[int, tuple], modes: dict[int, str], maps, drv):
+        self.name, self.drv = name, drv
+        self.tensors = [(k, layout.tensors[k].index, shape, modes[k] == "store") for k, shape in shapes.items()]
+        self.maps = maps  # (map position, tensor position, TensorMapArgs, spec) of each map over a padded tensor
+        self.encoded: dict[tuple, list] = {}  # workspace addresses -> their encoded maps
+
+    def launch(self, plan: _Plan, args, ptrs, handle: int, explicit: bool) -> None:
+        import contextlib
+
+        torch = sys.modules["torch"]
+        ctx = torch.cuda.stream(torch.cuda.ExternalStream(handle)) if explicit else contextlib.nullcontext()
+        with ctx:
+            work = {}
+            for k, index, shape, output in self.tensors:
+                a = args[index]
+                buf = torch.empty(shape, dtype=a.dtype, device=a.device)
+                view = buf[..., :a.shape[-1]]
+                if not output:
+                    view.copy_(a)
+                work[k] = (buf, view)
+            key = tuple(buf.data_ptr() for buf, _ in work.values())
+            maps = self.encoded.get(key)
+            if maps is None:
+                if len(self.encoded) >= 16:
+                    self.encoded.clear()
+                maps = self.encoded[key] = [
+                    self.drv.encode_tensor_map(t.dtype, t.rank, work[k][0].data_ptr(), t.dims, t.strides, t.box,
+                                               t.swizzle, what=f"{self.name}: {s.describe()} (padded rows)")
+                    for _, k, t, s in self.maps]
+            block = plan.layout
+            slots = list(ptrs)
+            for k, (buf, _) in work.items():
+                slots[k] = buf.data_ptr()
+            with block.lock:
+                block.slots[:block.ntensors] = slots
+                for s in block.scalars:
+                    s.store(args[s.index])
+                plan.write(block)  # the sizes and the other maps, in order; then the padded maps in their places
+                addresses = iter(plan.map_addresses)
+                padded = {j: m for (j, *_), m in zip(self.maps, maps, strict=True)}
+                nmaps = len(plan.map_addresses) + len(maps)
+                for j in range(nmaps):
+                    block.params[block.first_map + j] = (ctypes.addressof(padded[j]) if j in padded
+                                                         else next(addresses))
+                block.written = None  # the padded maps change with the workspaces
+                if (plan.launchers.get(handle) or plan.launcher(handle))():
+                    plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
+                                              block.params_address, plan.cluster)
+            for k, index, _, output in self.tensors:
+                if output:
+                    args[index].copy_(work[k][1])
+
+
 class _Plan:
     """One launch configuration: the kernel that runs (TMA or fallback), its CUfunction on the
     device, grid, block, dynamic shared memory, the sizes and the encoded tensor maps."""
 
     __slots__ = ("kernel", "layout", "driver", "fn", "grid", "threads", "shared", "sizes", "maps", "map_addresses",
-                 "empty", "launchers", "cluster")
+                 "empty", "launchers", "cluster", "padding")
 
     def __init__(self, kernel, layout: _Layout, driver, fn, grid, threads, shared, sizes, maps) -> None:
         self.kernel, self.layout, self.driver, self.fn = kernel, layout, driver, fn
@@ -278,6 +369,7 @@ class _Plan:
         self.map_addresses = [ctypes.addressof(m) for m in maps]
         self.empty = any(g <= 0 for g in grid)
         self.launchers: dict[int, functools.partial] = {}  # CUstream handle -> this plan's launch on it
+        self.padding: _Padding | None = None  # tensors this plan passes as copies with 16-byte rows
         # thread-block cluster (sm90): launched by cuLaunchKernelEx; the grid formulas give whole clusters
         self.cluster = cluster_dims(kernel.entry)
         if self.cluster is not None and not self.empty and any(g % c for g, c in zip(grid, self.cluster, strict=True)):
@@ -371,9 +463,11 @@ class Kernel:
         if device == HOST:
             self._run_staged(args, layout, key[:len(layout.tensors)], explicit)
         else:
-            plan = layout.plans.get(key) or self._new_plan(layout, key, ptrs, device, args)
+            plan = layout.plans.get(key) or layout.padded.get(key) or self._new_plan(layout, key, ptrs, device, args)
             handle = explicit if explicit is not None else first.stream(device)
-            if plan.empty:
+            if plan.padding is not None:
+                plan.padding.launch(plan, args, ptrs, handle, explicit is not None)
+            elif plan.empty:
                 self._launch(plan, args, ptrs, handle)
             else:  # _launch's body, inline: this is the path every launch takes
                 block = plan.layout  # the argument block the plan's kernel reads (a tuned variant's own)
@@ -386,7 +480,7 @@ class Kernel:
                     if (plan.launchers.get(handle) or plan.launcher(handle))():
                         plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                                   block.params_address, plan.cluster)
-                if self._native is not None and explicit is None:  # the compiled launcher serves it from now on
+                if self._native is not None and explicit is None and plan.padding is None:  # the compiled launcher
                     remember(self._native, layout, key, plan)
             if sync:
                 plan.driver.synchronize(handle)
@@ -494,48 +588,66 @@ class Kernel:
 
     def _new_plan(self, layout: _Layout, key, ptrs, device: int, args) -> _Plan:
         plan = self._plan(layout, ptrs, key[:len(layout.tensors)], device, args)
-        if len(layout.plans) >= PLAN_CACHE_LIMIT:
-            layout.plans.clear()
-        layout.plans[key] = plan
+        cache = layout.plans if plan.padding is None else layout.padded
+        if len(cache) >= PLAN_CACHE_LIMIT:
+            cache.clear()
+        cache[key] = plan
         return plan
 
     def _plan(self, layout: _Layout, ptrs, shapes, device: int, args=None) -> _Plan:
         sizes = self._sizes_from_shapes(layout, shapes, args)
         grid, threads = self.launch_config(sizes, device)
-        kernel, maps = self, []
+        kernel, maps, padding = self, [], None
         if layout.tmaps and all(g > 0 for g in grid):  # an empty launch encodes nothing
-            kernel, grid, threads, maps = self._choose_tma(layout, ptrs, shapes, sizes, grid, threads, device)
+            kernel, grid, threads, maps, padding = self._choose_tma(layout, ptrs, shapes, sizes, grid, threads,
+                                                                    device, args)
         from .cuda_driver import Driver
 
         drv = Driver.get(device)
         fn = kernel._function(drv, device)
-        return _Plan(kernel, layout, drv, fn, grid, threads, kernel.entry["shared_bytes"],
+        plan = _Plan(kernel, layout, drv, fn, grid, threads, kernel.entry["shared_bytes"],
                      tuple(sizes[n] for n in layout.size_names), maps)
+        plan.padding = padding
+        return plan
 
-    def _choose_tma(self, layout: _Layout, ptrs, shapes, sizes, grid, threads, device: int):
-        """The encoded tensor maps of this launch, or the fallback kernel (and its launch
-        configuration) when TMA cannot address the tensors."""
+    def _choose_tma(self, layout: _Layout, ptrs, shapes, sizes, grid, threads, device: int, args=None):
+        """The encoded tensor maps of this launch (and the tensors it pads, _Padding), or the fallback kernel (and
+        its launch configuration) when TMA cannot address the tensors."""
         position = {t.index: k for k, t in enumerate(layout.tensors)}
         encoded_args = []
+        padded: dict[int, tuple[int, ...]] = {}  # tensor position -> the padded workspace's shape
+        only = self.entry.get("tma_only") or {}
         for spec in layout.tmaps:
             k = position[spec.param_index]
             shape = shapes[k] if spec.view_shape is None else [  # a view of the tensor: its own dims
                 d if type(d) is int else evaluate(d, sizes) for d in spec.view_shape]
             targs = tensor_map_args(spec, spec.param, shape, ptrs[k])
-            if isinstance(targs, NoTma):
+            if isinstance(targs, NoTma) and spec.param["name"] in only and _torch_tensor(args, spec.param_index):
+                targs = padded_map_args(spec, shape)
+                if targs is not None:
+                    padded[k] = tuple(shape[:-1]) + (-(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN
+                                                     // spec.elem_bytes,)
+            if targs is None or isinstance(targs, NoTma):
                 if self._fallback is None:
-                    raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {targs.reason}; "
+                    reason = targs.reason if targs is not None else "its padded rows are too long"
+                    raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {reason}; "
                                         "this kernel has no fallback, so pass 16-byte aligned tensors whose rows "
                                         "are a multiple of 16 bytes")
                 fgrid, fthreads = self._fallback.launch_config(sizes, device)
-                return self._fallback, fgrid, fthreads, []
+                return self._fallback, fgrid, fthreads, [], None
             encoded_args.append((spec, targs))
         from .cuda_driver import Driver
 
         drv = Driver.get(device)
-        maps = [drv.encode_tensor_map(t.dtype, t.rank, ptrs[position[s.param_index]], t.dims, t.strides, t.box,
+        maps = [None if position[s.param_index] in padded else
+                drv.encode_tensor_map(t.dtype, t.rank, ptrs[position[s.param_index]], t.dims, t.strides, t.box,
                                       t.swizzle, what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
-        return self, grid, threads, maps
+        if not padded:
+            return self, grid, threads, maps, None
+        padding = _Padding(self.name, layout, padded, {k: only[layout.tensors[k].name] for k in padded},
+                           [(j, position[s.param_index], t, s) for j, (s, t) in enumerate(encoded_args)
+                            if position[s.param_index] in padded], drv)
+        return self, grid, threads, [m for m in maps if m is not None], padding
 
     def _function(self, drv, device: int) -> int:
         fn = self._fns.get(device)

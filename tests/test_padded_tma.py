@@ -1,0 +1,82 @@
+"""Misaligned rows through the TMA kernel (issue #26): the manifest's "tma_only" (the tensors a TMA kernel reaches
+through its tensor maps alone) and the tensor maps tilec.runtime encodes for a copy of such a tensor whose rows are
+padded to 16 bytes. The launches themselves (torch tensors on the GPU, C poisoned with NaN, against torch) are
+bench/misaligned_h200.py's `run` on the H200 (bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tilec
+from tilec.artifacts import kernel_entries, tma_only_tensors
+from tilec.ir import dtypes as D
+from tilec.ir import simt as S
+from tilec.ir import tile as T
+from tilec.ir.layout import c
+from tilec.runtime.launch import padded_map_args
+from tilec.runtime.tensor_maps import NoTma, TensorMapArgs, tensor_map_args, tensor_map_specs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _spec(dtype: str, shape: list, box: list, swizzle: int = 0):
+    p = {"name": "X", "kind": "tensor", "dtype": dtype, "output": False, "shape": shape}
+    return tensor_map_specs({"name": "k", "params": [p], "tensor_maps": [{"tensor": "X", "box": box,
+                                                                          "swizzle": swizzle}]})[0]
+
+
+def test_padded_maps_keep_the_dims_and_pad_the_strides():
+    a = _spec("f16", ["M", "K"], [128, 64], 128)
+    assert isinstance(tensor_map_args(a, None, (200, 4099), 0x1000), NoTma)  # 8198-byte rows
+    # the map keeps the tensor's dims (TMA zero-fills past K, clips stores past N); rows 8208 bytes apart
+    assert padded_map_args(a, (200, 4099)) == TensorMapArgs(6, 2, (4099, 200), (8208,), (64, 128), 3)
+    assert padded_map_args(a, (3, 8)).strides == (16,)  # already aligned: the same stride
+    f8 = _spec("f8e4m3", ["M", "K"], [128, 128], 128)
+    assert padded_map_args(f8, (97, 3003)).strides == (3008,)
+    q = _spec("bf16", ["B", "S", "D"], [1, 64, 64], 128)
+    assert padded_map_args(q, (2, 5, 7)) == TensorMapArgs(9, 3, (7, 5, 2), (16, 80), (64, 64, 1), 3)
+    assert padded_map_args(a, (0, 7)) is None
+    assert padded_map_args(_spec("f16", ["M", "K"], [1, 8]), (2, 1 << 40)) is None  # a stride past TMA's limit
+
+
+def _kernel(body, params):
+    return S.SKernel("k", params, [], [c(1)], 128, [], 0, body, None,
+                     attrs={"tensor_maps": [{"tensor": "A", "box": [64, 64], "swizzle": 128},
+                                            {"tensor": "B", "box": [64, 64], "swizzle": 128},
+                                            {"tensor": "C", "box": [64, 64], "swizzle": 128}],
+                            "tensor_map_params": [T.Var(D.I64, None, f"tl_tmap{i}", "param") for i in range(3)]})
+
+
+def test_tma_only_leaves_out_tensors_the_threads_touch():
+    A, B, C = (S.SBuffer(n, D.F16, "global") for n in "ABC")
+    smem = S.SBuffer("A_s", D.F16, "shared", 4096)
+    maps = [T.Var(D.I64, None, f"tl_tmap{i}", "param") for i in range(3)]
+
+    def load(m):
+        return S.call(None, "tma_load", rank=2, args=[m, S.AddrOf(D.I64, None, smem, c(0)),
+                                                      S.AddrOf(D.I64, None, smem, c(0)), c(0), c(0)])
+
+    store = S.call(None, "tma_store", rank=2, args=[maps[2], S.AddrOf(D.I64, None, smem, c(0)), c(0), c(0)])
+    body = [load(maps[0]), S.SFor(None, T.Var(D.I32, None, "i", "loop"), c(0), c(4), [load(maps[1])]), store]
+    assert tma_only_tensors(_kernel(body, [A, B, C])) == {"A": "load", "B": "load", "C": "store"}
+    # B also read by a thread (inside a branch), C also stored to: neither may be handed a padded copy
+    read = S.SIf(None, T.Const(D.BOOL, None, True), [S.SStore(None, smem, c(0), S.Ref(D.F16, None, B, c(3)))])
+    body2 = [*body, read, S.SStore(None, C, c(0), T.Const(D.F16, None, 0.0))]
+    assert tma_only_tensors(_kernel(body2, [A, B, C])) == {"A": "load"}
+    # a tensor both loaded and stored through maps: left out too
+    body3 = [load(maps[0]), S.call(None, "tma_store", rank=2, args=[maps[0], S.AddrOf(D.I64, None, smem, c(0)),
+                                                                     c(0), c(0)])]
+    assert tma_only_tensors(_kernel(body3, [A, B, C])) == {}
+
+
+@pytest.mark.parametrize("flags", [[], ["-Dtrans_B=True"]])
+def test_gemm_manifest_lists_its_tma_only_tensors(flags):
+    from tilec.cli.common import parse_defines
+
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", defines=parse_defines(
+        ["block_N=256", "block_K=64", "threads=256", "num_stages=4", *[f[2:] for f in flags]]))
+    entries = {e["name"]: e for e in kernel_entries(r)}
+    assert entries["gemm"]["tma_only"] == {"A": "load", "B": "load", "C": "store"}
+    assert "tma_only" not in entries["gemm__no_tma"]
