@@ -80,3 +80,26 @@ def test_gemm_manifest_lists_its_tma_only_tensors(flags):
     entries = {e["name"]: e for e in kernel_entries(r)}
     assert entries["gemm"]["tma_only"] == {"A": "load", "B": "load", "C": "store"}
     assert "tma_only" not in entries["gemm__no_tma"]
+
+
+def test_padding_is_chosen_where_the_fallback_blocks_have_enough_work():
+    from test_tensor_maps import _entries
+
+    from tilec.runtime.launch import PAD_MIN_BLOCK_FLOPS, PAD_MIN_FLOPS
+    from tilec.runtime.module import Module
+
+    e = _entries()  # gemm: flops 2*M*N*K; its fallback's grid ceildiv(N, 64) x ceildiv(M, 64)
+    gemm = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": [e["gemm"], e["gemm__simt"]]}).gemm
+    gemm._layout()
+
+    def pays(M, N, K):
+        return gemm._padding_pays({"M": M, "N": N, "K": K}, 0)
+
+    assert pays(4095, 4095, 4095) and pays(97, 1001, 6000)  # 64x64 fallback blocks of 3.4e7 flops; 3.6e7
+    assert not pays(97, 1001, 3003)  # 32 blocks of 1.8e7
+    assert not pays(127, 4099, 515)  # 130 blocks of 4.2e6 flops: the fallback is faster
+    assert not pays(1, 50257, 1600)  # 1.6e8 flops in all
+    assert 2 * 64 * 64 * 4000 >= PAD_MIN_BLOCK_FLOPS and 2 * 640 * 640 * 4000 >= PAD_MIN_FLOPS
+    assert pays(640, 640, 4000) and not pays(640, 640, 3000)
+    gemm._fallback = None  # without a fallback, padding is the only way
+    assert pays(1, 7, 9)

@@ -51,6 +51,10 @@ from .tensor_maps import TMA_ALIGN, TMA_MAX_STRIDE, NoTma, TensorMapArgs, tensor
 SLOT_BYTES = 8  # every parameter and size gets one 8-byte slot (kernel arguments are at most 8-byte aligned)
 PLAN_CACHE_LIMIT = 1024  # plans kept per kernel; past that the cache starts over
 INT32_MAX = 2**31 - 1
+# padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work, per launch and per block of the
+# fallback, at which it beat the fallback on the H200
+PAD_MIN_FLOPS = 5e8
+PAD_MIN_BLOCK_FLOPS = 3.2e7
 
 _INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-(2**15), 2**15 - 1), "u16": (0, 2**16 - 1),
                "i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
@@ -274,7 +278,7 @@ def _make_fast_path(layout: _Layout):
 
 def _torch_tensor(args, index: int) -> bool:
     torch = sys.modules.get("torch")
-    return args is not None and torch is not None and type(args[index]) is torch.Tensor
+    return args is not None and torch is not None and isinstance(args[index], torch.Tensor)
 
 
 def padded_map_args(spec, shape) -> TensorMapArgs | None:
@@ -622,7 +626,8 @@ class Kernel:
             shape = shapes[k] if spec.view_shape is None else [  # a view of the tensor: its own dims
                 d if type(d) is int else evaluate(d, sizes) for d in spec.view_shape]
             targs = tensor_map_args(spec, spec.param, shape, ptrs[k])
-            if isinstance(targs, NoTma) and spec.param["name"] in only and _torch_tensor(args, spec.param_index):
+            if (isinstance(targs, NoTma) and spec.param["name"] in only and _torch_tensor(args, spec.param_index)
+                    and self._padding_pays(sizes, device)):
                 targs = padded_map_args(spec, shape)
                 if targs is not None:
                     padded[k] = tuple(shape[:-1]) + (-(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN
@@ -648,6 +653,20 @@ class Kernel:
                            [(j, position[s.param_index], t, s) for j, (s, t) in enumerate(encoded_args)
                             if position[s.param_index] in padded], drv)
         return self, grid, threads, [m for m in maps if m is not None], padding
+
+    def _padding_pays(self, sizes, device: int) -> bool:
+        """Whether padding the misaligned tensors for the TMA kernel beats the fallback at these sizes: the copies
+        and their Python cost (tens of microseconds a launch) are paid once, while the fallback's synchronous loads
+        cost in proportion to each block's work. On the H200 (bench/RESULTS.md, 2026-12-02, issue #26) the fallback
+        was faster wherever one of its blocks had under PAD_MIN_BLOCK_FLOPS to do, or the whole launch under
+        PAD_MIN_FLOPS (a gemm of 1x50257x1600); without a fallback, padding is the only way."""
+        if self._fallback is None:
+            return True
+        flops = evaluate(self.entry.get("flops") or "0", sizes)
+        if flops < PAD_MIN_FLOPS:
+            return False
+        gx, gy, gz = self._fallback.launch_config(sizes, device)[0]
+        return flops >= PAD_MIN_BLOCK_FLOPS * max(1, gx * gy * gz)
 
     def _function(self, drv, device: int) -> int:
         fn = self._fns.get(device)
