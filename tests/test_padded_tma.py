@@ -103,3 +103,96 @@ def test_padding_is_chosen_where_the_fallback_blocks_have_enough_work():
     assert pays(640, 640, 4000) and not pays(640, 640, 3000)
     gemm._fallback = None  # without a fallback, padding is the only way
     assert pays(1, 7, 9)
+
+
+class _TorchBase:
+    """The fake torch's Tensor: what tilec.runtime's padding tests with isinstance (the binder reads the arrays below
+    through __cuda_array_interface__, like cupy's)."""
+
+
+def _fake_torch(log: list):
+    import contextlib
+    import types
+
+    from test_tensor_maps import DeviceArray
+
+    class Tensor(DeviceArray, _TorchBase):
+        def __init__(self, ptr, shape, view_of=None):
+            super().__init__(ptr, tuple(shape), "<f2")
+            self.dtype, self.device, self.view_of = "float16", "cuda:0", view_of
+
+        def data_ptr(self):
+            return self.__cuda_array_interface__["data"][0]
+
+        def __getitem__(self, index):  # buf[..., :n]: the view of the tensor's own shape
+            assert index[0] is Ellipsis and index[1].start is None
+            return Tensor(self.data_ptr(), self.shape[:-1] + (index[1].stop,), view_of=self)
+
+        def copy_(self, src):
+            log.append(("copy", src.data_ptr(), self.data_ptr(), self.shape))
+            return self
+
+    torch = types.ModuleType("torch")
+    torch.Tensor = _TorchBase
+    torch.cuda = types.SimpleNamespace(stream=lambda s: contextlib.nullcontext(), ExternalStream=lambda h: h)
+    heap = iter(range(0x900000, 1 << 40, 1 << 24))
+
+    def empty(shape, dtype=None, device=None):
+        buf = Tensor(next(heap), shape)
+        log.append(("empty", buf.data_ptr(), tuple(shape)))
+        return buf
+
+    torch.empty = empty
+    return torch, Tensor
+
+
+def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_copies_out(monkeypatch):
+    """tilec.runtime's padded launch on the fake driver: A (K = 16001 f16: 32002-byte rows), B and C (N = 129 f16)
+    go through workspaces with 16-byte rows; A and B are copied in before the launch, C out after it;
+    the kernel's pointer slots and maps are the workspaces' (padded strides, the tensors' own dims), and a later
+    call of another shape with aligned rows launches with no copies."""
+    import sys
+
+    from fake_cuda import FakeDriver, install
+    from test_tensor_maps import GEMM_PARAMS, _entries
+
+    from tilec.runtime.module import Module
+
+    log: list = []
+    torch, Tensor = _fake_torch(log)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    e = _entries()
+    params = [dict(p) for p in GEMM_PARAMS]
+    params[2].update(dtype="f16")  # C: f16 [M, N]
+    gemm, simt = dict(e["gemm"], params=params), dict(e["gemm__simt"], params=params)
+    gemm["tensor_maps"] = [{"tensor": "A", "box": [128, 64], "swizzle": 128},
+                           {"tensor": "B", "box": [64, 64], "swizzle": 128},
+                           {"tensor": "C", "box": [128, 64], "swizzle": 128}]
+    gemm["tma_only"] = {"A": "load", "B": "load", "C": "store"}
+    fake = install(monkeypatch, FakeDriver({"gemm": gemm, "gemm__simt": simt}))
+    record = fake._record
+    fake._record = lambda *a, **k: (log.append(("launch",)), record(*a, **k))
+    mod = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": [gemm, simt]})
+    M, N, K = 128, 129, 16001
+    A, B, C = Tensor(0x100000, (M, K)), Tensor(0x200000, (K, N)), Tensor(0x300000, (M, N))
+    plan = mod.gemm.launch_plan(A, B, C, 1.0)
+    assert plan.kernel.name == "gemm" and plan.padding is not None
+    mod.gemm(A, B, C, 1.0, stream=0)
+    (launch,) = fake.launches
+    wa, wb, wc = (x[1] for x in log if x[0] == "empty")
+    assert log == [("empty", wa, (M, 16008)), ("copy", 0x100000, wa, (M, K)),  # A into its workspace's view
+                   ("empty", wb, (K, 136)), ("copy", 0x200000, wb, (K, N)),
+                   ("empty", wc, (M, 136)), ("launch",), ("copy", wc, 0x300000, (M, N))]  # C out, after
+    assert launch.fn == "gemm" and launch.args == [wa, wb, wc, 1.0, M, K, N]
+    by_marker = {i + 1: enc for i, enc in enumerate(fake.encodes)}
+    a_map, b_map, c_map = (by_marker[m[0]] for m in launch.maps)  # in the kernel's map order
+    assert a_map[2:6] == (wa, (K, M), (16008 * 2,), (64, 128)) and "padded rows" in a_map[7]
+    assert b_map[2:6] == (wb, (N, K), (136 * 2,), (64, 64))
+    assert c_map[2:6] == (wc, (N, M), (136 * 2,), (64, 128))
+    # aligned rows: the TMA kernel with the caller's tensors, nothing copied
+    log.clear()
+    fake.launches.clear()
+    A2, B2, C2 = Tensor(0x400000, (M, 16000)), Tensor(0x500000, (16000, 128)), Tensor(0x600000, (M, 128))
+    assert mod.gemm.launch_plan(A2, B2, C2, 1.0).padding is None
+    mod.gemm(A2, B2, C2, 1.0, stream=0)
+    assert log == [("launch",)] and fake.launches[0].args[:3] == [0x400000, 0x500000, 0x600000]
