@@ -51,8 +51,8 @@ from .tensor_maps import TMA_ALIGN, TMA_MAX_STRIDE, NoTma, TensorMapArgs, tensor
 SLOT_BYTES = 8  # every parameter and size gets one 8-byte slot (kernel arguments are at most 8-byte aligned)
 PLAN_CACHE_LIMIT = 1024  # plans kept per kernel; past that the cache starts over
 INT32_MAX = 2**31 - 1
-# padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work, per launch and per block of the
-# fallback, at which it beat the fallback on the H200
+# padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work (the manifest's flops, whole
+# tiles) per block of the fallback at which it beat the fallback on the H200, and a floor for the whole launch
 PAD_MIN_FLOPS = 5e8
 PAD_MIN_BLOCK_FLOPS = 3.2e7
 
@@ -621,26 +621,33 @@ class Kernel:
         encoded_args = []
         padded: dict[int, tuple[int, ...]] = {}  # tensor position -> the padded workspace's shape
         only = self.entry.get("tma_only") or {}
+        refused = None  # the first map TMA cannot take even padded: (spec, why)
         for spec in layout.tmaps:
             k = position[spec.param_index]
             shape = shapes[k] if spec.view_shape is None else [  # a view of the tensor: its own dims
                 d if type(d) is int else evaluate(d, sizes) for d in spec.view_shape]
             targs = tensor_map_args(spec, spec.param, shape, ptrs[k])
-            if (isinstance(targs, NoTma) and spec.param["name"] in only and _torch_tensor(args, spec.param_index)
-                    and self._padding_pays(sizes, device)):
-                targs = padded_map_args(spec, shape)
-                if targs is not None:
-                    padded[k] = tuple(shape[:-1]) + (-(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN
-                                                     // spec.elem_bytes,)
-            if targs is None or isinstance(targs, NoTma):
-                if self._fallback is None:
-                    reason = targs.reason if targs is not None else "its padded rows are too long"
-                    raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {reason}; "
-                                        "this kernel has no fallback, so pass 16-byte aligned tensors whose rows "
-                                        "are a multiple of 16 bytes")
-                fgrid, fthreads = self._fallback.launch_config(sizes, device)
-                return self._fallback, fgrid, fthreads, [], None
+            if isinstance(targs, NoTma):
+                why = targs.reason
+                if spec.param["name"] in only and _torch_tensor(args, spec.param_index):
+                    targs = padded_map_args(spec, shape)
+                    if targs is not None:
+                        padded[k] = tuple(shape[:-1]) + (-(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN
+                                                         // spec.elem_bytes,)
+                if targs is None or isinstance(targs, NoTma):
+                    refused = refused or (spec, why)
             encoded_args.append((spec, targs))
+        modes = {k: only[layout.tensors[k].name] for k in padded}
+        if refused is None and padded and not self._padding_pays(sizes, device):
+            refused = (None, None)
+        if refused is not None:
+            spec, why = refused
+            if self._fallback is None:
+                raise ArgumentError(f"{self.name}: TMA cannot read '{spec.param['name']}': {why}; "
+                                    "this kernel has no fallback, so pass 16-byte aligned tensors whose rows "
+                                    "are a multiple of 16 bytes")
+            fgrid, fthreads = self._fallback.launch_config(sizes, device)
+            return self._fallback, fgrid, fthreads, [], None
         from .cuda_driver import Driver
 
         drv = Driver.get(device)
@@ -649,17 +656,17 @@ class Kernel:
                                       t.swizzle, what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
         if not padded:
             return self, grid, threads, maps, None
-        padding = _Padding(self.name, layout, padded, {k: only[layout.tensors[k].name] for k in padded},
+        padding = _Padding(self.name, layout, padded, modes,
                            [(j, position[s.param_index], t, s) for j, (s, t) in enumerate(encoded_args)
                             if position[s.param_index] in padded], drv)
         return self, grid, threads, [m for m in maps if m is not None], padding
 
     def _padding_pays(self, sizes, device: int) -> bool:
         """Whether padding the misaligned tensors for the TMA kernel beats the fallback at these sizes: the copies
-        and their Python cost (tens of microseconds a launch) are paid once, while the fallback's synchronous loads
-        cost in proportion to each block's work. On the H200 (bench/RESULTS.md, 2026-12-02, issue #26) the fallback
-        was faster wherever one of its blocks had under PAD_MIN_BLOCK_FLOPS to do, or the whole launch under
-        PAD_MIN_FLOPS (a gemm of 1x50257x1600); without a fallback, padding is the only way."""
+        and their Python cost (tens of microseconds a launch) are paid once, while the fallback falls behind the
+        TMA kernel in proportion to each block's work (the manifest's `flops`, which counts whole tiles, over the
+        fallback's blocks). Fitted to the H200's figures (bench/RESULTS.md, 2026-12-02, issue #26: the fallback was
+        the faster below PAD_MIN_BLOCK_FLOPS a block); without a fallback, padding is the only way."""
         if self._fallback is None:
             return True
         flops = evaluate(self.entry.get("flops") or "0", sizes)
