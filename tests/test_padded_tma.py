@@ -182,7 +182,8 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     wa, wb, wc = (x[1] for x in log if x[0] == "empty")
     assert log == [("empty", wa, (M, 16008)), ("copy", 0x100000, wa, (M, K)),  # A into its workspace's view
                    ("empty", wb, (K, 136)), ("copy", 0x200000, wb, (K, N)),
-                   ("empty", wc, (M, 136)), ("launch",), ("copy", wc, 0x300000, (M, N))]  # C out, after
+                   ("empty", wc, (M, 136)), ("copy", 0x300000, wc, (M, N)),  # C in: what the kernel leaves
+                   ("launch",), ("copy", wc, 0x300000, (M, N))]  # C out, after
     assert launch.fn == "gemm" and launch.args == [wa, wb, wc, 1.0, M, K, N]
     by_marker = {i + 1: enc for i, enc in enumerate(fake.encodes)}
     a_map, b_map, c_map = (by_marker[m[0]] for m in launch.maps)  # in the kernel's map order
@@ -196,6 +197,13 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     assert mod.gemm.launch_plan(A2, B2, C2, 1.0).padding is None
     mod.gemm(A2, B2, C2, 1.0, stream=0)
     assert log == [("launch",)] and fake.launches[0].args[:3] == [0x400000, 0x500000, 0x600000]
+    # C left out: allocated for the call (torch.empty through the runtime), so not copied in
+    log.clear()
+    fake.launches.clear()
+    monkeypatch.setattr("tilec.runtime.launch.allocate_like", lambda like, shape, t: Tensor(0xB00000, shape))
+    assert mod.gemm(A, B, 1.0, stream=0).data_ptr() == 0xB00000
+    assert [x[0] for x in log] == ["empty", "copy", "empty", "copy", "empty", "launch", "copy"]
+    assert log[-1][2:] == (0xB00000, (M, N))
     # misaligned, but too little work a block for the copies to pay: the fallback, nothing copied
     log.clear()
     fake.launches.clear()

@@ -301,8 +301,8 @@ def padded_map_args(spec, shape) -> TensorMapArgs | None:
 
 class _Padding:
     """A TMA launch of torch tensors whose rows are not a multiple of 16 bytes: each such tensor (one the kernel
-    reaches through its tensor maps alone) goes through a workspace whose rows are padded to 16 bytes -- an input
-    copied in before the launch, an output copied out after it, on the launch's stream -- and the kernel's maps
+    reaches through its tensor maps alone) goes through a workspace whose rows are padded to 16 bytes -- copied in
+    before the launch, an output also copied out after it, on the launch's stream -- and the kernel's maps
     describe the workspace (its tensor's dims, the padded strides). The workspaces come from torch's
     stream-ordered allocator at each launch; the maps are encoded again only when their addresses change."""
 
@@ -312,7 +312,9 @@ class _Padding:
         self.maps = maps  # (map position, tensor position, TensorMapArgs, spec) of each map over a padded tensor
         self.encoded: dict[tuple, list] = {}  # workspace addresses -> their encoded maps
 
-    def launch(self, plan: _Plan, args, ptrs, handle: int, explicit: bool) -> None:
+    def launch(self, plan: _Plan, args, ptrs, handle: int, explicit: bool, fresh_outputs: bool = False) -> None:
+        """Copy in, launch, copy out. An output is copied in too (the kernel need not store every element of it, and
+        what it leaves must stay the caller's), unless the runtime allocated it for this call (`fresh_outputs`)."""
         import contextlib
 
         torch = sys.modules["torch"]
@@ -323,7 +325,7 @@ class _Padding:
                 a = args[index]
                 buf = torch.empty(shape, dtype=a.dtype, device=a.device)
                 view = buf[..., :a.shape[-1]]
-                if not output:
+                if not (output and fresh_outputs):
                     view.copy_(a)
                 work[k] = (buf, view)
             key = tuple(buf.data_ptr() for buf, _ in work.values())
@@ -458,7 +460,8 @@ class Kernel:
         """Every call the fast path leaves: the first of a shape or a stream, explicit streams, synchronous calls,
         arrays other than torch tensors, outputs left out, and every error."""
         layout = self._arguments or self._make_layout()
-        if len(args) != layout.nparams:
+        fresh = len(args) != layout.nparams  # the outputs left out: allocated here, nothing in them to keep
+        if fresh:
             args = self._with_outputs(args, layout)
         explicit = None if stream is None else stream_handle(stream)
         ptrs, key, device, first = layout.bind(args, explicit)
@@ -470,7 +473,7 @@ class Kernel:
             plan = layout.plans.get(key) or layout.padded.get(key) or self._new_plan(layout, key, ptrs, device, args)
             handle = explicit if explicit is not None else first.stream(device)
             if plan.padding is not None:
-                plan.padding.launch(plan, args, ptrs, handle, explicit is not None)
+                plan.padding.launch(plan, args, ptrs, handle, explicit is not None, fresh)
             elif plan.empty:
                 self._launch(plan, args, ptrs, handle)
             else:  # _launch's body, inline: this is the path every launch takes
