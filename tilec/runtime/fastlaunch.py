@@ -24,11 +24,18 @@ import sys
 import threading
 from pathlib import Path
 
+from .arrays import _NO_TYPESTR
+
 SOURCE = Path(__file__).with_name("fastlaunch.c")
 MODULE = "tilec_fastlaunch"
 SCALAR_KINDS = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9,
                 "f16": 10, "bf16": 11, "bool": 12}
 MAX_PARAMS, MAX_DIMS = 64, 8  # fastlaunch.c's limits (TL_MAX_PARAMS, TL_MAX_DIMS)
+# __cuda_array_interface__ typestrs of tilec dtypes (little-endian hosts); bf16 and fp8 have none: any type of
+# their width is read as their bits (arrays.py's _NO_TYPESTR)
+TYPESTRS = {"bool": "|b1", "i8": "|i1", "u8": "|u1", "i16": "<i2", "u16": "<u2", "i32": "<i4", "u32": "<u4",
+            "i64": "<i8", "u64": "<u8", "f16": "<f2", "f32": "<f4", "f64": "<f8"}
+READERS = {"cuda_array_interface": 2, "cupy": 3}  # arrays.py adapter kinds fastlaunch.c reads (besides torch's)
 
 _lock = threading.Lock()
 _state: dict = {}  # "module": the extension or None; "why": the reason it is not used; "path"
@@ -151,14 +158,15 @@ def _dlpack_dtype(ext, t) -> tuple[int, int, int] | None:
 
 
 def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2):
-    """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch imported (its tensors' exchange
-    table gives the dtypes) and a kernel within the C file's limits. `launch`: the address of cuLaunchKernel (default:
-    the driver's) and `device_type` the DLPack device type of the tensors (kDLCUDA) -- the tests put a fake driver
-    over host tensors there."""
+    """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch with its DLPack exchange table
+    (torch 2.10 and later: it gives the dtypes) or cupy imported, and a kernel within the C file's limits. `launch`:
+    the address of cuLaunchKernel (default: the driver's) and `device_type` the DLPack device type of the tensors
+    (kDLCUDA) -- the tests put a fake driver over host tensors there."""
     torch = sys.modules.get("torch")
-    if torch is None or not any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
-                                                                  "__c_dlpack_exchange_api__")):
-        return None  # a torch before 2.10: no exchange table
+    tables = torch is not None and any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
+                                                                         "__c_dlpack_exchange_api__"))
+    if not tables and "cupy" not in sys.modules:
+        return None  # torch before 2.10 (no exchange table) and no cupy
     if len(kernel.entry["params"]) > MAX_PARAMS or len(layout.size_names) > 32 or len(layout.tmaps) > 16:
         return None
     ext = extension()
@@ -188,7 +196,7 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
     for i, p in enumerate(kernel.entry["params"]):
         if p["kind"] == "tensor":
             t = tensors[i]
-            code = _dlpack_dtype(ext, t)
+            code = _dlpack_dtype(ext, t) if tables else (0, 0, 0)  # (0, 0, 0): no DLPack array matches
             if code is None or len(t.shape) > MAX_DIMS:
                 return None
             alloc = None
@@ -203,7 +211,8 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
                         can_allocate = False
                         alloc = None
                         break
-            params.append((True, t.output, 0, code, len(t.shape), alloc))
+            typestr = TYPESTRS.get(t.dtype, "") if sys.byteorder == "little" else ""
+            params.append((True, t.output, 0, code, len(t.shape), alloc, typestr, _NO_TYPESTR.get(t.dtype, 0)))
         else:
             kind = SCALAR_KINDS.get(p["dtype"])
             if kind is None:
@@ -213,16 +222,42 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
     return ext.Launcher(spec, launch, miss, device_type)
 
 
-def remember(launcher, layout, key, plan) -> None:
-    """File the plan the Python path just launched with under `key` (launch.py's plan key) in the C launcher."""
+def remember(launcher, layout, key, plan, args=()) -> None:
+    """File the plan the Python path just launched with under `key` (launch.py's plan key) in the C launcher, and
+    teach it the array types among `args` it reads without an exchange table (cupy, __cuda_array_interface__), with
+    the stream their adapter launches on."""
     if plan.empty or plan.cluster is not None:  # nothing to launch, or cuLaunchKernelEx: the Python path's
         return
+    for t in layout.tensors:
+        if t.index < len(args) and not launcher.reader(type(args[t.index])):
+            _accept(launcher, layout, args[t.index])
     flat: list[int] = []
     n = len(layout.tensors)
     for shape in key[:n]:
         flat.extend(int(d) for d in shape)
     flat.extend(int(v) for v in key[n:])
     launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan)
+
+
+def _accept(launcher, layout, array) -> None:
+    from .arrays import NP_NAMES, adapter
+
+    tp = type(array)
+    a = adapter(tp)
+    reader = READERS.get(a.kind)
+    if a.kind == "other" and hasattr(array, "__cuda_array_interface__"):  # an instance attribute (arrays.py reads
+        reader = 2  # it first, on the legacy stream; an instance without one is a miss there and goes to Python)
+    if reader is None:
+        return
+    np_dtypes = [None] * layout.nparams
+    numpy = sys.modules.get("numpy")
+    if reader == 3 and numpy is not None:  # cupy arrays carry numpy dtypes
+        for t in layout.tensors:
+            try:
+                np_dtypes[t.index] = numpy.dtype(NP_NAMES[t.dtype])
+            except TypeError:  # bfloat16 / fp8 without ml_dtypes: cupy cannot hold them either
+                pass
+    launcher.accept(tp, reader, a.stream if reader == 3 else None, tuple(np_dtypes))
 
 
 def main() -> int:
