@@ -339,8 +339,9 @@ def test_cupy_arrays_launch_on_cupys_current_stream(monkeypatch):
         __module__ = "cupy._core.core"
         data = None  # a class attribute in cupy (a read-only field), as arrays.py's classification looks for
 
-        def __init__(self, t, device_id=0, dtype=np.dtype("float32"), contiguous=True):
-            self.t, self.shape, self.dtype, self._c_contiguous = t, tuple(t.shape), dtype, contiguous
+        def __init__(self, t, device_id=0, dtype=None, contiguous=True):
+            self.t, self.shape, self._c_contiguous = t, tuple(t.shape), contiguous
+            self.dtype = np.dtype("float32") if dtype is None else dtype
             self.data = MemoryPointer(t.data_ptr(), device_id)
 
         @property

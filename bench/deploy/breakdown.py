@@ -83,7 +83,7 @@ def main() -> int:
     gemm = rt.load(launch_dir / "gemm.cubin").gemm
     VA, VB = (torch.randn(4096, dtype=torch.float16, device=dev) for _ in range(2))
     VC = torch.empty_like(VA)
-    A, B = torch.randn(256, 256, dtype=torch.bfloat16, device=dev), torch.randn(256, 256, dtype=torch.bfloat16, device=dev)
+    A, B = (torch.randn(256, 256, dtype=torch.bfloat16, device=dev) for _ in range(2))
     C = torch.empty(256, 256, dtype=torch.bfloat16, device=dev)
     for name, k, args, inputs in (("vector_add f16 4096", va, (VA, VB, VC), (VA, VB)),
                                   ("gemm bf16 256^3 (TMA)", gemm, (A, B, C), (A, B))):
