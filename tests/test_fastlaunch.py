@@ -353,8 +353,16 @@ def test_cupy_arrays_launch_on_cupys_current_stream(monkeypatch):
             return types.SimpleNamespace(c_contiguous=self._c_contiguous)
 
     streams = {0: 0x5000}
+    made = []
+
+    def empty(shape, dtype):
+        made.append(ndarray(torch.empty(shape, dtype=getattr(torch, dtype)), dtype=np.dtype(dtype)))
+        return made[-1]
+
     fake = types.ModuleType("cupy")
-    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=streams[0]))
+    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=streams[0]),
+                                      runtime=types.SimpleNamespace(getDevice=lambda: 0))
+    fake.empty = empty
     monkeypatch.setitem(sys.modules, "cupy", fake)
     kernel, layout, drv, launcher = _setup(SCALE)
     M, N = random.randint(1, 40), random.randint(1, 40)
@@ -369,3 +377,5 @@ def test_cupy_arrays_launch_on_cupys_current_stream(monkeypatch):
     assert launcher.fast(args) is args[3] and drv.launches[-1]["stream"] == 0x6000
     for bad in (ndarray(x, dtype=np.dtype("float64")), ndarray(x, contiguous=False), ndarray(x, device_id=1)):
         assert launcher.fast((bad, -1.25, 9, ndarray(y), False)) is MISS
+    out = launcher.fast((args[0], 3.0, 1, True))  # the output left out: cupy.empty of its dtype and shape
+    assert out is made[-1] and out.shape == (M, N) and drv.launches[-1]["params"][3] == out.data.ptr

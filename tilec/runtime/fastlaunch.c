@@ -103,6 +103,7 @@ typedef struct {
     int reader;          /* RD_DLPACK: its exchange table; RD_CAI: __cuda_array_interface__; RD_CUPY: cupy's fields */
     const tl_api* api;   /* RD_DLPACK */
     PyObject* stream_fn; /* RD_CAI / RD_CUPY: stream_fn(device) -> the current stream's handle; NULL: stream 0 */
+    PyObject* alloc_fn;  /* RD_CUPY: alloc_fn(parameter, shape, device) -> a new array for a left-out output */
 } tl_type;
 
 typedef struct {
@@ -179,6 +180,7 @@ static tl_type* type_of(Launcher* self, PyTypeObject* tp) {
     t->api = table_of(tp);
     t->reader = t->api != NULL ? RD_DLPACK : RD_NONE;
     t->stream_fn = NULL;
+    t->alloc_fn = NULL;
     return t;
 }
 
@@ -430,7 +432,7 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
     }
     if (kind == NULL) return miss(self);
     api = kind->api;
-    if (allocating && kind->reader != RD_DLPACK) return miss(self); /* only an exchange table allocates here */
+    if (allocating && kind->reader != RD_DLPACK && kind->alloc_fn == NULL) return miss(self);
 
     /* the key: every tensor's shape (an allocated output's from its inputs), pointers for TMA, device, scalars */
     int64_t key[TL_MAX_KEY];
@@ -508,6 +510,26 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
             proto.ndim = self->params[i].ndim;
             proto.dtype = self->params[i].dtype;
             proto.shape = out_shape[k];
+            if (api == NULL) { /* cupy: its allocator (cupy.empty on the device), the array read back */
+                PyObject* shape = PyTuple_New(proto.ndim);
+                for (int d = 0; shape != NULL && d < proto.ndim; d++)
+                    PyTuple_SetItem(shape, d, PyLong_FromLongLong(out_shape[k][d]));
+                PyObject* obj = shape ? PyObject_CallFunction(kind->alloc_fn, "iOi", i, shape, device) : NULL;
+                Py_XDECREF(shape);
+                if (obj != NULL) made[nmade++] = arg[i] = obj;
+                memset(&dl[k], 0, sizeof dl[k]);
+                if (obj == NULL || !read_cupy(obj, &self->params[i], &dl[k], read_shape[k])
+                    || dl[k].device.device_id != device) {
+                    PyErr_Clear();
+                    free_outputs(made, nmade);
+                    return miss(self);
+                }
+                dl[k].device.device_type = self->device_type;
+                dl[k].ndim = proto.ndim;
+                dl[k].dtype = proto.dtype;
+                dl[k].shape = read_shape[k];
+                continue;
+            }
             tl_managed* m = NULL;
             void* obj = NULL;
             if (api->managed_tensor_allocator(&proto, &m, NULL, NULL) != 0 || m == NULL) {
@@ -750,14 +772,15 @@ static PyObject* Launcher_parts(Launcher* self, PyObject* args) {
                          stream_ns, "allocate_and_free_ns", alloc_ns, "allocate_wrap_and_drop_ns", wrap_ns);
 }
 
-/* accept(type, reader, stream_fn, np_dtypes): read arrays of `type` without an exchange table -- reader 2 through
-   __cuda_array_interface__, 3 through cupy's fields -- launching on stream_fn(device) (None: the legacy default
-   stream); np_dtypes: per parameter, the numpy dtype a cupy array of it has (or None). What tilec.runtime's adapter
-   for the type does (fastlaunch.remember says which). False when the type cache is full or has a table. */
+/* accept(type, reader, stream_fn, np_dtypes[, alloc_fn]): read arrays of `type` without an exchange table -- reader
+   2 through __cuda_array_interface__, 3 through cupy's fields -- launching on stream_fn(device) (None: the legacy
+   default stream); np_dtypes: per parameter, the numpy dtype a cupy array of it has (or None); alloc_fn(parameter,
+   shape, device): a new array for a left-out output (cupy). What tilec.runtime's adapter for the type does
+   (fastlaunch.remember says which). False when the type cache is full or has a table. */
 static PyObject* Launcher_accept(Launcher* self, PyObject* args) {
-    PyObject *tp, *stream_fn, *np_dtypes;
+    PyObject *tp, *stream_fn, *np_dtypes, *alloc_fn = Py_None;
     int reader;
-    if (!PyArg_ParseTuple(args, "OiOO", &tp, &reader, &stream_fn, &np_dtypes)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|O", &tp, &reader, &stream_fn, &np_dtypes, &alloc_fn)) return NULL;
     if (!PyType_Check(tp) || (reader != RD_CAI && reader != RD_CUPY) || !PyTuple_Check(np_dtypes)
         || PyTuple_Size(np_dtypes) != self->nparams)
         return PyErr_Format(PyExc_ValueError, "accept(type, 2 or 3, stream_fn or None, per-parameter dtypes)");
@@ -766,6 +789,8 @@ static PyObject* Launcher_accept(Launcher* self, PyObject* args) {
     t->reader = reader;
     Py_XDECREF(t->stream_fn);
     t->stream_fn = stream_fn == Py_None ? NULL : (Py_INCREF(stream_fn), stream_fn);
+    Py_XDECREF(t->alloc_fn);
+    t->alloc_fn = alloc_fn == Py_None || reader != RD_CUPY ? NULL : (Py_INCREF(alloc_fn), alloc_fn);
     for (int i = 0; i < self->nparams; i++) {
         PyObject* d = PyTuple_GetItem(np_dtypes, i);
         if (d != Py_None && self->params[i].np_dtype == NULL) {
@@ -802,6 +827,7 @@ static void Launcher_dealloc(Launcher* self) {
     for (int t = 0; t < self->ntypes; t++) {
         Py_CLEAR(self->types[t].tp);
         Py_CLEAR(self->types[t].stream_fn);
+        Py_CLEAR(self->types[t].alloc_fn);
     }
     for (int i = 0; i < self->nparams; i++) Py_CLEAR(self->params[i].np_dtype);
     Py_CLEAR(self->miss);

@@ -257,7 +257,25 @@ def _accept(launcher, layout, array) -> None:
                 np_dtypes[t.index] = numpy.dtype(NP_NAMES[t.dtype])
             except TypeError:  # bfloat16 / fp8 without ml_dtypes: cupy cannot hold them either
                 pass
-    launcher.accept(tp, reader, a.stream if reader == 3 else None, tuple(np_dtypes))
+    alloc = _cupy_allocator(layout) if reader == 3 and "cupy" in sys.modules else None
+    launcher.accept(tp, reader, a.stream if reader == 3 else None, tuple(np_dtypes), alloc)
+
+
+def _cupy_allocator(layout):
+    """alloc(parameter, shape, device): a left-out output as launch.py's allocate_like makes it beside a cupy array
+    (cupy.empty of the parameter's dtype on the array's device), for fastlaunch.c to call."""
+    from .arrays import NP_NAMES
+
+    cupy = sys.modules["cupy"]
+    dtypes = {t.index: NP_NAMES[t.dtype] for t in layout.tensors if t.output}
+
+    def alloc(index: int, shape: tuple, device: int):
+        if cupy.cuda.runtime.getDevice() == device:
+            return cupy.empty(shape, dtype=dtypes[index])
+        with cupy.cuda.Device(device):
+            return cupy.empty(shape, dtype=dtypes[index])
+
+    return alloc
 
 
 def main() -> int:
