@@ -379,3 +379,29 @@ def test_cupy_arrays_launch_on_cupys_current_stream(monkeypatch):
         assert launcher.fast((bad, -1.25, 9, ndarray(y), False)) is MISS
     out = launcher.fast((args[0], 3.0, 1, True))  # the output left out: cupy.empty of its dtype and shape
     assert out is made[-1] and out.shape == (M, N) and drv.launches[-1]["params"][3] == out.data.ptr
+
+
+def test_a_kernel_call_enters_the_compiled_launcher_without_a_python_frame():
+    """With torch imported, a module's kernels are of a Kernel subclass over the extension's KernelBase: once a
+    launcher is attached, a call that hits runs in C alone; keywords (stream=, sync=), misses and a kernel without
+    a launcher go to the class's Python __call__ (`_python_call`)."""
+    kernel, layout, drv, launcher = _setup(SCALE)
+    from tilec.runtime.launch import Kernel
+
+    assert isinstance(kernel, Kernel) and isinstance(kernel, fastlaunch.extension().KernelBase)
+    assert type(kernel).__name__ == "Kernel" and "scale" in repr(kernel)
+    calls = []
+    kernel._python_call = lambda *a, **kw: calls.append((a, kw)) or "python"
+    M, N = random.randint(1, 30), random.randint(1, 30)
+    x, y = torch.randn(M, N), torch.empty(M, N)
+    args = (x, 0.5, 3, y, True)
+    assert kernel(*args) == "python" and calls == [(args, {})]  # no launcher attached yet
+    kernel._attach(launcher)
+    _remember(launcher, layout, args, Plan((-(-M // 4), N, 1), (M, N)))
+    assert kernel(*args) is y and len(calls) == 1 and drv.launches[-1]["params"][0] == x.data_ptr()
+    assert kernel(*args, stream=5) == "python" and calls[-1] == (args, {"stream": 5})
+    assert kernel(x.double(), 0.5, 3, y, True) == "python"  # a miss
+    kernel._attach(None)
+    assert kernel(*args) == "python" and len(drv.launches) == 1
+    with pytest.raises(TypeError):
+        kernel._attach(object())

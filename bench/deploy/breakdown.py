@@ -6,8 +6,9 @@ Prints (and writes to $OUT/breakdown.json) nanoseconds per call of:
   - the driver alone, from C with no Python (bench/deploy/launch_floor.c, compiled here with `cc`): a trivial driver
     call, cuLaunchKernel of an empty kernel on the legacy default stream and on other streams, kernelParams against
     a packed buffer, cuLaunchKernelEx with a preset configuration, longer loops;
-  - the same kernel's launch through the compiled launcher, taken apart: the public call `k(*args)`, the
-    launcher's `fast(args)` called directly, the launcher with the driver call left out (`overhead`), calling a
+  - the same kernel's launch through the compiled launcher, taken apart: the public call `k(*args)` (which enters
+    C at once: fastlaunch.native_class), the same through the Kernel class's Python __call__, the launcher's
+    `fast(args)` called directly, the launcher with the driver call left out (`overhead`), calling a
     C function of one argument from Python (`noop`), the driver call with this kernel's arguments issued from C in
     a loop (`time_launch`), and the launcher's pieces measured in C (`parts`: reading the tensors through torch's
     DLPack exchange table, the current-stream query, an output's allocation);
@@ -95,6 +96,9 @@ def main() -> int:
         if native is not None:
             fast = native.fast
             row["launcher_fast_direct_ns"] = loop_ns(lambda fast=fast, args=args: fast(args))
+            py_call = getattr(type(k), "_python_call", None)  # the Kernel class's Python __call__ (a frame more)
+            if py_call is not None:
+                row["through_python_call_ns"] = loop_ns(lambda k=k, args=args, py_call=py_call: py_call(k, *args))
             row["launcher_without_driver_ns"] = best_of(lambda native=native, args=args: native.overhead(args, 1000))
             row["allocating_without_driver_ns"] = best_of(
                 lambda native=native, inputs=inputs: native.overhead(inputs, 1000))
@@ -153,6 +157,27 @@ def main() -> int:
             "compiled launcher hits during these calls": (va._native.stats()["hits"] - hits
                                                           if va._native is not None else None),
             "stats": va._native.stats() if va._native is not None else None,
+        }
+        # results: preallocated, allocating (cupy.empty from C), the interface object, on a side cupy stream
+        want = (ca.astype(cp.float32) + cb.astype(cp.float32)).astype(cp.float16)
+        cc_.fill(0)
+        va(ca, cb, cc_)
+        got_alloc = va(ca, cb)
+        xc_t = torch.zeros_like(VC)
+        va(Cai(VA), Cai(VB), Cai(xc_t))
+        side = cp.cuda.Stream(non_blocking=True)
+        with side:
+            cs = cp.empty_like(ca)
+            va(ca, cb, cs)
+        side.synchronize()
+        cp.cuda.runtime.deviceSynchronize()
+        torch.cuda.synchronize()
+        cupy_row["results"] = {
+            "cupy preallocated max err": float(cp.abs(cc_.astype(cp.float32) - want.astype(cp.float32)).max()),
+            "cupy allocating max err": float(cp.abs(got_alloc.astype(cp.float32) - want.astype(cp.float32)).max()),
+            "cupy allocating type": type(got_alloc).__name__,
+            "cupy on a side stream max err": float(cp.abs(cs.astype(cp.float32) - want.astype(cp.float32)).max()),
+            "interface object max err": float((xc_t.float() - (VA.float() + VB.float()).half().float()).abs().max()),
         }
         out["cupy"] = cupy_row
         print(json.dumps(cupy_row, indent=1), flush=True)

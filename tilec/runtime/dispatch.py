@@ -17,6 +17,7 @@ import math
 
 from ..manifest import log2_approx
 from .arrays import ArgumentError
+from .fastlaunch import native_class
 from .launch import _MISS, Kernel
 from .sequence import Launches
 
@@ -112,4 +113,4 @@ def add_dispatchers(manifest: dict, kernels: dict, internal: dict) -> None:
         if len(variants) == len(table["configs"]) and variants:
             for v in variants:
                 internal[v.name] = kernels.pop(v.name)
-            kernels[name] = DispatchKernel(variants[0].module, name, table, variants)
+            kernels[name] = native_class(DispatchKernel)(variants[0].module, name, table, variants)

@@ -925,6 +925,69 @@ static PyType_Spec Launcher_spec = {
     "tilec_fastlaunch.Launcher", sizeof(Launcher), 0, Py_TPFLAGS_DEFAULT, Launcher_slots,
 };
 
+/* ------------------------------------------------------------------ KernelBase: a call that enters C at once */
+
+/* The base class fastlaunch.native_class() puts under tilec.runtime's Kernel: calling a kernel runs this type's
+   tp_call directly -- the compiled launcher when one is attached and no keyword is passed, else (a miss, a first
+   call, stream=, sync=) the Python class's own __call__, `_python_call` -- so a launch that hits costs no Python
+   frame at all. */
+typedef struct {
+    PyObject_HEAD
+    Launcher* launcher; /* NULL until the first call attaches one */
+} KernelBase;
+
+static PyObject* S_python_call;
+static PyTypeObject* Launcher_type; /* the module's Launcher type (one module per process) */
+
+static PyObject* KernelBase_call(KernelBase* self, PyObject* args, PyObject* kwargs) {
+    if (self->launcher != NULL && (kwargs == NULL || PyDict_Size(kwargs) == 0)) {
+        PyObject* r = Launcher_fast(self->launcher, args);
+        if (r == NULL || r != self->launcher->miss) return r;
+        Py_DECREF(r);
+    }
+    PyObject* call = PyObject_GetAttr((PyObject*)self, S_python_call);
+    if (call == NULL) return NULL;
+    PyObject* r = PyObject_Call(call, args, kwargs);
+    Py_DECREF(call);
+    return r;
+}
+
+/* _attach(launcher or None): the compiled launcher later calls go to */
+static PyObject* KernelBase_attach(KernelBase* self, PyObject* launcher) {
+    if (launcher != Py_None && (Launcher_type == NULL || !PyObject_TypeCheck(launcher, Launcher_type))) return PyErr_Format(PyExc_TypeError, "_attach(a Launcher or None)");
+    Py_XINCREF(launcher == Py_None ? NULL : launcher);
+    Launcher* old = self->launcher;
+    self->launcher = launcher == Py_None ? NULL : (Launcher*)launcher;
+    Py_XDECREF((PyObject*)old);
+    Py_RETURN_NONE;
+}
+
+static void KernelBase_dealloc(KernelBase* self) {
+    Py_CLEAR(self->launcher);
+    PyTypeObject* tp = Py_TYPE((PyObject*)self);
+    freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free_fn(self);
+    Py_DECREF(tp);
+}
+
+static PyMethodDef KernelBase_methods[] = {
+    {"_attach", (PyCFunction)KernelBase_attach, METH_O, "attach the compiled launcher calls go to (None: none)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot KernelBase_slots[] = {
+    {Py_tp_doc, "A kernel whose calls enter C directly (tilec/runtime/fastlaunch.c)."},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, KernelBase_dealloc},
+    {Py_tp_call, KernelBase_call},
+    {Py_tp_methods, KernelBase_methods},
+    {0, NULL},
+};
+
+static PyType_Spec KernelBase_spec = {
+    "tilec_fastlaunch.KernelBase", sizeof(KernelBase), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, KernelBase_slots,
+};
+
 /* describe(obj): what the exchange table says of an array -- (device_type, device_id, (code, bits, lanes), shape,
    strides or None, pointer); None when its type has no table. For tests and for the expected dtypes. */
 static PyObject* describe(PyObject* module, PyObject* obj) {
@@ -964,10 +1027,15 @@ static int module_exec(PyObject* m) {
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (*names[i].p == NULL && (*names[i].p = PyUnicode_InternFromString(names[i].s)) == NULL) return -1;
+    if (S_python_call == NULL && (S_python_call = PyUnicode_InternFromString("_python_call")) == NULL) return -1;
+    PyObject* kb = PyType_FromSpec(&KernelBase_spec);
+    if (kb == NULL) return -1;
+    if (PyModule_AddObject(m, "KernelBase", kb) < 0) { Py_DECREF(kb); return -1; }
     PyObject* tp = PyType_FromSpec(&Launcher_spec);
     if (tp == NULL) return -1;
+    Launcher_type = (PyTypeObject*)tp;
     if (PyModule_AddObject(m, "Launcher", tp) < 0) { Py_DECREF(tp); return -1; }
-    return PyModule_AddIntConstant(m, "ABI", 1);
+    return PyModule_AddIntConstant(m, "ABI", 2);
 }
 
 static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};

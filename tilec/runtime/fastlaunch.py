@@ -157,6 +157,27 @@ def _dlpack_dtype(ext, t) -> tuple[int, int, int] | None:
     return _DLPACK_DTYPES[t.dtype]
 
 
+_NATIVE_CLASSES: dict[type, type] = {}
+
+
+def native_class(cls: type) -> type:
+    """`cls` (a tilec.runtime Kernel class), or its subclass over the extension's KernelBase, whose calls run C at
+    once: the compiled launcher once the first call attached it, else `cls.__call__`. The subclass has the same
+    name and behaviour; it is used when torch or cupy is imported (the arrays the launcher reads) and the extension
+    is available, so loading a module may build the extension (once per machine, as the first launch would)."""
+    if "torch" not in sys.modules and "cupy" not in sys.modules:
+        return cls
+    got = _NATIVE_CLASSES.get(cls)
+    if got is None:
+        ext = extension()
+        if ext is None or not hasattr(ext, "KernelBase"):
+            return cls
+        got = _NATIVE_CLASSES[cls] = type(cls.__name__, (ext.KernelBase, cls),
+                                          {"_python_call": cls.__call__, "__module__": cls.__module__,
+                                           "__doc__": cls.__doc__, "__qualname__": cls.__qualname__})
+    return got
+
+
 def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2):
     """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch with its DLPack exchange table
     (torch 2.10 and later: it gives the dtypes) or cupy imported, and a kernel within the C file's limits. `launch`:

@@ -358,6 +358,8 @@ class Kernel:
         self._native = launcher_for(self, layout, _MISS)  # the compiled launcher, where it builds
         if self._native is not None:
             self._fast = self._native.fast
+            if hasattr(self, "_attach"):  # a native_class kernel: its calls enter the launcher with no Python frame
+                self._attach(self._native)
         elif "torch" in sys.modules:
             self._fast = _make_fast_path(layout)
         else:
