@@ -379,6 +379,10 @@ def test_cupy_arrays_launch_on_cupys_current_stream(monkeypatch):
         assert launcher.fast((bad, -1.25, 9, ndarray(y), False)) is MISS
     out = launcher.fast((args[0], 3.0, 1, True))  # the output left out: cupy.empty of its dtype and shape
     assert out is made[-1] and out.shape == (M, N) and drv.launches[-1]["params"][3] == out.data.ptr
+    # the allocator runs Python, during which another thread may refile the plans: the plan is found again after
+    fake.empty = lambda shape, dtype: launcher.forget() or empty(shape, dtype)
+    before = len(drv.launches)
+    assert launcher.fast((args[0], 3.0, 1, True)) is MISS and len(drv.launches) == before
 
 
 def test_a_kernel_call_enters_the_compiled_launcher_without_a_python_frame():

@@ -4,14 +4,19 @@
  * imported in place of the generated Python fast path when it builds. A Launcher serves one kernel. A call:
  *
  *   - reads each tensor argument through its type's DLPack C exchange table (`__dlpack_c_exchange_api__`, which
- *     torch.Tensor provides): pointer, device, dtype, shape, strides, without a Python call or an allocation;
+ *     torch.Tensor provides): pointer, device, dtype, shape, strides, without a Python call or an allocation; or,
+ *     for the types the Python path taught it (`accept`), a cupy array's fields or a `__cuda_array_interface__`
+ *     dict, read as tilec/runtime/arrays.py reads them;
  *   - checks device (one CUDA device for all), dtype and contiguity, and builds the plan key tilec.runtime files
  *     its plans under (every tensor's shape, the pointers for a TMA kernel, the device, the grid's scalars);
  *   - finds the plan among those the Python path registered (`remember`), converts the scalars, and calls
  *     cuLaunchKernel on the framework's current work stream (torch: torch.cuda.current_stream, also while a CUDA
  *     graph is being captured) with an argument block on the C stack: asynchronous, and thread-safe with no lock;
  *   - with the outputs left out, allocates them through the same table (torch's caching allocator, on the
- *     current stream) and returns them.
+ *     current stream; cupy: cupy.empty) and returns them.
+ *
+ * KernelBase, below, is the base a module's kernel classes get when this extension is available
+ * (fastlaunch.native_class): its tp_call runs the attached Launcher at once, so `kernel(a, b, c)` costs no frame.
  *
  * Whatever it does not handle -- a new shape, another array type, a subclass, an explicit stream, a launch that
  * fails (no current context on this thread, say), every error -- returns the MISS object untouched, and the
@@ -546,9 +551,13 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
             made[nmade++] = arg[i] = (PyObject*)obj;
         }
     }
-    if (self->key_pointers) {
-        for (int k = 0; k < self->ntensors; k++)
-            key[ptr_at + k] = (int64_t)(intptr_t)((char*)dl[k].data + dl[k].byte_offset);
+    if (self->key_pointers || nmade > 0) {
+        /* (after an allocation, found again: making a Python object may run other threads, whose remember() may
+           have refilled the slot; from here to the launch nothing lets the GIL go) */
+        plan = NULL;
+        if (self->key_pointers)
+            for (int k = 0; k < self->ntensors; k++)
+                key[ptr_at + k] = (int64_t)(intptr_t)((char*)dl[k].data + dl[k].byte_offset);
         for (int j = 0; j < TL_PLANS && !plan; j++)
             if (self->plans[j].used && memcmp(self->plans[j].key, key, n * sizeof(int64_t)) == 0) plan = &self->plans[j];
         if (plan == NULL) { free_outputs(made, nmade); return miss(self); }
