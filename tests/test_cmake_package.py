@@ -30,6 +30,10 @@ stems = [Path(a).stem for a in args[1:args.index("-o")]]
 for s in stems:
     (out / f"{s}.fatbin").write_bytes(b"fatbin " + s.encode())
 (out / "index.json").write_text(json.dumps({"kernels": [{"kernel": s, "file": f"{s}.fatbin"} for s in stems]}))
+if "-MD" in args:  # the rule `tilec package -MD` writes: index.json depends on the sources and what they import
+    sources = args[1:args.index("-o")]
+    rule = f"{out}/index.json: " + " ".join([*sources, str(Path(sources[0]).parent / "common" / "epi.tile")])
+    Path(args[args.index("-MF") + 1]).write_text(rule + "\n")
 if "--wheel" in args:
     name, version = args[args.index("--wheel") + 1], args[args.index("--wheel-version") + 1]
     (out / f"{name}-{version}-py3-none-any.whl").write_bytes(b"wheel")
@@ -55,6 +59,7 @@ def project(tmp_path):
     (src / "k" / "common").mkdir(parents=True)
     for n in ("softmax", "gemm"):
         (src / "k" / f"{n}.tile").write_text(f"# {n}\n")
+    (src / "k" / "common" / "epi.tile").write_text("# imported\n")
     (src / "CMakeLists.txt").write_text(PROJECT)
     fake = tmp_path / "fake_tilec.py"
     fake.write_text(FAKE)
@@ -82,13 +87,20 @@ def test_the_package_is_built_rebuilt_and_installed(project):
     (call,) = _calls(tmp)
     assert call == ["package", str(src / "k/softmax.tile"), str(src / "k/gemm.tile"), "-o",
                     str(build / "tilec/kernels"), "--target", "sm80,sm90", "-D", "block_M=64", "-I",
-                    str(src / "k/common"), "--size", "M=40,N=24", "--wheel", "my_kernels", "--wheel-version", "2.0"]
+                    str(src / "k/common"), "--size", "M=40,N=24", "--wheel", "my_kernels", "--wheel-version", "2.0",
+                    "-MD", "-MF", str(build / "tilec/kernels.d")]
     _cmake("--build", build)
     assert len(_calls(tmp)) == 1  # up to date
     time.sleep(1.1)
     os.utime(src / "k" / "gemm.tile")
     _cmake("--build", build)
     assert len(_calls(tmp)) == 2  # a source changed: packaged again
+    time.sleep(1.1)
+    os.utime(src / "k" / "common" / "epi.tile")
+    _cmake("--build", build)
+    assert len(_calls(tmp)) == 3  # a file a source imports changed (the depfile): packaged again
+    _cmake("--build", build)
+    assert len(_calls(tmp)) == 3
     prefix = tmp / "prefix"
     _cmake("--install", build, "--prefix", prefix)
     installed = sorted(p.name for p in (prefix / "share/app/kernels").iterdir())

@@ -157,3 +157,40 @@ def test_load_package_picks_by_device(package, monkeypatch):
     assert pkg.module("vector_add").image_report().image == "sm_90a"
     with pytest.raises(rt.package.PackageError, match="has no kernel 'nope'"):
         pkg.module("nope")
+
+
+def test_the_package_command_writes_a_dependency_rule(tmp_path):
+    """-MD: DIR.d says DIR/index.json depends on each source and what it imports (the rule CMake's DEPFILE and Make
+    read), -MP adds empty rules for the imports, -MF / -MT move and rename it; without -MD, no rule."""
+    _toolchain_or_skip()
+    src = tmp_path / "src"
+    (src / "common").mkdir(parents=True)
+    (src / "common" / "ops.tile").write_text("def twice(x):\n    return x + x\n")
+    (src / "double it.tile").write_text('import "common/ops.tile"\n\nconst dtype = f32\n\n'
+                                        "kernel double_it(A: dtype[N], C: out dtype[N]):\n"
+                                        "    with Kernel(ceildiv(N, 256), threads=256) as bx:\n"
+                                        "        for i in Parallel(256):\n"
+                                        "            if bx * 256 + i < N:\n"
+                                        "                C[bx * 256 + i] = twice(A[bx * 256 + i])\n")
+    (tmp_path / "samples").mkdir()
+    shutil.copy(ROOT / "samples" / "vector_add.tile", tmp_path / "samples")
+    r = _tilec("package", "src/double it.tile", "samples/vector_add.tile", "--target", "sm80", "-o", "out/pkg", "-MD",
+               "-MP", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rule = (tmp_path / "out" / "pkg.d").read_text()
+    assert rule == ("out/pkg/index.json: \\\n  src/double\\ it.tile \\\n  samples/vector_add.tile \\\n"
+                    "  src/common/ops.tile\n\nsamples/vector_add.tile:\n\nsrc/common/ops.tile:\n")
+    assert sorted(p.name for p in (tmp_path / "out" / "pkg").iterdir()) == [
+        "double it.check.zip", "double it.fatbin", "double it.fatbin.json", "index.json", "vector_add.check.zip",
+        "vector_add.fatbin", "vector_add.fatbin.json"]  # the rule is not a file of the package
+    r = _tilec("package", "src/double it.tile", "--target", "sm80", "-o", "out/q", "-MD", "-MF", "q.deps", "-MT",
+               "stamp", "-MT", "$(Q)", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "q.deps").read_text() == "stamp $$(Q): \\\n  src/double\\ it.tile \\\n  src/common/ops.tile\n"
+    assert not (tmp_path / "out" / "q.d").exists()
+    r = _tilec("package", "src/double it.tile", "--target", "sm80", "-o", "out/r", cwd=tmp_path)
+    assert r.returncode == 0 and not (tmp_path / "out" / "r.d").exists()
+    r = _tilec("package", "src/double it.tile", "--target", "sm80", "-o", "out/s", "-MD", "-MF",
+               "src/common/ops.tile", cwd=tmp_path)
+    assert r.returncode != 0 and "ops.tile" in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path / "src" / "common" / "ops.tile").read_text().startswith("def twice")

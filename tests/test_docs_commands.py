@@ -175,6 +175,8 @@ RUN_ELSEWHERE: dict[str, str] = {
         "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
     "tilec package samples/*.tile --target sm80,sm90 -o pkg/ --wheel my_kernels --wheel-version 1.2":
         "tests/test_deploy_package.py::test_a_package_is_reproducible_and_indexed",
+    "tilec package samples/gemm_bias_relu.tile --target sm80,sm90 -o build/pkg -MD -MP && cat build/pkg.d":
+        "tests/test_deploy_package.py::test_the_package_command_writes_a_dependency_rule",
     "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin":
         "tests/test_deploy_compat.py::test_fatbins_carry_the_oldest_generic_targets_ptx",
     "tilec softmax.tile --target sm90 -o softmax.h":

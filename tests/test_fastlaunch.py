@@ -55,7 +55,8 @@ class Driver:
             if p["kind"] == "tensor":
                 got.append(ctypes.c_uint64.from_address(params[i]).value)
             else:
-                ct = {"f32": ctypes.c_float, "i32": ctypes.c_int32, "bool": ctypes.c_bool}[p["dtype"]]
+                ct = {"f32": ctypes.c_float, "i32": ctypes.c_int32, "bool": ctypes.c_bool, "f16": ctypes.c_uint16,
+                      "bf16": ctypes.c_uint16}[p["dtype"]]
                 got.append(ct.from_address(params[i]).value)
         nsizes = len(self.kernel.entry["sizes"])
         sizes = [ctypes.c_int32.from_address(params[len(got) + j]).value for j in range(nsizes)]
@@ -221,3 +222,190 @@ def test_the_documented_command_names_the_extension(tmp_path):
     off = subprocess.run([sys.executable, "-m", "tilec.runtime.fastlaunch"], capture_output=True, text=True,
                          env={**env, "TILEC_NATIVE_LAUNCH": "0"})
     assert off.returncode == 1 and "not available: TILEC_NATIVE_LAUNCH=0" in off.stderr
+
+
+HALF = {"name": "halves", "params": [_t("X", "f32", ["N"]), {"name": "h", "kind": "scalar", "dtype": "f16"},
+                                     {"name": "b", "kind": "scalar", "dtype": "bf16"}, _t("Y", "f32", ["N"], True)],
+        "sizes": ["N"], "grid": ["ceildiv(N, 256)", "1", "1"], "threads": 256, "shared_bytes": 0}
+
+
+def _half_values():
+    rng = random.Random()
+    edge = [0.0, -0.0, 1.0, -2.5, 65504.0, 65519.99, -65519.0, 6.1e-5, 5.96e-8, 2.98e-8, 2.99e-8, 1e-9, 3e38,
+            -3.3e38, float("inf"), float("-inf"), 1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-8, 1 + 3 * 2**-8, 7]
+    return edge + [rng.uniform(-1, 1) * 10 ** rng.uniform(-9, 6) for _ in range(300)]
+
+
+def test_half_precision_scalars_are_rounded_as_the_python_path_rounds_them():
+    """f16 / bf16 scalars: the bits in the slot are launch.py's _f16_bits / _bf16_bits of the value (round to nearest
+    even, subnormals, infinities); what those refuse (too large for f16, beyond f32 for bf16) and NaN are misses."""
+    import struct
+
+    from tilec.runtime.launch import _bf16_bits, _f16_bits
+
+    kernel, layout, drv, launcher = _setup(HALF)
+    n = random.randint(1, 999)
+    x, y = torch.randn(n), torch.empty(n)
+    _remember(launcher, layout, (x, 0.0, 0.0, y), Plan((-(-n // 256), 1, 1), (n,), threads=256))
+    for v in _half_values():
+        try:
+            want_h = _f16_bits(v)
+        except (OverflowError, struct.error):
+            want_h = None
+        try:
+            want_b = _bf16_bits(v)
+        except (OverflowError, struct.error):
+            want_b = None
+        before = len(drv.launches)
+        got = launcher.fast((x, v, 1.0, y))
+        if want_h is None:
+            assert got is MISS and len(drv.launches) == before, v
+        else:
+            assert got is y and ctypes.c_uint16(drv.launches[-1]["params"][1]).value == want_h, v
+        got = launcher.fast((x, 1.0, v, y))
+        if want_b is None:
+            assert got is MISS, v
+        else:
+            assert got is y and ctypes.c_uint16(drv.launches[-1]["params"][2]).value == want_b, v
+    assert launcher.fast((x, float("nan"), 1.0, y)) is MISS  # NaN's bits: the Python path's
+    assert launcher.fast((x, 1, 2, y)) is y  # ints are numbers too
+    assert [ctypes.c_uint16(p).value for p in drv.launches[-1]["params"][1:3]] == [_f16_bits(1.0), _bf16_bits(2.0)]
+
+
+class Cai:
+    """A bare __cuda_array_interface__ exporter (over a host torch tensor here: the fake driver reads host memory)."""
+
+    def __init__(self, t, typestr=None, strides=None):
+        self.t = t
+        self.iface = {"shape": tuple(t.shape), "typestr": typestr or "<f4", "strides": strides,
+                      "data": (t.data_ptr(), False), "version": 3}
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.iface
+
+
+class CaiInstance:
+    """One whose interface is an instance attribute (arrays.py's "other" adapter reads it)."""
+
+    def __init__(self, t):
+        self.__cuda_array_interface__ = Cai(t).iface
+
+
+def test_cuda_array_interface_objects_launch_on_the_legacy_stream():
+    from tilec.runtime.arrays import adapter
+
+    kernel, layout, drv, launcher = _setup(SCALE)
+    M, N = random.randint(1, 40), random.randint(1, 40)
+    x, y = torch.randn(M, N), torch.empty(M, N)
+    args = (Cai(x), 0.5, 2, Cai(y), True)
+    assert adapter(Cai).kind == "cuda_array_interface"
+    assert launcher.fast(args) is MISS and launcher.reader(Cai) == 0  # not taught yet
+    key = ((M, N), (M, N), 0)
+    fastlaunch.remember(launcher, layout, key, Plan((-(-M // 4), N, 1), (M, N)), args)
+    assert launcher.reader(Cai) == 2
+    assert launcher.fast(args) is args[3]
+    call = drv.launches[-1]
+    assert call["params"] == [x.data_ptr(), 0.5, 2, y.data_ptr(), True] and call["stream"] is None
+    assert call["sizes"] == [M, N] and call["grid"] == (-(-M // 4), N, 1)
+    row = N * 4
+    for bad in (Cai(x, typestr="<f8"), Cai(x, typestr=">f4"), Cai(x, strides=(4, 4 * M)), Cai(torch.randn(M + 1, N))):
+        assert launcher.fast((bad, 0.5, 2, Cai(y), True)) is MISS  # the Python path reports (or accepts) these
+    assert launcher.fast((Cai(x, strides=(row, 4)), 0.5, 2, Cai(y), True)) is not MISS  # explicit C strides
+    assert launcher.fast((Cai(x), 0.5, 2, y, True)) is MISS  # a torch tensor beside it: mixed kinds
+    assert launcher.fast((Cai(x), 0.5, 2)) is MISS  # only an exchange table allocates here
+    inst = (CaiInstance(x), 0.5, 2, CaiInstance(y), True)
+    assert adapter(CaiInstance).kind == "other" and launcher.fast(inst) is MISS
+    fastlaunch.remember(launcher, layout, key, Plan((-(-M // 4), N, 1), (M, N)), inst)
+    assert launcher.reader(CaiInstance) == 2 and launcher.fast(inst) is inst[3]
+    bare = CaiInstance(x)
+    del bare.__cuda_array_interface__  # arrays.py refuses it, with a message: the Python path's
+    assert launcher.fast((bare, 0.5, 2, CaiInstance(y), True)) is MISS
+
+
+def test_cupy_arrays_launch_on_cupys_current_stream(monkeypatch):
+    """cupy arrays (a stand-in with cupy's fields: the test machine has no GPU) are read from dtype, _c_contiguous,
+    shape, data.ptr and data.device_id, and launched on cupy's current stream of their device."""
+    import sys
+    import types
+
+    import numpy as np
+
+    class MemoryPointer:
+        def __init__(self, ptr, device_id):
+            self.ptr, self.device_id = ptr, device_id
+
+    class ndarray:  # noqa: N801  (cupy's name)
+        __module__ = "cupy._core.core"
+        data = None  # a class attribute in cupy (a read-only field), as arrays.py's classification looks for
+
+        def __init__(self, t, device_id=0, dtype=None, contiguous=True):
+            self.t, self.shape, self._c_contiguous = t, tuple(t.shape), contiguous
+            self.dtype = np.dtype("float32") if dtype is None else dtype
+            self.data = MemoryPointer(t.data_ptr(), device_id)
+
+        @property
+        def device(self):
+            return types.SimpleNamespace(id=self.data.device_id)
+
+        @property
+        def flags(self):
+            return types.SimpleNamespace(c_contiguous=self._c_contiguous)
+
+    streams = {0: 0x5000}
+    made = []
+
+    def empty(shape, dtype):
+        made.append(ndarray(torch.empty(shape, dtype=getattr(torch, dtype)), dtype=np.dtype(dtype)))
+        return made[-1]
+
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=streams[0]),
+                                      runtime=types.SimpleNamespace(getDevice=lambda: 0))
+    fake.empty = empty
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    kernel, layout, drv, launcher = _setup(SCALE)
+    M, N = random.randint(1, 40), random.randint(1, 40)
+    x, y = torch.randn(M, N), torch.empty(M, N)
+    args = (ndarray(x), -1.25, 9, ndarray(y), False)
+    fastlaunch.remember(launcher, layout, ((M, N), (M, N), 0), Plan((-(-M // 4), N, 1), (M, N)), args)
+    assert launcher.reader(ndarray) == 3
+    assert launcher.fast(args) is args[3]
+    assert drv.launches[-1]["stream"] == 0x5000 and drv.launches[-1]["params"] == [x.data_ptr(), -1.25, 9,
+                                                                                  y.data_ptr(), False]
+    streams[0] = 0x6000  # the current stream is asked at every call
+    assert launcher.fast(args) is args[3] and drv.launches[-1]["stream"] == 0x6000
+    for bad in (ndarray(x, dtype=np.dtype("float64")), ndarray(x, contiguous=False), ndarray(x, device_id=1)):
+        assert launcher.fast((bad, -1.25, 9, ndarray(y), False)) is MISS
+    out = launcher.fast((args[0], 3.0, 1, True))  # the output left out: cupy.empty of its dtype and shape
+    assert out is made[-1] and out.shape == (M, N) and drv.launches[-1]["params"][3] == out.data.ptr
+    # the allocator runs Python, during which another thread may refile the plans: the plan is found again after
+    fake.empty = lambda shape, dtype: launcher.forget() or empty(shape, dtype)
+    before = len(drv.launches)
+    assert launcher.fast((args[0], 3.0, 1, True)) is MISS and len(drv.launches) == before
+
+
+def test_a_kernel_call_enters_the_compiled_launcher_without_a_python_frame():
+    """With torch imported, a module's kernels are of a Kernel subclass over the extension's KernelBase: once a
+    launcher is attached, a call that hits runs in C alone; keywords (stream=, sync=), misses and a kernel without
+    a launcher go to the class's Python __call__ (`_python_call`)."""
+    kernel, layout, drv, launcher = _setup(SCALE)
+    from tilec.runtime.launch import Kernel
+
+    assert isinstance(kernel, Kernel) and isinstance(kernel, fastlaunch.extension().KernelBase)
+    assert type(kernel).__name__ == "Kernel" and "scale" in repr(kernel)
+    calls = []
+    kernel._python_call = lambda *a, **kw: calls.append((a, kw)) or "python"
+    M, N = random.randint(1, 30), random.randint(1, 30)
+    x, y = torch.randn(M, N), torch.empty(M, N)
+    args = (x, 0.5, 3, y, True)
+    assert kernel(*args) == "python" and calls == [(args, {})]  # no launcher attached yet
+    kernel._attach(launcher)
+    _remember(launcher, layout, args, Plan((-(-M // 4), N, 1), (M, N)))
+    assert kernel(*args) is y and len(calls) == 1 and drv.launches[-1]["params"][0] == x.data_ptr()
+    assert kernel(*args, stream=5) == "python" and calls[-1] == (args, {"stream": 5})
+    assert kernel(x.double(), 0.5, 3, y, True) == "python"  # a miss
+    kernel._attach(None)
+    assert kernel(*args) == "python" and len(drv.launches) == 1
+    with pytest.raises(TypeError):
+        kernel._attach(object())

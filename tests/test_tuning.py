@@ -659,6 +659,18 @@ def test_dispatch_artifact_routes_long_k_shapes_to_split_k(tmp_path, monkeypatch
     assert mod.gemm.workspace_bytes(a, b, c) == 0
     mod.gemm(a, b, c)
     assert [ln.fn for ln in fake.launches] == ["gemm__cfg0"] and len(fake.allocs) == 1
+    # the public name's fast path (the compiled launcher on a GPU) is asked first, for every shape; the one-launch
+    # variant's plan is filed under the public name (its own layout's key), so that later calls find it there
+    from tilec.runtime.launch import _MISS
+
+    asked = []
+    mod.gemm._fast = lambda args: asked.append(len(args)) or _MISS
+    fake.launches.clear()
+    mod.gemm(a, b, c)
+    mod.gemm(dev(0x10000, (128, 11008)), dev(0x20000, (11008, 4096)), dev(0x30000, (128, 4096)))
+    assert asked == [3, 3] and [ln.fn for ln in fake.launches] == ["gemm__cfg0", "gemm__cfg1__stage0",
+                                                                   "gemm__cfg1__stage1"]
+    assert [key[:3] for key in mod.gemm._layout().plans] == [((4096, 4096), (4096, 4096), (4096, 4096))]
 
 
 MOCK_GEMM_MAIN = r"""

@@ -31,9 +31,10 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: check files do not dep
 
 def build_package(sources: list[str], targets: str, out: Path, *, defines: dict | None = None,
                   include_dirs=(), sizes: dict[str, int] | None = None, forward_ptx: bool = True,
-                  toolchain: str | None = None) -> dict:
+                  toolchain: str | None = None, deps: list[str] | None = None) -> dict:
     """Write the package for `sources` x `targets` into directory `out` (created; files of the same names are
-    replaced) and return its index."""
+    replaced) and return its index. `deps`, when given, gets every file the builds read (each source, what it
+    imports, a tuning database), for a dependency file."""
     import tilec
 
     from .options import CompileOptions
@@ -64,6 +65,8 @@ def build_package(sources: list[str], targets: str, out: Path, *, defines: dict 
                                       forward_ptx=forward_ptx, toolchain=toolchain)
         name = f"{stem}.{kind}"
         artifact = tilec.compile(source, options=options, emit=kind, output_name=name)
+        if deps is not None:
+            deps.extend(artifact.deps)
         _write(out / name, artifact.data)
         _write(out / f"{name}.json", artifact.manifest)
         manifest = json.loads(artifact.manifest)

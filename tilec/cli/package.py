@@ -25,6 +25,14 @@ def command(
     wheel_version: Annotated[str, typer.Option("--wheel-version", metavar="V", help="The wheel's version.")] = "1.0",
     defines: p.Defines = None,
     include_dirs: p.Includes = None,
+    MD: Annotated[bool, typer.Option("-MD", help="Also write a dependency rule for Make / Ninja: DIR/index.json "  # noqa: N803
+                                     "depends on every source and every file it imports (to DIR.d, or -MF's file).")
+                  ] = False,
+    MF: Annotated[str | None, typer.Option("-MF", metavar="FILE", help="Where -MD writes the rule.",  # noqa: N803
+                                           show_default=False)] = None,
+    MT: Annotated[list[str] | None, typer.Option("-MT", metavar="TARGET", help="The rule's target instead of "  # noqa: N803
+                                                 "DIR/index.json (repeatable).", show_default=False)] = None,
+    MP: Annotated[bool, typer.Option("-MP", help="Add an empty rule for each imported file.")] = False,  # noqa: N803
     color: p.Color = "auto",
     no_color: p.NoColor = False,
     debug: p.Debug = False,
@@ -41,15 +49,32 @@ def command(
 
 
 def run(args) -> int:
+    import os
     from pathlib import Path
 
-    from ..packaging import build_package
+    from ..packaging import INDEX_NAME, build_package
+    from . import outputs
     from .common import parse_defines
     from .run import parse_sizes
 
+    depfile = None
+    if args.MD:  # as gcc's: -MF, -MT and -MP change what -MD writes
+        depfile = args.MF or f"{args.output.rstrip('/') or args.output}.d"  # beside DIR: not a file of the package
+        if args.MF:  # refused before anything is built (DIR.d's folder is made with DIR)
+            outputs.check_output(depfile, "-MF", args.files)
+    deps: list[str] = []
     index = build_package(args.files, args.target, Path(args.output), defines=parse_defines(args.defines),
                           include_dirs=args.include_dirs, sizes=parse_sizes(args.size), forward_ptx=not args.no_ptx,
-                          toolchain=args.compiler)
+                          toolchain=args.compiler, deps=deps)
+    if depfile is not None:
+        from ..outputs import unique_paths
+        from .build import _escape_make, _write, depfile_text
+
+        targets = [t.replace("$", "$$") for t in args.MT or []] or [_escape_make(os.path.join(args.output,
+                                                                                             INDEX_NAME))]
+        outputs.check_output(depfile, "-MF" if args.MF else "dependency file", deps)
+        _write(depfile, depfile_text(targets, unique_paths([*args.files, *deps]), bool(args.MP)).encode(),
+               "-MF" if args.MF else "dependency file")
     files = sorted({row["file"] for row in index["kernels"]})
     print(f"{args.output}: {len(index['kernels'])} kernel(s) in {len(files)} artifact(s) for {args.target}")
     if args.wheel:

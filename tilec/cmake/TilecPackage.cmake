@@ -14,8 +14,8 @@
 #       [DESTINATION dir])                 install(DIRECTORY) the package there (relative: under the prefix)
 #
 # Creates the custom target <name> (built by `all`), whose property TILEC_PACKAGE_DIR is the package directory and
-# TILEC_PACKAGE_INDEX its index.json. The package is rebuilt when a source changes; a change in a file a source
-# imports is not seen (`tilec package` writes no depfile yet): touch the source, or rebuild. With
+# TILEC_PACKAGE_INDEX its index.json. The package is rebuilt when a source or a file it imports changes (`tilec
+# package -MD` writes the rule to <dir>.d, beside the package; CMake's DEPFILE feeds it to Make and Ninja). With
 # TILEC_PREBUILT_DIR, the package directory ${TILEC_PREBUILT_DIR}/<name>/ is copied instead of running tilec.
 
 include_guard(GLOBAL)
@@ -83,13 +83,18 @@ function(tilec_add_package name)
       COMMENT "tilec: using the prebuilt package ${name}"
       VERBATIM)
   else()
+    cmake_policy(PUSH)
+    cmake_policy(SET CMP0116 NEW)  # Ninja: depfile paths made relative to the build tree by CMake
     add_custom_command(
       OUTPUT "${_index}"
-      COMMAND ${TILEC_EXECUTABLE} package ${_sources} -o "${_outdir}" ${_flags}
+      BYPRODUCTS "${_outdir}.d"
+      COMMAND ${TILEC_EXECUTABLE} package ${_sources} -o "${_outdir}" ${_flags} -MD -MF "${_outdir}.d"
       DEPENDS ${_sources}
+      DEPFILE "${_outdir}.d"
       COMMENT "tilec package ${name} (${_targets})"
       COMMAND_EXPAND_LISTS
       VERBATIM)
+    cmake_policy(POP)
   endif()
   add_custom_target(${name} ALL DEPENDS "${_index}")
   set_target_properties(${name} PROPERTIES TILEC_PACKAGE_DIR "${_outdir}" TILEC_PACKAGE_INDEX "${_index}")

@@ -17,6 +17,7 @@ import math
 
 from ..manifest import log2_approx
 from .arrays import ArgumentError
+from .fastlaunch import native_class
 from .launch import _MISS, Kernel
 from .sequence import Launches
 
@@ -45,16 +46,22 @@ class DispatchKernel(Kernel):
         self._by_shapes: dict[tuple, Kernel] = {}  # with multi-launch variants: the arguments' shapes -> variant
 
     def __call__(self, *args, stream=None, sync: bool | None = None):
-        if not self._sequences:  # Kernel.__call__, inline: a call of it costs a tenth of a whole launch
-            if stream is None and not sync:
-                out = self._fast(args)
-                if out is not _MISS:
-                    return out
+        # Kernel.__call__, inline: a call of it costs a tenth of a whole launch. With multi-launch variants too: the
+        # fast path holds plans only for shapes a one-launch variant serves (a plan is made per shape, with its
+        # variant), so the others miss it and run their stages below.
+        if stream is None and not sync:
+            out = self._fast(args)
+            if out is not _MISS:
+                return out
+        if not self._sequences:
             return self._call(args, stream, sync)
         layout = self._layout()
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
-        return self._variant_of(layout, args)(*args, stream=stream, sync=sync)
+        variant = self._variant_of(layout, args)
+        if isinstance(variant, Launches):
+            return variant(*args, stream=stream, sync=sync)
+        return self._call(args, stream, sync)  # this name's plan is the variant's (_plan), filed for the fast path
 
     def _variant_of(self, layout, args) -> Kernel:
         shapes = tuple(tuple(args[t.index].shape) for t in layout.tensors)
@@ -106,4 +113,4 @@ def add_dispatchers(manifest: dict, kernels: dict, internal: dict) -> None:
         if len(variants) == len(table["configs"]) and variants:
             for v in variants:
                 internal[v.name] = kernels.pop(v.name)
-            kernels[name] = DispatchKernel(variants[0].module, name, table, variants)
+            kernels[name] = native_class(DispatchKernel)(variants[0].module, name, table, variants)

@@ -24,11 +24,18 @@ import sys
 import threading
 from pathlib import Path
 
+from .arrays import _NO_TYPESTR
+
 SOURCE = Path(__file__).with_name("fastlaunch.c")
 MODULE = "tilec_fastlaunch"
 SCALAR_KINDS = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9,
                 "f16": 10, "bf16": 11, "bool": 12}
 MAX_PARAMS, MAX_DIMS = 64, 8  # fastlaunch.c's limits (TL_MAX_PARAMS, TL_MAX_DIMS)
+# __cuda_array_interface__ typestrs of tilec dtypes (little-endian hosts); bf16 and fp8 have none: any type of
+# their width is read as their bits (arrays.py's _NO_TYPESTR)
+TYPESTRS = {"bool": "|b1", "i8": "|i1", "u8": "|u1", "i16": "<i2", "u16": "<u2", "i32": "<i4", "u32": "<u4",
+            "i64": "<i8", "u64": "<u8", "f16": "<f2", "f32": "<f4", "f64": "<f8"}
+READERS = {"cuda_array_interface": 2, "cupy": 3}  # arrays.py adapter kinds fastlaunch.c reads (besides torch's)
 
 _lock = threading.Lock()
 _state: dict = {}  # "module": the extension or None; "why": the reason it is not used; "path"
@@ -150,15 +157,37 @@ def _dlpack_dtype(ext, t) -> tuple[int, int, int] | None:
     return _DLPACK_DTYPES[t.dtype]
 
 
+_NATIVE_CLASSES: dict[type, type] = {}
+
+
+def native_class(cls: type) -> type:
+    """`cls` (a tilec.runtime Kernel class), or its subclass over the extension's KernelBase, whose calls run C at
+    once: the compiled launcher once the first call attached it, else `cls.__call__`. The subclass has the same
+    name and behaviour; it is used when torch or cupy is imported (the arrays the launcher reads) and the extension
+    is available, so loading a module may build the extension (once per machine, as the first launch would)."""
+    if "torch" not in sys.modules and "cupy" not in sys.modules:
+        return cls
+    got = _NATIVE_CLASSES.get(cls)
+    if got is None:
+        ext = extension()
+        if ext is None or not hasattr(ext, "KernelBase"):
+            return cls
+        got = _NATIVE_CLASSES[cls] = type(cls.__name__, (ext.KernelBase, cls),
+                                          {"_python_call": cls.__call__, "__module__": cls.__module__,
+                                           "__doc__": cls.__doc__, "__qualname__": cls.__qualname__})
+    return got
+
+
 def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2):
-    """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch imported (its tensors' exchange
-    table gives the dtypes) and a kernel within the C file's limits. `launch`: the address of cuLaunchKernel (default:
-    the driver's) and `device_type` the DLPack device type of the tensors (kDLCUDA) -- the tests put a fake driver
-    over host tensors there."""
+    """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch with its DLPack exchange table
+    (torch 2.10 and later: it gives the dtypes) or cupy imported, and a kernel within the C file's limits. `launch`:
+    the address of cuLaunchKernel (default: the driver's) and `device_type` the DLPack device type of the tensors
+    (kDLCUDA) -- the tests put a fake driver over host tensors there."""
     torch = sys.modules.get("torch")
-    if torch is None or not any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
-                                                                  "__c_dlpack_exchange_api__")):
-        return None  # a torch before 2.10: no exchange table
+    tables = torch is not None and any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
+                                                                         "__c_dlpack_exchange_api__"))
+    if not tables and "cupy" not in sys.modules:
+        return None  # torch before 2.10 (no exchange table) and no cupy
     if len(kernel.entry["params"]) > MAX_PARAMS or len(layout.size_names) > 32 or len(layout.tmaps) > 16:
         return None
     ext = extension()
@@ -188,7 +217,7 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
     for i, p in enumerate(kernel.entry["params"]):
         if p["kind"] == "tensor":
             t = tensors[i]
-            code = _dlpack_dtype(ext, t)
+            code = _dlpack_dtype(ext, t) if tables else (0, 0, 0)  # (0, 0, 0): no DLPack array matches
             if code is None or len(t.shape) > MAX_DIMS:
                 return None
             alloc = None
@@ -203,7 +232,8 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
                         can_allocate = False
                         alloc = None
                         break
-            params.append((True, t.output, 0, code, len(t.shape), alloc))
+            typestr = TYPESTRS.get(t.dtype, "") if sys.byteorder == "little" else ""
+            params.append((True, t.output, 0, code, len(t.shape), alloc, typestr, _NO_TYPESTR.get(t.dtype, 0)))
         else:
             kind = SCALAR_KINDS.get(p["dtype"])
             if kind is None:
@@ -213,16 +243,60 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
     return ext.Launcher(spec, launch, miss, device_type)
 
 
-def remember(launcher, layout, key, plan) -> None:
-    """File the plan the Python path just launched with under `key` (launch.py's plan key) in the C launcher."""
+def remember(launcher, layout, key, plan, args=()) -> None:
+    """File the plan the Python path just launched with under `key` (launch.py's plan key) in the C launcher, and
+    teach it the array types among `args` it reads without an exchange table (cupy, __cuda_array_interface__), with
+    the stream their adapter launches on."""
     if plan.empty or plan.cluster is not None:  # nothing to launch, or cuLaunchKernelEx: the Python path's
         return
+    for t in layout.tensors:
+        if t.index < len(args) and not launcher.reader(type(args[t.index])):
+            _accept(launcher, layout, args[t.index])
     flat: list[int] = []
     n = len(layout.tensors)
     for shape in key[:n]:
         flat.extend(int(d) for d in shape)
     flat.extend(int(v) for v in key[n:])
     launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan)
+
+
+def _accept(launcher, layout, array) -> None:
+    from .arrays import NP_NAMES, adapter
+
+    tp = type(array)
+    a = adapter(tp)
+    reader = READERS.get(a.kind)
+    if a.kind == "other" and hasattr(array, "__cuda_array_interface__"):  # an instance attribute (arrays.py reads
+        reader = 2  # it first, on the legacy stream; an instance without one is a miss there and goes to Python)
+    if reader is None:
+        return
+    np_dtypes = [None] * layout.nparams
+    numpy = sys.modules.get("numpy")
+    if reader == 3 and numpy is not None:  # cupy arrays carry numpy dtypes
+        for t in layout.tensors:
+            try:
+                np_dtypes[t.index] = numpy.dtype(NP_NAMES[t.dtype])
+            except TypeError:  # bfloat16 / fp8 without ml_dtypes: cupy cannot hold them either
+                pass
+    alloc = _cupy_allocator(layout) if reader == 3 and "cupy" in sys.modules else None
+    launcher.accept(tp, reader, a.stream if reader == 3 else None, tuple(np_dtypes), alloc)
+
+
+def _cupy_allocator(layout):
+    """alloc(parameter, shape, device): a left-out output as launch.py's allocate_like makes it beside a cupy array
+    (cupy.empty of the parameter's dtype on the array's device), for fastlaunch.c to call."""
+    from .arrays import NP_NAMES
+
+    cupy = sys.modules["cupy"]
+    dtypes = {t.index: NP_NAMES[t.dtype] for t in layout.tensors if t.output}
+
+    def alloc(index: int, shape: tuple, device: int):
+        if cupy.cuda.runtime.getDevice() == device:
+            return cupy.empty(shape, dtype=dtypes[index])
+        with cupy.cuda.Device(device):
+            return cupy.empty(shape, dtype=dtypes[index])
+
+    return alloc
 
 
 def main() -> int:

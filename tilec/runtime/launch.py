@@ -446,14 +446,22 @@ class Kernel:
         return self._call(args, stream, sync)
 
     def _fast(self, args):
-        """The first call: put the generated fast path in this method's place (once torch is imported)."""
-        if "torch" not in sys.modules:
+        """The first call: put the compiled launcher, else the generated fast path, in this method's place (once torch
+        or cupy is imported)."""
+        if "torch" not in sys.modules and "cupy" not in sys.modules:
             return _MISS
         layout = self._arguments or self._make_layout()
         from .fastlaunch import launcher_for
 
         self._native = launcher_for(self, layout, _MISS)  # the compiled launcher, where it builds
-        self._fast = self._native.fast if self._native is not None else _make_fast_path(layout)
+        if self._native is not None:
+            self._fast = self._native.fast
+            if hasattr(self, "_attach"):  # a native_class kernel: its calls enter the launcher with no Python frame
+                self._attach(self._native)
+        elif "torch" in sys.modules:
+            self._fast = _make_fast_path(layout)
+        else:
+            return _MISS  # cupy alone, no compiled launcher: the general path (asked again at the next call)
         return self._fast(args)
 
     def _call(self, args, stream, sync):
@@ -488,7 +496,7 @@ class Kernel:
                         plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                                   block.params_address, plan.cluster)
                 if self._native is not None and explicit is None and plan.padding is None:  # the compiled launcher
-                    remember(self._native, layout, key, plan)
+                    remember(self._native, layout, key, plan, args)
             if sync:
                 plan.driver.synchronize(handle)
         outs = layout.outputs

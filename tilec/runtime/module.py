@@ -16,6 +16,7 @@ from ..errors import UserFacingError
 from ..manifest import choose_image, launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
+from .fastlaunch import native_class
 from .launch import Kernel
 from .nojit import no_jit_requested  # noqa: F401  (its home was here: tilec.runtime.module.no_jit_requested)
 from .sequence import Launches
@@ -100,7 +101,8 @@ class Module:
         self._modules: dict[int, object] = {}  # device ordinal -> CUmodule
         self.loaded: dict[int, LoadedImage] = {}  # device ordinal -> the image loaded there
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
-        self.kernels = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
+        public = native_class(Kernel)  # Kernel, or under it the compiled launcher's call (fastlaunch.py)
+        self.kernels = {k["name"]: public(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
         for entry in launch_entries(manifest):  # a multi-launch kernel: its stages in order (sequence.py)
             self.kernels[entry["name"]] = Launches(self, entry, self._internal)
