@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..ir import simt as S
 from ..ir import tile as T
-from ..ir.intrinsics import DEFS as INTRINSICS
+from ..ir.intrinsics import lookup as intrinsic
 from ..ir.intrinsics import offered as intrinsic_offered
 from ..ir.layout import Fragment, SharedLayout
 from ..ir.schedule import PARTITION_UNITS, GemmSchedule, KernelSchedule
@@ -178,7 +178,7 @@ def check_registry(targets) -> list[str]:
                 problems.append(f"{impl.name} ({r.module}, back end {impl.backend}) is offered on {t.name}, a "
                                 f"{t.backend} target")
                 continue
-            missing = [op for op in impl.intrinsics if not intrinsic_offered(INTRINSICS[op], t)]
+            missing = [op for op in impl.intrinsics if not intrinsic_offered(intrinsic(op), t)]
             if missing:
                 problems.append(f"{impl.name} ({r.module}) is offered on {t.name}, which does not offer "
                                 f"{', '.join(missing)}")
