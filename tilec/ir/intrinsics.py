@@ -4,8 +4,8 @@ The intrinsics every SIMT back end may receive (copies, vector loads, atomics, p
 shuffles) and the cp.async family the generic lowering emits (tilec/ir/copy_mechanisms.py `CpAsync`) are defined
 here; an instruction family of one back end defines its own in the back end's folder
 (tilec/targets/<backend>/intrinsics.py: mma.sync, ldmatrix, wgmma, TMA and mbarriers for CUDA, MFMA for HIP),
-calling `define`. Those modules are named in `BACKEND_INTRINSICS` and imported on the first lookup, so a lookup
-without a target (the SIMT IR reader, a call built by name) finds them; nothing here imports a back end.
+calling `define`. Every such module is imported on the first lookup (found by its place, `_load`), so a lookup
+without a target (the SIMT IR reader, a call built by name) finds them; nothing here names a back end.
 
 Lowering builds calls through `simt.call(...)` / `simt.value(...)`, which check the parameters against the definition
 and record them on the node (`SCall.op`, `SCall.params`); the node's `name` is the intrinsic's printed key
@@ -19,7 +19,6 @@ interpreter's own); the SIMT IR verifier checks that every call names a defined 
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -99,9 +98,6 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     IntrinsicDef("aligned", feature=_COPY, statement=False, value_type=D.BOOL),
 ]}
 
-# The modules defining a back end's own intrinsics (each calls `define` when imported): one line per back end that
-# has instructions of its own. Imported on the first lookup (they import nothing but this module).
-BACKEND_INTRINSICS = ("tilec.targets.cuda.intrinsics", "tilec.targets.hip.intrinsics")
 _loaded = False
 
 
@@ -114,11 +110,19 @@ def define(*defs: IntrinsicDef) -> None:
 
 
 def _load() -> None:
+    """Import every back end's intrinsics module (tilec/targets/<backend>/intrinsics.py, found by its place: a back
+    end with intrinsics of its own needs no line anywhere else); each calls `define`."""
     global _loaded
     if not _loaded:
         _loaded = True
-        for module in BACKEND_INTRINSICS:
-            importlib.import_module(module)
+        import importlib.util
+        import pkgutil
+
+        targets = importlib.import_module(__name__.rsplit(".", 2)[0] + ".targets")
+        for sub in pkgutil.iter_modules(targets.__path__):
+            name = f"{targets.__name__}.{sub.name}.intrinsics"
+            if sub.ispkg and importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)
 
 
 def get(op: str) -> IntrinsicDef | None:
