@@ -97,3 +97,49 @@ def test_no_map_is_keyed_by_id():
              for n, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"(?<![\w.])id\(", line.split("#")[0])]
     assert calls == []
+
+
+# The places outside tilec/targets that may compare such a name, and why: the runtime maps the manifest's loader
+# names to its own modules (it imports no back end); `tilec run --device cuda` is the command line's own word;
+# the ISA inspector's "mma" is its class of disassembled opcodes; Pipelined's `sync=` is a TileLang keyword.
+_NAME_TESTS_ALLOWED = {"tilec/runtime/loader.py": 5, "tilec/cli/run.py": 1, "tilec/inspect/isa.py": 1,
+                       "tilec/parser/build.py": 1}
+_NAMES = {"mma", "wgmma", "mfma", "fma", "cuda", "hip", "wgsl", "ascend", "tma", "cp.async", "registers", "sync",
+          "mma.sync.m16n8k16", "wgmma.m64nNk16", "mfma.16x16x16", "mfma.32x32x8", "mfma.16x16x32.fp8", "sm80", "sm90",
+          "gfx90a", "gfx942", "webgpu", "ascend910b"}
+
+
+def name_tests(root) -> dict[str, int]:
+    """Per module outside tilec/targets: the comparisons (==, !=, in, not in) of a string naming an instruction
+    family, a copy mechanism, a back end or a target (generic code asks the registered implementation or the
+    Target's capabilities instead)."""
+    import ast
+    from pathlib import Path
+
+    def strings(n):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            return [n.value]
+        return [x for e in n.elts for x in strings(e)] if isinstance(n, (ast.Tuple, ast.List, ast.Set)) else []
+
+    out: dict[str, int] = {}
+    for p in sorted((Path(root) / "tilec").rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if rel.startswith("tilec/targets/"):
+            continue
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Compare):
+                for op, a, b in zip(node.ops, [node.left, *node.comparators[:-1]], node.comparators, strict=True):
+                    if isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) and _NAMES & {*strings(a), *strings(b)}:
+                        out[rel] = out.get(rel, 0) + 1
+    return out
+
+
+def test_generic_code_tests_no_instruction_mechanism_or_back_end_names(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    assert name_tests(root) == _NAME_TESTS_ALLOWED
+    planted = tmp_path / "tilec" / "passes"
+    planted.mkdir(parents=True)
+    (planted / "p.py").write_text("def f(s, t):\n    return s.instruction == 'wgmma' or t.backend in ('hip',)\n")
+    assert name_tests(tmp_path) == {"tilec/passes/p.py": 2}

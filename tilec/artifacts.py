@@ -28,13 +28,14 @@ def source_hash(result, options: dict) -> str:
     return h.hexdigest()
 
 
-def manifest_options(options, kind: str, backend) -> dict:
+def manifest_options(options, kind: str, backend, own) -> dict:
     """The options a manifest records (tilec.options.CompileOptions as plain data): -D values, the kernel, the
-    targets as spelled, the kind, and the back end's own (Backend.manifest_options)."""
+    targets as spelled, the kind, and the back end's own (Backend.manifest_options of `own`, what its
+    parse_options made of `options`)."""
     from .driver import define_values
 
     return {"defines": define_values(options), "kernel": options.kernel, "targets": list(options.targets),
-            "kind": kind, **backend.manifest_options(backend.parse_options(options))}
+            "kind": kind, **backend.manifest_options(own)}
 
 
 def param_entries(params: list[T.Buffer | T.Var]) -> list[dict]:

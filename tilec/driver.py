@@ -126,13 +126,14 @@ def compile(source: str | Path, options: CompileOptions | None = None, *, text: 
     from .parser.build import build_module, read_source
 
     opts = options or CompileOptions()
+    target_name = opts.target
     path = str(source)
     sources = SourceManager()
     rep = Reporter()
     try:
         if text is None:
             text = read_source(path)
-        with tune_space.building(tune_keys(opts.target)):  # tune() consts take this target's default
+        with tune_space.building(tune_keys(target_name)):  # tune() consts take this target's default
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
             tune_space.rename_kernels(module.kernels, module.launches)
         rep.diagnostics[:] = _select_warnings(rep.diagnostics, opts)
@@ -171,7 +172,7 @@ def compile(source: str | Path, options: CompileOptions | None = None, *, text: 
             k.attrs["disabled"] = opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
             pin(k, request)
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
-        if opts.target is not None:
+        if target_name is not None:
             _compile_for_target(result, opts, rep, want, opts.plan_only, verify)
     except CompileError as e:
         e.sources = sources  # type: ignore[attr-defined]

@@ -89,7 +89,7 @@ def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, ou
                    cached_only: bool = False, variants: Variants | None = None) -> Artifact:
     """compile_artifact once the options are resolved (resolved_options) and their targets and back end known
     (targets_and_backend); `variants`: the configurations the artifact carries (None: the options' own)."""
-    backend.parse_options(opts)  # the back end's own options checked before the cache is consulted
+    own = backend.parse_options(opts)  # the back end's own options, checked before the cache is consulted
     from .targets.backend import BuildRefused
 
     variants = variants or Variants()
@@ -99,7 +99,7 @@ def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, ou
     except BuildRefused as e:
         raise CompileError([Diagnostic("error", str(e))]) from None
     name = output_name or f"{Path(source).stem}{backend.output_kinds[emit]}"
-    key = cache_key(source, opts, targets, backend, emit, name, variants.key) \
+    key = cache_key(source, opts, targets, backend, emit, name, variants.key, own) \
         if opts.cacheable and text is None else None
     if key is not None:
         from .cache import Cache
@@ -112,7 +112,7 @@ def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, ou
                             info.get("warnings", ""), from_cache=True)
     if cached_only:
         raise NotCached(f"{source}: no compile-cache entry for {', '.join(opts.targets)} ({emit})")
-    artifact = _build(source, opts, targets, backend, emit, name, text, on_compiled, variants)
+    artifact = _build(source, opts, own, targets, backend, emit, name, text, on_compiled, variants)
     if key is not None:
         _store(key, artifact, list(opts.include_dirs))
     return artifact
@@ -121,9 +121,13 @@ def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, ou
 def resolved_options(target=None, options: CompileOptions | None = None, **overrides) -> CompileOptions:
     """The options of a compile to an artifact: `options` with `target` and the keywords applied, and the default
     target when none is named."""
+    return with_default_target(resolve(target, options, **overrides))
+
+
+def with_default_target(opts: CompileOptions) -> CompileOptions:
+    """The options, naming the default target when they name none."""
     from .targets.registry import DEFAULT_TARGET
 
-    opts = resolve(target, options, **overrides)
     return opts if opts.targets else opts.replace(targets=(DEFAULT_TARGET,))
 
 
@@ -159,8 +163,10 @@ def targets_and_backend(source, opts: CompileOptions, text: str | None):
     return targets, get_backend(first.backend)
 
 
-def _build(source, opts: CompileOptions, targets, backend, kind: str, output_name: str, text, on_compiled,
+def _build(source, opts: CompileOptions, own, targets, backend, kind: str, output_name: str, text, on_compiled,
            tuned: Variants) -> Artifact:
+    """The artifact: every target's variants compiled, the back end's build, the manifest. `own`: what the back end
+    parsed of `opts` (Backend.parse_options), parsed once per artifact."""
     from .artifacts import kernel_entries, launch_entries, manifest, manifest_options, source_hash
     from .diagnostics import render
     from .targets.backend import ArtifactInfo
@@ -182,14 +188,14 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
             launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
         units.append(variants_unit(per_variant, [sfx for _, sfx in variants], entries))
     first = results[0]
-    forward_ptx, ptx_warnings = _forward_ptx_unit(source, opts, targets, backend, kind, units, variants, entries, text)
+    forward_ptx, ptx_warnings = _forward_ptx_unit(source, own, targets, backend, kind, units, variants, entries, text)
     if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
         from .inspect.remarks import bank_conflict_remarks
 
         first.remarks.extend(bank_conflict_remarks(first))
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files + list(tuned.inputs))  # with the files the variants were chosen from
-    recorded = manifest_options(opts, kind, backend)
+    recorded = manifest_options(opts, kind, backend, own)
     tuning = _variant_records(tuned.records, {e["name"] for e in launches})
 
     stem = Path(source).stem
@@ -198,7 +204,7 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
         refuse_keep_over_inputs(opts.keep_dir, stem, deps)
     info = ArtifactInfo(stem, output_name, os.path.basename(str(source)),
                         source_hash(first, recorded), tuning.get(DISPATCH_KEY), tuple(launches), forward_ptx)
-    built = backend.build(units, kind, backend.parse_options(opts), info)
+    built = backend.build(units, kind, own, info)
     built.diagnostics = ptx_warnings + built.diagnostics
     if opts.werror:
         _refuse_warnings(built.diagnostics, first.sources)
@@ -213,11 +219,11 @@ def _build(source, opts: CompileOptions, targets, backend, kind: str, output_nam
                     result=first, toolchain_warnings=built.diagnostics)
 
 
-def _forward_ptx_unit(source, opts: CompileOptions, targets, backend, kind: str, units, variants, entries, text):
+def _forward_ptx_unit(source, own, targets, backend, kind: str, units, variants, entries, text):
     """The Unit whose PTX the artifact carries for newer GPUs (Backend.forward_ptx_target: one of `units`, or the
     generic target compiled for it alone), and a warning when that target cannot compile the kernels (the
     artifact then goes without: its own targets are unaffected)."""
-    name = backend.forward_ptx_target(targets, kind, backend.parse_options(opts))
+    name = backend.forward_ptx_target(targets, kind, own)
     if name is None:
         return None, []
     for t, u in zip(targets, units, strict=True):
@@ -359,9 +365,10 @@ def unique_paths(paths: list[str]) -> list[str]:
 
 
 def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_name: str,
-              variants_key: str | None = None) -> str | None:
+              variants_key: str | None = None, own=None) -> str | None:
     """key1 of the cache (see tilec.cache), or None when this compile cannot be cached (no toolchain to
-    identify, an unreadable file: the compile then reports what is wrong). `variants_key`: Variants.key."""
+    identify, an unreadable file: the compile then reports what is wrong). `variants_key`: Variants.key; `own`:
+    what the back end parsed of `opts` (Backend.parse_options; parsed here when not given)."""
     from .cache import sha256_bytes, tilec_fingerprint
     from .version import __version__
 
@@ -369,7 +376,7 @@ def cache_key(source, opts: CompileOptions, targets, backend, kind: str, output_
         data = Path(source).read_bytes()
     except OSError:
         return None
-    tool = backend.toolchain_identity(targets, kind, backend.parse_options(opts))
+    tool = backend.toolchain_identity(targets, kind, own if own is not None else backend.parse_options(opts))
     if tool is None:
         return None
     key = {

@@ -33,13 +33,14 @@ def _backend(args):
 
 
 def _require_device(args) -> None:
-    """Before compiling a .tile file for a target whose artifacts the CUDA driver runs: the driver, so that a
-    machine without one hears it at once, not after the build (tens of seconds for a large kernel)."""
+    """Before compiling a .tile file for a target whose artifacts a runtime loads: that runtime's device (the CUDA
+    driver and a GPU; tilec.runtime.loader.require_device), so that a machine without one hears it at once, not
+    after the build (tens of seconds for a large kernel)."""
     backend = _backend(args) if Path(args.file).suffix == ".tile" else None
-    if backend is not None and backend.loader == "cuda":
-        from ..runtime.cuda_driver import Driver
+    if backend is not None and backend.loader:
+        from ..runtime.loader import require_device
 
-        Driver.get()  # CudaError (a user-facing error) without a driver or a GPU
+        require_device(backend.loader)
 
 
 def _load(args):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import tile as T
-from .intrinsics import DEFS
+from .intrinsics import lookup as intrinsic
 from .intrinsics import offered as intrinsic_offered
 
 
@@ -175,7 +175,7 @@ def check_registry(targets) -> list[str]:
         load(t)
     for t in targets:
         for r in _REGISTRY.values():
-            missing = [op for op in r.mechanism.intrinsics if not intrinsic_offered(DEFS[op], t)]
+            missing = [op for op in r.mechanism.intrinsics if not intrinsic_offered(intrinsic(op), t)]
             if r.predicate(t) and missing:
                 problems.append(f"copy mechanism {r.mechanism.name} is offered on {t.name}, which does not offer "
                                 f"{', '.join(missing)}")

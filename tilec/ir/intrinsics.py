@@ -1,19 +1,29 @@
 """Every intrinsic SIMT IR may call, defined once: its typed parameters and the target capability it needs.
 
+The intrinsics every SIMT back end may receive (copies, vector loads, atomics, printf, the profiler's marks, warp
+shuffles) and the cp.async family the generic lowering emits (tilec/ir/copy_mechanisms.py `CpAsync`) are defined
+here; an instruction family of one back end defines its own in the back end's folder
+(tilec/targets/<backend>/intrinsics.py: mma.sync, ldmatrix, wgmma, TMA and mbarriers for CUDA, MFMA for HIP),
+calling `define`. Every such module is imported on the first lookup (found by its place, `_load`), so a lookup
+without a target (the SIMT IR reader, a call built by name) finds them; nothing here names a back end.
+
 Lowering builds calls through `simt.call(...)` / `simt.value(...)`, which check the parameters against the definition
 and record them on the node (`SCall.op`, `SCall.params`); the node's `name` is the intrinsic's printed key
 (`load_vec8`, `wgmma_rs:n64:f16:1`), produced and parsed here only. Each dialect (tilec/targets/*/codegen.py)
 spells intrinsics from a table keyed by `op` and checks it complete when it is loaded
-(`check_spellings` in tilec/targets/registry.py): every intrinsic its targets may receive has a spelling. The SIMT
-interpreter registers its semantics per op, and the SIMT IR verifier checks that every call names a defined
-intrinsic the target offers.
+(`check_spellings` in tilec/targets/registry.py): every intrinsic its targets may receive has a spelling. A
+definition's `semantics` names the function ("module:function") that the SIMT interpreter (tilec/simt/interp.py)
+runs for it, imported when the interpreter first meets the intrinsic (the generic intrinsics' semantics are the
+interpreter's own); the SIMT IR verifier checks that every call names a defined intrinsic the target offers.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+
+from . import dtypes as D
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,8 @@ class IntrinsicDef:
     key: Callable[[dict], str] | None = None  # the printed name for given parameters (default: op)
     pattern: str | None = None  # regex with a group per parameter, matching the printed name
     doc: str = ""
+    semantics: str | None = None  # "module:function" the SIMT interpreter runs (None: the interpreter's own)
+    value_type: D.DType | None = None  # an expression intrinsic's type (None: its first argument's)
 
     def name(self, params: dict) -> str:
         return self.key(params) if self.key else self.op
@@ -50,9 +62,6 @@ class IntrinsicDef:
 
 
 _COPY = "vector_copy16"
-_MMA = "mma.sync.m16n8k16"
-_MFMA = "mfma.16x16x16"
-_WGMMA = "wgmma.m64nNk16"
 
 DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     # copies
@@ -83,68 +92,65 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
                  pattern=r"prof_(?:begin|(?P<end>end))(?P<phase>\d+)", doc="a timestamp at a phase's begin or end"),
     IntrinsicDef("print", {"fmt": str}, key=lambda p: f"print:{p['fmt']}", pattern=r"print:(?P<fmt>.*)",
                  doc="one line of text (printf: the format, then its arguments)"),
-    # mma.sync (sm80+)
-    IntrinsicDef("ldmatrix", {"count": int, "trans": bool}, _MMA,
-                 key=lambda p: f"ldmatrix_x{p['count']}" + ("_trans" if p["trans"] else ""),
-                 pattern=r"ldmatrix_x(?P<count>[24])(?P<trans>_trans)?"),
-    IntrinsicDef("mma", {"dtype": str}, _MMA, key=lambda p: f"mma_{p['dtype']}", pattern=r"mma_(?P<dtype>f16|bf16)"),
-    # AMD MFMA
-    IntrinsicDef("mfma", {"dtype": str}, _MFMA,
-                 key=lambda p: "mfma_f32_16x16x16f16" if p["dtype"] == "f16" else "mfma_f32_16x16x16bf16_1k",
-                 pattern=r"mfma_f32_16x16x16(?P<dtype>f16|bf16)(_1k)?"),
-    IntrinsicDef("mfma_fp8", {"dtype": str}, "mfma.16x16x32.fp8",
-                 key=lambda p: f"mfma_f32_16x16x32_{p['dtype']}", pattern=r"mfma_f32_16x16x32_(?P<dtype>f8e4m3|f8e5m2)",
-                 doc="8 fp8 values of A and B per lane (OCP e4m3/e5m2 in memory, FNUZ in the instruction)"),
-    # Hopper: mbarriers, TMA, warp specialization, wgmma
-    IntrinsicDef("mbar_init", feature="tma"),
-    IntrinsicDef("fence_mbar_init", feature="tma"),
-    IntrinsicDef("mbar_expect_tx", feature="tma"),
-    IntrinsicDef("mbar_arrive", feature="tma"),
-    IntrinsicDef("mbar_arrive_warp", feature="tma"),
-    IntrinsicDef("mbar_wait", feature="tma"),
-    IntrinsicDef("tma_load", {"rank": int}, "tma", key=lambda p: f"tma_load_{p['rank']}d",
-                 pattern=r"tma_load_(?P<rank>\d)d"),
-    IntrinsicDef("tma_load_multicast", {"rank": int}, "tma", key=lambda p: f"tma_load_multicast_{p['rank']}d",
-                 pattern=r"tma_load_multicast_(?P<rank>\d)d",
-                 doc="one box into the same shared offset of every block of the cluster in a mask, completing each "
-                     "one's mbarrier at the same offset"),
-    IntrinsicDef("mbar_arrive_cluster_warp", feature="tma",
-                 doc="lane 0 of the warp arrives on the mbarrier at this offset in every block of the cluster in a "
-                     "mask (after __syncwarp)"),
-    IntrinsicDef("cluster_sync", feature="tma", doc="barrier.cluster arrive (release) + wait (acquire): every thread "
-                                                    "of every block of the cluster"),
-    IntrinsicDef("tma_store", {"rank": int}, "tma", key=lambda p: f"tma_store_{p['rank']}d",
-                 pattern=r"tma_store_(?P<rank>\d)d"),
-    IntrinsicDef("tma_store_commit", feature="tma"),
-    IntrinsicDef("tma_store_wait", feature="tma"),
-    IntrinsicDef("fence_proxy_async", feature="tma"),
-    IntrinsicDef("setmaxnreg_inc", feature="tma"),
-    IntrinsicDef("setmaxnreg_dec", feature="tma"),
-    IntrinsicDef("named_barrier_sync", feature="tma"),
-    IntrinsicDef("named_barrier_arrive", feature="tma"),
-    # operands "ss": A and B from shared memory (descriptors), "rs": A from registers
-    IntrinsicDef("wgmma", {"operands": str, "n": int, "dtype": str, "b_k_major": int}, _WGMMA,
-                 key=lambda p: f"wgmma_{p['operands']}:n{p['n']}:{p['dtype']}:{p['b_k_major']}",
-                 pattern=r"wgmma_(?P<operands>rs|ss):n(?P<n>\d+):(?P<dtype>\w+):(?P<b_k_major>[01])"),
-    IntrinsicDef("wgmma_fence", feature=_WGMMA),
-    IntrinsicDef("wgmma_commit", feature=_WGMMA),
-    IntrinsicDef("wgmma_wait", feature=_WGMMA),
-    IntrinsicDef("wgmma_fence_regs", feature=_WGMMA),
     # expressions
     IntrinsicDef("shfl_xor", feature="warp_shuffle", statement=False),
-    IntrinsicDef("aligned16", feature=_COPY, statement=False),
-    IntrinsicDef("aligned", feature=_COPY, statement=False),
-    IntrinsicDef("pack_half2", feature=_MMA, statement=False),
-    IntrinsicDef("pack_bf162", feature=_MMA, statement=False),
-    IntrinsicDef("pack2", feature=_WGMMA, statement=False),
-    IntrinsicDef("grid_dim_x", feature="tma", statement=False),
+    IntrinsicDef("aligned16", feature=_COPY, statement=False, value_type=D.BOOL),
+    IntrinsicDef("aligned", feature=_COPY, statement=False, value_type=D.BOOL),
 ]}
+
+_loaded = False
+
+
+def define(*defs: IntrinsicDef) -> None:
+    """Add a back end's intrinsics (tilec/targets/<backend>/intrinsics.py); an op defined twice is an error."""
+    for d in defs:
+        if d.op in DEFS and DEFS[d.op] is not d:
+            raise ValueError(f"intrinsic {d.op} is defined twice")
+        DEFS[d.op] = d
+
+
+def _load() -> None:
+    """Import every back end's intrinsics module (tilec/targets/<backend>/intrinsics.py, found by its place: a back
+    end with intrinsics of its own needs no line anywhere else); each calls `define`."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        import importlib.util
+        import pkgutil
+
+        targets = importlib.import_module(__name__.rsplit(".", 2)[0] + ".targets")
+        for sub in pkgutil.iter_modules(targets.__path__):
+            name = f"{targets.__name__}.{sub.name}.intrinsics"
+            if sub.ispkg and importlib.util.find_spec(name) is not None:
+                importlib.import_module(name)
+
+
+def get(op: str) -> IntrinsicDef | None:
+    """The definition of intrinsic `op` (a back end's included), or None."""
+    _load()
+    return DEFS.get(op)
+
+
+def lookup(op: str) -> IntrinsicDef:
+    """The definition of intrinsic `op`; KeyError when there is none."""
+    d = get(op)
+    if d is None:
+        raise KeyError(f"no intrinsic '{op}' is defined")
+    return d
+
+
+def all_defs() -> Iterator[IntrinsicDef]:
+    """Every definition, the back ends' included."""
+    _load()
+    return iter(list(DEFS.values()))
+
+
 def parse(name: str) -> tuple[str, dict]:
     """(op, params) of a printed intrinsic name; KeyError if no definition matches."""
-    d = DEFS.get(name)
+    d = get(name)
     if d is not None and not d.params:
         return d.op, {}
-    for d in DEFS.values():
+    for d in all_defs():
         if d.params:
             params = d.parse(name)
             if params is not None:

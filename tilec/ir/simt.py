@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Span
 from . import dtypes as D
-from .intrinsics import DEFS as INTRINSICS
+from .intrinsics import lookup as intrinsic
 from .intrinsics import parse as parse_intrinsic
 from .tile import Expr, Var
 from .visit import register_children
@@ -200,7 +200,7 @@ register_children(Intrinsic, lambda e: e.args)
 
 def call(span: Span | None, op: str, args: list[Expr], **params) -> SCall:
     """The SCall of intrinsic `op` (tilec/ir/intrinsics.py) with these typed parameters."""
-    d = INTRINSICS[op]
+    d = intrinsic(op)
     if not d.statement:
         raise TypeError(f"intrinsic {op} is an expression, not a statement")
     d.check(params)
@@ -209,7 +209,7 @@ def call(span: Span | None, op: str, args: list[Expr], **params) -> SCall:
 
 def value(dtype: D.DType, span: Span | None, op: str, args: list[Expr]) -> Intrinsic:
     """The expression intrinsic `op` (S.Intrinsic)."""
-    if INTRINSICS[op].statement:
+    if intrinsic(op).statement:
         raise TypeError(f"intrinsic {op} is a statement, not an expression")
     return Intrinsic(dtype, span, op, list(args))
 

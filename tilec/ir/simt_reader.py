@@ -25,7 +25,7 @@ from ..diagnostics import Span
 from . import dtypes as D
 from . import simt as S
 from . import tile as T
-from .intrinsics import DEFS
+from .intrinsics import get as intrinsic
 from .intrinsics import parse as parse_intrinsic
 from .text_lexer import Cursor, Line, ReadError, Scope, Tok, dtype_of, scan, split_lines
 
@@ -39,8 +39,6 @@ _PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "<<": 7, ">>": 7, "+": 8, "-"
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
 _OPS = {"||": "or", "&&": "and"}
 _FUNC_BINARY = {"floordiv": "//", "floormod": "%", "fmodf": "%", "fmod": "%", "powf": "**"}
-_INTRINSIC_TYPE = {"aligned16": D.BOOL, "aligned": D.BOOL, "pack_half2": D.U32, "pack_bf162": D.U32,
-                   "pack2": D.U32, "grid_dim_x": D.I32}
 
 
 def tokenize(text: str, line: int, col0: int) -> list[Tok]:
@@ -172,10 +170,10 @@ class SimtExprParser:
                 a, b = args
                 a, b = _settle(_retype(a, b.dtype)), _settle(_retype(b, a.dtype))
                 return T.Binary(a.dtype, None, _FUNC_BINARY[name], a, b)
-            d = DEFS.get(name)
+            d = intrinsic(name)
             if d is not None and not d.statement:
                 args = [_settle(a) for a in args]
-                dt = _INTRINSIC_TYPE.get(name) or (args[0].dtype if args else D.I32)
+                dt = d.value_type or (args[0].dtype if args else D.I32)
                 return S.Intrinsic(dt, None, name, args)
             ref = next((a for a in args if not isinstance(a, _Bare)), args[0] if args else None)
             args = [_settle(_retype(a, ref.dtype)) for a in args] if ref is not None else args

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from . import simt as S
 from . import tile as T
-from .intrinsics import DEFS, offered
+from .intrinsics import get as intrinsic_def
+from .intrinsics import offered
 from .visit import sub_exprs
 
 
@@ -114,7 +115,7 @@ class _Verifier:
             self.fail(f"{what} '{b.name}'[{index.value}] outside its {b.size} elements")
 
     def intrinsic(self, op: str, statement: bool, params: dict) -> None:
-        d = DEFS.get(op)
+        d = intrinsic_def(op)
         if d is None or d.statement != statement:
             self.fail(f"'{op}' is not a defined intrinsic {'statement' if statement else 'expression'}")
         try:

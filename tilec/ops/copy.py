@@ -13,6 +13,9 @@ target's LoweringExtension may take the copy first (sm90: TMA stores of warpgrou
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ..diagnostics import Reporter
 from ..ir import dtypes as D
 from ..ir import simt as S
@@ -29,15 +32,58 @@ from ..ir.layout import (
     mul,
     valid,
 )
+from ..ir.schedule import KernelSchedule
 from .schema import extents, fmt, squeeze
+
+
+@dataclass(frozen=True)
+class CopyContext:
+    """What the copy lowering may use (instead of the whole lowering, lower_to_simt.Lowerer): the kernel's target,
+    schedule, threads and thread index, emitting statements, lowering expressions, buffers, their layouts and
+    addresses, spreading a tile over the threads, and the note that shared memory was read. Built by `of(cx)`."""
+
+    target: object
+    sched: KernelSchedule
+    threads: int  # the block's threads
+    tid: T.Expr
+    emit: Callable[[S.SStmt], None]
+    block: Callable  # block(fn) -> the statements fn emits
+    fresh: Callable  # fresh(name, dtype=i32) -> a new variable
+    lx: Callable  # lower a Tile IR expression
+    sbuf: Callable  # Tile IR buffer -> its SIMT buffer
+    shared_layout: Callable  # shared buffer -> its SharedLayout
+    region_index: Callable  # region_index(region, tile indices) -> buffer indices
+    bounds: Callable  # bounds(region, buffer indices) -> the in-bounds condition of a global access, or None
+    contiguous_inner: Callable  # contiguous_inner(region) -> the tile's inner extent runs along the buffer's
+    address: Callable  # address(buffer, indices, span) -> the flat index into its SIMT buffer
+    ref: Callable  # ref(buffer, indices, span) -> a read of the element
+    addr: Callable  # addr(buffer, indices, span) -> its address (S.AddrOf)
+    spread: Callable  # spread(shape, name, emit_point, span, cold=False): a tile's points over the threads
+    fail: Callable  # fail(message, span) -> a CompileError to raise
+    shared_read: Callable  # note that shared memory was read since the last barrier
+    extension: object  # the target's LoweringExtension, which may take a copy first (lower_copy)
+
+    @staticmethod
+    def of(cx) -> CopyContext:
+        """The context over a lowering (the one place that reads the Lowerer's members for copies)."""
+        if isinstance(cx, CopyContext):
+            return cx
+
+        def read() -> None:
+            cx.smem_read = True
+
+        return CopyContext(cx.target, cx.sched, cx.k.threads, cx.tid, cx.emit, cx.block, cx.fresh, cx.lx, cx.sbuf,
+                           cx.shared_layout, cx.region_index, cx.bounds, cx.contiguous_inner, cx.address, cx.ref,
+                           cx.addr, cx.spread, cx.fail, read, cx.ext)
 
 
 def lower(cx, s: T.Copy, asynchronous: bool = False, realign: bool = False) -> None:
     """asynchronous: a cp.async pipeline's producer copy; realign: also one that feeds a matrix multiply, whose
     misaligned rows are worth the realigned copies' code (vector_copy)."""
+    cx = CopyContext.of(cx)
     src, dst = s.src, s.dst
     sext = [e for e in src.const_extents if e != 1] or [1]
-    if cx.ext.lower_copy(s):
+    if cx.extension.lower_copy(s):
         return
     if PER_THREAD & {src.buffer.scope, dst.buffer.scope} and "fragment" not in (src.buffer.scope, dst.buffer.scope):
         return copy_per_thread(cx, s, sext)
@@ -85,6 +131,7 @@ def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
     where the shared layout keeps a chunk contiguous, else element by element, e.g. into a K-major tile).
     Register-staged pipelining on AMD issues load() one iteration ahead. None when the copy does not fit
     (16-bit or 32-bit elements of one dtype, the source's inner dim contiguous and chunk-aligned)."""
+    cx = CopyContext.of(cx)
     src, dst = s.src, s.dst
     if ("vector_copy16" not in cx.target.features or src.buffer.dtype != dst.buffer.dtype
             or src.buffer.scope != "global" or dst.buffer.scope != "shared" or len(sext) > 2):
@@ -106,7 +153,7 @@ def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
     # stores go to consecutive positions of a few stored rows (few LDS bank conflicts).
     rows_fastest = dlay.transposed and len(sext) == 2
     total = rows * cchunks
-    threads = cx.k.threads
+    threads = cx.threads
     iters = -(-total // threads)
     tmp = S.SBuffer(cx.fresh(f"{dst.buffer.name}_{tag}").name, dt, "local", iters * vec)
     cx.emit(S.DeclareArray(None, tmp))
@@ -119,8 +166,9 @@ def staged_copy(cx, s: T.Copy, sext: list[int], tag: str = "stage"):
             r, cc = (mod(flat, rows), div(flat, rows)) if rows_fastest else (div(flat, cchunks), mod(flat, cchunks))
             tile = [r, mul(cc, vec)] if len(sext) == 2 else [mul(cc, vec)]
             body = cx.block(lambda it=it, tile=tile: fn(it, tile))
-            cx.out.extend(body if total % threads == 0 or (it + 1) * threads <= total
-                            else [S.SIf(None, compare("<", flat, c(total)), body)])
+            for st in (body if total % threads == 0 or (it + 1) * threads <= total
+                       else [S.SIf(None, compare("<", flat, c(total)), body)]):
+                cx.emit(st)
 
     def load_chunk(it, tile):
         sidx = cx.region_index(src, tile)
@@ -208,7 +256,8 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
             S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), c(0)), c(nbytes)]))
     fsb = cx.sbuf(frag_r.buffer)
     if mem.buffer.scope == "shared":
-        cx.smem_read |= not to_mem
+        if not to_mem:
+            cx.shared_read()
 
     def vector_body():
         kv = cx.fresh("r")
@@ -242,7 +291,8 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
                 stmts = [S.SIf(None, full, fast, slow)] if to_mem else [S.SIf(None, full, fast, slow)]
             if ok is not None:
                 stmts = [S.SIf(None, ok, stmts)]
-            cx.out.extend(stmts)
+            for st in stmts:
+                cx.emit(st)
 
         cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), cx.block(body), unroll=True))
 
@@ -307,7 +357,7 @@ def copy_fragment_part(cx, s: T.Copy, layout) -> None:
             st: S.SStmt = S.SStore(s.span, cx.sbuf(dst.buffer), fold(cx.address(dst.buffer, midx, s.span)), value)
         else:
             if src.buffer.scope == "shared":
-                cx.smem_read = True
+                cx.shared_read()
             load = cx.ref(src.buffer, midx, s.span)
             value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
                                                         T.Const(src.buffer.dtype, None, 0))
@@ -334,7 +384,7 @@ def copy_fragment_elements(cx, s: T.Copy, layout) -> None:
             sidx = cx.region_index(src, tile)
             guard = cx.bounds(src, sidx)
             if src.buffer.scope == "shared":
-                cx.smem_read = True
+                cx.shared_read()
             load = cx.ref(src.buffer, sidx, s.span)
             value = load if guard is None else T.Select(src.buffer.dtype, None, guard, load,
                                                         T.Const(src.buffer.dtype, None, 0))

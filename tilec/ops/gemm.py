@@ -138,12 +138,10 @@ def missed_reason(impl, q: GemmQuery) -> str:
 
 
 def lower(cx, s: T.Gemm) -> None:
-    """The schedule's instruction for s, by the target's extension or a registered implementation."""
+    """The schedule's instruction for s, by its registered implementation (tilec/ops/gemm_impl.py)."""
     instruction = cx.sched.instruction(s)
     if s.clear_accum:
         cx.lower(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
-    if cx.ext.lower_gemm(s, instruction):
-        return
     impl = gemm_impl.lookup(instruction, cx.target)
     if impl is None:
         raise cx.fail(f"internal error: no lowering of gemm instruction '{instruction}' for {cx.target.name}", s.span)

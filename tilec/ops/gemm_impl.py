@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..ir import simt as S
 from ..ir import tile as T
-from ..ir.intrinsics import DEFS as INTRINSICS
+from ..ir.intrinsics import lookup as intrinsic
 from ..ir.intrinsics import offered as intrinsic_offered
 from ..ir.layout import Fragment, SharedLayout
 from ..ir.schedule import PARTITION_UNITS, GemmSchedule, KernelSchedule
@@ -88,7 +88,7 @@ class GemmImpl:
 
     def lower(self, cx: GemmContext, s: T.Gemm) -> None:
         raise cx.fail(f"internal error: gemm instruction '{self.name}' has no lowering of its own on "
-                      f"{cx.target.name} (the target's lowering extension lowers it)", s.span)
+                      f"{cx.target.name}", s.span)
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def check_registry(targets) -> list[str]:
                 problems.append(f"{impl.name} ({r.module}, back end {impl.backend}) is offered on {t.name}, a "
                                 f"{t.backend} target")
                 continue
-            missing = [op for op in impl.intrinsics if not intrinsic_offered(INTRINSICS[op], t)]
+            missing = [op for op in impl.intrinsics if not intrinsic_offered(intrinsic(op), t)]
             if missing:
                 problems.append(f"{impl.name} ({r.module}) is offered on {t.name}, which does not offer "
                                 f"{', '.join(missing)}")
@@ -213,6 +213,9 @@ class GemmContext:
     shared_read: Callable  # note that shared memory was read since the last barrier
     shared_written: Callable  # note that shared memory was written since the last barrier
     staging_buffer: Callable  # staging_buffer(operand, buffer, shape) -> (T.Buffer, SharedLayout, S.SBuffer)
+    # the target's LoweringExtension (tilec/passes/lowering_extension.py): an implementation whose lowering keeps
+    # state across statements (sm90's wgmma: asynchronous groups, the producer warpgroup) hands the gemm to it
+    extension: object
 
     @staticmethod
     def of(cx) -> GemmContext:
@@ -226,7 +229,7 @@ class GemmContext:
         return GemmContext(cx.target, cx.sched, cx.tid, cx.emit, cx.block, cx.fresh, cx.declare, cx.hoist, cx.lx,
                            cx.sbuf, cx.shared_layout, cx.ref, cx.region_index, cx.fail, cx.barrier,
                            cx.before_shared_access, lambda b: cx.stage_offset.get(b), read, written,
-                           lambda name, b, shape: _staging_buffer(cx, name, b, shape))
+                           lambda name, b, shape: _staging_buffer(cx, name, b, shape), cx.ext)
 
 
 def _staging_buffer(cx, name: str, b: T.Buffer, shape) -> tuple[T.Buffer, SharedLayout, S.SBuffer]:

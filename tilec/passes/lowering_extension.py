@@ -65,10 +65,6 @@ class LoweringExtension:
         """Lower a copy in a way of this target's own; False: the generic copy."""
         return False
 
-    def lower_gemm(self, s: T.Gemm, instruction: str) -> bool:
-        """Lower a gemm whose instruction this extension owns; False: not handled."""
-        return False
-
     def finish(self, body: list[S.SStmt]) -> tuple[list[S.SStmt], int]:
         """The kernel body as launched and the block size (the extension may add threads)."""
         return body, self.cx.k.threads

@@ -34,6 +34,15 @@ def device_note(loader: str) -> str:
     return ""
 
 
+def require_device(loader: str) -> None:
+    """Raise the runtime's own user-facing error when the device the runtime `loader` names is missing (the CUDA
+    driver, or a GPU): `tilec run` asks before compiling, so that a machine without one hears it at once."""
+    if loader == "cuda":
+        from .cuda_driver import Driver
+
+        Driver.get()  # CudaError without a driver or a GPU
+
+
 def load(path: str | Path, manifest: str | Path | None = None, *, no_jit: bool | None = None):
     """The Module of the artifact at `path` (its manifest beside it, or at `manifest`). `no_jit`: the no-JIT
     guarantee (default: the environment's TILEC_NO_JIT): loading a PTX image the driver would compile raises

@@ -24,14 +24,14 @@ Execution model
 * cp.async (`cp_async16`) reads its source when issued and lands in shared memory at the latest
   moment the PTX rules allow: when a `cp_async_wait(N)` retires its commit group. Reading a
   shared element with a copy still in flight is an error (a missing wait).
-* `ldmatrix_x{2,4}[_trans]` and `mma_f16` / `mma_bf16` (m16n8k16, f32 accumulators) are modelled
-  lane by lane from the PTX ISA fragment layouts in tilec/targets/cuda/mma_layouts.py; 16-bit
-  register halves are packed into u32 registers exactly as on the hardware (low half first).
-* sm90: TMA boxes, mbarriers and wgmma are modelled in hopper.py; a warp-specialized kernel's
-  producer and consumer branches run as two thread groups that hand over inside mbarrier waits (a ping-pong
-  kernel's consumer warpgroups as two more, which also hand over inside named barriers); the blocks
-  of a thread-block cluster (the kernel's `cluster` attribute) run together the same way, with multicast
-  TMA loads into every block of a mask, arrivals on a peer block's mbarriers and cluster barriers.
+* A back end's instructions are modelled in its folder, by the function their definition names
+  (`IntrinsicDef.semantics`, tilec/ir/intrinsics.py), called with the block run: mma.sync and ldmatrix lane by
+  lane from the PTX ISA fragment layouts (tilec/targets/cuda/simt_semantics.py; 16-bit register halves packed
+  into u32 registers exactly as on the hardware, low half first), sm90's TMA boxes, mbarriers and wgmma
+  (tilec/targets/cuda/simt_hopper.py), AMD's MFMA on 64-lane waves (tilec/targets/hip/simt_semantics.py).
+* A warp-specialized kernel's producer and consumer branches run as two thread groups that hand over inside
+  waits (a ping-pong kernel's consumer warpgroups as two more, which also hand over inside named barriers); the
+  blocks of a thread-block cluster (the kernel's `cluster` attribute) run together the same way (groups.py).
 * Values follow the Tile IR interpreter: f16/bf16 arithmetic in f32 rounded after every
   operation, stores round to the buffer's dtype (ml_dtypes), integers wrap, `//` and `%` floor.
   Shared memory and register arrays start as NaN so that reading what was never written shows.
@@ -41,6 +41,7 @@ Execution model
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import sys
 
@@ -52,9 +53,8 @@ from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, rou
 from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
-from ..targets.cuda.gemm_mma import MMA
-from ..targets.hip.gemm_mfma import MFMA
-from .hopper import HopperModel, Turns
+from ..ir.intrinsics import get as intrinsic_def
+from .groups import ThreadGroups, Turns
 
 __all__ = ["SimtInterpreterError", "run_simt"]
 
@@ -84,7 +84,10 @@ class _Shared:
         self.pending = np.zeros(n, bool)  # a cp.async into this element is in flight
 
 
-class _BlockRun(ScalarOps, HopperModel):
+class _BlockRun(ScalarOps, ThreadGroups):
+    storage_dtype = staticmethod(storage_dtype)  # (for a back end's semantics, which import no interpreter)
+    to_storage = staticmethod(to_storage)
+
     def __init__(self, sim: _Sim, block_idx: tuple[int, int, int]):
         self.sim = sim
         self.k = sim.k
@@ -104,7 +107,7 @@ class _BlockRun(ScalarOps, HopperModel):
         k = self.k
         planned = all(b.offset is not None for b in k.shared) and k.shared_bytes
         raw = np.zeros(int(k.shared_bytes) if planned else 0, np.uint8)
-        self.hopper_init(raw if planned else None)
+        self.groups_init(raw if planned else None)
         for b in k.shared:
             dt = storage_dtype(b.dtype)
             if planned:
@@ -304,22 +307,14 @@ class _BlockRun(ScalarOps, HopperModel):
                 raise self.err(f"shfl_xor reads lane {int(partner.max())}, past the block's {self.n} threads "
                                "(undefined on the GPU)", e.span)
             return v[np.minimum(partner, self.n - 1)]
-        if e.name in ("pack_half2", "pack_bf162"):
-            dt = np.float16 if e.name == "pack_half2" else ml_dtypes.bfloat16
-            lo = self.full(self.eval(e.args[0], mask)).astype(np.float32).astype(dt).view(np.uint16)
-            hi = self.full(self.eval(e.args[1], mask)).astype(np.float32).astype(dt).view(np.uint16)
-            return lo.astype(np.int64) | (hi.astype(np.int64) << 16)
-        if e.name == "pack2":  # two 16-bit floats' bits side by side
-            bits = [self.full(to_storage(self.full(self.eval(a, mask)), a.dtype)).view(np.uint16).astype(np.int64)
-                    for a in e.args]
-            return bits[0] | (bits[1] << 16)
-        if e.name == "grid_dim_x":
-            return np.asarray(self.sim.grid_x, np.int64)
         if e.name in ("aligned16", "aligned"):
             b, idx = self.addr(e.args[0], mask)
             nbytes = 16 if e.name == "aligned16" else int(self.eval(e.args[1], mask))
             return (idx * storage_dtype(b.dtype).itemsize) % nbytes == 0
-        raise self.err(f"unknown intrinsic {e.name}", e.span)
+        semantics = _backend_semantics(e.name)
+        if semantics is None:
+            raise self.err(f"unknown intrinsic {e.name}", e.span)
+        return semantics(self, e, mask)
 
     # ------------------------------------------------------------ statements
     def stmts(self, body: list[S.SStmt], mask) -> None:
@@ -417,12 +412,13 @@ class _BlockRun(ScalarOps, HopperModel):
 
     # ------------------------------------------------------------ intrinsic statements
     def call_stmt(self, s: S.SCall, mask) -> None:
-        if self.hopper_call(s, mask):
-            return
-        semantics = _SEMANTICS.get(s.op)
+        own = _SEMANTICS.get(s.op)
+        if own is not None:
+            return getattr(self, own)(s, mask)
+        semantics = _backend_semantics(s.op)
         if semantics is None:
             raise self.err(f"unknown intrinsic statement {s.name}", s.span)
-        getattr(self, semantics)(s, mask)
+        semantics(self, s, mask)
 
     def call_print(self, s: S.SCall, mask) -> None:
         """One line per active lane, in lane order: printf's format read by Python's `%` (tilec/ops/print.py uses
@@ -550,104 +546,10 @@ class _BlockRun(ScalarOps, HopperModel):
         if prev_reg:
             self.assign(prev_reg[0], prev, mask)
 
-    def ldmatrix(self, s: S.SCall, mask) -> None:
-
-        if self.sim.warp_size != MMA.warp_size:
-            raise self.err(f"ldmatrix exists only on {MMA.warp_size}-lane warps", s.span)
-        self.warp_check(mask, s.name, s.span)
-        self.whole_warps_only(mask, s.name, s.span)
-        num, trans = s.params["count"], s.params["trans"]
-        db, di = self.addr(s.args[0], mask)
-        sb, si = self.addr(s.args[1], mask)
-        if sb.scope != "shared" or sb.dtype.bytes != 2:
-            raise self.err("ldmatrix reads 16-bit elements from shared memory", s.span)
-        act = self.active(mask)
-        rows_used = (self.tid % 32) < 8 * num
-        if np.any(act & rows_used & ((si * 2) % 16 != 0)):
-            raise self.err(f"{s.name}: a row address into '{sb.name}' is not 16-byte aligned", s.span)
-        src_lane, col = self.sim.ldmatrix_tables[(num, trans)]  # (32, num, 2)
-        warp_base = (self.tid // 32) * 32
-        provider = warp_base[:, None, None] + src_lane[self.tid % 32]  # (n, num, 2)
-        elem = si[provider] + col[self.tid % 32]
-        live = act[:, None, None] & np.ones_like(elem, bool)
-        self.check_index(sb, np.where(act & rows_used, si, 0), act & rows_used, 8, "ldmatrix read", s.span)
-        data = self.shared[sb].data
-        e = np.where(live, elem, 0)
-        self.track_read(sb, e[live].ravel(), provider[live].ravel(), s.span)
-        bits = data[e].view(np.uint16).astype(np.uint32)  # (n, num, 2)
-        regs = bits[:, :, 0] | (bits[:, :, 1] << 16)
-        self.write(db, di, regs.astype(np.uint32), mask, s.span)
-
-    def mma(self, s: S.SCall, mask) -> None:
-        if self.sim.warp_size != MMA.warp_size:
-            raise self.err(f"mma.sync exists only on {MMA.warp_size}-lane warps", s.span)
-        self.warp_check(mask, s.name, s.span)
-        self.whole_warps_only(mask, s.name, s.span)
-        act = self.active(mask)
-        (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
-        a = self.read(ab, ai, mask, 4, s.span).astype(np.uint32)  # (n, 4) registers
-        b = self.read(bb, bi, mask, 2, s.span).astype(np.uint32)
-        c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
-        half = np.float16 if s.params["dtype"] == "f16" else ml_dtypes.bfloat16
-
-        def unpack(regs):  # (n, r) u32 -> (n, 2r) values, low half first
-            lo = (regs & 0xFFFF).astype(np.uint16)
-            hi = (regs >> 16).astype(np.uint16)
-            return np.stack([lo, hi], axis=-1).reshape(regs.shape[0], -1).view(half).astype(np.float32)
-
-        av, bv = unpack(a), unpack(b)
-        w = self.n // 32
-        t = self.sim.mma_tables
-        A = np.zeros((w, 16, 16), np.float32)
-        B = np.zeros((w, 16, 8), np.float32)
-        C = np.zeros((w, 16, 8), np.float32)
-        A[:, t["a_row"], t["a_col"]] = av.reshape(w, 32, 8)
-        B[:, t["b_row"], t["b_col"]] = bv.reshape(w, 32, 4)
-        C[:, t["c_row"], t["c_col"]] = c.reshape(w, 32, 4)
-        Dm = np.matmul(A, B) + C
-        d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
-        self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
-
-
-    def mfma(self, s: S.SCall, mask) -> None:
-        """v_mfma_f32_16x16x16{f16,bf16_1k} (and 16x16x32 for 8-bit floats): per 64-lane wave, A/B/C gathered from
-        each lane's 4 (8) registers per tilec/targets/hip/mfma_layouts.py, D = A @ B + C in f32 (8-bit: A @ B / 4 + C,
-        as gfx942 reads tilec's OCP bytes as FNUZ), scattered back to the lanes' accumulators."""
-        from ..targets.hip import mfma_layouts as ML
-
-        if self.sim.warp_size != MFMA.warp_size:
-            raise self.err(f"{s.name} exists only on {MFMA.warp_size}-lane wavefronts", s.span)
-        self.warp_check(mask, s.name, s.span)
-        self.whole_warps_only(mask, s.name, s.span)
-        act = self.active(mask)
-        (cb, ci), (ab, ai), (bb, bi) = (self.addr(a, mask) for a in s.args)
-        want = D.lookup(s.params["dtype"])
-        if ab.dtype != want or bb.dtype != want or cb.dtype != D.F32:
-            raise self.err(f"{s.name} takes {want} A/B registers and f32 accumulators", s.span)
-        eight_bit = s.op == "mfma_fp8"
-        per, k = (ML.ELEMS_8BIT, 32) if eight_bit else (ML.ELEMS, 16)
-        a = self.read(ab, ai, mask, per, s.span).astype(np.float32)  # (n, per)
-        b = self.read(bb, bi, mask, per, s.span).astype(np.float32)
-        c = self.read(cb, ci, mask, 4, s.span).astype(np.float32)
-        w = self.n // ML.WAVE
-        t = self.sim.mfma_tables_8bit if eight_bit else self.sim.mfma_tables
-        A = np.zeros((w, 16, k), np.float32)
-        B = np.zeros((w, k, 16), np.float32)
-        C = np.zeros((w, 16, 16), np.float32)
-        A[:, t["a_row"], t["a_col"]] = a.reshape(w, ML.WAVE, per)
-        B[:, t["b_row"], t["b_col"]] = b.reshape(w, ML.WAVE, per)
-        C[:, t["c_row"], t["c_col"]] = c.reshape(w, ML.WAVE, 4)
-        # the fp8 instruction reads tilec's OCP bytes as FNUZ, at half their value (tilec_hip.h)
-        Dm = np.matmul(A, B) * (0.25 if eight_bit else 1.0) + C
-        d = Dm[:, t["c_row"], t["c_col"]].reshape(self.n, 4)
-        self.write(cb, ci, to_storage(d, cb.dtype), act if mask is not None else None, s.span)
-
 
 class _Sim:
     def __init__(self, k: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int, stdout,
                  num_sms: int = 3):
-        from ..targets.cuda import mma_layouts as L
-
         self.k = k
         self.warp_size = warp_size
         self.stdout = stdout or sys.stdout
@@ -669,6 +571,7 @@ class _Sim:
         self.grid_x = 1
         self.turns: Turns | None = None  # the thread groups taking turns (warp specialization, clusters)
         self.writeback: list[tuple[np.ndarray, np.ndarray]] = []
+        self.memo: dict = {}  # what a back end's semantics compute once per run (instruction lane tables)
         for p in k.params:
             if isinstance(p, S.SBuffer):
                 arr = args[p.name]
@@ -682,27 +585,6 @@ class _Sim:
                 self.shapes[p.name] = arr.shape
             else:
                 self.scalars[p] = round_to(np.asarray(args[p.name]), p.dtype)
-        # ldmatrix: for (num, trans), per destination lane / register / half: the lane supplying the row
-        # address and the column within that row.
-        self.ldmatrix_tables = {}
-        for num in (2, 4):
-            for trans in (False, True):
-                src = np.zeros((32, num, 2), np.int64)
-                col = np.zeros((32, num, 2), np.int64)
-                for lane, reg, h in itertools.product(range(32), range(num), range(2)):
-                    matrix, row, cc = L.ldmatrix_dest(lane, reg, h, trans)
-                    src[lane, reg, h] = L.ldmatrix_address_lane(matrix, row)
-                    col[lane, reg, h] = cc
-                self.ldmatrix_tables[(num, trans)] = (src, col)
-        t = {}
-        for name, fn, count in (("a", L.mma_m16n8k16_a, 8), ("b", L.mma_m16n8k16_b, 4), ("c", L.mma_m16n8k16_c, 4)):
-            coords = np.array([[fn(lane, i) for i in range(count)] for lane in range(32)])  # (32, count, 2)
-            t[f"{name}_row"], t[f"{name}_col"] = coords[..., 0], coords[..., 1]
-        self.mma_tables = t
-        from ..targets.hip import mfma_layouts as ML
-
-        self.mfma_tables = ML.tables()
-        self.mfma_tables_8bit = ML.tables(eight_bit=True)
 
     def grid(self) -> list[int]:
         b = _BlockRun(self, (0, 0, 0))
@@ -798,13 +680,28 @@ def run_simt_sequence(result, args: dict[str, object], sizes: dict[str, int]) ->
     return args
 
 
-# The semantics of each intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. The Hopper
-# intrinsics (mbarriers, TMA, wgmma) are modelled in hopper.py.
+# The semantics of each generic intrinsic statement (tilec/ir/intrinsics.py), by op: a method of _BlockRun. A back
+# end's intrinsics name their own (IntrinsicDef.semantics: "module:function", called with the block run).
 _SEMANTICS = {
     "print": "call_print", "prof_init": "profile_mark", "prof_mark": "profile_mark",
     "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "copy_shifted": "copy16_realign", "copy16_realign": "copy16_realign",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
-    "store_vec": "vector_copy", "ldmatrix": "ldmatrix", "mma": "mma", "mfma": "mfma", "mfma_fp8": "mfma",
+    "store_vec": "vector_copy",
     "atomic": "atomic", "atomic_prev": "atomic",
 }
+
+
+_RESOLVED: dict[str, object] = {}
+
+
+def _backend_semantics(op: str):
+    """The function a back end's definition of `op` names for this interpreter (imported once), or None."""
+    d = intrinsic_def(op)
+    if d is None or d.semantics is None:
+        return None
+    fn = _RESOLVED.get(d.semantics)
+    if fn is None:
+        module, _, name = d.semantics.partition(":")
+        fn = _RESOLVED[d.semantics] = getattr(importlib.import_module(module), name)
+    return fn

@@ -103,6 +103,9 @@ class BuildRefused(Exception):
     """The back end cannot write this output kind for these targets; the message says what to write instead."""
 
 
+_ABSENT = object()  # (a field of an options record that CompileOptions does not have)
+
+
 class Backend:
     """The base of every back end. Subclasses set the class attributes and implement `pipeline`, `generate`
     and `build`; `check`, `lower` and `toolchain_identity` have defaults."""
@@ -173,7 +176,7 @@ class Backend:
         import dataclasses
 
         names = {f.name for f in dataclasses.fields(self.options_record)}
-        shared = {n: getattr(options, n) for n in names if hasattr(options, n)}
+        shared = {n: v for n in names if (v := getattr(options, n, _ABSENT)) is not _ABSENT}
         own = {n: v for n, v in options.backend_options if n in names}
         try:
             return self.options_record.parse(shared, own)

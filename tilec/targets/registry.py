@@ -196,10 +196,10 @@ def find_toolchains() -> dict[str, str | None]:
 def check_spellings(dialect: str, spelled, backend: str) -> None:
     """Raise when a dialect's code generator lacks the spelling of an intrinsic (tilec/ir/intrinsics.py) that
     one of its back end's targets may receive -- checked when the code generator is loaded."""
-    from ..ir.intrinsics import DEFS, offered
+    from ..ir.intrinsics import all_defs, offered
 
     targets = [t for t in TARGETS.values() if t.backend == backend]
-    needed = {d.op for d in DEFS.values() if any(offered(d, t) for t in targets)}
+    needed = {d.op for d in all_defs() if any(offered(d, t) for t in targets)}
     missing = needed - set(spelled)
     if missing:
         raise ImportError(f"the {dialect} code generator has no spelling for intrinsic(s) "

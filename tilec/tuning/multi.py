@@ -84,9 +84,10 @@ def compile_artifact(source, options=None, *, emit: str, output_name: str | None
     file that a database entry applies to carries the configurations `plan_for` selects: one, built as the options
     with its -D values, or several, each under its own kernel names, with the manifest's dispatch table (which
     tilec.runtime and the C launcher read). A build of `text` reads no database."""
-    from ..outputs import build_artifact, resolved_options, targets_and_backend
+    from ..options import CompileOptions
+    from ..outputs import build_artifact, targets_and_backend, with_default_target
 
-    opts = resolved_options(None, options)
+    opts = with_default_target(options or CompileOptions())  # (tilec.compile resolved the keywords)
     targets, backend = targets_and_backend(source, opts, text)
     variants = variants_for(source, opts, backend.source_kind) if text is None else None
     return build_artifact(source, opts, targets, backend, emit, output_name, text, on_compiled, cached_only, variants)

@@ -130,7 +130,8 @@ class CudaBackend(SimtBackend):
                 return None
             parts.append(executable_fingerprint(nvcc))
         if kind == "object":
-            from .locate import driver_include_dir, host_compiler
+            from ..c_launcher.objects import host_compiler
+            from .locate import driver_include_dir
 
             cc = host_compiler()
             if cc is None:
@@ -139,7 +140,8 @@ class CudaBackend(SimtBackend):
         return "\n".join(parts)
 
     def kind_toolchains(self) -> dict[str, str]:
-        from .locate import host_compiler, nvfatbin_lib, nvrtc_lib
+        from ..c_launcher.objects import host_compiler
+        from .locate import nvfatbin_lib, nvrtc_lib
 
         found = {"nvcc": shutil.which("nvcc") is not None, "nvrtc": nvrtc_lib() is not None,
                  "nvfatbin": nvfatbin_lib() is not None}

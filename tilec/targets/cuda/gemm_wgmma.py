@@ -1,9 +1,9 @@
 """gemm on Hopper's wgmma.m64nNk16: its descriptor (WGMMA), which gemms can run on it, the warpgroup accumulator
 layout and the TMA panel layout of its shared operands; registered by tilec/targets/cuda/instructions.py.
 
-(Its lowering -- descriptors, async groups, the producer warpgroup -- is sm90 machinery that keeps state across
-statements: tilec/targets/cuda/hopper_lowering.py, the sm90 target's LoweringExtension, takes the gemm in its
-`lower_gemm` hook.)
+Its lowering -- descriptors, async groups, the producer warpgroup -- is sm90 machinery that keeps state across
+statements: `WgmmaGemm.lower` hands the gemm to the kernel's HopperLowering (tilec/targets/cuda/hopper_lowering.py,
+the sm90 target's LoweringExtension, `GemmContext.extension`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ...ir import tile as T
 from ...ir.instructions import MatrixInstruction
 from ...ir.layout import SharedLayout, WgmmaTiled, panel_span
 from ...ops import gemm
-from ...ops.gemm_impl import GemmImpl
+from ...ops.gemm_impl import GemmContext, GemmImpl
 
 WGMMA = MatrixInstruction("wgmma", "wgmma.m64nNk16", 64, 8, 16, 128, 32,
                           (D.F16, D.BF16, D.F8E4M3, D.F8E5M2), WgmmaTiled, max_n=256, k_8bit=32)
@@ -104,3 +104,9 @@ class WgmmaGemm(GemmImpl):
 
     def instr_n(self, lay: WgmmaTiled) -> int:
         return lay.instr_n
+
+    def lower(self, cx: GemmContext, s: T.Gemm) -> None:
+        lower_wgmma = getattr(cx.extension, "lower_wgmma", None)
+        if lower_wgmma is None:
+            raise cx.fail(f"internal error: wgmma on {cx.target.name} without sm90's lowering extension", s.span)
+        lower_wgmma(s)

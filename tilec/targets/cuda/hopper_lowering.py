@@ -172,13 +172,11 @@ class HopperLowering(LoweringExtension):
             return True
         return s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global" and self.tma_store_fragment(s)
 
-    def lower_gemm(self, s: T.Gemm, instruction: str) -> bool:
-        if instruction != "wgmma":
-            return False
+    def lower_wgmma(self, s: T.Gemm) -> None:
+        """A wgmma gemm (WgmmaGemm.lower hands it here: its groups and the producer warpgroup are this kernel's)."""
         self.gemm_wgmma(s)
         if s is self.next_stage_gemm:  # the copies of a later stage went out with this gemm's wgmma
             self.next_stage_gemm, self.after_wgmma_issue = None, []
-        return True
 
     def realign_pipeline_copies(self, loop: T.For) -> bool:
         """A cp.async pipeline around one wgmma gemm (the no-TMA twin, --no-tma): its misaligned rows are realigned

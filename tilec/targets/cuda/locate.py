@@ -8,7 +8,6 @@ toolchain ask these on every compile, cache hits included, before anything heavy
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from pathlib import Path
 
@@ -84,13 +83,3 @@ def driver_include_dir() -> str | None:
         if (c / "cuda.h").is_file():
             return str(c)
     return None
-
-
-def host_compiler_command() -> list[str]:
-    """$CC split into words (default `cc`)."""
-    return shlex.split(os.environ.get("CC", "")) or ["cc"]
-
-
-def host_compiler() -> str | None:
-    """The host C compiler: the first word of $CC, else cc, resolved on PATH; None when there is none."""
-    return shutil.which(host_compiler_command()[0])

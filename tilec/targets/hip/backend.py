@@ -28,7 +28,7 @@ class HipBackend(SimtBackend):
             return None
         parts = [f"{kind} {executable_fingerprint(path)}" for kind, path in found]
         if kind == "object":
-            from ..cuda.locate import host_compiler
+            from ..c_launcher.objects import host_compiler
 
             cc = host_compiler()
             if cc is None or _hip_include_dir() is None:
@@ -123,7 +123,7 @@ def _build_object(units: list[Unit], options, info: ArtifactInfo) -> Built:
     from ...diagnostics import CompileError, Diagnostic
     from ...version import __version__
     from ..c_launcher.header import LauncherError
-    from ..cuda.objects import compile_c, incbin
+    from ..c_launcher.objects import compile_c, incbin
     from .launcher import generate_object_source
     from .toolchain import build
 

@@ -1,4 +1,5 @@
-"""The Hopper (sm90) instructions for the SIMT-level interpreter: TMA boxes, mbarriers and wgmma.
+"""The semantics of the Hopper (sm90) instructions in the SIMT-level interpreter (tilec/simt/interp.py): TMA boxes,
+mbarriers and wgmma, named by their definitions in tilec/targets/cuda/intrinsics.py.
 
 Modelled from the PTX ISA, independently of the lowering that emits them:
 * TMA (`tma_load_Nd`, `tma_store_Nd`): the tensor map is the kernel's manifest entry (tensor, box,
@@ -45,14 +46,11 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
 
 from __future__ import annotations
 
-import threading
-
 import ml_dtypes
 import numpy as np
 
-from ..interp.tile_interp import storage_dtype
-from ..ir import dtypes as D
-from ..ir import simt as S
+from ...ir import dtypes as D
+from ...ir import simt as S
 
 _NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
        "f8e5m2": ml_dtypes.float8_e5m2}
@@ -82,147 +80,25 @@ class _Barrier:
         return False
 
 
-class Turns:
-    """Python threads (thread groups of the model: a block's producers or consumers, the blocks of a cluster) that
-    run one at a time, each holding `cond` while it runs. A thread gives the turn to the next one only inside a
-    wait that cannot return yet; when every live thread has had its turn since anything changed (`progress`),
-    nothing can: a deadlock, and give_way returns False."""
+class Hopper:
+    """sm90's state in one block run (its mbarriers, each warpgroup's wgmma groups) and its instructions'
+    semantics; what is not its own it reads from the block run (tilec.simt.interp._BlockRun: memory, evaluation,
+    thread groups, the cluster)."""
 
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.order: list[int] = []  # the live threads' idents, in turn order
-        self.holder: int | None = None
-        self.progress = 0
-        self.mark = 0
-        self.stalled = 0
-        self.errors: list[BaseException] = []
-
-    def enter(self) -> None:
-        """The calling thread joins and takes the turn (it must not hold it already)."""
-        self.cond.acquire()
-        me = threading.get_ident()
-        self.order.append(me)
-        self.holder = me
-
-    def leave(self) -> None:
-        me = threading.get_ident()
-        i = self.order.index(me)
-        self.order.remove(me)
-        self.stalled = 0
-        if self.holder == me:
-            self.holder = self.order[i % len(self.order)] if self.order else None
-        self.cond.notify_all()
-        self.cond.release()
-
-    def spawn(self, fn, first: bool = False) -> threading.Thread:
-        """A new thread running fn, next in turn after the caller (the holder); with first, it runs now and the
-        caller gets the turn back when it gives way or finishes."""
-        me = threading.get_ident()
-
-        def body():
-            self.cond.acquire()
-            mine = threading.get_ident()
-            self.order.insert(self.order.index(me) + 1, mine)
-            self.cond.notify_all()
-            self.cond.wait_for(lambda: self.holder == mine)
-            try:
-                fn()
-            except BaseException as e:  # noqa: BLE001  (re-raised by whoever waits for this thread)
-                self.errors.append(e)
-            finally:
-                self.leave()
-
-        t = threading.Thread(target=body, daemon=True)
-        t.start()
-        self.cond.wait_for(lambda: t.ident in self.order)
-        if first:
-            self.holder = t.ident
-            self.cond.notify_all()
-            self.cond.wait_for(lambda: self.holder == me)
-        return t
-
-    def alive(self, t: threading.Thread) -> bool:
-        return t.ident in self.order
-
-    def give_way(self) -> bool:
-        me = threading.get_ident()
-        if self.progress != self.mark:
-            self.mark, self.stalled = self.progress, 0
-        self.stalled += 1
-        if len(self.order) < 2 or self.stalled > len(self.order):
-            return False
-        self.holder = self.order[(self.order.index(me) + 1) % len(self.order)]
-        self.cond.notify_all()
-        self.cond.wait_for(lambda: self.holder == me)
-        return True
-
-
-class HopperModel:
-    """Mixin of the interpreter's block run (tilec.simt.interp._BlockRun)."""
-
-    def hopper_init(self, raw: np.ndarray | None) -> None:
-        self.raw = raw
+    def __init__(self, run) -> None:
+        self.__dict__["run"] = run
         self.barriers: dict[int, _Barrier] = {}
-        self.in_flight: dict[S.SBuffer, np.ndarray] = {}  # shared buffer -> bool per element (TMA not waited for)
         self.wgmma_open: dict[int, list[tuple]] = {}  # per warpgroup: issued wgmma instructions not committed yet
         self.wgmma_groups: dict[int, list[list[tuple]]] = {}  # per warpgroup: committed groups not retired yet
-        self.split_consumers = False  # the consumer warpgroups run as thread groups of their own (SIf.groups)
-        self.named: dict[int, list[int]] = {}  # named barrier id -> [threads arrived, generations completed]
-        self.cluster_blocks: list = [self]  # the blocks of this block's cluster, by rank (set by the grid's run)
-        self.cluster_rank = 0
-        self.cluster_syncs = 0  # cluster barriers this block has passed
-        self.exited = False  # the block has finished: its shared memory and barriers are gone
 
-    @property
-    def turns(self) -> Turns | None:
-        return self.sim.turns
+    def __getattr__(self, name: str):
+        return getattr(self.run, name)
 
-    def progressed(self) -> None:
-        """Something another thread group may be waiting for changed (an mbarrier, a cluster barrier)."""
-        if self.turns is not None:
-            self.turns.progress += 1
-
-    def give_way(self) -> bool:
-        """Let the other thread groups run (one at a time) until one changes something; False when none can: a
-        deadlock."""
-        return self.turns is not None and self.turns.give_way()
-
-    def run_concurrently(self, s, then_mask: np.ndarray, else_mask: np.ndarray) -> None:
-        """The producer branch as a thread group of its own, started first; this group runs the consumers (with
-        SIf.groups > 1, the first consumer group, the others each a thread group of its own) and then waits for the
-        other groups to finish."""
-        own = self.turns is None
-        if own:
-            self.sim.turns = Turns()
-            self.sim.turns.enter()
-        turns = self.sim.turns
-        try:
-            child = turns.spawn(lambda: self.stmts(s.then_body, then_mask), first=True)
-            members = np.nonzero(else_mask)[0]
-            if len(members) % s.groups:
-                raise self.err(f"{len(members)} consumer threads do not split into {s.groups} groups", s.span)
-            parts = []
-            for chunk in np.split(members, s.groups):
-                part = np.zeros(self.n, bool)
-                part[chunk] = True
-                parts.append(part)
-            self.split_consumers = s.groups > 1
-            others = [turns.spawn(lambda m=m: self.stmts(s.else_body, m)) for m in parts[1:]]
-            self.stmts(s.else_body, parts[0])
-            while turns.alive(child) or any(turns.alive(t) for t in others):
-                if not self.give_way():
-                    raise self.err("the warp-specialized branches never finish: the producers wait for a stage "
-                                   "nobody releases, or a consumer warpgroup for a turn nobody hands on", s.span)
-            if turns.errors:
-                raise turns.errors[0]
-            for bar_id, (arrived, _) in self.named.items():
-                if arrived:
-                    raise self.err(f"named barrier {bar_id} has {arrived} arrival(s) nobody completed when the block "
-                                   "exits (a bar.arrive without its bar.sync)", s.span)
-        finally:
-            if own:
-                turns.leave()
-                self.sim.turns = None
+    def __setattr__(self, name: str, value) -> None:
+        if name in self.__dict__ or not hasattr(self.run, name):
+            self.__dict__[name] = value
+        else:
+            setattr(self.run, name, value)
 
     def named_barrier(self, s: S.SCall, mask) -> None:
         """bar.sync / bar.arrive between thread groups (only when the consumer warpgroups run as groups of their own;
@@ -246,31 +122,7 @@ class HopperModel:
                                    "a bar.arrive is missing", s.span)
             self.epoch += 1
 
-    def indexed_barrier(self, s: S.Barrier, mask) -> None:
-        """A named barrier per id (a ping-pong consumer warpgroup's block barrier): every id reached by exactly its
-        thread count."""
-        act = self.active(mask)
-        ids = self.full(self.eval(s.index, mask))[act]
-        for bar_id in np.unique(ids):
-            if int((ids == bar_id).sum()) != s.threads:
-                raise self.err(f"named barrier {int(bar_id)} of {s.threads} threads reached by "
-                               f"{int((ids == bar_id).sum())} (under a thread-dependent condition)", s.span)
-        self.epoch += 1
-
     # ------------------------------------------------------------ clusters
-    def peer(self, rank: int):
-        if not 0 <= rank < len(self.cluster_blocks):
-            raise self.err(f"cluster rank {rank} outside the cluster of {len(self.cluster_blocks)} block(s)")
-        return self.cluster_blocks[rank]
-
-    def ranks(self, mask_value: int, span) -> list[int]:
-        ranks = [r for r in range(16) if mask_value >> r & 1]
-        if not ranks:
-            raise self.err("an empty cluster mask", span)
-        for r in ranks:
-            self.peer(r)
-        return ranks
-
     def cluster_sync(self, s: S.SCall, mask) -> None:
         """barrier.cluster arrive + wait: every thread of every block of the cluster (the block's whole thread
         set, in this lockstep model), then a new epoch."""
@@ -284,25 +136,6 @@ class HopperModel:
         self.epoch += 1
 
     # ------------------------------------------------------------ helpers
-    def uniform(self, values: np.ndarray, act: np.ndarray, what: str, span) -> int:
-        v = np.asarray(values)[act] if np.ndim(values) else np.asarray([values])
-        if v.size == 0 or np.any(v != v[0]):
-            raise self.err(f"{what} differs between the threads that issue it", span)
-        return int(v[0])
-
-    def shared_byte(self, b: S.SBuffer, idx: int) -> int:
-        return int(b.offset) + idx * storage_dtype(b.dtype).itemsize
-
-    def buffer_at(self, byte: np.ndarray) -> tuple[S.SBuffer, np.ndarray]:
-        for b in self.k.shared:
-            if b.alias_of is not None:
-                continue
-            eb = storage_dtype(b.dtype).itemsize
-            lo, hi = int(b.offset), int(b.offset) + b.size * eb
-            if np.all((byte >= lo) & (byte < hi)):
-                return b, (byte - lo) // eb
-        raise self.err("a TMA or wgmma access outside any one shared buffer")
-
     def barrier_key(self, e, mask, span) -> int:
         b, idx = self.addr(e, mask)
         return self.uniform(self.shared_byte(b, 0) + idx * 8, self.active(mask), "mbarrier address", span)
@@ -329,7 +162,7 @@ class HopperModel:
         funcs = {"ceildiv": lambda a, b: -(-a // b), "min": min, "max": max}
         shape = tuple(d if type(d) is int else eval(d, {"__builtins__": {}, **funcs}, dict(self.sim.sizes))
                       for d in view["shape"])  # the compiler's size formulas
-        dt = storage_dtype(D.BY_NAME[view["dtype"]])
+        dt = self.storage_dtype(D.BY_NAME[view["dtype"]])
         raw = data.view(np.uint8)
         return raw[:raw.size // dt.itemsize * dt.itemsize].view(dt), shape
 
@@ -347,15 +180,6 @@ class HopperModel:
         return np.where(inside, flat, -1).ravel()
 
     # ------------------------------------------------------------ statements
-    def hopper_call(self, s: S.SCall, mask) -> bool:
-        """The Hopper intrinsics' semantics, registered by op in HOPPER_SEMANTICS; False: not one of them."""
-        semantics = HOPPER_SEMANTICS.get(s.op)
-        if semantics is None:
-            return False
-        if semantics:
-            getattr(self, semantics)(s, mask)
-        return True
-
     def mbar_init(self, s: S.SCall, mask) -> None:
         act = self.active(mask)
         b, idx = self.addr(s.args[0], mask)
@@ -416,21 +240,21 @@ class HopperModel:
         bar_m[t] = True
         key = self.barrier_key(s.args[2], bar_m, s.span)
         first = 3
-        targets = [self]
+        targets = [self.run]
         if s.op == "tma_load_multicast":
             targets = [self.peer(r) for r in self.ranks(self.thread_values(s.args[3:4], mask, t)[0], s.span)]
             first = 4
         coords = list(reversed(self.thread_values(s.args[first:], mask, t)))  # outermost first
         src = self.map_memory(entry)[0]
         flat = self.box_elements(entry, coords)
-        values = np.zeros(flat.shape, storage_dtype(dst.dtype))
+        values = np.zeros(flat.shape, self.storage_dtype(dst.dtype))
         ok = flat >= 0
         values[ok] = src[flat[ok]]
         start = self.shared_byte(dst, int(didx[t]))
         if start % 128:  # cp.async.bulk.tensor faults (misaligned address) on a destination not 128-byte aligned
             raise self.err(f"TMA box lands at shared byte {start}, which is not 128-byte aligned", s.span)
         for blk in targets:
-            blk.land(entry, start, values, key, s.span)
+            of(blk).land(entry, start, values, key, s.span)
 
     def land(self, entry: dict, start: int, values: np.ndarray, key: int, span) -> None:
         """A TMA box's bytes arrive in this block's shared memory at `start` (swizzled by the address) and complete
@@ -465,7 +289,7 @@ class HopperModel:
                 if self.peer(r).exited:
                     raise self.err(f"an arrival on an mbarrier of block {self.peer(r).block_idx} of the cluster, "
                                    "which has exited (no cluster barrier before its exit)", s.span)
-                bar = self.peer(r).barrier_at(key, s.span)
+                bar = of(self.peer(r)).barrier_at(key, s.span)
                 bar.arrivals += 1
                 self.progressed()
                 self.check_arrivals(bar, s.span)
@@ -476,19 +300,13 @@ class HopperModel:
         src_b, sidx = self.addr(s.args[1], mask)
         coords = list(reversed(self.thread_values(s.args[2:], mask, t)))
         flat = self.box_elements(entry, coords)
-        eb = storage_dtype(src_b.dtype).itemsize
+        eb = self.storage_dtype(src_b.dtype).itemsize
         addr = swizzle(self.shared_byte(src_b, int(sidx[t])) + np.arange(flat.size) * eb, entry["swizzle"])
         b, elems = self.buffer_at(addr)
         self.check_in_flight(b, elems, s.span)
-        values = self.raw[(addr[:, None] + np.arange(eb)).ravel()].view(storage_dtype(src_b.dtype))
+        values = self.raw[(addr[:, None] + np.arange(eb)).ravel()].view(self.storage_dtype(src_b.dtype))
         ok = flat >= 0
         self.map_memory(entry)[0][flat[ok]] = values[ok]
-
-    def check_in_flight(self, b: S.SBuffer, elems: np.ndarray, span) -> None:
-        flags = self.in_flight.get(b)
-        if flags is not None and np.any(flags[elems]):
-            raise self.err(f"read of shared '{b.name}' written by a TMA load nobody waited for (missing "
-                           "mbar_wait)", span)
 
     # ------------------------------------------------------------ wgmma
     def operand(self, start: int, lbo: int, sbo: int, swz: int, rows: int, cols: int, eb: int, k_major: bool,
@@ -505,7 +323,7 @@ class HopperModel:
         addr = swizzle(start + off, span_b)
         b, elems = self.buffer_at(addr.ravel())
         self.check_in_flight(b, elems, span)
-        raw = self.raw[(int(b.offset) + elems * storage_dtype(b.dtype).itemsize)[:, None] + np.arange(eb)]
+        raw = self.raw[(int(b.offset) + elems * self.storage_dtype(b.dtype).itemsize)[:, None] + np.arange(eb)]
         return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
 
     def wgmma(self, s: S.SCall, mask) -> None:
@@ -529,7 +347,7 @@ class HopperModel:
             wg_act[threads] = True
             if kind == "wgmma_ss":
                 a_b, a_i = self.addr(s.args[1], mask)
-                a_start = self.uniform(self.shared_byte(a_b, 0) + a_i * storage_dtype(a_b.dtype).itemsize,
+                a_start = self.uniform(self.shared_byte(a_b, 0) + a_i * self.storage_dtype(a_b.dtype).itemsize,
                                        wg_act, "A descriptor", s.span)
                 a_desc = (a_start, *(int(self.full(self.eval(x, mask))[threads[0]]) for x in s.args[2:5]))
                 a_regs = None
@@ -540,7 +358,7 @@ class HopperModel:
                 a_regs = (self.storage(regs_b), regs_i.copy())
                 b_args = s.args[2:]
             b_b, b_i = self.addr(b_args[0], mask)
-            b_start = self.uniform(self.shared_byte(b_b, 0) + b_i * storage_dtype(b_b.dtype).itemsize,
+            b_start = self.uniform(self.shared_byte(b_b, 0) + b_i * self.storage_dtype(b_b.dtype).itemsize,
                                    wg_act, "B descriptor", s.span)
             b_desc = (b_start, *(int(self.full(self.eval(x, mask))[threads[0]]) for x in b_args[1:4]))
             self.wgmma_open.setdefault(g, []).append((s, threads, acc, acc_i.copy(), a_desc, a_regs, b_desc, n, kdim,
@@ -593,14 +411,42 @@ class HopperModel:
         return a
 
 
-# The semantics of the Hopper intrinsics (tilec/ir/intrinsics.py), by op: a method of HopperModel, or "" for
-# the fences and register hints that order nothing in this model.
-HOPPER_SEMANTICS = {
-    "mbar_init": "mbar_init", "mbar_expect_tx": "mbar_arrive", "mbar_arrive": "mbar_arrive",
-    "mbar_arrive_warp": "mbar_arrive", "mbar_wait": "mbar_wait", "tma_load": "tma_loads", "tma_store": "tma_stores",
-    "tma_load_multicast": "tma_loads", "mbar_arrive_cluster_warp": "mbar_arrive_cluster",
-    "cluster_sync": "cluster_sync", "named_barrier_sync": "named_barrier", "named_barrier_arrive": "named_barrier",
-    "wgmma": "wgmma", "wgmma_commit": "wgmma_commit", "wgmma_wait": "wgmma_wait",
-    **dict.fromkeys(("fence_mbar_init", "fence_proxy_async", "wgmma_fence",
-                     "wgmma_fence_regs", "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_commit", "tma_store_wait"), ""),
-}
+def of(run) -> Hopper:
+    """The Hopper state of a block run."""
+    return run.model(Hopper)
+
+
+def _on(method):
+    def semantics(run, s, mask) -> None:
+        method(of(run), s, mask)
+    semantics.__doc__ = method.__doc__
+    return semantics
+
+
+# The semantics each definition of tilec/targets/cuda/intrinsics.py names
+mbar_init = _on(Hopper.mbar_init)
+mbar_arrive = _on(Hopper.mbar_arrive)
+mbar_wait = _on(Hopper.mbar_wait)
+mbar_arrive_cluster = _on(Hopper.mbar_arrive_cluster)
+tma_loads = _on(Hopper.tma_loads)
+tma_stores = _on(Hopper.tma_stores)
+cluster_sync = _on(Hopper.cluster_sync)
+named_barrier = _on(Hopper.named_barrier)
+wgmma = _on(Hopper.wgmma)
+wgmma_commit = _on(Hopper.wgmma_commit)
+wgmma_wait = _on(Hopper.wgmma_wait)
+
+
+def no_effect(run, s, mask) -> None:
+    """The fences and register hints, which order nothing in this lockstep model."""
+
+
+def pack2(run, e, mask) -> np.ndarray:
+    """Two 16-bit floats' bits side by side."""
+    bits = [run.full(run.to_storage(run.full(run.eval(a, mask)), a.dtype)).view(np.uint16).astype(np.int64)
+            for a in e.args]
+    return bits[0] | (bits[1] << 16)
+
+
+def grid_dim_x(run, e, mask) -> np.ndarray:
+    return np.asarray(run.sim.grid_x, np.int64)
