@@ -43,6 +43,9 @@ class AccessStats:
     conflicting: int = 0  # ... of which needed extra passes
     worst: float = 1.0  # the largest passes / ideal passes of one phase (2.0: a 2-way conflict)
     offsets: set[int] = field(default_factory=set)  # element offsets (within one stage) of conflicting accesses
+    # the lanes that collide in the worst phase: (bank, {element offset within one stage: the lanes accessing it})
+    collision: tuple[int, dict[int, tuple[int, ...]]] | None = None
+    worst_seen: float = 0.0
 
     def describe(self) -> str:
         where = f"line {self.line}" if self.line else "lowered code"
@@ -65,6 +68,12 @@ class AccessReport:
         for s in self.of(buffer):
             out |= s.offsets
         return out
+
+    def worst_collision(self, buffer: str) -> tuple[AccessStats, int, dict[int, tuple[int, ...]]] | None:
+        """The buffer's worst conflicting access, the bank of its worst phase and the lanes of one warp (by their
+        index in it) that access that bank in that phase, by element offset: the lanes that collide."""
+        worst = max((s for s in self.of(buffer) if s.collision), key=lambda s: s.worst, default=None)
+        return None if worst is None else (worst, *worst.collision)
 
 
 def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None = None,
@@ -274,5 +283,15 @@ def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) ->
             stage = tile_sizes.get(name)
             offs = idx[hot] % stage if stage else idx[hot]
             st.offsets.update(int(o) for o in np.unique(offs))
+            ratio = np.where(bad, passes / ideal, 0)
+            g = int(np.argmax(ratio))  # the worst phase, its most loaded bank: the lanes there collide
+            if st.collision is None or ratio[g] > st.worst_seen:
+                st.worst_seen = float(ratio[g])
+                b_hot = int(np.argmax(counts[g]))
+                sel = (g_of == g) & (word % BANKS == b_hot)
+                where: dict[int, set[int]] = {}
+                for t, i in zip(threads[sel].tolist(), idx[sel].tolist(), strict=True):
+                    where.setdefault(i % stage if stage else i, set()).add(t % warp_size)
+                st.collision = (b_hot, {o: tuple(sorted(v)) for o, v in sorted(where.items())})
         seen[same] = (st, len(groups), int(bad.sum()))
     return list(stats.values())
