@@ -57,6 +57,8 @@ if os.environ.get("TILEC_TEST_WITHOUT_NVCC") == "1":
 # scripts/test.sh prints (--durations). A file not listed goes after these, in collection order.
 LONGEST_FIRST = [
     "test_examples_tilelang.py",
+    "test_webgpu_js.py",
+    "test_examples_tilelang_targets.py",
     "test_fuzzer.py",
     "test_samples.py",
     "test_ascend.py",
