@@ -99,6 +99,16 @@ def _lowered(case_name: str, target: str):
     return front, tilec.compile(path, defines=defines, target=target, kernel=case.kernel)
 
 
+def _same_simt_as_sm80(case) -> bool:
+    """CI time: where sm90's lowering of a port (no wgmma, no TMA) prints as sm80's, at the same defines, running it
+    again in the SIMT model would repeat the sm80 run exactly (the printed SIMT IR reads back as the same kernel)."""
+    from tilec.ir.simt_printer import simt_module_str
+
+    if (case.name, "sm80") in EXPECTED_TARGETS or case.defines_for("sm80") != case.defines_for("sm90"):
+        return False
+    return simt_module_str(_lowered(case.name, "sm80")[1].simt) == simt_module_str(_lowered(case.name, "sm90")[1].simt)
+
+
 # CI time: the ragged shape on every target, the regular one on sm80 (interior tiles are target-neutral); every
 # pair was run once for docs/reliability.md's figures
 LOWERINGS = [(t, "ragged") for t in SIMT_TARGETS] + [("sm80", "regular")]
@@ -119,6 +129,9 @@ def test_port_lowering_matches_interpreter(case, target, shape):
     if target == "webgpu" and case.inputs and case.webgpu_defines:
         pytest.skip("the case's input function makes the shapes and dtypes of its interpreter defines, which "
                     "WebGPU's change")
+    if target == "sm90" and _same_simt_as_sm80(case):
+        pytest.skip("sm90 lowers this port to the SIMT code sm80 does, instruction for instruction (the sm80 run at "
+                    "this shape covers it)")
     front, lowered = _lowered(case.name, target)
     sizes = case.sizes[shape]
     rng = np.random.default_rng(7)
