@@ -54,9 +54,14 @@ if os.environ.get("TILEC_TEST_WITHOUT_NVCC") == "1":
 # waits for the other at the end. Only the order of the files changes (a file's tests keep theirs); in one process
 # nothing is reordered. The list is an estimate (the files of the slowest tests of a sequential CI run and the
 # files with the most interpreter or toolchain work), not a measurement per file: refine it from the durations
-# scripts/test.sh prints (--durations). A file not listed goes after these, in collection order.
+# scripts/test.sh prints (--durations). A file not listed goes after these, in collection order. (2026-12-02, a
+# partial -n 2 run on a loaded machine: test_examples_tilelang.py, test_threads.py, test_webgpu_js.py and
+# test_samples.py were the four longest files measured, in that order.)
 LONGEST_FIRST = [
     "test_examples_tilelang.py",
+    "test_threads.py",
+    "test_webgpu_js.py",
+    "test_examples_tilelang_targets.py",
     "test_fuzzer.py",
     "test_samples.py",
     "test_ascend.py",

@@ -8,6 +8,8 @@ and every Python snippet of README.md too:
 - RUN_ELSEWHERE: run by the named test of another file (which must exist);
 - RUN_ON_GPU: commands that need an NVIDIA GPU, run by this file under `pytest -m gpu` (after the documented
   commands that make their inputs);
+- RUN_LONG: long commands (large nvcc builds, a large interpreter run), run under `pytest -m slow`; by default
+  their fast twin runs (the same configuration's CUDA source, or a smaller run);
 - SYNOPSES: usage lines with placeholders (FILE, [options]), not commands;
 - NOT_YET_RUN: the debt, named one by one: commands no test runs yet.
 
@@ -133,6 +135,8 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
         (("webgpu",), ("softmax.Y: f16[37, 1000]",
                        "check Y against the interpreter: PASS (0 of 37000 elements outside")),
     "tilec gemm.tile -arch=sm_80 -O3 -o gemm.cubin": (("cuda",), ""),
+    # docs/deploy.md's softmax.tile is the sample (the scratch folder links it)
+    "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin --no-ptx": (("cuda",), ""),
 }
 
 # command -> (its exit status, what the docs show of its output: "" for nothing)
@@ -197,6 +201,36 @@ RUN_ON_GPU: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec tune samples/softmax.tile --target sm90 --shapes rows --gpus all": ((), ""),
     "tilec check-deploy pkg/": (("tilec package samples/*.tile --target sm80,sm90 -o pkg/",), ""),
     "python -m tilec.deploy_check pkg/": (("tilec package samples/*.tile --target sm80,sm90 -o pkg/",), ""),
+    # the examples' launchers made where tilec is (no GPU needed), then built and run where the GPU is (on the H200:
+    # bench/RESULTS.md, "Documented GPU commands")
+    "examples/prebuild.sh": ((), "prebuilt headers and objects in"),
+    "examples/run_on_gpu.sh .artifacts/examples": (("examples/prebuild.sh",), "== both examples: PASS"),
+    "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4096,H=16 --build-dir prof/": ((), ""),
+}
+
+# command -> (what it needs, what its output must contain, the command run by default in its place): long runs
+# (nvcc builds of large sm90/sm80 configurations: 10 s of CPU or more each; the interpreter on a 1000 x 1000 gemm,
+# 18 s; Ascend's model on flash attention, 13 s: CPU times of 2026-12-02), run under `pytest -m slow`
+# (test_documented_long_command_runs). By default their fast twin runs instead: the same command writing CUDA source
+# (`-o X.cu`: the same front end, -D values, schedule and lowering, no ptxas), or a smaller run of RUN_HERE (the
+# same subcommand and target).
+RUN_LONG: dict[str, tuple[tuple[str, ...], str | tuple[str, ...], str]] = {
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dblock_N=256 -Dblock_K=64 -Dthreads=256 -Dnum_stages=4":
+        (("cuda",), "", "tilec samples/gemm.tile --target sm90 -o gemm.cu -Dblock_N=256 -Dblock_K=64 -Dthreads=256 "
+                        "-Dnum_stages=4"),
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_m=2 -Rpass=cluster":
+        (("cuda",), "remark", "tilec samples/gemm.tile --target sm90 -o gemm.cu -Dcluster_m=2"),
+    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_n=2":
+        (("cuda",), "", "tilec samples/gemm.tile --target sm90 -o gemm.cu -Dcluster_n=2"),
+    "tilec samples/gemm.tile --target sm80 -D block_M=256 -D block_N=256 -o g.cubin":
+        (("cuda",), ("samples/gemm.tile:", "warning: kernel 'gemm' spills"),
+         "tilec samples/gemm.tile --target sm80 -D block_M=256 -D block_N=256 -o g.cu"),
+    "tilec samples/gemm.tile --target sm90 -D dtype=bf16 -o gemm.cubin":
+        (("cuda",), "", "tilec samples/gemm.tile --target sm90 -D dtype=bf16 -o gemm.cu"),
+    "tilec run gemm.tile --size M=1000,N=1000,K=512":
+        ((), "C: f16[1000, 1000]", "tilec run gemm.tile --size M=200,N=130 --size K=64 -D block_M=64"),
+    "tilec run samples/flash_attention.tile --target ascend910b --check --size B=2,S=100,H=2":
+        ((), "PASS", "tilec run samples/softmax.tile --target ascend910b --check --size M=37,N=1000"),
 }
 
 SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
@@ -206,26 +240,16 @@ SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
 # nvcc builds than the suite's time allows (the sm90 -D variants; tests/test_cluster.py and test_hopper.py build
 # the clustered and tuned configurations through tilec.compile).
 NOT_YET_RUN: set[str] = {
-    "tilec softmax.tile --target sm80,sm90 -o softmax.fatbin --no-ptx",
     "TILEC_NVRTC=12 tilec gemm.tile --target sm80,sm90 --compiler nvrtc -o gemm.h",  # needs pip's CUDA 12 NVRTC
     "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --size M=1000,N=1000,K=1000",
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/tilec samples/gemm.tile --target sm90 -o "
     "gemm.cubin",
-    "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4096,H=16 --build-dir prof/",
     "tilec tune samples/softmax.tile --target sm90 --shapes rows --build-dir tune/",
-    "examples/prebuild.sh",
-    "examples/run_on_gpu.sh .artifacts/examples",
     "tilec samples/gemm.tile    --target ascend910b -o gemm.o",
-    "tilec run samples/flash_attention.tile --target ascend910b --check --size B=2,S=100,H=2",
-    "tilec run gemm.tile --size M=1000,N=1000,K=512",
     "tilec run softmax.cubin --device cuda --check --reference ref.py:softmax --rtol 1e-3 --atol 1e-3 --size "
     "M=64,N=1000",
     "tilec --completion zsh > \"${fpath[1]}/_tilec\"",
     "g++ main.cpp gemm.o -o app -lcuda -lpthread",
-    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dblock_N=256 -Dblock_K=64 -Dthreads=256 -Dnum_stages=4",
-    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_m=2 -Rpass=cluster",
-    "tilec samples/gemm.tile --target sm90 -o gemm.cubin -Dcluster_n=2",
-    "tilec samples/gemm.tile --target sm80 -D block_M=256 -D block_N=256 -o g.cubin",
     "python scripts/resource_baseline.py",
     "python scripts/resource_baseline.py --update",
     "python scripts/fuzz.py --seconds 3900 --seed 2026 --differential 5 --save --report 300",
@@ -234,7 +258,6 @@ NOT_YET_RUN: set[str] = {
     "python bench/tune_samples.py build .artifacts/tune",
     "python3 -m tilec.runtime.tune_worker --budget 300 .artifacts/tune/*",
     "python bench/tune_samples.py collect .artifacts/tune",
-    "tilec samples/gemm.tile --target sm90 -D dtype=bf16 -o gemm.cubin",
     # docs/tuning.md's bf16 recipe: the steps of the fp8 one (run by tests/test_shape_sweep.py) with size rules
     "cp samples/gemm.tune.json my_model.tune.json",
     "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --size-rule B_rows=K --size-rule B_cols=N \\",
@@ -246,8 +269,9 @@ NOT_YET_RUN: set[str] = {
 
 def test_every_documented_command_is_accounted_for():
     documented = documented_commands()
-    listed = set(RUN_HERE) | set(FAILS_AS_DOCUMENTED) | set(RUN_ELSEWHERE) | set(RUN_ON_GPU) | NOT_YET_RUN
-    assert not NOT_YET_RUN & (set(RUN_HERE) | set(FAILS_AS_DOCUMENTED) | set(RUN_ELSEWHERE) | set(RUN_ON_GPU))
+    run = set(RUN_HERE) | set(FAILS_AS_DOCUMENTED) | set(RUN_ELSEWHERE) | set(RUN_ON_GPU) | set(RUN_LONG)
+    listed = run | NOT_YET_RUN
+    assert not NOT_YET_RUN & run
     unaccounted = sorted(f"{docs[0]}: {cmd}" for cmd, docs in documented.items()
                          if cmd not in listed and not SYNOPSIS.search(cmd))
     assert not unaccounted, "commands in the docs that no test runs (run them here, or list them):\n" + \
@@ -292,6 +316,8 @@ def scratch(tmp_path_factory):
     d = tmp_path_factory.mktemp("docs")
     (d / "samples").symlink_to(ROOT / "samples")
     (d / "gemm.tile").symlink_to(ROOT / "samples" / "gemm.tile")
+    (d / "softmax.tile").symlink_to(ROOT / "samples" / "softmax.tile")  # docs/deploy.md's
+    (d / "examples").symlink_to(ROOT / "examples")  # examples/prebuild.sh and run_on_gpu.sh, as the docs run them
     (d / "bin").mkdir()
     for name, run in (("tilec", "-m tilec "), ("python", "")):
         shim = d / "bin" / name
@@ -329,6 +355,38 @@ def test_documented_gpu_command_runs(scratch, command):
         assert proc.returncode == 0 and "Traceback" not in output, f"$ {step}\n{output}"
     for text in (claimed,) if isinstance(claimed, str) else claimed:
         assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"
+
+
+def _run_documented(scratch, command: str, claimed: str | tuple[str, ...]) -> None:
+    cwd, env = scratch
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"$ {command}\n{output}"
+    assert "Traceback" not in output
+    for text in (claimed,) if isinstance(claimed, str) else claimed:
+        assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(RUN_LONG))
+def test_documented_long_command_runs(scratch, command):
+    marks, claimed, _fast = RUN_LONG[command]
+    for what in marks:
+        _needs(what)
+    _run_documented(scratch, command, claimed)
+
+
+@pytest.mark.parametrize("command", sorted(RUN_LONG))
+def test_documented_long_command_has_a_fast_twin(scratch, command):
+    """What runs by default in a long command's place: its fast twin (CUDA source of the same configuration, or a
+    smaller run that RUN_HERE has), differing from it only where RUN_LONG's comment says."""
+    fast = RUN_LONG[command][2]
+    if fast in RUN_HERE:  # run by test_documented_command_runs: the same subcommand and target on a smaller input
+        assert fast.split()[:2] == command.split()[:2] and fast.split("--size")[0].split("--target")[1:] == \
+            command.split("--size")[0].split("--target")[1:]
+        return
+    assert fast == command.replace(" -Rpass=cluster", "").replace(".cubin", ".cu"), fast
+    _run_documented(scratch, fast, "")
 
 
 @pytest.mark.parametrize("command", sorted(FAILS_AS_DOCUMENTED))

@@ -285,9 +285,15 @@ LOWERINGS = [(n, t) for n in KERNELS for t in ("sm80", "sm90", "gfx942", "webgpu
 @pytest.mark.parametrize("name,target", LOWERINGS)
 def test_lowering_matches_interpreter(name, target):
     """Every thread of every block executed by the SIMT model; a missing barrier would be a data race."""
+    from tilec.ir.simt_printer import simt_module_str
+
     _, _, shapes, tol = KERNELS[name]
     k = _compile(name).module.kernels[0]
-    sk = _compile(name, target).simt.kernels[0]
+    lowered = _compile(name, target)
+    sk = lowered.simt.kernels[0]
+    if target == "sm90" and simt_module_str(lowered.simt) == simt_module_str(_compile(name, "sm80").simt):
+        pytest.skip("sm90 lowers this kernel to the SIMT code sm80 does, instruction for instruction (CI time: the "
+                    "sm80 run covers it)")
     for i, sizes in enumerate(shapes):
         args = _inputs(k, sizes, seed=10 + i)
         want = _copy(args)

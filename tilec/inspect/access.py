@@ -17,6 +17,7 @@ AMD's LDS (32 banks of 4 bytes; a wave's lanes in groups of 32), an approximatio
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,9 @@ class AccessStats:
     conflicting: int = 0  # ... of which needed extra passes
     worst: float = 1.0  # the largest passes / ideal passes of one phase (2.0: a 2-way conflict)
     offsets: set[int] = field(default_factory=set)  # element offsets (within one stage) of conflicting accesses
+    # the lanes that collide in the worst phase: (bank, {element offset within one stage: the lanes accessing it})
+    collision: tuple[int, dict[int, tuple[int, ...]]] | None = None
+    worst_seen: float = 0.0
 
     def describe(self) -> str:
         where = f"line {self.line}" if self.line else "lowered code"
@@ -64,6 +68,12 @@ class AccessReport:
         for s in self.of(buffer):
             out |= s.offsets
         return out
+
+    def worst_collision(self, buffer: str) -> tuple[AccessStats, int, dict[int, tuple[int, ...]]] | None:
+        """The buffer's worst conflicting access, the bank of its worst phase and the lanes of one warp (by their
+        index in it) that access that bank in that phase, by element offset: the lanes that collide."""
+        worst = max((s for s in self.of(buffer) if s.collision), key=lambda s: s.worst, default=None)
+        return None if worst is None else (worst, *worst.collision)
 
 
 def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None = None,
@@ -126,32 +136,91 @@ def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None
                     act = self.active(mask)
                     width = 16 // db.dtype.bytes
                     cols = (di[:, None] + np.arange(width))[act]
-                    events.append((db, "write", cols.ravel(), np.repeat(self.tid[act], width), self.op, self.line))
+                    events.append((db, "write", cols.ravel(), np.repeat(self.tid[act], width), self.op, self.line, 1))
             super().copy16(s, mask)
 
+        # (no race checks here: the interpreter's runs check those; a trace only records the addresses)
         def track_read(self, b, idx, threads, span):
-            events.append((b, "read", np.asarray(idx), np.asarray(threads), self.op, self.line))
-            super().track_read(b, idx, threads, span)
+            events.append((b, "read", np.asarray(idx), np.asarray(threads), self.op, self.line, 1))
 
         def track_write(self, b, idx, threads, span):
             if not self.waiting:
-                events.append((b, "write", np.asarray(idx), np.asarray(threads), self.op, self.line))
-            super().track_write(b, idx, threads, span)
+                events.append((b, "write", np.asarray(idx), np.asarray(threads), self.op, self.line, 1))
 
+    class Counting(Tracer):
+        """A loop whose iteration makes the shared accesses of the one before it (folded onto one stage) has
+        reached its steady state: the iterations after it, up to the last few, are counted as repeats of it, not
+        run. The last iterations still run (from one at the same place in the stages' cycle), so a ragged last
+        tile's accesses are traced."""
+
+        def loop(self, s, mask):
+            act = self.active(mask)
+            begin = self.full(self.eval(s.begin, mask)).astype(np.int64)
+            extent = self.full(self.eval(s.extent, mask)).astype(np.int64)
+            step = self.full(self.eval(s.step, mask)).astype(np.int64) if s.step is not None else 1
+            ext_act = extent[act]
+            if ext_act.size == 0:
+                return
+            n = int(ext_act.max())
+            if not np.all(ext_act == n) or n < 3 + cycle:
+                return super().loop(s, mask)
+            before = None
+            t = 0
+            while t < n:
+                start = len(events)
+                self.assign(s.var, begin + t * step, mask)
+                self.stmts(s.body, mask)
+                if before is not None:
+                    now = _signature(events[start:], folds)
+                    if now and now == before[1] and t + 1 < n - cycle:
+                        jump = t + 1 + ((n - cycle - t - 1) // cycle) * cycle  # same place in the stages' cycle
+                        skipped = jump - t - 1
+                        if skipped > 0:
+                            events.extend((*e[:6], e[6] * skipped) for e in events[start:])
+                            t = jump
+                            before = None
+                            continue
+                    before = (start, now)
+                else:
+                    before = (start, _signature(events[start:], folds))
+                t += 1
+
+    # the stages' cycle: multi-buffered tiles rotate through their stages, one a loop iteration
+    folds = {}
+    cycle = 1
+    for b in simt_kernel.shared:
+        stage = (tile_sizes or {}).get(b.origin or b.name)
+        if stage and b.size and b.size % stage == 0:
+            folds[b.origin or b.name] = stage
+            cycle = math.lcm(cycle, b.size // stage)
     try:
         args = random_inputs(tile_kernel, run_sizes, seed)
         sim = SI._Sim(simt_kernel, args, run_sizes, warp_size, None)
-        Tracer(sim, (0, 0, 0)).stmts(simt_kernel.body, None)
-    except Exception as e:  # noqa: BLE001 -- any failure only means no trace; the plot says why
-        return AccessReport([], False, f"{type(e).__name__}: {e}")
+        Counting(sim, (0, 0, 0)).stmts(simt_kernel.body, None)
+    except Exception:  # noqa: BLE001 -- a skipped iteration left state the rest did not expect: run them all
+        events.clear()
+        try:
+            args = random_inputs(tile_kernel, run_sizes, seed)
+            sim = SI._Sim(simt_kernel, args, run_sizes, warp_size, None)
+            Tracer(sim, (0, 0, 0)).stmts(simt_kernel.body, None)
+        except Exception as e:  # noqa: BLE001 -- any failure only means no trace; the plot says why
+            return AccessReport([], False, f"{type(e).__name__}: {e}")
     return AccessReport(_analyse(events, warp_size, tile_sizes or {}), True)
+
+
+def _signature(events: list[tuple], folds: dict[str, int]) -> tuple:
+    """What one loop iteration's shared accesses are, with multi-buffered tiles folded onto one stage."""
+    out = []
+    for b, kind, idx, threads, op, line, _times in events:
+        name = b.origin or b.name
+        folded = idx % folds[name] if name in folds else idx
+        out.append((name, kind, op, line, folded.tobytes(), threads.tobytes(), _times))
+    return tuple(out)
 
 
 def launch_sizes(tile_kernel, given: dict[str, int] | None = None) -> dict[str, int]:
     """The runtime sizes of the traced launch: `given`, the others DEFAULT_SIZE, halved together while the kernel's
     arguments would exceed MAX_INPUT_BYTES (a batched kernel's B x H x S tensors would not fit otherwise)."""
-    import math
-
     from ..interp.run import shape_of
     from ..ir import tile as T
 
@@ -173,7 +242,7 @@ def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) ->
     # A loop repeats its accesses: each k step of a pipeline touches the same addresses of its stage. An event
     # identical to one already analysed (same statement, threads and elements) adds that one's phases again.
     seen: dict[tuple, tuple[AccessStats, int, int]] = {}
-    for b, kind, idx, threads, op, line in events:
+    for b, kind, idx, threads, op, line, times in events:
         if idx.size == 0:
             continue
         name = b.origin or b.name
@@ -181,8 +250,8 @@ def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) ->
         same = (name, kind, op, line, eb, idx.dtype.str, threads.dtype.str, idx.tobytes(), threads.tobytes())
         if same in seen:
             st, phases, conflicting = seen[same]
-            st.phases += phases
-            st.conflicting += conflicting
+            st.phases += phases * times
+            st.conflicting += conflicting * times
             continue
         pairs = np.unique(np.stack([threads, idx], axis=1), axis=0)  # one entry per (thread, element)
         threads, idx = pairs[:, 0], pairs[:, 1]
@@ -204,8 +273,8 @@ def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) ->
         st = stats.get(key)
         if st is None:
             st = stats[key] = AccessStats(name, kind, op, line, lane_bytes)
-        st.phases += len(groups)
-        st.conflicting += int(bad.sum())
+        st.phases += len(groups) * times
+        st.conflicting += int(bad.sum()) * times
         if bad.any():
             st.worst = max(st.worst, float((passes[bad] / ideal[bad]).max()))
             hot_banks = counts > ideal[:, None]  # (group, bank) pairs that serialise
@@ -214,5 +283,15 @@ def _analyse(events: list[tuple], warp_size: int, tile_sizes: dict[str, int]) ->
             stage = tile_sizes.get(name)
             offs = idx[hot] % stage if stage else idx[hot]
             st.offsets.update(int(o) for o in np.unique(offs))
+            ratio = np.where(bad, passes / ideal, 0)
+            g = int(np.argmax(ratio))  # the worst phase, its most loaded bank: the lanes there collide
+            if st.collision is None or ratio[g] > st.worst_seen:
+                st.worst_seen = float(ratio[g])
+                b_hot = int(np.argmax(counts[g]))
+                sel = (g_of == g) & (word % BANKS == b_hot)
+                where: dict[int, set[int]] = {}
+                for t, i in zip(threads[sel].tolist(), idx[sel].tolist(), strict=True):
+                    where.setdefault(i % stage if stage else i, set()).add(t % warp_size)
+                st.collision = (b_hot, {o: tuple(sorted(v)) for o, v in sorted(where.items())})
         seen[same] = (st, len(groups), int(bad.sum()))
     return list(stats.values())

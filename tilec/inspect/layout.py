@@ -70,7 +70,11 @@ def kernel_views(source: str, options, buffer: str | None = None, sizes: dict[st
             elif report is not None:
                 accesses = [s.describe() for s in report.of(b.name)] or [
                     "no lane accesses it (written by TMA / read by wgmma descriptors, or unused)"]
-            views.append(shared_view(b.name, lay, report.conflicting_offsets(b.name) if report else None, accesses))
+            hit = report.worst_collision(b.name) if report is not None and report.traced else None
+            collision = (f"{hit[0].kind} by {hit[0].op}" + (f" (line {hit[0].line})" if hit[0].line else ""),
+                         hit[1], hit[2]) if hit else None
+            views.append(shared_view(b.name, lay, report.conflicting_offsets(b.name) if report else None, accesses,
+                                     collision))
             lines.append(f"{k.name}: shared {b.name}: {lay}")
             lines += [f"    {a}" for a in accesses]
         if buffer is None:

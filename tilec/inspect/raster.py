@@ -69,7 +69,7 @@ def render(views: list[View], path: str, fmt: str, title: str = "") -> None:
                 if cell is not None and cell.highlight:
                     ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="#d00000", linewidth=1.2))
                 if cell is not None and texts:
-                    ax.text(j + 0.5, i + 0.5, "\n".join(cell.lines[:2]), ha="center", va="center", fontsize=3.5,
+                    ax.text(j + 0.5, i + 0.5, "\n".join(cell.shown()), ha="center", va="center", fontsize=3.5,
                             fontfamily="monospace")
         if not texts:
             view = dataclasses.replace(view, notes=[*view.notes, "(cell text: in the SVG only, for tiles this large)"])

@@ -62,7 +62,7 @@ def render_view(view: View, top: int) -> list[str]:
                 continue
             cls = ' class="hot"' if cell.highlight else ""
             text = "".join(f'<tspan x="{x + CELL_W / 2}" dy="{0 if n == 0 else 9}">{escape(line)}</tspan>'
-                           for n, line in enumerate(cell.lines[:2]))
+                           for n, line in enumerate(cell.shown()))
             tip = f"<title>{escape(cell.title)}</title>" if tooltips else ""
             out.append(f'<g{cls} data-row="{i}" data-col="{j}">{tip}'
                        f'<rect x="{x}" y="{y}" width="{CELL_W}" height="{CELL_H}" '

@@ -37,6 +37,10 @@ class Cell:
     highlight: bool = False  # drawn with a red frame: part of a bank-conflicting access
     title: str = ""  # the full description (an SVG tooltip)
 
+    def shown(self) -> tuple[str, ...]:
+        """The two lines a cell has room for: the first two, or the first and a colliding lane's label (Ln)."""
+        return (self.lines[0], self.lines[-1]) if len(self.lines) > 2 else self.lines[:2]
+
 
 @dataclass
 class View:
@@ -208,24 +212,37 @@ def bank_of(offset: np.ndarray, elem_bytes: int) -> np.ndarray:
 
 
 def shared_view(name: str, layout: SharedLayout, conflicting: set[int] | None = None,
-                accesses: list[str] | None = None) -> View:
+                accesses: list[str] | None = None, collision: tuple[str, int, dict[int, tuple[int, ...]]] | None = None
+                ) -> View:
     """Each element's offset in the shared array (elements from the tile's start) and its bank; `conflicting`
     holds the offsets of elements read or written in a bank-conflicting access, `accesses` describes each
-    access pattern traced."""
+    access pattern traced; `collision` (the access, the bank, {offset: lanes}) is one phase of the worst conflicting
+    access: the elements its colliding lanes access in that bank are framed and labelled with those lanes."""
     off = shared_offsets(layout)
     banks = bank_of(off, layout.elem_bytes)
     rows, cols = off.shape
     conflicting = conflicting or set()
+    lanes = collision[2] if collision else {}
     cells: list[list[Cell | None]] = [[None] * cols for _ in range(rows)]
     for i in range(rows):
         for j in range(cols):
             o, b = int(off[i, j]), int(banks[i, j])
-            hot = o in conflicting
-            cells[i][j] = Cell((f"{o}", f"b{b}"), b, hot,
+            who = lanes.get(o)
+            text = (f"{o}", f"b{b}") + ((f"L{','.join(map(str, who))}",) if who else ())
+            cells[i][j] = Cell(text, b, who is not None,
                                f"{name}[{i},{j}]: offset {o} (byte {o * layout.elem_bytes}), bank {b}"
-                               + (" -- in a bank-conflicting access" if hot else ""))
+                               + (f" -- lane{'s' if len(who) > 1 else ''} {', '.join(map(str, who))} of a warp access "
+                                  "it in a conflicting phase" if who else
+                                  " -- in a bank-conflicting access" if o in conflicting else ""))
     notes = [f"layout {layout}; cell: element offset, bank (4-byte banks, {BANKS} of them)"]
     notes += accesses or []
+    if collision:
+        what, bank, _ = collision
+        every = sorted({t for who in lanes.values() for t in who})
+        words = len({o * layout.elem_bytes // BANK_BYTES for o in lanes})
+        notes.append(f"red frame, Ln: the lanes that collide in bank {bank} in one phase of the {what}: lanes "
+                     f"{', '.join(map(str, every))} access {words} different words of that bank, served one after "
+                     "another")
     legend = [(b, f"bank {b}") for b in range(BANKS)]
     return View(f"shared {name}: {'x'.join(map(str, layout.shape))} x {layout.elem_bytes} B", "shared", rows, cols,
                 cells, legend, notes, BANKS)
@@ -271,7 +288,8 @@ def summary(view: View) -> View:
     shown = {c.group for row in cells for c in row if c is not None}
     note = (f"summary: {what}, rows {r0}-{r1 - 1} and columns {c0}-{c1 - 1} of {view.rows}x{view.cols} (the "
             "pattern repeats; --full draws every element)")
-    hot_note = ["red frame: an element that a bank-conflicting access reads or writes"] \
-        if any(c is not None and c.highlight for row in cells for c in row) else []
+    hot_note = [] if any("red frame" in n for n in view.notes) or not any(
+        c is not None and c.highlight for row in cells for c in row) else [
+        "red frame: an element that a bank-conflicting access reads or writes"]
     return View(view.title, view.kind, r1 - r0, c1 - c0, cells, [(g, label) for g, label in view.legend if g in shown],
                 [note, *view.notes, *hot_note], view.groups)

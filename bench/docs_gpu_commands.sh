@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The documented commands that need an NVIDIA GPU (tests/test_docs_commands.py RUN_ON_GPU and the GPU ones of
+# NOT_YET_RUN), run as the docs write them from a scratch folder whose `tilec` runs this folder's copy of tilec.
+# For a GPU machine without tilec's dependencies: copy this script to .artifacts/NAME/ with tilec in src/, typer,
+# lark, rich, pydantic and their pure-Python dependencies in site/, and cp312 wheels of pydantic_core and ml_dtypes
+# unpacked in site312/ (the H200 image's Python is 3.12); run `bash .artifacts/NAME/docs_gpu_commands.sh` from the
+# repository root with $OUT set. Results of 2026-12-02: bench/RESULTS.md, "Documented GPU commands".
+A=$(cd "$(dirname "$0")" && pwd); REPO=$(pwd)
+S=$(mktemp -d); cd "$S"; ln -s "$REPO/samples" samples; ln -s "$REPO/samples/gemm.tile" gemm.tile
+mkdir bin; printf '#!/bin/sh\nPYTHONPATH="%s/src:%s/site312:%s/site" exec python3 -m tilec "$@"\n' "$A" "$A" "$A" > bin/tilec; chmod +x bin/tilec
+export PATH=$S/bin:$PATH PYTHONPATH=$A/src:$A/site312:$A/site NO_COLOR=1 TILEC_CACHE_DIR=$S/cache
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/gpu.txt
+python3 -c "import sys, numpy; print(sys.version.split()[0], numpy.__version__)"
+step() { local t0=$(date +%s%N); timeout "$1" bash -c "$2" > "$OUT/out.$3.txt" 2>&1; local rc=$?
+  printf '%s\t%d\t%.1f s\t%s\n' "$3" "$rc" "$(awk -v a=$t0 -v b=$(date +%s%N) 'BEGIN{print (b-a)/1e9}')" "$2" | tee -a $OUT/summary.txt; tail -4 "$OUT/out.$3.txt"; }
+step 60 "tilec run samples/vector_add.tile --target sm90 --check --size N=100000" run_vector_add
+step 60 "tilec bench samples/softmax.tile --target sm90 --size M=32768,N=8192 -D dtype=bf16" bench_softmax
+step 60 "tilec profile samples/flash_attention.tile --target sm90 --size B=4,S=4096,H=16 -o fa.json" profile_fa
+step 60 "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4096,H=16 --build-dir prof/" profile_build_dir
+: # (ran in the first call: PASS) if [ -d "$A/examples" ]; then step 60 "$REPO/examples/run_on_gpu.sh $A/examples" run_on_gpu_examples; else step 60 "$REPO/examples/run_on_gpu.sh" run_on_gpu_examples_tilec_there; fi
+step 90 "tilec package samples/*.tile --target sm80,sm90 -o pkg/ && tilec check-deploy pkg/ && python3 -m tilec.deploy_check pkg/" check_deploy
+step 60 "tilec tune samples/softmax.tile --target sm90 --shapes rows --gpus all" tune_softmax
