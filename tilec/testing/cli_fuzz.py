@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,12 +56,23 @@ class Figures:
     cache_rechecks: int = 0
     concurrent_batches: int = 0
     findings: list[str] = field(default_factory=list)
+    by_category: dict[str, dict[int, int]] = field(default_factory=dict)
+    forked: int = 0
+    execed: int = 0
 
     def table(self) -> str:
         status = ", ".join(f"exit {k}: {v}" for k, v in sorted(self.by_status.items()))
         return (f"command lines: {self.command_lines} ({status}); cache entries re-built fresh and compared: "
                 f"{self.cache_rechecks}; concurrent batches: {self.concurrent_batches}; findings: "
                 f"{len(self.findings)}")
+
+    def by_category_table(self) -> str:
+        rows = [f"{'category':14}{'lines':>7}{'exit 0':>8}{'exit 1':>8}{'exit 2':>8}{'other':>7}"]
+        for cat, st in sorted(self.by_category.items()):
+            other = sum(v for k, v in st.items() if k not in (0, 1, 2))
+            rows.append(f"{cat:14}{sum(st.values()):>7}{st.get(0, 0):>8}{st.get(1, 0):>8}{st.get(2, 0):>8}"
+                        f"{other:>7}")
+        return "\n".join(rows)
 
 
 def _digest(path: Path) -> str:
@@ -179,20 +189,166 @@ def _allowed(path: str, declared: set[str]) -> bool:
 TILEC = [sys.executable, "-m", "tilec"]
 
 
-def check_one(root: Path, project: Project, args: list[str], declared: set[str], env: dict,
-              program: list[str] = TILEC) -> tuple[int, list[str]]:
-    """Run one command line in the project; (its exit status, findings). `program`: tilec (a test plants bugs)."""
-    before = _tree(root)
+@dataclass
+class Started:
+    """A command line started: a child process (exec'd or forked) writing its stdout / stderr to files."""
+    pid: int
+    popen: subprocess.Popen | None
+    err_path: str
+    t0: float
+
+
+class Launcher:
+    """Starts command lines. Most run as a fork of this process with tilec's modules already imported, calling
+    `tilec.cli.main.main(args)` in the child exactly as `python -m tilec` does after its start-up (the same argv,
+    environment, working directory, standard streams, exit status and uncaught-exception traceback); a fraction
+    `exec_fraction` (and every `program=` other than tilec) run as a real `python -m tilec` subprocess, so that
+    the start-up itself stays fuzzed. Forking saves Python's start-up and tilec's imports, which were most of a
+    command line's cost (a compile of the tiny kernels takes about 0.1 s). The children share one byte-code cache
+    (PYTHONPYCACHEPREFIX) so that an exec'd tilec does not recompile its modules where the environment says
+    PYTHONDONTWRITEBYTECODE."""
+
+    def __init__(self, scratch: Path | None = None, exec_fraction: float = 1.0, rng: random.Random | None = None):
+        self.exec_fraction = exec_fraction
+        self.rng = rng or random.Random(0)
+        self.scratch = scratch or Path(tempfile.gettempdir())
+        self.pycache = str(self.scratch / "tilec-cli-fuzz-pycache")
+        self.forked = self.execed = 0
+        self.n = 0
+        if exec_fraction < 1.0:
+            preload()
+
+    def env(self, env: dict) -> dict:
+        env = dict(env, PYTHONPYCACHEPREFIX=self.pycache)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
+
+    def start(self, cwd: Path, args: list[str], env: dict, program: list[str] = TILEC) -> Started:
+        self.n += 1
+        err_path = str(self.scratch / f"tilec-cli-fuzz-stderr-{os.getpid()}-{id(self)}-{self.n}")
+        env = self.env(env)
+        if program is not TILEC or self.rng.random() < self.exec_fraction:
+            self.execed += 1
+            with open(err_path, "wb") as err:
+                p = subprocess.Popen([*program, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=err)
+            return Started(p.pid, p, err_path, time.monotonic())
+        self.forked += 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _child(cwd, args, env, err_path)
+        return Started(pid, None, err_path, time.monotonic())
+
+    @staticmethod
+    def finish(s: Started, timeout: float) -> tuple[int | None, str]:
+        """(exit status, or None after a hang killed at `timeout` seconds; stderr)."""
+        status: int | None
+        if s.popen is not None:
+            try:
+                status = s.popen.wait(timeout=max(0.0, s.t0 + timeout - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                s.popen.kill()
+                s.popen.wait()
+                status = None
+        else:
+            while True:
+                pid, raw = os.waitpid(s.pid, os.WNOHANG)
+                if pid:
+                    status = os.waitstatus_to_exitcode(raw)
+                    break
+                if time.monotonic() > s.t0 + timeout:
+                    os.kill(s.pid, 9)
+                    os.waitpid(s.pid, 0)
+                    status = None
+                    break
+                time.sleep(0.005)
+        err = Path(s.err_path).read_bytes().decode(errors="replace")
+        os.unlink(s.err_path)
+        return status, err
+
+
+def _child(cwd: Path, args: list[str], env: dict, err_path: str) -> None:
+    """In a forked child: become `python -m tilec ARGS` and exit with its status."""
+    code = 1
     try:
-        proc = subprocess.run([*program, *args], cwd=root, env=env, capture_output=True,
-                              timeout=120, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return -1, [f"hang (120 s): tilec {args!r}"]
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        sys.argv = [str(ROOT / "tilec" / "__main__.py"), *args]
+        from tilec.cli.main import main
+
+        try:
+            code = main(args)
+        except SystemExit as e:  # what the interpreter does with an uncaught SystemExit
+            code = e.code
+        if code is None:
+            code = 0
+        elif not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:  # what the interpreter does with an uncaught exception: a traceback, status 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code & 0xFF if isinstance(code, int) else 1)
+
+
+_PRELOADED = False
+
+
+def preload() -> None:
+    """Import, in this process, the modules a build of each target and `tilec run` import (asked of a tilec
+    subprocess), so that forked children start with them; numpy and other native libraries stay out (a fork
+    after their threads start is unsafe)."""
+    global _PRELOADED
+    if _PRELOADED:
+        return
+    _PRELOADED = True
+    probe = (
+        "import sys, os, tempfile\n"
+        "from tilec.cli.main import main\n"
+        "d = tempfile.mkdtemp(); os.chdir(d)\n"
+        f"open('lib.tile', 'w').write({LIBRARY!r})\n"
+        f"open('k.tile', 'w').write({SOURCE.format(lib='lib.tile')!r})\n"
+        "import io, contextlib\n"
+        "for t, o in [('sm80', 'o.cu'), ('gfx942', 'o.hip'), ('webgpu', 'o.wgsl'), ('ascend910b', 'o.cpp')]:\n"
+        "    with contextlib.redirect_stderr(io.StringIO()): main(['k.tile', '--target', t, '-o', o, '--no-cache'])\n"
+        "with contextlib.redirect_stderr(io.StringIO()): main(['k.tile', '--emit-ir'])\n"
+        "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('tilec', 'lark')))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TILEC_TUNE_DB="")
+    with tempfile.TemporaryDirectory() as cache:
+        env["TILEC_CACHE_DIR"] = cache
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
+    import importlib
+
+    for name in out.stdout.split():
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 -- a module that only imports in its own context: the child imports it
+            pass
+    assert "numpy" not in sys.modules or _numpy_was_loaded, "preloading tilec imported numpy"
+
+
+_numpy_was_loaded = "numpy" in sys.modules
+
+
+def _inputs_and_stray(root: Path, project: Project, args: list[str], declared: set[str],
+                      before: dict[str, str], after: dict[str, str]) -> list[str]:
     findings = []
-    err = proc.stderr.decode(errors="replace")
-    if proc.returncode not in (0, 1, 2) or "Traceback" in err:
-        findings.append(f"exit {proc.returncode}: tilec {args!r}: {err.strip().splitlines()[-1:] or ''}")
-    after = _tree(root)
     for name, digest in project.inputs.items():
         if after.get(name) != digest:
             findings.append(f"input {name!r} changed by: tilec {args!r}")
@@ -202,62 +358,122 @@ def check_one(root: Path, project: Project, args: list[str], declared: set[str],
         if before.get(name) != digest and not _allowed(name, declared):
             findings.append(f"{'wrote' if name in before else 'created'} {name!r} outside the declared outputs: "
                             f"tilec {args!r}")
-    return proc.returncode, findings
+    return findings
 
 
-def recheck_cache(root: Path, args: list[str], env: dict) -> list[str]:
-    """A build that succeeded, built again without the cache into the same output: the bytes the cache served
-    (the first build, or a hit) must equal the fresh ones."""
+def _status_findings(args: list[str], status: int | None, err: str) -> list[str]:
+    if status is None:
+        return [f"hang (120 s): tilec {args!r}"]
+    if status not in (0, 1, 2) or "Traceback" in err:
+        return [f"exit {status}: tilec {args!r}: {err.strip().splitlines()[-1:] or ''}"]
+    return []
+
+
+def check_one(root: Path, project: Project, args: list[str], declared: set[str], env: dict,
+              program: list[str] = TILEC, launcher: Launcher | None = None) -> tuple[int, list[str]]:
+    """Run one command line in the project; (its exit status, findings). `program`: tilec (a test plants bugs)."""
+    launcher = launcher or Launcher()
+    before = _tree(root)
+    status, err = launcher.finish(launcher.start(root, args, env, program), 120)
+    findings = _status_findings(args, status, err)
+    findings += _inputs_and_stray(root, project, args, declared, before, _tree(root))
+    return -1 if status is None else status, findings
+
+
+def recheck_cache(root: Path, args: list[str], env: dict, launcher: Launcher) -> list[str]:
+    """A build that succeeded, built again (a hit) and then without the cache into the same output: the bytes the
+    cache served (the first build, or a hit) must equal the fresh ones."""
     if "-o" not in args or "--dryrun" in args:
         return []
     out = root / args[args.index("-o") + 1]
     if not out.is_file():
         return []
     served = out.read_bytes()
-    subprocess.run([sys.executable, "-m", "tilec", *args], cwd=root, env=env, capture_output=True, timeout=120)
+    launcher.finish(launcher.start(root, args, env), 120)
     hit = out.read_bytes() if out.is_file() else b""
     fresh_args = [a for a in args if a != "--no-cache"] + ["--no-cache"]
-    subprocess.run([sys.executable, "-m", "tilec", *fresh_args], cwd=root, env=env, capture_output=True,
-                   timeout=120)
+    launcher.finish(launcher.start(root, fresh_args, env), 120)
     fresh = out.read_bytes() if out.is_file() else b""
     if not (served == hit == fresh):
         return [f"the cache served bytes that differ from a fresh build: tilec {args!r}"]
     return []
 
 
-def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 2, log=None) -> Figures:
-    """Fuzz for `budget_s` seconds; `slow_ok` adds device toolchain builds (cubin, hsaco, objects, --keep)."""
+def category(args: list[str]) -> str:
+    """The kind of command line, for the figures: the subcommand, or what a build makes."""
+    if args and args[0] in ("run", "layout", "targets"):
+        return args[0]
+    if "--emit-ir" in args:
+        return "emit-ir"
+    if "--dryrun" in args:
+        return "dryrun"
+    if "-M" in args:
+        return "depfile-only"
+    out = args[args.index("-o") + 1] if "-o" in args and args.index("-o") + 1 < len(args) else ""
+    suffix = os.path.splitext(out)[1].lower()
+    if suffix in (".cubin", ".o", ".ptx", ".hsaco", ".h") or "-c" in args or "--keep" in args:
+        return "toolchain"
+    return "source"
+
+
+def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=None, exec_fraction: float = 1.0,
+        max_lines: int | None = None, slow_fraction: float = 1.0, progress_s: float = 0, progress=None) -> Figures:
+    """Fuzz for `budget_s` seconds (or `max_lines` command lines); `slow_ok` adds device toolchain builds (cubin,
+    hsaco, objects, --keep) to a `slow_fraction` of the builds; `exec_fraction` of the command lines run as a
+    real `python -m tilec` (the others fork this process, see Launcher). Batches of up to `jobs` command lines
+    run at once over one compile cache, shared by every project of the run (a source of the same name and
+    import is the same file, so a later project's build is a hit, and the re-check compares it with a fresh
+    build)."""
     rng = random.Random(seed)
     figures = Figures()
-    deadline = time.monotonic() + budget_s
+    t0 = time.monotonic()
+    deadline = t0 + budget_s
+    next_progress = t0 + progress_s
     env = dict(os.environ, PYTHONPATH=str(ROOT), TILEC_TUNE_DB="")
     env.pop("TILEC_CACHE_DIR", None)
     with tempfile.TemporaryDirectory(prefix="tilec-cli-fuzz-") as tmp:
+        launcher = Launcher(Path(tmp), exec_fraction, random.Random(seed + 1))
+        env["TILEC_CACHE_DIR"] = str(Path(tmp) / "cache")
         n = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (max_lines is None or figures.command_lines < max_lines):
             root = Path(tmp) / f"p{n}"
             root.mkdir()
             n += 1
             project = Project(root, rng)
-            env["TILEC_CACHE_DIR"] = str(root / "cache")
-            batch = [command_line(rng, project, slow_ok) for _ in range(rng.choice([1, 1, 2, 4]))]
-            if len(batch) > 1:  # several builds at once over one cache (a check of each sees the others' outputs)
+            batch = [command_line(rng, project, slow_ok and rng.random() < slow_fraction)
+                     for _ in range(rng.choice([1, 1, 2, jobs]))]
+            declared_all = set().union(*(d for _, d in batch))
+            if len(batch) > 1:  # several builds at once over one cache
                 figures.concurrent_batches += 1
-                declared_all = set().union(*(d for _, d in batch))
-                with ThreadPoolExecutor(jobs) as pool:
-                    results = list(pool.map(check_one, [root] * len(batch), [project] * len(batch),
-                                            [a for a, _ in batch], [declared_all] * len(batch),
-                                            [dict(env)] * len(batch)))
-            else:
-                results = [check_one(root, project, batch[0][0], batch[0][1], env)]
-            for (args, _), (status, found) in zip(batch, results, strict=True):
+            n_before = len(figures.findings)
+            before = _tree(root)
+            started = [launcher.start(root, args, env) for args, _ in batch]
+            results = [launcher.finish(s, 120) for s in started]
+            after = _tree(root)
+            stray = _inputs_and_stray(root, project, [a for args, _ in batch for a in [*args, ";"]][:-1]
+                                      if len(batch) > 1 else batch[0][0], declared_all, before, after)
+            figures.findings += stray
+            for (args, _), (status, err) in zip(batch, results, strict=True):
+                found = _status_findings(args, status, err)
                 figures.command_lines += 1
-                figures.by_status[status] = figures.by_status.get(status, 0) + 1
+                key = -1 if status is None else status
+                figures.by_status[key] = figures.by_status.get(key, 0) + 1
+                cat = category(args)
+                figures.by_category.setdefault(cat, {})
+                figures.by_category[cat][key] = figures.by_category[cat].get(key, 0) + 1
                 if status == 0 and rng.random() < 0.3:
                     figures.cache_rechecks += 1
-                    found = found + recheck_cache(root, args, env)
+                    found = found + recheck_cache(root, args, env, launcher)
                 figures.findings += found
-                if found and log:
-                    log("\n".join(found))
+            if log and len(figures.findings) > n_before:
+                log("\n".join(figures.findings[n_before:]))
             shutil.rmtree(root, ignore_errors=True)
+            if progress_s and time.monotonic() >= next_progress:
+                next_progress += progress_s
+                figures.forked, figures.execed = launcher.forked, launcher.execed
+                if log:
+                    log(f"[{time.monotonic() - t0:.0f} s] {figures.table()}")
+                if progress:
+                    progress(figures)
+        figures.forked, figures.execed = launcher.forked, launcher.execed
     return figures
