@@ -64,8 +64,13 @@ def main() -> int:
 
 
 def _commit() -> str:
+    """The commit fuzzed: TILEC_FUZZ_COMMIT when the tree is a copy (a long run fuzzes a frozen copy, so that
+    edits made meanwhile do not mix into it), else git's HEAD."""
+    import os
     import subprocess
 
+    if os.environ.get("TILEC_FUZZ_COMMIT"):
+        return os.environ["TILEC_FUZZ_COMMIT"]
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
                          capture_output=True, text=True)
     return out.stdout.strip() or "?"

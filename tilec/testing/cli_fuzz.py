@@ -47,6 +47,7 @@ TARGETS = ["sm80", "sm90", "gfx942", "webgpu", "ascend910b", "sm80,sm90"]
 SUFFIXES = [".cu", ".hip", ".wgsl", ".cpp", ".ptx", ".h", ".o", ".cubin", ".TILE", ".tile", ".json", ".d", ""]
 # kinds that need no device toolchain (fast); the others run nvcc / clang when present
 SOURCE_KINDS = (".cu", ".hip", ".wgsl", ".cpp", "")
+SOURCE_KIND = {"sm80": "cu", "sm90": "cu", "gfx942": "hip", "webgpu": "wgsl", "ascend910b": "cpp"}
 
 
 @dataclass
@@ -59,11 +60,13 @@ class Figures:
     by_category: dict[str, dict[int, int]] = field(default_factory=dict)
     forked: int = 0
     execed: int = 0
+    rename_checks: int = 0
 
     def table(self) -> str:
         status = ", ".join(f"exit {k}: {v}" for k, v in sorted(self.by_status.items()))
         return (f"command lines: {self.command_lines} ({status}); cache entries re-built fresh and compared: "
-                f"{self.cache_rechecks}; concurrent batches: {self.concurrent_batches}; findings: "
+                f"{self.cache_rechecks}; re-run under a plain name: {self.rename_checks}; concurrent batches: "
+                f"{self.concurrent_batches}; findings: "
                 f"{len(self.findings)}")
 
     def by_category_table(self) -> str:
@@ -144,10 +147,12 @@ def command_line(rng: random.Random, project: Project, slow_ok: bool) -> tuple[l
     out = _output_name(rng, project)
     if not slow_ok and not out.endswith(SOURCE_KINDS):
         out = out.rsplit(".", 1)[0] + ".cu"
-    if rng.random() < 0.85:
+    if rng.random() < 0.85 or (not slow_ok and "," in target):
         args += ["-o", out]
         declared |= {out, out + ".json", out + ".d"}
     else:
+        if not slow_ok:  # the default output of a GPU target is a binary: its source instead
+            args += ["--emit", SOURCE_KIND.get(target if "--target" in args else "sm90", "cu")]
         stem = Path(source).stem  # the default output: the source's stem and the kind's suffix
         declared |= {stem + s for s in SUFFIXES + [".hsaco"]} | {stem + s + x for s in SUFFIXES + [".hsaco"]
                                                                  for x in (".json", ".d")}
@@ -310,40 +315,63 @@ _PRELOADED = False
 
 
 def preload() -> None:
-    """Import, in this process, the modules a build of each target and `tilec run` import (asked of a tilec
-    subprocess), so that forked children start with them; numpy and other native libraries stay out (a fork
-    after their threads start is unsafe)."""
+    """Import tilec's modules in this process and warm what a first build computes once (the grammar, the
+    fingerprint of tilec's own files), by building the fuzzer's kernel for each target here, so that forked
+    children start where a long-running tilec would be; `tilec run` (numpy) is not run here: a fork after numpy's
+    threads start is unsafe, and the exec'd fraction covers a cold start."""
     global _PRELOADED
     if _PRELOADED:
         return
     _PRELOADED = True
-    probe = (
-        "import sys, os, tempfile\n"
-        "from tilec.cli.main import main\n"
-        "d = tempfile.mkdtemp(); os.chdir(d)\n"
-        f"open('lib.tile', 'w').write({LIBRARY!r})\n"
-        f"open('k.tile', 'w').write({SOURCE.format(lib='lib.tile')!r})\n"
-        "import io, contextlib\n"
-        "for t, o in [('sm80', 'o.cu'), ('gfx942', 'o.hip'), ('webgpu', 'o.wgsl'), ('ascend910b', 'o.cpp')]:\n"
-        "    with contextlib.redirect_stderr(io.StringIO()): main(['k.tile', '--target', t, '-o', o, '--no-cache'])\n"
-        "with contextlib.redirect_stderr(io.StringIO()): main(['k.tile', '--emit-ir'])\n"
-        "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('tilec', 'lark')))\n"
-    )
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TILEC_TUNE_DB="")
-    with tempfile.TemporaryDirectory() as cache:
-        env["TILEC_CACHE_DIR"] = cache
-        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600)
-    import importlib
+    import contextlib
+    import io
 
-    for name in out.stdout.split():
+    from tilec.cli.main import main
+
+    cwd, saved = os.getcwd(), dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="tilec-cli-fuzz-warm-") as d:
         try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 -- a module that only imports in its own context: the child imports it
-            pass
-    assert "numpy" not in sys.modules or _numpy_was_loaded, "preloading tilec imported numpy"
+            os.chdir(d)
+            os.environ.update(TILEC_CACHE_DIR=str(Path(d) / "cache"), TILEC_TUNE_DB="")
+            Path(d, "lib.tile").write_text(LIBRARY)
+            Path(d, "k.tile").write_text(SOURCE.format(lib="lib.tile"))
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                for t, o in [("sm80", "o.cu"), ("gfx942", "o.hip"), ("webgpu", "o.wgsl"), ("ascend910b", "o.cpp")]:
+                    main(["k.tile", "--target", t, "-o", o])
+                main(["k.tile", "--emit-ir"])
+        finally:
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(saved)
 
 
-_numpy_was_loaded = "numpy" in sys.modules
+def rename_check(tmp: Path, project: Project, args: list[str], status: int, env: dict,
+                 launcher: Launcher) -> list[str] | None:
+    """The same command line on the same source under a plain name (its suffix kept) in a fresh project must end
+    the same way: a build that fails (or succeeds) only because of its file's name is a finding -- nvcc's shell
+    expanded `$x` in `k$x.tile`. Command lines whose outcome may rightly depend on the name (one naming the
+    source or the import elsewhere, --keep, a depfile of a name with a line break) are not compared."""
+    rest = args[args.index(project.name) + 1:] if project.name in args else None
+    if (rest is None or args[0] in ("run", "layout", "targets") or "--keep" in args
+            or any(project.name in a or project.lib in a for a in rest)
+            or ("\n" in project.name and any(a.startswith("-M") for a in args))):
+        return None  # not compared
+    plain = "plain" + os.path.splitext(project.name)[1]
+    root = tmp / "renamed"
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "out").mkdir(parents=True)
+    (root / project.lib).write_text(LIBRARY)
+    (root / plain).write_text(SOURCE.format(lib=project.lib))
+    os.symlink(plain, root / "link.tile")
+    os.symlink(project.lib, root / "out" / "lib-link.cu")
+    i = args.index(project.name)
+    renamed = [*args[:i], plain, *args[i + 1:]]
+    got, err = launcher.finish(launcher.start(root, renamed, env), 120)
+    shutil.rmtree(root, ignore_errors=True)
+    if got != status:
+        return [f"exit {status} under the name {project.name!r} but {got} under {plain!r}: tilec {args!r}: "
+                f"{err.strip().splitlines()[-1:] or ''}"]
+    return []
 
 
 def _inputs_and_stray(root: Path, project: Project, args: list[str], declared: set[str],
@@ -409,6 +437,8 @@ def category(args: list[str]) -> str:
         return "dryrun"
     if "-M" in args:
         return "depfile-only"
+    if "-o" not in args:
+        return "default-output"
     out = args[args.index("-o") + 1] if "-o" in args and args.index("-o") + 1 < len(args) else ""
     suffix = os.path.splitext(out)[1].lower()
     if suffix in (".cubin", ".o", ".ptx", ".hsaco", ".h") or "-c" in args or "--keep" in args:
@@ -417,7 +447,8 @@ def category(args: list[str]) -> str:
 
 
 def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=None, exec_fraction: float = 1.0,
-        max_lines: int | None = None, slow_fraction: float = 1.0, progress_s: float = 0, progress=None) -> Figures:
+        max_lines: int | None = None, slow_fraction: float = 1.0, progress_s: float = 0, progress=None,
+        rename_fraction: float = 0.2) -> Figures:
     """Fuzz for `budget_s` seconds (or `max_lines` command lines); `slow_ok` adds device toolchain builds (cubin,
     hsaco, objects, --keep) to a `slow_fraction` of the builds; `exec_fraction` of the command lines run as a
     real `python -m tilec` (the others fork this process, see Launcher). Batches of up to `jobs` command lines
@@ -464,6 +495,11 @@ def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=No
                 if status == 0 and rng.random() < 0.3:
                     figures.cache_rechecks += 1
                     found = found + recheck_cache(root, args, env, launcher)
+                if status in (0, 1) and rng.random() < rename_fraction:
+                    more = rename_check(Path(tmp), project, args, status, env, launcher)
+                    if more is not None:
+                        figures.rename_checks += 1
+                        found = found + more
                 figures.findings += found
             if log and len(figures.findings) > n_before:
                 log("\n".join(figures.findings[n_before:]))
