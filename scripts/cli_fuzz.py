@@ -6,12 +6,14 @@ random flags and output locations, concurrent builds over one cache; prints the 
 --toolchains adds device builds (cubin, hsaco, objects, --keep) to --slow-fraction of the builds: slower, and it
 needs nvcc / clang. --exec-fraction of the command lines run as a real `python -m tilec`; the others fork this
 process with tilec's modules imported (tilec/testing/cli_fuzz.Launcher). --summary writes the figures (lines,
-time, findings, by category) to FILE, again every --report seconds, so that a run stopped early leaves them.
+time, findings, by category) to FILE, again every --report seconds; SIGTERM ends the run after the batch under way
+with its figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -49,13 +51,16 @@ def main() -> int:
     def log(s: str) -> None:
         print(s, flush=True)
 
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # ends after the batch under way, with the figures
+
     def progress(figures: cli_fuzz.Figures) -> None:
         if a.summary:
             a.summary.write_text(summary(figures, False))
 
     figures = cli_fuzz.run(a.seed, a.seconds, slow_ok=a.toolchains, jobs=a.jobs, log=log,
                            exec_fraction=a.exec_fraction, max_lines=a.lines, slow_fraction=a.slow_fraction,
-                           progress_s=a.report, progress=progress)
+                           progress_s=a.report, progress=progress, should_stop=lambda: bool(stop))
     text = summary(figures, True)
     print(text, end="")
     if a.summary:

@@ -145,8 +145,8 @@ def command_line(rng: random.Random, project: Project, slow_ok: bool) -> tuple[l
             declared.add(args[args.index("-o") + 1])
         return args, declared
     out = _output_name(rng, project)
-    if not slow_ok and not out.endswith(SOURCE_KINDS):
-        out = out.rsplit(".", 1)[0] + ".cu"
+    if not slow_ok and os.path.splitext(out)[1] not in SOURCE_KINDS:  # (a bare name builds the target's source)
+        out = os.path.splitext(out)[0] + ".cu"
     if rng.random() < 0.85 or (not slow_ok and "," in target):
         args += ["-o", out]
         declared |= {out, out + ".json", out + ".d"}
@@ -172,7 +172,8 @@ def command_line(rng: random.Random, project: Project, slow_ok: bool) -> tuple[l
             args += ["-D", rng.choice(["block_N=64", "block_N=0", "block_N=2147483647", "dtype=f32", "nope=1",
                                        "block_N=x"])]
         elif flag == "--emit":
-            args += ["--emit", rng.choice(["cu", "ptx", "hip", "wgsl", "cpp", "header", "bogus"])]
+            kinds = ["cu", "ptx", "hip", "wgsl", "cpp", "header", "bogus"]
+            args += ["--emit", rng.choice(kinds if slow_ok else [k for k in kinds if k not in ("ptx", "header")])]
         elif flag == "-MT":
             args += ["-MT", rng.choice(["t", "a b", "x%y"])]
         elif flag == "-I":
@@ -448,7 +449,7 @@ def category(args: list[str]) -> str:
 
 def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=None, exec_fraction: float = 1.0,
         max_lines: int | None = None, slow_fraction: float = 1.0, progress_s: float = 0, progress=None,
-        rename_fraction: float = 0.2) -> Figures:
+        rename_fraction: float = 0.2, should_stop=None) -> Figures:
     """Fuzz for `budget_s` seconds (or `max_lines` command lines); `slow_ok` adds device toolchain builds (cubin,
     hsaco, objects, --keep) to a `slow_fraction` of the builds; `exec_fraction` of the command lines run as a
     real `python -m tilec` (the others fork this process, see Launcher). Batches of up to `jobs` command lines
@@ -466,7 +467,8 @@ def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=No
         launcher = Launcher(Path(tmp), exec_fraction, random.Random(seed + 1))
         env["TILEC_CACHE_DIR"] = str(Path(tmp) / "cache")
         n = 0
-        while time.monotonic() < deadline and (max_lines is None or figures.command_lines < max_lines):
+        while time.monotonic() < deadline and (max_lines is None or figures.command_lines < max_lines) and not (
+                should_stop and should_stop()):
             root = Path(tmp) / f"p{n}"
             root.mkdir()
             n += 1
