@@ -99,7 +99,7 @@ class Project:
     def __init__(self, root: Path, rng: random.Random):
         self.root = root
         self.name = rng.choice(NAMES)
-        self.lib = rng.choice(["lib.tile", "lib.cu", "l i b.tile", "k.tilec-keep.tile"])
+        self.lib = rng.choice([n for n in ["lib.tile", "lib.cu", "l i b.tile", "k.tilec-keep.tile"] if n != self.name])
         (root / "out").mkdir()
         (root / self.lib).write_text(LIBRARY)
         (root / self.name).write_text(SOURCE.format(lib=self.lib))
@@ -121,7 +121,7 @@ def command_line(rng: random.Random, project: Project, slow_ok: bool) -> tuple[l
     args: list[str] = []
     declared: set[str] = set()
     source = rng.choice([project.name] * 4 + ["link.tile", "./" + project.name, "missing.tile"])
-    if rng.random() < 0.08:
+    if rng.random() < 0.05:
         args.append(rng.choice(["run", "layout", "targets"]))
         if args[0] == "targets":
             return args, declared
@@ -317,9 +317,9 @@ _PRELOADED = False
 
 def preload() -> None:
     """Import tilec's modules in this process and warm what a first build computes once (the grammar, the
-    fingerprint of tilec's own files), by building the fuzzer's kernel for each target here, so that forked
-    children start where a long-running tilec would be; `tilec run` (numpy) is not run here: a fork after numpy's
-    threads start is unsafe, and the exec'd fraction covers a cold start."""
+    fingerprint of tilec's own files), by building the fuzzer's kernel for each target here and running `tilec
+    targets`, `run` and `layout` once, so that forked children start where a long-running tilec would be (the
+    exec'd fraction covers a cold start). numpy is imported with one BLAS thread: a fork copies no thread."""
     global _PRELOADED
     if _PRELOADED:
         return
@@ -336,10 +336,16 @@ def preload() -> None:
             os.environ.update(TILEC_CACHE_DIR=str(Path(d) / "cache"), TILEC_TUNE_DB="")
             Path(d, "lib.tile").write_text(LIBRARY)
             Path(d, "k.tile").write_text(SOURCE.format(lib="lib.tile"))
+            # numpy (tilec run) without its BLAS threads, so that a fork after its import is safe
+            for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                os.environ[var] = saved.setdefault(var, "1")
             with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
                 for t, o in [("sm80", "o.cu"), ("gfx942", "o.hip"), ("webgpu", "o.wgsl"), ("ascend910b", "o.cpp")]:
                     main(["k.tile", "--target", t, "-o", o])
                 main(["k.tile", "--emit-ir"])
+                main(["targets"])
+                main(["run", "k.tile", "--size", "N=100"])
+                main(["layout", "k.tile", "--target", "sm80", "-o", "l.svg"])
         finally:
             os.chdir(cwd)
             os.environ.clear()
