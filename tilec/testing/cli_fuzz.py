@@ -287,6 +287,11 @@ def _child(cwd: Path, args: list[str], env: dict, err_path: str) -> None:
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.dup2(err, 2)
+        # fresh streams on fds 0-2, encoded as the interpreter's own (a test harness may have replaced sys.stderr)
+        for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+            like = getattr(sys, f"__{name}__", None)
+            setattr(sys, name, open(fd, mode, encoding=getattr(like, "encoding", None) or "utf-8",
+                                    errors=getattr(like, "errors", None) or "strict", closefd=False))
         sys.argv = [str(ROOT / "tilec" / "__main__.py"), *args]
         from tilec.cli.main import main
 
@@ -353,7 +358,7 @@ def preload() -> None:
 
 
 def rename_check(tmp: Path, project: Project, args: list[str], status: int, env: dict,
-                 launcher: Launcher) -> list[str] | None:
+                 launcher: Launcher, program: list[str] = TILEC) -> list[str] | None:
     """The same command line on the same source under a plain name (its suffix kept) in a fresh project must end
     the same way: a build that fails (or succeeds) only because of its file's name is a finding -- nvcc's shell
     expanded `$x` in `k$x.tile`. Command lines whose outcome may rightly depend on the name (one naming the
@@ -373,7 +378,7 @@ def rename_check(tmp: Path, project: Project, args: list[str], status: int, env:
     os.symlink(project.lib, root / "out" / "lib-link.cu")
     i = args.index(project.name)
     renamed = [*args[:i], plain, *args[i + 1:]]
-    got, err = launcher.finish(launcher.start(root, renamed, env), 120)
+    got, err = launcher.finish(launcher.start(root, renamed, env, program), 120)
     shutil.rmtree(root, ignore_errors=True)
     if got != status:
         return [f"exit {status} under the name {project.name!r} but {got} under {plain!r}: tilec {args!r}: "
@@ -471,6 +476,9 @@ def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=No
     env.pop("TILEC_CACHE_DIR", None)
     with tempfile.TemporaryDirectory(prefix="tilec-cli-fuzz-") as tmp:
         launcher = Launcher(Path(tmp), exec_fraction, random.Random(seed + 1))
+        t0 = time.monotonic()  # the budget starts after the warm-up (preload)
+        deadline = t0 + budget_s
+        next_progress = t0 + progress_s
         env["TILEC_CACHE_DIR"] = str(Path(tmp) / "cache")
         n = 0
         while time.monotonic() < deadline and (max_lines is None or figures.command_lines < max_lines) and not (
