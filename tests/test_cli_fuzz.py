@@ -74,3 +74,16 @@ def test_forked_command_lines_behave_as_exec_ones(tmp_path):
         b = execed.finish(execed.start(tmp_path / "p", args, env), 120)
         assert a == b, (args, a, b)
     assert forked.forked == 4 and execed.execed == 4
+
+
+def test_a_hang_is_found_by_cpu_time_and_by_wall_time(tmp_path, monkeypatch):
+    """A busy command line past the CPU bound, and a sleeping one past the wall bound, are killed as hangs; a
+    slow machine alone (wall time, little CPU) is not one."""
+    launcher = cli_fuzz.Launcher(tmp_path)
+    busy = launcher.start(tmp_path, [], {}, program=_fake("while True: pass"))
+    assert launcher.finish(busy, timeout=0.5)[0] is None
+    asleep = launcher.start(tmp_path, [], {}, program=_fake("import time; time.sleep(1.5)"))
+    assert launcher.finish(asleep, timeout=0.5)[0] == 0  # 1.5 s of wall time, no CPU: not a hang
+    monkeypatch.setattr(cli_fuzz, "HANG_WALL_S", 0.5)
+    asleep = launcher.start(tmp_path, [], {}, program=_fake("import time; time.sleep(30)"))
+    assert launcher.finish(asleep)[0] is None
