@@ -87,3 +87,17 @@ def test_a_hang_is_found_by_cpu_time_and_by_wall_time(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_fuzz, "HANG_WALL_S", 0.5)
     asleep = launcher.start(tmp_path, [], {}, program=_fake("import time; time.sleep(30)"))
     assert launcher.finish(asleep)[0] is None
+
+
+def test_a_cache_that_serves_other_bytes_is_found(tmp_path):
+    """Planted: a 'hit' that writes other bytes than the build before it and the fresh build after it."""
+    (tmp_path / "o.cu").write_text("first")
+    fake = _fake("import sys; open('o.cu', 'w').write('fresh' if '--no-cache' in sys.argv else 'stale')")
+    found = cli_fuzz.recheck_cache(tmp_path, ["k.tile", "-o", "o.cu"], dict(os.environ), cli_fuzz.Launcher(),
+                                   program=fake)
+    assert found and "(both builds)" in found[0], found
+    fake = _fake("open('o.cu', 'w').write('first')")
+    (tmp_path / "o.cu").write_text("first")
+    assert cli_fuzz.recheck_cache(tmp_path, ["k.tile", "-o", "o.cu"], dict(os.environ), cli_fuzz.Launcher(),
+                                  program=fake) == []
+    assert cli_fuzz._shared_output(["k.tile", "-o", "o.cu"], {"./o.cu", "o.cu.json"})

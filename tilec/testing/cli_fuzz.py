@@ -436,7 +436,8 @@ def check_one(root: Path, project: Project, args: list[str], declared: set[str],
     return -1 if status is None else status, findings
 
 
-def recheck_cache(root: Path, args: list[str], env: dict, launcher: Launcher) -> list[str]:
+def recheck_cache(root: Path, args: list[str], env: dict, launcher: Launcher,
+                  program: list[str] = TILEC) -> list[str]:
     """A build that succeeded, built again (a hit) and then without the cache into the same output: the bytes the
     cache served (the first build, or a hit) must equal the fresh ones."""
     if "-o" not in args or "--dryrun" in args:
@@ -445,14 +446,25 @@ def recheck_cache(root: Path, args: list[str], env: dict, launcher: Launcher) ->
     if not out.is_file():
         return []
     served = out.read_bytes()
-    launcher.finish(launcher.start(root, args, env))
+    launcher.finish(launcher.start(root, args, env, program))
     hit = out.read_bytes() if out.is_file() else b""
     fresh_args = [a for a in args if a != "--no-cache"] + ["--no-cache"]
-    launcher.finish(launcher.start(root, fresh_args, env))
+    launcher.finish(launcher.start(root, fresh_args, env, program))
     fresh = out.read_bytes() if out.is_file() else b""
     if not (served == hit == fresh):
-        return [f"the cache served bytes that differ from a fresh build: tilec {args!r}"]
+        which = "the first build" if hit == fresh else "a cache hit" if served == fresh else "both builds"
+        return [f"the cache served bytes that differ from a fresh build ({which}): tilec {args!r}"]
     return []
+
+
+def _shared_output(args: list[str], others: set[str]) -> bool:
+    """Whether another command line of the same concurrent batch declares this one's -o too (it may have written
+    it last: what the re-check would read is not this build's)."""
+    if "-o" not in args or args.index("-o") + 1 >= len(args):
+        return False
+    out = os.path.normpath(args[args.index("-o") + 1])
+    return out in {os.path.normpath(d) for d in others} or any(
+        d.endswith("/") and (out + "/").startswith(d) for d in others)
 
 
 def category(args: list[str]) -> str:
@@ -524,7 +536,8 @@ def run(seed: int, budget_s: float, slow_ok: bool = False, jobs: int = 4, log=No
                 cat = category(args)
                 figures.by_category.setdefault(cat, {})
                 figures.by_category[cat][key] = figures.by_category[cat].get(key, 0) + 1
-                if status == 0 and rng.random() < 0.3:
+                others = set().union(set(), *(d for a, d in batch if a is not args))
+                if status == 0 and rng.random() < 0.3 and not _shared_output(args, others):
                     figures.cache_rechecks += 1
                     found = found + recheck_cache(root, args, env, launcher)
                 if status in (0, 1) and rng.random() < rename_fraction:
