@@ -215,7 +215,7 @@ class Started:
 
 class Launcher:
     """Starts command lines. Most run as a fork of this process with tilec's modules already imported, calling
-    `tilec.cli.main.main(args)` in the child exactly as `python -m tilec` does after its start-up (the same argv,
+    tilec/__main__.py in the child (`run_as_main`) as `python -m tilec` does after its start-up (the same argv,
     environment, working directory, standard streams, exit status and uncaught-exception traceback); a fraction
     `exec_fraction` (and every `program=` other than tilec) run as a real `python -m tilec` subprocess, so that
     the start-up itself stays fuzzed. Forking saves Python's start-up and tilec's imports, which were most of a
@@ -313,13 +313,7 @@ def _child(cwd: Path, args: list[str], env: dict, err_path: str) -> None:
             like = getattr(sys, f"__{name}__", None)
             setattr(sys, name, open(fd, mode, encoding=getattr(like, "encoding", None) or "utf-8",
                                     errors=getattr(like, "errors", None) or "strict", closefd=False))
-        sys.argv = [str(ROOT / "tilec" / "__main__.py"), *args]
-        from tilec.cli.main import main
-
-        try:
-            code = main(args)
-        except SystemExit as e:  # what the interpreter does with an uncaught SystemExit
-            code = e.code
+        code = run_as_main(args)
         if code is None:
             code = 0
         elif not isinstance(code, int):
@@ -341,6 +335,19 @@ def _child(cwd: Path, args: list[str], env: dict, err_path: str) -> None:
 _PRELOADED = False
 
 
+def run_as_main(args: list[str]):
+    """What `python -m tilec ARGS` does once Python has started: tilec/__main__.py run as the main module with
+    that argv (it raises SystemExit with the CLI's status). Returns SystemExit's code."""
+    import runpy
+
+    sys.argv = [str(ROOT / "tilec" / "__main__.py"), *args]
+    try:
+        runpy.run_module("tilec", run_name="__main__", alter_sys=False)
+    except SystemExit as e:  # what the interpreter does with an uncaught SystemExit
+        return e.code
+    return None
+
+
 def preload() -> None:
     """Import tilec's modules in this process and warm what a first build computes once (the grammar, the
     fingerprint of tilec's own files), by building the fuzzer's kernel for each target here and running `tilec
@@ -353,8 +360,11 @@ def preload() -> None:
     import contextlib
     import io
 
-    from tilec.cli.main import main
+    def main(args: list[str]) -> None:
+        run_as_main(args)
+        sys.argv = argv
 
+    argv = sys.argv
     cwd, saved = os.getcwd(), dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="tilec-cli-fuzz-warm-") as d:
         try:
