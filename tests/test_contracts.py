@@ -6,6 +6,7 @@ tied to K and N, so a B of another shape is an error naming the parameter, the d
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -232,26 +233,46 @@ kernel flat(A: f32[M, N], C: f32[K], O: out f32[K]):
 """
 
 
-def test_the_c_launcher_explains_a_broken_contract(tmp_path):
+@pytest.mark.parametrize("api", ["cuda", "hip"])
+def test_the_c_launcher_explains_a_broken_contract(tmp_path, api):
     """K_check_sizes (issue #27): the check K_launch refuses, in tilec.runtime's words -- the parameter, the
-    dimension or view, the values expected and got -- written by C code that calls no driver function."""
+    dimension or view, the values expected and got -- written by C code that calls no driver function: the CUDA
+    header's (static inline) and the HIP -c object's (exported, hipError_t), compiled and run on the CPU."""
     from tilec.runtime.arrays import ArgumentError
     from tilec.targets.c_launcher.header import Image, generate_header
+    from tilec.targets.hip.launcher import generate_object_source
 
     cc = shutil.which("cc")
-    cuda_h = [p for p in ("/usr/local/cuda/include", "/usr/include") if (Path(p) / "cuda.h").exists()]
-    if cc is None or not cuda_h:
-        pytest.skip("no C compiler or cuda.h to compile the header")
+    inc = ("cuda.h", ("/usr/local/cuda/include", "/usr/include")) if api == "cuda" else \
+        ("hip/hip_runtime_api.h", (os.environ.get("ROCM_PATH", "/opt/rocm") + "/include", "/usr/include"))
+    found = [p for p in inc[1] if (Path(p) / inc[0]).exists()]
+    if cc is None or not found:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail(f"a C compiler and {inc[0]} are required (TILEC_REQUIRE_TOOLCHAINS=1)")
+        pytest.skip(f"no C compiler or {inc[0]} to compile the launcher")
     rng = np.random.default_rng()
     k_bad = int(rng.integers(1, 100)) * 8 + int(rng.integers(1, 8))  # not a multiple of 8
     m_ok = int(rng.integers(2, 4000))
     cases = []  # (kernel, C call, expected message (tilec.runtime's, where it has one))
+    units = []
     for text, name in ((CONTRACT, "scale"), (FLAT, "flat")):
         mod, entries = _cuda_module(text)
-        header = generate_header(f"{name}.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="c.tile",
-                                 tilec_version="0", toolchain="nvcc", driver_api_version=13000, source_hash="0")
-        assert f"static inline CUresult {name}_check_sizes(" in header
-        (tmp_path / f"{name}.h").write_text(header)
+        if api == "cuda":
+            header = generate_header(f"{name}.h", [Image("sm80", "sm_80", b"\0", entries)], source_name="c.tile",
+                                     tilec_version="0", toolchain="nvcc", driver_api_version=13000,
+                                     source_hash="0")
+            assert f"static inline CUresult {name}_check_sizes(" in header
+            (tmp_path / f"{name}.h").write_text(header)
+        else:
+            source, exported, protos = generate_object_source(
+                f"{name}.o", [("gfx942", b"\0", entries)], source_name="c.tile", tilec_version="0",
+                toolchain="clang", prefix="", embed=lambda n, d: f"static const unsigned char {n}[] = {{0}};")
+            assert f"{name}_check_sizes" in exported
+            assert any(p.startswith(f"hipError_t {name}_check_sizes(") for p in protos)
+            (tmp_path / f"{name}.c").write_text(source)
+            (tmp_path / f"{name}.h").write_text("#include <stddef.h>\n#include <stdint.h>\n"
+                                                "#include <hip/hip_runtime_api.h>\n" + "\n".join(protos) + "\n")
+            units.append(str(tmp_path / f"{name}.c"))
         kernel = getattr(mod, name)
         if name == "scale":
             calls = [((m_ok, k_bad), {"M": m_ok, "K": k_bad}), ((1, 16), {"M": 1, "K": 16}),
@@ -277,16 +298,20 @@ def test_the_c_launcher_explains_a_broken_contract(tmp_path):
     main += ["  return 0;", "}"]
     (tmp_path / "main.c").write_text("\n".join(main) + "\n")
     exe = tmp_path / "main"
-    build = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{cuda_h[0]}", f"-I{tmp_path}",
-                            str(tmp_path / "main.c"), "-o", str(exe), "-Wl,--unresolved-symbols=ignore-all",
+    build = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{found[0]}", f"-I{tmp_path}",
+                            # HIP: the launchers (which call HIP) are dropped, so that no HIP library is needed
+                            *(["-D__HIP_PLATFORM_AMD__=1", "-ffunction-sections", "-Wl,--gc-sections"]
+                              if api == "hip" else []),
+                            str(tmp_path / "main.c"), *units, "-o", str(exe), "-Wl,--unresolved-symbols=ignore-all",
                             "-lpthread"],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     print("\n".join(lines))
+    invalid = 1  # CUDA_ERROR_INVALID_VALUE and hipErrorInvalidValue are both 1
     for (name, sizes, want), line in zip(cases, lines, strict=True):
         rc, msg = line.split("|", 1)
-        assert (rc, msg) == (("1", want) if want else ("0", "")), (name, sizes)
+        assert (rc, msg) == ((str(invalid), want) if want else ("0", "")), (name, sizes)
 
 
 def _shapes(name, s):

@@ -186,7 +186,8 @@ RUN_ELSEWHERE: dict[str, str] = {
     "tilec softmax.tile --target sm90 -o softmax.h":
         "tests/test_deploy_compat.py::test_headers_carry_ptx_of_the_generic_path",
     "python -m tilec.runtime.fastlaunch": "tests/test_fastlaunch.py::test_the_documented_command_names_the_extension",
-    "python scripts/cli_fuzz.py --seconds 2400 --seed 2026 --toolchains":
+    "python scripts/cli_fuzz.py --seconds 3600 --seed 3027 --toolchains --slow-fraction 0.05 --exec-fraction 0.05 "
+    "--report 120 --summary bench/cli_fuzz/summary-3027.txt":
         "tests/test_cli_fuzz.py::test_fuzzed_command_lines_find_nothing",
 }
 

@@ -147,3 +147,68 @@ def test_generated_programs_reach_code_generation():
                 for _ in range(30)]
     assert statuses.count("ok") >= 5, statuses
     assert not set(statuses) & set(fuzz.BAD)
+
+
+ASCEND_MUTANTS = int(os.environ.get("TILEC_FUZZ_ASCEND", "1"))
+
+
+def test_const_only_mutants_on_the_ascend_model():
+    """Issue #27's differential check on the AscendC model: the first const-only mutants of seed 12 that the
+    ascend910b back end builds run on tilec's CPU model of the AscendC API against the interpreter (a g++ build
+    of the model each: TILEC_FUZZ_ASCEND mutants, default 1). Per-thread programs are refused there (no threads)."""
+    import shutil
+
+    import tilec
+    from tilec.diagnostics import CompileError
+
+    if shutil.which("g++") is None:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail("g++ is required (TILEC_REQUIRE_TOOLCHAINS=1)")
+        pytest.skip("the AscendC model needs g++")
+    checked, problems = 0, []
+    for i, case in enumerate(fuzz.Fuzzer(seed=12).cases()):
+        if checked == ASCEND_MUTANTS or i > 2000:
+            break
+        if not case.consts_only:
+            continue
+        try:
+            tilec.compile(case.name, text=case.text, include_dirs=fuzz.include_dirs(),
+                          defines=case.parsed_defines(), target="ascend910b")
+        except CompileError:
+            continue
+        checked += 1
+        problem = fuzz.differential(case, targets=(), seed=i, ascend=True)
+        if problem:
+            problems.append(f"{case.name} -D {case.defines}: {problem}")
+    assert checked == ASCEND_MUTANTS
+    assert not problems, "\n".join(problems)
+
+
+def test_the_ascend_differential_catches_a_wrong_result(monkeypatch):
+    """Planted: the model's run leaves one output element unwritten (NaN) and changes another."""
+    from tilec.targets.ascend import model_run
+
+    def wrong(exe, program, args, cores=8, timeout=120.0):
+        import numpy as np
+
+        from tilec.interp import run_kernel
+
+        k = next(k for k in tilec_compile_front().module.kernels if k.name == program.name)
+        run_kernel(k, args)
+        out = np.asarray(args["C"]).reshape(-1)
+        out[0] = np.nan
+        out[-1] += 1
+        return ""
+
+    import tilec
+
+    path = fuzz.ROOT / "samples" / "vector_add.tile"
+
+    def tilec_compile_front():
+        return tilec.compile(path)
+
+    monkeypatch.setattr(model_run, "build_runner", lambda source, program: path)
+    monkeypatch.setattr(model_run, "run_on_model", wrong)
+    case = fuzz.Case(str(path), path.read_text(), {"block_N": "512"}, consts_only=True)
+    problem = fuzz.differential(case, targets=(), seed=1, ascend=True)
+    assert "ascend910b vector_add" in problem and "C differs in" in problem, problem

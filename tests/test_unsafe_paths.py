@@ -183,3 +183,19 @@ def test_bad_values_are_errors_naming_them(here, capsys, argv, message):
     assert tilec_main(argv) == 1
     assert message in capsys.readouterr().err
     assert sorted(p.name for p in here.iterdir() if p.name != "cache") == ["vector_add.tile"]
+
+
+@pytest.mark.parametrize("name", ["k$x.tile", "k`x`.tile", 'k"x\\y.tile'])
+def test_a_name_the_shell_would_expand_builds_with_nvcc(here, capsys, name):
+    """nvcc runs its steps through a shell: a source named k$x.tile made it look for k.cu (the intermediates are
+    now named without the characters a shell reads between double quotes)."""
+    if shutil.which("nvcc") is None:
+        if os.environ.get("TILEC_REQUIRE_TOOLCHAINS") == "1":
+            pytest.fail("nvcc is required (TILEC_REQUIRE_TOOLCHAINS=1)")
+        pytest.skip("no nvcc")
+    (here / name).write_text(VECTOR_ADD)
+    assert tilec_main([name, "--target", "sm80", "-o", "o.ptx", "--compiler", "nvcc"]) == 0, capsys.readouterr().err
+    assert b".entry" in (here / "o.ptx").read_bytes()
+    assert tilec_main([name, "--target", "sm80", "-o", "o.cubin", "--compiler", "nvcc", "--keep", "kept"]) == 0
+    kept = sorted(p.name for p in (here / "kept").iterdir())
+    assert any(p.endswith(".tilec-keep.cu") and "$" not in p and "`" not in p for p in kept), kept

@@ -198,7 +198,7 @@ def _build(source, opts: CompileOptions, own, targets, backend, kind: str, outpu
     recorded = manifest_options(opts, kind, backend, own)
     tuning = _variant_records(tuned.records, {e["name"] for e in launches})
 
-    stem = Path(source).stem
+    stem = intermediate_stem(Path(source).stem)
     if opts.keep_dir:  # the toolchain's intermediates stay in DIR: under names no input of this build has
         stem = keep_stem(stem)
         refuse_keep_over_inputs(opts.keep_dir, stem, deps)
@@ -316,6 +316,13 @@ def merged_source(sources: list[str], kernels: list[str]) -> str:
         own = "\n".join(lines[shared:])
         parts.append(f"namespace tilec_variant{i} {{\n{own}\n}}  // namespace tilec_variant{i}\n")
     return "\n".join(parts)
+
+
+def intermediate_stem(stem: str) -> str:
+    """The source's stem as the toolchains' intermediate files are named: the characters a POSIX shell still reads
+    between double quotes (`$`, a backquote, a backslash, a double quote) and control characters become `_`. nvcc
+    runs its own steps through a shell: a source named `k$x.tile` had nvcc look for `k.cu` and fail."""
+    return "".join("_" if ch in '$`\\"' or ch < " " or ch == "\x7f" else ch for ch in stem)
 
 
 def keep_stem(stem: str) -> str:

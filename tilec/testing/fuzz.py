@@ -421,9 +421,12 @@ BAD = ("internal", "malformed", "slow", "hang")
 # ---------------------------------------------------------------------------- differential checks
 
 
-def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_threads_x_blocks: int = 4096) -> str:
+def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_threads_x_blocks: int = 4096,
+                 ascend: bool = False) -> str:
     """For a case that only changes consts and compiles: the Tile IR interpreter against the SIMT
-    interpreter on each target's lowering, at small random sizes (some not a multiple of a tile).
+    interpreter on each target's lowering, at small random sizes (some not a multiple of a tile), and with
+    `ascend` against tilec's CPU model of the AscendC API running the ascend910b source, where that back end
+    accepts the kernel (it refuses per-thread code: it has no threads; the model needs g++).
     Returns "" when they agree (or the case is out of scope), else a description."""
     import numpy as np
 
@@ -474,7 +477,60 @@ def differential(case: Case, targets=("sm80", "gfx90a"), seed: int = 0, max_thre
                 problems.append(f"{target} {tk.name} {sizes}: SIMT interpreter: {e}")
                 continue
             problems += [f"{target} {tk.name} {sizes}: {m}" for m in mismatches(tk, args, want, sizes)]
+    if ascend:
+        problems += _ascend_differential(case, base, rng, seed)
     return "; ".join(problems)
+
+
+def _ascend_differential(case: Case, base, rng: random.Random, seed: int, max_blocks: int = 32) -> list[str]:
+    """The interpreter against the AscendC model (tilec/targets/ascend/model_run.py) on each kernel the ascend910b
+    back end builds: outputs start as NaN (accumulated ones from the same finite values), compared by
+    tilec/testing/differential.py. A kernel the model refuses (a compile error against the API, a failed check,
+    a deadlock) is a finding too."""
+    import numpy as np
+
+    import tilec
+    from tilec.diagnostics import CompileError
+    from tilec.interp import random_inputs, run_kernel
+    from tilec.targets.ascend.model_run import ModelError, build_runner, run_on_model
+    from tilec.testing.differential import mismatches, prepare_outputs
+
+    try:
+        lowered = tilec.compile(case.name, text=case.text, include_dirs=include_dirs(),
+                                defines=case.parsed_defines(), target="ascend910b")
+    except CompileError:
+        return []
+    problems = []
+    for tk in base.module.kernels:
+        program = next((p for p in lowered.simt if p.name == tk.name), None)
+        if program is None:
+            continue
+        for _ in range(8):  # sizes of at most `max_blocks` blocks: the model runs them on four threads, under ASan
+            sizes = {v.name: rng.choice([1, 7, 16, 33, 50, 64]) for v in tk.size_vars}
+            try:
+                if run_grid_size(tk, sizes) <= max_blocks:
+                    break
+            except Exception:  # noqa: BLE001 - a grid the formulas cannot evaluate: out of scope
+                break
+        else:
+            continue
+        try:
+            args = random_inputs(tk, sizes, seed)
+        except Exception:  # noqa: BLE001 - dtypes the interpreter does not hold: out of scope
+            continue
+        prepare_outputs(tk, args, seed)
+        want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+        try:
+            run_kernel(tk, want)
+        except Exception:  # noqa: BLE001 - the oracle refuses (a contract, an out-of-bounds access): no reference
+            continue
+        try:
+            run_on_model(build_runner(lowered.source, program), program, {**sizes, **args}, cores=4)
+        except ModelError as e:
+            problems.append(f"ascend910b {tk.name} {sizes}: AscendC model: {str(e)[:500]}")
+            continue
+        problems += [f"ascend910b {tk.name} {sizes}: {m}" for m in mismatches(tk, args, want, sizes)]
+    return problems
 
 
 def run_grid_size(sk, sizes: dict[str, int]) -> int:

@@ -162,13 +162,13 @@ static inline {api.result} {prefix}{kernel}_check_device(CUdevice dev, char* mes
   return {check}(dev, message, message_size);
 }}
 """
-        if not any(c.get(LAUNCHES_KEY) for c in table["configs"]):  # K_check_sizes of each variant (size_checks.py)
-            all_sizes = [size_c[n] for n in sizes]
-            sized = (*(f"int {n}" for n in all_sizes), "char* message", "size_t message_size")
-            forwarded = ", ".join([*all_sizes, "message", "message_size"])
-            functions.append(CFunction(api.result, f"{prefix}{kernel}_check_sizes", sized))
-            code += f"""/* {prefix}{kernel}_check_sizes: that of the configuration {cname} chooses. */
-static inline {api.result} {prefix}{kernel}_check_sizes({', '.join(sized)}) {{
+    if not any(c.get(LAUNCHES_KEY) for c in table["configs"]):  # K_check_sizes of each variant (size_checks.py)
+        all_sizes = [size_c[n] for n in sizes]
+        sized = (*(f"int {n}" for n in all_sizes), "char* message", "size_t message_size")
+        forwarded = ", ".join([*all_sizes, "message", "message_size"])
+        functions.append(CFunction(api.result, f"{prefix}{kernel}_check_sizes", sized))
+        code += f"""/* {prefix}{kernel}_check_sizes: that of the configuration {cname} chooses. */
+{q}{api.result} {prefix}{kernel}_check_sizes({', '.join(sized)}) {{
 {switch(lambda i, c: f"{prefix}{c['kernel']}_check_sizes({forwarded})")}
 }}
 """

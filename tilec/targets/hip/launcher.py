@@ -3,13 +3,17 @@ CUDA back end's launcher (tilec/targets/c_launcher/header.py), with the HIP modu
 -lamdhip64). For each kernel K of the file it defines, with external linkage and a C name,
 
     hipError_t K_launch(hipStream_t stream, hipDeviceptr_t tensor..., scalar..., int size...);
+    hipError_t K_check_sizes(int size..., char* message, size_t message_size);
 
 which computes the grid from the runtime sizes (the manifest's formulas, as C with floor division), loads the
 module once per device (a mutex-guarded table keyed by the device ordinal), picks the code object whose
 architecture is the device's (`gcnArchName` up to its first ':'), and launches with hipModuleLaunchKernel. It
 returns HIP's error codes (hipErrorNoBinaryForGpu when no embedded code object fits the device) and never
-prints or exits. Everything else is static. Like the CUDA launcher, it works from manifest data and the built
-code objects only.
+prints or exits. K_launch's hipErrorInvalidValue for sizes that break the kernel's contract (a negative size, a
+failed launch check) is explained by K_check_sizes, which runs the same checks without calling HIP and writes
+the sentence tilec.runtime raises for the same sizes (parameter, dimension, expected and actual values:
+tilec/targets/c_launcher/size_checks.py). Everything else is static. Like the CUDA launcher, it works from
+manifest data and the built code objects only.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..c_launcher.header import (
     launch_check_lines,
     sequence_functions,
 )
+from ..c_launcher.size_checks import check_sizes_function
 
 MAX_DEVICES = 64
 
@@ -43,6 +48,7 @@ _COMMON = (r"""
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 """
@@ -165,6 +171,12 @@ def generate_object_source(name: str, images: list[tuple[str, bytes, list[dict]]
         funcs.append(code)
         protos.append(proto)
         exported.append(fname)
+        cname = f"{prefix}{k['name']}_check_sizes"
+        code, proto = check_sizes_function(cname, k, _c_name, formula_to_c, result="hipError_t", ok="hipSuccess",
+                                           invalid="hipErrorInvalidValue", storage="")
+        funcs.append(code)
+        protos.append(proto)
+        exported.append(cname)
     for i, k in enumerate(stages, start=len(kernels)):  # private: launched by their sequence's functions
         fname = f"{p}{ident(k['name'])}_launch"
         code, _ = _launch_function(fname, k, i, p)
