@@ -230,6 +230,7 @@ class Launcher:
         self.pycache = str(self.scratch / "tilec-cli-fuzz-pycache")
         self.forked = self.execed = 0
         self.n = 0
+        self.token = os.urandom(4).hex()  # tells apart launchers in one process in the stderr file names
         if exec_fraction < 1.0:
             preload()
 
@@ -240,7 +241,7 @@ class Launcher:
 
     def start(self, cwd: Path, args: list[str], env: dict, program: list[str] = TILEC) -> Started:
         self.n += 1
-        err_path = str(self.scratch / f"tilec-cli-fuzz-stderr-{os.getpid()}-{id(self)}-{self.n}")
+        err_path = str(self.scratch / f"tilec-cli-fuzz-stderr-{os.getpid()}-{self.token}-{self.n}")
         env = self.env(env)
         if program is not TILEC or self.rng.random() < self.exec_fraction:
             self.execed += 1
