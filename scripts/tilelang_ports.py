@@ -152,6 +152,29 @@ def distinct_logits(sizes, rng):
             "topk_gates": np.zeros((m, 4), np.float32), "topk_indices": np.zeros((m, 4), np.int32)}
 
 
+def ref_topk_selector(a, s):
+    """The indices of each row's topk largest values in its window, in the kernel's order when they are the
+    right set (the kernel's order is the order its atomics ran in), else numpy's."""
+    x, got = f32(a["input"]), np.asarray(a["index"])
+    want = np.zeros_like(got)
+    for b in range(x.shape[0]):
+        lo, hi = int(a["starts"][b]), int(a["ends"][b])
+        top = lo + np.argsort(-x[b, lo:hi], kind="stable")[:got.shape[1]]
+        want[b] = got[b] if sorted(got[b].tolist()) == sorted(top.tolist()) else top
+    return {"index": want}
+
+
+def topk_windows(sizes, rng, topk=64):
+    """Rows of distinct values (no ties, so the topk set is one), each with a window [starts, ends) of at least
+    topk values."""
+    b, n = sizes["batch"], sizes["seq_len"]
+    x = np.stack([rng.permutation(n) for _ in range(b)]).astype(np.float32)
+    x = (x - n / 2) / (n / 8)  # (both signs, so both halves of the order-preserving image are used)
+    starts = rng.integers(0, (n - topk) // 4 + 1, b).astype(np.int32)
+    ends = np.array([rng.integers(st + topk, n + 1) for st in starts], np.int32)
+    return {"input": x, "index": np.zeros((b, topk), np.int32), "starts": starts, "ends": ends}
+
+
 def ref_chunk_cumsum(a, s, block=16):
     g = f32(a["G"])
     b, n, h = g.shape
@@ -605,6 +628,10 @@ CASES: list[Case] = [
                                                                "ragged": {"BG": 2, "M_max": 13, "N": 200}},
          inputs=group_cast_inputs, random_inputs_ok=False, rtol=0.07, atol=1e-5,
          tilelang="cast/example_group_per_split_token_cast_to_fp8.py"),
+    Case("topk_selector", ref_topk_selector, {"regular": {"batch": 2, "seq_len": 8192},
+                                              "ragged": {"batch": 3, "seq_len": 5000}},
+         defines={"topk": 64}, inputs=topk_windows, random_inputs_ok=False, rtol=0, atol=0,
+         tilelang="deepseek_v32/topk_selector.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
@@ -638,6 +665,10 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("dequant_gemv_int4", "ascend910b"): ASCEND_BYTE_TILES,
     ("dequant_gemm_fp4", "ascend910b"): ASCEND_BYTE_TILES,
     ("gemm_sp", "ascend910b"): ASCEND_BYTE_TILES,
+    ("topk_selector", "ascend910b"): ASCEND_NO_THREADS,
+    # named barriers (T.sync_threads(id, count)) are CUDA's (and 1024 threads are over WebGPU's 256)
+    ("topk_selector", "gfx942"): "AMD GPUs have no named barriers",
+    ("topk_selector", "webgpu"): "WGSL has only workgroupBarrier()",
 }
 
 
