@@ -81,7 +81,7 @@ def test_port_compiles_where_the_table_says(case):
         want = EXPECTED_TARGETS.get((case.name, target))
         try:
             tilec.compile(ROOT / "examples" / "tilelang" / case.file, target=target,
-                          defines=case.defines_for(target), kernel=case.kernel)
+                          defines=case.defines_for(target), kernel=case.kernel, limits=case.limits_for(target))
         except tilec.diagnostics.CompileError as e:
             msg = " ".join(d.message for d in e.diagnostics)
             assert want is not None and want in msg, f"{case.name} on {target}: {msg}"
@@ -100,7 +100,7 @@ def _lowered(case_name: str, target: str):
     # where the target builds with --fit): what bench/ports_gpu.py builds; both runs use them
     defines = {**case.defines, **case.defines_for(target)}
     return (tilec.compile(path, defines=defines, kernel=case.kernel),
-            tilec.compile(path, defines=defines, target=target, kernel=case.kernel))
+            tilec.compile(path, defines=defines, target=target, kernel=case.kernel, limits=case.limits_for(target)))
 
 
 # CI time: the ragged shape on every target, the regular one on sm80 (interior tiles are target-neutral); every
@@ -169,3 +169,34 @@ def test_docs_table_agrees_with_the_cases():
                 assert cell.startswith(("builds", "runs")), f"{case.name} on {target}: {cell}"
             else:
                 assert cell.startswith("no") and want in cell, f"{case.name} on {target}: {cell}"
+
+
+RAISED_LIMITS = [c for c in CASES if c.webgpu_limits]
+
+
+@pytest.mark.parametrize("case", RAISED_LIMITS, ids=lambda c: c.name)
+def test_port_built_with_raised_webgpu_limits_runs_on_lavapipe(case):
+    """A port built for WebGPU with limits above the spec's defaults (--max-storage-buffers 9) runs where the
+    adapter grants them (the runtime requests them; lavapipe does): each of its kernels in order on the case's
+    inputs at the ragged shape, against numpy."""
+    import json
+
+    from tilec.runtime import wgsl as rt
+
+    ok, why = rt.available()
+    if not ok:
+        pytest.skip(why)
+    path = ROOT / "examples" / "tilelang" / case.file
+    defines = {**case.defines, **case.defines_for("webgpu")}
+    sizes = case.sizes["ragged"]
+    args = case.inputs(sizes, np.random.default_rng())
+    for name in case.kernels or [None]:
+        art = tilec.compile(path, "webgpu", defines=defines, emit="wgsl", kernel=name,
+                            limits=case.limits_for("webgpu"))
+        manifest = json.loads(art.manifest)
+        module = rt.WgslModule(art.data.decode(), manifest)
+        kernel = getattr(module, name or public_kernels(tilec.compile(path, defines=defines).module)[0].name)
+        kernel(*[args[p["name"]] for p in kernel.entry["params"]])  # outputs written back in place
+    for name, want in case.reference(args, sizes).items():
+        np.testing.assert_allclose(_f32(args[name]), _f32(want), rtol=case.rtol, atol=case.atol,
+                                   err_msg=f"{case.name} on webgpu: {name}")

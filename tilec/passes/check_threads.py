@@ -28,7 +28,7 @@ from ..ir import tile as T
 from ..ir.fold import as_int, constant_difference
 from ..ir.printer import expr_str
 from ..ir.threads import Varying, analyze, stmt_exprs, uses_thread_index
-from ..ir.visit import sub_exprs
+from ..ir.visit import sub_exprs, walk_stmts
 from ..ops import registry as ops
 
 NAME = "check-threads"
@@ -71,6 +71,28 @@ def _shared_access(s: T.Stmt) -> tuple[list[Access], list[Access]]:
     return reads, writes
 
 
+def _fixed(e: T.Expr, v: Varying, inner: set) -> bool:
+    """e is the same in every thread and at every point of the divergent region (no thread-dependent value, no
+    variable or buffer that the region's statements change)."""
+    return not v.expr(e) and not any(x in inner or (isinstance(x, T.Load) and x.buffer in inner)
+                                     for x in sub_exprs(e))
+
+
+def _changed_inside(top: T.Stmt) -> set:
+    """The loop variables, assigned variables and written buffers of the statements under `top`."""
+    out: set = set()
+    for s in walk_stmts([top]):
+        if isinstance(s, T.For):
+            out.update(s.vars)
+        elif isinstance(s, T.Assign):
+            out.add(s.var)
+        elif isinstance(s, T.Store):
+            out.add(s.buffer)
+        elif isinstance(s, T.Atomic):
+            out.add(s.dst.buffer)
+    return out
+
+
 def _differs(a: T.Expr, b: T.Expr) -> bool:
     """a != b for every value of the variables: a constant nonzero difference, or one is the other ^ a nonzero
     constant (the halves of a ping-pong buffer, `buf[r]` and `buf[r ^ 1]`)."""
@@ -85,11 +107,12 @@ def _differs(a: T.Expr, b: T.Expr) -> bool:
     return False
 
 
-def _disjoint(x: Access, y: Access) -> bool:
-    """The two accesses of one buffer never touch the same element."""
+def _disjoint(x: Access, y: Access, fixed) -> bool:
+    """The two accesses of one buffer never touch the same element, whichever threads make them: at some dimension
+    both indices are `fixed` (the same in every thread, all through the region) and differ."""
     if x[1] is None or y[1] is None or len(x[1]) != len(y[1]):
         return False
-    return any(_differs(i, j) for i, j in zip(x[1], y[1], strict=True))
+    return any(fixed(i) and fixed(j) and _differs(i, j) for i, j in zip(x[1], y[1], strict=True))
 
 
 class _Checker:
@@ -197,9 +220,14 @@ class _Checker:
         first_read: dict[T.Buffer, list[tuple[Access, T.Stmt]]] = {}
         first_write: dict[T.Buffer, list[tuple[Access, T.Stmt]]] = {}
 
+        inner = _changed_inside(top)
+
+        def fixed(e: T.Expr) -> bool:
+            return _fixed(e, self.v, inner)
+
         def clash(acc: list[Access], seen: dict, skip: T.Stmt | None = None) -> T.Stmt | None:
-            return next((st for a in acc for b, st in seen.get(a[0], []) if st is not skip and not _disjoint(a, b)),
-                        None)
+            return next((st for a in acc for b, st in seen.get(a[0], [])
+                         if st is not skip and not _disjoint(a, b, fixed)), None)
 
         def visit(s: T.Stmt) -> bool:
             r, w = _shared_access(s)
