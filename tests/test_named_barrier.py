@@ -95,7 +95,8 @@ def test_the_simt_model_catches_a_barrier_with_the_wrong_count(tmp_path):
 
 
 def test_without_the_barriers_the_shared_race_is_refused(tmp_path):
-    racy = PREFIX.replace("                T.sync_threads(1, active)\n                s[tx] = v", "                s[tx] = v")
+    racy = PREFIX.replace("                T.sync_threads(1, active)\n                s[tx] = v",
+                          "                s[tx] = v")
     assert racy != PREFIX
     assert "this statement writes shared memory that the statement at line 15 reads" in error_of(tmp_path, racy)
 

@@ -277,6 +277,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             self.rep.error("at most three block indices (bx, by, bz)", launch.targets[3][1])
             return None
         block_vars = []
+        self.block_vars = block_vars  # (T.get_block_binding(d))
         for i, axis in enumerate("xyz"):
             if i < len(launch.targets):
                 var_name, var_span = launch.targets[i]
@@ -740,6 +741,11 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
                 return self.tile_op(fname, v, scope)
             if fname in ("sync_threads", "disable_warp_group_reg_alloc") and bound is None:
                 return self.schedule_statement(fname, v, scope)
+            if fname == "assume" and bound is None:  # TileLang's hint to its simplifier: checked, then dropped
+                if len(v.args) != 1 or v.kwargs:
+                    raise self.fail("T.assume(condition) takes one condition", v.span)
+                self.bool_expr(v.args[0], scope)
+                return
             if fname in ("barrier_arrive", "barrier_wait") and bound is None:
                 return self.barrier_statement(fname, v, scope)
             if fname == "tma_copy" and bound is None:  # a copy whose barrier is tilec's (warp_role)

@@ -66,7 +66,8 @@ class Target:
 
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
-CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile", "named_barriers"}  # profile: clock64, globaltimer
+# timeline_profile: clock64, globaltimer
+CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile", "named_barriers"}
 HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
 FP8 = frozenset({"f8e4m3", "f8e5m2"})  # CDNA2 has no 8-bit float instructions
