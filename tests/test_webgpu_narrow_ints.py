@@ -69,3 +69,45 @@ def test_an_output_of_a_narrow_integer_type_is_refused_with_the_alternative(tmp_
         tilec.compile(p, target="webgpu")
     msg = e.value.diagnostics[0].message
     assert "tensor 'U' is u8" in msg and "make the output u32" in msg
+
+
+@pytest.mark.parametrize("dtype,np_name", [("f8e4m3", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2")])
+def test_every_fp8_byte_decodes_as_ml_dtypes_does_on_lavapipe(tmp_path, dtype, np_name):
+    """An fp8 input tensor is read from its words and decoded to f32 exactly: all 256 bytes (subnormals, the largest
+    values, infinities and NaNs included) through a shared tile, against ml_dtypes."""
+    import ml_dtypes
+
+    from tilec.runtime import wgsl as rt
+
+    ok, why = rt.available()
+    if not ok:
+        pytest.skip(why)
+    p = tmp_path / "k.tile"
+    p.write_text(f"""
+kernel decode(X: {dtype}[N], Y: out f32[N]):
+    with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        s = T.alloc_shared([64], {dtype})
+        T.copy(X[bx * 64], s)
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                Y[bx * 64 + i] = T.cast(s[i], f32) * 2.0
+""")
+    x = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, np_name))
+    y = np.zeros(256, np.float32)
+    art = tilec.compile(p, "webgpu", emit="wgsl")
+    rt.WgslModule(art.data.decode(), json.loads(art.manifest)).decode(x, y)
+    np.testing.assert_array_equal(y, x.astype(np.float32) * 2)  # (NaN where numpy's is NaN)
+
+
+def test_fp8_results_are_refused_with_the_alternative(tmp_path):
+    p = tmp_path / "k.tile"
+    p.write_text("""
+kernel k(X: f8e4m3[N], Y: out f32[N]):
+    with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                Y[bx * 64 + i] = T.cast(X[bx * 64 + i] + X[bx * 64 + i], f32)
+""")
+    with pytest.raises(CompileError) as e:
+        tilec.compile(p, target="webgpu")
+    assert "does not round results to f8e4m3" in e.value.diagnostics[0].message

@@ -111,6 +111,21 @@ _HELPERS = {
     "tl_f16_bits": """fn tl_f16_bits(x: f16) -> u32 {
   return pack2x16float(vec2<f32>(f32(x), 0.0)) & 0xffffu;
 }""",
+    # an fp8 byte's value (e4m3fn: bias 7, no infinities, S.1111.111 NaN; e5m2: bias 15, IEEE-like)
+    "tl_f8e4m3": """fn tl_f8e4m3(b: u32) -> f32 {
+  let e = i32((b >> 3u) & 15u);
+  let m = f32(b & 7u);
+  var v = select(ldexp(1.0 + m / 8.0, e - 7), ldexp(m, -9), e == 0);
+  if (e == 15 && (b & 7u) == 7u) { v = bitcast<f32>(0x7fc00000u + 0u * b); }
+  return select(v, -v, (b & 0x80u) != 0u);
+}""",
+    "tl_f8e5m2": """fn tl_f8e5m2(b: u32) -> f32 {
+  let e = i32((b >> 2u) & 31u);
+  let m = f32(b & 3u);
+  var v = select(ldexp(1.0 + m / 4.0, e - 15), ldexp(m, -16), e == 0);
+  if (e == 31) { v = bitcast<f32>(select(0x7fc00000u, 0x7f800000u, (b & 3u) == 0u) + 0u * b); }
+  return select(v, -v, (b & 0x80u) != 0u);
+}""",
     "tl_bf16_get": """fn tl_bf16_get(w: u32, i: i32) -> f32 {
   return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1) != 0));
 }""",
@@ -146,7 +161,8 @@ check_spellings("WGSL", _CALLS, "wgsl")
 
 
 _NARROW = frozenset({D.I8, D.U8, D.I16, D.U16})
-_WIDENED = _NARROW | {D.BF16}
+_F8 = frozenset({D.F8E4M3, D.F8E5M2})  # input tensors' bytes, decoded to the f32 holding them everywhere else
+_WIDENED = _NARROW | _F8 | {D.BF16}
 
 
 class WgslPrinter(CStylePrinter):
@@ -154,7 +170,7 @@ class WgslPrinter(CStylePrinter):
     # input tensors u32 words of bytes or halves; bf16 values are f32s rounded to bf16, and a bf16 tensor u32 words
     # of 16-bit patterns)
     types = {"bool": "bool", "i8": "i32", "u8": "u32", "i16": "i32", "u16": "u32", "i32": "i32", "u32": "u32",
-             "i64": "i32", "f16": "f16", "bf16": "f32", "f32": "f32"}
+             "i64": "i32", "f16": "f16", "bf16": "f32", "f32": "f32", "f8e4m3": "f32", "f8e5m2": "f32"}
     barrier = "workgroupBarrier();"
 
     def __init__(self, module_prefix: str = "") -> None:
@@ -225,6 +241,8 @@ class WgslPrinter(CStylePrinter):
         if isinstance(e, S.BlockIdx):
             return ("tl_bx", "tl_by", "tl_bz")[e.axis]
         if isinstance(e, S.Ref):
+            if e.buffer.dtype in _F8 and e.buffer.scope == "global":  # its byte, decoded (exact in f32)
+                return f"{self.helper('tl_' + e.buffer.dtype.name)}({self.byte_element(e, D.U8)})"
             if e.buffer.dtype.bits == 8 and e.buffer.scope == "global":
                 return self.byte_element(e)
             if e.buffer.dtype in (D.I16, D.U16) and e.buffer.scope == "global":
@@ -269,16 +287,17 @@ class WgslPrinter(CStylePrinter):
             return f"(bitcast<i32>({word} << (16u - {shift})) >> 16u)"
         return f"(({word} >> {shift}) & 0xffffu)"
 
-    def byte_element(self, e: S.Ref) -> str:
+    def byte_element(self, e: S.Ref, as_type: D.DType | None = None) -> str:
         """An element of a bool/i8/u8 input tensor, bound as the u32 words holding its bytes (WGSL has no 8-bit
         types): the word's byte `index % 4`, as bool, sign-extended i32 or u32."""
         i = f"({self.expr(e.index)})"
         word = f"{self.buf_name(e.buffer)}[{i} >> 2u]"
         shift = f"(8u * u32({i} & 3))"
-        if e.buffer.dtype == D.I8:
+        dt = as_type or e.buffer.dtype
+        if dt == D.I8:
             return f"(bitcast<i32>({word} << (24u - {shift})) >> 24u)"
         byte = f"(({word} >> {shift}) & 0xffu)"
-        return f"({byte} != 0u)" if e.buffer.dtype.is_bool else byte
+        return f"({byte} != 0u)" if dt.is_bool else byte
 
     def operand(self, e: T.Expr) -> str:
         """e as the operand of a unary operator: parenthesized unless it is atomic."""
