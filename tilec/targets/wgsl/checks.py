@@ -141,7 +141,8 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
                         rep.error(f"kernel '{k.name}': reinterpret of {src} as {x.dtype} cannot run on WebGPU: WGSL's "
                                   "bitcast is tilec's only bit cast there and it converts 32-bit types (f32, i32, u32) "
                                   "and f16 with i16/u16 alone, since WGSL has no 16-bit integers and no 8-bit types; "
-                                  "reinterpret f32 with i32/u32, or build the value with arithmetic", x.span or s.span or k.span)
+                                  "reinterpret f32 with i32/u32, or build the value with arithmetic",
+                                  x.span or s.span or k.span)
                 elif (isinstance(x, T.Const) and x.dtype == D.I64 and not -(2**31) <= int(x.value) < 2**31
                       and "i64 constant" not in reported):
                     reported.add("i64 constant")
