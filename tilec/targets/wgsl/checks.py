@@ -190,7 +190,8 @@ def _check_limits(k: S.SKernel, rep: Reporter, target: Target) -> None:
             names = ", ".join(b.origin or b.name for b in widened)
             rep.error(f"kernel '{k.name}' needs {need} bytes of workgroup storage on {target.name}, over its "
                       f"{target.shared_memory_bytes}: WGSL has no 8- or 16-bit type a workgroup can share, so the "
-                      f"shared buffers {names} are held as 32-bit values (4 bytes an element) — use smaller tiles, "
+                      f"shared buffers {names} are held as 32-bit values (4 bytes an element: bf16 and fp8 held as "
+                      "f32, 8- and 16-bit integers as i32/u32) — use smaller tiles, "
                       f"or build with --max-workgroup-storage {need} for devices that grant more", k.span)
     tensors = [p for p in k.params if isinstance(p, S.SBuffer)]
     if target.max_storage_buffers is not None and len(tensors) > target.max_storage_buffers:
