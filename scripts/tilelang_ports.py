@@ -43,6 +43,15 @@ class Case:
     tilelang: str = ""  # the example it was ported from
     source: str | None = None  # the .tile file's stem when several cases share one file
     random_inputs_ok: bool = True  # `tilec run --check` may use random inputs (False: they must be structured)
+    # WebGPU limits above the spec's defaults that the port is built with (tilec --max-storage-buffers N: most
+    # desktop adapters grant them, and the runtime requests them)
+    webgpu_limits: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def limits_for(self, target: str) -> dict[str, int]:
+        return self.webgpu_limits if target == "webgpu" else {}
+
+    def limit_flags(self, target: str) -> list[str]:
+        return [f"--{k.replace('_', '-')}={v}" for k, v in self.limits_for(target).items()]
 
     @property
     def kernel(self) -> str | None:
@@ -150,6 +159,29 @@ def distinct_logits(sizes, rng):
     m = sizes["M"]
     return {"logits": np.stack([rng.permutation(64) for _ in range(m)]).astype(np.float32) / 8.0,
             "topk_gates": np.zeros((m, 4), np.float32), "topk_indices": np.zeros((m, 4), np.int32)}
+
+
+def ref_topk_selector(a, s):
+    """The indices of each row's topk largest values in its window, in the kernel's order when they are the
+    right set (the kernel's order is the order its atomics ran in), else numpy's."""
+    x, got = f32(a["input"]), np.asarray(a["index"])
+    want = np.zeros_like(got)
+    for b in range(x.shape[0]):
+        lo, hi = int(a["starts"][b]), int(a["ends"][b])
+        top = lo + np.argsort(-x[b, lo:hi], kind="stable")[:got.shape[1]]
+        want[b] = got[b] if sorted(got[b].tolist()) == sorted(top.tolist()) else top
+    return {"index": want}
+
+
+def topk_windows(sizes, rng, topk=64):
+    """Rows of distinct values (no ties, so the topk set is one), each with a window [starts, ends) of at least
+    topk values."""
+    b, n = sizes["batch"], sizes["seq_len"]
+    x = np.stack([rng.permutation(n) for _ in range(b)]).astype(np.float32)
+    x = (x - n / 2) / (n / 8)  # (both signs, so both halves of the order-preserving image are used)
+    starts = rng.integers(0, (n - topk) // 4 + 1, b).astype(np.int32)
+    ends = np.array([rng.integers(st + topk, n + 1) for st in starts], np.int32)
+    return {"input": x, "index": np.zeros((b, topk), np.int32), "starts": starts, "ends": ends}
 
 
 def ref_chunk_cumsum(a, s, block=16):
@@ -527,6 +559,7 @@ CASES: list[Case] = [
          tilelang="flash_decoding/example_gqa_decode.py"),
     Case("dequant_gemv_int4", ref_dequant_gemv, {"regular": {"N": 64, "K": 128}, "ragged": {"N": 45, "K": 77}},
          inputs=dequant_inputs, defines={"block_N": 32, "block_K": 32}, rtol=1e-2, atol=1e-2,
+         webgpu_defines={"block_N": 32, "block_K": 64},
          tilelang="dequantize_gemm/example_dequant_gemv_fp16xint4.py"),
     Case("dequant_gemm_fp4", ref_dequant_gemm_fp4, {"regular": {"M": 64, "N": 64, "K": 64},
                                                     "ragged": {"M": 50, "N": 37, "K": 75}},
@@ -537,6 +570,7 @@ CASES: list[Case] = [
     Case("gemm_fp8", ref_gemm_fp8, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 40, "N": 33, "K": 50}},
          defines={"block_M": 32, "block_N": 32, "block_K": 32}, rtol=1e-4, atol=1e-3,
          gfx942_defines={"threads": 256},  # (128 threads spill registers on gfx942: docs/amd.md)
+         webgpu_defines={"block_M": 32, "block_N": 32, "block_K": 32},  # (f8 shared tiles held as f32 there)
          tilelang="gemm_fp8/example_tilelang_gemm_fp8.py"),
     Case("gemm_dynamic", ref_matmul, {"regular": {"M": 64, "N": 64, "K": 64}, "ragged": {"M": 27, "N": 70, "K": 41}},
          defines={"block_M": 32, "block_N": 32, "block_K": 16}, rtol=2e-3, atol=2e-3,
@@ -545,13 +579,14 @@ CASES: list[Case] = [
                                              "ragged": {"batch": 1, "heads": 1, "seq_len": 45}},
          inputs=attention_bwd_inputs, random_inputs_ok=False,
          kernels=["flash_bwd_prep", "flash_bwd", "flash_bwd_post"], rtol=2e-2, atol=2e-2,
-         webgpu_defines={"block_M": 16, "block_N": 16}, tilelang="flash_attention/example_mha_bwd_bhsd.py"),
+         webgpu_defines={"block_M": 16, "block_N": 16}, webgpu_limits={"max_storage_buffers": 9},
+         tilelang="flash_attention/example_mha_bwd_bhsd.py"),
     Case("mha_bwd_bhsd_causal", lambda a, s: ref_attention_bwd(a, s, causal=True),
          {"regular": {"batch": 1, "heads": 1, "seq_len": 64}, "ragged": {"batch": 1, "heads": 1, "seq_len": 45}},
          inputs=lambda sizes, rng: attention_bwd_inputs(sizes, rng, causal=True), random_inputs_ok=False,
          kernels=["flash_bwd_prep", "flash_bwd", "flash_bwd_post"], defines={"is_causal": True},
          build_defines={"is_causal": True}, rtol=2e-2, atol=2e-2, source="mha_bwd_bhsd",
-         webgpu_defines={"block_M": 16, "block_N": 16},
+         webgpu_defines={"block_M": 16, "block_N": 16}, webgpu_limits={"max_storage_buffers": 9},
          tilelang="flash_attention/example_mha_bwd_bhsd.py (is_causal)"),
     Case("blocksparse_attn", ref_blocksparse_attn, {"regular": {"batch": 1, "heads": 2, "seq_len": 96},
                                                     "ragged": {"batch": 1, "heads": 1, "seq_len": 75}},
@@ -605,22 +640,19 @@ CASES: list[Case] = [
                                                                "ragged": {"BG": 2, "M_max": 13, "N": 200}},
          inputs=group_cast_inputs, random_inputs_ok=False, rtol=0.07, atol=1e-5,
          tilelang="cast/example_group_per_split_token_cast_to_fp8.py"),
+    Case("topk_selector", ref_topk_selector, {"regular": {"batch": 2, "seq_len": 8192},
+                                              "ragged": {"batch": 3, "seq_len": 5000}},
+         defines={"topk": 64}, inputs=topk_windows, random_inputs_ok=False, rtol=0, atol=0,
+         tilelang="deepseek_v32/topk_selector.py"),
 ]
 
 # (port, target) -> the start of the error that target gives, where it refuses the port.
-STORAGE_BUFFERS = "allows at most 8 per shader stage"  # 9 tensors; WebGPU's default binds 8
 ASCEND_NO_THREADS = "the AscendC back end has no SIMT threads"
 ASCEND_NO_FP8 = "the Ascend 910B has no fp8 types"
 ASCEND_ROW_BOX = "copies row boxes whose last dimension is the tensor's innermost"
 ASCEND_BYTE_TILES = "tensors are read element by element by the scalar unit"
 EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("per_token_cast_to_fp8", "webgpu"): "f8e4m3",
-    ("dequant_gemv_int4", "webgpu"): "WGSL has no 8-bit integers",
-    ("dequant_gemm_fp4", "webgpu"): "WGSL has no 8-bit integers",
-    ("gemm_fp8", "webgpu"): "f8e4m3",
-    ("mha_bwd_bhsd", "webgpu"): STORAGE_BUFFERS,
-    ("mha_bwd_bhsd_causal", "webgpu"): STORAGE_BUFFERS,
-    ("gemm_sp", "webgpu"): "WGSL has no 16-bit integers",
     ("group_per_split_token_cast_to_fp8", "webgpu"): "is f8e4m3, which WebGPU cannot run",
     # ascend910b (docs/ascend.md): no SIMT threads, no fp8, 8/16-bit integer tiles only as scalar reads, and
     # the lowering's own limits
@@ -638,6 +670,10 @@ EXPECTED_TARGETS: dict[tuple[str, str], str] = {
     ("dequant_gemv_int4", "ascend910b"): ASCEND_BYTE_TILES,
     ("dequant_gemm_fp4", "ascend910b"): ASCEND_BYTE_TILES,
     ("gemm_sp", "ascend910b"): ASCEND_BYTE_TILES,
+    ("topk_selector", "ascend910b"): ASCEND_NO_THREADS,
+    # named barriers (T.sync_threads(id, count)) are CUDA's (and 1024 threads are over WebGPU's 256)
+    ("topk_selector", "gfx942"): "AMD GPUs have no named barriers",
+    ("topk_selector", "webgpu"): "WGSL has only workgroupBarrier()",
 }
 
 
@@ -670,7 +706,7 @@ def build_table() -> dict[tuple[str, str], str]:
             for target in TARGETS:
                 try:
                     tilec.compile(EXAMPLES / case.file, target=target, defines=case.defines_for(target),
-                                  kernel=case.kernel)
+                                  kernel=case.kernel, limits=case.limits_for(target))
                 except CompileError as e:
                     out[case.name, target] = "no: " + e.diagnostics[0].message
                     continue
@@ -687,11 +723,13 @@ def _build(case: Case, target: str, dest: Path) -> str:
     fit = ["--fit"] if target in case.fit_targets else []
     cmd = [sys.executable, "-m", "tilec", str(EXAMPLES / case.file), "--target", target, "-o", str(dest),
            *[d for k, d in zip(case.defines_for(target), defines, strict=True) if not fit or k in case.build_defines],
-           *kernel, *fit]
+           *kernel, *fit, *case.limit_flags(target)]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         first = (r.stderr.strip().splitlines() or ["?"])[0]
         return f"no (toolchain): {first}"
+    if case.limit_flags(target):
+        return f"builds ({' '.join(case.limit_flags(target))})"
     if fit:
         chosen = ", ".join(f"{k}={v}" for k, v in case.defines_for(target).items() if k not in case.build_defines)
         return f"builds (--fit: {chosen})"
@@ -729,6 +767,9 @@ def render(table: dict[tuple[str, str], str]) -> str:
         "AscendC source generated (no bisheng here); the ports run on tilec's CPU model of the AscendC API",
         "against numpy in tests/test_ascend_ports.py and through CANN's own API in scripts/ascend_real_api.py",
         "(docs/ascend.md).",
+        "WebGPU ports whose inputs must be structured, or which need more than WebGPU's default limits (the",
+        "flags in the cell, which the runtime requests), say `builds` here and run under lavapipe against numpy",
+        "in `tests/test_examples_tilelang.py::test_port_runs_on_lavapipe`.",
         "",
         "| port | TileLang example | " + " | ".join(TARGETS) + " |",
         "|---|---|" + "---|" * len(TARGETS),

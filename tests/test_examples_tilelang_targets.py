@@ -24,7 +24,7 @@ def test_port_compiles_where_the_table_says(case):
         want = EXPECTED_TARGETS.get((case.name, target))
         try:
             tilec.compile(ROOT / "examples" / "tilelang" / case.file, target=target,
-                          defines=case.defines_for(target), kernel=case.kernel)
+                          defines=case.defines_for(target), kernel=case.kernel, limits=case.limits_for(target))
         except tilec.diagnostics.CompileError as e:
             msg = " ".join(d.message for d in e.diagnostics)
             assert want is not None and want in msg, f"{case.name} on {target}: {msg}"

@@ -338,8 +338,21 @@ class _Block(ScalarOps):
             op_module(s).interpret(self, s)
         elif isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             pass
+        elif isinstance(s, T.NamedBarrier):
+            self.named_barrier(s, mask)
         else:
             raise InterpreterError(f"cannot execute {type(s).__name__}", s.span)
+
+    def named_barrier(self, s: T.NamedBarrier, mask) -> None:
+        """The threads run in step, so a barrier waits for nothing here; what a GPU needs is that exactly
+        `threads` threads reach it (fewer: they wait forever; more: some pass before the others arrive)."""
+        lanes = max(self.lanes, 1)
+        arrived = lanes if mask is None else int(np.count_nonzero(np.broadcast_to(mask, (lanes,))))
+        if arrived != s.threads:
+            raise InterpreterError(f"named barrier {s.barrier_id} waits for {s.threads} threads but {arrived} of "
+                                   f"the block's {lanes} reach it: on a GPU they would "
+                                   f"{'wait forever' if arrived < s.threads else 'pass before the others arrive'};"
+                                   f" guard it with a condition that {s.threads} threads take", s.span)
 
     def check_conflicts(self, s: T.Store, data: np.ndarray, idx: tuple, values: np.ndarray) -> None:
         """Per-thread code: threads that store different values to one element in one statement race on a GPU."""

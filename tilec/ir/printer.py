@@ -141,6 +141,8 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         return [f"{pad}annotate_layout {s.buffer.name}: {s.layout}"]
     if isinstance(s, T.UseSwizzle):
         return [f"{pad}use_swizzle panel_size={s.panel_size}, enable={str(s.enable).lower()}"]
+    if isinstance(s, T.NamedBarrier):
+        return [f"{pad}named_barrier id={s.barrier_id}, threads={s.threads}"]
     raise TypeError(f"cannot print {type(s).__name__}")
 
 

@@ -667,6 +667,11 @@ class TileReader:
             if m is None:
                 raise self.error("expected 'use_swizzle panel_size=N, enable=true|false'", line)
             return T.UseSwizzle(None, int(m.group(1)), m.group(2) == "true")
+        if word == "named_barrier":
+            m = re.fullmatch(r"named_barrier id=(\d+), threads=(\d+)", line.text)
+            if m is None:
+                raise self.error("expected 'named_barrier id=N, threads=N'", line)
+            return T.NamedBarrier(None, int(m.group(1)), int(m.group(2)))
         # NAME = view / alloc_*, NAME[...] = value, NAME: dtype = value
         if t.kind != "name":
             raise cur.error(f"expected a statement, found '{t.text}'")

@@ -291,6 +291,17 @@ class UseSwizzle(Stmt):
     enable: bool = True
 
 
+@dataclass(eq=False)
+class NamedBarrier(Stmt):
+    """TileLang's `T.sync_threads(barrier_id, arrive_count)`: the threads that reach it wait until `threads` of
+    them have (CUDA's `bar.sync id, threads`) — a barrier among a subset of the block, which may stand under
+    thread-dependent control flow that `threads` threads take. Shared-memory writes before it are visible to
+    those threads after it."""
+
+    barrier_id: int  # 1..15 (0 is the whole block's)
+    threads: int  # a multiple of 32, at most the block's threads
+
+
 # ---------------------------------------------------------------- kernels and modules
 
 

@@ -277,6 +277,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             self.rep.error("at most three block indices (bx, by, bz)", launch.targets[3][1])
             return None
         block_vars = []
+        self.block_vars = block_vars  # (T.get_block_binding(d))
         for i, axis in enumerate("xyz"):
             if i < len(launch.targets):
                 var_name, var_span = launch.targets[i]
@@ -739,7 +740,12 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             if fname in TILE_OPS and bound is None:
                 return self.tile_op(fname, v, scope)
             if fname in ("sync_threads", "disable_warp_group_reg_alloc") and bound is None:
-                return self.schedule_statement(fname, v)
+                return self.schedule_statement(fname, v, scope)
+            if fname == "assume" and bound is None:  # TileLang's hint to its simplifier: checked, then dropped
+                if len(v.args) != 1 or v.kwargs:
+                    raise self.fail("T.assume(condition) takes one condition", v.span)
+                self.bool_expr(v.args[0], scope)
+                return
             if fname in ("barrier_arrive", "barrier_wait") and bound is None:
                 return self.barrier_statement(fname, v, scope)
             if fname == "tma_copy" and bound is None:  # a copy whose barrier is tilec's (warp_role)
@@ -808,10 +814,12 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         if "phase" in args:
             self.int_expr(args["phase"], scope)
 
-    def schedule_statement(self, fname: str, call: A.CallExpr) -> None:
+    def schedule_statement(self, fname: str, call: A.CallExpr, scope: _Scope) -> None:
         """TileLang statements about the schedule, which tilec decides: `T.sync_threads()` (tilec puts a barrier
         wherever one thread's shared-memory writes meet another's reads, so an explicit one adds nothing) and
         `T.disable_warp_group_reg_alloc()` (on sm90 the kernel keeps its registers as launched: no setmaxnreg)."""
+        if fname == "sync_threads" and (call.args or call.kwargs):
+            return self.named_barrier(call, scope)
         if call.args or call.kwargs:
             raise self.fail(f"T.{fname}() takes no arguments", call.span)
         if self.in_parallel:
@@ -819,6 +827,29 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
                             call.span)
         if fname == "disable_warp_group_reg_alloc":
             self.kernel_keywords["warp_group_reg_alloc"] = False
+
+    def named_barrier(self, call: A.CallExpr, scope: _Scope) -> None:
+        """`T.sync_threads(barrier_id, arrive_count)`: a barrier among `arrive_count` threads (CUDA's
+        `bar.sync id, n`), which may stand under an `if` that only those threads take; tilec's own barriers do
+        not go there (check-threads), so where the threads of such a region share memory, these are the
+        barriers that order them."""
+        args, _ = self.call_args(call, ["barrier_id", "arrive_count"])
+        self.require(args, ["barrier_id", "arrive_count"], call)
+        if self.in_parallel:
+            raise self.fail("T.sync_threads(id, count) is a statement of per-thread code; it cannot be inside a "
+                            "Parallel loop", call.span)
+        bar_id = self.const_int(args["barrier_id"], scope, "a barrier id")
+        count = self.const_int(args["arrive_count"], scope, "a barrier's thread count")
+        threads = 1
+        for n in self.thread_dims:
+            threads *= n
+        if not 1 <= bar_id <= 15:
+            raise self.fail(f"barrier id {bar_id} is not one of 1..15 (a block has 16 named barriers, and id 0 is "
+                            "the whole block's T.sync_threads())", args["barrier_id"].span)
+        if count <= 0 or count % 32 or count > threads:
+            raise self.fail(f"a named barrier's thread count must be a multiple of 32 (whole warps) between 32 and "
+                            f"the block's {threads} threads, not {count}", args["arrive_count"].span)
+        self.emit(T.NamedBarrier(call.span, bar_id, count))
 
     def for_stmt(self, s: A.ForStmt, scope: _Scope) -> None:
         it = s.iter

@@ -21,7 +21,7 @@ MATH_FUNCS = {
     "floor": 1, "ceil": 1, "sigmoid": 1, "abs": 1, "max": 2, "min": 2, "pow": 2,
 }
 LOOP_FUNCS = {"Parallel": "parallel", "Pipelined": "pipelined", "Serial": "serial", "serial": "serial",
-              "range": "serial", "Unroll": "unroll", "unroll": "unroll", "Persistent": None,
+              "range": "serial", "parallel": "parallel", "Unroll": "unroll", "unroll": "unroll", "Persistent": None,
               "vectorized": "unroll", "Vectorized": "unroll"}  # (TileLang's per-thread vectorized loop)
 ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_local": "local",
                "alloc_var": "var"}
@@ -35,7 +35,7 @@ BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
     "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
     "get_thread_binding", "thread_binding", "sync_threads", "disable_warp_group_reg_alloc", "ws", "alloc_barrier",
-    "barrier_arrive", "barrier_wait", "tma_copy",
+    "barrier_arrive", "barrier_wait", "tma_copy", "shift_left", "shift_right", "get_block_binding", "assume",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user
@@ -73,6 +73,60 @@ TILELANG_UNSUPPORTED = {
               "j: [...])}) (a helper function cannot return one)",
     "Fragment": "tilec infers the register layout of every fragment; drop the annotation",
     "symbolic": "any tensor dimension that is not a const is already a runtime size",
+    "dynamic": "any tensor dimension that is not a const is already a runtime size: name it in the shape",
+    "empty": "declare the output as an `out` parameter of the kernel (the caller allocates it)",
+    "alloc_buffer": "allocate by scope: T.alloc_shared, T.alloc_fragment, T.alloc_local, or T.alloc_global at the "
+                    "kernel function's level",
+    "evaluate": "a TIR statement has no .tile spelling: write the computation as statements of the kernel",
+    "attr": "a TIR attribute has no .tile spelling: tilec decides what the attribute would (layouts, schedules)",
+    "access_ptr": "tilec has no pointers: index the buffer (or pass a region to a tile operation) instead",
+    "make_tensor": "tilec has no pointers, so no tensor made from one: pass the tensors as parameters (several "
+                   "of one shape as one tensor with a leading batch dimension)",
+    # the schedule's own machinery, which tilec plans (pipelines, mbarriers, TMA, wgmma, warp specialization)
+    **dict.fromkeys(
+        ("mbarrier_wait_parity", "mbarrier_arrive", "mbarrier_arrive_expect_tx", "alloc_cluster_barrier",
+         "cp_async_barrier_noinc", "fence_proxy_async", "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
+         "wait_wgmma", "wgmma_gemm", "WSSync", "WSID", "WSPipeline", "WSScope", "WSRole", "WSSchedule", "ws_op",
+         "annotate_ws_schedule"),
+        "tilec plans the asynchronous copies, their mbarriers, wgmma and warp specialization itself: write T.copy "
+        "into shared tiles inside a T.Pipelined loop and T.gemm (with `with T.ws(i)`, T.alloc_barrier and "
+        "T.barrier_arrive / T.barrier_wait where the roles are written out)"),
+    **dict.fromkeys(
+        ("set_max_nreg", "no_set_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc"),
+        "tilec sets the registers of the warpgroups it specializes (setmaxnreg) itself: drop the call, or write "
+        "T.disable_warp_group_reg_alloc() to keep the launch's registers"),
+    **dict.fromkeys(
+        ("alloc_tmem", "tcgen05_gemm", "tcgen05_mma_arrive", "tcgen05_sf_warp_transpose", "tcgen05_cp_warpx4",
+         "tcgen05_gemm_blockscaled", "mma_gemm_blockscaled"),
+        "tilec has no lowering to Blackwell's tensor memory (tcgen05): write T.gemm on shared and fragment tiles "
+        "(block-scaled operands: scale them to f16/bf16 tiles in a Parallel loop first)"),
+    **dict.fromkeys(
+        ("clc_try_cancel_multicast", "clc_is_canceled", "clc_get_first_ctaid_x", "PersistentTileScheduler"),
+        "tilec has no persistent tile scheduler: launch one block per tile (T.use_swizzle orders them), or write "
+        "the persistent loop over tile ids as a serial loop (examples/tilelang/gemm_persistent.tile)"),
+    **dict.fromkeys(
+        ("ClusterKernel", "block_rank_in_cluster"),
+        "tilec forms thread block clusters itself where a TMA multicast pays: write `with T.Kernel(...)`, each block "
+        "loading its own tiles"),
+    **dict.fromkeys(
+        ("comm_reducer", "alloc_reducer", "finalize_reducer"),
+        "write the reduction with reduce_sum / reduce_max / reduce_min over a fragment, or T.atomic_add into a "
+        "shared or global accumulator"),
+    "any_sync": "tilec decides which threads hold a fragment's elements, so a warp vote has no fixed meaning: "
+                "reduce the 0/1 condition with reduce_max over the tile instead (any = max)",
+    "tvm_warp_shuffle": "reduce a fragment with reduce_sum / reduce_max (tilec shuffles within warps itself)",
+    "index_to_coordinates": "write the row-major arithmetic: i // cols, i % cols",
+    "atomic_load": "tilec has no synchronisation between blocks of one launch: split the kernel into launches of a "
+                   "multi-launch kernel with T.alloc_global scratch between them",
+    "atomic_store": "tilec has no synchronisation between blocks of one launch: split the kernel into launches of a "
+                    "multi-launch kernel with T.alloc_global scratch between them",
+    "sync_grid": "a barrier across the grid: split the kernel at it into launches of a multi-launch kernel (one "
+                 "`with T.Kernel(...)` block each, T.alloc_global scratch between them)",
+    "atomic_addx4": "write T.atomic_add on a region of four (or more) elements: how many go per instruction is "
+                    "tilec's choice",
+    "device_assert": "check the condition on the host, or record it in an `out` tensor (`if not cond: Flags[0] = 1`)",
+    "rng_init": "pass the random numbers in as an input tensor (numpy or torch makes them)",
+    "rng_rand": "pass the random numbers in as an input tensor (numpy or torch makes them)",
 }
 
 

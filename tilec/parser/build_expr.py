@@ -437,6 +437,18 @@ class ExprBuilder:
             dt = D.promote(self.operand_type(x, lo), self.operand_type(x, hi))
             low = fold(T.Call(dt, node.span, "max", [self.cast(x, dt), self.cast(lo, dt)]))
             return fold(T.Call(dt, node.span, "min", [low, self.cast(hi, dt)]))
+        if fname in ("shift_left", "shift_right"):
+            if len(args) != 2:
+                raise self.fail(f"{fname}(a, b) takes two arguments", node.span)
+            a, b = self.int_expr(args[0], scope), self.int_expr(args[1], scope)
+            return self.binary("<<" if fname == "shift_left" else ">>", a, b, node.span)
+        if fname == "get_block_binding":  # TileLang's block index of dimension d: the Kernel's bx, by, bz
+            if len(args) > 1:
+                raise self.fail("get_block_binding(dim=0) takes the dimension", node.span)
+            d = self.const_int(args[0], scope, "the dimension of get_block_binding") if args else 0
+            if not 0 <= d < 3:
+                raise self.fail(f"a block index has dimensions 0, 1 and 2, not {d}", node.span)
+            return self.block_vars[d]
         if fname in ("floordiv", "floormod"):
             if len(args) != 2:
                 raise self.fail(f"{fname}(a, b) takes two arguments", node.span)

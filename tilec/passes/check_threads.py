@@ -11,7 +11,8 @@ says which values then differ between threads):
   * no thread-dependent value is read inside a Parallel loop (the compiler chooses which thread runs an
     iteration), and no fragment is indexed at a thread-dependent index;
   * under thread-dependent control flow no statement reads shared memory that an earlier one there writes, nor
-    writes shared memory that an earlier one there reads (that needs a barrier, which only some threads would
+    writes shared memory that an earlier one there reads, unless a named barrier of the user's
+    (`T.sync_threads(id, count)`) stands between them (else that needs a barrier, which only some threads would
     reach); a statement outside such control flow that stores a thread-dependent value stores it at a
     thread-dependent element (every thread writing the same element would be a race);
   * a scalar atomic whose element or value depends on the thread index, or that runs under thread-dependent
@@ -24,8 +25,10 @@ from __future__ import annotations
 
 from ..diagnostics import Diagnostic, Reporter
 from ..ir import tile as T
+from ..ir.fold import as_int, constant_difference
+from ..ir.printer import expr_str
 from ..ir.threads import Varying, analyze, stmt_exprs, uses_thread_index
-from ..ir.visit import sub_exprs
+from ..ir.visit import sub_exprs, walk_stmts
 from ..ops import registry as ops
 
 NAME = "check-threads"
@@ -50,16 +53,66 @@ def _storage(b: T.Buffer) -> T.Buffer:
     return b
 
 
-def _shared_access(s: T.Stmt) -> tuple[set[T.Buffer], set[T.Buffer]]:
-    """(the shared buffers the scalar statement s itself reads, those it writes), by storage."""
-    reads = {_storage(x.buffer) for e in stmt_exprs(s) for x in sub_exprs(e)
-             if isinstance(x, T.Load) and x.buffer.scope == "shared"}
-    writes = set()
+Access = tuple[T.Buffer, "list[T.Expr] | None"]  # a shared buffer's storage, and the element's indices (None: unknown)
+
+
+def _shared_access(s: T.Stmt) -> tuple[list[Access], list[Access]]:
+    """(the shared elements the scalar statement s itself reads, those it writes), by storage."""
+    def at(b: T.Buffer, indices: list[T.Expr] | None) -> Access:
+        return (_storage(b), indices if b.view_of is None else None)
+
+    reads = [at(x.buffer, x.indices) for e in stmt_exprs(s) for x in sub_exprs(e)
+             if isinstance(x, T.Load) and x.buffer.scope == "shared"]
+    writes = []
     if isinstance(s, T.Store) and s.buffer.scope == "shared":
-        writes.add(_storage(s.buffer))
+        writes.append(at(s.buffer, s.indices))
     if isinstance(s, T.Atomic) and s.dst.buffer.scope == "shared":
-        writes.add(_storage(s.dst.buffer))
+        writes.append(at(s.dst.buffer, None))
     return reads, writes
+
+
+def _fixed(e: T.Expr, v: Varying, inner: set) -> bool:
+    """e is the same in every thread and at every point of the divergent region (no thread-dependent value, no
+    variable or buffer that the region's statements change)."""
+    return not v.expr(e) and not any(x in inner or (isinstance(x, T.Load) and x.buffer in inner)
+                                     for x in sub_exprs(e))
+
+
+def _changed_inside(top: T.Stmt) -> set:
+    """The loop variables, assigned variables and written buffers of the statements under `top`."""
+    out: set = set()
+    for s in walk_stmts([top]):
+        if isinstance(s, T.For):
+            out.update(s.vars)
+        elif isinstance(s, T.Assign):
+            out.add(s.var)
+        elif isinstance(s, T.Store):
+            out.add(s.buffer)
+        elif isinstance(s, T.Atomic):
+            out.add(s.dst.buffer)
+    return out
+
+
+def _differs(a: T.Expr, b: T.Expr) -> bool:
+    """a != b for every value of the variables: a constant nonzero difference, or one is the other ^ a nonzero
+    constant (the halves of a ping-pong buffer, `buf[r]` and `buf[r ^ 1]`)."""
+    d = constant_difference(a, b)
+    if d is not None:
+        return d != 0
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, T.Binary) and x.op == "^":
+            for k, other in ((x.a, x.b), (x.b, x.a)):
+                if as_int(k) not in (None, 0) and expr_str(other) == expr_str(y):
+                    return True
+    return False
+
+
+def _disjoint(x: Access, y: Access, fixed) -> bool:
+    """The two accesses of one buffer never touch the same element, whichever threads make them: at some dimension
+    both indices are `fixed` (the same in every thread, all through the region) and differ."""
+    if x[1] is None or y[1] is None or len(x[1]) != len(y[1]):
+        return False
+    return any(fixed(i) and fixed(j) and _differs(i, j) for i, j in zip(x[1], y[1], strict=True))
 
 
 class _Checker:
@@ -162,12 +215,23 @@ class _Checker:
     def shared_races(self, top: T.Stmt) -> None:
         """Under the divergent statement `top`, threads run without barriers: refuse a shared-memory read after a
         write there (or a write after a read) of the same buffer, which only a barrier would order."""
-        first_read: dict[T.Buffer, T.Stmt] = {}  # per shared buffer, the first earlier statement that read / wrote it
-        first_write: dict[T.Buffer, T.Stmt] = {}
+        # per shared buffer, the earlier statements that read / wrote it (since the last named barrier), with the
+        # elements they touch
+        first_read: dict[T.Buffer, list[tuple[Access, T.Stmt]]] = {}
+        first_write: dict[T.Buffer, list[tuple[Access, T.Stmt]]] = {}
+
+        inner = _changed_inside(top)
+
+        def fixed(e: T.Expr) -> bool:
+            return _fixed(e, self.v, inner)
+
+        def clash(acc: list[Access], seen: dict, skip: T.Stmt | None = None) -> T.Stmt | None:
+            return next((st for a in acc for b, st in seen.get(a[0], [])
+                         if st is not skip and not _disjoint(a, b, fixed)), None)
 
         def visit(s: T.Stmt) -> bool:
             r, w = _shared_access(s)
-            written = next((first_write[b] for b in r if b in first_write), None)
+            written = clash(r, first_write)
             if written is not None:
                 self.error(f"this statement reads shared memory that {_what(written)} writes under the "
                            f"thread-dependent condition at {_line(top)}: other threads' writes become visible only "
@@ -175,7 +239,7 @@ class _Checker:
                            "between them (tilec then places the barrier), or keep the value in a per-thread alloc_var",
                            s.span, ("the write", written.span))
                 return False
-            read = next((first_read[b] for b in w if b in first_read and first_read[b] is not s), None)
+            read = clash(w, first_read, s)
             if read is not None:
                 self.error(f"this statement writes shared memory that {_what(read)} reads under the "
                            f"thread-dependent condition at {_line(top)}: other threads may still be reading it, and "
@@ -183,14 +247,18 @@ class _Checker:
                            "the `if` (or loop) between them (tilec then places the barrier)",
                            s.span, ("the read", read.span))
                 return False
-            for b in r:
-                first_read.setdefault(b, s)
-            for b in w:
-                first_write.setdefault(b, s)
+            for a in r:
+                first_read.setdefault(a[0], []).append((a, s))
+            for a in w:
+                first_write.setdefault(a[0], []).append((a, s))
             return True
 
         def walk(body: list[T.Stmt]) -> bool:
             for s in body:
+                if isinstance(s, T.NamedBarrier):  # the user's barrier orders what comes before against what after
+                    first_read.clear()
+                    first_write.clear()
+                    continue
                 if not visit(s):
                     return False
                 if isinstance(s, T.If):

@@ -505,7 +505,34 @@ class Lowerer:
             return op.lower(self, s)
         if isinstance(s, T.AnnotateLayout | T.UseSwizzle):
             return
+        if isinstance(s, T.NamedBarrier):  # the user's bar.sync id, threads (check-threads let it order their accesses)
+            return self.named_barrier(s)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
+
+    def named_barrier(self, s: T.NamedBarrier) -> None:
+        """`T.sync_threads(id, count)`: bar.sync id, count where the target has named barriers; a barrier of the
+        whole block (count = the block's threads) is the block barrier everywhere."""
+        if s.threads == self.k.threads and not self.divergent and self.ext.barrier_threads is None:
+            self.emit(S.Barrier(s.span))
+            self.smem_dirty = False
+            self.smem_read = False
+            return
+        call = f"T.sync_threads({s.barrier_id}, {s.threads})"
+        instead = (f"make every thread of the block reach a T.sync_threads() instead: move the thread condition "
+                   f"that selects the {s.threads} threads from around the barriers onto the statements between "
+                   "them (tilec then places the block's barriers itself)")
+        if "named_barriers" not in self.target.features:
+            why = {"hip": "AMD GPUs have no named barriers (s_barrier waits for the whole workgroup)",
+                   "wgsl": "WGSL has only workgroupBarrier(), which every invocation of the workgroup must reach in "
+                           "uniform control flow"}.get(self.target.backend, f"{self.target.name} has no named barriers")
+            raise self.fail(f"{call} is a named barrier among {s.threads} of the block's {self.k.threads} threads "
+                            f"(CUDA's bar.sync {s.barrier_id}, {s.threads}), but {why}; {instead}", s.span)
+        if self.ext.barrier_threads is not None:
+            raise self.fail(f"{call}: on {self.target.name} tilec warp-specializes this kernel, and its own producer "
+                            "and consumer warpgroups synchronise through named barriers 1 to 9, so the kernel's "
+                            "barriers could meet them; build it with T.Kernel(..., warp_specialize=False), or "
+                            f"{instead}", s.span)
+        self.emit(S.Barrier(s.span, s.threads, c(s.barrier_id)))
 
     @contextlib.contextmanager
     def diverging(self, s: T.Stmt):

@@ -36,6 +36,7 @@ class Target:
     # "module:Class" of the LoweringExtension (tilec/passes/lowering_extension.py) that adds this target's
     # own machinery to lower-to-simt (sm90: TMA pipelines, wgmma, warp specialization); None for none.
     lowering_extension: str | None = None
+    # "named_barriers": bar.sync id, count (a barrier among some warps of the block, T.sync_threads(id, count)).
     # element types the back end cannot hold in a buffer or a value (checked by storage planning, so
     # that no such type reaches a code printer)
     unsupported_dtypes: frozenset[str] = frozenset()
@@ -65,7 +66,8 @@ class Target:
 
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
-CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile"}  # profile: clock64, globaltimer
+# timeline_profile: clock64, globaltimer
+CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile", "named_barriers"}
 HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
 FP8 = frozenset({"f8e4m3", "f8e5m2"})  # CDNA2 has no 8-bit float instructions

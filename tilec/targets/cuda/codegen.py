@@ -134,6 +134,8 @@ class CudaPrinter(CStylePrinter):
         self.helpers: dict[str, str] = {}
 
     def named_barrier(self, threads: int, index: T.Expr | None = None) -> str:
+        if isinstance(index, T.Const):  # the kernel's own T.sync_threads(id, count): any arch (the header's is sm90's)
+            return f'asm volatile("bar.sync {int(index.value)}, {threads};" ::: "memory");'
         return f"tl::named_barrier({1 if index is None else self.expr(index)}, {threads});"
 
     def call_stmt(self, s: S.SCall) -> str:

@@ -22,20 +22,35 @@ from ...targets.registry import Target
 
 # Types WGSL can hold, and why the others are refused.
 _NO_TYPE = {
-    "f8e4m3": "WGSL has no 8-bit float types; use f16 or f32",
-    "f8e5m2": "WGSL has no 8-bit float types; use f16 or f32",
     "f64": "WGSL has no 64-bit floats; use f32",
-    "i8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads an i8 input tensor "
-           "from its words, but cannot write one or keep i8 values in registers or shared memory; use i32"),
-    "u8": ("WGSL has no 8-bit integers (storage buffers hold 32-bit words): tilec reads a u8 input tensor "
-           "from its words, but cannot write one or keep u8 values in registers or shared memory; use i32 or u32"),
-    "i16": "WGSL has no 16-bit integers; use i32",
-    "u16": "WGSL has no 16-bit integers; use u32",
 }
-# Allowed inside the kernel but not in its signature.
+# held in 32 bits in registers and workgroup memory
+WIDENED = frozenset({D.BF16, D.I8, D.U8, D.I16, D.U16, D.F8E4M3, D.F8E5M2})
+F8 = frozenset({D.F8E4M3, D.F8E5M2})
+_F8_ONLY_MOVED = ("WGSL has no 8-bit float types: tilec reads an {t} input tensor from its words and keeps its values "
+                  "exactly, as f32, in registers and workgroup memory, but does not round results to {t} (arithmetic "
+                  "and casts to it) or write {t} tensors; compute in f16 or f32 (-D to pick the dtype), converting "
+                  "the inputs on load")
+# Allowed inside the kernel (8- and 16-bit integers held in 32 bits, wrapped after each operation; input tensors
+# read from their words) but not in its signature (an output tensor).
 _NOT_IN_SIGNATURE = {
+    "i8": ("WGSL has no 8-bit integers and a storage buffer holds 32-bit words: tilec reads an i8 input "
+           "tensor from its words and keeps i8 values in 32-bit registers and workgroup memory, but cannot write "
+           "an i8 tensor (invocations would race on the words they share); make the output i32"),
+    "u8": ("WGSL has no 8-bit integers and a storage buffer holds 32-bit words: tilec reads a u8 input "
+           "tensor from its words and keeps u8 values in 32-bit registers and workgroup memory, but cannot write "
+           "a u8 tensor (invocations would race on the words they share); make the output u32"),
+    "i16": ("WGSL has no 16-bit integers and a storage buffer holds 32-bit words: tilec reads an i16 input "
+           "tensor from its words and keeps i16 values in 32-bit registers and workgroup memory, but cannot write "
+           "an i16 tensor (invocations would race on the words they share); make the output i32"),
+    "u16": ("WGSL has no 16-bit integers and a storage buffer holds 32-bit words: tilec reads a u16 input "
+           "tensor from its words and keeps u16 values in 32-bit registers and workgroup memory, but cannot write "
+           "a u16 tensor (invocations would race on the words they share); make the output u32"),
+
     "i64": "WGSL has no 64-bit integers; use i32 (tilec computes addresses in 32 bits on WebGPU)",
     "bool": "WGSL storage buffers cannot hold bool (tilec reads a bool input tensor from its bytes); use i32 or u32",
+    "f8e4m3": _F8_ONLY_MOVED.format(t="f8e4m3"),
+    "f8e5m2": _F8_ONLY_MOVED.format(t="f8e5m2"),
 }
 
 
@@ -90,8 +105,8 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
         rep.error(f"kernel '{k.name}': {what} is {dt.name}, which WebGPU cannot run: {why}", span or k.span)
 
     for p in k.params:
-        if isinstance(p, S.SBuffer) and p.const and p.dtype in (D.BOOL, D.I8, D.U8):
-            continue  # an input tensor of bytes is read from the u32 words that hold them (codegen.py)
+        if isinstance(p, S.SBuffer) and p.const and p.dtype in (D.BOOL, D.I8, D.U8, D.I16, D.U16, *F8):
+            continue  # an input tensor of bytes or halves is read from the u32 words that hold them (codegen.py)
         if isinstance(p, S.SBuffer):
             bad_type(p.dtype, f"tensor '{p.name}'", k.span, True)
         else:
@@ -115,15 +130,19 @@ def _check_kernel(k: S.SKernel, rep: Reporter, target: Target) -> None:
         for e in _stmt_exprs(s):
             for x in sub_exprs(e):
                 if isinstance(x, T.Cast):
-                    bad_type(x.dtype, "a cast's result", s.span, False)
+                    bad_type(x.dtype, "a cast's result", s.span, x.dtype in F8)
+                elif isinstance(x, T.Binary | T.Unary | T.Call) and x.dtype in F8:  # (a result to round)
+                    bad_type(x.dtype, "an arithmetic result", s.span, True)
                 elif isinstance(x, T.Call) and x.func == "reinterpret" and (x.span, "bitcast") not in reported:
                     src = x.args[0].dtype
-                    if not {src, x.dtype} <= {D.F32, D.I32, D.U32}:
+                    if not {src, x.dtype} <= {D.F32, D.I32, D.U32} and {src, x.dtype} not in (
+                            {D.F16, D.U16}, {D.F16, D.I16}):  # (16-bit patterns: through vec2<f16>)
                         reported.add((x.span, "bitcast"))
                         rep.error(f"kernel '{k.name}': reinterpret of {src} as {x.dtype} cannot run on WebGPU: WGSL's "
                                   "bitcast is tilec's only bit cast there and it converts 32-bit types (f32, i32, u32) "
-                                  "alone, since WGSL has no 16-bit integers and no 8-bit types; reinterpret f32 with "
-                                  "i32/u32, or build the value with arithmetic", x.span or s.span or k.span)
+                                  "and f16 with i16/u16 alone, since WGSL has no 16-bit integers and no 8-bit types; "
+                                  "reinterpret f32 with i32/u32, or build the value with arithmetic",
+                                  x.span or s.span or k.span)
                 elif (isinstance(x, T.Const) and x.dtype == D.I64 and not -(2**31) <= int(x.value) < 2**31
                       and "i64 constant" not in reported):
                     reported.add("i64 constant")
@@ -161,16 +180,19 @@ def _check_atomics_and_print(k: S.SKernel, rep: Reporter) -> None:
 
 
 def _check_limits(k: S.SKernel, rep: Reporter, target: Target) -> None:
-    if any(b.dtype == D.BF16 for b in k.shared):
-        # storage-planning counted bf16 at 2 bytes; WGSL holds it as f32 in workgroup memory (a u32 word shared by
-        # two invocations' halves would race), so the size is counted again as codegen.py declares it
-        need = sum(-(-(b.size or 0) * (4 if b.dtype == D.BF16 else b.dtype.bytes) // 16) * 16 for b in k.shared)
+    widened = [b for b in k.shared if b.dtype in WIDENED]
+    if widened:
+        # storage-planning counted bf16 at 2 bytes and 8/16-bit integers at theirs; WGSL holds them as 32-bit values
+        # in workgroup memory (a u32 word shared by several invocations' parts would race), so the size is counted
+        # again as codegen.py declares it
+        need = sum(-(-(b.size or 0) * (4 if b.dtype in WIDENED else b.dtype.bytes) // 16) * 16 for b in k.shared)
         if need > target.shared_memory_bytes:
-            names = ", ".join(b.origin or b.name for b in k.shared if b.dtype == D.BF16)
+            names = ", ".join(b.origin or b.name for b in widened)
             rep.error(f"kernel '{k.name}' needs {need} bytes of workgroup storage on {target.name}, over its "
-                      f"{target.shared_memory_bytes}: WGSL has no 16-bit type a workgroup can share, so the bf16 "
-                      f"shared buffers ({names}) are held as f32 (4 bytes an element) — use smaller tiles, or build "
-                      f"with --max-workgroup-storage {need} for devices that grant more", k.span)
+                      f"{target.shared_memory_bytes}: WGSL has no 8- or 16-bit type a workgroup can share, so the "
+                      f"shared buffers {names} are held as 32-bit values (4 bytes an element: bf16 and fp8 held as "
+                      "f32, 8- and 16-bit integers as i32/u32) — use smaller tiles, "
+                      f"or build with --max-workgroup-storage {need} for devices that grant more", k.span)
     tensors = [p for p in k.params if isinstance(p, S.SBuffer)]
     if target.max_storage_buffers is not None and len(tensors) > target.max_storage_buffers:
         rep.error(f"kernel '{k.name}' has {len(tensors)} tensor parameters ({', '.join(p.name for p in tensors)}); "

@@ -104,6 +104,28 @@ _HELPERS = {
     "tl_bf16": """fn tl_bf16(x: f32) -> f32 {
   return bitcast<f32>(tl_bf16_bits(x) << 16u);
 }""",
+    # an f16's 16-bit pattern and back (exact: every f16 is an f32, and pack2x16float of one rounds nothing)
+    "tl_f16_from_bits": """fn tl_f16_from_bits(b: u32) -> f16 {
+  return f16(unpack2x16float(b & 0xffffu).x);
+}""",
+    "tl_f16_bits": """fn tl_f16_bits(x: f16) -> u32 {
+  return pack2x16float(vec2<f32>(f32(x), 0.0)) & 0xffffu;
+}""",
+    # an fp8 byte's value (e4m3fn: bias 7, no infinities, S.1111.111 NaN; e5m2: bias 15, IEEE-like)
+    "tl_f8e4m3": """fn tl_f8e4m3(b: u32) -> f32 {
+  let e = i32((b >> 3u) & 15u);
+  let m = f32(b & 7u);
+  var v = select(ldexp(1.0 + m / 8.0, e - 7), ldexp(m, -9), e == 0);
+  if (e == 15 && (b & 7u) == 7u) { v = bitcast<f32>(0x7fc00000u + 0u * b); }
+  return select(v, -v, (b & 0x80u) != 0u);
+}""",
+    "tl_f8e5m2": """fn tl_f8e5m2(b: u32) -> f32 {
+  let e = i32((b >> 2u) & 31u);
+  let m = f32(b & 3u);
+  var v = select(ldexp(1.0 + m / 4.0, e - 15), ldexp(m, -16), e == 0);
+  if (e == 31) { v = bitcast<f32>(select(0x7fc00000u, 0x7f800000u, (b & 3u) == 0u) + 0u * b); }
+  return select(v, -v, (b & 0x80u) != 0u);
+}""",
     "tl_bf16_get": """fn tl_bf16_get(w: u32, i: i32) -> f32 {
   return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1) != 0));
 }""",
@@ -138,11 +160,17 @@ _CALLS = {
 check_spellings("WGSL", _CALLS, "wgsl")
 
 
+_NARROW = frozenset({D.I8, D.U8, D.I16, D.U16})
+_F8 = frozenset({D.F8E4M3, D.F8E5M2})  # input tensors' bytes, decoded to the f32 holding them everywhere else
+_WIDENED = _NARROW | _F8 | {D.BF16}
+
+
 class WgslPrinter(CStylePrinter):
-    # (i8/u8 values exist only as elements read from an input tensor: checks.py refuses them anywhere else;
-    # bf16 values are f32s rounded to bf16, and a bf16 tensor u32 words of 16-bit patterns)
-    types = {"bool": "bool", "i8": "i32", "u8": "u32", "i32": "i32", "u32": "u32", "i64": "i32", "f16": "f16",
-             "bf16": "f32", "f32": "f32"}
+    # (i8/u8/i16/u16 values are 32-bit integers, wrapped to their width after each operation that can leave it; their
+    # input tensors u32 words of bytes or halves; bf16 values are f32s rounded to bf16, and a bf16 tensor u32 words
+    # of 16-bit patterns)
+    types = {"bool": "bool", "i8": "i32", "u8": "u32", "i16": "i32", "u16": "u32", "i32": "i32", "u32": "u32",
+             "i64": "i32", "f16": "f16", "bf16": "f32", "f32": "f32", "f8e4m3": "f32", "f8e5m2": "f32"}
     barrier = "workgroupBarrier();"
 
     def __init__(self, module_prefix: str = "") -> None:
@@ -213,8 +241,12 @@ class WgslPrinter(CStylePrinter):
         if isinstance(e, S.BlockIdx):
             return ("tl_bx", "tl_by", "tl_bz")[e.axis]
         if isinstance(e, S.Ref):
+            if e.buffer.dtype in _F8 and e.buffer.scope == "global":  # its byte, decoded (exact in f32)
+                return f"{self.helper('tl_' + e.buffer.dtype.name)}({self.byte_element(e, D.U8)})"
             if e.buffer.dtype.bits == 8 and e.buffer.scope == "global":
                 return self.byte_element(e)
+            if e.buffer.dtype in (D.I16, D.U16) and e.buffer.scope == "global":
+                return self.half_element(e)
             if e.buffer.dtype == D.BF16 and e.buffer.scope == "global":
                 i = self.expr(e.index)
                 word = f"{self.buf_name(e.buffer)}[({i}) >> 1u]"
@@ -237,18 +269,35 @@ class WgslPrinter(CStylePrinter):
             return f"({text})" if parent else text
         if isinstance(e, T.Binary) and e.dtype == D.BF16:  # computed in f32, rounded as the interpreter does
             return f"{self.helper('tl_bf16')}({super().expr(e, 0)})"
+        if isinstance(e, T.Binary | T.Unary | T.Cast) and e.dtype in _NARROW:  # computed in 32 bits, wrapped
+            inner = super().expr(e, 0)
+            bits = e.dtype.bits
+            if e.dtype.kind == "uint":
+                return f"(({inner}) & {(1 << bits) - 1:#x}u)"
+            return f"((({inner}) << {32 - bits}u) >> {32 - bits}u)"
         return super().expr(e, parent)
 
-    def byte_element(self, e: S.Ref) -> str:
+    def half_element(self, e: S.Ref) -> str:
+        """An element of an i16/u16 input tensor, bound as the u32 words holding its halves: the word's half
+        `index % 2`, sign-extended i32 or u32."""
+        i = f"({self.expr(e.index)})"
+        word = f"{self.buf_name(e.buffer)}[{i} >> 1u]"
+        shift = f"(16u * u32({i} & 1))"
+        if e.buffer.dtype == D.I16:
+            return f"(bitcast<i32>({word} << (16u - {shift})) >> 16u)"
+        return f"(({word} >> {shift}) & 0xffffu)"
+
+    def byte_element(self, e: S.Ref, as_type: D.DType | None = None) -> str:
         """An element of a bool/i8/u8 input tensor, bound as the u32 words holding its bytes (WGSL has no 8-bit
         types): the word's byte `index % 4`, as bool, sign-extended i32 or u32."""
         i = f"({self.expr(e.index)})"
         word = f"{self.buf_name(e.buffer)}[{i} >> 2u]"
         shift = f"(8u * u32({i} & 3))"
-        if e.buffer.dtype == D.I8:
+        dt = as_type or e.buffer.dtype
+        if dt == D.I8:
             return f"(bitcast<i32>({word} << (24u - {shift})) >> 24u)"
         byte = f"(({word} >> {shift}) & 0xffu)"
-        return f"({byte} != 0u)" if e.buffer.dtype.is_bool else byte
+        return f"({byte} != 0u)" if dt.is_bool else byte
 
     def operand(self, e: T.Expr) -> str:
         """e as the operand of a unary operator: parenthesized unless it is atomic."""
@@ -286,6 +335,8 @@ class WgslPrinter(CStylePrinter):
             return f"({text})" if parent >= p or parent == -1 else text
         a = self.chain_operand(e.a, e.op, left=True)
         b = self.chain_operand(e.b, e.op, left=False)
+        if op in ("<<", ">>") and e.b.dtype.kind != "uint" and not isinstance(e.b, T.Const):
+            b = f"u32({self.expr(e.b)})"  # WGSL shifts by a u32 (a literal converts itself)
         text = f"{a} {op} {b}"
         return f"({text})" if parent else text
 
@@ -322,6 +373,12 @@ class WgslPrinter(CStylePrinter):
 
     def call(self, e: T.Call) -> str:
         args = [self.expr(a) for a in e.args]
+        if e.func == "reinterpret" and e.dtype == D.F16:  # a 16-bit integer's bits (checks.py allows i16/u16 alone)
+            self.uses_f16 = True
+            return f"{self.helper('tl_f16_from_bits')}(u32({args[0]}))"
+        if e.func == "reinterpret" and e.args[0].dtype == D.F16:  # an f16's bits as i16/u16, held in 32 bits
+            bits = f"{self.helper('tl_f16_bits')}({args[0]})"
+            return bits if e.dtype == D.U16 else f"((bitcast<i32>({bits}) << 16u) >> 16u)"
         if e.func == "reinterpret":  # (32-bit types only: checks.py refuses the others)
             return f"bitcast<{self.type(e.dtype)}>({args[0]})"
         if e.func == "ceildiv":
@@ -498,7 +555,7 @@ class WgslPrinter(CStylePrinter):
             if b in self.atomic:
                 elem = f"atomic<{'u32' if b.dtype == D.F32 else elem}>"
             decls.append(f"var<workgroup> {name}: array<{elem}, {b.size}>;")
-            width = 4 if b.dtype == D.BF16 else b.dtype.bytes  # (bf16: an array of f32)
+            width = 4 if b.dtype in _WIDENED else b.dtype.bytes  # (bf16: an array of f32; 8/16-bit integers: of 32-bit)
             workgroup_bytes += -(-(b.size or 0) * width // 16) * 16  # WebGPU counts roundUp(16, size)
         entry = ident(k.name)
         self.lines = []
