@@ -82,8 +82,10 @@ def main(argv=None) -> int:
             row = {"artifact": Path(path).name, "shape": [m, n, k], "rel_err": err,
                    "old_worker_ms": old_time_launches(kernel, (A, B, C)),
                    "new_worker_ms": tune_worker.time_launches(kernel, (A, B, C)),
-                   "do_bench_ms": do_bench(lambda: kernel(A, B, C), warmup=25, rep=100, return_mode="median"),
-                   "cublas_ms": do_bench(lambda: torch.mm(A, B, out=C), warmup=25, rep=100, return_mode="median"),
+                   "do_bench_ms": do_bench(lambda f=kernel, x=(A, B, C): f(*x), warmup=25, rep=100,
+                                           return_mode="median"),
+                   "cublas_ms": do_bench(lambda x=(A, B, C): torch.mm(x[0], x[1], out=x[2]), warmup=25, rep=100,
+                                         return_mode="median"),
                    "host_us_per_call": host_us(kernel, (A, B, C))}
             stages = getattr(kernel, "stages", None)
             if stages:
