@@ -21,10 +21,11 @@ GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm"]
 # decode and small-batch shapes (M = 1, 16, 64 tokens) of the llm-gemm layers, and a mid batch, so that the dispatch
 # has a measured winner (typically split-K) near the small and skinny shapes instead of the nearest M = 128 one
 DECODE = [f"M={m},N={n},K={k}" for m in (1, 16, 64) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008),
-                                                                   (28672, 8192))] + ["M=512,N=4096,K=4096"]
+                                                                   (28672, 8192))] + ["M=512,N=4096,K=4096"] + [
+    f"M=4,N={n},K={k}" for n, k in ((4096, 4096), (4096, 11008))]  # between the M = 1 and 16 rows (GEMV tiles)
 GEMM_SMALL = GEMM + [arg for size in DECODE for arg in ("--size", size)]
-# (samples/gemm.tune.json's f16 entry is still the GEMM-only one: the f16 re-tune with these shapes dropped split-K,
-# which the worker times slower than do_bench does -- bench/RESULTS.md, "small and skinny gemm shapes")
+# (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --
+# bench/RESULTS.md, "small and skinny gemm shapes" and "the GEMV tiles")
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
     ("gemm_f16", "gemm", [], GEMM_SMALL),

@@ -565,6 +565,66 @@ def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, spl
     assert cpu_check(lowered, tmp_path, check) is None
 
 
+GEMV_TILES = {32: {"block_M": 16, "block_N": 32, "block_K": 256, "threads": 128, "num_stages": 4},
+              64: {"block_M": 16, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}}
+
+
+def _gemv_check(tmp_path, config, sizes, dtype):
+    """The check data of gemm at `sizes` (the Tile IR interpreter's output), the interpreter itself held to numpy."""
+    from tilec.interp.run import public_kernels
+    from tilec.tuning.plan import write_check
+
+    module = tilec.compile(str(GEMM), defines=config).module
+    check = write_check(tmp_path, module, public_kernels(module)[0], dict(sizes))
+    raw = {a["name"]: a for a in check["args"]}
+    store = np.float16 if dtype == "f16" else np.uint16
+
+    def read(name, key="file"):
+        x = np.frombuffer((tmp_path / raw[name][key]).read_bytes(), store).reshape(raw[name]["shape"])
+        return x.astype(np.float64) if dtype == "f16" else (x.astype(np.uint32) << 16).view(np.float32).astype(
+            np.float64)
+
+    b = read("B")
+    want = read("A") @ (b.T if config["trans_B"] else b)
+    np.testing.assert_allclose(read("C", "expected"), want, rtol=2e-2, atol=2e-2 * np.sqrt(sizes["K"]))
+    return check
+
+
+@pytest.mark.parametrize(("tile", "split_k", "dtype", "trans_B", "sizes"), [
+    (32, 1, "f16", False, {"M": 1, "N": 45, "K": 517}),
+    (32, 2, "bf16", False, {"M": 3, "N": 77, "K": 333}),
+    (64, 1, "bf16", True, {"M": 17, "N": 45, "K": 301}),
+    (64, 4, "f16", True, {"M": 3, "N": 71, "K": 517}),
+    (64, 1, "f16", False, {"M": 17, "N": 130, "K": 129})])
+def test_gemv_tiles_lowering_passes_the_simt_interpreter(tmp_path, tile, split_k, dtype, trans_B, sizes):
+    """The 16-row GEMV tiles (the decode schedule, mma.sync on sm90 with cp.async loads) lowered for sm90 and run lane
+    by lane against the interpreter (itself checked against numpy) at ragged decode shapes: M = 1, 3 and 17 (a
+    second row of tiles, 15 rows of it past M), odd N and K (the last K tile partly past K), one launch and split-K,
+    f16 and bf16, B as [K, N] and [N, K]."""
+    from tilec.tuning.plan import cpu_check
+
+    config = {**GEMV_TILES[tile], "split_k": split_k, "dtype": dtype, "trans_B": trans_B}
+    check = _gemv_check(tmp_path, config, sizes, dtype)
+    lowered = tilec.compile(str(GEMM), "sm90", defines=config)
+    assert cpu_check(lowered, tmp_path, check) is None
+
+
+def test_gemv_tile_check_catches_a_planted_bug(tmp_path):
+    """The same check fails a GEMV tile whose K loop stops one tile early (the kernel lowered from the edited source,
+    the expected output from the sample's own)."""
+    from tilec.tuning.plan import cpu_check
+
+    config = {**GEMV_TILES[32], "split_k": 1, "dtype": "f16", "trans_B": False}
+    check = _gemv_check(tmp_path, config, {"M": 3, "N": 45, "K": 517}, "f16")
+    src = GEMM.read_text()
+    planted = "for k in Pipelined(ceildiv(K, block_K) - 1, num_stages=num_stages):"
+    bugged = src.replace("for k in Pipelined(ceildiv(K, block_K), num_stages=num_stages):", planted, 1)
+    assert planted in bugged
+    (tmp_path / "gemm.tile").write_text(bugged)
+    lowered = tilec.compile(str(tmp_path / "gemm.tile"), "sm90", defines=config)
+    assert "differs from the interpreter" in (cpu_check(lowered, tmp_path, check) or "")
+
+
 def test_split_k_with_another_tile_breaks_where():
     with pytest.raises(CompileError) as e:
         tilec.compile(str(GEMM), "sm90", defines={"split_k": 2, "persistent": True, **SPLIT_TILE})
@@ -590,9 +650,12 @@ def test_gemm_search_space_keeps_split_k_small():
         allowed += 1
         if isinstance(public_kernels(module)[0], T.Launches):
             sequences.append(config)
-    assert len(configurations(axes)) == 7 * 2 * 2 * 3 * 4  # tiles, persistent, pingpong, clusters, split_k
-    assert allowed == 28 + 4 + 6 and len(sequences) == 6  # (+ 4 ping-pong candidates: persistent, threads=128)
-    assert {(c["block_M"], c["split_k"]) for c in sequences} == {(m, s) for m in (64, 128) for s in (2, 4, 8)}
+    assert len(configurations(axes)) == 9 * 2 * 2 * 3 * 4  # tiles, persistent, pingpong, clusters, split_k
+    # 28 + 4 ping-pong candidates (persistent, threads=128) + 6 split-K on the 128-wide tiles, and the two 16-row
+    # GEMV tiles: never persistent or clustered, each with split_k 1, 2, 4, 8
+    assert allowed == 28 + 4 + 6 + 8 and len(sequences) == 12
+    assert {(c["block_M"], c["block_N"], c["split_k"]) for c in sequences} == {
+        (m, n, s) for m, n in ((64, 128), (128, 128), (16, 32), (16, 64)) for s in (2, 4, 8)}
     assert all(not c["persistent"] and c["cluster_m"] * c["cluster_n"] == 1 for c in sequences)
 
 
@@ -850,7 +913,8 @@ def test_hip_object_exports_the_dispatcher_over_a_split_k_variant(tmp_path):
 
 def test_tune_worker_flushes_l2_ahead_of_each_timed_launch(monkeypatch):
     """The worker times a launch with L2 flushed and the GPU busy with the flush while the host launches, so a small
-    shape's time is the kernel's, not the host's call overhead."""
+    shape's time is the kernel's, not the host's call overhead; a round's launches are queued back to back and the
+    events read after it (reading each pair at once drained the queue, and a split-K call's host time was timed)."""
     from tilec.runtime import cuda_driver, tune_worker
 
     log = []
@@ -862,10 +926,14 @@ def test_tune_worker_flushes_l2_ahead_of_each_timed_launch(monkeypatch):
         def event(self):
             return object()
 
+        def destroy_event(self, ev):
+            log.append("destroy")
+
         def record(self, ev, stream=0):
             log.append("record")
 
         def elapsed_ms(self, start, end):
+            log.append("read")
             return 0.25
 
     class Flush:
@@ -875,6 +943,10 @@ def test_tune_worker_flushes_l2_ahead_of_each_timed_launch(monkeypatch):
     monkeypatch.setattr(cuda_driver.Driver, "get", staticmethod(lambda: Drv()))
     monkeypatch.setattr(tune_worker, "_l2_flush", lambda: Flush())
     assert tune_worker.time_launches(lambda *args: log.append("launch"), []) == 0.25
-    timed = [x for x in log[log.index("flush"):] if x != "sync"]
-    assert len(timed) >= 4 * tune_worker.MIN_ITERS and len(timed) % 4 == 0
-    assert all(timed[i:i + 4] == ["flush", "record", "launch", "record"] for i in range(0, len(timed), 4))
+    first = log.index("flush")
+    round_ = log[first:log.index("sync", first)]  # the first round: nothing drains the queue inside it
+    assert len(round_) >= 4 * tune_worker.MIN_ITERS and len(round_) % 4 == 0
+    assert all(round_[i:i + 4] == ["flush", "record", "launch", "record"] for i in range(0, len(round_), 4))
+    reads = log[first + len(round_) + 1:]
+    assert reads[:len(round_) // 4] == ["read"] * (len(round_) // 4)  # every pair read after the sync
+    assert log.count("destroy") == 2 * (len(round_) // 4)  # and every event destroyed

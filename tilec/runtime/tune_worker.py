@@ -172,12 +172,18 @@ def _l2_flush():
 
 
 def time_launches(kernel, args) -> float:
-    """Median milliseconds of one launch (CUDA events), after warm-up; repeated when noisy."""
+    """Median milliseconds of one launch (CUDA events), after warm-up; repeated when noisy.
+
+    The launches of a round are queued back to back, each between its own pair of events (and after the L2
+    flush), and the events are read once the round is done, as triton's do_bench does: reading each pair right
+    after its launch would drain the queue every time, so a call whose host time exceeds the flush's (a split-K
+    call: a workspace and two launches from Python) would be timed with the GPU idling until its first launch."""
     from .cuda_driver import Driver
 
     drv = Driver.get()
     # Device tensors (torch): each call is an asynchronous launch on the current stream (the default stream,
     # where the events are recorded). Host arrays would be staged per call: the worker uses torch when it can.
+    events: list = []
     try:
         start = time.perf_counter()
         kernel(*args)
@@ -189,16 +195,17 @@ def time_launches(kernel, args) -> float:
         drv.synchronize()
         iters = max(MIN_ITERS, min(MAX_ITERS, int(TARGET_MS / max(first_ms, 1e-3))))
         times: list[float] = []
-        s, e = drv.event(), drv.event()
+        events = [(drv.event(), drv.event()) for _ in range(iters)]
         flush = _l2_flush()
         for attempt in range(2):
-            for _ in range(iters):
+            for s, e in events:
                 if flush is not None:
                     flush.zero_()  # GPU work queued ahead of the timed launch: see _l2_flush
                 drv.record(s)
                 kernel(*args)
                 drv.record(e)
-                times.append(drv.elapsed_ms(s, e))
+            drv.synchronize()
+            times.extend(drv.elapsed_ms(s, e) for s, e in events)
             ordered = sorted(times)
             med = ordered[len(ordered) // 2]
             iqr = ordered[3 * len(ordered) // 4] - ordered[len(ordered) // 4]
@@ -207,6 +214,9 @@ def time_launches(kernel, args) -> float:
         return med
     finally:
         drv.synchronize()
+        for pair in events:
+            for ev in pair:
+                drv.destroy_event(ev)
 
 
 def shape_sizes(shape: dict[str, int], rules: dict[str, str]) -> dict[str, int]:
