@@ -16,6 +16,14 @@ from . import print as print_op
 
 OPS = {T.Copy: copy, T.Fill: fill, T.Gemm: gemm, T.Reduce: reduce, T.Atomic: atomic, T.Print: print_op,
        T.CumSum: cumsum}
+# the ops whose home builds them from a call (`build(b, call, scope)`, b the parser's builder), by the name a
+# source calls them by: their IR keyword (T.Stmt.keyword)
+BUILDERS = {cls.keyword: op for cls, op in OPS.items() if cls.keyword is not None and hasattr(op, "build")}
+
+
+def builder(name: str):
+    """The home module of the tile op a source calls `name` (T.name(...)), when it builds the op, or None."""
+    return BUILDERS.get(name)
 
 
 def op_module(s: T.Stmt):
