@@ -4,7 +4,8 @@ Each tile op has a home, tilec/ops/<op>.py, owning what the op reads and writes 
 regions) and how the SIMT targets lower it (`lower(cx, s)`, talking to the lowering context `cx` only --
 tilec/passes/lowering_extension.py says what the context offers). The instruction families of gemm are
 implementations registered in tilec/ops/gemm_impl.py: the generic gemm_fma here, the back ends' own (mma.sync,
-wgmma, MFMA) from their folders. Generic passes ask this registry instead of testing statement types.
+wgmma, MFMA) from their folders. Generic passes ask this registry instead of testing statement types, and the
+parser asks it for the homes that build their op from the source's call (`build(b, call, scope)`).
 """
 
 from __future__ import annotations
