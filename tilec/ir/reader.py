@@ -523,6 +523,7 @@ class TileReader:
                     cur.expect(",")
                 values[f] = self.operand(cur, scope)
         given: dict[str, str | bool] = {}
+        at = cur.tok  # the attributes' '[' (or the end of the line): where their errors point
         if cur.at("["):
             for flag in self.flags(cur):
                 name, eq, value = flag.partition("=")
@@ -534,17 +535,19 @@ class TileReader:
             v = given.pop(f.name, False if f.type == "bool" else None)
             if v is None:
                 if f.default is dataclasses.MISSING:
-                    raise cur.error(f"{cls.keyword} needs '{f.name}=...'")
+                    raise cur.error(f"{cls.keyword} needs '{f.name}=...'", at)
                 continue
-            if (f.type == "bool") != isinstance(v, bool):
-                raise cur.error(f"bad '{f.name}' of {cls.keyword}")
+            if f.type == "bool" and v is not True and v is not False:
+                raise cur.error(f"'{f.name}' of {cls.keyword} is a flag: '{f.name}' when true, nothing when false", at)
+            if f.type != "bool" and v is True:
+                raise cur.error(f"'{f.name}' of {cls.keyword} needs a value: '{f.name}=...'", at)
             if f.type == "int":
                 if not re.fullmatch(r"-?\d+", v):
-                    raise cur.error(f"'{f.name}' of {cls.keyword} must be an integer")
+                    raise cur.error(f"'{f.name}' of {cls.keyword} must be an integer", at)
                 v = int(v)
             values[f.name] = v
         if given:
-            raise cur.error(f"{cls.keyword} has no attribute '{next(iter(given))}'")
+            raise cur.error(f"{cls.keyword} has no attribute '{next(iter(given))}'", at)
         return cls(None, **values)
 
     def stmt(self, line: Line, indent: int, scope: Scope) -> T.Stmt:
