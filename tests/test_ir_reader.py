@@ -3,7 +3,8 @@ is read is well-formed (the verifiers of both IRs accept it). Every sample at ev
 front passes, the planners' Tile IR with its schedule, the SIMT IR after each SIMT pass); every TileLang port at
 one stage of each form (checked Tile IR, the planned Tile IR with its schedule, the final SIMT IR; the other
 stages print the same constructs, and reading is the slow part); sm90 (TMA, wgmma, warp specialization, tensor
-maps) and gfx942 (MFMA) for the samples that reach those forms. Bad text is a ReadError at its line and column."""
+maps) and gfx942 (MFMA) for the samples that reach those forms; the built IR of every tests/ir FileCheck file. Bad
+text is a ReadError at its line and column."""
 
 from __future__ import annotations
 
@@ -93,6 +94,14 @@ def test_tile_reader_errors_point_at_the_text(text, where, message):
     with pytest.raises(ReadError) as e:
         read_module(text)
     assert (e.value.line, e.value.col) == where and e.value.message.startswith(message), str(e.value)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tests" / "ir").glob("*.tile")), ids=lambda p: p.stem)
+def test_built_ir_of_the_filecheck_tests_reads_back(path: Path):
+    """The built Tile IR of every tests/ir file, where a tile op's FileCheck test lives: an op printed in the generic
+    form (T.Stmt.keyword) is read back from its class's declarations alone."""
+    r = tilec.compile(path, include_dirs=[path.parent / "inputs"])
+    round_trip(module_str(r.module), f"{path.name} as built", None)
 
 
 def test_tile_op_declarations_name_fields_of_their_class():
