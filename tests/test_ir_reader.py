@@ -3,7 +3,8 @@ is read is well-formed (the verifiers of both IRs accept it). Every sample at ev
 front passes, the planners' Tile IR with its schedule, the SIMT IR after each SIMT pass); every TileLang port at
 one stage of each form (checked Tile IR, the planned Tile IR with its schedule, the final SIMT IR; the other
 stages print the same constructs, and reading is the slow part); sm90 (TMA, wgmma, warp specialization, tensor
-maps) and gfx942 (MFMA) for the samples that reach those forms. Bad text is a ReadError at its line and column."""
+maps) and gfx942 (MFMA) for the samples that reach those forms; the built IR of every tests/ir FileCheck file. Bad
+text is a ReadError at its line and column."""
 
 from __future__ import annotations
 
@@ -79,11 +80,45 @@ def test_the_comparison_can_fail():
     ("kernel k(A: f16[N])\n  grid (1, 1, 1) threads 32 as (bx, by, bz)\nbody:\n  for i in sideways(4):\n    pass\n",
      (4, 12), "unknown loop kind 'sideways'"),
     ("kernel k(A: f16[N])\nbody:\n  copy A[0 +: 4] -> A[0 +: 4\n", (3, 29), "expected ']'"),
+    # an op in the generic form (T.Stmt.keyword): read from its class's declarations
+    ("kernel k(A: f16[N])\nbody:\n  cumsum A[0 +: 4] -> A[0 +: 4]\n", (3, 32), "cumsum needs 'dim=...'"),
+    ("kernel k(A: f16[N])\nbody:\n  cumsum A[0 +: 4], A[0 +: 4] [dim=0]\n", (3, 19), "expected '->'"),
+    ("kernel k(A: f16[N])\nbody:\n  cumsum A[0 +: 4] -> A[0 +: 4] [dim=x]\n", (3, 33), "'dim' of cumsum must be an"),
+    ("kernel k(A: f16[N])\nbody:\n  cumsum A[0 +: 4] -> A[0 +: 4] [dim]\n", (3, 33), "'dim' of cumsum needs a value"),
+    ("kernel k(A: f16[N])\nbody:\n  cumsum A[0 +: 4] -> A[0 +: 4] [dim=0, reverse=1]\n", (3, 33),
+     "'reverse' of cumsum is a flag"),
+    ("kernel k(A: f16[N])\nbody:\n  cumsum A[0 +: 4] -> A[0 +: 4] [dim=0, order=2]\n", (3, 33),
+     "cumsum has no attribute 'order'"),
 ])
 def test_tile_reader_errors_point_at_the_text(text, where, message):
     with pytest.raises(ReadError) as e:
         read_module(text)
     assert (e.value.line, e.value.col) == where and e.value.message.startswith(message), str(e.value)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tests" / "ir").glob("*.tile")), ids=lambda p: p.stem)
+def test_built_ir_of_the_filecheck_tests_reads_back(path: Path):
+    """The built Tile IR of every tests/ir file, where a tile op's FileCheck test lives: an op printed in the generic
+    form (T.Stmt.keyword) is read back from its class's declarations alone."""
+    r = tilec.compile(path, include_dirs=[path.parent / "inputs"])
+    round_trip(module_str(r.module), f"{path.name} as built", None)
+
+
+def test_tile_op_declarations_name_fields_of_their_class():
+    """What a tile op's class declares (T.Stmt.read_fields, written_fields, phase, keyword) names its own fields and
+    a phase of the profiler, and every registered op declares what it writes (access.written reads only that)."""
+    import dataclasses
+
+    from tilec.ir import tile as T
+    from tilec.ir.profile import PHASES
+    from tilec.ops.registry import OPS
+
+    for cls in {*OPS, *T.keyword_ops().values()}:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert set(cls.read_fields) | set(cls.written_fields) <= fields, cls
+        assert cls.phase is None or cls.phase in PHASES, cls
+        assert cls.written_fields or cls is T.Print, f"{cls.__name__} declares no written field"
+    assert T.keyword_ops()["cumsum"] is T.CumSum
 
 
 @pytest.mark.parametrize("text,where,message", [

@@ -1,9 +1,9 @@
 """Which buffers and variables a Tile IR kernel touches, and which buffers it writes.
 
-A generic walk over the statements' and expressions' fields (so a new tile op is covered without a line here,
-as long as its destination field is named below). The builder splits a multi-launch kernel function with it:
-each stage kernel takes the parameters and scratch tensors it uses, a scratch tensor is a stage's output when
-the stage writes it.
+A generic walk over the statements' and expressions' fields (so a new tile op is covered without a line here:
+what it writes is the fields its class declares in `written_fields`, tilec/ir/tile.py). The builder splits a
+multi-launch kernel function with it: each stage kernel takes the parameters and scratch tensors it uses, a
+scratch tensor is a stage's output when the stage writes it.
 """
 
 from __future__ import annotations
@@ -13,10 +13,6 @@ from collections.abc import Iterator
 
 from . import tile as T
 from .visit import walk_stmts
-
-# the fields of a statement that it writes (everything else it reads)
-_WRITTEN_FIELDS = {T.Store: ("buffer",), T.Copy: ("dst",), T.Fill: ("dst",), T.Gemm: ("c",), T.Reduce: ("dst",),
-                   T.Atomic: ("dst",), T.CumSum: ("dst",)}
 
 
 def _nodes(value) -> Iterator[object]:
@@ -56,7 +52,7 @@ def written(kernel: T.Kernel) -> set[T.Buffer]:
     """The buffers some statement of the kernel writes (a write through a view writes its storage too)."""
     out: set[int] = set()
     for s in walk_stmts(kernel.body):
-        for name in _WRITTEN_FIELDS.get(type(s), ()):
+        for name in type(s).written_fields:  # what the statement declares it writes (tilec/ir/tile.py)
             target = getattr(s, name)
             buf = target if isinstance(target, T.Buffer) else target.buffer
             out.update((buf, buf.storage))

@@ -7,6 +7,8 @@ indentation for nesting, regions as `buf[start +: extent, ...]`, non-default lit
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import dtypes
 from . import tile as T
 
@@ -74,6 +76,27 @@ def buffer_type(b: T.Buffer) -> str:
     return f"{b.dtype}[{', '.join(expr_str(d) for d in b.shape)}]"
 
 
+def generic_op_str(s: T.Stmt) -> str:
+    """A tile op in the generic form its class declares (T.Stmt.keyword): `KEYWORD READS -> WRITES [ATTRS]`."""
+    cls = type(s)
+    names = T.operand_fields(cls)
+    reads = [_operand(getattr(s, f)) for f in names if f in cls.read_fields]
+    writes = [_operand(getattr(s, f)) for f in names if f in cls.written_fields]
+    attrs = []
+    for f in dataclasses.fields(s):
+        v = getattr(s, f.name)
+        if f.name in ("span", "uid") or f.name in names or v is False:
+            continue
+        if v is True:
+            attrs.append(f.name)
+        elif isinstance(v, int | str):
+            attrs.append(f"{f.name}={v}")
+        else:
+            raise TypeError(f"cannot print the field '{f.name}' of {cls.__name__} in the generic form")
+    text = f"{cls.keyword} {', '.join(reads)}" + (f" -> {', '.join(writes)}" if writes else "")
+    return text + (f" [{', '.join(attrs)}]" if attrs else "")
+
+
 def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
     pad = "  " * indent
     if isinstance(s, T.Alloc):
@@ -105,9 +128,8 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         return lines
     if isinstance(s, T.While):
         return [f"{pad}while {expr_str(s.cond)}:"] + _body(s.body, indent + 1)
-    if isinstance(s, T.CumSum):
-        order = ", reverse" if s.reverse else ""
-        return [f"{pad}cumsum {region_str(s.src)} -> {region_str(s.dst)} [dim={s.dim}{order}]"]
+    if type(s).keyword is not None:
+        return [pad + generic_op_str(s)]
     if isinstance(s, T.Copy):
         return [f"{pad}copy {region_str(s.src)} -> {region_str(s.dst)}"]
     if isinstance(s, T.Gemm):

@@ -59,17 +59,9 @@ def tile_phase(s: T.Stmt) -> str | None:
         if s.dst.buffer.scope == "global":
             return "store"
         return "load" if s.src.buffer.scope == "global" else "copy"
-    if isinstance(s, T.Gemm):
-        return "gemm"
-    if isinstance(s, T.Reduce | T.CumSum):
-        return "reduce"
     if isinstance(s, T.For) and s.kind == "parallel":
         return "elementwise"
-    if isinstance(s, T.Fill):
-        return "fill"
-    if isinstance(s, T.Atomic):
-        return "atomic"
-    return None
+    return type(s).phase  # what a tile op declares (tilec/ir/tile.py), None for the others
 
 
 def mark(phase: str, end: bool) -> S.SCall:

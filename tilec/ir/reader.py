@@ -20,6 +20,7 @@ Used to run one pass alone on IR text (`python -m tilec.run_pass`, tests/passes/
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 
 from ..diagnostics import Span
@@ -508,6 +509,47 @@ class TileReader:
             out.append(" ".join(t.text for t in p))
         return out
 
+    def generic_op(self, cls: type[T.Stmt], cur: Cursor, scope: Scope) -> T.Stmt:
+        """A tile op in the generic form its class declares (T.Stmt.keyword; printer.generic_op_str prints it)."""
+        cur.next()
+        names = T.operand_fields(cls)
+        values: dict[str, object] = {}
+        for group, sep in (([f for f in names if f in cls.read_fields], None),
+                           ([f for f in names if f in cls.written_fields], "->")):
+            if group and sep:
+                cur.expect(sep)
+            for i, f in enumerate(group):
+                if i:
+                    cur.expect(",")
+                values[f] = self.operand(cur, scope)
+        given: dict[str, str | bool] = {}
+        at = cur.tok  # the attributes' '[' (or the end of the line): where their errors point
+        if cur.at("["):
+            for flag in self.flags(cur):
+                name, eq, value = flag.partition("=")
+                given[name.strip()] = value.replace(" ", "") if eq else True
+        cur.end()
+        for f in dataclasses.fields(cls):
+            if f.name in ("span", "uid") or f.name in names:
+                continue
+            v = given.pop(f.name, False if f.type == "bool" else None)
+            if v is None:
+                if f.default is dataclasses.MISSING:
+                    raise cur.error(f"{cls.keyword} needs '{f.name}=...'", at)
+                continue
+            if f.type == "bool" and v is not True and v is not False:
+                raise cur.error(f"'{f.name}' of {cls.keyword} is a flag: '{f.name}' when true, nothing when false", at)
+            if f.type != "bool" and v is True:
+                raise cur.error(f"'{f.name}' of {cls.keyword} needs a value: '{f.name}=...'", at)
+            if f.type == "int":
+                if not re.fullmatch(r"-?\d+", v):
+                    raise cur.error(f"'{f.name}' of {cls.keyword} must be an integer", at)
+                v = int(v)
+            values[f.name] = v
+        if given:
+            raise cur.error(f"{cls.keyword} has no attribute '{next(iter(given))}'", at)
+        return cls(None, **values)
+
     def stmt(self, line: Line, indent: int, scope: Scope) -> T.Stmt:
         cur = self.cursor(line)
         t = cur.tok
@@ -569,14 +611,9 @@ class TileReader:
             dst = self.region(cur, scope)
             cur.end()
             return T.Copy(None, src, dst)
-        if word == "cumsum" and cur.peek().kind == "name":
-            cur.next()
-            src = self.region(cur, scope)
-            cur.expect("->")
-            dst = self.region(cur, scope)
-            fl = self.flags(cur)
-            cur.end()
-            return T.CumSum(None, src, dst, _dim(fl, cur), "reverse" in fl)
+        op = T.keyword_ops().get(word) if word else None
+        if op is not None and cur.peek().kind == "name":
+            return self.generic_op(op, cur, scope)
         if word == "gemm" and cur.peek().kind == "name":
             cur.next()
             a = self.region(cur, scope)

@@ -10,7 +10,8 @@ Nodes compare by identity (eq=False): two uses of one variable are the same obje
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from ..diagnostics import Span
 from .dtypes import DType
@@ -138,6 +139,36 @@ class Stmt:
     # and `--emit-ir` names it; it survives copies of the kernel. 0: made after numbering (by a pass).
     uid: int = field(default=0, kw_only=True)
 
+    # A tile op declares here what the generic code of tilec/ir reads instead of naming the op: the fields it reads
+    # and writes (Regions, or an operand that is a Region or an Expr; verify checks them, visit rewrites them,
+    # access.written reports the buffers of the written ones), the phase a profiled build times it as (one of
+    # profile.PHASES) and, for an op printed in the generic form, its keyword: `KEYWORD READS -> WRITES [ATTRS]`,
+    # the read and written fields in field order, ATTRS the other fields (an int or str `name=value`, a bool its
+    # name when true) -- printer.stmt_lines prints it and TileReader.stmt reads it back from these declarations.
+    keyword: ClassVar[str | None] = None
+    read_fields: ClassVar[tuple[str, ...]] = ()
+    written_fields: ClassVar[tuple[str, ...]] = ()
+    phase: ClassVar[str | None] = None
+
+
+def operand_fields(cls: type[Stmt]) -> tuple[str, ...]:
+    """The fields a statement class declares read or written (Stmt.read_fields, Stmt.written_fields), in field
+    order."""
+    declared = set(cls.read_fields) | set(cls.written_fields)
+    return tuple(f.name for f in fields(cls) if f.name in declared)
+
+
+def keyword_ops() -> dict[str, type[Stmt]]:
+    """The statement classes printed in the generic form, by their keyword (Stmt.keyword)."""
+    out: dict[str, type[Stmt]] = {}
+    todo = [Stmt]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__dict__.get("keyword"):
+                out[sub.keyword] = sub
+            todo.append(sub)
+    return out
+
 
 @dataclass(eq=False)
 class Alloc(Stmt):
@@ -147,6 +178,8 @@ class Alloc(Stmt):
 
 @dataclass(eq=False)
 class Store(Stmt):
+    written_fields = ("buffer",)
+
     buffer: Buffer
     indices: list[Expr]
     value: Expr
@@ -189,6 +222,8 @@ class If(Stmt):
 
 @dataclass(eq=False)
 class Copy(Stmt):
+    read_fields, written_fields = ("src",), ("dst",)  # (its phase depends on its scopes: profile.tile_phase)
+
     src: Region
     dst: Region
 
@@ -196,6 +231,8 @@ class Copy(Stmt):
 @dataclass(eq=False)
 class Gemm(Stmt):
     """C += op(A) @ op(B) over the block; op transposes when asked."""
+
+    read_fields, written_fields, phase = ("a", "b"), ("c",), "gemm"
 
     a: Region
     b: Region
@@ -208,6 +245,8 @@ class Gemm(Stmt):
 
 @dataclass(eq=False)
 class Reduce(Stmt):
+    read_fields, written_fields, phase = ("src",), ("dst",), "reduce"
+
     kind: str  # sum max min abssum absmax
     src: Region
     dst: Region
@@ -217,6 +256,8 @@ class Reduce(Stmt):
 
 @dataclass(eq=False)
 class Fill(Stmt):
+    read_fields, written_fields, phase = ("value",), ("dst",), "fill"
+
     dst: Region
     value: Expr
 
@@ -236,6 +277,8 @@ class Atomic(Stmt):
     the enclosing Parallel loop (TileLang's `atomic_add(C[i, j], v)` inside `T.Parallel`); otherwise
     a block-wide tile operation (`value` a region of dst's extents, or one scalar)."""
 
+    read_fields, written_fields, phase = ("value",), ("dst",), "atomic"
+
     kind: str  # add max min
     dst: Region
     value: Region | Expr
@@ -247,6 +290,8 @@ class Atomic(Stmt):
 class CumSum(Stmt):
     """Inclusive prefix sum of `src` along `dim` into `dst` (same extents), from the end if `reverse`."""
 
+    keyword, read_fields, written_fields, phase = "cumsum", ("src",), ("dst",), "reduce"
+
     src: Region
     dst: Region
     dim: int
@@ -257,6 +302,8 @@ class CumSum(Stmt):
 class Print(Stmt):
     """Debug output of a region or a scalar; on a device only from the blocks matching `block` (None: every block)
     and by thread `thread` (None: thread 0, and the text names no thread for a buffer)."""
+
+    read_fields = ("value",)
 
     label: str
     value: Region | Expr

@@ -121,19 +121,9 @@ class _Verifier:
             if not s.cond.dtype.is_bool:
                 raise self.fail("while condition is not bool")
             self.body(s.body)
-        elif isinstance(s, T.Copy | T.Reduce | T.CumSum):
-            self.region(s.src)
-            self.region(s.dst)
-        elif isinstance(s, T.Gemm):
-            for r in (s.a, s.b, s.c):
-                self.region(r)
-        elif isinstance(s, T.Fill):
-            self.region(s.dst)
-            self.expr(s.value)
-        elif isinstance(s, T.Atomic | T.Print):
-            if isinstance(s, T.Atomic):
-                self.region(s.dst)
-            v = s.value
-            self.region(v) if isinstance(v, T.Region) else self.expr(v)
+        elif T.operand_fields(type(s)):  # a tile op: the regions and operands it declares read or written
+            for f in T.operand_fields(type(s)):
+                v = getattr(s, f)
+                self.region(v) if isinstance(v, T.Region) else self.expr(v)
         elif isinstance(s, T.AnnotateLayout):
             self.buffer(s.buffer)

@@ -89,22 +89,9 @@ def rewrite_stmt(s: T.Stmt, expr_fn: ExprFn, stmt_fn: StmtFn | None = None) -> T
         return dataclasses.replace(s, cond=rx(s.cond), then_body=rb(s.then_body), else_body=rb(s.else_body))
     if isinstance(s, T.While):
         return dataclasses.replace(s, cond=rx(s.cond), body=rb(s.body))
-    if isinstance(s, T.Copy):
-        return dataclasses.replace(s, src=_rewrite_region(s.src, expr_fn), dst=_rewrite_region(s.dst, expr_fn))
-    if isinstance(s, T.Gemm):
-        return dataclasses.replace(
-            s, a=_rewrite_region(s.a, expr_fn), b=_rewrite_region(s.b, expr_fn), c=_rewrite_region(s.c, expr_fn)
-        )
-    if isinstance(s, T.Reduce | T.CumSum):
-        return dataclasses.replace(s, src=_rewrite_region(s.src, expr_fn), dst=_rewrite_region(s.dst, expr_fn))
-    if isinstance(s, T.Fill):
-        return dataclasses.replace(s, dst=_rewrite_region(s.dst, expr_fn), value=rx(s.value))
-    if isinstance(s, T.Atomic):
-        return dataclasses.replace(
-            s, dst=_rewrite_region(s.dst, expr_fn), value=_rewrite_operand(s.value, expr_fn)
-        )
-    if isinstance(s, T.Print):
-        return dataclasses.replace(s, value=_rewrite_operand(s.value, expr_fn))
+    operands = T.operand_fields(type(s))  # a tile op: the regions and operands it declares read or written
+    if operands:
+        return dataclasses.replace(s, **{f: _rewrite_operand(getattr(s, f), expr_fn) for f in operands})
     return s
 
 

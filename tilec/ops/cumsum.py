@@ -14,9 +14,30 @@ from ..ir import dtypes as D
 from ..ir import simt as S
 from ..ir import tile as T
 from ..ir.exprs import binary, cast
-from ..ir.fold import fold
+from ..ir.fold import as_int, fold
 from ..ir.layout import add, c, mul
 from .schema import extents, fmt, squeeze
+
+
+def build(b, call, scope) -> T.CumSum:
+    """`T.cumsum(src, dst=src, dim=0, reverse=False)` from the parser's builder b (tilec/parser/build_tileops.py's
+    TileOpBuilder: argument matching, regions, compile-time constants, errors at the user's span)."""
+    args, _ = b.call_args(call, ["src", "dst", "dim", "reverse"])
+    b.require(args, ["src"], call)
+    src = b.region(args["src"], scope)
+    dst = b.region(args["dst"], scope) if "dst" in args else src
+    b.require_full_extents(src, args["src"])
+    b.require_full_extents(dst, args.get("dst", args["src"]))
+    b.require_writable(dst, call.span)
+    rank = len(src.extents)
+    dim = b.const_int(args["dim"], scope, "dim") if "dim" in args else 0
+    if not -rank <= dim < rank:
+        raise b.fail(f"dim={dim} is out of range for a {rank}-D buffer", args["dim"].span)
+    rev = b.const_bool(args["reverse"], scope, "reverse") if "reverse" in args else False
+    src_ext, dst_ext = [as_int(fold(e)) for e in src.extents], [as_int(fold(e)) for e in dst.extents]
+    if None not in src_ext + dst_ext and src_ext != dst_ext:
+        raise b.fail(f"cumsum needs a destination of the source's extents {src_ext}, got {dst_ext}", call.span)
+    return T.CumSum(call.span, src, dst, dim % rank, rev)
 
 
 def _whole(r: T.Region) -> bool:

@@ -9,6 +9,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, linear_form
 from ..ir.visit import children
+from ..ops.registry import BUILDERS as BUILT_OPS  # the ops their home builds (`build`)
 from . import ast as A
 
 
@@ -28,9 +29,9 @@ ALLOC_FUNCS = {"alloc_shared": "shared", "alloc_fragment": "fragment", "alloc_lo
 REDUCE_FUNCS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_abssum": "abssum",
                 "reduce_absmax": "absmax"}
 ATOMIC_FUNCS = {"atomic_add": "add", "atomic_max": "max", "atomic_min": "min"}
-TILE_OPS = {"copy", "gemm", "gemm_sp", "fill", "clear", "print", "annotate_layout", "use_swizzle", "cumsum", "im2col",
+TILE_OPS = {"copy", "gemm", "gemm_sp", "fill", "clear", "print", "annotate_layout", "use_swizzle", "im2col",
             "c2d_im2col", *REDUCE_FUNCS,
-            *ATOMIC_FUNCS}
+            *ATOMIC_FUNCS, *BUILT_OPS}
 BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "Kernel", "ceildiv", "if_then_else", "clamp", "floordiv", "floormod",
     "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Span
 from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, constant_difference, fold
+from ..ops import registry as ops
 from . import ast as A
 from .build_common import (
     ATOMIC_FUNCS,
@@ -45,6 +46,9 @@ class TileOpBuilder:
             raise self.fail(f"{fname} is a block-wide tile operation and cannot be used inside a Parallel loop",
                             call.span)
         span = call.span
+        home = ops.builder(fname)  # an op whose home builds it (tilec/ops/<op>.py's `build`)
+        if home is not None:
+            return self.emit(home.build(self, call, scope))
         if fname == "copy":
             args, _ = self.call_args(call, ["src", "dst", "coalesced_width", "disable_tma"])
             self.require(args, ["src", "dst"], call)
@@ -91,25 +95,6 @@ class TileOpBuilder:
                 raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args.get("dim", call).span)
             clear = self.const_bool(args["clear"], scope, "clear") if "clear" in args else True
             return self.emit(T.Reduce(span, REDUCE_FUNCS[fname], src, dst, dim % rank, clear))
-        if fname == "cumsum":
-            args, _ = self.call_args(call, ["src", "dst", "dim", "reverse"])
-            self.require(args, ["src"], call)
-            src = self.region(args["src"], scope)
-            dst = self.region(args["dst"], scope) if "dst" in args else src
-            self.require_full_extents(src, args["src"])
-            self.require_full_extents(dst, args.get("dst", args["src"]))
-            if dst.buffer.scope == "global" and not dst.buffer.is_output:
-                raise self.fail("cannot write {}; {}".format(*read_only(dst.buffer)), call.span)
-            rank = len(src.extents)
-            dim = self.const_int(args["dim"], scope, "dim") if "dim" in args else 0
-            if not -rank <= dim < rank:
-                raise self.fail(f"dim={dim} is out of range for a {rank}-D buffer", args["dim"].span)
-            rev = self.const_bool(args["reverse"], scope, "reverse") if "reverse" in args else False
-            src_ext, dst_ext = [as_int(fold(e)) for e in src.extents], [as_int(fold(e)) for e in dst.extents]
-            if None not in src_ext + dst_ext and src_ext != dst_ext:
-                raise self.fail(f"cumsum needs a destination of the source's extents {src_ext}, got {dst_ext}",
-                                call.span)
-            return self.emit(T.CumSum(span, src, dst, dim % rank, rev))
         if fname in ("fill", "clear"):
             names = ["buffer", "value"] if fname == "fill" else ["buffer"]
             args, _ = self.call_args(call, names)
@@ -572,6 +557,11 @@ class TileOpBuilder:
             store = T.If(span, g, [store], [])
         body = [store]
         self.emit(T.For(span, "parallel", loop_vars, [dst.extents[d] for d in dst_dims], body))
+
+    def require_writable(self, r: T.Region, span: Span | None, verb: str = "write") -> None:
+        """Refuse a write to a global tensor that is not an output (`cannot VERB ...`)."""
+        if r.buffer.scope == "global" and not r.buffer.is_output:
+            raise self.fail("cannot {} {}; {}".format(verb, *read_only(r.buffer)), span)
 
     def require_full_extents(self, r: T.Region, node: A.Node) -> None:
         if any(e is None for e in r.extents):
