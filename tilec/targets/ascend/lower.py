@@ -467,12 +467,12 @@ class Lowering:
         ]))
         body, self.out = self.out, saved
         self.out.append(Block("", body))
+        if a.position == "VECIN" and a.depth:  # (the queue orders nothing here: the vector unit fills the tile)
+            self.queue_pass(name)
         table = self.gather_table(lay, {"1": 0, "i": 0, "j": 32}, n * 32 - size)  # element j from block j
         raw = "half" if size == 2 else "float"
         self.v(f"Gather({name}.ReinterpretCast<{raw}>(), {stage}.ReinterpretCast<{raw}>(), "
                f"{table}.ReinterpretCast<uint32_t>(), 0, {lay.count});", [stage, table], [name])
-        if a.position == "VECIN" and a.depth:
-            self.queue_pass(name)
 
     def copy_column_out(self, region: T.Region, name: str, box, atomic: str | None) -> None:
         """A tile into a column of the tensor: Brcb spreads its elements one per 32-byte block, then one element
