@@ -371,11 +371,15 @@ def numerics(name: str, result, src, gen: Path, work: Path) -> list[str]:
 
     import numpy as np
 
+    import tilec
     from tilec.interp.run import random_inputs, run_kernel
 
     if len(result.simt) != 1 or len(result.module.kernels) != 1:
         return ["not modelled: a function of several launches"]
-    program, k = result.simt[0], result.module.kernels[0]
+    program = result.simt[0]
+    # the interpreter runs the front end's kernel (the lowered module holds the back end's own statements)
+    k = tilec.compile(result.module.files[0], defines=dict(result.module.consts),
+                      kernel=result.module.kernels[0].name).module.kernels[0]
     d = work / (name.replace("/", "_") + "_num")
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.cpp").write_text(result.source)
