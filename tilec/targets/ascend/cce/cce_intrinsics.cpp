@@ -1,18 +1,18 @@
-// tilec's C++ model of the CCE intrinsics below CANN's AscendC API (dav-c220 vector core), so that CANN's own API
-// code (asc-devkit, compiled in its CPU-debug mode by scripts/ascend_real_api.py --numerics) runs tilec's vector
+// tilec's C++ model of the CCE intrinsics below CANN's AscendC API (dav-c220 vector and cube cores), so that CANN's
+// own API code (asc-devkit, compiled in its CPU-debug mode by scripts/ascend_real_api.py --numerics) runs tilec's
 // kernels on the host with real numbers. Compiled together with the real headers, whose declarations these
 // definitions must match; written for tilec from the intrinsics' observable behaviour, not from CANN's library.
 //
 // What it models: the vector mask and its two modes (normal: a bit per element of each 256-byte repeat; counter:
 // the low 64 bits count elements across as many repeats as needed), block and repeat strides in 32-byte units,
-// DataCopyPad's aligned copies (GM gaps in bytes, UB gaps in 32-byte blocks, right padding with the pad value),
-// and a pipe-hazard checker: each pipe (S, V, MTE2, MTE3, ...) numbers its operations and keeps a vector clock
-// advanced only by set_flag/wait_flag and pipe_barrier; each 32-byte granule of UB remembers its last writer and
-// readers; an access not ordered after a conflicting one aborts with both named (as tilec's API model does).
-// What it does not: scalar-pipe accesses (the CPU-debug LocalTensor reads memory directly), GM hazards, cube
-// intrinsics, cross-core flags; an intrinsic tilec's kernels do not reach stays a stub that aborts when called.
-
-#include "kernel_operator.h"
+// DataCopyPad's aligned copies (GM gaps in bytes, UB gaps in 32-byte blocks, right padding with the pad value), the
+// cube core's Nd2Nz copies, matrix fills, L1 -> L0A/L0B fractal loads, mad and the NZ2ND Fixpipe, the atomic mode,
+// mode-2 cross-core flags between the processes of a mixed group, and a pipe-hazard checker: each pipe (S, V, M,
+// MTE1-3, FIX) numbers its operations and keeps a vector clock advanced only by set_flag/wait_flag and
+// pipe_barrier; each 32-byte granule of UB, L1, L0A, L0B and L0C remembers its last writer and readers; an access
+// not ordered after a conflicting one aborts with both named (as tilec's API model does).
+// What it does not: scalar-pipe accesses (the CPU-debug LocalTensor reads memory directly), GM hazards; an
+// intrinsic tilec's kernels do not reach stays a stub that aborts when called.
 
 #include <fcntl.h>
 #include <sys/mman.h>
