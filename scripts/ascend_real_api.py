@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -153,26 +154,27 @@ DRIVER = r"""
 #include "kernel.cpp"
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
+#include <cstring>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-// A global-memory tensor every core's process shares: BYTES or BYTES:PATH (loaded from PATH, written back at the end).
-struct Gm { uint8_t* p; size_t bytes; const char* path; };
-static std::vector<Gm> g_tensors;
+// A global-memory tensor every core's process shares: BYTES (zeros), or BYTES:PATH, the file PATH (at least BYTES + 64
+// bytes) mapped shared, so that every process of every core type reads and writes the same memory.
 static uint8_t* gm_tensor(const char* arg) {
     size_t bytes = (size_t)strtoull(arg, nullptr, 10);
     const char* colon = strchr(arg, ':');
-    auto* p = (uint8_t*)mmap(nullptr, bytes + 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (colon) {
-        std::ifstream f(colon + 1, std::ios::binary);
-        f.read((char*)p, (std::streamsize)bytes);
-    }
-    g_tensors.push_back({p, bytes, colon ? colon + 1 : nullptr});
-    return p;
+    if (!colon)
+        return (uint8_t*)mmap(nullptr, bytes + 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int fd = open(colon + 1, O_RDWR);
+    void* p = fd < 0 ? MAP_FAILED : mmap(nullptr, bytes + 64, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) { fprintf(stderr, "cannot map %s\n", colon + 1); exit(2); }
+    close(fd);
+    return (uint8_t*)p;
 }
+// tilec's CCE model (--numerics) counts the cores of a mixed group still running, to report a cross-core deadlock.
+extern "C" __attribute__((weak)) void tilec_cce_core_state(int64_t block, int core, int state);
 
 // What CANN's CPU-debug library (tikicpulib, not public) would define: the core's identity, and the few
 // intrinsics the API's bookkeeping computes with. Every other intrinsic is a no-op stub (stubs.s).
@@ -197,7 +199,8 @@ int main(int argc, char** argv) {
     int a = 3;
 @ARGS@
     for (int64_t b = 0; b < blocks; ++b) {
-        for (int s = 0; s < subs; ++s) {
+        pid_t pids[2];
+        for (int s = 0; s < subs; ++s) {  // the AIVs of a group run at once (they may exchange flags with the AIC)
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
@@ -205,20 +208,25 @@ int main(int argc, char** argv) {
                 block_idx = b; block_num = blocks; sub_block_idx = s;
                 g_coreType = aic ? AscendC::AIC : AscendC::AIV;
                 g_taskRation = MIXED ? 2 : 1;
+                if (tilec_cce_core_state) tilec_cce_core_state(b, aic ? 0 : 1 + s, 1);
                 @CALL@;
                 _exit(0);
             }
+            pids[s] = pid;
+        }
+        int failed = 0;
+        for (int s = 0; s < subs; ++s) {
             int status = 0;
-            waitpid(pid, &status, 0);
+            waitpid(pids[s], &status, 0);
+            if (tilec_cce_core_state) tilec_cce_core_state(b, aic ? 0 : 1 + s, 3);
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 fprintf(stderr, "core %s block %lld sub %d failed (status %d)\n", aic ? "AIC" : "AIV",
                         (long long)b, s, status);
-                return 1;
+                failed = 1;
             }
         }
+        if (failed) return 1;
     }
-    for (const Gm& t : g_tensors)
-        if (t.path) { std::ofstream f(t.path, std::ios::binary); f.write((const char*)t.p, (std::streamsize)t.bytes); }
     return 0;
 }
 """
@@ -241,9 +249,11 @@ def driver_source(program) -> str:
 UNDEFINED = re.compile(r"undefined reference to `([^']+)'")
 
 
-# Data-movement and compute intrinsics (AscendC::v*, AscendC::copy_*): with --numerics one that tilec's CCE model
-# does not implement must stop the run, not compute nothing.
-COMPUTE = re.compile(r"^_ZN7AscendC\d+(v\w*|copy_\w*)E")
+# Data-movement, compute, atomic-mode and cross-core intrinsics (AscendC::v*, copy_*, load_*, mad, create_*,
+# set_atomic_*, ffts_*, wait_flag_dev, set_nd_para): with --numerics one that tilec's CCE model does not implement
+# must stop the run, not compute nothing.
+COMPUTE = re.compile(r"^_ZN7AscendC\d+(v\w*|copy_\w*|load_\w*|mad|create_\w*|set_atomic_\w*|ffts_\w*|wait_flag_dev"
+                     r"|set_nd_para)E")
 
 
 def stub(name: str, strict: bool) -> str:
@@ -329,64 +339,111 @@ def find_compiler(name: str) -> str | None:
 
 CCE_MODEL = ROOT / "tilec/targets/ascend/cce/cce_intrinsics.cpp"
 TOL = {"f16": (1e-2, 1e-2), "bf16": (2e-2, 3e-2), "f32": (1e-4, 1e-4)}
+CORE_OF = {"AIV_ONLY": ["vec"], "AIC_ONLY": ["cube"], "MIX_AIC_1_2": ["cube", "vec"]}
+
+
+def cce_object(core: str, src, gen: Path, work: Path) -> tuple[Path | None, str]:
+    """tilec's CCE model compiled against the real headers as `core` code (once per run)."""
+    obj = work / f"cce_{core}.o"
+    with _CCE_LOCK:
+        return _build_cce(obj, core, src, gen)
+
+
+_CCE_LOCK = threading.Lock()
+
+
+def _build_cce(obj: Path, core: str, src, gen: Path) -> tuple[Path | None, str]:
+    if obj.exists():
+        return obj, ""
+    flags = ["-std=c++17", "-O1", "-fno-pie", *DEFINES, *VARIANTS[core], *include_flags(src, gen)]
+    ok, err = run(["g++", *flags, "-c", str(CCE_MODEL), "-o", str(obj) + ".tmp"])
+    if not ok:
+        return None, f"CCE model build: {err[-600:]}"
+    os.replace(str(obj) + ".tmp", obj)
+    return obj, ""
 
 
 def numerics(name: str, result, src, gen: Path, work: Path) -> list[str]:
-    """The failures of running a vector-only kernel through CANN's API over tilec's CCE model (real numbers, the
-    pipe-hazard checker on) at three sizes, each compared with the Tile IR interpreter."""
+    """The failures of running a kernel through CANN's API over tilec's CCE model (real numbers, the pipe-hazard
+    checker on) at three sizes, each compared with the Tile IR interpreter. Every core of 3 blocks runs in its own
+    process, sharing global memory: a mixed kernel's AIC and AIVs run at once and meet at cross-core flags."""
     import copy
 
     import numpy as np
 
+    import tilec
     from tilec.interp.run import random_inputs, run_kernel
 
-    programs = [p for p in result.simt if p.kernel_type == "AIV_ONLY"]
-    if len(programs) != len(result.simt) or len(result.module.kernels) != 1:
-        return ["not modelled: only single vector-only kernels run through the CCE model"]
-    program, k = programs[0], result.module.kernels[0]
+    if len(result.simt) != 1 or len(result.module.kernels) != 1:
+        return ["not modelled: a function of several launches"]
+    program = result.simt[0]
+    # the interpreter runs the front end's kernel (the lowered module holds the back end's own statements)
+    k = tilec.compile(result.module.files[0], defines=dict(result.module.consts),
+                      kernel=result.module.kernels[0].name).module.kernels[0]
     d = work / (name.replace("/", "_") + "_num")
     d.mkdir(parents=True, exist_ok=True)
     (d / "kernel.cpp").write_text(result.source)
     (d / "driver.cpp").write_text(driver_source(program))
-    cce = work / "cce_vec.o"
-    flags = ["-std=c++17", "-O1", "-fno-pie", *DEFINES, *VARIANTS["vec"], *include_flags(src, gen)]
-    if not cce.exists():
-        ok, err = run(["g++", *flags, "-c", str(CCE_MODEL), "-o", str(cce)])
+    exes = {}
+    for core in CORE_OF[program.kernel_type]:
+        cce, err = cce_object(core, src, gen, work)
+        if cce is None:
+            return [err]
+        flags = ["-std=c++17", "-O1", "-fno-pie", *DEFINES, *VARIANTS[core], *include_flags(src, gen)]
+        obj, exe = d / f"driver_{core}.o", d / f"run_{core}"
+        ok, err = run(["g++", *flags, "-c", "driver.cpp", "-o", str(obj)], cwd=d)
+        if ok:
+            ok, err = link_with_stubs([obj, cce], exe, work / f"stubs_strict_{core}.s", strict=True)
         if not ok:
-            return [f"CCE model build: {err[-600:]}"]
-    obj, exe = d / "driver.o", d / "run"
-    ok, err = run(["g++", *flags, "-c", "driver.cpp", "-o", str(obj)], cwd=d)
-    if ok:
-        ok, err = link_with_stubs([obj, cce], exe, work / "stubs_strict.s", strict=True)
-    if not ok:
-        return [f"build: {next((ln for ln in err.splitlines() if 'error' in ln), err[:300])}"]
+            return [f"{core} build: {next((ln for ln in err.splitlines() if 'error' in ln), err[:300])}"]
+        exes[core] = exe
     failures = []
     for sizes in SIZES:
         full = {v.name: sizes["small"] if v.name in SMALL_DIMS else sizes["default"] for v in k.size_vars}
-        arrays = random_inputs(k, full, seed=2)
+        try:
+            arrays = random_inputs(k, full, seed=2)
+        except ValueError as e:
+            failures.append(f"sizes {full}: {e}")
+            continue
         got = copy.deepcopy(arrays)
         argv = []
         for ty, pname in program.host_params:
             if ty == "uint8_t*":
                 path = d / f"{pname}.bin"
-                got[pname].tofile(path)
-                argv.append(f"{got[pname].nbytes}:{path}")
+                if pname == "workspace":
+                    nbytes = CORES * program.workspace_bytes
+                    path.write_bytes(bytes(nbytes + 64))
+                else:
+                    nbytes = got[pname].nbytes
+                    path.write_bytes(got[pname].tobytes() + bytes(64))
+                argv.append(f"{nbytes}:{path}")
             else:
                 argv.append(str(full.get(pname, arrays.get(pname, 0))))
-        ok, err = run([str(exe), "v", str(CORES), *argv], timeout=600)
-        if not ok:
-            failures.append(f"at {full}: {' | '.join([ln for ln in err.splitlines() if ln.strip()][-2:])[:400]}")
+        table = d / "xcore.bin"
+        table.write_bytes(b"")
+        env = {**os.environ, "TILEC_CCE_XCORE": str(table)}
+        procs = {core: subprocess.Popen([str(exe), "c" if core == "cube" else "v", str(CORES), *argv], env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for core, exe in exes.items()}
+        bad = []
+        for core, proc in procs.items():
+            out, _ = proc.communicate(timeout=900)
+            if proc.returncode != 0:
+                bad.append(f"{core}: {' | '.join([ln for ln in out.splitlines() if ln.strip()][-2:])[:400]}")
+        if bad:
+            failures.append(f"at {full}: {'; '.join(bad)}")
             continue
         run_kernel(k, arrays)
         for p in k.params:
             if hasattr(p, "kind") or not p.is_output:
                 continue
-            out = np.fromfile(d / f"{p.name}.bin", dtype=arrays[p.name].dtype).reshape(arrays[p.name].shape)
+            ref = arrays[p.name]
+            out = np.fromfile(d / f"{p.name}.bin", dtype=ref.dtype, count=ref.size).reshape(ref.shape)
             rtol, atol = TOL.get(p.dtype.name, (0, 0))
-            a, b = out.astype(np.float64), arrays[p.name].astype(np.float64)
+            a, b = out.astype(np.float64), ref.astype(np.float64)
             if not np.allclose(a, b, rtol=rtol, atol=atol):
-                bad = int((~np.isclose(a, b, rtol=rtol, atol=atol)).sum())
-                failures.append(f"at {full}: {p.name} differs from the interpreter in {bad} of {a.size} elements")
+                nbad = int((~np.isclose(a, b, rtol=rtol, atol=atol)).sum())
+                failures.append(f"at {full}: {p.name} differs from the interpreter in {nbad} of {a.size} elements")
     return failures
 
 

@@ -58,7 +58,7 @@ def test_the_real_tque_aborts_on_double_buffered_flash_attention_l0_queues(monke
     shutil.rmtree(work, ignore_errors=True)
 
 
-def _numerics(name: str, source_edit=None):
+def _numerics(name: str, source_edit=None, sizes=None):
     sys.path.insert(0, str(SCRIPT.parent))
     import ascend_real_api as real
 
@@ -69,9 +69,12 @@ def _numerics(name: str, source_edit=None):
     result = tilec.compile(ROOT / "samples" / f"{name}.tile", target="ascend910b")
     if source_edit:
         result.source = source_edit(result.source)
+    saved = real.SIZES
+    real.SIZES = sizes or saved
     try:
         return real.numerics(name, result, src, gen, work)
     finally:
+        real.SIZES = saved
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -80,3 +83,20 @@ def test_vector_add_numbers_through_cann_s_api_over_tilec_s_intrinsics():
     # planted: the barrier between the casts and the add: the checker under CANN's API sees the V-pipe hazard
     failures = _numerics("vector_add", lambda s: s.replace("PipeBarrier<PIPE_V>();", "", 1))
     assert failures and "pipe hazard" in failures[0] and "vadd" in failures[0]
+
+
+def test_gemm_numbers_through_cann_s_api_over_tilec_s_cube_intrinsics():
+    """Nd2Nz, LoadData, Mmad and Fixpipe of CANN's API over tilec's cube intrinsics (fractal layouts): gemm matches
+    the interpreter; planted: B's LoadData without its fractal transpose gives wrong numbers."""
+    assert _numerics("gemm") == []
+    failures = _numerics("gemm", lambda s: s.replace("p.ifTranspose = true;", "p.ifTranspose = false;", 1))
+    assert failures and all("differs from the interpreter" in f for f in failures)
+
+
+def test_mixed_flash_attention_through_cann_s_api_with_cross_core_flags():
+    """The AIC and both AIVs of each group run at once over shared global memory and meet at CANN's cross-core
+    flags; planted: an AIV's CrossCoreSetFlag removed is a reported deadlock, not a hang."""
+    assert _numerics("flash_attention") == []
+    failures = _numerics("flash_attention", lambda s: s.replace("CrossCoreSetFlag<2, PIPE_MTE3>(3);", "", 1),
+                         sizes=[{"default": 17, "small": 1}])
+    assert failures and "deadlock" in failures[0]

@@ -14,7 +14,7 @@ from ...diagnostics import error
 from ...ir import tile as T
 from .chip import ATOMIC_MODE, CPP_TYPES, ctype, round_up
 from .layout import TileLayout, layout_of
-from .program import Alloc, Block, Call, KernelProgram, Side, Stmt
+from .program import CPP_SIZES, Alloc, Block, Call, KernelProgram, Side, Stmt
 from .scalar import cpp, float_literal, scalar_ctype, scalar_type
 
 AXES = ("bx", "by", "bz")
@@ -280,6 +280,11 @@ class Lowering:
         if isinstance(s, T.Print):
             raise error("print cannot run on the AscendC back end (tilec does not lower it to AscendC's printf); "
                         "`tilec run --device cpu` runs the kernel in the interpreter, which prints it", s.span)
+        if type(s).__name__ == "CumSum":
+            raise error("T.cumsum has no AscendC lowering in tilec yet: the 910B vector unit has no in-row scan "
+                        "instruction tilec emits, and a tile's elements cannot be shifted by one element (vector "
+                        "operands start at 32-byte boundaries); run the scan on a GPU target, or accumulate "
+                        "with a serial loop over chunks of whole tiles", s.span)
         raise error(f"the AscendC back end does not lower {type(s).__name__} statements yet", s.span)
 
     # ------------------------------------------------------------ queue helpers
@@ -407,6 +412,91 @@ class Lowering:
             row_stride = strides[row_dim]
         return offset, row_stride, valid_rows, valid_cols, nrows, ncols
 
+    def column_box(self, region: T.Region, lay, span, limits: dict[int, str] | None = None):
+        """(element offset, element stride, valid count, n) of a box whose one non-unit extent is an outer
+        dimension of the tensor (`T.copy(G[bb, s0:s0 + 64, bh], tile)`, topk's store `topk_gates[bx * 16 + i, k]`)
+        copied to or from a tile of n elements (1-D, or one row); None for any other box."""
+        ext = region.const_extents
+        n = lay.rows if lay.cols is None else (lay.cols if lay.rows == 1 else None)
+        if ext is None or n is None:
+            return None
+        big = [i for i, e in enumerate(ext) if e != 1]
+        if len(big) != 1 or big[0] == len(ext) - 1 or ext[big[0]] != n:
+            return None
+        dim, buf = big[0], region.buffer
+        dims = [cpp(d) for d in buf.shape]
+        stride = " * ".join(dims[dim + 1:])
+        offset = " + ".join(f"({cpp(st)}) * {' * '.join(dims[i + 1:]) or '1'}" for i, st in enumerate(region.starts))
+        limits = limits or {}
+        if any(d != dim for d in limits):
+            raise error("a guard limits a dimension of the store that the copy's tile does not span", span)
+        edge = f"{dims[dim]} - {cpp(region.starts[dim])}"
+        if dim in limits:
+            edge = f"tilec_min<int64_t>({edge}, {limits[dim]})"
+        return offset, stride, f"tilec_clamp({edge}, 0, {n})", n
+
+    def column_stage(self, name: str, n: int) -> tuple[str, int]:
+        """A UB tile holding n elements of `name`'s type one per 32-byte block: DataCopyPad moves one element per
+        burst, and a burst's UB side starts at a block."""
+        a = self.allocs[name]
+        size = CPP_SIZES[a.ctype]
+        stage = f"{name}_col"
+        if stage not in self.allocs:
+            self.add_alloc(Alloc(stage, "VECCALC", a.ctype, round_up(n * 32 // size, 128)))
+        return stage, size
+
+    def copy_column_in(self, region: T.Region, name: str, box, span) -> None:
+        """A column of the tensor into a tile: one element per burst into a staging tile, then a Gather of every
+        32-byte block's first element (zeros where the box is ragged)."""
+        offset, stride, valid, n = box
+        a, lay = self.allocs[name], self.layouts[name]
+        stage, size = self.column_stage(name, n)
+        per = 32 // size
+        if a.position == "VECIN" and a.depth:
+            self.queue_alloc(name)
+        g = region.buffer.name
+        saved, self.out = self.out, []
+        self.emit(f"int64_t rows = {valid};")
+        zero = (f"Duplicate({stage}.ReinterpretCast<int16_t>(), int16_t(0), {self.allocs[stage].count});"
+                if size == 2 else f"Duplicate({stage}.ReinterpretCast<float>(), 0.0f, {self.allocs[stage].count});")
+        self.out.append(Block(f"if (rows < {n})", [Call(zero, "V", (), (stage,))]))
+        self.out.append(Block("if (rows > 0)", [
+            Call(f"DataCopyExtParams p{{(uint16_t)rows, {size}, (uint32_t)(({stride}) - 1) * {size}, 0, 0}};"),
+            Call(f"DataCopyPadExtParams<{a.ctype}> pad{{true, 0, {per - 1}, {a.ctype}(0)}};"),
+            Call(f"DataCopyPad({stage}, {g}[{offset}], p, pad);", "MTE2", (g,), (stage,)),
+        ]))
+        body, self.out = self.out, saved
+        self.out.append(Block("", body))
+        if a.position == "VECIN" and a.depth:  # (the queue orders nothing here: the vector unit fills the tile)
+            self.queue_pass(name)
+        table = self.gather_table(lay, {"1": 0, "i": 0, "j": 32}, n * 32 - size)  # element j from block j
+        raw = "half" if size == 2 else "float"
+        self.v(f"Gather({name}.ReinterpretCast<{raw}>(), {stage}.ReinterpretCast<{raw}>(), "
+               f"{table}.ReinterpretCast<uint32_t>(), 0, {lay.count});", [stage, table], [name])
+
+    def copy_column_out(self, region: T.Region, name: str, box, atomic: str | None) -> None:
+        """A tile into a column of the tensor: Brcb spreads its elements one per 32-byte block, then one element
+        per burst."""
+        offset, stride, valid, n = box
+        a = self.allocs[name]
+        stage, size = self.column_stage(name, n)
+        bits = "uint16_t" if size == 2 else "uint32_t"
+        self.v(f"Brcb({stage}.ReinterpretCast<{bits}>(), {name}.ReinterpretCast<{bits}>(), {(n + 7) // 8}, "
+               "BrcbRepeatParams(1, 8));", [name], [stage])
+        g = region.buffer.name
+        only_first = "if (GetSubBlockIdx() == 0) " if self.side == "AIV" and not self.half_rows else ""
+        write = [Call(f"{only_first}DataCopyPad({g}[{offset}], {stage}, p);", "MTE3", (stage,), (g,))]
+        if atomic:
+            write = [Call(f"{only_first}{ATOMIC_MODE[atomic]}<{a.ctype}>();"), *write,
+                     Call(f"{only_first}SetAtomicNone();")]
+        self.out.append(Block("", [
+            Call(f"int64_t rows = {valid};"),
+            Block("if (rows > 0)", [
+                Call(f"DataCopyExtParams p{{(uint16_t)rows, {size}, 0, (uint32_t)(({stride}) - 1) * {size}, 0}};"),
+                *write,
+            ]),
+        ]))
+
     def staging(self, name: str, gm_ctype: str) -> str:
         """A UB tile in the global tensor's type for a copy that also converts (Cast in or out)."""
         stage = f"{name}_{gm_ctype.replace('_t', '')}"
@@ -427,6 +517,9 @@ class Lowering:
                    f"{a.count});", [stage], [name])
             return
         lay = self.layouts[name]
+        box = self.column_box(region, lay, span)
+        if box is not None:
+            return self.copy_column_in(region, name, box, span)
         if a.position == "VECIN" and a.depth:
             self.queue_alloc(name)
         tile = (lay.rows, lay.cols)
@@ -471,6 +564,18 @@ class Lowering:
         self.first_touch(name)
         if a.position == "VECOUT" and a.depth:
             self.queue_pass(name)
+        box = self.column_box(region, lay, span, limits)
+        if box is not None:
+            self.copy_column_out(region, name, box, atomic)
+        else:
+            self.copy_row_box(src, region, span, name, atomic, limits)
+        if a.position == "VECOUT" and a.depth:
+            self.emit(f"{name}_que.FreeTensor({name});", ordered=(name,))
+            self.declared.discard(name)
+
+    def copy_row_box(self, src: T.Buffer, region: T.Region, span, name: str, atomic: str | None,
+                     limits: dict[int, str] | None) -> None:
+        a, lay = self.allocs[name], self.layouts[name]
         offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span, limits)
         size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
         g = region.buffer.name
@@ -490,9 +595,6 @@ class Lowering:
             ]),
         ]
         self.out.append(Block("", body))
-        if a.position == "VECOUT" and a.depth:
-            self.emit(f"{name}_que.FreeTensor({name});", ordered=(name,))
-            self.declared.discard(name)
 
 
 def _allocs(body: list[T.Stmt]):

@@ -108,6 +108,24 @@ class VecLoop:
 
     def eval(self, e: T.Expr, into: str | None = None) -> Val:
         e = self.subst(e)
+        got = self._eval(e, into)
+        # Tiles compute in f32, but an f16/bf16 result (o[i, j] * do[i, j] of two f16 tiles, a cast to f16) is that
+        # type's value, as the language (and the interpreter) rounds it: a round trip through the narrow type.
+        narrow = e.dtype in (D.F16, D.BF16) and (
+            isinstance(e, (T.Binary, T.Call)) and not (isinstance(e, T.Call) and e.func in ("max", "min")) or
+            isinstance(e, T.Cast) and e.value.dtype in (D.F32, D.F64))
+        if narrow and got.kind == "t":
+            t = self.lw.temp()
+            raw = f"{t}.ReinterpretCast<{ctype(e.dtype)}>()"
+            # (a tile this value only reads, such as the f32 buffer under a cast, is not rounded in place)
+            d = got if got.owned or got.text == into else self.target(into)
+            self.v(f"Cast({raw}, {got.text}, RoundMode::CAST_RINT, {self.n});", [got.text], [t])
+            self.v(f"Cast({d.text}, {raw}, RoundMode::CAST_NONE, {self.n});", [t], [d.text])
+            self.lw.release(t)
+            return d
+        return got
+
+    def _eval(self, e: T.Expr, into: str | None) -> Val:
         if isinstance(e, T.Const):
             return Val("s", float_literal(float(e.value)))
         if not self.is_vec(e):

@@ -1,27 +1,32 @@
-// tilec's C++ model of the CCE intrinsics below CANN's AscendC API (dav-c220 vector core), so that CANN's own API
-// code (asc-devkit, compiled in its CPU-debug mode by scripts/ascend_real_api.py --numerics) runs tilec's vector
+// tilec's C++ model of the CCE intrinsics below CANN's AscendC API (dav-c220 vector and cube cores), so that CANN's
+// own API code (asc-devkit, compiled in its CPU-debug mode by scripts/ascend_real_api.py --numerics) runs tilec's
 // kernels on the host with real numbers. Compiled together with the real headers, whose declarations these
 // definitions must match; written for tilec from the intrinsics' observable behaviour, not from CANN's library.
 //
 // What it models: the vector mask and its two modes (normal: a bit per element of each 256-byte repeat; counter:
 // the low 64 bits count elements across as many repeats as needed), block and repeat strides in 32-byte units,
-// DataCopyPad's aligned copies (GM gaps in bytes, UB gaps in 32-byte blocks, right padding with the pad value),
-// and a pipe-hazard checker: each pipe (S, V, MTE2, MTE3, ...) numbers its operations and keeps a vector clock
-// advanced only by set_flag/wait_flag and pipe_barrier; each 32-byte granule of UB remembers its last writer and
-// readers; an access not ordered after a conflicting one aborts with both named (as tilec's API model does).
-// What it does not: scalar-pipe accesses (the CPU-debug LocalTensor reads memory directly), GM hazards, cube
-// intrinsics, cross-core flags; an intrinsic tilec's kernels do not reach stays a stub that aborts when called.
+// DataCopyPad's aligned copies (GM gaps in bytes, UB gaps in 32-byte blocks, right padding with the pad value), the
+// cube core's Nd2Nz copies, matrix fills, L1 -> L0A/L0B fractal loads, mad and the NZ2ND Fixpipe, the atomic mode,
+// mode-2 cross-core flags between the processes of a mixed group, and a pipe-hazard checker: each pipe (S, V, M,
+// MTE1-3, FIX) numbers its operations and keeps a vector clock advanced only by set_flag/wait_flag and
+// pipe_barrier; each 32-byte granule of UB, L1, L0A, L0B and L0C remembers its last writer and readers; an access
+// not ordered after a conflicting one aborts with both named (as tilec's API model does).
+// What it does not: scalar-pipe accesses (the CPU-debug LocalTensor reads memory directly), GM hazards; an
+// intrinsic tilec's kernels do not reach stays a stub that aborts when called.
 
-#include "kernel_operator.h"
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 namespace {
 
-constexpr int NPIPES = 8;  // pipe_t values up to PIPE_ALL
+constexpr int NPIPES = 11;  // pipe_t values up to PIPE_FIX (10)
 struct Access { int pipe = -1; uint32_t n = 0; const char* op = nullptr; };
 struct Granule { Access write; Access reads[NPIPES]; };
 
@@ -33,12 +38,11 @@ struct State {
     uint32_t clock[NPIPES][NPIPES] = {};  // clock[p][q]: how far pipe p knows pipe q has completed
     uint32_t flag[NPIPES][NPIPES][8][NPIPES] = {};
     bool flag_set[NPIPES][NPIPES][8] = {};
-    std::vector<Granule> ub;
 };
 State& st() { static State s; return s; }
 
 const char* pipe_name(int p) {
-    static const char* n[] = {"S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "FIX"};
+    static const char* n[] = {"S", "V", "M", "MTE1", "MTE2", "MTE3", "ALL", "MTE4", "MTE5", "V2", "FIX"};
     return p >= 0 && p < NPIPES ? n[p] : "?";
 }
 
@@ -48,8 +52,23 @@ const char* pipe_name(int p) {
     std::abort();
 }
 
-uint8_t* ub_base() { return reinterpret_cast<uint8_t*>(AscendC::ConstDefiner::Instance().cpuUB); }
-constexpr size_t UB_BYTES = 192 * 1024;
+// On-chip memories of the core, as CPU-debug allocates them (ConstDefiner): every 32-byte granule has a shadow.
+struct Mem { const char* name; uint8_t* base; size_t bytes; std::vector<Granule> shadow; };
+std::vector<Mem>& mems() {
+    static std::vector<Mem> m;
+    if (m.empty()) {
+        auto& c = AscendC::ConstDefiner::Instance();
+        m = {{"UB", c.cpuUB, 192 * 1024, {}}, {"L1", c.cpuL1, 512 * 1024, {}}, {"L0A", c.cpuL0A, 64 * 1024, {}},
+             {"L0B", c.cpuL0B, 64 * 1024, {}}, {"L0C", c.cpuL0C, 128 * 1024, {}}};
+    }
+    return m;
+}
+Mem* mem_of(const void* p) {
+    auto* b = static_cast<const uint8_t*>(p);
+    for (Mem& m : mems())
+        if (m.base && b >= m.base && b < m.base + m.bytes) return &m;
+    return nullptr;  // GM: not tracked
+}
 
 struct Op { int pipe; uint32_t n; const char* name; };
 Op issue(int pipe, const char* name) { return Op{pipe, ++st().count[pipe], name}; }
@@ -61,27 +80,32 @@ bool ordered(const Op& op, const Access& a) {
 }
 
 void touch(const void* p, size_t bytes, const Op& op, bool write) {
+    Mem* m = mem_of(p);
+    if (bytes == 0 || m == nullptr) return;
     auto* b = static_cast<const uint8_t*>(p);
-    uint8_t* base = ub_base();
-    if (bytes == 0 || b < base || b >= base + UB_BYTES) return;  // GM: not tracked
-    State& s = st();
-    if (s.ub.empty()) s.ub.resize(UB_BYTES / 32);
-    size_t first = size_t(b - base) / 32, last = (size_t(b - base) + bytes - 1) / 32;
+    if (b + bytes > m->base + m->bytes) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg, "'%s' %s %zu bytes at %s+%zu, past the end of %s (%zu bytes)", op.name,
+                      write ? "writes" : "reads", bytes, m->name, size_t(b - m->base), m->name, m->bytes);
+        fail(msg);
+    }
+    if (m->shadow.empty()) m->shadow.resize(m->bytes / 32);
+    size_t first = size_t(b - m->base) / 32, last = (size_t(b - m->base) + bytes - 1) / 32;
     char msg[512];
-    for (size_t g = first; g <= last && g < s.ub.size(); ++g) {
-        Granule& gr = s.ub[g];
+    for (size_t g = first; g <= last && g < m->shadow.size(); ++g) {
+        Granule& gr = m->shadow[g];
         if (!ordered(op, gr.write)) {
-            std::snprintf(msg, sizeof msg, "pipe hazard: pipe %s '%s' %s UB granule %zu, last written by pipe %s '%s' "
+            std::snprintf(msg, sizeof msg, "pipe hazard: pipe %s '%s' %s %s granule %zu, last written by pipe %s '%s' "
                           "(#%u) with no synchronisation between them", pipe_name(op.pipe), op.name,
-                          write ? "writes" : "reads", g, pipe_name(gr.write.pipe), gr.write.op, gr.write.n);
+                          write ? "writes" : "reads", m->name, g, pipe_name(gr.write.pipe), gr.write.op, gr.write.n);
             fail(msg);
         }
         if (write) {
             for (const Access& r : gr.reads)
                 if (r.pipe >= 0 && r.pipe != op.pipe && !ordered(op, r)) {
-                    std::snprintf(msg, sizeof msg, "pipe hazard: pipe %s '%s' overwrites UB granule %zu still being "
-                                  "read by pipe %s '%s' (#%u)", pipe_name(op.pipe), op.name, g, pipe_name(r.pipe),
-                                  r.op, r.n);
+                    std::snprintf(msg, sizeof msg, "pipe hazard: pipe %s '%s' overwrites %s granule %zu still being "
+                                  "read by pipe %s '%s' (#%u)", pipe_name(op.pipe), op.name, m->name, g,
+                                  pipe_name(r.pipe), r.op, r.n);
                     fail(msg);
                 }
             gr.write = Access{op.pipe, op.n, op.name};
@@ -145,6 +169,57 @@ void binary(const char* name, T* dst, T* a, T* b, uint8_t repeat, uint8_t db, ui
     for (size_t i = 0; i < at.size(); ++i) *at[i].d = out[i];
 }
 
+float h2f(half h);
+half f2h(float v);
+float bf2f(uint16_t b) { uint32_t u = uint32_t(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+uint16_t f2bf(float f) {  // nearest even, as the hardware's casts to bf16
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (std::isnan(f)) return uint16_t((u >> 16) | 0x40);
+    return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+// The atomic mode (set_atomic_add/max/min with set_atomic_f32/f16/bf16/s32, until set_atomic_none): MTE3 and FIX
+// writes to GM combine with what is there. GM is shared by every core's process, so each element is combined with
+// a compare-and-swap.
+struct Atomic { int op = 0; int type = 0; };  // op: 0 none, 1 add, 2 max, 3 min; type: 1 f32, 2 f16, 3 bf16, 4 s32
+Atomic& atomic() { static Atomic a; return a; }
+template <typename W, typename F> void cas(uint8_t* p, F combine) {
+    W old;
+    std::memcpy(&old, p, sizeof(W));
+    for (;;) {
+        W now = combine(old);
+        if (__atomic_compare_exchange_n(reinterpret_cast<W*>(p), &old, now, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            return;
+    }
+}
+template <typename T> T combine_values(int op, T a, T b) {
+    return op == 1 ? T(a + b) : op == 2 ? (a > b ? a : b) : (a < b ? a : b);
+}
+void gm_store(uint8_t* dst, const uint8_t* src, size_t bytes) {
+    const Atomic& a = atomic();
+    if (a.op == 0) { std::memcpy(dst, src, bytes); return; }
+    size_t w = a.type == 1 || a.type == 4 ? 4 : 2;
+    if (bytes % w || reinterpret_cast<uintptr_t>(dst) % w) fail("atomic GM write not aligned to its element type");
+    for (size_t i = 0; i < bytes; i += w) {
+        uint8_t* p = dst + i;
+        if (a.type == 1) {
+            float v; std::memcpy(&v, src + i, 4);
+            cas<uint32_t>(p, [&](uint32_t o) { float f; std::memcpy(&f, &o, 4); f = combine_values(a.op, f, v);
+                                               uint32_t u; std::memcpy(&u, &f, 4); return u; });
+        } else if (a.type == 4) {
+            int32_t v; std::memcpy(&v, src + i, 4);
+            cas<uint32_t>(p, [&](uint32_t o) { return uint32_t(combine_values(a.op, int32_t(o), v)); });
+        } else if (a.type == 2) {
+            half v; std::memcpy(&v.val, src + i, 2);
+            cas<uint16_t>(p, [&](uint16_t o) { half h; h.val = o; return f2h(combine_values(a.op, h2f(h), h2f(v))).val; });
+        } else {
+            uint16_t v; std::memcpy(&v, src + i, 2);
+            cas<uint16_t>(p, [&](uint16_t o) { return f2bf(combine_values(a.op, bf2f(o), bf2f(v))); });
+        }
+    }
+}
+
 // DataCopyPad's aligned copies: nBurst rows of lenBurst bytes; GM rows lenBurst + srcGap bytes apart (to UB) or
 // dstGap (to GM); a UB row takes whole 32-byte blocks (left pad + data + right pad), then the UB gap in blocks.
 template <int SIZE> void copy_in(void* dst, void* src, uint16_t n, uint32_t len, uint8_t left, uint8_t right,
@@ -171,7 +246,7 @@ void copy_out(void* dst, void* src, uint16_t n, uint32_t len, uint32_t src_gap, 
     for (uint16_t i = 0; i < n; ++i) {
         uint8_t* from = s + size_t(i) * (row + src_gap * 32);
         touch(from, len, op, false);
-        std::memcpy(d + size_t(i) * (len + dst_gap), from, len);
+        gm_store(d + size_t(i) * (len + dst_gap), from, len);
     }
 }
 
@@ -210,7 +285,13 @@ void set_mov_pad_val(uint64_t v) { st().pad = v; }
 void set_flag(pipe_t src, pipe_t dst, event_t id) {
     State& s = st();
     if (id < 0 || id > 7) fail("set_flag: event id outside 0..7");
-    if (s.flag_set[src][dst][id]) fail("set_flag twice on one event without a wait_flag");
+    if (src < 0 || src >= NPIPES || dst < 0 || dst >= NPIPES) fail("set_flag: pipe outside the model's pipes");
+    if (s.flag_set[src][dst][id]) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "set_flag(%s, %s, %d) twice without a wait_flag between them", pipe_name(src),
+                      pipe_name(dst), int(id));
+        fail(msg);
+    }
     s.flag_set[src][dst][id] = true;
     for (int q = 0; q < NPIPES; ++q) s.flag[src][dst][id][q] = s.clock[src][q];
     s.flag[src][dst][id][src] = s.count[src];
@@ -218,7 +299,13 @@ void set_flag(pipe_t src, pipe_t dst, event_t id) {
 void wait_flag(pipe_t src, pipe_t dst, event_t id) {
     State& s = st();
     if (id < 0 || id > 7) fail("wait_flag: event id outside 0..7");
-    if (!s.flag_set[src][dst][id]) fail("wait_flag with no set_flag before it: the pipe would hang");
+    if (src < 0 || src >= NPIPES || dst < 0 || dst >= NPIPES) fail("wait_flag: pipe outside the model's pipes");
+    if (!s.flag_set[src][dst][id]) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "wait_flag(%s, %s, %d) with no set_flag before it: the pipe would hang",
+                      pipe_name(src), pipe_name(dst), int(id));
+        fail(msg);
+    }
     s.flag_set[src][dst][id] = false;
     for (int q = 0; q < NPIPES; ++q)
         if (s.flag[src][dst][id][q] > s.clock[dst][q]) s.clock[dst][q] = s.flag[src][dst][id][q];
@@ -452,7 +539,321 @@ void vbrcb(uint32_t* dst, uint32_t* src, uint16_t db, uint16_t dr, uint8_t repea
         }
 }
 
+
+// ----------------------------------------------------------------------------- atomic mode
+
+void set_atomic_none() { atomic().op = 0; }
+void set_atomic_add() { atomic().op = 1; }
+void set_atomic_max() { atomic().op = 2; }
+void set_atomic_min() { atomic().op = 3; }
+void set_atomic_f32() { atomic().type = 1; }
+void set_atomic_f16() { atomic().type = 2; }
+void set_atomic_bf16() { atomic().type = 3; }
+void set_atomic_s32() { atomic().type = 4; }
+
+// ----------------------------------------------------------------------------- cube core
+//
+// Layouts (C0 = 32 bytes: 16 elements of a 16-bit type, 8 of a 32-bit one):
+//   Nd2Nz into L1: element (r, c) of each ND matrix lands at (c / C0) * dstNzC0Stride * C0 + r * dstNzNStride * C0 +
+//   c % C0 (strides in 32-byte blocks), matrix i at i * dstNzMatrixStride elements, read from i * srcNdMatrixStride;
+//   L1 -> L0A/L0B (load_cbuf_to_ca/cb): one 512-byte fractal per repeat, source fractal baseIdx + i * srcStride,
+//   destination fractal i * (1 + dstGap); `transpose` transposes each 16x16 fractal;
+//   mad: L0A holds A as 16x16 fractals row-major over (m-block, k-block), each fractal row-major; L0B holds B as
+//   fractals row-major over (k-block, n-block), each fractal n-major; L0C (float) fractals over (n-block, m-block),
+//   each row-major; init (cmatrixInitVal) replaces L0C, otherwise the products are added to it;
+//   copy_matrix_cc_to_gm with NZ2ND: element (r, c) from (c / 16) * srcStride * 16 + r * 16 + c % 16 to r * dstStride
+//   + c of the ND destination, converted by QuantPRE, ReLU on request, ndNum matrices (set_nd_para).
+
+namespace {
+template <typename T> void nd2nz(const char* name, T* dst, T* src, uint16_t nd, uint16_t n, uint16_t d,
+                                 uint16_t src_nd, uint16_t src_d, uint16_t c0_stride, uint16_t n_stride,
+                                 uint16_t dst_nd) {
+    const uint32_t c0 = 32 / sizeof(T);
+    if (nd < 1 || c0_stride < 1 || n_stride < 1 || src_d < d) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg, "%s: parameters out of range (ndNum %u, dstNzC0Stride %u, dstNzNStride %u, "
+                      "srcDValue %u < dValue %u)", name, nd, c0_stride, n_stride, src_d, d);
+        fail(msg);
+    }
+    Op op = issue(PIPE_MTE2, name);
+    for (uint32_t m = 0; m < nd; ++m)
+        for (uint32_t r = 0; r < n; ++r)
+            for (uint32_t c = 0; c < d; c += c0) {
+                T* to = dst + size_t(m) * dst_nd + size_t(c / c0) * c0_stride * c0 + size_t(r) * n_stride * c0;
+                touch(to, 32, op, true);
+                uint32_t k = d - c < c0 ? d - c : c0;
+                std::memcpy(to, src + size_t(m) * src_nd + size_t(r) * src_d + c, k * sizeof(T));
+            }
+}
+
+template <typename T> void create_matrix(const char* name, int pipe, T* dst, int64_t config, const void* value) {
+    uint32_t repeat = uint32_t(config & 0x7fff), blocks = uint32_t((config >> 16) & 0x7fff),
+             gap = uint32_t((config >> 32) & 0x7fff);
+    Op op = issue(pipe, name);
+    auto* d = reinterpret_cast<uint8_t*>(dst);
+    for (uint32_t r = 0; r < repeat; ++r) {
+        uint8_t* row = d + size_t(r) * (blocks + gap) * 32;
+        touch(row, size_t(blocks) * 32, op, true);
+        for (uint32_t i = 0; i < blocks * 32 / sizeof(T); ++i) std::memcpy(row + i * sizeof(T), value, sizeof(T));
+    }
+}
+
+template <typename T> void load_2d(const char* name, T* dst, T* src, uint16_t base, uint8_t repeat,
+                                   uint16_t src_stride, uint16_t dst_gap, bool transpose) {
+    if (repeat < 1) fail("load_cbuf_to_ca/cb: repeat must be 1..255");
+    if (transpose && sizeof(T) != 2) fail("load_cbuf_to_ca/cb: transpose needs 16-bit elements here");
+    Op op = issue(PIPE_MTE1, name);
+    const size_t fe = 512 / sizeof(T);
+    for (uint32_t i = 0; i < repeat; ++i) {
+        T* in = src + (size_t(base) + size_t(i) * src_stride) * fe;
+        T* out = dst + size_t(i) * (1 + dst_gap) * fe;
+        touch(in, 512, op, false);
+        touch(out, 512, op, true);
+        if (transpose) {
+            T tmp[256];
+            for (int r = 0; r < 16; ++r)
+                for (int c = 0; c < 16; ++c) tmp[c * 16 + r] = in[r * 16 + c];
+            std::memcpy(out, tmp, 512);
+        } else {
+            std::memmove(out, in, 512);
+        }
+    }
+}
+
+template <typename T, typename Cvt> void mad_impl(float* c, T* a, T* b, uint16_t m, uint16_t k, uint16_t n, bool init,
+                                                  Cvt to_float) {
+    if (m > 4095 || n > 4095 || k > 4095) fail("mad: m, n, k are at most 4095");
+    if (k % 16) fail("mad: k is not a multiple of 16 for a 16-bit type");
+    Op op = issue(PIPE_M, "mad");
+    const uint32_t M1 = (m + 15) / 16, N1 = (n + 15) / 16, K1 = k / 16;
+    touch(a, size_t(M1) * K1 * 512, op, false);
+    touch(b, size_t(K1) * N1 * 512, op, false);
+    if (!init) touch(c, size_t(M1) * N1 * 1024, op, false);
+    touch(c, size_t(M1) * N1 * 1024, op, true);
+    for (uint32_t i = 0; i < M1 * 16; ++i)
+        for (uint32_t j = 0; j < N1 * 16; ++j) {
+            float acc = 0;
+            for (uint32_t x = 0; x < k; ++x)
+                acc += to_float(a[(size_t(i / 16) * K1 + x / 16) * 256 + (i % 16) * 16 + x % 16]) *
+                       to_float(b[(size_t(x / 16) * N1 + j / 16) * 256 + (j % 16) * 16 + x % 16]);
+            float& out = c[(size_t(j / 16) * M1 + i / 16) * 256 + (i % 16) * 16 + j % 16];
+            out = init ? acc : out + acc;
+        }
+}
+
+uint64_t g_nd_para = 1;  // ND_PARA: [15:0] ndNum, [31:16] src nd stride, [47:32] dst nd stride
+
+template <typename D> void fixpipe(D* dst, float* src, uint16_t n, uint16_t m, uint32_t dst_stride,
+                                   uint16_t src_stride, QuantMode_t quant, uint8_t relu, bool split, bool nz2nd) {
+    if (!nz2nd || split) fail("copy_matrix_cc_to_gm: tilec's CCE model implements NZ2ND without channel split only");
+    bool ok = (std::is_same<D, half>::value && quant == QuantMode_t::F322F16) ||
+              (std::is_same<D, float>::value && quant == QuantMode_t::NoQuant) ||
+              (sizeof(D) == 2 && !std::is_same<D, half>::value && quant == QuantMode_t::F322BF16);
+    if (!ok) fail("copy_matrix_cc_to_gm: QuantPRE does not produce the destination type");
+    if (src_stride % 16 || src_stride < m) fail("copy_matrix_cc_to_gm: srcStride must be a multiple of 16 and >= mSize");
+    if (dst_stride < n) fail("copy_matrix_cc_to_gm: the ND destination stride is below nSize");
+    uint32_t nd = uint32_t(g_nd_para & 0xffff), src_nd = uint32_t((g_nd_para >> 16) & 0xffff),
+             dst_nd = uint32_t((g_nd_para >> 32) & 0xffff);
+    if (nd != 1) fail("copy_matrix_cc_to_gm: tilec's CCE model implements ndNum = 1");
+    (void)src_nd; (void)dst_nd;
+    Op op = issue(PIPE_FIX, "copy_matrix_cc_to_gm");
+    std::vector<D> row(n);
+    for (uint32_t r = 0; r < m; ++r) {
+        for (uint32_t c = 0; c < n; ++c) {
+            float* at = src + size_t(c / 16) * src_stride * 16 + size_t(r) * 16 + c % 16;
+            if (c % 8 == 0) touch(at, 32, op, false);
+            float v = *at;
+            if (relu && v < 0) v = 0;
+            if constexpr (std::is_same<D, half>::value) row[c] = f2h(v);
+            else if constexpr (std::is_same<D, float>::value) row[c] = v;
+            else { uint16_t b = f2bf(v); std::memcpy(&row[c], &b, 2); }
+        }
+        gm_store(reinterpret_cast<uint8_t*>(dst + size_t(r) * dst_stride), reinterpret_cast<uint8_t*>(row.data()),
+                 n * sizeof(D));
+    }
+}
+}  // namespace
+
+void set_nd_para(uint64_t config) { g_nd_para = config; }
+
+void copy_gm_to_cbuf_multi_nd2nz_b16(half* dst, half* src, uint8_t, uint16_t nd, uint16_t n, uint16_t d,
+                                     uint16_t src_nd, uint16_t src_d, uint16_t c0s, uint16_t ns, uint16_t dst_nd) {
+    nd2nz("copy_gm_to_cbuf_multi_nd2nz_b16", dst, src, nd, n, d, src_nd, src_d, c0s, ns, dst_nd);
+}
+void copy_gm_to_cbuf_multi_nd2nz_b16(bfloat16_t* dst, bfloat16_t* src, uint8_t, uint16_t nd, uint16_t n, uint16_t d,
+                                     uint16_t src_nd, uint16_t src_d, uint16_t c0s, uint16_t ns, uint16_t dst_nd) {
+    nd2nz("copy_gm_to_cbuf_multi_nd2nz_b16", reinterpret_cast<uint16_t*>(dst), reinterpret_cast<uint16_t*>(src), nd,
+          n, d, src_nd, src_d, c0s, ns, dst_nd);
+}
+void copy_gm_to_cbuf_multi_nd2nz_b32s(float* dst, float* src, uint8_t, uint16_t nd, uint16_t n, uint16_t d,
+                                      uint16_t src_nd, uint16_t src_d, uint16_t c0s, uint16_t ns, uint16_t dst_nd) {
+    nd2nz("copy_gm_to_cbuf_multi_nd2nz_b32s", dst, src, nd, n, d, src_nd, src_d, c0s, ns, dst_nd);
+}
+
+void create_cbuf_matrix(half* dst, int64_t config, half v) { create_matrix("create_cbuf_matrix", PIPE_MTE2, dst, config, &v.val); }
+void create_ca_matrix(half* dst, int64_t config, half v) { create_matrix("create_ca_matrix", PIPE_MTE1, dst, config, &v.val); }
+void create_cb_matrix(half* dst, int64_t config, half v) { create_matrix("create_cb_matrix", PIPE_MTE1, dst, config, &v.val); }
+void create_cbuf_matrix_bf16(bfloat16_t* dst, int64_t config, bfloat16_t v) {
+    create_matrix("create_cbuf_matrix_bf16", PIPE_MTE2, reinterpret_cast<uint16_t*>(dst), config, &v);
+}
+void create_ca_matrix_bf16(bfloat16_t* dst, int64_t config, bfloat16_t v) {
+    create_matrix("create_ca_matrix_bf16", PIPE_MTE1, reinterpret_cast<uint16_t*>(dst), config, &v);
+}
+void create_cb_matrix_bf16(bfloat16_t* dst, int64_t config, bfloat16_t v) {
+    create_matrix("create_cb_matrix_bf16", PIPE_MTE1, reinterpret_cast<uint16_t*>(dst), config, &v);
+}
+
+void load_cbuf_to_ca(half* dst, half* src, uint16_t base, uint8_t repeat, uint16_t ss, uint16_t gap, uint8_t, bool t,
+                     addr_cal_mode_t) {
+    load_2d("load_cbuf_to_ca", dst, src, base, repeat, ss, gap, t);
+}
+void load_cbuf_to_cb(half* dst, half* src, uint16_t base, uint8_t repeat, uint16_t ss, uint16_t gap, uint8_t, bool t,
+                     addr_cal_mode_t) {
+    load_2d("load_cbuf_to_cb", dst, src, base, repeat, ss, gap, t);
+}
+void load_cbuf_to_ca(bfloat16_t* dst, bfloat16_t* src, uint16_t base, uint8_t repeat, uint16_t ss, uint16_t gap,
+                     uint8_t, bool t, addr_cal_mode_t) {
+    load_2d("load_cbuf_to_ca", reinterpret_cast<uint16_t*>(dst), reinterpret_cast<uint16_t*>(src), base, repeat, ss,
+            gap, t);
+}
+void load_cbuf_to_cb(bfloat16_t* dst, bfloat16_t* src, uint16_t base, uint8_t repeat, uint16_t ss, uint16_t gap,
+                     uint8_t, bool t, addr_cal_mode_t) {
+    load_2d("load_cbuf_to_cb", reinterpret_cast<uint16_t*>(dst), reinterpret_cast<uint16_t*>(src), base, repeat, ss,
+            gap, t);
+}
+
+void mad(float* c, half* a, half* b, uint16_t m, uint16_t k, uint16_t n, uint8_t, bool, bool source, bool init) {
+    if (source) fail("mad: tilec's CCE model implements cmatrixSource = false (C from L0C)");
+    mad_impl(c, a, b, m, k, n, init, [](half h) { return h2f(h); });
+}
+void mad(float* c, bfloat16_t* a, bfloat16_t* b, uint16_t m, uint16_t k, uint16_t n, uint8_t, bool, bool source,
+         bool init) {
+    if (source) fail("mad: tilec's CCE model implements cmatrixSource = false (C from L0C)");
+    mad_impl(c, reinterpret_cast<uint16_t*>(a), reinterpret_cast<uint16_t*>(b), m, k, n, init,
+             [](uint16_t x) { return bf2f(x); });
+}
+
+void copy_matrix_cc_to_gm(half* dst, float* src, uint8_t, uint16_t n, uint16_t m, uint32_t ds, uint16_t ss, uint8_t,
+                          QuantMode_t q, uint8_t relu, bool split, bool nz2nd) {
+    fixpipe(dst, src, n, m, ds, ss, q, relu, split, nz2nd);
+}
+void copy_matrix_cc_to_gm(bfloat16_t* dst, float* src, uint8_t, uint16_t n, uint16_t m, uint32_t ds, uint16_t ss,
+                          uint8_t, QuantMode_t q, uint8_t relu, bool split, bool nz2nd) {
+    fixpipe(reinterpret_cast<uint16_t*>(dst), src, n, m, ds, ss, q, relu, split, nz2nd);
+}
+void copy_matrix_cc_to_gm(float* dst, float* src, uint8_t, uint16_t n, uint16_t m, uint32_t ds, uint16_t ss, uint8_t,
+                          QuantMode_t q, uint8_t relu, bool split, bool nz2nd) {
+    fixpipe(dst, src, n, m, ds, ss, q, relu, split, nz2nd);
+}
+
+// ----------------------------------------------------------------------------- cross-core flags
+//
+// A mixed group (one AIC, two AIVs: block_idx names the group) exchanges flags through a table in a file every
+// core's process maps (TILEC_CCE_XCORE). Mode 2 (AIC <-> its AIVs): the AIC's set counts once for each AIV; an AIV's
+// set counts toward the AIC's flag, which moves when both AIVs have set it. wait_flag_dev blocks until the core's
+// count of that flag is positive and takes one. A core waiting while every other core of its group is waiting or
+// done with nothing pending for it is a deadlock, reported rather than hung.
+
+namespace {
+constexpr int XGROUPS = 64, XFLAGS = 16;
+struct XGroup {
+    int32_t pending[3][XFLAGS];   // per core (0: AIC, 1/2: AIV 0/1)
+    int32_t aiv_sets[2][XFLAGS];  // AIV sets not yet matched by the other AIV's
+    int32_t state[3];             // 0 not started, 1 running, 2 waiting, 3 done
+};
+XGroup* xtable() {
+    static XGroup* table = nullptr;
+    if (!table) {
+        const char* path = std::getenv("TILEC_CCE_XCORE");
+        if (!path) fail("cross-core flag outside a mixed run (TILEC_CCE_XCORE is not set)");
+        int fd = open(path, O_RDWR);
+        if (fd < 0 || ftruncate(fd, sizeof(XGroup) * XGROUPS) != 0) fail("cannot map the cross-core flag table");
+        table = static_cast<XGroup*>(mmap(nullptr, sizeof(XGroup) * XGROUPS, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+        close(fd);
+    }
+    return table;
+}
+XGroup* xgroup() {
+    int64_t b = block_idx;
+    if (b < 0 || b >= XGROUPS) fail("cross-core flags: block index out of the table");
+    return xtable() + b;
+}
+int xcore() { return g_coreType == AscendC::AIC ? 0 : 1 + int(sub_block_idx); }
+}  // namespace
+
+void ffts_cross_core_sync(pipe_t, uint64_t config) {
+    int mode = int((config >> 4) & 3), flag = int((config >> 8) & 15);
+    if (mode != 2) fail("ffts_cross_core_sync: tilec's CCE model implements mode 2 (AIC <-> its AIVs) only");
+    XGroup* g = xgroup();
+    if (xcore() == 0) {
+        __atomic_add_fetch(&g->pending[1][flag], 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&g->pending[2][flag], 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    int me = xcore() - 1, other = 1 - me;
+    for (;;) {  // match one set of the other AIV, or leave this one for it to match
+        int32_t o = __atomic_load_n(&g->aiv_sets[other][flag], __ATOMIC_SEQ_CST);
+        if (o > 0) {
+            if (__atomic_compare_exchange_n(&g->aiv_sets[other][flag], &o, o - 1, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST)) {
+                __atomic_add_fetch(&g->pending[0][flag], 1, __ATOMIC_SEQ_CST);
+                return;
+            }
+            continue;
+        }
+        __atomic_add_fetch(&g->aiv_sets[me][flag], 1, __ATOMIC_SEQ_CST);
+        // the other AIV may have added its own set meanwhile: if both are now positive, match them here
+        int32_t mine = __atomic_load_n(&g->aiv_sets[me][flag], __ATOMIC_SEQ_CST);
+        int32_t theirs = __atomic_load_n(&g->aiv_sets[other][flag], __ATOMIC_SEQ_CST);
+        if (mine > 0 && theirs > 0 &&
+            __atomic_compare_exchange_n(&g->aiv_sets[me][flag], &mine, mine - 1, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            if (__atomic_compare_exchange_n(&g->aiv_sets[other][flag], &theirs, theirs - 1, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST))
+                __atomic_add_fetch(&g->pending[0][flag], 1, __ATOMIC_SEQ_CST);
+            else
+                __atomic_add_fetch(&g->aiv_sets[me][flag], 1, __ATOMIC_SEQ_CST);  // lost the race: put it back
+        }
+        return;
+    }
+}
+
+void wait_flag_dev(int64_t flag) {
+    if (flag < 0 || flag >= XFLAGS) fail("wait_flag_dev: flag id outside 0..15");
+    XGroup* g = xgroup();
+    int me = xcore();
+    __atomic_store_n(&g->state[me], 2, __ATOMIC_SEQ_CST);
+    long stuck = 0;  // consecutive polls in which every other core was waiting or done
+    for (long spins = 0;; ++spins) {
+        int32_t p = __atomic_load_n(&g->pending[me][flag], __ATOMIC_SEQ_CST);
+        if (p > 0 && __atomic_compare_exchange_n(&g->pending[me][flag], &p, p - 1, false, __ATOMIC_SEQ_CST,
+                                                 __ATOMIC_SEQ_CST))
+            break;
+        if (p > 0) continue;
+        bool others_stuck = true;
+        for (int c = 0; c < 3; ++c)
+            if (c != me && __atomic_load_n(&g->state[c], __ATOMIC_SEQ_CST) < 2) others_stuck = false;
+        stuck = others_stuck ? stuck + 1 : 0;
+        if (stuck > 5000) {
+            char msg[200];
+            std::snprintf(msg, sizeof msg, "deadlock: %s of group %lld waits for cross-core flag %lld, and every other "
+                          "core of the group is waiting or done", me == 0 ? "the AIC" : me == 1 ? "AIV 0" : "AIV 1",
+                          (long long)block_idx, (long long)flag);
+            fail(msg);
+        }
+        if (spins > 600000) fail("cross-core flag: no set after 10 minutes");
+        usleep(spins < 100 ? 10 : 1000);
+    }
+    __atomic_store_n(&g->state[me], 1, __ATOMIC_SEQ_CST);
+}
+
 }  // namespace AscendC
+
+// A core of a mixed group starts (1) and ends (3): the cross-core deadlock check counts the cores still running.
+extern "C" void tilec_cce_core_state(int64_t block, int core, int state) {
+    if (std::getenv("TILEC_CCE_XCORE") && block >= 0 && block < AscendC::XGROUPS)
+        __atomic_store_n(&AscendC::xtable()[block].state[core], state, __ATOMIC_SEQ_CST);
+}
 
 // An intrinsic this model does not implement, reached by the API: stop rather than compute nothing.
 extern "C" [[noreturn]] void tilec_cce_unmodelled(const char* symbol) {

@@ -1,0 +1,115 @@
+"""AscendC lowering: copies of column boxes (a box whose one non-unit extent is an outer dimension of the tensor,
+issue #30's topk and chunk_cumsum boxes) and the f16 rounding of f16-typed intermediates, each run on tilec's CPU
+model of the AscendC API against the interpreter at regular and ragged sizes on fresh inputs."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.diagnostics import CompileError
+from tilec.interp.run import random_inputs, run_kernel
+from tilec.targets.ascend.model_run import build_runner, run_on_model
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC CPU model needs g++")
+
+# G[b, s, h]: a [1, 64, 1] box (a column of the middle dimension) into a [1, 64] tile and back out, with a cast in;
+# x[m, k]: a [16, 1] box into a [16] tile and a guarded store of a [16] tile into a [16, 1] box (topk's store).
+COLUMNS = """
+const blk = 64
+kernel col2d(G: f16[B, S, H], out_: out f32[B, S, H]):
+    with T.Kernel(T.ceildiv(S, blk), B * H) as (bs, bbh):
+        bb = bbh // H
+        bh = bbh % H
+        t = T.alloc_shared((1, blk), f32)
+        T.copy(G[bb, bs * blk:(bs + 1) * blk, bh], t)
+        for i, j in T.Parallel(1, blk):
+            t[i, j] = t[i, j] * 2.0 + 1.0
+        T.copy(t, out_[bb, bs * blk:(bs + 1) * blk, bh])
+
+kernel col1d(x: f32[M, K], y: out f32[M, K]):
+    with T.Kernel(T.ceildiv(M, 16), K) as (bx, k):
+        v = T.alloc_fragment([16], f32)
+        T.copy(x[bx * 16:(bx + 1) * 16, k], v)
+        for i in T.Parallel(16):
+            if bx * 16 + i < M:
+                y[bx * 16 + i, k] = v[i] - 3.0
+"""
+
+# The product of two f16 tiles is an f16 value (the interpreter rounds it), then summed in f32.
+F16_PRODUCT = """
+kernel prod(a: f16[N, C], b: f16[N, C], s: out f32[N]):
+    with T.Kernel(T.ceildiv(N, 16)) as bx:
+        x = T.alloc_fragment([16, 64], f16)
+        y = T.alloc_fragment([16, 64], f16)
+        acc = T.alloc_fragment([16, 64], f32)
+        r = T.alloc_fragment([16], f32)
+        T.copy(a[bx * 16, 0], x)
+        T.copy(b[bx * 16, 0], y)
+        for i, j in T.Parallel(16, 64):
+            acc[i, j] = x[i, j] * y[i, j]
+        T.reduce_sum(acc, r, 1)
+        T.copy(r, s[bx * 16:(bx + 1) * 16])
+"""
+
+
+def _check(tmp_path, text: str, kernel: str, sizes: dict[str, int], rtol: float, atol: float, source_edit=None):
+    path = tmp_path / f"{kernel}.tile"
+    path.write_text(text)
+    result = tilec.compile(path, target="ascend910b", kernel=kernel)
+    k = tilec.compile(path, kernel=kernel).module.kernels[0]
+    program = result.simt[0]
+    arrays = random_inputs(k, sizes, seed=int(np.random.default_rng().integers(1 << 30)))
+    got = copy.deepcopy(arrays)
+    for p in k.params:
+        if isinstance(p, tilec.ir.tile.Buffer) and p.is_output:
+            got[p.name][...] = np.nan  # an element the kernel does not write stays NaN
+            arrays[p.name][...] = np.nan
+    source = source_edit(result.source) if source_edit else result.source
+    run_on_model(build_runner(source, program), program, {**sizes, **got}, cores=4)
+    run_kernel(k, arrays)
+    for p in k.params:
+        if isinstance(p, tilec.ir.tile.Buffer) and p.is_output:
+            np.testing.assert_allclose(got[p.name], arrays[p.name], rtol=rtol, atol=atol, equal_nan=True,
+                                       err_msg=p.name)
+    return result.source
+
+
+@pytest.mark.parametrize("sizes", [{"B": 2, "S": 128, "H": 3}, {"B": 1, "S": 100, "H": 5}])
+def test_a_column_box_copies_into_and_out_of_a_row_tile(tmp_path, sizes):
+    source = _check(tmp_path, COLUMNS, "col2d", sizes, 1e-6, 1e-6)
+    assert "Gather(" in source and "Brcb(" in source  # one element per 32-byte block, gathered / spread
+
+
+@pytest.mark.parametrize("sizes", [{"M": 32, "K": 4}, {"M": 37, "K": 3}])
+def test_a_column_box_copies_into_and_out_of_a_1d_tile_with_a_guard(tmp_path, sizes):
+    _check(tmp_path, COLUMNS, "col1d", sizes, 1e-6, 1e-6)
+
+
+def test_a_planted_wrong_column_stride_fails(tmp_path):
+    """Planted: the column copy's GM gap one element short (it reads along the row instead)."""
+    with pytest.raises(AssertionError):
+        _check(tmp_path, COLUMNS, "col2d", {"B": 1, "S": 64, "H": 3}, 1e-6, 1e-6,
+               lambda s: s.replace("(uint32_t)((H) - 1) * 2", "(uint32_t)((H) - 2) * 2", 1))
+
+
+@pytest.mark.parametrize("sizes", [{"N": 32, "C": 64}, {"N": 21, "C": 64}])
+def test_f16_products_are_rounded_to_f16_as_the_language_says(tmp_path, sizes):
+    # f32 tolerance: without the rounding the sums differ by about 1e-4 relative (mha_bwd's Delta did)
+    source = _check(tmp_path, F16_PRODUCT, "prod", sizes, 2e-6, 2e-6)
+    assert "RoundMode::CAST_RINT" in source
+
+
+def test_cumsum_is_refused_at_its_line_with_the_reason(tmp_path):
+    path = tmp_path / "cs.tile"
+    path.write_text("kernel cs(G: f32[N], O: out f32[N]):\n    with T.Kernel(1) as bx:\n"
+                    "        t = T.alloc_shared((1, 64), f32)\n        T.copy(G[0:64], t)\n"
+                    "        T.cumsum(t, dim=1)\n        T.copy(t, O[0:64])\n")
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path, target="ascend910b")
+    d = e.value.diagnostics[0]
+    assert "T.cumsum has no AscendC lowering" in d.message and d.span.line == 5
