@@ -52,16 +52,17 @@ def _require(ok: bool, what: str) -> None:
 
 
 def _cases():
-    """(id, .tile path, defines, kernel to build or None, kernel to call or None, sizes, inputs function, tolerance)."""
+    """(id, .tile path, defines, kernel to build or None, kernel to call or None, sizes, inputs function, tolerance,
+    WebGPU limits above the spec's defaults that the module is built with)."""
     for sample, defines, sizes in sample_configs():
         tol = {"f16": 1e-2, "bf16": 3e-2}.get(defines.get("dtype", "f16"), 1e-4)
         yield (f"{sample}[{','.join(f'{k}={v}' for k, v in sorted(defines.items()))}]",
-               ROOT / "samples" / f"{sample}.tile", defines, None, None, sizes, None, tol)
+               ROOT / "samples" / f"{sample}.tile", defines, None, None, sizes, None, tol, {})
     for case in webgpu_ports():
         for name in case.kernels or [None]:
             yield (f"port:{case.name}" + (f":{name}" if name else ""), ROOT / "examples" / "tilelang" / case.file,
                    {**case.defines, **case.webgpu_defines}, case.kernel, name, case.sizes["ragged"], case.inputs,
-                   max(case.rtol, case.atol, 1e-2))
+                   max(case.rtol, case.atol, 1e-2), case.limits_for("webgpu"))
 
 
 CASES = list(_cases())
@@ -81,11 +82,11 @@ def job():
     work = Path(tempfile.mkdtemp(prefix="tilec-deno-"))
     modules: dict[tuple, Path] = {}
     jobs, expected = [], {}
-    for n, (cid, path, defines, build_kernel, kernel, sizes, inputs, tol) in enumerate(CASES):
+    for n, (cid, path, defines, build_kernel, kernel, sizes, inputs, tol, limits) in enumerate(CASES):
         key = (str(path), tuple(sorted(defines.items())), build_kernel)
         if key not in modules:
             art = tilec.compile(path, "webgpu", defines=defines, kernel=build_kernel, emit="esm",
-                                output_name=f"m{len(modules)}.js")
+                                output_name=f"m{len(modules)}.js", limits=limits)
             (work / f"m{len(modules)}.d.ts").write_text(declarations(json.loads(art.manifest)))
             modules[key] = work / f"m{len(modules)}.js"
             modules[key].write_bytes(art.data)

@@ -131,7 +131,7 @@ def test_ports_that_build_for_webgpu_stay_inside_their_buffers(case):
     path = ROOT / "examples" / "tilelang" / case.file
     defines = {**case.defines, **case.webgpu_defines}
     front = tilec.compile(path, defines=defines, kernel=case.kernel)
-    lowered = tilec.compile(path, "webgpu", defines=defines, kernel=case.kernel)
+    lowered = tilec.compile(path, "webgpu", defines=defines, kernel=case.kernel, limits=case.limits_for("webgpu"))
     units = front.module.kernels if case.kernels is None else [
         k for n in case.kernels for k in front.module.kernels if n in (k.name, k.attrs.get("stage_of"))]
     args = None
