@@ -438,9 +438,9 @@ def test_documented_gpu_command_runs(gpu_scratch, command):
         assert text in output, f"$ {command}: expected {text!r} in its output:\n{output}"
 
 
-def _run_documented(scratch, command: str, claimed: str | tuple[str, ...]) -> None:
+def _run_documented(scratch, command: str, claimed: str | tuple[str, ...], timeout: int = 1200) -> None:
     cwd, env = scratch
-    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"$ {command}\n{output}"
     assert "Traceback" not in output
@@ -454,7 +454,7 @@ def test_documented_long_command_runs(scratch, command):
     marks, claimed, _fast = RUN_LONG[command]
     for what in marks:
         _needs(what)
-    _run_documented(scratch, command, claimed)
+    _run_documented(scratch, command, claimed, timeout=7200)  # the fuzzing run: 65 minutes
 
 
 @pytest.mark.parametrize("command", sorted(RUN_LONG))
