@@ -5,9 +5,11 @@ and every Python snippet of README.md too:
 - RUN_HERE: run by this file, as the docs write it (from a scratch folder where `samples/` is the checkout's and
   `tilec` is this checkout), with what the docs claim of its output checked;
 - FAILS_AS_DOCUMENTED: run here too, for the error the docs show: its exit status and message;
-- RUN_ELSEWHERE: run by the named test of another file (which must exist);
-- RUN_ON_GPU: commands that need an NVIDIA GPU, run by this file under `pytest -m gpu` (after the documented
-  commands that make their inputs);
+- RUN_ELSEWHERE: run by the named test (of another file, or a test of this one that checks more than the output:
+  the zsh completion, the CUDA 12 build, the link of an object, and the long ones under `pytest -m slow` with their
+  fast twin named);
+- RUN_ON_GPU: commands that need an NVIDIA GPU, run by this file under `pytest -m gpu` (after the commands that make
+  their inputs, in a folder whose samples/ is a copy: tuning writes databases beside the source);
 - RUN_LONG: long commands (large nvcc builds, a large interpreter run), run under `pytest -m slow`; by default
   their fast twin runs (the same configuration's CUDA source, or a smaller run);
 - SYNOPSES: usage lines with placeholders (FILE, [options]), not commands;
