@@ -20,3 +20,16 @@ step 60 "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4
 : # (ran in the first call: PASS) if [ -d "$A/examples" ]; then step 60 "$REPO/examples/run_on_gpu.sh $A/examples" run_on_gpu_examples; else step 60 "$REPO/examples/run_on_gpu.sh" run_on_gpu_examples_tilec_there; fi
 step 90 "tilec package samples/*.tile --target sm80,sm90 -o pkg/ && tilec check-deploy pkg/ && python3 -m tilec.deploy_check pkg/" check_deploy
 step 60 "tilec tune samples/softmax.tile --target sm90 --shapes rows --gpus all" tune_softmax
+# The GPU commands added to tests/test_docs_commands.py RUN_ON_GPU on 2026-12-02 (s8-docs; not yet run on a GPU):
+# `MORE=1 bash .artifacts/NAME/docs_gpu_commands.sh`. Tuning writes databases into samples/: here a copy.
+if [ "${MORE:-}" = 1 ]; then
+  rm samples && cp -r "$REPO/samples" samples && mkdir -p bench && cp "$REPO/bench/tune_samples.py" bench/
+  command -v python > /dev/null || ln -s "$(command -v python3)" bin/python
+  printf 'import numpy as np\n\n\ndef softmax(X, *sizes):\n    x = X.astype(np.float32)\n    e = np.exp(x - x.max(axis=-1, keepdims=True))\n    return (e / e.sum(axis=-1, keepdims=True)).astype(X.dtype)\n' > ref.py
+  ln -s samples/softmax.tile softmax.tile
+  step 120 "tilec softmax.tile --target sm90 -o softmax.cubin && tilec run softmax.cubin --device cuda --check --reference ref.py:softmax --rtol 1e-3 --atol 1e-3 --size M=64,N=1000" run_reference
+  step 600 "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --size M=1000,N=1000,K=1000" tune_gemm_bf16
+  step 600 "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --build-dir tune/gemm_bf16 && python -m tilec.runtime.tune_worker tune/gemm_bf16 && tilec tune --collect tune/gemm_bf16" tune_split
+  step 900 "python bench/tune_samples.py build .artifacts/tune && python3 -m tilec.runtime.tune_worker --budget 300 .artifacts/tune/* && python bench/tune_samples.py collect .artifacts/tune" tune_samples
+  step 900 "cp samples/gemm.tune.json my_model.tune.json && tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --size-rule B_rows=K --size-rule B_cols=N --shapes llm-gemm --shapes square-gemm --size M=1,N=6144,K=4096 --size M=1,N=28672,K=4096 --size M=1,N=4096,K=14336 --size M=1,N=128256,K=4096 --size M=2048,N=6144,K=4096 --size M=2048,N=28672,K=4096 --size M=2048,N=4096,K=14336 --size M=2048,N=128256,K=4096 --build-dir tune/my_gemm && python -m tilec.runtime.tune_worker tune/my_gemm && tilec tune --collect tune/my_gemm --db my_model.tune.json && tilec samples/gemm.tile --target sm90 -D dtype=bf16 --tune-db my_model.tune.json -o gemm.cubin" tune_my_model
+fi
