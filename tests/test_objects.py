@@ -205,7 +205,8 @@ def test_hip_object_links_against_the_hip_runtime(tmp_path):
     assert len([s for s in syms if s.endswith(("_image0", "_image1")) and syms[s] == "r"]) == 2
     m = json.loads((tmp_path / "softmax.o.json").read_text())
     assert m["object"]["prototypes"] == [
-        "hipError_t softmax_launch(hipStream_t stream, hipDeviceptr_t X, hipDeviceptr_t Y, int M, int N);"]
+        "hipError_t softmax_launch(hipStream_t stream, hipDeviceptr_t X, hipDeviceptr_t Y, int M, int N);",
+        "hipError_t softmax_check_sizes(int M, int N, char* message, size_t message_size);"]
     (tmp_path / "main.c").write_text("#define __HIP_PLATFORM_AMD__\n#include <hip/hip_runtime_api.h>\n"
                                      + m["object"]["prototypes"][0] + "\n"
                                      "int main(void) { return softmax_launch(0, 0, 0, 4, 4) == hipSuccess; }\n")

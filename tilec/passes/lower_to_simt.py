@@ -522,9 +522,7 @@ class Lowerer:
                    f"that selects the {s.threads} threads from around the barriers onto the statements between "
                    "them (tilec then places the block's barriers itself)")
         if "named_barriers" not in self.target.features:
-            why = {"hip": "AMD GPUs have no named barriers (s_barrier waits for the whole workgroup)",
-                   "wgsl": "WGSL has only workgroupBarrier(), which every invocation of the workgroup must reach in "
-                           "uniform control flow"}.get(self.target.backend, f"{self.target.name} has no named barriers")
+            why = self.target.why_missing("named_barriers")
             raise self.fail(f"{call} is a named barrier among {s.threads} of the block's {self.k.threads} threads "
                             f"(CUDA's bar.sync {s.barrier_id}, {s.threads}), but {why}; {instead}", s.span)
         if self.ext.barrier_threads is not None:

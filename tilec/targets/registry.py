@@ -40,6 +40,12 @@ class Target:
     # element types the back end cannot hold in a buffer or a value (checked by storage planning, so
     # that no such type reaches a code printer)
     unsupported_dtypes: frozenset[str] = frozenset()
+    # (feature, why this target lacks it): the reason an error gives when a kernel needs a feature the target has not
+    missing_feature_reasons: tuple[tuple[str, str], ...] = ()
+
+    def why_missing(self, feature: str) -> str:
+        """Why this target lacks `feature`, in words for an error message."""
+        return dict(self.missing_feature_reasons).get(feature, f"{self.name} has no {feature.replace('_', ' ')}")
 
     @property
     def implementations(self) -> str | None:
@@ -65,6 +71,7 @@ class Target:
         return dataclasses.replace(self, **limits)
 
 
+AMD_MISSING = (("named_barriers", "AMD GPUs have no named barriers (s_barrier waits for the whole workgroup)"),)
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 # timeline_profile: clock64, globaltimer
 CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile", "named_barriers"}
@@ -90,9 +97,11 @@ TARGETS: dict[str, Target] = {
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8,
+               missing_feature_reasons=AMD_MISSING),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16", "mfma.16x16x32.fp8"), (), HIP_FEATURES),
+               ("mfma.32x32x8", "mfma.16x16x16", "mfma.16x16x32.fp8"), (), HIP_FEATURES,
+               missing_feature_reasons=AMD_MISSING),
         # Its "shared memory" is the vector core's UB: 192 KB, of which CANN's library keeps the top 8 KB
         # (TMP_UB_OFFSET) for itself, so 184 KB usable, as the back end's capacity pass counts (ascend/chip.py).
         Target("ascend910b", "ascend", "ascend910b", "Huawei Ascend 910B", 1, 1, 184 * 1024,
@@ -103,7 +112,9 @@ TARGETS: dict[str, Target] = {
         Target("webgpu", "wgsl", "wgsl", "WebGPU (WGSL compute shaders)", 32, 256, 16 * 1024,
                max_storage_buffers=8, max_grid=65535,
                shared_memory_hint="or --max-workgroup-storage BYTES for a device that grants more than WebGPU's "
-                                  "default"),
+                                  "default",
+               missing_feature_reasons=(("named_barriers", "WGSL has only workgroupBarrier(), which every "
+                                         "invocation of the workgroup must reach in uniform control flow"),)),
     ]
 }
 
