@@ -154,11 +154,7 @@ def trace(tile_kernel, simt_kernel, warp_size: int, sizes: dict[str, int] | None
         tile's accesses are traced."""
 
         def loop(self, s, mask):
-            act = self.active(mask)
-            begin = self.full(self.eval(s.begin, mask)).astype(np.int64)
-            extent = self.full(self.eval(s.extent, mask)).astype(np.int64)
-            step = self.full(self.eval(s.step, mask)).astype(np.int64) if s.step is not None else 1
-            ext_act = extent[act]
+            act, begin, extent, step, ext_act = self.loop_bounds(s, mask)
             if ext_act.size == 0:
                 return
             n = int(ext_act.max())

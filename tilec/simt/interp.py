@@ -385,12 +385,16 @@ class _BlockRun(ScalarOps, ThreadGroups):
         else:
             raise self.err(f"cannot execute {type(s).__name__}", s.span)
 
-    def loop(self, s: S.SFor, mask) -> None:
+    def loop_bounds(self, s: S.SFor, mask):
+        """(active lanes, begin, extent, step, the active lanes' extents) of a loop, per lane."""
         act = self.active(mask)
         begin = self.full(self.eval(s.begin, mask)).astype(np.int64)
         extent = self.full(self.eval(s.extent, mask)).astype(np.int64)
         step = self.full(self.eval(s.step, mask)).astype(np.int64) if s.step is not None else 1
-        ext_act = extent[act]
+        return act, begin, extent, step, extent[act]
+
+    def loop(self, s: S.SFor, mask) -> None:
+        act, begin, extent, step, ext_act = self.loop_bounds(s, mask)
         if ext_act.size == 0:
             return
         uniform = np.all(ext_act == ext_act[0])
