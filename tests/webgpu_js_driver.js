@@ -5,7 +5,8 @@
 // relative to DIR; each tensor argument {file, dtype, shape, output} is read from its raw bytes and passed as
 // {data, shape}. Results: {adapter, formulas, [id]: {ok, ms, error?, outputs?}}.
 const ARRAYS = {f32: Float32Array, i32: Int32Array, u32: Uint32Array, f16: globalThis.Float16Array ?? Uint16Array,
-  bf16: Uint16Array, i8: Int8Array, u8: Uint8Array, bool: Uint8Array};
+  bf16: Uint16Array, i8: Int8Array, u8: Uint8Array, i16: Int16Array, u16: Uint16Array, bool: Uint8Array,
+  f8e4m3: Uint8Array, f8e5m2: Uint8Array};
 const inDeno = typeof Deno !== "undefined";
 
 const base64 = (bytes) => {

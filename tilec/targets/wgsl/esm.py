@@ -24,7 +24,8 @@ DEFAULT_LIMITS = {"maxComputeWorkgroupStorageSize": 16384, "maxStorageBuffersPer
                   "maxComputeInvocationsPerWorkgroup": 256, "maxComputeWorkgroupSizeX": 256}
 _JS_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
 _TS_ARRAYS = {"f32": "Float32Array", "i32": "Int32Array", "u32": "Uint32Array", "f16": "F16Array",
-              "bf16": "Uint16Array", "i8": "Int8Array", "u8": "Uint8Array", "bool": "Uint8Array"}
+              "bf16": "Uint16Array", "i8": "Int8Array", "u8": "Uint8Array", "bool": "Uint8Array",
+              "i16": "Int16Array", "u16": "Uint16Array", "f8e4m3": "Uint8Array", "f8e5m2": "Uint8Array"}
 
 
 class _Code(str):

@@ -8,9 +8,11 @@ export class TilecError extends Error {
   }
 }
 const bad = (k, m) => { throw new TilecError(k.name, m, k.line); };
+// fp8 has no typed array of its own: its bytes travel in a Uint8Array, as bf16's halves travel in a Uint16Array
 const ARRAYS = {f32: [Float32Array], i32: [Int32Array], u32: [Uint32Array], i8: [Int8Array], u8: [Uint8Array],
-  bool: [Uint8Array], f16: [globalThis.Float16Array, Uint16Array].filter(Boolean), bf16: [Uint16Array]};
-const BYTES = {f32: 4, i32: 4, u32: 4, f16: 2, bf16: 2, i8: 1, u8: 1, bool: 1};
+  i16: [Int16Array], u16: [Uint16Array], bool: [Uint8Array], f8e4m3: [Uint8Array], f8e5m2: [Uint8Array],
+  f16: [globalThis.Float16Array, Uint16Array].filter(Boolean), bf16: [Uint16Array]};
+const BYTES = {f32: 4, i32: 4, u32: 4, f16: 2, bf16: 2, i16: 2, u16: 2, i8: 1, u8: 1, f8e4m3: 1, f8e5m2: 1, bool: 1};
 const STORAGE = 0x8c, I32 = 2 ** 31;
 const isBuf = (x) => !!x?.getMappedRange; // a GPUBuffer (of any realm or implementation)
 const pad4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
