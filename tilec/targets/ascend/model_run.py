@@ -1,6 +1,7 @@
 """Run generated AscendC source on tilec's CPU model of the AscendC API (model/kernel_operator.h).
 
-The source is compiled with g++ under -fsanitize=address,undefined together with a small generated main() that
+The source is compiled with clang++ (else g++; TILEC_ASCEND_MODEL_CXX picks one) under -fsanitize=address,undefined
+together with a small generated main() that
 loads each tensor from a file, launches the kernel on min(tiles, cores) model cores and writes the outputs back.
 Binaries are cached by the hash of the source and the model headers (TILEC_CACHE_DIR or ~/.cache/tilec), so a
 test session compiles each kernel configuration once.
@@ -24,6 +25,19 @@ CXXFLAGS = ["-std=c++17", "-O0", "-g", "-fsanitize=address,undefined", "-fno-san
 
 class ModelError(UserFacingError):
     """The model refused the kernel: a compile error against the API, or a check that failed while it ran."""
+
+
+def model_compiler() -> str | None:
+    """The C++ compiler for model runners: clang++ first, because with the sanitizers at -O0 it builds a kernel's
+    runner about 2.5x faster than g++ (2.2 s against 5.3 s for mha_bwd's kernel), then g++."""
+    chosen = os.environ.get("TILEC_ASCEND_MODEL_CXX")
+    if chosen:
+        return shutil.which(chosen)
+    for name in ("clang++", "clang++-19", "clang++-18", "clang++-17", "clang++-16", "clang++-15", "g++"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
 
 
 def _cache_dir() -> Path:
@@ -88,13 +102,13 @@ def _main_source(program) -> str:
 def build_runner(source: str, program) -> Path:
     """The model executable for one kernel of `source` (compiled once, then cached)."""
     main = _main_source(program)
-    key = hashlib.sha256((_model_hash() + source + main).encode()).hexdigest()[:24]
+    cxx = model_compiler()
+    key = hashlib.sha256((_model_hash() + str(cxx) + source + main).encode()).hexdigest()[:24]
     exe = _cache_dir() / f"{program.name}-{key}"
     if exe.exists():
         return exe
-    cxx = shutil.which("g++")
     if cxx is None:
-        raise ModelError("running AscendC kernels on tilec's CPU model needs g++ (not found on PATH)")
+        raise ModelError("running AscendC kernels on tilec's CPU model needs clang++ or g++ (neither is on PATH)")
     with tempfile.TemporaryDirectory(prefix="tilec-ascend-") as tmp:
         Path(tmp, "kernel.cpp").write_text(source)
         Path(tmp, "main.cpp").write_text(main)
