@@ -181,8 +181,11 @@ class HopperLowering(LoweringExtension):
     def realign_pipeline_copies(self, loop: T.For) -> bool:
         """A cp.async pipeline around one wgmma gemm (the no-TMA twin, --no-tma): its misaligned rows are realigned
         (measured on the H200: the LM head 4096x50257x4096 22 -> 204 TFLOP/s). In the twin its registers cost
-        nothing else: the twin runs for misaligned tensors alone."""
-        return self.one_wgmma_gemm(loop) is not None
+        nothing else: the twin runs for misaligned tensors alone -- so every pipeline of a twin realigns (a row
+        kernel's streamed rows of odd length: softmax, rmsnorm, layernorm), not only a gemm's."""
+        k = self.cx.k
+        return self.one_wgmma_gemm(loop) is not None or bool(k.attrs.get("internal") and "tma" in k.disabled
+                                                             and "realign" not in k.disabled)
 
     def one_wgmma_gemm(self, loop: T.For) -> T.Gemm | None:
         gemms = [st for st in loop.body if isinstance(st, T.Gemm)]
