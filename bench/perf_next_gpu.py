@@ -2,6 +2,7 @@
 
     python bench/perf_next_gpu.py build DIR        # here, no GPU: DIR/{norm}_{dtype}_{realign,plain}.cubin
     python3 bench/perf_next_gpu.py run DIR [--results FILE]   # on the GPU: check, then time, print a table
+    compute-sanitizer --tool memcheck python3 bench/perf_next_gpu.py check DIR   # the realign builds, small shapes
 
 `build` compiles softmax, rmsnorm and layernorm for sm90 with their committed databases (what a user gets with no -D)
 in bf16, f16 and f32, twice: as committed (`realign`: misaligned rows into fragments by tl::load_realign, the no-TMA
@@ -27,6 +28,7 @@ NORMS = ["softmax", "rmsnorm", "layernorm"]
 DTYPES = ["bf16", "f16", "f32"]
 VARIANTS = {"realign": [], "plain": ["--no-realign"]}
 CHECK = [(37, 1001), (37, 4095), (5, 20001), (1500, 8193), (3, 50257), (37, 50257), (64, 1000)]
+CHECK_SMALL = [(3, 1001), (2, 20001), (2, 50257)]  # `check` (under compute-sanitizer): the tensor's end in every path
 # odd rows (the vocabulary, odd hidden sizes), then aligned anchors (the same code path in both builds)
 TIME = [(4096, 50257), (1024, 50257), (4096, 4095), (4096, 8193), (32768, 4097), (4096, 1001), (64, 50257),
         (4096, 50264), (4096, 4096), (4096, 2048), (32768, 8192), (4096, 1024)]
@@ -47,7 +49,7 @@ def build(out: Path) -> None:
                 print(f"built {name}", flush=True)
 
 
-def run(out: Path, results: str | None) -> int:
+def run(out: Path, results: str | None, check_only: bool = False) -> int:
     import torch
     import torch.nn.functional as F
     from triton.testing import do_bench
@@ -89,7 +91,9 @@ def run(out: Path, results: str | None) -> int:
 
     rows, bad = [], 0
     for (norm, dt, variant), k in kern.items():
-        for m, n in CHECK:
+        if check_only and variant != "realign":
+            continue
+        for m, n in CHECK_SMALL if check_only else CHECK:
             x, w, b = inputs(m, n, dt)
             r = ref(norm, x, w, b)
             y = torch.full_like(x, float("nan"))
@@ -103,6 +107,8 @@ def run(out: Path, results: str | None) -> int:
             if not ok:
                 print(f"WRONG {norm} {dt} {variant} M={m} N={n}: rel err {err}", flush=True)
     print(f"checks: {sum(r['what'] == 'check' for r in rows)} runs, {bad} wrong", flush=True)
+    if check_only:
+        return 1 if bad else 0
 
     print("\nTB/s (one read + one write of X); ratio = torch time / tilec time (> 1: tilec faster)")
     print(f"{'kernel':<10} {'dtype':<5} {'shape':<12} {'torch':>7} {'plain':>7} {'realign':>8} "
@@ -134,14 +140,14 @@ def run(out: Path, results: str | None) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["build", "run"])
+    ap.add_argument("mode", choices=["build", "run", "check"])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--results")
     a = ap.parse_args()
     if a.mode == "build":
         build(a.dir)
     else:
-        raise SystemExit(run(a.dir, a.results))
+        raise SystemExit(run(a.dir, a.results, check_only=a.mode == "check"))
 
 
 if __name__ == "__main__":

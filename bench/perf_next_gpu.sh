@@ -7,8 +7,8 @@
 #   bash bench/perf_next_gpu.sh run [DIR]       # there: needs numpy, torch, triton and the driver; no compiler
 #
 # The device call (run tool): carry [".artifacts/perf_next"], command `OUT=$OUT bash bench/perf_next_gpu.sh run`.
-# Results go to $OUT (rows.json, misaligned.log) when OUT is set. Sanitizer runs, if wanted after it:
-#   compute-sanitizer --tool memcheck python3 bench/misaligned_h200.py check DIR/mis pad
+# Results go to $OUT (rows.json, rows.log, misaligned.log, memcheck.log) when OUT is set. The gemm sanitizer runs,
+# if wanted after it: compute-sanitizer --tool memcheck|racecheck python3 bench/misaligned_h200.py check DIR/mis pad
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?build or run}
@@ -25,6 +25,10 @@ case "$mode" in
     rc=0
     "$PY" bench/perf_next_gpu.py run "$dir/rows" --results "$out/rows.json" 2>&1 | tee "$out/rows.log" || rc=1
     "$PY" bench/misaligned_h200.py run "$dir/mis" 2>&1 | tee "$out/misaligned.log" || rc=1
+    if command -v compute-sanitizer > /dev/null; then   # load_realign and the twins' realigned copies: memcheck
+      compute-sanitizer --tool memcheck --error-exitcode 1 "$PY" bench/perf_next_gpu.py check "$dir/rows" 2>&1 \
+        | tail -n 20 | tee "$out/memcheck.log" || rc=1
+    fi
     exit $rc
     ;;
   *) echo "usage: $0 build|run [DIR]" >&2; exit 2 ;;
