@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 # Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
 # --no-partition; simplify-indices is off unless CompileOptions.simplify_indices asks for it).
-DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize", "simplify_indices", "partition"})
+DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize", "simplify_indices", "partition", "realign"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
 LIMITS = frozenset({"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"})

@@ -74,6 +74,11 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
                  pattern=r"copy_shifted(?P<chunks>\d+)",
                  doc="`chunks` 16-byte chunks of shared memory (one address each) <- consecutive bytes at a global "
                      "address of any element alignment, all inside the tensor with 16 bytes more after them"),
+    IntrinsicDef("load_realign", {"n": int}, "cp.async", key=lambda p: f"load_realign{p['n']}",
+                 pattern=r"load_realign(?P<n>\d+)",
+                 doc="n elements into registers (converted) from a global row not aligned to n elements: the "
+                     "arguments are the registers, the aligned unit of n elements holding the first, the shift "
+                     "(elements into it), how many to read (zeros after them) and the tensor's end"),
     IntrinsicDef("cp_async16", feature="cp.async", doc="asynchronous 16-byte global -> shared copy"),
     IntrinsicDef("cp_async_commit", feature="cp.async"),
     IntrinsicDef("cp_async_wait", feature="cp.async", doc="wait until at most N groups are in flight"),

@@ -7,7 +7,9 @@ pipeline's global -> shared copy whose rows are not aligned still 16 bytes at a 
 aligned chunks that cover it (copy_shifted / copy16_realign); other copies element by element; into a K-major
 (transposed) shared tile through registers (`staged_copy`, also what register-staged pipelining issues one
 iteration ahead); fragments move a vector at a time where a
-thread's registers are consecutive in memory ("vector_fragment_copy"), else element by element. A
+thread's registers are consecutive in memory ("vector_fragment_copy"), also from a global row not aligned to the
+vector (load_realign: the two aligned vectors that cover it, shifted; CUDA, off with --no-realign), else element by
+element. A
 target's LoweringExtension may take the copy first (sm90: TMA stores of warpgroup accumulators).
 """
 
@@ -62,6 +64,7 @@ class CopyContext:
     fail: Callable  # fail(message, span) -> a CompileError to raise
     shared_read: Callable  # note that shared memory was read since the last barrier
     extension: object  # the target's LoweringExtension, which may take a copy first (lower_copy)
+    realign_rows: bool = True  # misaligned rows into fragments a vector at a time (load_realign; off: --no-realign)
 
     @staticmethod
     def of(cx) -> CopyContext:
@@ -74,7 +77,7 @@ class CopyContext:
 
         return CopyContext(cx.target, cx.sched, cx.k.threads, cx.tid, cx.emit, cx.block, cx.fresh, cx.lx, cx.sbuf,
                            cx.shared_layout, cx.region_index, cx.bounds, cx.contiguous_inner, cx.address, cx.ref,
-                           cx.addr, cx.spread, cx.fail, read, cx.ext)
+                           cx.addr, cx.spread, cx.fail, read, cx.ext, "realign" not in cx.k.disabled)
 
 
 def lower(cx, s: T.Copy, asynchronous: bool = False, realign: bool = False) -> None:
@@ -296,13 +299,55 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
 
         cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), cx.block(body), unroll=True))
 
+    def realigned_body():
+        kv = cx.fresh("r")
+
+        def body():
+            k0 = mul(kv, vec)
+            coords = layout.coords(cx.tid, k0)
+            tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
+            idx = cx.region_index(mem, tile)
+            unit, shift = realign_split(fold(cx.address(mem.buffer, idx, s.span)), vec)
+            end = S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), tensor_elements(cx, mem.buffer))
+            load = S.call(s.span, "load_realign", n=vec, args=[
+                S.AddrOf(D.I64, None, fsb, k0), S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), unit), shift,
+                realign_count(cx, mem, idx, vec), end])
+            ok = valid(layout, cx.tid, k0)
+            cx.emit(load if ok is None else S.SIf(None, ok, [load]))
+
+        cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), cx.block(body), unroll=True))
+
     if runtime_ok is None:
         vector_body()
     else:
         fast = cx.block(vector_body)
         slow = cx.block(lambda: copy_fragment_elements(cx, s, layout))
+        if cx.realign_rows and not to_mem and mem.buffer.scope == "global" and nbytes in (4, 8, 16) and \
+                "cp.async" in cx.target.async_copy:
+            # a row that is not aligned to `vec` elements (an odd row length) in a tensor whose start is: still a
+            # vector at a time, from the two aligned vectors that cover it (load_realign), not element by element
+            slow = [S.SIf(None, S.Intrinsic(D.BOOL, None, "aligned", [
+                S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), c(0)), c(nbytes)]), cx.block(realigned_body), slow)]
         cx.emit(S.SIf(None, runtime_ok, fast, slow))
     return True
+
+
+def realign_split(flat: T.Expr, vec: int) -> tuple[T.Expr, T.Expr]:
+    """A global element's flat index (in a tensor aligned to `vec` elements) as the aligned unit of `vec` elements
+    holding it and its place in the unit (the shift, i32)."""
+    shift = binary("&", flat, T.Const(flat.dtype, None, vec - 1))
+    return binary("-", flat, shift), cast(shift, D.I32)
+
+
+def realign_count(cx, mem: T.Region, idx: list[T.Expr], vec: int) -> T.Expr:
+    """How many of the `vec` elements at global indices idx lie inside the tensor: those left in the row (at most
+    vec), none where an outer index is past its dimension."""
+    left = T.Binary(D.I32, None, "-", cx.lx(mem.buffer.shape[-1]), idx[-1])
+    n = fold(T.Call(D.I32, None, "max", [fold(T.Call(D.I32, None, "min", [left, c(vec)])), c(0)]))
+    rows_ok = None
+    for i, x in enumerate(idx[:-1]):
+        rows_ok = both(rows_ok, bounds_one(cx, mem, i, x))
+    return n if rows_ok is None else fold(T.Select(D.I32, None, rows_ok, n, c(0)))
 
 
 def bounds_one(cx, r: T.Region, axis: int, i: T.Expr) -> T.Expr | None:

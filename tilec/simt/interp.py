@@ -532,6 +532,31 @@ class _BlockRun(ScalarOps, ThreadGroups):
         vals = np.where(pred[:, None], vals, np.float32(0))
         self.write(db, di, to_storage(vals, db.dtype), mask, s.span)
 
+    def load_realign(self, s: S.SCall, mask) -> None:
+        """load_realign: n elements at unit + shift into registers, converted; the first `count` read, zeros after
+        them. The unit must be aligned to n elements; where the GPU takes both aligned units at once (all n wanted,
+        and the second unit below `end`, or shift 0), those units must lie inside the tensor."""
+        act, width = self.active(mask), s.params["n"]
+        db, di = self.addr(s.args[0], mask)
+        sb, si = self.addr(s.args[1], mask)
+        shift = self.full(self.eval(s.args[2], mask)).astype(np.int64)
+        count = self.full(self.eval(s.args[3], mask)).astype(np.int64)
+        eb, ei = self.addr(s.args[4], mask)
+        if sb.scope != "global" or eb is not sb or np.any(act & (ei != self.storage(sb).shape[-1])):
+            raise self.err(f"{s.name}: the end address is not the end of global '{sb.name}'", s.span)
+        if np.any(act & ((si * sb.dtype.bytes) % (width * sb.dtype.bytes) != 0)):
+            raise self.err(f"{s.name}: unit address into '{sb.name}' not aligned to {width} elements", s.span)
+        if np.any(act & ((shift < 0) | (shift >= width) | (count < 0) | (count > width))):
+            raise self.err(f"{s.name}: shift or count out of range", s.span)
+        whole = act & (count == width) & ((shift == 0) | (ei - si >= 2 * width))
+        self.check_index(sb, si, whole & (shift == 0), width, "read (an aligned unit)", s.span)
+        self.check_index(sb, si, whole & (shift != 0), 2 * width, "read (two aligned units)", s.span)
+        vals = np.stack([self.read(sb, si + shift + j, _and(mask, count > j), 1, s.span)[:, 0] for j in range(width)],
+                        axis=1)
+        vals = vals.astype(compute_dtype(sb.dtype)).astype(np.float32)
+        vals = np.where(np.arange(width)[None, :] < count[:, None], vals, np.float32(0))
+        self.write(db, di, to_storage(vals, db.dtype), mask, s.span)
+
     def atomic(self, s: S.SCall, mask) -> None:
         """atomic and atomic_prev (whose first argument, a register, receives each thread's previous value)."""
         *prev_reg, addr, value = s.args
@@ -691,7 +716,7 @@ _SEMANTICS = {
     "copy16": "copy16", "copy16_or_zero": "copy16", "cp_async16": "copy16",
     "copy_shifted": "copy16_realign", "copy16_realign": "copy16_realign",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
-    "store_vec": "vector_copy",
+    "store_vec": "vector_copy", "load_realign": "load_realign",
     "atomic": "atomic", "atomic_prev": "atomic",
 }
 

@@ -34,6 +34,7 @@ _CALLS = {
     **PORTABLE_CALLS,
     "cp_async16": spelled("tl::cp_async_cg_16({0}, {1}, {2})"),
     "copy16_realign": spelled("tl::copy16_realign({0}, {1}, {2}, {3})"),
+    "load_realign": lambda printer, s, args: f"tl::load_realign<{s.params['n']}>({', '.join(args)});",
     "copy_shifted": lambda printer, s, args: f"tl::copy_shifted({args[-1]}, {', '.join(args[:-1])});",
     "cp_async_commit": spelled("tl::cp_async_commit()"),
     "cp_async_wait": spelled("tl::cp_async_wait<{0}>()"),

@@ -181,8 +181,15 @@ class HopperLowering(LoweringExtension):
     def realign_pipeline_copies(self, loop: T.For) -> bool:
         """A cp.async pipeline around one wgmma gemm (the no-TMA twin, --no-tma): its misaligned rows are realigned
         (measured on the H200: the LM head 4096x50257x4096 22 -> 204 TFLOP/s). In the twin its registers cost
-        nothing else: the twin runs for misaligned tensors alone."""
-        return self.one_wgmma_gemm(loop) is not None
+        nothing else: the twin runs for misaligned tensors alone -- so the pipelines of a twin without matrix
+        multiplies realign too (a row kernel's streamed rows of odd length: softmax, rmsnorm, layernorm). Not
+        attention's twin: its rows (a head dim) are aligned, and the realigned copies would cost the K/V pipelines'
+        aligned path 24 registers (165 -> 189) where only one tensor's base is misaligned."""
+        k = self.cx.k
+        if self.one_wgmma_gemm(loop) is not None:
+            return True
+        return bool(k.attrs.get("internal") and "tma" in k.disabled and "realign" not in k.disabled
+                    and not any(isinstance(st, T.Gemm) for st in walk_stmts(k.body)))
 
     def one_wgmma_gemm(self, loop: T.For) -> T.Gemm | None:
         gemms = [st for st in loop.body if isinstance(st, T.Gemm)]

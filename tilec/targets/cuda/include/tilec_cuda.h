@@ -39,6 +39,8 @@
 #endif
 
 #define TL_DEVICE __device__ __forceinline__
+// Pure bit arithmetic that a host program may run too (tests/test_realign_rows.py checks it on a CPU).
+#define TL_HOST_DEVICE __host__ __device__ __forceinline__
 
 namespace tl {
 
@@ -416,7 +418,7 @@ TL_DEVICE bool aligned(const void* p, unsigned long long bytes) {
 
 // Words w[q + i] .. w[q + i + 1] of two 16-byte chunks, shifted right by `bits` (a multiple of 8): the 16 bytes
 // that start `q * 4 + bits / 8` bytes into the first chunk, picked by selects (no register array indexed at run time).
-TL_DEVICE uint4 realign_words(const unsigned (&w)[8], unsigned q, unsigned bits) {
+TL_HOST_DEVICE uint4 realign_words(const unsigned (&w)[8], unsigned q, unsigned bits) {
   unsigned v[6], u[5];
 #pragma unroll
   for (int i = 0; i < 6; ++i) v[i] = (q & 2u) ? w[i + 2] : w[i];
@@ -435,7 +437,7 @@ template <> struct UintOf<2> { typedef unsigned short type; };
 template <> struct UintOf<4> { typedef unsigned type; };
 
 // The 16 bytes that start s bytes into chunk lo (s < 16), the rest from the chunk after it, hi.
-TL_DEVICE uint4 shift_chunks(const uint4& lo, const uint4& hi, unsigned s) {
+TL_HOST_DEVICE uint4 shift_chunks(const uint4& lo, const uint4& hi, unsigned s) {
   const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   return realign_words(w, s >> 2, (s & 3u) * 8u);
 }
@@ -476,6 +478,46 @@ TL_DEVICE void copy16_realign(void* dst, const T* src, int n, const T* end) {
 #pragma unroll
   for (int j = 0; j < V; ++j) out.e[j] = j < n ? bits[j] : U(0);
   st_128(dst, out.v);
+}
+
+// The N elements that start `shift` elements into the aligned unit lo (N elements, 4, 8 or 16 bytes), the rest
+// from the unit after it, hi (0 <= shift < N): a funnel shift of the two units' bits.
+template <int Bytes> struct UnitOf;
+template <> struct UnitOf<4> { typedef unsigned type; };
+template <> struct UnitOf<8> { typedef unsigned long long type; };
+template <> struct UnitOf<16> { typedef uint4 type; };
+
+template <typename T>
+TL_HOST_DEVICE T shift_units(const T& lo, const T& hi, unsigned shift_bytes) {
+  if (shift_bytes == 0) return lo;
+  const unsigned bits = shift_bytes * 8u;
+  return static_cast<T>((lo >> bits) | (hi << (8u * sizeof(T) - bits)));
+}
+TL_HOST_DEVICE uint4 shift_units(const uint4& lo, const uint4& hi, unsigned shift_bytes) {
+  return shift_chunks(lo, hi, shift_bytes);
+}
+
+// load_realign: the N elements at unit + shift (a row that is not aligned to N elements: `unit` is the aligned unit
+// of N elements holding the first, 0 <= shift < N), converted to R; only the first `count` are read (0 <= count <= N),
+// zeros after them. Two aligned vector loads and a funnel shift where all N are wanted and both units lie below
+// `end` (the tensor's end), else element by element, so that no byte at or past `end` is read.
+template <int N, typename R, typename T>
+TL_DEVICE void load_realign(R* dst, const T* unit, int shift, int count, const T* end) {
+  typedef typename UnitOf<N * int(sizeof(T))>::type U;
+  typedef typename UintOf<int(sizeof(T))>::type E;
+  union { U u; E e[N]; } out;
+  if (count == N && (shift == 0 || end - unit >= 2 * N)) {
+    const U* p = reinterpret_cast<const U*>(unit);
+    const U lo = p[0];
+    const U hi = shift ? p[1] : lo;
+    out.u = shift_units(lo, hi, static_cast<unsigned>(shift) * unsigned(sizeof(T)));
+  } else {
+    const E* bits = reinterpret_cast<const E*>(unit);
+#pragma unroll
+    for (int j = 0; j < N; ++j) out.e[j] = j < count ? bits[shift + j] : E(0);
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) dst[i] = static_cast<R>(static_cast<float>(bit_cast<T>(out.e[i])));
 }
 
 // N consecutive elements as one vector access (8 or 16 bytes), converted between the storage type
