@@ -424,6 +424,12 @@ def test_nvcc_flags_do_what_nvcc_does_under_nvrtc(nvrtc, tmp_path, capsys):
     assert "__global__" in (keep / f"{stem}.cu").read_text() and ".entry vector_add" in \
         (keep / f"{stem}.ptx").read_text()
     assert (keep / f"{stem}.cubin").read_bytes() == out.read_bytes()
+    from tilec.cli.compile_flags import COMPILE_FLAGS
+    from tilec.cli.flags import parse
+
+    for order in (["--keep-dir", "kd", "--keep"], ["--keep", "--keep-dir", "kd"], ["--keep-dir=kd"]):
+        assert parse(COMPILE_FLAGS, ["k.tile", *order])["keep"] == "kd", order  # nvcc's: kd holds them
+    assert parse(COMPILE_FLAGS, ["k.tile", "--keep"])["keep"] == "."
     capsys.readouterr()
     assert tilec_main([*base, "--dryrun"]) == 0
     shown = capsys.readouterr().out
