@@ -42,6 +42,13 @@ def test_bench_without_a_driver_says_so_before_compiling(monkeypatch, capsys):
     assert main(["bench", softmax, "--target", "sm90", "--size", "M=32,N=64"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tilec: error: the CUDA driver (libcuda.so.1) is not available"), err
+    from tilec.cli import profile
+
+    monkeypatch.setattr(profile, "build", compiled)  # tilec profile too (it compiled for seconds before)
+    fa = str(Path(__file__).resolve().parent.parent / "samples" / "flash_attention.tile")
+    assert main(["profile", fa, "--target", "sm90", "--size", "B=1,S=128,H=1", "-o", "fa.json"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tilec profile: error: no GPU here (the CUDA driver (libcuda.so.1) is not available"), err
 
 
 def test_a_misspelt_name_or_function_gets_a_suggestion():
