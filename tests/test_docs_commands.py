@@ -603,11 +603,19 @@ def test_readme_install_line_in_a_fresh_clone(tmp_path):
     command = next(c for c in RUN_ELSEWHERE if c.startswith("python3 -m venv .venv"))
     clone = tmp_path / "tilec"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=600)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # as a user has it: no PYTHONPATH, the samples' tuning databases (the suite turns them off), no CUDA toolkit
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "TILEC_TUNE_DB")}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep)
+                                  if d and not (Path(d) / "nvcc").exists())
     env["TILEC_CACHE_DIR"] = str(tmp_path / "cache")
     proc = subprocess.run(["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, f"$ {command}\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
     assert (clone / "gemm.cubin").stat().st_size > 0 and (clone / "gemm.cubin.json").is_file()
+    assert json.loads((clone / "gemm.cubin.json").read_text())["toolchain"].startswith("nvrtc ")
+    # the README: the compile's one line of output (after pip's) is the warning of the no-TMA twin's spill
+    ours = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("tilec")]
+    assert len(ours) == 1 and re.match(r"tilec: warning: kernel 'gemm__\w+__no_tma' spills .*; it is the no-TMA "
+                                       r"twin of 'gemm__\w+', launched only when", ours[0]), "\n".join(ours)
 
 
 @pytest.mark.slow
