@@ -224,7 +224,7 @@ BUILD_GEMM_BF16 = ("tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --s
                    "--build-dir tune/gemm_bf16")
 BF16_RECIPE = [
     "cp samples/gemm.tune.json my_model.tune.json",
-    "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --size-rule B_rows=K --size-rule B_cols=N \\",
+    "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --shapes square-gemm \\",
     "python -m tilec.runtime.tune_worker tune/my_gemm",
     "tilec tune --collect tune/my_gemm --db my_model.tune.json",
     "tilec samples/gemm.tile --target sm90 -D dtype=bf16 --tune-db my_model.tune.json -o gemm.cubin",
@@ -658,3 +658,37 @@ def test_readme_tune_build_folder(scratch):
     built = [c for c in plan["candidates"] if c["status"] == "built"]
     assert built and all((cwd / "tune" / c["artifact"]).is_file() for c in built)
     assert sorted(p.name for p in (ROOT / "samples").iterdir()) == before
+
+
+def _documented_tune_commands() -> list[str]:
+    """Every documented `tilec tune` that builds or times (not --collect), its continuation lines joined, from the
+    ledgers and the GPU commands' preparatory commands (their arguments can be checked here)."""
+    ledger = [*RUN_HERE, *RUN_ELSEWHERE, *RUN_ON_GPU, *RUN_LONG,
+              *(c for before, _ in RUN_ON_GPU.values() for c in before)]
+    cmds = {_full(part.strip()) for c in ledger for part in c.split("&&")}
+    return sorted(c for c in cmds if c.startswith("tilec tune ") and "--collect" not in c)
+
+
+@pytest.mark.parametrize("command", _documented_tune_commands())
+def test_documented_tune_command_takes_its_arguments(command, tmp_path, monkeypatch, capsys):
+    """The documented tuning commands that need a GPU (or minutes of compiles) run here as far as their plan: the
+    kernel, its -D values, the shapes and --size-rule are checked against the source and the check data written,
+    with the search space emptied (nothing compiled, nothing timed). A stale argument -- a size the kernel lost, a
+    named shape set that is gone -- fails here and not first on the GPU machine."""
+    import shlex
+
+    from tilec.cli.main import main
+    from tilec.tuning import plan
+
+    words = shlex.split(command)[2:]
+    if "--gpus" in words:  # timing on this host's GPUs: build only
+        i = words.index("--gpus")
+        del words[i:i + 2]
+    if "--build-dir" in words:
+        i = words.index("--build-dir")
+        del words[i:i + 2]
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(plan, "configurations", lambda axes: [])
+    rc = main(["tune", *words, "--build-dir", str(tmp_path / "tune")])
+    assert rc == 0, f"$ {command}\n{capsys.readouterr().err}"
+    assert json.loads((tmp_path / "tune" / "plan.json").read_text())["candidates"] == []
