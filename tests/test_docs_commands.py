@@ -692,3 +692,32 @@ def test_documented_tune_command_takes_its_arguments(command, tmp_path, monkeypa
     rc = main(["tune", *words, "--build-dir", str(tmp_path / "tune")])
     assert rc == 0, f"$ {command}\n{capsys.readouterr().err}"
     assert json.loads((tmp_path / "tune" / "plan.json").read_text())["candidates"] == []
+
+
+BAD_TILE = """\
+kernel gemm(A: f16[M, K], B: f16[K, N], C: out f16[M, N]):
+    with Kernel(ceildiv(N, 128), ceildiv(M, 128), threads=128) as (bx, by):
+        A_s = alloc_shared((128, 32), f16)
+        B_s = alloc_shared((64, 128), f16)
+        acc = alloc_fragment((128, 128), f32)
+        for k in Pipelined(ceildiv(K, 32), num_stages=3):
+            gemm(A_s, B_s, acc)
+        copy(acc, C[by * 128, bx * 128])
+"""
+
+
+def test_readme_error_example_is_what_tilec_prints(tmp_path, capsys):
+    """The README's "Errors look like clang's" block, printed as shown (exit status 1, nothing written) for the
+    bad.tile it describes."""
+    from tilec.cli.main import main
+
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("Errors look like clang's", 1)[1].split("```\n", 2)[1]
+    (tmp_path / "bad.tile").write_text(BAD_TILE)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["bad.tile", "-o", "bad.cu", "--color=never"]) == 1
+    finally:
+        os.chdir(cwd)
+    assert capsys.readouterr().err == shown and not (tmp_path / "bad.cu").exists()
