@@ -196,6 +196,11 @@ RUN_ELSEWHERE: dict[str, str] = {
     "tilec --completion zsh > \"${fpath[1]}/_tilec\"":
         "tests/test_docs_commands.py::test_zsh_completion_is_installed_where_the_docs_say",
     "g++ main.cpp gemm.o -o app -lcuda -lpthread": "tests/test_docs_commands.py::test_the_object_links_into_a_program",
+    "python -m tilec.run_pass rasterization tests/passes/rasterization/grouped_order.ir --target sm80 | python "
+    "tests/filecheck.py tests/passes/rasterization/grouped_order.ir":
+        "tests/test_docs_commands.py::test_the_pass_ir_pipe_of_architecture_md_runs",
+    # the package index: the test builds with CUDA 12's NVRTC wherever that wheel is installed (skips naming it)
+    "pip install 'tilec[cuda12]'": "tests/test_docs_commands.py::test_cuda12_nvrtc_builds_for_cuda12_drivers",
     # slow (a venv and pip install from the package index): tests/test_objects.py's no-nvcc first command is its twin
     "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/tilec samples/gemm.tile --target sm90 -o "
     "gemm.cubin": "tests/test_docs_commands.py::test_readme_install_line_in_a_fresh_clone",
@@ -300,7 +305,9 @@ RUN_LONG: dict[str, tuple[tuple[str, ...], str | tuple[str, ...], str]] = {
          "python scripts/fuzz.py --seconds 5 --seed 2026 --differential 5 --report 300"),
 }
 
-SYNOPSIS = re.compile(r" \| |\bFILE\b|\[|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
+# usage lines: placeholders (FILE, DIR, OUT, ...), an option group after a space (`tilec FILE [-o OUT]`); not a
+# shell pipe or a pip extra (`tilec[cuda12]`), which real commands have
+SYNOPSIS = re.compile(r"\s\[|\bFILE\b|\.\.\.|\bDIR\b|\bOUT\b|stats\|clear")
 
 # Not run by any test yet (issue #29's remaining work): none. (Each command above that needs what this machine lacks
 # -- an NVIDIA GPU, CANN's bisheng, CUDA 12's NVRTC, zsh, a package index -- is marked or skips naming what it needs.)
@@ -721,3 +728,14 @@ def test_readme_error_example_is_what_tilec_prints(tmp_path, capsys):
     finally:
         os.chdir(cwd)
     assert capsys.readouterr().err == shown and not (tmp_path / "bad.cu").exists()
+
+
+def test_the_pass_ir_pipe_of_architecture_md_runs():
+    """docs/architecture.md's pass check, the shell pipe as written, from the checkout's root (its paths are the
+    checkout's): the pass's output passes filecheck's CHECK lines (exit 0)."""
+    command = next(c for c in RUN_ELSEWHERE if c.startswith("python -m tilec.run_pass "))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # `python` as the docs write it: this interpreter, on both sides of the pipe
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", command.replace("python ", f"{sys.executable} ")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
