@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install what the tests need into .venv and run them. Used by the README and by .ci/run.
 # Installs: pip packages into .venv (tilec with its [test] extras); with apt-get, only when missing (sudo when not
-# root): mesa-vulkan-drivers (WebGPU tests on lavapipe), hipcc, clang-19, lld-19, llvm-19 (AMD build tests) and
-# chromium (WebGPU ES-module tests in a browser); with
+# root): mesa-vulkan-drivers (WebGPU tests on lavapipe), hipcc, clang-19, lld-19, llvm-19 (AMD build tests),
+# chromium (WebGPU ES-module tests in a browser) and zsh (the zsh completion test); with
 # npm, deno into ~/.cache/tilec-deno (WebGPU ES-module tests).
 # Each install is announced on standard output before it runs.
 # The tests run on TILEC_TEST_WORKERS processes (pytest-xdist, default 2: the 2 cores CI has; 0 runs them in this
@@ -62,6 +62,17 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
         :
     else
         echo "note: could not install chromium; the Chromium WebGPU tests will skip (or fail with TILEC_REQUIRE_TOOLCHAINS=1)"
+    fi
+fi
+# docs/cli.md's zsh completion line is run by zsh (tests/test_docs_commands.py): Debian's zsh, installed only when missing.
+if ! command -v zsh >/dev/null; then
+    echo "test.sh: installing zsh with apt-get (the test of docs/cli.md's zsh completion line runs it)"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    if command -v apt-get >/dev/null && { $SUDO apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q zsh >/dev/null; }; then
+        :
+    else
+        echo "note: could not install zsh; the zsh completion test will skip"
     fi
 fi
 # The WebGPU ES-module tests run the JavaScript that `tilec --target webgpu -o k.js` writes under Deno (navigator.gpu

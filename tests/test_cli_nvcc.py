@@ -135,7 +135,8 @@ def test_exit_statuses_and_did_you_mean(tmp_path, capsys):
     assert tilec_main(["run", VECTOR_ADD, "--targte", "sm90"]) == 2
     assert "--target" in capsys.readouterr().err
     assert tilec_main([]) == 2  # no FILE
-    assert "no input FILE" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("tilec: error: no input FILE (a .tile source; `tilec targets` lists the "
+                                       "targets)\n(`tilec --help` shows the usage)\n")  # the hint once
     assert tilec_main(["tagrets"]) == 2
     assert "did you mean targets?" in capsys.readouterr().err
     assert tilec_main([str(tmp_path / "missing.tile"), "-o", str(tmp_path / "x.cu")]) == 1
@@ -424,6 +425,12 @@ def test_nvcc_flags_do_what_nvcc_does_under_nvrtc(nvrtc, tmp_path, capsys):
     assert "__global__" in (keep / f"{stem}.cu").read_text() and ".entry vector_add" in \
         (keep / f"{stem}.ptx").read_text()
     assert (keep / f"{stem}.cubin").read_bytes() == out.read_bytes()
+    from tilec.cli.compile_flags import COMPILE_FLAGS
+    from tilec.cli.flags import parse
+
+    for order in (["--keep-dir", "kd", "--keep"], ["--keep", "--keep-dir", "kd"], ["--keep-dir=kd"]):
+        assert parse(COMPILE_FLAGS, ["k.tile", *order])["keep"] == "kd", order  # nvcc's: kd holds them
+    assert parse(COMPILE_FLAGS, ["k.tile", "--keep"])["keep"] == "."
     capsys.readouterr()
     assert tilec_main([*base, "--dryrun"]) == 0
     shown = capsys.readouterr().out

@@ -42,6 +42,13 @@ def test_bench_without_a_driver_says_so_before_compiling(monkeypatch, capsys):
     assert main(["bench", softmax, "--target", "sm90", "--size", "M=32,N=64"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tilec: error: the CUDA driver (libcuda.so.1) is not available"), err
+    from tilec.cli import profile
+
+    monkeypatch.setattr(profile, "build", compiled)  # tilec profile too (it compiled for seconds before)
+    fa = str(Path(__file__).resolve().parent.parent / "samples" / "flash_attention.tile")
+    assert main(["profile", fa, "--target", "sm90", "--size", "B=1,S=128,H=1", "-o", "fa.json"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tilec profile: error: no GPU here (the CUDA driver (libcuda.so.1) is not available"), err
 
 
 def test_a_misspelt_name_or_function_gets_a_suggestion():
@@ -89,3 +96,22 @@ def test_subcommand_help_shows_no_type_after_a_switch(name, capsys, monkeypatch)
         assert "M=1000,N=..." in out and "<cpu|cuda>" in out
     if name == "cache":
         assert "<stats|clear>" in out
+
+
+def test_a_spill_in_a_no_tma_twin_says_which_tensors_reach_it():
+    """The README's first command warns of a spill in `gemm__cfg0__no_tma`: the warning says that the kernel is the
+    no-TMA twin (launched only for misaligned tensors), and a kernel that is no twin gets the plain warning."""
+    from tilec.targets.cuda.backend import _resources
+
+    use = {"registers": 255, "spill_stores": 260, "spill_loads": 336, "stack_bytes": 264, "static_smem_bytes": 0}
+    kernels = [{"name": "gemm__cfg0", "shared_bytes": 1024, "fallback": "gemm__cfg0__no_tma"},
+               {"name": "gemm__cfg0__no_tma", "shared_bytes": 2048, "internal": True},
+               {"name": "other", "shared_bytes": 0}]
+    unit = SimpleNamespace(target=SimpleNamespace(arch="sm_90a"), lowered=None, kernels=kernels)
+    resources, warnings = _resources([unit], {"sm_90a": {"gemm__cfg0__no_tma": use, "other": use}})
+    assert resources["sm_90a"]["gemm__cfg0__no_tma"]["shared_bytes"] == 2048
+    twin, plain = sorted(warnings, key=lambda d: "other" in d.message)
+    assert twin.message.startswith("kernel 'gemm__cfg0__no_tma' spills 260 bytes") and twin.message.endswith(
+        "; it is the no-TMA twin of 'gemm__cfg0', launched only when a tensor's base address or row pitch is not a "
+        "multiple of 16 bytes"), twin.message
+    assert plain.message.startswith("kernel 'other' spills") and plain.message.endswith("avoid it"), plain.message

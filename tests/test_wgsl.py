@@ -47,6 +47,8 @@ CASES = [
     ("gemm", {**F32_GEMM, "trans_B": True}, [{"M": 64, "N": 64, "K": 32},
                                              {"M": 70, "N": 50, "K": 33}]),
     ("gemm", {"dtype": "f16"}, [{"M": 128, "N": 128, "K": 64}, {"M": 100, "N": 130, "K": 70}]),
+    # split-K: f32 atomic adds into C (compare-exchange loops on u32 words); the last K block runs past K
+    ("gemm_splitk", {}, [{"M": 70, "N": 50, "K": 200}]),
     ("gemm_bias_relu", {"block_K": 16}, [{"M": 128, "N": 128, "K": 32}, {"M": 70, "N": 130, "K": 45}]),
     ("flash_attention", FLASH, [{"B": 1, "S": 64, "H": 2}, {"B": 2, "S": 50, "H": 3}]),
     ("flash_attention", {**FLASH, "causal": True}, [{"B": 1, "S": 64, "H": 1}, {"B": 1, "S": 45, "H": 2}]),

@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(script(args.completion))
         return 0
     if args.file is None:
-        raise UsageError("no input FILE (a .tile source); `tilec --help` shows the usage, `tilec targets` the targets")
+        raise UsageError("no input FILE (a .tile source; `tilec targets` lists the targets)")
     return guarded(args, run)
 
 

@@ -50,7 +50,8 @@ class Flag:
     """One option: its spellings, where it goes, and how it is shown and completed.
 
     takes: "none" (a switch: stores `const`), "one" (a value; the last one given wins), "many" (a value, repeatable:
-    a list), "optional" (a value after `=`, or the next word when `accepts` says it is one), "append-const" (a
+    a list), "optional" (a value after `=`, or the next word when `accepts` says it is one; given bare, it keeps a value
+    given before it), "append-const" (a
     switch appending `const` to a list shared with other switches)."""
 
     names: tuple[str, ...]
@@ -94,8 +95,9 @@ def _store(out: dict, flag: Flag, value: str | None, spelled: str, command: str)
     if flag.takes == "append-const":
         out[flag.dest].append(flag.const)
         return
-    if value is None:  # an "optional" option given without its value
-        out[flag.dest] = flag.const
+    if value is None:  # an "optional" option given without its value: its default, unless one was given before
+        if out.get(flag.dest) is None:  # (nvcc's `--keep-dir D --keep` keeps in D, as `--keep --keep-dir D` does)
+            out[flag.dest] = flag.const
         return
     if flag.choices and value not in flag.choices:
         raise UsageError(f"{spelled} {value!r}: expected one of {', '.join(flag.choices)}", command)

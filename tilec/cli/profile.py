@@ -78,19 +78,24 @@ def sizes_of(items: list[str]) -> dict[str, int]:
         raise ValueError(e.diagnostics[0].message) from None
 
 
+def _check_target(name: str) -> None:
+    from ..targets.registry import lookup
+
+    target = lookup(name)  # (UnknownTarget is a ValueError)
+    if "timeline_profile" not in target.features:
+        raise ValueError(f"the timeline profiler records clock64 and %globaltimer: it is available on CUDA targets, "
+                         f"not {target.name}")
+
+
 def build(args, folder: str) -> tuple[Path, Path, str]:
     """(instrumented artifact, plain artifact, kernel name) written into folder, with their manifests."""
     import json
 
     import tilec
 
-    from ..targets.registry import lookup
     from .common import compile_options
 
-    target = lookup(args.target)  # (UnknownTarget is a ValueError)
-    if "timeline_profile" not in target.features:
-        raise ValueError(f"the timeline profiler records clock64 and %globaltimer: it is available on CUDA targets, "
-                         f"not {target.name}")
+    _check_target(args.target)
     args.no_cache = False
     # one configuration (the consts' defaults and -D), not a tuning database's variants behind a dispatcher
     opts = compile_options(args, targets=(args.target,), tune_db="")
@@ -117,6 +122,19 @@ def main(args) -> int:
     from ..errors import UserFacingError
 
     try:
+        sizes_of(args.size)
+        _check_target(args.target)
+    except ValueError as e:
+        return _fail(str(e))
+    if not args.build_dir:  # timing here: say that there is no GPU before compiling (seconds) for nothing
+        try:
+            from ..runtime.cuda_driver import Driver
+
+            Driver.get()
+        except Exception as e:
+            return _fail(f"no GPU here ({e}); profile in two steps: --build-dir DIR here, then "
+                         "`python -m tilec.runtime.profile_worker` on the GPU machine", status=1)
+    try:
         sizes = sizes_of(args.size)
         folder = args.build_dir or tempfile.mkdtemp(prefix="tilec-profile-")
         Path(folder).mkdir(parents=True, exist_ok=True)
@@ -136,13 +154,6 @@ def main(args) -> int:
         print(f"tilec profile: built {profiled} (instrumented) and {plain}; on the GPU machine run\n"
               f"  python -m tilec.runtime.profile_worker {shlex.join(worker)}", file=sys.stderr)
         return 0
-    try:
-        from ..runtime.cuda_driver import Driver
-
-        Driver.get()
-    except Exception as e:
-        return _fail(f"no GPU here ({e}); profile in two steps: --build-dir DIR here, then "
-                     "`python -m tilec.runtime.profile_worker` on the GPU machine", status=1)
     from ..runtime import profile_worker
 
     try:

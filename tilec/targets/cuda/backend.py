@@ -387,6 +387,7 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
         usage = usage_by_arch.get(arch) or (usage_by_arch.get("") if len(units) == 1 else None) or {}
         spans = {sk.name: sk.span for sk in getattr(u.lowered, "kernels", [])}
         entries = {k["name"]: k for k in u.kernels}
+        twin_of = {k["fallback"]: k["name"] for k in u.kernels if k.get("fallback")}
         per_kernel = {}
         for name, use in usage.items():
             per_kernel[name] = {"registers": use["registers"], "spill_stores": use["spill_stores"],
@@ -398,7 +399,10 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
                 warnings.append(Diagnostic(
                     "warning", f"kernel '{name}' spills {st} bytes of registers to local memory on {arch} ({st} bytes "
                                f"spill stores, {ld} bytes spill loads, {use['registers']} registers); fewer fragment "
-                               "elements per thread (smaller tiles, more threads) avoid it", spans.get(name)))
+                               "elements per thread (smaller tiles, more threads) avoid it" +
+                               (f"; it is the no-TMA twin of '{twin_of[name]}', launched only when a tensor's base "
+                                "address or row pitch is not a multiple of 16 bytes" if name in twin_of else ""),
+                    spans.get(name)))
         if per_kernel:
             resources[arch] = per_kernel
     return resources, warnings
