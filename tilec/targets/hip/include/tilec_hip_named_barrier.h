@@ -13,7 +13,9 @@
 // park the completing lane behind the spinning ones. The kernel zeroes the words at entry (then s_barrier).
 //
 // The macros below are the only target-specific parts: tests/test_hip_named_barrier.py compiles this file
-// for the host with C++ threads standing in for waves and checks that no thread leaves a phase early.
+// for the host with C++ threads standing in for waves, and (-m gpu) for an NVIDIA GPU with CUDA's atomics,
+// fences and __nanosleep, whose warps are scheduled independently, and checks that no thread leaves a phase
+// early.
 
 #pragma once
 
@@ -29,6 +31,11 @@
 #ifndef TL_NB_PAUSE
 #define TL_NB_PAUSE() __builtin_amdgcn_s_sleep(1)
 #endif
+#ifndef TL_NB_LOAD  // relaxed atomic accesses of the words
+#define TL_NB_LOAD(p) __atomic_load_n(p, __ATOMIC_RELAXED)
+#define TL_NB_STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+#define TL_NB_ADD(p, v) __atomic_fetch_add(p, v, __ATOMIC_RELAXED)
+#endif
 #ifndef TL_NB_COMPLETES
 #define TL_NB_COMPLETES(arrived, count) ((arrived) == (count))
 #endif
@@ -38,16 +45,16 @@ namespace tl {
 TL_NB_DEVICE void named_barrier_lds(unsigned* words, int id, int count) {
   unsigned* arrived = words + 2 * id;
   unsigned* generation = words + 2 * id + 1;
-  unsigned gen = __atomic_load_n(generation, __ATOMIC_RELAXED);
+  unsigned gen = TL_NB_LOAD(generation);
   TL_NB_FENCE_RELEASE();  // this thread's earlier accesses (and the read of gen) before its arrival
-  unsigned now = __atomic_fetch_add(arrived, 1u, __ATOMIC_RELAXED) + 1u;
+  unsigned now = TL_NB_ADD(arrived, 1u) + 1u;
   if (TL_NB_COMPLETES(now, static_cast<unsigned>(count))) {
     TL_NB_FENCE_ACQUIRE();  // every arrival's accesses, carried on to the waiting threads by the release below
-    __atomic_store_n(arrived, 0u, __ATOMIC_RELAXED);
+    TL_NB_STORE(arrived, 0u);
     TL_NB_FENCE_RELEASE();
-    __atomic_fetch_add(generation, 1u, __ATOMIC_RELAXED);
+    TL_NB_ADD(generation, 1u);
   }
-  while (__atomic_load_n(generation, __ATOMIC_RELAXED) == gen) TL_NB_PAUSE();
+  while (TL_NB_LOAD(generation) == gen) TL_NB_PAUSE();
   TL_NB_FENCE_ACQUIRE();
 }
 
