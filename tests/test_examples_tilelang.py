@@ -182,8 +182,10 @@ def test_docs_table_agrees_with_the_cases():
 
 
 # ports whose WebGPU build the table cannot run with random inputs (structured inputs, or limits above the spec's
-# defaults: --max-storage-buffers 9, which the runtime requests and lavapipe grants); 8/16-bit integers held in 32 bits
-ON_LAVAPIPE = [c for c in CASES if c.webgpu_limits or c.name in ("dequant_gemv_int4", "dequant_gemm_fp4", "gemm_sp")]
+# defaults: --max-storage-buffers 9, which the runtime requests and lavapipe grants); 8/16-bit integers held in 32 bits;
+# fp8 outputs written a byte of a u32 word at a time
+ON_LAVAPIPE = [c for c in CASES if c.webgpu_limits or c.name in ("dequant_gemv_int4", "dequant_gemm_fp4", "gemm_sp",
+                                                                  "group_per_split_token_cast_to_fp8")]
 
 
 @pytest.mark.parametrize("case", ON_LAVAPIPE, ids=lambda c: c.name)
@@ -211,3 +213,41 @@ def test_port_runs_on_lavapipe(case):
     for name, want in case.reference(args, sizes).items():
         np.testing.assert_allclose(_f32(args[name]), _f32(want), rtol=case.rtol, atol=case.atol,
                                    err_msg=f"{case.name} on webgpu: {name}")
+
+
+def test_amd_named_barrier_orders_the_threads_it_joins():
+    """gfx942 has no named barriers; topk_selector's T.sync_threads(3, 256) runs there as a software barrier in
+    LDS (tilec_hip_named_barrier.h; its own phase test: tests/test_hip_named_barrier.py). The lowering joins the
+    256 threads at each one (the port's lowering test above runs it in the SIMT model): without them the
+    suffix sum's reads and writes of the histogram race, which the SIMT model reports, so each barrier is load-
+    bearing and one that let a thread through early would show as that race."""
+    import copy
+
+    from tilec.ir import simt as S
+    from tilec.simt.interp import SimtInterpreterError, run_simt
+
+    case = next(c for c in CASES if c.name == "topk_selector")
+    lowered = _lowered(case.name, "gfx942")[1]
+    sk = next(s for s in lowered.simt.kernels if s.name == "topk_selector")
+    named = [s for s in S.walk_simt(sk.body) if isinstance(s, S.Barrier) and s.index is not None]
+    assert len(named) == 6 and {(s.threads, s.index.value) for s in named} == {(256, 3)}
+    assert any(b.name == "tl_named_barrier" and b.offset is not None for b in sk.shared)
+
+    def strip(body):
+        out = []
+        for s in body:
+            if isinstance(s, S.Barrier) and s.index is not None:
+                continue
+            for attr in ("body", "then_body", "else_body"):
+                if isinstance(getattr(s, attr, None), list):
+                    setattr(s, attr, strip(getattr(s, attr)))
+            out.append(s)
+        return out
+
+    broken = copy.deepcopy(sk)
+    broken.body = strip(broken.body)
+    sizes = case.sizes["ragged"]
+    args = case.inputs(sizes, np.random.default_rng(11))
+    run_simt(sk, {n: np.array(a, copy=True) for n, a in args.items()}, sizes, warp_size=64)  # the real one: clean
+    with pytest.raises(SimtInterpreterError, match="data race on shared 's_histogram'"):
+        run_simt(broken, args, sizes, warp_size=64)

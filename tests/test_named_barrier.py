@@ -1,7 +1,8 @@
 """Named barriers, TileLang's `T.sync_threads(barrier_id, arrive_count)` (issue #30, topk_selector.py): a barrier
 among the first threads of the block under an `if` that only they take, which orders their shared-memory
 accesses there. Checked in the interpreter against numpy, through the SIMT model on CUDA targets, and refused
-at the line with the alternative where the target has no named barriers."""
+at the line with the alternative where the target has no named barriers (WebGPU; AMD GPUs, which have none
+either, run a software barrier in LDS)."""
 
 from __future__ import annotations
 
@@ -62,16 +63,24 @@ def test_named_barrier_in_the_interpreter(tmp_path):
     np.testing.assert_array_equal(args["Y"], np.cumsum(args["X"], axis=1))
 
 
-@pytest.mark.parametrize("target", ["sm80", "sm90"])
+@pytest.mark.parametrize("target", ["sm80", "sm90", "gfx942"])
 def test_named_barrier_lowered_to_bar_sync(tmp_path, target):
-    """bar.sync 1, 64 in the CUDA source, and the lowering, run lane by lane by the SIMT model (which checks that
-    each named barrier is reached by exactly its thread count), matches numpy."""
+    """bar.sync 1, 64 in the CUDA source (AMD: the software barrier on LDS words that the kernel zeroes at entry,
+    tilec_hip_named_barrier.h, tested on its own in tests/test_hip_named_barrier.py), and the lowering, run lane by
+    lane by the SIMT model (which checks that each named barrier is reached by exactly its thread count), matches
+    numpy."""
     from tilec.simt.interp import run_simt
+    from tilec.targets.registry import lookup
 
     result = compiled(tmp_path, PREFIX, target=target)
-    assert result.source.count('asm volatile("bar.sync 1, 64;" ::: "memory");') == 3
+    if target == "gfx942":
+        assert result.source.count("tl::named_barrier_lds(tl_named_barrier, 1, 64);") == 3
+        assert "bar.sync" not in result.source and "TL_NB_COMPLETES" in result.source
+    else:
+        assert result.source.count('asm volatile("bar.sync 1, 64;" ::: "memory");') == 3
+        assert "named_barrier_lds" not in result.source
     args = _args(2)
-    run_simt(result.simt.kernels[0], args, {"B": 2})
+    run_simt(result.simt.kernels[0], args, {"B": 2}, warp_size=lookup(target).warp_size)
     np.testing.assert_array_equal(args["Y"], np.cumsum(args["X"], axis=1))
 
 
@@ -137,8 +146,7 @@ def test_a_barrier_the_wrong_threads_reach_fails_in_the_interpreter(tmp_path):
         run_kernel(compiled(tmp_path, wrong).module.kernels[0], _args(1))
 
 
-@pytest.mark.parametrize("target,why", [("gfx942", "AMD GPUs have no named barriers"),
-                                        ("webgpu", "WGSL has only workgroupBarrier()")])
+@pytest.mark.parametrize("target,why", [("webgpu", "WGSL has only workgroupBarrier()")])
 def test_targets_without_named_barriers_refuse_at_the_line(tmp_path, target, why):
     msg = error_of(tmp_path, PREFIX, target=target)
     assert msg.startswith("14: T.sync_threads(1, 64) is a named barrier among 64 of the block's 128 threads")

@@ -191,6 +191,10 @@ def _check_case(run, job, cid: str) -> None:
     assert res["ok"], res["error"]
     for (name, _, want, tol), raw in zip(job[1][cid], outputs[cid], strict=True):
         got = np.frombuffer(raw, dtype=want.dtype).reshape(want.shape)
+        if want.dtype.name.startswith("float8"):
+            # WGSL allows 2.5 ulp for an f32 division (Tint's, in Chromium, is not IEEE's): a quotient at an fp8
+            # midpoint may round to either neighbour, one fp8 step (at most 1/8 of the value) from the interpreter's
+            tol = max(tol, 0.125)
         np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol,
                                    err_msg=f"{cid}: {name}")
 
@@ -216,16 +220,18 @@ def test_module_errors_name_the_kernel_and_its_line(deno_run):
 
 
 def test_modules_are_small_and_self_contained(job):
-    """≤ 10 KB of JavaScript besides the embedded WGSL for a module of one kernel (the launcher is about 9 KB; each
-    further kernel, or a multi-launch kernel's stage, adds its description, well under 1.5 KB), and no import."""
+    """≤ 10 KB of JavaScript besides the embedded WGSL and the kernels' descriptions (the launcher is about 9 KB;
+    each kernel, or a multi-launch kernel's stage, adds its description, under 1.5 KB), and no import."""
     _, _, modules = job
     for path in modules.values():
         text = path.read_text()
         start = text.index("export const WGSL = `")
         end = text.index("`;\n", start)
         js = text[:start] + text[end:]
-        described = text[text.index("const K={\n"):text.index("\n};\n")].count("\n")
-        assert len(js.encode()) <= 10 * 1024 + 1536 * (described - 1), (path, len(js.encode()), described)
+        table = text[text.index("const K={\n"):text.index("\n};\n")]
+        described = table.count("\n")
+        assert len(js.encode()) - len(table.encode()) <= 10 * 1024, (path, len(js.encode()), len(table.encode()))
+        assert len(table.encode()) <= 1536 * described, (path, len(table.encode()), described)
         assert "import " not in js and "require(" not in js
 
 

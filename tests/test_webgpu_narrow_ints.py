@@ -99,15 +99,70 @@ kernel decode(X: {dtype}[N], Y: out f32[N]):
     np.testing.assert_array_equal(y, x.astype(np.float32) * 2)  # (NaN where numpy's is NaN)
 
 
-def test_fp8_results_are_refused_with_the_alternative(tmp_path):
-    p = tmp_path / "k.tile"
-    p.write_text("""
-kernel k(X: f8e4m3[N], Y: out f32[N]):
+FP8_OUT = """
+kernel enc(X: f32[N], Y: out {t}[N], Z: out {t}[N], W: out f32[N]):
     with T.Kernel(ceildiv(N, 64), threads=64) as bx:
+        s = T.alloc_shared([64], {t})
         for i in T.Parallel(64):
             if bx * 64 + i < N:
-                Y[bx * 64 + i] = T.cast(X[bx * 64 + i] + X[bx * 64 + i], f32)
-""")
-    with pytest.raises(CompileError) as e:
-        tilec.compile(p, target="webgpu")
-    assert "does not round results to f8e4m3" in e.value.diagnostics[0].message
+                s[i] = T.cast(X[bx * 64 + i], {t})
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                Y[bx * 64 + i] = s[i]
+                Z[bx * 64 + i] = s[i] * s[i] + s[i]
+                W[bx * 64 + i] = T.cast(s[i], f32) * 2.0
+"""
+
+
+def _fp8_probe_values(np_name: str) -> np.ndarray:
+    """Every finite fp8 value, the midpoints between neighbours (ties: round to even) and one f32 ulp either side of
+    them, past the largest value, infinities, NaN, signed zeros, subnormals, random values of every scale."""
+    import ml_dtypes
+
+    f8 = getattr(ml_dtypes, np_name)
+    vals = np.arange(256, dtype=np.uint8).view(f8).astype(np.float32)
+    pos = np.unique(vals[np.isfinite(vals) & (vals >= 0)])
+    mids = (pos[:-1] + pos[1:]) / 2
+    big = float(pos[-1])
+    near = np.concatenate([mids, np.nextafter(mids, np.float32(0)), np.nextafter(mids, np.float32(np.inf)),
+                           [big * 1.0625, big * 1.25, big * 2, big + (big - pos[-2]) / 2, pos[1] / 2, pos[1] / 3]])
+    rng = np.random.default_rng()
+    rand = rng.standard_normal(400) * np.exp2(rng.integers(-20, 20, 400))
+    x = np.concatenate([pos, near, -pos, -near, rand, [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(np.float32)
+    return rng.permutation(x)
+
+
+@pytest.mark.parametrize("dtype,np_name", [("f8e4m3", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2")])
+def test_fp8_outputs_and_arithmetic_round_as_ml_dtypes_on_lavapipe(tmp_path, dtype, np_name):
+    """f32 -> fp8 (round to nearest even; e4m3fn's overflow NaN, e5m2's infinity), fp8 arithmetic rounded after each
+    operation, fp8 held in workgroup memory and written to fp8 output tensors (a byte of a u32 word each, stored
+    by atomics that leave the other bytes alone): on lavapipe, byte for byte against the interpreter (ml_dtypes),
+    at a ragged length so the last word is partly outside the tensor."""
+    import ml_dtypes
+
+    from tilec.runtime import wgsl as rt
+
+    ok, why = rt.available()
+    if not ok:
+        pytest.skip(why)
+    p = tmp_path / "k.tile"
+    p.write_text(FP8_OUT.format(t=dtype))
+    x = _fp8_probe_values(np_name)
+    x = x[: len(x) - (len(x) % 4 == 0)]  # ragged: not a whole number of words
+    n = len(x)
+    f8 = getattr(ml_dtypes, np_name)
+    want = {"X": x, "Y": np.zeros(n, f8), "Z": np.zeros(n, f8), "W": np.zeros(n, np.float32)}
+    got = {k: v.copy() for k, v in want.items()}
+    run_kernel(tilec.compile(p, verify=True).module.kernels[0], want)
+    art = tilec.compile(p, "webgpu", emit="wgsl")
+    rt.WgslModule(art.data.decode(), json.loads(art.manifest)).enc(*[got[k] for k in "XYZW"])
+    for name in "YZW":
+        a, b = got[name].astype(np.float32), want[name].astype(np.float32)
+        nan = np.isnan(b)
+        assert np.array_equal(np.isnan(a), nan), name
+        if name != "W":
+            bad = np.flatnonzero(got[name].view(np.uint8)[~nan] != want[name].view(np.uint8)[~nan])
+            assert bad.size == 0, f"{name}: {x[~nan][bad[:5]]} -> {a[~nan][bad[:5]]}, expected {b[~nan][bad[:5]]}"
+        np.testing.assert_array_equal(a[~nan], b[~nan], err_msg=name)
+    # (the probes reach overflow, NaN and zero)
+    assert (~np.isfinite(want["Y"].astype(np.float32))).sum() > 2 and (want["Y"].view(np.uint8) & 0x7F).min() == 0

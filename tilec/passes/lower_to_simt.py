@@ -521,6 +521,12 @@ class Lowerer:
         instead = (f"make every thread of the block reach a T.sync_threads() instead: move the thread condition "
                    f"that selects the {s.threads} threads from around the barriers onto the statements between "
                    "them (tilec then places the block's barriers itself)")
+        if "named_barriers" not in self.target.features and "lds_named_barriers" in self.target.features:
+            # no hardware named barriers (AMD): a software one in LDS, two words per id (arrivals, generation),
+            # zeroed at kernel entry (the target's device header spins on them: tilec_hip_named_barrier.h)
+            self.lds_named_barrier_words()
+            self.emit(S.Barrier(s.span, s.threads, c(s.barrier_id)))
+            return
         if "named_barriers" not in self.target.features:
             why = self.target.why_missing("named_barriers")
             raise self.fail(f"{call} is a named barrier among {s.threads} of the block's {self.k.threads} threads "
@@ -531,6 +537,21 @@ class Lowerer:
                             "barriers could meet them; build it with T.Kernel(..., warp_specialize=False), or "
                             f"{instead}", s.span)
         self.emit(S.Barrier(s.span, s.threads, c(s.barrier_id)))
+
+    NAMED_BARRIER_WORDS = "tl_named_barrier"
+
+    def lds_named_barrier_words(self) -> S.SBuffer:
+        """The LDS words of the software named barriers (2 per barrier id 0..15: arrivals, generation), made on the
+        first named barrier with their zeroing at kernel entry, which the block barrier after it publishes."""
+        for b in self.shared:
+            if b.name == self.NAMED_BARRIER_WORDS:
+                return b
+        words = S.SBuffer(self.NAMED_BARRIER_WORDS, D.U32, "shared", 32, align=16,
+                          origin="the software named barriers' arrival and generation words")
+        self.shared.append(words)
+        zero = S.SStore(None, words, self.tid, T.Const(D.U32, None, 0))
+        self.hoisted += [S.SIf(None, compare("<", self.tid, c(32)), [zero]), S.Barrier(None)]
+        return words
 
     @contextlib.contextmanager
     def diverging(self, s: T.Stmt):

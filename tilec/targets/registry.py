@@ -37,6 +37,8 @@ class Target:
     # own machinery to lower-to-simt (sm90: TMA pipelines, wgmma, warp specialization); None for none.
     lowering_extension: str | None = None
     # "named_barriers": bar.sync id, count (a barrier among some warps of the block, T.sync_threads(id, count)).
+    # "lds_named_barriers": no hardware named barriers, but T.sync_threads(id, count) runs as a software barrier
+    # on two words of shared memory per id (an arrival counter and a generation the waiting threads spin on).
     # element types the back end cannot hold in a buffer or a value (checked by storage planning, so
     # that no such type reaches a code printer)
     unsupported_dtypes: frozenset[str] = frozenset()
@@ -71,11 +73,12 @@ class Target:
         return dataclasses.replace(self, **limits)
 
 
-AMD_MISSING = (("named_barriers", "AMD GPUs have no named barriers (s_barrier waits for the whole workgroup)"),)
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 # timeline_profile: clock64, globaltimer
 CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile", "named_barriers"}
-HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer"}
+# AMD GPUs have no named barriers (s_barrier waits for the whole workgroup): T.sync_threads(id, count) runs as a
+# software barrier in LDS there (tilec/targets/hip/include/tilec_hip_named_barrier.h)
+HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer", "lds_named_barriers"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
 FP8 = frozenset({"f8e4m3", "f8e5m2"})  # CDNA2 has no 8-bit float instructions
 
@@ -97,11 +100,9 @@ TARGETS: dict[str, Target] = {
         _cuda("sm100", "sm_100a", "NVIDIA Blackwell B200", 227,
               ("tcgen05.mma", "mma.sync.m16n8k16"), ("tma", "cp.async")),
         Target("gfx90a", "hip", "gfx90a", "AMD Instinct MI200 (CDNA2)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8,
-               missing_feature_reasons=AMD_MISSING),
+               ("mfma.32x32x8", "mfma.16x16x16"), (), HIP_FEATURES, unsupported_dtypes=FP8),
         Target("gfx942", "hip", "gfx942", "AMD Instinct MI300 (CDNA3)", 64, 1024, 64 * 1024,
-               ("mfma.32x32x8", "mfma.16x16x16", "mfma.16x16x32.fp8"), (), HIP_FEATURES,
-               missing_feature_reasons=AMD_MISSING),
+               ("mfma.32x32x8", "mfma.16x16x16", "mfma.16x16x32.fp8"), (), HIP_FEATURES),
         # Its "shared memory" is the vector core's UB: 192 KB, of which CANN's library keeps the top 8 KB
         # (TMP_UB_OFFSET) for itself, so 184 KB usable, as the back end's capacity pass counts (ascend/chip.py).
         Target("ascend910b", "ascend", "ascend910b", "Huawei Ascend 910B", 1, 1, 184 * 1024,

@@ -22,6 +22,8 @@ from ..registry import check_spellings
 
 HEADER = Path(__file__).parent / "include" / "tilec_hip.h"
 PRINTF_HEADER = Path(__file__).parent / "include" / "tilec_hip_printf.h"  # only where a kernel prints
+# only where a kernel has T.sync_threads(id, count): AMD has no named barriers, this is a software one in LDS
+NAMED_BARRIER_HEADER = Path(__file__).parent / "include" / "tilec_hip_named_barrier.h"
 
 _MATH = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sin", "cos", "floor", "ceil", "abs", "max", "min",
          "pow"}
@@ -92,6 +94,13 @@ class HipPrinter(CStylePrinter):
     def call_stmt(self, s: S.SCall) -> str:
         return _CALLS[s.op](self, s, [self.expr(a) for a in s.args])
 
+    def named_barrier(self, threads: int, index: T.Expr | None = None) -> str:
+        """The kernel's own T.sync_threads(id, count): the software barrier on its LDS words (lower-to-simt made
+        them, zeroed at kernel entry)."""
+        if not isinstance(index, T.Const):
+            raise TypeError("a named barrier with a computed id on HIP (only sm90's warp specialization makes one)")
+        return f"tl::named_barrier_lds(tl_named_barrier, {int(index.value)}, {threads});"
+
     def kernel(self, k: S.SKernel) -> str:
         self.lines = []
         self.line(f'extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, {k.threads}))) '
@@ -128,6 +137,8 @@ def generate(module: S.SModule, banner: str) -> str:
     parts.append(HEADER.read_text())
     if any(s.op == "print" for k in module.kernels for s in S.walk_simt(k.body) if isinstance(s, S.SCall)):
         parts.append(PRINTF_HEADER.read_text())
+    if any(isinstance(s, S.Barrier) and s.index is not None for k in module.kernels for s in S.walk_simt(k.body)):
+        parts.append(NAMED_BARRIER_HEADER.read_text())
     for k in module.kernels:
         parts.append(HipPrinter().kernel(k))
         parts.append("")

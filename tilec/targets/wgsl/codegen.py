@@ -126,11 +126,41 @@ _HELPERS = {
   if (e == 31) { v = bitcast<f32>(select(0x7fc00000u, 0x7f800000u, (b & 3u) == 0u) + 0u * b); }
   return select(v, -v, (b & 0x80u) != 0u);
 }""",
+    # f32 -> the fp8 byte nearest (ties to even), as ml_dtypes (the interpreter) converts: a subnormal result is
+    # the f32 scaled by the smallest subnormal's inverse and rounded (WGSL's round() ties to even), a normal one the
+    # f32 pattern with its mantissa rounded to the fp8's bits and its exponent rebiased. Past the largest finite
+    # value: e4m3fn (no infinities) NaN, e5m2 infinity; a NaN stays a NaN.
+    "tl_f8e4m3_bits": """fn tl_f8e4m3_bits(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let s = (b >> 24u) & 0x80u;
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7fu; }
+  if (a < 0x3c800000u) { return s | u32(round(bitcast<f32>(a) * 512.0)); }
+  let c = ((a + 0x7ffffu + ((a >> 20u) & 1u)) >> 20u) - 960u;
+  return s | select(c, 0x7fu, c > 0x7eu);
+}""",
+    "tl_f8e5m2_bits": """fn tl_f8e5m2_bits(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let s = (b >> 24u) & 0x80u;
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7eu; }
+  if (a < 0x38800000u) { return s | u32(round(bitcast<f32>(a) * 65536.0)); }
+  let c = ((a + 0xfffffu + ((a >> 21u) & 1u)) >> 21u) - 448u;
+  return s | min(c, 0x7cu);
+}""",
+    # an f32 rounded to the fp8 value nearest, kept as the f32 holding it (fp8 registers and workgroup memory)
+    "tl_f8e4m3_round": """fn tl_f8e4m3_round(x: f32) -> f32 {
+  return tl_f8e4m3(tl_f8e4m3_bits(x));
+}""",
+    "tl_f8e5m2_round": """fn tl_f8e5m2_round(x: f32) -> f32 {
+  return tl_f8e5m2(tl_f8e5m2_bits(x));
+}""",
     "tl_bf16_get": """fn tl_bf16_get(w: u32, i: i32) -> f32 {
   return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1) != 0));
 }""",
 }
-_HELPER_DEPS = {"tl_ceildiv": ["tl_floordiv"], "tl_bf16": ["tl_bf16_bits"]}
+_HELPER_DEPS = {"tl_ceildiv": ["tl_floordiv"], "tl_bf16": ["tl_bf16_bits"],
+                "tl_f8e4m3_round": ["tl_f8e4m3", "tl_f8e4m3_bits"], "tl_f8e5m2_round": ["tl_f8e5m2", "tl_f8e5m2_bits"]}
 
 
 def bf16_bits(f: float) -> int:
@@ -182,7 +212,8 @@ class WgslPrinter(CStylePrinter):
         self.atomic: set[S.SBuffer] = set()  # SBuffers updated atomically
         self.module_names: dict[S.SBuffer, str] = {}  # SBuffer -> module-scope name
         self.storage_barrier = False
-        self.packed_out: set[S.SBuffer] = set()  # writable bf16 tensors: atomic<u32> words, stored a half at a time
+        # writable bf16 and fp8 tensors: atomic<u32> words, stored a half (a byte) at a time
+        self.packed_out: set[S.SBuffer] = set()
 
     # ------------------------------------------------------------ types and literals
     def type(self, dt: D.DType) -> str:
@@ -207,6 +238,12 @@ class WgslPrinter(CStylePrinter):
             limit = F16_MAX if dt == D.F16 else F32_MAX
             if dt == D.BF16 and not math.isnan(f):
                 f = struct.unpack("<f", struct.pack("<I", bf16_bits(f) << 16))[0]
+            if dt in _F8:  # the fp8 value, as the interpreter rounds it (ml_dtypes)
+                import ml_dtypes
+                import numpy as np
+
+                with np.errstate(all="ignore"):
+                    f = float(np.float32(f).astype(getattr(ml_dtypes, dt.numpy_name)).astype(np.float32))
             if math.isnan(f):
                 text = f"{self.helper('tl_nan')}()"
             elif math.isinf(f) or abs(f) > limit:
@@ -269,6 +306,8 @@ class WgslPrinter(CStylePrinter):
             return f"({text})" if parent else text
         if isinstance(e, T.Binary) and e.dtype == D.BF16:  # computed in f32, rounded as the interpreter does
             return f"{self.helper('tl_bf16')}({super().expr(e, 0)})"
+        if isinstance(e, T.Binary | T.Unary | T.Call) and e.dtype in _F8:  # computed in f32, rounded to the fp8
+            return f"{self.helper(f'tl_{e.dtype.name}_round')}({super().expr(e, 0)})"
         if isinstance(e, T.Binary | T.Unary | T.Cast) and e.dtype in _NARROW:  # computed in 32 bits, wrapped
             inner = super().expr(e, 0)
             bits = e.dtype.bits
@@ -292,6 +331,8 @@ class WgslPrinter(CStylePrinter):
         types): the word's byte `index % 4`, as bool, sign-extended i32 or u32."""
         i = f"({self.expr(e.index)})"
         word = f"{self.buf_name(e.buffer)}[{i} >> 2u]"
+        if e.buffer in self.packed_out:  # an fp8 output read back
+            word = f"atomicLoad(&{word})"
         shift = f"(8u * u32({i} & 3))"
         dt = as_type or e.buffer.dtype
         if dt == D.I8:
@@ -365,6 +406,10 @@ class WgslPrinter(CStylePrinter):
         if e.dtype == D.BF16 and e.value.dtype != D.BF16:
             inner = self.expr(e.value)
             return f"{self.helper('tl_bf16')}({inner if e.value.dtype == D.F32 else f'f32({inner})'})"
+        if e.dtype in _F8 and e.value.dtype != e.dtype:  # (held as f32 whatever the source; rounded to the fp8)
+            inner = self.expr(e.value)
+            wide = e.value.dtype in (D.F32, D.BF16) or e.value.dtype in _F8
+            return f"{self.helper(f'tl_{e.dtype.name}_round')}({inner if wide else f'f32({inner})'})"
         to = self.type(e.dtype)
         if to == self.type(e.value.dtype):  # i64 -> i32 and back: the same WGSL type
             inner = self.expr(e.value)
@@ -416,6 +461,8 @@ class WgslPrinter(CStylePrinter):
                 self.line(f"{kw} {name}: {ty} = {self.expr(s.value)};")
         elif isinstance(s, S.SStore) and s.buffer.dtype == D.BF16 and s.buffer.scope == "global":
             self.bf16_store(s)
+        elif isinstance(s, S.SStore) and s.buffer.dtype in _F8 and s.buffer.scope == "global":
+            self.f8_store(s)
         elif isinstance(s, S.SStore):
             elem = f"{self.buf_name(s.buffer)}[{self.expr(s.index)}]"
             if s.buffer in self.atomic:
@@ -445,6 +492,21 @@ class WgslPrinter(CStylePrinter):
         self.line("let tl_s = 16u * u32(tl_i & 1);")
         self.line(f"let tl_w = &{self.buf_name(s.buffer)}[tl_i >> 1u];")
         self.line("_ = atomicAnd(tl_w, ~(0xffffu << tl_s));")
+        self.line("_ = atomicOr(tl_w, tl_h << tl_s);")
+        self.indent -= 1
+        self.line("}")
+
+    def f8_store(self, s: S.SStore) -> None:
+        """An fp8 element is a byte of a u32 word whose other bytes other invocations may be writing: the byte is
+        cleared and set with two atomics, which leave the rest of the word alone. (The value is an fp8 value held
+        as f32 already: its pattern is exact.)"""
+        self.line("{")
+        self.indent += 1
+        self.line(f"let tl_i = {self.expr(s.index)};")
+        self.line(f"let tl_h = {self.helper(f'tl_{s.buffer.dtype.name}_bits')}({self.expr(s.value)});")
+        self.line("let tl_s = 8u * u32(tl_i & 3);")
+        self.line(f"let tl_w = &{self.buf_name(s.buffer)}[tl_i >> 2u];")
+        self.line("_ = atomicAnd(tl_w, ~(0xffu << tl_s));")
         self.line("_ = atomicOr(tl_w, tl_h << tl_s);")
         self.indent -= 1
         self.line("}")
@@ -513,7 +575,7 @@ class WgslPrinter(CStylePrinter):
             self.module_names[p] = name
             access = "read" if p.const else "read_write"
             elem = "u32" if p.dtype.bits == 8 or p.dtype == D.BF16 else self.type(p.dtype)
-            if p.dtype == D.BF16 and not p.const:
+            if (p.dtype == D.BF16 or p.dtype in _F8) and not p.const:
                 self.packed_out.add(p)
                 elem = "atomic<u32>"
             if p in self.atomic:
@@ -536,6 +598,8 @@ class WgslPrinter(CStylePrinter):
                 ty, read = "f32", f"f16({uniform_name}.{name})"
             elif v.dtype == D.BF16:
                 ty, read = "f32", f"{self.helper('tl_bf16')}({uniform_name}.{name})"
+            elif v.dtype in _F8:
+                ty, read = "f32", f"{self.helper(f'tl_{v.dtype.name}_round')}({uniform_name}.{name})"
             else:
                 ty, read = self.type(v.dtype), f"{uniform_name}.{name}"
             fields.append({"name": v.name, "field": name, "offset": 4 * i, "type": ty})
