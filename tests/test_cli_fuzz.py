@@ -1,5 +1,5 @@
 """The command-line fuzzer (tilec/testing/cli_fuzz.py) for a fixed small budget (TILEC_CLI_FUZZ_BUDGET_S, default
-40 s; scripts/cli_fuzz.py runs it long), and each of its detectors shown to catch a planted fault."""
+15 s; scripts/cli_fuzz.py runs it long), and each of its detectors shown to catch a planted fault."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tilec.testing import cli_fuzz
 
 
 def test_fuzzed_command_lines_find_nothing():
-    figures = cli_fuzz.run(seed=12, budget_s=float(os.environ.get("TILEC_CLI_FUZZ_BUDGET_S", "40")),
+    figures = cli_fuzz.run(seed=12, budget_s=float(os.environ.get("TILEC_CLI_FUZZ_BUDGET_S", "15")),
                            exec_fraction=0.2)
     assert figures.command_lines >= 5 and figures.forked and figures.execed
     assert not figures.findings, "\n".join(figures.findings)

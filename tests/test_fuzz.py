@@ -171,7 +171,7 @@ def line_mutant(draw) -> tuple[int, str]:
     return i, "\n".join(lines)
 
 
-@fuzz_settings(800)
+@fuzz_settings(400)
 @given(token_mutant(), st.sampled_from(TARGETS))
 def test_token_mutations(mutant, target):
     i, text = mutant
@@ -208,7 +208,7 @@ def semantic_mutant(draw) -> tuple[int, str]:
     return i, "".join(toks)
 
 
-@fuzz_settings(450)
+@fuzz_settings(250)
 @given(semantic_mutant(), st.sampled_from(TARGETS))
 def test_semantic_mutations(mutant, target):
     i, text = mutant
