@@ -323,7 +323,7 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
         fast = cx.block(vector_body)
         slow = cx.block(lambda: copy_fragment_elements(cx, s, layout))
         if cx.realign_rows and not to_mem and mem.buffer.scope == "global" and nbytes in (4, 8, 16) and \
-                "cp.async" in cx.target.async_copy:
+                "realigned_row_loads" in cx.target.features:
             # a row that is not aligned to `vec` elements (an odd row length) in a tensor whose start is: still a
             # vector at a time, from the two aligned vectors that cover it (load_realign), not element by element
             slow = [S.SIf(None, S.Intrinsic(D.BOOL, None, "aligned", [

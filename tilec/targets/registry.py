@@ -28,6 +28,8 @@ class Target:
     # fragment moves to and from memory a vector at a time, converting its type on the way (the device
     # header's load_cvt/store_cvt). "register_double_buffer": with no asynchronous copy, a Pipelined loop may
     # load its next tiles into registers during the compute and store them to a second shared buffer.
+    # "realigned_row_loads": a fragment reads a global row that is not aligned to its vector a vector at a time,
+    # from the two aligned vectors that cover it (the device header's load_realign).
     features: frozenset[str] = field(default_factory=frozenset)
     max_storage_buffers: int | None = None  # tensors per kernel (WebGPU: storage buffers per shader stage)
     max_grid: int | None = None  # blocks per grid dimension (WebGPU: workgroups per dispatch dimension)
@@ -75,7 +77,7 @@ class Target:
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 # timeline_profile: clock64, globaltimer
-CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "timeline_profile", "named_barriers"}
+CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "realigned_row_loads", "timeline_profile", "named_barriers"}
 # AMD GPUs have no named barriers (s_barrier waits for the whole workgroup): T.sync_threads(id, count) runs as a
 # software barrier in LDS there (tilec/targets/hip/include/tilec_hip_named_barrier.h)
 HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer", "lds_named_barriers"}

@@ -1,9 +1,8 @@
 """The Hopper (sm90) parts of lower-to-simt: TMA copies, mbarrier pipelines, wgmma, warp specialization.
 
-The LoweringExtension of the sm90 target (Target.lowering_extension): the generic lowering hands it a
-Pipelined loop that pipeline-planning gave the "tma" mechanism, a gemm that layout-inference gave "wgmma",
-and a warpgroup accumulator stored to global memory (TMA stores); it talks back only through the
-lowering context (tilec/passes/lowering_extension.py).
+The sm90 target's LoweringExtension: the generic lowering hands it a Pipelined loop that pipeline-planning gave the
+"tma" mechanism, a gemm that layout-inference gave "wgmma", a warpgroup accumulator stored to global memory (TMA
+stores); it talks back only through the lowering context (tilec/passes/lowering_extension.py).
 
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
@@ -13,15 +12,14 @@ Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
     the first round passes).
   * Without warp specialization, thread 0 issues the copies `stages - 1` iterations ahead after the
     block barrier that opens each iteration (which also frees the stage being refilled).
-Consumers wait for a producer's stage lazily, right before the first statement that reads it, so
-FlashAttention's softmax runs while V is still in flight.
+Consumers wait for a producer's stage lazily, right before the first statement that reads it, so FlashAttention's
+softmax runs while V is still in flight.
 
-wgmma: per k-step (16, or 32 for 8-bit types) and per 64-row slice, one wgmma.mma_async whose shared
-operands are described by matrix descriptors over the TMA panel layout (K-major: SBO = 8 rows of the
-swizzle span; MN-major: LBO = the stride between 128-byte panels, SBO = 8 rows). A gemm statement
-ends with wgmma.wait_group 0, so the accumulator is complete when the next statement reads it --
-except in a warp-specialized gemm-like loop, which waits one iteration later (wait_group 1) and
-releases a stage only when the wgmma that read it has finished.
+wgmma: per k-step (16, or 32 for 8-bit types) and per 64-row slice, one wgmma.mma_async whose shared operands are
+described by matrix descriptors over the TMA panel layout (K-major: SBO = 8 rows of the swizzle span; MN-major:
+LBO = the stride between 128-byte panels, SBO = 8 rows). A gemm statement ends with wgmma.wait_group 0, so the
+accumulator is complete when the next statement reads it -- except in a warp-specialized gemm-like loop, which
+waits one iteration later (wait_group 1) and releases a stage only when the wgmma that read it has finished.
 
 Persistent ping-pong (schedule.pingpong): the kernel body, written for one consumer warpgroup, runs in two, each
 on alternate tiles of the block's sequence (warpgroup w takes tiles w, w + 2, ...; the body sees thread indices
@@ -29,10 +27,10 @@ on alternate tiles of the block's sequence (warpgroup w takes tiles w, w + 2, ..
 and tile i's k-step j uses pipeline iteration i * trips + j. The warpgroups take turns in the main loop: before
 it, warpgroup w waits on named barrier PINGPONG_TURN + w (bar.sync, both warpgroups' 256 threads; not for the
 block's first tile), and once it has issued its last wgmma it hands the turn on with bar.arrive on the other's
-(not after the block's last tile). Besides keeping the tensor cores busy with one warpgroup's wgmma while the
-other runs its epilogue, the turn makes the mbarrier parities safe: a warpgroup waits for a stage's phase only
-once the other has waited for all of its own, so the phase it waits for is at most one round away. Each
-warpgroup has its own block barrier (named barrier PINGPONG_BARRIER + w, 128 threads) and TMA-store staging tile.
+(not after the block's last tile). Besides keeping the tensor cores busy with one warpgroup's wgmma while the other
+runs its epilogue, the turn makes the mbarrier parities safe: a warpgroup waits for a stage's phase only once the
+other has waited for all of its own, so that phase is at most one round away. Each warpgroup has its own block
+barrier (named barrier PINGPONG_BARRIER + w, 128 threads) and TMA-store staging tile.
 """
 
 from __future__ import annotations
@@ -179,17 +177,14 @@ class HopperLowering(LoweringExtension):
             self.next_stage_gemm, self.after_wgmma_issue = None, []
 
     def realign_pipeline_copies(self, loop: T.For) -> bool:
-        """A cp.async pipeline around one wgmma gemm (the no-TMA twin, --no-tma): its misaligned rows are realigned
-        (measured on the H200: the LM head 4096x50257x4096 22 -> 204 TFLOP/s). In the twin its registers cost
-        nothing else: the twin runs for misaligned tensors alone -- so the pipelines of a twin without matrix
-        multiplies realign too (a row kernel's streamed rows of odd length: softmax, rmsnorm, layernorm). Not
-        attention's twin: its rows (a head dim) are aligned, and the realigned copies would cost the K/V pipelines'
-        aligned path 24 registers (165 -> 189) where only one tensor's base is misaligned."""
+        """A cp.async pipeline around one wgmma gemm in the no-TMA twin: its misaligned rows are realigned (H200: the
+        LM head 4096x50257x4096 22 -> 204 TFLOP/s); the twin runs for misaligned tensors alone, so its registers
+        cost nothing else. So does a twin without matrix multiplies (a row kernel's odd rows); not attention's: its
+        rows are aligned, and realigning would cost its aligned path 24 registers (165 -> 189)."""
         k = self.cx.k
-        if self.one_wgmma_gemm(loop) is not None:
-            return True
-        return bool(k.attrs.get("internal") and "tma" in k.disabled and "realign" not in k.disabled
-                    and not any(isinstance(st, T.Gemm) for st in walk_stmts(k.body)))
+        return self.one_wgmma_gemm(loop) is not None or bool(
+            k.attrs.get("internal") and "tma" in k.disabled and "realign" not in k.disabled
+            and not any(isinstance(st, T.Gemm) for st in walk_stmts(k.body)))
 
     def one_wgmma_gemm(self, loop: T.For) -> T.Gemm | None:
         gemms = [st for st in loop.body if isinstance(st, T.Gemm)]

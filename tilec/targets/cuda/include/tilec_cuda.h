@@ -62,7 +62,11 @@ template <typename To, typename From>
 TL_DEVICE To bit_cast(const From& from) {
   static_assert(sizeof(To) == sizeof(From), "bit_cast needs types of one width");
   To to;
+#if defined(__CUDACC_RTC__)  // NVRTC has no __builtin_memcpy; its device memcpy compiles to the same move
+  memcpy(&to, &from, sizeof(To));
+#else
   __builtin_memcpy(&to, &from, sizeof(To));
+#endif
   return to;
 }
 
