@@ -127,9 +127,10 @@ class AscendBackend(Backend):
         from ...ir import tile as T
         from ...ir.visit import walk_stmts
         from ..backend import PlacedTile
-        from .layout import layout_of, nz_offset
+        from .layout import kernel_row_elems, layout_of, nz_offset, row_padding
 
         out = []
+        row_elems = kernel_row_elems(kernel)
         accumulators = set()
         for s in walk_stmts(kernel.body):
             if not isinstance(s, T.Gemm):
@@ -153,7 +154,8 @@ class AscendBackend(Backend):
             b, shape = s.buffer, s.buffer.const_shape
             if not shape or len(shape) > 2 or b.name in accumulators or any(p.name == b.name for p in out):
                 continue
-            lay = layout_of(tuple(shape))
+            with row_padding(row_elems):
+                lay = layout_of(tuple(shape))
             rows, cols = (shape[0], shape[1]) if lay.is_2d else (1, shape[0])
             per_block = 32 // b.dtype.bytes
             out.append(PlacedTile(

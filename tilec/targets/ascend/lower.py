@@ -69,6 +69,85 @@ class Lowering:
     def release_mask(self, name: str) -> None:
         self.mask_free.append(name)
 
+    # ------------------------------------------------------------ conversions
+    # The 910B's Cast has a fixed set of (destination, source) pairs (asc-devkit's dav_c220 vconv table): f32 <->
+    # f16, bf16, i32, i16; f16 <-> i8, u8, i16, i32. tilec computes in f32 and converts every other tile type to
+    # and from it through these pairs; integer results are truncated and wrapped to their width in f32 first, as
+    # the language (and the interpreter) wraps them, so that the saturating Cast only sees in-range values.
+
+    def to_float(self, dst: str, src: str, src_ctype: str, count: int) -> None:
+        """dst (a float tile) = src, exactly (8-bit integers through f16)."""
+        d, sv = _base(dst), _base(src)
+        if src_ctype == "float":
+            if dst != src:
+                self.v(f"Adds({dst}, {src}, 0.0f, {count});", [sv], [d])
+            return
+        if CPP_SIZES[src_ctype] == 1:
+            t = self.temp()
+            self.v(f"Cast({t}.ReinterpretCast<half>(), {src}, RoundMode::CAST_NONE, {count});", [sv], [t])
+            self.v(f"Cast({dst}, {t}.ReinterpretCast<half>(), RoundMode::CAST_NONE, {count});", [t], [d])
+            self.release(t)
+            return
+        self.v(f"Cast({dst}, {src}, RoundMode::CAST_NONE, {count});", [sv], [d])
+
+    def from_float(self, dst: str, dst_ctype: str, src: str, count: int, user: str | None = None) -> None:
+        """dst (a tile of dst_ctype) = src (a float tile): f16/bf16 rounded to nearest, integers truncated and
+        wrapped to their width (bool: 1 where src is not zero)."""
+        d, sv = _base(dst), _base(src)
+        if dst_ctype == "float":
+            return self.to_float(dst, src, "float", count)
+        if dst_ctype in ("half", "bfloat16_t", "int32_t"):
+            self.v(f"Cast({dst}, {src}, RoundMode::CAST_RINT, {count});", [sv], [d])
+            return
+        t = self.temp()
+        if user == "bool":
+            self.v(f"Abs({t}, {src}, {count});", [sv], [t])
+            self.v(f"Muls({t}, {t}, 8.50705917e+37f, {count});", [t], [t])  # 2^126: every normal non-zero -> >= 1
+            self.v(f"Mins({t}, {t}, 1.0f, {count});", [t], [t])
+        else:
+            from ...ir import dtypes as D
+
+            self.wrap_in_float(t, src, {"int16_t": D.I16, "int8_t": D.I8, "uint8_t": D.U8}[dst_ctype], count)
+        if dst_ctype == "int16_t":
+            self.v(f"Cast({dst}, {t}, RoundMode::CAST_RINT, {count});", [t], [d])
+        else:
+            h = self.temp()
+            self.v(f"Cast({h}.ReinterpretCast<half>(), {t}, RoundMode::CAST_NONE, {count});", [t], [h])
+            self.v(f"Cast({dst}, {h}.ReinterpretCast<half>(), RoundMode::CAST_TRUNC, {count});", [h], [d])
+            self.release(h)
+        self.release(t)
+
+    def wrap_in_float(self, dst: str, src: str, dt, count: int) -> None:
+        """dst = src (an f32 tile) truncated to an integer and wrapped to dt's width (widths of 32 bits and more are
+        only truncated: f32 holds integers exactly up to 2^24)."""
+        d, sv = _base(dst), _base(src)
+        self.v(f"Cast({dst}, {src}, RoundMode::CAST_TRUNC, {count});", [sv], [d])
+        if dt.bits >= 32:
+            return
+        bits = dt.bits
+        f = self.temp()
+        shift = float(1 << (bits - 1)) if dt.kind == "int" else 0.0
+        self.v(f"Adds({f}, {dst}, {shift!r}f, {count});", [d], [f])
+        self.v(f"Muls({f}, {f}, {1.0 / (1 << bits)!r}f, {count});", [f], [f])
+        self.v(f"Cast({f}, {f}, RoundMode::CAST_FLOOR, {count});", [f], [f])
+        self.v(f"Muls({f}, {f}, {-float(1 << bits)!r}f, {count});", [f], [f])
+        self.v(f"Add({dst}, {dst}, {f}, {count});", [d, f], [d])
+        self.release(f)
+
+    def convert(self, dst: str, dst_ctype: str, src: str, src_ctype: str, count: int,
+                user: str | None = None) -> None:
+        """dst = src converted between any two tile types (through f32 unless one side is f32)."""
+        if dst_ctype == "float" or src_ctype == dst_ctype and dst_ctype in ("half", "bfloat16_t"):
+            return self.to_float(dst, src, src_ctype, count) if dst_ctype == "float" else \
+                self.v(f"Adds({dst}.ReinterpretCast<int16_t>(), {src}.ReinterpretCast<int16_t>(), int16_t(0), "
+                       f"{count});", [_base(src)], [_base(dst)])
+        if src_ctype == "float":
+            return self.from_float(dst, dst_ctype, src, count, user)
+        t = self.temp()
+        self.to_float(t, src, src_ctype, count)
+        self.from_float(dst, dst_ctype, t, count, user)
+        self.release(t)
+
     def emit(self, text: str, pipe: str | None = None, reads=(), writes=(), ordered=()) -> None:
         self.out.append(Call(text, pipe, tuple(reads), tuple(writes), tuple(ordered)))
 
@@ -323,6 +402,17 @@ class Lowering:
             if not (isinstance(value, T.Const) and float(value.value) == 0.0):
                 raise error("the 910B vector unit fills bf16 tiles with zero only; fill an f32 tile and cast", s.span)
             self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t(0), {a.count});", writes=[b.name])
+        elif CPP_SIZES[a.ctype] == 1:  # no 8-bit Duplicate: a constant byte as both halves of an int16
+            if isinstance(value, T.Const):
+                v = float(value.value)
+                byte = int(v != 0) if b.dtype.is_bool else int(v) % 256
+                self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t({byte * 257 - (65536 if byte > 127 else 0)}), "
+                       f"{a.count // 2});", writes=[b.name])
+            else:
+                t = self.temp()
+                self.v(f"Duplicate({t}, float({cpp(value)}), {a.count});", writes=[t])
+                self.from_float(b.name, a.ctype, t, a.count, b.dtype.name)
+                self.release(t)
         else:
             self.v(f"Duplicate({b.name}, {a.ctype}({text}), {a.count});", writes=[b.name])
 
@@ -440,6 +530,11 @@ class Lowering:
         burst, and a burst's UB side starts at a block."""
         a = self.allocs[name]
         size = CPP_SIZES[a.ctype]
+        if size == 1:
+            raise error(f"'{self.allocs[name].user or name}' is a tile of bytes copied to or from a column of a "
+                        "tensor: the AscendC back end moves columns one element per 32-byte block and gathers them "
+                        "with Gather, which takes 16- and 32-bit elements; copy into an f16 or f32 tile instead",
+                        a.span)
         stage = f"{name}_col"
         if stage not in self.allocs:
             self.add_alloc(Alloc(stage, "VECCALC", a.ctype, round_up(n * 32 // size, 128)))
@@ -513,8 +608,7 @@ class Lowering:
             stage = self.staging(name, gm_ctype)
             self.copy_in(region, dst, span, name=stage)
             self.first_touch(name)
-            self.v(f"Cast({name}, {stage}, RoundMode::{'CAST_NONE' if a.ctype == 'float' else 'CAST_RINT'}, "
-                   f"{a.count});", [stage], [name])
+            self.convert(name, a.ctype, stage, gm_ctype, a.count, dst.dtype.name)
             return
         lay = self.layouts[name]
         box = self.column_box(region, lay, span)
@@ -524,12 +618,12 @@ class Lowering:
             self.queue_alloc(name)
         tile = (lay.rows, lay.cols)
         offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, tile, span)
-        size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
+        size = CPP_SIZES[a.ctype]
         g = region.buffer.name
         saved, self.out = self.out, []
         self.emit(f"int64_t rows = {vrows}, cols = {vcols};")
         zero = (f"Duplicate({name}.ReinterpretCast<int16_t>(), int16_t(0), {a.count * size // 2});"
-                if a.ctype == "bfloat16_t" else f"Duplicate({name}, {a.ctype}(0), {a.count});")
+                if a.ctype in ("bfloat16_t", "uint8_t", "int8_t") else f"Duplicate({name}, {a.ctype}(0), {a.count});")
         self.out.append(Block(f"if (rows < {nrows} || cols < {ncols})", [Call(zero, "V", (), (name,))]))
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
         pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
@@ -557,8 +651,7 @@ class Lowering:
             if a.depth:
                 raise error("a converting copy out of a queue buffer", span)
             stage = self.staging(name, gm_ctype)
-            self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
-                   f"{a.count});", [name], [stage])
+            self.convert(stage, gm_ctype, name, a.ctype, a.count, region.buffer.dtype.name)
             return self.copy_out(src, region, span, name=stage, atomic=atomic, limits=limits)
         lay = self.layouts[name]
         self.first_touch(name)
@@ -577,7 +670,7 @@ class Lowering:
                      limits: dict[int, str] | None) -> None:
         a, lay = self.allocs[name], self.layouts[name]
         offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span, limits)
-        size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
+        size = CPP_SIZES[a.ctype]
         g = region.buffer.name
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
         pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
@@ -597,6 +690,13 @@ class Lowering:
         self.out.append(Block("", body))
 
 
+def _base(text: str) -> str:
+    """The buffer a tensor expression (`x`, `x[r * 16]`, `x.ReinterpretCast<half>()`) names."""
+    import re
+
+    return re.match(r"[A-Za-z_][A-Za-z_0-9]*", text).group(0)
+
+
 def _allocs(body: list[T.Stmt]):
     from ...ir.visit import walk_stmts
 
@@ -610,6 +710,13 @@ def _walk(body):
 
 
 def lower_kernel(k: T.Kernel) -> KernelProgram:
+    from .layout import kernel_row_elems, row_padding
+
+    with row_padding(kernel_row_elems(k)):
+        return _lower_kernel(k)
+
+
+def _lower_kernel(k: T.Kernel) -> KernelProgram:
     plan = k.attrs["ascend"]
     mixed = plan.kernel_type == "MIX_AIC_1_2"
     if mixed:

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from ...diagnostics import Span
 from .chip import POSITION_MEMORY, round_up
 
-CPP_SIZES = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4, "uint32_t": 4, "uint8_t": 1, "int16_t": 2}
+CPP_SIZES = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4, "uint32_t": 4, "uint8_t": 1, "int16_t": 2,
+             "int8_t": 1}
 
 
 @dataclass
