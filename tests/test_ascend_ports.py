@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 
 # the ports these constructs opened (each needs at least one of them)
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
-         "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent"]
+         "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
+         "dequant_gemv_int4", "gemm_sp"]  # the last two: byte and 16-bit tiles, integer ops in f32
 
 
 def _case(name):
@@ -111,8 +112,12 @@ def test_ascend_refusals_of_the_new_constructs_name_their_reason(tmp_path):
         "return_prev": ("kernel k(C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
                         "        for i in T.Parallel(16):\n"
                         "            old = T.atomic_add(C[i], 1.0, return_prev=True)\n", "returns nothing"),
-        "u8 tile": ("kernel k(A: u8[N], C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
-                    "        t = T.alloc_shared((16,), u8)\n        T.copy(A[0:16], t)\n", "read element by element"),
+        "u16 tile": ("kernel k(A: u16[N], C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
+                     "        t = T.alloc_shared((16,), u16)\n        T.copy(A[0:16], t)\n", "read element by element"),
+        "& by a tile": ("kernel k(A: i32[N], C: out i32[N]):\n    with T.Kernel(1) as bx:\n"
+                        "        t = T.alloc_shared((16,), i32)\n        T.copy(A[0:16], t)\n"
+                        "        for i in T.Parallel(16):\n            t[i] = t[i] & (t[i] + 1)\n"
+                        "        T.copy(t, C[0:16])\n", "takes a mask 2^k - 1"),
         "var in Parallel": ("kernel k(C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
                             "        v = T.alloc_var(f32, 0.0)\n        t = T.alloc_fragment((16,), f32)\n"
                             "        for i in T.Parallel(16):\n            v = t[i]\n"

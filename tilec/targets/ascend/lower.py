@@ -406,8 +406,9 @@ class Lowering:
             if isinstance(value, T.Const):
                 v = float(value.value)
                 byte = int(v != 0) if b.dtype.is_bool else int(v) % 256
-                self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t({byte * 257 - (65536 if byte > 127 else 0)}), "
-                       f"{a.count // 2});", writes=[b.name])
+                pair = byte * 257 - (65536 if byte > 127 else 0)
+                self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t({pair}), {a.count // 2});",
+                       writes=[b.name])
             else:
                 t = self.temp()
                 self.v(f"Duplicate({t}, float({cpp(value)}), {a.count});", writes=[t])

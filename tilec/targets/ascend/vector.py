@@ -23,7 +23,7 @@ from ...ir.printer import expr_str
 from ...ir.visit import rewrite_expr, sub_exprs
 from .chip import ctype
 from .layout import layout_of
-from .program import CPP_SIZES
+from .program import CPP_SIZES, Alloc
 from .scalar import NO_REINTERPRET, cpp, float_literal
 
 TILE_VALUE = "ascend-tile"  # the kind of a Var standing for a computed temporary tile
@@ -165,7 +165,79 @@ class VecLoop:
             return self.select(e.cond, e.a, e.b, into)
         raise error(f"this expression has no AscendC vector lowering: {expr_str(e)}", e.span)
 
+    def const_int(self, e: T.Expr) -> int | None:
+        c = fold(self.subst(e))
+        return int(c.value) if isinstance(c, T.Const) and float(c.value) == int(c.value) else None
+
+    def pow2(self, s: Val, sign: float) -> Val:
+        """2^(sign * s) for a tile s of small integers, exactly: the float's exponent bits built in int32."""
+        t = self.lw.temp()
+        n = self.n
+        self.v(f"Muls({t}, {s.text}, {sign!r}f, {n});", [s.text], [t])
+        self.v(f"Adds({t}, {t}, 127.0f, {n});", [t], [t])
+        self.v(f"Cast({t}.ReinterpretCast<int32_t>(), {t}, RoundMode::CAST_RINT, {n});", [t], [t])
+        self.v(f"Muls({t}.ReinterpretCast<int32_t>(), {t}.ReinterpretCast<int32_t>(), int32_t(8388608), {n});",
+               [t], [t])
+        self.done(s)
+        return Val("t", t, True)
+
+    def integer_binary(self, e: T.Binary, into: str | None) -> Val:
+        """Integer //, %, >>, <<, & on values held in f32 (exact below 2^22): by constants (a mask 2^k - 1 for &),
+        shifts also by a tile of small integers."""
+        n = self.n
+        a_e, b_e = e.a, e.b
+        if e.op == "&" and self.const_int(a_e) is not None:
+            a_e, b_e = b_e, a_e
+        c = self.const_int(b_e)
+        if e.op in ("<<", ">>"):
+            a = self.tile(self.eval(a_e))
+            if c is not None:
+                factor = Val("s", f"{float(2.0 ** (c if e.op == '<<' else -c))!r}f")
+            else:
+                factor = self.pow2(self.tile(self.eval(b_e)), 1.0 if e.op == "<<" else -1.0)
+            d = Val("t", into) if into else (a if a.owned else self.target(None))
+            if factor.kind == "s":
+                self.v(f"Muls({d.text}, {a.text}, {factor.text}, {n});", [a.text], [d.text])
+            else:
+                self.v(f"Mul({d.text}, {a.text}, {factor.text}, {n});", [a.text, factor.text], [d.text])
+            if e.op == ">>":
+                self.v(f"Cast({d.text}, {d.text}, RoundMode::CAST_FLOOR, {n});", [d.text], [d.text])
+            self.done(a, factor, keep=d)
+            return d
+        if e.op == "&":
+            if c is None or c < 0 or (c + 1) & c:
+                raise error(f"'&' on tiles: the AscendC back end computes integers in f32 and takes a mask 2^k - 1 "
+                            f"constant here (not {expr_str(b_e)})", e.span)
+            op, c = "%", c + 1
+        else:
+            op = e.op
+        if c is None or c == 0:
+            raise error(f"'{e.op}' on tiles: the AscendC back end computes integers in f32 and divides by a non-zero "
+                        f"constant only (not {expr_str(b_e)})", e.span)
+        a = self.tile(self.eval(a_e))
+        q = self.target(None)
+        # floor(a / c) = floor((a + 0.5) / c) for integers a and c > 0, never within 0.5/c of a boundary
+        sa = 1.0 if c > 0 else -1.0
+        self.v(f"Muls({q.text}, {a.text}, {sa!r}f, {n});", [a.text], [q.text])
+        self.v(f"Adds({q.text}, {q.text}, 0.5f, {n});", [q.text], [q.text])
+        self.v(f"Muls({q.text}, {q.text}, {1.0 / abs(c)!r}f, {n});", [q.text], [q.text])
+        self.v(f"Cast({q.text}, {q.text}, RoundMode::CAST_FLOOR, {n});", [q.text], [q.text])
+        if op == "//":
+            self.done(a)
+            if into:
+                self.v(f"Adds({into}, {q.text}, 0.0f, {n});", [q.text], [into])
+                self.done(q)
+                return Val("t", into)
+            return q
+        d = Val("t", into) if into else (a if a.owned else self.target(None))
+        self.v(f"Muls({q.text}, {q.text}, {-float(c)!r}f, {n});", [q.text], [q.text])
+        self.v(f"Add({d.text}, {a.text}, {q.text}, {n});", [a.text, q.text], [d.text])
+        self.done(a, q, keep=d)
+        return d
+
     def binary(self, e: T.Binary, into: str | None) -> Val:
+        if not e.dtype.is_float and e.op in ("//", "%", ">>", "<<", "&"):
+            return self.integer_binary(e, into)
         if e.op not in BINARY:
             raise error(f"'{e.op}' on tiles has no AscendC vector lowering", e.span)
         a, b = self.eval(e.a), self.eval(e.b)
@@ -382,6 +454,10 @@ class VecLoop:
         coef = {"1": 0, "i": 0, "j": 0}
         names = [v.name for v in self.vars]
         mult = [src.cols_pad, 1] if src.is_2d else [1]
+        names = [v.name for v in self.vars]
+        if any(linear_form(ix) is None or any(k != 1 and k[1] not in names for k in linear_form(ix))
+               for ix in idx):  # floor division, modulo: computed per tile, in f32
+            return self.dynamic_gather_table(e, idx, mult, size, src.count * size - size)
         for m, ix in zip(mult, idx, strict=True):
             form = linear_form(ix)
             if form is None or any(k != 1 and k[1] not in names for k in form):
@@ -392,6 +468,29 @@ class VecLoop:
                 coef[slot] += c * m * size
         return self.lw.gather_table(self.layout, coef, src.count * size - size)
 
+
+    def dynamic_gather_table(self, e: T.Load, idx, mult, size: int, max_bytes: int) -> str:
+        """An int32 tile of the byte offsets of `e`'s elements, computed by the vector unit from the index expressions
+        (`B[n, k // 2]`: integer division and modulo by constants are exact in f32), clamped into the source."""
+        lw, n = self.lw, self.n
+        name = "gather_dyn"  # one table at a time: each gather computes its own right before it
+        if name not in lw.allocs:
+            lw.add_alloc(Alloc(name, "VECCALC", "int32_t", lw.temp_count))
+        work = f"{name}.ReinterpretCast<float>()"
+        lw.v(f"Duplicate({work}, 0.0f, {n});", [], [name])
+        for m, ix in zip(mult, idx, strict=True):
+            v = self.eval(ix)
+            if v.kind == "s":
+                lw.v(f"Adds({work}, {work}, ({v.text}) * {float(m * size)!r}f, {n});", [name], [name])
+            else:
+                t = v if v.owned else self.target(None)
+                lw.v(f"Muls({t.text}, {v.text}, {float(m * size)!r}f, {n});", [v.text], [t.text])
+                lw.v(f"Add({work}, {work}, {t.text}, {n});", [name, t.text], [name])
+                self.done(t)
+        lw.v(f"Maxs({work}, {work}, 0.0f, {n});", [name], [name])
+        lw.v(f"Mins({work}, {work}, {float(max_bytes)!r}f, {n});", [name], [name])
+        lw.v(f"Cast({name}, {work}, RoundMode::CAST_RINT, {n});", [name], [name])
+        return name
 
 def _for_rows(rows: int, calls) -> object:
     from .program import Block, Call
