@@ -207,7 +207,8 @@ class VecLoop:
         if e.op == "&":
             if c is None or c < 0 or (c + 1) & c:
                 raise error(f"'&' on tiles: the AscendC back end computes integers in f32 and takes a mask 2^k - 1 "
-                            f"constant here (not {expr_str(b_e)})", e.span)
+                            f"constant here (not {c if c is not None else expr_str(b_e)}); write other masks as "
+                            "shifts and remainders (x & 6 == (x >> 1) % 4 * 2)", e.span)
             op, c = "%", c + 1
         else:
             op = e.op
