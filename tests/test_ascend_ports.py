@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 # the ports these constructs opened (each needs at least one of them)
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
          "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
-         "dequant_gemv_int4", "gemm_sp"]  # the last two: byte and 16-bit tiles, integer ops in f32
+         "dequant_gemv_int4", "gemm_sp", "chunk_cumsum"]  # byte and 16-bit tiles, integer ops in f32; cumsum
 
 
 def _case(name):

@@ -360,11 +360,46 @@ class Lowering:
             raise error("print cannot run on the AscendC back end (tilec does not lower it to AscendC's printf); "
                         "`tilec run --device cpu` runs the kernel in the interpreter, which prints it", s.span)
         if type(s).__name__ == "CumSum":
-            raise error("T.cumsum has no AscendC lowering in tilec yet: the 910B vector unit has no in-row scan "
-                        "instruction tilec emits, and a tile's elements cannot be shifted by one element (vector "
-                        "operands start at 32-byte boundaries); run the scan on a GPU target, or accumulate "
-                        "with a serial loop over chunks of whole tiles", s.span)
+            return self.cumsum(s)
         raise error(f"the AscendC back end does not lower {type(s).__name__} statements yet", s.span)
+
+    def cumsum(self, s) -> None:
+        """An inclusive scan along a tile's rows (a 1-D tile: along it), in f32, in log2(columns) steps: each step
+        adds the tile shifted by k elements (a `Gather` through a per-core offset table, since vector operands start
+        at 32-byte boundaries and cannot be shifted by one element), zero where the shift leaves the row."""
+        src, dst = s.src.buffer, s.dst.buffer
+        for r in (s.src, s.dst):
+            if any(not (isinstance(x, T.Const) and x.value == 0) for x in r.starts) or \
+                    r.const_extents != r.buffer.const_shape or r.buffer.name not in self.layouts:
+                raise error("the AscendC back end scans whole on-chip tiles (T.cumsum of a tile, not a region)", s.span)
+        lay = self.layouts[src.name]
+        if self.layouts[dst.name] != lay:
+            raise error("T.cumsum between tiles of different shapes", s.span)
+        if lay.is_2d and s.dim not in (1, -1):
+            raise error("the AscendC back end scans 2-D tiles along their rows (dim=1): the scan down a column "
+                        "has no AscendC lowering here; transpose the tile (or scan its transpose)", s.span)
+        self.first_touch(dst.name)
+        cols = lay.cols if lay.is_2d else lay.rows
+        n = lay.count
+        x, t = self.temp(), self.temp()
+        self.to_float(x, src.name, self.allocs[src.name].ctype, n)
+        _, cols_t = self.index_tiles_for(lay)
+        k = 1
+        while k < cols:
+            step = -k * 4 if not s.reverse else k * 4
+            table = self.gather_table(lay, {"1": step, "i": lay.cols_pad * 4 if lay.is_2d else 0, "j": 4},
+                                      n * 4 - 4)
+            self.v(f"Gather({t}, {x}, {table}.ReinterpretCast<uint32_t>(), 0, {n});", [x, table], [t])
+            m = self.mask()
+            cond = f"{float(k)!r}f, CMPMODE::GE" if not s.reverse else f"{float(cols - k)!r}f, CMPMODE::LT"
+            self.v(f"CompareScalar({m}, {cols_t}, {cond}, {n});", [cols_t], [m])
+            self.v(f"Select({t}, {m}, {t}, 0.0f, SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});", [m, t], [t])
+            self.release_mask(m)
+            self.v(f"Add({x}, {x}, {t}, {n});", [x, t], [x])
+            k *= 2
+        self.release(t)
+        self.from_float(dst.name, self.allocs[dst.name].ctype, x, n, dst.dtype.name)
+        self.release(x)
 
     # ------------------------------------------------------------ queue helpers
 
