@@ -152,3 +152,35 @@ def test_cumsum_down_columns_is_refused_at_its_line(tmp_path):
         tilec.compile(path, target="ascend910b")
     d = e.value.diagnostics[0]
     assert "scans 2-D tiles along their rows" in d.message and d.span.line == 5
+
+
+# Views of global tensors (T.Tensor(shape, dtype, buf.data), convolution's kernel_flat and out_flat): the input
+# read through a flattened 2-D view, the output written through one, a plain write of the same output after it
+VIEWS = """
+kernel viewk(x: f32[B, R, C], y: out f32[B, R, C]):
+    with T.Kernel(T.ceildiv(B * R, 16)) as bx:
+        xf = T.Tensor((B * R, C), f32, x.data)
+        yf = T.Tensor((B * R, C), f32, y.data)
+        t = T.alloc_fragment((16, 32), f32)
+        T.copy(xf[bx * 16, 0], t)
+        for i, j in T.Parallel(16, 32):
+            t[i, j] = t[i, j] * 2.0 + 1.0
+        T.copy(t, yf[bx * 16, 0])
+"""
+
+
+@pytest.mark.parametrize("sizes", [{"B": 2, "R": 16, "C": 32}, {"B": 3, "R": 7, "C": 29}])
+def test_views_of_global_tensors(tmp_path, sizes):
+    source = _check(tmp_path, VIEWS, "viewk", sizes, 1e-6, 1e-6)
+    assert "xf.SetGlobalBuffer((__gm__ float*)x_addr);" in source
+
+
+def test_a_view_of_a_tile_is_refused_at_its_line(tmp_path):
+    path = tmp_path / "v.tile"
+    path.write_text("kernel v(A: f32[N], C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
+                    "        t = T.alloc_shared((4, 16), f32)\n        f = T.reshape(t, (64,))\n"
+                    "        T.copy(A[0:64], f)\n        T.copy(f, C[0:64])\n")
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path, target="ascend910b")
+    d = e.value.diagnostics[0]
+    assert "supports views of global tensors" in d.message and d.span.line == 4

@@ -225,8 +225,8 @@ class Lowering:
         for s in _allocs(k.body):
             b = s.buffer
             self.buffers[b.name] = b
-            if b.scope == "var":
-                continue  # a scalar-unit variable, declared where it is allocated
+            if b.scope in ("var", "global"):
+                continue  # a scalar-unit variable, or a view of a global tensor: declared where it is allocated
             shape = b.const_shape
             if shape is None or len(shape) > 2:
                 raise error(f"'{b.name}': AscendC tiles are 1-D or 2-D with constant shapes", s.span)
@@ -252,7 +252,9 @@ class Lowering:
             self.cube = CubeLowering(self)
         self.out = []
         self.body(k.body)
-        body = self.out
+        # a view of a global tensor is the same memory: synchronisation sees the tensor it views
+        roots = {b.name: b.storage.name for b in self.buffers.values() if b.scope == "global" and b.view_of is not None}
+        body = _rename_buffers(self.out, roots) if roots else self.out
         gets = [Call(f"LocalTensor<{a.ctype}> {name} = {a.holder}.Get<{a.ctype}>();")
                 for name, a in self.allocs.items() if a.depth == 0]
         group = {None: "GetBlockIdx()", "AIC": "GetBlockIdx()", "AIV": "GetBlockIdx() / GetSubBlockNum()"}
@@ -299,6 +301,12 @@ class Lowering:
             return
         if isinstance(s, T.Store) and s.buffer.scope == "var":
             self.emit(f"{s.buffer.name} = {cpp(s.value)};")
+            return
+        if isinstance(s, T.Alloc) and s.buffer.scope == "global" and s.buffer.view_of is not None:
+            b = s.buffer
+            ty = ctype(b.dtype)
+            self.emit(f"GlobalTensor<{ty}> {b.name};")  # the view's own shape is only in tilec's index arithmetic
+            self.emit(f"{b.name}.SetGlobalBuffer((__gm__ {ty}*){b.storage.name}_addr);")
             return
         if isinstance(s, T.Alloc) or not self.on_this_side(s):
             return
@@ -724,6 +732,21 @@ class Lowering:
             ]),
         ]
         self.out.append(Block("", body))
+
+
+def _rename_buffers(stmts: list, names: dict[str, str]) -> list:
+    """The statements with every buffer tag in `names` replaced (a view's accesses as its tensor's)."""
+    import dataclasses
+
+    def one(x):
+        if isinstance(x, Block):
+            return dataclasses.replace(x, body=[one(y) for y in x.body],
+                                       orelse=None if x.orelse is None else [one(y) for y in x.orelse])
+        return dataclasses.replace(x, reads=tuple(names.get(n, n) for n in x.reads),
+                                   writes=tuple(names.get(n, n) for n in x.writes),
+                                   ordered=tuple(names.get(n, n) for n in x.ordered))
+
+    return [one(x) for x in stmts]
 
 
 def _base(text: str) -> str:
