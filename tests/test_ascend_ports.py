@@ -27,7 +27,8 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 # the ports these constructs opened (each needs at least one of them)
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
          "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
-         "dequant_gemv_int4", "gemm_sp", "chunk_cumsum"]  # byte and 16-bit tiles, integer ops in f32; cumsum
+         "dequant_gemv_int4", "gemm_sp", "chunk_cumsum",  # byte and 16-bit tiles, integer ops in f32; cumsum
+         "gqa_decode_splitkv"]  # a function of two launches (stage kernels in order, scratch between them)
 
 
 def _case(name):
@@ -50,7 +51,11 @@ def _run_port(case, shape: str, source_edit=None):
     rng = np.random.default_rng()  # fresh inputs on every run
     args = case.inputs(sizes, rng) if case.inputs else None
     source = source_edit(result.source) if source_edit else result.source
-    for name in case.kernels or [result.simt[0].name]:  # a multi-kernel port's kernels in order, on shared tensors
+    names = []
+    for name in case.kernels or [result.simt[0].name]:  # a multi-launch function: its stage kernels, in order
+        seq = next((s for s in result.module.launches if s.name == name), None)
+        names += [st.kernel for st in seq.stages] if seq else [name]
+    for name in names:  # a multi-kernel port's kernels in order, on shared tensors (a function's scratch too)
         program = next(p for p in result.simt if p.name == name)
         k = next(k for k in result.module.kernels if k.name == name)
         own = {v.name: sizes[v.name] for v in k.size_vars if v.name in sizes}
@@ -154,7 +159,11 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
     sizes = case.sizes["ragged"]
     rng = np.random.default_rng(7)
     args = case.inputs(sizes, rng) if case.inputs else None
-    for name in case.kernels or [lowered.simt[0].name]:
+    names = []
+    for name in case.kernels or [lowered.simt[0].name]:  # a multi-launch function: its stages, each compared
+        seq = next((s for s in lowered.module.launches if s.name == name), None)
+        names += [st.kernel for st in seq.stages] if seq else [name]
+    for name in names:
         k = next(k for k in front.module.kernels if k.name == name)
         ksizes = {s.name: sizes.get(s.name) or _size_from(k, args, s.name) for s in k.size_vars}
         fresh = random_inputs(k, ksizes, seed=3)

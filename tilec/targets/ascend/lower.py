@@ -41,6 +41,7 @@ class Lowering:
         self.gathers: dict[str, str] = {}
         self.implicit = 0
         self.cube = None
+        self.ub_reads: set[str] = set()  # tiles scalar code read since the last emitted statement
 
     # ------------------------------------------------------------ allocations
 
@@ -149,6 +150,9 @@ class Lowering:
         self.release(t)
 
     def emit(self, text: str, pipe: str | None = None, reads=(), writes=(), ordered=()) -> None:
+        if pipe is None and self.ub_reads:  # scalar code that reads tiles (scalar.UB_READS)
+            pipe, reads = "S", (*reads, *sorted(self.ub_reads))
+            self.ub_reads.clear()
         self.out.append(Call(text, pipe, tuple(reads), tuple(writes), tuple(ordered)))
 
     def v(self, text: str, reads=(), writes=()) -> None:
@@ -251,7 +255,13 @@ class Lowering:
 
             self.cube = CubeLowering(self)
         self.out = []
-        self.body(k.body)
+        from .scalar import UB_READS
+
+        token = UB_READS.set((self.layouts, self.ub_reads))
+        try:
+            self.body(k.body)
+        finally:
+            UB_READS.reset(token)
         # a view of a global tensor is the same memory: synchronisation sees the tensor it views
         roots = {b.name: b.storage.name for b in self.buffers.values() if b.scope == "global" and b.view_of is not None}
         body = _rename_buffers(self.out, roots) if roots else self.out
@@ -294,6 +304,13 @@ class Lowering:
         return cube == (self.side == "AIC")
 
     def stmt(self, s: T.Stmt) -> None:
+        self.lower_stmt(s)
+        if self.ub_reads:
+            names = ", ".join(f"'{n}'" for n in sorted(self.ub_reads))
+            raise error(f"a tile element ({names}) read in a loop bound or condition: the AscendC back end reads "
+                        "tiles on the scalar unit only in assignments; assign it to a variable first", s.span)
+
+    def lower_stmt(self, s: T.Stmt) -> None:
         if isinstance(s, T.Alloc) and s.buffer.scope == "var":
             # alloc_var: a scalar of the scalar unit (both sides of a mixed kernel run the scalar code)
             init = cpp(s.init) if s.init is not None else "0"
@@ -766,6 +783,24 @@ def _walk(body):
     from ...ir.visit import walk_stmts
 
     return walk_stmts(body)
+
+
+def lower_module(module: T.Module):
+    """Every kernel's program, and the module's launch sequences (each stage is one of the kernels)."""
+    from .program import LaunchSequence, Programs
+
+    programs = Programs(lower_kernel(k) for k in module.kernels)
+    seqs = []
+    for seq in module.launches:
+        host = [("uint8_t*", p.name) if isinstance(p, T.Buffer) else (scalar_type(p), p.name) for p in seq.params]
+        host += [("int64_t", v.name) for v in seq.size_vars]
+        scratch = []
+        for b in seq.scratch:
+            nbytes = " * ".join([str(b.dtype.bytes), *(f"(int64_t)({cpp(d)})" for d in b.shape)])
+            scratch.append((b.name, nbytes))
+        seqs.append(LaunchSequence(seq.name, host, scratch, [st.kernel for st in seq.stages]))
+    programs.launches = seqs
+    return programs
 
 
 def lower_kernel(k: T.Kernel) -> KernelProgram:

@@ -92,8 +92,11 @@ def insert(stmts: list, state: State) -> tuple[list, State]:
     out = []
     for s in stmts:
         if isinstance(s, Call):
-            for name in s.ordered:
-                state.pop(name, None)
+            for name in s.ordered:  # a queue event orders its buffer for the pipes that use tiles, not the scalar
+                entry = state.get(name)  # unit (LocalTensor::GetValue after DeQue still needs an MTE2_S flag)
+                for kind in entry or {}:
+                    for p in entry[kind]:
+                        entry[kind][p] |= set(_ALL) - {"S"}
             if s.pipe:
                 out.extend(_syncs_for(s, state))
                 _apply(s, state)
@@ -123,4 +126,5 @@ def run_program(prog: KernelProgram) -> KernelProgram:
 
 
 def run(programs: list[KernelProgram], rep: Reporter, target) -> list[KernelProgram]:
-    return [run_program(p) for p in programs]
+    programs[:] = [run_program(p) for p in programs]  # in place: the list also carries the launch sequences
+    return programs
