@@ -386,6 +386,10 @@ class Lowering:
                         "`tilec run --device cpu` runs the kernel in the interpreter, which prints it", s.span)
         if type(s).__name__ == "CumSum":
             return self.cumsum(s)
+        if isinstance(s, T.Store) and s.buffer.scope == "global":
+            raise error(f"a single-element store to the global tensor '{s.buffer.name}' outside a Parallel loop: the "
+                        "AscendC back end writes global memory with tile copies (DataCopyPad from UB); write the "
+                        "value into a tile inside a Parallel loop and copy the tile out", s.span)
         raise error(f"the AscendC back end does not lower {type(s).__name__} statements yet", s.span)
 
     def cumsum(self, s) -> None:
