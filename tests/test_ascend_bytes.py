@@ -56,13 +56,19 @@ kernel bytes_k(a: u8[M, N], b: i8[M, N], c: i16[M, N], m: bool[M, N], x: f32[M, 
 """
 
 
-def _run(tmp_path, text: str, kernel: str, sizes: dict[str, int], source_edit=None):
+def _run(tmp_path, text: str, kernel: str, sizes: dict[str, int], source_edit=None, widen=False):
     path = tmp_path / f"{kernel}.tile"
     path.write_text(text)
     result = tilec.compile(path, target="ascend910b", kernel=kernel)
     k = tilec.compile(path, kernel=kernel).module.kernels[0]
     program = result.simt[0]
-    arrays = random_inputs(k, sizes, seed=int(np.random.default_rng().integers(1 << 30)))
+    rng = np.random.default_rng()
+    arrays = random_inputs(k, sizes, seed=int(rng.integers(1 << 30)))
+    if widen:  # integer inputs over their whole range (random_inputs keeps them within -8..8)
+        for name, a in arrays.items():
+            if isinstance(a, np.ndarray) and a.dtype.kind in "iu":
+                info = np.iinfo(a.dtype)
+                a[...] = rng.integers(max(info.min, -(1 << 20)), min(info.max, 1 << 20) + 1, a.shape)
     got = copy.deepcopy(arrays)
     source = source_edit(result.source) if source_edit else result.source
     run_on_model(build_runner(source, program), program, {**sizes, **got}, cores=4)
@@ -72,7 +78,7 @@ def _run(tmp_path, text: str, kernel: str, sizes: dict[str, int], source_edit=No
 
 @pytest.mark.parametrize("sizes", [{"M": 32, "N": 96}, {"M": 21, "N": 70}])
 def test_byte_and_short_tiles_match_the_interpreter(tmp_path, sizes):
-    source, got, want, k = _run(tmp_path, BYTES, "bytes_k", sizes)
+    source, got, want, k = _run(tmp_path, BYTES, "bytes_k", sizes, widen=True)
     for p in k.params:
         if isinstance(p, tilec.ir.tile.Buffer) and p.is_output:
             if p.dtype.is_float:
@@ -89,3 +95,30 @@ def test_a_planted_missing_wrap_fails(tmp_path):
     _, got, want, _ = _run(tmp_path, BYTES, "bytes_k", {"M": 16, "N": 48},
                            lambda s: s.replace("RoundMode::CAST_FLOOR", "RoundMode::CAST_TRUNC"))
     assert not np.array_equal(got["ya"], want["ya"])
+
+
+# Integer operations on values held in f32: // and % by constants (negative operands included, Python's floor
+# semantics), >> by a tile of shift counts, << by a constant, & with a mask; a tile read at a computed index (k // 2)
+INTOPS = """
+kernel intops(a: i32[M, N], b: u8[M, N], y: out i32[M, N], z: out i32[M, N]):
+    with T.Kernel(T.ceildiv(M, 8), T.ceildiv(N, 64)) as (bx, by):
+        ta = T.alloc_shared((8, 64), i32)
+        tb = T.alloc_shared((8, 64), u8)
+        ty = T.alloc_fragment((8, 64), i32)
+        tz = T.alloc_fragment((8, 64), i32)
+        T.copy(a[bx * 8, by * 64], ta)
+        T.copy(b[bx * 8, by * 64], tb)
+        for i, j in T.Parallel(8, 64):
+            ty[i, j] = ta[i, j] // 7 + ta[i, j] % 5 * 100 + (ta[i, j] << 3)
+            tz[i, j] = ((T.cast(tb[i, j // 2], i32) >> (4 * (j % 2))) & 15) - (ta[i, j] >> 2) % 3
+        T.copy(ty, y[bx * 8, by * 64])
+        T.copy(tz, z[bx * 8, by * 64])
+"""
+
+
+@pytest.mark.parametrize("sizes", [{"M": 16, "N": 128}, {"M": 13, "N": 90}])
+def test_integer_operations_in_f32_match_the_interpreter(tmp_path, sizes):
+    _, got, want, _ = _run(tmp_path, INTOPS, "intops", sizes, widen=True)
+    for name in ("y", "z"):
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert np.any(want["y"] < 0)  # negative operands were exercised

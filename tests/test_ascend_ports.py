@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
          "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
          "dequant_gemv_int4", "gemm_sp", "chunk_cumsum",  # byte and 16-bit tiles, integer ops in f32; cumsum
-         "gqa_decode_splitkv"]  # a function of two launches (stage kernels in order, scratch between them)
+         "gqa_decode_splitkv",  # a function of two launches (stage kernels in order, scratch between them)
+         "layernorm_bwd"]  # a 1-D tile stored at the column of a one-row loop
 
 
 def _case(name):

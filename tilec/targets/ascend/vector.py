@@ -673,7 +673,10 @@ def _store(loop: VecLoop, s: T.Store, guards: list[T.Expr]) -> None:
     else:
         name = s.buffer.name
         probe = T.Load(s.buffer.dtype, s.span, s.buffer, s.indices)
-        if loop.index_kind(probe) != "same":
+        kind = loop.index_kind(probe)
+        one_row = (kind == "col" and loop.layout.is_2d and loop.layout.rows == 1 and name in lw.layouts
+                   and not lw.layouts[name].is_2d and lw.layouts[name].rows == loop.shape[1])
+        if kind != "same" and not one_row:  # (a loop of one row stores a 1-D tile at its column: the same offsets)
             raise error(f"the store to '{name}' is not at the loop's own index; the AscendC back end writes whole "
                         "tiles", s.span)
         lw.first_touch(name)
