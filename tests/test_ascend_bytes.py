@@ -65,7 +65,7 @@ def _run(tmp_path, text: str, kernel: str, sizes: dict[str, int], source_edit=No
     rng = np.random.default_rng()
     arrays = random_inputs(k, sizes, seed=int(rng.integers(1 << 30)))
     if widen:  # integer inputs over their whole range (random_inputs keeps them within -8..8)
-        for name, a in arrays.items():
+        for a in arrays.values():
             if isinstance(a, np.ndarray) and a.dtype.kind in "iu":
                 info = np.iinfo(a.dtype)
                 a[...] = rng.integers(max(info.min, -(1 << 20)), min(info.max, 1 << 20) + 1, a.shape)
