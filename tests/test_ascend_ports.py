@@ -29,7 +29,8 @@ PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm"
          "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
          "dequant_gemv_int4", "gemm_sp", "chunk_cumsum",  # byte and 16-bit tiles, integer ops in f32; cumsum
          "gqa_decode_splitkv",  # a function of two launches (stage kernels in order, scratch between them)
-         "layernorm_bwd"]  # a 1-D tile stored at the column of a one-row loop
+         "layernorm_bwd",  # a 1-D tile stored at the column of a one-row loop
+         "dequant_gemm_fp4"]  # & and | through int16 halves, T.reinterpret of 16-bit integers to f16
 
 
 def _case(name):

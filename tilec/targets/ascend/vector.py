@@ -204,12 +204,10 @@ class VecLoop:
                 self.v(f"Cast({d.text}, {d.text}, RoundMode::CAST_FLOOR, {n});", [d.text], [d.text])
             self.done(a, factor, keep=d)
             return d
-        if e.op == "&":
-            if c is None or c < 0 or (c + 1) & c:
-                raise error(f"'&' on tiles: the AscendC back end computes integers in f32 and takes a mask 2^k - 1 "
-                            f"constant here (not {c if c is not None else expr_str(b_e)}); write other masks as "
-                            "shifts and remainders (x & 6 == (x >> 1) % 4 * 2)", e.span)
-            op, c = "%", c + 1
+        if e.op == "&" and c is not None and c >= 0 and not (c + 1) & c:
+            op, c = "%", c + 1  # a mask 2^k - 1: the remainder by 2^k
+        elif e.op in ("&", "|"):
+            return self.bitwise(e.op, self.tile(self.eval(a_e)), self.tile(self.eval(b_e)), into)
         else:
             op = e.op
         if c is None or c == 0:
@@ -236,8 +234,66 @@ class VecLoop:
         self.done(a, q, keep=d)
         return d
 
+    def split16(self, x: Val) -> tuple[str, str]:
+        """An integer-valued f32 tile (|x| < 2^24) as two int16 tiles of its two's-complement bits: the high half
+        floor(x / 2^16) and the low half x mod 2^16 (as int16 bits)."""
+        lw, n = self.lw, self.n
+        hi, lo = lw.temp(), lw.temp()
+        lw.v(f"Muls({hi}, {x.text}, {2.0 ** -16!r}f, {n});", [x.text], [hi])
+        lw.v(f"Cast({hi}, {hi}, RoundMode::CAST_FLOOR, {n});", [hi], [hi])
+        lw.v(f"Muls({lo}, {hi}, -65536.0f, {n});", [hi], [lo])
+        lw.v(f"Add({lo}, {lo}, {x.text}, {n});", [lo, x.text], [lo])
+        lw.wrap_in_float(lo, lo, D.I16, n)
+        for t in (hi, lo):  # in place: int16 results are written below the float source they come from
+            w = lw.temp()
+            lw.v(f"Cast({w}.ReinterpretCast<int16_t>(), {t}, RoundMode::CAST_RINT, {n});", [t], [w])
+            lw.v(f"Adds({t}.ReinterpretCast<int16_t>(), {w}.ReinterpretCast<int16_t>(), int16_t(0), {n});", [w], [t])
+            lw.release(w)
+        return hi, lo
+
+    def bitwise(self, op: str, a: Val, b: Val, into: str | None) -> Val:
+        """a & b, a | b on integer values held in f32 (|a|, |b| < 2^24): the vector unit's int16 And/Or on each
+        16-bit half of their two's-complement bits, recombined in f32."""
+        lw, n = self.lw, self.n
+        fn = {"&": "And", "|": "Or"}[op]
+        ah, al = self.split16(a)
+        bh, bl = self.split16(b)
+        self.done(a, b)
+        for x, y in ((ah, bh), (al, bl)):
+            lw.v(f"{fn}({x}.ReinterpretCast<int16_t>(), {x}.ReinterpretCast<int16_t>(), "
+                 f"{y}.ReinterpretCast<int16_t>(), {n});", [x, y], [x])
+            lw.release(y)
+        d = self.target(into)
+        for t in (ah, al):
+            w = lw.temp()
+            lw.v(f"Cast({w}, {t}.ReinterpretCast<int16_t>(), RoundMode::CAST_NONE, {n});", [t], [w])
+            lw.v(f"Adds({t}, {w}, 0.0f, {n});", [w], [t])
+            lw.release(w)
+        lw.wrap_in_float(al, al, D.U16, n)  # the low half's bits as an unsigned value
+        lw.v(f"Muls({ah}, {ah}, 65536.0f, {n});", [ah], [ah])
+        lw.v(f"Add({d.text}, {ah}, {al}, {n});", [ah, al], [d.text])
+        lw.release(ah)
+        lw.release(al)
+        return d
+
+    def reinterpret16(self, e: T.Call, into: str | None) -> Val:
+        """T.reinterpret(f16 or bf16, x) of a 16-bit integer x held in f32: its bits as int16, viewed as the float
+        type, converted to f32."""
+        lw, n = self.lw, self.n
+        x = self.tile(self.eval(e.args[0]))
+        t = lw.temp()
+        lw.wrap_in_float(t, x.text, D.I16, n)
+        self.done(x)
+        w = lw.temp()
+        lw.v(f"Cast({w}.ReinterpretCast<int16_t>(), {t}, RoundMode::CAST_RINT, {n});", [t], [w])
+        lw.release(t)
+        d = self.target(into)
+        lw.v(f"Cast({d.text}, {w}.ReinterpretCast<{ctype(e.dtype)}>(), RoundMode::CAST_NONE, {n});", [w], [d.text])
+        lw.release(w)
+        return d
+
     def binary(self, e: T.Binary, into: str | None) -> Val:
-        if not e.dtype.is_float and e.op in ("//", "%", ">>", "<<", "&"):
+        if not e.dtype.is_float and e.op in ("//", "%", ">>", "<<", "&", "|"):
             return self.integer_binary(e, into)
         if e.op not in BINARY:
             raise error(f"'{e.op}' on tiles has no AscendC vector lowering", e.span)
@@ -267,6 +323,9 @@ class VecLoop:
     def call(self, e: T.Call, into: str | None) -> Val:
         n = self.n
         if e.func == "reinterpret":
+            src = e.args[0].dtype
+            if e.dtype in (D.F16, D.BF16) and src.is_int and src.bits == 16:
+                return self.reinterpret16(e, into)
             raise error(NO_REINTERPRET, e.span)
         if e.func in ("max", "min"):
             a, b = self.eval(e.args[0]), self.eval(e.args[1])

@@ -149,6 +149,21 @@ TILEC_MODEL_BINARY(Max, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y))
 TILEC_MODEL_BINARY(Min, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y))
 #undef TILEC_MODEL_BINARY
 
+// And/Or: bitwise, on int16_t/uint16_t only (asc-devkit's dav_c220 AndImpl/OrImpl), count form.
+#define TILEC_MODEL_BITWISE(NAME, OP)                                                                           \
+    template <typename T>                                                                                        \
+    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b,                \
+                     const int32_t& count) {                                                                     \
+        if (!std::is_same<T, int16_t>::value && !std::is_same<T, uint16_t>::value)                               \
+            model::fail("error", model::fmt("%s: the 910B has it for int16_t and uint16_t only", #NAME));        \
+        model::map_count(#NAME, dst, {&a, &b}, count, [](const std::vector<const T*>& s, int64_t i) {            \
+            return double(T(s[0][i] OP s[1][i]));                                                                \
+        });                                                                                                      \
+    }
+TILEC_MODEL_BITWISE(And, &)
+TILEC_MODEL_BITWISE(Or, |)
+#undef TILEC_MODEL_BITWISE
+
 #define TILEC_MODEL_SCALAR(NAME, EXPR)                                                                          \
     template <typename T>                                                                                        \
     inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& a, const T& scalar, const int32_t& count) { \

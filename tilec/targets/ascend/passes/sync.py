@@ -92,11 +92,14 @@ def insert(stmts: list, state: State) -> tuple[list, State]:
     out = []
     for s in stmts:
         if isinstance(s, Call):
-            for name in s.ordered:  # a queue event orders its buffer for the pipes that use tiles, not the scalar
-                entry = state.get(name)  # unit (LocalTensor::GetValue after DeQue still needs an MTE2_S flag)
+            # A queue event orders its buffer's last accesses before the other pipes that use tiles, but not before the
+            # scalar unit (LocalTensor::GetValue after DeQue still needs an MTE2_S flag) nor before the same pipe (a
+            # zero-fill Duplicate, then a copy skipped because the box is empty, then a vector read: PIPE_V barrier).
+            for name in s.ordered:
+                entry = state.get(name)
                 for kind in entry or {}:
                     for p in entry[kind]:
-                        entry[kind][p] |= set(_ALL) - {"S"}
+                        entry[kind][p] |= set(_ALL) - {"S", p}
             if s.pipe:
                 out.extend(_syncs_for(s, state))
                 _apply(s, state)
