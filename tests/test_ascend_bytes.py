@@ -122,3 +122,32 @@ def test_integer_operations_in_f32_match_the_interpreter(tmp_path, sizes):
     for name in ("y", "z"):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
     assert np.any(want["y"] < 0)  # negative operands were exercised
+
+
+# & and | of two integer tiles (negative values included) through the int16 halves, and f16 values built from
+# their bits (sign, exponent and mantissa assembled with << and |, then T.reinterpret)
+BITS = """
+kernel bits(a: i32[M, N], b: i32[M, N], y: out i32[M, N], h: out f32[M, N]):
+    with T.Kernel(T.ceildiv(M, 8), T.ceildiv(N, 64)) as (bx, by):
+        ta = T.alloc_shared((8, 64), i32)
+        tb = T.alloc_shared((8, 64), i32)
+        ty = T.alloc_fragment((8, 64), i32)
+        th = T.alloc_fragment((8, 64), f32)
+        T.copy(a[bx * 8, by * 64], ta)
+        T.copy(b[bx * 8, by * 64], tb)
+        for i, j in T.Parallel(8, 64):
+            ty[i, j] = (ta[i, j] & tb[i, j]) * 3 + (ta[i, j] | (tb[i, j] & 6))
+            e = (T.cast(tb[i, j], u16) & 15) + 8
+            th[i, j] = T.cast(T.reinterpret(f16, ((T.cast(ta[i, j], u16) & 1) << 15) | (e << 10)
+                                            | (T.cast(ta[i, j], u16) & 1023)), f32)
+        T.copy(ty, y[bx * 8, by * 64])
+        T.copy(th, h[bx * 8, by * 64])
+"""
+
+
+@pytest.mark.parametrize("sizes", [{"M": 16, "N": 64}, {"M": 11, "N": 77}])
+def test_bitwise_operations_and_reinterpret_match_the_interpreter(tmp_path, sizes):
+    _, got, want, _ = _run(tmp_path, BITS, "bits", sizes, widen=True)
+    np.testing.assert_array_equal(got["y"], want["y"])
+    np.testing.assert_array_equal(got["h"], want["h"])
+    assert np.any(want["y"] < 0)

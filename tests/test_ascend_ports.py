@@ -121,10 +121,10 @@ def test_ascend_refusals_of_the_new_constructs_name_their_reason(tmp_path):
                         "            old = T.atomic_add(C[i], 1.0, return_prev=True)\n", "returns nothing"),
         "u16 tile": ("kernel k(A: u16[N], C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
                      "        t = T.alloc_shared((16,), u16)\n        T.copy(A[0:16], t)\n", "read element by element"),
-        "& by a tile": ("kernel k(A: i32[N], C: out i32[N]):\n    with T.Kernel(1) as bx:\n"
-                        "        t = T.alloc_shared((16,), i32)\n        T.copy(A[0:16], t)\n"
-                        "        for i in T.Parallel(16):\n            t[i] = t[i] & (t[i] + 1)\n"
-                        "        T.copy(t, C[0:16])\n", "takes a mask 2^k - 1"),
+        "^ of tiles": ("kernel k(A: i32[N], C: out i32[N]):\n    with T.Kernel(1) as bx:\n"
+                       "        t = T.alloc_shared((16,), i32)\n        T.copy(A[0:16], t)\n"
+                       "        for i in T.Parallel(16):\n            t[i] = t[i] ^ (t[i] + 1)\n"
+                       "        T.copy(t, C[0:16])\n", "'^' on tiles"),
         "var in Parallel": ("kernel k(C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
                             "        v = T.alloc_var(f32, 0.0)\n        t = T.alloc_fragment((16,), f32)\n"
                             "        for i in T.Parallel(16):\n            v = t[i]\n"
