@@ -151,3 +151,20 @@ def test_bitwise_operations_and_reinterpret_match_the_interpreter(tmp_path, size
     np.testing.assert_array_equal(got["y"], want["y"])
     np.testing.assert_array_equal(got["h"], want["h"])
     assert np.any(want["y"] < 0)
+
+
+# |x| of f16 values through their bits (the sign bit cleared), as test_bits.py writes it for the GPU targets
+ABS_BITS = """
+kernel absbits(X: f16[N], Y: out f16[N]):
+    with T.Kernel(T.ceildiv(N, 64), threads=64) as bx:
+        for i in T.Parallel(64):
+            if bx * 64 + i < N:
+                Y[bx * 64 + i] = T.reinterpret(T.reinterpret(X[bx * 64 + i], u16) & 0x7fff, f16)
+"""
+
+
+@pytest.mark.parametrize("sizes", [{"N": 128}, {"N": 101}])
+def test_f16_bits_round_trip(tmp_path, sizes):
+    _, got, want, _ = _run(tmp_path, ABS_BITS, "absbits", sizes)
+    np.testing.assert_array_equal(got["Y"], want["Y"])
+    np.testing.assert_array_equal(got["Y"], np.abs(got["X"]))

@@ -23,9 +23,9 @@ template <typename T> __aicore__ inline T tilec_min(T a, T b) { return a < b ? a
 _SCALAR_MATH = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "abs": "fabsf"}
 
 # (also raised by vector.py)
-NO_REINTERPRET = ("T.reinterpret is supported by the AscendC back end from a 16-bit integer to f16 or bf16 inside "
-                   "Parallel loops only (tilec computes in f32 and views an int16 tile's bits as the float type); "
-                   "unpack other bits with shifts and masks, or compile for a SIMT target")
+NO_REINTERPRET = ("T.reinterpret is supported by the AscendC back end between 16-bit integers and f16 or bf16 "
+                   "inside Parallel loops only (tilec computes in f32 and views an int16 tile's bits as the float "
+                   "type, or back); unpack other bits with shifts and masks, or compile for a SIMT target")
 
 
 def float_literal(v: float) -> str:

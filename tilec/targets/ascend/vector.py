@@ -292,6 +292,22 @@ class VecLoop:
         lw.release(w)
         return d
 
+    def bits16(self, e: T.Call, into: str | None) -> Val:
+        """T.reinterpret(i16 or u16, x) of an f16/bf16 value x held in f32: x converted to its type (exact: it is
+        that type's value), its bits viewed as int16 and converted to f32 (wrapped to u16 for u16)."""
+        lw, n = self.lw, self.n
+        x = self.tile(self.eval(e.args[0]))
+        w = lw.temp()
+        ft = ctype(e.args[0].dtype)
+        lw.v(f"Cast({w}.ReinterpretCast<{ft}>(), {x.text}, RoundMode::CAST_RINT, {n});", [x.text], [w])
+        self.done(x)
+        d = self.target(into)
+        lw.v(f"Cast({d.text}, {w}.ReinterpretCast<int16_t>(), RoundMode::CAST_NONE, {n});", [w], [d.text])
+        lw.release(w)
+        if e.dtype.kind == "uint":
+            lw.wrap_in_float(d.text, d.text, e.dtype, n)
+        return d
+
     def binary(self, e: T.Binary, into: str | None) -> Val:
         if not e.dtype.is_float and e.op in ("//", "%", ">>", "<<", "&", "|"):
             return self.integer_binary(e, into)
@@ -326,6 +342,8 @@ class VecLoop:
             src = e.args[0].dtype
             if e.dtype in (D.F16, D.BF16) and src.is_int and src.bits == 16:
                 return self.reinterpret16(e, into)
+            if src in (D.F16, D.BF16) and e.dtype.is_int and e.dtype.bits == 16:
+                return self.bits16(e, into)
             raise error(NO_REINTERPRET, e.span)
         if e.func in ("max", "min"):
             a, b = self.eval(e.args[0]), self.eval(e.args[1])
