@@ -13,7 +13,6 @@ import pytest
 
 import tilec
 from tilec.cli.main import main as tilec_main
-from tilec.diagnostics import CompileError
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC CPU model needs g++")
@@ -145,10 +144,21 @@ kernel twice(A: f32[N], B: out f32[N], C: out f32[N]):
 """
 
 
-def test_two_launches_without_scratch_are_refused_without_speaking_of_scratch(tmp_path):
+@pytest.mark.parametrize("n", [256, 300])
+def test_two_launches_run_in_order_on_the_model(tmp_path, n):
+    """A function of two launches (the second reads what the first wrote) builds as two stage kernels; run one
+    after the other on the model, they match numpy."""
+    import numpy as np
+
+    from tilec.targets.ascend.model_run import build_runner, run_on_model
+
     path = tmp_path / "twice.tile"
     path.write_text(TWO_LAUNCHES)
-    with pytest.raises(CompileError) as e:
-        tilec.compile(path, target="ascend910b")
-    msg = e.value.diagnostics[0].message
-    assert "kernel 'twice' has 2; write one kernel per launch" in msg and "scratch" not in msg
+    r = tilec.compile(path, target="ascend910b")
+    assert [p.name for p in r.simt] == ["twice__stage0", "twice__stage1"]
+    a = np.random.default_rng().standard_normal(n).astype(np.float32)
+    args = {"A": a, "B": np.full(n, np.nan, np.float32), "C": np.full(n, np.nan, np.float32), "N": n}
+    for program in r.simt:
+        run_on_model(build_runner(r.source, program), program, args, cores=4)
+    np.testing.assert_allclose(args["B"], a * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(args["C"], a * 2.0 + 1.0, rtol=1e-6)

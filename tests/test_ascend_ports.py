@@ -26,7 +26,11 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 
 # the ports these constructs opened (each needs at least one of them)
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
-         "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent"]
+         "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
+         "dequant_gemv_int4", "gemm_sp", "chunk_cumsum",  # byte and 16-bit tiles, integer ops in f32; cumsum
+         "gqa_decode_splitkv",  # a function of two launches (stage kernels in order, scratch between them)
+         "layernorm_bwd",  # a 1-D tile stored at the column of a one-row loop
+         "dequant_gemm_fp4"]  # & and | through int16 halves, T.reinterpret of 16-bit integers to f16
 
 
 def _case(name):
@@ -49,7 +53,11 @@ def _run_port(case, shape: str, source_edit=None):
     rng = np.random.default_rng()  # fresh inputs on every run
     args = case.inputs(sizes, rng) if case.inputs else None
     source = source_edit(result.source) if source_edit else result.source
-    for name in case.kernels or [result.simt[0].name]:  # a multi-kernel port's kernels in order, on shared tensors
+    names = []
+    for name in case.kernels or [result.simt[0].name]:  # a multi-launch function: its stage kernels, in order
+        seq = next((s for s in result.module.launches if s.name == name), None)
+        names += [st.kernel for st in seq.stages] if seq else [name]
+    for name in names:  # a multi-kernel port's kernels in order, on shared tensors (a function's scratch too)
         program = next(p for p in result.simt if p.name == name)
         k = next(k for k in result.module.kernels if k.name == name)
         own = {v.name: sizes[v.name] for v in k.size_vars if v.name in sizes}
@@ -111,8 +119,12 @@ def test_ascend_refusals_of_the_new_constructs_name_their_reason(tmp_path):
         "return_prev": ("kernel k(C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
                         "        for i in T.Parallel(16):\n"
                         "            old = T.atomic_add(C[i], 1.0, return_prev=True)\n", "returns nothing"),
-        "u8 tile": ("kernel k(A: u8[N], C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
-                    "        t = T.alloc_shared((16,), u8)\n        T.copy(A[0:16], t)\n", "read element by element"),
+        "u16 tile": ("kernel k(A: u16[N], C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
+                     "        t = T.alloc_shared((16,), u16)\n        T.copy(A[0:16], t)\n", "read element by element"),
+        "^ of tiles": ("kernel k(A: i32[N], C: out i32[N]):\n    with T.Kernel(1) as bx:\n"
+                       "        t = T.alloc_shared((16,), i32)\n        T.copy(A[0:16], t)\n"
+                       "        for i in T.Parallel(16):\n            t[i] = t[i] ^ (t[i] + 1)\n"
+                       "        T.copy(t, C[0:16])\n", "'^' on tiles"),
         "var in Parallel": ("kernel k(C: out f32[N]):\n    with T.Kernel(1) as bx:\n"
                             "        v = T.alloc_var(f32, 0.0)\n        t = T.alloc_fragment((16,), f32)\n"
                             "        for i in T.Parallel(16):\n            v = t[i]\n"
@@ -149,7 +161,11 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
     sizes = case.sizes["ragged"]
     rng = np.random.default_rng(7)
     args = case.inputs(sizes, rng) if case.inputs else None
-    for name in case.kernels or [lowered.simt[0].name]:
+    names = []
+    for name in case.kernels or [lowered.simt[0].name]:  # a multi-launch function: its stages, each compared
+        seq = next((s for s in lowered.module.launches if s.name == name), None)
+        names += [st.kernel for st in seq.stages] if seq else [name]
+    for name in names:
         k = next(k for k in front.module.kernels if k.name == name)
         ksizes = {s.name: sizes.get(s.name) or _size_from(k, args, s.name) for s in k.size_vars}
         fresh = random_inputs(k, ksizes, seed=3)

@@ -607,7 +607,7 @@ def test_fragment_elements_outside_parallel_loops(tmp_path, target):
     np.testing.assert_allclose(args["B"], _fragment_elements_reference(a), rtol=1e-5, atol=1e-5)
 
 
-def test_ascend_names_the_scratch_of_a_two_launch_function_only_when_there_is_some(tmp_path):
+def test_ascend_builds_a_two_launch_function_with_and_without_scratch(tmp_path):
     two = """
 kernel two(A: f32[N], B: out f32[N], C: out f32[N]):
     with T.Kernel(ceildiv(N, 64), threads=64) as bx:
@@ -619,10 +619,10 @@ kernel two(A: f32[N], B: out f32[N], C: out f32[N]):
             if bx * 64 + i < N:
                 C[bx * 64 + i] = B[bx * 64 + i] + 1.0
 """
-    msg = error_of(tmp_path, two, target="ascend910b")
-    assert "kernel 'two' has 2; write one kernel per launch" in msg and "scratch" not in msg
     scratch = two.replace("    with T.Kernel", "    W = T.alloc_global([N], f32)\n    with T.Kernel", 1)
-    assert "with alloc_global scratch 'W' between them" in error_of(tmp_path, scratch, target="ascend910b")
+    for text in (two, scratch):  # (the stages run in order on the model: tests/test_ascend_cli.py)
+        result = compiled(tmp_path, text, target="ascend910b")
+        assert [p.name for p in result.simt] == ["two__stage0", "two__stage1"]
 
 
 def _construct_cases():

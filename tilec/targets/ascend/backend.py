@@ -17,19 +17,6 @@ from ..backend import ArtifactInfo, Backend, Built, PassStep, Unit
 MODEL_CORES = 8  # model cores: fewer than the chip's, so that each core loops over several tiles
 
 
-def _refuse_launch_sequences(module, rep) -> None:
-    """The AscendC launchers and CPU model run one launch per kernel: a kernel function with several `with
-    Kernel(...)` blocks (alloc_global scratch between them) is refused at its line."""
-    for seq in module.launches:
-        scratch = ", ".join(f"'{b.name}'" for b in seq.scratch)
-        between = f" (with alloc_global scratch {scratch} between them)" if seq.scratch else ""
-        fix = "; write one kernel per launch" + (" and pass the scratch as `out` tensors that the caller allocates"
-                                                 if seq.scratch else "")
-        rep.error(f"the AscendC back end runs one launch per kernel, and kernel '{seq.name}' has "
-                  f"{len(seq.stages)}{between}{fix}", seq.span)
-    rep.check()
-
-
 def manifest_fields(programs) -> dict:
     return {"ascend": {p.name: {"kernel_type": p.kernel_type, "grid": p.grid,
                                 "block_dim": "min(grid_x * grid_y * grid_z, cores)",
@@ -51,7 +38,7 @@ class AscendBackend(Backend):
     def pipeline(self, target) -> list[PassStep]:
         from ...ir.printer import module_str
         from .codegen import generate
-        from .lower import lower_kernel
+        from .lower import lower_module
         from .passes import capacity, event_ids, placement, queues, sync
 
         # split_rows runs inside the lowering, on the AIV side's copy of a mixed kernel
@@ -62,18 +49,10 @@ class AscendBackend(Backend):
             return lambda programs: generate(programs, f"tilec, after {name}")
 
         steps = [PassStep(n, run, module_str) for n, run in tile_passes]
-        steps.append(PassStep("ascend-lower", lambda module, rep, target: [lower_kernel(k) for k in module.kernels],
+        steps.append(PassStep("ascend-lower", lambda module, rep, target: lower_module(module),
                               programs_text("ascend-lower")))
         steps += [PassStep(n, run, programs_text(n)) for n, run in program_passes]
         return steps
-
-    def lower(self, module, rep, target, dumps, want, verify=False):
-        _refuse_launch_sequences(module, rep)
-        return super().lower(module, rep, target, dumps, want, verify)
-
-    def plan(self, module, rep, target, dumps, want):
-        _refuse_launch_sequences(module, rep)
-        return super().plan(module, rep, target, dumps, want)
 
     def generate(self, lowered, target, banner):
         from .codegen import generate
@@ -82,6 +61,7 @@ class AscendBackend(Backend):
 
     def kernel_entries(self, result) -> list[dict]:
         from ...ir import tile as T
+        from ...ir.cost import kernel_costs
         from ...ir.formula import formula
 
         fields = manifest_fields(result.simt)["ascend"]
@@ -95,8 +75,13 @@ class AscendBackend(Backend):
                                              else formula(d) for d in p.shape]})
                 else:
                     params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype.name})
-            kernels.append({"name": k.name, "params": params, "sizes": [v.name for v in k.size_vars],
-                            "grid": [formula(g) for g in k.grid], **fields.get(k.name, {})})
+            costs = kernel_costs(k)
+            entry = {"name": k.name, "params": params, "sizes": [v.name for v in k.size_vars],
+                     "grid": [formula(g) for g in k.grid], "flops": costs.get("flops", "0"),
+                     "bytes": costs.get("bytes", "0"), **fields.get(k.name, {})}
+            if k.launch_checks:  # conditions on the sizes tested before each launch (views; docs/deploy.md)
+                entry["launch_checks"] = k.launch_checks
+            kernels.append(entry)
         return kernels
 
     def toolchain_identity(self, targets, kind, options):
@@ -115,7 +100,8 @@ class AscendBackend(Backend):
         if kind == "header":
             from .launcher import generate_header
 
-            return Built(generate_header(unit.lowered, options.header_prefix).encode(), "none")
+            return Built(generate_header(unit.lowered, options.header_prefix,
+                                         getattr(unit.lowered, "launches", [])).encode(), "none")
         from .toolchain import compile_object, find_cann
 
         data = compile_object(unit.source, info.stem, [(p.name, p.kernel_type) for p in unit.lowered])
@@ -127,9 +113,10 @@ class AscendBackend(Backend):
         from ...ir import tile as T
         from ...ir.visit import walk_stmts
         from ..backend import PlacedTile
-        from .layout import layout_of, nz_offset
+        from .layout import kernel_row_elems, layout_of, nz_offset, row_padding
 
         out = []
+        row_elems = kernel_row_elems(kernel)
         accumulators = set()
         for s in walk_stmts(kernel.body):
             if not isinstance(s, T.Gemm):
@@ -153,7 +140,8 @@ class AscendBackend(Backend):
             b, shape = s.buffer, s.buffer.const_shape
             if not shape or len(shape) > 2 or b.name in accumulators or any(p.name == b.name for p in out):
                 continue
-            lay = layout_of(tuple(shape))
+            with row_padding(row_elems):
+                lay = layout_of(tuple(shape))
             rows, cols = (shape[0], shape[1]) if lay.is_2d else (1, shape[0])
             per_block = 32 // b.dtype.bytes
             out.append(PlacedTile(

@@ -36,12 +36,14 @@ FRACTAL = 16  # cube fractals are 16 x 16 (16-bit inputs), 512 bytes
 
 # Tensor and tile types the back end moves and computes (the vector unit of 910B has no bf16 arithmetic: tilec
 # computes in f32 and casts; the chip has no fp8 at all).
-STORAGE_TYPES = ("f16", "bf16", "f32", "i32")
-CPP_TYPES = {"f16": "half", "bf16": "bfloat16_t", "f32": "float", "i32": "int32_t", "u8": "uint8_t"}
+# 8- and 16-bit integer tiles (and bool, one byte of 0 or 1) are storage too: converted to f32 through the Cast
+# pairs the 910B has (u8/i8 <-> half <-> float, i16 <-> float) when they are read or written.
+STORAGE_TYPES = ("f16", "bf16", "f32", "i32", "i16", "i8", "u8", "bool")
+CPP_TYPES = {"f16": "half", "bf16": "bfloat16_t", "f32": "float", "i32": "int32_t", "u8": "uint8_t",
+             "i8": "int8_t", "i16": "int16_t", "bool": "uint8_t"}
 # Global tensors the scalar unit reads element by element (GlobalTensor::GetValue: masks, offsets, indices); they
 # are not moved into on-chip tiles. bool is stored as one byte (0 or 1), as numpy and the other targets store it.
-SCALAR_GM_TYPES = {"bool": "uint8_t", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t", "u16": "uint16_t",
-                   "u32": "uint32_t", "i64": "int64_t"}
+SCALAR_GM_TYPES = {"u16": "uint16_t", "u32": "uint32_t", "i64": "int64_t"}
 
 
 def ctype(dt) -> str:

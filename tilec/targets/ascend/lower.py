@@ -41,6 +41,7 @@ class Lowering:
         self.gathers: dict[str, str] = {}
         self.implicit = 0
         self.cube = None
+        self.ub_reads: set[str] = set()  # tiles scalar code read since the last emitted statement
 
     # ------------------------------------------------------------ allocations
 
@@ -69,7 +70,89 @@ class Lowering:
     def release_mask(self, name: str) -> None:
         self.mask_free.append(name)
 
+    # ------------------------------------------------------------ conversions
+    # The 910B's Cast has a fixed set of (destination, source) pairs (asc-devkit's dav_c220 vconv table): f32 <->
+    # f16, bf16, i32, i16; f16 <-> i8, u8, i16, i32. tilec computes in f32 and converts every other tile type to
+    # and from it through these pairs; integer results are truncated and wrapped to their width in f32 first, as
+    # the language (and the interpreter) wraps them, so that the saturating Cast only sees in-range values.
+
+    def to_float(self, dst: str, src: str, src_ctype: str, count: int) -> None:
+        """dst (a float tile) = src, exactly (8-bit integers through f16)."""
+        d, sv = _base(dst), _base(src)
+        if src_ctype == "float":
+            if dst != src:
+                self.v(f"Adds({dst}, {src}, 0.0f, {count});", [sv], [d])
+            return
+        if CPP_SIZES[src_ctype] == 1:
+            t = self.temp()
+            self.v(f"Cast({t}.ReinterpretCast<half>(), {src}, RoundMode::CAST_NONE, {count});", [sv], [t])
+            self.v(f"Cast({dst}, {t}.ReinterpretCast<half>(), RoundMode::CAST_NONE, {count});", [t], [d])
+            self.release(t)
+            return
+        self.v(f"Cast({dst}, {src}, RoundMode::CAST_NONE, {count});", [sv], [d])
+
+    def from_float(self, dst: str, dst_ctype: str, src: str, count: int, user: str | None = None) -> None:
+        """dst (a tile of dst_ctype) = src (a float tile): f16/bf16 rounded to nearest, integers truncated and
+        wrapped to their width (bool: 1 where src is not zero)."""
+        d, sv = _base(dst), _base(src)
+        if dst_ctype == "float":
+            return self.to_float(dst, src, "float", count)
+        if dst_ctype in ("half", "bfloat16_t", "int32_t"):
+            self.v(f"Cast({dst}, {src}, RoundMode::CAST_RINT, {count});", [sv], [d])
+            return
+        t = self.temp()
+        if user == "bool":
+            self.v(f"Abs({t}, {src}, {count});", [sv], [t])
+            self.v(f"Muls({t}, {t}, 8.50705917e+37f, {count});", [t], [t])  # 2^126: every normal non-zero -> >= 1
+            self.v(f"Mins({t}, {t}, 1.0f, {count});", [t], [t])
+        else:
+            from ...ir import dtypes as D
+
+            self.wrap_in_float(t, src, {"int16_t": D.I16, "int8_t": D.I8, "uint8_t": D.U8}[dst_ctype], count)
+        if dst_ctype == "int16_t":
+            self.v(f"Cast({dst}, {t}, RoundMode::CAST_RINT, {count});", [t], [d])
+        else:
+            h = self.temp()
+            self.v(f"Cast({h}.ReinterpretCast<half>(), {t}, RoundMode::CAST_NONE, {count});", [t], [h])
+            self.v(f"Cast({dst}, {h}.ReinterpretCast<half>(), RoundMode::CAST_TRUNC, {count});", [h], [d])
+            self.release(h)
+        self.release(t)
+
+    def wrap_in_float(self, dst: str, src: str, dt, count: int) -> None:
+        """dst = src (an f32 tile) truncated to an integer and wrapped to dt's width (widths of 32 bits and more are
+        only truncated: f32 holds integers exactly up to 2^24)."""
+        d, sv = _base(dst), _base(src)
+        self.v(f"Cast({dst}, {src}, RoundMode::CAST_TRUNC, {count});", [sv], [d])
+        if dt.bits >= 32:
+            return
+        bits = dt.bits
+        f = self.temp()
+        shift = float(1 << (bits - 1)) if dt.kind == "int" else 0.0
+        self.v(f"Adds({f}, {dst}, {shift!r}f, {count});", [d], [f])
+        self.v(f"Muls({f}, {f}, {1.0 / (1 << bits)!r}f, {count});", [f], [f])
+        self.v(f"Cast({f}, {f}, RoundMode::CAST_FLOOR, {count});", [f], [f])
+        self.v(f"Muls({f}, {f}, {-float(1 << bits)!r}f, {count});", [f], [f])
+        self.v(f"Add({dst}, {dst}, {f}, {count});", [d, f], [d])
+        self.release(f)
+
+    def convert(self, dst: str, dst_ctype: str, src: str, src_ctype: str, count: int,
+                user: str | None = None) -> None:
+        """dst = src converted between any two tile types (through f32 unless one side is f32)."""
+        if dst_ctype == "float" or src_ctype == dst_ctype and dst_ctype in ("half", "bfloat16_t"):
+            return self.to_float(dst, src, src_ctype, count) if dst_ctype == "float" else \
+                self.v(f"Adds({dst}.ReinterpretCast<int16_t>(), {src}.ReinterpretCast<int16_t>(), int16_t(0), "
+                       f"{count});", [_base(src)], [_base(dst)])
+        if src_ctype == "float":
+            return self.from_float(dst, dst_ctype, src, count, user)
+        t = self.temp()
+        self.to_float(t, src, src_ctype, count)
+        self.from_float(dst, dst_ctype, t, count, user)
+        self.release(t)
+
     def emit(self, text: str, pipe: str | None = None, reads=(), writes=(), ordered=()) -> None:
+        if pipe is None and self.ub_reads:  # scalar code that reads tiles (scalar.UB_READS)
+            pipe, reads = "S", (*reads, *sorted(self.ub_reads))
+            self.ub_reads.clear()
         self.out.append(Call(text, pipe, tuple(reads), tuple(writes), tuple(ordered)))
 
     def v(self, text: str, reads=(), writes=()) -> None:
@@ -146,8 +229,8 @@ class Lowering:
         for s in _allocs(k.body):
             b = s.buffer
             self.buffers[b.name] = b
-            if b.scope == "var":
-                continue  # a scalar-unit variable, declared where it is allocated
+            if b.scope in ("var", "global"):
+                continue  # a scalar-unit variable, or a view of a global tensor: declared where it is allocated
             shape = b.const_shape
             if shape is None or len(shape) > 2:
                 raise error(f"'{b.name}': AscendC tiles are 1-D or 2-D with constant shapes", s.span)
@@ -172,8 +255,16 @@ class Lowering:
 
             self.cube = CubeLowering(self)
         self.out = []
-        self.body(k.body)
-        body = self.out
+        from .scalar import UB_READS
+
+        token = UB_READS.set((self.layouts, self.ub_reads))
+        try:
+            self.body(k.body)
+        finally:
+            UB_READS.reset(token)
+        # a view of a global tensor is the same memory: synchronisation sees the tensor it views
+        roots = {b.name: b.storage.name for b in self.buffers.values() if b.scope == "global" and b.view_of is not None}
+        body = _rename_buffers(self.out, roots) if roots else self.out
         gets = [Call(f"LocalTensor<{a.ctype}> {name} = {a.holder}.Get<{a.ctype}>();")
                 for name, a in self.allocs.items() if a.depth == 0]
         group = {None: "GetBlockIdx()", "AIC": "GetBlockIdx()", "AIV": "GetBlockIdx() / GetSubBlockNum()"}
@@ -213,6 +304,13 @@ class Lowering:
         return cube == (self.side == "AIC")
 
     def stmt(self, s: T.Stmt) -> None:
+        self.lower_stmt(s)
+        if self.ub_reads:
+            names = ", ".join(f"'{n}'" for n in sorted(self.ub_reads))
+            raise error(f"a tile element ({names}) read in a loop bound or condition: the AscendC back end reads "
+                        "tiles on the scalar unit only in assignments; assign it to a variable first", s.span)
+
+    def lower_stmt(self, s: T.Stmt) -> None:
         if isinstance(s, T.Alloc) and s.buffer.scope == "var":
             # alloc_var: a scalar of the scalar unit (both sides of a mixed kernel run the scalar code)
             init = cpp(s.init) if s.init is not None else "0"
@@ -220,6 +318,12 @@ class Lowering:
             return
         if isinstance(s, T.Store) and s.buffer.scope == "var":
             self.emit(f"{s.buffer.name} = {cpp(s.value)};")
+            return
+        if isinstance(s, T.Alloc) and s.buffer.scope == "global" and s.buffer.view_of is not None:
+            b = s.buffer
+            ty = ctype(b.dtype)
+            self.emit(f"GlobalTensor<{ty}> {b.name};")  # the view's own shape is only in tilec's index arithmetic
+            self.emit(f"{b.name}.SetGlobalBuffer((__gm__ {ty}*){b.storage.name}_addr);")
             return
         if isinstance(s, T.Alloc) or not self.on_this_side(s):
             return
@@ -281,11 +385,50 @@ class Lowering:
             raise error("print cannot run on the AscendC back end (tilec does not lower it to AscendC's printf); "
                         "`tilec run --device cpu` runs the kernel in the interpreter, which prints it", s.span)
         if type(s).__name__ == "CumSum":
-            raise error("T.cumsum has no AscendC lowering in tilec yet: the 910B vector unit has no in-row scan "
-                        "instruction tilec emits, and a tile's elements cannot be shifted by one element (vector "
-                        "operands start at 32-byte boundaries); run the scan on a GPU target, or accumulate "
-                        "with a serial loop over chunks of whole tiles", s.span)
+            return self.cumsum(s)
+        if isinstance(s, T.Store) and s.buffer.scope == "global":
+            raise error(f"a single-element store to the global tensor '{s.buffer.name}' outside a Parallel loop: the "
+                        "AscendC back end writes global memory with tile copies (DataCopyPad from UB); write the "
+                        "value into a tile inside a Parallel loop and copy the tile out", s.span)
         raise error(f"the AscendC back end does not lower {type(s).__name__} statements yet", s.span)
+
+    def cumsum(self, s) -> None:
+        """An inclusive scan along a tile's rows (a 1-D tile: along it), in f32, in log2(columns) steps: each step
+        adds the tile shifted by k elements (a `Gather` through a per-core offset table, since vector operands start
+        at 32-byte boundaries and cannot be shifted by one element), zero where the shift leaves the row."""
+        src, dst = s.src.buffer, s.dst.buffer
+        for r in (s.src, s.dst):
+            if any(not (isinstance(x, T.Const) and x.value == 0) for x in r.starts) or \
+                    r.const_extents != r.buffer.const_shape or r.buffer.name not in self.layouts:
+                raise error("the AscendC back end scans whole on-chip tiles (T.cumsum of a tile, not a region)", s.span)
+        lay = self.layouts[src.name]
+        if self.layouts[dst.name] != lay:
+            raise error("T.cumsum between tiles of different shapes", s.span)
+        if lay.is_2d and s.dim not in (1, -1):
+            raise error("the AscendC back end scans 2-D tiles along their rows (dim=1): the scan down a column "
+                        "has no AscendC lowering here; transpose the tile (or scan its transpose)", s.span)
+        self.first_touch(dst.name)
+        cols = lay.cols if lay.is_2d else lay.rows
+        n = lay.count
+        x, t = self.temp(), self.temp()
+        self.to_float(x, src.name, self.allocs[src.name].ctype, n)
+        _, cols_t = self.index_tiles_for(lay)
+        k = 1
+        while k < cols:
+            step = -k * 4 if not s.reverse else k * 4
+            table = self.gather_table(lay, {"1": step, "i": lay.cols_pad * 4 if lay.is_2d else 0, "j": 4},
+                                      n * 4 - 4)
+            self.v(f"Gather({t}, {x}, {table}.ReinterpretCast<uint32_t>(), 0, {n});", [x, table], [t])
+            m = self.mask()
+            cond = f"{float(k)!r}f, CMPMODE::GE" if not s.reverse else f"{float(cols - k)!r}f, CMPMODE::LT"
+            self.v(f"CompareScalar({m}, {cols_t}, {cond}, {n});", [cols_t], [m])
+            self.v(f"Select({t}, {m}, {t}, 0.0f, SELMODE::VSEL_TENSOR_SCALAR_MODE, {n});", [m, t], [t])
+            self.release_mask(m)
+            self.v(f"Add({x}, {x}, {t}, {n});", [x, t], [x])
+            k *= 2
+        self.release(t)
+        self.from_float(dst.name, self.allocs[dst.name].ctype, x, n, dst.dtype.name)
+        self.release(x)
 
     # ------------------------------------------------------------ queue helpers
 
@@ -323,6 +466,18 @@ class Lowering:
             if not (isinstance(value, T.Const) and float(value.value) == 0.0):
                 raise error("the 910B vector unit fills bf16 tiles with zero only; fill an f32 tile and cast", s.span)
             self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t(0), {a.count});", writes=[b.name])
+        elif CPP_SIZES[a.ctype] == 1:  # no 8-bit Duplicate: a constant byte as both halves of an int16
+            if isinstance(value, T.Const):
+                v = float(value.value)
+                byte = int(v != 0) if b.dtype.is_bool else int(v) % 256
+                pair = byte * 257 - (65536 if byte > 127 else 0)
+                self.v(f"Duplicate({b.name}.ReinterpretCast<int16_t>(), int16_t({pair}), {a.count // 2});",
+                       writes=[b.name])
+            else:
+                t = self.temp()
+                self.v(f"Duplicate({t}, float({cpp(value)}), {a.count});", writes=[t])
+                self.from_float(b.name, a.ctype, t, a.count, b.dtype.name)
+                self.release(t)
         else:
             self.v(f"Duplicate({b.name}, {a.ctype}({text}), {a.count});", writes=[b.name])
 
@@ -440,6 +595,11 @@ class Lowering:
         burst, and a burst's UB side starts at a block."""
         a = self.allocs[name]
         size = CPP_SIZES[a.ctype]
+        if size == 1:
+            raise error(f"'{self.allocs[name].user or name}' is a tile of bytes copied to or from a column of a "
+                        "tensor: the AscendC back end moves columns one element per 32-byte block and gathers them "
+                        "with Gather, which takes 16- and 32-bit elements; copy into an f16 or f32 tile instead",
+                        a.span)
         stage = f"{name}_col"
         if stage not in self.allocs:
             self.add_alloc(Alloc(stage, "VECCALC", a.ctype, round_up(n * 32 // size, 128)))
@@ -513,8 +673,7 @@ class Lowering:
             stage = self.staging(name, gm_ctype)
             self.copy_in(region, dst, span, name=stage)
             self.first_touch(name)
-            self.v(f"Cast({name}, {stage}, RoundMode::{'CAST_NONE' if a.ctype == 'float' else 'CAST_RINT'}, "
-                   f"{a.count});", [stage], [name])
+            self.convert(name, a.ctype, stage, gm_ctype, a.count, dst.dtype.name)
             return
         lay = self.layouts[name]
         box = self.column_box(region, lay, span)
@@ -524,12 +683,12 @@ class Lowering:
             self.queue_alloc(name)
         tile = (lay.rows, lay.cols)
         offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, tile, span)
-        size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
+        size = CPP_SIZES[a.ctype]
         g = region.buffer.name
         saved, self.out = self.out, []
         self.emit(f"int64_t rows = {vrows}, cols = {vcols};")
         zero = (f"Duplicate({name}.ReinterpretCast<int16_t>(), int16_t(0), {a.count * size // 2});"
-                if a.ctype == "bfloat16_t" else f"Duplicate({name}, {a.ctype}(0), {a.count});")
+                if a.ctype in ("bfloat16_t", "uint8_t", "int8_t") else f"Duplicate({name}, {a.ctype}(0), {a.count});")
         self.out.append(Block(f"if (rows < {nrows} || cols < {ncols})", [Call(zero, "V", (), (name,))]))
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
         pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
@@ -557,8 +716,7 @@ class Lowering:
             if a.depth:
                 raise error("a converting copy out of a queue buffer", span)
             stage = self.staging(name, gm_ctype)
-            self.v(f"Cast({stage}, {name}, RoundMode::{'CAST_NONE' if gm_ctype == 'float' else 'CAST_RINT'}, "
-                   f"{a.count});", [name], [stage])
+            self.convert(stage, gm_ctype, name, a.ctype, a.count, region.buffer.dtype.name)
             return self.copy_out(src, region, span, name=stage, atomic=atomic, limits=limits)
         lay = self.layouts[name]
         self.first_touch(name)
@@ -577,7 +735,7 @@ class Lowering:
                      limits: dict[int, str] | None) -> None:
         a, lay = self.allocs[name], self.layouts[name]
         offset, row_stride, vrows, vcols, nrows, ncols = self.gm_box(region, (lay.rows, lay.cols), span, limits)
-        size = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4}[a.ctype]
+        size = CPP_SIZES[a.ctype]
         g = region.buffer.name
         gap = f"(uint32_t)(({row_stride}) - cols) * {size}" if row_stride != "0" else "0"
         pad_row = lay.cols_pad * size if lay.is_2d else round_up(ncols * size, 32)
@@ -597,6 +755,28 @@ class Lowering:
         self.out.append(Block("", body))
 
 
+def _rename_buffers(stmts: list, names: dict[str, str]) -> list:
+    """The statements with every buffer tag in `names` replaced (a view's accesses as its tensor's)."""
+    import dataclasses
+
+    def one(x):
+        if isinstance(x, Block):
+            return dataclasses.replace(x, body=[one(y) for y in x.body],
+                                       orelse=None if x.orelse is None else [one(y) for y in x.orelse])
+        return dataclasses.replace(x, reads=tuple(names.get(n, n) for n in x.reads),
+                                   writes=tuple(names.get(n, n) for n in x.writes),
+                                   ordered=tuple(names.get(n, n) for n in x.ordered))
+
+    return [one(x) for x in stmts]
+
+
+def _base(text: str) -> str:
+    """The buffer a tensor expression (`x`, `x[r * 16]`, `x.ReinterpretCast<half>()`) names."""
+    import re
+
+    return re.match(r"[A-Za-z_][A-Za-z_0-9]*", text).group(0)
+
+
 def _allocs(body: list[T.Stmt]):
     from ...ir.visit import walk_stmts
 
@@ -609,7 +789,32 @@ def _walk(body):
     return walk_stmts(body)
 
 
+def lower_module(module: T.Module):
+    """Every kernel's program, and the module's launch sequences (each stage is one of the kernels)."""
+    from .program import LaunchSequence, Programs
+
+    programs = Programs(lower_kernel(k) for k in module.kernels)
+    seqs = []
+    for seq in module.launches:
+        host = [("uint8_t*", p.name) if isinstance(p, T.Buffer) else (scalar_type(p), p.name) for p in seq.params]
+        host += [("int64_t", v.name) for v in seq.size_vars]
+        scratch = []
+        for b in seq.scratch:
+            nbytes = " * ".join([str(b.dtype.bytes), *(f"(int64_t)({cpp(d)})" for d in b.shape)])
+            scratch.append((b.name, nbytes))
+        seqs.append(LaunchSequence(seq.name, host, scratch, [st.kernel for st in seq.stages]))
+    programs.launches = seqs
+    return programs
+
+
 def lower_kernel(k: T.Kernel) -> KernelProgram:
+    from .layout import kernel_row_elems, row_padding
+
+    with row_padding(kernel_row_elems(k)):
+        return _lower_kernel(k)
+
+
+def _lower_kernel(k: T.Kernel) -> KernelProgram:
     plan = k.attrs["ascend"]
     mixed = plan.kernel_type == "MIX_AIC_1_2"
     if mixed:

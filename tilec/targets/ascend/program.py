@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from ...diagnostics import Span
 from .chip import POSITION_MEMORY, round_up
 
-CPP_SIZES = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4, "uint32_t": 4, "uint8_t": 1, "int16_t": 2}
+CPP_SIZES = {"half": 2, "bfloat16_t": 2, "float": 4, "int32_t": 4, "uint32_t": 4, "uint8_t": 1, "int16_t": 2,
+             "int8_t": 1}
 
 
 @dataclass
@@ -93,3 +94,21 @@ class KernelProgram:
     @property
     def allocs(self) -> list[Alloc]:
         return [a for s in self.sides for a in s.allocs]
+
+
+@dataclass
+class LaunchSequence:
+    """A kernel function of several launches (`with Kernel(...)` blocks, alloc_global scratch between them), for
+    the launcher header: its signature, its scratch tensors' byte sizes (C expressions of the sizes) and its stage
+    kernels in order (their parameters are named as the function's parameters and scratch tensors)."""
+
+    name: str
+    host_params: list[tuple[str, str]]  # tensors (uint8_t*), scalars, sizes
+    scratch: list[tuple[str, str]]  # (name, C expression of its bytes)
+    stages: list[str]
+
+
+class Programs(list):
+    """The kernel programs of a module, with its launch sequences."""
+
+    launches: list[LaunchSequence] = []

@@ -3,6 +3,7 @@ bounds, the scalar operands of vector calls). Integers are int64_t, floats are f
 
 from __future__ import annotations
 
+import contextvars
 import math
 
 from ...diagnostics import error
@@ -22,8 +23,9 @@ template <typename T> __aicore__ inline T tilec_min(T a, T b) { return a < b ? a
 _SCALAR_MATH = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "abs": "fabsf"}
 
 # (also raised by vector.py)
-NO_REINTERPRET = ("T.reinterpret is not supported by the AscendC back end (its vector unit has no bit casts "
-                   "that tilec emits); unpack the bits with shifts and masks, or compile for a SIMT target")
+NO_REINTERPRET = ("T.reinterpret is supported by the AscendC back end between 16-bit integers and f16 or bf16 "
+                   "inside Parallel loops only (tilec computes in f32 and views an int16 tile's bits as the float "
+                   "type, or back); unpack other bits with shifts and masks, or compile for a SIMT target")
 
 
 def float_literal(v: float) -> str:
@@ -84,10 +86,31 @@ def cpp(e: T.Expr) -> str:
         return e.buffer.name  # alloc_var: a scalar of the scalar unit
     if isinstance(e, T.Load) and e.buffer.scope == "global":
         return _gm_read(e)
+    if isinstance(e, T.Load) and UB_READS.get() is not None and e.buffer.name in UB_READS.get()[0]:
+        return _ub_read(e)
     if isinstance(e, T.Load):
         raise error(f"'{e.buffer.name}' is read as a scalar here; the AscendC back end computes on-chip tiles with "
                     "vector instructions only (inside Parallel loops and tile operations)", e.span)
     raise error(f"cannot print {type(e).__name__} for AscendC", getattr(e, "span", None))
+
+
+# Set by the lowering of one side: (UB tile -> its layout, the tiles read since the last statement). A tile's
+# element read in scalar code (`lse_max = T.max(lse_max, lse_shared[k])`) is LocalTensor::GetValue on the scalar
+# unit; the statement that reads it is tagged as a scalar-pipe read of the tile, so that sync orders it after the
+# copy or vector call that wrote the tile.
+UB_READS: contextvars.ContextVar = contextvars.ContextVar("ascend_ub_reads", default=None)
+
+
+def _ub_read(e: T.Load) -> str:
+    layouts, read = UB_READS.get()
+    lay = layouts[e.buffer.name]
+    idx = [cpp(i) for i in e.indices]
+    offset = f"({idx[0]}) * {lay.cols_pad} + ({idx[1]})" if lay.is_2d else idx[0]
+    read.add(e.buffer.name)
+    value = f"{e.buffer.name}.GetValue((uint32_t)({offset}))"
+    if e.buffer.dtype.is_bool:
+        return f"({value} != 0)"
+    return f"static_cast<{scalar_type(e)}>({value})"
 
 
 def _gm_read(e: T.Load) -> str:

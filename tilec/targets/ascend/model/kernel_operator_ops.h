@@ -8,6 +8,9 @@ template <typename T> inline double val(T v) { return double(float(v)); }
 template <> inline double val<int32_t>(int32_t v) { return double(v); }
 template <typename T> inline T from(double v) { return T(float(v)); }
 template <> inline int32_t from<int32_t>(double v) { return int32_t(v); }
+template <> inline int16_t from<int16_t>(double v) { return int16_t(v); }
+template <> inline int8_t from<int8_t>(double v) { return int8_t(v); }
+template <> inline uint8_t from<uint8_t>(double v) { return uint8_t(v); }
 
 template <typename T> constexpr bool vector_type =
     std::is_same<T, half>::value || std::is_same<T, float>::value || std::is_same<T, int32_t>::value ||
@@ -18,7 +21,30 @@ template <typename T> inline const char* type_name() {
     if (std::is_same<T, float>::value) return "float";
     if (std::is_same<T, bfloat16_t>::value) return "bfloat16_t";
     if (std::is_same<T, int32_t>::value) return "int32_t";
+    if (std::is_same<T, int16_t>::value) return "int16_t";
+    if (std::is_same<T, int8_t>::value) return "int8_t";
+    if (std::is_same<T, uint8_t>::value) return "uint8_t";
     return "?";
+}
+
+// The (destination, source) pairs the 910B's Cast has (asc-devkit v8.5.0, impl/basic_api/dav_c220/
+// kernel_operator_vec_vconv_impl.h): any other pair does not compile there.
+template <typename D, typename S> inline void cast_pair() {
+    using std::is_same;
+#define TILEC_PAIR(a, b) (is_same<D, a>::value && is_same<S, b>::value)
+    bool ok = TILEC_PAIR(half, int32_t) || TILEC_PAIR(half, int8_t) || TILEC_PAIR(half, uint8_t) ||
+              TILEC_PAIR(float, int32_t) || TILEC_PAIR(float, half) || TILEC_PAIR(int32_t, half) ||
+              TILEC_PAIR(int8_t, half) || TILEC_PAIR(uint8_t, half) || TILEC_PAIR(half, float) ||
+              TILEC_PAIR(int32_t, float) || TILEC_PAIR(int16_t, half) || TILEC_PAIR(uint8_t, int16_t) ||
+              TILEC_PAIR(int8_t, int16_t) || TILEC_PAIR(half, int16_t) || TILEC_PAIR(float, float) ||
+              TILEC_PAIR(bfloat16_t, float) || TILEC_PAIR(float, bfloat16_t) || TILEC_PAIR(int32_t, bfloat16_t) ||
+              TILEC_PAIR(int16_t, float) || TILEC_PAIR(float, int16_t) || TILEC_PAIR(int16_t, int32_t);
+#undef TILEC_PAIR
+    if (!ok) fail("error", fmt("Cast: the 910B has no conversion from %s to %s", type_name<S>(), type_name<D>()));
+}
+template <typename T> inline double saturate(double x) {
+    double lo = double(std::numeric_limits<T>::lowest()), hi = double(std::numeric_limits<T>::max());
+    return x < lo ? lo : (x > hi ? hi : x);
 }
 
 template <typename T> inline void vec_operand(const char* op, const LocalTensor<T>& t, uint64_t elems) {
@@ -123,6 +149,21 @@ TILEC_MODEL_BINARY(Max, std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y))
 TILEC_MODEL_BINARY(Min, std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y))
 #undef TILEC_MODEL_BINARY
 
+// And/Or: bitwise, on int16_t/uint16_t only (asc-devkit's dav_c220 AndImpl/OrImpl), count form.
+#define TILEC_MODEL_BITWISE(NAME, OP)                                                                           \
+    template <typename T>                                                                                        \
+    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b,                \
+                     const int32_t& count) {                                                                     \
+        if (!std::is_same<T, int16_t>::value && !std::is_same<T, uint16_t>::value)                               \
+            model::fail("error", model::fmt("%s: the 910B has it for int16_t and uint16_t only", #NAME));        \
+        model::map_count(#NAME, dst, {&a, &b}, count, [](const std::vector<const T*>& s, int64_t i) {            \
+            return double(T(s[0][i] OP s[1][i]));                                                                \
+        });                                                                                                      \
+    }
+TILEC_MODEL_BITWISE(And, &)
+TILEC_MODEL_BITWISE(Or, |)
+#undef TILEC_MODEL_BITWISE
+
 #define TILEC_MODEL_SCALAR(NAME, EXPR)                                                                          \
     template <typename T>                                                                                        \
     inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& a, const T& scalar, const int32_t& count) { \
@@ -197,7 +238,9 @@ inline void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const Rou
     const char* name = "Cast";
     model::vec_operand(name, dst, count);
     model::vec_operand(name, src, count);
-    bool f2i = std::is_same<D, int32_t>::value;
+    model::cast_pair<D, S>();
+    bool f2i = std::is_integral<D>::value;
+    bool f2f = std::is_same<D, float>::value && std::is_same<S, float>::value;  // rounds to an integral float
     bool narrow = sizeof(D) < sizeof(S) && !f2i;
     if (narrow && mode != RoundMode::CAST_RINT && mode != RoundMode::CAST_NONE && mode != RoundMode::CAST_ROUND)
         model::fail("error", "Cast to a narrower float: use CAST_RINT (nearest even) in tilec's model");
@@ -208,7 +251,7 @@ inline void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const Rou
     for (uint32_t i = 0; i < count; ++i) tmp[i] = model::val(src.data()[i]);
     for (uint32_t i = 0; i < count; ++i) {
         double x = tmp[i];
-        if (f2i) {
+        if (f2i || f2f) {
             switch (mode) {
             case RoundMode::CAST_FLOOR: x = std::floor(x); break;
             case RoundMode::CAST_CEIL: x = std::ceil(x); break;
@@ -217,6 +260,7 @@ inline void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const Rou
             default: x = std::nearbyint(x);
             }
         }
+        if (f2i) x = model::saturate<D>(x);  // the hardware's integer conversions saturate
         dst.data()[i] = model::from<D>(x);
     }
 }

@@ -40,13 +40,15 @@ def _check_types(k: T.Kernel) -> None:
     """fp8 does not exist on the 910B; other types the back end does not move or compute are refused too; so are
     views of a buffer's storage (T.reshape, T.view, T.Tensor(..., A.data)), which its placement does not model."""
     for s in walk_stmts(k.body):
-        if isinstance(s, T.Alloc) and s.buffer.view_of is not None:
-            raise error(f"'{s.buffer.name}' is a view of '{s.buffer.view_of.name}': the AscendC back end does not "
-                        "support views (T.reshape, T.view, T.Tensor(shape, dtype, buf.data)) yet; index "
-                        f"'{s.buffer.view_of.name}' with the view's row-major arithmetic instead", s.span)
+        if isinstance(s, T.Alloc) and s.buffer.view_of is not None and s.buffer.scope != "global":
+            raise error(f"'{s.buffer.name}' is a view of the on-chip '{s.buffer.view_of.name}': the AscendC back end "
+                        "supports views of global tensors (another GlobalTensor over the same memory) but not of "
+                        "tiles, whose rows it pads in UB; allocate a tile of the view's shape and copy into it",
+                        s.span)
     # (name, dtype, span, kind): a global tensor, an on-chip tile, or a scalar variable (alloc_var)
     named = [(p.name, p.dtype, p.span, "tensor") for p in k.params if isinstance(p, T.Buffer)]
-    named += [(s.buffer.name, s.buffer.dtype, s.span, "var" if s.buffer.scope == "var" else "tile")
+    named += [(s.buffer.name, s.buffer.dtype, s.span, "var" if s.buffer.scope == "var" else
+               "tensor" if s.buffer.scope == "global" else "tile")
               for s in walk_stmts(k.body) if isinstance(s, T.Alloc)]
     for name, dt, span, kind in named:
         if dt.name.startswith("f8"):

@@ -92,8 +92,14 @@ def insert(stmts: list, state: State) -> tuple[list, State]:
     out = []
     for s in stmts:
         if isinstance(s, Call):
+            # A queue event orders its buffer's last accesses before the other pipes that use tiles, but not before the
+            # scalar unit (LocalTensor::GetValue after DeQue still needs an MTE2_S flag) nor before the same pipe (a
+            # zero-fill Duplicate, then a copy skipped because the box is empty, then a vector read: PIPE_V barrier).
             for name in s.ordered:
-                state.pop(name, None)
+                entry = state.get(name)
+                for kind in entry or {}:
+                    for p in entry[kind]:
+                        entry[kind][p] |= set(_ALL) - {"S", p}
             if s.pipe:
                 out.extend(_syncs_for(s, state))
                 _apply(s, state)
@@ -123,4 +129,5 @@ def run_program(prog: KernelProgram) -> KernelProgram:
 
 
 def run(programs: list[KernelProgram], rep: Reporter, target) -> list[KernelProgram]:
-    return [run_program(p) for p in programs]
+    programs[:] = [run_program(p) for p in programs]  # in place: the list also carries the launch sequences
+    return programs
