@@ -50,20 +50,44 @@ def _wgmma_d_fragment(thread: int, reg: int, n: int) -> tuple[int, int]:
     return 16 * warp + lane // 4 + 8 * (i // 2), 8 * chunk + 2 * (lane % 4) + i % 2
 
 
+_NP_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod, "^": np.bitwise_xor,
+           "&": np.bitwise_and, "|": np.bitwise_or, ">>": np.right_shift, "<<": np.left_shift}
+
+
+def _over_arrays(e: T.Expr, env: dict[str, np.ndarray]) -> np.ndarray:
+    """A layout's index expression evaluated over arrays of its variables' values: the layout is built once,
+    symbolically, and checked at every (thread, register) or (row, column) at once."""
+    if isinstance(e, T.Const):
+        return np.asarray(int(e.value))
+    if isinstance(e, T.Var):
+        return env[e.name]
+    assert isinstance(e, T.Binary) and e.op in _NP_OPS, e
+    return _NP_OPS[e.op](_over_arrays(e.a, env), _over_arrays(e.b, env))
+
+
+def _var(name: str) -> T.Var:
+    from tilec.ir import dtypes as D
+
+    return T.Var(D.I32, None, name, "local")
+
+
 @pytest.mark.parametrize("m,n,wm,wn", [(64, 64, 1, 1), (128, 128, 1, 1), (128, 256, 2, 1), (128, 128, 1, 2)])
 def test_wgmma_accumulator_layout_is_the_ptx_fragment(m, n, wm, wn):
     lay = WgmmaTiled(m, n, wm, wn)
     per_instr = lay.ni * 4
-    seen = set()
-    for t in range(128 * wm * wn):
+    threads = 128 * wm * wn
+    env = {"t": np.arange(threads)[:, None], "k": np.arange(lay.num_local)[None, :]}
+    i, j = (np.broadcast_to(_over_arrays(x, env), (threads, lay.num_local))
+            for x in lay.coords(_var("t"), _var("k")))
+    for t in range(threads):
         group = t // 128
         for k in range(lay.num_local):
-            i, j = (as_int(x) for x in lay.coords(c(t), c(k)))
             mi, reg = divmod(k, per_instr)
             fi, fj = _wgmma_d_fragment(t, reg, n // wn)
-            assert (i, j) == ((group % wm) * (m // wm) + 64 * mi + fi, (group // wm) * (n // wn) + fj)
-            seen.add((i, j))
-    assert len(seen) == m * n  # every element exactly once
+            assert (i[t, k], j[t, k]) == ((group % wm) * (m // wm) + 64 * mi + fi, (group // wm) * (n // wn) + fj)
+    assert len(set(zip(i.ravel().tolist(), j.ravel().tolist(), strict=True))) == m * n  # every element once
+    t, k = 37, lay.num_local - 1  # the symbolic layout at constants folds to the same element
+    assert tuple(as_int(x) for x in lay.coords(c(t), c(k))) == (i[t, k], j[t, k])
 
 
 def _tma_swizzled_byte(offset: int, span: int) -> int:
@@ -84,12 +108,16 @@ def test_panel_layout_is_what_tma_writes(shape, elem, span):
     lay = SharedLayout(shape, elem, swizzle=True, panel=True)
     assert lay.swizzle_bytes == span
     width = span // elem
+    offsets = np.broadcast_to(_over_arrays(lay.offset([_var("r"), _var("col")]),
+                                           {"r": np.arange(rows)[:, None], "col": np.arange(cols)[None, :]}),
+                              (rows, cols))
     for r in range(rows):
         for col in range(cols):
             # TMA writes one box (rows x span bytes) per panel, row-major, then swizzles it.
             panel, within = divmod(col, width)
             want = panel * rows * span + _tma_swizzled_byte(r * span + within * elem, span)
-            assert as_int(lay.offset([c(r), c(col)])) * elem == want
+            assert offsets[r, col] * elem == want
+    assert as_int(lay.offset([c(rows - 1), c(cols - 1)])) == offsets[-1, -1]  # folding at constants agrees
 
 
 # ---------------------------------------------------------------- what the passes choose
