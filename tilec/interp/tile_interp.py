@@ -163,10 +163,10 @@ class ScalarOps:
         """Refuse a zero divisor where the computation is live; elsewhere substitute 1 so numpy
         computes nothing undefined."""
         zero = np.asarray(b) == 0
-        if not np.any(zero):
+        if not zero.any():
             return b
         shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(mask) if mask is not None else ())
-        if np.any(np.broadcast_to(zero, shape) & self.active_lanes(mask, shape)):
+        if (np.broadcast_to(zero, shape) & self.active_lanes(mask, shape)).any():
             raise self.error(message, e.span)
         return np.where(zero, 1, b)
 

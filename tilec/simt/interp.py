@@ -92,6 +92,7 @@ class _BlockRun(ScalarOps, ThreadGroups):
         self.sim = sim
         self.k = sim.k
         self.n = sim.k.threads
+        self.lanes_shape = (self.n,)
         self.tid = np.arange(self.n, dtype=np.int64)
         self.block_idx = block_idx
         self.env: dict[T.Var, np.ndarray] = dict(sim.scalars)
@@ -126,7 +127,9 @@ class _BlockRun(ScalarOps, ThreadGroups):
         return SimtInterpreterError(f"{msg} (kernel {self.k.name}, block {self.block_idx})", span)
 
     def full(self, x) -> np.ndarray:
-        return np.broadcast_to(np.asarray(x), (self.n,))
+        if type(x) is np.ndarray and x.shape == self.lanes_shape:  # most values are per-lane already
+            return x
+        return np.broadcast_to(np.asarray(x), self.lanes_shape)
 
     def active(self, mask) -> np.ndarray:
         return np.ones(self.n, bool) if mask is None else np.broadcast_to(mask, (self.n,))
@@ -146,7 +149,7 @@ class _BlockRun(ScalarOps, ThreadGroups):
     def check_index(self, b: S.SBuffer, idx: np.ndarray, act: np.ndarray, width: int, what: str, span):
         size = self.storage(b).shape[-1]
         bad = act & ((idx < 0) | (idx + width > size))
-        if np.any(bad):
+        if bad.any():
             t = int(np.nonzero(bad)[0][0])
             raise self.err(f"out-of-bounds {what} of '{b.name}' ({b.scope}): index {int(idx[t])}"
                            f"{f' +{width}' if width > 1 else ''} of {size} by thread {t}", span)
@@ -157,12 +160,12 @@ class _BlockRun(ScalarOps, ThreadGroups):
         if idx.size == 0:
             return
         self.check_in_flight(b, idx, span)
-        if np.any(sh.pending[idx]):
+        if sh.pending[idx].any():
             i = int(idx[np.nonzero(sh.pending[idx])[0][0]])
             raise self.err(f"read of shared '{b.name}'[{i}] while a cp.async into it is in flight "
                            "(missing cp_async_wait)", span)
         raw = (sh.write_epoch[idx] == self.epoch) & (sh.writer[idx] != threads)
-        if np.any(raw):
+        if raw.any():
             j = int(np.nonzero(raw)[0][0])
             raise self.err(f"data race on shared '{b.name}'[{int(idx[j])}]: written by thread "
                            f"{int(sh.writer[idx[j]])} and read by thread {int(threads[j])} with no barrier between",
@@ -178,14 +181,14 @@ class _BlockRun(ScalarOps, ThreadGroups):
         if idx.size == 0:
             return
         war = (sh.read_epoch[idx] == self.epoch) & (sh.reader[idx] != threads) & (sh.reader[idx] != -1)
-        if np.any(war):
+        if war.any():
             j = int(np.nonzero(war)[0][0])
             who = int(sh.reader[idx[j]])
             raise self.err(f"data race on shared '{b.name}'[{int(idx[j])}]: read by "
                            f"{'several threads' if who == -2 else f'thread {who}'} and written by thread "
                            f"{int(threads[j])} with no barrier between", span)
         waw = (sh.write_epoch[idx] == self.epoch) & (sh.writer[idx] != threads)
-        if np.any(waw):
+        if waw.any():
             j = int(np.nonzero(waw)[0][0])
             raise self.err(f"data race on shared '{b.name}'[{int(idx[j])}]: written by threads "
                            f"{int(sh.writer[idx[j]])} and {int(threads[j])} with no barrier between", span)
@@ -209,7 +212,7 @@ class _BlockRun(ScalarOps, ThreadGroups):
     def write(self, b: S.SBuffer, idx, values: np.ndarray, mask, span=None, track: bool = True) -> None:
         """Store storage values (n, width) (or (n,)) at b[idx + j] for active threads."""
         act = self.active(mask)
-        if not np.any(act):
+        if not act.any():
             return
         values = np.asarray(values)
         if values.ndim <= 1:
