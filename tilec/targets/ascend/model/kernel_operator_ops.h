@@ -42,7 +42,10 @@ template <typename D, typename S> inline void cast_pair() {
 #undef TILEC_PAIR
     if (!ok) fail("error", fmt("Cast: the 910B has no conversion from %s to %s", type_name<S>(), type_name<D>()));
 }
+// NaN gives 0 (a tile's padding lanes, never stored, may hold NaN; converting it is undefined in C++, and
+// clang's -fsanitize=undefined reports it)
 template <typename T> inline double saturate(double x) {
+    if (x != x) return 0.0;
     double lo = double(std::numeric_limits<T>::lowest()), hi = double(std::numeric_limits<T>::max());
     return x < lo ? lo : (x > hi ? hi : x);
 }
