@@ -262,60 +262,61 @@ def copy_fragment_vector(cx, s: T.Copy, layout, sext: list[int]) -> bool:
         if not to_mem:
             cx.shared_read()
 
-    def vector_body():
+    def per_vector(emit_one):
+        """An unrolled loop over the thread's vectors: emit_one(k0, idx) for the vector at register k0, whose
+        elements start at global/shared index idx."""
         kv = cx.fresh("r")
 
         def body():
             k0 = mul(kv, vec)
             coords = layout.coords(cx.tid, k0)
             tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
-            idx = cx.region_index(mem, tile)
-            dims = [cx.lx(d) for d in mem.buffer.shape]
-            full = None
-            partial = None
-            if mem.buffer.scope == "global":
-                for i, (d, x) in enumerate(zip(dims, idx, strict=True)):
-                    if i == len(idx) - 1:
-                        full = both(full, compare("<=", add(x, vec), d))
-                    else:
-                        partial = both(partial, bounds_one(cx, mem, i, x))
-                full = both(partial, full)
-            ok = valid(layout, cx.tid, k0)
-            faddr = S.AddrOf(D.I64, None, fsb, k0)
-            maddr = cx.addr(mem.buffer, idx, s.span)
-            if to_mem:
-                fast: list[S.SStmt] = [S.call(s.span, "store_vec", n=vec, args=[maddr, faddr])]
-            else:
-                fast = [S.call(s.span, "load_vec", n=vec, args=[faddr, maddr, full or T.Const(D.BOOL, None, True)])]
-            if full is None:
-                stmts = fast
-            else:  # ragged edge: element by element
-                slow = cx.block(lambda: fragment_elements(cx, s, layout, k0, vec, to_mem, mem, tile))
-                stmts = [S.SIf(None, full, fast, slow)] if to_mem else [S.SIf(None, full, fast, slow)]
-            if ok is not None:
-                stmts = [S.SIf(None, ok, stmts)]
-            for st in stmts:
-                cx.emit(st)
+            emit_one(k0, tile, cx.region_index(mem, tile))
 
         cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), cx.block(body), unroll=True))
+
+    def one_vector(k0, tile, idx):
+        dims = [cx.lx(d) for d in mem.buffer.shape]
+        full = None
+        partial = None
+        if mem.buffer.scope == "global":
+            for i, (d, x) in enumerate(zip(dims, idx, strict=True)):
+                if i == len(idx) - 1:
+                    full = both(full, compare("<=", add(x, vec), d))
+                else:
+                    partial = both(partial, bounds_one(cx, mem, i, x))
+            full = both(partial, full)
+        ok = valid(layout, cx.tid, k0)
+        faddr = S.AddrOf(D.I64, None, fsb, k0)
+        maddr = cx.addr(mem.buffer, idx, s.span)
+        if to_mem:
+            fast: list[S.SStmt] = [S.call(s.span, "store_vec", n=vec, args=[maddr, faddr])]
+        else:
+            fast = [S.call(s.span, "load_vec", n=vec, args=[faddr, maddr, full or T.Const(D.BOOL, None, True)])]
+        if full is None:
+            stmts = fast
+        else:  # ragged edge: element by element
+            slow = cx.block(lambda: fragment_elements(cx, s, layout, k0, vec, to_mem, mem, tile))
+            stmts = [S.SIf(None, full, fast, slow)]
+        if ok is not None:
+            stmts = [S.SIf(None, ok, stmts)]
+        for st in stmts:
+            cx.emit(st)
+
+    def one_realigned_vector(k0, tile, idx):
+        unit, shift = realign_split(fold(cx.address(mem.buffer, idx, s.span)), vec)
+        end = S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), tensor_elements(cx, mem.buffer))
+        load = S.call(s.span, "load_realign", n=vec, args=[
+            S.AddrOf(D.I64, None, fsb, k0), S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), unit), shift,
+            realign_count(cx, mem, idx, vec), end])
+        ok = valid(layout, cx.tid, k0)
+        cx.emit(load if ok is None else S.SIf(None, ok, [load]))
+
+    def vector_body():
+        per_vector(one_vector)
 
     def realigned_body():
-        kv = cx.fresh("r")
-
-        def body():
-            k0 = mul(kv, vec)
-            coords = layout.coords(cx.tid, k0)
-            tile = [x for x, e in zip(coords, layout.shape, strict=True) if e != 1] or [c(0)]
-            idx = cx.region_index(mem, tile)
-            unit, shift = realign_split(fold(cx.address(mem.buffer, idx, s.span)), vec)
-            end = S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), tensor_elements(cx, mem.buffer))
-            load = S.call(s.span, "load_realign", n=vec, args=[
-                S.AddrOf(D.I64, None, fsb, k0), S.AddrOf(D.I64, None, cx.sbuf(mem.buffer), unit), shift,
-                realign_count(cx, mem, idx, vec), end])
-            ok = valid(layout, cx.tid, k0)
-            cx.emit(load if ok is None else S.SIf(None, ok, [load]))
-
-        cx.emit(S.SFor(s.span, kv, c(0), c(layout.num_local // vec), cx.block(body), unroll=True))
+        per_vector(one_realigned_vector)
 
     if runtime_ok is None:
         vector_body()
