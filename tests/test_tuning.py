@@ -950,3 +950,64 @@ def test_tune_worker_flushes_l2_ahead_of_each_timed_launch(monkeypatch):
     reads = log[first + len(round_) + 1:]
     assert reads[:len(round_) // 4] == ["read"] * (len(round_) // 4)  # every pair read after the sync
     assert log.count("destroy") == 2 * (len(round_) // 4)  # and every event destroyed
+
+
+def test_tune_worker_keeps_one_candidates_workspace_at_a_time(tmp_path, monkeypatch):
+    """A split-K candidate keeps its workspace (the largest asked for) between calls; the worker holds every
+    candidate of a folder, so without a release after each timing dozens of workspaces of the largest shape filled
+    the H200's 140 GB (`python bench/tune_samples.py ...` on 2026-12-02: OutOfMemoryError from the fourth gemm
+    folder on)."""
+    from tilec.runtime import loader, tune_worker
+
+    holding: set[int] = set()
+    most = []
+
+    class Candidate:
+        def __init__(self, index):
+            self.index = index
+            self.entry = {"params": []}
+
+        def __call__(self, *args):
+            holding.add(self.index)  # the first call allocates the workspace and keeps it
+            most.append(len(holding))
+
+        def release_workspaces(self):
+            holding.discard(self.index)
+
+    monkeypatch.setattr(loader, "load", lambda path: type("M", (), {"kernels": {"k": Candidate(int(path.stem))}}))
+    monkeypatch.setattr(tune_worker, "check", lambda kernel, *a: {"check": "ok", "max_rel_err": 0.0})
+    monkeypatch.setattr(tune_worker, "time_launches", lambda kernel, args: (kernel(*args), 0.5)[1])
+    plan = {"kernel": "k", "check": {"args": []}, "shapes": [{"M": 64}, {"M": 4096}, {"M": 16384}],
+            "candidates": [{"index": i, "status": "built", "artifact": f"{i}.cubin"} for i in range(6)]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    results = tune_worker.run(tmp_path, quiet=True)
+    assert all(r["times"] == {"M=64": 0.5, "M=4096": 0.5, "M=16384": 0.5} for r in results.values())
+    assert len(most) == 18 and max(most) == 1 and not holding
+
+
+def test_a_multi_launch_kernel_gives_its_workspaces_back(monkeypatch):
+    """Launches.release_workspaces frees the driver workspaces it kept per (device, stream), after the stream's
+    launches, and drops the torch ones and the views filed for the fast path."""
+    from tilec.runtime import cuda_driver
+    from tilec.runtime.sequence import Launches
+
+    log = []
+
+    class Drv:
+        def synchronize(self, handle):
+            log.append(("sync", handle))
+
+        def free(self, ptr):
+            log.append(("free", ptr))
+
+    monkeypatch.setattr(cuda_driver.Driver, "get", staticmethod(lambda device=0: Drv()))
+    seq = Launches.__new__(Launches)
+    seq._workspace_lock = __import__("threading").Lock()
+    seq._workspaces = {(0, 7): (0x1000, 4096), (0, 9): (0x9000, 64)}
+    seq._kept = {(0, 7): object()}
+    seq._fast_views = {("shape", 7): []}
+    seq.release_workspaces()
+    assert log == [("sync", 7), ("free", 0x1000), ("sync", 9), ("free", 0x9000)]
+    assert not seq._workspaces and not seq._kept and not seq._fast_views
+    seq.release_workspaces()  # nothing left: nothing freed twice
+    assert len(log) == 4

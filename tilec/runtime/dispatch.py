@@ -80,6 +80,10 @@ class DispatchKernel(Kernel):
         variant = self._variant_of(layout, args)
         return variant.workspace_bytes(*args) if isinstance(variant, Launches) else 0
 
+    def release_workspaces(self) -> None:
+        for v in self.variants:
+            v.release_workspaces()
+
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.variants)
         return f"<tilec kernel {self.name}, dispatching over {names}>"

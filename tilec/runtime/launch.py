@@ -436,6 +436,10 @@ class Kernel:
                         for p in self.entry["params"])
         return f"<tilec kernel {self.name}({sig})>"
 
+    def release_workspaces(self) -> None:
+        """Give back device memory this kernel keeps between calls (a multi-launch kernel's workspaces); a
+        one-launch kernel keeps none. The next call allocates again."""
+
     # ------------------------------------------------------------ the call
 
     def __call__(self, *args, stream=None, sync: bool | None = None):

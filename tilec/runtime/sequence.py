@@ -147,6 +147,21 @@ class Launches(Kernel):
             self._fast_views[key] = views
         return views
 
+    def release_workspaces(self) -> None:
+        """Give back the workspaces kept per (device, stream): a process holding many multi-launch kernels (the
+        tuner, one per candidate) would otherwise keep each one's largest workspace at once."""
+        with self._workspace_lock:
+            self._fast_views.clear()
+            self._kept.clear()  # torch's allocator reuses the bytes in stream order
+            if self._workspaces:
+                from .cuda_driver import Driver
+
+                for (device, handle), (ptr, _) in self._workspaces.items():
+                    drv = Driver.get(device)
+                    drv.synchronize(handle)  # launches still reading it
+                    drv.free(ptr)
+                self._workspaces.clear()
+
     def workspace_bytes(self, *args) -> int:
         """The bytes of scratch a call with these arguments needs (the C launcher's NAME_workspace_bytes)."""
         layout = self._arguments or self._make_layout()

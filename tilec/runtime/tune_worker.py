@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import json
 import math
 import sys
@@ -270,12 +271,23 @@ def run(folder: Path, quiet: bool = False, deadline: float = math.inf) -> dict:
                 r.setdefault("times", {})[label(shape)] = time_launches(kernel, args)
             except Exception as e:
                 r.setdefault("errors", {})[label(shape)] = f"{type(e).__name__}: {e}"[:300]
+            _release(kernel)  # one candidate's workspace at a time: dozens of split-K workspaces fill the GPU
         if not quiet:
             best = min(((results[str(c["index"])].get("times", {}).get(label(shape), float("inf")), c["index"])
                         for c in built), default=(float("inf"), None))
             print(f"  {label(shape)}: best cand{best[1]} {best[0]:.4f} ms", flush=True)
         del args
+    loaded.clear()
+    if torch is not None:  # the next folder starts with the GPU's memory free
+        gc.collect()
+        torch.cuda.empty_cache()
     return results
+
+
+def _release(kernel) -> None:
+    release = getattr(kernel, "release_workspaces", None)  # (tests time plain functions)
+    if release is not None:
+        release()
 
 
 class Server:
@@ -328,12 +340,15 @@ class Server:
         try:
             kernel = self.kernel(message)
             if op == "retime":
-                return self.times(kernel, message["shapes"])
+                out = self.times(kernel, message["shapes"])
+                _release(kernel)
+                return out
             result = check(kernel, self.folder, self.plan, self.arrays)
         except Exception as e:  # a launch failure rejects this candidate, not the worker
             return {"check": "error", "error": f"{type(e).__name__}: {e}"[:500]}
         if result["check"] == "ok":
             result.update(self.times(kernel, list(self.shapes)))
+        _release(kernel)
         return result
 
     def serve(self, requests, replies) -> None:
