@@ -5,8 +5,9 @@
     compute-sanitizer --tool memcheck python3 bench/perf_next_gpu.py check DIR   # the realign builds, small shapes
 
 `build` compiles softmax, rmsnorm and layernorm for sm90 with their committed databases (what a user gets with no -D)
-in bf16, f16 and f32, twice: as committed (`realign`: misaligned rows into fragments by tl::load_realign, the no-TMA
-twins' row pipelines by copy_shifted) and with `--no-realign` (`plain`: the element-by-element loads before). `run`
+in bf16, f16 and f32, twice: with `--realign-rows` (`realign`: misaligned rows into fragments by tl::load_realign,
+the no-TMA twins' row pipelines by copy_shifted) and as a user gets them (`plain`: element-by-element loads, the
+default since the H200 run of 2026-12-02 found realign slower). `run`
 needs only numpy, torch, triton and tilec.runtime: it checks every build at odd and ragged row lengths against a
 float32 torch reference (outputs poisoned with NaN first; the worst row's relative error), then times both builds
 and torch at odd row lengths and at aligned ones (where the two builds run the same path: their difference there is
@@ -26,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 NORMS = ["softmax", "rmsnorm", "layernorm"]
 DTYPES = ["bf16", "f16", "f32"]
-VARIANTS = {"realign": [], "plain": ["--no-realign"]}
+VARIANTS = {"realign": ["--realign-rows"], "plain": []}
 CHECK = [(37, 1001), (37, 4095), (5, 20001), (1500, 8193), (3, 50257), (37, 50257), (64, 1000)]
 CHECK_SMALL = [(3, 1001), (2, 20001), (2, 50257)]  # `check` (under compute-sanitizer): the tensor's end in every path
 # odd rows (the vocabulary, odd hidden sizes), then aligned anchors (the same code path in both builds)

@@ -169,7 +169,8 @@ def compile(source: str | Path, options: CompileOptions | None = None, *, text: 
         except ValueError as e:
             raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
-            k.attrs["disabled"] = opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
+            k.attrs["disabled"] = (opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
+                                   | (frozenset() if opts.realign_rows else {"realign"}))
             pin(k, request)
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
         if target_name is not None:

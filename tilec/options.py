@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 # Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
-# --no-partition; simplify-indices is off unless CompileOptions.simplify_indices asks for it).
+# --no-partition; simplify-indices and realign are off unless CompileOptions.simplify_indices / realign_rows ask).
 DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize", "simplify_indices", "partition", "realign"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
@@ -57,6 +57,10 @@ class CompileOptions:
     # --simplify-indices: TVM's index simplification (passes/simplify_indices.py). Off by default: on the H200 it
     # made sm90 gemms 4-6% slower (bench/RESULTS.md), so it is the user's to try.
     simplify_indices: bool = False
+    # --realign-rows: misaligned rows into fragments by load_realign, and the row kernels' no-TMA twins' pipelines by
+    # copy_shifted. Off by default: on the H200 it made bf16 rows of 50257 up to 2.6x slower and never faster by
+    # more than noise (bench/RESULTS.md, 2026-12-02 s10); gemm's twin realigns its pipelines regardless.
+    realign_rows: bool = False
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them

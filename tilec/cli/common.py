@@ -60,7 +60,8 @@ def compile_options(args, **extra):
         tune_db=getattr(args, "tune_db", None),
         remarks=bool(getattr(args, "remarks", False) or getattr(args, "remarks_filter", None)),
         werror=bool(getattr(args, "Werror", False)), warn_conversion=bool(getattr(args, "Wconversion", False)),
-        simplify_indices=bool(getattr(args, "simplify_indices", False)))
+        simplify_indices=bool(getattr(args, "simplify_indices", False)),
+        realign_rows=bool(getattr(args, "realign_rows", False)))
     # a back end's own options (CompileOptions.backend_options), where the command line says something
     if getattr(args, "lineinfo", False):
         fields["lineinfo"] = True

@@ -107,9 +107,11 @@ COMPILE_FLAGS: list[Flag] = [
          const="wgmma"),
     Flag(("--no-partition",), "disable", "No interior/boundary split: every tile keeps its bounds guards "
          "(partition-boundaries off).", TOOLCHAIN, "append-const", const="partition"),
-    Flag(("--no-realign",), "disable", "Rows not aligned to a vector (odd row lengths) load element by element in "
-         "fragment loads and the no-TMA twins' row pipelines, as before load_realign (the A/B of docs/tuning.md).",
-         TOOLCHAIN, "append-const", const="realign"),
+    Flag(("--realign-rows",), "realign_rows", "Rows not aligned to a vector (odd row lengths) load a vector at a "
+         "time in fragment loads (load_realign) and the row kernels' no-TMA twins (off by default: slower on the "
+         "H200, docs/tuning.md).", TOOLCHAIN),
+    Flag(("--no-realign",), "disable", "Odd-length rows load element by element (the default; accepted for "
+         "older scripts).", TOOLCHAIN, "append-const", const="realign"),
     Flag(("--simplify-indices",), "simplify_indices", "Simplify the lowered index arithmetic with TVM's analyzer "
          "(simplify-indices; off by default: slower sm90 gemms on the H200).", TOOLCHAIN),
     Flag(("--no-simplify-indices",), "disable", "Emit index arithmetic as lowered (the default).", TOOLCHAIN,
