@@ -286,6 +286,19 @@ def test_merge_keeps_the_entrys_configuration_limit(tmp_path):
     assert load(path)["entries"][0]["max_configs"] == 2
 
 
+def test_collect_stores_the_configuration_limit(tmp_path, monkeypatch):
+    from tilec.cli import tune as tune_cli
+    from tilec.tuning import database
+
+    monkeypatch.setattr(database, "collect", lambda folder: _entry())
+    (tmp_path / "plan.json").write_text("{}")
+    path = tmp_path / "k.tune.json"
+    assert tune_cli._collect(str(tmp_path), str(path), True, 6) == 0
+    assert database.load(path)["entries"][0]["max_configs"] == 6
+    assert tune_cli._collect(str(tmp_path), str(path), True) == 0  # collected again without it: kept
+    assert database.load(path)["entries"][0]["max_configs"] == 6
+
+
 def test_tune_show_prints_the_selection_and_rejects_a_bad_limit(tmp_path):
     db = _db(tmp_path, {**_entry(), "timed": None})
     r = _tilec("tune", "--show", str(db))

@@ -6,7 +6,8 @@
         "date": ..., "tilec": ..., "candidates": {"built": 14, "pruned": 0, "wrong": 0},
         "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
                     "runner_ups": [{"config": {...}, "ms": 0.22}, ...],
-                    "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...]}]}   (all_ms[i]: timed[i]'s time)
+                    "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...],
+        "max_configs": 6}]}   (all_ms[i]: timed[i]'s time; max_configs optional, MAX_CONFIGS without it)
 
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
