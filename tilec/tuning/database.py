@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -219,7 +220,6 @@ def shape_weights(shapes: list[dict]) -> list[float]:
     tuned neighbours (a lone 1000x1000x1000 among the llm-gemm families) stands for every launch around it, while a
     family of close shapes (M = 1, 4, 16 at one N x K) shares its neighbourhood. Unweighted, a configuration that
     helps several shapes of one family a little outweighs the one that a lone shape needs."""
-    import math
 
     def log2(v) -> float:
         return math.log2(v) if isinstance(v, (int, float)) and v > 0 else 0.0
@@ -272,14 +272,23 @@ def select(entry: dict, max_configs: int | None = None, slack: float = SLACK) ->
         if chosen and all(min(times[c].get(si, float("inf")) for c in chosen) <= best[si] * (1 + slack)
                           for si in range(n)):
             break
-        pick = min((c for c in configs if c not in chosen), key=lambda c: (cost(chosen + [c]), c), default=None)
-        if pick is None or (chosen and cost(chosen + [pick]) >= cost(chosen)):
+        best_now = [min((slow[c][si] for c in chosen), default=math.inf) for si in range(n)]
+        scored = [(sum(w * min(b, t) for w, b, t in zip(weight, best_now, slow[c], strict=True)), c)
+                  for c in configs if c not in chosen]
+        if not scored:
+            break
+        total, pick = min(scored)
+        if chosen and total >= cost(chosen):
             break
         chosen.append(pick)
     current = cost(chosen)
+    others = sorted(configs)
     for _ in range(4 * max_configs):  # each round takes the best single swap; a few rounds settle it
-        swaps = [(cost(chosen[:i] + [c] + chosen[i + 1:]), i, c) for i in range(len(chosen))
-                 for c in sorted(configs) if c not in chosen]
+        swaps = []
+        for i in range(len(chosen)):
+            rest = [min((slow[c][si] for c in chosen[:i] + chosen[i + 1:]), default=math.inf) for si in range(n)]
+            swaps += [(sum(w * min(r, t) for w, r, t in zip(weight, rest, slow[c], strict=True)), i, c)
+                      for c in others if c not in chosen]
         if not swaps:
             break
         total, i, c = min(swaps)
