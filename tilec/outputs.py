@@ -303,6 +303,12 @@ def merged_source(sources: list[str], kernels: list[str]) -> str:
     The kernels are `extern "C"`, so their symbol names stay unqualified."""
     if len(sources) == 1:
         return sources[0]
+    # A device header that only some variants' sources carry (CUDA's tilec_cluster.h, for a configuration on a
+    # thread-block cluster) would land inside that variant's namespace, where its `namespace tl` hides the
+    # device header's: it is taken out of every variant and put once after the device header, at file scope.
+    hoisted = [h for h in _optional_headers() if any(h in s for s in sources)]
+    for h in hoisted:
+        sources = [s.replace(h + "\n", "", 1) for s in sources]
     first = sources[0].split("\n")
     parts = [sources[0]]
     for i, (text, name) in enumerate(zip(sources[1:], kernels[1:], strict=True), start=1):
@@ -315,7 +321,21 @@ def merged_source(sources: list[str], kernels: list[str]) -> str:
             shared -= 1
         own = "\n".join(lines[shared:])
         parts.append(f"namespace tilec_variant{i} {{\n{own}\n}}  // namespace tilec_variant{i}\n")
-    return "\n".join(parts)
+    merged = "\n".join(parts)
+    if hoisted:
+        from .targets.cuda.codegen import HEADER
+
+        head = HEADER.read_text()
+        at = merged.index(head) + len(head) + 1  # generate() joins its parts with a newline
+        merged = merged[:at] + "".join(h + "\n" for h in hoisted) + merged[at:]
+    return merged
+
+
+def _optional_headers() -> list[str]:
+    """The texts of the device headers a generated source carries only for some kernels."""
+    from .targets.cuda.codegen import CLUSTER_HEADER
+
+    return [CLUSTER_HEADER.read_text()]
 
 
 def intermediate_stem(stem: str) -> str:

@@ -5,6 +5,7 @@
     tilec tune gemm.tile ... --build-dir D      compile only; then on the GPU machine (runtime only):
     python -m tilec.runtime.tune_worker D      check and time; then here:
     tilec tune --collect D                      write the database
+    tilec tune --show gemm.tune.json            the configurations each entry's build carries, and its routes
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ def command(
                                                   "(time elsewhere, then --collect).", show_default=False)] = None,
     collect: Annotated[str | None, typer.Option("--collect", metavar="DIR", help="Write the database from a timed "
                                                 "build folder.", show_default=False)] = None,
+    show: Annotated[str | None, typer.Option("--show", metavar="DB", help="Print the configurations a build of "
+                                             "each entry of DB carries and which one runs each tuned shape, from "
+                                             "the stored times (nothing is timed or written).",
+                                             show_default=False)] = None,
+    max_configs: Annotated[int | None, typer.Option("--max-configs", metavar="N", help="The configurations a "
+                                                    "build of the entry may carry (stored in the entry; default 4; "
+                                                    "each one is compiled into the artifact). With --show: the "
+                                                    "limit to preview.", show_default=False)] = None,
     db: Annotated[str | None, typer.Option("--db", metavar="FILE", help="The database to write (default: <source "
                                            "stem>.tune.json beside the source).", show_default=False)] = None,
     quiet: p.Quiet = False,
@@ -99,12 +108,14 @@ def _summary(plan) -> str:
     return "\n".join(lines)
 
 
-def _collect(folder: str, db_path: str | None, quiet: bool) -> int:
+def _collect(folder: str, db_path: str | None, quiet: bool, max_configs: int | None = None) -> int:
     import json
 
     from ..tuning.database import collect, merge
 
     entry = collect(folder)
+    if max_configs is not None:
+        entry["max_configs"] = max_configs
     src = json.loads((Path(folder) / "plan.json").read_text()).get("source_path")
     path = db_path or (str(Path(src).with_name(Path(src).stem + ".tune.json")) if src else None)
     if path is None:
@@ -120,6 +131,40 @@ def _collect(folder: str, db_path: str | None, quiet: bool) -> int:
     return 0
 
 
+def _describe(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _show(path: str, kernel: str | None, max_configs: int | None) -> int:
+    """Print, per entry of the database at `path`, the configurations `select` keeps and each tuned shape's: the
+    stored (tuner-measured) time of the one it runs against the shape's best. Computed, not timed."""
+    from ..tuning.database import load, max_configs_of, select
+
+    db = load(path)
+    entries = [e for e in db["entries"] if kernel is None or e["kernel"] == kernel]
+    if not entries:
+        return _fail(f"{path}: no entry" + (f" for kernel {kernel}" if kernel else ""))
+    for e in entries:
+        limit = max_configs if max_configs is not None else max_configs_of(e)
+        configs, per_shape = select(e, max_configs=limit)
+        defines = " ".join(f"-D {k}={v}" for k, v in e["defines"].items())
+        print(f"{e['source']} {e['kernel']} {e['target']} {defines}".rstrip() + f" ({e.get('gpu')}, "
+              f"{len(e['shapes'])} shapes): {len(configs)} configurations (at most {limit})")
+        for i, c in enumerate(configs):
+            print(f"  cfg{i}: {_describe(c)}")
+        timed = e.get("timed") or []
+        for s, ci in zip(e["shapes"], per_shape, strict=True):
+            ms = next((r["ms"] for r in [s["winner"], *s["runner_ups"]] if r["config"] == configs[ci]), None)
+            if ms is None and configs[ci] in timed and "all_ms" in s:
+                ms = s["all_ms"][timed.index(configs[ci])]
+            best = s["winner"]["ms"]
+            at = ",".join(f"{k}={v}" for k, v in s["sizes"].items())
+            stored = f"{ms:.5f} ms stored, {ms / best:.2f}x its best {best:.5f}" if ms is not None else \
+                f"not timed there (best {best:.5f} ms)"
+            print(f"  {at}: cfg{ci}, {stored}")
+    return 0
+
+
 def main(args) -> int:
     from ..diagnostics import CompileError
     from ..errors import UserFacingError
@@ -127,10 +172,14 @@ def main(args) -> int:
     from ..tuning.shapes import ShapeError
 
     try:
+        if args.max_configs is not None and args.max_configs < 1:
+            return _fail(f"--max-configs {args.max_configs}: expected a whole number >= 1")
+        if args.show:
+            return _show(args.show, args.kernel, args.max_configs)
         if args.collect:
-            return _collect(args.collect, args.db, args.quiet)
+            return _collect(args.collect, args.db, args.quiet, args.max_configs)
         if not args.file:
-            return _fail("give the .tile FILE to tune (or --collect DIR)")
+            return _fail("give the .tile FILE to tune (or --collect DIR, or --show DB)")
         return _tune(args)
     except CompileError as e:
         from .common import print_diagnostics
@@ -234,4 +283,4 @@ def _write_results(folder: str, results: dict, args) -> int:
     import json
 
     (Path(folder) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    return _collect(folder, args.db, args.quiet)
+    return _collect(folder, args.db, args.quiet, args.max_configs)

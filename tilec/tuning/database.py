@@ -6,7 +6,8 @@
         "date": ..., "tilec": ..., "candidates": {"built": 14, "pruned": 0, "wrong": 0},
         "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
                     "runner_ups": [{"config": {...}, "ms": 0.22}, ...],
-                    "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...]}]}   (all_ms[i]: timed[i]'s time)
+                    "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...],
+        "max_configs": 6}]}   (all_ms[i]: timed[i]'s time; max_configs optional, MAX_CONFIGS without it)
 
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -58,6 +60,9 @@ def _same_entry(a: dict, b: dict) -> bool:
 def merge(path: str | os.PathLike, entry: dict) -> dict:
     """Add `entry` to the database at `path` (created if absent), replacing the entry it supersedes."""
     db = load(path) if Path(path).is_file() else {"tilec_tune_db": DB_VERSION, "entries": []}
+    old = [e for e in db["entries"] if _same_entry(e, entry)]
+    if old and "max_configs" in old[0] and "max_configs" not in entry:
+        entry = {**entry, "max_configs": old[0]["max_configs"]}  # a re-tune keeps the entry's configuration limit
     db["entries"] = [e for e in db["entries"] if not _same_entry(e, entry)] + [entry]
     db["entries"].sort(key=lambda e: (e["source"], e["kernel"], e["target"], json.dumps(e["defines"],
                                                                                          sort_keys=True)))
@@ -196,9 +201,52 @@ def _key(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def select(entry: dict, max_configs: int = MAX_CONFIGS, slack: float = SLACK) -> tuple[list[dict], list[int]]:
-    """The configurations an artifact carries (at most `max_configs`, greedily: each added one cuts the summed
-    slowdown against every shape's best the most) and, per tuned shape, the index of the one it runs."""
+def max_configs_of(entry: dict) -> int:
+    """How many configurations a build of `entry` may carry: its "max_configs" field, else MAX_CONFIGS. Each one
+    is compiled into the artifact as its own kernel, so the build's compile time grows with it."""
+    limit = entry.get("max_configs", MAX_CONFIGS)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise DatabaseError(f"the {entry.get('kernel', '?')} entry's max_configs is {limit!r}: expected a whole "
+                            "number >= 1")
+    return limit
+
+
+NEIGHBOUR_DISTANCE = 2.0  # tuned shapes this close (sum of |log2 a - log2 b| over the sizes) count as neighbours
+
+
+def shape_weights(shapes: list[dict]) -> list[float]:
+    """Each tuned shape's weight in `select`: 1 / (the tuned shapes within NEIGHBOUR_DISTANCE of it, itself
+    included). The dispatch runs every launch on the configuration of its nearest tuned shape, so a shape with no
+    tuned neighbours (a lone 1000x1000x1000 among the llm-gemm families) stands for every launch around it, while a
+    family of close shapes (M = 1, 4, 16 at one N x K) shares its neighbourhood. Unweighted, a configuration that
+    helps several shapes of one family a little outweighs the one that a lone shape needs."""
+
+    def log2(v) -> float:
+        return math.log2(v) if isinstance(v, (int, float)) and v > 0 else 0.0
+
+    logs = [{k: log2(v) for k, v in s["sizes"].items()} for s in shapes]
+
+    def distance(a: dict, b: dict) -> float:
+        return sum(abs(a[k] - b.get(k, 0.0)) for k in a) + sum(abs(b[k]) for k in b if k not in a)
+
+    return [1.0 / sum(1 for b in logs if distance(a, b) <= NEIGHBOUR_DISTANCE) for a in logs]
+
+
+def select(entry: dict, max_configs: int | None = None, slack: float = SLACK) -> tuple[list[dict], list[int]]:
+    """The configurations an artifact carries (at most `max_configs`, by default the entry's limit,
+    `max_configs_of`) and, per tuned shape, the index of the one it runs.
+
+    The objective is the weighted sum over the tuned shapes of the slowdown (time / the shape's best) of the
+    fastest chosen configuration there, each shape weighted by `shape_weights`. It is relative, so a 10 ms shape
+    counts no more than a 0.01 ms one, and weighted, so a lone shape is not outvoted by a family of close ones.
+    The configurations are picked greedily (each added one cuts the objective the most; stopping once every shape
+    is within `slack` of its best), then improved by swaps: a chosen configuration is replaced by another while
+    that lowers the objective. The greedy order alone keeps early compromises: a configuration picked first for
+    serving many shapes fairly stays even after later picks serve those shapes better, and the slot it holds is
+    the one a lone shape's winner needed (gemm's 64x128 split 4 against 1000x1000x1000's 64x128 on a (2, 1)
+    cluster)."""
+    if max_configs is None:
+        max_configs = max_configs_of(entry)
     times: dict[str, dict[int, float]] = {}
     configs: dict[str, dict] = {}
     timed = entry.get("timed")
@@ -211,23 +259,41 @@ def select(entry: dict, max_configs: int = MAX_CONFIGS, slack: float = SLACK) ->
             times.setdefault(k, {})[si] = r["ms"]
     best = [s["winner"]["ms"] for s in entry["shapes"]]
     n = len(best)
+    weight = shape_weights(entry["shapes"])
     missing = 4.0  # the slowdown charged where a configuration was not timed at a shape (an entry without "all_ms")
-
-    def slowdown(c: str, si: int) -> float:
-        t = times[c].get(si)
-        return missing if t is None else t / best[si]
+    slow = {c: [missing if times[c].get(si) is None else times[c][si] / best[si] for si in range(n)]
+            for c in configs}
 
     def cost(chosen: list[str]) -> float:
-        return sum(min((slowdown(c, si) for c in chosen), default=missing) for si in range(n))
+        return sum(w * min((slow[c][si] for c in chosen), default=missing) for si, w in enumerate(weight))
 
     chosen: list[str] = []
     while len(chosen) < max_configs:
         if chosen and all(min(times[c].get(si, float("inf")) for c in chosen) <= best[si] * (1 + slack)
                           for si in range(n)):
             break
-        pick = min((c for c in configs if c not in chosen), key=lambda c: (cost(chosen + [c]), c), default=None)
-        if pick is None or (chosen and cost(chosen + [pick]) >= cost(chosen)):
+        best_now = [min((slow[c][si] for c in chosen), default=math.inf) for si in range(n)]
+        scored = [(sum(w * min(b, t) for w, b, t in zip(weight, best_now, slow[c], strict=True)), c)
+                  for c in configs if c not in chosen]
+        if not scored:
+            break
+        total, pick = min(scored)
+        if chosen and total >= cost(chosen):
             break
         chosen.append(pick)
+    current = cost(chosen)
+    others = sorted(configs)
+    for _ in range(4 * max_configs):  # each round takes the best single swap; a few rounds settle it
+        swaps = []
+        for i in range(len(chosen)):
+            rest = [min((slow[c][si] for c in chosen[:i] + chosen[i + 1:]), default=math.inf) for si in range(n)]
+            swaps += [(sum(w * min(r, t) for w, r, t in zip(weight, rest, slow[c], strict=True)), i, c)
+                      for c in others if c not in chosen]
+        if not swaps:
+            break
+        total, i, c = min(swaps)
+        if total >= current - 1e-9:
+            break
+        chosen[i], current = c, total
     per_shape = [min(range(len(chosen)), key=lambda i: times[chosen[i]].get(si, float("inf"))) for si in range(n)]
     return [configs[c] for c in chosen], per_shape
