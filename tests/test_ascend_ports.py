@@ -16,7 +16,13 @@ import pytest
 import tilec
 from tilec.diagnostics import CompileError
 from tilec.interp.run import random_inputs
-from tilec.targets.ascend.model_run import ModelError, build_runner, run_on_model
+from tilec.targets.ascend.model_run import (
+    ModelError,
+    build_runner,
+    build_sequence_runner,
+    run_on_model,
+    run_sequence_on_model,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -28,7 +34,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
          "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
          "dequant_gemv_int4", "gemm_sp", "chunk_cumsum",  # byte and 16-bit tiles, integer ops in f32; cumsum
-         "gqa_decode_splitkv",  # a function of two launches (stage kernels in order, scratch between them)
+         "gqa_decode_splitkv",  # a function of two launches (through its NAME_launch, scratch between them)
          "layernorm_bwd",  # a 1-D tile stored at the column of a one-row loop
          "dequant_gemm_fp4"]  # & and | through int16 halves, T.reinterpret of 16-bit integers to f16
 
@@ -53,11 +59,17 @@ def _run_port(case, shape: str, source_edit=None):
     rng = np.random.default_rng()  # fresh inputs on every run
     args = case.inputs(sizes, rng) if case.inputs else None
     source = source_edit(result.source) if source_edit else result.source
-    names = []
-    for name in case.kernels or [result.simt[0].name]:  # a multi-launch function: its stage kernels, in order
-        seq = next((s for s in result.module.launches if s.name == name), None)
-        names += [st.kernel for st in seq.stages] if seq else [name]
-    for name in names:  # a multi-kernel port's kernels in order, on shared tensors (a function's scratch too)
+    for name in case.kernels or [result.simt[0].name]:  # a multi-kernel port's kernels in order, on shared tensors
+        seq = next((s for s in result.simt.launches if s.name == name), None)
+        if seq is not None:  # a function of several launches: end to end through its header's NAME_launch
+            function = next(f for f in result.module.launches if f.name == name)
+            if args is None:
+                own = {v.name: sizes[v.name] for v in function.size_vars if v.name in sizes}
+                args = random_inputs(function, own, seed=int(rng.integers(1 << 30)))
+            full = {v.name: sizes[v.name] if v.name in sizes else _size_from(function, args, v.name)
+                    for v in function.size_vars}
+            run_sequence_on_model(build_sequence_runner(source, result.simt, seq), seq, {**full, **args}, cores=4)
+            continue
         program = next(p for p in result.simt if p.name == name)
         k = next(k for k in result.module.kernels if k.name == name)
         own = {v.name: sizes[v.name] for v in k.size_vars if v.name in sizes}
@@ -152,7 +164,7 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
     kernels in order, at the ragged shape, on the same inputs as the interpreter; outputs start as NaN (accumulated
     ones from the same finite values), the tolerance from the dtype and the reduction length
     (tilec/testing/differential.py)."""
-    from tilec.interp.run import run_kernel
+    from tilec.interp.run import run_any
     from tilec.testing.differential import mismatches, prepare_outputs
 
     path = ROOT / "examples" / "tilelang" / case.file
@@ -161,20 +173,25 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
     sizes = case.sizes["ragged"]
     rng = np.random.default_rng(7)
     args = case.inputs(sizes, rng) if case.inputs else None
-    names = []
-    for name in case.kernels or [lowered.simt[0].name]:  # a multi-launch function: its stages, each compared
-        seq = next((s for s in lowered.module.launches if s.name == name), None)
-        names += [st.kernel for st in seq.stages] if seq else [name]
-    for name in names:
-        k = next(k for k in front.module.kernels if k.name == name)
+    for name in case.kernels or [lowered.simt[0].name]:
+        seq = next((s for s in lowered.simt.launches if s.name == name), None)
+        # a function of several launches: as a whole (the interpreter's fresh scratch and stages in order, the
+        # model through the launcher header's NAME_launch)
+        k = next(f for f in front.module.launches if f.name == name) if seq else \
+            next(k for k in front.module.kernels if k.name == name)
         ksizes = {s.name: sizes.get(s.name) or _size_from(k, args, s.name) for s in k.size_vars}
         fresh = random_inputs(k, ksizes, seed=3)
         args = fresh if args is None else {**fresh, **args}
-        prepare_outputs(k, args, seed=5)
+        for part in [next(s for s in front.module.kernels if s.name == st.kernel) for st in k.stages] if seq else [k]:
+            prepare_outputs(part, args, seed=5)
         want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
-        run_kernel(k, want)
-        program = next(p for p in lowered.simt if p.name == name)
-        run_on_model(build_runner(lowered.source, program), program, {**ksizes, **args}, cores=4)
+        run_any(front.module, k, want)
+        if seq is not None:
+            run_sequence_on_model(build_sequence_runner(lowered.source, lowered.simt, seq), seq, {**ksizes, **args},
+                                  cores=4)
+        else:
+            program = next(p for p in lowered.simt if p.name == name)
+            run_on_model(build_runner(lowered.source, program), program, {**ksizes, **args}, cores=4)
         bad = mismatches(k, args, want, ksizes)
         assert not bad, f"{case.name} on ascend910b at {ksizes}: " + "; ".join(bad)
         args = want
