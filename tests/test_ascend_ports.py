@@ -195,3 +195,65 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
         bad = mismatches(k, args, want, ksizes)
         assert not bad, f"{case.name} on ascend910b at {ksizes}: " + "; ".join(bad)
         args = want
+
+
+# what each refusal of a port must say (the reason, and what to write instead), and the construct it points at
+REFUSAL_PARTS = {
+    "the AscendC back end has no SIMT threads": (("write the per-thread work as a Parallel loop",),
+                                                 ("thread_binding",)),
+    "the Ascend 910B has no fp8 types": (("declare it f16 or bf16", "-D NAME=f16"), ()),  # (at the declaration)
+    "T.im2col has no AscendC lowering": (("`start + loop variable`", "build the kernel for sm80, sm90, gfx942 or "
+                                          "webgpu", "gather the window with box copies"), ("im2col(",)),
+}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if (c.name, "ascend910b") in EXPECTED_TARGETS],
+                         ids=lambda c: getattr(c, "name", None))
+def test_ascend_refusal_of_a_port_is_located_and_names_an_alternative(case, capsys):
+    """Each port ascend910b refuses (SIMT threads, fp8, im2col) stops with `file:line:col: error:` at the construct,
+    saying why and what to write instead."""
+    from tilec.cli.main import main as tilec_main
+
+    path = ROOT / "examples" / "tilelang" / case.file
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path, target="ascend910b", defines=case.defines_for("ascend910b"), kernel=case.kernel)
+    d = e.value.diagnostics[0]
+    reason = next(r for r in REFUSAL_PARTS if r in d.message)
+    alternative, construct = REFUSAL_PARTS[reason]
+    assert all(part in d.message for part in alternative), d.message
+    text = path.read_text().splitlines()[d.span.line - 1][d.span.col - 1:]
+    if not construct:  # the declaration of the tensor the message names
+        construct = (d.message.split("'")[1] + ":",)
+    assert any(w in text for w in construct), (case.name, text)
+    defines = [f"-D{k}={v}" for k, v in case.defines_for("ascend910b").items()]
+    assert tilec_main(["run", str(path), "--target", "ascend910b", *defines]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:{d.span.line}:{d.span.col}: error: {d.message}" in err, err
+
+
+def test_fp8_refusal_alternative_builds():
+    """gemm_fp8's A and B take their type from the const `dtype`: -Ddtype=f16, as the message says, builds."""
+    case = next(c for c in CASES if c.name == "gemm_fp8")
+    tilec.compile(ROOT / "examples" / "tilelang" / case.file, target="ascend910b",
+                  defines={**case.defines_for("ascend910b"), "dtype": "f16"})
+
+
+def test_a_non_affine_global_read_names_the_tile_alternative_that_runs(tmp_path, capsys):
+    """A global tensor read at a non-affine index inside a Parallel loop is refused at the read; the alternative the
+    message names (copy the box into a tile, index the tile) runs on the model and matches the interpreter."""
+    from tilec.cli.main import main as tilec_main
+
+    bad = tmp_path / "perm.tile"
+    bad.write_text("kernel perm(A: f32[N], C: out f32[N]):\n    with Kernel(ceildiv(N, 64), threads=128) as bx:\n"
+                   "        t = alloc_fragment((64,), f32)\n        for i in Parallel(64):\n"
+                   "            t[i] = A[bx * 64 + (i * 3) % 64]\n        copy(t, C[bx * 64])\n")
+    assert tilec_main([str(bad), "--target", "ascend910b", "-o", str(tmp_path / "p.cpp")]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:5:20: error: 'A' is accessed at an index that is not" in err and "index the tile" in err, err
+    good = tmp_path / "perm2.tile"
+    good.write_text("kernel perm(A: f32[N], C: out f32[N]):\n    with Kernel(ceildiv(N, 64), threads=128) as bx:\n"
+                    "        a = alloc_fragment((64,), f32)\n        t = alloc_fragment((64,), f32)\n"
+                    "        copy(A[bx * 64], a)\n        for i in Parallel(64):\n"
+                    "            t[i] = a[(i * 3) % 64]\n        copy(t, C[bx * 64])\n")
+    assert tilec_main(["run", str(good), "--target", "ascend910b", "--check", "--size", "N=600"]) == 0
+    assert "PASS" in capsys.readouterr().out
