@@ -27,8 +27,9 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     reference = tilec_compile(args.file, options=options.replace(targets=()))
     failures = 0
     # what a caller launches: each kernel, and each function of several launches as a whole (its stages in order
-    # on one scratch buffer, as the back end's launcher runs them), never a stage on inputs of its own
-    for k in public_kernels(reference.module):
+    # on one scratch buffer, as the back end's launcher runs them); a stage on inputs of its own only when --kernel
+    # names it
+    for k in public_kernels(reference.module) or reference.module.kernels:
         try:
             k_sizes = run_sizes(k, sizes)
             arrays = random_inputs(k, k_sizes, seed=args.seed)
