@@ -16,7 +16,13 @@ import pytest
 import tilec
 from tilec.diagnostics import CompileError
 from tilec.interp.run import random_inputs
-from tilec.targets.ascend.model_run import ModelError, build_runner, run_on_model
+from tilec.targets.ascend.model_run import (
+    ModelError,
+    build_runner,
+    build_sequence_runner,
+    run_on_model,
+    run_sequence_on_model,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -28,7 +34,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the AscendC
 PORTS = ["gemm_splitk", "gemm_splitk_atomic", "blocksparse_gemm", "grouped_gemm", "blocksparse_attn", "linear_attn_fwd",
          "retention_fwd", "mha_bwd_bhsd", "mha_bwd_bhsd_causal", "mla_decode", "gemm_persistent",
          "dequant_gemv_int4", "gemm_sp", "chunk_cumsum",  # byte and 16-bit tiles, integer ops in f32; cumsum
-         "gqa_decode_splitkv",  # a function of two launches (stage kernels in order, scratch between them)
+         "gqa_decode_splitkv",  # a function of two launches (through its NAME_launch, scratch between them)
          "layernorm_bwd",  # a 1-D tile stored at the column of a one-row loop
          "dequant_gemm_fp4"]  # & and | through int16 halves, T.reinterpret of 16-bit integers to f16
 
@@ -53,11 +59,17 @@ def _run_port(case, shape: str, source_edit=None):
     rng = np.random.default_rng()  # fresh inputs on every run
     args = case.inputs(sizes, rng) if case.inputs else None
     source = source_edit(result.source) if source_edit else result.source
-    names = []
-    for name in case.kernels or [result.simt[0].name]:  # a multi-launch function: its stage kernels, in order
-        seq = next((s for s in result.module.launches if s.name == name), None)
-        names += [st.kernel for st in seq.stages] if seq else [name]
-    for name in names:  # a multi-kernel port's kernels in order, on shared tensors (a function's scratch too)
+    for name in case.kernels or [result.simt[0].name]:  # a multi-kernel port's kernels in order, on shared tensors
+        seq = next((s for s in result.simt.launches if s.name == name), None)
+        if seq is not None:  # a function of several launches: end to end through its header's NAME_launch
+            function = next(f for f in result.module.launches if f.name == name)
+            if args is None:
+                own = {v.name: sizes[v.name] for v in function.size_vars if v.name in sizes}
+                args = random_inputs(function, own, seed=int(rng.integers(1 << 30)))
+            full = {v.name: sizes[v.name] if v.name in sizes else _size_from(function, args, v.name)
+                    for v in function.size_vars}
+            run_sequence_on_model(build_sequence_runner(source, result.simt, seq), seq, {**full, **args}, cores=4)
+            continue
         program = next(p for p in result.simt if p.name == name)
         k = next(k for k in result.module.kernels if k.name == name)
         own = {v.name: sizes[v.name] for v in k.size_vars if v.name in sizes}
@@ -152,7 +164,7 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
     kernels in order, at the ragged shape, on the same inputs as the interpreter; outputs start as NaN (accumulated
     ones from the same finite values), the tolerance from the dtype and the reduction length
     (tilec/testing/differential.py)."""
-    from tilec.interp.run import run_kernel
+    from tilec.interp.run import run_any
     from tilec.testing.differential import mismatches, prepare_outputs
 
     path = ROOT / "examples" / "tilelang" / case.file
@@ -161,20 +173,87 @@ def test_port_on_the_ascend_model_matches_the_interpreter(case):
     sizes = case.sizes["ragged"]
     rng = np.random.default_rng(7)
     args = case.inputs(sizes, rng) if case.inputs else None
-    names = []
-    for name in case.kernels or [lowered.simt[0].name]:  # a multi-launch function: its stages, each compared
-        seq = next((s for s in lowered.module.launches if s.name == name), None)
-        names += [st.kernel for st in seq.stages] if seq else [name]
-    for name in names:
-        k = next(k for k in front.module.kernels if k.name == name)
+    for name in case.kernels or [lowered.simt[0].name]:
+        seq = next((s for s in lowered.simt.launches if s.name == name), None)
+        # a function of several launches: as a whole (the interpreter's fresh scratch and stages in order, the
+        # model through the launcher header's NAME_launch)
+        k = next(f for f in front.module.launches if f.name == name) if seq else \
+            next(k for k in front.module.kernels if k.name == name)
         ksizes = {s.name: sizes.get(s.name) or _size_from(k, args, s.name) for s in k.size_vars}
         fresh = random_inputs(k, ksizes, seed=3)
         args = fresh if args is None else {**fresh, **args}
-        prepare_outputs(k, args, seed=5)
+        for part in [next(s for s in front.module.kernels if s.name == st.kernel) for st in k.stages] if seq else [k]:
+            prepare_outputs(part, args, seed=5)
         want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
-        run_kernel(k, want)
-        program = next(p for p in lowered.simt if p.name == name)
-        run_on_model(build_runner(lowered.source, program), program, {**ksizes, **args}, cores=4)
+        run_any(front.module, k, want)
+        if seq is not None:
+            run_sequence_on_model(build_sequence_runner(lowered.source, lowered.simt, seq), seq, {**ksizes, **args},
+                                  cores=4)
+        else:
+            program = next(p for p in lowered.simt if p.name == name)
+            run_on_model(build_runner(lowered.source, program), program, {**ksizes, **args}, cores=4)
         bad = mismatches(k, args, want, ksizes)
         assert not bad, f"{case.name} on ascend910b at {ksizes}: " + "; ".join(bad)
         args = want
+
+
+# what each refusal of a port must say (the reason, and what to write instead), and the construct it points at
+REFUSAL_PARTS = {
+    "the AscendC back end has no SIMT threads": (("write the per-thread work as a Parallel loop",),
+                                                 ("thread_binding",)),
+    "the Ascend 910B has no fp8 types": (("declare it f16 or bf16", "-D NAME=f16"), ()),  # (at the declaration)
+    "T.im2col has no AscendC lowering": (("`start + loop variable`", "build the kernel for sm80, sm90, gfx942 or "
+                                          "webgpu", "gather the window with box copies"), ("im2col(",)),
+}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if (c.name, "ascend910b") in EXPECTED_TARGETS],
+                         ids=lambda c: getattr(c, "name", None))
+def test_ascend_refusal_of_a_port_is_located_and_names_an_alternative(case, capsys):
+    """Each port ascend910b refuses (SIMT threads, fp8, im2col) stops with `file:line:col: error:` at the construct,
+    saying why and what to write instead."""
+    from tilec.cli.main import main as tilec_main
+
+    path = ROOT / "examples" / "tilelang" / case.file
+    with pytest.raises(CompileError) as e:
+        tilec.compile(path, target="ascend910b", defines=case.defines_for("ascend910b"), kernel=case.kernel)
+    d = e.value.diagnostics[0]
+    reason = next(r for r in REFUSAL_PARTS if r in d.message)
+    alternative, construct = REFUSAL_PARTS[reason]
+    assert all(part in d.message for part in alternative), d.message
+    text = path.read_text().splitlines()[d.span.line - 1][d.span.col - 1:]
+    if not construct:  # the declaration of the tensor the message names
+        construct = (d.message.split("'")[1] + ":",)
+    assert any(w in text for w in construct), (case.name, text)
+    defines = [f"-D{k}={v}" for k, v in case.defines_for("ascend910b").items()]
+    assert tilec_main(["run", str(path), "--target", "ascend910b", *defines]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:{d.span.line}:{d.span.col}: error: {d.message}" in err, err
+
+
+def test_fp8_refusal_alternative_builds():
+    """gemm_fp8's A and B take their type from the const `dtype`: -Ddtype=f16, as the message says, builds."""
+    case = next(c for c in CASES if c.name == "gemm_fp8")
+    tilec.compile(ROOT / "examples" / "tilelang" / case.file, target="ascend910b",
+                  defines={**case.defines_for("ascend910b"), "dtype": "f16"})
+
+
+def test_a_non_affine_global_read_names_the_tile_alternative_that_runs(tmp_path, capsys):
+    """A global tensor read at a non-affine index inside a Parallel loop is refused at the read; the alternative the
+    message names (copy the box into a tile, index the tile) runs on the model and matches the interpreter."""
+    from tilec.cli.main import main as tilec_main
+
+    bad = tmp_path / "perm.tile"
+    bad.write_text("kernel perm(A: f32[N], C: out f32[N]):\n    with Kernel(ceildiv(N, 64), threads=128) as bx:\n"
+                   "        t = alloc_fragment((64,), f32)\n        for i in Parallel(64):\n"
+                   "            t[i] = A[bx * 64 + (i * 3) % 64]\n        copy(t, C[bx * 64])\n")
+    assert tilec_main([str(bad), "--target", "ascend910b", "-o", str(tmp_path / "p.cpp")]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:5:20: error: 'A' is accessed at an index that is not" in err and "index the tile" in err, err
+    good = tmp_path / "perm2.tile"
+    good.write_text("kernel perm(A: f32[N], C: out f32[N]):\n    with Kernel(ceildiv(N, 64), threads=128) as bx:\n"
+                    "        a = alloc_fragment((64,), f32)\n        t = alloc_fragment((64,), f32)\n"
+                    "        copy(A[bx * 64], a)\n        for i in Parallel(64):\n"
+                    "            t[i] = a[(i * 3) % 64]\n        copy(t, C[bx * 64])\n")
+    assert tilec_main(["run", str(good), "--target", "ascend910b", "--check", "--size", "N=600"]) == 0
+    assert "PASS" in capsys.readouterr().out

@@ -86,6 +86,11 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
                      "have bank conflicts")),
     "tilec run samples/softmax.tile --device cpu --size M=100,N=1000": ((), "Y"),
     "tilec run samples/softmax.tile --target ascend910b --check --size M=37,N=1000": ((), "PASS"),  # (ragged, cheap)
+    # a function of two launches, end to end through its header's gqa_decode_launch (docs/ascend.md)
+    "tilec run examples/tilelang/gqa_decode_splitkv.tile --target ascend910b --check -Dnum_split=3 "
+    "--size batch=2,heads=4,heads_kv=1,seqlen_kv=70":
+        ((), ("gqa_decode.Output: f16[2, 4, 64]", "gqa_decode_launch, 2 launches (MIX_AIC_1_2, AIV_ONLY), 6400 bytes "
+                                                  "of scratch", "check Output against the interpreter: PASS")),
     "tilec run samples/softmax.tile --target webgpu --check": (("webgpu",), "PASS"),
     "tilec targets": ((), "sm90"),
     "tilec --help": ((), "--target"),

@@ -869,7 +869,7 @@ def test_tilec_run_target_webgpu_checks_against_the_interpreter(webgpu, tmp_path
 
 def test_ascend_builds_the_stages_and_the_sequence_launcher(tmp_path):
     """ascend910b: the stages are kernels of the source, and the launcher header's rowsum_launch places the scratch
-    in one buffer and launches them in order (the model runs gqa_decode_splitkv's stages: test_ascend_ports.py).
+    in one buffer and launches them in order (the model runs such functions through it: test_ascend_launches.py).
     SPLIT's single-element store of Cnt is refused at its line."""
     with pytest.raises(CompileError) as e:
         tilec.compile(_write(tmp_path, SPLIT), target="ascend910b")

@@ -15,7 +15,7 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     import numpy as np
 
     from .. import compile as tilec_compile
-    from ..interp.run import DEFAULT_SIZE, random_inputs, run_kernel
+    from ..interp.run import DEFAULT_SIZE, public_kernels, random_inputs, run_any
     from ..testing.compare import compare
     from .common import compile_options
     from .sizes import run_sizes
@@ -26,7 +26,10 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
     result = tilec_compile(args.file, options=options)
     reference = tilec_compile(args.file, options=options.replace(targets=()))
     failures = 0
-    for k in reference.module.kernels:
+    # what a caller launches: each kernel, and each function of several launches as a whole (its stages in order
+    # on one scratch buffer, as the back end's launcher runs them); a stage on inputs of its own only when --kernel
+    # names it
+    for k in public_kernels(reference.module) or reference.module.kernels:
         try:
             k_sizes = run_sizes(k, sizes)
             arrays = random_inputs(k, k_sizes, seed=args.seed)
@@ -50,7 +53,7 @@ def cmd_run_model(args, backend, sizes: dict[str, int]) -> int:
         if ref_fn is not None:
             wanted = _reference_outputs(ref_fn, ref_spec, inputs, outs, k.name)
         else:
-            run_kernel(k, arrays)
+            run_any(reference.module, k, arrays)
             wanted = {p.name: arrays[p.name] for p in outs}
         for p in outs:
             c = compare(got[p.name], wanted[p.name], getattr(args, "rtol", None), getattr(args, "atol", None),

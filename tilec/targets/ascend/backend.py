@@ -159,13 +159,28 @@ class AscendBackend(Backend):
         return (ModelError,)
 
     def run_on_model(self, result, kernel: str, arrays: dict, sizes: dict[str, int]) -> str:
-        from .model_run import build_runner, run_on_model
+        """A kernel, or a function of several launches end to end through its launcher header's NAME_launch (one
+        scratch buffer of NAME_scratch_bytes, the stages in order: model_run.build_sequence_runner)."""
+        from .model_run import build_runner, build_sequence_runner, run_on_model, run_sequence_on_model
 
+        seq = next((s for s in getattr(result.simt, "launches", []) if s.name == kernel), None)
+        if seq is not None:
+            exe = build_sequence_runner(result.source, result.simt, seq)
+            err, scratch = run_sequence_on_model(exe, seq, {**sizes, **arrays}, cores=MODEL_CORES)
+            self._scratch_bytes[kernel] = scratch
+            return err
         program = next(p for p in result.simt if p.name == kernel)
         exe = build_runner(result.source, program)
         return run_on_model(exe, program, {**sizes, **arrays}, cores=MODEL_CORES)
 
+    _scratch_bytes: dict[str, int] = {}  # of the last run of each function of several launches (describe_run)
+
     def describe_run(self, result, kernel: str) -> str:
+        seq = next((s for s in getattr(result.simt, "launches", []) if s.name == kernel), None)
+        if seq is not None:
+            types = ", ".join(next(p.kernel_type for p in result.simt if p.name == st) for st in seq.stages)
+            return (f"AscendC on {self.host_model}: {kernel}_launch, {len(seq.stages)} launches ({types}), "
+                    f"{self._scratch_bytes.get(kernel, '?')} bytes of scratch")
         program = next(p for p in result.simt if p.name == kernel)
         return f"AscendC on {self.host_model}, {program.kernel_type}"
 

@@ -648,8 +648,17 @@ def lower_parallel(lw, s: T.For) -> None:
     for x in loads + stores:
         box = _global_box(loop, x)
         if box is None:
+            if any(v.name.startswith("im2col_") for v in s.vars):  # the loop T.im2col expands to (build_tileops)
+                raise error(f"T.im2col has no AscendC lowering: its window gather reads '{x.buffer.name}' at positions "
+                            "computed from each tile row and column by division and remainder (the output pixel, "
+                            "the window position), and the AscendC back end moves global memory only as boxes whose "
+                            "indices are `start + loop variable`; build the kernel for sm80, sm90, gfx942 or webgpu, "
+                            "which lower T.im2col, or gather the window with box copies (`T.copy(data[n, h, w, c], "
+                            "tile)`) for ascend910b", x.span)
             raise error(f"'{x.buffer.name}' is accessed at an index that is not `start + loop variable`; the AscendC "
-                        "back end copies a global tile in or out around the vector calls", x.span)
+                        "back end copies a global tile in or out around the vector calls: copy the box the loop reads "
+                        "into a tile with T.copy and index the tile (a tile is read at any index through Gather)",
+                        x.span)
         region, key = box
         if key in loop.globals:
             continue

@@ -2,7 +2,8 @@
 //
 // A vector-only or cube-only kernel runs its blocks one after another, each on a fresh core (distinct
 // clocks, so two blocks touching the same global bytes without ordering is reported as a race). A mixed
-// kernel runs each group's AIC and two AIVs as three threads, so cross-core flags block for real.
+// kernel runs each group's AIC and two AIVs as three threads, so cross-core flags block for real. Several
+// launches in one process (a multi-launch function through its NAME_launch) run in order, as on one stream.
 #pragma once
 
 namespace AscendC {
@@ -42,6 +43,10 @@ inline void free_core(Core* c) { delete c; }
 inline void launch(int kernel_type, uint32_t blockDim, const std::function<void()>& body) {
     World& w = world();
     if (blockDim < 1 || blockDim > 65535) fail("error", fmt("launch: blockDim %u outside 1..65535", blockDim));
+    // Launches on one stream run one after another: what an earlier launch did to global memory is ordered
+    // before this one (a multi-launch function's second stage reads what its first wrote), so the shadow starts
+    // afresh; the cores (and their clocks) are new.
+    for (GmRange& r : w.gm) std::fill(r.shadow.begin(), r.shadow.end(), Granule());
     if (kernel_type != KERNEL_TYPE_MIX_AIC_1_2) {
         bool aic = kernel_type == KERNEL_TYPE_AIC_ONLY;
         std::vector<Core*> cores;

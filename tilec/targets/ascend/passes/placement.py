@@ -53,7 +53,7 @@ def _check_types(k: T.Kernel) -> None:
     for name, dt, span, kind in named:
         if dt.name.startswith("f8"):
             raise error(f"'{name}' is {dt}: the Ascend 910B has no fp8 types (its cube unit takes f16, bf16 "
-                        "and int8); use -D to pick f16 or bf16", span)
+                        "and int8); declare it f16 or bf16 (where a const gives the type, -D NAME=f16 does it)", span)
         if kind == "var" and (dt.is_float and dt.name == "f32" or not dt.is_float):
             continue  # a scalar-unit variable (int64_t, float or bool in C++)
         if kind == "tensor" and dt.name in SCALAR_GM_TYPES:
