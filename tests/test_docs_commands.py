@@ -678,12 +678,12 @@ def test_readme_tune_build_folder(scratch):
 
 
 def _documented_tune_commands() -> list[str]:
-    """Every documented `tilec tune` that builds or times (not --collect), its continuation lines joined, from the
-    ledgers and the GPU commands' preparatory commands (their arguments can be checked here)."""
+    """Every documented `tilec tune` that builds or times (not --collect or --show), its continuation lines joined,
+    from the ledgers and the GPU commands' preparatory commands (their arguments can be checked here)."""
     ledger = [*RUN_HERE, *RUN_ELSEWHERE, *RUN_ON_GPU, *RUN_LONG,
               *(c for before, _ in RUN_ON_GPU.values() for c in before)]
     cmds = {_full(part.strip()) for c in ledger for part in c.split("&&")}
-    return sorted(c for c in cmds if c.startswith("tilec tune ") and "--collect" not in c)
+    return sorted(c for c in cmds if c.startswith("tilec tune ") and "--collect" not in c and "--show" not in c)
 
 
 @pytest.mark.parametrize("command", _documented_tune_commands())

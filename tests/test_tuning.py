@@ -329,14 +329,14 @@ def test_merged_source_keeps_the_cluster_header_at_file_scope(tmp_path):
                             "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n  tl::cluster_sync();\n#endif\n"
                             "  x[0] = tl::ceildiv(3, 2);\n}"])
     for sources, names in (([plain, clustered], ["k__cfg0", "k__cfg1"]), ([clustered, plain], ["k__cfg1", "k__cfg0"])):
-        text = merged_source(sources, names)
+        text = merged_source(sources, names, (head, (cluster,)))
         assert text.count(cluster) == 1 and text.count(head) == 1
         assert text.index(head) < text.index(cluster) < text.index("namespace tilec_variant1")
         assert "k__cfg0" in text and "k__cfg1" in text
     if nvcc_version() is None:
         return
     cu = tmp_path / "m.cu"
-    cu.write_text(merged_source([plain, clustered], ["k__cfg0", "k__cfg1"]))
+    cu.write_text(merged_source([plain, clustered], ["k__cfg0", "k__cfg1"], (head, (cluster,))))
     r = subprocess.run(["nvcc", "-arch=sm_90a", "--ptx", str(cu), "-o", str(tmp_path / "m.ptx")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

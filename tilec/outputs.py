@@ -186,7 +186,7 @@ def _build(source, opts: CompileOptions, own, targets, backend, kind: str, outpu
             on_compiled(results[0])
         if i == 0:  # every variant's multi-launch kernels, under their variant names (before variants_unit)
             launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
-        units.append(variants_unit(per_variant, [sfx for _, sfx in variants], entries))
+        units.append(variants_unit(per_variant, [sfx for _, sfx in variants], entries, backend.variant_headers()))
     first = results[0]
     forward_ptx, ptx_warnings = _forward_ptx_unit(source, own, targets, backend, kind, units, variants, entries, text)
     if opts.remarks:  # the remarks that need the kernel run: bank conflicts of its shared accesses
@@ -237,7 +237,7 @@ def _forward_ptx_unit(source, own, targets, backend, kind: str, units, variants,
                                             f"for {name} ({first}); GPUs newer than "
                                             f"{', '.join(t.name for t in targets)} will not run it (--no-ptx "
                                             "silences this)")]
-    return variants_unit(per_variant, [sfx for _, sfx in variants], entries), []
+    return variants_unit(per_variant, [sfx for _, sfx in variants], entries, backend.variant_headers()), []
 
 
 # ---------------------------------------------------------------------------- variants
@@ -264,14 +264,15 @@ def compile_variant(source, target: str, opts: CompileOptions, kernel_suffix: st
         return compile_ir(source, opts.replace(targets=(target,)), text=text)
 
 
-def variants_unit(results: list, suffixes: list[str], kernel_entries):
+def variants_unit(results: list, suffixes: list[str], kernel_entries, headers=("", ())):
     """The back end's Unit for one target from its variants' CompileResults: the merged source and every variant's
-    kernel entries. The results' Tile IR kernels get their public names back, so that a caller comparing the
-    artifact's public kernel with the interpreter (`tilec run --check`) finds it."""
+    kernel entries (`headers`: the back end's variant_headers). The results' Tile IR kernels get their public names
+    back, so that a caller comparing the artifact's public kernel with the interpreter (`tilec run --check`) finds
+    it."""
     from .targets.backend import Unit
 
     entries = [e for r in results for e in kernel_entries(r)]
-    source = merged_source([r.source for r in results], [r.module.kernels[0].name for r in results])
+    source = merged_source([r.source for r in results], [r.module.kernels[0].name for r in results], headers)
     for r, sfx in zip(results, suffixes, strict=True):
         if sfx:
             public_names(r.module, sfx)
@@ -296,7 +297,7 @@ def public_names(module, sfx: str) -> None:
         seq.name = base
 
 
-def merged_source(sources: list[str], kernels: list[str]) -> str:
+def merged_source(sources: list[str], kernels: list[str], headers: tuple[str, tuple[str, ...]] = ("", ())) -> str:
     """One translation unit from the sources of several variants of a kernel: the first whole, then of each
     other what follows the text it shares with the first (the device header and common helpers), inside a
     namespace of its own, so that helpers the variants both generate (`tl_wgmma_ss_n128_f16_t1`) do not clash.
@@ -306,7 +307,8 @@ def merged_source(sources: list[str], kernels: list[str]) -> str:
     # A device header that only some variants' sources carry (CUDA's tilec_cluster.h, for a configuration on a
     # thread-block cluster) would land inside that variant's namespace, where its `namespace tl` hides the
     # device header's: it is taken out of every variant and put once after the device header, at file scope.
-    hoisted = [h for h in _optional_headers() if any(h in s for s in sources)]
+    head, optional = headers
+    hoisted = [h for h in optional if any(h in s for s in sources)]
     for h in hoisted:
         sources = [s.replace(h + "\n", "", 1) for s in sources]
     first = sources[0].split("\n")
@@ -323,19 +325,9 @@ def merged_source(sources: list[str], kernels: list[str]) -> str:
         parts.append(f"namespace tilec_variant{i} {{\n{own}\n}}  // namespace tilec_variant{i}\n")
     merged = "\n".join(parts)
     if hoisted:
-        from .targets.cuda.codegen import HEADER
-
-        head = HEADER.read_text()
         at = merged.index(head) + len(head) + 1  # generate() joins its parts with a newline
         merged = merged[:at] + "".join(h + "\n" for h in hoisted) + merged[at:]
     return merged
-
-
-def _optional_headers() -> list[str]:
-    """The texts of the device headers a generated source carries only for some kernels."""
-    from .targets.cuda.codegen import CLUSTER_HEADER
-
-    return [CLUSTER_HEADER.read_text()]
 
 
 def intermediate_stem(stem: str) -> str:

@@ -156,6 +156,12 @@ class Backend:
         """The source text of the lowered module."""
         raise NotImplementedError
 
+    def variant_headers(self) -> tuple[str, tuple[str, ...]]:
+        """For one source merged from a tuned kernel's variants (tilec.outputs.merged_source): the text of the
+        device header every generated source carries, and the texts of headers only some variants carry, which go
+        once after it at file scope instead of inside a variant's namespace. None by default."""
+        return "", ()
+
     # ------------------------------------------------------------------ building
 
     def parse_options(self, options):

@@ -85,6 +85,11 @@ class CudaBackend(SimtBackend):
     driver_api = "CUDA driver API (cuModuleLoadData, cuLaunchKernel)"
     codegen = "tilec.targets.cuda.codegen"
 
+    def variant_headers(self) -> tuple[str, tuple[str, ...]]:
+        from .codegen import CLUSTER_HEADER, HEADER
+
+        return HEADER.read_text(), (CLUSTER_HEADER.read_text(),)  # the cluster header: clustered variants alone
+
     def lower(self, module, rep, target, dumps, want, verify=False):
         import copy
 
