@@ -5,7 +5,7 @@
 # src/, typer, lark, rich, pydantic and their pure-Python dependencies in site/, cp312 wheels of pydantic_core and
 # ml_dtypes unpacked in site312/: the H200 image's Python is 3.12, and this script); run
 # `bash .artifacts/NAME/docs_gpu_commands.sh` from the repository root with $OUT set. Results of 2026-12-02:
-# bench/RESULTS.md, "Documented GPU commands".
+# bench/RESULTS.md, "Documented GPU commands" (the first group) and the s10 lead section (the second group).
 #
 # STEPS="name ..." runs only the named steps (the last word of each `step` line); DRY=1 prints the steps that would
 # run, with their time limits and the sum of them, and runs nothing (no GPU needed: check a selection here first).
@@ -34,7 +34,8 @@ step 60 "tilec profile samples/flash_attention.tile --target sm90 --size B=1,S=4
 step 90 "tilec package samples/*.tile --target sm80,sm90 -o pkg/ && tilec check-deploy pkg/ && python3 -m tilec.deploy_check pkg/" check_deploy
 step 60 "tilec tune samples/softmax.tile --target sm90 --shapes rows --gpus all" tune_softmax
 fi
-# The GPU commands added to tests/test_docs_commands.py RUN_ON_GPU on 2026-12-02 (s8-docs; not yet run on a GPU):
+# The GPU commands added to tests/test_docs_commands.py RUN_ON_GPU on 2026-12-02 (s8-docs; all ran on the H200 in s10,
+# tune_samples after its worker stopped keeping every split-K candidate's workspace):
 # `MORE=1 bash .artifacts/NAME/docs_gpu_commands.sh`. Tuning writes databases into samples/: here a copy.
 if [ "${MORE:-}" = 1 ]; then
   rm samples && cp -r "$REPO/samples" samples && mkdir -p bench && cp "$REPO/bench/tune_samples.py" bench/
