@@ -61,26 +61,20 @@ def _model_hash() -> str:
     return h.hexdigest()
 
 
-def _main_source(program) -> str:
-    lines = ["#include <fstream>", "#include <iterator>", '#include "kernel.cpp"', "",
-             "static std::vector<uint8_t> load(const char* path) {",
-             "    std::ifstream f(path, std::ios::binary);",
-             "    std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());",
-             "    return d;", "}",
-             "int main(int argc, char** argv) {",
-             "    int a = 1;", "    const uint32_t cores = (uint32_t)atoi(argv[a++]);"]
-    call = []
-    tensors = []
-    for ty, name in program.host_params:
-        if name == "workspace":  # a mixed kernel's GM workspace: allocated below, once the block count is known
-            call.append("workspace_data.data()")
-            continue
-        if ty == "uint8_t*":
-            lines.append(f"    const char* {name}_path = argv[a++];")
-            lines.append(f"    std::vector<uint8_t> {name}_data = load({name}_path);")
-            lines.append(f"    size_t {name}_bytes = {name}_data.size();")
-            lines.append(f"    {name}_data.resize({name}_bytes + 64);  // never an empty (null) buffer")
-            lines.append(f'    AscendC::model::gm_register({name}_data.data(), {name}_bytes, "{name}");')
+def _read_arguments(host_params, register: str, lines: list[str], given: dict[str, str]) -> tuple[list, list]:
+    """The runner's main() reading a kernel's arguments from argv in order (a tensor: a file's bytes, registered with
+    the model's global memory through `register`; a scalar: its text), appended to `lines`; `given`: parameters the
+    runner makes itself (name -> the expression passed). Returns the call's arguments and the tensors' names."""
+    call, tensors = [], []
+    for ty, name in host_params:
+        if name in given:
+            call.append(given[name])
+        elif ty == "uint8_t*":
+            lines += [f"    const char* {name}_path = argv[a++];",
+                      f"    std::vector<uint8_t> {name}_data = load({name}_path);",
+                      f"    size_t {name}_bytes = {name}_data.size();",
+                      f"    {name}_data.resize({name}_bytes + 64);  // never an empty (null) buffer",
+                      f'    {register}({name}_data.data(), {name}_bytes, "{name}");']
             call.append(f"{name}_data.data()")
             tensors.append(name)
         elif ty == "float":
@@ -89,6 +83,20 @@ def _main_source(program) -> str:
         else:
             lines.append(f"    const {ty} {name} = ({ty})strtoll(argv[a++], nullptr, 10);")
             call.append(name)
+    return call, tensors
+
+
+def _main_source(program) -> str:
+    lines = ["#include <fstream>", "#include <iterator>", '#include "kernel.cpp"', "",
+             "static std::vector<uint8_t> load(const char* path) {",
+             "    std::ifstream f(path, std::ios::binary);",
+             "    std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());",
+             "    return d;", "}",
+             "int main(int argc, char** argv) {",
+             "    int a = 1;", "    const uint32_t cores = (uint32_t)atoi(argv[a++]);"]
+    # a mixed kernel's GM workspace: allocated below, once the block count is known
+    call, tensors = _read_arguments(program.host_params, "AscendC::model::gm_register", lines,
+                                    {"workspace": "workspace_data.data()"})
     sizes = ", ".join(n for t, n in program.host_params if t == "int64_t")
     lines.append(f"    const int64_t tiles = {program.name}_tiles({sizes});")
     lines.append("    const uint32_t blocks = (uint32_t)std::max<int64_t>(1, std::min<int64_t>(tiles, cores));")
@@ -220,22 +228,7 @@ def _sequence_sources(seq, stages: list) -> tuple[str, str]:
             "int main(int argc, char** argv) {",
             "    int a = 1;", "    const int64_t cores = (int64_t)atoll(argv[a++]);",
             "    tilec_model_set_cores(cores);"]
-    call, tensors = [], []
-    for ty, name in seq.host_params:
-        if ty == "uint8_t*":
-            main += [f"    const char* {name}_path = argv[a++];",
-                     f"    std::vector<uint8_t> {name}_data = load({name}_path);",
-                     f"    size_t {name}_bytes = {name}_data.size();",
-                     f"    {name}_data.resize({name}_bytes + 64);  // never an empty (null) buffer",
-                     f'    tilec_model_gm_register({name}_data.data(), {name}_bytes, "{name}");']
-            call.append(f"{name}_data.data()")
-            tensors.append(name)
-        elif ty == "float":
-            main.append(f"    const float {name} = strtof(argv[a++], nullptr);")
-            call.append(name)
-        else:
-            main.append(f"    const {ty} {name} = ({ty})strtoll(argv[a++], nullptr, 10);")
-            call.append(name)
+    call, tensors = _read_arguments(seq.host_params, "tilec_model_gm_register", main, {})
     sizes = ", ".join(n for t, n in seq.host_params if t == "int64_t")
     main += [f"    const int64_t scratch_bytes = {seq.name}_scratch_bytes({sizes});",
              "    // one device buffer for every scratch tensor, as a caller allocates it; 0xff bytes read as NaN, so",
