@@ -47,5 +47,8 @@ if [ "${MORE:-}" = 1 ]; then
   step 240 "tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --build-dir tune/gemm_bf16 && python -m tilec.runtime.tune_worker tune/gemm_bf16 && tilec tune --collect tune/gemm_bf16" tune_split
   step 560 "python bench/tune_samples.py build .artifacts/tune && python3 -m tilec.runtime.tune_worker --budget 300 .artifacts/tune/* && python bench/tune_samples.py collect .artifacts/tune" tune_samples
   step 560 "cp samples/gemm.tune.json my_model.tune.json && tilec tune samples/gemm.tile --target sm90 -D dtype=bf16 --shapes llm-gemm --shapes square-gemm --size M=1,N=6144,K=4096 --size M=1,N=28672,K=4096 --size M=1,N=4096,K=14336 --size M=1,N=128256,K=4096 --size M=2048,N=6144,K=4096 --size M=2048,N=28672,K=4096 --size M=2048,N=4096,K=14336 --size M=2048,N=128256,K=4096 --build-dir tune/my_gemm && python -m tilec.runtime.tune_worker tune/my_gemm && tilec tune --collect tune/my_gemm --db my_model.tune.json && tilec samples/gemm.tile --target sm90 -D dtype=bf16 --tune-db my_model.tune.json -o gemm.cubin" tune_my_model
+  # what the tuning steps measured is worth keeping: the databases they wrote (a device run's scratch is lost)
+  [ "${DRY:-}" = 1 ] || tar -czf "$OUT/tuned_databases.tgz" samples/*.tune.json $(ls my_model.tune.json 2>/dev/null) \
+      $(ls .artifacts/tune/*/results.json tune/*/results.json 2>/dev/null)
 fi
 [ "${DRY:-}" != 1 ] || echo "DRY: the time limits of these steps add up to $LIMITS s"
