@@ -198,7 +198,7 @@ def kernel_str(k: T.Kernel) -> str:
         if key == "launch_checks":  # conditions on the sizes tested before each launch (views)
             lines += [f"  check {c['lhs']} {c['op']} {c['rhs']}" for c in k.attrs[key]]
             continue
-        lines.append(f"  attr {key} = {k.attrs[key]}")
+        lines.append(f"  attr {key} = {_attr_text(k.attrs[key])}")
     if k.request is not None:  # the source's schedule keywords (tilec.ir.schedule.KernelKeywords), where not defaults
         lines += [f"  keyword {line}" for line in k.request.keywords.lines()]
     if k.schedule is not None:
@@ -218,3 +218,11 @@ def launches_str(seq: T.Launches) -> str:
 
 def module_str(m: T.Module) -> str:
     return "\n\n".join([*(kernel_str(k) for k in m.kernels), *(launches_str(s) for s in m.launches)]) + "\n"
+
+
+def _attr_text(value) -> str:
+    """A kernel attribute as printed: a set of names in sorted order (a frozenset's own order follows the process's
+    string hashing, and the same compile must print the same text); anything else as str() gives it."""
+    if type(value) is frozenset and value and all(isinstance(x, str) for x in value):
+        return "frozenset({" + ", ".join(repr(x) for x in sorted(value)) + "})"
+    return str(value)
