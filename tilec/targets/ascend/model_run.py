@@ -116,25 +116,32 @@ def _main_source(program) -> str:
 def build_runner(source: str, program) -> Path:
     """The model executable for one kernel of `source` (compiled once, then cached)."""
     main = _main_source(program)
+    return _compiled(program.name, {"kernel.cpp": source, "main.cpp": main}, ["main.cpp"],
+                     "the generated AscendC source does not compile against tilec's model")
+
+
+def _compiled(name: str, files: dict[str, str], units: list[str], failure: str) -> Path:
+    """The runner compiled from `files` (the translation units `units` among them) against the model, cached under
+    a hash of the model, the compiler and every file; installed atomically, since parallel test workers may build
+    the same runner."""
     cxx = model_compiler()
-    key = hashlib.sha256((_model_hash() + str(cxx) + source + main).encode()).hexdigest()[:24]
-    exe = _cache_dir() / f"{program.name}-{key}"
+    key = hashlib.sha256("\0".join([_model_hash(), str(cxx), *files.values()]).encode()).hexdigest()[:24]
+    exe = _cache_dir() / f"{name}-{key}"
     if exe.exists():
         return exe
     if cxx is None:
         raise ModelError("running AscendC kernels on tilec's CPU model needs clang++ or g++ (neither is on PATH)")
     with tempfile.TemporaryDirectory(prefix="tilec-ascend-") as tmp:
-        Path(tmp, "kernel.cpp").write_text(source)
-        Path(tmp, "main.cpp").write_text(main)
+        for file, text in files.items():
+            Path(tmp, file).write_text(text)
         out = Path(tmp, "runner")
-        cmd = [cxx, *CXXFLAGS, f"-I{MODEL_DIR}", f"-I{tmp}", "main.cpp", "-o", str(out)]
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        r = subprocess.run([cxx, *CXXFLAGS, f"-I{MODEL_DIR}", f"-I{tmp}", *units, "-o", str(out)], cwd=tmp,
+                           capture_output=True, text=True)
         if r.returncode != 0:
-            raise ModelError(f"the generated AscendC source does not compile against tilec's model:\n"
-                             f"{r.stderr[-4000:]}")
+            raise ModelError(f"{failure}:\n{r.stderr[-4000:]}")
         part = exe.with_suffix(f".{os.getpid()}.part")
         shutil.copy(out, part)
-        os.replace(part, exe)  # atomic: parallel test workers may build the same runner
+        os.replace(part, exe)
     return exe
 
 
@@ -256,26 +263,9 @@ def build_sequence_runner(source: str, programs, seq, header: str | None = None)
     stages = [next(p for p in programs if p.name == st) for st in seq.stages]
     header = sequence_header(programs, seq) if header is None else header
     main, kernels = _sequence_sources(seq, stages)
-    cxx = model_compiler()
-    key = hashlib.sha256("\0".join([_model_hash(), str(cxx), source, header, main, kernels]).encode()).hexdigest()[:24]
-    exe = _cache_dir() / f"{seq.name}-launch-{key}"
-    if exe.exists():
-        return exe
-    if cxx is None:
-        raise ModelError("running AscendC kernels on tilec's CPU model needs clang++ or g++ (neither is on PATH)")
-    with tempfile.TemporaryDirectory(prefix="tilec-ascend-") as tmp:
-        for name, text in (("kernel.cpp", source), ("launch.h", header), ("main.cpp", main), ("stages.cpp", kernels)):
-            Path(tmp, name).write_text(text)
-        out = Path(tmp, "runner")
-        cmd = [cxx, *CXXFLAGS, f"-I{MODEL_DIR}", f"-I{tmp}", "main.cpp", "stages.cpp", "-o", str(out)]
-        r = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ModelError(f"'{seq.name}' (its launcher header and stage kernels) does not compile against tilec's "
-                             f"model:\n{r.stderr[-4000:]}")
-        part = exe.with_suffix(f".{os.getpid()}.part")
-        shutil.copy(out, part)
-        os.replace(part, exe)
-    return exe
+    return _compiled(f"{seq.name}-launch", {"kernel.cpp": source, "launch.h": header, "main.cpp": main,
+                                            "stages.cpp": kernels}, ["main.cpp", "stages.cpp"],
+                     f"'{seq.name}' (its launcher header and stage kernels) does not compile against tilec's model")
 
 
 def run_sequence_on_model(exe: Path, seq, args: dict, cores: int = 8, timeout: float = 240.0) -> tuple[str, int]:
