@@ -138,7 +138,7 @@ def _describe(config: dict) -> str:
 def _show(path: str, kernel: str | None, max_configs: int | None) -> int:
     """Print, per entry of the database at `path`, the configurations `select` keeps and each tuned shape's: the
     stored (tuner-measured) time of the one it runs against the shape's best. Computed, not timed."""
-    from ..tuning.database import load, max_configs_of, select
+    from ..tuning.database import config_key, load, max_configs_of, select, stored_times
 
     db = load(path)
     entries = [e for e in db["entries"] if kernel is None or e["kernel"] == kernel]
@@ -152,11 +152,9 @@ def _show(path: str, kernel: str | None, max_configs: int | None) -> int:
               f"{len(e['shapes'])} shapes): {len(configs)} configurations (at most {limit})")
         for i, c in enumerate(configs):
             print(f"  cfg{i}: {_describe(c)}")
-        timed = e.get("timed") or []
-        for s, ci in zip(e["shapes"], per_shape, strict=True):
-            ms = next((r["ms"] for r in [s["winner"], *s["runner_ups"]] if r["config"] == configs[ci]), None)
-            if ms is None and configs[ci] in timed and "all_ms" in s:
-                ms = s["all_ms"][timed.index(configs[ci])]
+        _, times = stored_times(e)
+        for si, (s, ci) in enumerate(zip(e["shapes"], per_shape, strict=True)):
+            ms = times[config_key(configs[ci])].get(si)
             best = s["winner"]["ms"]
             at = ",".join(f"{k}={v}" for k, v in s["sizes"].items())
             stored = f"{ms:.5f} ms stored, {ms / best:.2f}x its best {best:.5f}" if ms is not None else \

@@ -197,7 +197,7 @@ def digest(entry: dict | None) -> str | None:
     return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest() if entry else None
 
 
-def _key(config: dict) -> str:
+def config_key(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
@@ -232,6 +232,22 @@ def shape_weights(shapes: list[dict]) -> list[float]:
     return [1.0 / sum(1 for b in logs if distance(a, b) <= NEIGHBOUR_DISTANCE) for a in logs]
 
 
+def stored_times(entry: dict) -> tuple[dict[str, dict], dict[str, dict[int, float]]]:
+    """Every configuration the entry has a time for (by its key) and its stored times by shape index: the winners,
+    the runner-ups and, where the entry keeps them, every timed configuration's times (`all_ms`)."""
+    times: dict[str, dict[int, float]] = {}
+    configs: dict[str, dict] = {}
+    timed = entry.get("timed")
+    for si, s in enumerate(entry["shapes"]):
+        measured = [{"config": c, "ms": ms} for c, ms in zip(timed, s["all_ms"], strict=True) if ms is not None] \
+            if timed is not None and "all_ms" in s else []
+        for r in [s["winner"], *s["runner_ups"], *measured]:
+            k = config_key(r["config"])
+            configs[k] = r["config"]
+            times.setdefault(k, {})[si] = r["ms"]
+    return configs, times
+
+
 def select(entry: dict, max_configs: int | None = None, slack: float = SLACK) -> tuple[list[dict], list[int]]:
     """The configurations an artifact carries (at most `max_configs`, by default the entry's limit,
     `max_configs_of`) and, per tuned shape, the index of the one it runs.
@@ -247,16 +263,7 @@ def select(entry: dict, max_configs: int | None = None, slack: float = SLACK) ->
     cluster)."""
     if max_configs is None:
         max_configs = max_configs_of(entry)
-    times: dict[str, dict[int, float]] = {}
-    configs: dict[str, dict] = {}
-    timed = entry.get("timed")
-    for si, s in enumerate(entry["shapes"]):
-        measured = [{"config": c, "ms": ms} for c, ms in zip(timed, s["all_ms"], strict=True) if ms is not None] \
-            if timed is not None and "all_ms" in s else []
-        for r in [s["winner"], *s["runner_ups"], *measured]:
-            k = _key(r["config"])
-            configs[k] = r["config"]
-            times.setdefault(k, {})[si] = r["ms"]
+    configs, times = stored_times(entry)
     best = [s["winner"]["ms"] for s in entry["shapes"]]
     n = len(best)
     weight = shape_weights(entry["shapes"])
