@@ -61,6 +61,13 @@ def _model_hash() -> str:
     return h.hexdigest()
 
 
+# the runners' main(): a tensor argument's bytes from its file
+_LOAD_FILE = ["static std::vector<uint8_t> load(const char* path) {",
+              "    std::ifstream f(path, std::ios::binary);",
+              "    std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());",
+              "    return d;", "}"]
+
+
 def _read_arguments(host_params, register: str, lines: list[str], given: dict[str, str]) -> tuple[list, list]:
     """The runner's main() reading a kernel's arguments from argv in order (a tensor: a file's bytes, registered with
     the model's global memory through `register`; a scalar: its text), appended to `lines`; `given`: parameters the
@@ -87,11 +94,7 @@ def _read_arguments(host_params, register: str, lines: list[str], given: dict[st
 
 
 def _main_source(program) -> str:
-    lines = ["#include <fstream>", "#include <iterator>", '#include "kernel.cpp"', "",
-             "static std::vector<uint8_t> load(const char* path) {",
-             "    std::ifstream f(path, std::ios::binary);",
-             "    std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());",
-             "    return d;", "}",
+    lines = ["#include <fstream>", "#include <iterator>", '#include "kernel.cpp"', "", *_LOAD_FILE,
              "int main(int argc, char** argv) {",
              "    int a = 1;", "    const uint32_t cores = (uint32_t)atoi(argv[a++]);"]
     # a mixed kernel's GM workspace: allocated below, once the block count is known
@@ -227,11 +230,7 @@ def _sequence_sources(seq, stages: list) -> tuple[str, str]:
                     f"    AscendC::model::launch(KERNEL_TYPE_{p.kernel_type}, blockDim, [&] {{ {p.name}({names}); }});",
                     "}"]
     main = ["#include <cstdio>", "#include <cstdlib>", "#include <fstream>", "#include <iterator>", "#include <vector>",
-            '#include "launch.h"', "",
-            "static std::vector<uint8_t> load(const char* path) {",
-            "    std::ifstream f(path, std::ios::binary);",
-            "    std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());",
-            "    return d;", "}",
+            '#include "launch.h"', "", *_LOAD_FILE,
             "int main(int argc, char** argv) {",
             "    int a = 1;", "    const int64_t cores = (int64_t)atoll(argv[a++]);",
             "    tilec_model_set_cores(cores);"]
