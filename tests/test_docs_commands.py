@@ -109,7 +109,7 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec gemm.tile --emit-ir": ((), "kernel gemm"),
     "tilec gemm.tile -o gemm.cu -D block_M=64": ((), ""),
     "tilec gemm.tile -t sm80 --dryrun -O2 -Xptxas -warn-spills":
-        (("cuda",), ("-gencode=arch=compute_80,code=sm_80 -Xptxas -v -Xptxas -O2 -Xptxas -warn-spills",)),
+        (("nvcc",), ("-gencode=arch=compute_80,code=sm_80 -Xptxas -v -Xptxas -O2 -Xptxas -warn-spills",)),
     "tilec run gemm.tile --size M=200,N=130 --size K=64 -D block_M=64":
         ((), "kernel gemm:\n  C: f16[200, 130]  min -33.5  max 33.25  mean 0.0902567  sum 2346.67\n"),
     "tilec samples/gemm.tile    --target ascend910b -o gemm.h": ((), ""),
@@ -345,7 +345,9 @@ def test_every_documented_command_is_accounted_for():
 def _needs(what: str) -> None:
     from tilec.targets.cuda.locate import nvrtc_lib
 
-    found = {"cuda": shutil.which("nvcc") or nvrtc_lib(), "cc": shutil.which("cc") or shutil.which("gcc")}
+    # "cuda": a CUDA device compiler (nvcc, or NVRTC from pip); "nvcc": nvcc itself (a documented nvcc command line)
+    found = {"cuda": shutil.which("nvcc") or nvrtc_lib(), "nvcc": shutil.which("nvcc"),
+             "cc": shutil.which("cc") or shutil.which("gcc")}
     if what in ("gfx90a", "gfx942"):  # hipcc (gfx90a) and clang-19 (gfx942): the AMD toolchains
         from tilec.targets.hip.toolchain import find_compiler
 
