@@ -295,7 +295,7 @@ WARMUP_MS, REP_MS = 3, 12
 DEVICE = "cuda"
 
 
-def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None) -> None:
+def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0) -> None:
     import torch
     import torch.nn.functional as F
     import triton
@@ -449,6 +449,43 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None) 
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=0))
 
+    def kernels_per_call(fn, calls: int = 10) -> list[list]:
+        """The GPU kernels one call of fn runs, as [name, microseconds per call], from torch's profiler (CUPTI sees
+        the driver-API launches of tilec.runtime too): where a slow call's time goes -- copies, split-K partials,
+        the main kernel."""
+        from torch.profiler import ProfilerActivity, profile
+
+        fn()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+        totals: dict[str, float] = {}
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA:
+                totals[ev.name] = totals.get(ev.name, 0.0) + ev.device_time_total / calls
+        return [[name[:90], round(us, 2)] for name, us in sorted(totals.items(), key=lambda kv: -kv[1])[:8]]
+
+    def profile_worst(rows: list[dict], count: int) -> None:
+        """Each of the `count` worst shapes again under the profiler: tilec's kernels and the peer's, per call."""
+        timed = sorted((r for r in rows if "ratio" in r), key=lambda r: r["ratio"])[:count]
+        by_id = {s["id"]: s for s in shapes}
+        print(f"\nwhere the time goes at the {len(timed)} worst shapes (us per call, GPU kernels):", flush=True)
+        for row in timed:
+            try:
+                args, peer, _, _, _ = case(by_id[row["id"]])
+                kern = kernel(row["build"])
+                row["tilec_kernels"] = kernels_per_call(lambda: kern(*args))  # noqa: B023
+                row["peer_kernels"] = kernels_per_call(peer)
+            except Exception as e:  # noqa: BLE001
+                row["profile_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            finally:
+                args = peer = None
+            print(f"{row['ratio']:5.2f}x {row['family']:<18} {label(by_id[row['id']]):<24} {row.get('runs', '')}\n"
+                  f"      tilec: {row.get('tilec_kernels', row.get('profile_error'))}\n"
+                  f"      peer:  {row.get('peer_kernels')}", flush=True)
+
     for i, shape in enumerate(shapes):
         row = {k: shape[k] for k in ("id", "family", "build", "sample", "defines", "sizes", "origin", "tuned")}
         rows.append(row)
@@ -479,6 +516,8 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None) 
               f"err {row.get('err', float('nan')):.2g} {status}", flush=True)
         if i % 50 == 49:
             save(False)
+    if breakdown:
+        profile_worst(rows, breakdown)
     save(True)
     done = sum("ratio" in r for r in rows)
     print(f"\n{done} of {len(rows)} shapes timed, {sum(1 for r in rows if r.get('ok') is False)} wrong, "
@@ -623,6 +662,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=230.0, help="run: stop timing new shapes after this many seconds")
     ap.add_argument("--only", action="append", choices=FAMILIES,
                     help="build: just the artifacts of these families; run: just their shapes (repeatable)")
+    ap.add_argument("--breakdown", type=int, default=0, metavar="N",
+                    help="run: afterwards profile the N worst shapes (the GPU kernels of a call, both sides)")
     ap.add_argument("--plot", type=Path, default=ROOT / "bench" / "shape_sweep.png", help="report: the PNG")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
@@ -630,7 +671,7 @@ def main() -> None:
     if a.mode == "build":
         build(a.path, a.only)
     elif a.mode == "run":
-        run(a.path, a.results or a.path / "results.json", a.budget, a.only)
+        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown)
     else:
         report(a.path, None if a.no_plot else a.plot, a.markdown)
 

@@ -355,7 +355,9 @@ def test_database_entry_applies_only_to_its_target_and_defines(tmp_path):
     _db(tmp_path)  # found beside the source
     assert entry_for(src, CompileOptions.make("sm90")) is not None
     assert entry_for(src, CompileOptions.make("sm80")) is None
-    assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "bf16"})) is None
+    # no bf16 entry: the f16 one serves it (the same tiles, the same tensor-core rate); f32 has no such twin
+    assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "bf16"})) is not None
+    assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "f32"})) is None
     assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "f16"})) is not None  # the default again
     assert entry_for(src, CompileOptions.make("sm90", defines={"block_M": 4})) is None  # explicit config wins
     assert entry_for(src, CompileOptions.make("sm90", tune_db="")) is None
@@ -364,6 +366,19 @@ def test_database_entry_applies_only_to_its_target_and_defines(tmp_path):
         assert entry_for(src, CompileOptions.make("sm90")) is None
     finally:
         del os.environ["TILEC_TUNE_DB"]
+
+
+def test_database_prefers_the_exact_entry_to_its_f16_bf16_twin(tmp_path):
+    from tilec.tuning.database import entry_for
+
+    src = _write(tmp_path)
+    f16, bf16 = _entry(gpu="f16 entry"), _entry(gpu="bf16 entry", defines={"dtype": "bf16"})
+    for order in ([f16, bf16], [bf16, f16]):
+        (tmp_path / "k.tune.json").write_text(json.dumps({"tilec_tune_db": 1, "entries": order}))
+        assert entry_for(src, CompileOptions.make("sm90", defines={"dtype": "bf16"}))["gpu"] == "bf16 entry"
+        assert entry_for(src, CompileOptions.make("sm90"))["gpu"] == "f16 entry"
+    (tmp_path / "k.tune.json").write_text(json.dumps({"tilec_tune_db": 1, "entries": [bf16]}))
+    assert entry_for(src, CompileOptions.make("sm90"))["gpu"] == "bf16 entry"  # and the other way round
 
 
 def test_artifact_carries_the_tuned_configurations_and_dispatch(tmp_path):

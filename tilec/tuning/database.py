@@ -11,8 +11,8 @@
 
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
-it uses the entry of its source, kernel, target and -D values, unless a -D sets one of the tuned names (an
-explicit configuration wins). `select` picks the few configurations that win across the tuned shapes and the
+it uses the entry of its source, kernel, target and -D values (without one, the entry whose -D values differ only
+in f16 against bf16), unless a -D sets one of the tuned names (an explicit configuration wins). `select` picks the few configurations that win across the tuned shapes and the
 dispatch rules. Standard library only: the cache key reads the entry on the cache-hit path.
 """
 
@@ -145,13 +145,20 @@ def _text(value) -> str | None:
     return t.lower() if t.lower() in ("true", "false") else t
 
 
-def same_consts(defines: dict, entry: dict) -> bool:
+# element types whose kernels tune alike: the same width, the same tensor-core rate and the same legal tiles, so that
+# an entry tuned for one serves a build of the other when that build has no entry of its own
+_TUNE_ALIKE = {"f16": "16-bit float", "bf16": "16-bit float"}
+
+
+def same_consts(defines: dict, entry: dict, alike: bool = False) -> bool:
     """Whether a compile's -D values give the consts the entry was tuned with: a -D equal to the source's
-    default (`-D causal=False`) is the same build as none."""
+    default (`-D causal=False`) is the same build as none. `alike`: f16 and bf16 count as the same value."""
     base = entry.get("source_consts", {})
     for k in set(defines) | set(entry["defines"]):
         want = _text(entry["defines"][k]) if k in entry["defines"] else _text(base.get(k))
         have = _text(defines[k]) if k in defines else _text(base.get(k))
+        if alike and want in _TUNE_ALIKE and have in _TUNE_ALIKE:
+            want, have = _TUNE_ALIKE[want], _TUNE_ALIKE[have]
         if want != have:
             return False
     return True
@@ -179,16 +186,16 @@ def entry_for(source, opts) -> dict | None:
         return None
     defines = dict(opts.defines)
     name = Path(source).name
-    for e in db["entries"]:
-        if e["source"] != name or e["target"] != target or len(opts.targets) > 1:
-            continue
-        if opts.kernel is not None and e["kernel"] != opts.kernel:
-            continue
-        if any(n in defines for n in e["space"]):
-            continue  # an explicit -D configuration wins
-        if not same_consts(defines, e):
-            continue
-        return e
+    candidates = [e for e in db["entries"]
+                  if e["source"] == name and e["target"] == target and len(opts.targets) == 1
+                  and (opts.kernel is None or e["kernel"] == opts.kernel)
+                  and not any(n in defines for n in e["space"])]  # an explicit -D configuration wins
+    # the entry of these very consts; else one tuned for the twin element type (bf16 for f16 and back): its
+    # configurations are as legal and nearly as fast, and far better than the target's one default
+    for alike in (False, True):
+        for e in candidates:
+            if same_consts(defines, e, alike):
+                return e
     return None
 
 
