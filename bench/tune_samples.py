@@ -32,7 +32,7 @@ JOBS = [
     ("gemm_bf16", "gemm", ["dtype=bf16"], GEMM_SMALL),
     ("gemm_f16_tB", "gemm", ["trans_B=True"], GEMM_SMALL),
     ("gemm_bf16_tB", "gemm", ["dtype=bf16", "trans_B=True"], GEMM_SMALL),
-    ("fp8_gemm", "fp8_gemm", [], ["--shapes", "llm-gemm", "--shapes", "square-gemm"]),
+    ("fp8_gemm", "fp8_gemm", [], GEMM_SMALL),
     ("attn_d64", "flash_attention", ["dtype=bf16"], ["--shapes", "attention"]),
     ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),
     ("attn_d128", "flash_attention", ["dtype=bf16", "dim=128"], ["--shapes", "attention"]),

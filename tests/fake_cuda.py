@@ -38,6 +38,7 @@ class FakeDriver:
         self.encodes, self.launches, self.attrs, self.freed, self.allocs = [], [], [], [], []
         self.syncs, self.events, self.destroyed, self.loads, self.calls = [], [], [], [], []
         self.raw_results = []
+        self.copies = []
 
     def watch(self, module) -> None:
         """Decode launches of every kernel of a tilec.runtime Module."""
@@ -145,6 +146,11 @@ class FakeDriver:
             maps.append(list((ctypes.c_uint64 * 16).from_address(pointers[i])))
             i += 1
         self.launches.append(Launch(fn, tuple(grid), (threads, 1, 1), shared, stream, args, maps, addresses, cluster))
+
+    def copy_rows(self, dst, dst_pitch, src, src_pitch, width, rows, stream):
+        """cuMemcpy2DAsync as a padded launch calls it: recorded in `copies`, in order with the launches."""
+        assert width <= min(dst_pitch, src_pitch), (width, dst_pitch, src_pitch)
+        self.copies.append((dst, dst_pitch, src, src_pitch, width, rows, stream))
 
     def synchronize(self, stream=None):
         self.syncs.append(stream)

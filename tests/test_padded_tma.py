@@ -95,12 +95,12 @@ def test_padding_is_chosen_where_the_fallback_blocks_have_enough_work():
     def pays(M, N, K):
         return gemm._padding_pays({"M": M, "N": N, "K": K}, 0)
 
-    assert pays(4095, 4095, 4095) and pays(97, 1001, 6000)  # 64x64 fallback blocks of 3.4e7 flops; 3.6e7
-    assert not pays(97, 1001, 3003)  # 32 blocks of 1.8e7
-    assert not pays(127, 4099, 515)  # 130 blocks of 4.2e6 flops: the fallback is faster
-    assert not pays(1, 7, 9000)  # 1.3e5 flops in all
-    assert 2 * 64 * 64 * 4000 >= PAD_MIN_BLOCK_FLOPS and 2 * 640 * 640 * 4000 >= PAD_MIN_FLOPS
-    assert pays(640, 640, 4000) and not pays(640, 640, 3000)
+    assert pays(4095, 4095, 4095) and pays(97, 1001, 3003)  # 64x64 fallback blocks of 3.4e7 flops; 1.8e7
+    assert pays(127, 4099, 515)  # 130 blocks of 4.2e6 flops
+    assert not pays(1, 7, 9000)  # 1.3e5 flops in all: the copies' launches cost more than the twin loses
+    assert not pays(64, 4096, 96)  # 5.0e7 flops in all, but 64 blocks of 7.9e5
+    assert 2 * 64 * 64 * 250 >= PAD_MIN_BLOCK_FLOPS and 2 * 200 * 200 * 700 >= PAD_MIN_FLOPS
+    assert pays(200, 200, 700) and not pays(200, 200, 600)
     gemm._fallback = None  # without a fallback, padding is the only way
     assert pays(1, 7, 9)
 
@@ -117,29 +117,41 @@ def _fake_torch(log: list):
     from test_tensor_maps import DeviceArray
 
     class Tensor(DeviceArray, _TorchBase):
-        def __init__(self, ptr, shape, view_of=None):
-            super().__init__(ptr, tuple(shape), "<f2")
-            self.dtype, self.device, self.view_of = "float16", "cuda:0", view_of
+        def __init__(self, ptr, shape, itemsize=2):
+            super().__init__(ptr, tuple(shape), "<f2" if itemsize == 2 else "|u1")
+            self.dtype, self.device, self.itemsize = "float16" if itemsize == 2 else "uint8", "cuda:0", itemsize
 
         def data_ptr(self):
             return self.__cuda_array_interface__["data"][0]
 
-        def __getitem__(self, index):  # buf[..., :n]: the view of the tensor's own shape
-            assert index[0] is Ellipsis and index[1].start is None
-            return Tensor(self.data_ptr(), self.shape[:-1] + (index[1].stop,), view_of=self)
+        def element_size(self):
+            return self.itemsize
 
-        def copy_(self, src):
-            log.append(("copy", src.data_ptr(), self.data_ptr(), self.shape))
-            return self
+        def numel(self):
+            n = 1
+            for d in self.shape:
+                n *= d
+            return n
+
+        def get_device(self):
+            return 0
+
+        def record_stream(self, stream):
+            log.append(("record_stream", self.data_ptr(), stream))
 
     torch = types.ModuleType("torch")
     torch.Tensor = _TorchBase
-    torch.cuda = types.SimpleNamespace(stream=lambda s: contextlib.nullcontext(), ExternalStream=lambda h: h)
+    torch.uint8 = "uint8"
+    torch._C = types.SimpleNamespace()  # (no raw current stream: the generated fast path stays out)
+    torch.cuda = types.SimpleNamespace(stream=lambda s: contextlib.nullcontext(), ExternalStream=lambda h, device: h,
+                                       is_current_stream_capturing=lambda: False,
+                                       current_stream=lambda device=None: types.SimpleNamespace(cuda_stream=0))
     heap = iter(range(1 << 32, 1 << 40, 1 << 24))  # workspaces: apart from the tensors below
 
     def empty(shape, dtype=None, device=None):
-        buf = Tensor(next(heap), shape)
-        log.append(("empty", buf.data_ptr(), tuple(shape)))
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        buf = Tensor(next(heap), shape, 1 if dtype == "uint8" else 2)
+        log.append(("empty", buf.data_ptr(), shape))
         return buf
 
     torch.empty = empty
@@ -172,42 +184,64 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     fake = install(monkeypatch, FakeDriver({"gemm": gemm, "gemm__simt": simt}))
     record = fake._record
     fake._record = lambda *a, **k: (log.append(("launch",)), record(*a, **k))
+    copy_rows = fake.copy_rows
+    fake.copy_rows = lambda *a: (log.append(("copy", a[2], a[0], a[3], a[1], a[4], a[5])), copy_rows(*a))
     mod = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": [gemm, simt]})
     M, N, K = 128, 129, 16001
     A, B, C = Tensor(0x100000, (M, K)), Tensor(0x200000, (K, N)), Tensor(0x300000, (M, N))
     plan = mod.gemm.launch_plan(A, B, C, 1.0)
     assert plan.kernel.name == "gemm" and plan.padding is not None
-    mod.gemm(A, B, C, 1.0, stream=0)
+    mod.gemm(A, B, C, 1.0, stream=None)
     (launch,) = fake.launches
-    wa, wb, wc = (x[1] for x in log if x[0] == "empty")
-    assert log == [("empty", wa, (M, 16008)), ("copy", 0x100000, wa, (M, K)),  # A into its workspace's view
-                   ("empty", wb, (K, 136)), ("copy", 0x200000, wb, (K, N)),
-                   ("empty", wc, (M, 136)), ("copy", 0x300000, wc, (M, N)),  # C in: what the kernel leaves
-                   ("launch",), ("copy", wc, 0x300000, (M, N))]  # C out, after
+    # one workspace of the three padded tensors, each at a 256-byte boundary: A (M x 16008), B (K x 136), C (M x 136)
+    a_bytes, b_bytes, c_bytes = M * 16008 * 2, -(-K * 136 * 2 // 256) * 256, M * 136 * 2
+    ((_, ws, shape), *rest) = log
+    assert shape == (a_bytes + b_bytes + c_bytes,)
+    wa, wb, wc = ws, ws + a_bytes, ws + a_bytes + b_bytes
+    # (copy, from, to, from's pitch, to's pitch, width, rows): each a pitched copy into its place, C out after
+    assert rest == [("copy", 0x100000, wa, K * 2, 16008 * 2, K * 2, M), ("copy", 0x200000, wb, N * 2, 272, N * 2, K),
+                    ("copy", 0x300000, wc, N * 2, 272, N * 2, M),  # C in: what the kernel leaves stays the caller's
+                    ("launch",), ("copy", wc, 0x300000, 272, N * 2, N * 2, M)]
     assert launch.fn == "gemm" and launch.args == [wa, wb, wc, 1.0, M, K, N]
     by_marker = {i + 1: enc for i, enc in enumerate(fake.encodes)}
     a_map, b_map, c_map = (by_marker[m[0]] for m in launch.maps)  # in the kernel's map order
     assert a_map[2:6] == (wa, (K, M), (16008 * 2,), (64, 128)) and "padded rows" in a_map[7]
     assert b_map[2:6] == (wb, (N, K), (136 * 2,), (64, 64))
     assert c_map[2:6] == (wc, (N, M), (136 * 2,), (64, 128))
+    # the next call on the stream: the same workspace, the maps already encoded, only the copies and the launch
+    log.clear()
+    encodes = len(fake.encodes)
+    mod.gemm(A, B, C, 1.0, stream=None)
+    assert [x[0] for x in log] == ["copy", "copy", "copy", "launch", "copy"] and len(fake.encodes) == encodes
+    assert fake.launches[-1].args[:3] == [wa, wb, wc]
+    mod.gemm.release_workspaces()  # given back: the next call allocates again
+    log.clear()
+    mod.gemm(A, B, C, 1.0, stream=None)
+    assert log[0][0] == "empty"
+    # an explicit stream: a workspace from torch's allocator for the call, held for that stream; copies on it
+    log.clear()
+    fake.copies.clear()
+    mod.gemm(A, B, C, 1.0, stream=0x77)
+    assert [x[0] for x in log] == ["empty", "record_stream", "copy", "copy", "copy", "launch", "copy"]
+    assert log[1][2] == 0x77 and {c[-1] for c in fake.copies} == {0x77} and fake.launches[-1].stream == 0x77
     # aligned rows: the TMA kernel with the caller's tensors, nothing copied
     log.clear()
     fake.launches.clear()
     A2, B2, C2 = Tensor(0x400000, (M, 16000)), Tensor(0x500000, (16000, 128)), Tensor(0x600000, (M, 128))
     assert mod.gemm.launch_plan(A2, B2, C2, 1.0).padding is None
-    mod.gemm(A2, B2, C2, 1.0, stream=0)
+    mod.gemm(A2, B2, C2, 1.0, stream=None)
     assert log == [("launch",)] and fake.launches[0].args[:3] == [0x400000, 0x500000, 0x600000]
     # C left out: allocated for the call (torch.empty through the runtime), so not copied in
     log.clear()
     fake.launches.clear()
     monkeypatch.setattr("tilec.runtime.launch.allocate_like", lambda like, shape, t: Tensor(0xB00000, shape))
-    assert mod.gemm(A, B, 1.0, stream=0).data_ptr() == 0xB00000
-    assert [x[0] for x in log] == ["empty", "copy", "empty", "copy", "empty", "launch", "copy"]
-    assert log[-1][2:] == (0xB00000, (M, N))
+    assert mod.gemm(A, B, 1.0, stream=None).data_ptr() == 0xB00000
+    assert [x[0] for x in log] == ["copy", "copy", "launch", "copy"]  # (the kept workspace; C not copied in)
+    assert log[-1][2] == 0xB00000
     # misaligned, but too little work a block for the copies to pay: the fallback, nothing copied
     log.clear()
     fake.launches.clear()
     A3, B3, C3 = Tensor(0x700000, (M, 1001)), Tensor(0x800000, (1001, N)), Tensor(0x900000, (M, N))
     assert mod.gemm.launch_plan(A3, B3, C3, 1.0).kernel.name == "gemm__simt"
-    mod.gemm(A3, B3, C3, 1.0, stream=0)
+    mod.gemm(A3, B3, C3, 1.0, stream=None)
     assert log == [("launch",)] and fake.launches[0].fn == "gemm__simt"

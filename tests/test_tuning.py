@@ -735,6 +735,46 @@ def test_split_k_gemm_lowering_passes_the_simt_interpreter(tmp_path, target, spl
     assert cpu_check(lowered, tmp_path, check) is None
 
 
+FP8 = ROOT / "samples" / "fp8_gemm.tile"
+FP8_SPLIT_TILE = {"block_M": 64, "block_N": 128, "block_K": 128, "threads": 128, "num_stages": 4}
+
+
+@pytest.mark.parametrize(("split_k", "m", "n", "k"), [(2, 64, 128, 512), (4, 13, 200, 700), (8, 1, 130, 1000)])
+def test_split_k_fp8_gemm_matches_numpy(split_k, m, n, k):
+    """fp8_gemm's split-K: the shares' planes summed and scaled by scale_a * scale_b in the second launch; ragged
+    and decode shapes (K = 700: 6 tiles of 128, so 4 shares of 2 leave the last one empty)."""
+    import ml_dtypes
+
+    from tilec.interp.run import public_kernels, run_any
+
+    front = tilec.compile(str(FP8), defines={**FP8_SPLIT_TILE, "split_k": split_k}).module
+    (unit,) = public_kernels(front)
+    assert [st.kernel for st in unit.stages] == ["fp8_gemm__stage0", "fp8_gemm__stage1"]
+    rng = np.random.default_rng(split_k + m)
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    c = rng.standard_normal((m, n)).astype(ml_dtypes.bfloat16)  # overwritten
+    run_any(front, unit, {"A": a, "B": b, "scale_a": 0.5, "scale_b": 0.25, "C": c})
+    want = 0.125 * a.astype(np.float64) @ b.astype(np.float64).T
+    np.testing.assert_allclose(c.astype(np.float64), want, rtol=2e-2, atol=2e-2 * np.sqrt(k))
+
+
+@pytest.mark.parametrize(("defines", "sizes"), [
+    ({**FP8_SPLIT_TILE, "split_k": 4}, {"M": 5, "N": 130, "K": 700}),
+    ({"block_M": 64, "block_N": 256, "block_K": 128, "threads": 128, "num_stages": 4}, {"M": 70, "N": 300, "K": 260})])
+def test_fp8_gemm_64_row_tiles_pass_the_simt_interpreter(tmp_path, defines, sizes):
+    """fp8_gemm's 64-row sm90 tiles (one consumer warpgroup: split-K with 4 shares, decode rows; and 64 x 256)
+    lowered and run lane by lane against the interpreter, ragged in every size."""
+    from tilec.interp.run import public_kernels
+    from tilec.tuning.plan import cpu_check, write_check
+
+    module = tilec.compile(str(FP8), defines=defines).module
+    check = write_check(tmp_path, module, public_kernels(module)[0], dict(sizes))
+    lowered = tilec.compile(str(FP8), "sm90", defines=defines)
+    assert any(k.attrs.get("tensor_maps") for k in lowered.simt.kernels)
+    assert cpu_check(lowered, tmp_path, check) is None
+
+
 GEMV_TILES = {32: {"block_M": 16, "block_N": 32, "block_K": 256, "threads": 128, "num_stages": 4},
               64: {"block_M": 16, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}}
 

@@ -36,6 +36,22 @@ class CUlaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.POINTER(CUlaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
+CU_MEMORYTYPE_DEVICE = 2
+
+
+class CUDA_MEMCPY2D(ctypes.Structure):  # noqa: N801  (cuda.h's name)
+    """cuda.h's CUDA_MEMCPY2D: a pitched copy's source and destination (x offset, row, memory type, host / device /
+    array address, pitch), then the width in bytes and the number of rows."""
+
+    _fields_ = [("srcXInBytes", ctypes.c_size_t), ("srcY", ctypes.c_size_t), ("srcMemoryType", ctypes.c_int),
+                ("srcHost", ctypes.c_void_p), ("srcDevice", ctypes.c_uint64), ("srcArray", ctypes.c_void_p),
+                ("srcPitch", ctypes.c_size_t),
+                ("dstXInBytes", ctypes.c_size_t), ("dstY", ctypes.c_size_t), ("dstMemoryType", ctypes.c_int),
+                ("dstHost", ctypes.c_void_p), ("dstDevice", ctypes.c_uint64), ("dstArray", ctypes.c_void_p),
+                ("dstPitch", ctypes.c_size_t),
+                ("WidthInBytes", ctypes.c_size_t), ("Height", ctypes.c_size_t)]
+
+
 def cluster_launch_config(grid, threads: int, shared: int, stream: int, cluster) -> CUlaunchConfig:
     """The CUlaunchConfig of a launch in thread-block clusters of `cluster` = (x, y, z) blocks (it keeps its one
     attribute alive)."""
@@ -113,6 +129,7 @@ class Driver:
         self.lib.cuEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
         self.lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
         self._encode_tiled = None
+        self._copy_2d = None  # cuMemcpy2DAsync_v2, bound on the first padded launch
 
     @classmethod
     def get(cls, device: int = 0) -> Driver:
@@ -262,6 +279,22 @@ class Driver:
     def dtoh(self, host, ptr: int, nbytes: int) -> None:
         with self.current():
             self.check(self.lib.cuMemcpyDtoH_v2(host, ptr, nbytes), "cuMemcpyDtoH")
+
+    def copy_rows(self, dst: int, dst_pitch: int, src: int, src_pitch: int, width: int, rows: int,
+                  stream: int) -> None:
+        """cuMemcpy2DAsync on `stream`, device to device: `rows` rows of `width` bytes, `src_pitch` bytes apart in
+        the source and `dst_pitch` in the destination (a misaligned tensor into, or out of, a workspace whose rows
+        are padded to 16 bytes)."""
+        fn = self._copy_2d
+        if fn is None:
+            fn = self._copy_2d = self.lib.cuMemcpy2DAsync_v2
+            fn.argtypes = [ctypes.POINTER(CUDA_MEMCPY2D), ctypes.c_void_p]
+            fn.restype = ctypes.c_int
+        copy = CUDA_MEMCPY2D(srcMemoryType=CU_MEMORYTYPE_DEVICE, srcDevice=src, srcPitch=src_pitch,
+                             dstMemoryType=CU_MEMORYTYPE_DEVICE, dstDevice=dst, dstPitch=dst_pitch,
+                             WidthInBytes=width, Height=rows)
+        with self.current():
+            self.check(fn(ctypes.byref(copy), stream or None), "cuMemcpy2DAsync (a padded workspace)")
 
     def global_address(self, module, name: str) -> tuple[int, int]:
         """(device address, bytes) of the module's `__device__` variable `name` (cuModuleGetGlobal)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import re
 import struct
 import sys
@@ -53,8 +54,12 @@ PLAN_CACHE_LIMIT = 1024  # plans kept per kernel; past that the cache starts ove
 INT32_MAX = 2**31 - 1
 # padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work (the manifest's flops, whole
 # tiles) per block of the fallback at which it beat the fallback on the H200, and a floor for the whole launch
-PAD_MIN_FLOPS = 5e8
-PAD_MIN_BLOCK_FLOPS = 3.2e7
+PAD_MIN_FLOPS = 5e7
+PAD_MIN_BLOCK_FLOPS = 2e6
+# TILEC_PADDING=always / never: pad wherever TMA can take the padded tensors / run the fallback instead (A/B timing)
+_PADDING = os.environ.get("TILEC_PADDING", "auto")
+# how a padded launch copies its tensors: "driver" (cuMemcpy2DAsync) or "torch" (Tensor.copy_), for A/B timing
+_PAD_COPY = os.environ.get("TILEC_PAD_COPY", "driver")
 
 _INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-(2**15), 2**15 - 1), "u16": (0, 2**16 - 1),
                "i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
@@ -303,44 +308,59 @@ class _Padding:
     """A TMA launch of torch tensors whose rows are not a multiple of 16 bytes: each such tensor (one the kernel
     reaches through its tensor maps alone) goes through a workspace whose rows are padded to 16 bytes -- copied in
     before the launch, an output also copied out after it, on the launch's stream -- and the kernel's maps
-    describe the workspace (its tensor's dims, the padded strides). The workspaces come from torch's
-    stream-ordered allocator at each launch; the maps are encoded again only when their addresses change."""
+    describe the workspace (its tensor's dims, the padded strides).
+
+    The copies are one cuMemcpy2DAsync each (pitched, device to device; TILEC_PAD_COPY=torch copies through torch
+    instead, for A/B timing). The workspaces are one block of bytes, kept by the kernel per device and stream
+    (Kernel._padding_workspace) where the call is on torch's current stream and not captured, else taken from
+    torch's stream-ordered allocator for the call; the maps are encoded again only when its address changes."""
 
     def __init__(self, name: str, layout: _Layout, shapes: dict[int, tuple], modes: dict[int, str], maps, drv):
         self.name, self.drv = name, drv
-        self.tensors = [(k, layout.tensors[k].index, shape, modes[k] == "store") for k, shape in shapes.items()]
         self.maps = maps  # (map position, tensor position, TensorMapArgs, spec) of each map over a padded tensor
-        self.encoded: dict[tuple, list] = {}  # workspace addresses -> their encoded maps
+        elem = {k: s.elem_bytes for _, k, _, s in maps}
+        # (tensor position, argument index, output?, rows, workspace pitch, offset in the workspace, padded shape)
+        self.tensors, offset = [], 0
+        for k, padded in shapes.items():
+            shape = tuple(padded)
+            rows = 1
+            for d in shape[:-1]:
+                rows *= d
+            pitch = shape[-1] * elem[k]
+            self.tensors.append((k, layout.tensors[k].index, modes[k] == "store", rows, pitch, offset, shape))
+            offset += -(-rows * pitch // 256) * 256
+        self.total = max(offset, 1)
+        self.encoded: dict[int, list] = {}  # workspace address -> its encoded maps
 
-    def launch(self, plan: _Plan, args, ptrs, handle: int, explicit: bool, fresh_outputs: bool = False) -> None:
+    def launch(self, kernel: Kernel, plan: _Plan, args, ptrs, handle: int, explicit: bool,
+               fresh_outputs: bool = False) -> None:
         """Copy in, launch, copy out. An output is copied in too (the kernel need not store every element of it, and
-        what it leaves must stay the caller's), unless the runtime allocated it for this call (`fresh_outputs`)."""
-        import contextlib
-
+        what it leaves must stay the caller's), unless the runtime allocated it for this call (`fresh_outputs`).
+        One call's copies and launch stay together (a kept workspace serves one call at a time)."""
         torch = sys.modules["torch"]
-        ctx = torch.cuda.stream(torch.cuda.ExternalStream(handle)) if explicit else contextlib.nullcontext()
-        with ctx:
-            work = {}
-            for k, index, shape, output in self.tensors:
-                a = args[index]
-                buf = torch.empty(shape, dtype=a.dtype, device=a.device)
-                view = buf[..., :a.shape[-1]]
+        like = args[self.tensors[0][1]]
+        with kernel._padding_lock:
+            if explicit or torch.cuda.is_current_stream_capturing():
+                ws = torch.empty(self.total, dtype=torch.uint8, device=like.device)
+                if explicit:  # the caching allocator must not hand the bytes out before that stream is done
+                    ws.record_stream(torch.cuda.ExternalStream(handle, device=like.device))
+            else:
+                ws = kernel._padding_workspace(like, handle, self.total)
+            base = ws.data_ptr()
+            slots = list(ptrs)
+            for k, index, output, rows, pitch, offset, shape in self.tensors:
+                slots[k] = base + offset
                 if not (output and fresh_outputs):
-                    view.copy_(a)
-                work[k] = (buf, view)
-            key = tuple(buf.data_ptr() for buf, _ in work.values())
-            maps = self.encoded.get(key)
+                    self._copy(args[index], ptrs[k], base + offset, rows, pitch, shape, ws, offset, handle, True)
+            maps = self.encoded.get(base)
             if maps is None:
                 if len(self.encoded) >= 16:
                     self.encoded.clear()
-                maps = self.encoded[key] = [
-                    self.drv.encode_tensor_map(t.dtype, t.rank, work[k][0].data_ptr(), t.dims, t.strides, t.box,
+                maps = self.encoded[base] = [
+                    self.drv.encode_tensor_map(t.dtype, t.rank, slots[k], t.dims, t.strides, t.box,
                                                t.swizzle, what=f"{self.name}: {s.describe()} (padded rows)")
                     for _, k, t, s in self.maps]
             block = plan.layout
-            slots = list(ptrs)
-            for k, (buf, _) in work.items():
-                slots[k] = buf.data_ptr()
             with block.lock:
                 block.slots[:block.ntensors] = slots
                 for s in block.scalars:
@@ -356,9 +376,23 @@ class _Padding:
                 if (plan.launchers.get(handle) or plan.launcher(handle))():
                     plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                               block.params_address, plan.cluster)
-            for k, index, _, output in self.tensors:
+            for k, index, output, rows, pitch, offset, shape in self.tensors:
                 if output:
-                    args[index].copy_(work[k][1])
+                    self._copy(args[index], ptrs[k], base + offset, rows, pitch, shape, ws, offset, handle, False)
+
+    def _copy(self, tensor, address: int, work: int, rows: int, pitch: int, shape, ws, offset: int, handle: int,
+              into: bool) -> None:
+        """The tensor (contiguous: the binder checked) into its padded place in the workspace, or back out."""
+        width = tensor.shape[-1] * tensor.element_size()
+        if _PAD_COPY == "torch":
+            view = ws[offset:offset + rows * pitch].view(tensor.dtype).view(shape)[..., :tensor.shape[-1]]
+            torch = sys.modules["torch"]
+            with torch.cuda.stream(torch.cuda.ExternalStream(handle, device=tensor.device)):
+                (view.copy_(tensor) if into else tensor.copy_(view))
+        elif into:
+            self.drv.copy_rows(work, pitch, address, width, width, rows, handle)
+        else:
+            self.drv.copy_rows(address, width, work, pitch, width, rows, handle)
 
 
 class _Plan:
@@ -429,6 +463,8 @@ class Kernel:
         self._grid = None  # compiled grid formulas
         self._num_sms: dict[int, int] = {}
         self._native = None  # the compiled launcher (fastlaunch.py), once the first call made it
+        self._padding_kept: dict[tuple[int, int], object] = {}  # (device, stream) -> padded launches' workspace
+        self._padding_lock = threading.Lock()
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p['name']}: {'out ' if p.get('output') else ''}{p['dtype']}"
@@ -437,8 +473,20 @@ class Kernel:
         return f"<tilec kernel {self.name}({sig})>"
 
     def release_workspaces(self) -> None:
-        """Give back device memory this kernel keeps between calls (a multi-launch kernel's workspaces); a
-        one-launch kernel keeps none. The next call allocates again."""
+        """Give back device memory this kernel keeps between calls (the workspaces of its padded launches, per
+        device and stream; Launches: a multi-launch kernel's). The next call allocates again."""
+        with self._padding_lock:
+            self._padding_kept.clear()  # torch's allocator reuses the bytes in stream order
+
+    def _padding_workspace(self, like, handle: int, nbytes: int):
+        """The bytes padded launches on torch's current stream `handle` use, kept per device and stream and grown
+        when a call needs more (the caller holds _padding_lock)."""
+        key = (like.get_device(), handle)
+        ws = self._padding_kept.get(key)
+        if ws is None or ws.numel() < nbytes:
+            torch = sys.modules["torch"]
+            ws = self._padding_kept[key] = torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+        return ws
 
     # ------------------------------------------------------------ the call
 
@@ -485,7 +533,7 @@ class Kernel:
             plan = layout.plans.get(key) or layout.padded.get(key) or self._new_plan(layout, key, ptrs, device, args)
             handle = explicit if explicit is not None else first.stream(device)
             if plan.padding is not None:
-                plan.padding.launch(plan, args, ptrs, handle, explicit is not None, fresh)
+                plan.padding.launch(self, plan, args, ptrs, handle, explicit is not None, fresh)
             elif plan.empty:
                 self._launch(plan, args, ptrs, handle)
             else:  # _launch's body, inline: this is the path every launch takes
@@ -684,6 +732,8 @@ class Kernel:
         the faster below PAD_MIN_BLOCK_FLOPS a block); without a fallback, padding is the only way."""
         if self._fallback is None:
             return True
+        if _PADDING in ("always", "never"):
+            return _PADDING == "always"
         flops = evaluate(self.entry.get("flops") or "0", sizes)
         if flops < PAD_MIN_FLOPS:
             return False
