@@ -26,6 +26,9 @@ DECODE = [f"M={m},N={n},K={k}" for m in (1, 16, 64) for n, k in ((4096, 4096), (
 GEMM_SMALL = GEMM + [arg for size in DECODE for arg in ("--size", size)]
 # (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --
 # bench/RESULTS.md, "small and skinny gemm shapes" and "the GEMV tiles")
+# the configurations an artifact carries (the database's default is 4): the gemms serve decode shapes (GEMV tiles,
+# split-K) and large ones (the wide TMA tiles) from one artifact
+MAX_CONFIGS = {"gemm": 6, "fp8_gemm": 6}
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
     ("gemm_f16", "gemm", [], GEMM_SMALL),
@@ -60,7 +63,8 @@ def main() -> int:
             rc = tilec_main(["tune", str(ROOT / "samples" / f"{sample}.tile"), "--target", args.target,
                              "--build-dir", str(folder), *[f"-D{d}" for d in defines], *shapes])
         else:
-            rc = tilec_main(["tune", "--collect", str(folder), "--db", str(ROOT / "samples" / f"{sample}.tune.json")])
+            rc = tilec_main(["tune", "--collect", str(folder), "--db", str(ROOT / "samples" / f"{sample}.tune.json"),
+                             *(["--max-configs", str(MAX_CONFIGS[sample])] if sample in MAX_CONFIGS else [])])
         if rc:
             print(f"{name}: failed", file=sys.stderr)
             return rc

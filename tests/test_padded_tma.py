@@ -158,11 +158,20 @@ def _fake_torch(log: list):
     return torch, Tensor
 
 
-def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_copies_out(monkeypatch):
+PAD_ENTRY = {"name": "tilec_pad_rows", "sizes": [],  # how the fake driver decodes a launch of the pitched copy
+             "params": [{"name": n, "kind": "tensor", "dtype": "u8"} for n in ("src", "dst")]
+             + [{"name": n, "kind": "scalar", "dtype": "i64"} for n in ("rows", "width", "src_pitch", "dst_pitch")]
+             + [{"name": n, "kind": "scalar", "dtype": "i32"} for n in ("src_unit", "dst_unit")]}
+
+
+@pytest.mark.parametrize("pad_kernel", [True, False], ids=["tilec_pad_rows", "cuMemcpy2DAsync"])
+def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_copies_out(monkeypatch, pad_kernel):
     """tilec.runtime's padded launch on the fake driver: A (K = 16001 f16: 32002-byte rows), B and C (N = 129 f16)
     go through workspaces with 16-byte rows; A and B are copied in before the launch, C out after it;
     the kernel's pointer slots and maps are the workspaces' (padded strides, the tensors' own dims), and a later
-    call of another shape with aligned rows launches with no copies."""
+    call of another shape with aligned rows launches with no copies. The copies are launches of the module's
+    tilec_pad_rows (loads and stores as wide as each side's alignment), or, in a module without it, the driver's
+    pitched copy."""
     import sys
 
     from fake_cuda import FakeDriver, install
@@ -183,10 +192,29 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     gemm["tma_only"] = {"A": "load", "B": "load", "C": "store"}
     fake = install(monkeypatch, FakeDriver({"gemm": gemm, "gemm__simt": simt}))
     record = fake._record
-    fake._record = lambda *a, **k: (log.append(("launch",)), record(*a, **k))
+    units, copy_streams = [], []
+
+    def recorded(fn, *a, **k):
+        record(fn, *a, **k)
+        if fn != "tilec_pad_rows":
+            log.append(("launch",))
+            return
+        pad = fake.launches.pop()
+        src, dst, rows, width, src_pitch, dst_pitch, src_unit, dst_unit = pad.args
+        log.append(("copy", src, dst, src_pitch, dst_pitch, width, rows))
+        units.append((src_unit, dst_unit))
+        copy_streams.append(pad.stream)
+
+    fake._record = recorded
+    fake.entries["tilec_pad_rows"] = PAD_ENTRY
     copy_rows = fake.copy_rows
-    fake.copy_rows = lambda *a: (log.append(("copy", a[2], a[0], a[3], a[1], a[4], a[5])), copy_rows(*a))
-    mod = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": [gemm, simt]})
+    fake.copy_rows = lambda *a: (log.append(("copy", a[2], a[0], a[3], a[1], a[4], a[5])),
+                                 copy_streams.append(a[-1]), copy_rows(*a))
+    # a module whose manifest lists the pitched copy among its helpers, or one built before tilec carried it
+    manifest = {"kind": "cubin", "archs": ["sm_90a"], "kernels": [gemm, simt]}
+    if pad_kernel:
+        manifest["helpers"] = ["tilec_pad_rows"]
+    mod = Module(b"\0", manifest)
     M, N, K = 128, 129, 16001
     A, B, C = Tensor(0x100000, (M, K)), Tensor(0x200000, (K, N)), Tensor(0x300000, (M, N))
     plan = mod.gemm.launch_plan(A, B, C, 1.0)
@@ -203,6 +231,9 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
                     ("copy", 0x300000, wc, N * 2, 272, N * 2, M),  # C in: what the kernel leaves stays the caller's
                     ("launch",), ("copy", wc, 0x300000, 272, N * 2, N * 2, M)]
     assert launch.fn == "gemm" and launch.args == [wa, wb, wc, 1.0, M, K, N]
+    # 2-byte wide on the caller's side (rows of 32002 and 258 bytes), 16 on the workspace's
+    assert units == ([(2, 16), (2, 16), (2, 16), (16, 2)] if pad_kernel else [])
+    assert fake.copies == [] if pad_kernel else len(fake.copies) == 4
     by_marker = {i + 1: enc for i, enc in enumerate(fake.encodes)}
     a_map, b_map, c_map = (by_marker[m[0]] for m in launch.maps)  # in the kernel's map order
     assert a_map[2:6] == (wa, (K, M), (16008 * 2,), (64, 128)) and "padded rows" in a_map[7]
@@ -220,10 +251,10 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     assert log[0][0] == "empty"
     # an explicit stream: a workspace from torch's allocator for the call, held for that stream; copies on it
     log.clear()
-    fake.copies.clear()
+    copy_streams.clear()
     mod.gemm(A, B, C, 1.0, stream=0x77)
     assert [x[0] for x in log] == ["empty", "record_stream", "copy", "copy", "copy", "launch", "copy"]
-    assert log[1][2] == 0x77 and {c[-1] for c in fake.copies} == {0x77} and fake.launches[-1].stream == 0x77
+    assert log[1][2] == 0x77 and copy_streams == [0x77] * 4 and fake.launches[-1].stream == 0x77
     # aligned rows: the TMA kernel with the caller's tensors, nothing copied
     log.clear()
     fake.launches.clear()

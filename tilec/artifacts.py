@@ -15,7 +15,7 @@ import json
 from .ir import simt as S
 from .ir import tile as T
 from .ir.formula import formula
-from .manifest import LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION, TMA_ONLY_KEY
+from .manifest import HELPERS_KEY, LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION, TMA_ONLY_KEY
 from .version import __version__
 
 
@@ -193,6 +193,9 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
         launches = launch_entries(result.module, m["kernels"])
     if launches:
         m[LAUNCHES_KEY] = launches
+    helpers = backend.helper_functions(m["kernels"])
+    if helpers:
+        m[HELPERS_KEY] = helpers
     m["remarks"] = [remark_entry(d) for d in result.remarks]
     if options:
         m["options"] = {k: ({n: v if isinstance(v, (bool, int, float, str)) else str(v) for n, v in v.items()}

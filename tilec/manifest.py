@@ -49,6 +49,9 @@ ARCH_KERNELS_KEY = "arch_kernels"
 # "kernels_arch": "sm_80"}; absent when it carries none (--no-ptx).
 PTX_KEY = "ptx"
 LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages, scratch); absent when there are none
+# functions the binary carries beside the kernels, for the runtime's own use (CUDA: "tilec_pad_rows", the padded
+# launches' pitched copy); absent when there are none
+HELPERS_KEY = "helpers"
 WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
 

@@ -58,8 +58,6 @@ PAD_MIN_FLOPS = 5e7
 PAD_MIN_BLOCK_FLOPS = 2e6
 # TILEC_PADDING=always / never: pad wherever TMA can take the padded tensors / run the fallback instead (A/B timing)
 _PADDING = os.environ.get("TILEC_PADDING", "auto")
-# how a padded launch copies its tensors: "driver" (cuMemcpy2DAsync) or "torch" (Tensor.copy_), for A/B timing
-_PAD_COPY = os.environ.get("TILEC_PAD_COPY", "driver")
 
 _INT_RANGES = {"i8": (-(2**7), 2**7 - 1), "u8": (0, 2**8 - 1), "i16": (-(2**15), 2**15 - 1), "u16": (0, 2**16 - 1),
                "i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
@@ -310,24 +308,25 @@ class _Padding:
     before the launch, an output also copied out after it, on the launch's stream -- and the kernel's maps
     describe the workspace (its tensor's dims, the padded strides).
 
-    The copies are one cuMemcpy2DAsync each (pitched, device to device; TILEC_PAD_COPY=torch copies through torch
-    instead, for A/B timing). The workspaces are one block of bytes, kept by the kernel per device and stream
-    (Kernel._padding_workspace) where the call is on torch's current stream and not captured, else taken from
-    torch's stream-ordered allocator for the call; the maps are encoded again only when its address changes."""
+    Each copy is one launch of the artifact's pitched copy (tilec_pad_rows: 16 bytes a thread, with loads and
+    stores as wide as each side's alignment allows), or cuMemcpy2DAsync in an artifact without it. The workspaces
+    are one block of bytes, kept by the kernel per device and stream (Kernel._padding_workspace) where the call is
+    on torch's current stream and not captured, else taken from torch's stream-ordered allocator for the call; the
+    maps are encoded again only when its address changes."""
 
     def __init__(self, name: str, layout: _Layout, shapes: dict[int, tuple], modes: dict[int, str], maps, drv):
         self.name, self.drv = name, drv
         self.maps = maps  # (map position, tensor position, TensorMapArgs, spec) of each map over a padded tensor
         elem = {k: s.elem_bytes for _, k, _, s in maps}
-        # (tensor position, argument index, output?, rows, workspace pitch, offset in the workspace, padded shape)
+        # (tensor position, argument index, output?, rows, workspace pitch, offset in the workspace, row bytes)
         self.tensors, offset = [], 0
-        for k, padded in shapes.items():
-            shape = tuple(padded)
+        for k, (shape, padded) in shapes.items():
             rows = 1
             for d in shape[:-1]:
                 rows *= d
-            pitch = shape[-1] * elem[k]
-            self.tensors.append((k, layout.tensors[k].index, modes[k] == "store", rows, pitch, offset, shape))
+            pitch = padded[-1] * elem[k]
+            self.tensors.append((k, layout.tensors[k].index, modes[k] == "store", rows, pitch, offset,
+                                 shape[-1] * elem[k]))
             offset += -(-rows * pitch // 256) * 256
         self.total = max(offset, 1)
         self.encoded: dict[int, list] = {}  # workspace address -> its encoded maps
@@ -348,10 +347,11 @@ class _Padding:
                 ws = kernel._padding_workspace(like, handle, self.total)
             base = ws.data_ptr()
             slots = list(ptrs)
-            for k, index, output, rows, pitch, offset, shape in self.tensors:
+            device = like.get_device()
+            for k, _, output, rows, pitch, offset, width in self.tensors:
                 slots[k] = base + offset
                 if not (output and fresh_outputs):
-                    self._copy(args[index], ptrs[k], base + offset, rows, pitch, shape, ws, offset, handle, True)
+                    self._copy(kernel, device, ptrs[k], width, base + offset, pitch, width, rows, handle)
             maps = self.encoded.get(base)
             if maps is None:
                 if len(self.encoded) >= 16:
@@ -376,23 +376,32 @@ class _Padding:
                 if (plan.launchers.get(handle) or plan.launcher(handle))():
                     plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                               block.params_address, plan.cluster)
-            for k, index, output, rows, pitch, offset, shape in self.tensors:
+            for k, _, output, rows, pitch, offset, width in self.tensors:
                 if output:
-                    self._copy(args[index], ptrs[k], base + offset, rows, pitch, shape, ws, offset, handle, False)
+                    self._copy(kernel, device, base + offset, pitch, ptrs[k], width, width, rows, handle)
 
-    def _copy(self, tensor, address: int, work: int, rows: int, pitch: int, shape, ws, offset: int, handle: int,
-              into: bool) -> None:
-        """The tensor (contiguous: the binder checked) into its padded place in the workspace, or back out."""
-        width = tensor.shape[-1] * tensor.element_size()
-        if _PAD_COPY == "torch":
-            view = ws[offset:offset + rows * pitch].view(tensor.dtype).view(shape)[..., :tensor.shape[-1]]
-            torch = sys.modules["torch"]
-            with torch.cuda.stream(torch.cuda.ExternalStream(handle, device=tensor.device)):
-                (view.copy_(tensor) if into else tensor.copy_(view))
-        elif into:
-            self.drv.copy_rows(work, pitch, address, width, width, rows, handle)
-        else:
-            self.drv.copy_rows(address, width, work, pitch, width, rows, handle)
+    def _copy(self, kernel: Kernel, device: int, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int,
+              rows: int, handle: int) -> None:
+        """`rows` rows of `width` bytes from `src` to `dst` on the stream: the artifact's own pitched copy
+        (tilec_pad_rows, tilec/targets/cuda/include/tilec_pad.h), else the driver's cuMemcpy2DAsync."""
+        fn = kernel.module.pad_function(device)
+        if fn is None:
+            self.drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle)
+            return
+        chunks = -(-width // 16)
+        threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
+        grid = (-(-chunks // threads), min(rows, 65535), 1)
+        args = (ctypes.c_uint64(src), ctypes.c_uint64(dst), ctypes.c_int64(rows), ctypes.c_int64(width),
+                ctypes.c_int64(src_pitch), ctypes.c_int64(dst_pitch), ctypes.c_int(_unit(src, src_pitch)),
+                ctypes.c_int(_unit(dst, dst_pitch)))
+        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        self.drv.launch_packed(fn, grid, threads, 0, handle, ctypes.addressof(params))
+
+
+def _unit(address: int, pitch: int) -> int:
+    """The widest access (16, 8, 4, 2 or 1 bytes) that every row of a pitched tensor is aligned to."""
+    bits = address | pitch | 16
+    return bits & -bits
 
 
 class _Plan:
@@ -682,7 +691,7 @@ class Kernel:
         its launch configuration) when TMA cannot address the tensors."""
         position = {t.index: k for k, t in enumerate(layout.tensors)}
         encoded_args = []
-        padded: dict[int, tuple[int, ...]] = {}  # tensor position -> the padded workspace's shape
+        padded: dict[int, tuple] = {}  # tensor position -> (the tensor's shape, the padded workspace's shape)
         only = self.entry.get("tma_only") or {}
         refused = None  # the first map TMA cannot take even padded: (spec, why)
         for spec in layout.tmaps:
@@ -695,8 +704,8 @@ class Kernel:
                 if spec.param["name"] in only and _torch_tensor(args, spec.param_index):
                     targs = padded_map_args(spec, shape)
                     if targs is not None:
-                        padded[k] = tuple(shape[:-1]) + (-(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN
-                                                         // spec.elem_bytes,)
+                        padded[k] = (tuple(shape), tuple(shape[:-1]) + (
+                            -(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN // spec.elem_bytes,))
                 if targs is None or isinstance(targs, NoTma):
                     refused = refused or (spec, why)
             encoded_args.append((spec, targs))

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import UserFacingError
-from ..manifest import choose_image, launch_entries
+from ..manifest import HELPERS_KEY, choose_image, launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
 from .fastlaunch import native_class
@@ -38,6 +38,7 @@ from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/c_launcher
 # The manifest formats this runtime reads (tilec.artifacts.MANIFEST_VERSION writes them; a test
 # keeps the two in step). A newer tilec may write a format this runtime cannot launch correctly.
 SUPPORTED_MANIFEST_VERSIONS = (1,)
+PAD_FUNCTION = "tilec_pad_rows"  # the padded launches' copy (tilec/targets/cuda/include/tilec_pad.h)
 
 __all__ = ["Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "JitRefused", "ManifestError",
            "LoadedImage", "no_jit_requested"]
@@ -99,6 +100,7 @@ class Module:
         self.name = name
         self.no_jit = no_jit_requested(no_jit)
         self._modules: dict[int, object] = {}  # device ordinal -> CUmodule
+        self._pad_functions: dict[int, int | None] = {}  # device ordinal -> tilec_pad_rows's CUfunction
         self.loaded: dict[int, LoadedImage] = {}  # device ordinal -> the image loaded there
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
         public = native_class(Kernel)  # Kernel, or under it the compiled launcher's call (fastlaunch.py)
@@ -138,6 +140,18 @@ class Module:
             self.loaded[device] = LoadedImage(choice.image, choice.how, choice.why, time.perf_counter() - start)
             self._modules[device] = mod
         return mod
+
+    def pad_function(self, device: int = 0):
+        """The module's pitched copy for padded TMA launches (`tilec_pad_rows`, which tilec builds into every
+        module with a TMA kernel) on GPU `device`, or None in an artifact without it."""
+        if device not in self._pad_functions:
+            fn = None
+            if PAD_FUNCTION in self.manifest.get(HELPERS_KEY, ()):  # (not in an artifact built before it was)
+                from .cuda_driver import Driver
+
+                fn = Driver.get(device).function(self.cuda_module(device), PAD_FUNCTION)
+            self._pad_functions[device] = getattr(fn, "value", fn)
+        return self._pad_functions[device]
 
     def image_report(self, device: int = 0) -> LoadedImage:
         """Which image runs on GPU `device`, how and why, and how long loading it took (loading it now if no

@@ -240,6 +240,11 @@ class Backend:
         """Back-end options recorded in the manifest's "options" (and so in its source hash)."""
         return {}
 
+    def helper_functions(self, kernels: list[dict]) -> list[str]:
+        """The functions the binary of these kernel entries carries beside them for the runtime's own use (the
+        manifest's "helpers"); none by default."""
+        return []
+
     def operand_tables(self, family: str) -> list[OperandTable]:
         """The operand layouts of one instruction of matrix-instruction `family` that this back end lowers with
         (the tables its lowering and the SIMT interpreter use), for `tilec layout`; [] when it has none."""

@@ -12,8 +12,9 @@
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
 it uses the entry of its source, kernel, target and -D values (without one, the entry whose -D values differ only
-in f16 against bf16), unless a -D sets one of the tuned names (an explicit configuration wins). `select` picks the few configurations that win across the tuned shapes and the
-dispatch rules. Standard library only: the cache key reads the entry on the cache-hit path.
+in f16 against bf16), unless a -D sets one of the tuned names (an explicit configuration wins). `select` picks the
+few configurations that win across the tuned shapes and the dispatch rules. Standard library only: the cache key
+reads the entry on the cache-hit path.
 """
 
 from __future__ import annotations

@@ -86,9 +86,10 @@ class CudaBackend(SimtBackend):
     codegen = "tilec.targets.cuda.codegen"
 
     def variant_headers(self) -> tuple[str, tuple[str, ...]]:
-        from .codegen import CLUSTER_HEADER, HEADER
+        from .codegen import CLUSTER_HEADER, HEADER, PAD_HEADER
 
-        return HEADER.read_text(), (CLUSTER_HEADER.read_text(),)  # the cluster header: clustered variants alone
+        # the cluster header: clustered variants alone; the padded-row copy: TMA variants alone, and defined once
+        return HEADER.read_text(), (CLUSTER_HEADER.read_text(), PAD_HEADER.read_text())
 
     def lower(self, module, rep, target, dumps, want, verify=False):
         import copy
@@ -165,6 +166,11 @@ class CudaBackend(SimtBackend):
         return {"cu": "none (the generated source)", "ptx": what("ptx", 1), "cubin": cubin,
                 "fatbin": what("fatbin", 2), "header": f"{cubin} per target",
                 "object": f"{cubin} per target, then {cc or 'no C compiler found (set CC)'}"}
+
+    def helper_functions(self, kernels: list[dict]) -> list[str]:
+        from .codegen import PAD_FUNCTION
+
+        return [PAD_FUNCTION] if any(k.get("tensor_maps") for k in kernels) else []  # as codegen.generate emits it
 
     def manifest_options(self, options):
         options = self.parse_options(options)

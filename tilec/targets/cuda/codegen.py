@@ -13,6 +13,8 @@ from ..registry import check_spellings
 HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 PROFILE_HEADER = Path(__file__).parent / "include" / "tilec_profile.h"  # only in a profiled build
 CLUSTER_HEADER = Path(__file__).parent / "include" / "tilec_cluster.h"  # only with thread-block clusters (sm90)
+PAD_HEADER = Path(__file__).parent / "include" / "tilec_pad.h"  # only with TMA: the runtime's padded-row copy
+PAD_FUNCTION = "tilec_pad_rows"  # the function PAD_HEADER defines (the manifest's "helpers")
 
 _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
@@ -220,6 +222,8 @@ def generate(module: S.SModule, banner: str) -> str:
         emitted.update(printer.helpers)
         parts.append(text)
         parts.append("")
+    if any(k.attrs.get("tensor_maps") for k in module.kernels):
+        parts += [PAD_HEADER.read_text(), ""]  # (ending in a blank line, as merged_source hoists it)
     if any("__nv_fp8_" in p for p in parts[4:]):  # an 8-bit float anywhere, not only in the signature
         parts.insert(4, "#include <cuda_fp8.h>")
     return "\n".join(parts)

@@ -1,0 +1,111 @@
+"""tilec_pad.h's pitched copy (the copies of tilec.runtime's padded TMA launches), its CUDA source compiled by the
+host C++ compiler with the CUDA built-ins stood in for, and every thread of its grid run: the padded rows hold the
+tensor's bytes, nothing past a row's width or the last row is written, at every alignment of either side. The same
+copies on the H200 run in bench/misaligned_h200.py and the shape sweep (and compute-sanitizer's memcheck)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilec.runtime.launch import _unit
+
+HEADER = Path(__file__).resolve().parent.parent / "tilec" / "targets" / "cuda" / "include" / "tilec_pad.h"
+
+HARNESS = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
+struct dim3 { unsigned x, y, z; };
+static dim3 blockIdx, threadIdx, blockDim, gridDim;
+#define __global__
+#define __launch_bounds__(n)
+#include "tilec_pad.h"
+// argv: src dst (files, rewritten in place: dst), src offset, dst offset, rows, width, src pitch, dst pitch,
+// src unit, dst unit, threads, grid x, grid y
+int main(int argc, char** argv) {
+  long long v[11];
+  for (int i = 0; i < 11; ++i) v[i] = atoll(argv[3 + i]);
+  auto slurp = [](const char* path) {
+    FILE* f = fopen(path, "rb"); std::vector<unsigned char> b; int c;
+    while ((c = fgetc(f)) != EOF) b.push_back((unsigned char)c);
+    fclose(f); return b;
+  };
+  std::vector<unsigned char> src = slurp(argv[1]), dst = slurp(argv[2]);
+  blockDim = {(unsigned)v[8], 1, 1};
+  gridDim = {(unsigned)v[9], (unsigned)v[10], 1};
+  for (unsigned by = 0; by < gridDim.y; ++by)
+    for (unsigned bx = 0; bx < gridDim.x; ++bx)
+      for (unsigned t = 0; t < blockDim.x; ++t) {
+        blockIdx = {bx, by, 0};
+        threadIdx = {t, 0, 0};
+        tilec_pad_rows(src.data() + v[0], dst.data() + v[1], v[2], v[3], v[4], v[5], (int)v[6], (int)v[7]);
+      }
+  FILE* f = fopen(argv[2], "wb");
+  fwrite(dst.data(), 1, dst.size(), f);
+  fclose(f);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    folder = tmp_path_factory.mktemp("pad")
+    (folder / "harness.cpp").write_text(HARNESS)
+    exe = folder / "harness"
+    r = subprocess.run([cxx, "-O1", "-std=c++17", "-fno-strict-aliasing", f"-I{HEADER.parent}", "-o", str(exe),
+                        str(folder / "harness.cpp")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return exe
+
+
+def _launch_shape(width: int, rows: int, rows_per_grid: int) -> tuple[int, int, int]:
+    """The grid tilec.runtime launches (Padding._copy), with grid y capped lower to exercise the row stride."""
+    chunks = -(-width // 16)
+    threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
+    return threads, -(-chunks // threads), min(rows, rows_per_grid)
+
+
+# (rows, row bytes, source offset, source pitch, destination offset, destination pitch): into a padded workspace
+# (f16 rows of 4099 and 129 elements, fp8 rows of 3003 and 515 bytes, rows past a grid's y), and back out of one
+CASES = [(5, 8198, 0, 8198, 0, 8208), (7, 258, 2, 258, 256, 272), (4, 3003, 1, 3003, 0, 3008),
+         (9, 515, 3, 515, 0, 528), (6, 40, 4, 40, 0, 48), (3, 24, 8, 24, 0, 32), (70, 34, 0, 34, 0, 48),
+         (5, 272, 0, 272, 0, 272),                       # already aligned: 16-byte loads and stores
+         (7, 258, 0, 272, 6, 258), (4, 3003, 0, 3008, 1, 3003)]  # out of a workspace into the caller's tensor
+
+
+@pytest.mark.parametrize("rows,width,src_off,src_pitch,dst_off,dst_pitch", CASES)
+def test_pad_rows_copies_every_row_and_nothing_else(harness, tmp_path, rows, width, src_off, src_pitch, dst_off,
+                                                     dst_pitch):
+    rng = np.random.default_rng(rows * width)
+    src = rng.integers(0, 256, src_off + rows * src_pitch + 64, dtype=np.uint8)
+    dst = rng.integers(0, 256, dst_off + rows * dst_pitch + 64, dtype=np.uint8)
+    (tmp_path / "src").write_bytes(src.tobytes())
+    (tmp_path / "dst").write_bytes(dst.tobytes())
+    # the units as tilec.runtime works them out from the addresses (a 256-byte aligned base here) and pitches
+    src_unit, dst_unit = _unit(0x1000 + src_off, src_pitch), _unit(0x1000 + dst_off, dst_pitch)
+    threads, gx, gy = _launch_shape(width, rows, 3)
+    subprocess.run([str(harness), str(tmp_path / "src"), str(tmp_path / "dst"),
+                    *map(str, (src_off, dst_off, rows, width, src_pitch, dst_pitch, src_unit, dst_unit,
+                               threads, gx, gy))], check=True, timeout=60)
+    got = np.frombuffer((tmp_path / "dst").read_bytes(), dtype=np.uint8)
+    want = dst.copy()
+    for r in range(rows):
+        want[dst_off + r * dst_pitch: dst_off + r * dst_pitch + width] = \
+            src[src_off + r * src_pitch: src_off + r * src_pitch + width]
+    np.testing.assert_array_equal(got, want)  # the rows copied; the padding and every other byte untouched
+
+
+def test_units_are_the_widest_every_row_is_aligned_to():
+    assert _unit(0x1000, 8208) == 16 and _unit(0x1000, 8198) == 2 and _unit(0x1001, 3008) == 1
+    assert _unit(0x1008, 48) == 8 and _unit(0x1004, 40) == 4 and _unit(0x1000, 3003) == 1
