@@ -25,6 +25,8 @@ struct uint2 { unsigned x, y; };
 struct dim3 { unsigned x, y, z; };
 static dim3 blockIdx, threadIdx, blockDim, gridDim;
 #define __global__
+#define __device__
+#define __forceinline__ inline
 #define __launch_bounds__(n)
 #include "tilec_pad.h"
 // argv: src dst (files, rewritten in place: dst), src offset, dst offset, rows, width, src pitch, dst pitch,

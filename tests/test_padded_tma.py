@@ -96,11 +96,12 @@ def test_padding_is_chosen_where_the_fallback_blocks_have_enough_work():
         return gemm._padding_pays({"M": M, "N": N, "K": K}, 0)
 
     assert pays(4095, 4095, 4095) and pays(97, 1001, 3003)  # 64x64 fallback blocks of 3.4e7 flops; 1.8e7
-    assert pays(127, 4099, 515)  # 130 blocks of 4.2e6 flops
-    assert not pays(1, 7, 9000)  # 1.3e5 flops in all: the copies' launches cost more than the twin loses
-    assert not pays(64, 4096, 96)  # 5.0e7 flops in all, but 64 blocks of 7.9e5
-    assert 2 * 64 * 64 * 250 >= PAD_MIN_BLOCK_FLOPS and 2 * 200 * 200 * 700 >= PAD_MIN_FLOPS
-    assert pays(200, 200, 700) and not pays(200, 200, 600)
+    assert not pays(127, 4099, 515)  # 130 blocks of 4.2e6 flops: the fallback is faster
+    assert not pays(1, 7, 9000)  # 1.3e5 flops in all: the copies' launches cost more than the fallback loses
+    assert 2 * 64 * 64 * 1250 >= PAD_MIN_BLOCK_FLOPS and 2 * 200 * 200 * 700 >= PAD_MIN_FLOPS
+    assert pays(640, 640, 1250) and not pays(640, 640, 1200)
+    # only the output misaligned: the fallback's loads are aligned, so the copies never pay
+    assert not gemm._padding_pays({"M": 4096, "N": 50257, "K": 4096}, 0, inputs=False)
     gemm._fallback = None  # without a fallback, padding is the only way
     assert pays(1, 7, 9)
 

@@ -55,7 +55,7 @@ INT32_MAX = 2**31 - 1
 # padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work (the manifest's flops, whole
 # tiles) per block of the fallback at which it beat the fallback on the H200, and a floor for the whole launch
 PAD_MIN_FLOPS = 5e7
-PAD_MIN_BLOCK_FLOPS = 2e6
+PAD_MIN_BLOCK_FLOPS = 1e7
 # TILEC_PADDING=always / never: pad wherever TMA can take the padded tensors / run the fallback instead (A/B timing)
 _PADDING = os.environ.get("TILEC_PADDING", "auto")
 
@@ -330,6 +330,7 @@ class _Padding:
             offset += -(-rows * pitch // 256) * 256
         self.total = max(offset, 1)
         self.encoded: dict[int, list] = {}  # workspace address -> its encoded maps
+        self.copies: dict[tuple, list] = {}  # (workspace address, tensor addresses) -> _prepare_copies
 
     def launch(self, kernel: Kernel, plan: _Plan, args, ptrs, handle: int, explicit: bool,
                fresh_outputs: bool = False) -> None:
@@ -347,11 +348,13 @@ class _Padding:
                 ws = kernel._padding_workspace(like, handle, self.total)
             base = ws.data_ptr()
             slots = list(ptrs)
-            device = like.get_device()
-            for k, _, output, rows, pitch, offset, width in self.tensors:
+            for k, *_, offset, _ in self.tensors:
                 slots[k] = base + offset
+            key = (base, *ptrs)
+            copies = self.copies.get(key) or self._prepare_copies(kernel, like.get_device(), ptrs, base, key)
+            for output, copy_in, _ in copies:
                 if not (output and fresh_outputs):
-                    self._copy(kernel, device, ptrs[k], width, base + offset, pitch, width, rows, handle)
+                    copy_in(handle)
             maps = self.encoded.get(base)
             if maps is None:
                 if len(self.encoded) >= 16:
@@ -376,18 +379,31 @@ class _Padding:
                 if (plan.launchers.get(handle) or plan.launcher(handle))():
                     plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                               block.params_address, plan.cluster)
-            for k, _, output, rows, pitch, offset, width in self.tensors:
+            for output, _, copy_out in copies:
                 if output:
-                    self._copy(kernel, device, base + offset, pitch, ptrs[k], width, width, rows, handle)
+                    copy_out(handle)
+
+    def _prepare_copies(self, kernel: Kernel, device: int, ptrs, base: int, key) -> list:
+        """Per padded tensor (output?, its copy in, its copy out): functions of the stream, their arguments packed
+        once for these tensors and this workspace (a plan's tensors keep their addresses, a kept workspace its)."""
+        if len(self.copies) >= 16:
+            self.copies.clear()
+        out = self.copies[key] = []
+        for k, _, output, rows, pitch, offset, width in self.tensors:
+            work = base + offset
+            out.append((output, self._copy(kernel, device, ptrs[k], width, work, pitch, width, rows),
+                        self._copy(kernel, device, work, pitch, ptrs[k], width, width, rows) if output else None))
+        return out
 
     def _copy(self, kernel: Kernel, device: int, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int,
-              rows: int, handle: int) -> None:
-        """`rows` rows of `width` bytes from `src` to `dst` on the stream: the artifact's own pitched copy
-        (tilec_pad_rows, tilec/targets/cuda/include/tilec_pad.h), else the driver's cuMemcpy2DAsync."""
+              rows: int):
+        """A function of the stream that copies `rows` rows of `width` bytes from `src` to `dst`: a launch of the
+        artifact's own pitched copy (tilec_pad_rows, tilec/targets/cuda/include/tilec_pad.h) with its arguments
+        packed here, else the driver's cuMemcpy2DAsync."""
+        drv = self.drv
         fn = kernel.module.pad_function(device)
         if fn is None:
-            self.drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle)
-            return
+            return lambda handle: drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle)
         chunks = -(-width // 16)
         threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
         grid = (-(-chunks // threads), min(rows, 65535), 1)
@@ -395,7 +411,11 @@ class _Padding:
                 ctypes.c_int64(src_pitch), ctypes.c_int64(dst_pitch), ctypes.c_int(_unit(src, src_pitch)),
                 ctypes.c_int(_unit(dst, dst_pitch)))
         params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        self.drv.launch_packed(fn, grid, threads, 0, handle, ctypes.addressof(params))
+        address = ctypes.addressof(params)
+
+        def launch(handle, _keep=(args, params)):
+            drv.launch_packed(fn, grid, threads, 0, handle, address)
+        return launch
 
 
 def _unit(address: int, pitch: int) -> int:
@@ -710,7 +730,7 @@ class Kernel:
                     refused = refused or (spec, why)
             encoded_args.append((spec, targs))
         modes = {k: only[layout.tensors[k].name] for k in padded}
-        if refused is None and padded and not self._padding_pays(sizes, device):
+        if refused is None and padded and not self._padding_pays(sizes, device, "load" in modes.values()):
             refused = (None, None)
         if refused is not None:
             spec, why = refused
@@ -733,16 +753,21 @@ class Kernel:
                             if position[s.param_index] in padded], drv)
         return self, grid, threads, [m for m in maps if m is not None], padding
 
-    def _padding_pays(self, sizes, device: int) -> bool:
-        """Whether padding the misaligned tensors for the TMA kernel beats the fallback at these sizes: the copies
-        and their Python cost (tens of microseconds a launch) are paid once, while the fallback falls behind the
-        TMA kernel in proportion to each block's work (the manifest's `flops`, which counts whole tiles, over the
-        fallback's blocks). Fitted to the H200's figures (bench/RESULTS.md, 2026-12-02, issue #26: the fallback was
-        the faster below PAD_MIN_BLOCK_FLOPS a block); without a fallback, padding is the only way."""
+    def _padding_pays(self, sizes, device: int, inputs: bool = True) -> bool:
+        """Whether padding the misaligned tensors for the TMA kernel beats the fallback at these sizes. The copies
+        and their host time are paid once a launch, while the fallback falls behind the TMA kernel in proportion to
+        each block's work (the manifest's `flops`, which counts whole tiles, over the fallback's blocks) — where it
+        loads a misaligned input: with only outputs misaligned (`inputs` False) its loads are 16-byte copies and
+        only its stores narrower, so it runs about as fast (an LM head's 4096x50257 output: 3.56 ms against 3.64
+        padded) and the copies never pay. Fitted to the H200's
+        figures (bench/RESULTS.md, 2026-12-03, issue #26: the fallback was the faster below PAD_MIN_BLOCK_FLOPS a
+        block, and with only the output misaligned); without a fallback, padding is the only way."""
         if self._fallback is None:
             return True
         if _PADDING in ("always", "never"):
             return _PADDING == "always"
+        if not inputs:
+            return False
         flops = evaluate(self.entry.get("flops") or "0", sizes)
         if flops < PAD_MIN_FLOPS:
             return False
