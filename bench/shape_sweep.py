@@ -295,7 +295,8 @@ WARMUP_MS, REP_MS = 3, 12
 DEVICE = "cuda"
 
 
-def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0) -> None:
+def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0,
+        variants: bool = False) -> None:
     import torch
     import torch.nn.functional as F
     import triton
@@ -515,6 +516,8 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
             row["ratio"] = row["peer_ms"] / row["tilec_ms"]
             if hasattr(peer, "with_padding"):
                 row["peer_with_padding_ms"] = bench(peer.with_padding)
+            if variants and hasattr(kern, "variants"):  # what each tuned variant takes here: the dispatch's regret
+                row["variants_ms"] = {v.name: bench(lambda v=v: v(*args)) for v in kern.variants}  # noqa: B023
         except Exception as e:  # noqa: BLE001  (every failure goes into the table)
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
@@ -681,6 +684,9 @@ def main() -> None:
                     help="build: just the artifacts of these families; run: just their shapes (repeatable)")
     ap.add_argument("--breakdown", type=int, default=0, metavar="N",
                     help="run: afterwards profile the N worst shapes (the GPU kernels of a call, both sides)")
+    ap.add_argument("--variants", action="store_true",
+                    help="run: also time every tuned variant of a dispatching kernel at each shape (the dispatch's "
+                         "choice against the best of them)")
     ap.add_argument("--plot", type=Path, default=ROOT / "bench" / "shape_sweep.png", help="report: the PNG")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
@@ -688,7 +694,7 @@ def main() -> None:
     if a.mode == "build":
         build(a.path, a.only)
     elif a.mode == "run":
-        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown)
+        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants)
     else:
         report(a.path, None if a.no_plot else a.plot, a.markdown)
 

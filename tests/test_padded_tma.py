@@ -95,13 +95,21 @@ def test_padding_is_chosen_where_the_fallback_blocks_have_enough_work():
     def pays(M, N, K):
         return gemm._padding_pays({"M": M, "N": N, "K": K}, 0)
 
-    assert pays(4095, 4095, 4095) and pays(97, 1001, 3003)  # 64x64 fallback blocks of 3.4e7 flops; 1.8e7
-    assert not pays(127, 4099, 515)  # 130 blocks of 4.2e6 flops: the fallback is faster
-    assert not pays(1, 7, 9000)  # 1.3e5 flops in all: the copies' launches cost more than the fallback loses
-    assert 2 * 64 * 64 * 1250 >= PAD_MIN_BLOCK_FLOPS and 2 * 200 * 200 * 700 >= PAD_MIN_FLOPS
-    assert pays(640, 640, 1250) and not pays(640, 640, 1200)
-    # only the output misaligned: the fallback's loads are aligned, so the copies never pay
-    assert not gemm._padding_pays({"M": 4096, "N": 50257, "K": 4096}, 0, inputs=False)
+    def copied(m, n, k):  # A and B in, C in and out (f16)
+        return 2 * (m * k + k * n + 2 * m * n)
+
+    def pays_copying(m, n, k, inputs=True, nbytes=None):
+        sizes = {"M": m, "N": n, "K": k}
+        return gemm._padding_pays(sizes, 0, inputs, copied(m, n, k) if nbytes is None else nbytes)
+
+    assert pays_copying(4095, 4095, 4095) and pays_copying(97, 1001, 3003)  # 64x64 fallback blocks of 3.4e7, 1.8e7
+    assert not pays_copying(127, 4099, 515)  # 130 blocks of 4.2e6 flops, and 6.5 MB to copy: the fallback is faster
+    assert pays_copying(127, 4099, 515, nbytes=127 * 515 * 2)  # ... but only A's 131 KB: the copy is cheap
+    assert not pays_copying(1, 7, 9000)  # 1.3e5 flops in all: the copies' launches cost more than the fallback loses
+    assert 2 * 64 * 64 * 625 >= PAD_MIN_BLOCK_FLOPS and 2 * 200 * 200 * 700 >= PAD_MIN_FLOPS
+    assert pays_copying(640, 640, 625) and not pays_copying(640, 640, 600)  # (the copies: more than flops / 500)
+    # only the output misaligned: the fallback narrows its stores alone, so its blocks need twice the work to lose
+    assert pays_copying(640, 640, 1250, inputs=False) and not pays_copying(640, 640, 1200, inputs=False)
     gemm._fallback = None  # without a fallback, padding is the only way
     assert pays(1, 7, 9)
 

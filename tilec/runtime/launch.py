@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import re
 import struct
@@ -55,7 +56,9 @@ INT32_MAX = 2**31 - 1
 # padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work (the manifest's flops, whole
 # tiles) per block of the fallback at which it beat the fallback on the H200, and a floor for the whole launch
 PAD_MIN_FLOPS = 5e7
-PAD_MIN_BLOCK_FLOPS = 1e7
+PAD_MIN_BLOCK_FLOPS = 5e6  # with a misaligned input, whose loads the fallback narrows
+PAD_MIN_BLOCK_FLOPS_STORES = 1e7  # with only outputs misaligned: the fallback narrows its stores alone
+PAD_FLOPS_PER_COPIED_BYTE = 500  # copies this small against the launch's work pay at any block size
 # TILEC_PADDING=always / never: pad wherever TMA can take the padded tensors / run the fallback instead (A/B timing)
 _PADDING = os.environ.get("TILEC_PADDING", "auto")
 
@@ -712,6 +715,7 @@ class Kernel:
         position = {t.index: k for k, t in enumerate(layout.tensors)}
         encoded_args = []
         padded: dict[int, tuple] = {}  # tensor position -> (the tensor's shape, the padded workspace's shape)
+        elem_bytes: dict[int, int] = {}
         only = self.entry.get("tma_only") or {}
         refused = None  # the first map TMA cannot take even padded: (spec, why)
         for spec in layout.tmaps:
@@ -724,13 +728,16 @@ class Kernel:
                 if spec.param["name"] in only and _torch_tensor(args, spec.param_index):
                     targs = padded_map_args(spec, shape)
                     if targs is not None:
+                        elem_bytes[k] = spec.elem_bytes
                         padded[k] = (tuple(shape), tuple(shape[:-1]) + (
                             -(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN // spec.elem_bytes,))
                 if targs is None or isinstance(targs, NoTma):
                     refused = refused or (spec, why)
             encoded_args.append((spec, targs))
         modes = {k: only[layout.tensors[k].name] for k in padded}
-        if refused is None and padded and not self._padding_pays(sizes, device, "load" in modes.values()):
+        copied = sum(math.prod(shape) * elem_bytes[k] * (2 if modes[k] == "store" else 1)
+                     for k, (shape, _) in padded.items())  # an output goes in and out
+        if refused is None and padded and not self._padding_pays(sizes, device, "load" in modes.values(), copied):
             refused = (None, None)
         if refused is not None:
             spec, why = refused
@@ -753,26 +760,24 @@ class Kernel:
                             if position[s.param_index] in padded], drv)
         return self, grid, threads, [m for m in maps if m is not None], padding
 
-    def _padding_pays(self, sizes, device: int, inputs: bool = True) -> bool:
+    def _padding_pays(self, sizes, device: int, inputs: bool = True, copied: int = 0) -> bool:
         """Whether padding the misaligned tensors for the TMA kernel beats the fallback at these sizes. The copies
-        and their host time are paid once a launch, while the fallback falls behind the TMA kernel in proportion to
-        each block's work (the manifest's `flops`, which counts whole tiles, over the fallback's blocks) — where it
-        loads a misaligned input: with only outputs misaligned (`inputs` False) its loads are 16-byte copies and
-        only its stores narrower, so it runs about as fast (an LM head's 4096x50257 output: 3.56 ms against 3.64
-        padded) and the copies never pay. Fitted to the H200's
-        figures (bench/RESULTS.md, 2026-12-03, issue #26: the fallback was the faster below PAD_MIN_BLOCK_FLOPS a
-        block, and with only the output misaligned); without a fallback, padding is the only way."""
+        (`copied` bytes moved) and their host time are paid once a launch, while the fallback falls behind the TMA
+        kernel in proportion to each block's work (the manifest's `flops`, which counts whole tiles, over the
+        fallback's blocks), more so where it narrows its loads (a misaligned input, `inputs`) than where it narrows
+        only its stores. Fitted to the H200's A/B (bench/RESULTS.md, 2026-12-03 s11, issue #26: every gemm and fp8
+        sweep shape both ways); without a fallback, padding is the only way."""
         if self._fallback is None:
             return True
         if _PADDING in ("always", "never"):
             return _PADDING == "always"
-        if not inputs:
-            return False
         flops = evaluate(self.entry.get("flops") or "0", sizes)
         if flops < PAD_MIN_FLOPS:
             return False
+        if copied * PAD_FLOPS_PER_COPIED_BYTE <= flops:
+            return True
         gx, gy, gz = self._fallback.launch_config(sizes, device)[0]
-        return flops >= PAD_MIN_BLOCK_FLOPS * max(1, gx * gy * gz)
+        return flops >= (PAD_MIN_BLOCK_FLOPS if inputs else PAD_MIN_BLOCK_FLOPS_STORES) * max(1, gx * gy * gz)
 
     def _function(self, drv, device: int) -> int:
         fn = self._fns.get(device)
