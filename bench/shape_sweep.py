@@ -570,6 +570,20 @@ def worst(rows: list[dict], n: int = 10) -> list[dict]:
     return sorted((r for r in rows if r.get("ok") and "ratio" in r), key=lambda r: r["ratio"])[:n]
 
 
+def regrets(rows: list[dict]) -> dict[str, list[float]]:
+    """Per family, at each shape whose variants were all timed: the time of the variant the dispatch ran (the
+    variants' own timing of it, so both sides are measured alike) over the fastest variant's."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        times = r.get("variants_ms")
+        if not times or not r.get("runs"):
+            continue
+        chosen = next((t for name, t in times.items() if r["runs"].split("+")[0].startswith(name)), None)
+        if chosen is not None:
+            out.setdefault(r["family"], []).append(chosen / min(times.values()))
+    return out
+
+
 def retag_tuned(rows: list[dict], root: Path = ROOT) -> None:
     """Whether each shape is one its build's database entry was tuned at, from the checkout's samples/*.tune.json."""
     tuned = tuned_shapes(root)
@@ -607,6 +621,16 @@ def markdown(results: dict) -> str:
                       "_scaled_mm runs there, the operands padded to 16 and then _scaled_mm (the table above times "
                       f"_scaled_mm alone on operands padded beforehand): worst / 10th percentile / median "
                       f"{padded[0]:.2f} / {percentile(padded, 10):.2f} / {percentile(padded, 50):.2f}"]
+    regret = regrets(rows)
+    if regret:
+        lines += ["", "The dispatch's choice against the fastest tuned variant at each shape (`--variants`: every "
+                      "variant timed; regret = the chosen one's time / the fastest one's):", "",
+                  "| family | shapes | median regret | 90th percentile | worst | shapes over 1.10 |",
+                  "|---|---|---|---|---|---|"]
+        for fam, values in regret.items():
+            values = sorted(values)
+            lines.append(f"| {fam} | {len(values)} | {percentile(values, 50):.2f} | {percentile(values, 90):.2f} | "
+                         f"{values[-1]:.2f} | {sum(v > 1.10 for v in values)} |")
     bad = [r for r in rows if r.get("ok") is False or "error" in r]
     if bad:
         lines += ["", f"Wrong or failed ({len(bad)}):", ""]

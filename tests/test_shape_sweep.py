@@ -102,6 +102,24 @@ def test_report_statistics(sweep, shapes):
     assert "Wrong or failed (2)" in text and "CudaError: launch failed" in text and "error nan" in text
 
 
+def test_report_gives_the_dispatchs_regret_and_fp8_with_its_padding(sweep, shapes):
+    """With every variant timed (`run --variants`): the chosen variant's time over the fastest one's, per family;
+    and fp8 at padded sizes against _scaled_mm with its padding timed."""
+    results = _results(sweep, shapes)
+    gemm = [r for r in results["rows"] if r["family"] == "gemm f16"]
+    gemm[0]["variants_ms"] = {"gemm__cfg0": 2.0, "gemm__cfg1": 1.0}  # ran cfg0 (its twin): regret 2
+    gemm[4]["variants_ms"] = {"gemm__cfg0": 1.0, "gemm__cfg1": 1.05}  # ran cfg0, the fastest: regret 1
+    gemm[11]["variants_ms"] = {"gemm__cfg0": 1.0, "gemm__cfg1": 1.2}  # ran cfg1: 1.2
+    assert {f: sorted(v) for f, v in sweep.regrets(results["rows"]).items()} == {"gemm f16": [1.0, 1.2, 2.0]}
+    fp8 = next(s for s in shapes if s["family"] == "fp8")
+    results["rows"].append({**fp8, "ok": True, "err": 0.0, "tilec_ms": 1.0, "peer_ms": 0.5, "ratio": 0.5,
+                            "peer": "_scaled_mm (padded to 16)", "runs": "fp8_gemm__cfg0+padded",
+                            "peer_with_padding_ms": 0.8})
+    text = sweep.markdown(results)
+    assert "| gemm f16 | 3 | 1.20 | 1.84 | 2.00 | 2 |" in text
+    assert "(1 shapes)" in text and "0.80 / 0.80 / 0.80" in text
+
+
 def test_report_reads_the_databases_for_what_was_tuned(sweep, shapes, tmp_path):
     """`report` decides tuned or not from samples/*.tune.json, not from the results file."""
     results = _results(sweep, shapes)
