@@ -1,7 +1,7 @@
 """The shape sweep (issue #26): tilec's default builds against their peers at a few hundred shapes of real model layers.
 
     python bench/shape_sweep.py build .artifacts/sweep                                 # here: 16 builds, shapes.json
-    python3 bench/shape_sweep.py run .artifacts/sweep --results $OUT/shape_sweep.json  # the H200: 656 shapes, ~45 s
+    python3 bench/shape_sweep.py run .artifacts/sweep --results $OUT/shape_sweep.json  # the H200: 729 shapes, ~50 s
     python bench/shape_sweep.py report shape_sweep.json                   # here: the table and bench/shape_sweep.png
 
 (With the `run` tool: build into /work/main/.artifacts/sweep, pass `carry: [".artifacts/sweep"]`, and run the second
@@ -22,6 +22,11 @@ tilec is faster). The peers: cuBLAS (torch.mm), `torch._scaled_mm(use_fast_accum
 multiples of 16 where K or N is not one: cuBLASLt's fp8 needs it), torch SDPA on cuDNN (flash, then the default
 backend where cuDNN refuses a shape), torch's softmax / rms_norm / layer_norm. Shapes run interleaved across families,
 so `--budget SECONDS` (stop timing new shapes) still covers every family; the JSON is rewritten as the run goes.
+fp8 shapes whose operands needed padding also time `_scaled_mm` with that padding (`peer_with_padding_ms`: what a
+user of cuBLAS runs there). `--breakdown N` then profiles the N worst shapes again under torch's profiler: the GPU
+kernels of one call, tilec's (the padded launches' copies, split-K's stages, the kernel) and the peer's.
+`--variants` also times every tuned variant of a dispatching kernel at each shape (`variants_ms`), so that `report`
+gives the dispatch's regret: the chosen variant's time over the fastest one's.
 
 `report` prints per family the worst, 10th percentile and median ratio over the correct shapes, separately for the
 shapes the tuning databases were tuned on and for the others (read from samples/*.tune.json), the 10 worst shapes and
