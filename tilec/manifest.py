@@ -52,6 +52,7 @@ LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages,
 # functions the binary carries beside the kernels, for the runtime's own use (CUDA: "tilec_pad_rows", the padded
 # launches' pitched copy); absent when there are none
 HELPERS_KEY = "helpers"
+PAD_HELPER = "tilec_pad_rows"  # CUDA: the padded launches' pitched copy (tilec/targets/cuda/include/tilec_pad.h)
 WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
 

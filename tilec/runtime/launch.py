@@ -311,8 +311,8 @@ class _Padding:
     before the launch, an output also copied out after it, on the launch's stream -- and the kernel's maps
     describe the workspace (its tensor's dims, the padded strides).
 
-    Each copy is one launch of the artifact's pitched copy (tilec_pad_rows: 16 bytes a thread, with loads and
-    stores as wide as each side's alignment allows), or cuMemcpy2DAsync in an artifact without it. The workspaces
+    Each copy is one launch of the artifact's pitched copy (tilec_pad_rows: 16 bytes a thread, in loads and stores
+    as wide as both sides' alignment allows), or cuMemcpy2DAsync in an artifact without it. The workspaces
     are one block of bytes, kept by the kernel per device and stream (Kernel._padding_workspace) where the call is
     on torch's current stream and not captured, else taken from torch's stream-ordered allocator for the call; the
     maps are encoded again only when its address changes."""
@@ -324,9 +324,7 @@ class _Padding:
         # (tensor position, argument index, output?, rows, workspace pitch, offset in the workspace, row bytes)
         self.tensors, offset = [], 0
         for k, (shape, padded) in shapes.items():
-            rows = 1
-            for d in shape[:-1]:
-                rows *= d
+            rows = math.prod(shape[:-1])
             pitch = padded[-1] * elem[k]
             self.tensors.append((k, layout.tensors[k].index, modes[k] == "store", rows, pitch, offset,
                                  shape[-1] * elem[k]))

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import UserFacingError
-from ..manifest import HELPERS_KEY, choose_image, launch_entries
+from ..manifest import HELPERS_KEY, PAD_HELPER, choose_image, launch_entries
 from .arrays import ArgumentError
 from .dispatch import add_dispatchers
 from .fastlaunch import native_class
@@ -38,7 +38,6 @@ from .tensor_maps import (  # noqa: F401  (re-exported: tilec/targets/c_launcher
 # The manifest formats this runtime reads (tilec.artifacts.MANIFEST_VERSION writes them; a test
 # keeps the two in step). A newer tilec may write a format this runtime cannot launch correctly.
 SUPPORTED_MANIFEST_VERSIONS = (1,)
-PAD_FUNCTION = "tilec_pad_rows"  # the padded launches' copy (tilec/targets/cuda/include/tilec_pad.h)
 
 __all__ = ["Module", "Kernel", "ArgumentError", "ArchitectureMismatch", "DriverTooOld", "JitRefused", "ManifestError",
            "LoadedImage", "no_jit_requested"]
@@ -146,10 +145,10 @@ class Module:
         module with a TMA kernel) on GPU `device`, or None in an artifact without it."""
         if device not in self._pad_functions:
             fn = None
-            if PAD_FUNCTION in self.manifest.get(HELPERS_KEY, ()):  # (not in an artifact built before it was)
+            if PAD_HELPER in self.manifest.get(HELPERS_KEY, ()):  # (not in an artifact built before it was)
                 from .cuda_driver import Driver
 
-                fn = Driver.get(device).function(self.cuda_module(device), PAD_FUNCTION)
+                fn = Driver.get(device).function(self.cuda_module(device), PAD_HELPER)
             self._pad_functions[device] = getattr(fn, "value", fn)
         return self._pad_functions[device]
 

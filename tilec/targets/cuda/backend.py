@@ -168,9 +168,9 @@ class CudaBackend(SimtBackend):
                 "object": f"{cubin} per target, then {cc or 'no C compiler found (set CC)'}"}
 
     def helper_functions(self, kernels: list[dict]) -> list[str]:
-        from .codegen import PAD_FUNCTION
+        from ...manifest import PAD_HELPER
 
-        return [PAD_FUNCTION] if any(k.get("tensor_maps") for k in kernels) else []  # as codegen.generate emits it
+        return [PAD_HELPER] if any(k.get("tensor_maps") for k in kernels) else []  # as codegen.generate emits it
 
     def manifest_options(self, options):
         options = self.parse_options(options)

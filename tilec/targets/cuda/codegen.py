@@ -14,7 +14,6 @@ HEADER = Path(__file__).parent / "include" / "tilec_cuda.h"
 PROFILE_HEADER = Path(__file__).parent / "include" / "tilec_profile.h"  # only in a profiled build
 CLUSTER_HEADER = Path(__file__).parent / "include" / "tilec_cluster.h"  # only with thread-block clusters (sm90)
 PAD_HEADER = Path(__file__).parent / "include" / "tilec_pad.h"  # only with TMA: the runtime's padded-row copy
-PAD_FUNCTION = "tilec_pad_rows"  # the function PAD_HEADER defines (the manifest's "helpers")
 
 _MATH = {"exp": "expf", "exp2": "tl::exp2f_approx", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
          "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf", "abs": "fabsf",
