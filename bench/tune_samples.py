@@ -4,6 +4,10 @@
     python3 -m tilec.runtime.tune_worker .artifacts/tune/*         # on the GPU machine: check and time
     python bench/tune_samples.py collect .artifacts/tune          # here: write samples/*.tune.json
 
+With --missing, `build` compiles each job only for the shapes its database entry lacks (a job whose entry has them
+all is left out), and `collect` adds them to the entry (`tilec tune --extend`): the shapes a set gained since the
+entry was tuned cost their own timing, not the whole entry's again.
+
 Each job is one `tilec tune` run: a sample, the -D values its database entry is for (only values that differ
 from the sample's defaults, so that a build with the same -D finds the entry), and the shapes it is tuned at.
 """
@@ -40,10 +44,29 @@ JOBS = [
     ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),
     ("attn_d128", "flash_attention", ["dtype=bf16", "dim=128"], ["--shapes", "attention"]),
     ("attn_d128_causal", "flash_attention", ["dtype=bf16", "dim=128", "causal=True"], ["--shapes", "attention"]),
+    ("attn_d256", "flash_attention", ["dtype=bf16", "dim=256"], ["--shapes", "attention"]),
+    ("attn_d256_causal", "flash_attention", ["dtype=bf16", "dim=256", "causal=True"], ["--shapes", "attention"]),
     ("softmax_bf16", "softmax", ["dtype=bf16"], ["--shapes", "rows"]),
     ("rmsnorm_bf16", "rmsnorm", ["dtype=bf16"], ["--shapes", "rows"]),
     ("layernorm_bf16", "layernorm", ["dtype=bf16"], ["--shapes", "rows"]),
 ]
+
+
+def missing_shapes(sample: str, defines: list[str], shape_args: list[str], target: str) -> list[str] | None:
+    """The --size arguments of the job's shapes that its database entry lacks (None: the job has no entry)."""
+    from tilec.tuning import database
+    from tilec.tuning.shapes import label, resolve
+
+    path = ROOT / "samples" / f"{sample}.tune.json"
+    fixed = dict(d.split("=", 1) for d in defines)
+    entry = next((e for e in database.load(path)["entries"] if e["target"] == target and e["defines"] == fixed),
+                 None) if path.is_file() else None
+    if entry is None:
+        return None
+    named = [v for k, v in zip(shape_args, shape_args[1:], strict=False) if k == "--shapes"]
+    sizes = [v for k, v in zip(shape_args, shape_args[1:], strict=False) if k == "--size"]
+    have = {tuple(sorted(s["sizes"].items())) for s in entry["shapes"]}
+    return [arg for s in resolve(sizes, named) if tuple(sorted(s.items())) not in have for arg in ("--size", label(s))]
 
 
 def main() -> int:
@@ -52,6 +75,8 @@ def main() -> int:
     p.add_argument("folder", type=Path)
     p.add_argument("--only", action="append", help="just these jobs")
     p.add_argument("--target", default="sm90")
+    p.add_argument("--missing", action="store_true", help="build: only the shapes each job's entry lacks; "
+                   "collect: add them to the entries")
     args = p.parse_args()
     from tilec.cli.main import main as tilec_main
 
@@ -59,11 +84,20 @@ def main() -> int:
         if args.only and name not in args.only:
             continue
         folder = args.folder / name
+        if args.missing and args.step == "build":
+            lacking = missing_shapes(sample, defines, shapes, args.target)
+            if lacking == []:
+                print(f"{name}: its entry has every shape")
+                continue
+            shapes = shapes if lacking is None else lacking
+        if args.step == "collect" and args.missing and not (folder / "plan.json").is_file():
+            continue  # left out by build --missing
         if args.step == "build":
             rc = tilec_main(["tune", str(ROOT / "samples" / f"{sample}.tile"), "--target", args.target,
                              "--build-dir", str(folder), *[f"-D{d}" for d in defines], *shapes])
         else:
             rc = tilec_main(["tune", "--collect", str(folder), "--db", str(ROOT / "samples" / f"{sample}.tune.json"),
+                             *(["--extend"] if args.missing else []),
                              *(["--max-configs", str(MAX_CONFIGS[sample])] if sample in MAX_CONFIGS else [])])
         if rc:
             print(f"{name}: failed", file=sys.stderr)

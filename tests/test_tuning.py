@@ -286,6 +286,65 @@ def test_merge_keeps_the_entrys_configuration_limit(tmp_path):
     assert load(path)["entries"][0]["max_configs"] == 2
 
 
+def _timed_entry(timed: list[dict], shapes: dict[tuple, list[float]], **extra) -> dict:
+    """An entry as `collect` writes it: every timed configuration's time at each shape (all_ms)."""
+    rows = []
+    for (m, n), all_ms in shapes.items():
+        ranked = sorted(zip(all_ms, range(len(timed)), strict=True))
+        rows.append({"sizes": {"M": m, "N": n}, "winner": {"config": timed[ranked[0][1]], "ms": ranked[0][0]},
+                     "runner_ups": [{"config": timed[i], "ms": ms} for ms, i in ranked[1:3]], "all_ms": all_ms})
+    return {**_entry(), "source_hash": "h1", "timed": timed, "shapes": rows, **extra}
+
+
+def test_extend_adds_shapes_and_spreads_their_times_over_both_timed_lists(tmp_path):
+    from tilec.tuning.database import load, merge, select, stored_times
+
+    a, b, c = ({"block_M": m, "block_N": 128, "threads": 128} for m in (1, 2, 4))
+    path = tmp_path / "k.tune.json"
+    merge(path, _timed_entry([a, b], {(4096, 128): [1.0, 2.0], (8, 4096): [3.0, 1.5]}, max_configs=6))
+    # tuned later at two more shapes, one of them again, with a third configuration that now builds
+    merge(path, _timed_entry([b, c], {(8, 4096): [1.4, 1.2], (256, 768): [2.0, 0.5]}), extend=True)
+    (e,) = load(path)["entries"]
+    assert e["max_configs"] == 6
+    assert e["timed"] == [a, b, c]
+    by_size = {(s["sizes"]["M"], s["sizes"]["N"]): s["all_ms"] for s in e["shapes"]}
+    assert by_size == {(4096, 128): [1.0, 2.0, None], (8, 4096): [None, 1.4, 1.2], (256, 768): [None, 2.0, 0.5]}
+    configs, times = stored_times(e)
+    assert times[next(k for k, v in configs.items() if v == c)] == {1: 1.2, 2: 0.5}
+    chosen, per_shape = select(e)
+    assert [chosen[i] for i in per_shape] == [a, c, c]
+    # without --extend the entry is replaced: the old shape is gone
+    merge(path, _timed_entry([b, c], {(256, 768): [2.0, 0.5]}))
+    assert [s["sizes"] for s in load(path)["entries"][0]["shapes"]] == [{"M": 256, "N": 768}]
+
+
+@pytest.mark.parametrize("field", ["source_hash", "gpu"])
+def test_extend_refuses_times_that_do_not_compare(tmp_path, field):
+    from tilec.tuning.database import DatabaseError, merge
+
+    a = {"block_M": 1, "block_N": 128, "threads": 128}
+    path = tmp_path / "k.tune.json"
+    merge(path, _timed_entry([a], {(4096, 128): [1.0]}))
+    with pytest.raises(DatabaseError, match="tune all its shapes again"):
+        merge(path, _timed_entry([a], {(8, 128): [1.0]}, **{field: "other"}), extend=True)
+
+
+def test_tune_samples_missing_builds_only_the_shapes_an_entry_lacks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_samples", ROOT / "bench" / "tune_samples.py")
+    tune_samples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tune_samples)
+    from tilec.tuning.shapes import NAMED
+
+    entry_sizes = [s["sizes"] for e in json.loads((ROOT / "samples" / "softmax.tune.json").read_text())["entries"]
+                   if e["defines"] == {"dtype": "bf16"} for s in e["shapes"]]
+    lacking = tune_samples.missing_shapes("softmax", ["dtype=bf16"], ["--shapes", "rows", "--size", "M=3,N=5"], "sm90")
+    want = [s for s in [{"M": 3, "N": 5}, *NAMED["rows"]] if s not in entry_sizes]
+    assert lacking == [arg for s in want for arg in ("--size", f"M={s['M']},N={s['N']}")]
+    assert tune_samples.missing_shapes("softmax", ["dtype=f32"], ["--shapes", "rows"], "sm90") is None  # no entry
+
+
 def test_collect_stores_the_configuration_limit(tmp_path, monkeypatch):
     from tilec.cli import tune as tune_cli
     from tilec.tuning import database
@@ -426,6 +485,97 @@ def test_merged_source_builds_with_the_toolchain(tmp_path):
     _db(tmp_path)
     art = tilec.compile(str(src), "sm90", emit="cubin")
     assert b"scale__cfg1" in art.data
+
+
+WHEN_SPACE = SPACE.replace("webgpu=(8, 64))", "webgpu=(8, 64),\n"
+                           "                           when=N >= 2 * block_N and M % block_M == 0 or M > 100000)")
+
+
+def test_when_conditions_reach_the_dispatch_table_with_the_consts_folded(tmp_path):
+    src = _write(tmp_path, WHEN_SPACE)
+    _db(tmp_path)
+    table = json.loads(tilec.compile(str(src), "sm90", emit="cu").manifest)["dispatch"]["scale"]
+    assert [(c["consts"]["block_M"], c["when"]) for c in table["configs"]] == [
+        (8, ["or", ["and", [">=", "N", 128], ["==", ["%", "M", 8], 0]], [">", "M", 100000]]),
+        (4, ["or", ["and", [">=", "N", 256], ["==", ["%", "M", 4], 0]], [">", "M", 100000]])]
+    # folded to a constant: true leaves the config unconditional, and a plain build ignores when= altogether
+    always = _write(tmp_path, SPACE.replace("webgpu=(8, 64))", "webgpu=(8, 64), when=block_M > 0 or N > 1)"))
+    assert all("when" not in c for c in json.loads(tilec.compile(str(always), "sm90", emit="cu").manifest)
+               ["dispatch"]["scale"]["configs"])
+    assert tilec.compile(str(src), "sm90", emit="cu", options=CompileOptions(tune_db="")).manifest
+
+
+@pytest.mark.parametrize("when, message, at", [
+    ("Q > 1", "when= reads 'Q', which is neither a const nor a runtime size of the kernel (its sizes: M, N)", "Q"),
+    ("N > 1.5", "when= takes integers", "1.5"),
+    ("dtype == 1", "'dtype' is not an integer const or a runtime size", "dtype =="),
+])
+def test_when_errors_point_at_the_condition(tmp_path, when, message, at):
+    text = SPACE.replace("webgpu=(8, 64))", f"webgpu=(8, 64), when={when})")
+    src = _write(tmp_path, text)
+    with pytest.raises(CompileError) as e:
+        tilec.compile(str(src), "sm90", emit="cu", options=CompileOptions(tune_db=""))
+    line = text.splitlines()[2]
+    shown = _error_text(e.value)
+    assert message in shown and f"k.tile:3:{line.index(at, line.index('when=')) + 1}: error:" in shown, shown
+
+
+def test_dispatch_passes_over_variants_whose_condition_is_false():
+    from tilec.manifest import condition_value
+    from tilec.runtime.dispatch import choose
+
+    table = {"sizes": ["M", "N"],
+             "configs": [{"kernel": "k__cfg0", "when": [">=", "N", 128]},
+                         {"kernel": "k__cfg1", "when": ["and", [">=", "N", 256], ["==", ["%", "M", 4], 0]]},
+                         {"kernel": "k__cfg2"}],
+             "rules": [{"at": {"M": 4096, "N": 128}, "config": 1}, {"at": {"M": 8, "N": 4096}, "config": 0}]}
+    assert choose(table, {"M": 4096, "N": 300}) == 1  # nearest, and its condition holds
+    assert choose(table, {"M": 4094, "N": 300}) == 0  # M % 4 != 0: the next nearest rule's variant
+    assert choose(table, {"M": 4096, "N": 100}) == 2  # no rule's variant may run: the first variant that may
+    table["configs"][2]["when"] = False
+    assert choose(table, {"M": 4096, "N": 100}) == 1  # none may run: the nearest of all
+    # // and % round toward minus infinity (as the source's), and a zero divisor makes the value 0
+    assert [condition_value([op, a, b], {}) for op, a, b in [("//", -7, 2), ("%", -7, 2), ("//", 7, 0)]] == [-4, 1, 0]
+
+
+def test_c_dispatcher_chooses_as_the_runtime_does_under_conditions(tmp_path):
+    """The generated K_config against tilec.runtime.dispatch.choose at every size of a grid around the tuned
+    shapes and the conditions' edges (floor division and modulo of negative values included)."""
+    import itertools
+    import shutil
+
+    from tilec.runtime.dispatch import choose
+    from tilec.targets.c_launcher.dispatch import dispatchers
+    from tilec.targets.c_launcher.header import CUDA_API
+
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        pytest.skip("a C compiler is needed")
+    table = {"sizes": ["M", "N"],
+             "configs": [{"kernel": "k__cfg0", "when": [">=", "N", ["*", 2, ["//", ["neg", "M"], -3]]]},
+                         {"kernel": "k__cfg1", "when": ["or", ["==", ["%", ["-", 5, "M"], 4], 1],
+                                                        ["not", ["<", "N", 300]]]},
+                         {"kernel": "k__cfg2", "when": ["!=", ["//", "N", ["-", "M", 7]], 0]}],
+             "rules": [{"at": {"M": 4096, "N": 128}, "config": 1}, {"at": {"M": 8, "N": 4096}, "config": 0},
+                       {"at": {"M": 100, "N": 100}, "config": 2}]}
+    entry = {"name": "k__cfg0", "sizes": ["M", "N"],
+             "params": [{"name": "X", "kind": "tensor", "dtype": "f32"}]}
+    code, _ = dispatchers({"k": table}, [entry], CUDA_API, "", False)
+    config_fn = code[:code.index("/* k_launch:")]
+    grid = list(itertools.product([1, 3, 6, 7, 8, 9, 100, 101, 4093, 4096], [1, 99, 127, 128, 255, 256, 299, 300,
+                                                                           4096, 5000]))
+    points = ", ".join(f"{{{m}, {n}}}" for m, n in grid)
+    main = ("int main(void) {\n  static const int at[][2] = {" + points + "};\n"
+            "  for (unsigned i = 0; i < sizeof at / sizeof at[0]; i++)\n"
+            "    printf(\"%d\\n\", k_config(at[i][0], at[i][1]));\n"
+            "  return 0;\n}\n")
+    (tmp_path / "c.c").write_text("#include <stdio.h>\n" + config_fn.replace("static inline int k_config",
+                                                                            "static int k_config") + main)
+    subprocess.run([gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "c.c", "-o", "c"], cwd=tmp_path, check=True)
+    got = subprocess.run([str(tmp_path / "c")], capture_output=True, text=True, check=True).stdout.split()
+    want = [str(choose(table, {"M": m, "N": n})) for m, n in grid]
+    assert got == want
+    assert len(set(want)) == 3  # every variant is chosen somewhere on the grid
 
 
 def test_dispatch_picks_the_nearest_tuned_shape(monkeypatch):

@@ -88,6 +88,9 @@ class CompileResult:
     options: CompileOptions | None = None  # what it was compiled with
     backend: object | None = None  # tilec.targets.backend.Backend, when a target was given
     remarks: list[Diagnostic] = field(default_factory=list)  # why the compiler chose what it chose (-R)
+    # when this build's configuration is worth launching: its tune() consts' when= conditions, folded (True when
+    # they have none; a tuned artifact's dispatch table keeps it, tilec.manifest.WHEN_KEY)
+    launch_when: object = True
 
     def ir(self) -> str:
         """The final IR as text: what the back end's last pass produced, printed as that pass prints it (SIMT IR
@@ -95,6 +98,22 @@ class CompileResult:
         if self.simt is not None:
             return self.backend.pipeline(self.target)[-1].prints(self.simt)
         return module_str(self.module)
+
+
+def _launch_condition(context, module):
+    """The tune() consts' when= conditions of this build (tilec.parser.tune.when_of), each checked to read only the
+    runtime sizes of the source's public kernels."""
+    from .manifest import condition_names
+
+    sizes = {v.name for k in module.kernels if k.stage_of is None for v in k.size_vars}
+    sizes |= {v.name for seq in module.launches for v in seq.size_vars}
+    for axis in context.axes:
+        unknown = sorted(condition_names(axis.when) - sizes)
+        if unknown:
+            raise CompileError([Diagnostic("error", f"when= reads {', '.join(repr(n) for n in unknown)}, which is "
+                                                    f"neither a const nor a runtime size of the kernel (its sizes: "
+                                                    f"{', '.join(sorted(sizes)) or 'none'})", axis.when_span)])
+    return tune_space.when_of(context.axes)
 
 
 def compile(source: str | Path, options: CompileOptions | None = None, *, text: str | None = None) -> CompileResult:
@@ -133,9 +152,10 @@ def compile(source: str | Path, options: CompileOptions | None = None, *, text: 
     try:
         if text is None:
             text = read_source(path)
-        with tune_space.building(tune_keys(target_name)):  # tune() consts take this target's default
+        with tune_space.building(tune_keys(target_name)) as tune_context:  # tune() consts: this target's default
             module = build_module(path, text, sources, list(opts.include_dirs), define_values(opts), rep)
             tune_space.rename_kernels(module.kernels, module.launches)
+            launch_when = _launch_condition(tune_context, module)
         rep.diagnostics[:] = _select_warnings(rep.diagnostics, opts)
         if opts.kernel is not None:
             chosen = [k for k in module.kernels if opts.kernel in (k.name, k.stage_of)]
@@ -172,7 +192,8 @@ def compile(source: str | Path, options: CompileOptions | None = None, *, text: 
             k.attrs["disabled"] = (opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
                                    | (frozenset() if opts.realign_rows else {"realign"}))
             pin(k, request)
-        result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks)
+        result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks,
+                               launch_when=launch_when)
         if target_name is not None:
             _compile_for_target(result, opts, rep, want, opts.plan_only, verify)
     except CompileError as e:

@@ -19,8 +19,11 @@ stages: [{kernel, args, grid}] (in launch order: the internal kernel entry launc
 name of the public parameter or scratch tensor it receives), flops, bytes}]. Its stage kernels are "internal".
 
 A tuned artifact (tilec/tuning/multi.py): "tuning" {gpu, date, source_hash, shapes, configs} and, with several
-variants, "dispatch": {public name: {sizes, configs: [{kernel, consts, launches?}], rules: [{at, config}]}}; a
-config with "launches": true names a "launches" entry (a multi-launch variant: split-K), the others a kernel entry.
+variants, "dispatch": {public name: {sizes, configs: [{kernel, consts, launches?, when?}], rules: [{at, config}]}};
+a config with "launches": true names a "launches" entry (a multi-launch variant: split-K), the others a kernel
+entry. A config's "when" (its source's tune(..., when=...) with the consts folded in) is a condition tree over the
+kernel's sizes: an int, a size name, or [op, operand...] with op one of + - * // % < <= > >= == != and or not (and
+unary -); the dispatch passes over a config whose condition is false at a launch's sizes (condition_holds).
 
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA),
@@ -58,6 +61,51 @@ WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kern
 
 TUNING_KEY = "tuning"  # a tuned artifact's record of its database entry
 DISPATCH_KEY = "dispatch"  # public name -> the table that picks its variant per launch (dispatch_distance)
+
+
+WHEN_KEY = "when"  # a dispatch config's condition on the sizes (condition_holds)
+CONDITION_OPS = {"+": 2, "-": 2, "*": 2, "//": 2, "%": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "==": 2, "!=": 2,
+                 "and": None, "or": None, "not": 1, "neg": 1}  # operands (None: two or more)
+
+
+def condition_value(tree, sizes: dict[str, int]) -> int:
+    """The value of a condition tree (WHEN_KEY) at these sizes (a size it names and `sizes` lacks: ManifestError).
+    // and % round toward minus infinity, as in the source; a division by zero makes the condition false (0)."""
+    if isinstance(tree, bool | int):
+        return int(tree)
+    if isinstance(tree, str):
+        if tree not in sizes:
+            raise ManifestError(f"a dispatch condition names the size '{tree}', which the launch does not have")
+        return int(sizes[tree])
+    op, *args = tree
+    if op == "and":
+        return int(all(condition_value(a, sizes) for a in args))
+    if op == "or":
+        return int(any(condition_value(a, sizes) for a in args))
+    values = [condition_value(a, sizes) for a in args]
+    if op == "not":
+        return int(not values[0])
+    if op == "neg":
+        return -values[0]
+    a, b = values
+    if op in ("//", "%") and b == 0:
+        return 0
+    return int({"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b,
+                "%": lambda: a % b, "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
+                ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b}[op]())
+
+
+def condition_holds(tree, sizes: dict[str, int]) -> bool:
+    return bool(condition_value(tree, sizes))
+
+
+def condition_names(tree) -> set[str]:
+    """The size names a condition tree reads."""
+    if isinstance(tree, str):
+        return {tree}
+    if isinstance(tree, list):
+        return set().union(*(condition_names(a) for a in tree[1:]))
+    return set()
 
 
 def log2_approx(x: int) -> float:

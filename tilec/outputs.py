@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .diagnostics import CompileError, Diagnostic
-from .manifest import DISPATCH_KEY
+from .manifest import DISPATCH_KEY, WHEN_KEY
 from .options import CompileOptions, resolve
 
 
@@ -186,6 +186,7 @@ def _build(source, opts: CompileOptions, own, targets, backend, kind: str, outpu
             on_compiled(results[0])
         if i == 0:  # every variant's multi-launch kernels, under their variant names (before variants_unit)
             launches = [e for r in per_variant if r.module.launches for e in launch_entries(r.module, entries(r))]
+            when = {sfx: r.launch_when for r, (_, sfx) in zip(per_variant, variants, strict=True)}
         units.append(variants_unit(per_variant, [sfx for _, sfx in variants], entries, backend.variant_headers()))
     first = results[0]
     forward_ptx, ptx_warnings = _forward_ptx_unit(source, own, targets, backend, kind, units, variants, entries, text)
@@ -196,7 +197,7 @@ def _build(source, opts: CompileOptions, own, targets, backend, kind: str, outpu
     warnings = "".join(render(d, first.sources, False) + "\n" for d in first.diagnostics)
     deps = unique_paths(first.module.files + list(tuned.inputs))  # with the files the variants were chosen from
     recorded = manifest_options(opts, kind, backend, own)
-    tuning = _variant_records(tuned.records, {e["name"] for e in launches})
+    tuning = _variant_records(tuned.records, {e["name"] for e in launches}, when)
 
     stem = intermediate_stem(Path(source).stem)
     if opts.keep_dir:  # the toolchain's intermediates stay in DIR: under names no input of this build has
@@ -243,14 +244,18 @@ def _forward_ptx_unit(source, own, targets, backend, kind: str, units, variants,
 # ---------------------------------------------------------------------------- variants
 
 
-def _variant_records(records: dict, sequences: set[str]) -> dict:
+def _variant_records(records: dict, sequences: set[str], when: dict[str, object]) -> dict:
     """The manifest's records of the variants, each dispatch table's configs marked "launches": true where the
-    variant is a multi-launch kernel (one of `sequences`: its "launches" entry runs it)."""
+    variant is a multi-launch kernel (one of `sequences`: its "launches" entry runs it), and given its "when"
+    condition where the variant's build has one (`when`: kernel-name suffix -> CompileResult.launch_when)."""
     out = json.loads(json.dumps(records))  # a copy: the caller's stays as it was
-    for table in out.get(DISPATCH_KEY, {}).values():
+    for name, table in out.get(DISPATCH_KEY, {}).items():
         for c in table["configs"]:
             if c["kernel"] in sequences:
                 c["launches"] = True
+            condition = when.get(c["kernel"][len(name):], True)
+            if condition is not True:
+                c[WHEN_KEY] = condition
     return out
 
 

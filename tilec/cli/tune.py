@@ -69,6 +69,9 @@ def command(
                                                     "build of the entry may carry (stored in the entry; default 4; "
                                                     "each one is compiled into the artifact). With --show: the "
                                                     "limit to preview.", show_default=False)] = None,
+    extend: Annotated[bool, typer.Option("--extend", help="Add the tuned shapes to the database's entry for this "
+                                         "source, kernel, target and -D values (tuned on the same GPU) instead of "
+                                         "replacing it; a shape tuned again takes its new times.")] = False,
     db: Annotated[str | None, typer.Option("--db", metavar="FILE", help="The database to write (default: <source "
                                            "stem>.tune.json beside the source).", show_default=False)] = None,
     quiet: p.Quiet = False,
@@ -108,10 +111,11 @@ def _summary(plan) -> str:
     return "\n".join(lines)
 
 
-def _collect(folder: str, db_path: str | None, quiet: bool, max_configs: int | None = None) -> int:
+def _collect(folder: str, db_path: str | None, quiet: bool, max_configs: int | None = None,
+             extend: bool = False) -> int:
     import json
 
-    from ..tuning.database import collect, merge
+    from ..tuning.database import collect, merge, same_entry
 
     entry = collect(folder)
     if max_configs is not None:
@@ -120,10 +124,12 @@ def _collect(folder: str, db_path: str | None, quiet: bool, max_configs: int | N
     path = db_path or (str(Path(src).with_name(Path(src).stem + ".tune.json")) if src else None)
     if path is None:
         return _fail("--collect: say where the database goes with --db FILE")
-    merge(path, entry)
+    db = merge(path, entry, extend=extend)
     if not quiet:
+        total = next(e for e in db["entries"] if same_entry(e, entry))["shapes"]
+        kept = f", {len(total)} with the entry's others" if len(total) != len(entry["shapes"]) else ""
         print(f"tilec tune: wrote {path} ({entry['kernel']} on {entry['target']}, {entry['gpu']}, "
-              f"{len(entry['shapes'])} shapes)")
+              f"{len(entry['shapes'])} shapes{kept})")
         for s in entry["shapes"]:
             w = s["winner"]
             cfg = " ".join(f"{k}={v}" for k, v in w["config"].items())
@@ -175,7 +181,7 @@ def main(args) -> int:
         if args.show:
             return _show(args.show, args.kernel, args.max_configs)
         if args.collect:
-            return _collect(args.collect, args.db, args.quiet, args.max_configs)
+            return _collect(args.collect, args.db, args.quiet, args.max_configs, args.extend)
         if not args.file:
             return _fail("give the .tile FILE to tune (or --collect DIR, or --show DB)")
         return _tune(args)
@@ -281,4 +287,4 @@ def _write_results(folder: str, results: dict, args) -> int:
     import json
 
     (Path(folder) / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    return _collect(folder, args.db, args.quiet, args.max_configs)
+    return _collect(folder, args.db, args.quiet, args.max_configs, args.extend)

@@ -3,12 +3,17 @@
     const block_N = tune(128, 256)                                  # an axis; the default is the first value
     const (block_M, block_N, threads) = tune((128, 128, 128), (128, 256, 256), sm90=(128, 256, 256))
     const num_stages = tune(2, 3, 4, where=num_stages * block_N <= 1024)
+    const split_k = tune(1, 2, 4, when=split_k == 1 or K >= 512 * split_k)
 
 The positional arguments are the candidates (a tuple for a tuple of names: values that go together). A keyword
 named after a target (`sm90`, `webgpu`, `gfx942`) or a back end (`cuda`, `hip`, `webgpu`) gives that target's
 default, most specific first; it joins the candidates. `where=` is a constraint over this const and the consts
 before it: the tuner skips the candidates that break it; a default that breaks it gives way to the next candidate
-(the target's first, then the source's order); -D values that break it are an error.
+(the target's first, then the source's order); -D values that break it are an error. `when=` is a condition over
+the consts and the kernel's runtime sizes under which a configuration is worth launching: an artifact carrying
+several tuned configurations (tilec/tuning/multi.py) passes over one whose condition is false at a launch's sizes.
+The build folds the consts in (`fold_when`) and the manifest's dispatch table keeps what is left, a condition tree
+over size names (tilec.manifest.condition_holds).
 
 Without a tuning database a build binds each name to its target's default; `-D NAME=VALUE` (which the tuner
 and a database's configurations use too) overrides. The builder (tilec/parser/build.py) calls `bind_const`;
@@ -37,6 +42,8 @@ class Axis:
     per_target: dict[str, tuple]
     has_where: bool
     chosen: tuple  # what this build bound
+    when: object = True  # the `when=` condition with this build's consts in: True, False or a tree over sizes
+    when_span: object = None
 
 
 @dataclass
@@ -116,10 +123,12 @@ def bind_const(builder, decl, scope) -> None:
 
     candidates = [candidate(a) for a in call.args]
     per_target: dict[str, tuple] = {}
-    where = None
+    where = when = None
     for kw in call.kwargs:
         if kw.name == "where":
             where = kw.value
+        elif kw.name == "when":
+            when = kw.value
         else:
             per_target[kw.name] = candidate(kw.value)
             if per_target[kw.name] not in candidates:
@@ -146,7 +155,80 @@ def bind_const(builder, decl, scope) -> None:
         tail = "" if overridden else ")"
         raise builder.fail(f"{why} {shown}{tail} break this const's constraint (where=)", where.span)
     if ctx is not None:
-        ctx.axes.append(Axis(names, candidates, per_target, where is not None, tuple(values[n] for n in names)))
+        ctx.axes.append(Axis(names, candidates, per_target, where is not None, tuple(values[n] for n in names),
+                             True if when is None else _as_condition(fold_when(builder, when, scope)),
+                             None if when is None else when.span))
+
+
+_ARITHMETIC = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+               "//": lambda a, b: a // b, "%": lambda a, b: a % b}
+_COMPARISONS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+                ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def fold_when(builder, node, scope):
+    """A `when=` condition with the consts' values in: a bool or an int where it folds, else a tree whose leaves
+    are ints and runtime size names (checked against the kernel's sizes when the dispatch table is written) and
+    whose nodes are [op, operand, ...] lists (the manifest's form, tilec.manifest.condition_holds)."""
+    kind = type(node).__name__
+    if kind == "Number":
+        if isinstance(node.value, int):
+            return node.value
+        raise builder.fail("when= takes integers: the runtime sizes are whole numbers", node.span)
+    if kind == "Name":
+        if node.id in ("True", "False"):
+            return node.id == "True"
+        bound = scope.lookup(node.id)
+        if bound is None:
+            return node.id  # a runtime size
+        if isinstance(bound, tuple) and bound[0] == "const" and isinstance(bound[1], int):
+            return bound[1]
+        raise builder.fail(f"'{node.id}' is not an integer const or a runtime size; when= compares the consts with "
+                           "the kernel's sizes", node.span)
+    if kind == "BinOp" and node.op in _ARITHMETIC:
+        left, right = fold_when(builder, node.left, scope), fold_when(builder, node.right, scope)
+        if isinstance(left, int) and isinstance(right, int):
+            if node.op in ("//", "%") and right == 0:
+                raise builder.fail("division by zero in when=", node.span)
+            return _ARITHMETIC[node.op](left, right)
+        return [node.op, left, right]
+    if kind == "CompareOp" and node.op in _COMPARISONS:
+        left, right = fold_when(builder, node.left, scope), fold_when(builder, node.right, scope)
+        if isinstance(left, int) and isinstance(right, int):
+            return _COMPARISONS[node.op](left, right)
+        return [node.op, left, right]
+    if kind == "UnaryOp" and node.op in ("not", "-"):
+        operand = fold_when(builder, node.operand, scope)
+        if isinstance(operand, int):
+            return (not operand) if node.op == "not" else -operand
+        return ["neg" if node.op == "-" else "not", operand]
+    if kind in ("BoolOp", "BinOp") and node.op in ("and", "or"):
+        deciding = node.op == "or"  # the value that decides an `or` (True) or an `and` (False)
+        rest = []
+        for v in getattr(node, "values", None) or [node.left, node.right]:
+            folded = fold_when(builder, v, scope)
+            if isinstance(folded, int):
+                if bool(folded) == deciding:
+                    return deciding
+                continue
+            rest.append(folded)
+        if not rest:
+            return not deciding
+        return rest[0] if len(rest) == 1 else [node.op, *rest]
+    raise builder.fail("when= takes integer arithmetic (+ - * // %), comparisons and and/or/not over the consts and "
+                       "the kernel's runtime sizes", node.span)
+
+
+def _as_condition(folded):
+    return bool(folded) if isinstance(folded, int) else folded
+
+
+def when_of(axes: list[Axis]):
+    """The condition under which a build of these axes is worth launching: True, or a tree (`fold_when`)."""
+    parts = [a.when for a in axes if a.when is not True]
+    if any(p is False for p in parts):
+        return False
+    return True if not parts else parts[0] if len(parts) == 1 else ["and", *parts]
 
 
 def _show(value) -> str:

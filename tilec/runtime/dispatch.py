@@ -3,8 +3,10 @@
 An artifact built with a tuning database (tilec/tuning/multi.py) may hold several variants of a kernel
 (`gemm__cfg0`, `gemm__cfg1`, ...) and, under "dispatch", the tuned shapes with the variant that serves each. The
 public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
-variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|. The
-generated C launcher (tilec/targets/c_launcher/dispatch.py) computes the same choice (tilec.manifest.log2_approx).
+variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|, among the
+variants whose condition (a config's "when": its source's tune(..., when=...)) holds at the launch's sizes; when
+none holds, among all. The generated C launcher (tilec/targets/c_launcher/dispatch.py) computes the same choice
+(tilec.manifest.log2_approx, condition_holds).
 
 A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
 Then the public name cannot hand the launch to one variant's plan: each call picks the variant from the
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..manifest import log2_approx
+from ..manifest import WHEN_KEY, condition_holds, log2_approx
 from .arrays import ArgumentError
 from .fastlaunch import native_class
 from .launch import _MISS, Kernel
@@ -24,13 +26,18 @@ from .sequence import Launches
 
 def choose(table: dict, sizes: dict[str, int]) -> int:
     """The index (into table["configs"]) of the variant that serves a launch with these sizes."""
+    allowed = [condition_holds(c.get(WHEN_KEY, True), sizes) for c in table["configs"]]
+    if not any(allowed):
+        allowed = [True] * len(allowed)
     best, best_distance = 0, math.inf
     for rule in table["rules"]:
+        if not allowed[rule["config"]]:
+            continue
         distance = sum(abs(log2_approx(sizes.get(n, 1)) - log2_approx(rule["at"][n]))
                        for n in table["sizes"] if n in rule["at"])
         if distance < best_distance:
             best, best_distance = rule["config"], distance
-    return best
+    return best if best_distance < math.inf else allowed.index(True)  # (a variant no tuned shape chose)
 
 
 class DispatchKernel(Kernel):

@@ -54,21 +54,57 @@ def save(path: str | os.PathLike, db: dict) -> None:
     os.replace(tmp, path)
 
 
-def _same_entry(a: dict, b: dict) -> bool:
+def same_entry(a: dict, b: dict) -> bool:
     return all(a.get(k) == b.get(k) for k in ("source", "kernel", "target", "defines"))
 
 
-def merge(path: str | os.PathLike, entry: dict) -> dict:
-    """Add `entry` to the database at `path` (created if absent), replacing the entry it supersedes."""
+def merge(path: str | os.PathLike, entry: dict, extend: bool = False) -> dict:
+    """Add `entry` to the database at `path` (created if absent), replacing the entry it supersedes; with `extend`,
+    adding its shapes to that entry's instead (`extended`)."""
     db = load(path) if Path(path).is_file() else {"tilec_tune_db": DB_VERSION, "entries": []}
-    old = [e for e in db["entries"] if _same_entry(e, entry)]
+    old = [e for e in db["entries"] if same_entry(e, entry)]
+    if extend and old:
+        entry = extended(old[0], entry)
     if old and "max_configs" in old[0] and "max_configs" not in entry:
         entry = {**entry, "max_configs": old[0]["max_configs"]}  # a re-tune keeps the entry's configuration limit
-    db["entries"] = [e for e in db["entries"] if not _same_entry(e, entry)] + [entry]
+    db["entries"] = [e for e in db["entries"] if not same_entry(e, entry)] + [entry]
     db["entries"].sort(key=lambda e: (e["source"], e["kernel"], e["target"], json.dumps(e["defines"],
                                                                                          sort_keys=True)))
     save(path, db)
     return db
+
+
+def extended(old: dict, new: dict) -> dict:
+    """`new` (an entry of the same source, kernel, target and -D values, tuned at more shapes) with `old`'s shapes
+    kept: a shape in both takes `new`'s times, and `timed` becomes the union of both entries' timed configurations,
+    each shape's `all_ms` spread over it (None where a configuration was not timed there). Both must come from the
+    same source text on the same GPU, or their times do not compare."""
+    for key, what in (("source_hash", "source"), ("gpu", "GPU")):
+        if old.get(key) != new.get(key):
+            raise DatabaseError(f"cannot add shapes to the {old['kernel']} entry: it was tuned with another {what} "
+                                f"({old.get(key)} against {new.get(key)}); tune all its shapes again")
+    timed = list(old.get("timed") or [])
+    index = {config_key(c): i for i, c in enumerate(timed)}
+    for c in new.get("timed") or []:
+        index.setdefault(config_key(c), len(timed))
+        if index[config_key(c)] == len(timed):
+            timed.append(c)
+
+    def spread(shape: dict, own: list[dict] | None) -> dict:
+        if own is None or "all_ms" not in shape:
+            return shape
+        all_ms: list[float | None] = [None] * len(timed)
+        for c, ms in zip(own, shape["all_ms"], strict=True):
+            all_ms[index[config_key(c)]] = ms
+        return {**shape, "all_ms": all_ms}
+
+    retuned = {tuple(sorted(s["sizes"].items())) for s in new["shapes"]}
+    kept = [spread(s, old.get("timed")) for s in old["shapes"] if tuple(sorted(s["sizes"].items())) not in retuned]
+    shapes = kept + [spread(s, new.get("timed")) for s in new["shapes"]]
+    out = {**new, "shapes": shapes}
+    if timed:
+        out["timed"] = timed
+    return out
 
 
 def collect(folder: str | os.PathLike) -> dict:

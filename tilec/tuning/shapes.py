@@ -12,12 +12,17 @@ _LLM_M = [128, 1024, 4096, 16384]
 NAMED: dict[str, list[dict[str, int]]] = {
     "llm-gemm": [{"M": m, "N": n, "K": k} for (n, k), m in itertools.product(_LLM_NK, _LLM_M)],
     "square-gemm": [{"M": s, "N": s, "K": s} for s in (1000, 2048, 4096, 8192)],
-    # Rows of 128 to 65536 elements; row counts from a decode batch to a prefill.
+    # Rows of 128 to 65536 elements; row counts from a decode batch to a prefill; and the short rows (hidden sizes of
+    # 768 to 3072) of small models at a hundred to a few thousand tokens, whose rows fit one block or less.
     "rows": [{"M": m, "N": n} for m, n in [(4096, 128), (4096, 1024), (4096, 2048), (4096, 4096), (4096, 8192),
-                                           (32768, 8192), (4096, 16384), (4096, 50257), (1024, 65536), (64, 4096)]],
-    # (batch, sequence, heads) for attention at head dims the kernel fixes with -D dim=...
+                                           (32768, 8192), (4096, 16384), (4096, 50257), (1024, 65536), (64, 4096),
+                                           (256, 768), (1024, 1024), (2048, 1536), (512, 2560), (8192, 3072),
+                                           (128, 2048)]],
+    # (batch, sequence, heads) for attention at head dims the kernel fixes with -D dim=...: long prefills, and short
+    # prompts whose few query tiles per head leave the tile size, not the loop, to decide the time
     "attention": [{"B": 4, "S": 4096, "H": 32}, {"B": 4, "S": 8192, "H": 32}, {"B": 2, "S": 16384, "H": 16},
-                  {"B": 8, "S": 1024, "H": 32}],
+                  {"B": 8, "S": 1024, "H": 32}, {"B": 16, "S": 16, "H": 32}, {"B": 8, "S": 128, "H": 32},
+                  {"B": 16, "S": 512, "H": 16}],
 }
 
 

@@ -9,16 +9,17 @@ with the launch functions of any kernel (header.py; HIP's hip/launcher.py). For 
 and, when a variant is a multi-launch kernel (its config says "launches": true), `K_workspace_bytes` and
 `K_launch_with_workspace` as a multi-launch kernel has them; with CUDA, `K_check_device` as the variants'. The
 choice is tilec.runtime.dispatch.choose's: the rule whose tuned sizes are nearest in the sum of
-|log2 a - log2 b| (tilec.manifest.log2_approx, computed in C the same way). Everything is written from data: the
-table, the first variant's entry (its parameters, named as its launch function names them) and the API's
-spellings (header.SequenceApi).
+|log2 a - log2 b| (tilec.manifest.log2_approx, computed in C the same way), among the variants whose "when"
+condition holds (tilec.manifest.condition_value, rendered in C by `c_condition`; K_config also takes the sizes a
+condition reads beyond the tuned ones). Everything is written from data: the table, the first variant's entry (its
+parameters, named as its launch function names them) and the API's spellings (header.SequenceApi).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...manifest import LAUNCHES_KEY, log2_approx
+from ...manifest import LAUNCHES_KEY, WHEN_KEY, condition_names, log2_approx
 from .header import _C_TYPES, SequenceApi, _c_name
 
 
@@ -32,6 +33,48 @@ class CFunction:
 
     def prototype(self) -> str:
         return f"{self.result} {self.name}({', '.join(self.params)});"
+
+
+_C_COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+
+
+def c_condition(tree, names: dict[str, str]) -> str:
+    """A manifest condition tree (tilec.manifest.WHEN_KEY) as a C expression over long long, its sizes by their C
+    names; // and % through helpers that round toward minus infinity and give 0 for a zero divisor, as
+    tilec.manifest.condition_value does."""
+    if isinstance(tree, bool | int):
+        return f"{int(tree)}LL"
+    if isinstance(tree, str):
+        return f"(long long){names[tree]}"
+    op, *args = tree
+    parts = [c_condition(a, names) for a in args]
+    if op in ("and", "or"):
+        return "(" + (" && " if op == "and" else " || ").join(parts) + ")"
+    if op == "not":
+        return f"(!{parts[0]})"
+    if op == "neg":
+        return f"(-{parts[0]})"
+    if op == "//":
+        return f"tilec_dispatch_floordiv_({parts[0]}, {parts[1]})"
+    if op == "%":
+        return f"tilec_dispatch_mod_({parts[0]}, {parts[1]})"
+    if op in _C_COMPARISONS or op in ("+", "-", "*"):
+        return f"({parts[0]} {op} {parts[1]})"
+    raise ValueError(f"a dispatch condition has the unknown operator {op!r}")
+
+
+_C_CONDITION_HELPERS = """#ifndef TILEC_DISPATCH_DIV_
+#define TILEC_DISPATCH_DIV_
+static inline long long tilec_dispatch_floordiv_(long long a, long long b) {
+  if (b == 0) return 0;
+  long long q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline long long tilec_dispatch_mod_(long long a, long long b) {
+  return b == 0 ? 0 : a - b * tilec_dispatch_floordiv_(a, b);
+}
+#endif
+"""
 
 
 def launch_parameters(entry: dict, api: SequenceApi, sequence: bool) -> list[tuple[str, str]]:
@@ -76,7 +119,12 @@ def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: Sequenc
     size_c = dict(zip(sizes, names[len(names) - len(sizes):], strict=True))  # the launchers end with the sizes
     if not set(table["sizes"]) <= set(size_c):
         return "", []
-    tuned = [size_c[n] for n in table["sizes"]]
+    conditions = [c.get(WHEN_KEY, True) for c in table["configs"]]
+    read = set().union(*(condition_names(w) for w in conditions))
+    if not read <= set(size_c):
+        return "", []
+    config_sizes = list(table["sizes"]) + [n for n in sizes if n in read and n not in table["sizes"]]
+    tuned = [size_c[n] for n in config_sizes]
     q, ok, bad = api.qualifier, api.success, api.invalid
     fname = f"{prefix}{kernel}_launch"
     cname = f"{prefix}{kernel}_config"
@@ -92,11 +140,22 @@ def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: Sequenc
     def plain(i, c):
         return f"{prefix}{c['kernel']}_launch({', '.join(names)})"
 
+    here = ", ".join(f"tilec_dispatch_log2_({size_c[n]})" for n in table["sizes"])
+    guarded = any(w is not True for w in conditions)
+    allowed = ""
+    if guarded:
+        tests = ", ".join(f"!!{c_condition(w, size_c)}" for w in conditions)
+        allowed = (f"  const int allowed_[{len(conditions)}] = {{{tests}}};\n"
+                   f"  int any_ = 0;\n  for (int c = 0; c < {len(conditions)}; c++) any_ |= allowed_[c];\n")
+    skip = "    if (any_ && !allowed_[pick[r]]) continue;\n" if guarded else ""
+    fallback = (f"  if (best == 1e300) for (int c = 0; c < {len(conditions)}; c++) if (allowed_[c]) return c;\n"
+                if guarded else "")
     code = f"""
 /* {cname}: the index of the tuned configuration that serves a launch of '{kernel}' with these sizes: that of the
  * tuned shape nearest to them (sum over {', '.join(table['sizes'])} of |log2 a - log2 b|, log2 linear between
- * powers of two), as the manifest's "dispatch" table and tilec.runtime choose it. */
-#ifndef TILEC_DISPATCH_LOG2_
+ * powers of two){' among the configurations whose when= condition holds (all, when none does)' if guarded else ''},
+ * as the manifest's "dispatch" table and tilec.runtime choose it. */
+{_C_CONDITION_HELPERS if guarded else ''}#ifndef TILEC_DISPATCH_LOG2_
 #define TILEC_DISPATCH_LOG2_
 static inline double tilec_dispatch_log2_(int v) {{
   double x = v > 1 ? (double)v : 1.0;
@@ -106,17 +165,17 @@ static inline double tilec_dispatch_log2_(int v) {{
 }}
 #endif
 {q}int {cname}({', '.join(f'int {n}' for n in tuned)}) {{
-  static const double at[{len(table['rules'])}][{len(tuned)}] = {{{at}}};
+  static const double at[{len(table['rules'])}][{len(table['sizes'])}] = {{{at}}};
   static const int pick[{len(table['rules'])}] = {{{picks}}};
-  const double here[{len(tuned)}] = {{{', '.join(f'tilec_dispatch_log2_({n})' for n in tuned)}}};
-  double best = 1e300;
+  const double here[{len(table['sizes'])}] = {{{here}}};
+{allowed}  double best = 1e300;
   int chosen = 0;
   for (int r = 0; r < {len(table['rules'])}; r++) {{
-    double d = 0;
-    for (int s = 0; s < {len(tuned)}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
+{skip}    double d = 0;
+    for (int s = 0; s < {len(table['sizes'])}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
     if (d < best) {{ best = d; chosen = pick[r]; }}
   }}
-  return chosen;
+{fallback}  return chosen;
 }}
 /* {fname}: launch '{kernel}' in the configuration {cname} chooses; the arguments are those of {first}. */
 {q}{api.result} {fname}({', '.join(params)}) {{
