@@ -699,6 +699,17 @@ def test_build_folder_then_collect_then_build_with_the_database(tmp_path):
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "k.cu.json").read_text())
     assert "dispatch" in m and m["tuning"]["gpu"] == "test GPU"
+    # a later run at one more shape (its folder as the worker leaves it), added with --extend: three shapes
+    plan["shapes"] = [{"M": 256, "N": 768}]
+    (folder / "plan.json").write_text(json.dumps(plan))
+    times = {str(c["index"]): {"check": "ok", "times": {"M=256,N=768": 2.0 + c["index"]}} for c in built}
+    (folder / "results.json").write_text(json.dumps({"version": 1, "gpu": "test GPU", "cuda_driver": 13000,
+                                                     "cc": "9.0", "date": "2026-12-02", "candidates": times}))
+    r = _tilec("tune", "--collect", str(folder), "--extend")
+    assert r.returncode == 0, r.stderr
+    assert "1 shapes, 3 with the entry's others" in r.stdout
+    (entry,) = json.loads((tmp_path / "k.tune.json").read_text())["entries"]
+    assert [s["sizes"] for s in entry["shapes"]] == [{"M": 4096, "N": 128}, {"M": 8, "N": 8192}, {"M": 256, "N": 768}]
 
 
 def test_c_launcher_dispatches_over_the_variants(tmp_path):
