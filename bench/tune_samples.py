@@ -44,8 +44,6 @@ JOBS = [
     ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),
     ("attn_d128", "flash_attention", ["dtype=bf16", "dim=128"], ["--shapes", "attention"]),
     ("attn_d128_causal", "flash_attention", ["dtype=bf16", "dim=128", "causal=True"], ["--shapes", "attention"]),
-    ("attn_d256", "flash_attention", ["dtype=bf16", "dim=256"], ["--shapes", "attention"]),
-    ("attn_d256_causal", "flash_attention", ["dtype=bf16", "dim=256", "causal=True"], ["--shapes", "attention"]),
     ("softmax_bf16", "softmax", ["dtype=bf16"], ["--shapes", "rows"]),
     ("rmsnorm_bf16", "rmsnorm", ["dtype=bf16"], ["--shapes", "rows"]),
     ("layernorm_bf16", "layernorm", ["dtype=bf16"], ["--shapes", "rows"]),
