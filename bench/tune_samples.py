@@ -31,8 +31,9 @@ GEMM_SMALL = GEMM + [arg for size in DECODE for arg in ("--size", size)]
 # (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --
 # bench/RESULTS.md, "small and skinny gemm shapes" and "the GEMV tiles")
 # the configurations an artifact carries (the database's default is 4): the gemms serve decode shapes (GEMV tiles,
-# split-K) and large ones (the wide TMA tiles) from one artifact
-MAX_CONFIGS = {"gemm": 6, "fp8_gemm": 6}
+# split-K) and large ones (the wide TMA tiles) from one artifact, the row kernels rows that fit a block and rows
+# streamed through it
+MAX_CONFIGS = {"gemm": 6, "fp8_gemm": 6, "softmax": 6, "rmsnorm": 6, "layernorm": 6}
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
     ("gemm_f16", "gemm", [], GEMM_SMALL),
