@@ -86,6 +86,10 @@ def raw_launcher(kernel, args):
     fn, (gx, gy, gz), threads, shared = drv.pointer_arg(plan.fn), plan.grid, plan.threads, plan.shared
     stream = drv.pointer_arg(torch.cuda.current_stream().cuda_stream)
     params = drv.pointer_arg(plan.layout.params_address)
+    if plan.cluster is not None:  # a clustered variant (gemm's 64x128 on a (2, 1) cluster): cuLaunchKernelEx
+        launch_cluster, handle, address = drv.launch_cluster, torch.cuda.current_stream().cuda_stream, \
+            plan.layout.params_address
+        return lambda: launch_cluster(plan.fn, plan.grid, threads, shared, handle, address, plan.cluster)
     launch = drv.raw_launch
     return lambda: launch(fn, gx, gy, gz, threads, 1, 1, shared, stream, params, None)
 
