@@ -318,6 +318,37 @@ def test_extend_adds_shapes_and_spreads_their_times_over_both_timed_lists(tmp_pa
     assert [s["sizes"] for s in load(path)["entries"][0]["shapes"]] == [{"M": 256, "N": 768}]
 
 
+def test_select_serves_no_shape_with_a_configuration_whose_condition_is_false_there():
+    from tilec.tuning.database import config_key, select
+
+    a, b, c = ({"block_M": m, "block_N": 128, "threads": 128} for m in (1, 2, 4))
+    # c is fastest everywhere, but its when= (N >= 1024) rules it out at the first shape, where b is then the best
+    entry = _timed_entry([a, b, c], {(4096, 128): [3.0, 2.0, 1.0], (8, 4096): [3.0, 2.5, 1.0]},
+                         conditions={config_key(c): [">=", "N", 1024]})
+    chosen, per_shape = select(entry)
+    assert [chosen[i] for i in per_shape] == [b, c]
+    del entry["conditions"]
+    chosen, per_shape = select(entry)
+    assert [chosen[i] for i in per_shape] == [c, c]
+
+
+def test_the_tuner_records_each_candidates_condition(tmp_path):
+    """tilec tune's build keeps each candidate's folded when= (plan.json), and collect stores it in the entry."""
+    from tilec.tuning.database import collect, config_key
+    from tilec.tuning.plan import prepare
+
+    src = _write(tmp_path, WHEN_SPACE)
+    folder = tmp_path / "b"
+    plan = prepare(str(src), CompileOptions.make("sm90"), [{"M": 4096, "N": 128}], folder, emit="cu", jobs=1)
+    built = [c for c in plan.candidates if c.status == "built"]
+    assert {c.config["block_M"]: c.when for c in built}[8] == [
+        "or", ["and", [">=", "N", 128], ["==", ["%", "M", 8], 0]], [">", "M", 100000]]
+    times = {str(c.index): {"check": "ok", "times": {"M=4096,N=128": 1.0 + c.index}} for c in built}
+    (folder / "results.json").write_text(json.dumps({"version": 1, "gpu": "test GPU", "candidates": times}))
+    entry = collect(folder)
+    assert entry["conditions"] == {config_key(c.config): c.when for c in built}
+
+
 @pytest.mark.parametrize("field", ["source_hash", "gpu"])
 def test_extend_refuses_times_that_do_not_compare(tmp_path, field):
     from tilec.tuning.database import DatabaseError, merge

@@ -7,7 +7,8 @@
         "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
                     "runner_ups": [{"config": {...}, "ms": 0.22}, ...],
                     "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...],
-        "max_configs": 6}]}   (all_ms[i]: timed[i]'s time; max_configs optional, MAX_CONFIGS without it)
+        "max_configs": 6, "conditions": {...}}]}   (all_ms[i]: timed[i]'s time; max_configs optional, MAX_CONFIGS
+        without it; conditions: config_key -> the configuration's when= condition, where it has one)
 
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
@@ -104,6 +105,9 @@ def extended(old: dict, new: dict) -> dict:
     out = {**new, "shapes": shapes}
     if timed:
         out["timed"] = timed
+    conditions = {**old.get("conditions", {}), **new.get("conditions", {})}
+    if conditions:
+        out["conditions"] = conditions
     return out
 
 
@@ -144,6 +148,8 @@ def collect(folder: str | os.PathLike) -> dict:
         if again and again["index"] == ranked[0][1]:  # the winner, timed again on every GPU of the host
             row[0]["ms_per_device"] = {d: round(ms, 5) for d, ms in again["ms"].items()}
         shapes.append({"sizes": shape, "winner": row[0], "runner_ups": row[1:], "all_ms": all_ms})
+    conditions = {config_key(by_index[i]["config"]): by_index[i]["when"] for i in timed_ok
+                  if by_index[i].get("when", True) is not True}
     return {"source": plan["source"], "source_hash": plan["source_hash"], "kernel": plan["kernel"],
             "target": plan["target"], "defines": plan["defines"], "source_consts": plan.get("source_consts", {}),
             "space": plan["space"], "default": plan["default"],
@@ -151,7 +157,7 @@ def collect(folder: str | os.PathLike) -> dict:
             "cuda_driver": results.get("cuda_driver"), "cc": results.get("cc"), "date": results.get("date"),
             **({"devices": results["devices"]} if results.get("devices") else {}),
             "tilec": __version__, "candidates": counts, "timed": [by_index[i]["config"] for i in timed_ok],
-            "shapes": shapes}
+            "shapes": shapes, **({"conditions": conditions} if conditions else {})}
 
 
 def find(source: str | os.PathLike, explicit: str | None = None) -> Path | None:
@@ -292,6 +298,17 @@ def stored_times(entry: dict) -> tuple[dict[str, dict], dict[str, dict[int, floa
     return configs, times
 
 
+def may_run(condition, sizes: dict[str, int]) -> bool:
+    """Whether a configuration with this when= condition (tilec.manifest's tree) may serve a shape of these sizes; a
+    condition that reads a size the shape leaves out does not rule it out."""
+    from ..manifest import ManifestError, condition_holds
+
+    try:
+        return condition_holds(condition, sizes)
+    except ManifestError:
+        return True
+
+
 def select(entry: dict, max_configs: int | None = None, slack: float = SLACK) -> tuple[list[dict], list[int]]:
     """The configurations an artifact carries (at most `max_configs`, by default the entry's limit,
     `max_configs_of`) and, per tuned shape, the index of the one it runs.
@@ -308,7 +325,12 @@ def select(entry: dict, max_configs: int | None = None, slack: float = SLACK) ->
     if max_configs is None:
         max_configs = max_configs_of(entry)
     configs, times = stored_times(entry)
-    best = [s["winner"]["ms"] for s in entry["shapes"]]
+    conditions = entry.get("conditions") or {}
+    for c, tree in conditions.items():  # a configuration whose when= is false at a shape cannot serve it there
+        if c in times:
+            times[c] = {si: ms for si, ms in times[c].items() if may_run(tree, entry["shapes"][si]["sizes"])}
+    best = [min((t[si] for t in times.values() if si in t), default=s["winner"]["ms"])
+            for si, s in enumerate(entry["shapes"])]
     n = len(best)
     weight = shape_weights(entry["shapes"])
     missing = 4.0  # the slowdown charged where a configuration was not timed at a shape (an entry without "all_ms")

@@ -47,6 +47,7 @@ class Candidate:
     artifact: str | None = None
     shared_bytes: int | None = None
     threads: int | None = None
+    when: object = True  # the configuration's when= condition over the sizes (CompileResult.launch_when)
 
 
 @dataclass
@@ -190,6 +191,8 @@ def _build_one(args) -> dict:
         resources["shared_bytes"] = max(e["shared_bytes"] for e in entries)
         resources["threads"] = max(e["threads"] for e in entries)
         resources["lowered"] = True
+        if result.launch_when is not True:
+            resources["when"] = result.launch_when
 
     try:
         art = compile_artifact(source, options=opts, emit=emit, output_name=name, on_compiled=compiled)
