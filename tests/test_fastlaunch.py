@@ -176,6 +176,43 @@ def test_pointer_keyed_plans_for_tma_kernels():
     assert launcher.fast((a, b, c.clone())) is MISS  # another address: another plan
 
 
+def test_clustered_plans_launch_through_cuLaunchKernelEx():
+    """A kernel launched in thread-block clusters (gemm's 64x128 on a (2, 1) cluster): its plan is filed only where
+    the launcher has cuLaunchKernelEx, which receives the grid, block, shared bytes, stream and the cluster dimension
+    in cuda.h's CUlaunchConfig (read back through the ctypes structures the Python path launches with)."""
+    from tilec.runtime.cuda_driver import CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, CUlaunchConfig
+
+    kernel, layout, drv, _ = _setup(GEMM)
+    got = []
+
+    def launch_ex(config, fn, params, extra):
+        c = config.contents
+        attr = c.attrs[0]
+        got.append({"grid": (c.gridDimX, c.gridDimY, c.gridDimZ), "block": (c.blockDimX, c.blockDimY, c.blockDimZ),
+                    "shared": c.sharedMemBytes, "stream": c.hStream, "attrs": c.numAttrs, "id": attr.id,
+                    "cluster": tuple(attr.value[:3]), "fn": fn,
+                    "A": ctypes.c_uint64.from_address(params[0]).value,
+                    "K": ctypes.c_int32.from_address(params[4]).value})
+        return 0
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(CUlaunchConfig), ctypes.c_void_p,
+                                ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)(launch_ex)
+    a, b, c = (torch.randn(*s, dtype=torch.bfloat16) for s in ((256, 64), (64, 256), (256, 256)))
+    plan = Plan((2, 2, 1), (256, 64, 256), threads=128)
+    plan.cluster, plan.shared = (2, 1, 1), 90112
+    without = fastlaunch.launcher_for(kernel, layout, MISS, launch=drv.address, device_type=KDLCPU)
+    _remember(without, layout, (a, b, c), plan)  # no cuLaunchKernelEx: declined, the Python path keeps it
+    assert without.fast((a, b, c)) is MISS and without.stats()["plans"] == 0
+    launcher = fastlaunch.launcher_for(kernel, layout, MISS, launch=drv.address, device_type=KDLCPU,
+                                       launch_ex=ctypes.cast(callback, ctypes.c_void_p).value)
+    _remember(launcher, layout, (a, b, c), plan)
+    assert launcher.fast((a, b, c)) is c
+    assert drv.launches == []  # not through cuLaunchKernel
+    assert got == [{"grid": (2, 2, 1), "block": (128, 1, 1), "shared": 90112, "stream": None, "attrs": 1,
+                    "id": CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster": (2, 1, 1), "fn": 0x1234,
+                    "A": a.data_ptr(), "K": 64}]
+
+
 def test_unavailable_extension_falls_back(monkeypatch):
     monkeypatch.setattr(fastlaunch, "_state", {})
     monkeypatch.setenv("TILEC_NATIVE_LAUNCH", "0")

@@ -72,6 +72,23 @@ typedef struct {
 typedef int (*tl_launch_fn)(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                             unsigned shared, void* stream, void** params, void** extra);
 
+/* cuLaunchKernelEx, for kernels launched in thread-block clusters: cuda.h's CUlaunchAttribute (an id, padding to 8
+   bytes, a 64-byte value union whose cluster dimension is three unsigned ints) and CUlaunchConfig, as
+   tilec/runtime/cuda_driver.py's ctypes structures spell them for the Python path */
+typedef struct {
+    int id;
+    char pad[4];
+    unsigned value[16];
+} tl_launch_attr;
+typedef struct {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared;
+    void* stream;
+    tl_launch_attr* attrs;
+    unsigned nattrs;
+} tl_launch_config;
+typedef int (*tl_launch_ex_fn)(const tl_launch_config* config, void* f, void** params, void** extra);
+#define TL_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+
 /* ------------------------------------------------------------------ limits (a kernel beyond them stays on Python) */
 
 #define TL_MAX_PARAMS 64
@@ -117,6 +134,7 @@ typedef struct {
     void* fn;
     unsigned grid[3], threads, shared;
     int nsizes, nmaps;
+    unsigned cluster[3]; /* blocks of a thread-block cluster (all 0: none) */
     int32_t sizes[TL_MAX_SIZES];
     void* maps[TL_MAX_MAPS];
     PyObject* owner; /* the Python plan: keeps the encoded tensor maps alive */
@@ -134,6 +152,7 @@ typedef struct {
     int keylen;
     int device_type; /* kDLCUDA; the tests' fake driver takes host tensors (kDLCPU) */
     tl_launch_fn launch;
+    tl_launch_ex_fn launch_ex; /* NULL: clustered plans stay on the Python path */
     PyObject* miss;
     tl_type types[TL_TYPES]; /* array types seen, and how they are read */
     int ntypes;
@@ -384,6 +403,20 @@ static void free_outputs(PyObject** made, int n) {
     for (int i = 0; i < n; i++) Py_XDECREF(made[i]);
 }
 
+/* one launch of a plan: cuLaunchKernel, or cuLaunchKernelEx with the cluster dimension for a clustered kernel */
+static int launch_plan(Launcher* self, const tl_plan* plan, void* stream, void** params) {
+    if (plan->cluster[0] == 0)
+        return self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
+                            stream, params, NULL);
+    tl_launch_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = TL_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    for (int d = 0; d < 3; d++) attr.value[d] = plan->cluster[d];
+    tl_launch_config config = {plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
+                               stream, &attr, 1};
+    return self->launch_ex(&config, plan->fn, params, NULL);
+}
+
 /* launcher.fast(args): launch, or MISS */
 static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
     if (!PyTuple_Check(args)) return miss(self);
@@ -575,15 +608,11 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
     if (self->bench_repeat > 0) { /* time_launch(): the driver's own cost, with no launcher around it */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (long r = 0; r < self->bench_repeat; r++)
-            self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
-                         stream, params, NULL);
+        for (long r = 0; r < self->bench_repeat; r++) launch_plan(self, plan, stream, params);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         self->bench_ns = (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
     }
-    rc = self->bench_null ? 0
-                          : self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1,
-                                         plan->shared, stream, params, NULL);
+    rc = self->bench_null ? 0 : launch_plan(self, plan, stream, params);
     if (rc != 0) { /* nothing was enqueued: the Python path retries (a context to make current) or reports */
         free_outputs(made, nmade);
         return miss(self);
@@ -624,13 +653,20 @@ static int int_list(PyObject* seq, int64_t* out, int limit, const char* what) {
     return (int)len;
 }
 
-/* launcher.remember(key, fn, grid, threads, shared, sizes, map_addresses, owner): file a plan the Python path made */
+/* launcher.remember(key, fn, grid, threads, shared, sizes, map_addresses, owner[, cluster]): file a plan the Python
+   path made; False (nothing filed) for a clustered plan without cuLaunchKernelEx */
 static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
-    PyObject *key, *grid, *sizes, *maps, *owner;
+    PyObject *key, *grid, *sizes, *maps, *owner, *cluster = Py_None;
     unsigned long long fn;
     unsigned threads, shared;
-    if (!PyArg_ParseTuple(args, "OKOIIOOO", &key, &fn, &grid, &threads, &shared, &sizes, &maps, &owner)) return NULL;
-    int64_t k[TL_MAX_KEY], g[3], s[TL_MAX_SIZES], m[TL_MAX_MAPS];
+    if (!PyArg_ParseTuple(args, "OKOIIOOO|O", &key, &fn, &grid, &threads, &shared, &sizes, &maps, &owner, &cluster))
+        return NULL;
+    int64_t k[TL_MAX_KEY], g[3], s[TL_MAX_SIZES], m[TL_MAX_MAPS], c[3] = {0, 0, 0};
+    if (cluster != Py_None) {
+        if (self->launch_ex == NULL) Py_RETURN_FALSE;
+        if (int_list(cluster, c, 3, "cluster") != 3)
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "cluster");
+    }
     int nk = int_list(key, k, TL_MAX_KEY, "key");
     if (nk < 0) return NULL;
     if (nk != self->keylen) return PyErr_Format(PyExc_ValueError, "key of %d values, expected %d", nk, self->keylen);
@@ -652,6 +688,7 @@ static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
     for (int d = 0; d < 3; d++) p->grid[d] = (unsigned)g[d];
     p->threads = threads;
     p->shared = shared;
+    for (int d = 0; d < 3; d++) p->cluster[d] = (unsigned)c[d];
     p->nsizes = ns;
     for (int j = 0; j < ns; j++) p->sizes[j] = (int32_t)s[j];
     p->nmaps = nm;
@@ -852,10 +889,11 @@ static void Launcher_dealloc(Launcher* self) {
 static int Launcher_init(Launcher* self, PyObject* args, PyObject* kwds) {
     (void)kwds;
     PyObject *spec, *miss_obj, *params, *inputs, *outputs, *grid_scalars;
-    unsigned long long launch;
+    unsigned long long launch, launch_ex = 0;
     int key_pointers, can_allocate, device_type = TL_CUDA;
-    if (!PyArg_ParseTuple(args, "OKO|i", &spec, &launch, &miss_obj, &device_type)) return -1;
+    if (!PyArg_ParseTuple(args, "OKO|iK", &spec, &launch, &miss_obj, &device_type, &launch_ex)) return -1;
     self->device_type = device_type;
+    self->launch_ex = (tl_launch_ex_fn)(uintptr_t)launch_ex;
     if (!PyArg_ParseTuple(spec, "OOOOpp", &params, &inputs, &outputs, &grid_scalars, &key_pointers, &can_allocate))
         return -1;
     Py_ssize_t np = PySequence_Size(params);

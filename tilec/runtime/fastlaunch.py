@@ -178,11 +178,12 @@ def native_class(cls: type) -> type:
     return got
 
 
-def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2):
+def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2, launch_ex: int = 0):
     """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch with its DLPack exchange table
     (torch 2.10 and later: it gives the dtypes) or cupy imported, and a kernel within the C file's limits. `launch`:
-    the address of cuLaunchKernel (default: the driver's) and `device_type` the DLPack device type of the tensors
-    (kDLCUDA) -- the tests put a fake driver over host tensors there."""
+    the address of cuLaunchKernel (default: the driver's), `launch_ex` that of cuLaunchKernelEx for kernels launched
+    in clusters (default: the driver's; 0 leaves them to the Python path) and `device_type` the DLPack device type
+    of the tensors (kDLCUDA) -- the tests put a fake driver over host tensors there."""
     torch = sys.modules.get("torch")
     tables = torch is not None and any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
                                                                          "__c_dlpack_exchange_api__"))
@@ -205,6 +206,7 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
         if not isinstance(drv.raw_launch, ctypes._CFuncPtr):  # a stand-in driver (tests/fake_cuda.py)
             return None
         launch = ctypes.cast(drv.raw_launch, ctypes.c_void_p).value
+        launch_ex = drv.launch_ex_address()
     tensors = {t.index: t for t in layout.tensors}
     first_seen: dict[str, int] = {}  # a size -> the input dimension it is read from (tensor number * 8 + axis)
     for k, t in enumerate(layout.tensors):
@@ -240,14 +242,14 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
                 return None
             params.append((False, False, kind, (0, 0, 0), 0, None))
     spec = (params, layout.inputs, layout.outputs, layout.grid_scalars, layout.key_has_pointers, can_allocate)
-    return ext.Launcher(spec, launch, miss, device_type)
+    return ext.Launcher(spec, launch, miss, device_type, launch_ex)
 
 
 def remember(launcher, layout, key, plan, args=()) -> None:
     """File the plan the Python path just launched with under `key` (launch.py's plan key) in the C launcher, and
     teach it the array types among `args` it reads without an exchange table (cupy, __cuda_array_interface__), with
     the stream their adapter launches on."""
-    if plan.empty or plan.cluster is not None:  # nothing to launch, or cuLaunchKernelEx: the Python path's
+    if plan.empty:
         return
     for t in layout.tensors:
         if t.index < len(args) and not launcher.reader(type(args[t.index])):
@@ -257,7 +259,9 @@ def remember(launcher, layout, key, plan, args=()) -> None:
     for shape in key[:n]:
         flat.extend(int(d) for d in shape)
     flat.extend(int(v) for v in key[n:])
-    launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan)
+    # (a clustered plan is filed where the launcher has cuLaunchKernelEx; else remember() declines it)
+    launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan,
+                      plan.cluster)
 
 
 def _accept(launcher, layout, array) -> None:
