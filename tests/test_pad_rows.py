@@ -17,7 +17,6 @@ from tilec.runtime.launch import _unit
 HEADER = Path(__file__).resolve().parent.parent / "tilec" / "targets" / "cuda" / "include" / "tilec_pad.h"
 
 HARNESS = r"""
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -29,10 +28,6 @@ static dim3 blockIdx, threadIdx, blockDim, gridDim;
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
-static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
-  shift &= 31;
-  return shift ? (lo >> shift) | (hi << (32 - shift)) : lo;
-}
 #include "tilec_pad.h"
 // argv: src dst (files, rewritten in place: dst), src offset, dst offset, rows, width, src pitch, dst pitch,
 // src unit, dst unit, threads, grid x, grid y
@@ -44,9 +39,7 @@ int main(int argc, char** argv) {
     while ((c = fgetc(f)) != EOF) b.push_back((unsigned char)c);
     fclose(f); return b;
   };
-  std::vector<unsigned char> file = slurp(argv[1]), dst = slurp(argv[2]);
-  unsigned char* src = static_cast<unsigned char*>(malloc(file.size()));  // exactly the file: its end is the end
-  std::copy(file.begin(), file.end(), src);
+  std::vector<unsigned char> src = slurp(argv[1]), dst = slurp(argv[2]);
   blockDim = {(unsigned)v[8], 1, 1};
   gridDim = {(unsigned)v[9], (unsigned)v[10], 1};
   for (unsigned by = 0; by < gridDim.y; ++by)
@@ -54,9 +47,8 @@ int main(int argc, char** argv) {
       for (unsigned t = 0; t < blockDim.x; ++t) {
         blockIdx = {bx, by, 0};
         threadIdx = {t, 0, 0};
-        tilec_pad_rows(src + v[0], dst.data() + v[1], v[2], v[3], v[4], v[5], (int)v[6], (int)v[7]);
+        tilec_pad_rows(src.data() + v[0], dst.data() + v[1], v[2], v[3], v[4], v[5], (int)v[6], (int)v[7]);
       }
-  free(src);
   FILE* f = fopen(argv[2], "wb");
   fwrite(dst.data(), 1, dst.size(), f);
   fclose(f);
@@ -65,21 +57,18 @@ int main(int argc, char** argv) {
 """
 
 
-def _build_harness(folder: Path, *flags: str) -> Path:
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
+    folder = tmp_path_factory.mktemp("pad")
     (folder / "harness.cpp").write_text(HARNESS)
     exe = folder / "harness"
-    r = subprocess.run([cxx, "-O1", "-std=c++17", "-fno-strict-aliasing", *flags, f"-I{HEADER.parent}", "-o",
-                        str(exe), str(folder / "harness.cpp")], capture_output=True, text=True)
+    r = subprocess.run([cxx, "-O1", "-std=c++17", "-fno-strict-aliasing", f"-I{HEADER.parent}", "-o", str(exe),
+                        str(folder / "harness.cpp")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     return exe
-
-
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    return _build_harness(tmp_path_factory.mktemp("pad"))
 
 
 def _launch_shape(width: int, rows: int, rows_per_grid: int) -> tuple[int, int, int]:
@@ -97,9 +86,11 @@ CASES = [(5, 8198, 0, 8198, 0, 8208), (7, 258, 2, 258, 256, 272), (4, 3003, 1, 3
          (7, 258, 0, 272, 6, 258), (4, 3003, 0, 3008, 1, 3003)]  # out of a workspace into the caller's tensor
 
 
-def _run_case(harness, tmp_path, rows, width, src_off, src_pitch, dst_off, dst_pitch, src_slack=64):
+@pytest.mark.parametrize("rows,width,src_off,src_pitch,dst_off,dst_pitch", CASES)
+def test_pad_rows_copies_every_row_and_nothing_else(harness, tmp_path, rows, width, src_off, src_pitch, dst_off,
+                                                     dst_pitch):
     rng = np.random.default_rng(rows * width)
-    src = rng.integers(0, 256, src_off + (rows - 1) * src_pitch + width + src_slack, dtype=np.uint8)
+    src = rng.integers(0, 256, src_off + rows * src_pitch + 64, dtype=np.uint8)
     dst = rng.integers(0, 256, dst_off + rows * dst_pitch + 64, dtype=np.uint8)
     (tmp_path / "src").write_bytes(src.tobytes())
     (tmp_path / "dst").write_bytes(dst.tobytes())
@@ -115,23 +106,6 @@ def _run_case(harness, tmp_path, rows, width, src_off, src_pitch, dst_off, dst_p
         want[dst_off + r * dst_pitch: dst_off + r * dst_pitch + width] = \
             src[src_off + r * src_pitch: src_off + r * src_pitch + width]
     np.testing.assert_array_equal(got, want)  # the rows copied; the padding and every other byte untouched
-
-
-@pytest.mark.parametrize("rows,width,src_off,src_pitch,dst_off,dst_pitch", CASES)
-def test_pad_rows_copies_every_row_and_nothing_else(harness, tmp_path, rows, width, src_off, src_pitch, dst_off,
-                                                     dst_pitch):
-    _run_case(harness, tmp_path, rows, width, src_off, src_pitch, dst_off, dst_pitch)
-
-
-def test_realigned_reads_stay_inside_the_source(tmp_path):
-    """The funnel-shifted copy of a source aligned to 1 or 2 bytes reads aligned words around each destination word:
-    under AddressSanitizer, with the source's last row ending its allocation, no read may pass that end."""
-    try:
-        exe = _build_harness(tmp_path, "-fsanitize=address", "-fno-omit-frame-pointer")
-    except AssertionError as e:
-        pytest.skip(f"no AddressSanitizer here: {e}")
-    for rows, width, src_off, src_pitch, dst_off, dst_pitch in CASES[:4] + [(3, 37, 1, 37, 0, 48), (2, 6, 2, 6, 0, 16)]:
-        _run_case(exe, tmp_path, rows, width, src_off, src_pitch, dst_off, dst_pitch, src_slack=0)
 
 
 def test_units_are_the_widest_every_row_is_aligned_to():

@@ -7,11 +7,8 @@
 // Appended to the generated source after tilec_cuda.h only when a kernel reads or writes a tensor through TMA.
 // A warp moves a 512-byte span of a row in units as wide as both sides' alignment allows (`src_unit`, `dst_unit`:
 // 16, 8, 4, 2 or 1 bytes, each dividing its side's address and pitch, and so the row's width): in step i, lane l
-// moves unit i * 32 + l, so that every load and store instruction of the warp covers contiguous bytes. A source
-// aligned to less than 4 bytes (fp8 rows of odd K, f16 rows of odd length) into a destination aligned to 4 or more
-// is read in aligned 4-byte words instead, each destination word funnel-shifted out of the two source words that
-// cover it (byte units ran the H200 at about 1 TB/s). Grid: x over a row's spans (blocks of 32 to 256 threads, 16
-// bytes a thread), y over the rows (in strides of gridDim.y).
+// moves unit i * 32 + l, so that every load and store instruction of the warp covers contiguous bytes. Grid: x over
+// a row's spans (blocks of 32 to 256 threads, 16 bytes a thread), y over the rows (in strides of gridDim.y).
 
 template <typename Unit>
 __device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned char* d, long long left, int lane) {
@@ -20,27 +17,6 @@ __device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned 
   for (int i = 0; i < kSteps; ++i) {
     const int u = i * 32 + lane;
     if ((long long)u * sizeof(Unit) < left) reinterpret_cast<Unit*>(d)[u] = reinterpret_cast<const Unit*>(s)[u];
-  }
-}
-
-// A destination word whose two aligned source words both lie inside the row is funnel-shifted out of them (no byte
-// outside the row is read: the row's last few words go byte by byte).
-__device__ __forceinline__ void tilec_pad_span_realigned(const unsigned char* row, long long span, unsigned char* d,
-                                                         long long width, int lane) {
-  const unsigned char* end = row + width;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const long long off = span + (long long)(i * 32 + lane) * 4;
-    if (off >= width) continue;
-    const unsigned char* s = row + off;
-    const unsigned int* word = reinterpret_cast<const unsigned int*>(reinterpret_cast<size_t>(s) & ~(size_t)3);
-    const unsigned int shift = (unsigned int)(reinterpret_cast<size_t>(s) & 3) * 8;
-    unsigned char* to = d + (off - span);
-    if (reinterpret_cast<const unsigned char*>(word + 2) <= end) {
-      *reinterpret_cast<unsigned int*>(to) = __funnelshift_r(word[0], word[1], shift);
-    } else {
-      for (int b = 0; b < 4 && off + b < width; ++b) to[b] = s[b];
-    }
   }
 }
 
@@ -55,10 +31,6 @@ extern "C" __global__ void __launch_bounds__(256) tilec_pad_rows(const unsigned 
   for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
     const unsigned char* s = src + r * src_pitch + span;
     unsigned char* d = dst + r * dst_pitch + span;
-    if (src_unit < 4 && dst_unit >= 4) {
-      tilec_pad_span_realigned(src + r * src_pitch, span, d, width, lane);
-      continue;
-    }
     switch (unit) {
       case 16: tilec_pad_span<uint4>(s, d, width - span, lane); break;
       case 8: tilec_pad_span<uint2>(s, d, width - span, lane); break;
