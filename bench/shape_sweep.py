@@ -32,12 +32,19 @@ gives the dispatch's regret: the chosen variant's time over the fastest one's.
 shapes the tuning databases were tuned on and for the others (read from samples/*.tune.json), the 10 worst shapes and
 every wrong or failed one, and draws the ratio against the problem size into bench/shape_sweep.png (matplotlib:
 `pip install 'tilec[plot]'`).
+
+`rescore RESULTS DIR` scores another dispatch on a `--variants` run with no GPU: at each shape, the variant the
+manifests of the build folder DIR choose (tilec.runtime.dispatch.choose: their tuned shapes and `when=` conditions),
+priced at the run's measured time of that variant — its regret and its ratio against the peer, per family, beside
+the run's own choice. DIR must carry the same variants as the run (the same database entries): a change of the
+dispatch rules alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -589,6 +596,47 @@ def regrets(rows: list[dict]) -> dict[str, list[float]]:
     return out
 
 
+def rescore(rows: list[dict], build_dir: Path) -> dict[str, dict]:
+    """Per family: (regrets, ratios) of the run's own choice and of the choice the manifests in `build_dir` make, at
+    the shapes whose variants were all timed (`--variants`), each priced at the measured time of the chosen
+    variant. A manifest whose variants the run did not time is an error: its choices cannot be priced."""
+    sys.path.insert(0, str(ROOT))
+    from tilec.runtime.dispatch import choose
+
+    tables: dict[str, dict] = {}
+    out: dict[str, dict] = {}
+    for r in rows:
+        times = r.get("variants_ms")
+        if not times or not r.get("runs") or not r.get("peer_ms"):
+            continue
+        if r["build"] not in tables:
+            manifest = json.loads((build_dir / f"{r['build']}.cubin.json").read_text())
+            (tables[r["build"]],) = manifest["dispatch"].values()
+        table = tables[r["build"]]
+        mine = table["configs"][choose(table, r["sizes"])]["kernel"]
+        if mine not in times:
+            raise SystemExit(f"{build_dir}/{r['build']}.cubin.json chooses {mine}, which the run did not time "
+                             f"(it timed {', '.join(times)}): rescore needs the same variants")
+        ran = next(t for name, t in times.items() if r["runs"].split("+")[0].startswith(name))
+        fam = out.setdefault(r["family"], {"run": ([], []), "rescored": ([], [])})
+        for key, t in (("run", ran), ("rescored", times[mine])):
+            fam[key][0].append(t / min(times.values()))
+            fam[key][1].append(r["peer_ms"] / t)
+    return out
+
+
+def rescore_markdown(scored: dict[str, dict]) -> str:
+    lines = ["| family | shapes | dispatch | mean regret | shapes over 1.10 | worst / 10th percentile / median ratio |",
+             "|---|---|---|---|---|---|"]
+    for fam, parts in scored.items():
+        for key, (regret, ratio) in parts.items():
+            ratio = sorted(ratio)
+            mean = 2 ** (sum(math.log2(v) for v in regret) / len(regret))
+            lines.append(f"| {fam} | {len(regret)} | {key} | {mean:.3f} | {sum(v > 1.10 for v in regret)} | "
+                         f"{ratio[0]:.2f} / {percentile(ratio, 10):.2f} / {percentile(ratio, 50):.2f} |")
+    return "\n".join(lines)
+
+
 def retag_tuned(rows: list[dict], root: Path = ROOT) -> None:
     """Whether each shape is one its build's database entry was tuned at, from the checkout's samples/*.tune.json."""
     tuned = tuned_shapes(root)
@@ -705,8 +753,9 @@ def report(results_path: Path, plot_path: Path | None, markdown_path: Path | Non
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["build", "run", "report"])
-    ap.add_argument("path", type=Path, help="build/run: the artifact folder; report: the results JSON")
+    ap.add_argument("mode", choices=["build", "run", "report", "rescore"])
+    ap.add_argument("path", type=Path, help="build/run: the artifact folder; report, rescore: the results JSON")
+    ap.add_argument("build_dir", type=Path, nargs="?", help="rescore: the build folder whose dispatch to score")
     ap.add_argument("--results", type=Path, help="run: where to write the results (default: DIR/results.json)")
     ap.add_argument("--budget", type=float, default=230.0, help="run: stop timing new shapes after this many seconds")
     ap.add_argument("--only", action="append", choices=FAMILIES,
@@ -724,6 +773,10 @@ def main() -> None:
         build(a.path, a.only)
     elif a.mode == "run":
         run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants)
+    elif a.mode == "rescore":
+        if a.build_dir is None:
+            ap.error("rescore needs the build folder: rescore RESULTS DIR")
+        print(rescore_markdown(rescore(json.loads(a.path.read_text())["rows"], a.build_dir)))
     else:
         report(a.path, None if a.no_plot else a.plot, a.markdown)
 

@@ -122,6 +122,30 @@ def test_report_gives_the_dispatchs_regret_and_fp8_with_its_padding(sweep, shape
     assert "(1 shapes)" in text and "0.80 / 0.80 / 0.80" in text
 
 
+def test_rescore_prices_another_dispatch_at_the_measured_variant_times(sweep, tmp_path):
+    """rescore: the choice of a build folder's manifests (here a `when=` that passes over cfg1 for long rows), each
+    shape priced at the run's time of the variant it picks; a manifest choosing a variant the run did not time is
+    refused."""
+    table = {"sizes": ["M", "N"], "configs": [{"kernel": "k__cfg0"}, {"kernel": "k__cfg1", "when": ["<=", "N", 1024]}],
+             "rules": [{"at": {"M": 64, "N": 4096}, "config": 1}, {"at": {"M": 4096, "N": 65536}, "config": 0}]}
+    (tmp_path / "k.cubin.json").write_text(json.dumps({"dispatch": {"k": table}}))
+    rows = [{"family": "softmax", "build": "k", "sizes": {"M": 37, "N": 51200}, "runs": "k__cfg1", "peer_ms": 0.02,
+             "variants_ms": {"k__cfg0": 0.02, "k__cfg1": 0.08}},
+            {"family": "softmax", "build": "k", "sizes": {"M": 64, "N": 512}, "runs": "k__cfg1", "peer_ms": 0.01,
+             "variants_ms": {"k__cfg0": 0.02, "k__cfg1": 0.01}},
+            {"family": "softmax", "build": "k", "sizes": {"M": 8, "N": 64}, "runs": "k__cfg1", "peer_ms": 0.01}]
+    scored = sweep.rescore(rows, tmp_path)["softmax"]
+    assert scored["run"] == ([4.0, 1.0], [0.25, 1.0])
+    assert scored["rescored"] == ([1.0, 1.0], [1.0, 1.0])  # the long rows go to cfg0, the short ones keep cfg1
+    text = sweep.rescore_markdown(sweep.rescore(rows, tmp_path))
+    assert "| softmax | 2 | run | 2.000 | 1 | 0.25 / 0.33 / 0.62 |" in text  # percentiles interpolate
+    assert "| softmax | 2 | rescored | 1.000 | 0 | 1.00 / 1.00 / 1.00 |" in text
+    table["configs"][0]["kernel"] = "k__cfg9"
+    (tmp_path / "k.cubin.json").write_text(json.dumps({"dispatch": {"k": table}}))
+    with pytest.raises(SystemExit, match="rescore needs the same variants"):
+        sweep.rescore(rows, tmp_path)
+
+
 def test_report_reads_the_databases_for_what_was_tuned(sweep, shapes, tmp_path):
     """`report` decides tuned or not from samples/*.tune.json, not from the results file."""
     results = _results(sweep, shapes)
