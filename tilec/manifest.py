@@ -35,6 +35,7 @@ CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; its grid formulas are whole clusters).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from .errors import UserFacingError
@@ -64,8 +65,10 @@ DISPATCH_KEY = "dispatch"  # public name -> the table that picks its variant per
 
 
 WHEN_KEY = "when"  # a dispatch config's condition on the sizes (condition_holds)
-CONDITION_OPS = {"+": 2, "-": 2, "*": 2, "//": 2, "%": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "==": 2, "!=": 2,
-                 "and": None, "or": None, "not": 1, "neg": 1}  # operands (None: two or more)
+# a condition tree's two-operand operators (besides "and" and "or", which take two or more, and "not" and "neg")
+CONDITION_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+                    "%": operator.mod, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+                    "==": operator.eq, "!=": operator.ne}
 
 
 def condition_value(tree, sizes: dict[str, int]) -> int:
@@ -90,9 +93,7 @@ def condition_value(tree, sizes: dict[str, int]) -> int:
     a, b = values
     if op in ("//", "%") and b == 0:
         return 0
-    return int({"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "//": lambda: a // b,
-                "%": lambda: a % b, "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b,
-                ">=": lambda: a >= b, "==": lambda: a == b, "!=": lambda: a != b}[op]())
+    return int(CONDITION_BINARY[op](a, b))
 
 
 def condition_holds(tree, sizes: dict[str, int]) -> bool:

@@ -18,8 +18,8 @@ over size names (tilec.manifest.condition_holds).
 Without a tuning database a build binds each name to its target's default; `-D NAME=VALUE` (which the tuner
 and a database's configurations use too) overrides. The builder (tilec/parser/build.py) calls `bind_const`;
 the driver says which target the build is for with `building(keys)`, and the tuner (tilec/tuning/) reads the
-axes a build met from the context it passes. A part of the language, so it lives with the parser; standard library
-only (the driver imports it at start-up).
+axes a build met from the context it passes. A part of the language, so it lives with the parser; the standard
+library and tilec.manifest's condition operators only (the driver imports it at start-up).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from ..manifest import CONDITION_BINARY
 
 TUNE = "tune"
 
@@ -160,12 +162,6 @@ def bind_const(builder, decl, scope) -> None:
                              None if when is None else when.span))
 
 
-_ARITHMETIC = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-               "//": lambda a, b: a // b, "%": lambda a, b: a % b}
-_COMPARISONS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-                ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
-
-
 def fold_when(builder, node, scope):
     """A `when=` condition with the consts' values in: a bool or an int where it folds, else a tree whose leaves
     are ints and runtime size names (checked against the kernel's sizes when the dispatch table is written) and
@@ -185,17 +181,12 @@ def fold_when(builder, node, scope):
             return bound[1]
         raise builder.fail(f"'{node.id}' is not an integer const or a runtime size; when= compares the consts with "
                            "the kernel's sizes", node.span)
-    if kind == "BinOp" and node.op in _ARITHMETIC:
+    if kind in ("BinOp", "CompareOp") and node.op in CONDITION_BINARY:
         left, right = fold_when(builder, node.left, scope), fold_when(builder, node.right, scope)
         if isinstance(left, int) and isinstance(right, int):
             if node.op in ("//", "%") and right == 0:
                 raise builder.fail("division by zero in when=", node.span)
-            return _ARITHMETIC[node.op](left, right)
-        return [node.op, left, right]
-    if kind == "CompareOp" and node.op in _COMPARISONS:
-        left, right = fold_when(builder, node.left, scope), fold_when(builder, node.right, scope)
-        if isinstance(left, int) and isinstance(right, int):
-            return _COMPARISONS[node.op](left, right)
+            return CONDITION_BINARY[node.op](left, right)
         return [node.op, left, right]
     if kind == "UnaryOp" and node.op in ("not", "-"):
         operand = fold_when(builder, node.operand, scope)

@@ -146,7 +146,9 @@ class Driver:
     def launch_ex_address(self) -> int:
         """The address of cuLaunchKernelEx (for the compiled launcher's launches in clusters), 0 without one."""
         fn = getattr(ctypes.PyDLL(self.lib._name), "cuLaunchKernelEx", None)
-        return ctypes.cast(fn, ctypes.c_void_p).value or 0 if fn is not None else 0
+        if fn is None:
+            return 0
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
     @staticmethod
     def pointer_arg(value: int) -> ctypes.c_void_p:
