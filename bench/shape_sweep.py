@@ -590,10 +590,17 @@ def regrets(rows: list[dict]) -> dict[str, list[float]]:
         times = r.get("variants_ms")
         if not times or not r.get("runs"):
             continue
-        chosen = next((t for name, t in times.items() if r["runs"].split("+")[0].startswith(name)), None)
+        chosen = _ran_ms(r)
         if chosen is not None:
             out.setdefault(r["family"], []).append(chosen / min(times.values()))
     return out
+
+
+def _ran_ms(row: dict) -> float | None:
+    """The `--variants` time of the variant a shape's public call ran (its "runs": the variant's kernel, its no-TMA
+    twin or "+padded"), None where the run did not time it."""
+    ran = row["runs"].split("+")[0]
+    return next((t for name, t in row["variants_ms"].items() if ran == name or ran.startswith(name + "__")), None)
 
 
 def rescore(rows: list[dict], build_dir: Path) -> dict[str, dict]:
@@ -617,7 +624,9 @@ def rescore(rows: list[dict], build_dir: Path) -> dict[str, dict]:
         if mine not in times:
             raise SystemExit(f"{build_dir}/{r['build']}.cubin.json chooses {mine}, which the run did not time "
                              f"(it timed {', '.join(times)}): rescore needs the same variants")
-        ran = next(t for name, t in times.items() if r["runs"].split("+")[0].startswith(name))
+        ran = _ran_ms(r)
+        if ran is None:
+            continue
         fam = out.setdefault(r["family"], {"run": ([], []), "rescored": ([], [])})
         for key, t in (("run", ran), ("rescored", times[mine])):
             fam[key][0].append(t / min(times.values()))

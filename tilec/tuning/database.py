@@ -87,8 +87,8 @@ def extended(old: dict, new: dict) -> dict:
     timed = list(old.get("timed") or [])
     index = {config_key(c): i for i, c in enumerate(timed)}
     for c in new.get("timed") or []:
-        index.setdefault(config_key(c), len(timed))
-        if index[config_key(c)] == len(timed):
+        if config_key(c) not in index:
+            index[config_key(c)] = len(timed)
             timed.append(c)
 
     def spread(shape: dict, own: list[dict] | None) -> dict:
