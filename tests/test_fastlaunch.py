@@ -446,3 +446,100 @@ def test_a_kernel_call_enters_the_compiled_launcher_without_a_python_frame():
     assert kernel(*args) == "python" and len(drv.launches) == 1
     with pytest.raises(TypeError):
         kernel._attach(object())
+
+
+class RawDriver:
+    """A fake cuLaunchKernel that reads each parameter of a launch as the 8 bytes at its address (as a step's kernel
+    would: pointers, and the test's values), and a fake cuStreamIsCapturing whose answer the test sets."""
+
+    def __init__(self, nparams: dict, rc=()) -> None:
+        self.nparams, self.launches, self.rc, self.status, self.asked = nparams, [], list(rc), 0, []
+        self.callback = LAUNCH(self._launch)
+        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
+        capturing = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
+        self.capturing_callback = capturing(self._capturing)
+        self.capturing_address = ctypes.cast(self.capturing_callback, ctypes.c_void_p).value
+
+    def _launch(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        words = [ctypes.c_uint64.from_address(params[j]).value for j in range(self.nparams[fn])]
+        self.launches.append((fn, (gx, gy, gz), bx, shared, stream, words))
+        return self.rc.pop(0) if self.rc else 0
+
+    def _capturing(self, stream, status):
+        self.asked.append(stream)
+        status[0] = self.status
+        return 0
+
+
+def _steps_setup(capturing=True, rc=()):
+    kernel, layout, _, _ = _setup(GEMM)
+    layout.key_has_pointers = True
+    drv = RawDriver({0x10: 3, 0x20: 4, 0x30: 2}, rc)
+    launcher = fastlaunch.launcher_for(kernel, layout, MISS, launch=drv.address, device_type=KDLCPU,
+                                       capturing=drv.capturing_address if capturing else 0)
+    a, b, c = (torch.randn(*s, dtype=torch.bfloat16) for s in ((8, 4), (4, 16), (8, 16)))
+    key = ((8, 4), (4, 16), (8, 16), a.data_ptr(), b.data_ptr(), c.data_ptr(), 0)
+    values = (ctypes.c_uint64 * 4)(0xAAAA, 0xBBBB, 4, 0xCCCC)  # fixed: a workspace address, another, a size...
+    at = [ctypes.addressof(values) + 8 * j for j in range(4)]
+    steps = [fastlaunch.Step(0x10, (2, 3, 1), 64, 0, None, (0, -1, -1), (0, at[0], at[2])),  # copy A in
+             fastlaunch.Step(0x30, (1, 1, 1), 32, 0, None, (2, -1), (0, at[3]), skip_if_allocated=True),  # C in
+             fastlaunch.Step(0x20, (4, 1, 1), 256, 1024, None, (-1, 1, -1, -1), (at[0], 0, at[3], at[2])),
+             fastlaunch.Step(0x30, (1, 1, 1), 32, 0, None, (-1, 2), (at[3], 0))]  # C out
+    return kernel, layout, drv, launcher, (a, b, c), key, steps, values
+
+
+def test_a_plan_of_several_launches_runs_them_in_order_from_the_call_and_fixed_addresses():
+    """remember_steps: a padded launch's copies in, the kernel and the copy out, as the Python path files them
+    (tilec/runtime/launch.py _Padding.steps): each parameter the call's (its pointer) or the word at a fixed
+    address; a copy into the workspace of an output the launcher allocated is skipped."""
+    kernel, layout, drv, launcher, (a, b, c), key, steps, values = _steps_setup()
+    assert fastlaunch.remember_steps(launcher, layout, key, steps, values, None)
+    assert launcher.fast((a, b, c)) is c
+    assert drv.launches == [(0x10, (2, 3, 1), 64, 0, None, [a.data_ptr(), 0xAAAA, 4]),
+                            (0x30, (1, 1, 1), 32, 0, None, [c.data_ptr(), 0xCCCC]),
+                            (0x20, (4, 1, 1), 256, 1024, None, [0xAAAA, b.data_ptr(), 0xCCCC, 4]),
+                            (0x30, (1, 1, 1), 32, 0, None, [0xCCCC, c.data_ptr()])]
+    assert drv.asked == []  # not bound to a stream: nothing to ask
+    # the plan's order is the steps' order: planted swap of two steps shows
+    drv.launches.clear()
+    fastlaunch.remember_steps(launcher, layout, key, [steps[2], steps[0]], values, None)
+    launcher.fast((a, b, c))
+    assert [ln[0] for ln in drv.launches] == [0x20, 0x10]
+
+
+def test_a_plan_bound_to_a_stream_launches_only_there_and_never_while_it_captures():
+    kernel, layout, drv, launcher, args, key, steps, values = _steps_setup()
+    assert fastlaunch.remember_steps(launcher, layout, key, steps, values, 0)  # torch's CPU stream: NULL
+    assert launcher.fast(args) is args[2] and len(drv.launches) == 4 and drv.asked == [None]
+    drv.status = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE: the Python path takes a fresh workspace
+    assert launcher.fast(args) is MISS and len(drv.launches) == 4
+    drv.status = 0
+    with fastlaunch.held():  # a Python-path sequence on the kept workspace is between its launches
+        assert launcher.fast(args) is MISS
+    assert launcher.fast(args) is args[2] and len(drv.launches) == 8
+    assert fastlaunch.remember_steps(launcher, layout, key, steps, values, 77)  # another stream's workspace
+    assert launcher.fast(args) is MISS and len(drv.launches) == 8
+    _, layout2, drv2, unbound, args2, key2, steps2, values2 = _steps_setup(capturing=False)
+    assert not fastlaunch.remember_steps(unbound, layout2, key2, steps2, values2, 0)  # cannot check capture: declined
+    assert unbound.stats()["plans"] == 0 and unbound.fast(args2) is MISS
+
+
+def test_a_failed_first_launch_leaves_the_call_to_python_and_a_later_one_raises():
+    _, layout, drv, launcher, args, key, steps, values = _steps_setup(rc=[201])
+    fastlaunch.remember_steps(launcher, layout, key, steps, values, None)
+    assert launcher.fast(args) is MISS and len(drv.launches) == 1  # nothing enqueued: the Python path retries
+    drv.rc = [0, 0, 700]
+    with pytest.raises(RuntimeError, match="launch 3 of 4"):
+        launcher.fast(args)
+    with pytest.raises(ValueError, match="source"):  # a source past the call's parameters is refused when filed
+        fastlaunch.remember_steps(launcher, layout, key, [steps[0]._replace(sources=(9, -1, -1))], values, None)
+    with pytest.raises(ValueError, match="source"):  # a fixed parameter with no address
+        fastlaunch.remember_steps(launcher, layout, key, [steps[0]._replace(fixed=(0, 0, 0))], values, None)
+
+
+def test_a_step_maps_through_a_stage_mapping():
+    """A multi-launch kernel's stage step over the public call: a public parameter's index, a scratch tensor's
+    fixed address (sequence.py Launches._steps)."""
+    step = fastlaunch.Step(1, (1, 1, 1), 32, 0, None, (0, 1, 2, -1), (0, 0, 0, 0x500))
+    got = step.through({0: 4, 2: 0}, {1: 0x900})
+    assert got.sources == (4, -1, 0, -1) and got.fixed == (0, 0x900, 0, 0x500)

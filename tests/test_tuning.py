@@ -1408,6 +1408,7 @@ def test_a_multi_launch_kernel_gives_its_workspaces_back(monkeypatch):
     seq._workspaces = {(0, 7): (0x1000, 4096), (0, 9): (0x9000, 64)}
     seq._kept = {(0, 7): object()}
     seq._fast_views = {("shape", 7): []}
+    seq._native, seq.stages = None, []
     seq.release_workspaces()
     assert log == [("sync", 7), ("free", 0x1000), ("sync", 9), ("free", 0x9000)]
     assert not seq._workspaces and not seq._kept and not seq._fast_views

@@ -144,9 +144,10 @@ class Driver:
                 cls._instances[device] = drv
         return drv
 
-    def launch_ex_address(self) -> int:
-        """The address of cuLaunchKernelEx (for the compiled launcher's launches in clusters), 0 without one."""
-        fn = getattr(self._gil_held, "cuLaunchKernelEx", None)
+    def entry_address(self, name: str) -> int:
+        """The address of the driver's entry point `name` (the compiled launcher calls cuLaunchKernelEx for launches
+        in clusters and cuStreamIsCapturing before a sequence on a kept workspace), 0 where this driver has none."""
+        fn = getattr(self._gil_held, name, None)
         if fn is None:
             return 0
         return ctypes.cast(fn, ctypes.c_void_p).value or 0

@@ -66,8 +66,8 @@ class DispatchKernel(Kernel):
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
         variant = self._variant_of(layout, args)
-        if isinstance(variant, Launches):
-            return variant(*args, stream=stream, sync=sync)
+        if isinstance(variant, Launches):  # its launches are filed in this name's compiled launcher
+            return variant._run(args, stream, sync, self)
         return self._call(args, stream, sync)  # this name's plan is the variant's (_plan), filed for the fast path
 
     def _variant_of(self, layout, args) -> Kernel:
@@ -90,6 +90,8 @@ class DispatchKernel(Kernel):
     def release_workspaces(self) -> None:
         for v in self.variants:
             v.release_workspaces()
+        if self._native is not None:  # its plans of padded and multi-launch variants hold their workspaces
+            self._native.forget()
 
     def __repr__(self) -> str:
         names = ", ".join(v.name for v in self.variants)

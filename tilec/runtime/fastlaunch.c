@@ -18,6 +18,12 @@
  * KernelBase, below, is the base a module's kernel classes get when this extension is available
  * (fastlaunch.native_class): its tp_call runs the attached Launcher at once, so `kernel(a, b, c)` costs no frame.
  *
+ * A plan may also be a list of launches ("steps", `remember_steps`): a padded TMA launch (its row copies into a
+ * workspace, the kernel, the copies out) or a multi-launch kernel's stages, each parameter taken from the call or
+ * fixed when the plan was made (a workspace address, the sizes, the tensor maps). A plan that uses a workspace kept
+ * for one stream is bound to it: it launches only on that stream, only while no graph is being captured on it
+ * (cuStreamIsCapturing), and only while no Python-path call is between the launches of such a sequence (`hold`).
+ *
  * Whatever it does not handle -- a new shape, another array type, a subclass, an explicit stream, a launch that
  * fails (no current context on this thread, say), every error -- returns the MISS object untouched, and the
  * Python path (which reports errors, builds plans and registers them here) takes the call. So this file never
@@ -87,6 +93,8 @@ typedef struct {
     unsigned nattrs;
 } tl_launch_config;
 typedef int (*tl_launch_ex_fn)(const tl_launch_config* config, void* f, void** params, void** extra);
+/* cuStreamIsCapturing(stream, &status): status 0 is CU_STREAM_CAPTURE_STATUS_NONE */
+typedef int (*tl_capturing_fn)(void* stream, int* status);
 #define TL_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
 
 /* ------------------------------------------------------------------ limits (a kernel beyond them stays on Python) */
@@ -98,6 +106,8 @@ typedef int (*tl_launch_ex_fn)(const tl_launch_config* config, void* f, void** p
 #define TL_MAX_MAPS 16
 #define TL_PLANS 32
 #define TL_TYPES 8
+#define TL_MAX_STEPS 16
+#define TL_STEP_PARAMS (TL_MAX_PARAMS + TL_MAX_SIZES + TL_MAX_MAPS)
 
 enum { S_I8, S_U8, S_I16, S_U16, S_I32, S_U32, S_I64, S_U64, S_F32, S_F64, S_F16, S_BF16, S_BOOL };
 
@@ -128,9 +138,23 @@ typedef struct {
     PyObject* alloc_fn;  /* RD_CUPY: alloc_fn(parameter, shape, device) -> a new array for a left-out output */
 } tl_type;
 
+/* one launch of a plan of several: each kernel parameter the call's (its slot) or a fixed address */
+typedef struct {
+    void* fn;
+    unsigned grid[3], threads, shared, cluster[3];
+    int nparams;
+    int skip_if_allocated; /* a copy of an output into the workspace: not needed when the launcher allocated it */
+    int source[TL_STEP_PARAMS]; /* >= 0: the call's parameter of that index; -1: fixed[j] */
+    void* fixed[TL_STEP_PARAMS];
+} tl_step;
+
 typedef struct {
     int used;
     int64_t key[TL_MAX_KEY];
+    int nsteps;      /* > 0: the launches below instead of fn with the call's parameters */
+    tl_step* steps;  /* PyMem_Malloc'd */
+    int bound;       /* launches only on `stream` (a workspace kept for it), never while it is capturing */
+    void* stream;
     void* fn;
     unsigned grid[3], threads, shared;
     int nsizes, nmaps;
@@ -153,6 +177,7 @@ typedef struct {
     int device_type; /* kDLCUDA; the tests' fake driver takes host tensors (kDLCPU) */
     tl_launch_fn launch;
     tl_launch_ex_fn launch_ex; /* NULL: clustered plans stay on the Python path */
+    tl_capturing_fn capturing; /* NULL: plans bound to a stream are not filed */
     PyObject* miss;
     tl_type types[TL_TYPES]; /* array types seen, and how they are read */
     int ntypes;
@@ -403,19 +428,57 @@ static void free_outputs(PyObject** made, int n) {
     for (int i = 0; i < n; i++) Py_XDECREF(made[i]);
 }
 
-/* one launch of a plan: cuLaunchKernel, or cuLaunchKernelEx with the cluster dimension for a clustered kernel */
-static int launch_plan(Launcher* self, const tl_plan* plan, void* stream, void** params) {
-    if (plan->cluster[0] == 0)
-        return self->launch(plan->fn, plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
-                            stream, params, NULL);
+/* one launch: cuLaunchKernel, or cuLaunchKernelEx with the cluster dimension for a clustered kernel */
+static int launch_kernel(Launcher* self, void* fn, const unsigned* grid, unsigned threads, unsigned shared,
+                         const unsigned* cluster, void* stream, void** params) {
+    if (cluster[0] == 0)
+        return self->launch(fn, grid[0], grid[1], grid[2], threads, 1, 1, shared, stream, params, NULL);
     tl_launch_attr attr;
     memset(&attr, 0, sizeof attr);
     attr.id = TL_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    for (int d = 0; d < 3; d++) attr.value[d] = plan->cluster[d];
-    tl_launch_config config = {plan->grid[0], plan->grid[1], plan->grid[2], plan->threads, 1, 1, plan->shared,
-                               stream, &attr, 1};
-    return self->launch_ex(&config, plan->fn, params, NULL);
+    for (int d = 0; d < 3; d++) attr.value[d] = cluster[d];
+    tl_launch_config config = {grid[0], grid[1], grid[2], threads, 1, 1, shared, stream, &attr, 1};
+    return self->launch_ex(&config, fn, params, NULL);
 }
+
+static int launch_plan(Launcher* self, const tl_plan* plan, void* stream, void** params) {
+    return launch_kernel(self, plan->fn, plan->grid, plan->threads, plan->shared, plan->cluster, stream, params);
+}
+
+/* Python-path calls now between the launches of a sequence on a kept workspace (fastlaunch.hold): bound plans wait */
+static long tl_held;
+
+/* Whether a bound plan may launch on `stream` now: its own stream, nothing held, no graph being captured on it. */
+static int bound_plan_may_launch(Launcher* self, const tl_plan* plan, void* stream) {
+    if (plan->stream != stream || tl_held > 0 || self->capturing == NULL) return 0;
+    int status = 1;
+    return self->capturing(stream, &status) == 0 && status == 0;
+}
+
+/* a plan's steps, in order. 0: all launched; -1: the first failed, nothing enqueued (the Python path retries);
+   -2: a later one failed after others were enqueued (an exception is set). */
+static int launch_steps(Launcher* self, const tl_plan* plan, void* stream, uint64_t* slot, int allocated) {
+    void* params[TL_STEP_PARAMS];
+    int launched = 0;
+    for (int s = 0; s < plan->nsteps; s++) {
+        const tl_step* st = &plan->steps[s];
+        if (st->skip_if_allocated && allocated) continue;
+        for (int j = 0; j < st->nparams; j++) params[j] = st->source[j] >= 0 ? (void*)&slot[st->source[j]] : st->fixed[j];
+        int rc = self->bench_null ? 0
+                                  : launch_kernel(self, st->fn, st->grid, st->threads, st->shared, st->cluster, stream,
+                                                  params);
+        if (rc != 0) {
+            if (launched == 0) return -1;
+            PyErr_Format(PyExc_RuntimeError, "tilec: launch %d of %d of a padded or multi-launch call failed "
+                         "(CUresult %d) after the earlier ones were enqueued", s + 1, plan->nsteps, rc);
+            return -2;
+        }
+        launched++;
+    }
+    return 0;
+}
+
+static PyObject* finish(Launcher* self, PyObject** arg, PyObject** made, int nmade);
 
 /* launcher.fast(args): launch, or MISS */
 static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
@@ -596,15 +659,22 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
         if (plan == NULL) { free_outputs(made, nmade); return miss(self); }
     }
 
+    for (int k = 0; k < self->ntensors; k++)
+        slot[self->tensor_param[k]] = (uint64_t)(uintptr_t)((char*)dl[k].data + dl[k].byte_offset);
+    int rc;
+    if (plan->nsteps > 0) { /* a sequence of launches */
+        if (plan->bound && !bound_plan_may_launch(self, plan, stream)) { free_outputs(made, nmade); return miss(self); }
+        rc = launch_steps(self, plan, stream, slot, nmade > 0);
+        if (rc == -2) { free_outputs(made, nmade); return NULL; }
+        if (rc != 0) { free_outputs(made, nmade); return miss(self); }
+        return finish(self, arg, made, nmade);
+    }
     /* the argument block: parameters in order, then the sizes, then the tensor maps */
     void* params[TL_MAX_PARAMS + TL_MAX_SIZES + TL_MAX_MAPS];
     int q = 0;
-    for (int k = 0; k < self->ntensors; k++)
-        slot[self->tensor_param[k]] = (uint64_t)(uintptr_t)((char*)dl[k].data + dl[k].byte_offset);
     for (int i = 0; i < self->nparams; i++) params[q++] = &slot[i];
     for (int s = 0; s < plan->nsizes; s++) params[q++] = &plan->sizes[s];
     for (int m = 0; m < plan->nmaps; m++) params[q++] = plan->maps[m];
-    int rc;
     if (self->bench_repeat > 0) { /* time_launch(): the driver's own cost, with no launcher around it */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -617,6 +687,11 @@ static PyObject* Launcher_fast(Launcher* self, PyObject* args) {
         free_outputs(made, nmade);
         return miss(self);
     }
+    return finish(self, arg, made, nmade);
+}
+
+/* a launched call's result: its output, a tuple of them, or None */
+static PyObject* finish(Launcher* self, PyObject** arg, PyObject** made, int nmade) {
     self->hits++;
     if (self->noutputs == 1) {
         PyObject* out = arg[self->output_param[0]];
@@ -653,6 +728,29 @@ static int int_list(PyObject* seq, int64_t* out, int limit, const char* what) {
     return (int)len;
 }
 
+static void clear_plan(tl_plan* p) {
+    Py_CLEAR(p->owner);
+    PyMem_Free(p->steps);
+    p->steps = NULL;
+    p->nsteps = 0;
+    p->bound = 0;
+    p->stream = NULL;
+    p->used = 0;
+}
+
+/* the slot a plan of this key goes to: the one already holding the key, else the next in turn; emptied */
+static tl_plan* plan_slot(Launcher* self, const int64_t* key, int nk) {
+    tl_plan* p = NULL;
+    for (int j = 0; j < TL_PLANS && !p; j++)
+        if (self->plans[j].used && memcmp(self->plans[j].key, key, nk * sizeof(int64_t)) == 0) p = &self->plans[j];
+    if (p == NULL) { /* round robin over the slots */
+        p = &self->plans[self->next_plan];
+        self->next_plan = (self->next_plan + 1) % TL_PLANS;
+    }
+    clear_plan(p);
+    return p;
+}
+
 /* launcher.remember(key, fn, grid, threads, shared, sizes, map_addresses, owner[, cluster]): file a plan the Python
    path made; False (nothing filed) for a clustered plan without cuLaunchKernelEx */
 static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
@@ -675,14 +773,7 @@ static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
     if (ns < 0) return NULL;
     int nm = int_list(maps, m, TL_MAX_MAPS, "tensor maps");
     if (nm < 0) return NULL;
-    tl_plan* p = NULL;
-    for (int j = 0; j < TL_PLANS && !p; j++)
-        if (self->plans[j].used && memcmp(self->plans[j].key, k, nk * sizeof(int64_t)) == 0) p = &self->plans[j];
-    if (p == NULL) { /* round robin over the slots */
-        p = &self->plans[self->next_plan];
-        self->next_plan = (self->next_plan + 1) % TL_PLANS;
-    }
-    Py_XDECREF(p->owner);
+    tl_plan* p = plan_slot(self, k, nk);
     memcpy(p->key, k, nk * sizeof(int64_t));
     p->fn = (void*)(uintptr_t)fn;
     for (int d = 0; d < 3; d++) p->grid[d] = (unsigned)g[d];
@@ -699,12 +790,92 @@ static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+/* one step of remember_steps: (fn, grid, threads, shared, cluster or None, sources, fixed, skip_if_allocated) */
+static int parse_step(Launcher* self, PyObject* item, tl_step* st) {
+    PyObject *grid, *cluster, *sources, *fixed;
+    unsigned long long fn;
+    int skip;
+    if (!PyArg_ParseTuple(item, "KOIIOOOp", &fn, &grid, &st->threads, &st->shared, &cluster, &sources, &fixed, &skip))
+        return -1;
+    int64_t g[3], c[3] = {0, 0, 0}, src[TL_STEP_PARAMS], fix[TL_STEP_PARAMS];
+    if (int_list(grid, g, 3, "grid") != 3) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "grid");
+        return -1;
+    }
+    if (cluster != Py_None) {
+        if (self->launch_ex == NULL) return 0;
+        if (int_list(cluster, c, 3, "cluster") != 3) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "cluster");
+            return -1;
+        }
+    }
+    int ns = int_list(sources, src, TL_STEP_PARAMS, "sources");
+    if (ns < 0) return -1;
+    if (int_list(fixed, fix, TL_STEP_PARAMS, "fixed") != ns) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a fixed address per source");
+        return -1;
+    }
+    st->fn = (void*)(uintptr_t)fn;
+    for (int d = 0; d < 3; d++) {
+        st->grid[d] = (unsigned)g[d];
+        st->cluster[d] = (unsigned)c[d];
+    }
+    st->nparams = ns;
+    st->skip_if_allocated = skip;
+    for (int j = 0; j < ns; j++) {
+        if (src[j] >= self->nparams || src[j] < -1 || (src[j] == -1 && fix[j] == 0)) {
+            PyErr_Format(PyExc_ValueError, "step parameter %d: source %lld", j, (long long)src[j]);
+            return -1;
+        }
+        st->source[j] = (int)src[j];
+        st->fixed[j] = (void*)(uintptr_t)fix[j];
+    }
+    return 1;
+}
+
+/* launcher.remember_steps(key, steps, owner, stream): file a plan of several launches (parse_step), bound to
+   `stream` (an int) when it uses a workspace kept for that stream, else (None) launched on any. False (nothing
+   filed) where a step needs cuLaunchKernelEx or the binding cuStreamIsCapturing, and this launcher has neither. */
+static PyObject* Launcher_remember_steps(Launcher* self, PyObject* args) {
+    PyObject *key, *steps, *owner, *stream;
+    if (!PyArg_ParseTuple(args, "OOOO", &key, &steps, &owner, &stream)) return NULL;
+    if (stream != Py_None && self->capturing == NULL) Py_RETURN_FALSE;
+    int64_t k[TL_MAX_KEY];
+    int nk = int_list(key, k, TL_MAX_KEY, "key");
+    if (nk < 0) return NULL;
+    if (nk != self->keylen) return PyErr_Format(PyExc_ValueError, "key of %d values, expected %d", nk, self->keylen);
+    Py_ssize_t n = PySequence_Size(steps);
+    if (n < 0) return NULL;
+    if (n < 1 || n > TL_MAX_STEPS) return PyErr_Format(PyExc_ValueError, "%zd steps: 1 to %d", n, TL_MAX_STEPS);
+    tl_step* parsed = PyMem_Malloc((size_t)n * sizeof(tl_step));
+    if (parsed == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject* item = PySequence_GetItem(steps, i);
+        int ok = item == NULL ? -1 : parse_step(self, item, &parsed[i]);
+        Py_XDECREF(item);
+        if (ok <= 0) {
+            PyMem_Free(parsed);
+            if (ok < 0) return NULL;
+            Py_RETURN_FALSE;
+        }
+    }
+    int64_t handle = 0;
+    if (stream != Py_None && !as_i64(stream, &handle)) { PyMem_Free(parsed); return NULL; }
+    tl_plan* p = plan_slot(self, k, nk);
+    memcpy(p->key, k, nk * sizeof(int64_t));
+    p->steps = parsed;
+    p->nsteps = (int)n;
+    p->bound = stream != Py_None;
+    p->stream = (void*)(intptr_t)handle;
+    Py_INCREF(owner);
+    p->owner = owner;
+    p->used = 1;
+    Py_RETURN_TRUE;
+}
+
 static PyObject* Launcher_forget(Launcher* self, PyObject* unused) {
     (void)unused;
-    for (int j = 0; j < TL_PLANS; j++) {
-        Py_CLEAR(self->plans[j].owner);
-        self->plans[j].used = 0;
-    }
+    for (int j = 0; j < TL_PLANS; j++) clear_plan(&self->plans[j]);
     Py_RETURN_NONE;
 }
 
@@ -863,13 +1034,14 @@ static PyMethodDef Launcher_methods[] = {
     {"time_launch", (PyCFunction)Launcher_time_launch, METH_VARARGS, "ns per bare driver launch of this call"},
     {"fast", (PyCFunction)Launcher_fast, METH_O, "launch(args): the outputs, or MISS for the Python path"},
     {"remember", (PyCFunction)Launcher_remember, METH_VARARGS, "file a launch plan the Python path made"},
+    {"remember_steps", (PyCFunction)Launcher_remember_steps, METH_VARARGS, "file a plan of several launches"},
     {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "drop every plan"},
     {"stats", (PyCFunction)Launcher_stats, METH_NOARGS, "hits, misses and plans held"},
     {NULL, NULL, 0, NULL},
 };
 
 static void Launcher_dealloc(Launcher* self) {
-    for (int j = 0; j < TL_PLANS; j++) Py_CLEAR(self->plans[j].owner);
+    for (int j = 0; j < TL_PLANS; j++) clear_plan(&self->plans[j]);
     for (int t = 0; t < self->ntypes; t++) {
         Py_CLEAR(self->types[t].tp);
         Py_CLEAR(self->types[t].stream_fn);
@@ -883,17 +1055,19 @@ static void Launcher_dealloc(Launcher* self) {
     Py_DECREF(tp);
 }
 
-/* Launcher(spec, launch_address, miss[, device_type]). spec: a tuple
+/* Launcher(spec, launch_address, miss[, device_type[, launch_ex_address[, capturing_address]]]). spec: a tuple
  *   (params, inputs, outputs, grid_scalars, key_pointers, can_allocate)
  * params: per parameter (is_tensor, is_output, scalar_kind, (code, bits, lanes), ndim, alloc_dims) */
 static int Launcher_init(Launcher* self, PyObject* args, PyObject* kwds) {
     (void)kwds;
     PyObject *spec, *miss_obj, *params, *inputs, *outputs, *grid_scalars;
-    unsigned long long launch, launch_ex = 0;
+    unsigned long long launch, launch_ex = 0, capturing = 0;
     int key_pointers, can_allocate, device_type = TL_CUDA;
-    if (!PyArg_ParseTuple(args, "OKO|iK", &spec, &launch, &miss_obj, &device_type, &launch_ex)) return -1;
+    if (!PyArg_ParseTuple(args, "OKO|iKK", &spec, &launch, &miss_obj, &device_type, &launch_ex, &capturing))
+        return -1;
     self->device_type = device_type;
     self->launch_ex = (tl_launch_ex_fn)(uintptr_t)launch_ex;
+    self->capturing = (tl_capturing_fn)(uintptr_t)capturing;
     if (!PyArg_ParseTuple(spec, "OOOOpp", &params, &inputs, &outputs, &grid_scalars, &key_pointers, &can_allocate))
         return -1;
     Py_ssize_t np = PySequence_Size(params);
@@ -1060,7 +1234,18 @@ static PyObject* noop(PyObject* module, PyObject* obj) {
     Py_RETURN_NONE;
 }
 
+/* hold(n): add n (1 or -1) to the Python-path calls now between the launches of a sequence on a kept workspace;
+   while any is, plans bound to a stream miss. Returns the count. */
+static PyObject* hold(PyObject* module, PyObject* delta) {
+    (void)module;
+    long d = PyLong_AsLong(delta);
+    if (d == -1 && PyErr_Occurred()) return NULL;
+    tl_held += d;
+    return PyLong_FromLong(tl_held);
+}
+
 static PyMethodDef module_methods[] = {
+    {"hold", hold, METH_O, "count a Python-path sequence on a kept workspace in (1) or out (-1)"},
     {"noop", noop, METH_O, "does nothing: the cost of calling a C function of one argument"},
     {"describe", describe, METH_O, "an array as its DLPack exchange table describes it"},
     {NULL, NULL, 0, NULL},
@@ -1082,7 +1267,7 @@ static int module_exec(PyObject* m) {
     if (tp == NULL) return -1;
     Launcher_type = (PyTypeObject*)tp;
     if (PyModule_AddObject(m, "Launcher", tp) < 0) { Py_DECREF(tp); return -1; }
-    return PyModule_AddIntConstant(m, "ABI", 2);
+    return PyModule_AddIntConstant(m, "ABI", 3);
 }
 
 static PyModuleDef_Slot module_slots[] = {{Py_mod_exec, module_exec}, {0, NULL}};

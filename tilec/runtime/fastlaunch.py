@@ -18,11 +18,13 @@ every error message stay in one place, launch.py.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 from .arrays import _NO_TYPESTR
 
@@ -178,12 +180,14 @@ def native_class(cls: type) -> type:
     return got
 
 
-def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2, launch_ex: int = 0):
+def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: int = 2, launch_ex: int = 0,
+                 capturing: int = 0):
     """`kernel`'s compiled launcher, or None (the ctypes path serves). Needs torch with its DLPack exchange table
     (torch 2.10 and later: it gives the dtypes) or cupy imported, and a kernel within the C file's limits. `launch`:
     the address of cuLaunchKernel (default: the driver's), `launch_ex` that of cuLaunchKernelEx for kernels launched
-    in clusters (default: the driver's; 0 leaves them to the Python path) and `device_type` the DLPack device type
-    of the tensors (kDLCUDA) -- the tests put a fake driver over host tensors there."""
+    in clusters (default: the driver's; 0 leaves them to the Python path), `capturing` that of cuStreamIsCapturing
+    (default: the driver's; 0 leaves sequences on a kept workspace to the Python path) and `device_type` the DLPack
+    device type of the tensors (kDLCUDA) -- the tests put a fake driver over host tensors there."""
     torch = sys.modules.get("torch")
     tables = torch is not None and any(n in vars(torch.Tensor) for n in ("__dlpack_c_exchange_api__",
                                                                          "__c_dlpack_exchange_api__"))
@@ -206,7 +210,7 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
         if not isinstance(drv.raw_launch, ctypes._CFuncPtr):  # a stand-in driver (tests/fake_cuda.py)
             return None
         launch = ctypes.cast(drv.raw_launch, ctypes.c_void_p).value
-        launch_ex = drv.launch_ex_address()
+        launch_ex, capturing = drv.entry_address("cuLaunchKernelEx"), drv.entry_address("cuStreamIsCapturing")
     tensors = {t.index: t for t in layout.tensors}
     first_seen: dict[str, int] = {}  # a size -> the input dimension it is read from (tensor number * 8 + axis)
     for k, t in enumerate(layout.tensors):
@@ -242,7 +246,7 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
                 return None
             params.append((False, False, kind, (0, 0, 0), 0, None))
     spec = (params, layout.inputs, layout.outputs, layout.grid_scalars, layout.key_has_pointers, can_allocate)
-    return ext.Launcher(spec, launch, miss, device_type, launch_ex)
+    return ext.Launcher(spec, launch, miss, device_type, launch_ex, capturing)
 
 
 def remember(launcher, layout, key, plan, args=()) -> None:
@@ -262,6 +266,55 @@ def remember(launcher, layout, key, plan, args=()) -> None:
     # (a clustered plan is filed where the launcher has cuLaunchKernelEx; else remember() declines it)
     launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan,
                       plan.cluster)
+
+
+class Step(NamedTuple):
+    """One launch of a plan of several (fastlaunch.c's tl_step): a padded launch's copies and kernel, or a
+    multi-launch kernel's stages. Per kernel parameter, in the kernel's order (its parameters, sizes, tensor maps):
+    `sources[j]` is the call's parameter it takes (its index), or -1 for the value at the address `fixed[j]`, which
+    the plan's owner keeps alive."""
+
+    fn: int
+    grid: tuple
+    threads: int
+    shared: int
+    cluster: tuple | None
+    sources: tuple
+    fixed: tuple
+    skip_if_allocated: bool = False  # a copy of an output into the workspace, needless when the launcher made it
+
+    def through(self, sources: dict[int, int], fixed: dict[int, int]) -> Step:
+        """This step as a launch of another call: its parameter i becomes that call's `sources[i]`, or the fixed
+        address `fixed[i]` (a multi-launch kernel's stage, whose scratch tensors are views of a kept workspace)."""
+        src = tuple(-1 if s < 0 or s in fixed else sources[s] for s in self.sources)
+        fix = tuple(fixed[s] if s >= 0 and s in fixed else f for s, f in zip(self.sources, self.fixed, strict=True))
+        return self._replace(sources=src, fixed=fix)
+
+
+def remember_steps(launcher, layout, key, steps: list[Step], owner, stream: int | None) -> bool:
+    """File a call's launches (`steps`) under `key` in the C launcher; `owner` keeps every fixed address alive,
+    `stream` binds the plan to the stream whose kept workspace it uses (None: any). False when not filed."""
+    flat: list[int] = []
+    n = len(layout.tensors)
+    for shape in key[:n]:
+        flat.extend(int(d) for d in shape)
+    flat.extend(int(v) for v in key[n:])
+    return bool(launcher.remember_steps(flat, [tuple(s) for s in steps], owner, stream))
+
+
+@contextlib.contextmanager
+def held():
+    """Around a Python-path sequence of launches on a kept workspace: the C launcher's plans bound to a stream
+    wait until it is queued (another thread's C call on the same stream would interleave with it)."""
+    ext = _state.get("module")
+    if ext is None or not hasattr(ext, "hold"):
+        yield
+        return
+    ext.hold(1)
+    try:
+        yield
+    finally:
+        ext.hold(-1)
 
 
 def _accept(launcher, layout, array) -> None:

@@ -34,6 +34,8 @@ import re
 import struct
 import sys
 import threading
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..manifest import ManifestError, cluster_dims, launch_check_holds, launch_checks
 from .arrays import (
@@ -46,7 +48,7 @@ from .arrays import (
     stream_handle,
     torch_problem,
 )
-from .fastlaunch import remember
+from .fastlaunch import Step, held, remember, remember_steps
 from .formulas import compile_formulas, evaluate
 from .tensor_maps import TMA_ALIGN, TMA_MAX_STRIDE, NoTma, TensorMapArgs, tensor_map_args, tensor_map_specs
 
@@ -330,23 +332,26 @@ class _Padding:
                                  shape[-1] * elem[k]))
             offset += -(-rows * pitch // 256) * 256
         self.total = max(offset, 1)
+        self._offset = {k: off for k, *_, off, _ in self.tensors}  # tensor position -> its place in the workspace
         self.encoded: dict[int, list] = {}  # workspace address -> its encoded maps
         self.copies: dict[tuple, list] = {}  # (workspace address, tensor addresses) -> _prepare_copies
 
     def launch(self, kernel: Kernel, plan: _Plan, args, ptrs, handle: int, explicit: bool,
-               fresh_outputs: bool = False) -> None:
+               fresh_outputs: bool = False):
         """Copy in, launch, copy out. An output is copied in too (the kernel need not store every element of it, and
         what it leaves must stay the caller's), unless the runtime allocated it for this call (`fresh_outputs`).
-        One call's copies and launch stay together (a kept workspace serves one call at a time)."""
+        One call's copies and launch stay together (a kept workspace serves one call at a time). Returns the
+        workspace when it is the one kept for the stream (None: one for this call alone)."""
         torch = sys.modules["torch"]
         like = args[self.tensors[0][1]]
-        with kernel._padding_lock:
+        with kernel._padding_lock, held():
             if explicit or torch.cuda.is_current_stream_capturing():
                 ws = torch.empty(self.total, dtype=torch.uint8, device=like.device)
                 if explicit:  # the caching allocator must not hand the bytes out before that stream is done
                     ws.record_stream(torch.cuda.ExternalStream(handle, device=like.device))
+                kept = None
             else:
-                ws = kernel._padding_workspace(like, handle, self.total)
+                ws = kept = kernel._padding_workspace(like, handle, self.total)
             base = ws.data_ptr()
             slots = list(ptrs)
             for k, *_, offset, _ in self.tensors:
@@ -355,15 +360,8 @@ class _Padding:
             copies = self.copies.get(key) or self._prepare_copies(kernel, like.get_device(), ptrs, base, key)
             for output, copy_in, _ in copies:
                 if not (output and fresh_outputs):
-                    copy_in(handle)
-            maps = self.encoded.get(base)
-            if maps is None:
-                if len(self.encoded) >= 16:
-                    self.encoded.clear()
-                maps = self.encoded[base] = [
-                    self.drv.encode_tensor_map(t.dtype, t.rank, slots[k], t.dims, t.strides, t.box,
-                                               t.swizzle, what=f"{self.name}: {s.describe()} (padded rows)")
-                    for _, k, t, s in self.maps]
+                    copy_in.run(handle)
+            maps = self._maps(base)
             block = plan.layout
             with block.lock:
                 block.slots[:block.ntensors] = slots
@@ -382,7 +380,37 @@ class _Padding:
                                               block.params_address, plan.cluster)
             for output, _, copy_out in copies:
                 if output:
-                    copy_out(handle)
+                    copy_out.run(handle)
+        return kept
+
+    def _maps(self, base: int) -> list:
+        """The padded tensors' maps over the workspace at `base`, encoded once per workspace address."""
+        maps = self.encoded.get(base)
+        if maps is None:
+            if len(self.encoded) >= 16:
+                self.encoded.clear()
+            maps = self.encoded[base] = [
+                self.drv.encode_tensor_map(t.dtype, t.rank, base + self._offset[k], t.dims, t.strides, t.box,
+                                           t.swizzle, what=f"{self.name}: {s.describe()} (padded rows)")
+                for _, k, t, s in self.maps]
+        return maps
+
+    def steps(self, kernel: Kernel, plan: _Plan, ptrs, workspace, device: int, keep: list) -> list[Step] | None:
+        """What launch() queues for these tensors and this workspace, as the compiled launcher's steps: the copies
+        in (an output's skipped where the launcher allocated it), the kernel with the workspace's pointers and
+        maps in the padded tensors' places, the copies out. None where the copies are the driver's
+        cuMemcpy2DAsync (an artifact without tilec_pad_rows): not a kernel launch."""
+        base = workspace.data_ptr()
+        key = (base, *ptrs)
+        copies = self.copies.get(key) or self._prepare_copies(kernel, device, ptrs, base, key)
+        if any(c.step is None for _, c, _ in copies):
+            return None
+        maps = self._maps(base)
+        keep += [workspace, copies, maps]
+        main = _plan_step(plan, keep, {index: base + offset for _, index, *_, offset, _ in self.tensors},
+                          {j: ctypes.addressof(m) for (j, *_), m in zip(self.maps, maps, strict=True)})
+        return ([c.step._replace(skip_if_allocated=output) for output, c, _ in copies] + [main]
+                + [c.step for output, _, c in copies if output])
 
     def _prepare_copies(self, kernel: Kernel, device: int, ptrs, base: int, key) -> list:
         """Per padded tensor (output?, its copy in, its copy out): functions of the stream, their arguments packed
@@ -397,14 +425,14 @@ class _Padding:
         return out
 
     def _copy(self, kernel: Kernel, device: int, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int,
-              rows: int):
-        """A function of the stream that copies `rows` rows of `width` bytes from `src` to `dst`: a launch of the
-        artifact's own pitched copy (tilec_pad_rows, tilec/targets/cuda/include/tilec_pad.h) with its arguments
-        packed here, else the driver's cuMemcpy2DAsync."""
+              rows: int) -> _Copy:
+        """The copy of `rows` rows of `width` bytes from `src` to `dst`: a launch of the artifact's own pitched copy
+        (tilec_pad_rows, tilec/targets/cuda/include/tilec_pad.h) with its arguments packed here, else the driver's
+        cuMemcpy2DAsync."""
         drv = self.drv
         fn = kernel.module.pad_function(device)
         if fn is None:
-            return lambda handle: drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle)
+            return _Copy(lambda handle: drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle), None)
         chunks = -(-width // 16)
         threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
         grid = (-(-chunks // threads), min(rows, 65535), 1)
@@ -414,9 +442,45 @@ class _Padding:
         params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
         address = ctypes.addressof(params)
 
-        def launch(handle, _keep=(args, params)):
+        def launch(handle):
             drv.launch_packed(fn, grid, threads, 0, handle, address)
-        return launch
+        step = Step(fn, grid, threads, 0, None, (-1,) * len(args), tuple(ctypes.addressof(a) for a in args))
+        return _Copy(launch, step, (args, params))
+
+
+class _Copy(NamedTuple):
+    """One pitched copy of a padded launch: `run(stream)` queues it; `step` is the same launch for the compiled
+    launcher (None for the driver's cuMemcpy2DAsync); `storage` holds the packed arguments both read."""
+
+    run: Callable[[int], None]
+    step: Step | None
+    storage: object = None
+
+
+def _plan_step(plan: _Plan, keep: list, pointers: dict[int, int] | None = None,
+               padded_maps: dict[int, int] | None = None) -> Step:
+    """A plan's launch as a compiled-launcher step: each parameter the call's, except the tensors of `pointers`
+    (parameter index -> a fixed address: a workspace's), then the plan's sizes and tensor maps (`padded_maps`:
+    map position -> the address of a map over a workspace, in place of the plan's). Its storage goes to `keep`."""
+    n, pointers, padded_maps = plan.layout.nparams, pointers or {}, padded_maps or {}
+    cells = (ctypes.c_uint64 * max(1, n + len(plan.sizes)))()  # a fixed pointer or an int32 size in each
+    base = ctypes.addressof(cells)
+    sources, fixed = [], []
+    for i in range(n):
+        if i in pointers:
+            cells[i] = pointers[i]
+        sources.append(-1 if i in pointers else i)
+        fixed.append(base + i * SLOT_BYTES if i in pointers else 0)
+    for j, v in enumerate(plan.sizes):
+        ctypes.c_int32.from_buffer(cells, (n + j) * SLOT_BYTES).value = v
+        sources.append(-1)
+        fixed.append(base + (n + j) * SLOT_BYTES)
+    addresses = iter(plan.map_addresses)
+    for j in range(len(plan.map_addresses) + len(padded_maps)):
+        sources.append(-1)
+        fixed.append(padded_maps[j] if j in padded_maps else next(addresses))
+    keep += [cells, plan]
+    return Step(plan.fn, tuple(plan.grid), plan.threads, plan.shared, plan.cluster, tuple(sources), tuple(fixed))
 
 
 def _unit(address: int, pitch: int) -> int:
@@ -507,6 +571,35 @@ class Kernel:
         device and stream; Launches: a multi-launch kernel's). The next call allocates again."""
         with self._padding_lock:
             self._padding_kept.clear()  # torch's allocator reuses the bytes in stream order
+            if self._native is not None:  # its plans of padded launches hold the workspaces too
+                self._native.forget()
+
+    def steps_for(self, args, device: int, handle: int, keep: list) -> list[Step] | None:
+        """What a call with these arguments on the stream `handle` queues (the plan an earlier call made: the
+        launch, with a padded one's copies on the workspace kept for the stream) as the compiled launcher's steps;
+        their storage goes to `keep`. None where no such plan is cached or its copies are not kernel launches."""
+        layout = self._layout()
+        ptrs, key, _, _ = layout.bind(args, None)
+        if layout.grid_scalars:
+            key = (*key, *(args[i] for i in layout.grid_scalars))
+        plan = layout.plans.get(key) or layout.padded.get(key)
+        if plan is None:
+            return None
+        if plan.empty:
+            return []
+        if plan.padding is None:
+            return [_plan_step(plan, keep)]
+        workspace = self._padding_kept.get((device, handle))
+        return None if workspace is None else plan.padding.steps(self, plan, ptrs, workspace, device, keep)
+
+    def _file_steps(self, args, steps: list[Step], keep: list, handle: int) -> None:
+        """File a call's launches in this kernel's compiled launcher, under the key its C code computes for
+        these arguments; bound to the stream `handle`, whose kept workspaces they use."""
+        layout = self._layout()
+        _, key, _, _ = layout.bind(args, None)
+        if layout.grid_scalars:
+            key = (*key, *(args[i] for i in layout.grid_scalars))
+        remember_steps(self._native, layout, key, steps, keep, handle)
 
     def _padding_workspace(self, like, handle: int, nbytes: int):
         """The bytes padded launches on torch's current stream `handle` use, kept per device and stream and grown
@@ -541,10 +634,14 @@ class Kernel:
             if hasattr(self, "_attach"):  # a native_class kernel: its calls enter the launcher with no Python frame
                 self._attach(self._native)
         elif "torch" in sys.modules:
-            self._fast = _make_fast_path(layout)
+            self._fast = self._python_fast_path(layout)
         else:
             return _MISS  # cupy alone, no compiled launcher: the general path (asked again at the next call)
         return self._fast(args)
+
+    def _python_fast_path(self, layout: _Layout):
+        """The fast path where the compiled launcher is not available: generated Python for torch tensors."""
+        return _make_fast_path(layout)
 
     def _call(self, args, stream, sync):
         """Every call the fast path leaves: the first of a shape or a stream, explicit streams, synchronous calls,
@@ -563,7 +660,12 @@ class Kernel:
             plan = layout.plans.get(key) or layout.padded.get(key) or self._new_plan(layout, key, ptrs, device, args)
             handle = explicit if explicit is not None else first.stream(device)
             if plan.padding is not None:
-                plan.padding.launch(self, plan, args, ptrs, handle, explicit is not None, fresh)
+                kept = plan.padding.launch(self, plan, args, ptrs, handle, explicit is not None, fresh)
+                if kept is not None and self._native is not None:  # the copies and the launch, filed in C
+                    keep: list = []
+                    steps = plan.padding.steps(self, plan, ptrs, kept, device, keep)
+                    if steps:
+                        remember_steps(self._native, layout, key, steps, keep, handle)
             elif plan.empty:
                 self._launch(plan, args, ptrs, handle)
             else:  # _launch's body, inline: this is the path every launch takes

@@ -106,7 +106,7 @@ class Module:
         self.kernels = {k["name"]: public(self, k) for k in manifest["kernels"] if not k.get(INTERNAL_KEY)}
         self._internal = {k["name"]: Kernel(self, k) for k in manifest["kernels"] if k.get(INTERNAL_KEY)}
         for entry in launch_entries(manifest):  # a multi-launch kernel: its stages in order (sequence.py)
-            self.kernels[entry["name"]] = Launches(self, entry, self._internal)
+            self.kernels[entry["name"]] = native_class(Launches)(self, entry, self._internal)
         # a tuned kernel's name over its variants, some of which may be multi-launch kernels
         add_dispatchers(manifest, self.kernels, self._internal)
         if os.environ.get("TILEC_PROFILE") and any("profile" in k for k in manifest["kernels"]):

@@ -12,7 +12,10 @@ caller's tensors and views of the workspace:
   `stream=`, not capturing a graph) the workspace is kept per device and stream (the largest one asked for; the
   stages on one stream are ordered, so reusing it is safe) and the views of it per argument shapes: a repeated
   call checks its tensors' type, shape, dtype, device and contiguity and launches the stages, with none of the
-  general path's binding, allocation or slicing (a split-K gemm's host time was 40-60 us a call);
+  general path's binding, allocation or slicing (a split-K gemm's host time was 40-60 us a call). Where the
+  compiled launcher is available (fastlaunch.py), such a call's launches -- every stage's, a padded stage's row
+  copies included -- are filed there as one plan bound to the stream, and a repeated call runs them from C;
+  else the stages are called through their own fast paths;
 - other device arrays (cupy, __cuda_array_interface__, DLPack): a workspace per device and stream, allocated
   with cuMemAlloc, grown as needed and kept by the kernel for its next calls on that stream;
 - numpy arrays: every tensor staged to the GPU once, a workspace allocated, the stages launched, the outputs
@@ -22,14 +25,17 @@ caller's tensors and views of the workspace:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import sys
 import threading
 
 from .arrays import HOST, TORCH_NAMES, ArgumentError, stream_handle
+from .fastlaunch import Step, held
 from .formulas import evaluate
 from .launch import _MISS, Kernel, _DeviceBuffer
 
 _NO_LOCK = contextlib.nullcontext()
+MAX_STEPS = 16  # launches in one plan of the compiled launcher (fastlaunch.c's TL_MAX_STEPS)
 
 
 class Launches(Kernel):
@@ -54,10 +60,24 @@ class Launches(Kernel):
         return super().__repr__().replace("<tilec kernel", "<tilec multi-launch kernel", 1)
 
     def __call__(self, *args, stream=None, sync: bool | None = None):
-        if stream is None and not sync and self._fast_views:
-            out = self._fast_call(args)
+        if stream is None and not sync:
+            out = self._fast(args)
             if out is not _MISS:
                 return out
+        return self._run(args, stream, sync, self)
+
+    def _python_fast_path(self, layout):
+        return self._fast_call
+
+    def _make_layout(self):
+        layout = super()._make_layout()
+        # a stage's TMA plan (its maps, a padded stage's copies) holds the tensors' addresses: so does a C plan
+        layout.key_has_pointers = any(k._layout().key_has_pointers for k, _ in self.stages)
+        return layout
+
+    def _run(self, args, stream, sync, filer: Kernel | None):
+        """The general path. A call on the kept workspace files its launches in `filer`'s compiled launcher (this
+        kernel's, or that of the tuned kernel that chose it)."""
         layout = self._arguments or self._make_layout()
         if len(args) != layout.nparams:
             args = self._with_outputs(args, layout)
@@ -71,20 +91,27 @@ class Launches(Kernel):
             self._run_host(args, layout, pieces, total, explicit)
         else:
             handle = explicit if explicit is not None else first.stream(device)
+            kept = False
             if first.kind == "torch":
                 torch = sys.modules["torch"]
-                if explicit is None and not layout.scalars and not torch.cuda.is_current_stream_capturing():
+                kept = explicit is None and not layout.scalars and not torch.cuda.is_current_stream_capturing()
+                if kept:
                     views = self._kept_views(args, layout, device, handle, pieces, total)
                 else:
                     views = self._torch_workspace(args[layout.tensors[0].index], pieces, total, explicit)
             else:
                 stream = handle
-            with self._workspace_lock if first.kind != "torch" else _NO_LOCK:
+            with self._workspace_lock if first.kind != "torch" else held() if kept else _NO_LOCK:
                 if first.kind != "torch":
                     base = self._workspace(device, handle, total)
                     views = [_DeviceBuffer(base + off, shape, device) for off, _, shape in pieces]
                 for kernel, mapping in self.stages:
                     kernel(*[args[i] if public else views[i] for public, i in mapping], stream=stream)
+            if kept and filer is not None and filer._native is not None:
+                keep: list = [views]
+                steps = self._steps(args, views, device, handle, keep)
+                if steps:
+                    filer._file_steps(args, steps, keep, handle)
             if sync:
                 from .cuda_driver import Driver
 
@@ -93,6 +120,26 @@ class Launches(Kernel):
         if len(outs) == 1:
             return args[outs[0]]
         return tuple(args[i] for i in outs) if outs else None
+
+    def _steps(self, args, views, device: int, handle: int, keep: list) -> list[Step] | None:
+        """Every stage's launches for these arguments and workspace views on `handle`, as one list of the compiled
+        launcher's steps over this kernel's parameters (a scratch tensor: its view's fixed address); None where a
+        stage has none to give (Kernel.steps_for) or there are more than fastlaunch.c takes."""
+        steps: list[Step] = []
+        for kernel, mapping in self.stages:
+            sub = kernel.steps_for([args[i] if public else views[i] for public, i in mapping], device, handle, keep)
+            if sub is None:
+                return None
+            sources, fixed = {}, {}
+            for j, (public, i) in enumerate(mapping):
+                if public:
+                    sources[j] = i
+                else:
+                    cell = ctypes.c_uint64(views[i].data_ptr())
+                    keep.append(cell)
+                    fixed[j] = ctypes.addressof(cell)
+            steps += [st.through(sources, fixed) for st in sub]
+        return steps if len(steps) <= MAX_STEPS else None
 
     def _fast_key(self, args, layout, handle: int):
         torch = sys.modules["torch"]
@@ -150,7 +197,11 @@ class Launches(Kernel):
     def release_workspaces(self) -> None:
         """Give back the workspaces kept per (device, stream): a process holding many multi-launch kernels (the
         tuner, one per candidate) would otherwise keep each one's largest workspace at once."""
+        for kernel, _ in self.stages:
+            kernel.release_workspaces()
         with self._workspace_lock:
+            if self._native is not None:  # its plans hold views of the workspaces
+                self._native.forget()
             self._fast_views.clear()
             self._kept.clear()  # torch's allocator reuses the bytes in stream order
             if self._workspaces:

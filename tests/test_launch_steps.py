@@ -1,0 +1,206 @@
+"""The launches a padded TMA call or a multi-launch call queues, as the compiled launcher's steps
+(tilec/runtime/fastlaunch.py Step; fastlaunch.c runs them, tests/test_fastlaunch.py checks how): each step replayed
+here as fastlaunch.c's launch_steps does it -- a parameter from the call's slots or the word at a fixed address --
+on the fake driver must launch exactly what the Python path launched for the same call (kernels, grids, every
+argument, the tensor maps), so a later call served from C does what the first did."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import struct
+import sys
+
+import pytest
+from fake_cuda import FakeDriver, install
+
+import tilec
+from tilec.runtime.fastlaunch import Step
+from tilec.runtime.module import Module
+
+_SCALARS = {"f32": "<f", "i32": "<i"}
+
+
+def _replay(fake, steps, params, args, stream, allocated=False):
+    """fastlaunch.c's launch_steps on the fake driver: the call's slots (a tensor's pointer, a scalar's bytes)."""
+    slots = []
+    for p, a in zip(params, args, strict=True):
+        word = (a.data_ptr() if p["kind"] == "tensor"
+                else int.from_bytes(struct.pack(_SCALARS[p["dtype"]], a).ljust(8, b"\0"), "little"))
+        slots.append(ctypes.c_uint64(word))
+    for st in steps:
+        if st.skip_if_allocated and allocated:
+            continue
+        block = (ctypes.c_void_p * len(st.sources))(*[ctypes.addressof(slots[s]) if s >= 0 else f
+                                                      for s, f in zip(st.sources, st.fixed, strict=True)])
+        fake._record(st.fn, st.grid, st.threads, st.shared, stream, ctypes.addressof(block), st.cluster)
+
+
+class Recorder:
+    """A compiled launcher as far as filing goes: what the Python path files in it."""
+
+    def __init__(self):
+        self.filed = []
+
+    def remember_steps(self, key, steps, owner, stream):
+        self.filed.append((key, steps, stream))
+        self.owner = owner  # (fastlaunch.c keeps it with the plan: the fixed addresses are its storage)
+        return True
+
+
+def _launched(fake, start=0):
+    return [(ln.fn, ln.grid, ln.block, ln.shared, ln.stream, ln.args, ln.maps) for ln in fake.launches[start:]]
+
+
+def test_a_padded_launchs_steps_replay_its_copies_kernel_and_copies_out(monkeypatch):
+    from test_padded_tma import PAD_ENTRY, _fake_torch
+    from test_tensor_maps import GEMM_PARAMS, _entries
+
+    log: list = []
+    torch, Tensor = _fake_torch(log)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    e = _entries()
+    params = [dict(p) for p in GEMM_PARAMS]
+    params[2].update(dtype="f16")
+    gemm, simt = dict(e["gemm"], params=params), dict(e["gemm__simt"], params=params)
+    gemm["tensor_maps"] = [{"tensor": "A", "box": [128, 64], "swizzle": 128},
+                           {"tensor": "B", "box": [64, 64], "swizzle": 128},
+                           {"tensor": "C", "box": [128, 64], "swizzle": 128}]
+    gemm["tma_only"] = {"A": "load", "B": "load", "C": "store"}
+    fake = install(monkeypatch, FakeDriver({"gemm": gemm, "gemm__simt": simt, "tilec_pad_rows": PAD_ENTRY}))
+    mod = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": [gemm, simt],
+                         "helpers": ["tilec_pad_rows"]})
+    M, N, K = 128, 129, 16001
+    A, B, C = Tensor(0x100000, (M, K)), Tensor(0x200000, (K, N)), Tensor(0x300000, (M, N))
+    mod.gemm(A, B, C, 1.5)
+    python = _launched(fake)
+    assert [x[0] for x in python] == ["tilec_pad_rows"] * 3 + ["gemm", "tilec_pad_rows"]
+    stream = python[0][4]
+    keep: list = []
+    steps = mod.gemm.steps_for((A, B, C, 1.5), 0, stream, keep)
+    assert steps is not None and [st.skip_if_allocated for st in steps] == [False, False, True, False, False]
+    _replay(fake, steps, params, (A, B, C, 1.5), stream)
+    assert _launched(fake, len(python)) == python
+    start = len(fake.launches)
+    _replay(fake, steps, params, (A, B, C, 1.5), stream, allocated=True)  # C made by the launcher: not copied in
+    assert [x[0] for x in _launched(fake, start)] == ["tilec_pad_rows"] * 2 + ["gemm", "tilec_pad_rows"]
+    # the kernel reads the workspace's pointers and maps, the call's scalar: a planted slip (the caller's C) shows
+    main = steps[3]
+    assert main.sources[:4] == (-1, -1, -1, 3)
+    start = len(fake.launches)
+    _replay(fake, [main._replace(sources=(-1, -1, 2, 3, *main.sources[4:]))], params, (A, B, C, 1.5), stream)
+    assert _launched(fake, start)[0][5] != python[3][5]
+    # another stream has no kept workspace of these: no steps to give
+    assert mod.gemm.steps_for((A, B, C, 1.5), 0, stream + 1, []) is None
+    # a call on the kept workspace files them in the kernel's compiled launcher, under the key its C code builds
+    mod.gemm._native = Recorder()
+    mod.gemm(A, B, C, 1.5)
+    ((key, filed, bound),) = mod.gemm._native.filed
+    assert key == [M, K, K, N, M, N, 0x100000, 0x200000, 0x300000, 0] and bound == stream
+    start = len(fake.launches)
+    _replay(fake, [Step(*st) for st in filed], params, (A, B, C, 1.5), stream)
+    assert _launched(fake, start) == python
+    mod.gemm(A, B, C, 1.5, stream=5)  # an explicit stream: a fresh workspace for this call alone, nothing filed
+    assert len(mod.gemm._native.filed) == 1
+
+
+SPLIT = """
+const block = 64
+
+kernel rowsum(X: f32[M, N], Y: out f32[M]):
+    P = T.alloc_global([M, 2], f32)
+    with T.Kernel(T.ceildiv(M, block), 2, threads=64) as (bx, part):
+        acc = T.alloc_fragment((block,), f32)
+        T.clear(acc)
+        half = T.ceildiv(N, 2)
+        for j in T.serial(half):
+            for i in T.Parallel(block):
+                col = part * half + j
+                if bx * block + i < M and col < N:
+                    acc[i] += X[bx * block + i, col]
+        for i in T.Parallel(block):
+            if bx * block + i < M:
+                P[bx * block + i, part] = acc[i]
+    with T.Kernel(T.ceildiv(M, block), threads=64) as (bx):
+        for i in T.Parallel(block):
+            if bx * block + i < M:
+                Y[bx * block + i] = P[bx * block + i, 0] + P[bx * block + i, 1]
+"""
+
+
+@pytest.fixture
+def kept_torch(monkeypatch):
+    """A fake torch whose tensors the binder reads as torch's, with a current stream and graph capture's flag."""
+    import types
+
+    from test_launches import _FakeTorchTensor
+
+    from tilec.runtime import arrays
+
+    class Tensor(_FakeTorchTensor):
+        def numel(self):
+            return self.shape[0]
+
+        def __getitem__(self, s):
+            return Tensor(self.torch, self.ptr + s.start, (s.stop - s.start,), self.dtype, self.device_index)
+
+        def view(self, what):
+            shape, dtype = (what, self.dtype) if isinstance(what, tuple) else (self.shape, what)
+            return Tensor(self.torch, self.ptr, shape, dtype, self.device_index)
+
+    torch = types.ModuleType("torch")
+    torch.float32, torch.int32, torch.uint8 = "f32", "i32", "u8"
+    torch.Tensor = Tensor
+    torch.empties = []
+
+    def empty(n, dtype, device):
+        t = Tensor(torch, 0x50_0000 + 0x10000 * len(torch.empties), (n,), dtype)
+        torch.empties.append(t)
+        return t
+
+    torch.empty = empty
+    torch.capturing = False
+    torch.cuda = types.SimpleNamespace(ExternalStream=lambda handle, device: ("stream", handle),
+                                       is_current_stream_capturing=lambda: torch.capturing)
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 7)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(arrays, "_torch_current_stream", lambda d: 7)
+    return torch
+
+
+def test_a_multi_launch_calls_steps_replay_every_stage_on_the_kept_workspace(tmp_path, monkeypatch, kept_torch):
+    from tilec.artifacts import manifest as make_manifest
+
+    (tmp_path / "k.tile").write_text(SPLIT)
+    result = tilec.compile(tmp_path / "k.tile", target="sm80")
+    m = json.loads(json.dumps(make_manifest(result, "cubin", ["sm_80"], "test", {}, "k.cubin")))
+    fake = install(monkeypatch, FakeDriver({k["name"]: k for k in m["kernels"]}, capability=(8, 0)))
+    mod = Module(b"\0", m)
+    x = kept_torch.Tensor(kept_torch, 0x1000, (45, 37), "f32")
+    y = kept_torch.Tensor(kept_torch, 0x9000, (45,), "f32")
+    rowsum = mod.rowsum
+    rowsum._run((x, y), None, None, None)
+    python = _launched(fake)
+    assert [x[0] for x in python] == ["rowsum__stage0", "rowsum__stage1"] and {x[4] for x in python} == {7}
+    (ws,) = kept_torch.empties
+    layout = rowsum._layout()
+    views = rowsum._fast_views[rowsum._fast_key((x, y), layout, 7)]
+    keep: list = []
+    steps = rowsum._steps((x, y), views, 0, 7, keep)
+    # the public X and Y are the call's parameters 0 and 1; the scratch P is the kept workspace's address
+    assert steps[0].sources[:2] == (0, -1) and steps[1].sources[:2] == (1, -1)
+    assert ctypes.c_uint64.from_address(steps[0].fixed[1]).value == ws.ptr
+    _replay(fake, steps, rowsum.entry["params"], (x, y), 7)
+    assert _launched(fake, len(python)) == python
+    rowsum._native = Recorder()  # the general path files them in the launcher of the kernel it serves
+    rowsum._run((x, y), None, None, rowsum)
+    ((key, filed, bound),) = rowsum._native.filed
+    assert key == [45, 37, 45, 0] and bound == 7 and [st[0] for st in filed] == [st.fn for st in steps]
+    kept_torch.capturing = True  # under graph capture: a workspace of its own, nothing filed
+    rowsum._run((x, y), None, None, rowsum)
+    assert len(rowsum._native.filed) == 1
+    # a call with another X (same shape) replays with its pointer: the plan is not tied to X's address
+    x2 = kept_torch.Tensor(kept_torch, 0x7000, (45, 37), "f32")
+    start = len(fake.launches)
+    _replay(fake, steps, rowsum.entry["params"], (x2, y), 7)
+    assert _launched(fake, start)[0][5][0] == 0x7000
