@@ -26,7 +26,9 @@ fp8 shapes whose operands needed padding also time `_scaled_mm` with that paddin
 user of cuBLAS runs there). `--breakdown N` then profiles the N worst shapes again under torch's profiler: the GPU
 kernels of one call, tilec's (the padded launches' copies, split-K's stages, the kernel) and the peer's.
 `--variants` also times every tuned variant of a dispatching kernel at each shape (`variants_ms`), so that `report`
-gives the dispatch's regret: the chosen variant's time over the fastest one's.
+gives the dispatch's regret: the chosen variant's time over the fastest one's. `--misaligned` runs only the gemm and
+fp8 shapes with rows that are not a multiple of 16 bytes (with TILEC_PADDING=always, then never: the padding
+rule's A/B).
 
 `report` prints per family the worst, 10th percentile and median ratio over the correct shapes, separately for the
 shapes the tuning databases were tuned on and for the others (read from samples/*.tune.json), the 10 worst shapes and
@@ -307,8 +309,17 @@ WARMUP_MS, REP_MS = 3, 12
 DEVICE = "cuda"
 
 
+def misaligned_rows(shape: dict) -> bool:
+    """A gemm or fp8 shape with a tensor whose rows are not a multiple of 16 bytes (where a TMA kernel pads them or
+    runs its fallback): K or N not a multiple of 8 two-byte elements; fp8's K of 16 one-byte elements."""
+    sizes = shape["sizes"]
+    if shape["family"] == "fp8":
+        return sizes["K"] % 16 != 0 or sizes["N"] % 8 != 0
+    return shape["family"].startswith("gemm") and (sizes["K"] % 8 != 0 or sizes["N"] % 8 != 0)
+
+
 def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0,
-        variants: bool = False) -> None:
+        variants: bool = False, misaligned: bool = False) -> None:
     import torch
     import torch.nn.functional as F
     import triton
@@ -319,7 +330,8 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
 
     t_start = time.time()
     spec = json.loads((out / "shapes.json").read_text())
-    shapes = interleaved([s for s in spec["shapes"] if not only or s["family"] in only])
+    shapes = interleaved([s for s in spec["shapes"] if (not only or s["family"] in only)
+                          and (not misaligned or misaligned_rows(s))])
     torch.manual_seed(0)
     dev = DEVICE
     tdt = {"f16": torch.float16, "bf16": torch.bfloat16}
@@ -774,6 +786,9 @@ def main() -> None:
     ap.add_argument("--variants", action="store_true",
                     help="run: also time every tuned variant of a dispatching kernel at each shape (the dispatch's "
                          "choice against the best of them)")
+    ap.add_argument("--misaligned", action="store_true",
+                    help="run: just the gemm and fp8 shapes with rows that are not a multiple of 16 bytes (an A/B of "
+                         "TILEC_PADDING=always against never)")
     ap.add_argument("--plot", type=Path, default=ROOT / "bench" / "shape_sweep.png", help="report: the PNG")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
@@ -781,7 +796,7 @@ def main() -> None:
     if a.mode == "build":
         build(a.path, a.only)
     elif a.mode == "run":
-        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants)
+        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants, a.misaligned)
     elif a.mode == "rescore":
         if a.build_dir is None:
             ap.error("rescore needs the build folder: rescore RESULTS DIR")

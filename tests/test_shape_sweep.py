@@ -228,3 +228,16 @@ def test_the_documented_recipe_for_your_own_shapes(tmp_path):
     for s in mine:
         (rule,) = [r for r in table["rules"] if r["at"] == s]
         assert table["configs"][rule["config"]]["consts"] == {**winner["config"]}
+
+
+def test_misaligned_picks_the_shapes_with_rows_not_a_multiple_of_16_bytes(sweep, shapes):
+    def shape(family, M, N, K):
+        return {"family": family, "sizes": {"M": M, "N": N, "K": K}}
+
+    assert sweep.misaligned_rows(shape("gemm f16", 7, 64, 4099)) and sweep.misaligned_rows(shape("gemm bf16", 7, 50257, 64))
+    assert not sweep.misaligned_rows(shape("gemm f16 trans_B", 1, 4096, 4096))  # M is no row's width
+    assert sweep.misaligned_rows(shape("fp8", 64, 64, 4104))  # fp8's K: 16 one-byte elements
+    assert not sweep.misaligned_rows(shape("fp8", 64, 4104, 4096))  # N: the bf16 output's rows, 8 elements
+    assert not sweep.misaligned_rows({"family": "softmax", "sizes": {"M": 3, "N": 1001}})
+    picked = [s for s in shapes if sweep.misaligned_rows(s)]
+    assert 40 <= len(picked) < len(shapes) / 10
