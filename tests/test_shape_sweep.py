@@ -234,7 +234,8 @@ def test_misaligned_picks_the_shapes_with_rows_not_a_multiple_of_16_bytes(sweep,
     def shape(family, M, N, K):
         return {"family": family, "sizes": {"M": M, "N": N, "K": K}}
 
-    assert sweep.misaligned_rows(shape("gemm f16", 7, 64, 4099)) and sweep.misaligned_rows(shape("gemm bf16", 7, 50257, 64))
+    assert sweep.misaligned_rows(shape("gemm f16", 7, 64, 4099))
+    assert sweep.misaligned_rows(shape("gemm bf16", 7, 50257, 64))
     assert not sweep.misaligned_rows(shape("gemm f16 trans_B", 1, 4096, 4096))  # M is no row's width
     assert sweep.misaligned_rows(shape("fp8", 64, 64, 4104))  # fp8's K: 16 one-byte elements
     assert not sweep.misaligned_rows(shape("fp8", 64, 4104, 4096))  # N: the bf16 output's rows, 8 elements
