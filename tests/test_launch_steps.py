@@ -137,10 +137,7 @@ def kept_torch(monkeypatch):
 
     from tilec.runtime import arrays
 
-    class Tensor(_FakeTorchTensor):
-        def numel(self):
-            return self.shape[0]
-
+    class Tensor(_FakeTorchTensor):  # views of the same type (torch.Tensor here)
         def __getitem__(self, s):
             return Tensor(self.torch, self.ptr + s.start, (s.stop - s.start,), self.dtype, self.device_index)
 

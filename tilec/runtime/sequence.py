@@ -11,8 +11,9 @@ caller's tensors and views of the workspace:
   asynchronously -- through each stage's own fast path when no stream is given. On the current stream (no
   `stream=`, not capturing a graph) the workspace is kept per device and stream (the largest one asked for; the
   stages on one stream are ordered, so reusing it is safe) and the views of it per argument shapes: a repeated
-  call checks its tensors' type, shape, dtype, device and contiguity and launches the stages, with none of the
-  general path's binding, allocation or slicing (a split-K gemm's host time was 40-60 us a call). Where the
+  call (of a kernel without scalars) checks its tensors' type, shape, dtype, device and contiguity and launches the
+  stages, with none of the general path's binding, allocation or slicing (a split-K gemm's host time was 40-60 us
+  a call). Where the
   compiled launcher is available (fastlaunch.py), such a call's launches -- every stage's, a padded stage's row
   copies included -- are filed there as one plan bound to the stream, and a repeated call runs them from C;
   else the stages are called through their own fast paths;
@@ -94,7 +95,7 @@ class Launches(Kernel):
             kept = False
             if first.kind == "torch":
                 torch = sys.modules["torch"]
-                kept = explicit is None and not layout.scalars and not torch.cuda.is_current_stream_capturing()
+                kept = explicit is None and not torch.cuda.is_current_stream_capturing()
                 if kept:
                     views = self._kept_views(args, layout, device, handle, pieces, total)
                 else:
@@ -127,6 +128,8 @@ class Launches(Kernel):
         stage has none to give (Kernel.steps_for) or there are more than fastlaunch.c takes."""
         steps: list[Step] = []
         for kernel, mapping in self.stages:
+            if kernel._layout().grid_scalars:  # a grid of a scalar's value: not in this kernel's plan key
+                return None
             sub = kernel.steps_for([args[i] if public else views[i] for public, i in mapping], device, handle, keep)
             if sub is None:
                 return None
@@ -176,8 +179,9 @@ class Launches(Kernel):
         return tuple(args[i] for i in outs) if outs else None
 
     def _kept_views(self, args, layout, device: int, handle: int, pieces, total: int) -> list:
-        """Views of the workspace kept for (device, stream), grown when this call needs more; filed for the fast
-        path under the tensors' shapes, dtypes, devices and the stream (only once this call's checks passed)."""
+        """Views of the workspace kept for (device, stream), grown when this call needs more; filed for the Python
+        fast path under the tensors' shapes, dtypes, devices and the stream (only once this call's checks passed,
+        and only for a kernel without scalars, which that path would not check before the first stage)."""
         torch = sys.modules["torch"]
         ws = self._kept.get((device, handle))
         if ws is None or ws.numel() < total:
@@ -187,7 +191,9 @@ class Launches(Kernel):
         views = []
         for (off, nbytes, shape), b in zip(pieces, self.entry["scratch"], strict=True):
             views.append(ws[off:off + nbytes].view(getattr(torch, TORCH_NAMES[b["dtype"]])).view(shape))
-        key = self._fast_key(args, layout, handle)
+        # (the Python fast path checks no scalar before the first stage launches: kernels with scalars stay off it;
+        # the compiled launcher converts every scalar first)
+        key = None if layout.scalars else self._fast_key(args, layout, handle)
         if key is not None:
             if len(self._fast_views) >= 256:
                 self._fast_views.clear()
