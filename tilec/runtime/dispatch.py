@@ -9,8 +9,9 @@ none holds, among all. The generated C launcher (tilec/targets/c_launcher/dispat
 (tilec.manifest.log2_approx, condition_holds).
 
 A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
-Then the public name cannot hand the launch to one variant's plan: each call picks the variant from the
-arguments' shapes (cached per shapes) and calls it, a Launches with the workspace it allocates.
+Then the public name cannot hand the launch to one variant's plan: the general path picks the variant from the
+arguments' shapes (cached per shapes) and runs it, a Launches with the workspace it keeps, and files the call's
+launches (every stage's) under the public name in the compiled launcher, which serves the repeated calls.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ class DispatchKernel(Kernel):
 
     def __call__(self, *args, stream=None, sync: bool | None = None):
         # Kernel.__call__, inline: a call of it costs a tenth of a whole launch. With multi-launch variants too: the
-        # fast path holds plans only for shapes a one-launch variant serves (a plan is made per shape, with its
-        # variant), so the others miss it and run their stages below.
+        # compiled launcher holds a plan per shape, with its variant -- a multi-launch variant's filed by its general
+        # path below (all its stages' launches) -- and the Python fast path only those of one-launch variants.
         if stream is None and not sync:
             out = self._fast(args)
             if out is not _MISS:
