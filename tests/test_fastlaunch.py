@@ -471,6 +471,9 @@ class RawDriver:
         return 0
 
 
+UNLESS, IF = fastlaunch.UNLESS_ALLOCATED, fastlaunch.IF_ALLOCATED
+
+
 def _steps_setup(capturing=True, rc=()):
     kernel, layout, _, _ = _setup(GEMM)
     layout.key_has_pointers = True
@@ -482,7 +485,8 @@ def _steps_setup(capturing=True, rc=()):
     values = (ctypes.c_uint64 * 4)(0xAAAA, 0xBBBB, 4, 0xCCCC)  # fixed: a workspace address, another, a size...
     at = [ctypes.addressof(values) + 8 * j for j in range(4)]
     steps = [fastlaunch.Step(0x10, (2, 3, 1), 64, 0, None, (0, -1, -1), (0, at[0], at[2])),  # copy A in
-             fastlaunch.Step(0x30, (1, 1, 1), 32, 0, None, (2, -1), (0, at[3]), skip_if_allocated=True),  # C in
+             fastlaunch.Step(0x30, (1, 1, 1), 32, 0, None, (2, -1), (0, at[3]), when=UNLESS),  # C in (passed)
+             fastlaunch.Step(0x10, (9, 9, 9), 64, 0, None, (0, -1, -1), (0, at[0], at[2]), when=IF),  # (C made)
              fastlaunch.Step(0x20, (4, 1, 1), 256, 1024, None, (-1, 1, -1, -1), (at[0], 0, at[3], at[2])),
              fastlaunch.Step(0x30, (1, 1, 1), 32, 0, None, (-1, 2), (at[3], 0))]  # C out
     return kernel, layout, drv, launcher, (a, b, c), key, steps, values
@@ -491,7 +495,7 @@ def _steps_setup(capturing=True, rc=()):
 def test_a_plan_of_several_launches_runs_them_in_order_from_the_call_and_fixed_addresses():
     """remember_steps: a padded launch's copies in, the kernel and the copy out, as the Python path files them
     (tilec/runtime/launch.py _Padding.steps): each parameter the call's (its pointer) or the word at a fixed
-    address; a copy into the workspace of an output the launcher allocated is skipped."""
+    address; the copies in for outputs the caller passed run, those for outputs the launcher allocated do not."""
     kernel, layout, drv, launcher, (a, b, c), key, steps, values = _steps_setup()
     assert fastlaunch.remember_steps(launcher, layout, key, steps, values, None)
     assert launcher.fast((a, b, c)) is c
@@ -502,7 +506,7 @@ def test_a_plan_of_several_launches_runs_them_in_order_from_the_call_and_fixed_a
     assert drv.asked == []  # not bound to a stream: nothing to ask
     # the plan's order is the steps' order: planted swap of two steps shows
     drv.launches.clear()
-    fastlaunch.remember_steps(launcher, layout, key, [steps[2], steps[0]], values, None)
+    fastlaunch.remember_steps(launcher, layout, key, [steps[3], steps[0]], values, None)
     launcher.fast((a, b, c))
     assert [ln[0] for ln in drv.launches] == [0x20, 0x10]
 
@@ -529,12 +533,14 @@ def test_a_failed_first_launch_leaves_the_call_to_python_and_a_later_one_raises(
     fastlaunch.remember_steps(launcher, layout, key, steps, values, None)
     assert launcher.fast(args) is MISS and len(drv.launches) == 1  # nothing enqueued: the Python path retries
     drv.rc = [0, 0, 700]
-    with pytest.raises(RuntimeError, match="launch 3 of 4"):
+    with pytest.raises(RuntimeError, match="launch 4 of 5"):  # (the third step is skipped: nothing allocated)
         launcher.fast(args)
     with pytest.raises(ValueError, match="source"):  # a source past the call's parameters is refused when filed
         fastlaunch.remember_steps(launcher, layout, key, [steps[0]._replace(sources=(9, -1, -1))], values, None)
     with pytest.raises(ValueError, match="source"):  # a fixed parameter with no address
         fastlaunch.remember_steps(launcher, layout, key, [steps[0]._replace(fixed=(0, 0, 0))], values, None)
+    with pytest.raises(ValueError, match="when 3"):
+        fastlaunch.remember_steps(launcher, layout, key, [steps[0]._replace(when=3)], values, None)
 
 
 def test_a_step_maps_through_a_stage_mapping():

@@ -15,7 +15,7 @@ import pytest
 from fake_cuda import FakeDriver, install
 
 import tilec
-from tilec.runtime.fastlaunch import Step
+from tilec.runtime.fastlaunch import ALWAYS, IF_ALLOCATED, UNLESS_ALLOCATED, Step
 from tilec.runtime.module import Module
 
 _SCALARS = {"f32": "<f", "i32": "<i"}
@@ -29,7 +29,7 @@ def _replay(fake, steps, params, args, stream, allocated=False):
                 else int.from_bytes(struct.pack(_SCALARS[p["dtype"]], a).ljust(8, b"\0"), "little"))
         slots.append(ctypes.c_uint64(word))
     for st in steps:
-        if st.skip_if_allocated and allocated:
+        if (st.when == UNLESS_ALLOCATED and allocated) or (st.when == IF_ALLOCATED and not allocated):
             continue
         block = (ctypes.c_void_p * len(st.sources))(*[ctypes.addressof(slots[s]) if s >= 0 else f
                                                       for s, f in zip(st.sources, st.fixed, strict=True)])
@@ -52,7 +52,27 @@ def _launched(fake, start=0):
     return [(ln.fn, ln.grid, ln.block, ln.shared, ln.stream, ln.args, ln.maps) for ln in fake.launches[start:]]
 
 
-def test_a_padded_launchs_steps_replay_its_copies_kernel_and_copies_out(monkeypatch):
+def _batch_decoded(fake):
+    """The fake driver reading tilec_pad_batch's one parameter, the copies by value (launch.py _PadCopies), as
+    its args: per copy of the launch's grid z, (src, dst, rows, width, src pitch, dst pitch, src unit, dst unit)."""
+    from fake_cuda import Launch
+
+    from tilec.runtime.launch import _PadCopies
+
+    record = fake._record
+
+    def recorded(fn, grid, threads, shared, stream, params, cluster=None):
+        if fn != "tilec_pad_batch":
+            return record(fn, grid, threads, shared, stream, params, cluster)
+        copies = _PadCopies.from_address(ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))[0])
+        args = [tuple(getattr(c, f) for f, _ in c._fields_) for c in copies.copy[:grid[2]]]
+        fake.launches.append(Launch(fn, tuple(grid), (threads, 1, 1), shared, stream, args, [], []))
+
+    fake._record = recorded
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["a launch a copy", "tilec_pad_batch"])
+def test_a_padded_launchs_steps_replay_its_copies_kernel_and_copies_out(monkeypatch, batch):
     from test_padded_tma import PAD_ENTRY, _fake_torch
     from test_tensor_maps import GEMM_PARAMS, _entries
 
@@ -68,28 +88,46 @@ def test_a_padded_launchs_steps_replay_its_copies_kernel_and_copies_out(monkeypa
                            {"tensor": "C", "box": [128, 64], "swizzle": 128}]
     gemm["tma_only"] = {"A": "load", "B": "load", "C": "store"}
     fake = install(monkeypatch, FakeDriver({"gemm": gemm, "gemm__simt": simt, "tilec_pad_rows": PAD_ENTRY}))
+    if batch:
+        _batch_decoded(fake)
     mod = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": [gemm, simt],
-                         "helpers": ["tilec_pad_rows"]})
+                         "helpers": ["tilec_pad_rows", "tilec_pad_batch"] if batch else ["tilec_pad_rows"]})
     M, N, K = 128, 129, 16001
     A, B, C = Tensor(0x100000, (M, K)), Tensor(0x200000, (K, N)), Tensor(0x300000, (M, N))
     mod.gemm(A, B, C, 1.5)
     python = _launched(fake)
-    assert [x[0] for x in python] == ["tilec_pad_rows"] * 3 + ["gemm", "tilec_pad_rows"]
+    copy = "tilec_pad_batch" if batch else "tilec_pad_rows"
+    ncopies_in = 1 if batch else 3
+    assert [x[0] for x in python] == [copy] * ncopies_in + ["gemm", copy]
+    if batch:  # A, B and C in one launch (grid z), each into its place in the workspace; C out after the kernel
+        (a, b, c), (c_out,) = python[0][5], python[2][5]
+        assert (a[0], b[0], c[0]) == (0x100000, 0x200000, 0x300000) and c_out[1] == 0x300000
+        assert a[2:6] == (M, K * 2, K * 2, 16008 * 2) and python[0][1][2] == 3 and python[2][1][2] == 1
     stream = python[0][4]
     keep: list = []
     steps = mod.gemm.steps_for((A, B, C, 1.5), 0, stream, keep)
-    assert steps is not None and [st.skip_if_allocated for st in steps] == [False, False, True, False, False]
+    nin, nfresh = (1, 1) if batch else (3, 2)
+    assert steps is not None and [st.when for st in steps] == (
+        [UNLESS_ALLOCATED] * nin + [IF_ALLOCATED] * nfresh + [ALWAYS] * 2)
     _replay(fake, steps, params, (A, B, C, 1.5), stream)
     assert _launched(fake, len(python)) == python
     start = len(fake.launches)
     _replay(fake, steps, params, (A, B, C, 1.5), stream, allocated=True)  # C made by the launcher: not copied in
-    assert [x[0] for x in _launched(fake, start)] == ["tilec_pad_rows"] * 2 + ["gemm", "tilec_pad_rows"]
+    fresh = _launched(fake, start)
+    assert [x[0] for x in fresh] == [copy] * (1 if batch else 2) + ["gemm", copy]
+    if batch:
+        assert [c[0] for c in fresh[0][5]] == [0x100000, 0x200000]
+    # the Python path does the same with an output it allocated (C left out)
+    start = len(fake.launches)
+    plan = mod.gemm.launch_plan(A, B, C, 1.5)
+    plan.padding.launch(mod.gemm, plan, (A, B, C, 1.5), (0x100000, 0x200000, 0x300000), stream, False, True)
+    assert [x[0] for x in _launched(fake, start)] == [copy] * (1 if batch else 2) + ["gemm", copy]
     # the kernel reads the workspace's pointers and maps, the call's scalar: a planted slip (the caller's C) shows
-    main = steps[3]
+    main = steps[nin + nfresh]
     assert main.sources[:4] == (-1, -1, -1, 3)
     start = len(fake.launches)
     _replay(fake, [main._replace(sources=(-1, -1, 2, 3, *main.sources[4:]))], params, (A, B, C, 1.5), stream)
-    assert _launched(fake, start)[0][5] != python[3][5]
+    assert _launched(fake, start)[0][5] != python[ncopies_in][5]
     # another stream has no kept workspace of these: no steps to give
     assert mod.gemm.steps_for((A, B, C, 1.5), 0, stream + 1, []) is None
     # a call on the kept workspace files them in the kernel's compiled launcher, under the key its C code builds

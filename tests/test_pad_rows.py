@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilec.runtime.launch import _unit
+from tilec.runtime.launch import _copy_grid, _unit
 
 HEADER = Path(__file__).resolve().parent.parent / "tilec" / "targets" / "cuda" / "include" / "tilec_pad.h"
 
@@ -57,13 +57,59 @@ int main(int argc, char** argv) {
 """
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
+BATCH_HARNESS = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+struct uint4 { unsigned x, y, z, w; };
+struct uint2 { unsigned x, y; };
+struct dim3 { unsigned x, y, z; };
+static dim3 blockIdx, threadIdx, blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#include "tilec_pad.h"
+// argv: src dst (files; dst rewritten), threads, grid x, grid y, then per copy: src offset, dst offset, rows, width,
+// src pitch, dst pitch, src unit, dst unit (grid z: the number of copies)
+int main(int argc, char** argv) {
+  auto slurp = [](const char* path) {
+    FILE* f = fopen(path, "rb"); std::vector<unsigned char> b; int c;
+    while ((c = fgetc(f)) != EOF) b.push_back((unsigned char)c);
+    fclose(f); return b;
+  };
+  std::vector<unsigned char> src = slurp(argv[1]), dst = slurp(argv[2]);
+  tilec_pad_copies copies = {};
+  unsigned n = (unsigned)(argc - 6) / 8;
+  for (unsigned j = 0; j < n; ++j) {
+    long long v[8];
+    for (int i = 0; i < 8; ++i) v[i] = atoll(argv[6 + 8 * j + i]);
+    copies.copy[j] = {src.data() + v[0], dst.data() + v[1], v[2], v[3], v[4], v[5], (int)v[6], (int)v[7]};
+  }
+  blockDim = {(unsigned)atoi(argv[3]), 1, 1};
+  gridDim = {(unsigned)atoi(argv[4]), (unsigned)atoi(argv[5]), n};
+  for (unsigned bz = 0; bz < gridDim.z; ++bz)
+    for (unsigned by = 0; by < gridDim.y; ++by)
+      for (unsigned bx = 0; bx < gridDim.x; ++bx)
+        for (unsigned t = 0; t < blockDim.x; ++t) {
+          blockIdx = {bx, by, bz};
+          threadIdx = {t, 0, 0};
+          tilec_pad_batch(copies);
+        }
+  FILE* f = fopen(argv[2], "wb");
+  fwrite(dst.data(), 1, dst.size(), f);
+  fclose(f);
+  return 0;
+}
+"""
+
+
+def _compile(tmp_path_factory, source: str):
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
     folder = tmp_path_factory.mktemp("pad")
-    (folder / "harness.cpp").write_text(HARNESS)
+    (folder / "harness.cpp").write_text(source)
     exe = folder / "harness"
     r = subprocess.run([cxx, "-O1", "-std=c++17", "-fno-strict-aliasing", f"-I{HEADER.parent}", "-o", str(exe),
                         str(folder / "harness.cpp")], capture_output=True, text=True)
@@ -71,11 +117,20 @@ def harness(tmp_path_factory):
     return exe
 
 
+@pytest.fixture(scope="module")
+def batch_harness(tmp_path_factory):
+    return _compile(tmp_path_factory, BATCH_HARNESS)
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    return _compile(tmp_path_factory, HARNESS)
+
+
 def _launch_shape(width: int, rows: int, rows_per_grid: int) -> tuple[int, int, int]:
-    """The grid tilec.runtime launches (Padding._copy), with grid y capped lower to exercise the row stride."""
-    chunks = -(-width // 16)
-    threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
-    return threads, -(-chunks // threads), min(rows, rows_per_grid)
+    """The grid tilec.runtime launches (launch.py _copy_grid), with grid y capped lower to exercise the row stride."""
+    threads, gx, gy = _copy_grid(width, rows)
+    return threads, gx, min(gy, rows_per_grid)
 
 
 # (rows, row bytes, source offset, source pitch, destination offset, destination pitch): into a padded workspace
@@ -111,3 +166,39 @@ def test_pad_rows_copies_every_row_and_nothing_else(harness, tmp_path, rows, wid
 def test_units_are_the_widest_every_row_is_aligned_to():
     assert _unit(0x1000, 8208) == 16 and _unit(0x1000, 8198) == 2 and _unit(0x1001, 3008) == 1
     assert _unit(0x1008, 48) == 8 and _unit(0x1004, 40) == 4 and _unit(0x1000, 3003) == 1
+
+
+@pytest.mark.parametrize("group", [(0, 1, 2, 3), (4, 8), (6,), (9, 7, 5)])
+def test_a_batch_launch_copies_each_of_its_copies_in_its_grid_z(batch_harness, tmp_path, group):
+    """tilec_pad_batch (a padded launch's copies in, or out, in one launch): copy z of the grid moves its rows alone,
+    in the grid tilec.runtime launches (launch.py _batch_grid: the widest block, x and y covering the widest and
+    tallest copy, whose blocks past a narrower copy's extent leave), with grid y capped to stride the rows."""
+    from tilec.runtime.launch import _batch_grid
+
+    cases = [CASES[i] for i in group]
+    rng = np.random.default_rng(len(group))
+    src_at, dst_at, src_size, dst_size = [], [], 0, 0
+    for rows, _, src_off, src_pitch, dst_off, dst_pitch in cases:  # each copy's bytes apart, 256-byte aligned
+        src_at.append(src_size)
+        dst_at.append(dst_size)
+        src_size += -(-(src_off + rows * src_pitch + 64) // 256) * 256
+        dst_size += -(-(dst_off + rows * dst_pitch + 64) // 256) * 256
+    src = rng.integers(0, 256, src_size, dtype=np.uint8)
+    dst = rng.integers(0, 256, dst_size, dtype=np.uint8)
+    (tmp_path / "src").write_bytes(src.tobytes())
+    (tmp_path / "dst").write_bytes(dst.tobytes())
+    threads, (gx, gy, gz) = _batch_grid([(width, rows) for rows, width, *_ in cases])
+    assert gz == len(cases)
+    argv = []
+    for (rows, width, src_off, src_pitch, dst_off, dst_pitch), s0, d0 in zip(cases, src_at, dst_at, strict=True):
+        argv += [s0 + src_off, d0 + dst_off, rows, width, src_pitch, dst_pitch,
+                 _unit(0x1000 + src_off, src_pitch), _unit(0x1000 + dst_off, dst_pitch)]
+    subprocess.run([str(batch_harness), str(tmp_path / "src"), str(tmp_path / "dst"), str(threads), str(gx),
+                    str(min(gy, 3)), *map(str, argv)], check=True, timeout=60)
+    got = np.frombuffer((tmp_path / "dst").read_bytes(), dtype=np.uint8)
+    want = dst.copy()
+    for (rows, width, src_off, src_pitch, dst_off, dst_pitch), s0, d0 in zip(cases, src_at, dst_at, strict=True):
+        for r in range(rows):
+            want[d0 + dst_off + r * dst_pitch: d0 + dst_off + r * dst_pitch + width] = \
+                src[s0 + src_off + r * src_pitch: s0 + src_off + r * src_pitch + width]
+    np.testing.assert_array_equal(got, want)

@@ -57,6 +57,8 @@ LAUNCHES_KEY = "launches"  # multi-launch kernels: their public entries (stages,
 # launches' pitched copy); absent when there are none
 HELPERS_KEY = "helpers"
 PAD_HELPER = "tilec_pad_rows"  # CUDA: the padded launches' pitched copy (tilec/targets/cuda/include/tilec_pad.h)
+PAD_BATCH_HELPER = "tilec_pad_batch"  # CUDA: up to PAD_BATCH of those copies in one launch
+PAD_BATCH = 4
 WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
 

@@ -143,7 +143,7 @@ typedef struct {
     void* fn;
     unsigned grid[3], threads, shared, cluster[3];
     int nparams;
-    int skip_if_allocated; /* a copy of an output into the workspace: not needed when the launcher allocated it */
+    int when; /* 0: always; 1: unless the launcher allocated the outputs; 2: only then (a padded launch's copies in) */
     int source[TL_STEP_PARAMS]; /* >= 0: the call's parameter of that index; -1: fixed[j] */
     void* fixed[TL_STEP_PARAMS];
 } tl_step;
@@ -462,7 +462,7 @@ static int launch_steps(Launcher* self, const tl_plan* plan, void* stream, uint6
     int launched = 0;
     for (int s = 0; s < plan->nsteps; s++) {
         const tl_step* st = &plan->steps[s];
-        if (st->skip_if_allocated && allocated) continue;
+        if ((st->when == 1 && allocated) || (st->when == 2 && !allocated)) continue;
         for (int j = 0; j < st->nparams; j++) params[j] = st->source[j] >= 0 ? (void*)&slot[st->source[j]] : st->fixed[j];
         int rc = self->bench_null ? 0
                                   : launch_kernel(self, st->fn, st->grid, st->threads, st->shared, st->cluster, stream,
@@ -790,13 +790,17 @@ static PyObject* Launcher_remember(Launcher* self, PyObject* args) {
     Py_RETURN_NONE;
 }
 
-/* one step of remember_steps: (fn, grid, threads, shared, cluster or None, sources, fixed, skip_if_allocated) */
+/* one step of remember_steps: (fn, grid, threads, shared, cluster or None, sources, fixed, when) */
 static int parse_step(Launcher* self, PyObject* item, tl_step* st) {
     PyObject *grid, *cluster, *sources, *fixed;
     unsigned long long fn;
-    int skip;
-    if (!PyArg_ParseTuple(item, "KOIIOOOp", &fn, &grid, &st->threads, &st->shared, &cluster, &sources, &fixed, &skip))
+    int when;
+    if (!PyArg_ParseTuple(item, "KOIIOOOi", &fn, &grid, &st->threads, &st->shared, &cluster, &sources, &fixed, &when))
         return -1;
+    if (when < 0 || when > 2) {
+        PyErr_Format(PyExc_ValueError, "when %d: 0, 1 or 2", when);
+        return -1;
+    }
     int64_t g[3], c[3] = {0, 0, 0}, src[TL_STEP_PARAMS], fix[TL_STEP_PARAMS];
     if (int_list(grid, g, 3, "grid") != 3) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "grid");
@@ -821,7 +825,7 @@ static int parse_step(Launcher* self, PyObject* item, tl_step* st) {
         st->cluster[d] = (unsigned)c[d];
     }
     st->nparams = ns;
-    st->skip_if_allocated = skip;
+    st->when = when;
     for (int j = 0; j < ns; j++) {
         if (src[j] >= self->nparams || src[j] < -1 || (src[j] == -1 && fix[j] == 0)) {
             PyErr_Format(PyExc_ValueError, "step parameter %d: source %lld", j, (long long)src[j]);

@@ -268,6 +268,9 @@ def remember(launcher, layout, key, plan, args=()) -> None:
                       plan.cluster)
 
 
+ALWAYS, UNLESS_ALLOCATED, IF_ALLOCATED = 0, 1, 2  # Step.when (fastlaunch.c's tl_step.when)
+
+
 class Step(NamedTuple):
     """One launch of a plan of several (fastlaunch.c's tl_step): a padded launch's copies and kernel, or a
     multi-launch kernel's stages. Per kernel parameter, in the kernel's order (its parameters, sizes, tensor maps):
@@ -281,7 +284,7 @@ class Step(NamedTuple):
     cluster: tuple | None
     sources: tuple
     fixed: tuple
-    skip_if_allocated: bool = False  # a copy of an output into the workspace, needless when the launcher made it
+    when: int = 0  # ALWAYS, or only UNLESS_ALLOCATED / IF_ALLOCATED: the launcher made the outputs (no copy in)
 
     def through(self, sources: dict[int, int], fixed: dict[int, int]) -> Step:
         """This step as a launch of another call: its parameter i becomes that call's `sources[i]`, or the fixed

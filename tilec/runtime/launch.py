@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..manifest import ManifestError, cluster_dims, launch_check_holds, launch_checks
+from ..manifest import PAD_BATCH, PAD_BATCH_HELPER, ManifestError, cluster_dims, launch_check_holds, launch_checks
 from .arrays import (
     _ADAPTERS,
     HOST,
@@ -48,7 +48,7 @@ from .arrays import (
     stream_handle,
     torch_problem,
 )
-from .fastlaunch import Step, held, remember, remember_steps
+from .fastlaunch import IF_ALLOCATED, UNLESS_ALLOCATED, Step, held, remember, remember_steps
 from .formulas import compile_formulas, evaluate
 from .tensor_maps import TMA_ALIGN, TMA_MAX_STRIDE, NoTma, TensorMapArgs, tensor_map_args, tensor_map_specs
 
@@ -358,9 +358,8 @@ class _Padding:
                 slots[k] = base + offset
             key = (base, *ptrs)
             copies = self.copies.get(key) or self._prepare_copies(kernel, like.get_device(), ptrs, base, key)
-            for output, copy_in, _ in copies:
-                if not (output and fresh_outputs):
-                    copy_in.run(handle)
+            for copy in copies.ins_fresh if fresh_outputs and copies.ins_fresh is not None else copies.ins:
+                copy.run(handle)
             maps = self._maps(base)
             block = plan.layout
             with block.lock:
@@ -378,9 +377,8 @@ class _Padding:
                 if (plan.launchers.get(handle) or plan.launcher(handle))():
                     plan.driver.launch_packed(plan.fn, plan.grid, plan.threads, plan.shared, handle,
                                               block.params_address, plan.cluster)
-            for output, _, copy_out in copies:
-                if output:
-                    copy_out.run(handle)
+            for copy in copies.outs:
+                copy.run(handle)
         return kept
 
     def _maps(self, base: int) -> list:
@@ -403,25 +401,42 @@ class _Padding:
         base = workspace.data_ptr()
         key = (base, *ptrs)
         copies = self.copies.get(key) or self._prepare_copies(kernel, device, ptrs, base, key)
-        if any(c.step is None for _, c, _ in copies):
+        if any(c.step is None for c in (*copies.ins, *copies.outs)):
             return None
         maps = self._maps(base)
         keep += [workspace, copies, maps]
         main = _plan_step(plan, keep, {index: base + offset for _, index, *_, offset, _ in self.tensors},
                           {j: ctypes.addressof(m) for (j, *_), m in zip(self.maps, maps, strict=True)})
-        return ([c.step._replace(skip_if_allocated=output) for output, c, _ in copies] + [main]
-                + [c.step for output, _, c in copies if output])
+        if copies.ins_fresh is None:  # no output copied in: the same copies whether or not the launcher made it
+            ins = [c.step for c in copies.ins]
+        else:
+            ins = ([c.step._replace(when=UNLESS_ALLOCATED) for c in copies.ins]
+                   + [c.step._replace(when=IF_ALLOCATED) for c in copies.ins_fresh])
+        return [*ins, main, *(c.step for c in copies.outs)]
 
-    def _prepare_copies(self, kernel: Kernel, device: int, ptrs, base: int, key) -> list:
-        """Per padded tensor (output?, its copy in, its copy out): functions of the stream, their arguments packed
-        once for these tensors and this workspace (a plan's tensors keep their addresses, a kept workspace its)."""
+    def _prepare_copies(self, kernel: Kernel, device: int, ptrs, base: int, key) -> _Copies:
+        """The copies in and out for these tensors and this workspace, their arguments packed once (a plan's tensors
+        keep their addresses, a kept workspace its): the module's tilec_pad_batch launches, each moving up to
+        PAD_BATCH tensors, else a launch of tilec_pad_rows (or the driver's cuMemcpy2DAsync) per tensor."""
         if len(self.copies) >= 16:
             self.copies.clear()
-        out = self.copies[key] = []
+        ins, outs = [], []  # (src, src pitch, dst, dst pitch, width, rows), and for ins whether it is an output's
         for k, _, output, rows, pitch, offset, width in self.tensors:
             work = base + offset
-            out.append((output, self._copy(kernel, device, ptrs[k], width, work, pitch, width, rows),
-                        self._copy(kernel, device, work, pitch, ptrs[k], width, width, rows) if output else None))
+            ins.append(((ptrs[k], width, work, pitch, width, rows), output))
+            if output:
+                outs.append((work, pitch, ptrs[k], width, width, rows))
+        batch_fn = kernel.module.pad_function(device, PAD_BATCH_HELPER)
+
+        def launches(group: list) -> list[_Copy]:
+            if batch_fn is not None:
+                return [self._batch(batch_fn, group[i:i + PAD_BATCH]) for i in range(0, len(group), PAD_BATCH)]
+            return [self._copy(kernel, device, *c) for c in group]
+
+        every = [c for c, _ in ins]
+        inputs = [c for c, output in ins if not output]
+        out = self.copies[key] = _Copies(launches(every), launches(inputs) if len(inputs) < len(every) else None,
+                                         launches(outs))
         return out
 
     def _copy(self, kernel: Kernel, device: int, src: int, src_pitch: int, dst: int, dst_pitch: int, width: int,
@@ -433,9 +448,8 @@ class _Padding:
         fn = kernel.module.pad_function(device)
         if fn is None:
             return _Copy(lambda handle: drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle), None)
-        chunks = -(-width // 16)
-        threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
-        grid = (-(-chunks // threads), min(rows, 65535), 1)
+        threads, gx, gy = _copy_grid(width, rows)
+        grid = (gx, gy, 1)
         args = (ctypes.c_uint64(src), ctypes.c_uint64(dst), ctypes.c_int64(rows), ctypes.c_int64(width),
                 ctypes.c_int64(src_pitch), ctypes.c_int64(dst_pitch), ctypes.c_int(_unit(src, src_pitch)),
                 ctypes.c_int(_unit(dst, dst_pitch)))
@@ -446,6 +460,60 @@ class _Padding:
             drv.launch_packed(fn, grid, threads, 0, handle, address)
         step = Step(fn, grid, threads, 0, None, (-1,) * len(args), tuple(ctypes.addressof(a) for a in args))
         return _Copy(launch, step, (args, params))
+
+    def _batch(self, fn: int, group: list) -> _Copy:
+        """One launch of tilec_pad_batch moving each copy of `group` (at most PAD_BATCH): copy z in grid z, the
+        grid's x and y the largest any of them needs, its block the widest."""
+        copies = _PadCopies()
+        for j, (src, src_pitch, dst, dst_pitch, width, rows) in enumerate(group):
+            copies.copy[j] = _PadCopy(src, dst, rows, width, src_pitch, dst_pitch, _unit(src, src_pitch),
+                                      _unit(dst, dst_pitch))
+        threads, grid = _batch_grid([(width, rows) for *_, width, rows in group])
+        params = (ctypes.c_void_p * 1)(ctypes.addressof(copies))
+        address, drv = ctypes.addressof(params), self.drv
+
+        def launch(handle):
+            drv.launch_packed(fn, grid, threads, 0, handle, address)
+        return _Copy(launch, Step(fn, grid, threads, 0, None, (-1,), (ctypes.addressof(copies),)), (copies, params))
+
+
+def _copy_grid(width: int, rows: int) -> tuple[int, int, int]:
+    """(threads, grid x, grid y) of a pitched copy of `rows` rows of `width` bytes: 16 bytes a thread, blocks of
+    32 to 256 threads over a row, grid y over the rows (at most 65535: the kernel strides over the rest)."""
+    chunks = -(-width // 16)
+    threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
+    return threads, -(-chunks // threads), min(rows, 65535)
+
+
+def _batch_grid(copies: list[tuple[int, int]]) -> tuple[int, tuple[int, int, int]]:
+    """(threads, grid) of a tilec_pad_batch launch of copies of (row bytes, rows): the widest block any of them takes,
+    grid x and y covering the widest and the tallest, z one copy each."""
+    threads = max(_copy_grid(width, rows)[0] for width, rows in copies)
+    chunks = -(-max(width for width, _ in copies) // 16)
+    return threads, (-(-chunks // threads), min(max(rows for _, rows in copies), 65535), len(copies))
+
+
+class _PadCopy(ctypes.Structure):
+    """tilec_pad.h's tilec_pad_copy."""
+
+    _fields_ = [("src", ctypes.c_uint64), ("dst", ctypes.c_uint64), ("rows", ctypes.c_int64),
+                ("width", ctypes.c_int64), ("src_pitch", ctypes.c_int64), ("dst_pitch", ctypes.c_int64),
+                ("src_unit", ctypes.c_int), ("dst_unit", ctypes.c_int)]
+
+
+class _PadCopies(ctypes.Structure):
+    """tilec_pad.h's tilec_pad_copies: tilec_pad_batch's one parameter, by value."""
+
+    _fields_ = [("copy", _PadCopy * PAD_BATCH)]
+
+
+class _Copies(NamedTuple):
+    """A padded launch's copies for one workspace: `ins` before the kernel; `ins_fresh` instead where the runtime
+    allocated the outputs for the call (the inputs' alone; None when no output is copied in); `outs` after it."""
+
+    ins: list
+    ins_fresh: list | None
+    outs: list
 
 
 class _Copy(NamedTuple):

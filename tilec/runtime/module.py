@@ -99,7 +99,7 @@ class Module:
         self.name = name
         self.no_jit = no_jit_requested(no_jit)
         self._modules: dict[int, object] = {}  # device ordinal -> CUmodule
-        self._pad_functions: dict[int, int | None] = {}  # device ordinal -> tilec_pad_rows's CUfunction
+        self._pad_functions: dict[tuple, int | None] = {}  # (device ordinal, helper) -> its CUfunction
         self.loaded: dict[int, LoadedImage] = {}  # device ordinal -> the image loaded there
         # internal entries (a TMA kernel's fallback) are launched by their public kernel, never by name
         public = native_class(Kernel)  # Kernel, or under it the compiled launcher's call (fastlaunch.py)
@@ -140,17 +140,19 @@ class Module:
             self._modules[device] = mod
         return mod
 
-    def pad_function(self, device: int = 0):
+    def pad_function(self, device: int = 0, name: str = PAD_HELPER):
         """The module's pitched copy for padded TMA launches (`tilec_pad_rows`, which tilec builds into every
-        module with a TMA kernel) on GPU `device`, or None in an artifact without it."""
-        if device not in self._pad_functions:
+        module with a TMA kernel; `tilec_pad_batch`, several of them in one launch) on GPU `device`, or None in
+        an artifact without it."""
+        key = (device, name)
+        if key not in self._pad_functions:
             fn = None
-            if PAD_HELPER in self.manifest.get(HELPERS_KEY, ()):  # (not in an artifact built before it was)
+            if name in self.manifest.get(HELPERS_KEY, ()):  # (not in an artifact built before it was)
                 from .cuda_driver import Driver
 
-                fn = Driver.get(device).function(self.cuda_module(device), PAD_HELPER)
-            self._pad_functions[device] = getattr(fn, "value", fn)
-        return self._pad_functions[device]
+                fn = Driver.get(device).function(self.cuda_module(device), name)
+            self._pad_functions[key] = getattr(fn, "value", fn)
+        return self._pad_functions[key]
 
     def image_report(self, device: int = 0) -> LoadedImage:
         """Which image runs on GPU `device`, how and why, and how long loading it took (loading it now if no

@@ -168,9 +168,10 @@ class CudaBackend(SimtBackend):
                 "object": f"{cubin} per target, then {cc or 'no C compiler found (set CC)'}"}
 
     def helper_functions(self, kernels: list[dict]) -> list[str]:
-        from ...manifest import PAD_HELPER
+        from ...manifest import PAD_BATCH_HELPER, PAD_HELPER
 
-        return [PAD_HELPER] if any(k.get("tensor_maps") for k in kernels) else []  # as codegen.generate emits it
+        # as codegen.generate emits them (tilec_pad.h)
+        return [PAD_HELPER, PAD_BATCH_HELPER] if any(k.get("tensor_maps") for k in kernels) else []
 
     def manifest_options(self, options):
         options = self.parse_options(options)

@@ -20,10 +20,10 @@ __device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) tilec_pad_rows(const unsigned char* __restrict__ src,
-                                                                 unsigned char* __restrict__ dst, long long rows,
-                                                                 long long width, long long src_pitch,
-                                                                 long long dst_pitch, int src_unit, int dst_unit) {
+__device__ __forceinline__ void tilec_pad_rows_body(const unsigned char* __restrict__ src,
+                                                    unsigned char* __restrict__ dst, long long rows, long long width,
+                                                    long long src_pitch, long long dst_pitch, int src_unit,
+                                                    int dst_unit) {
   const int unit = src_unit < dst_unit ? src_unit : dst_unit;
   const int lane = threadIdx.x & 31;
   const long long span = ((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 16;  // the warp's first byte
@@ -39,4 +39,31 @@ extern "C" __global__ void __launch_bounds__(256) tilec_pad_rows(const unsigned 
       default: tilec_pad_span<unsigned char>(s, d, width - span, lane);
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(256) tilec_pad_rows(const unsigned char* __restrict__ src,
+                                                                 unsigned char* __restrict__ dst, long long rows,
+                                                                 long long width, long long src_pitch,
+                                                                 long long dst_pitch, int src_unit, int dst_unit) {
+  tilec_pad_rows_body(src, dst, rows, width, src_pitch, dst_pitch, src_unit, dst_unit);
+}
+
+// Several copies in one launch (a padded launch's copies in, or out): every launch costs the GPU a few microseconds
+// beside its work, which small padded launches felt. Copy z of the batch is grid z; each copy's blocks beyond its
+// own extent in x and y leave at once. Passed by value (kernel parameters), so nothing is written to the device
+// before the launch; unused entries are never read (the grid's z is the count).
+#define TILEC_PAD_BATCH 4
+struct tilec_pad_copy {
+  const unsigned char* src;
+  unsigned char* dst;
+  long long rows, width, src_pitch, dst_pitch;
+  int src_unit, dst_unit;
+};
+struct tilec_pad_copies {
+  tilec_pad_copy copy[TILEC_PAD_BATCH];
+};
+
+extern "C" __global__ void __launch_bounds__(256) tilec_pad_batch(const tilec_pad_copies copies) {
+  const tilec_pad_copy& c = copies.copy[blockIdx.z];
+  tilec_pad_rows_body(c.src, c.dst, c.rows, c.width, c.src_pitch, c.dst_pitch, c.src_unit, c.dst_unit);
 }
