@@ -246,7 +246,7 @@ def test_ptxas_in_threads_gives_the_same_sass(nvrtc, tmp_path, monkeypatch):
         path = tmp_path / f"{name}.cubin"
         path.write_bytes(art.data)
         dumps.append(subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout)
-    assert dumps[0].count("Function : ") == 3 and dumps[0] == dumps[1]
+    assert dumps[0].count("Function : ") == 4 and dumps[0] == dumps[1]  # attention, its twin, the two copies
     assert json.loads(split.manifest)["resources"] == json.loads(one.manifest)["resources"]
 
 

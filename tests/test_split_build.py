@@ -107,7 +107,7 @@ def test_the_split_build_gives_the_whole_programs_sass(nvrtc, monkeypatch, tmp_p
     # the kernels, and the helpers beside them (sm90's TMA kernels: the padded launches' copy, tilec_pad_rows)
     kernels = [k["name"] for k in json.loads(whole.manifest)["kernels"]] + json.loads(whole.manifest).get("helpers", [])
     assert len(kernels) >= 2 and sorted(a) == sorted(b) == sorted(kernels)
-    assert ("tilec_pad_rows" in kernels) == (target == "sm90")
+    assert ("tilec_pad_rows" in kernels) == ("tilec_pad_batch" in kernels) == (target == "sm90")
     for name in kernels:
         assert a[name][1] == b[name][1], name  # registers, shared memory, constant bank, stack
         assert len(a[name][0]) > 10 and a[name][0] == b[name][0], name
@@ -129,7 +129,7 @@ def test_the_split_build_is_reproducible_whatever_order_the_threads_finish_in(nv
 
     monkeypatch.setattr(nvrtc, "_nvrtc_cached", late_first)
     again = _build(ROW_SUM, "sm90", use_cache=False).data
-    assert len(finished) == 3 and again == first  # row_sum, its no-TMA twin, the padded launches' copy
+    assert len(finished) == 4 and again == first  # row_sum, its no-TMA twin, the padded launches' two copies
 
 
 def test_a_changed_kernel_recompiles_only_its_own_program(nvrtc, tmp_path):
@@ -159,8 +159,8 @@ def test_a_ptxas_of_another_build_is_not_used(nvrtc, monkeypatch, tmp_path):
     fake.chmod(0o755)
     monkeypatch.setattr(nvrtc, "find_ptxas", lambda: fake)
     built = _build(ROW_SUM, "sm90", use_cache=False)
-    # (the PTX says which build made it; three programs: row_sum, its twin, the padded launches' copy)
-    assert not _split(built) and nvrtc.calls == ["ptx", "ptx", "ptx", "cubin"]
+    # (the PTX says which build made it; four programs: row_sum, its twin, the padded launches' two copies)
+    assert not _split(built) and nvrtc.calls == ["ptx"] * 4 + ["cubin"]
 
 
 def test_the_split_build_is_opt_in(nvrtc, monkeypatch):
@@ -169,7 +169,7 @@ def test_the_split_build_is_opt_in(nvrtc, monkeypatch):
     assert not _split(built) and nvrtc.calls == ["cubin"]
     monkeypatch.setenv(nvrtc.SPLIT_ENV, "1")  # another toolchain identity: the artifact's cache misses
     again = _build(ROW_SUM, "sm90")
-    assert _split(again) and not again.from_cache and nvrtc.calls == ["cubin", "ptx", "ptx", "ptx"]
+    assert _split(again) and not again.from_cache and nvrtc.calls == ["cubin"] + ["ptx"] * 4
 
 
 def test_line_info_builds_the_whole_program(nvrtc):
