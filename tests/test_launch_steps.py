@@ -142,69 +142,20 @@ def test_a_padded_launchs_steps_replay_its_copies_kernel_and_copies_out(monkeypa
     assert len(mod.gemm._native.filed) == 1
 
 
-SPLIT = """
-const block = 64
-
-kernel rowsum(X: f32[M, N], Y: out f32[M]):
-    P = T.alloc_global([M, 2], f32)
-    with T.Kernel(T.ceildiv(M, block), 2, threads=64) as (bx, part):
-        acc = T.alloc_fragment((block,), f32)
-        T.clear(acc)
-        half = T.ceildiv(N, 2)
-        for j in T.serial(half):
-            for i in T.Parallel(block):
-                col = part * half + j
-                if bx * block + i < M and col < N:
-                    acc[i] += X[bx * block + i, col]
-        for i in T.Parallel(block):
-            if bx * block + i < M:
-                P[bx * block + i, part] = acc[i]
-    with T.Kernel(T.ceildiv(M, block), threads=64) as (bx):
-        for i in T.Parallel(block):
-            if bx * block + i < M:
-                Y[bx * block + i] = P[bx * block + i, 0] + P[bx * block + i, 1]
-"""
-
-
 @pytest.fixture
 def kept_torch(monkeypatch):
-    """A fake torch whose tensors the binder reads as torch's, with a current stream and graph capture's flag."""
-    import types
+    from test_launches import _FakeTorchTensor, fake_torch_module
 
-    from test_launches import _FakeTorchTensor
-
-    from tilec.runtime import arrays
-
-    class Tensor(_FakeTorchTensor):  # views of the same type (torch.Tensor here)
-        def __getitem__(self, s):
-            return Tensor(self.torch, self.ptr + s.start, (s.stop - s.start,), self.dtype, self.device_index)
-
-        def view(self, what):
-            shape, dtype = (what, self.dtype) if isinstance(what, tuple) else (self.shape, what)
-            return Tensor(self.torch, self.ptr, shape, dtype, self.device_index)
-
-    torch = types.ModuleType("torch")
-    torch.float32, torch.int32, torch.uint8 = "f32", "i32", "u8"
-    torch.Tensor = Tensor
-    torch.empties = []
-
-    def empty(n, dtype, device):
-        t = Tensor(torch, 0x50_0000 + 0x10000 * len(torch.empties), (n,), dtype)
-        torch.empties.append(t)
-        return t
-
-    torch.empty = empty
-    torch.capturing = False
-    torch.cuda = types.SimpleNamespace(ExternalStream=lambda handle, device: ("stream", handle),
-                                       is_current_stream_capturing=lambda: torch.capturing)
-    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 7)
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(arrays, "_torch_current_stream", lambda d: 7)
+    torch = fake_torch_module(monkeypatch)
+    torch.Tensor = _FakeTorchTensor
     return torch
 
 
 def test_a_multi_launch_calls_steps_replay_every_stage_on_the_kept_workspace(tmp_path, monkeypatch, kept_torch):
+    from test_launches import SPLIT
+
     from tilec.artifacts import manifest as make_manifest
+    from tilec.runtime.arrays import TORCH_NAMES
 
     (tmp_path / "k.tile").write_text(SPLIT)
     result = tilec.compile(tmp_path / "k.tile", target="sm80")
@@ -214,28 +165,30 @@ def test_a_multi_launch_calls_steps_replay_every_stage_on_the_kept_workspace(tmp
     x = kept_torch.Tensor(kept_torch, 0x1000, (45, 37), "f32")
     y = kept_torch.Tensor(kept_torch, 0x9000, (45,), "f32")
     rowsum = mod.rowsum
-    rowsum._run((x, y), None, None, None)
+    rowsum._run((x, 0.5, y), None, None, None)
     python = _launched(fake)
     assert [x[0] for x in python] == ["rowsum__stage0", "rowsum__stage1"] and {x[4] for x in python} == {7}
     (ws,) = kept_torch.empties
-    layout = rowsum._layout()
-    views = rowsum._fast_views[rowsum._fast_key((x, y), layout, 7)]
+    pieces = rowsum._scratch[((45, 37), (45,))][1]  # the scratch tensors' views of the kept workspace
+    views = [kept_torch.Tensor(kept_torch, ws.ptr + off, shape, getattr(kept_torch, TORCH_NAMES[b["dtype"]]))
+             for (off, _, shape), b in zip(pieces, rowsum.entry["scratch"], strict=True)]
     keep: list = []
-    steps = rowsum._steps((x, y), views, 0, 7, keep)
-    # the public X and Y are the call's parameters 0 and 1; the scratch P is the kept workspace's address
-    assert steps[0].sources[:2] == (0, -1) and steps[1].sources[:2] == (1, -1)
-    assert ctypes.c_uint64.from_address(steps[0].fixed[1]).value == ws.ptr
-    _replay(fake, steps, rowsum.entry["params"], (x, y), 7)
+    steps = rowsum._steps((x, 0.5, y), views, 0, 7, keep)
+    # the public X, alpha and Y are the call's parameters 0, 1 and 2; the scratch P and Cnt the kept workspace's
+    assert steps[0].sources[:3] == (0, -1, -1) and steps[1].sources[:3] == (1, 2, -1)
+    assert [ctypes.c_uint64.from_address(steps[0].fixed[j]).value for j in (1, 2)] == [ws.ptr, ws.ptr + 512]
+    _replay(fake, steps, rowsum.entry["params"], (x, 0.5, y), 7)
     assert _launched(fake, len(python)) == python
     rowsum._native = Recorder()  # the general path files them in the launcher of the kernel it serves
-    rowsum._run((x, y), None, None, rowsum)
+    rowsum._run((x, 0.5, y), None, None, rowsum)
     ((key, filed, bound),) = rowsum._native.filed
     assert key == [45, 37, 45, 0] and bound == 7 and [st[0] for st in filed] == [st.fn for st in steps]
     kept_torch.capturing = True  # under graph capture: a workspace of its own, nothing filed
-    rowsum._run((x, y), None, None, rowsum)
+    rowsum._run((x, 0.5, y), None, None, rowsum)
     assert len(rowsum._native.filed) == 1
     # a call with another X (same shape) replays with its pointer: the plan is not tied to X's address
     x2 = kept_torch.Tensor(kept_torch, 0x7000, (45, 37), "f32")
     start = len(fake.launches)
-    _replay(fake, steps, rowsum.entry["params"], (x2, y), 7)
-    assert _launched(fake, start)[0][5][0] == 0x7000
+    _replay(fake, steps, rowsum.entry["params"], (x2, 0.25, y), 7)
+    again = _launched(fake, start)
+    assert again[0][5][0] == 0x7000 and again[1][5][0] == 0.25  # X's pointer, alpha's value: the call's

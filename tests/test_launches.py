@@ -509,16 +509,16 @@ class _FakeTorchTensor:
         return _FakeTorchTensor(self.torch, self.ptr + s.start, (s.stop - s.start,), self.dtype, self.device_index)
 
     def view(self, what):
-        if isinstance(what, tuple):
-            return _FakeTorchTensor(self.torch, self.ptr, what, self.dtype, self.device_index)
-        return _FakeTorchTensor(self.torch, self.ptr, self.shape, what, self.device_index)
+        shape, dtype = (what, self.dtype) if isinstance(what, tuple) else (self.shape, what)
+        return _FakeTorchTensor(self.torch, self.ptr, shape, dtype, self.device_index)
 
     def record_stream(self, s):
         self.recorded.append(s)
 
 
-@pytest.fixture
-def fake_torch(monkeypatch):
+def fake_torch_module(monkeypatch):
+    """A fake torch whose tensors the binder reads as torch's: an allocator, a current stream (7) and the flag of
+    graph capture (`torch.capturing`)."""
     import sys
     import types
 
@@ -535,12 +535,18 @@ def fake_torch(monkeypatch):
         return t
 
     torch.empty = empty
+    torch.capturing = False
     torch.cuda = types.SimpleNamespace(ExternalStream=lambda handle, device: ("stream", handle),
-                                       is_current_stream_capturing=lambda: False)
+                                       is_current_stream_capturing=lambda: torch.capturing)
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 7)
     monkeypatch.setitem(sys.modules, "torch", torch)
     monkeypatch.setattr(arrays, "_torch_current_stream", lambda d: 7)
     return torch
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    return fake_torch_module(monkeypatch)
 
 
 def test_torch_tensors_get_a_workspace_from_torch_on_the_current_stream(loaded, fake_torch):
