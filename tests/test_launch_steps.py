@@ -54,7 +54,8 @@ def _launched(fake, start=0):
 
 def _batch_decoded(fake):
     """The fake driver reading tilec_pad_batch's one parameter, the copies by value (launch.py _PadCopies), as
-    its args: per copy of the launch's grid z, (src, dst, rows, width, src pitch, dst pitch, src unit, dst unit)."""
+    its args: per copy, (src, dst, rows, width, src pitch, dst pitch, src unit, dst unit, blocks x, blocks y, first
+    block)."""
     from fake_cuda import Launch
 
     from tilec.runtime.launch import _PadCopies
@@ -65,7 +66,7 @@ def _batch_decoded(fake):
         if fn != "tilec_pad_batch":
             return record(fn, grid, threads, shared, stream, params, cluster)
         copies = _PadCopies.from_address(ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))[0])
-        args = [tuple(getattr(c, f) for f, _ in c._fields_) for c in copies.copy[:grid[2]]]
+        args = [tuple(getattr(c, f) for f, _ in c._fields_) for c in copies.copy[:copies.count]]
         fake.launches.append(Launch(fn, tuple(grid), (threads, 1, 1), shared, stream, args, [], []))
 
     fake._record = recorded
@@ -99,10 +100,13 @@ def test_a_padded_launchs_steps_replay_its_copies_kernel_and_copies_out(monkeypa
     copy = "tilec_pad_batch" if batch else "tilec_pad_rows"
     ncopies_in = 1 if batch else 3
     assert [x[0] for x in python] == [copy] * ncopies_in + ["gemm", copy]
-    if batch:  # A, B and C in one launch (grid z), each into its place in the workspace; C out after the kernel
+    if batch:  # A, B and C in one launch, each into its place in the workspace; C out after the kernel
         (a, b, c), (c_out,) = python[0][5], python[2][5]
         assert (a[0], b[0], c[0]) == (0x100000, 0x200000, 0x300000) and c_out[1] == 0x300000
-        assert a[2:6] == (M, K * 2, K * 2, 16008 * 2) and python[0][1][2] == 3 and python[2][1][2] == 1
+        assert a[2:6] == (M, K * 2, K * 2, 16008 * 2)
+        # A's 32002-byte rows take 8 blocks of 256 threads a row, B's and C's 258-byte rows one: blocks laid out in turn
+        assert [x[8:] for x in (a, b, c)] == [(8, M, 0), (1, K, 8 * M), (1, M, 8 * M + K)]
+        assert python[0][1] == (8 * M + K + M, 1, 1) and python[0][2] == (256, 1, 1)
     stream = python[0][4]
     keep: list = []
     steps = mod.gemm.steps_for((A, B, C, 1.5), 0, stream, keep)

@@ -462,13 +462,13 @@ class _Padding:
         return _Copy(launch, step, (args, params))
 
     def _batch(self, fn: int, group: list) -> _Copy:
-        """One launch of tilec_pad_batch moving each copy of `group` (at most PAD_BATCH): copy z in grid z, the
-        grid's x and y the largest any of them needs, its block the widest."""
-        copies = _PadCopies()
-        for j, (src, src_pitch, dst, dst_pitch, width, rows) in enumerate(group):
+        """One launch of tilec_pad_batch moving each copy of `group` (at most PAD_BATCH), its blocks in turn
+        (_batch_grid)."""
+        threads, grid, places = _batch_grid([(width, rows) for *_, width, rows in group])
+        copies = _PadCopies(count=len(group))
+        for j, ((src, src_pitch, dst, dst_pitch, width, rows), place) in enumerate(zip(group, places, strict=True)):
             copies.copy[j] = _PadCopy(src, dst, rows, width, src_pitch, dst_pitch, _unit(src, src_pitch),
-                                      _unit(dst, dst_pitch))
-        threads, grid = _batch_grid([(width, rows) for *_, width, rows in group])
+                                      _unit(dst, dst_pitch), *place)
         params = (ctypes.c_void_p * 1)(ctypes.addressof(copies))
         address, drv = ctypes.addressof(params), self.drv
 
@@ -485,12 +485,18 @@ def _copy_grid(width: int, rows: int) -> tuple[int, int, int]:
     return threads, -(-chunks // threads), min(rows, 65535)
 
 
-def _batch_grid(copies: list[tuple[int, int]]) -> tuple[int, tuple[int, int, int]]:
-    """(threads, grid) of a tilec_pad_batch launch of copies of (row bytes, rows): the widest block any of them takes,
-    grid x and y covering the widest and the tallest, z one copy each."""
+def _batch_grid(copies: list[tuple[int, int]]) -> tuple[int, tuple[int, int, int], list[tuple[int, int, int]]]:
+    """(threads, grid, per copy (blocks x, blocks y, first block)) of a tilec_pad_batch launch of copies of (row
+    bytes, rows): the widest block any of them takes, and each copy's own grid for that block laid out in turn on
+    one line of blocks."""
     threads = max(_copy_grid(width, rows)[0] for width, rows in copies)
-    chunks = -(-max(width for width, _ in copies) // 16)
-    return threads, (-(-chunks // threads), min(max(rows for _, rows in copies), 65535), len(copies))
+    places, first = [], 0
+    for width, rows in copies:
+        chunks = -(-width // 16)
+        blocks_x, blocks_y = -(-chunks // threads), min(rows, 65535)
+        places.append((blocks_x, blocks_y, first))
+        first += blocks_x * blocks_y
+    return threads, (first, 1, 1), places
 
 
 class _PadCopy(ctypes.Structure):
@@ -498,13 +504,14 @@ class _PadCopy(ctypes.Structure):
 
     _fields_ = [("src", ctypes.c_uint64), ("dst", ctypes.c_uint64), ("rows", ctypes.c_int64),
                 ("width", ctypes.c_int64), ("src_pitch", ctypes.c_int64), ("dst_pitch", ctypes.c_int64),
-                ("src_unit", ctypes.c_int), ("dst_unit", ctypes.c_int)]
+                ("src_unit", ctypes.c_int), ("dst_unit", ctypes.c_int), ("blocks_x", ctypes.c_int),
+                ("blocks_y", ctypes.c_int), ("first_block", ctypes.c_int64)]
 
 
 class _PadCopies(ctypes.Structure):
     """tilec_pad.h's tilec_pad_copies: tilec_pad_batch's one parameter, by value."""
 
-    _fields_ = [("copy", _PadCopy * PAD_BATCH)]
+    _fields_ = [("copy", _PadCopy * PAD_BATCH), ("count", ctypes.c_int)]
 
 
 class _Copies(NamedTuple):

@@ -20,15 +20,16 @@ __device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned 
   }
 }
 
+// The copy's block (bx, by) of a grid gy blocks tall: its warps' spans of the rows by, by + gy, ...
 __device__ __forceinline__ void tilec_pad_rows_body(const unsigned char* __restrict__ src,
                                                     unsigned char* __restrict__ dst, long long rows, long long width,
                                                     long long src_pitch, long long dst_pitch, int src_unit,
-                                                    int dst_unit) {
+                                                    int dst_unit, long long bx, long long by, long long gy) {
   const int unit = src_unit < dst_unit ? src_unit : dst_unit;
   const int lane = threadIdx.x & 31;
-  const long long span = ((long long)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 16;  // the warp's first byte
+  const long long span = (bx * blockDim.x + (threadIdx.x & ~31)) * 16;  // the warp's first byte
   if (span >= width) return;
-  for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+  for (long long r = by; r < rows; r += gy) {
     const unsigned char* s = src + r * src_pitch + span;
     unsigned char* d = dst + r * dst_pitch + span;
     switch (unit) {
@@ -45,25 +46,35 @@ extern "C" __global__ void __launch_bounds__(256) tilec_pad_rows(const unsigned 
                                                                  unsigned char* __restrict__ dst, long long rows,
                                                                  long long width, long long src_pitch,
                                                                  long long dst_pitch, int src_unit, int dst_unit) {
-  tilec_pad_rows_body(src, dst, rows, width, src_pitch, dst_pitch, src_unit, dst_unit);
+  tilec_pad_rows_body(src, dst, rows, width, src_pitch, dst_pitch, src_unit, dst_unit, blockIdx.x, blockIdx.y,
+                      gridDim.y);
 }
 
 // Several copies in one launch (a padded launch's copies in, or out): every launch costs the GPU a few microseconds
-// beside its work, which small padded launches felt. Copy z of the batch is grid z; each copy's blocks beyond its
-// own extent in x and y leave at once. Passed by value (kernel parameters), so nothing is written to the device
-// before the launch; unused entries are never read (the grid's z is the count).
+// beside its work, which small padded launches felt. The grid is one line of blocks, each copy's own grid (x over a
+// row's spans, y over its rows, as tilec_pad_rows's) laid out in turn from its `first_block`: no block is launched
+// that has nothing to copy (a shared two-dimensional grid's empty blocks, for copies of unlike shapes, cost more than
+// the launches saved). Passed by value (kernel parameters), so nothing is written to the device before the launch.
 #define TILEC_PAD_BATCH 4
 struct tilec_pad_copy {
   const unsigned char* src;
   unsigned char* dst;
   long long rows, width, src_pitch, dst_pitch;
   int src_unit, dst_unit;
+  int blocks_x, blocks_y;  // this copy's grid
+  long long first_block;   // where it starts in the launch's grid
 };
 struct tilec_pad_copies {
   tilec_pad_copy copy[TILEC_PAD_BATCH];
+  int count;
 };
 
 extern "C" __global__ void __launch_bounds__(256) tilec_pad_batch(const tilec_pad_copies copies) {
-  const tilec_pad_copy& c = copies.copy[blockIdx.z];
-  tilec_pad_rows_body(c.src, c.dst, c.rows, c.width, c.src_pitch, c.dst_pitch, c.src_unit, c.dst_unit);
+  const long long b = blockIdx.x;
+  int z = 0;
+  while (z + 1 < copies.count && b >= copies.copy[z + 1].first_block) ++z;
+  const tilec_pad_copy& c = copies.copy[z];
+  const long long local = b - c.first_block;
+  tilec_pad_rows_body(c.src, c.dst, c.rows, c.width, c.src_pitch, c.dst_pitch, c.src_unit, c.dst_unit,
+                      local % c.blocks_x, local / c.blocks_x, c.blocks_y);
 }
