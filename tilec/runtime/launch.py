@@ -654,9 +654,7 @@ class Kernel:
         launch, with a padded one's copies on the workspace kept for the stream) as the compiled launcher's steps;
         their storage goes to `keep`. None where no such plan is cached or its copies are not kernel launches."""
         layout = self._layout()
-        ptrs, key, _, _ = layout.bind(args, None)
-        if layout.grid_scalars:
-            key = (*key, *(args[i] for i in layout.grid_scalars))
+        ptrs, key = self._plan_key(layout, args)
         plan = layout.plans.get(key) or layout.padded.get(key)
         if plan is None:
             return None
@@ -671,10 +669,15 @@ class Kernel:
         """File a call's launches in this kernel's compiled launcher, under the key its C code computes for
         these arguments; bound to the stream `handle`, whose kept workspaces they use."""
         layout = self._layout()
-        _, key, _, _ = layout.bind(args, None)
-        if layout.grid_scalars:
+        remember_steps(self._native, layout, self._plan_key(layout, args)[1], steps, keep, handle)
+
+    @staticmethod
+    def _plan_key(layout: _Layout, args) -> tuple:
+        """(pointers, the plan key) of a call, as _call computes them (and fastlaunch.c its key)."""
+        ptrs, key, _, _ = layout.bind(args, None)
+        if layout.grid_scalars:  # the grid depends on these scalars' values: so does the plan
             key = (*key, *(args[i] for i in layout.grid_scalars))
-        remember_steps(self._native, layout, key, steps, keep, handle)
+        return ptrs, key
 
     def _padding_workspace(self, like, handle: int, nbytes: int):
         """The bytes padded launches on torch's current stream `handle` use, kept per device and stream and grown

@@ -13,10 +13,9 @@ caller's tensors and views of the workspace:
   stages on one stream are ordered, so reusing it is safe) and the views of it per argument shapes: a repeated
   call (of a kernel without scalars) checks its tensors' type, shape, dtype, device and contiguity and launches the
   stages, with none of the general path's binding, allocation or slicing (a split-K gemm's host time was 40-60 us
-  a call). Where the
-  compiled launcher is available (fastlaunch.py), such a call's launches -- every stage's, a padded stage's row
-  copies included -- are filed there as one plan bound to the stream, and a repeated call runs them from C;
-  else the stages are called through their own fast paths;
+  a call). Where the compiled launcher is available (fastlaunch.py), such a call's launches -- every stage's, a
+  padded stage's row copies included -- are filed there as one plan bound to the stream, and a repeated call runs
+  them from C; else the stages are called through their own fast paths;
 - other device arrays (cupy, __cuda_array_interface__, DLPack): a workspace per device and stream, allocated
   with cuMemAlloc, grown as needed and kept by the kernel for its next calls on that stream;
 - numpy arrays: every tensor staged to the GPU once, a workspace allocated, the stages launched, the outputs
