@@ -27,7 +27,12 @@ GEMM = ["--shapes", "llm-gemm", "--shapes", "square-gemm"]
 DECODE = [f"M={m},N={n},K={k}" for m in (1, 16, 64) for n, k in ((4096, 4096), (11008, 4096), (4096, 11008),
                                                                    (28672, 8192))] + ["M=512,N=4096,K=4096"] + [
     f"M=4,N={n},K={k}" for n, k in ((4096, 4096), (4096, 11008))]  # between the M = 1 and 16 rows (GEMV tiles)
-GEMM_SMALL = GEMM + [arg for size in DECODE for arg in ("--size", size)]
+# mid batches (32, 256 and 2048 tokens) at weights outside llm-gemm's four: small and wide N x K, long and short K.
+# Without them the nearest tuned shape of a 200x3072x4096 call is M = 128 at 4096x4096, whose winner (split-K)
+# is far from the best tile there (bench/RESULTS.md, "s14"); none of these is a shape of bench/shape_sweep.py
+MID = [f"M={m},N={n},K={k}" for m in (32, 256, 2048) for n, k in ((1536, 1536), (6144, 2048), (2048, 6144),
+                                                                   (5120, 5120), (14336, 4096), (4096, 14336))]
+GEMM_SMALL = GEMM + [arg for size in DECODE + MID for arg in ("--size", size)]
 # (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --
 # bench/RESULTS.md, "small and skinny gemm shapes" and "the GEMV tiles")
 # the configurations an artifact carries (the database's default is 4): the gemms serve decode shapes (GEMV tiles,
