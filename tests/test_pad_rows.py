@@ -213,3 +213,178 @@ def test_a_batch_launch_has_no_block_without_work():
 
     threads, grid, places = _batch_grid([(1030, 127), (1030, 4099), (8198, 127)])
     assert threads == 256 and places == [(1, 127, 0), (1, 4099, 127), (3, 127, 4226)] and grid == (4607, 1, 1)
+
+
+# Many copies in one process, each into a fresh destination, with every 16-byte access checked: a 16-byte load must lie
+# in the source tensor's bytes (another allocation may begin right outside them) and a 16-byte store in one of the
+# destination's rows. `uint4`'s copy constructor and assignment see the address of every such access (a load copies
+# the block it dereferences; a store assigns to it), and each must be 16-byte aligned (the buffers are, as the GPU's
+# are); byte accesses are guarded in the header itself and any stray one shows in the destination's bytes, which the
+# test compares whole.
+CHECKED_HARNESS = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+static const unsigned char *buf_lo, *buf_hi, *src_lo, *src_hi;  // the source buffer, and the tensor's bytes in it
+static unsigned char *dst_buf_lo, *dst_buf_hi, *dst_first;
+static long long dst_rows, dst_width, dst_pitch_;
+static void fail(const char* what, const void* at) {
+  fprintf(stderr, "%s at %td\n", what, (const unsigned char*)at - buf_lo);
+  exit(3);
+}
+struct uint4 {
+  unsigned x, y, z, w;
+  uint4() = default;
+  uint4(unsigned a, unsigned b, unsigned c, unsigned d) : x(a), y(b), z(c), w(d) {}
+  uint4(const uint4& o) : x(o.x), y(o.y), z(o.z), w(o.w) {
+    const unsigned char* at = (const unsigned char*)&o;
+    if (at >= buf_lo && at < buf_hi && (at < src_lo || at + 16 > src_hi)) fail("16-byte load outside the tensor", at);
+    if (at >= buf_lo && at < buf_hi && ((unsigned long long)at & 15)) fail("misaligned 16-byte load", at);
+  }
+  uint4& operator=(const uint4& o) {
+    unsigned char* at = (unsigned char*)this;
+    if (at >= dst_buf_lo && at < dst_buf_hi) {
+      long long off = at - dst_first, row = off / dst_pitch_;
+      if (off < 0 || row >= dst_rows || off - row * dst_pitch_ + 16 > dst_width) fail("16-byte store off a row", at);
+      if ((unsigned long long)at & 15) fail("misaligned 16-byte store", at);
+    }
+    x = o.x; y = o.y; z = o.z; w = o.w;
+    return *this;
+  }
+};
+struct uint2 { unsigned x, y; };
+struct dim3 { unsigned x, y, z; };
+static dim3 blockIdx, threadIdx, blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#include "tilec_pad.h"
+// argv: source bytes file, cases file (per line: src offset, dst offset, rows, width, src pitch, dst pitch, src unit,
+// dst unit, threads, grid x, grid y, dst size, dst fill seed), output file (each case's destination bytes in turn)
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb");
+  std::vector<unsigned char> src;
+  for (int c; (c = fgetc(f)) != EOF;) src.push_back((unsigned char)c);
+  fclose(f);
+  FILE* cases = fopen(argv[2], "r");
+  FILE* out = fopen(argv[3], "wb");
+  long long v[13];
+  while (fscanf(cases, "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2],
+                &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12]) == 13) {
+    std::vector<unsigned char> dst(v[11]);
+    for (size_t i = 0; i < dst.size(); ++i) dst[i] = (unsigned char)((i * 131 + v[12]) >> 3);
+    buf_lo = src.data(); buf_hi = src.data() + src.size();
+    src_lo = src.data() + v[0]; src_hi = src_lo + (v[2] - 1) * v[4] + v[3];
+    dst_buf_lo = dst.data(); dst_buf_hi = dst.data() + dst.size(); dst_first = dst.data() + v[1];
+    dst_rows = v[2]; dst_width = v[3]; dst_pitch_ = v[5];
+    blockDim = {(unsigned)v[8], 1, 1};
+    gridDim = {(unsigned)v[9], (unsigned)v[10], 1};
+    for (unsigned by = 0; by < gridDim.y; ++by)
+      for (unsigned bx = 0; bx < gridDim.x; ++bx)
+        for (unsigned t = 0; t < blockDim.x; ++t) {
+          blockIdx = {bx, by, 0};
+          threadIdx = {t, 0, 0};
+          tilec_pad_rows(src_lo, dst_first, v[2], v[3], v[4], v[5], (int)v[6], (int)v[7]);
+        }
+    fwrite(dst.data(), 1, dst.size(), out);
+  }
+  fclose(out);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def checked_harness(tmp_path_factory):
+    return _compile(tmp_path_factory, CHECKED_HARNESS)
+
+
+def _checked_cases(widths, directions=("in", "out")):
+    """(src offset, dst offset, rows, width, src pitch, dst pitch): into a 16-byte padded workspace and back out of
+    one, the tensor's rows at every offset 0-15 from a 16-byte boundary, packed (pitch = width) or with a gap."""
+    cases = []
+    for width in widths:
+        padded = -(-width // 16) * 16
+        for off in range(16):
+            for gap in (0, 3):
+                pitch = width + gap
+                if "in" in directions:
+                    cases.append((off, 32, 5, width, pitch, padded))
+                if "out" in directions:
+                    cases.append((32, off, 5, width, padded, pitch))
+    return cases
+
+
+def _run_checked(harness, tmp_path, cases, threads_cap=None):
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, 256, 64 + max(so + rows * sp for so, _, rows, _, sp, _ in cases) + 64, dtype=np.uint8)
+    lines, wants = [], []
+    for i, (src_off, dst_off, rows, width, src_pitch, dst_pitch) in enumerate(cases):
+        src_off += 64  # the source buffer's first 64 bytes lie outside every tensor: a load there is caught
+        dst_size = dst_off + rows * dst_pitch + 48
+        threads, gx, gy = _launch_shape(width, rows, 2)
+        if threads_cap:
+            threads = min(threads, threads_cap)
+            gx = -(-width // (16 * threads))
+        lines.append(" ".join(map(str, (src_off, dst_off, rows, width, src_pitch, dst_pitch,
+                                        _unit(0x1000 + src_off, src_pitch), _unit(0x1000 + dst_off, dst_pitch),
+                                        threads, gx, gy, dst_size, i))))
+        want = ((np.arange(dst_size, dtype=np.int64) * 131 + i) >> 3).astype(np.uint8)
+        for r in range(rows):
+            want[dst_off + r * dst_pitch: dst_off + r * dst_pitch + width] = \
+                src[src_off + r * src_pitch: src_off + r * src_pitch + width]
+        wants.append(want)
+    (tmp_path / "src").write_bytes(src.tobytes())
+    (tmp_path / "cases").write_text("\n".join(lines) + "\n")
+    r = subprocess.run([str(harness), str(tmp_path / "src"), str(tmp_path / "cases"), str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = np.frombuffer((tmp_path / "out").read_bytes(), dtype=np.uint8)
+    at = 0
+    for case, want in zip(cases, wants, strict=True):
+        np.testing.assert_array_equal(got[at:at + want.size], want, err_msg=f"case {case}")
+        at += want.size
+
+
+def test_narrow_rows_copy_exactly_at_every_alignment(checked_harness, tmp_path):
+    """Rows aligned to 1 or 2 bytes on either side (fp8 rows of any length, odd-length 2-byte rows) take the shifted
+    path: aligned 16-byte loads and stores with the bytes moved in registers. At every offset of the source and of
+    the destination from a 16-byte boundary, rows shorter than a block, of one block, of a few, and of 515 and 3003
+    bytes: every row's bytes arrive, nothing else in the destination changes, and no 16-byte load reaches outside
+    the source tensor's bytes."""
+    _run_checked(checked_harness, tmp_path, _checked_cases([1, 7, 16, 17, 35, 515, 3003]))
+
+
+def test_the_shifted_path_with_several_warps_a_row(checked_harness, tmp_path):
+    """Long rows over blocks of 32 threads: a row's chunks spread over many warps and blocks (f16 rows of 4099 and
+    fp8 rows of 8191)."""
+    _run_checked(checked_harness, tmp_path, [(1, 0, 3, 8191, 8191, 8192), (0, 5, 3, 8198, 8208, 8198),
+                                             (2, 0, 4, 8198, 8198, 8208)], threads_cap=32)
+
+
+PLANTED = [("const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15);",
+            "const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 7);"),
+           ("if (at >= lo && at + 16 <= hi) return", "if (at + 16 <= hi) return"),
+           ("if (first + 16 > width) {", "if (first + 16 > width + 1) {"),
+           ("(Word == 0 && shift == 0) ? a :", "(shift == 0) ? a :")]
+
+
+@pytest.mark.parametrize("planted", range(len(PLANTED)))
+def test_the_checked_harness_catches_planted_slips(tmp_path_factory, tmp_path, planted):
+    """A head that leaves the stores 8-byte aligned, a load unguarded at the tensor's start, a partial last block
+    stored whole, the second block left out where its words are needed: each fails the alignment test above."""
+    old, new = PLANTED[planted]
+    text = HEADER.read_text()
+    assert old in text
+    folder = tmp_path_factory.mktemp("planted")
+    (folder / "tilec_pad.h").write_text(text.replace(old, new))
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    (folder / "harness.cpp").write_text(CHECKED_HARNESS)
+    exe = folder / "harness"
+    subprocess.run([cxx, "-O1", "-std=c++17", "-fno-strict-aliasing", f"-I{folder}", "-o", str(exe),
+                    str(folder / "harness.cpp")], check=True, capture_output=True)
+    with pytest.raises(AssertionError):
+        _run_checked(exe, tmp_path, _checked_cases([1, 7, 17, 35, 515]))

@@ -5,10 +5,12 @@
 // H200 (bench/RESULTS.md), so the artifact carries this one.
 //
 // Appended to the generated source after tilec_cuda.h only when a kernel reads or writes a tensor through TMA.
-// A warp moves a 512-byte span of a row in units as wide as both sides' alignment allows (`src_unit`, `dst_unit`:
-// 16, 8, 4, 2 or 1 bytes, each dividing its side's address and pitch, and so the row's width): in step i, lane l
-// moves unit i * 32 + l, so that every load and store instruction of the warp covers contiguous bytes. Grid: x over
-// a row's spans (blocks of 32 to 256 threads, 16 bytes a thread), y over the rows (in strides of gridDim.y).
+// A warp moves a 512-byte span of a row, 16 bytes a thread. `src_unit` and `dst_unit` (16, 8, 4, 2 or 1 bytes) are the
+// widest accesses each side's address and pitch allow. Where both are 4 or more, the warp moves the span in units of
+// the narrower: in step i, lane l moves unit i * 32 + l, so that every load and store instruction of the warp covers
+// contiguous bytes. Narrower rows take tilec_pad_row_shifted (below): aligned 16-byte loads and stores, the bytes
+// shifted in registers. Grid: x over a row's spans (blocks of 32 to 256 threads), y over the rows (in strides of
+// gridDim.y).
 
 template <typename Unit>
 __device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned char* d, long long left, int lane) {
@@ -20,24 +22,93 @@ __device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned 
   }
 }
 
+// The bytes [at, at + 16) of the tensor whose bytes are [lo, hi), `at` 16-byte aligned: one 16-byte load where the
+// whole block lies in the tensor, else the block's bytes that do, one by one (the rest read as 0: no caller uses them).
+// A tensor's first and last 16-byte blocks may start or end outside it, where another allocation may begin.
+__device__ __forceinline__ uint4 tilec_pad_block(const unsigned char* at, const unsigned char* lo,
+                                                 const unsigned char* hi) {
+  if (at >= lo && at + 16 <= hi) return *reinterpret_cast<const uint4*>(at);
+  unsigned w[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 16; ++i)
+    if (at + i >= lo && at + i < hi) w[i >> 2] |= (unsigned)at[i] << (8 * (i & 3));
+  return uint4{w[0], w[1], w[2], w[3]};
+}
+
+// Bytes [shift, shift + 4) of the little-endian pair (lo, hi), shift 0 to 3 bytes.
+__device__ __forceinline__ unsigned tilec_pad_funnel(unsigned lo, unsigned hi, int shift) {
+  return shift ? (lo >> (8 * shift)) | (hi << (32 - 8 * shift)) : lo;
+}
+
+// 16 source bytes from `s` (any alignment) as four words: the two aligned 16-byte blocks around them, shifted.
+// `Word` (0 to 3) is where the bytes start in the first block, in words: a template argument, so that the words are
+// picked by constant indices (a register array indexed at run time would live in local memory).
+template <int Word>
+__device__ __forceinline__ uint4 tilec_pad_gather(const unsigned char* s, const unsigned char* lo,
+                                                  const unsigned char* hi) {
+  const unsigned char* at = reinterpret_cast<const unsigned char*>(reinterpret_cast<unsigned long long>(s) & ~15ull);
+  const int shift = (int)(reinterpret_cast<unsigned long long>(s) & 3);
+  const uint4 a = tilec_pad_block(at, lo, hi);
+  const uint4 b = (Word == 0 && shift == 0) ? a : tilec_pad_block(at + 16, lo, hi);
+  const unsigned w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  return uint4{tilec_pad_funnel(w[Word], w[Word + 1], shift), tilec_pad_funnel(w[Word + 1], w[Word + 2], shift),
+               tilec_pad_funnel(w[Word + 2], w[Word + 3], shift), tilec_pad_funnel(w[Word + 3], w[Word + 4], shift)};
+}
+
+// One row when either side is aligned to less than 4 bytes (rows of an odd number of 2-byte elements, 1-byte rows of
+// any length): byte and 2-byte accesses moved such rows at about half the H200's copy bandwidth. Here every thread
+// stores one aligned 16-byte block of the destination row, gathered from two aligned 16-byte loads of the source;
+// the bytes before the row's first aligned block (`head`, under 16) and after its last whole one go one at a time.
+// Chunk c of the row is its bytes [head + 16c, head + 16c + 16).
+__device__ __forceinline__ void tilec_pad_row_shifted(const unsigned char* s, unsigned char* d, long long width,
+                                                      long long chunk, const unsigned char* lo,
+                                                      const unsigned char* hi) {
+  const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15);
+  if (chunk == 0)
+    for (long long i = 0; i < head && i < width; ++i) d[i] = s[i];
+  const long long first = head + chunk * 16;
+  if (first >= width) return;
+  if (first + 16 > width) {  // the row's last, partial block
+    for (long long i = first; i < width; ++i) d[i] = s[i];
+    return;
+  }
+  const unsigned char* from = s + first;
+  uint4 v;
+  switch ((reinterpret_cast<unsigned long long>(from) >> 2) & 3) {  // the same for the whole row: no divergence
+    case 0: v = tilec_pad_gather<0>(from, lo, hi); break;
+    case 1: v = tilec_pad_gather<1>(from, lo, hi); break;
+    case 2: v = tilec_pad_gather<2>(from, lo, hi); break;
+    default: v = tilec_pad_gather<3>(from, lo, hi);
+  }
+  *reinterpret_cast<uint4*>(d + first) = v;
+}
+
 // The copy's block (bx, by) of a grid gy blocks tall: its warps' spans of the rows by, by + gy, ...
 __device__ __forceinline__ void tilec_pad_rows_body(const unsigned char* __restrict__ src,
                                                     unsigned char* __restrict__ dst, long long rows, long long width,
                                                     long long src_pitch, long long dst_pitch, int src_unit,
                                                     int dst_unit, long long bx, long long by, long long gy) {
-  const int unit = src_unit < dst_unit ? src_unit : dst_unit;
+  // the units also divide the width: a strided row (pitch 8200, width 8198) moved in 8-byte units would overwrite
+  // the two bytes after it, which belong to the caller
+  const int width_unit = (int)((width | 16) & -(width | 16));
+  int unit = src_unit < dst_unit ? src_unit : dst_unit;
+  unit = unit < width_unit ? unit : width_unit;
   const int lane = threadIdx.x & 31;
   const long long span = (bx * blockDim.x + (threadIdx.x & ~31)) * 16;  // the warp's first byte
   if (span >= width) return;
+  if (unit < 4) {
+    const unsigned char* lo = src;
+    const unsigned char* hi = src + (rows - 1) * src_pitch + width;
+    for (long long r = by; r < rows; r += gy)
+      tilec_pad_row_shifted(src + r * src_pitch, dst + r * dst_pitch, width, span / 16 + lane, lo, hi);
+    return;
+  }
   for (long long r = by; r < rows; r += gy) {
     const unsigned char* s = src + r * src_pitch + span;
     unsigned char* d = dst + r * dst_pitch + span;
     switch (unit) {
       case 16: tilec_pad_span<uint4>(s, d, width - span, lane); break;
       case 8: tilec_pad_span<uint2>(s, d, width - span, lane); break;
-      case 4: tilec_pad_span<unsigned int>(s, d, width - span, lane); break;
-      case 2: tilec_pad_span<unsigned short>(s, d, width - span, lane); break;
-      default: tilec_pad_span<unsigned char>(s, d, width - span, lane);
+      default: tilec_pad_span<unsigned int>(s, d, width - span, lane);
     }
   }
 }
