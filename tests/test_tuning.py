@@ -251,27 +251,31 @@ def test_select_reads_the_entrys_configuration_limit():
 
 
 def test_committed_gemm_entries_route_the_issue_shapes_to_their_winners():
-    """samples/gemm.tune.json's f16 and bf16 entries carry six configurations, and the selection runs each of
-    issue #26's shapes and the aligned big ones on its tuned winner (its stored time equal to the shape's best):
-    with four, greedily, 1x4096x4096 ran 64x128 split 4 (1.2x its best), 128x4096x11008 too (1.3x) and
-    1000x1000x1000 64x256 (1.2x)."""
+    """samples/gemm.tune.json's f16 and bf16 entries carry eight configurations, and the selection runs each of
+    issue #26's decode and skinny shapes and the aligned big ones on its tuned winner (its stored time within 2% of
+    the shape's best), 1000x1000x1000 and 2048x2048x2048 within 5% of it, and no tuned shape more than 8% off its
+    best. With four, greedily, 1x4096x4096 ran 64x128 split 4 (1.2x its best), 128x4096x11008 too (1.3x) and
+    1000x1000x1000 64x256 (1.2x); with six after the mid-batch shapes joined (s14), 1x4096x4096 and 4x4096x4096 ran
+    split-K at 1.2x."""
     from tilec.tuning.database import load, max_configs_of, select
 
     db = load(ROOT / "samples" / "gemm.tune.json")
-    want = [(1, 4096, 4096), (4, 4096, 4096), (128, 4096, 11008), (128, 4096, 4096), (1000, 1000, 1000),
-            (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 4096, 4096)]
+    exact = [(1, 4096, 4096), (4, 4096, 4096), (128, 4096, 11008), (128, 4096, 4096), (4096, 4096, 4096),
+             (8192, 8192, 8192), (16384, 4096, 4096)]
     entries = [e for e in db["entries"] if e["kernel"] == "gemm" and "trans_B" not in e["defines"]]
     assert len(entries) == 2
     for e in entries:
-        assert max_configs_of(e) == 6
+        assert max_configs_of(e) == 8
         configs, per_shape = select(e)
-        assert len(configs) == 6
+        assert len(configs) == 8
         for s, ci in zip(e["shapes"], per_shape, strict=True):
             z = s["sizes"]
             ms = s["all_ms"][e["timed"].index(configs[ci])]
-            if (z["M"], z["N"], z["K"]) in want:
-                assert ms == s["winner"]["ms"], (e["defines"], z)
-            assert ms <= 1.12 * s["winner"]["ms"], (e["defines"], z)  # no shape more than 12% off its best
+            if (z["M"], z["N"], z["K"]) in exact:
+                assert ms <= 1.02 * s["winner"]["ms"], (e["defines"], z)
+            if (z["M"], z["N"], z["K"]) in ((1000, 1000, 1000), (2048, 2048, 2048)):
+                assert ms <= 1.05 * s["winner"]["ms"], (e["defines"], z)
+            assert ms <= 1.08 * s["winner"]["ms"], (e["defines"], z)  # no shape more than 8% off its best
 
 
 def test_merge_keeps_the_entrys_configuration_limit(tmp_path):
