@@ -525,6 +525,7 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
         if time.time() - t_start > budget_s:
             row["skipped"] = "budget"
             continue
+        kern = None
         try:
             args, peer, peer_name, err_of, dt = case(shape)
             kern = kernel(shape["build"])
@@ -546,6 +547,11 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
             args = peer = err_of = None  # the tensors go back to torch's allocator
+            # and so do the workspaces the calls kept (a padded launch's copies, split-K's planes): a kernel keeps its
+            # own per stream, each variant too, sized by the largest call so far, and --variants at an LM head or a
+            # 16384x28672 gemm left 137 GB kept and 11 shapes out of memory (s14)
+            for k in (kern, *getattr(kern, "variants", ())) if kern is not None else ():
+                k.release_workspaces()
         status = ("WRONG " if not row.get("ok", True) else "") + row.get("error", "")
         print(f"{i:4d} {shape['family']:<18} {label(shape):<24} {row.get('runs', ''):<26} "
               f"tilec {row.get('tilec_ms', float('nan')):8.4f} ms  {row.get('peer', 'peer')} "
