@@ -28,7 +28,7 @@ kernels of one call, tilec's (the padded launches' copies, split-K's stages, the
 `--variants` also times every tuned variant of a dispatching kernel at each shape (`variants_ms`), so that `report`
 gives the dispatch's regret: the chosen variant's time over the fastest one's. `--misaligned` runs only the gemm and
 fp8 shapes with rows that are not a multiple of 16 bytes (with TILEC_PADDING=always, then never: the padding
-rule's A/B).
+rule's A/B); `--split-k` only the shapes whose dispatch picks a split-K variant (an A/B of its second stage).
 
 `report` prints per family the worst, 10th percentile and median ratio over the correct shapes, separately for the
 shapes the tuning databases were tuned on and for the others (read from samples/*.tune.json), the 10 worst shapes and
@@ -319,7 +319,7 @@ def misaligned_rows(shape: dict) -> bool:
 
 
 def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0,
-        variants: bool = False, misaligned: bool = False) -> None:
+        variants: bool = False, misaligned: bool = False, split_k: bool = False) -> None:
     import torch
     import torch.nn.functional as F
     import triton
@@ -345,6 +345,10 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
 
     def bench(fn) -> float:
         return do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median")
+
+    if split_k:  # just the shapes whose dispatch picks a sequence of launches (a split-K variant)
+        shapes = [s for s in shapes if s["build"] in BUILDS and hasattr(kernel(s["build"]), "variant_for")
+                  and hasattr(kernel(s["build"]).variant_for(dict(s["sizes"])), "stages")]
 
     def what_runs(kern, args, sizes) -> str:
         """The variant the dispatch picks and whether TMA or the no-TMA twin runs it (a split-K variant: its name);
@@ -795,6 +799,8 @@ def main() -> None:
     ap.add_argument("--misaligned", action="store_true",
                     help="run: just the gemm and fp8 shapes with rows that are not a multiple of 16 bytes (an A/B of "
                          "TILEC_PADDING=always against never)")
+    ap.add_argument("--split-k", action="store_true",
+                    help="run: just the shapes whose dispatch picks a split-K variant (an A/B of its stages)")
     ap.add_argument("--plot", type=Path, default=ROOT / "bench" / "shape_sweep.png", help="report: the PNG")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
@@ -802,7 +808,8 @@ def main() -> None:
     if a.mode == "build":
         build(a.path, a.only)
     elif a.mode == "run":
-        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants, a.misaligned)
+        run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants, a.misaligned,
+            a.split_k)
     elif a.mode == "rescore":
         if a.build_dir is None:
             ap.error("rescore needs the build folder: rescore RESULTS DIR")
