@@ -16,47 +16,6 @@ from tilec.runtime.launch import _copy_grid, _unit
 
 HEADER = Path(__file__).resolve().parent.parent / "tilec" / "targets" / "cuda" / "include" / "tilec_pad.h"
 
-HARNESS = r"""
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-struct uint4 { unsigned x, y, z, w; };
-struct uint2 { unsigned x, y; };
-struct dim3 { unsigned x, y, z; };
-static dim3 blockIdx, threadIdx, blockDim, gridDim;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(n)
-#include "tilec_pad.h"
-// argv: src dst (files, rewritten in place: dst), src offset, dst offset, rows, width, src pitch, dst pitch,
-// src unit, dst unit, threads, grid x, grid y
-int main(int argc, char** argv) {
-  long long v[11];
-  for (int i = 0; i < 11; ++i) v[i] = atoll(argv[3 + i]);
-  auto slurp = [](const char* path) {
-    FILE* f = fopen(path, "rb"); std::vector<unsigned char> b; int c;
-    while ((c = fgetc(f)) != EOF) b.push_back((unsigned char)c);
-    fclose(f); return b;
-  };
-  std::vector<unsigned char> src = slurp(argv[1]), dst = slurp(argv[2]);
-  blockDim = {(unsigned)v[8], 1, 1};
-  gridDim = {(unsigned)v[9], (unsigned)v[10], 1};
-  for (unsigned by = 0; by < gridDim.y; ++by)
-    for (unsigned bx = 0; bx < gridDim.x; ++bx)
-      for (unsigned t = 0; t < blockDim.x; ++t) {
-        blockIdx = {bx, by, 0};
-        threadIdx = {t, 0, 0};
-        tilec_pad_rows(src.data() + v[0], dst.data() + v[1], v[2], v[3], v[4], v[5], (int)v[6], (int)v[7]);
-      }
-  FILE* f = fopen(argv[2], "wb");
-  fwrite(dst.data(), 1, dst.size(), f);
-  fclose(f);
-  return 0;
-}
-"""
-
-
 BATCH_HARNESS = r"""
 #include <cstdio>
 #include <cstdlib>
@@ -121,11 +80,6 @@ def batch_harness(tmp_path_factory):
     return _compile(tmp_path_factory, BATCH_HARNESS)
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    return _compile(tmp_path_factory, HARNESS)
-
-
 def _launch_shape(width: int, rows: int, rows_per_grid: int) -> tuple[int, int, int]:
     """The grid tilec.runtime launches (launch.py _copy_grid), with grid y capped lower to exercise the row stride."""
     threads, gx, gy = _copy_grid(width, rows)
@@ -140,26 +94,12 @@ CASES = [(5, 8198, 0, 8198, 0, 8208), (7, 258, 2, 258, 256, 272), (4, 3003, 1, 3
          (7, 258, 0, 272, 6, 258), (4, 3003, 0, 3008, 1, 3003)]  # out of a workspace into the caller's tensor
 
 
-@pytest.mark.parametrize("rows,width,src_off,src_pitch,dst_off,dst_pitch", CASES)
-def test_pad_rows_copies_every_row_and_nothing_else(harness, tmp_path, rows, width, src_off, src_pitch, dst_off,
-                                                     dst_pitch):
-    rng = np.random.default_rng(rows * width)
-    src = rng.integers(0, 256, src_off + rows * src_pitch + 64, dtype=np.uint8)
-    dst = rng.integers(0, 256, dst_off + rows * dst_pitch + 64, dtype=np.uint8)
-    (tmp_path / "src").write_bytes(src.tobytes())
-    (tmp_path / "dst").write_bytes(dst.tobytes())
-    # the units as tilec.runtime works them out from the addresses (a 256-byte aligned base here) and pitches
-    src_unit, dst_unit = _unit(0x1000 + src_off, src_pitch), _unit(0x1000 + dst_off, dst_pitch)
-    threads, gx, gy = _launch_shape(width, rows, 3)
-    subprocess.run([str(harness), str(tmp_path / "src"), str(tmp_path / "dst"),
-                    *map(str, (src_off, dst_off, rows, width, src_pitch, dst_pitch, src_unit, dst_unit,
-                               threads, gx, gy))], check=True, timeout=60)
-    got = np.frombuffer((tmp_path / "dst").read_bytes(), dtype=np.uint8)
-    want = dst.copy()
-    for r in range(rows):
-        want[dst_off + r * dst_pitch: dst_off + r * dst_pitch + width] = \
-            src[src_off + r * src_pitch: src_off + r * src_pitch + width]
-    np.testing.assert_array_equal(got, want)  # the rows copied; the padding and every other byte untouched
+def test_pad_rows_copies_every_row_and_nothing_else(checked_harness, tmp_path):
+    """Every case above, with the units tilec.runtime works out from the addresses (a 256-byte aligned base) and
+    pitches, and grid y capped below the rows so that the blocks stride them: the rows copied, the padding and every
+    other byte untouched, every 16-byte access inside the tensors."""
+    _run_checked(checked_harness, tmp_path, [(src_off, dst_off, rows, width, src_pitch, dst_pitch)
+                                             for rows, width, src_off, src_pitch, dst_off, dst_pitch in CASES])
 
 
 def test_units_are_the_widest_every_row_is_aligned_to():
