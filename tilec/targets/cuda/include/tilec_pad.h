@@ -55,10 +55,10 @@ __device__ __forceinline__ uint4 tilec_pad_gather(const unsigned char* s, const 
 }
 
 // One row when either side is aligned to less than 4 bytes (rows of an odd number of 2-byte elements, 1-byte rows of
-// any length): byte and 2-byte accesses moved such rows at about half the H200's copy bandwidth. Here every thread
-// stores one aligned 16-byte block of the destination row, gathered from two aligned 16-byte loads of the source;
-// the bytes before the row's first aligned block (`head`, under 16) and after its last whole one go one at a time.
-// Chunk c of the row is its bytes [head + 16c, head + 16c + 16).
+// any length), which byte and 2-byte accesses moved slowly (fp8 calls with such rows ran 6-23% longer on the H200,
+// bench/RESULTS.md s14). Here every thread stores one aligned 16-byte block of the destination row, gathered from two
+// aligned 16-byte loads of the source; the bytes before the row's first aligned block (`head`, under 16) and after its
+// last whole one go one at a time. Chunk c of the row is its bytes [head + 16c, head + 16c + 16).
 __device__ __forceinline__ void tilec_pad_row_shifted(const unsigned char* s, unsigned char* d, long long width,
                                                       long long chunk, const unsigned char* lo,
                                                       const unsigned char* hi) {
