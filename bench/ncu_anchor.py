@@ -24,6 +24,7 @@ def main() -> int:
     import torch
 
     import tilec.runtime as rt
+    from bench.shape_sweep import what_runs
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path)
@@ -40,11 +41,7 @@ def main() -> int:
         ref = torch.mm(A, B)
     torch.cuda.synchronize()
     err = (C.float() - ref.float()).abs().max().item()
-    variant = gemm.variant_for({"M": m, "N": n, "K": k}) if hasattr(gemm, "variant_for") else gemm
-    try:
-        runs = variant.launch_plan(A, B, C).kernel.name
-    except Exception:  # noqa: BLE001  (a split-K variant is a sequence of launches, with no one plan)
-        runs = f"{variant.name} (its stages)"
+    runs = what_runs(gemm, (A, B, C), {"M": m, "N": n, "K": k})
     print(f"tilec {runs} at {m}x{n}x{k} {a.dtype}: max |err| against cuBLAS {err:.3g}")
     torch.cuda.profiler.start()
     gemm(A, B, C)

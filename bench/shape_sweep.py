@@ -318,6 +318,17 @@ def misaligned_rows(shape: dict) -> bool:
     return shape["family"].startswith("gemm") and (sizes["K"] % 8 != 0 or sizes["N"] % 8 != 0)
 
 
+def what_runs(kern, args, sizes) -> str:
+    """The variant the dispatch picks and whether TMA or the no-TMA twin runs it (a split-K variant: its name);
+    "+padded": the TMA kernel on copies of the misaligned tensors with 16-byte rows (tilec/runtime/launch.py)."""
+    variant = kern.variant_for(sizes) if hasattr(kern, "variant_for") else kern
+    try:
+        plan = variant.launch_plan(*args)
+        return plan.kernel.name + ("+padded" if getattr(plan, "padding", None) is not None else "")
+    except Exception:  # noqa: BLE001  (a sequence of launches has no one plan)
+        return variant.name
+
+
 def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0,
         variants: bool = False, misaligned: bool = False, split_k: bool = False) -> None:
     import torch
@@ -346,19 +357,12 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
     def bench(fn) -> float:
         return do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median")
 
-    if split_k:  # just the shapes whose dispatch picks a sequence of launches (a split-K variant)
-        shapes = [s for s in shapes if s["build"] in BUILDS and hasattr(kernel(s["build"]), "variant_for")
-                  and hasattr(kernel(s["build"]).variant_for(dict(s["sizes"])), "stages")]
+    def runs_split_k(shape) -> bool:
+        kern = kernel(shape["build"])
+        return hasattr(kern, "variant_for") and hasattr(kern.variant_for(dict(shape["sizes"])), "stages")
 
-    def what_runs(kern, args, sizes) -> str:
-        """The variant the dispatch picks and whether TMA or the no-TMA twin runs it (a split-K variant: its name);
-        "+padded": the TMA kernel on copies of the misaligned tensors with 16-byte rows (tilec/runtime/launch.py)."""
-        variant = kern.variant_for(sizes) if hasattr(kern, "variant_for") else kern
-        try:
-            plan = variant.launch_plan(*args)
-            return plan.kernel.name + ("+padded" if getattr(plan, "padding", None) is not None else "")
-        except Exception:  # noqa: BLE001  (a sequence of launches has no one plan)
-            return variant.name
+    if split_k:  # just the shapes whose dispatch picks a sequence of launches (a split-K variant)
+        shapes = [s for s in shapes if s["build"] in BUILDS and runs_split_k(s)]
 
     def rel_max(got, ref) -> float:
         return ((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).float().item()
