@@ -154,17 +154,21 @@ def launch_entries(module: T.Module, kernels: list[dict]) -> list[dict]:
         align = T.Const(D.I64, None, WORKSPACE_ALIGN)
         offset: T.Expr = T.Const(D.I64, None, 0)
         scratch = []
-        for b in seq.scratch:
+        zeroed: dict = {}
+        # the zeroed tensors first: the bytes a launcher zeroes before the first stage are then one prefix
+        for b in sorted(seq.scratch, key=lambda b: not b.zeroed):
             nbytes: T.Expr = T.Const(D.I64, None, b.dtype.bytes)
             for d in b.shape:
                 nbytes = binary("*", nbytes, T.Cast(D.I64, None, d) if d.dtype != D.I64 else d)
             scratch.append({"name": b.name, "dtype": b.dtype.name, "shape": _shape(b), "offset": formula(offset),
-                            "bytes": formula(nbytes)})
+                            "bytes": formula(nbytes), **({"zeroed": True} if b.zeroed else {})})
             offset = binary("+", offset, binary("*", T.Call(D.I64, None, "ceildiv", [nbytes, align]), align))
+            if b.zeroed:
+                zeroed = {"zeroed_bytes": formula(offset)}
         stages = [{"kernel": st.kernel, "args": st.args, "grid": by_name[st.kernel]["grid"]} for st in seq.stages]
         costs = {key: " + ".join(f"({by_name[st.kernel][key]})" for st in seq.stages) for key in ("flops", "bytes")}
         out.append({"name": seq.name, "params": param_entries(seq.params), "sizes": [v.name for v in seq.size_vars],
-                    "scratch": scratch, "workspace_bytes": formula(offset), "stages": stages, **costs})
+                    "scratch": scratch, "workspace_bytes": formula(offset), **zeroed, "stages": stages, **costs})
     return out
 
 

@@ -14,9 +14,11 @@ A manifest (OUT.json beside the binary) is a JSON object:
 
 Multi-launch kernels (a kernel function with several `with Kernel(...)` blocks and `alloc_global` scratch):
 "launches": [{name, params, sizes (like a kernel entry's: the user's signature), scratch: [{name, dtype, shape,
-offset, bytes}] (offsets into one workspace, WORKSPACE_ALIGN-aligned; formulas of the sizes), workspace_bytes,
-stages: [{kernel, args, grid}] (in launch order: the internal kernel entry launched, and per parameter of it the
-name of the public parameter or scratch tensor it receives), flops, bytes}]. Its stage kernels are "internal".
+offset, bytes[, zeroed]}] (offsets into one workspace, WORKSPACE_ALIGN-aligned; formulas of the sizes; the zeroed
+tensors first), workspace_bytes, zeroed_bytes (only with a zeroed tensor: the workspace's first bytes, which must be
+zero when the first stage starts), stages: [{kernel, args, grid}] (in launch order: the internal kernel entry
+launched, and per parameter of it the name of the public parameter or scratch tensor it receives), flops,
+bytes}]. Its stage kernels are "internal".
 
 A tuned artifact (tilec/tuning/multi.py): "tuning" {gpu, date, source_hash, shapes, configs} and, with several
 variants, "dispatch": {public name: {sizes, configs: [{kernel, consts, launches?, when?}], rules: [{at, config}]}};

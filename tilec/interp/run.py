@@ -8,7 +8,7 @@ from ..ir import dtypes as D
 from ..ir import tile as T
 from ..ir.fold import as_int, fold
 from ..ir.visit import rewrite_expr
-from .tile_interp import Interpreter, storage_dtype
+from .tile_interp import Interpreter, InterpreterError, storage_dtype
 
 DEFAULT_SIZE = 256
 
@@ -80,11 +80,27 @@ def run_launches(module: T.Module, seq: T.Launches, args: dict[str, object], std
                     sizes.setdefault(d.name, int(n))
     space = dict(args)
     for b in seq.scratch:
-        space[b.name] = fresh_scratch(b.dtype, shape_of(b, sizes))
+        space[b.name] = fresh_scratch(b.dtype, shape_of(b, sizes), b.zeroed)
     kernels = {k.name: k for k in module.kernels}
     for st in seq.stages:
         Interpreter(kernels[st.kernel], {a: space[a] for a in st.args}, stdout).run()
+    check_zeroed_left_zero(seq, space)
     return args
+
+
+def check_zeroed_left_zero(seq: T.Launches, space: dict[str, object]) -> None:
+    """A zeroed scratch tensor must be zero again when the function ends: the runtimes zero it once and keep it,
+    so whatever a call leaves there is what the next call starts from."""
+    for b in seq.scratch:
+        if b.zeroed:
+            left = np.argwhere(np.asarray(space[b.name]) != 0)
+            if len(left):
+                where = [int(i) for i in left[0]]
+                raise InterpreterError(
+                    f"'{seq.name}' ends with {len(left)} nonzero element(s) of its zeroed scratch tensor '{b.name}' "
+                    f"(first {where}: {np.asarray(space[b.name])[tuple(where)]}); the runtimes zero it once and keep "
+                    "it, so the next call would start from these values: set each element back to zero before "
+                    "the function's last launch ends", b.span)
 
 
 def run_any(module: T.Module, unit: T.Kernel | T.Launches, args: dict[str, object], stdout=None):
@@ -94,8 +110,10 @@ def run_any(module: T.Module, unit: T.Kernel | T.Launches, args: dict[str, objec
     return run_kernel(unit, args, stdout)
 
 
-def fresh_scratch(dtype, shape: tuple[int, ...]) -> np.ndarray:
+def fresh_scratch(dtype, shape: tuple[int, ...], zeroed: bool = False) -> np.ndarray:
     np_dt = storage_dtype(dtype)
+    if zeroed:
+        return np.zeros(shape, dtype=np_dt)
     if dtype.is_float:
         return np.full(shape, np.nan, dtype=np_dt)
     if dtype.is_bool:

@@ -363,6 +363,11 @@ class _Block(ScalarOps):
             pass
         elif isinstance(s, T.NamedBarrier):
             self.named_barrier(s, mask)
+        elif isinstance(s, T.FenceGlobal):  # blocks run one after another here: every earlier write is visible
+            if mask is not None and not np.all(mask):
+                raise InterpreterError("fence_global() is block-wide (a barrier follows the fence): every thread of "
+                                       "the block must reach it, not only those of a thread-dependent condition",
+                                       s.span)
         else:
             raise InterpreterError(f"cannot execute {type(s).__name__}", s.span)
 

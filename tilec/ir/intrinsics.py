@@ -91,6 +91,8 @@ DEFS: dict[str, IntrinsicDef] = {d.op: d for d in [
     IntrinsicDef("atomic_prev", {"kind": str}, key=lambda p: f"atomic_{p['kind']}_prev",
                  pattern=r"atomic_(?P<kind>add|max|min)_prev",
                  doc="an atomic update whose first argument, a register, receives the element's previous value"),
+    IntrinsicDef("fence_device", feature="device_fence",
+                 doc="this thread's earlier global-memory writes are visible to every block before its later ones"),
     IntrinsicDef("prof_init", feature="timeline_profile", doc="open this warp's profile record (tilec/ir/profile.py)"),
     IntrinsicDef("prof_mark", {"phase": int, "end": bool}, "timeline_profile",
                  key=lambda p: f"prof_{'end' if p['end'] else 'begin'}{p['phase']}",

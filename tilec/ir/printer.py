@@ -165,6 +165,8 @@ def stmt_lines(s: T.Stmt, indent: int) -> list[str]:
         return [f"{pad}use_swizzle panel_size={s.panel_size}, enable={str(s.enable).lower()}"]
     if isinstance(s, T.NamedBarrier):
         return [f"{pad}named_barrier id={s.barrier_id}, threads={s.threads}"]
+    if isinstance(s, T.FenceGlobal):
+        return [f"{pad}fence_global"]
     raise TypeError(f"cannot print {type(s).__name__}")
 
 
@@ -211,7 +213,7 @@ def kernel_str(k: T.Kernel) -> str:
 def launches_str(seq: T.Launches) -> str:
     """A multi-launch kernel function: its signature, scratch tensors and launches in order."""
     lines = [f"launches {seq.name}({_params_str(seq.params)})"]
-    lines += [f"  scratch {b.name}: {buffer_type(b)}" for b in seq.scratch]
+    lines += [f"  scratch {b.name}: {buffer_type(b)}{' zeroed' if b.zeroed else ''}" for b in seq.scratch]
     lines += [f"  launch {st.kernel}({', '.join(st.args)})" for st in seq.stages]
     return "\n".join(lines)
 

@@ -424,7 +424,8 @@ class TileReader:
                 cur.expect(":")
                 dt = dtype_of(cur.name(), cur)
                 cur.expect("[")
-                b = T.Buffer(bname, dt, self.shape(cur, scope, sizes), "global", None)
+                b = T.Buffer(bname, dt, self.shape(cur, scope, sizes), "global", None,
+                             zeroed=line.text.endswith(" zeroed"))
                 scratch.append(b)
             elif cur.accept("launch"):
                 kname = cur.name()
@@ -704,6 +705,10 @@ class TileReader:
             if m is None:
                 raise self.error("expected 'use_swizzle panel_size=N, enable=true|false'", line)
             return T.UseSwizzle(None, int(m.group(1)), m.group(2) == "true")
+        if word == "fence_global":
+            cur.next()
+            cur.end()
+            return T.FenceGlobal(None)
         if word == "named_barrier":
             m = re.fullmatch(r"named_barrier id=(\d+), threads=(\d+)", line.text)
             if m is None:

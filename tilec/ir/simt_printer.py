@@ -278,12 +278,16 @@ class CStylePrinter:
         return f"barrier(threads {threads}{'' if index is None else f', id {self.expr(index)}'})"
 
     def c_params(self, k: S.SKernel) -> str:
-        """The C/C++ kernel parameter list: tensors as restrict pointers, scalars, runtime sizes."""
+        """The C/C++ kernel parameter list: tensors as restrict pointers, scalars, runtime sizes. In a kernel whose
+        blocks hand results over (T.fence_global) the written tensors are plain pointers: what other blocks wrote
+        there must not be read through the read-only (non-coherent) path that restrict lets the compiler choose."""
+        handover = any(isinstance(s, S.SCall) and s.op == "fence_device" for s in S.walk_simt(k.body))
         params = []
         for p in k.params:
             if isinstance(p, S.SBuffer):
                 const = "const " if p.const else ""
-                params.append(f"{const}{self.type(p.dtype)}* __restrict__ {p.name}")
+                restrict = "" if handover and not p.const else " __restrict__"
+                params.append(f"{const}{self.type(p.dtype)}*{restrict} {p.name}")
             else:
                 params.append(f"{self.type(p.dtype)} {p.name}")
         params += [f"int {v.name}" for v in k.size_vars]

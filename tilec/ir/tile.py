@@ -97,6 +97,9 @@ class Buffer:
     # A view (`T.Tensor(shape, dtype, X.data)`, `T.reshape`, `T.view`): the buffer whose storage this one reads
     # and writes, row-major, with its own shape and dtype. Declared by an `Alloc` of the view.
     view_of: Buffer | None = field(default=None, kw_only=True)
+    # A scratch tensor (`alloc_global(..., zeroed=True)`) that holds zeros when its function's first launch starts
+    # and that the function leaves zero again: counters the blocks of a launch meet at (split-K's arrivals).
+    zeroed: bool = field(default=False, kw_only=True)
 
     @property
     def storage(self) -> Buffer:
@@ -347,6 +350,14 @@ class NamedBarrier(Stmt):
 
     barrier_id: int  # 1..15 (0 is the whole block's)
     threads: int  # a multiple of 32, at most the block's threads
+
+
+@dataclass(eq=False)
+class FenceGlobal(Stmt):
+    """`fence_global()`: block-wide. The global-memory writes every thread of the block made before it are visible
+    to every block of the launch before any thread of this block goes on (a device-scope fence in each thread,
+    then the block's barrier). With an atomic counter after it, blocks of one launch hand results over: the one
+    that finds the count complete reads what the others wrote before they counted (split-K's last block)."""
 
 
 # ---------------------------------------------------------------- kernels and modules

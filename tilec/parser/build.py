@@ -341,7 +341,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             used_bufs, used_vars = access.used(k)
             wrote = access.written(k)
             for b in scratch:
-                if b in used_bufs and b not in wrote and b.name not in written_before:
+                if b in used_bufs and b not in wrote and b.name not in written_before and not b.zeroed:
                     self.rep.error(f"this launch reads the scratch tensor '{b.name}', which no earlier launch "
                                    "writes: its contents are undefined; write it in an earlier launch (or in this "
                                    "one)", access.first_use(k, b) or k.span)
@@ -358,10 +358,14 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
         call, name = s.value, s.target.id
         if scope.lookup(name) is not None:
             raise self.fail(f"'{name}' is already defined ({_describe_binding(scope.lookup(name))})", s.target.span)
-        args, _ = self.call_args(call, ["shape", "dtype", "scope"])
+        args, _ = self.call_args(call, ["shape", "dtype", "scope", "zeroed"])
         if "shape" not in args or "dtype" not in args:
             raise self.fail("alloc_global(shape, dtype) needs a shape and a dtype", call.span)
         dt = self.dtype_arg(args["dtype"], scope)
+        zeroed = "zeroed" in args and self.const_bool(args["zeroed"], scope, "zeroed")
+        if zeroed and not dt.is_int:
+            raise self.fail(f"a zeroed scratch tensor holds counters: its dtype must be an integer type, not {dt.name}",
+                            args["dtype"].span)
         dims = args["shape"].items if isinstance(args["shape"], A.ListExpr | A.TupleExpr) else [args["shape"]]
         if not dims:
             raise self.fail("a scratch tensor needs at least one dimension", args["shape"].span)
@@ -385,7 +389,7 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
             if isinstance(e, T.Const) and int(e.value) <= 0:
                 raise self.fail(f"a tensor dimension must be positive, this one is {e.value}", d.span)
             shape.append(e)
-        buf = T.Buffer(self.unique(name), dt, shape, "global", s.target.span, is_output=True)
+        buf = T.Buffer(self.unique(name), dt, shape, "global", s.target.span, is_output=True, zeroed=zeroed)
         scope.bind(name, buf)
         return buf
 
@@ -741,6 +745,14 @@ class Builder(ExprBuilder, TileOpBuilder, ViewBuilder, ContractBuilder):
                 return self.tile_op(fname, v, scope)
             if fname in ("sync_threads", "disable_warp_group_reg_alloc") and bound is None:
                 return self.schedule_statement(fname, v, scope)
+            if fname == "fence_global" and bound is None:
+                if v.args or v.kwargs:
+                    raise self.fail("T.fence_global() takes no arguments", v.span)
+                if self.in_parallel:
+                    raise self.fail("T.fence_global() is a statement of the whole block; it cannot be inside a "
+                                    "Parallel loop", v.span)
+                self.emit(T.FenceGlobal(v.span))
+                return
             if fname == "assume" and bound is None:  # TileLang's hint to its simplifier: checked, then dropped
                 if len(v.args) != 1 or v.kwargs:
                     raise self.fail("T.assume(condition) takes one condition", v.span)

@@ -37,6 +37,7 @@ BUILTINS = set(MATH_FUNCS) | set(LOOP_FUNCS) | set(ALLOC_FUNCS) | TILE_OPS | {
     "cast", "Cast", "reinterpret", "infinity", "max_value", "min_value", "True", "False", "Tensor", "reshape", "view",
     "get_thread_binding", "thread_binding", "sync_threads", "disable_warp_group_reg_alloc", "ws", "alloc_barrier",
     "barrier_arrive", "barrier_wait", "tma_copy", "shift_left", "shift_right", "get_block_binding", "assume",
+    "fence_global",
 }
 # Names a generated CUDA/HIP source cannot use for a variable: C/C++ keywords, the CUDA/HIP built-in
 # variables, the types and math functions the printers emit, and tilec's own `tl` namespace. A user

@@ -507,6 +507,8 @@ class Lowerer:
             return
         if isinstance(s, T.NamedBarrier):  # the user's bar.sync id, threads (check-threads let it order their accesses)
             return self.named_barrier(s)
+        if isinstance(s, T.FenceGlobal):
+            return self.fence_global(s)
         raise self.fail(f"cannot lower {type(s).__name__}", s.span)
 
     def named_barrier(self, s: T.NamedBarrier) -> None:
@@ -537,6 +539,22 @@ class Lowerer:
                             "barriers could meet them; build it with T.Kernel(..., warp_specialize=False), or "
                             f"{instead}", s.span)
         self.emit(S.Barrier(s.span, s.threads, c(s.barrier_id)))
+
+    def fence_global(self, s: T.FenceGlobal) -> None:
+        """A device-scope fence between two block barriers. After the first barrier the fence is cumulative over
+        every write of the block, so an atomic after it tells other blocks that they are visible; a thread's atomic
+        before it is ordered before every thread's accesses after the second barrier (the acquire side)."""
+        if self.divergent or self.parallel_body:
+            raise self.fail("fence_global() is block-wide (a barrier follows the fence): every thread of the block "
+                            "must reach it, so it cannot run under a thread-dependent condition", s.span)
+        if "device_fence" not in self.target.features:
+            raise self.fail(f"fence_global() orders global memory between the blocks of a launch, but "
+                            f"{self.target.why_missing('device_fence')}", s.span)
+        self.barrier()
+        self.emit(S.call(s.span, "fence_device", []))
+        self.emit(S.Barrier(None, self.ext.barrier_threads, self.ext.barrier_index))
+        self.smem_dirty = False
+        self.smem_read = False
 
     NAMED_BARRIER_WORDS = "tl_named_barrier"
 

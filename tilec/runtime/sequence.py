@@ -20,6 +20,12 @@ caller's tensors and views of the workspace:
   with cuMemAlloc, grown as needed and kept by the kernel for its next calls on that stream;
 - numpy arrays: every tensor staged to the GPU once, a workspace allocated, the stages launched, the outputs
   copied back and everything freed (synchronous, like a single kernel's numpy call).
+
+Zeroed scratch (`alloc_global(..., zeroed=True)`: counters that the blocks of a launch meet at, which the function
+leaves zero when it ends) comes first in the layout, "zeroed_bytes" long. Where a workspace is kept, those bytes live
+in a buffer of their own, zeroed once when it is made and kept with it, so that a call on a kept workspace costs
+no memset (the main workspace's bytes change with the shapes: a plane of one call may lie where another call's
+counters do). A workspace made for one call has its zeroed bytes cleared on the call's stream.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ class Launches(Kernel):
         # of the same stream (which frees the old one) must wait until these launches are on the stream
         self._workspace_lock = threading.Lock()
         self._kept: dict[tuple[int, int], object] = {}  # torch, current stream: (device, stream) -> workspace
+        # the zeroed scratch's own kept buffers, per (device, stream): torch tensors, and (pointer, bytes) of cuMemAlloc
+        self._kept_zeroed: dict[tuple[int, int], object] = {}
+        self._zeroed: dict[tuple[int, int], tuple[int, int]] = {}
+        self._zeroed_bytes = entry.get("zeroed_bytes")
         self._fast_views: dict[tuple, list] = {}  # (tensors' (shape, dtype, device)..., stream) -> scratch views
 
     def __repr__(self) -> str:
@@ -104,7 +114,9 @@ class Launches(Kernel):
             with self._workspace_lock if first.kind != "torch" else held() if kept else _NO_LOCK:
                 if first.kind != "torch":
                     base = self._workspace(device, handle, total)
-                    views = [_DeviceBuffer(base + off, shape, device) for off, _, shape in pieces]
+                    zeroed = self._zeroed_workspace(device, handle, self._zeroed_prefix(pieces))
+                    views = [_DeviceBuffer((zeroed if b.get("zeroed") else base) + off, shape, device)
+                             for (off, _, shape), b in zip(pieces, self.entry["scratch"], strict=True)]
                 for kernel, mapping in self.stages:
                     kernel(*[args[i] if public else views[i] for public, i in mapping], stream=stream)
             if kept and filer is not None and filer._native is not None:
@@ -187,9 +199,18 @@ class Launches(Kernel):
             ws = torch.empty(max(total, 1), dtype=torch.uint8, device=args[layout.tensors[0].index].device)
             self._kept[(device, handle)] = ws
             self._fast_views.clear()  # views of the old workspace: let it go back to the allocator
+        zeroed = None
+        if self._zeroed_bytes is not None:
+            need = self._zeroed_prefix(pieces)
+            zeroed = self._kept_zeroed.get((device, handle))
+            if zeroed is None or zeroed.numel() < need:
+                zeroed = torch.zeros(max(need, 1), dtype=torch.uint8, device=ws.device)
+                self._kept_zeroed[(device, handle)] = zeroed
+                self._fast_views.clear()
         views = []
         for (off, nbytes, shape), b in zip(pieces, self.entry["scratch"], strict=True):
-            views.append(ws[off:off + nbytes].view(getattr(torch, TORCH_NAMES[b["dtype"]])).view(shape))
+            src = zeroed if b.get("zeroed") else ws
+            views.append(src[off:off + nbytes].view(getattr(torch, TORCH_NAMES[b["dtype"]])).view(shape))
         # (the Python fast path checks no scalar before the first stage launches: kernels with scalars stay off it;
         # the compiled launcher converts every scalar first)
         key = None if layout.scalars else self._fast_key(args, layout, handle)
@@ -209,14 +230,16 @@ class Launches(Kernel):
                 self._native.forget()
             self._fast_views.clear()
             self._kept.clear()  # torch's allocator reuses the bytes in stream order
+            self._kept_zeroed.clear()
             if self._workspaces:
                 from .cuda_driver import Driver
 
-                for (device, handle), (ptr, _) in self._workspaces.items():
+                for (device, handle), (ptr, _) in [*self._workspaces.items(), *self._zeroed.items()]:
                     drv = Driver.get(device)
                     drv.synchronize(handle)  # launches still reading it
                     drv.free(ptr)
                 self._workspaces.clear()
+                self._zeroed.clear()
 
     def workspace_bytes(self, *args) -> int:
         """The bytes of scratch a call with these arguments needs (the C launcher's NAME_workspace_bytes)."""
@@ -241,6 +264,13 @@ class Launches(Kernel):
         ws = torch.empty(max(total, 1), dtype=torch.uint8, device=like.device)
         if explicit is not None:  # the caching allocator must not hand the bytes out before that stream is done
             ws.record_stream(torch.cuda.ExternalStream(explicit, device=like.device))
+        if self._zeroed_bytes is not None:  # cleared on the stream the stages run on (captured, when capturing)
+            zeroed = ws[:self._zeroed_prefix(pieces)]
+            if explicit is not None:
+                with torch.cuda.stream(torch.cuda.ExternalStream(explicit, device=like.device)):
+                    zeroed.zero_()
+            else:
+                zeroed.zero_()
         views = []
         for (off, nbytes, shape), b in zip(pieces, self.entry["scratch"], strict=True):
             views.append(ws[off:off + nbytes].view(getattr(torch, TORCH_NAMES[b["dtype"]])).view(shape))
@@ -260,6 +290,30 @@ class Launches(Kernel):
             self._workspaces[(device, handle)] = (ptr, have)
         return ptr
 
+    def _zeroed_prefix(self, pieces) -> int:
+        """The bytes from the workspace's start that hold the zeroed scratch tensors (they come first)."""
+        return max((off + nbytes for (off, nbytes, _), b in zip(pieces, self.entry["scratch"], strict=True)
+                    if b.get("zeroed")), default=0)
+
+    def _zeroed_workspace(self, device: int, handle: int, nbytes: int) -> int:
+        """A kept buffer of at least `nbytes` zero bytes for the zeroed scratch of launches on this stream (0 for
+        none). The functions leave it zero, so it is cleared only when it is made."""
+        if nbytes == 0:
+            return 0
+        from .cuda_driver import Driver
+
+        ptr, have = self._zeroed.get((device, handle), (0, 0))
+        if have < nbytes:
+            drv = Driver.get(device)
+            if ptr:
+                drv.synchronize(handle)
+                drv.free(ptr)
+            ptr = drv.alloc(nbytes)
+            drv.zero(ptr, nbytes)
+            drv.synchronize()  # (the memset runs on the legacy stream, which a non-blocking stream does not wait for)
+            self._zeroed[(device, handle)] = (ptr, nbytes)
+        return ptr
+
     def _run_host(self, args, layout, pieces, total: int, explicit) -> None:
         """numpy arguments: every tensor copied to GPU 0, the stages launched, the outputs copied back."""
         from .cuda_driver import Driver
@@ -276,6 +330,8 @@ class Launches(Kernel):
                     drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
                     device_args[t.index] = _DeviceBuffer(staged[-1], arr.shape)
                 staged.append(drv.alloc(max(total, 1)))
+                if self._zeroed_bytes is not None:
+                    drv.zero(staged[-1], self._zeroed_prefix(pieces))
                 views = [_DeviceBuffer(staged[-1] + off, shape) for off, _, shape in pieces]
                 for kernel, mapping in self.stages:
                     kernel(*[device_args[i] if public else views[i] for public, i in mapping], stream=handle)

@@ -380,7 +380,7 @@ class WgslLaunches(Kernel):
                 if p.get("output"):
                     outputs.append((a, bound[p["name"]][0]))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
-        for b in self.entry["scratch"]:
+        for b in self.entry["scratch"]:  # fresh buffers each call, which WebGPU zero-fills: "zeroed" needs nothing
             shape = tuple(d if isinstance(d, int) else evaluate(d, sizes) for d in b["shape"])
             nbytes = max(4, -(-evaluate(b["bytes"], sizes) // 4) * 4)
             bound[b["name"]] = (dev.device.create_buffer(size=nbytes, usage=usage), nbytes)

@@ -48,7 +48,7 @@ import sys
 import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy)
 import numpy as np
 
-from ..interp.run import fresh_scratch, shape_of
+from ..interp.run import check_zeroed_left_zero, fresh_scratch, shape_of
 from ..interp.tile_interp import InterpreterError, ScalarOps, compute_dtype, round_to, storage_dtype, to_storage
 from ..ir import dtypes as D
 from ..ir import simt as S
@@ -507,6 +507,9 @@ class _BlockRun(ScalarOps, ThreadGroups):
             vals = np.where(np.arange(width)[None, :] < n[:, None], vals, np.zeros((), vals.dtype))
             self.write(db, di, vals, mask, s.span)
 
+    def fence_device(self, s: S.SCall, mask) -> None:
+        """The blocks run one after another here, each store landing at once: every write is already visible."""
+
     def cp_async_commit(self, s: S.SCall, mask) -> None:
         self.groups.append(self.open_group)
         self.open_group = []
@@ -706,9 +709,10 @@ def run_simt_sequence(result, args: dict[str, object], sizes: dict[str, int]) ->
     lowered = {k.name: k for k in result.simt.kernels}
     space = dict(args)
     for b in seq.scratch:
-        space[b.name] = fresh_scratch(b.dtype, shape_of(b, sizes))
+        space[b.name] = fresh_scratch(b.dtype, shape_of(b, sizes), b.zeroed)
     for st in seq.stages:
         run_simt(lowered[st.kernel], {a: space[a] for a in st.args}, sizes, warp_size=warp)
+    check_zeroed_left_zero(seq, space)
     return args
 
 
@@ -720,7 +724,7 @@ _SEMANTICS = {
     "copy_shifted": "copy16_realign", "copy16_realign": "copy16_realign",
     "cp_async_commit": "cp_async_commit", "cp_async_wait": "cp_async_wait", "load_vec": "vector_copy",
     "store_vec": "vector_copy", "load_realign": "load_realign",
-    "atomic": "atomic", "atomic_prev": "atomic",
+    "atomic": "atomic", "atomic_prev": "atomic", "fence_device": "fence_device",
 }
 
 

@@ -77,10 +77,12 @@ class Target:
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 # timeline_profile: clock64, globaltimer
-CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "realigned_row_loads", "timeline_profile", "named_barriers"}
+# device_fence: __threadfence(), a fence all blocks of a launch observe (T.fence_global)
+CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "realigned_row_loads", "timeline_profile", "named_barriers",
+                                 "device_fence"}
 # AMD GPUs have no named barriers (s_barrier waits for the whole workgroup): T.sync_threads(id, count) runs as a
 # software barrier in LDS there (tilec/targets/hip/include/tilec_hip_named_barrier.h)
-HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer", "lds_named_barriers"}
+HIP_FEATURES = SIMT_FEATURES | {"register_double_buffer", "lds_named_barriers", "device_fence"}
 HOPPER_LOWERING = "tilec.targets.cuda.hopper_lowering:HopperLowering"
 FP8 = frozenset({"f8e4m3", "f8e5m2"})  # CDNA2 has no 8-bit float instructions
 
@@ -117,7 +119,10 @@ TARGETS: dict[str, Target] = {
                shared_memory_hint="or --max-workgroup-storage BYTES for a device that grants more than WebGPU's "
                                   "default",
                missing_feature_reasons=(("named_barriers", "WGSL has only workgroupBarrier(), which every "
-                                         "invocation of the workgroup must reach in uniform control flow"),)),
+                                         "invocation of the workgroup must reach in uniform control flow"),
+                                        ("device_fence", "WGSL's barriers and atomics order memory within a "
+                                         "workgroup only, so no workgroup can rely on another's writes during "
+                                         "a dispatch"))),
     ]
 }
 

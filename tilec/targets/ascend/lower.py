@@ -386,6 +386,10 @@ class Lowering:
                         "`tilec run --device cpu` runs the kernel in the interpreter, which prints it", s.span)
         if type(s).__name__ == "CumSum":
             return self.cumsum(s)
+        if isinstance(s, T.FenceGlobal):
+            raise error("fence_global() hands results between the blocks of one launch through an atomic counter, "
+                        "but the 910B's atomics return no previous value: hand them over between launches instead "
+                        "(alloc_global scratch written by one launch, read by the next)", s.span)
         if isinstance(s, T.Store) and s.buffer.scope == "global":
             raise error(f"a single-element store to the global tensor '{s.buffer.name}' outside a Parallel loop: the "
                         "AscendC back end writes global memory with tile copies (DataCopyPad from UB); write the "
@@ -793,6 +797,12 @@ def lower_module(module: T.Module):
     """Every kernel's program, and the module's launch sequences (each stage is one of the kernels)."""
     from .program import LaunchSequence, Programs
 
+    for seq in module.launches:  # (before the kernels: a counter's kernel would fail first, at its fence)
+        for b in seq.scratch:
+            if b.zeroed:
+                raise error(f"the zeroed scratch tensor '{b.name}': the AscendC launcher does not clear scratch, and "
+                            "the 910B's blocks cannot meet at a counter (its atomics return no previous value); "
+                            "drop zeroed=True and write the tensor in an earlier launch", b.span)
     programs = Programs(lower_kernel(k) for k in module.kernels)
     seqs = []
     for seq in module.launches:

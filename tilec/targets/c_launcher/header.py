@@ -652,13 +652,14 @@ class SequenceApi:
     invalid: str
     alloc: str  # the stream-ordered allocation and free, as "NAME"
     free: str
+    memset: str  # the stream-ordered byte fill (the driver API's cuMemsetD8Async signature), as "NAME"
 
     def offset(self, base: str, off: str) -> str:
         return f"({self.ptr})((uintptr_t){base} + (uintptr_t)({off}))"
 
 
 CUDA_API = SequenceApi("static inline ", "CUresult", "CUstream", "CUdeviceptr", "0", "CUDA_SUCCESS",
-                       "CUDA_ERROR_INVALID_VALUE", "cuMemAllocAsync", "cuMemFreeAsync")
+                       "CUDA_ERROR_INVALID_VALUE", "cuMemAllocAsync", "cuMemFreeAsync", "cuMemsetD8Async")
 
 
 def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str], entries: dict[str, dict],
@@ -693,7 +694,7 @@ def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str
     negative = [f"  if ({' || '.join(f'{c} < 0' for c in sizes.values())}) return {api.invalid};"] if sizes else []
     size_args = [f"int {c}" for c in sizes.values()]
     scratch_doc = "; ".join(f"{b['name']} {b['dtype']}[{', '.join(str(d) for d in b['shape'])}] at byte {b['offset']}"
-                            for b in seq["scratch"])
+                            + (", zeroed" if b.get("zeroed") else "") for b in seq["scratch"])
     stages_doc = ", ".join(st["kernel"] for st in seq["stages"])
     ws_name = f"{prefix}{name}_workspace_bytes"
     with_name = f"{prefix}{name}_launch_with_workspace"
@@ -714,6 +715,16 @@ def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str
     for b in seq["scratch"]:
         c = scratch_c[b["name"]] = f"tilec_w_{ident(b['name'])}"
         body.append(f"  const {api.ptr} {c} = {api.offset('workspace', formula_to_c(b['offset'], vars_))};")
+    zeroed = seq.get("zeroed_bytes")  # the bytes of the zeroed scratch tensors, which lie first
+    zero_doc = ""
+    if zeroed is not None:  # a workspace (the caller's, or a pool's reused block) holds anything: clear every call
+        zero_doc = (f" * Its zeroed scratch tensors ({', '.join(b['name'] for b in seq['scratch'] if b.get('zeroed'))})"
+                    f" lie first: {api.memset} clears them on\n * `stream` before the first stage, on every call.\n")
+        body += [f"  const size_t tilec_zeroed = (size_t)({formula_to_c(zeroed, vars_)});",
+                 "  if (tilec_zeroed > 0) {",
+                 f"    tilec_rc = {api.memset}(workspace, 0, tilec_zeroed, stream);",
+                 f"    if (tilec_rc != {api.success}) return tilec_rc;",
+                 "  }"]
     for st in seq["stages"]:
         entry = entries[st["kernel"]]
         call = [cname_of.get(a) or scratch_c[a] for a in st["args"]] + [sizes[s] for s in entry["sizes"]]
@@ -724,9 +735,9 @@ def sequence_functions(seq: dict, prefix: str, stage_launch: Callable[[str], str
     out.append(f"/* {with_name}: launch kernel '{name}' -- its stages {stages_doc}, in order on `stream`\n"
                f" * (asynchronous) -- with its scratch tensors in `workspace`: at least {ws_name} bytes of\n"
                f" * device memory, {WORKSPACE_ALIGN}-byte aligned, that no other launch uses until these finish.\n"
-               + "\n".join(docs) + "\n"
+               + zero_doc + "\n".join(docs) + "\n"
                f" * Returns {api.success}, {api.invalid} (a negative size, a misaligned or null workspace)\n"
-               " * or what a stage's launch returns. */\n"
+               f" * or what {f'{api.memset} or ' if zeroed is not None else ''}a stage's launch returns. */\n"
                f"{with_proto} {{\n" + "\n".join(body) + "\n}\n")
     out.append(f"/* {launch_name}: launch kernel '{name}' on `stream` (asynchronous): its workspace is allocated\n"
                f" * and freed stream-ordered ({api.alloc} / {api.free}, from the device's default memory pool)\n"

@@ -57,6 +57,7 @@ _CALLS = {
     "setmaxnreg_dec": spelled("tl::setmaxnreg_dec<{0}>()"),
     "wgmma_fence": spelled("tl::wgmma_fence()"),
     "fence_proxy_async": spelled("tl::fence_proxy_async()"),
+    "fence_device": spelled("tl::fence_acq_rel_gpu()"),
     "named_barrier_sync": spelled("tl::named_barrier({0}, {1})"),
     "named_barrier_arrive": spelled("tl::named_barrier_arrive({0}, {1})"),
     "tma_store_commit": spelled("tl::tma_store_commit()"),

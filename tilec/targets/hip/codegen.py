@@ -33,6 +33,8 @@ _CALLS = {
     **PORTABLE_CALLS,
     "mfma": spelled("tl::mfma_16x16x16_{dtype}({0}, {1}, {2})"),
     "mfma_fp8": spelled("tl::mfma_16x16x32_{dtype}({0}, {1}, {2})"),
+    # T.fence_global's fence: acquire-release at agent (device) scope, between the block's barriers
+    "fence_device": spelled('__builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "agent")'),
 }
 
 # ... and of every intrinsic expression.

@@ -142,7 +142,7 @@ def _launch_function(fname: str, k: dict, index: int, p: str) -> tuple[str, str]
 
 
 HIP_API = SequenceApi("", "hipError_t", "hipStream_t", "hipDeviceptr_t", "NULL", "hipSuccess", "hipErrorInvalidValue",
-                      "hipMallocAsync", "hipFreeAsync")
+                      "hipMallocAsync", "hipFreeAsync", "hipMemsetD8Async")
 
 
 def generate_object_source(name: str, images: list[tuple[str, bytes, list[dict]]], *, source_name: str,
@@ -153,9 +153,10 @@ def generate_object_source(name: str, images: list[tuple[str, bytes, list[dict]]
     """(C source, exported function names, their prototypes) for `images`: (arch, code object, manifest kernel
     entries) per target. `embed(name, data)` defines each code object as `const unsigned char name[]`.
     `launches`: the manifest's multi-launch kernels, whose stages (internal entries) get private launch functions
-    and which get NAME_launch (hipMallocAsync / hipFreeAsync), NAME_launch_with_workspace and
-    NAME_workspace_bytes. `dispatch`: a tuned artifact's "dispatch" mapping, whose dispatchers (NAME_config,
-    NAME_launch, ...: tilec/targets/c_launcher/dispatch.py) follow, exported."""
+    and which get NAME_launch (hipMallocAsync / hipFreeAsync), NAME_launch_with_workspace (zeroed scratch
+    tensors cleared first, hipMemsetD8Async) and NAME_workspace_bytes. `dispatch`: a tuned artifact's "dispatch"
+    mapping, whose dispatchers (NAME_config, NAME_launch, ...: tilec/targets/c_launcher/dispatch.py) follow,
+    exported."""
     stage_names = {st["kernel"] for seq in launches or [] for st in seq["stages"]}
     stages = [k for k in images[0][2] if k["name"] in stage_names]
     kernels = [k for k in images[0][2] if not k.get("internal")]

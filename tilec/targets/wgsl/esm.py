@@ -106,6 +106,7 @@ def _kernel(e: dict, line: int | None) -> dict:
 
 
 def _launches(seq: dict, line: int | None) -> dict:
+    # no "zeroed": esm_runtime.js creates each scratch buffer per call, and WebGPU zero-fills a new buffer
     return {"name": seq["name"], "line": line, "params": _params(seq["params"]), "sizes": seq["sizes"],
             "stages": [[st["kernel"], st["args"]] for st in seq["stages"]],
             "scratch": [{"name": b["name"], "shape": [_dim(d) for d in b["shape"]], "bytes": _fn(b["bytes"])}

@@ -645,6 +645,10 @@ TL_DEVICE void tma_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;
 
 // Order this thread's generic-proxy shared-memory accesses before later async-proxy ones (wgmma, TMA).
 TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// T.fence_global's fence, between two block barriers: after the first it is cumulative over every write of the block,
+// and an atomic after it releases them; after an atomic it acquires what that atomic saw released. acq_rel is all
+// the pattern needs (PTX ISA, memory consistency model); __threadfence() would be a sequentially consistent fence.
+TL_DEVICE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 TL_DEVICE void named_barrier(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
