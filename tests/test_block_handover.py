@@ -248,3 +248,17 @@ def test_the_one_launch_split_k_example_matches_numpy(tmp_path):
     want = args["A"].astype(np.float32) @ args["B"].astype(np.float32)
     run_simt_sequence(result, args, sizes)
     np.testing.assert_allclose(args["C"].astype(np.float32), want, rtol=1e-2, atol=1e-2)
+
+
+def test_the_language_guide_s_example_runs(tmp_path):
+    """docs/language.md's counter hand-over example, compiled and run as the guide shows it."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "language.md").read_text()
+    section = doc[doc.index("### Blocks of one launch meeting at a counter"):]
+    code = section[section.index("```python\n") + len("```python\n"):section.index("```\n", section.index("```python"))]
+    m = tilec.compile(_write(tmp_path, code), verify=True).module
+    args = random_inputs(m.launches[0], {"M": 45, "N": 192}, seed=4)
+    run_launches(m, m.launches[0], args)
+    np.testing.assert_allclose(args["Y"], _want(args["X"]), rtol=1e-5, atol=1e-5)
+    tilec.compile(_write(tmp_path, code), target="sm90")
