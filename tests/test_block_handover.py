@@ -82,7 +82,8 @@ def test_each_gpu_lowering_runs_the_handover_lane_by_lane(tmp_path, target):
 
 def test_a_counter_left_nonzero_is_an_error_naming_it(tmp_path):
     """Planted slip: the last block forgets to reset its counter, so the next call would start from 3."""
-    m = tilec.compile(_write(tmp_path, HANDOVER.replace("                Arrived[bx] = 0", "                pass"))).module
+    forgets = HANDOVER.replace("                Arrived[bx] = 0", "                pass")
+    m = tilec.compile(_write(tmp_path, forgets)).module
     args = random_inputs(m.launches[0], {"M": 40, "N": 192}, seed=1)
     with pytest.raises(InterpreterError, match=r"'rowsum' ends with 2 nonzero element\(s\) of its zeroed scratch "
                                                r"tensor 'Arrived' \(first \[0\]: 3\)"):
