@@ -47,6 +47,17 @@ kernel rowsum(X: f32[M, N], Y: out f32[M, 64]):
 """
 
 
+# one launch reading a zeroed counter no launch writes: zeros
+READS_ZEROED = """
+kernel k(A: f32[M], C: out f32[M]):
+    Z = alloc_global((1,), i32, zeroed=True)
+    with Kernel(ceildiv(M, 64), threads=64) as bx:
+        for i in Parallel(64):
+            if bx * 64 + i < M:
+                C[bx * 64 + i] = A[bx * 64 + i] + Z[0].astype(f32)
+"""
+
+
 def _write(tmp_path, text: str):
     p = tmp_path / "k.tile"
     p.write_text(text)
@@ -102,14 +113,7 @@ def test_the_simt_model_checks_the_counters_too(tmp_path):
 
 def test_zeroed_scratch_may_be_read_before_any_launch_writes_it(tmp_path):
     """A launch that only reads a scratch tensor is refused (it starts undefined), unless the tensor is zeroed."""
-    src = """
-kernel k(A: f32[M], C: out f32[M]):
-    Z = alloc_global((1,), i32, zeroed=True)
-    with Kernel(ceildiv(M, 64), threads=64) as bx:
-        for i in Parallel(64):
-            if bx * 64 + i < M:
-                C[bx * 64 + i] = A[bx * 64 + i] + Z[0].astype(f32)
-"""
+    src = READS_ZEROED
     m = tilec.compile(_write(tmp_path, src)).module
     args = random_inputs(m.launches[0], {"M": 70}, seed=2)
     run_launches(m, m.launches[0], args)
@@ -201,14 +205,7 @@ def test_a_fence_where_not_every_thread_reaches_it_is_refused(tmp_path, body, me
 
 
 def test_ascend_refuses_zeroed_scratch_at_its_declaration(tmp_path):
-    src = """
-kernel k(A: f32[M], C: out f32[M]):
-    Z = alloc_global((1,), i32, zeroed=True)
-    with Kernel(ceildiv(M, 64), threads=64) as bx:
-        for i in Parallel(64):
-            if bx * 64 + i < M:
-                C[bx * 64 + i] = A[bx * 64 + i] + Z[0].astype(f32)
-"""
+    src = READS_ZEROED
     with pytest.raises(CompileError) as e:
         tilec.compile(_write(tmp_path, src), target="ascend910b")
     (d, *_) = e.value.diagnostics
