@@ -278,7 +278,7 @@ def builds_of(families: list[str] | None) -> list[str]:
     return [b for b in BUILDS if b in names]
 
 
-def build(out: Path, families: list[str] | None = None) -> None:
+def build(out: Path, families: list[str] | None = None, toolchain_args: list[str] | None = None) -> None:
     import subprocess
 
     from tilec.cli.main import main as tilec_main
@@ -289,7 +289,8 @@ def build(out: Path, families: list[str] | None = None) -> None:
         defs = {**defines, **CONFIG_OVERRIDES.get(name, {})}
         t0 = time.time()
         rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "-o", str(out / f"{name}.cubin"),
-                         *[f"-D{k}={v}" for k, v in defs.items()]])
+                         *[f"-D{k}={v}" for k, v in defs.items()],
+                         *[f"-Xcompiler={arg}" for arg in toolchain_args or ()]])
         if rc:
             raise SystemExit(f"build of {name} failed")
         print(f"built {name} ({time.time() - t0:.1f} s)", flush=True)
@@ -795,6 +796,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=230.0, help="run: stop timing new shapes after this many seconds")
     ap.add_argument("--only", action="append", choices=FAMILIES,
                     help="build: just the artifacts of these families; run: just their shapes (repeatable)")
+    ap.add_argument("-Xcompiler", dest="toolchain_args", action="append", metavar="ARG",
+                    help="build: pass ARG to the device toolchain (repeatable; an A/B of its flags)")
     ap.add_argument("--breakdown", type=int, default=0, metavar="N",
                     help="run: afterwards profile the N worst shapes (the GPU kernels of a call, both sides)")
     ap.add_argument("--variants", action="store_true",
@@ -810,7 +813,7 @@ def main() -> None:
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
     a = ap.parse_args()
     if a.mode == "build":
-        build(a.path, a.only)
+        build(a.path, a.only, a.toolchain_args)
     elif a.mode == "run":
         run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants, a.misaligned,
             a.split_k)

@@ -39,6 +39,7 @@ class FakeDriver:
         self.syncs, self.events, self.destroyed, self.loads, self.calls = [], [], [], [], []
         self.raw_results = []
         self.copies = []
+        self.zeroed = []  # (pointer, bytes) of each memset
 
     def watch(self, module) -> None:
         """Decode launches of every kernel of a tilec.runtime Module."""
@@ -91,6 +92,9 @@ class FakeDriver:
 
     def free(self, ptr):
         self.freed.append(ptr)
+
+    def zero(self, ptr, nbytes):
+        self.zeroed.append((ptr, nbytes))
 
     def encode_tensor_map(self, dtype, rank, ptr, dims, strides, box, swizzle, what=""):
         self.encodes.append((dtype, rank, ptr, tuple(dims), tuple(strides), tuple(box), swizzle, what))

@@ -231,7 +231,7 @@ class Launches(Kernel):
             self._fast_views.clear()
             self._kept.clear()  # torch's allocator reuses the bytes in stream order
             self._kept_zeroed.clear()
-            if self._workspaces:
+            if self._workspaces or self._zeroed:
                 from .cuda_driver import Driver
 
                 for (device, handle), (ptr, _) in [*self._workspaces.items(), *self._zeroed.items()]:
