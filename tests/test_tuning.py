@@ -1411,10 +1411,11 @@ def test_a_multi_launch_kernel_gives_its_workspaces_back(monkeypatch):
     seq._workspace_lock = __import__("threading").Lock()
     seq._workspaces = {(0, 7): (0x1000, 4096), (0, 9): (0x9000, 64)}
     seq._kept = {(0, 7): object()}
+    seq._zeroed, seq._kept_zeroed = {(0, 7): (0x5000, 8)}, {(0, 9): object()}  # counters' own buffers
     seq._fast_views = {("shape", 7): []}
     seq._native, seq.stages = None, []
     seq.release_workspaces()
-    assert log == [("sync", 7), ("free", 0x1000), ("sync", 9), ("free", 0x9000)]
-    assert not seq._workspaces and not seq._kept and not seq._fast_views
+    assert log == [("sync", 7), ("free", 0x1000), ("sync", 9), ("free", 0x9000), ("sync", 7), ("free", 0x5000)]
+    assert not seq._workspaces and not seq._kept and not seq._fast_views and not seq._zeroed and not seq._kept_zeroed
     seq.release_workspaces()  # nothing left: nothing freed twice
-    assert len(log) == 4
+    assert len(log) == 6
