@@ -55,6 +55,20 @@ def nvcc_version() -> str | None:
     return f"nvcc {m.group(2)}" if m else "nvcc"
 
 
+# nvcc optimizes and assembles a program's kernels in as many threads as the machine has cores. The SASS is the same
+# for any thread count (cuobjdump of gemm sm90's tuned build at 0, 2, 4 and 8), the cubin records the option as
+# written ("0", so its bytes do not depend on the machine), and the H200 timed the 558 gemm and fp8 shapes of the
+# sweep at a median of 1.000x the one-thread build's speed (bench/RESULTS.md, s15): gemm sm90's tuned build took
+# 8.3 s instead of 12.2 s on two cores. A user's own --split-compile (-Xcompiler) replaces it.
+SPLIT_COMPILE = "--split-compile=0"
+
+
+def _release(version: str | None) -> tuple[int, int]:
+    """(major, minor) of an nvcc_version() string ("nvcc 13.0.48"), (0, 0) when unknown."""
+    m = re.match(r"nvcc (\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 def _gencode(arch: str, kind: str) -> list[str]:
     cc = arch.removeprefix("sm_")
     if kind == "ptx":
@@ -95,16 +109,19 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
                 cmd += ["-Xptxas", arg]
         if opts.keep_dir:
             cmd += ["--keep", f"--keep-dir={work}"]
+        version = nvcc_version()
+        if not any("split-compile" in a for a in opts.extra) and _release(version) >= (12, 0):
+            cmd.append(SPLIT_COMPILE)
         cmd += opts.extra
         shown = " ".join(cmd)
         if opts.dryrun:
-            return BuildResult(b"", [shown], {}, nvcc_version() or "nvcc")
+            return BuildResult(b"", [shown], {}, version or "nvcc")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompileError(toolchain_diagnostics(proc.stderr + proc.stdout, cu, source))
         by_arch = parse_ptxas_usage_by_arch(proc.stderr + proc.stdout)
         usage = next(iter(by_arch.values()), {})
-        return BuildResult(out.read_bytes(), [shown], usage, nvcc_version() or "nvcc", by_arch)
+        return BuildResult(out.read_bytes(), [shown], usage, version or "nvcc", by_arch)
     finally:
         if not opts.keep_dir:
             shutil.rmtree(work, ignore_errors=True)
