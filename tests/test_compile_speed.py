@@ -260,3 +260,20 @@ def test_a_split_compile_of_the_users_replaces_tilecs(nvrtc):
     assert "--ptxas-options=--split-compile=4" in cmd and cmd.count("split-compile") == 1
     ptx = nvrtc.build_nvrtc("", "k", BuildOptions("ptx", ["sm_80"], dryrun=True)).commands[0]
     assert "split-compile" not in ptx  # (no ptxas for PTX)
+
+
+def test_nvcc_splits_its_compile_unless_the_user_chose(monkeypatch):
+    """nvcc gets --split-compile=0 (CUDA 12 or newer; the SASS is the same at any thread count), and a
+    -Xcompiler --split-compile=N of the user's replaces it; an older or unknown nvcc gets none."""
+    from tilec.targets.cuda import toolchain
+    from tilec.targets.cuda.toolchain import BuildOptions
+
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: f"/opt/cuda/bin/{name}")
+    monkeypatch.setattr(toolchain, "nvcc_version", lambda: "nvcc 13.0.48")
+    cmd = toolchain.build("", "k", BuildOptions("cubin", ["sm_90a"], dryrun=True)).commands[0]
+    assert cmd.split()[-1] == "--split-compile=0"
+    cmd = toolchain.build("", "k", BuildOptions("cubin", ["sm_90a"], dryrun=True,
+                                                extra=["--split-compile=2"])).commands[0]
+    assert cmd.count("split-compile") == 1 and cmd.endswith("--split-compile=2")
+    monkeypatch.setattr(toolchain, "nvcc_version", lambda: "nvcc 11.4.100")
+    assert "split-compile" not in toolchain.build("", "k", BuildOptions("cubin", ["sm_80"], dryrun=True)).commands[0]
