@@ -177,3 +177,24 @@ class FakeDriver:
 def install(monkeypatch, fake: FakeDriver) -> FakeDriver:
     monkeypatch.setattr(cuda_driver.Driver, "get", classmethod(lambda cls, device=0: fake))
     return fake
+
+
+class DeviceArray:
+    """A device array through __cuda_array_interface__, at any address (nothing behind it: the fake driver's)."""
+
+    def __init__(self, ptr, shape, typestr="<f4"):
+        self.shape = tuple(shape)
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": self.shape, "typestr": typestr,
+                                         "strides": None, "version": 3}
+
+
+def load_fake_module(monkeypatch, result, capability=(8, 0)):
+    """(tilec.runtime Module, FakeDriver) of a compile result's sm80 artifact, the fake driver installed."""
+    import json
+
+    from tilec.artifacts import manifest
+    from tilec.runtime.module import Module
+
+    m = json.loads(json.dumps(manifest(result, "cubin", ["sm_80"], "test", {}, "k.cubin")))
+    fake = install(monkeypatch, FakeDriver({k["name"]: k for k in m["kernels"]}, capability=capability))
+    return Module(b"\0", m), fake

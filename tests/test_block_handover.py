@@ -265,40 +265,27 @@ def test_the_language_guide_s_example_runs(tmp_path):
 # ---------------------------------------------------------------- tilec.runtime's zeroed scratch (fake driver)
 
 
-class _Dev:
-    """A device array through __cuda_array_interface__."""
-
-    def __init__(self, ptr, shape):
-        self.shape = tuple(shape)
-        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": self.shape, "typestr": "<f4",
-                                         "strides": None, "version": 3}
-
-
 @pytest.fixture
 def handover_module(tmp_path, monkeypatch):
-    from fake_cuda import FakeDriver, install
+    from fake_cuda import load_fake_module
 
-    from tilec.artifacts import manifest
-    from tilec.runtime.module import Module
-
-    result = tilec.compile(_write(tmp_path, HANDOVER), target="sm80")
-    m = json.loads(json.dumps(manifest(result, "cubin", ["sm_80"], "test", {}, "k.cubin")))
-    fake = install(monkeypatch, FakeDriver({k["name"]: k for k in m["kernels"]}, capability=(8, 0)))
-    return Module(b"\0", m), fake
+    return load_fake_module(monkeypatch, tilec.compile(_write(tmp_path, HANDOVER), target="sm80"))
 
 
 def test_device_arrays_get_counters_zeroed_once_in_a_kept_buffer_of_their_own(handover_module):
+    from fake_cuda import DeviceArray
+
     mod, fake = handover_module
-    x, y = _Dev(0x1000, (45, 192)), _Dev(0x9000, (45, 64))
+    x, y = DeviceArray(0x1000, (45, 192)), DeviceArray(0x9000, (45, 64))
     mod.rowsum(x, y)
     (ws, ws_bytes), (counters, counter_bytes) = fake.allocs  # the workspace, then the counters' own buffer
     assert counter_bytes == 8 and fake.zeroed == [(counters, 8)]  # Arrived: 2 counters
     (launch,) = fake.launches
     assert launch.args[:4] == [0x1000, 0x9000, ws + 256, counters]  # X, Y, Shares (after Arrived's bytes), Arrived
     mod.rowsum(x, y)  # kept: the function left the counters zero, so no memset
-    mod.rowsum(_Dev(0x1000, (20, 192)), _Dev(0x9000, (20, 64)))  # a smaller call: the same zero bytes
+    mod.rowsum(DeviceArray(0x1000, (20, 192)), DeviceArray(0x9000, (20, 64)))  # a smaller call: the same zero bytes
     assert len(fake.allocs) == 2 and len(fake.zeroed) == 1
-    mod.rowsum(_Dev(0x1000, (9000, 192)), _Dev(0x9000, (9000, 64)))  # 282 counters: both buffers grow
+    mod.rowsum(DeviceArray(0x1000, (9000, 192)), DeviceArray(0x9000, (9000, 64)))  # 282 counters: both buffers grow
     assert len(fake.allocs) == 4 and fake.zeroed[-1] == (fake.allocs[-1][0], 4 * 282) and counters in fake.freed
     mod.rowsum.release_workspaces()
     assert {ptr for ptr, _ in fake.allocs} <= set(fake.freed)

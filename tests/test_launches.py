@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fake_cuda import FakeDriver, install
+from fake_cuda import DeviceArray, FakeDriver, install, load_fake_module
 
 import tilec
 from tilec.artifacts import manifest as make_manifest
@@ -402,23 +402,12 @@ def test_grid_and_threads_are_checked_per_launch(tmp_path):
 # ---------------------------------------------------------------- tilec.runtime (CUDA), with the fake driver
 
 
-class Dev:
-    """A device array through __cuda_array_interface__, at any address."""
-
-    def __init__(self, ptr, shape, typestr="<f4"):
-        self.shape = tuple(shape)
-        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": self.shape, "typestr": typestr,
-                                         "strides": None, "version": 3}
+Dev = DeviceArray
 
 
 @pytest.fixture
 def loaded(tmp_path, monkeypatch):
-    from tilec.runtime.module import Module
-
-    result = tilec.compile(_write(tmp_path, SPLIT), target="sm80")
-    m = json.loads(json.dumps(make_manifest(result, "cubin", ["sm_80"], "test", {}, "k.cubin")))
-    fake = install(monkeypatch, FakeDriver({k["name"]: k for k in m["kernels"]}, capability=(8, 0)))
-    return Module(b"\0", m), fake
+    return load_fake_module(monkeypatch, tilec.compile(_write(tmp_path, SPLIT), target="sm80"))
 
 
 def test_the_runtime_exposes_the_public_signature_only(loaded):
