@@ -356,8 +356,9 @@ class NamedBarrier(Stmt):
 class FenceGlobal(Stmt):
     """`fence_global()`: block-wide. The global-memory writes every thread of the block made before it are visible
     to every block of the launch before any thread of this block goes on (a device-scope acquire-release fence in
-    each thread, between two barriers of the block). With an atomic counter after it, blocks of one launch hand results over: the one
-    that finds the count complete reads what the others wrote before they counted (split-K's last block)."""
+    each thread, between two barriers of the block). With an atomic counter after it, blocks of one launch hand
+    results over: the one that finds the count complete reads what the others wrote before they counted (split-K's
+    last block)."""
 
 
 # ---------------------------------------------------------------- kernels and modules

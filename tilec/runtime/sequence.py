@@ -63,7 +63,7 @@ class Launches(Kernel):
         # the zeroed scratch's own kept buffers, per (device, stream): torch tensors, and (pointer, bytes) of cuMemAlloc
         self._kept_zeroed: dict[tuple[int, int], object] = {}
         self._zeroed: dict[tuple[int, int], tuple[int, int]] = {}
-        self._zeroed_bytes = entry.get("zeroed_bytes")
+        self._has_zeroed = "zeroed_bytes" in entry
         self._fast_views: dict[tuple, list] = {}  # (tensors' (shape, dtype, device)..., stream) -> scratch views
 
     def __repr__(self) -> str:
@@ -200,7 +200,7 @@ class Launches(Kernel):
             self._kept[(device, handle)] = ws
             self._fast_views.clear()  # views of the old workspace: let it go back to the allocator
         zeroed = None
-        if self._zeroed_bytes is not None:
+        if self._has_zeroed:
             need = self._zeroed_prefix(pieces)
             zeroed = self._kept_zeroed.get((device, handle))
             if zeroed is None or zeroed.numel() < need:
@@ -262,15 +262,12 @@ class Launches(Kernel):
     def _torch_workspace(self, like, pieces, total: int, explicit):
         torch = sys.modules["torch"]
         ws = torch.empty(max(total, 1), dtype=torch.uint8, device=like.device)
-        if explicit is not None:  # the caching allocator must not hand the bytes out before that stream is done
-            ws.record_stream(torch.cuda.ExternalStream(explicit, device=like.device))
-        if self._zeroed_bytes is not None:  # cleared on the stream the stages run on (captured, when capturing)
-            zeroed = ws[:self._zeroed_prefix(pieces)]
-            if explicit is not None:
-                with torch.cuda.stream(torch.cuda.ExternalStream(explicit, device=like.device)):
-                    zeroed.zero_()
-            else:
-                zeroed.zero_()
+        side = None if explicit is None else torch.cuda.ExternalStream(explicit, device=like.device)
+        if side is not None:  # the caching allocator must not hand the bytes out before that stream is done
+            ws.record_stream(side)
+        if self._has_zeroed:  # cleared on the stream the stages run on (captured, when capturing)
+            with contextlib.nullcontext() if side is None else torch.cuda.stream(side):
+                ws[:self._zeroed_prefix(pieces)].zero_()
         views = []
         for (off, nbytes, shape), b in zip(pieces, self.entry["scratch"], strict=True):
             views.append(ws[off:off + nbytes].view(getattr(torch, TORCH_NAMES[b["dtype"]])).view(shape))
@@ -330,7 +327,7 @@ class Launches(Kernel):
                     drv.htod(staged[-1], arr.ctypes.data, arr.nbytes)
                     device_args[t.index] = _DeviceBuffer(staged[-1], arr.shape)
                 staged.append(drv.alloc(max(total, 1)))
-                if self._zeroed_bytes is not None:
+                if self._has_zeroed:
                     drv.zero(staged[-1], self._zeroed_prefix(pieces))
                 views = [_DeviceBuffer(staged[-1] + off, shape) for off, _, shape in pieces]
                 for kernel, mapping in self.stages:

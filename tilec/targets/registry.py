@@ -77,7 +77,7 @@ class Target:
 
 SIMT_FEATURES = frozenset({"warp_shuffle", "vector_copy16"})
 # timeline_profile: clock64, globaltimer
-# device_fence: __threadfence(), a fence all blocks of a launch observe (T.fence_global)
+# device_fence: a device-scope acquire-release fence, which all blocks of a launch observe (T.fence_global)
 CUDA_FEATURES = SIMT_FEATURES | {"vector_fragment_copy", "realigned_row_loads", "timeline_profile", "named_barriers",
                                  "device_fence"}
 # AMD GPUs have no named barriers (s_barrier waits for the whole workgroup): T.sync_threads(id, count) runs as a
