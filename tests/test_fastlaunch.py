@@ -333,7 +333,9 @@ def test_cuda_array_interface_objects_launch_on_the_legacy_stream():
     from tilec.runtime.arrays import adapter
 
     kernel, layout, drv, launcher = _setup(SCALE)
-    M, N = random.randint(1, 40), random.randint(1, 40)
+    # At least two rows and columns: with one, the column-major strides below describe a C-contiguous
+    # array (a dimension of extent 1 has no stride), and the fast path rightly accepts it.
+    M, N = random.randint(2, 40), random.randint(2, 40)
     x, y = torch.randn(M, N), torch.empty(M, N)
     args = (Cai(x), 0.5, 2, Cai(y), True)
     assert adapter(Cai).kind == "cuda_array_interface"
