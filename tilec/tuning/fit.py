@@ -1,5 +1,6 @@
 """Fit a kernel's tiles to a target: when the consts that size its buffers (or its threads) make it need more
-shared memory or threads than a target has, the largest configuration of those consts that fits.
+shared memory, threads or registers (a wgmma accumulator's share of the register file) than a target has, the
+largest configuration of those consts that fits.
 
 Which consts size the buffers is found by changing each one: a const whose half changes a shared, fragment or
 local buffer's shape (or the kernel's threads) and no tensor's shape is one (`block_N`, `block_H`; not a head
@@ -18,7 +19,7 @@ import dataclasses
 
 from ..diagnostics import CompileError, Diagnostic
 
-RESOURCES = ("shared-memory", "threads")  # the categories of the errors a smaller configuration could fix
+RESOURCES = ("shared-memory", "threads", "registers")  # the categories of errors a smaller configuration could fix
 MAX_STEPS = 24  # halvings and doublings tried (each a compile through the passes)
 
 
@@ -122,9 +123,9 @@ def _errors(source: str, options) -> list[Diagnostic]:
 
 
 def _sizes(source: str, front, defines: dict, name: str, value: int) -> set[str]:
-    """What const `name` sizes ("shared-memory": a shared buffer, "threads": the block), as halving it shows; nothing
-    when it also sizes the problem (a tensor's fixed dimension, such as a head dim: halving it would compute
-    something else)."""
+    """What const `name` sizes ("shared-memory" and "registers": a shared or fragment buffer, "threads": the block),
+    as halving it shows; nothing when it also sizes the problem (a tensor's fixed dimension, such as a head dim:
+    halving it would compute something else)."""
     from ..driver import compile as tilec_compile
 
     try:
@@ -134,7 +135,8 @@ def _sizes(source: str, front, defines: dict, name: str, value: int) -> set[str]
     base = tilec_compile(source, options=front.replace(defines=_frozen(defines))).module
     if _signature(halved) != _signature(base):
         return set()
-    return {what for what, part in (("shared-memory", _shared_shapes), ("threads", _threads))
+    return {what for what, part in (("shared-memory", _shared_shapes), ("registers", _shared_shapes),
+                                    ("threads", _threads))
             if part(halved) != part(base)}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...diagnostics import Diagnostic, Reporter
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
@@ -203,6 +204,57 @@ class CudaPrinter(CStylePrinter):
         self.indent -= 1
         self.line("}")
         return "\n".join(self.lines)
+
+
+# A block's register file and one thread's share of it (sm80 to sm100): ptxas gives each thread of a block of T
+# threads at most min(255, 65536 / T) registers, in steps of 8 (registers are allocated per warp, 256 at a time).
+REGISTERS_PER_BLOCK = 65536
+MAX_THREAD_REGISTERS = 255
+
+
+def thread_register_limit(threads: int) -> int:
+    warps_threads = -(-threads // 32) * 32
+    return min(MAX_THREAD_REGISTERS, REGISTERS_PER_BLOCK // warps_threads // 8 * 8)
+
+
+def _registers(b: S.SBuffer) -> int:
+    return -(-(b.size or 0) * b.dtype.bytes // 4)
+
+
+def check(module: S.SModule, rep: Reporter, target) -> None:
+    """What ptxas would refuse obscurely, reported at the user's line: a wgmma keeps its whole accumulator, its
+    register A operand and its shared-memory descriptors in registers at once, so a block whose threads leave
+    each thread fewer registers than that cannot be compiled ("Insufficient registers", C7602). The operands are
+    a lower bound: ptxas also needs registers for addresses and counters (26 more in gemm.tile's main loop), so
+    a tile just under the bound may still fail there, with ptxas's own message."""
+    for k in module.kernels:
+        limit = thread_register_limit(k.threads)
+        worst = None
+        for st in S.walk_simt(k.body):
+            if not (isinstance(st, S.SCall) and st.op == "wgmma"):
+                continue
+            acc = st.args[0].buffer
+            a_regs = st.args[1].buffer if st.params["operands"] == "rs" else None
+            need = _registers(acc) + (_registers(a_regs) + 2 if a_regs is not None else 4)
+            if need > limit and (worst is None or need > worst[0]):
+                worst = (need, st, acc, a_regs)
+        if worst is None:
+            continue
+        need, st, acc, a_regs = worst
+        producer = any(isinstance(s, S.SCall) and s.op == "setmaxnreg_dec" for s in S.walk_simt(k.body))
+        who = (f"{k.threads} threads a block ({k.threads - 128} and the producer warpgroup's 128)" if producer
+               else f"{k.threads} threads a block")
+        parts = [f"its accumulator '{acc.origin or acc.name}' ({_registers(acc)})"]
+        if a_regs is not None:
+            parts.append(f"its register A operand ({_registers(a_regs)})")
+        parts.append(f"{2 if a_regs is not None else 4} of shared-memory descriptors")
+        rep.diagnostics.append(Diagnostic(
+            "error",
+            f"kernel '{k.name}' runs {who}, which leaves each thread at most {limit} of the block's "
+            f"{REGISTERS_PER_BLOCK} registers; this gemm's wgmma holds {need} a thread at once: "
+            f"{', '.join(parts[:-1])} and {parts[-1]} — use fewer threads a block or a smaller tile",
+            st.span or k.threads_span or k.span, category="registers"))
+    rep.check()
 
 
 def generate(module: S.SModule, banner: str) -> str:

@@ -968,10 +968,10 @@ class HopperLowering(LoweringExtension):
                 acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
                 if register_a:
                     a_regs = S.AddrOf(D.I64, None, a_all, c(4 * (kk * lay.mi + mi)))
-                    self.cx.emit(S.call(None, "wgmma", [acc, a_regs, *b_desc], **variant))
+                    self.cx.emit(S.call(s.span, "wgmma", [acc, a_regs, *b_desc], **variant))
                 else:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
-                    self.cx.emit(S.call(None, "wgmma", [acc, *a_desc, *b_desc], **variant))
+                    self.cx.emit(S.call(s.span, "wgmma", [acc, *a_desc, *b_desc], **variant))
         self.cx.emit(S.SCall(None, "wgmma_commit", []))
         for st in self.after_wgmma_issue:
             self.cx.emit(st)

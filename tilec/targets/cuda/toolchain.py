@@ -131,6 +131,12 @@ _ERR = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<sev>error|warning)[
 _PTXAS = re.compile(r"^ptxas (?P<sev>error|fatal)\s*:\s*(?P<msg>.*)$")
 
 
+# ptxas's C7602: an instruction needs more registers at once than the block's threads leave each of them (tilec
+# refuses the certain cases before the build: cuda/codegen.py's check)
+_REGISTER_HINT = ("\n  a block of T threads leaves each thread at most 65536 / T registers (255 at most), and a wgmma"
+                  " holds its whole accumulator in them: use fewer threads a block or a smaller tile")
+
+
 def toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnostic]:
     from ...diagnostics import Span
 
@@ -144,8 +150,9 @@ def toolchain_diagnostics(output: str, cu: Path, source: str) -> list[Diagnostic
             diags.append(Diagnostic("error", f"nvcc: {m.group('msg')} (in generated code; this is a tilec bug)\n"
                                              f"  {text}", Span(str(cu), n, 1)))
         elif _PTXAS.match(raw.strip()):
-            diags.append(Diagnostic("error", f"ptxas: {_PTXAS.match(raw.strip()).group('msg')} (generated code in "
-                                             f"{cu})"))
+            msg = _PTXAS.match(raw.strip()).group("msg")
+            hint = _REGISTER_HINT if "Insufficient registers" in msg else ""
+            diags.append(Diagnostic("error", f"ptxas: {msg} (generated code in {cu}){hint}"))
     if not diags:
         tail = "\n".join(output.strip().splitlines()[-15:])
         diags.append(Diagnostic("error", f"the CUDA toolchain failed on the generated code ({cu}):\n{tail}"))
