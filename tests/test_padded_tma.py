@@ -173,10 +173,13 @@ PAD_ENTRY = {"name": "tilec_pad_rows", "sizes": [],  # how the fake driver decod
              + [{"name": n, "kind": "scalar", "dtype": "i32"} for n in ("src_unit", "dst_unit")]}
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["C_maybe_partly_written", "C_written_in_full"])
 @pytest.mark.parametrize("pad_kernel", [True, False], ids=["tilec_pad_rows", "cuMemcpy2DAsync"])
-def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_copies_out(monkeypatch, pad_kernel):
+def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_copies_out(monkeypatch, pad_kernel,
+                                                                                           full):
     """tilec.runtime's padded launch on the fake driver: A (K = 16001 f16: 32002-byte rows), B and C (N = 129 f16)
-    go through workspaces with 16-byte rows; A and B are copied in before the launch, C out after it;
+    go through workspaces with 16-byte rows; A and B are copied in before the launch, C out after it (and in before
+    it, unless the manifest says the kernel writes all of C: written_in_full);
     the kernel's pointer slots and maps are the workspaces' (padded strides, the tensors' own dims), and a later
     call of another shape with aligned rows launches with no copies. The copies are launches of the module's
     tilec_pad_rows (loads and stores as wide as each side's alignment), or, in a module without it, the driver's
@@ -199,6 +202,8 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
                            {"tensor": "B", "box": [64, 64], "swizzle": 128},
                            {"tensor": "C", "box": [128, 64], "swizzle": 128}]
     gemm["tma_only"] = {"A": "load", "B": "load", "C": "store"}
+    if full:
+        gemm["written_in_full"] = ["C"]
     fake = install(monkeypatch, FakeDriver({"gemm": gemm, "gemm__simt": simt}))
     record = fake._record
     units, copy_streams = [], []
@@ -236,13 +241,14 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     assert shape == (a_bytes + b_bytes + c_bytes,)
     wa, wb, wc = ws, ws + a_bytes, ws + a_bytes + b_bytes
     # (copy, from, to, from's pitch, to's pitch, width, rows): each a pitched copy into its place, C out after
+    c_in = [] if full else [("copy", 0x300000, wc, N * 2, 272, N * 2, M)]  # what the kernel leaves stays the caller's
     assert rest == [("copy", 0x100000, wa, K * 2, 16008 * 2, K * 2, M), ("copy", 0x200000, wb, N * 2, 272, N * 2, K),
-                    ("copy", 0x300000, wc, N * 2, 272, N * 2, M),  # C in: what the kernel leaves stays the caller's
-                    ("launch",), ("copy", wc, 0x300000, 272, N * 2, N * 2, M)]
+                    *c_in, ("launch",), ("copy", wc, 0x300000, 272, N * 2, N * 2, M)]
     assert launch.fn == "gemm" and launch.args == [wa, wb, wc, 1.0, M, K, N]
     # 2-byte wide on the caller's side (rows of 32002 and 258 bytes), 16 on the workspace's
-    assert units == ([(2, 16), (2, 16), (2, 16), (16, 2)] if pad_kernel else [])
-    assert fake.copies == [] if pad_kernel else len(fake.copies) == 4
+    ins = ["copy"] * (2 + len(c_in))
+    assert units == ([(2, 16)] * len(ins) + [(16, 2)] if pad_kernel else [])
+    assert fake.copies == [] if pad_kernel else len(fake.copies) == len(ins) + 1
     by_marker = {i + 1: enc for i, enc in enumerate(fake.encodes)}
     a_map, b_map, c_map = (by_marker[m[0]] for m in launch.maps)  # in the kernel's map order
     assert a_map[2:6] == (wa, (K, M), (16008 * 2,), (64, 128)) and "padded rows" in a_map[7]
@@ -252,7 +258,7 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     log.clear()
     encodes = len(fake.encodes)
     mod.gemm(A, B, C, 1.0, stream=None)
-    assert [x[0] for x in log] == ["copy", "copy", "copy", "launch", "copy"] and len(fake.encodes) == encodes
+    assert [x[0] for x in log] == [*ins, "launch", "copy"] and len(fake.encodes) == encodes
     assert fake.launches[-1].args[:3] == [wa, wb, wc]
     mod.gemm.release_workspaces()  # given back: the next call allocates again
     log.clear()
@@ -262,8 +268,8 @@ def test_a_padded_launch_copies_in_launches_the_tma_kernel_on_the_workspace_and_
     log.clear()
     copy_streams.clear()
     mod.gemm(A, B, C, 1.0, stream=0x77)
-    assert [x[0] for x in log] == ["empty", "record_stream", "copy", "copy", "copy", "launch", "copy"]
-    assert log[1][2] == 0x77 and copy_streams == [0x77] * 4 and fake.launches[-1].stream == 0x77
+    assert [x[0] for x in log] == ["empty", "record_stream", *ins, "launch", "copy"]
+    assert log[1][2] == 0x77 and copy_streams == [0x77] * (len(ins) + 1) and fake.launches[-1].stream == 0x77
     # aligned rows: the TMA kernel with the caller's tensors, nothing copied
     log.clear()
     fake.launches.clear()

@@ -14,8 +14,9 @@ import json
 
 from .ir import simt as S
 from .ir import tile as T
+from .ir.coverage import outputs_written_in_full
 from .ir.formula import formula
-from .manifest import HELPERS_KEY, LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION, TMA_ONLY_KEY
+from .manifest import HELPERS_KEY, LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION, TMA_ONLY_KEY, WRITTEN_IN_FULL_KEY
 from .version import __version__
 
 
@@ -73,6 +74,9 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         only = tma_only_tensors(sk)
         if only:
             entry[TMA_ONLY_KEY] = only
+            full = [name for name in outputs_written_in_full(k) if only.get(name) == "store"]
+            if full:
+                entry[WRITTEN_IN_FULL_KEY] = full
     if sk.attrs.get("cluster"):  # a thread-block cluster: launched with its dimensions (sm90)
         entry["cluster"] = list(sk.attrs["cluster"])
     if sk.attrs.get("internal") or k.stage_of is not None:  # a twin, or one launch of a multi-launch kernel

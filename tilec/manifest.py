@@ -180,6 +180,9 @@ FALLBACK_KEY = "fallback"
 # {tensor param: "load" | "store"}: tensors the kernel reaches through its tensor maps alone (never through their
 # pointers), so a launch may pass a copy whose rows are padded to 16 bytes instead of falling back (tilec.runtime)
 TMA_ONLY_KEY = "tma_only"
+# [output param]: the "store" tensors of tma_only that every launch writes in full (tilec/ir/coverage.py), so a padded
+# launch copies them back from the workspace but not into it first
+WRITTEN_IN_FULL_KEY = "written_in_full"
 INTERNAL_KEY = "internal"
 
 # CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.

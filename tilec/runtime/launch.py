@@ -37,7 +37,15 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..manifest import PAD_BATCH, PAD_BATCH_HELPER, ManifestError, cluster_dims, launch_check_holds, launch_checks
+from ..manifest import (
+    PAD_BATCH,
+    PAD_BATCH_HELPER,
+    WRITTEN_IN_FULL_KEY,
+    ManifestError,
+    cluster_dims,
+    launch_check_holds,
+    launch_checks,
+)
 from .arrays import (
     _ADAPTERS,
     HOST,
@@ -319,8 +327,10 @@ class _Padding:
     on torch's current stream and not captured, else taken from torch's stream-ordered allocator for the call; the
     maps are encoded again only when its address changes."""
 
-    def __init__(self, name: str, layout: _Layout, shapes: dict[int, tuple], modes: dict[int, str], maps, drv):
+    def __init__(self, name: str, layout: _Layout, shapes: dict[int, tuple], modes: dict[int, str], maps, drv,
+                 written_in_full: set[int] = frozenset()):
         self.name, self.drv = name, drv
+        self.written_in_full = written_in_full  # tensor positions of outputs the kernel overwrites everywhere
         self.maps = maps  # (map position, tensor position, TensorMapArgs, spec) of each map over a padded tensor
         elem = {k: s.elem_bytes for _, k, _, s in maps}
         # (tensor position, argument index, output?, rows, workspace pitch, offset in the workspace, row bytes)
@@ -339,7 +349,8 @@ class _Padding:
     def launch(self, kernel: Kernel, plan: _Plan, args, ptrs, handle: int, explicit: bool,
                fresh_outputs: bool = False):
         """Copy in, launch, copy out. An output is copied in too (the kernel need not store every element of it, and
-        what it leaves must stay the caller's), unless the runtime allocated it for this call (`fresh_outputs`).
+        what it leaves must stay the caller's), unless the runtime allocated it for this call (`fresh_outputs`) or
+        the kernel writes all of it (the manifest's written_in_full).
         One call's copies and launch stay together (a kept workspace serves one call at a time). Returns the
         workspace when it is the one kept for the stream (None: one for this call alone)."""
         torch = sys.modules["torch"]
@@ -423,7 +434,8 @@ class _Padding:
         ins, outs = [], []  # (src, src pitch, dst, dst pitch, width, rows), and for ins whether it is an output's
         for k, _, output, rows, pitch, offset, width in self.tensors:
             work = base + offset
-            ins.append(((ptrs[k], width, work, pitch, width, rows), output))
+            if k not in self.written_in_full:  # (an output the kernel writes everywhere has nothing to keep)
+                ins.append(((ptrs[k], width, work, pitch, width, rows), output))
             if output:
                 outs.append((work, pitch, ptrs[k], width, width, rows))
         batch_fn = kernel.module.pad_function(device, PAD_BATCH_HELPER)
@@ -913,7 +925,9 @@ class Kernel:
                     refused = refused or (spec, why)
             encoded_args.append((spec, targs))
         modes = {k: only[layout.tensors[k].name] for k in padded}
-        copied = sum(math.prod(shape) * elem_bytes[k] * (2 if modes[k] == "store" else 1)
+        full = set(self.entry.get(WRITTEN_IN_FULL_KEY) or ())  # outputs that go out alone: not copied in first
+        copied = sum(math.prod(shape) * elem_bytes[k] * (2 if modes[k] == "store" and layout.tensors[k].name
+                                                         not in full else 1)
                      for k, (shape, _) in padded.items())  # an output goes in and out
         if refused is None and padded and not self._padding_pays(sizes, device, "load" in modes.values(), copied):
             refused = (None, None)
@@ -935,7 +949,8 @@ class Kernel:
             return self, grid, threads, maps, None
         padding = _Padding(self.name, layout, padded, modes,
                            [(j, position[s.param_index], t, s) for j, (s, t) in enumerate(encoded_args)
-                            if position[s.param_index] in padded], drv)
+                            if position[s.param_index] in padded], drv,
+                           {k for k in padded if layout.tensors[k].name in full})
         return self, grid, threads, [m for m in maps if m is not None], padding
 
     def _padding_pays(self, sizes, device: int, inputs: bool = True, copied: int = 0) -> bool:
