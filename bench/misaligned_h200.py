@@ -6,9 +6,12 @@ samples with their committed tuning databases) beside cuBLAS (torch.matmul) and 
     python3 bench/misaligned_h200.py run OUT          # on the H200: every OUT/LABEL side by side, checked, timed
     python3 bench/misaligned_h200.py check OUT LABEL  # one ragged misaligned launch a build (for compute-sanitizer)
     python bench/misaligned_h200.py twin OUT LABEL    # OUT/LABEL_twin: LABEL's cubins, manifests without "tma_only"
+    python bench/misaligned_h200.py copyin OUT LABEL  # OUT/LABEL_copyin: manifests without "written_in_full"
 
 `twin` makes a build whose launches with misaligned rows run the no-TMA twin (as before tilec.runtime padded such
 tensors into 16-byte-pitched workspaces for the TMA kernel), so both run side by side from the same cubins.
+`copyin` makes one whose padded launches copy a misaligned C into the workspace before the kernel as well as out
+after it (as before the manifests said which outputs the kernel writes in full): the A/B of that copy.
 
 Build one LABEL per commit to compare (e.g. `before` from the parent commit's checkout, `after` from this one);
 `run` checks every build at every shape against torch (max |C - torch| / max |torch|, C poisoned with NaN first)
@@ -38,6 +41,7 @@ SHAPES = [
     ("fp8", "e4m3", 1009, 2003, 4001), ("fp8", "e4m3", 4095, 4095, 4095), ("fp8", "e4m3", 1000, 1000, 1000),
     ("gemm", "f16", 1, 4096, 4096), ("gemm", "f16", 16, 4096, 4096), ("gemm", "f16", 128, 4096, 11008),
     ("gemm", "f16", 1000, 1000, 1000), ("gemm", "f16", 4096, 4096, 4096), ("fp8", "e4m3", 4096, 4096, 4096),
+    ("fp8", "e4m3", 2048, 50257, 768), ("fp8", "e4m3", 4096, 50257, 4096),  # only C misaligned (a vocabulary)
 ]
 # small ragged shapes: checked only
 CHECKS = [("gemm", "f16", 1, 7, 9), ("gemm", "bf16", 33, 65, 17), ("gemm", "f16", 257, 1001, 333),
@@ -185,31 +189,33 @@ def check_once(out: Path, label: str) -> int:
     return 0
 
 
-def twin(out: Path, label: str) -> None:
-    """OUT/LABEL_twin: LABEL's builds with the manifests' "tma_only" left out (misaligned rows: the no-TMA twin)."""
+def without_key(out: Path, label: str, key: str, suffix: str) -> None:
+    """OUT/LABEL_SUFFIX: LABEL's builds with every kernel entry's `key` left out of the manifests."""
     import json
     import shutil
 
-    dst = out / f"{label}_twin"
+    dst = out / f"{label}_{suffix}"
     dst.mkdir(parents=True, exist_ok=True)
     for f in (out / label).iterdir():
         if f.suffix == ".json":
             m = json.loads(f.read_text())
             for e in m["kernels"]:
-                e.pop("tma_only", None)
+                e.pop(key, None)
             (dst / f.name).write_text(json.dumps(m))
         else:
             shutil.copy(f, dst / f.name)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run", "check", "twin"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run", "check", "twin", "copyin"):
         raise SystemExit(__doc__)
     folder = Path(sys.argv[2])
     if sys.argv[1] == "build":
         build(folder / sys.argv[3])
-    elif sys.argv[1] == "twin":
-        twin(folder, sys.argv[3])
+    elif sys.argv[1] == "twin":  # misaligned rows run the no-TMA twin
+        without_key(folder, sys.argv[3], "tma_only", "twin")
+    elif sys.argv[1] == "copyin":  # misaligned outputs copied into the workspace too
+        without_key(folder, sys.argv[3], "written_in_full", "copyin")
     elif sys.argv[1] == "check":
         sys.exit(check_once(folder, sys.argv[3]))
     else:

@@ -100,3 +100,21 @@ kernel k(A: f32[M, N], C: out f32[M, N], D: out f32[M, 64]):
 def test_planted_partial_writes_are_not_marked(grid_x, store, want):
     kernel = tilec.compile("planted.tile", text=PLANTED.format(grid_x=grid_x, store=store)).module.kernels[0]
     assert outputs_written_in_full(kernel) == want
+
+
+def test_the_benchmarks_copyin_build_strips_the_claim(tmp_path):
+    """bench/misaligned_h200.py copyin OUT LABEL: the same cubins, manifests without written_in_full (the A/B of the
+    copy into the workspace on the H200)."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "after").mkdir()
+    entry = {"name": "gemm", "tma_only": {"C": "store"}, "written_in_full": ["C"]}
+    (tmp_path / "after" / "gemm_f16.cubin.json").write_text(json.dumps({"kernels": [entry]}))
+    (tmp_path / "after" / "gemm_f16.cubin").write_bytes(b"\x7fELF")
+    subprocess.run([sys.executable, str(ROOT / "bench" / "misaligned_h200.py"), "copyin", str(tmp_path), "after"],
+                   check=True)
+    (kernel,) = json.loads((tmp_path / "after_copyin" / "gemm_f16.cubin.json").read_text())["kernels"]
+    assert kernel == {"name": "gemm", "tma_only": {"C": "store"}}
+    assert (tmp_path / "after_copyin" / "gemm_f16.cubin").read_bytes() == b"\x7fELF"
