@@ -1,4 +1,4 @@
-"""Which output tensors a kernel writes in full at every launch (the manifest's "writes_all", docs/deploy.md).
+"""Which output tensors a kernel writes in full at every launch (the manifest's written_in_full, docs/deploy.md).
 
 tilec.runtime copies an output into a padded workspace before a TMA launch when the kernel might leave some of its
 elements unwritten (those must keep the caller's values); an output the kernel overwrites everywhere needs only the

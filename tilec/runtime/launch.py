@@ -926,9 +926,8 @@ class Kernel:
             encoded_args.append((spec, targs))
         modes = {k: only[layout.tensors[k].name] for k in padded}
         full = set(self.entry.get(WRITTEN_IN_FULL_KEY) or ())  # outputs that go out alone: not copied in first
-        copied = sum(math.prod(shape) * elem_bytes[k] * (2 if modes[k] == "store" and layout.tensors[k].name
-                                                         not in full else 1)
-                     for k, (shape, _) in padded.items())  # an output goes in and out
+        trips = {k: 2 if modes[k] == "store" and layout.tensors[k].name not in full else 1 for k in padded}
+        copied = sum(math.prod(shape) * elem_bytes[k] * trips[k] for k, (shape, _) in padded.items())
         if refused is None and padded and not self._padding_pays(sizes, device, "load" in modes.values(), copied):
             refused = (None, None)
         if refused is not None:
