@@ -275,17 +275,7 @@ class Launches(Kernel):
 
     def _workspace(self, device: int, handle: int, total: int) -> int:
         """A device workspace of at least `total` bytes for launches on this stream (kept, grown as needed)."""
-        from .cuda_driver import Driver
-
-        ptr, have = self._workspaces.get((device, handle), (0, 0))
-        if have < total:
-            drv = Driver.get(device)
-            if ptr:
-                drv.synchronize(handle)  # launches still reading the old workspace
-                drv.free(ptr)
-            ptr, have = drv.alloc(total), total
-            self._workspaces[(device, handle)] = (ptr, have)
-        return ptr
+        return _kept_buffer(self._workspaces, device, handle, total)
 
     def _zeroed_prefix(self, pieces) -> int:
         """The bytes from the workspace's start that hold the zeroed scratch tensors (they come first)."""
@@ -295,21 +285,7 @@ class Launches(Kernel):
     def _zeroed_workspace(self, device: int, handle: int, nbytes: int) -> int:
         """A kept buffer of at least `nbytes` zero bytes for the zeroed scratch of launches on this stream (0 for
         none). The functions leave it zero, so it is cleared only when it is made."""
-        if nbytes == 0:
-            return 0
-        from .cuda_driver import Driver
-
-        ptr, have = self._zeroed.get((device, handle), (0, 0))
-        if have < nbytes:
-            drv = Driver.get(device)
-            if ptr:
-                drv.synchronize(handle)
-                drv.free(ptr)
-            ptr = drv.alloc(nbytes)
-            drv.zero(ptr, nbytes)
-            drv.synchronize()  # (the memset runs on the legacy stream, which a non-blocking stream does not wait for)
-            self._zeroed[(device, handle)] = (ptr, nbytes)
-        return ptr
+        return _kept_buffer(self._zeroed, device, handle, nbytes, zeroed=True) if nbytes else 0
 
     def _run_host(self, args, layout, pieces, total: int, explicit) -> None:
         """numpy arguments: every tensor copied to GPU 0, the stages launched, the outputs copied back."""
@@ -348,3 +324,22 @@ class Launches(Kernel):
     def launch_plan(self, *args, stream=None):
         raise ArgumentError(f"{self.name} is a sequence of {len(self.stages)} launches: ask its stages "
                             f"({', '.join(k.name for k, _ in self.stages)}) for their plans")
+
+
+def _kept_buffer(kept: dict, device: int, handle: int, nbytes: int, zeroed: bool = False) -> int:
+    """A cuMemAlloc buffer of at least `nbytes` kept in `kept` per (device, stream), grown as needed (the old one freed
+    once the stream's launches are done with it); `zeroed`: cleared when it is made."""
+    from .cuda_driver import Driver
+
+    ptr, have = kept.get((device, handle), (0, 0))
+    if have < nbytes:
+        drv = Driver.get(device)
+        if ptr:
+            drv.synchronize(handle)  # launches still reading the old buffer
+            drv.free(ptr)
+        ptr = drv.alloc(nbytes)
+        if zeroed:
+            drv.zero(ptr, nbytes)
+            drv.synchronize()  # (the memset runs on the legacy stream, which a non-blocking stream does not wait for)
+        kept[(device, handle)] = (ptr, nbytes)
+    return ptr
