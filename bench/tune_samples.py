@@ -38,7 +38,7 @@ GEMM_SMALL = GEMM + [arg for size in DECODE + MID for arg in ("--size", size)]
 # the configurations an artifact carries (the database's default is 4): the gemms serve decode shapes (GEMV tiles,
 # split-K) and large ones (the wide TMA tiles) from one artifact, the row kernels rows that fit a block and rows
 # streamed through it
-MAX_CONFIGS = {"gemm": 8, "fp8_gemm": 8, "softmax": 6, "rmsnorm": 6, "layernorm": 6}
+MAX_CONFIGS = {"gemm": 10, "fp8_gemm": 9, "softmax": 6, "rmsnorm": 6, "layernorm": 6}
 # (job name, sample, -D values, tilec tune shape arguments)
 JOBS = [
     ("gemm_f16", "gemm", [], GEMM_SMALL),
