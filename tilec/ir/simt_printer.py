@@ -102,7 +102,7 @@ class CStylePrinter:
             return True
         if isinstance(e, T.Var):
             return e in self.nonneg or e.kind == "size"
-        if isinstance(e, T.Binary) and e.op in ("+", "*", "//", "%", "&", ">>"):
+        if isinstance(e, T.Binary) and e.op in ("+", "*", "//", "%", "&", "|", "^", ">>"):
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)
         if isinstance(e, T.Cast):
             return self.is_nonneg(e.value)
