@@ -29,14 +29,12 @@ def test_the_sweep_covers_every_family_with_mostly_untuned_shapes(sweep, shapes)
     by_family = {f: [s for s in shapes if s["family"] == f] for f in sweep.FAMILIES}
     assert all(len(v) >= 20 for v in by_family.values()), {f: len(v) for f, v in by_family.items()}
     tuned = sum(s["tuned"] for s in shapes)
-    # the databases' own shapes are there (all of them: 198 of 751 once the row and attention sets gained short
-    # rows and prompts), but most are shapes they never saw
-    assert 0 < tuned < len(shapes) / 3
-    for f in ("gemm f16", "gemm bf16", "fp8", "softmax", "rmsnorm", "layernorm", "attention", "attention causal"):
+    # the databases' own shapes are there (all of them: 322 of 874 once bf16 trans_B got an entry of its own, s17),
+    # but most are shapes they never saw, in every family
+    assert 0 < tuned < 0.4 * len(shapes)
+    for f in sweep.FAMILIES:
         assert any(s["tuned"] for s in by_family[f]), f
         assert sum(not s["tuned"] for s in by_family[f]) > len(by_family[f]) / 2, f
-    assert any(s["tuned"] for s in by_family["gemm f16 trans_B"])  # f16 trans_B has an entry (bf16 trans_B not yet)
-    assert not any(s["tuned"] for s in by_family["gemm bf16 trans_B"])
 
 
 def test_the_sweep_has_ragged_decode_and_long_shapes(sweep, shapes):

@@ -90,6 +90,10 @@ def run(pass_names: list[str], text: str, file: str = "<ir>", target_name: str |
     from .driver import lookup_target
 
     target = lookup_target(target_name)[0] if target_name is not None else None
+    if target is not None:  # IR text names its loops' copy mechanisms, which the back end registers on import
+        from .ir import copy_mechanisms
+
+        copy_mechanisms.load(target)
     steps = steps_for(target)
     by_name = {st.name: st for st in steps}
     unknown = [n for n in pass_names if n not in by_name]

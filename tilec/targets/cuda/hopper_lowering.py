@@ -831,8 +831,12 @@ class HopperLowering(LoweringExtension):
             self.cx.shared.append(staging)
         self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA"))
         src = self.cx.sbuf(s.src.buffer)
+        kv = self.cx.fresh("r")
+        i, j = lay.coords(self.cx.tid, kv)
+        off = self.own_staging(rows * cols, staging_layout.offset([i, j]))
         self.cx.before_shared_access(False, True)
-        write = self.staging_writes(src, lay, tile, staging, staging_layout, rows * cols)
+        write = S.SFor(None, kv, c(0), c(lay.num_local), [
+            S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))], unroll=True)
         # (always true for the computing threads: without the branch ptxas serializes the main loop's wgmma,
         # C7514, as if these reads of the accumulator could join its last wgmma stage)
         self.cx.emit(S.SIf(None, _cmp("<", self.thread, c(self.consumer_threads())), [write]))
@@ -854,36 +858,6 @@ class HopperLowering(LoweringExtension):
         self.cx.smem_read = True
         self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
         return True
-
-    def staging_writes(self, src: S.SBuffer, lay: WgmmaTiled, tile: S.SBuffer, staging: S.SBuffer,
-                       staging_layout: SharedLayout, elems: int) -> S.SFor:
-        """The loop that converts a thread's accumulator into the staging tile. A 2-byte output goes two elements a
-        store: a thread's local elements 2k and 2k + 1 are the columns j and j + 1 of one row (j even), which the
-        panel layout keeps side by side (it swizzles 16-byte chunks). One 4-byte store a pair halves the stores and
-        their index arithmetic, which run once a tile as straight-line code: at short sequences the dim-256
-        attention kernel spent a third of its time there, mostly waiting for instructions to be fetched."""
-        out_dt = staging.dtype
-        kv = self.cx.fresh("r")
-        if out_dt not in (D.F16, D.BF16) or lay.num_local % 2:
-            i, j = lay.coords(self.cx.tid, kv)
-            off = self.own_staging(elems, staging_layout.offset([i, j]))
-            return S.SFor(None, kv, c(0), c(lay.num_local), [
-                S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))],
-                unroll=True)
-        pairs = S.SBuffer(self.cx.fresh(f"{tile.name}_pairs").name, D.U32, "shared",
-                          tile.size * tile.dtype.bytes // 4, origin=tile.origin, align=tile.align, alias_of=tile)
-        self.cx.shared.append(pairs)
-        first = mul(kv, 2)
-        i, j = lay.coords(self.cx.tid, first)
-        off = self.own_staging(elems, staging_layout.offset([i, j]))
-        lo, hi = (S.Ref(src.dtype, None, src, k) for k in (first, add(first, 1)))
-        if src.dtype == out_dt:  # already rounded: put the bits side by side
-            packed = S.Intrinsic(D.U32, None, "pack2", [lo, hi])
-        else:
-            packed = S.Intrinsic(D.U32, None, "pack_half2" if out_dt == D.F16 else "pack_bf162",
-                                 [fold(T.Cast(D.F32, None, lo)), fold(T.Cast(D.F32, None, hi))])
-        return S.SFor(None, kv, c(0), c(lay.num_local // 2), [S.SStore(None, pairs, div(off, 2), packed)],
-                      unroll=True)
 
     def own_staging(self, elems: int, offset: T.Expr) -> T.Expr:
         """`offset` in this warpgroup's part of a TMA-store staging tile of `elems` elements per warpgroup (ping-pong:
