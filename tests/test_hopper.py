@@ -241,7 +241,10 @@ def test_sm90_sass_has_wgmma_tma_and_mbarriers(hopper_cubins, name):
     kernel = name.removesuffix("_ws2")
     main, twin = kernels[kernel], kernels[kernel + "__no_tma"]
     mma = "QGMMA" if kernel == "fp8_gemm" else "HGMMA"
-    for instr in (mma, "UTMALDG", "SYNCS"):
+    # STSM: the accumulator goes into shared memory 16x16 a warp instruction (tma_store.py): the gemm's into the
+    # TMA store's staging tile (UTMASTG), attention's into its O_s tile
+    stores = ("UTMASTG",) if "gemm" in kernel else ()
+    for instr in (mma, "UTMALDG", "SYNCS", "STSM.16.M88.4", *stores):
         assert instr in main, f"{name}: no {instr} in the sm90 SASS"
     assert mma in twin and "LDGSTS" in twin and "UTMALDG" not in twin  # the twin: cp.async feeding wgmma
     for instr in ("LDL", "STL"):
@@ -545,7 +548,10 @@ def test_persistent_gemm_keeps_four_stages_and_stores_the_accumulator_in_groups_
     assert "2 of 4 panels at a time" in src
     assert src.count("tl::tma_store_2d(") == 4 and src.count("tl::tma_store_wait();") == 2
     first_wait = src.index("tl::tma_store_wait();")
-    assert src.index("tl::named_barrier(1, 256);", first_wait) < src.index("for (int r_3_t = 0; r_3_t < 64;")
+    # the staging writes: a warpgroup's 64 rows x 2 panels of 64 columns a group, 16 columns an stmatrix_x4; the
+    # second group's wait behind the barrier that follows thread 0's wait
+    assert src.count("tl::stmatrix_x4(") == 2 * 8
+    assert src.index("tl::named_barrier(1, 256);", first_wait) < src.index("tl::stmatrix_x4(", first_wait)
     kernel = r.simt.kernels[0]
     assert sum(b.size * b.dtype.bytes for b in kernel.shared if b.alias_of is None) <= 227 * 1024
 

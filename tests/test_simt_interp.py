@@ -246,6 +246,47 @@ def test_ldmatrix_matches_the_isa_reference():
         assert np.array_equal(got.reshape(128, 4)[:32, :num], want), (num, trans)
 
 
+def test_stmatrix_matches_the_isa_reference():
+    """stmatrix_x{4,2} (sm90), ldmatrix's inverse: register half h of register r of lane l lands in row l // 4 of
+    matrix r, column 2 * (l % 4) + h, at the row address lane 8 * r + l // 4 gives (PTX ISA; mma_layouts)."""
+    from tilec.ir import dtypes as D
+    from tilec.ir import simt as S
+    from tilec.targets.cuda import mma_layouts as L
+
+    rng = np.random.default_rng(3)
+    i32 = D.I32
+    tid = S.ThreadIdx(i32, None)
+
+    def at(n, j):
+        return T.Binary(i32, None, "+", T.Binary(i32, None, "*", tid, T.Const(i32, None, n)), T.Const(i32, None, j))
+
+    for num in (4, 2):
+        smem = S.SBuffer("s", D.F16, "shared", 1024, offset=0)
+        regs_in = S.SBuffer("regs", D.U32, "global", None, const=True)
+        rowbuf = S.SBuffer("rows", D.I32, "global", None, const=True)
+        out = S.SBuffer("out", D.F16, "global", None)
+        zero = [S.SStore(None, smem, at(32, j), T.Const(D.F16, None, 0.0)) for j in range(32)]
+        body = zero + [
+            S.Barrier(None),
+            S.SCall(None, f"stmatrix_x{num}", [S.AddrOf(D.I64, None, smem, S.Ref(i32, None, rowbuf, tid)),
+                                               *(S.Ref(D.U32, None, regs_in, at(4, r)) for r in range(num))]),
+            S.Barrier(None),
+        ] + [S.SStore(None, out, at(32, j), S.Ref(D.F16, None, smem, at(32, j))) for j in range(32)]
+        k = S.SKernel("k", [regs_in, rowbuf, out], [], [T.Const(i32, None, 1)], 32, [smem], 2048, body, None)
+        rows = rng.permutation(64)[:32] * 16  # each lane's row start (elements), 16-byte aligned, no two alike
+        bits = rng.standard_normal((32, 4, 2)).astype(np.float16).view(np.uint16).astype(np.uint32)
+        regs = (bits[..., 0] | (bits[..., 1] << 16)).astype(np.uint32)
+        got = np.zeros(1024, np.float16)
+        run_simt(k, {"regs": regs.ravel(), "rows": rows.astype(np.int32), "out": got}, {})
+        want_bits = np.zeros(1024, np.uint16)
+        for lane in range(32):
+            for r in range(num):
+                for h in range(2):
+                    matrix, row, col = L.ldmatrix_dest(lane, r, h, False)
+                    want_bits[rows[L.ldmatrix_address_lane(matrix, row)] + col] = bits[lane, r, h]
+        assert np.array_equal(got.view(np.uint16), want_bits), num
+
+
 def test_mma_matches_a_matrix_product():
     """The lane-by-lane mma model: pack A, B per the PTX fragment layouts, run mma_f16, unpack C."""
     from tilec.ir import dtypes as D

@@ -1206,9 +1206,9 @@ def test_c_header_dispatches_to_the_split_k_variant(tmp_path):
     assert run("l", 128, 4096, 11008) == [
         "config 1", f"rc 0 bytes {ws}", f"alloc {ws} stream 5",
         "launch gemm__cfg1__stage0 grid 32 2 4 block 128 stream 5",
-        "launch gemm__cfg1__stage1 grid 16 8 1 block 128 stream 5", f"free {0x100000} stream 5", "rc 0"]
+        "launch gemm__cfg1__stage1 grid 16 32 1 block 128 stream 5", f"free {0x100000} stream 5", "rc 0"]
     assert run("x", 100, 4000, 9000)[2:] == ["launch gemm__cfg1__stage0 grid 32 2 4 block 128 stream 6",
-                                             "launch gemm__cfg1__stage1 grid 16 7 1 block 128 stream 6", "rc 0"]
+                                             "launch gemm__cfg1__stage1 grid 16 25 1 block 128 stream 6", "rc 0"]
     assert run("l", 4096, 4096, 4096) == ["config 0", "rc 0 bytes 0",
                                           "launch gemm__cfg0 grid 32 32 1 block 128 stream 5", "rc 0"]
 

@@ -36,6 +36,18 @@ def add(a, b):
     return _bin("+", a, b)
 
 
+def sub(a, b):
+    from .fold import fold
+
+    return fold(T.Binary(D.I32, None, "-", a, c(b) if isinstance(b, int) else b))
+
+
+def compare(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
+    from .fold import fold
+
+    return fold(T.Compare(D.BOOL, None, op, a, b))
+
+
 def mul(a, b):
     return _bin("*", a, b)
 
@@ -137,6 +149,19 @@ class WgmmaTiled(MmaTiled):
         i = add(add(add(add(mul(group_m, self.m // self.wm), mul(mi, 64)), mul(warp, 16)), mul(div(e, 2), 8)),
                 div(lane, 4))
         j = add(add(add(mul(group_n, self.n // self.wn), mul(ni, 8)), mod(e, 2)), mul(mod(lane, 4), 2))
+        return [i, j]
+
+    def stmatrix_row(self, t: T.Expr, mi: int, chunk: int, count: int) -> list[T.Expr]:
+        """(i, j) of the 8-element row whose shared address thread t gives to stmatrix_x{count} (count 8x8 matrices)
+        storing the chunks chunk.. of 64-row slice mi: lane l gives row l % 8 of matrix l / 8, and matrix q holds
+        rows 8 * (q % 2).. of chunk chunk + q / 2 of the warp's 16 rows (the accumulator's own arrangement)."""
+        group, warp, lane = div(t, 128), mod(div(t, 32), 4), mod(t, 32)
+        matrix = div(lane, 8) if count == 4 else mod(div(lane, 8), count)
+        group_m = c(0) if self.wm == 1 else mod(group, self.wm)
+        group_n = c(0) if self.wn == 1 else div(group, self.wm)
+        i = add(add(add(add(mul(group_m, self.m // self.wm), c(mi * 64)), mul(warp, 16)), mul(mod(matrix, 2), 8)),
+                mod(lane, 8))
+        j = add(add(mul(group_n, self.n // self.wn), c(chunk * 8)), mul(div(matrix, 2), 8))
         return [i, j]
 
     @property

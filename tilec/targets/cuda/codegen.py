@@ -42,6 +42,7 @@ _CALLS = {
     "cp_async_wait": spelled("tl::cp_async_wait<{0}>()"),
     "ldmatrix": _ldmatrix,
     "mma": spelled("tl::mma_{dtype}({0}, {1}, {2})"),
+    "stmatrix": lambda printer, s, args: f"tl::stmatrix_x{s.params['count']}({', '.join(args)});",
     "wgmma": lambda printer, s, args: printer.wgmma_call(s, args),
     "tma_load": _tma,
     "tma_load_multicast": _tma,

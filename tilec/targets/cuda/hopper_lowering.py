@@ -39,7 +39,7 @@ from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
-from ...ir.layout import SharedLayout, WgmmaTiled, add, c, div, mod, mul
+from ...ir.layout import SharedLayout, WgmmaTiled, add, c, compare, div, mod, mul, sub
 from ...ir.schedule import consumer_threads, grouped_order, request_of
 from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import gemm as gemm_op
@@ -47,6 +47,7 @@ from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 from .gemm_wgmma import WGMMA
+from .tma_store import TmaStores
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
 MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
@@ -54,10 +55,6 @@ MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
 # of attention's ping-pong; a ping-pong persistent kernel's per-warpgroup block barriers and main-loop turns:
 PINGPONG_BARRIER = 6  # + warpgroup (6, 7), 128 threads
 PINGPONG_TURN = 8  # + warpgroup (8, 9), 256 threads
-
-
-def _cmp(op: str, a: T.Expr, b: T.Expr) -> T.Expr:
-    return fold(T.Compare(D.BOOL, None, op, a, b))
 
 
 def _and(a: T.Expr, b: T.Expr) -> T.Expr:
@@ -68,11 +65,7 @@ def _or(a: T.Expr, b: T.Expr) -> T.Expr:
     return fold(T.Binary(D.BOOL, None, "or", a, b))
 
 
-def sub(a: T.Expr, b: T.Expr) -> T.Expr:
-    return fold(T.Binary(D.I32, None, "-", a, b))
-
-
-class HopperLowering(LoweringExtension):
+class HopperLowering(TmaStores, LoweringExtension):
     """sm90's additions to lower-to-simt, talking to the generic lowering through its context `cx`."""
 
     def __init__(self, cx) -> None:
@@ -168,6 +161,8 @@ class HopperLowering(LoweringExtension):
             self.before_preload = (self.cx.smem_dirty, self.cx.smem_read, self.cx.generic_smem_writes)
             self.cx.emit(S.SComment(s.span, f"{s.dst.buffer.name}: loaded by the producer warpgroup (TMA)"))
             return True
+        if s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "shared":
+            return self.accumulator_to_shared(s)
         return s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "global" and self.tma_store_fragment(s)
 
     def lower_wgmma(self, s: T.Gemm) -> None:
@@ -251,7 +246,7 @@ class HopperLowering(LoweringExtension):
         d = self.cluster_dim
         raster = self.cx.sched.raster_assigns
         index = self.cx.lx(raster[d].var) if raster is not None else S.BlockIdx(D.I32, None, d)
-        return _cmp("<", index, self.cx.lx(self.cx.k.grid[d]))
+        return compare("<", index, self.cx.lx(self.cx.k.grid[d]))
 
     # ------------------------------------------------------------ resources
     def mbarriers(self, n: int, count: int) -> int:
@@ -419,8 +414,8 @@ class HopperLowering(LoweringExtension):
             self.cx.before_shared_access(False, True)
             self.cx.barrier()
             pro = self.cx.fresh(f"{var.name}_pre")
-            prologue = [S.SIf(None, _cmp("<", pro, n), self.cx.block(lambda: issue(pro)))]
-            self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)),
+            prologue = [S.SIf(None, compare("<", pro, n), self.cx.block(lambda: issue(pro)))]
+            self.cx.emit(S.SIf(None, compare("==", self.cx.tid, c(0)),
                             [S.SFor(None, pro, c(0), c(stages - 1), prologue, unroll=True)]))
         it = self.cx.fresh(var.name)
         base = None
@@ -452,8 +447,8 @@ class HopperLowering(LoweringExtension):
                 self.cx.emit(S.Barrier(None))  # every thread is done with the stage refilled next
                 self.cx.smem_dirty = self.cx.smem_read = False
                 ahead = self.cx.declare(f"{var.name}_next", add(it, stages - 1))
-                self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)),
-                                [S.SIf(None, _cmp("<", ahead, n), self.cx.block(lambda: issue(ahead)))]))
+                self.cx.emit(S.SIf(None, compare("==", self.cx.tid, c(0)),
+                                [S.SIf(None, compare("<", ahead, n), self.cx.block(lambda: issue(ahead)))]))
             step = add(base, it) if base is not None else it  # iterations of this pipeline so far
             stage = self.cx.declare(f"{var.name}_stage", mod(step, stages))
             phase = self.cx.declare(f"{var.name}_phase", mod(div(step, stages), 2))
@@ -477,7 +472,7 @@ class HopperLowering(LoweringExtension):
                     following = mod(add(group, c(1)), groups) if groups > 2 else sub(c(1), group)
                     other = S.SCall(None, "named_barrier_arrive", [add(c(2), following), c(256)])
                     self.after_wgmma_issue = [
-                        S.SIf(None, _or(_cmp("<", group, c(groups - 1)), _cmp("<", it, sub(n, c(1)))), [other])]
+                        S.SIf(None, _or(compare("<", group, c(groups - 1)), compare("<", it, sub(n, c(1)))), [other])]
                 try:
                     self.cx.stmt(st)
                 finally:
@@ -487,14 +482,14 @@ class HopperLowering(LoweringExtension):
                 self.cx.stage_offset.pop(p.dst.buffer, None)
             if deferred:
                 previous = mod(add(step, stages - 1), stages)
-                self.cx.emit(S.SIf(None, _cmp(">", it, c(0)), [self.release(add(c(empty0), previous))]))
+                self.cx.emit(S.SIf(None, compare(">", it, c(0)), [self.release(add(c(empty0), previous))]))
             elif ws:
                 self.cx.emit(self.release(add(c(empty0), stage)))
 
         if pingpong is not None:
             self.cx.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the first gemm: one's softmax runs "
                                        "under the others' gemms"))
-            self.cx.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
+            self.cx.emit(S.SIf(None, _and(compare("==", group, c(groups - 1)), compare(">", n, c(0))),
                             [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
         body = self.cx.block(steady)
         for p in producers:  # (a persistent kernel's producer is already refilling them for the next tile)
@@ -505,11 +500,11 @@ class HopperLowering(LoweringExtension):
         if self.pingpong:
             self.cx.emit(S.SComment(None, "ping-pong: this warpgroup's turn in the main loop (the other's epilogue "
                                        "runs under it)"))
-            self.cx.emit(S.SIf(None, _cmp(">", self.seq, c(0)), [S.SCall(None, "named_barrier_sync", [
+            self.cx.emit(S.SIf(None, compare(">", self.seq, c(0)), [S.SCall(None, "named_barrier_sync", [
                 add(c(PINGPONG_TURN), self.warpgroup), c(256)])]))
         self.cx.emit(S.SFor(s.span, it, c(0), n, body))
         if self.pingpong:  # every wgmma of this tile is issued: the other warpgroup's turn (if it has a next tile)
-            self.cx.emit(S.SIf(None, _cmp("<", add(self.seq, c(1)), self.block_tiles), [
+            self.cx.emit(S.SIf(None, compare("<", add(self.seq, c(1)), self.block_tiles), [
                 S.SCall(None, "named_barrier_arrive", [add(c(PINGPONG_TURN), sub(c(1), self.warpgroup)), c(256)])]))
         if deferred:
             acc = self.cx.sbuf(rest[0].c.buffer)
@@ -517,7 +512,7 @@ class HopperLowering(LoweringExtension):
             self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, acc, c(0)), c(acc.size)]))
             if base is not None:  # the next tile's loads may reuse the last stage
                 last = mod(add(base, sub(n, c(1))), stages)
-                self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), [self.release(add(c(empty0), last))]))
+                self.cx.emit(S.SIf(None, compare(">", n, c(0)), [self.release(add(c(empty0), last))]))
         if counter is not None:
             self.cx.emit(S.SAssign(None, counter, add(counter, n)))
         self.cx.barrier()
@@ -565,7 +560,7 @@ class HopperLowering(LoweringExtension):
                 return []
             following = mod(add(group, c(1)), groups) if groups > 2 else sub(c(1), group)
             other = S.SCall(None, "named_barrier_arrive", [add(c(2), following), c(256)])
-            return [S.SIf(None, _or(_cmp("<", group, c(groups - 1)), _cmp("<", it, sub(n, c(1)))), [other])]
+            return [S.SIf(None, _or(compare("<", group, c(groups - 1)), compare("<", it, sub(n, c(1)))), [other])]
 
         def issue(gemm: T.Gemm, after: list[S.SStmt]) -> None:
             """The gemm's wgmma group, committed and left running."""
@@ -642,9 +637,9 @@ class HopperLowering(LoweringExtension):
         if pingpong:
             self.cx.emit(S.SComment(None, f"{groups} warpgroups take turns issuing the gemms: one's softmax runs "
                                        "under the others' gemms"))
-            self.cx.emit(S.SIf(None, _and(_cmp("==", group, c(groups - 1)), _cmp(">", n, c(0))),
+            self.cx.emit(S.SIf(None, _and(compare("==", group, c(groups - 1)), compare(">", n, c(0))),
                             [S.SCall(None, "named_barrier_arrive", [c(2), c(256)])]))
-        self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), self.cx.block(lambda: iteration(c(0), True))))
+        self.cx.emit(S.SIf(None, compare(">", n, c(0)), self.cx.block(lambda: iteration(c(0), True))))
         it = self.cx.fresh(var.name)
         self.cx.emit(S.SFor(s.span, it, c(1), sub(n, c(1)), self.cx.block(lambda: iteration(it, False))))
 
@@ -659,7 +654,7 @@ class HopperLowering(LoweringExtension):
             for p in plan.producers:
                 self.cx.stage_offset.pop(p.dst.buffer, None)
 
-        self.cx.emit(S.SIf(None, _cmp(">", n, c(0)), self.cx.block(last_gemm)))
+        self.cx.emit(S.SIf(None, compare(">", n, c(0)), self.cx.block(last_gemm)))
         for p in plan.producers:
             self.tma_loops_done[p.dst.buffer] = not self.persistent and self.unused_after(s, p.dst.buffer)
         if base is not None:
@@ -706,7 +701,7 @@ class HopperLowering(LoweringExtension):
                 self.cx.emit(S.SAssign(None, base, add(base, n)))
             self.cx.subst = saved
 
-        issuer = _cmp("==", self.thread, c(self.consumer_threads()))
+        issuer = compare("==", self.thread, c(self.consumer_threads()))
         if base is None:
             return [S.SIf(None, issuer, self.cx.block(body))]
         return [S.SIf(None, issuer, [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
@@ -744,7 +739,7 @@ class HopperLowering(LoweringExtension):
         if self.mbar is not None:
             inits = [S.SCall(None, "mbar_init", [self.mbar_addr(c(i)), c(n)]) for i, n in self.mbar_inits]
             inits.append(S.SCall(None, "fence_mbar_init", []))
-            pre = [S.SIf(None, _cmp("==", self.thread, c(0)), inits), S.Barrier(None)]
+            pre = [S.SIf(None, compare("==", self.thread, c(0)), inits), S.Barrier(None)]
         if self.ws_loop is None:
             return pre + body, threads
         end: list[S.SStmt] = []
@@ -774,150 +769,11 @@ class HopperLowering(LoweringExtension):
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
-        split = S.SIf(None, _cmp(">=", self.thread, c(threads)), prod, cons, concurrent=True,
+        split = S.SIf(None, compare(">=", self.thread, c(threads)), prod, cons, concurrent=True,
                       groups=2 if self.pingpong else 1)
         what = f"0..{threads - 1} compute" + (" (two warpgroups, ping-pong)" if self.pingpong else "")
         return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, {what}"), split] + end, \
             threads + 128
-
-    # ------------------------------------------------------------ TMA stores
-    def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:
-        """A TMA-filled, 1024-byte aligned pipeline buffer of at least nbytes that nothing reads or
-        writes after its loop (the loop has finished when the statement being lowered runs)."""
-        for key, dead in self.tma_loops_done.items():
-            buf = self.cx.buffers.get(key)
-            if dead and buf is not None and (buf.size or 0) * buf.dtype.bytes >= nbytes:
-                return buf
-        return None
-
-    def tma_store_fragment(self, s: T.Copy) -> bool:
-        """A warpgroup accumulator stored to global memory goes through a dead pipeline tile in the
-        TMA panel layout (converted to the output type there) and leaves with TMA stores: one thread
-        issues one box per 128-byte panel; the tensor map clips the ragged edges."""
-        lay = self.cx.sched.fragments.get(s.src.buffer.uid)
-        dst = s.dst
-        if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and dst.const_extents is not None
-                and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
-                and dst.const_extents[-1] != 1 and len(dst.buffer.shape) <= 5):
-            return False
-        out_dt = dst.buffer.dtype
-        rows, cols = lay.shape
-        if (cols * out_dt.bytes) % 128 and cols * out_dt.bytes not in (32, 64):
-            return False
-        staging_layout = SharedLayout((rows, cols), out_dt.bytes, swizzle=True, panel=True)
-        width = staging_layout.panel_elems
-        if any(e > 256 for e in dst.const_extents[:-1]) or width > 256:
-            return False
-        tile = self.dead_tma_tile(rows * cols * out_dt.bytes)
-        copies = 2 if self.pingpong else 1  # ping-pong: a staging tile per consumer warpgroup, side by side
-        if tile is None and self.persistent:  # the pipeline tiles are busy with the next tile: a tile of its own
-            used = sum((b.size or 0) * b.dtype.bytes for b in self.cx.shared if b.alias_of is None)
-            if used + copies * rows * cols * out_dt.bytes + 1024 <= self.cx.target.shared_memory_bytes:
-                tile = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", copies * rows * cols,
-                                 origin="TMA store staging" + (", one per warpgroup" if self.pingpong else ""),
-                                 align=1024)
-                self.cx.shared.append(tile)
-            elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
-                fit = (self.cx.target.shared_memory_bytes - used - 1024) // (copies * rows * width * out_dt.bytes)
-                if 1 <= fit < -(-cols // width):
-                    return self.tma_store_in_panels(s, lay, staging_layout, fit)
-        if tile is None:
-            return False
-        staging = tile
-        if tile.dtype != out_dt:  # the same shared bytes seen as the output type
-            staging = S.SBuffer(self.cx.fresh(f"{tile.name}_{out_dt.name}").name, out_dt, "shared",
-                                tile.size * tile.dtype.bytes // out_dt.bytes, origin=tile.origin, align=tile.align,
-                                alias_of=tile)
-            self.cx.shared.append(staging)
-        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA"))
-        src = self.cx.sbuf(s.src.buffer)
-        kv = self.cx.fresh("r")
-        i, j = lay.coords(self.cx.tid, kv)
-        off = self.own_staging(rows * cols, staging_layout.offset([i, j]))
-        self.cx.before_shared_access(False, True)
-        write = S.SFor(None, kv, c(0), c(lay.num_local), [
-            S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))], unroll=True)
-        # (always true for the computing threads: without the branch ptxas serializes the main loop's wgmma,
-        # C7514, as if these reads of the accumulator could join its last wgmma stage)
-        self.cx.emit(S.SIf(None, _cmp("<", self.thread, c(self.consumer_threads())), [write]))
-        self.cx.emit(S.SCall(None, "fence_proxy_async", []))
-        self.cx.barrier()
-        box = [1] * (len(dst.buffer.shape) - 1) + [width]
-        box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
-        tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
-        starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in dst.starts]
-        stores = []
-        for p in range(-(-cols // width)):
-            coords = list(starts)
-            coords[-1] = fold(add(coords[-1], c(p * width)))
-            stores.append(S.call(None, "tma_store", rank=len(coords), args=[
-                tmap, S.AddrOf(D.I64, None, staging, self.own_staging(rows * cols, c(p * rows * width))),
-                *reversed(coords)]))
-        stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
-        self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
-        self.cx.smem_read = True
-        self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
-        return True
-
-    def own_staging(self, elems: int, offset: T.Expr) -> T.Expr:
-        """`offset` in this warpgroup's part of a TMA-store staging tile of `elems` elements per warpgroup (ping-pong:
-        one part per consumer warpgroup, side by side)."""
-        return add(mul(self.warpgroup, elems), offset) if self.pingpong else offset
-
-    def tma_store_in_panels(self, s: T.Copy, lay: WgmmaTiled, staging_layout: SharedLayout, fit: int) -> bool:
-        """A persistent kernel's accumulator whose whole staging tile does not fit beside the pipeline: a staging
-        tile of `fit` 128-byte panels, filled and stored (TMA) group of panels by group of panels -- so the
-        pipeline keeps all its stages. Between groups, thread 0 waits until the stores have read the staging
-        tile, and a barrier tells the others. Needs warpgroups stacked along M (wn = 1): a panel is then a
-        fixed range of each thread's local elements (8-column chunks), known at compile time."""
-        dst = s.dst
-        out_dt = dst.buffer.dtype
-        rows, cols = lay.shape
-        width = staging_layout.panel_elems
-        panel = rows * width
-        copies = 2 if self.pingpong else 1
-        staging = S.SBuffer(self.cx.fresh("tl_store_tile").name, out_dt, "shared", copies * fit * panel,
-                            origin="TMA store staging (groups of panels)" + (
-                                ", one per warpgroup" if self.pingpong else ""), align=1024)
-        self.cx.shared.append(staging)
-        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA, {fit} of "
-                                        f"{-(-cols // width)} panels at a time"))
-        src = self.cx.sbuf(s.src.buffer)
-        box = [1] * (len(dst.buffer.shape) - 1) + [width]
-        box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
-        tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
-        starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in dst.starts]
-        panels = -(-cols // width)
-        for first in range(0, panels, fit):
-            group = range(first, min(first + fit, panels))
-            if first:  # the previous group's stores have read the staging tile (thread 0 waited)
-                self.cx.barrier()
-            self.cx.before_shared_access(False, True)
-            writes = []
-            for mi in range(lay.mi):
-                chunks = [ch for ch in range(lay.ni) if ch * 8 // width in group]
-                kv = self.cx.fresh("r")
-                i, j = lay.coords(self.cx.tid, kv)
-                off = self.own_staging(fit * panel, sub(staging_layout.offset([i, j]), c(first * panel)))
-                writes.append(S.SFor(None, kv, c((mi * lay.ni + chunks[0]) * 4), c(len(chunks) * 4), [
-                    S.SStore(None, staging, off, fold(T.Cast(out_dt, None, S.Ref(src.dtype, None, src, kv))))],
-                    unroll=True))
-            # (the always-true branch keeps ptxas from serializing the main loop's wgmma, as in tma_store_fragment)
-            self.cx.emit(S.SIf(None, _cmp("<", self.thread, c(self.consumer_threads())), writes))
-            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
-            self.cx.barrier()
-            stores = []
-            for pn in group:
-                coords = list(starts)
-                coords[-1] = fold(add(coords[-1], c(pn * width)))
-                stores.append(S.call(None, "tma_store", rank=len(coords), args=[
-                    tmap, S.AddrOf(D.I64, None, staging, self.own_staging(fit * panel, c((pn - first) * panel))),
-                    *reversed(coords)]))
-            stores += [S.SCall(None, "tma_store_commit", []), S.SCall(None, "tma_store_wait", [])]
-            self.cx.emit(S.SIf(None, _cmp("==", self.cx.tid, c(0)), stores))
-            self.cx.smem_read = True
-            self.cx.smem_dirty = True
-        return True
 
     # ------------------------------------------------------------ wgmma
     def descriptor(self, r: T.Region, row: T.Expr, col: T.Expr, k_major: bool) -> list[T.Expr]:

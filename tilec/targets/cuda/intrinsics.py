@@ -58,6 +58,10 @@ define(
     IntrinsicDef("wgmma_commit", feature=_WGMMA, semantics=_SM90 + "wgmma_commit"),
     IntrinsicDef("wgmma_wait", feature=_WGMMA, semantics=_SM90 + "wgmma_wait"),
     IntrinsicDef("wgmma_fence_regs", feature=_WGMMA, semantics=_SM90 + "no_effect"),
+    IntrinsicDef("stmatrix", {"count": int}, _WGMMA, key=lambda p: f"stmatrix_x{p['count']}",
+                 pattern=r"stmatrix_x(?P<count>[24])", semantics=_SM80 + "stmatrix",
+                 doc="args: a shared row address, then count u32 registers of packed 16-bit halves (ldmatrix's "
+                     "inverse, sm90)"),
     IntrinsicDef("pack2", feature=_WGMMA, statement=False, value_type=D.U32, semantics=_SM90 + "pack2"),
     IntrinsicDef("grid_dim_x", feature="tma", statement=False, value_type=D.I32, semantics=_SM90 + "grid_dim_x"),
 )

@@ -65,6 +65,38 @@ def ldmatrix(run, s: S.SCall, mask) -> None:
     regs = bits[:, :, 0] | (bits[:, :, 1] << 16)
     run.write(db, di, regs.astype(np.uint32), mask, s.span)
 
+def stmatrix(run, s: S.SCall, mask) -> None:
+    """stmatrix_x{2,4}, ldmatrix's inverse: each lane's registers (packed halves, low first) into the rows whose
+    addresses the lanes of its warp give. The lane holding the data counts as the writer (for the race checks)."""
+    if run.sim.warp_size != MMA.warp_size:
+        raise run.err(f"stmatrix exists only on {MMA.warp_size}-lane warps", s.span)
+    run.warp_check(mask, s.name, s.span)
+    run.whole_warps_only(mask, s.name, s.span)
+    num = s.params["count"]
+    if len(s.args) != 1 + num:
+        raise run.err(f"{s.name} takes a shared address and {num} registers, got {len(s.args)} arguments", s.span)
+    db, di = run.addr(s.args[0], mask)
+    if db.scope != "shared" or db.dtype.bytes != 2:
+        raise run.err("stmatrix writes 16-bit elements to shared memory", s.span)
+    act = run.active(mask)
+    rows_used = (run.tid % 32) < 8 * num
+    if np.any(act & rows_used & ((di * 2) % 16 != 0)):
+        raise run.err(f"{s.name}: a row address into '{db.name}' is not 16-byte aligned", s.span)
+    run.check_index(db, np.where(act & rows_used, di, 0), act & rows_used, 8, "stmatrix write", s.span)
+    regs = np.stack([run.full(run.eval(a, mask)).astype(np.int64) & 0xFFFFFFFF for a in s.args[1:]], axis=1)
+    src_lane, col = _ldmatrix_table(num, False)  # (32, num, 2): the row's lane and the column, per register half
+    warp_base = (run.tid // 32) * 32
+    provider = warp_base[:, None, None] + src_lane[run.tid % 32]
+    elem = di[provider] + col[run.tid % 32]  # (n, num, 2)
+    halves = (regs[:, :, None] >> np.array([0, 16])) & 0xFFFF
+    flat = elem[act].ravel()
+    run.track_write(db, flat, np.repeat(run.tid[act], 2 * num), s.span)
+    if len(np.unique(flat)) != len(flat):
+        raise run.err(f"{s.name}: lanes store to the same element of '{db.name}' (overlapping rows)", s.span)
+    data = run.shared[db].data
+    data[flat] = halves[act].ravel().astype(np.uint16).view(data.dtype)
+
+
 def mma(run, s: S.SCall, mask) -> None:
     """mma_f16 / mma_bf16 (m16n8k16, f32 accumulators), per warp: A, B, C gathered from the lanes' registers by
     the PTX ISA fragment layouts, D = A @ B + C scattered back."""

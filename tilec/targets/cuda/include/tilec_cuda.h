@@ -597,6 +597,20 @@ TL_DEVICE void mbar_wait(long long* bar, int parity) {
   } while (!done);
 }
 
+// stmatrix (sm90): the warp-collective store of 8x8 b16 matrices to shared memory, ldmatrix's inverse. Lane l
+// gives the address of row (l % 8) of matrix (l / 8) (16 contiguous bytes, 16-byte aligned); register i of
+// every lane holds its two elements of matrix i, in the mma/wgmma accumulator's arrangement (row l / 4, columns
+// 2 * (l % 4) and the next), so one instruction stores four registers of packed halves per lane.
+TL_DEVICE void stmatrix_x4(void* smem, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               ::"r"(smem_addr(smem)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
+TL_DEVICE void stmatrix_x2(void* smem, unsigned r0, unsigned r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};" ::"r"(smem_addr(smem)), "r"(r0), "r"(r1)
+               : "memory");
+}
+
 // TMA: one box of the tensor map `map` (a __grid_constant__ kernel parameter) at element coordinates
 // (innermost first) into shared memory; completion is counted in bytes on `bar`. Out-of-bounds
 // elements arrive as zeros.
