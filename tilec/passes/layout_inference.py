@@ -285,6 +285,12 @@ def _infer(k: T.Kernel, rep: Reporter, target: Target) -> LayoutTable:
     gemms = [s for s in walk_stmts(k.body) if isinstance(s, T.Gemm)]
     swizzled = {r.buffer for s in gemms if table.gemm_impl[s].swizzles_operands
                 for r in (s.a, s.b) if r.buffer.scope == "shared"}
+    # A tensor-core accumulator copied into a 16-bit shared tile (attention's output staging): the accumulator's
+    # lanes write 8 rows at a time (stmatrix, or 2-byte stores), which a linear tile of 128-byte rows puts in one
+    # bank group, 8 ways conflicting; the swizzle spreads them, and 16-byte reads of the tile stay whole.
+    accumulators = {s.c.buffer for s in gemms if table.gemm_impl[s].tensor_core}
+    swizzled |= {s.dst.buffer for s in walk_stmts(k.body) if isinstance(s, T.Copy) and s.src.buffer in accumulators
+                 and s.dst.buffer.scope == "shared" and s.dst.buffer.dtype.bytes == 2}
     operand_layouts: dict[T.Buffer, tuple[SharedLayout, GemmImpl]] = {}
     for impl in dict.fromkeys(table.gemm_impl[s] for s in gemms):
         mine = [s for s in gemms if table.gemm_impl[s] is impl]
