@@ -257,7 +257,9 @@ def test_committed_gemm_entries_route_the_issue_shapes_to_their_winners():
     best. With four, greedily, 1x4096x4096 ran 64x128 split 4 (1.2x its best), 128x4096x11008 too (1.3x) and
     1000x1000x1000 64x256 (1.2x); with six after the mid-batch shapes joined (s14), 1x4096x4096 and 4x4096x4096 ran
     split-K at 1.2x; with eight after the 128x192 tile joined (s17), 256x4096x14336 ran at 1.17x. (The f16 entry's
-    32x1536x1536, a 10 us shape, stays at 1.097x with up to twelve: hence 10%, not s14's 8%.)"""
+    32x1536x1536, a 10 us shape, stays at 1.097x with up to twelve: hence 10%, not s14's 8%. Since the deep 64-row
+    tiles joined (s18) the selection keeps one GEMV tile fewer: M = 1 and 4 at 4096x4096 run within 8% of their
+    best (f16 1x4096x4096 1.079x, about 1.4 us of a 19 us call), every other tuned shape within 1.06x.)"""
     from tilec.tuning.database import load, max_configs_of, select
 
     db = load(ROOT / "samples" / "gemm.tune.json")
@@ -273,7 +275,7 @@ def test_committed_gemm_entries_route_the_issue_shapes_to_their_winners():
             z = s["sizes"]
             ms = s["all_ms"][e["timed"].index(configs[ci])]
             if (z["M"], z["N"], z["K"]) in exact:
-                assert ms <= 1.02 * s["winner"]["ms"], (e["defines"], z)
+                assert ms <= (1.08 if z["M"] <= 4 else 1.02) * s["winner"]["ms"], (e["defines"], z)
             if (z["M"], z["N"], z["K"]) in ((1000, 1000, 1000), (2048, 2048, 2048)):
                 assert ms <= 1.05 * s["winner"]["ms"], (e["defines"], z)
             assert ms <= 1.10 * s["winner"]["ms"], (e["defines"], z)  # no shape more than 10% off its best
@@ -1057,10 +1059,11 @@ def test_gemm_search_space_keeps_split_k_small():
         allowed += 1
         if isinstance(public_kernels(module)[0], T.Launches):
             sequences.append(config)
-    assert len(configurations(axes)) == 10 * 2 * 2 * 3 * 4  # tiles, persistent, pingpong, clusters, split_k
-    # 32 + 4 ping-pong candidates (persistent, threads=128) + 6 split-K on the 128-wide tiles, and the two 16-row
-    # GEMV tiles: never persistent or clustered, each with split_k 1, 2, 4, 8
-    assert allowed == 32 + 4 + 6 + 8 and len(sequences) == 12
+    assert len(configurations(axes)) == 12 * 2 * 2 * 3 * 4  # tiles, persistent, pingpong, clusters, split_k
+    # 10 wide tiles x 4 (3 clusters, or persistent) + 6 ping-pong candidates (persistent, threads=128) + 9 split-K on
+    # the three 128-wide, 64-deep tiles, and the two 16-row GEMV tiles: never persistent or clustered, each with
+    # split_k 1, 2, 4, 8
+    assert allowed == 40 + 6 + 9 + 8 and len(sequences) == 15
     assert {(c["block_M"], c["block_N"], c["split_k"]) for c in sequences} == {
         (m, n, s) for m, n in ((64, 128), (128, 128), (16, 32), (16, 64)) for s in (2, 4, 8)}
     assert all(not c["persistent"] and c["cluster_m"] * c["cluster_n"] == 1 for c in sequences)

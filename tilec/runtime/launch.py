@@ -66,7 +66,9 @@ INT32_MAX = 2**31 - 1
 # padding misaligned rows for a TMA kernel (Kernel._padding_pays): the least work (the manifest's flops, whole
 # tiles) per block of the fallback at which it beat the fallback on the H200, and a floor for the whole launch
 PAD_MIN_FLOPS = 5e7
-PAD_MIN_BLOCK_FLOPS = 8e6  # with a misaligned input, whose loads the fallback narrows
+# with a misaligned input, whose loads the fallback narrows (8e6 until the deep 64-row tiles of s18, whose cp.async
+# twins lost to padding by 1.8-2.7x at 127x4096x515 and 127x4099x515 with 5e6 a block: bench/RESULTS.md, s18)
+PAD_MIN_BLOCK_FLOPS = 4e6
 PAD_MIN_BLOCK_FLOPS_STORES = 1e7  # with only outputs misaligned: the fallback narrows its stores alone
 PAD_FLOPS_PER_COPIED_BYTE = 500  # copies this small against the launch's work pay at any block size
 # TILEC_PADDING=always / never: pad wherever TMA can take the padded tensors / run the fallback instead (A/B timing)

@@ -4,7 +4,8 @@ global memory with TMA, one box per 128-byte panel (the tensor map clips the rag
 
 The staging writes: where the output has 16-bit elements, `stmatrix` stores a warp's 16x16 piece of the accumulator
 (two 8-column chunks, four registers of packed halves a lane) in one instruction -- the wgmma accumulator's
-arrangement is stmatrix's own -- in place of eight 2-byte stores a lane; other types take one store an element."""
+arrangement is stmatrix's own -- in place of eight 2-byte stores a lane; other types take one store an element. A
+copy of the accumulator into a 16-bit shared tile of the kernel's own (attention's O_s) is written the same way."""
 
 from __future__ import annotations
 
