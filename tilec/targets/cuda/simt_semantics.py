@@ -37,21 +37,28 @@ def _mma_tables() -> dict[str, np.ndarray]:
     return t
 
 
-def ldmatrix(run, s: S.SCall, mask) -> None:
-    """ldmatrix_x{2,4}[_trans]: each lane's registers from the rows whose addresses the lanes of its warp give."""
+def _row_addresses(run, s: S.SCall, mask, buf, idx, num: int, does: str) -> tuple[np.ndarray, np.ndarray]:
+    """The checks ldmatrix and stmatrix share (whole 32-lane warps, a 16-bit shared buffer, 16-byte aligned row
+    addresses from the lanes that give one); returns the active lanes and those whose address is used."""
     if run.sim.warp_size != MMA.warp_size:
-        raise run.err(f"ldmatrix exists only on {MMA.warp_size}-lane warps", s.span)
+        raise run.err(f"{s.name} exists only on {MMA.warp_size}-lane warps", s.span)
     run.warp_check(mask, s.name, s.span)
     run.whole_warps_only(mask, s.name, s.span)
+    if buf.scope != "shared" or buf.dtype.bytes != 2:
+        raise run.err(f"{does} 16-bit elements {'from' if 'reads' in does else 'to'} shared memory", s.span)
+    act = run.active(mask)
+    rows_used = (run.tid % 32) < 8 * num
+    if np.any(act & rows_used & ((idx * 2) % 16 != 0)):
+        raise run.err(f"{s.name}: a row address into '{buf.name}' is not 16-byte aligned", s.span)
+    return act, rows_used
+
+
+def ldmatrix(run, s: S.SCall, mask) -> None:
+    """ldmatrix_x{2,4}[_trans]: each lane's registers from the rows whose addresses the lanes of its warp give."""
     num, trans = s.params["count"], s.params["trans"]
     db, di = run.addr(s.args[0], mask)
     sb, si = run.addr(s.args[1], mask)
-    if sb.scope != "shared" or sb.dtype.bytes != 2:
-        raise run.err("ldmatrix reads 16-bit elements from shared memory", s.span)
-    act = run.active(mask)
-    rows_used = (run.tid % 32) < 8 * num
-    if np.any(act & rows_used & ((si * 2) % 16 != 0)):
-        raise run.err(f"{s.name}: a row address into '{sb.name}' is not 16-byte aligned", s.span)
+    act, rows_used = _row_addresses(run, s, mask, sb, si, num, "ldmatrix reads")
     src_lane, col = _ldmatrix_table(num, trans)  # (32, num, 2)
     warp_base = (run.tid // 32) * 32
     provider = warp_base[:, None, None] + src_lane[run.tid % 32]  # (n, num, 2)
@@ -68,20 +75,11 @@ def ldmatrix(run, s: S.SCall, mask) -> None:
 def stmatrix(run, s: S.SCall, mask) -> None:
     """stmatrix_x{2,4}, ldmatrix's inverse: each lane's registers (packed halves, low first) into the rows whose
     addresses the lanes of its warp give. The lane holding the data counts as the writer (for the race checks)."""
-    if run.sim.warp_size != MMA.warp_size:
-        raise run.err(f"stmatrix exists only on {MMA.warp_size}-lane warps", s.span)
-    run.warp_check(mask, s.name, s.span)
-    run.whole_warps_only(mask, s.name, s.span)
     num = s.params["count"]
     if len(s.args) != 1 + num:
         raise run.err(f"{s.name} takes a shared address and {num} registers, got {len(s.args)} arguments", s.span)
     db, di = run.addr(s.args[0], mask)
-    if db.scope != "shared" or db.dtype.bytes != 2:
-        raise run.err("stmatrix writes 16-bit elements to shared memory", s.span)
-    act = run.active(mask)
-    rows_used = (run.tid % 32) < 8 * num
-    if np.any(act & rows_used & ((di * 2) % 16 != 0)):
-        raise run.err(f"{s.name}: a row address into '{db.name}' is not 16-byte aligned", s.span)
+    act, rows_used = _row_addresses(run, s, mask, db, di, num, "stmatrix writes")
     run.check_index(db, np.where(act & rows_used, di, 0), act & rows_used, 8, "stmatrix write", s.span)
     regs = np.stack([run.full(run.eval(a, mask)).astype(np.int64) & 0xFFFFFFFF for a in s.args[1:]], axis=1)
     src_lane, col = _ldmatrix_table(num, False)  # (32, num, 2): the row's lane and the column, per register half
