@@ -21,6 +21,7 @@ from ...ir.layout import (
 )
 from ...ops import gemm
 from ...ops.gemm_impl import GemmContext, GemmImpl
+from .intrinsics import PACK_PAIR
 
 MMA = MatrixInstruction("mma", "mma.sync.m16n8k16", 16, 8, 16, 32, 32, (D.F16, D.BF16), MmaTiled)
 
@@ -97,7 +98,7 @@ def lower(cx: GemmContext, s: T.Gemm) -> None:
 def pack_register_a(cx: GemmContext, s: T.Gemm, a_regs: S.SBuffer, mi: int, kk: T.Expr) -> None:
     la: MmaTiled = cx.sched.fragment(s.a.buffer)
     src = cx.sbuf(s.a.buffer)
-    pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
+    pack = PACK_PAIR[s.a.buffer.dtype]
     for reg, (tile_off, e) in enumerate(((0, 0), (0, 2), (1, 0), (1, 2))):
         ni = add(mul(kk, 2), tile_off)
         base = add(mul(add(mul(c(mi), la.ni), ni), 4), e)

@@ -47,6 +47,7 @@ from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 from .gemm_wgmma import WGMMA
+from .intrinsics import PACK_PAIR
 from .tma_store import TmaStores
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
@@ -850,6 +851,6 @@ class HopperLowering(TmaStores, LoweringExtension):
             if src.dtype in (D.F16, D.BF16):  # already rounded: put the bits side by side
                 packed = S.Intrinsic(D.U32, None, "pack2", [lo, hi])
             else:
-                pack = "pack_half2" if s.a.buffer.dtype == D.F16 else "pack_bf162"
+                pack = PACK_PAIR[s.a.buffer.dtype]
                 packed = S.Intrinsic(D.U32, None, pack, [fold(T.Cast(D.F32, None, lo)), fold(T.Cast(D.F32, None, hi))])
             self.cx.emit(S.SStore(None, a_regs, c(base + reg), packed))

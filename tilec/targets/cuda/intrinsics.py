@@ -9,6 +9,8 @@ from ...ir import dtypes as D
 from ...ir.intrinsics import IntrinsicDef, define
 
 _MMA = "mma.sync.m16n8k16"
+# the intrinsic that rounds two f32 values to a 16-bit float type and packs them into a u32 (low half first)
+PACK_PAIR = {D.F16: "pack_half2", D.BF16: "pack_bf162"}
 _WGMMA = "wgmma.m64nNk16"
 _SM80 = "tilec.targets.cuda.simt_semantics:"
 _SM90 = "tilec.targets.cuda.simt_hopper:"

@@ -16,8 +16,7 @@ from ...ir import simt as S
 from ...ir import tile as T
 from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, compare, mul, sub
-
-_PACK = {D.F16: "pack_half2", D.BF16: "pack_bf162"}
+from .intrinsics import PACK_PAIR
 
 
 class TmaStores:
@@ -156,7 +155,7 @@ class TmaStores:
         swizzled or panel layout): the staging writes above (stmatrix), into the tile's own layout."""
         lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
-        if not (isinstance(lay, WgmmaTiled) and dst.buffer.dtype in _PACK and len(lay.shape) == 2
+        if not (isinstance(lay, WgmmaTiled) and dst.buffer.dtype in PACK_PAIR and len(lay.shape) == 2
                 and list(dst.const_extents or ()) == list(lay.shape) and all(_is_zero(x) for x in dst.starts)
                 and dst.buffer not in self.cx.stage_offset):
             return False
@@ -176,7 +175,7 @@ class TmaStores:
         staging tile, converted to its type; offset(i, j) is element (i, j)'s place there."""
         src = self.cx.sbuf(acc)
         out_dt = staging.dtype
-        if out_dt not in _PACK or src.dtype not in (D.F32, out_dt):
+        if out_dt not in PACK_PAIR or src.dtype not in (D.F32, out_dt):
             out = []
             for mi, rng in chunks:
                 kv = self.cx.fresh("r")
@@ -190,7 +189,7 @@ class TmaStores:
             lo, hi = (S.Ref(src.dtype, None, src, c(k + e)) for e in (0, 1))
             if src.dtype == out_dt:
                 return S.Intrinsic(D.U32, None, "pack2", [lo, hi])
-            return S.Intrinsic(D.U32, None, _PACK[out_dt], [lo, hi])
+            return S.Intrinsic(D.U32, None, PACK_PAIR[out_dt], [lo, hi])
 
         out = []
         for mi, rng in chunks:
