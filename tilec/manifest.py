@@ -21,11 +21,13 @@ launched, and per parameter of it the name of the public parameter or scratch te
 bytes}]. Its stage kernels are "internal".
 
 A tuned artifact (tilec/tuning/multi.py): "tuning" {gpu, date, source_hash, shapes, configs} and, with several
-variants, "dispatch": {public name: {sizes, configs: [{kernel, consts, launches?, when?}], rules: [{at, config}]}};
+variants, "dispatch": {public name: {sizes, configs: [{kernel, consts, launches?, when?, cost?}], rules: [{at, config,
+ms?, scale?}]}};
 a config with "launches": true names a "launches" entry (a multi-launch variant: split-K), the others a kernel
 entry. A config's "when" (its source's tune(..., when=...) with the consts folded in) is a condition tree over the
 kernel's sizes: an int, a size name, or [op, operand...] with op one of + - * // % < <= > >= == != and or not (and
-unary -); the dispatch passes over a config whose condition is false at a launch's sizes (condition_holds).
+unary -); the dispatch passes over a config whose condition is false at a launch's sizes (condition_holds). With
+"cost" and "scale" (tilec/runtime/cost_model.py) it runs the config of least predicted time near the nearest rule.
 
 A kernel entry: name, params [{name, kind: tensor|scalar, dtype, output, shape}], sizes, grid (formulas over
 the sizes), threads, shared_bytes, flops, bytes; optionally tensor_maps + fallback (Hopper TMA),
@@ -69,6 +71,12 @@ DISPATCH_KEY = "dispatch"  # public name -> the table that picks its variant per
 
 
 WHEN_KEY = "when"  # a dispatch config's condition on the sizes (condition_holds)
+# the dispatch's cost model (tilec/runtime/cost_model.py): a rule's measured time of each config ("ms", null where
+# untimed) and its measured over predicted time ("scale", null where the config does not serve near that shape); a
+# config's {"terms": [compute, traffic, footprint formulas], "coef": [a, b, c, d]}
+MS_KEY = "ms"
+SCALE_KEY = "scale"
+COST_KEY = "cost"
 # a condition tree's two-operand operators (besides "and" and "or", which take two or more, and "not" and "neg")
 CONDITION_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
                     "%": operator.mod, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .diagnostics import CompileError, Diagnostic
-from .manifest import DISPATCH_KEY, WHEN_KEY
+from .manifest import COST_KEY, DISPATCH_KEY, MS_KEY, SCALE_KEY, TUNING_KEY, WHEN_KEY
 from .options import CompileOptions, resolve
 
 
@@ -198,6 +198,7 @@ def _build(source, opts: CompileOptions, own, targets, backend, kind: str, outpu
     deps = unique_paths(first.module.files + list(tuned.inputs))  # with the files the variants were chosen from
     recorded = manifest_options(opts, kind, backend, own)
     tuning = _variant_records(tuned.records, {e["name"] for e in launches}, when)
+    _fit_dispatch_costs(tuning, units[0].kernels, launches)
 
     stem = intermediate_stem(Path(source).stem)
     if opts.keep_dir:  # the toolchain's intermediates stay in DIR: under names no input of this build has
@@ -257,6 +258,30 @@ def _variant_records(records: dict, sequences: set[str], when: dict[str, object]
             if condition is not True:
                 c[WHEN_KEY] = condition
     return out
+
+
+def _fit_dispatch_costs(records: dict, kernels: list[dict], launches: list[dict]) -> None:
+    """Fit each dispatch table's cost model (tilec/runtime/cost_model.py) to the times its rules carry, from the
+    compiled kernels' formulas, for the GPU the database entry was tuned on; a table without every configuration's
+    times, for an unknown GPU, or over formulas the model cannot read keeps its nearest-shape dispatch."""
+    tuning = records.get(TUNING_KEY) or {}
+    tables = [t for t in (records.get(DISPATCH_KEY) or {}).values() if all(MS_KEY in r for r in t["rules"])]
+    if not tables:
+        return
+    from .runtime.cost_model import SHARED_PER_SM, fit_dispatch_costs
+
+    sms, shared = tuning.get("sms"), SHARED_PER_SM.get(str(tuning.get("cc")))
+    by_name, sequences = {k["name"]: k for k in kernels}, {e["name"]: e for e in launches}
+    for table in tables:
+        if not sms or not shared:
+            continue
+        try:
+            fit_dispatch_costs(table, by_name, sequences, sms, shared)
+        except (KeyError, ValueError):  # a formula over a size the tuned shapes do not give, a config not built
+            for c in table["configs"]:
+                c.pop(COST_KEY, None)
+            for r in table["rules"]:
+                r.pop(SCALE_KEY, None)
 
 
 def compile_variant(source, target: str, opts: CompileOptions, kernel_suffix: str, text):

@@ -5,8 +5,9 @@ An artifact built with a tuning database (tilec/tuning/multi.py) may hold severa
 public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
 variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|, among the
 variants whose condition (a config's "when": its source's tune(..., when=...)) holds at the launch's sizes; when
-none holds, among all. The generated C launcher (tilec/targets/c_launcher/dispatch.py) computes the same choice
-(tilec.manifest.log2_approx, condition_holds).
+none holds, among all. A table with a cost model (tilec/runtime/cost_model.py) runs, near that shape, the variant
+of least predicted time instead of its winner. The generated C launcher (tilec/targets/c_launcher/dispatch.py)
+computes the same choice (tilec.manifest.log2_approx, condition_holds).
 
 A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
 Then the public name cannot hand the launch to one variant's plan: the general path picks the variant from the
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import math
 
-from ..manifest import WHEN_KEY, condition_holds, log2_approx
+from ..manifest import SCALE_KEY, WHEN_KEY, condition_holds, log2_approx
 from .arrays import ArgumentError
+from .cost_model import cost_choice
 from .fastlaunch import native_class
 from .launch import _MISS, Kernel
 from .sequence import Launches
@@ -30,15 +32,19 @@ def choose(table: dict, sizes: dict[str, int]) -> int:
     allowed = [condition_holds(c.get(WHEN_KEY, True), sizes) for c in table["configs"]]
     if not any(allowed):
         allowed = [True] * len(allowed)
-    best, best_distance = 0, math.inf
+    best, best_distance, nearest = 0, math.inf, None
     for rule in table["rules"]:
         if not allowed[rule["config"]]:
             continue
         distance = sum(abs(log2_approx(sizes.get(n, 1)) - log2_approx(rule["at"][n]))
                        for n in table["sizes"] if n in rule["at"])
         if distance < best_distance:
-            best, best_distance = rule["config"], distance
-    return best if best_distance < math.inf else allowed.index(True)  # (a variant no tuned shape chose)
+            best, best_distance, nearest = rule["config"], distance, rule
+    if nearest is None:
+        return allowed.index(True)  # (a variant no tuned shape chose)
+    if SCALE_KEY in nearest:
+        return cost_choice(table, nearest, best_distance, allowed, sizes, best)
+    return best
 
 
 class DispatchKernel(Kernel):

@@ -3,7 +3,7 @@
     {"tilec_tune_db": 1, "entries": [{
         "source": "gemm.tile", "source_hash": ..., "kernel": "gemm", "target": "sm90", "defines": {"dtype": "bf16"},
         "space": ["block_M", ...], "default": {...}, "gpu": "NVIDIA H200", "cuda_driver": 13000, "cc": "9.0",
-        "date": ..., "tilec": ..., "candidates": {"built": 14, "pruned": 0, "wrong": 0},
+        "sms": 132, "date": ..., "tilec": ..., "candidates": {"built": 14, "pruned": 0, "wrong": 0},
         "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
                     "runner_ups": [{"config": {...}, "ms": 0.22}, ...],
                     "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...],
@@ -155,6 +155,7 @@ def collect(folder: str | os.PathLike) -> dict:
             "space": plan["space"], "default": plan["default"],
             "size_rules": plan.get("size_rules", {}), "gpu": results.get("gpu"),
             "cuda_driver": results.get("cuda_driver"), "cc": results.get("cc"), "date": results.get("date"),
+            **({"sms": results["sms"]} if results.get("sms") else {}),
             **({"devices": results["devices"]} if results.get("devices") else {}),
             "tilec": __version__, "candidates": counts, "timed": [by_index[i]["config"] for i in timed_ok],
             "shapes": shapes, **({"conditions": conditions} if conditions else {})}

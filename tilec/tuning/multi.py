@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..manifest import MS_KEY
 from . import database
 
 
@@ -42,14 +43,21 @@ class DispatchPlan:
         configs of multi-launch variants "launches": true, tilec.outputs)."""
         e = self.entry
         out: dict = {"tuning": {"gpu": e.get("gpu"), "date": e.get("date"), "source_hash": e.get("source_hash"),
-                                "shapes": len(e["shapes"]), "configs": self.configs[:variants]}}
+                                "shapes": len(e["shapes"]), "configs": self.configs[:variants],
+                                **{k: e[k] for k in ("cc", "sms") if e.get(k)}}}
         if variants > 1:
             names = sorted({n for s in e["shapes"] for n in s["sizes"]})
+            _, times = database.stored_times(e)
+            per_config = [times.get(database.config_key(c), {}) for c in self.configs]
+            timed_everywhere = bool(e.get("timed")) and all("all_ms" in s for s in e["shapes"])
             out["dispatch"] = {kernel: {
                 "sizes": names,
                 "configs": [{"kernel": kernel + suffix(i), "consts": c} for i, c in enumerate(self.configs)],
-                "rules": [{"at": s["sizes"], "config": ci} for s, ci in zip(e["shapes"], self.per_shape,
-                                                                             strict=True)],
+                # every carried configuration's time at each tuned shape, when the entry kept them all: the build
+                # fits the dispatch's cost model to them (tilec/runtime/cost_model.py)
+                "rules": [{"at": s["sizes"], "config": ci,
+                           **({MS_KEY: [t.get(si) for t in per_config]} if timed_everywhere else {})}
+                          for si, (s, ci) in enumerate(zip(e["shapes"], self.per_shape, strict=True))],
             }}
         return out
 

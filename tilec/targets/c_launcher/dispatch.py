@@ -11,7 +11,9 @@ and, when a variant is a multi-launch kernel (its config says "launches": true),
 choice is tilec.runtime.dispatch.choose's: the rule whose tuned sizes are nearest in the sum of
 |log2 a - log2 b| (tilec.manifest.log2_approx, computed in C the same way), among the variants whose "when"
 condition holds (tilec.manifest.condition_value, rendered in C by `c_condition`; K_config also takes the sizes a
-condition reads beyond the tuned ones). Everything is written from data: the table, the first variant's entry (its
+condition reads beyond the tuned ones); with a cost model (tilec.runtime.cost_model), the variant of least
+predicted time near that rule, its terms' formulas in C (K_config then takes every size they read). Everything is
+written from data: the table, the first variant's entry (its
 parameters, named as its launch function names them) and the API's spellings (header.SequenceApi).
 """
 
@@ -19,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...manifest import LAUNCHES_KEY, WHEN_KEY, condition_names, log2_approx
-from .header import _C_TYPES, SequenceApi, _c_name
+from ...manifest import COST_KEY, LAUNCHES_KEY, SCALE_KEY, WHEN_KEY, condition_names, log2_approx
+from .header import _C_TYPES, SequenceApi, _c_name, formula_names, formula_to_c
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,27 @@ def dispatchers(dispatch: dict | None, entries: list[dict], api: SequenceApi, pr
     return code, functions
 
 
+def _cost_code(table: dict, size_c: dict[str, str], guarded: bool) -> str:
+    """The cost model's choice near the nearest tuned shape (tilec.runtime.cost_model.cost_choice), in the same
+    order of floating-point operations, so that C and Python pick alike."""
+    rows = ", ".join("{" + ", ".join(repr(float(x)) if x is not None else "-1.0" for x in r[SCALE_KEY]) + "}"
+                     for r in table["rules"])
+    lines = ["  if (nearest >= 0) {  /* the cost model: least predicted time, scaled by its error at that shape */",
+             f"    static const double scale[{len(table['rules'])}][{len(table['configs'])}] = {{{rows}}};",
+             "    const double blend = 1.0 / (1.0 + best);",
+             "    double low = 1e300, p;"]
+    for i, c in enumerate(table["configs"]):
+        a, b, f, d = (repr(float(x)) for x in c[COST_KEY]["coef"])
+        t0, t1, t2 = (f"(double)({formula_to_c(t, size_c)})" for t in c[COST_KEY]["terms"])
+        allowed = f" && allowed_[{i}]" if guarded else ""
+        lines += [f"    if (scale[nearest][{i}] >= 0.0{allowed}) {{",
+                  f"      p = ({a} * {t0} + {b} * {t1} + {f} * {t2} + {d})"
+                  f" * (1.0 + blend * (scale[nearest][{i}] - 1.0));",
+                  f"      if (p < low) {{ low = p; chosen = {i}; }}",
+                  "    }"]
+    return "\n".join(lines) + "\n  }\n"
+
+
 def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: SequenceApi, prefix: str,
                 check_device: bool) -> tuple[str, list[CFunction]]:
     head = table["configs"][0]
@@ -123,6 +146,11 @@ def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: Sequenc
     read = set().union(*(condition_names(w) for w in conditions))
     if not read <= set(size_c):
         return "", []
+    costed = all(COST_KEY in c for c in table["configs"]) and all(SCALE_KEY in r for r in table["rules"])
+    if costed:  # the cost model's terms may read any of the kernel's sizes
+        read |= {n for c in table["configs"] for t in c[COST_KEY]["terms"] for n in formula_names(t)}
+        if not read <= set(size_c):
+            return "", []
     config_sizes = list(table["sizes"]) + [n for n in sizes if n in read and n not in table["sizes"]]
     tuned = [size_c[n] for n in config_sizes]
     q, ok, bad = api.qualifier, api.success, api.invalid
@@ -141,6 +169,7 @@ def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: Sequenc
         return f"{prefix}{c['kernel']}_launch({', '.join(names)})"
 
     here = ", ".join(f"tilec_dispatch_log2_({size_c[n]})" for n in table["sizes"])
+    cost_code = _cost_code(table, size_c, guarded=any(w is not True for w in conditions)) if costed else ""
     guarded = any(w is not True for w in conditions)
     allowed = ""
     if guarded:
@@ -169,13 +198,13 @@ static inline double tilec_dispatch_log2_(int v) {{
   static const int pick[{len(table['rules'])}] = {{{picks}}};
   const double here[{len(table['sizes'])}] = {{{here}}};
 {allowed}  double best = 1e300;
-  int chosen = 0;
+  int chosen = 0{", nearest = -1" if costed else ""};
   for (int r = 0; r < {len(table['rules'])}; r++) {{
 {skip}    double d = 0;
     for (int s = 0; s < {len(table['sizes'])}; s++) d += here[s] > at[r][s] ? here[s] - at[r][s] : at[r][s] - here[s];
-    if (d < best) {{ best = d; chosen = pick[r]; }}
+    if (d < best) {{ best = d; chosen = pick[r];{" nearest = r;" if costed else ""} }}
   }}
-{fallback}  return chosen;
+{fallback}{cost_code}  return chosen;
 }}
 /* {fname}: launch '{kernel}' in the configuration {cname} chooses; the arguments are those of {first}. */
 {q}{api.result} {fname}({', '.join(params)}) {{

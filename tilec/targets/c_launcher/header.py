@@ -117,6 +117,13 @@ static inline int64_t tilec_max_(int64_t a, int64_t b) { return a > b ? a : b; }
 """
 
 
+def formula_names(text: str) -> set[str]:
+    """The size names a manifest formula reads (its functions' names aside)."""
+    tree = ast.parse(text, mode="eval")
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
+
+
 def formula_to_c(text: str, names: dict[str, str]) -> str:
     """A manifest size formula (integers, names, + - * // %, ceildiv/min/max) as a C expression
     over int64_t values, with Python's floor division and modulo."""

@@ -1,0 +1,151 @@
+"""The dispatch's cost model (tilec/runtime/cost_model.py): the build's fit, the runtime's choice between tuned
+shapes, and the C launcher's choice against the runtime's."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+import subprocess
+
+import pytest
+
+from tilec.runtime.cost_model import cost_terms, fit, fit_dispatch_costs, predicted
+from tilec.runtime.dispatch import choose
+
+SMS, SHARED = 132, 228 * 1024
+TILES = {"big": (128, 256, 200_000), "small": (64, 64, 90_000)}  # block_M, block_N, shared bytes
+# the planted truth: each tile's ms per unit of the model's terms, and a fixed cost
+TRUTH = {"big": [1.0e-10, 3.0e-11, 8.0e-11, 0.006], "small": [2.6e-10, 2.0e-11, 9.0e-11, 0.005]}
+
+
+def _entry(name: str, tile: str) -> dict:
+    bm, bn, shared = TILES[tile]
+    blocks = f"ceildiv(N, {bn}) * ceildiv(M, {bm})"
+    return {"name": name, "sizes": ["M", "N", "K"], "threads": 256, "shared_bytes": shared,
+            "grid": [f"ceildiv(N, {bn})", f"ceildiv(M, {bm})", "1"],
+            "flops": f"{2 * bm * bn * 64} * ceildiv(K, 64) * {blocks}",
+            "bytes": f"{2 * 64 * (bm + bn)} * ceildiv(K, 64) * {blocks} + {2 * bm * bn} * {blocks}",
+            "params": [{"name": "A", "kind": "tensor", "dtype": "f16", "shape": ["M", "K"], "output": False},
+                       {"name": "B", "kind": "tensor", "dtype": "f16", "shape": ["K", "N"], "output": False},
+                       {"name": "C", "kind": "tensor", "dtype": "f16", "shape": ["M", "N"], "output": True}]}
+
+
+ENTRIES = {"k__cfg0": _entry("k__cfg0", "big"), "k__cfg1": _entry("k__cfg1", "small")}
+TILE_OF = {"k__cfg0": "big", "k__cfg1": "small"}
+
+
+def _true_ms(kernel: str, sizes: dict) -> float:
+    e = ENTRIES[kernel]
+    terms = {"terms": cost_terms(e, [(e, e["grid"])], SMS, SHARED), "coef": TRUTH[TILE_OF[kernel]]}
+    return predicted(terms, sizes)
+
+
+def _table(shapes: list[dict], when: dict | None = None) -> dict:
+    """A dispatch table as tilec/tuning/multi.py writes it, its rules' times the planted truth's, then fitted."""
+    configs = [{"kernel": k, **({"when": when[k]} if when and k in when else {})} for k in ENTRIES]
+    rules = []
+    for s in shapes:
+        ms = [_true_ms(c["kernel"], s) for c in configs]
+        rules.append({"at": s, "config": min(range(len(ms)), key=ms.__getitem__), "ms": ms})
+    table = {"sizes": ["K", "M", "N"], "configs": configs, "rules": rules}
+    fit_dispatch_costs(table, ENTRIES, {}, SMS, SHARED)
+    return table
+
+
+TUNED = [{"M": m, "N": n, "K": k} for m, n, k in ((64, 4096, 4096), (8192, 4096, 4096), (1024, 1024, 1024),
+                                                   (128, 11008, 4096), (4096, 768, 768), (512, 4096, 14336))]
+
+
+def test_the_fit_recovers_a_planted_model():
+    table = _table(TUNED + [{"M": m, "N": n, "K": k} for m, n, k in itertools.product((256, 2048), (512, 8192),
+                                                                                     (512, 8192))])
+    for c in table["configs"]:
+        for sizes in ({"M": 3000, "N": 1000, "K": 7000}, {"M": 17, "N": 50000, "K": 300}):
+            assert predicted(c["cost"], sizes) == pytest.approx(_true_ms(c["kernel"], sizes), rel=1e-6)
+    scales = [s for r in table["rules"] for s in r["scale"]]
+    # measured over predicted is 1 wherever a tile serves (None: more than BOUND slower than the shape's best)
+    assert all(s is None or s == pytest.approx(1.0) for s in scales) and scales.count(None) < len(scales) / 2
+
+
+def test_the_fit_keeps_coefficients_non_negative():
+    # times that fall as the one term grows: an unconstrained fit would give it a negative coefficient
+    coef = fit([[x, 1.0] for x in (1.0, 2.0, 3.0, 4.0)], [4.0, 3.9, 3.8, 3.7])
+    assert min(coef) >= 0 and coef[1] > 0
+
+
+def test_between_tuned_shapes_the_model_picks_the_faster_tile():
+    """Six tuned shapes; at the shapes between them the nearest one's winner is often the slower tile (the waves
+    of a 128x256 tile are not smooth in M), the cost model's pick the faster one everywhere."""
+    table = _table(TUNED)
+    nearest_only = json.loads(json.dumps(table))
+    for r in nearest_only["rules"]:
+        del r["scale"]
+    grid = [{"M": m, "N": n, "K": k} for m in (1, 33, 200, 640, 1500, 3000, 5000, 12000)
+            for n in (768, 2560, 4096, 11008) for k in (512, 4096, 14336)]
+    fastest = [min(range(2), key=lambda i, s=s: _true_ms(f"k__cfg{i}", s)) for s in grid]
+    assert [choose(table, s) for s in grid] == fastest
+    wrong = sum(choose(nearest_only, s) != f for s, f in zip(grid, fastest, strict=True))
+    assert wrong >= 5, wrong  # (the planted case is one the nearest rule gets wrong)
+    assert all(choose(table, s) == r["config"] for s, r in zip(TUNED, table["rules"], strict=True))
+
+
+def test_a_config_far_slower_at_the_nearest_shape_is_not_extrapolated_to():
+    table = _table(TUNED)
+    rule = next(r for r in table["rules"] if r["at"]["M"] == 8192)
+    near = [{"M": m, "N": 4096, "K": 4096} for m in (6000, 8192, 12000)]
+    rule["scale"][1] = 0.1  # a small tile measured ten times faster than its prediction there: it wins near there
+    assert {choose(table, s) for s in near} == {1}
+    rule["scale"][1] = None  # as where it was more than BOUND slower than the shape's best: never extrapolated to
+    assert {choose(table, s) for s in near} == {0}
+
+
+def test_c_dispatcher_runs_the_cost_model_as_the_runtime_does(tmp_path):
+    """K_config in C against tilec.runtime.dispatch.choose over a grid of sizes, with a when= condition on one
+    configuration (so both its guard and the model's pass over it)."""
+    from tilec.targets.c_launcher.dispatch import dispatchers
+    from tilec.targets.c_launcher.header import CUDA_API, FORMULA_HELPERS_C
+
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        pytest.skip("a C compiler is needed")
+    table = _table(TUNED + [{"M": 300, "N": 9000, "K": 700}], when={"k__cfg1": ["<=", "M", 6000]})
+    code, _ = dispatchers({"k": table}, [ENTRIES["k__cfg0"]], CUDA_API, "", False)
+    assert "the cost model" in code
+    config_fn = code[:code.index("/* k_launch:")]
+    grid = list(itertools.product([1, 17, 64, 100, 500, 2048, 5999, 6001, 9000], [100, 768, 4096, 11008, 50257],
+                                  [64, 1000, 4096, 30000]))
+    points = ", ".join(f"{{{m}, {n}, {k}}}" for m, n, k in grid)
+    main = ("int main(void) {\n  static const int at[][3] = {" + points + "};\n"
+            "  for (unsigned i = 0; i < sizeof at / sizeof at[0]; i++)\n"
+            "    printf(\"%d\\n\", k_config(at[i][2], at[i][0], at[i][1]));\n"
+            "  return 0;\n}\n")
+    (tmp_path / "c.c").write_text("#include <stdio.h>\n#include <stdint.h>\n" + FORMULA_HELPERS_C
+                                  + config_fn.replace("static inline int k_config", "static int k_config") + main)
+    subprocess.run([gcc, "-std=c11", "-Wall", "-Wextra", "-Werror", "c.c", "-o", "c"], cwd=tmp_path, check=True)
+    got = subprocess.run([str(tmp_path / "c")], capture_output=True, text=True, check=True).stdout.split()
+    want = [str(choose(table, {"M": m, "N": n, "K": k})) for m, n, k in grid]
+    assert got == want
+    assert len(set(want)) == 2
+
+
+def test_a_tuned_build_carries_the_fitted_model(monkeypatch):
+    """tilec.compile of a tuned sample: the dispatch table's configs carry their terms and coefficients, its rules
+    the measured times and scales, and the fitted model predicts the tuner's times near where they were measured."""
+    from conftest import ROOT
+
+    import tilec
+    from tilec.tuning import database
+
+    monkeypatch.delenv("TILEC_TUNE_DB", raising=False)  # conftest turns the samples' databases off
+    m = json.loads(tilec.compile(str(ROOT / "samples" / "flash_attention.tile"), "sm90", emit="cu",
+                                 defines={"dtype": "bf16"}).manifest)
+    (table,) = m["dispatch"].values()
+    assert all(len(c["cost"]["coef"]) == 4 and min(c["cost"]["coef"]) >= 0 for c in table["configs"])
+    assert all(len(r["ms"]) == len(r["scale"]) == len(table["configs"]) for r in table["rules"])
+    errors = [abs(math.log(s)) for r in table["rules"] for s in r["scale"] if s is not None]
+    assert sorted(errors)[len(errors) // 2] < 0.25, errors  # the model's median error at the tuned shapes
+    entry = next(e for e in database.load(ROOT / "samples" / "flash_attention.tune.json")["entries"]
+                 if e["defines"] == {"dtype": "bf16"} and e["target"] == "sm90")
+    assert m["tuning"]["sms"] == entry["sms"] == 132

@@ -1,0 +1,169 @@
+"""The dispatch's cost model: a tuned kernel's predicted time under each configuration it carries, at any sizes.
+
+The nearest tuned shape alone is a poor guide between tuned shapes: a tile's waves on the multiprocessors are not
+smooth in the sizes, and the winner at M = 128 may leave half the machine idle at M = 200. So the build fits, per
+configuration, a time of four terms to the times the tuner measured at every tuned shape (`fit_dispatch_costs`):
+
+    time = a * compute + b * traffic + c * footprint + d
+
+- compute: for each launch, its waves (blocks over the blocks the multiprocessors hold at once: by shared memory
+  and threads) times one block's FLOPs (the entry's "flops" over its blocks);
+- traffic: the entry's "bytes" (every block's loads and stores: tiles read again by other blocks count again);
+- footprint: the bytes of its tensors (what must cross DRAM at least once);
+- d: the launches' fixed cost.
+
+The coefficients are non-negative least squares in relative error. Each term is a formula of the sizes in the
+manifest's formula language (ceildiv, min, max, // and integers), so the C launcher evaluates it as the runtime does.
+
+At a launch (`cost_choice`), among the configurations allowed there that the nearest tuned shape's measurement
+keeps (within BOUND of that shape's best), the dispatch runs the one of least predicted time, each prediction
+scaled by its own error at that tuned shape, the more the nearer: prediction * (1 + w * (scale - 1)) with
+w = 1 / (1 + distance). At a tuned shape itself (distance 0) that is the measured time; far from every tuned
+shape, the model alone. Without a fitted model (an entry without every configuration's times, an unknown GPU)
+the table keeps the nearest tuned shape's winner.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+from ..manifest import COST_KEY, MS_KEY, SCALE_KEY
+from .formulas import compile_formulas
+
+BOUND = 2.0  # a configuration more than this much slower than the best at the nearest tuned shape is passed over
+BLOCK_RESERVED_SHARED = 1024  # bytes of shared memory the driver reserves per block (sm80 and later)
+MAX_THREADS_PER_SM = 2048
+# shared memory a multiprocessor holds, by compute capability (the CUDA programming guide's table)
+SHARED_PER_SM = {"7.0": 96 * 1024, "7.5": 64 * 1024, "8.0": 164 * 1024, "8.6": 100 * 1024, "8.7": 164 * 1024,
+                 "8.9": 100 * 1024, "9.0": 228 * 1024, "10.0": 228 * 1024, "12.0": 100 * 1024}
+
+
+def _element_bytes(dtype: str) -> int:
+    bits = re.search(r"\d+", dtype)
+    return max(1, int(bits.group()) // 8) if bits else 1
+
+
+_NUM_SMS = re.compile(r"\bnum_sms\b")
+
+
+def _blocks(grid: list[str], sms: int) -> str:
+    return " * ".join("(" + _NUM_SMS.sub(str(sms), g) + ")" for g in grid)
+
+
+def cost_terms(public: dict, stages: list[tuple[dict, list[str]]], sms: int, shared_per_sm: int) -> list[str]:
+    """The compute, traffic and footprint formulas of one configuration. `public` is the entry a call names (a kernel
+    entry, or a multi-launch kernel's "launches" entry: its params, bytes); `stages` the (kernel entry, grid) of
+    each launch."""
+    compute = []
+    for entry, grid in stages:
+        resident = max(1, min(shared_per_sm // (entry.get("shared_bytes", 0) + BLOCK_RESERVED_SHARED),
+                              MAX_THREADS_PER_SM // max(1, entry.get("threads", 1))))
+        blocks = _blocks(grid, sms)
+        compute.append(f"ceildiv({blocks}, {sms * resident}) * (({entry['flops']}) // max({blocks}, 1))")
+    footprint = [f"{_element_bytes(p['dtype'])} * " + " * ".join(f"({d})" for d in p["shape"] or [1])
+                 for p in public["params"] if p.get("kind") == "tensor"]
+    return [" + ".join(compute) or "0", f"({public['bytes']})", " + ".join(footprint) or "0"]
+
+
+def _solve(rows: list[list[float]], rhs: list[float]) -> list[float] | None:
+    """Least squares through the normal equations (a few columns), None where they are singular."""
+    n = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)] + [sum(r[i] * y for r, y in zip(rows, rhs, strict=True))]
+         for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda i: abs(a[i][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for i in range(n):
+            if i != col:
+                f = a[i][col] / a[col][col]
+                a[i] = [x - f * y for x, y in zip(a[i], a[col], strict=True)]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def fit(features: list[list[float]], times: list[float]) -> list[float]:
+    """Non-negative coefficients of `features` (rows of term values plus 1) that best give `times`, in relative
+    error: every subset of the columns solved, the best whose coefficients are all non-negative."""
+    width = len(features[0])
+    norm = [max(abs(f[i]) for f in features) or 1.0 for i in range(width)]  # columns of like size
+    rows = [[f[i] / norm[i] / t for i in range(width)] for f, t in zip(features, times, strict=True)]
+    best, best_error = [0.0] * width, math.inf
+    for mask in itertools.product((0, 1), repeat=width):
+        cols = [i for i in range(width) if mask[i]]
+        if not cols:
+            continue
+        solved = _solve([[r[i] for i in cols] for r in rows], [1.0] * len(rows))
+        if solved is None or any(c < 0 for c in solved):
+            continue
+        coef = [0.0] * width
+        for i, c in zip(cols, solved, strict=True):
+            coef[i] = c
+        error = sum((sum(c * x for c, x in zip(coef, r, strict=True)) - 1.0) ** 2 for r in rows)
+        if error < best_error:
+            best, best_error = coef, error
+    return [c / n for c, n in zip(best, norm, strict=True)]
+
+
+_compiled: dict[tuple, object] = {}
+
+
+def predicted(cost: dict, sizes: dict[str, int]) -> float:
+    """A configuration's predicted time (ms) at these sizes, from its COST_KEY record."""
+    names = tuple(sorted(sizes))
+    key = (tuple(cost["terms"]), names)
+    terms = _compiled.get(key)
+    if terms is None:
+        terms = _compiled[key] = compile_formulas(cost["terms"], list(names))
+    values = terms(*(sizes[n] for n in names))
+    a, b, c, d = cost["coef"]
+    return a * float(values[0]) + b * float(values[1]) + c * float(values[2]) + d
+
+
+def fit_dispatch_costs(table: dict, kernels: dict[str, dict], launches: dict[str, dict], sms: int,
+                       shared_per_sm: int) -> None:
+    """Give a dispatch table whose rules carry every configuration's measured times (MS_KEY) its cost model: each
+    config's COST_KEY {terms, coef} and each rule's SCALE_KEY (the measured time over the predicted one, None
+    where the configuration was not timed or is more than BOUND slower than that shape's best)."""
+    configs = table["configs"]
+    for c in configs:
+        name = c["kernel"]
+        if name in launches:
+            public = launches[name]
+            stages = [(kernels[s["kernel"]], s["grid"]) for s in public["stages"]]
+        else:
+            public = kernels[name]
+            stages = [(public, public["grid"])]
+        c[COST_KEY] = {"terms": cost_terms(public, stages, sms, shared_per_sm)}
+    for ci, c in enumerate(configs):
+        at = [(r["at"], r[MS_KEY][ci]) for r in table["rules"] if r[MS_KEY][ci]]
+        rows = []
+        for sizes, _ in at:
+            terms = compile_formulas(c[COST_KEY]["terms"], sorted(sizes))
+            rows.append([float(v) for v in terms(*(sizes[n] for n in sorted(sizes)))] + [1.0])
+        c[COST_KEY]["coef"] = fit(rows, [ms for _, ms in at]) if rows else [0.0, 0.0, 0.0, 0.0]
+    for r in table["rules"]:
+        timed = [ms for ms in r[MS_KEY] if ms]
+        best = min(timed, default=None)
+        scale = []
+        for c, ms in zip(configs, r[MS_KEY], strict=True):
+            p = predicted(c[COST_KEY], r["at"]) if ms and ms <= BOUND * best else 0.0
+            scale.append(ms / p if p > 0 else None)
+        r[SCALE_KEY] = scale
+
+
+def cost_choice(table: dict, rule: dict, distance: float, allowed: list[bool], sizes: dict[str, int],
+                fallback: int) -> int:
+    """The configuration the cost model picks at `sizes`, the nearest tuned shape being `rule` at `distance`
+    (`fallback`, that rule's winner, when none qualifies)."""
+    blend = 1.0 / (1.0 + distance)
+    pick, low = fallback, math.inf
+    for ci, scale in enumerate(rule[SCALE_KEY]):
+        if scale is None or not allowed[ci]:
+            continue
+        p = predicted(table["configs"][ci][COST_KEY], sizes) * (1.0 + blend * (scale - 1.0))
+        if p < low:
+            pick, low = ci, p
+    return pick
