@@ -149,3 +149,56 @@ def test_a_tuned_build_carries_the_fitted_model(monkeypatch):
     entry = next(e for e in database.load(ROOT / "samples" / "flash_attention.tune.json")["entries"]
                  if e["defines"] == {"dtype": "bf16"} and e["target"] == "sm90")
     assert m["tuning"]["sms"] == entry["sms"] == 132
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_work_formulas_read_only_the_sizes_even_where_a_trip_count_reads_the_block(causal):
+    """A causal mask's loop runs to the block's own diagonal tile, a grid-stride loop from the block's first row: the
+    entry's flops and bytes are counted at the grid's middle block, so they read only the sizes (the model's terms
+    could not be evaluated otherwise) and total what the whole grid does."""
+    from conftest import ROOT
+
+    import tilec
+    from tilec.runtime.formulas import evaluate
+
+    m = json.loads(tilec.compile(str(ROOT / "samples" / "flash_attention.tile"), "sm90", emit="cu",
+                                 defines={"dtype": "bf16", "causal": causal, "dim": 128}).manifest)
+    entry = m["kernels"][0]
+    batch, heads, seq = 2, 16, 4096
+    flops = evaluate(entry["flops"], {"B": batch, "H": heads, "S": seq})
+    attention = 4 * batch * heads * seq * seq * 128 / (2 if causal else 1)  # QK^T and PV
+    assert attention <= flops <= 1.05 * attention
+    rows = json.loads(tilec.compile(str(ROOT / "samples" / "softmax.tile"), "sm90", emit="cu",
+                                    defines={"dtype": "bf16"}).manifest)["kernels"][0]  # grid-stride over rows
+    read = 2 * 4096 * 50257
+    assert read <= evaluate(rows["bytes"], {"M": 4096, "N": 50257}) <= 3 * read
+
+
+def test_an_entry_may_keep_the_nearest_shape_dispatch(tmp_path, monkeypatch):
+    """`"dispatch": "nearest"` in a database entry (the row kernels': the model scored worse than the nearest shape
+    over their sweep) builds a table without the model; a re-tune keeps it; another value is an error naming it."""
+    from conftest import ROOT
+
+    import tilec
+    from tilec.tuning import database
+
+    monkeypatch.delenv("TILEC_TUNE_DB", raising=False)
+    entry = next(e for e in database.load(ROOT / "samples" / "flash_attention.tune.json")["entries"]
+                 if e["defines"] == {"dtype": "bf16"} and e["target"] == "sm90")
+    src = tmp_path / "flash_attention.tile"
+    src.write_text((ROOT / "samples" / "flash_attention.tile").read_text())
+    db = tmp_path / "flash_attention.tune.json"
+
+    def table(dispatch):
+        database.save(db, {"tilec_tune_db": 1, "entries": [{**entry, "dispatch": dispatch}]})
+        m = json.loads(tilec.compile(str(src), "sm90", emit="cu", defines={"dtype": "bf16"}).manifest)
+        return m["dispatch"]["flash_attention"]
+
+    assert all("scale" in r for r in table("cost")["rules"])
+    nearest = table("nearest")
+    assert not any("scale" in r or "ms" in r for r in nearest["rules"])
+    assert not any("cost" in c for c in nearest["configs"])
+    database.merge(db, {k: v for k, v in entry.items() if k != "dispatch"})  # a re-tune of the entry
+    assert database.load(db)["entries"][0]["dispatch"] == "nearest"
+    with pytest.raises(Exception, match="dispatch is 'nearst'"):
+        table("nearst")

@@ -2,7 +2,8 @@
 
 Counted from Tile IR per block, multiplied by enclosing loop trip counts and the grid size, as
 size formulas (strings over the runtime sizes). Ragged edges are counted as full tiles, so
-these are upper bounds for ragged shapes and exact otherwise.
+these are upper bounds for ragged shapes and exact otherwise; a trip count that depends on the
+block's index is taken at the grid's middle block.
 """
 
 from __future__ import annotations
@@ -15,8 +16,14 @@ from .formula import formula
 def kernel_costs(k: T.Kernel) -> dict[str, str]:
     flops: list[str] = []
     bytes_: list[str] = []
-    # Loop bounds may name locals (`n = ceildiv(N, 64)`); formulas must only use runtime sizes.
+    # Loop bounds may name locals (`n = ceildiv(N, 64)`); formulas must only use runtime sizes. A bound that reads the
+    # block's index (a grid-stride loop, a causal mask's last tile) is counted at the middle block of the grid: the
+    # mean trip count when it is linear in the index, so that count times the grid approximates the whole grid's.
     values: dict[T.Var, T.Expr] = {}
+    for bv, extent in zip(k.block_vars, k.grid, strict=False):
+        one, two = T.Const(dtype=bv.dtype, span=None, value=1), T.Const(dtype=bv.dtype, span=None, value=2)
+        last = T.Binary(dtype=bv.dtype, span=None, op="-", a=extent, b=one)
+        values[bv] = T.Binary(dtype=bv.dtype, span=None, op="//", a=last, b=two)
 
     def resolve(e: T.Expr) -> T.Expr:
         from .visit import rewrite_expr

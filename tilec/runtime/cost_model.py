@@ -6,8 +6,8 @@ configuration, a time of four terms to the times the tuner measured at every tun
 
     time = a * compute + b * traffic + c * footprint + d
 
-- compute: for each launch, its waves (blocks over the blocks the multiprocessors hold at once: by shared memory
-  and threads) times one block's FLOPs (the entry's "flops" over its blocks);
+- compute: for each launch, its waves (its work units -- blocks, or a persistent kernel's tiles -- over the blocks
+  the multiprocessors hold at once: by shared memory and threads) times one unit's FLOPs;
 - traffic: the entry's "bytes" (every block's loads and stores: tiles read again by other blocks count again);
 - footprint: the bytes of its tensors (what must cross DRAM at least once);
 - d: the launches' fixed cost.
@@ -25,6 +25,7 @@ the table keeps the nearest tuned shape's winner.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import math
 import re
@@ -48,8 +49,17 @@ def _element_bytes(dtype: str) -> int:
 _NUM_SMS = re.compile(r"\bnum_sms\b")
 
 
-def _blocks(grid: list[str], sms: int) -> str:
-    return " * ".join("(" + _NUM_SMS.sub(str(sms), g) + ")" for g in grid)
+def _work(grid: list[str], sms: int) -> str:
+    """The blocks' work units: the grid's size, where a persistent kernel's `min(units, num_sms)` counts its units
+    (each of its blocks runs several in turn)."""
+    dims = []
+    for g in grid:
+        tree = ast.parse(g, mode="eval").body
+        if (isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "min"
+                and len(tree.args) == 2 and any(isinstance(a, ast.Name) and a.id == "num_sms" for a in tree.args)):
+            tree = next(a for a in tree.args if not (isinstance(a, ast.Name) and a.id == "num_sms"))
+        dims.append("(" + _NUM_SMS.sub(str(sms), ast.unparse(tree)) + ")")
+    return " * ".join(dims)
 
 
 def cost_terms(public: dict, stages: list[tuple[dict, list[str]]], sms: int, shared_per_sm: int) -> list[str]:
@@ -60,8 +70,8 @@ def cost_terms(public: dict, stages: list[tuple[dict, list[str]]], sms: int, sha
     for entry, grid in stages:
         resident = max(1, min(shared_per_sm // (entry.get("shared_bytes", 0) + BLOCK_RESERVED_SHARED),
                               MAX_THREADS_PER_SM // max(1, entry.get("threads", 1))))
-        blocks = _blocks(grid, sms)
-        compute.append(f"ceildiv({blocks}, {sms * resident}) * (({entry['flops']}) // max({blocks}, 1))")
+        units = _work(grid, sms)
+        compute.append(f"ceildiv({units}, {sms * resident}) * (({entry['flops']}) // max({units}, 1))")
     footprint = [f"{_element_bytes(p['dtype'])} * " + " * ".join(f"({d})" for d in p["shape"] or [1])
                  for p in public["params"] if p.get("kind") == "tensor"]
     return [" + ".join(compute) or "0", f"({public['bytes']})", " + ".join(footprint) or "0"]
@@ -139,10 +149,9 @@ def fit_dispatch_costs(table: dict, kernels: dict[str, dict], launches: dict[str
         c[COST_KEY] = {"terms": cost_terms(public, stages, sms, shared_per_sm)}
     for ci, c in enumerate(configs):
         at = [(r["at"], r[MS_KEY][ci]) for r in table["rules"] if r[MS_KEY][ci]]
-        rows = []
-        for sizes, _ in at:
-            terms = compile_formulas(c[COST_KEY]["terms"], sorted(sizes))
-            rows.append([float(v) for v in terms(*(sizes[n] for n in sorted(sizes)))] + [1.0])
+        names = sorted(at[0][0]) if at else []
+        terms = compile_formulas(c[COST_KEY]["terms"], names)
+        rows = [[float(v) for v in terms(*(sizes[n] for n in names))] + [1.0] for sizes, _ in at]
         c[COST_KEY]["coef"] = fit(rows, [ms for _, ms in at]) if rows else [0.0, 0.0, 0.0, 0.0]
     for r in table["rules"]:
         timed = [ms for ms in r[MS_KEY] if ms]

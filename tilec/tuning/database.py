@@ -7,8 +7,9 @@
         "shapes": [{"sizes": {"M": 4096, ...}, "winner": {"config": {...}, "ms": 0.21},
                     "runner_ups": [{"config": {...}, "ms": 0.22}, ...],
                     "all_ms": [0.21, 0.35, ...]}], "timed": [{...}, ...],
-        "max_configs": 6, "conditions": {...}}]}   (all_ms[i]: timed[i]'s time; max_configs optional, MAX_CONFIGS
-        without it; conditions: config_key -> the configuration's when= condition, where it has one)
+        "max_configs": 6, "conditions": {...}, "dispatch": "nearest"}]}   (all_ms[i]: timed[i]'s time; max_configs
+        optional, MAX_CONFIGS without it; conditions: config_key -> the configuration's when= condition, where it has
+        one; dispatch optional, "cost" without it: dispatch_rule_of)
 
 An entry is one (source file, kernel, target, fixed -D values) tuned on one GPU. A build finds the database given
 by `--tune-db` (CompileOptions.tune_db), else $TILEC_TUNE_DB, else `<source stem>.tune.json` beside the source;
@@ -26,6 +27,8 @@ import math
 import os
 from pathlib import Path
 
+from ..errors import UserFacingError
+
 DB_VERSION = 1
 ENV = "TILEC_TUNE_DB"
 SUFFIX = ".tune.json"
@@ -34,8 +37,8 @@ SLACK = 0.03  # a shape is served well enough by a configuration within 3% of it
 RUNNER_UPS = 4
 
 
-class DatabaseError(ValueError):
-    pass
+class DatabaseError(UserFacingError, ValueError):
+    """A database the build cannot use (unreadable, or an entry's field out of range): the user's to fix."""
 
 
 def load(path: str | os.PathLike) -> dict:
@@ -66,8 +69,9 @@ def merge(path: str | os.PathLike, entry: dict, extend: bool = False) -> dict:
     old = [e for e in db["entries"] if same_entry(e, entry)]
     if extend and old:
         entry = extended(old[0], entry)
-    if old and "max_configs" in old[0] and "max_configs" not in entry:
-        entry = {**entry, "max_configs": old[0]["max_configs"]}  # a re-tune keeps the entry's configuration limit
+    for kept in ("max_configs", "dispatch"):  # a re-tune keeps the entry's configuration limit and dispatch rule
+        if old and kept in old[0] and kept not in entry:
+            entry = {**entry, kept: old[0][kept]}
     db["entries"] = [e for e in db["entries"] if not same_entry(e, entry)] + [entry]
     db["entries"].sort(key=lambda e: (e["source"], e["kernel"], e["target"], json.dumps(e["defines"],
                                                                                          sort_keys=True)))
@@ -250,6 +254,19 @@ def digest(entry: dict | None) -> str | None:
 
 def config_key(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
+
+
+DISPATCH_RULES = ("cost", "nearest")  # an entry's "dispatch": the cost model between tuned shapes (the default)
+
+
+def dispatch_rule_of(entry: dict) -> str:
+    """How a build of `entry` dispatches between its tuned shapes: "cost" (tilec/runtime/cost_model.py: the
+    default) or "nearest" (the nearest tuned shape's winner, for kernels the model predicts poorly)."""
+    rule = entry.get("dispatch", "cost")
+    if rule not in DISPATCH_RULES:
+        raise DatabaseError(f"the {entry.get('kernel', '?')} entry's dispatch is {rule!r}: expected one of "
+                            f"{', '.join(map(repr, DISPATCH_RULES))}")
+    return rule
 
 
 def max_configs_of(entry: dict) -> int:

@@ -49,14 +49,16 @@ class DispatchPlan:
             names = sorted({n for s in e["shapes"] for n in s["sizes"]})
             _, times = database.stored_times(e)
             per_config = [times.get(database.config_key(c), {}) for c in self.configs]
-            timed_everywhere = bool(e.get("timed")) and all("all_ms" in s for s in e["shapes"])
+            modelled = (database.dispatch_rule_of(e) == "cost" and bool(e.get("timed"))
+                        and all("all_ms" in s for s in e["shapes"]))
             out["dispatch"] = {kernel: {
                 "sizes": names,
                 "configs": [{"kernel": kernel + suffix(i), "consts": c} for i, c in enumerate(self.configs)],
                 # every carried configuration's time at each tuned shape, when the entry kept them all: the build
-                # fits the dispatch's cost model to them (tilec/runtime/cost_model.py)
+                # fits the dispatch's cost model to them (tilec/runtime/cost_model.py), unless the entry says
+                # "dispatch": "nearest"
                 "rules": [{"at": s["sizes"], "config": ci,
-                           **({MS_KEY: [t.get(si) for t in per_config]} if timed_everywhere else {})}
+                           **({MS_KEY: [t.get(si) for t in per_config]} if modelled else {})}
                           for si, (s, ci) in enumerate(zip(e["shapes"], self.per_shape, strict=True))],
             }}
         return out
