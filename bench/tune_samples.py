@@ -50,6 +50,10 @@ JOBS = [
     ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),
     ("attn_d128", "flash_attention", ["dtype=bf16", "dim=128"], ["--shapes", "attention"]),
     ("attn_d128_causal", "flash_attention", ["dtype=bf16", "dim=128", "causal=True"], ["--shapes", "attention"]),
+    # head dim 96 (issue #26's four head dims; 256 has one tile that fits, nothing to choose): untuned, it ran
+    # sm90's default 128x128 tile at every S, 0.61-0.71 of cuDNN at S = 1 (bench/RESULTS.md, "s19")
+    ("attn_d96", "flash_attention", ["dtype=bf16", "dim=96"], ["--shapes", "attention"]),
+    ("attn_d96_causal", "flash_attention", ["dtype=bf16", "dim=96", "causal=True"], ["--shapes", "attention"]),
     ("softmax_bf16", "softmax", ["dtype=bf16"], ["--shapes", "rows"]),
     ("rmsnorm_bf16", "rmsnorm", ["dtype=bf16"], ["--shapes", "rows"]),
     ("layernorm_bf16", "layernorm", ["dtype=bf16"], ["--shapes", "rows"]),
