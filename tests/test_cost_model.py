@@ -110,7 +110,9 @@ def test_c_dispatcher_runs_the_cost_model_as_the_runtime_does(tmp_path):
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         pytest.skip("a C compiler is needed")
-    table = _table(TUNED + [{"M": 300, "N": 9000, "K": 700}], when={"k__cfg1": ["<=", "M", 6000]})
+    # (at N = 100 with M over 6000 neither condition holds: then every configuration may run, as in choose)
+    table = _table(TUNED + [{"M": 300, "N": 9000, "K": 700}], when={"k__cfg1": ["<=", "M", 6000],
+                                                                     "k__cfg0": [">=", "N", 200]})
     code, _ = dispatchers({"k": table}, [ENTRIES["k__cfg0"]], CUDA_API, "", False)
     assert "the cost model" in code
     config_fn = code[:code.index("/* k_launch:")]

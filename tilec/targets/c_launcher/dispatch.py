@@ -119,7 +119,7 @@ def _cost_code(table: dict, size_c: dict[str, str], guarded: bool) -> str:
     for i, c in enumerate(table["configs"]):
         a, b, f, d = (repr(float(x)) for x in c[COST_KEY]["coef"])
         t0, t1, t2 = (f"(double)({formula_to_c(t, size_c)})" for t in c[COST_KEY]["terms"])
-        allowed = f" && allowed_[{i}]" if guarded else ""
+        allowed = f" && (!any_ || allowed_[{i}])" if guarded else ""  # none holding: all may run, as in choose
         lines += [f"    if (scale[nearest][{i}] >= 0.0{allowed}) {{",
                   f"      p = ({a} * {t0} + {b} * {t1} + {f} * {t2} + {d})"
                   f" * (1.0 + blend * (scale[nearest][{i}] - 1.0));",
