@@ -266,15 +266,15 @@ def _fit_dispatch_costs(records: dict, kernels: list[dict], launches: list[dict]
     times, for an unknown GPU, or over formulas the model cannot read keeps its nearest-shape dispatch."""
     tuning = records.get(TUNING_KEY) or {}
     tables = [t for t in (records.get(DISPATCH_KEY) or {}).values() if all(MS_KEY in r for r in t["rules"])]
-    if not tables:
+    if not tables or not tuning.get("sms"):
         return
     from .runtime.cost_model import SHARED_PER_SM, fit_dispatch_costs
 
-    sms, shared = tuning.get("sms"), SHARED_PER_SM.get(str(tuning.get("cc")))
+    sms, shared = tuning["sms"], SHARED_PER_SM.get(str(tuning.get("cc")))
+    if not shared:
+        return
     by_name, sequences = {k["name"]: k for k in kernels}, {e["name"]: e for e in launches}
     for table in tables:
-        if not sms or not shared:
-            continue
         try:
             fit_dispatch_costs(table, by_name, sequences, sms, shared)
         except (KeyError, ValueError):  # a formula over a size the tuned shapes do not give, a config not built

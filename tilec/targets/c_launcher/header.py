@@ -552,9 +552,9 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     if clustered:
         body += ["  unsigned tilec_cluster[3];"]
     formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries if fe for g in fe["grid"]]
-    used = {n.id for g in formulas for n in ast.walk(ast.parse(g, mode="eval")) if isinstance(n, ast.Name)}
-    used |= {n.id for maps, _ in plans for m in maps for d in (m.view_shape or m.param["shape"]) if isinstance(d, str)
-             for n in ast.walk(ast.parse(d, mode="eval")) if isinstance(n, ast.Name)}
+    used = {n for g in formulas for n in formula_names(g)}
+    used |= {n for maps, _ in plans for m in maps for d in (m.view_shape or m.param["shape"]) if isinstance(d, str)
+             for n in formula_names(d)}
     body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
     if "num_sms" in used:  # a persistent kernel: at most one block per multiprocessor
         vars_["num_sms"] = "tilec_num_sms"
