@@ -53,10 +53,21 @@ CASES = [
                                 {"M": 300, "N": 200, "K": 100}]),
     ("gemm", {"cluster_m": 2, "trans_B": True, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3},
      [{"M": 256, "N": 256, "K": 128}, {"M": 392, "N": 264, "K": 136}]),
+    # the 6-stage 128x128 tile (192 KB of shared memory: sm90 only) in one launch and split in 3 (s20): the last
+    # share of K runs past K (K=1000: 16 tiles of 64, shares of 6), M=129 N=301 K=777 runs the twin
+    ("gemm", {"block_N": 128, "block_K": 64, "threads": 256, "num_stages": 6, "_sm90_only": True},
+     [{"M": 512, "N": 512, "K": 384}, {"M": 300, "N": 264, "K": 1000}, {"M": 129, "N": 301, "K": 777}]),
+    ("gemm", {"block_N": 128, "block_K": 64, "threads": 256, "num_stages": 6, "split_k": 3, "trans_B": True,
+              "_sm90_only": True}, [{"M": 256, "N": 256, "K": 1536}, {"M": 300, "N": 264, "K": 1000},
+                                    {"M": 129, "N": 301, "K": 777}]),
     ("gemm_bias_relu", {}, [{"M": 256, "N": 256, "K": 128}, {"M": 384, "N": 512, "K": 64},
                             {"M": 300, "N": 200, "K": 100}]),
     ("fp8_gemm", {}, [{"M": 256, "N": 256, "K": 256}, {"M": 300, "N": 272, "K": 160}, {"M": 200, "N": 100, "K": 100},
                       {"M": 130, "N": 72, "K": 141}]),
+    ("fp8_gemm", {"block_N": 128, "block_K": 128, "threads": 256, "num_stages": 6, "_sm90_only": True},
+     [{"M": 512, "N": 256, "K": 768}, {"M": 300, "N": 272, "K": 1040}, {"M": 130, "N": 72, "K": 141}]),
+    ("fp8_gemm", {"block_N": 128, "block_K": 128, "threads": 256, "num_stages": 6, "split_k": 3, "_sm90_only": True},
+     [{"M": 256, "N": 256, "K": 1536}, {"M": 300, "N": 272, "K": 1040}, {"M": 130, "N": 72, "K": 1411}]),
     # rows that fit the block (one read) and rows longer than it (streamed twice), ragged both ways
     ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
     ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),

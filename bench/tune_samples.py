@@ -32,7 +32,11 @@ DECODE = [f"M={m},N={n},K={k}" for m in (1, 16, 64) for n, k in ((4096, 4096), (
 # is far from the best tile there (bench/RESULTS.md, "s14"); none of these is a shape of bench/shape_sweep.py
 MID = [f"M={m},N={n},K={k}" for m in (32, 256, 2048) for n, k in ((1536, 1536), (6144, 2048), (2048, 6144),
                                                                    (5120, 5120), (14336, 4096), (4096, 14336))]
-GEMM_SMALL = GEMM + [arg for size in DECODE + MID for arg in ("--size", size)]
+# mid M against long K and large M against N = 256, where no tile of s19's space reached 0.8 of cuBLAS (the 128x128
+# 6-stage tile and the split of 3 did: bench/small_m_trial.py --set mid); none of these is a shape of shape_sweep.py
+MID_LONG_K = ["M=160,N=5120,K=10240", "M=384,N=2560,K=8192", "M=384,N=3072,K=3072", "M=4096,N=256,K=4096",
+              "M=3072,N=256,K=8192"]
+GEMM_SMALL = GEMM + [arg for size in DECODE + MID + MID_LONG_K for arg in ("--size", size)]
 # (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --
 # bench/RESULTS.md, "small and skinny gemm shapes" and "the GEMV tiles")
 # the configurations an artifact carries (the database's default is 4): the gemms serve decode shapes (GEMV tiles,

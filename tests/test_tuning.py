@@ -1059,13 +1059,14 @@ def test_gemm_search_space_keeps_split_k_small():
         allowed += 1
         if isinstance(public_kernels(module)[0], T.Launches):
             sequences.append(config)
-    assert len(configurations(axes)) == 12 * 2 * 2 * 3 * 4  # tiles, persistent, pingpong, clusters, split_k
-    # 10 wide tiles x 4 (3 clusters, or persistent) + 6 ping-pong candidates (persistent, threads=128) + 9 split-K on
-    # the three 128-wide, 64-deep tiles, and the two 16-row GEMV tiles: never persistent or clustered, each with
-    # split_k 1, 2, 4, 8
-    assert allowed == 40 + 6 + 9 + 8 and len(sequences) == 15
-    assert {(c["block_M"], c["block_N"], c["split_k"]) for c in sequences} == {
-        (m, n, s) for m, n in ((64, 128), (128, 128), (16, 32), (16, 64)) for s in (2, 4, 8)}
+    assert len(configurations(axes)) == 13 * 2 * 2 * 3 * 5  # tiles, persistent, pingpong, clusters, split_k
+    # 11 wide tiles x 4 (3 clusters, or persistent) + 6 ping-pong candidates (persistent, threads=128) + 16 split-K on
+    # the four 128-wide, 64-deep tiles, and the two 16-row GEMV tiles: never persistent or clustered, each with
+    # split_k 1, 2, 3, 4, 8
+    assert allowed == 44 + 6 + 16 + 10 and len(sequences) == 24
+    assert sorted((c["block_M"], c["block_N"], c["num_stages"], c["split_k"]) for c in sequences) == sorted(
+        (m, n, st, s) for m, n, st in ((64, 128, 4), (64, 128, 8), (128, 128, 4), (128, 128, 6), (16, 32, 4),
+                                       (16, 64, 4)) for s in (2, 3, 4, 8))
     assert all(not c["persistent"] and c["cluster_m"] * c["cluster_n"] == 1 for c in sequences)
 
 
