@@ -148,7 +148,8 @@ def build(out: Path, compiler: str | None = None) -> None:
             result = tilec.compile(source_path(sample), defines=defs)
             kernel = public_kernels(result.module)[0]  # (a multi-launch kernel: its public signature)
             if result.module.launches:  # its C launcher too (tests/gpu/test_launches_gpu.py calls it)
-                if tilec_main([str(source_path(sample)), "--target", "sm80,sm90", "-o", str(out / f"{name}.h"),
+                header_targets = "sm90" if sm90_only else "sm80,sm90"
+                if tilec_main([str(source_path(sample)), "--target", header_targets, "-o", str(out / f"{name}.h"),
                                *dargs]) != 0:
                     raise SystemExit(f"header of {name} failed")
             for si, sizes in enumerate(shapes):

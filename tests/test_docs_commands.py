@@ -70,8 +70,8 @@ def readme_python_snippets() -> list[str]:
 # command -> (what it needs, what its output must contain: strings in stdout+stderr, "" for nothing claimed)
 RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec tune --show samples/gemm.tune.json --kernel gemm":
-        ((), ("-D dtype=bf16 (NVIDIA H200, 52 shapes): 10 configurations (at most 10)",
-              "-D trans_B=True (NVIDIA H200, 52 shapes): 10 configurations (at most 10)")),
+        ((), ("-D dtype=bf16 (NVIDIA H200, 57 shapes): 10 configurations (at most 10)",
+              "-D trans_B=True (NVIDIA H200, 57 shapes): 10 configurations (at most 10)")),
     "tilec tune --show samples/gemm.tune.json --kernel gemm --max-configs 10": ((), "(at most 10)"),
     "tilec samples/flash_attention.tile --emit-ir": ((), "kernel flash_attention"),
     "tilec samples/gemm.tile --emit-ir=after:lower-to-simt --target sm90": ((), "gemm"),
@@ -81,9 +81,9 @@ RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec samples/gemm.tile -arch=sm_90a -c -o gemm.o": (("cuda", "cc"), ""),
     "tilec samples/gemm.tile --target sm80 -o gemm.cubin -R": (("cuda",), "remark: no remarks for sm80"),
     "tilec samples/gemm.tile --target sm80 -D dtype=f32 -o g.cubin -R":
-        (("cuda",), ("samples/gemm.tile:73:1: warning: kernel 'gemm' spills",
-                     "samples/gemm.tile:88:17: remark: gemm runs on scalar multiply-adds, not tensor cores",
-                     "samples/gemm.tile:79:13: remark: shared tile 'B_s': its reads by load (lowered from line 88) "
+        (("cuda",), ("samples/gemm.tile:77:1: warning: kernel 'gemm' spills",
+                     "samples/gemm.tile:92:17: remark: gemm runs on scalar multiply-adds, not tensor cores",
+                     "samples/gemm.tile:83:13: remark: shared tile 'B_s': its reads by load (lowered from line 92) "
                      "have bank conflicts")),
     "tilec run samples/softmax.tile --device cpu --size M=100,N=1000": ((), "Y"),
     "tilec run samples/softmax.tile --target ascend910b --check --size M=37,N=1000": ((), "PASS"),  # (ragged, cheap)
@@ -632,10 +632,9 @@ def test_readme_install_line_in_a_fresh_clone(tmp_path):
     assert proc.returncode == 0, f"$ {command}\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}"
     assert (clone / "gemm.cubin").stat().st_size > 0 and (clone / "gemm.cubin.json").is_file()
     assert json.loads((clone / "gemm.cubin.json").read_text())["toolchain"].startswith("nvrtc ")
-    # the README: the compile's one line of output (after pip's) is the warning of the no-TMA twin's spill
-    ours = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("tilec")]
-    assert len(ours) == 1 and re.match(r"tilec: warning: kernel 'gemm__\w+__no_tma' spills .*; it is the no-TMA "
-                                       r"twin of 'gemm__\w+', launched only when", ours[0]), "\n".join(ours)
+    # the README: after pip's lines the compile says nothing (s19's databases made a no-TMA twin spill; s20's don't)
+    ours = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith(("tilec", "samples/"))]
+    assert not ours, "\n".join(ours)
 
 
 @pytest.mark.slow
