@@ -251,18 +251,18 @@ def test_select_reads_the_entrys_configuration_limit():
 
 
 def test_committed_gemm_entries_route_the_issue_shapes_to_their_winners():
-    """samples/gemm.tune.json's f16 and bf16 entries carry ten configurations, and the selection runs each of
-    issue #26's decode and skinny shapes and the aligned big ones on its tuned winner (its stored time within 2% of
-    the shape's best; 3% since s20, below), 1000x1000x1000 and 2048x2048x2048 within 5% of it, and no tuned shape more than 10% off its
-    best. With four, greedily, 1x4096x4096 ran 64x128 split 4 (1.2x its best), 128x4096x11008 too (1.3x) and
+    """samples/gemm.tune.json's f16 and bf16 entries carry ten configurations, and the selection runs each of issue
+    #26's decode and skinny shapes and the aligned big ones on its tuned winner (its stored time within 2% of the
+    shape's best; 3% since s20, below), 1000x1000x1000 and 2048x2048x2048 within 5% of it, and no tuned shape more than
+    10% off its best. With four, greedily, 1x4096x4096 ran 64x128 split 4 (1.2x its best), 128x4096x11008 too (1.3x) and
     1000x1000x1000 64x256 (1.2x); with six after the mid-batch shapes joined (s14), 1x4096x4096 and 4x4096x4096 ran
     split-K at 1.2x; with eight after the 128x192 tile joined (s17), 256x4096x14336 ran at 1.17x. (The f16 entry's
-    32x1536x1536, a 10 us shape, stays at 1.097x with up to twelve: hence 10%, not s14's 8%. Since the deep 64-row
-    tiles joined (s18) the selection keeps one GEMV tile fewer: M = 1 and 4 at 4096x4096 run within 8% of their
-    best (f16 1x4096x4096 1.079x, about 1.4 us of a 19 us call), every other tuned shape within 1.06x. Since the
-    6-stage 128x128 tile joined (s20), bf16 16384x4096x4096 runs the persistent 128x192 at 1.023x the persistent
-    128x256 that won it: 3%, not 2%, for the big ones, inside the tuner's own run-to-run spread, 0.89-1.15x between
-    s18's and s20's best times at the same shapes.)"""
+    32x1536x1536, a 10 us shape, stays at 1.097x with up to twelve: hence 10%, not s14's 8%. Since the deep 64-row tiles
+    joined (s18) the selection keeps one GEMV tile fewer: M = 1 and 4 at 4096x4096 run within 8% of their best (f16
+    1x4096x4096 1.079x, about 1.4 us of a 19 us call), every other tuned shape within 1.06x. Since the 6-stage 128x128
+    tile joined (s20), bf16 16384x4096x4096 runs the persistent 128x192 at 1.023x the persistent 128x256 that won it:
+    3%, not 2%, for the big ones, inside the tuner's own run-to-run spread, 0.89-1.15x between s18's and s20's best
+    times at the same shapes.)"""
     from tilec.tuning.database import load, max_configs_of, select
 
     db = load(ROOT / "samples" / "gemm.tune.json")
