@@ -1,7 +1,7 @@
 """The shape sweep (issue #26): tilec's default builds against their peers at a few hundred shapes of real model layers.
 
     python bench/shape_sweep.py build .artifacts/sweep                                 # here: 16 builds, shapes.json
-    python3 bench/shape_sweep.py run .artifacts/sweep --results $OUT/shape_sweep.json  # the H200: 729 shapes, ~50 s
+    python3 bench/shape_sweep.py run .artifacts/sweep --results $OUT/shape_sweep.json  # the H200: 899 shapes, ~2.5 min
     python bench/shape_sweep.py report shape_sweep.json                   # here: the table and bench/shape_sweep.png
 
 (With the `run` tool: build into /work/main/.artifacts/sweep, pass `carry: [".artifacts/sweep"]`, and run the second
@@ -17,8 +17,9 @@ its artifact, and whether the database entry that build reads was tuned at exact
 
 `run` needs only numpy, torch, triton and tilec.runtime (the CUDA driver). For each shape it checks tilec's output
 against the peer's (outputs poisoned with NaN first; a tolerance by dtype), then times both with
-`triton.testing.do_bench` (median; the L2 flushed before each call), and records ratio = peer time / tilec time (> 1:
-tilec is faster). The peers: cuBLAS (torch.mm), `torch._scaled_mm(use_fast_accum=True)` (on operands zero-padded to
+`triton.testing.do_bench` (median; the L2 flushed before each call), three times each in turn (`--repeat N`), and
+records ratio = the peer's median time / tilec's (> 1: tilec is faster) and every timing (`tilec_runs_ms`,
+`peer_runs_ms`). The peers: cuBLAS (torch.mm), `torch._scaled_mm(use_fast_accum=True)` (on operands zero-padded to
 multiples of 16 where K or N is not one: cuBLASLt's fp8 needs it), torch SDPA on cuDNN (flash, then the default
 backend where cuDNN refuses a shape), torch's softmax / rms_norm / layer_norm. Shapes run interleaved across families,
 so `--budget SECONDS` (stop timing new shapes) still covers every family; the JSON is rewritten as the run goes.
@@ -45,8 +46,10 @@ dispatch rules alone.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -308,6 +311,20 @@ def build(out: Path, families: list[str] | None = None, toolchain_args: list[str
 # ---------------------------------------------------------------------------------------------------- run (GPU)
 WARMUP_MS, REP_MS = 3, 12
 DEVICE = "cuda"
+# timings of each side at a shape, alternating, whose median the ratio takes: one timing of a side wandered by a
+# median of 2.8% between runs and by up to 4.6x (a peer's 10 us call at 44 us), so a single pair made the worst
+# shapes partly noise (bench/RESULTS.md, s20)
+REPEAT = 3
+
+
+def timed_pair(bench, tilec_call, peer_call, repeat: int = REPEAT) -> tuple[float, float, list[float], list[float]]:
+    """tilec's and the peer's median time over `repeat` timings each, taken in turn (tilec, peer, tilec, ...) so that
+    a slow stretch of the GPU falls on both sides, and every timing."""
+    mine, theirs = [], []
+    for _ in range(repeat):
+        mine.append(bench(tilec_call))
+        theirs.append(bench(peer_call))
+    return statistics.median(mine), statistics.median(theirs), mine, theirs
 
 
 def misaligned_rows(shape: dict) -> bool:
@@ -331,7 +348,7 @@ def what_runs(kern, args, sizes) -> str:
 
 
 def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, breakdown: int = 0,
-        variants: bool = False, misaligned: bool = False, split_k: bool = False) -> None:
+        variants: bool = False, misaligned: bool = False, split_k: bool = False, repeat: int = REPEAT) -> None:
     import torch
     import torch.nn.functional as F
     import triton
@@ -487,7 +504,7 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
         meta = {**spec["meta"], "gpu": gpu, "torch": torch.__version__, "triton": triton.__version__,
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "elapsed_s": round(time.time() - t_start, 1),
-                "warmup_ms": WARMUP_MS, "rep_ms": REP_MS, "budget_s": budget_s, "complete": done}
+                "warmup_ms": WARMUP_MS, "rep_ms": REP_MS, "repeat": repeat, "budget_s": budget_s, "complete": done}
         results_path.parent.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=0))
 
@@ -545,8 +562,10 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
             torch.cuda.synchronize()
             row["err"] = err_of()
             row["ok"] = bool(row["err"] <= TOL[dt])  # NaN (an unwritten element) compares False
-            row["tilec_ms"] = bench(lambda: kern(*args))  # noqa: B023
-            row["peer_ms"] = bench(peer)
+            call = functools.partial(kern, *args)
+            row["tilec_ms"], row["peer_ms"], mine, theirs = timed_pair(bench, call, peer, repeat)
+            if repeat > 1:
+                row["tilec_runs_ms"], row["peer_runs_ms"] = mine, theirs
             row["ratio"] = row["peer_ms"] / row["tilec_ms"]
             if hasattr(peer, "with_padding"):
                 row["peer_with_padding_ms"] = bench(peer.with_padding)
@@ -555,7 +574,7 @@ def run(out: Path, results_path: Path, budget_s: float, only: list[str] | None, 
         except Exception as e:  # noqa: BLE001  (every failure goes into the table)
             row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
         finally:
-            args = peer = err_of = None  # the tensors go back to torch's allocator
+            args = peer = err_of = call = None  # the tensors go back to torch's allocator
             # and so do the workspaces the calls kept (a padded launch's copies, split-K's planes): a kernel keeps its
             # own per stream, each variant too, sized by the largest call so far, and --variants at an LM head or a
             # 16384x28672 gemm left 137 GB kept and 11 shapes out of memory (s14)
@@ -798,6 +817,8 @@ def main() -> None:
                     help="build: just the artifacts of these families; run: just their shapes (repeatable)")
     ap.add_argument("-Xcompiler", dest="toolchain_args", action="append", metavar="ARG",
                     help="build: pass ARG to the device toolchain (repeatable; an A/B of its flags)")
+    ap.add_argument("--repeat", type=int, default=REPEAT, metavar="N",
+                    help=f"run: time each side N times, in turn, and take the medians (default {REPEAT})")
     ap.add_argument("--breakdown", type=int, default=0, metavar="N",
                     help="run: afterwards profile the N worst shapes (the GPU kernels of a call, both sides)")
     ap.add_argument("--variants", action="store_true",
@@ -815,8 +836,10 @@ def main() -> None:
     if a.mode == "build":
         build(a.path, a.only, a.toolchain_args)
     elif a.mode == "run":
+        if a.repeat < 1:
+            ap.error("--repeat takes a whole number of 1 or more")
         run(a.path, a.results or a.path / "results.json", a.budget, a.only, a.breakdown, a.variants, a.misaligned,
-            a.split_k)
+            a.split_k, a.repeat)
     elif a.mode == "rescore":
         if a.build_dir is None:
             ap.error("rescore needs the build folder: rescore RESULTS DIR")

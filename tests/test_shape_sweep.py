@@ -102,6 +102,23 @@ def test_report_statistics(sweep, shapes):
     assert "Wrong or failed (2)" in text and "CudaError: launch failed" in text and "error nan" in text
 
 
+def test_each_side_is_timed_in_turn_and_its_median_taken(sweep):
+    """run's timing (timed_pair): tilec and the peer alternate, so a slow stretch falls on both, and the median of
+    each side's timings ignores one outlier -- a peer timed once at 4.6x its time (s20's sweep) no longer makes a shape
+    look 4.6x better, nor a slow tilec timing a shape look worse."""
+    order, clock = [], iter([1.0, 10.0, 46.0, 10.0, 1.1, 9.0, 0.9, 11.0, 1.0, 10.0])
+
+    def bench(fn):
+        order.append(fn())
+        return next(clock)  # the clock of the enclosing scope, at the time of the call
+
+    got = sweep.timed_pair(bench, lambda: "tilec", lambda: "peer", repeat=5)
+    assert order == ["tilec", "peer"] * 5
+    assert got == (1.0, 10.0, [1.0, 46.0, 1.1, 0.9, 1.0], [10.0, 10.0, 9.0, 11.0, 10.0])
+    clock = iter([2.0, 3.0])
+    assert sweep.timed_pair(bench, lambda: "tilec", lambda: "peer", repeat=1) == (2.0, 3.0, [2.0], [3.0])
+
+
 def test_report_gives_the_dispatchs_regret_and_fp8_with_its_padding(sweep, shapes):
     """With every variant timed (`run --variants`): the chosen variant's time over the fastest one's, per family;
     and fp8 at padded sizes against _scaled_mm with its padding timed."""
