@@ -11,13 +11,15 @@ import subprocess
 
 import pytest
 
-from tilec.runtime.cost_model import cost_terms, fit, fit_dispatch_costs, predicted
+from tilec.runtime.cost_model import WAVES_MIN_SHAPES, cost_terms, fit, fit_dispatch_costs, packed, predicted
 from tilec.runtime.dispatch import choose
 
 SMS, SHARED = 132, 228 * 1024
 TILES = {"big": (128, 256, 200_000), "small": (64, 64, 90_000)}  # block_M, block_N, shared bytes
-# the planted truth: each tile's ms per unit of the model's terms, and a fixed cost
-TRUTH = {"big": [1.0e-10, 3.0e-11, 8.0e-11, 0.006], "small": [2.6e-10, 2.0e-11, 9.0e-11, 0.005]}
+# the planted truth: each tile's ms per unit of the model's terms (compute, traffic, footprint, waves), and a fixed
+# cost
+TRUTH = {"big": [1.0e-10, 3.0e-11, 8.0e-11, 0.0, 0.006], "small": [2.6e-10, 2.0e-11, 9.0e-11, 0.0, 0.005]}
+WAVE_TRUTH = {"big": [1.0e-10, 3.0e-11, 8.0e-11, 0.002, 0.006], "small": [2.6e-10, 2.0e-11, 9.0e-11, 0.0015, 0.005]}
 
 
 def _entry(name: str, tile: str) -> dict:
@@ -36,18 +38,17 @@ ENTRIES = {"k__cfg0": _entry("k__cfg0", "big"), "k__cfg1": _entry("k__cfg1", "sm
 TILE_OF = {"k__cfg0": "big", "k__cfg1": "small"}
 
 
-def _true_ms(kernel: str, sizes: dict) -> float:
+def _true_ms(kernel: str, sizes: dict, truth: dict = TRUTH) -> float:
     e = ENTRIES[kernel]
-    terms = {"terms": cost_terms(e, [(e, e["grid"])], SMS, SHARED), "coef": TRUTH[TILE_OF[kernel]]}
-    return predicted(terms, sizes)
+    return predicted(packed(cost_terms(e, [(e, e["grid"])], SMS, SHARED), truth[TILE_OF[kernel]]), sizes)
 
 
-def _table(shapes: list[dict], when: dict | None = None) -> dict:
+def _table(shapes: list[dict], when: dict | None = None, truth: dict = TRUTH) -> dict:
     """A dispatch table as tilec/tuning/multi.py writes it, its rules' times the planted truth's, then fitted."""
     configs = [{"kernel": k, **({"when": when[k]} if when and k in when else {})} for k in ENTRIES]
     rules = []
     for s in shapes:
-        ms = [_true_ms(c["kernel"], s) for c in configs]
+        ms = [_true_ms(c["kernel"], s, truth) for c in configs]
         rules.append({"at": s, "config": min(range(len(ms)), key=ms.__getitem__), "ms": ms})
     table = {"sizes": ["K", "M", "N"], "configs": configs, "rules": rules}
     fit_dispatch_costs(table, ENTRIES, {}, SMS, SHARED)
@@ -67,6 +68,31 @@ def test_the_fit_recovers_a_planted_model():
     scales = [s for r in table["rules"] for s in r["scale"]]
     # measured over predicted is 1 wherever a tile serves (None: more than BOUND slower than the shape's best)
     assert all(s is None or s == pytest.approx(1.0) for s in scales) and scales.count(None) < len(scales) / 2
+
+
+def test_the_fit_recovers_a_planted_latency_per_wave():
+    """A fixed time per wave (a block's pipeline fill and epilogue) besides its FLOPs: with enough tuned shapes the
+    fit finds it, and the manifest's three terms carry it folded into the compute term (as FLOPs a wave)."""
+    truth = WAVE_TRUTH
+    shapes = TUNED + [{"M": m, "N": n, "K": k} for m, n, k in itertools.product((256, 2048, 6000), (512, 8192),
+                                                                                (512, 3000, 8192))]
+    assert len(shapes) >= WAVES_MIN_SHAPES
+    table = _table(shapes, truth=truth)
+    for c in table["configs"]:
+        assert len(c["cost"]["terms"]) == 3 and len(c["cost"]["coef"]) == 4  # the manifest's format, as before
+        for sizes in ({"M": 3000, "N": 1000, "K": 7000}, {"M": 17, "N": 50000, "K": 300}, {"M": 9000, "N": 9000,
+                                                                                            "K": 64}):
+            assert predicted(c["cost"], sizes) == pytest.approx(_true_ms(c["kernel"], sizes, truth), rel=1e-6)
+    # with fewer shapes than that the fit leaves the waves term out (five coefficients from a handful of shapes)
+    few = _table(TUNED, truth=truth)
+    assert all("+" not in c["cost"]["terms"][0] for c in few["configs"])
+
+
+def test_the_waves_term_takes_compute_s_place_where_compute_is_not_fitted():
+    terms = ["C", "T", "F", "W"]
+    assert packed(terms, [0.0, 2.0, 3.0, 4.0, 5.0]) == {"terms": ["W", "T", "F"], "coef": [4.0, 2.0, 3.0, 5.0]}
+    assert packed(terms, [1e-10, 2.0, 3.0, 0.0, 5.0]) == {"terms": ["C", "T", "F"], "coef": [1e-10, 2.0, 3.0, 5.0]}
+    assert packed(terms, [1e-10, 2.0, 3.0, 2e-3, 5.0])["terms"][0] == "C + 20000000 * (W)"
 
 
 def test_the_fit_keeps_coefficients_non_negative():
@@ -111,8 +137,11 @@ def test_c_dispatcher_runs_the_cost_model_as_the_runtime_does(tmp_path):
     if gcc is None:
         pytest.skip("a C compiler is needed")
     # (at N = 100 with M over 6000 neither condition holds: then every configuration may run, as in choose)
-    table = _table(TUNED + [{"M": 300, "N": 9000, "K": 700}], when={"k__cfg1": ["<=", "M", 6000],
-                                                                     "k__cfg0": [">=", "N", 200]})
+    more = [{"M": m, "N": n, "K": k} for m, n, k in itertools.product((300, 3000, 7000), (700, 9000),
+                                                                       (700, 5000, 9000))]
+    table = _table(TUNED + more + [{"M": 300, "N": 9000, "K": 700}], truth=WAVE_TRUTH,
+                   when={"k__cfg1": ["<=", "M", 6000], "k__cfg0": [">=", "N", 200]})
+    assert all("+" in c["cost"]["terms"][0] for c in table["configs"])  # (the waves term folded in)
     code, _ = dispatchers({"k": table}, [ENTRIES["k__cfg0"]], CUDA_API, "", False)
     assert "the cost model" in code
     config_fn = code[:code.index("/* k_launch:")]

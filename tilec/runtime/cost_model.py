@@ -2,18 +2,24 @@
 
 The nearest tuned shape alone is a poor guide between tuned shapes: a tile's waves on the multiprocessors are not
 smooth in the sizes, and the winner at M = 128 may leave half the machine idle at M = 200. So the build fits, per
-configuration, a time of four terms to the times the tuner measured at every tuned shape (`fit_dispatch_costs`):
+configuration, a time of five terms to the times the tuner measured at every tuned shape (`fit_dispatch_costs`):
 
-    time = a * compute + b * traffic + c * footprint + d
+    time = a * compute + b * traffic + c * footprint + e * waves + d
 
 - compute: for each launch, its waves (its work units -- blocks, or a persistent kernel's tiles -- over the blocks
   the multiprocessors hold at once: by shared memory and threads) times one unit's FLOPs;
 - traffic: the entry's "bytes" (every block's loads and stores: tiles read again by other blocks count again);
 - footprint: the bytes of its tensors (what must cross DRAM at least once);
+- waves: the launches' waves, each a fixed latency besides its FLOPs (the pipeline's first loads before the first
+  MMA, the epilogue's stores after the last; a split-K's reduction launch adds its own);
 - d: the launches' fixed cost.
 
-The coefficients are non-negative least squares in relative error. Each term is a formula of the sizes in the
-manifest's formula language (ceildiv, min, max, // and integers), so the C launcher evaluates it as the runtime does.
+The coefficients are non-negative least squares in relative error; the waves term joins the fit only where the
+configuration was timed at WAVES_MIN_SHAPES shapes or more (a few shapes fit five coefficients too closely). Each
+term is a formula of the sizes in the manifest's formula language (ceildiv, min, max, // and integers), so the C
+launcher evaluates it as the runtime does. The manifest keeps three terms and four coefficients (`COST_KEY`):
+the waves term is folded into the compute term, `compute + round(e / a) * waves` (a wave's latency in FLOPs: both
+are per wave), or takes its place where a is 0.
 
 At a launch (`cost_choice`), among the configurations allowed there that the nearest tuned shape's measurement
 keeps (within BOUND of that shape's best), the dispatch runs the one of least predicted time, each prediction
@@ -34,6 +40,7 @@ from ..manifest import COST_KEY, MS_KEY, SCALE_KEY
 from .formulas import compile_formulas
 
 BOUND = 2.0  # a configuration more than this much slower than the best at the nearest tuned shape is passed over
+WAVES_MIN_SHAPES = 20  # the tuned shapes a configuration's fit needs for its waves term (four per coefficient)
 BLOCK_RESERVED_SHARED = 1024  # bytes of shared memory the driver reserves per block (sm80 and later)
 MAX_THREADS_PER_SM = 2048
 # shared memory a multiprocessor holds, by compute capability (the CUDA programming guide's table)
@@ -63,18 +70,32 @@ def _work(grid: list[str], sms: int) -> str:
 
 
 def cost_terms(public: dict, stages: list[tuple[dict, list[str]]], sms: int, shared_per_sm: int) -> list[str]:
-    """The compute, traffic and footprint formulas of one configuration. `public` is the entry a call names (a kernel
-    entry, or a multi-launch kernel's "launches" entry: its params, bytes); `stages` the (kernel entry, grid) of
-    each launch."""
-    compute = []
+    """The compute, traffic, footprint and waves formulas of one configuration. `public` is the entry a call names
+    (a kernel entry, or a multi-launch kernel's "launches" entry: its params, bytes); `stages` the (kernel entry,
+    grid) of each launch."""
+    compute, waves = [], []
     for entry, grid in stages:
         resident = max(1, min(shared_per_sm // (entry.get("shared_bytes", 0) + BLOCK_RESERVED_SHARED),
                               MAX_THREADS_PER_SM // max(1, entry.get("threads", 1))))
         units = _work(grid, sms)
         compute.append(f"ceildiv({units}, {sms * resident}) * (({entry['flops']}) // max({units}, 1))")
+        waves.append(f"ceildiv({units}, {sms * resident})")
     footprint = [f"{_element_bytes(p['dtype'])} * " + " * ".join(f"({d})" for d in p["shape"] or [1])
                  for p in public["params"] if p.get("kind") == "tensor"]
-    return [" + ".join(compute) or "0", f"({public['bytes']})", " + ".join(footprint) or "0"]
+    return [" + ".join(compute) or "0", f"({public['bytes']})", " + ".join(footprint) or "0",
+            " + ".join(waves) or "0"]
+
+
+def packed(terms: list[str], coef: list[float]) -> dict:
+    """The manifest's COST_KEY record of a fit over `terms` (compute, traffic, footprint, waves) with `coef` (theirs
+    and the constant): three terms and four coefficients, the waves term folded into the compute term as that many
+    FLOPs a wave (both are per wave), or in its place where compute's coefficient is 0."""
+    (compute, traffic, footprint, waves), (a, b, c, e, d) = terms, coef
+    if e > 0 and a > 0 and round(e / a) > 0:
+        compute = f"{compute} + {round(e / a)} * ({waves})"
+    elif e > 0 and a == 0:
+        compute, a = waves, e
+    return {"terms": [compute, traffic, footprint], "coef": [a, b, c, d]}
 
 
 def _solve(rows: list[list[float]], rhs: list[float]) -> list[float] | None:
@@ -138,7 +159,7 @@ def fit_dispatch_costs(table: dict, kernels: dict[str, dict], launches: dict[str
     config's COST_KEY {terms, coef} and each rule's SCALE_KEY (the measured time over the predicted one, None
     where the configuration was not timed or is more than BOUND slower than that shape's best)."""
     configs = table["configs"]
-    for c in configs:
+    for ci, c in enumerate(configs):
         name = c["kernel"]
         if name in launches:
             public = launches[name]
@@ -146,13 +167,14 @@ def fit_dispatch_costs(table: dict, kernels: dict[str, dict], launches: dict[str
         else:
             public = kernels[name]
             stages = [(public, public["grid"])]
-        c[COST_KEY] = {"terms": cost_terms(public, stages, sms, shared_per_sm)}
-    for ci, c in enumerate(configs):
+        terms = cost_terms(public, stages, sms, shared_per_sm)
         at = [(r["at"], r[MS_KEY][ci]) for r in table["rules"] if r[MS_KEY][ci]]
         names = sorted(at[0][0]) if at else []
-        terms = compile_formulas(c[COST_KEY]["terms"], names)
-        rows = [[float(v) for v in terms(*(sizes[n] for n in names))] + [1.0] for sizes, _ in at]
-        c[COST_KEY]["coef"] = fit(rows, [ms for _, ms in at]) if rows else [0.0, 0.0, 0.0, 0.0]
+        width = 4 if len(at) >= WAVES_MIN_SHAPES else 3  # (fewer shapes: no waves term)
+        values = compile_formulas(terms[:width], names)
+        rows = [[float(v) for v in values(*(sizes[n] for n in names))] + [1.0] for sizes, _ in at]
+        coef = fit(rows, [ms for _, ms in at]) if rows else [0.0] * (width + 1)
+        c[COST_KEY] = packed(terms, coef if width == 4 else coef[:3] + [0.0, coef[3]])
     for r in table["rules"]:
         timed = [ms for ms in r[MS_KEY] if ms]
         best = min(timed, default=None)
