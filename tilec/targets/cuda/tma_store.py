@@ -37,7 +37,8 @@ class TmaStores:
         issues one box per 128-byte panel; the tensor map clips the ragged edges."""
         lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
-        if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and dst.const_extents is not None
+        if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and "tma_store" not in self.cx.k.disabled
+                and dst.const_extents is not None
                 and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
                 and dst.const_extents[-1] != 1 and len(dst.buffer.shape) <= 5):
             return False
