@@ -404,7 +404,9 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
         usage = usage_by_arch.get(arch) or (usage_by_arch.get("") if len(units) == 1 else None) or {}
         spans = {sk.name: sk.span for sk in getattr(u.lowered, "kernels", [])}
         entries = {k["name"]: k for k in u.kernels}
-        twin_of = {k["fallback"]: k["name"] for k in u.kernels if k.get("fallback")}
+        twin_of = {k["fallback"]: k["name"] for k in u.kernels
+                   if k.get("fallback") and not k["name"].endswith(DIRECT_STORES_SUFFIX)}
+        stores_twin_of = {k["direct_stores"]: k["name"] for k in u.kernels if k.get("direct_stores")}
         per_kernel = {}
         for name, use in usage.items():
             per_kernel[name] = {"registers": use["registers"], "spill_stores": use["spill_stores"],
@@ -418,7 +420,10 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
                                f"spill stores, {ld} bytes spill loads, {use['registers']} registers); fewer fragment "
                                "elements per thread (smaller tiles, more threads) avoid it" +
                                (f"; it is the no-TMA twin of '{twin_of[name]}', launched only when a tensor's base "
-                                "address or row pitch is not a multiple of 16 bytes" if name in twin_of else ""),
+                                "address or row pitch is not a multiple of 16 bytes" if name in twin_of else
+                                f"; it is the direct-stores twin of '{stores_twin_of[name]}', launched only when an "
+                                "output's base address or row pitch is not a multiple of 16 bytes"
+                                if name in stores_twin_of else ""),
                     spans.get(name)))
         if per_kernel:
             resources[arch] = per_kernel

@@ -114,6 +114,7 @@ class TmaStores:
         not a multiple of 16 bytes), in place of the fragment's own scattered 2-element stores."""
         threads = self.consumer_threads()
         kv = self.cx.fresh("e")
+        unroll = threads % cols == 0 or cols % threads == 0  # (unrolled, the offsets are the thread's plus constants)
         if threads % cols == 0:  # each pass of the threads covers whole rows: a thread's column is fixed
             i, j = add(mul(kv, c(threads // cols)), div(self.thread, c(cols))), mod(self.thread, c(cols))
         elif cols % threads == 0:
@@ -131,8 +132,7 @@ class TmaStores:
             inside = both(inside, compare("<", at, self.cx.lx(dst.buffer.shape[k])))
         value = S.Ref(staging.dtype, None, staging, staging_layout.offset([i, j]))
         store = S.SStore(None, self.cx.sbuf(dst.buffer), self.cx.global_offset(dst.buffer, idx), value)
-        # unrolled, the loop's offsets are the thread's own plus constants
-        return [S.SFor(None, kv, c(0), c(-(-rows * cols // threads)), [S.SIf(None, inside, [store])], unroll=True)]
+        return [S.SFor(None, kv, c(0), c(-(-rows * cols // threads)), [S.SIf(None, inside, [store])], unroll=unroll)]
 
     def own_staging(self, elems: int, offset: T.Expr) -> T.Expr:
         """`offset` in this warpgroup's part of a TMA-store staging tile of `elems` elements per warpgroup (ping-pong:
