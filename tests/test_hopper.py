@@ -424,10 +424,11 @@ def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws
 
 @pytest.mark.parametrize("sample,defines,sizes", [
     ("fp8_gemm", {}, {"M": 130, "N": 131, "K": 160}),
+    ("fp8_gemm", {}, {"M": 3, "N": 131, "K": 160}),  # a decode step: one tile with 3 of its 128 rows inside
     ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 137, "K": 72}),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True, "trans_B": True},
      {"M": 300, "N": 263, "K": 136}),
-], ids=["fp8", "trans_B", "trans_B-persistent"])
+], ids=["fp8", "fp8-decode", "trans_B", "trans_B-persistent"])
 def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes):
     """Where C's rows can be misaligned while A's and B's are not (N is not a dimension of a loaded row), the build
     carries a twin with the kernel's load maps and no TMA store; lane by lane on a CPU it matches the Tile IR
