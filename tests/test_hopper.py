@@ -422,6 +422,40 @@ def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws
     check(sample, defines, _gemm_sizes(sample, defines, sizes), "sm90", result=r)
 
 
+@pytest.mark.parametrize("sample,defines,sizes", [
+    ("fp8_gemm", {}, {"M": 130, "N": 131, "K": 160}),
+    ("fp8_gemm", {}, {"M": 3, "N": 131, "K": 160}),  # a decode step: one tile with 3 of its 128 rows inside
+    ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 137, "K": 72}),
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True, "trans_B": True},
+     {"M": 300, "N": 263, "K": 136}),
+], ids=["fp8", "fp8-decode", "trans_B", "trans_B-persistent"])
+def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes):
+    """Where C's rows can be misaligned while A's and B's are not (N is not a dimension of a loaded row), the build
+    carries a twin with the kernel's load maps and no TMA store; lane by lane on a CPU it matches the Tile IR
+    interpreter at a ragged N."""
+    from types import SimpleNamespace
+
+    from test_simt_interp import check
+
+    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines)
+    by_name = {sk.name: sk for sk in r.simt.kernels}
+    main = r.simt.kernels[0]
+    twin = by_name[main.attrs["direct_stores"]]
+    assert twin.name == f"{main.name}__direct_stores" and twin.attrs["fallback"] == f"{main.name}__no_tma"
+    assert twin.attrs["tensor_maps"] == [m for m in main.attrs["tensor_maps"] if m["tensor"] != "C"]
+    calls = [st.op for st in S.walk_simt(twin.body) if isinstance(st, S.SCall)]
+    assert "tma_store" not in calls and "tma_load" in calls
+    assert "tma_store" in [st.op for st in S.walk_simt(main.body) if isinstance(st, S.SCall)]
+    check(sample, defines, sizes, "sm90", result=SimpleNamespace(simt=SimpleNamespace(kernels=[twin])))
+
+
+def test_no_direct_stores_twin_where_a_misaligned_output_means_a_misaligned_load():
+    """gemm's C[M, N] and B[K, N] share N and the element size: C's rows are never misaligned alone."""
+    for sample in ("gemm", "flash_attention"):
+        r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90")
+        assert not any(sk.name.endswith("__direct_stores") or "direct_stores" in sk.attrs for sk in r.simt.kernels)
+
+
 def _without(body, name):
     out = []
     for st in body:

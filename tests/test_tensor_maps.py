@@ -232,6 +232,71 @@ def test_runtime_empty_launch_and_no_fallback(fake):
         mod.attn(DeviceArray(0x40008, (2, 8, 100, 64), "<u2"), O)
 
 
+GEMMT_PARAMS = [_tensor("A", "f8e4m3", ["M", "K"]), _tensor("B", "f8e4m3", ["N", "K"]),
+                dict(_tensor("C", "bf16", ["M", "N"]), output=True)]
+
+
+def _twin_entries() -> dict[str, dict]:
+    """gemmt (fp8_gemm's shape: TMA loads of A and B, a TMA store of C), its direct-stores twin (the loads' maps
+    alone) and its no-TMA fallback."""
+    common = {"params": GEMMT_PARAMS, "sizes": ["M", "K", "N"], "flops": "2*M*N*K", "bytes": "0"}
+    a_map, b_map = {"tensor": "A", "box": [128, 128], "swizzle": 128}, {"tensor": "B", "box": [128, 128], "swizzle": 128}
+    gemmt = dict(common, name="gemmt", grid=["ceildiv(N, 128)", "ceildiv(M, 128)", "1"], threads=384,
+                 shared_bytes=200000, tensor_maps=[{"tensor": "C", "box": [128, 64], "swizzle": 128}, a_map, b_map],
+                 fallback="gemmt__simt", direct_stores="gemmt__stores", tma_only={"A": "load", "B": "load",
+                                                                                 "C": "store"})
+    stores = dict(common, name="gemmt__stores", grid=gemmt["grid"], threads=384, shared_bytes=199000,
+                  tensor_maps=[a_map, b_map], fallback="gemmt__simt", tma_only={"A": "load", "B": "load"},
+                  internal=True)
+    simt = dict(common, name="gemmt__simt", grid=["ceildiv(N, 64)", "ceildiv(M, 64)", "1"], threads=128,
+                shared_bytes=32768, internal=True)
+    return {"gemmt": gemmt, "gemmt__stores": stores, "gemmt__simt": simt}
+
+
+def test_runtime_launches_the_direct_stores_twin_when_only_the_output_is_misaligned(monkeypatch):
+    from tilec.runtime import launch
+
+    e = _twin_entries()
+    fake = install(monkeypatch, FakeDriver(e))
+    mod = Module(b"\0", {"kind": "cubin", "archs": ["sm_90a"], "kernels": list(e.values())})
+    assert sorted(mod.kernels) == ["gemmt"]
+
+    def arrays(M, K, N, a=0x10000, c=0x30000):
+        return (DeviceArray(a, (M, K), "|u1"), DeviceArray(0x20000, (N, K), "|u1"),
+                DeviceArray(c, (M, N), "<u2"))
+
+    # aligned: the TMA kernel, three maps
+    plan = mod.gemmt.launch_plan(*arrays(256, 128, 512))
+    assert plan.kernel.name == "gemmt" and len(plan.maps) == 3
+    # N = 301: C's 602-byte rows cannot be TMA's, A's and B's 128-byte rows can: the twin, with A's and B's maps
+    fake.encodes.clear()
+    mod.gemmt(*arrays(256, 128, 301))
+    launch_ = fake.launches[-1]
+    assert launch_.fn == "gemmt__stores" and launch_.grid == (3, 2, 1) and launch_.shared == 199000
+    assert [m[0] for m in launch_.maps] == [1, 2] and [enc[2] for enc in fake.encodes] == [0x10000, 0x20000]
+    # a misaligned C pointer alone: the twin too
+    assert mod.gemmt.launch_plan(*arrays(256, 128, 512, c=0x30008)).kernel.name == "gemmt__stores"
+    # A misaligned as well (K = 100): neither TMA kernel can run, the fallback does
+    assert mod.gemmt.launch_plan(*arrays(256, 100, 301)).kernel.name == "gemmt__simt"
+    assert mod.gemmt.launch_plan(*arrays(256, 100, 512)).kernel.name == "gemmt__simt"
+    # TILEC_PADDING=always keeps the twin where the output cannot be padded (not a torch tensor)
+    monkeypatch.setattr(launch, "_PADDING", "always")
+    assert mod.gemmt.launch_plan(*arrays(256, 128, 300)).kernel.name == "gemmt__stores"
+
+
+def test_a_direct_stores_twin_must_map_some_of_its_kernels_tensors():
+    from tilec.manifest import direct_stores_entry
+
+    e = _twin_entries()
+    assert direct_stores_entry(e["gemmt"], list(e.values()))[1] == [1, 2]
+    assert direct_stores_entry(e["gemmt__simt"], list(e.values())) is None
+    bad = dict(e["gemmt__stores"], tensor_maps=[{"tensor": "A", "box": [64, 128], "swizzle": 128}])
+    with pytest.raises(ManifestError, match="some of the kernel's own tensor maps"):
+        direct_stores_entry(e["gemmt"], [e["gemmt"], bad])
+    with pytest.raises(ManifestError, match="not in the manifest"):
+        direct_stores_entry(e["gemmt"], [e["gemmt"]])
+
+
 def test_driver_binding_of_cuTensorMapEncodeTiled():
     """Driver.encode_tensor_map against a fake libcuda: the arguments as the C API takes them."""
     calls = []
@@ -355,6 +420,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     if (strcmp(name, "gemm") == 0 && env_int("MOCK_CC", 90) == 90)
       printf(" maps %llu %llu %llu", (unsigned long long)((CUtensorMap*)p[7])->opaque[0],
              (unsigned long long)((CUtensorMap*)p[8])->opaque[0], (unsigned long long)((CUtensorMap*)p[9])->opaque[0]);
+  } else if (strncmp(name, "gemmt", 5) == 0) {
+    int i, nmaps = env_int("MOCK_CC", 90) != 90 ? 0 : strcmp(name, "gemmt") == 0 ? 3
+                   : strcmp(name, "gemmt__stores") == 0 ? 2 : 0;
+    printf(" %llu %llu %llu %d %d %d", *(unsigned long long*)p[0], *(unsigned long long*)p[1],
+           *(unsigned long long*)p[2], *(int*)p[3], *(int*)p[4], *(int*)p[5]);
+    if (nmaps) printf(" maps");
+    for (i = 0; i < nmaps; ++i) printf(" %llu", (unsigned long long)((CUtensorMap*)p[6 + i])->opaque[0]);
   } else if (strcmp(name, "attn") == 0) {
     printf(" %llu %llu %d %d %d", *(unsigned long long*)p[0], *(unsigned long long*)p[1], *(int*)p[2], *(int*)p[3],
            *(int*)p[4]);
@@ -381,6 +453,8 @@ int main(int argc, char** argv) {
   (void)argc;
   if (strcmp(mode, "gemm") == 0)
     rc = gemm_launch(0, ptr(argv[2]), ptr(argv[3]), ptr(argv[4]), 1.5f, atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
+  else if (strcmp(mode, "gemmt") == 0)
+    rc = gemmt_launch(0, ptr(argv[2]), ptr(argv[3]), ptr(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
   else if (strcmp(mode, "attn") == 0)
     rc = attn_launch(0, ptr(argv[2]), ptr(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]));
   else if (strcmp(mode, "va") == 0)
@@ -401,8 +475,13 @@ def _images(cubin: bytes, va_entry: dict):
     for k in sm80[:2]:
         del k["tensor_maps"]
         k.pop("fallback", None)
+    t = _twin_entries()
+    sm80 += [dict(copy.deepcopy(t["gemmt"]), threads=256, shared_bytes=1000)]
+    for key in ("tensor_maps", "fallback", "direct_stores", "tma_only"):
+        del sm80[-1][key]
     return [Image("sm80", "sm_80", cubin, sm80),
-            Image("sm90", "sm_90a", cubin, [e["gemm"], e["attn"], va_entry, e["gemm__simt"]])]
+            Image("sm90", "sm_90a", cubin, [e["gemm"], e["attn"], va_entry, t["gemmt"], e["gemm__simt"],
+                                            t["gemmt__stores"], t["gemmt__simt"]])]
 
 
 @pytest.fixture(scope="module")
@@ -477,8 +556,9 @@ def test_header_encodes_tensor_maps(tma_programs, lang):
     M, K, N = 256, 128, 512
     out = _run(prog, "gemm", A, B, C, M, K, N)
     # the module's kernels, the fallback included, looked up once; the big one gets its shared memory
-    assert _lines(out, "getfn") == ["getfn gemm", "getfn attn", "getfn vector_add", "getfn gemm__simt"]
-    assert _lines(out, "attr") == ["attr gemm 200000"]
+    assert _lines(out, "getfn") == ["getfn gemm", "getfn attn", "getfn vector_add", "getfn gemmt", "getfn gemm__simt",
+                                    "getfn gemmt__stores", "getfn gemmt__simt"]
+    assert _lines(out, "attr") == ["attr gemm 200000", "attr gemmt 200000", "attr gemmt__stores 199000"]
     tail = "elem 1 1 interleave 0 swizzle {} l2 3 oob 0 aligned 1"
     assert _lines(out, "encode") == [
         f"encode dt 6 rank 2 addr {A} dims {K} {M} strides {K * 2} box 64 128 " + tail.format(3),
@@ -520,10 +600,34 @@ def test_header_falls_back_when_tma_cannot_address_the_tensors(tma_programs, lan
     assert len(_lines(out, "encode")) == 1 and _lines(out, "launch") == [] and out[-1] == "rc 700"
 
 
+@pytest.mark.parametrize("lang", ["c", "c++"])
+def test_header_launches_the_direct_stores_twin_when_only_the_output_is_misaligned(tma_programs, lang):
+    if lang not in tma_programs:
+        pytest.skip("g++ not found")
+    prog = tma_programs[lang]
+    assert "launches 'gemmt__stores', whose threads store the rest" in tma_programs["text"]
+    out = _run(prog, "gemmt", A, B, C, 256, 128, 512)  # aligned: the TMA kernel, its three maps
+    assert _lines(out, "launch") == [f"launch gemmt grid 4 2 1 block 384 shared 200000 args {A} {B} {C} 256 128 512 "
+                                     "maps 1 2 3"]
+    # N = 301: C's rows are 602 bytes; A and B encode (maps 1 and 2 of this call), and the twin gets them in its order
+    out = _run(prog, "gemmt", A, B, C, 256, 128, 301)
+    assert [ln.split(" addr ")[1].split()[0] for ln in _lines(out, "encode")] == [str(A), str(B)]
+    assert _lines(out, "launch") == [f"launch gemmt__stores grid 3 2 1 block 384 shared 199000 args {A} {B} {C} 256 "
+                                     "128 301 maps 1 2"]
+    out = _run(prog, "gemmt", A, B, C + 8, 256, 128, 512)  # a misaligned C pointer alone: the twin too
+    assert _lines(out, "launch")[0].startswith("launch gemmt__stores grid 4 2 1")
+    # K = 100: A cannot be TMA's either: the no-TMA fallback
+    out = _run(prog, "gemmt", A, B, C, 256, 100, 301)
+    assert _lines(out, "launch") == [f"launch gemmt__simt grid 5 4 1 block 128 shared 32768 args {A} {B} {C} 256 100 "
+                                     "301"]
+    out = _run(prog, "gemmt", A, B, C, 256, 128, 301, MOCK_CC=86)  # the sm_80 image: neither twin
+    assert _lines(out, "launch") == [f"launch gemmt grid 3 2 1 block 256 shared 1000 args {A} {B} {C} 256 128 301"]
+
+
 def test_header_without_tma_on_the_older_image(tma_programs):
     prog = tma_programs["c"]
     out = _run(prog, "gemm", A, B, C, 200, 100, 300, MOCK_CC=86)  # the sm_80 image: no maps, no fallback kernel
-    assert _lines(out, "getfn") == ["getfn gemm", "getfn attn", "getfn vector_add"]
+    assert _lines(out, "getfn") == ["getfn gemm", "getfn attn", "getfn vector_add", "getfn gemmt"]
     assert _lines(out, "encode") == [] and _lines(out, "attr") == []
     assert _lines(out, "launch") == ["launch gemm grid 3 2 1 block 256 shared 1000 args "
                                      f"{A} {B} {C} 1.5 200 100 300"]

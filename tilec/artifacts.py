@@ -16,7 +16,15 @@ from .ir import simt as S
 from .ir import tile as T
 from .ir.coverage import outputs_written_in_full
 from .ir.formula import formula
-from .manifest import HELPERS_KEY, LAUNCHES_KEY, LOADER_KEY, MANIFEST_VERSION, TMA_ONLY_KEY, WRITTEN_IN_FULL_KEY
+from .manifest import (
+    DIRECT_STORES_KEY,
+    HELPERS_KEY,
+    LAUNCHES_KEY,
+    LOADER_KEY,
+    MANIFEST_VERSION,
+    TMA_ONLY_KEY,
+    WRITTEN_IN_FULL_KEY,
+)
 from .version import __version__
 
 
@@ -71,6 +79,8 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
     if sk.attrs.get("tensor_maps"):  # Hopper TMA: CUtensorMap parameters after the sizes (docs/deploy.md)
         entry["tensor_maps"] = sk.attrs["tensor_maps"]
         entry["fallback"] = sk.attrs["fallback"]
+        if sk.attrs.get("direct_stores"):
+            entry[DIRECT_STORES_KEY] = sk.attrs["direct_stores"]
         only = tma_only_tensors(sk)
         if only:
             entry[TMA_ONLY_KEY] = only

@@ -168,7 +168,8 @@ def launch_check_holds(op: str, lhs: int, rhs: int) -> bool:
 # A kernel entry with "tensor_maps" takes, after its params and sizes, one CUtensorMap (by value,
 # __grid_constant__) per map, encoded at each launch with cuTensorMapEncodeTiled; when a launch's
 # tensors do not meet TMA's alignment rules, its "fallback" entry (internal, same params and sizes,
-# no maps) is launched instead. tilec/targets/c_launcher/header.py generates the same logic in C from
+# no maps) is launched instead -- or, where only tensors it stores do not, its "direct_stores" entry (TMA
+# loads, the threads' stores). tilec/targets/c_launcher/header.py generates the same logic in C from
 # tensor_map_specs below.
 
 TENSOR_MAPS_KEY = "tensor_maps"
@@ -192,6 +193,10 @@ TMA_ONLY_KEY = "tma_only"
 # launch copies them back from the workspace but not into it first
 WRITTEN_IN_FULL_KEY = "written_in_full"
 INTERNAL_KEY = "internal"
+# the internal entry launched when TMA cannot address only tensors the kernel stores (an output whose rows are not a
+# multiple of 16 bytes): same params and sizes, TMA loads through a subset of the kernel's own tensor maps, the
+# threads' stores
+DIRECT_STORES_KEY = "direct_stores"
 
 # CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.
 TMA_DTYPES = {"bool": 0, "i8": 0, "u8": 0, "f8e4m3": 0, "f8e5m2": 0, "i16": 1, "u16": 1, "u32": 2, "i32": 3,
@@ -280,6 +285,24 @@ def fallback_entry(entry: dict, entries: list[dict]) -> dict | None:
         raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' must take the same params and sizes "
                             "and no tensor maps")
     return e
+
+
+def direct_stores_entry(entry: dict, entries: list[dict]) -> tuple[dict, list[int]] | None:
+    """The entry's "direct_stores" twin among `entries` (checked) and, for each of the twin's tensor maps, the
+    index of the same map among the entry's; None when it names none."""
+    name = entry.get(DIRECT_STORES_KEY)
+    if name is None:
+        return None
+    found = [e for e in entries if e["name"] == name]
+    if not found:
+        raise ManifestError(f"kernel '{entry['name']}': its direct-stores twin '{name}' is not in the manifest")
+    twin = found[0]
+    mine, theirs = entry.get(TENSOR_MAPS_KEY) or [], twin.get(TENSOR_MAPS_KEY) or []
+    if twin["params"] != entry["params"] or twin["sizes"] != entry["sizes"] or not theirs or any(
+            m not in mine for m in theirs) or len(theirs) >= len(mine):
+        raise ManifestError(f"kernel '{entry['name']}': its direct-stores twin '{name}' must take the same params "
+                            "and sizes and some of the kernel's own tensor maps")
+    return twin, [mine.index(m) for m in theirs]
 
 
 def loader_name(manifest: dict) -> str:

@@ -11,8 +11,10 @@ import dataclasses
 from dataclasses import dataclass
 
 # Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
-# --no-partition; simplify-indices and realign are off unless CompileOptions.simplify_indices / realign_rows ask).
-DISABLEABLE = frozenset({"tma", "wgmma", "warp_specialize", "simplify_indices", "partition", "realign"})
+# --no-partition; simplify-indices and realign are off unless CompileOptions.simplify_indices / realign_rows ask;
+# tma_store keeps TMA loads but stores the accumulator with the threads: the CUDA back end's direct-stores twin).
+DISABLEABLE = frozenset({"tma", "tma_store", "wgmma", "warp_specialize", "simplify_indices", "partition",
+                        "realign"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
 LIMITS = frozenset({"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"})

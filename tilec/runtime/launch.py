@@ -17,7 +17,9 @@ fallback, except where the tensors are torch tensors and the manifest says the k
 through their tensor maps alone ("tma_only"): then each such tensor is copied into a workspace whose rows are padded
 to 16 bytes (an output: written there, then copied out), on the launch's stream, and the TMA kernel runs with maps
 that describe the padded rows (`_Padding`). Those plans are kept apart from the fast paths' cache, so the generated
-fast path and the compiled launcher never launch one without its copies.
+fast path and the compiled launcher never launch one without its copies. Where TMA cannot address a tensor the kernel
+stores (fp8_gemm's C at an odd N) and the kernel has a direct-stores twin (TMA loads, the threads' stores), the twin
+runs instead, by the same rules for its loads: no copy of the output.
 
 Device arrays are launched asynchronously on the caller's stream (arrays.py says which); numpy
 host arrays are staged through device memory, and that path synchronizes, as it must to copy the
@@ -643,6 +645,8 @@ class Kernel:
         self._fns: dict[int, int] = {}  # device ordinal -> CUfunction handle
         self._arguments: _Layout | None = None
         self._fallback: Kernel | None = None
+        # the direct-stores twin (TMA loads, the threads' stores) and the tensors it has no maps for
+        self._direct_stores: tuple[Kernel, frozenset[str]] | None = None
         self._grid = None  # compiled grid formulas
         self._num_sms: dict[int, int] = {}
         self._native = None  # the compiled launcher (fastlaunch.py), once the first call made it
@@ -803,13 +807,19 @@ class Kernel:
         return self._arguments or self._make_layout()
 
     def _make_layout(self) -> _Layout:
-        from .tensor_maps import fallback_entry
+        from .tensor_maps import direct_stores_entry, fallback_entry
 
         layout = _Layout(self)
         if layout.tmaps:
-            fb = fallback_entry(self.entry, self.module.manifest["kernels"])
+            entries = self.module.manifest["kernels"]
+            fb = fallback_entry(self.entry, entries)
             if fb is not None:
                 self._fallback = self.module._internal.get(fb["name"]) or self.module.kernels[fb["name"]]
+            twin = direct_stores_entry(self.entry, entries)
+            if twin is not None:
+                mapped = {s.param["name"] for s in tensor_map_specs(twin[0])}
+                self._direct_stores = (self.module._internal[twin[0]["name"]],
+                                       frozenset(s.param["name"] for s in layout.tmaps) - mapped)
         self._arguments = layout
         return layout
 
@@ -926,6 +936,14 @@ class Kernel:
                 if targs is None or isinstance(targs, NoTma):
                     refused = refused or (spec, why)
             encoded_args.append((spec, targs))
+        twin = self._direct_stores
+        if twin is not None and (refused is not None and refused[0].param["name"] in twin[1] or _PADDING != "always"
+                                 and any(layout.tensors[k].name in twin[1] for k in padded)):
+            # TMA cannot address a tensor the kernel stores (TILEC_PADDING=always: unless padded): the twin whose
+            # threads store it, its loads still TMA's (padded or falling back by the same rules)
+            kernel = twin[0]
+            grid, threads = kernel.launch_config(sizes, device)
+            return kernel._choose_tma(kernel._layout(), ptrs, shapes, sizes, grid, threads, device, args)
         modes = {k: only[layout.tensors[k].name] for k in padded}
         full = set(self.entry.get(WRITTEN_IN_FULL_KEY) or ())  # outputs that go out alone: not copied in first
         trips = {k: 2 if modes[k] == "store" and layout.tensors[k].name not in full else 1 for k in padded}

@@ -26,6 +26,7 @@ from ..manifest import (  # noqa: F401  (the schema: shared with the C launcher;
     TMA_SWIZZLES,
     ManifestError,
     TensorMapSpec,
+    direct_stores_entry,
     fallback_entry,
     tensor_map_specs,
 )

@@ -36,6 +36,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...identity import IdentityDict
 from ...manifest import (
@@ -45,6 +46,7 @@ from ...manifest import (
     ManifestError,
     TensorMapSpec,
     cluster_dims,
+    direct_stores_entry,
     fallback_entry,
     launch_checks,
     tensor_map_specs,
@@ -430,14 +432,26 @@ def _c_name(name: str, taken: set[str]) -> str:
     return n
 
 
-def _tensor_map_plan(k: dict, im: Image, index_of: dict[str, int]) -> tuple[list[TensorMapSpec], int | None]:
-    """Image `im`'s tensor maps for kernel k and the kernel-table index of its fallback (None: none)."""
+class _TwinPlan(NamedTuple):
+    """A kernel's direct-stores twin in one image: its entry, its kernel-table index, and for each of its tensor maps
+    the index of the same map among the kernel's."""
+    entry: dict
+    index: int
+    maps: list[int]
+
+
+def _tensor_map_plan(k: dict, im: Image, index_of: dict[str, int]
+                     ) -> tuple[list[TensorMapSpec], int | None, _TwinPlan | None]:
+    """Image `im`'s tensor maps for kernel k, the kernel-table index of its fallback (None: none) and its
+    direct-stores twin (None: none)."""
     try:
         maps = tensor_map_specs(k)
         fb = fallback_entry(k, im.kernels) if maps else None
+        twin = direct_stores_entry(k, im.kernels) if maps else None
     except ManifestError as e:
         raise LauncherError(f"{im.arch}: {e}") from None
-    return maps, (index_of[fb["name"]] if fb is not None else None)
+    return (maps, (index_of[fb["name"]] if fb is not None else None),
+            _TwinPlan(twin[0], index_of[twin[0]["name"]], twin[1]) if twin is not None else None)
 
 
 def launch_check_lines(k: dict, sizes: dict[str, str], invalid: str) -> list[str]:
@@ -492,11 +506,13 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     plans = [_tensor_map_plan(e, im, index_of) for e, im in zip(per_image, images, strict=True)]
     names_of = {i: n for n, i in index_of.items()}
     fb_entries = [next(e for e in im.kernels if e["name"] == names_of[fb]) if fb is not None else None
-                  for im, (_, fb) in zip(images, plans, strict=True)]
-    nmaps = max(len(maps) for maps, _ in plans)
+                  for im, (_, fb, _) in zip(images, plans, strict=True)]
+    twin_entries = [twin.entry for _, _, twin in plans if twin is not None]
+    nmaps = max(len(maps) for maps, _, _ in plans)
     configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
     # thread-block clusters (sm90): launched with cuLaunchKernelEx and the cluster dimension attribute
-    clusters = IdentityDict((e, cluster_dims(e)) for e in per_image + [fe for fe in fb_entries if fe])  # (dicts)
+    clusters = IdentityDict((e, cluster_dims(e)) for e in per_image + [fe for fe in fb_entries if fe]
+                            + twin_entries)  # (dicts)
     clustered = any(clusters.values())
     vars_ = {s: f"tilec_s_{c}" for s, c in sizes.items()}
     # A grid extent may also be an integer scalar parameter (Kernel(nblocks, ...)).
@@ -519,21 +535,40 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     def image_code(i: int, indent: str) -> list[str]:
         """Image i's launch configuration, with its tensor maps encoded (or its fallback picked)."""
         code = config_code(configs[i], indent, per_image[i])
-        maps, fb = plans[i]
+        maps, fb, twin = plans[i]
         if not maps:
             return code
         code += [f"{indent}if (tilec_gx > 0 && tilec_gy > 0 && tilec_gz > 0) {{ /* an empty launch encodes nothing */",
                  f"{indent}  int tilec_tma = 1;"]
+        if twin is not None:  # every map is encoded, so that the twin's can be picked out of them
+            code += [f"{indent}  int tilec_usable[{len(maps)}];"]
         for m in maps:
             rank = len(m.box)
-            code += [f"{indent}  if (tilec_tma) {{ /* {_comment(m.describe())} */",
+            flag = f"&tilec_usable[{m.index}]" if twin is not None else "&tilec_tma"
+            code += [f"{indent}  {'{' if twin is not None else 'if (tilec_tma) {'} /* {_comment(m.describe())} */",
                      f"{indent}    const int64_t tilec_shape[{rank}] = "
                      f"{{{', '.join(dim_c(d) for d in (m.view_shape or m.param['shape']))}}};",
                      f"{indent}    static const unsigned tilec_box[{rank}] = {{{', '.join(f'{b}u' for b in m.box)}}};",
                      f"{indent}    tilec_rc = tilec_encode_tensor_map_(&tilec_tmap[{m.index}], {m.dtype}, "
                      f"{m.elem_bytes}u, {rank}, {cname_of[m.param['name']]}, tilec_shape, tilec_box, {m.swizzle},",
-                     f"{indent}                                        &tilec_tma);",
+                     f"{indent}                                        {flag});",
+                     f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
+            if twin is not None:
+                code += [f"{indent}    if (!tilec_usable[{m.index}]) tilec_tma = 0;"]
+            code += [f"{indent}  }}"]
+        if twin is not None:
+            te = twin.entry
+            usable = " && ".join(f"tilec_usable[{j}]" for j in twin.maps)
+            code += [f"{indent}  if (!tilec_tma && {usable}) {{ /* only stored tensors are not: the direct-stores "
+                     "twin */",
+                     f"{indent}    CUtensorMap tilec_loads[{len(twin.maps)}];",
+                     *[f"{indent}    tilec_loads[{t}] = tilec_tmap[{j}];" for t, j in enumerate(twin.maps)],
+                     *[f"{indent}    tilec_tmap[{t}] = tilec_loads[{t}];" for t in range(len(twin.maps))],
+                     f"{indent}    tilec_rc = {p}function({twin.index}, &tilec_fn, &tilec_image); "
+                     f"/* {_comment(te['name'])} */",
                      f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
+                     *config_code((tuple(te["grid"]), te["threads"], te["shared_bytes"]), indent + "    ", te),
+                     f"{indent}    tilec_tma = 1;",
                      f"{indent}  }}"]
         if fb is None:
             code += [f"{indent}  if (!tilec_tma) return CUDA_ERROR_INVALID_VALUE; /* and no fallback kernel */"]
@@ -551,9 +586,10 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
             "  unsigned tilec_threads, tilec_shared;", "  CUresult tilec_rc;"]
     if clustered:
         body += ["  unsigned tilec_cluster[3];"]
-    formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries if fe for g in fe["grid"]]
+    formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries + twin_entries if fe
+                                                         for g in fe["grid"]]
     used = {n for g in formulas for n in formula_names(g)}
-    used |= {n for maps, _ in plans for m in maps for d in (m.view_shape or m.param["shape"]) if isinstance(d, str)
+    used |= {n for maps, _, _ in plans for m in maps for d in (m.view_shape or m.param["shape"]) if isinstance(d, str)
              for n in formula_names(d)}
     body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
     if "num_sms" in used:  # a persistent kernel: at most one block per multiprocessor
@@ -622,7 +658,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
         grid_doc = "; ".join(f"{im.arch}: grid ({', '.join(c[0])}) x {c[1]} threads, {c[2]} B shared"
                              for im, c in zip(images, configs, strict=True))
     tma_doc = []
-    for im, (maps, fb) in zip(images, plans, strict=True):
+    for im, (maps, fb, twin) in zip(images, plans, strict=True):
         if maps:
             what = ", ".join(f"{m.param['name']} (box {'x'.join(map(str, m.box))}, swizzle {m.swizzle_bytes})"
                              for m in maps)
@@ -631,6 +667,10 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
             tma_doc += [_comment(f" * {im.arch}: encodes TMA tensor maps for {what} at each launch;"),
                         _comment(f" *   when TMA cannot address the tensors (an address not 16-byte aligned, a row not "
                                  f"a multiple of 16 bytes), {then}.")]
+            if twin is not None:
+                loaded = ", ".join(maps[j].param["name"] for j in twin.maps)
+                tma_doc += [_comment(f" *   Where it can address {loaded} (what the kernel loads), it launches "
+                                     f"'{twin.entry['name']}', whose threads store the rest.")]
     proto = f"static inline CUresult {fname}({', '.join(args)})"
     doc = [f"/* {fname}: launch kernel '{k['name']}' on `stream` (asynchronous; 0 is the legacy default stream).",
            *docs,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..backend import ArtifactInfo, Built, SimtBackend, Unit, run_steps
 
 FALLBACK_SUFFIX = "__no_tma"
+DIRECT_STORES_SUFFIX = "__direct_stores"
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,11 @@ class CudaBackend(SimtBackend):
         steps = self.pipeline(target)
         lowered = run_steps(steps, module, rep, target, dumps, want, verify)
         if pristine is not None:
+            for_stores = copy.deepcopy(pristine)
             _add_no_tma_twins(module, lowered, pristine, rep, target, steps)
+            twins = _add_direct_store_twins(module, lowered, for_stores, rep, target, steps)
+            for sk in twins:  # a direct-stores twin whose loads TMA cannot address either: the no-TMA twin
+                sk.attrs["fallback"] = sk.name.removesuffix(DIRECT_STORES_SUFFIX) + FALLBACK_SUFFIX
         return lowered
 
     def forward_ptx_target(self, targets, kind, options):
@@ -399,7 +404,9 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
         usage = usage_by_arch.get(arch) or (usage_by_arch.get("") if len(units) == 1 else None) or {}
         spans = {sk.name: sk.span for sk in getattr(u.lowered, "kernels", [])}
         entries = {k["name"]: k for k in u.kernels}
-        twin_of = {k["fallback"]: k["name"] for k in u.kernels if k.get("fallback")}
+        twin_of = {k["fallback"]: k["name"] for k in u.kernels
+                   if k.get("fallback") and not k["name"].endswith(DIRECT_STORES_SUFFIX)}
+        stores_twin_of = {k["direct_stores"]: k["name"] for k in u.kernels if k.get("direct_stores")}
         per_kernel = {}
         for name, use in usage.items():
             per_kernel[name] = {"registers": use["registers"], "spill_stores": use["spill_stores"],
@@ -413,7 +420,10 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
                                f"spill stores, {ld} bytes spill loads, {use['registers']} registers); fewer fragment "
                                "elements per thread (smaller tiles, more threads) avoid it" +
                                (f"; it is the no-TMA twin of '{twin_of[name]}', launched only when a tensor's base "
-                                "address or row pitch is not a multiple of 16 bytes" if name in twin_of else ""),
+                                "address or row pitch is not a multiple of 16 bytes" if name in twin_of else
+                                f"; it is the direct-stores twin of '{stores_twin_of[name]}', launched only when an "
+                                "output's base address or row pitch is not a multiple of 16 bytes"
+                                if name in stores_twin_of else ""),
                     spans.get(name)))
         if per_kernel:
             resources[arch] = per_kernel
@@ -461,6 +471,75 @@ def _combined_source(units: list[Unit]) -> str:
 
 def _cc(arch: str) -> int:
     return int(arch.removeprefix("sm_").rstrip("af"))
+
+
+def _tma_stored(sk) -> set[str]:
+    """The tensors a lowered kernel stores with TMA (its tma_store calls' maps)."""
+    from ...ir import simt as S
+
+    names = [v.name for v in sk.attrs.get("tensor_map_params") or []]
+    maps = sk.attrs.get("tensor_maps") or []
+    return {maps[names.index(st.args[0].name)]["tensor"] for st in S.walk_simt(sk.body)
+            if isinstance(st, S.SCall) and st.op == "tma_store"}
+
+
+def _stores_alone_can_misalign(kernel, maps: list[dict], stored: set[str]) -> bool:
+    """Whether a launch may find every tensor the kernel loads with TMA addressable but one it stores not: a stored
+    tensor whose rows are not a multiple of 16 bytes only where a loaded one's are not either (gemm's C[M, N] and
+    B[K, N]: one N, as many bytes an element) never is."""
+    from ...ir import tile as T
+
+    def row(name: str):
+        b = next((p for p in kernel.params if isinstance(p, T.Buffer) and p.name == name), None)
+        if b is None or not b.shape:
+            return None
+        last = b.shape[-1]
+        key = (("size", last.name) if isinstance(last, T.Var) else ("const", last.value) if isinstance(last, T.Const)
+               else None)
+        return None if key is None else (key, b.dtype.bytes)
+
+    if any(m.get("view") is not None for m in maps):
+        return True
+    loaded = [row(m["tensor"]) for m in maps if m["tensor"] not in stored]
+    for name in stored:
+        mine = row(name)
+        if mine is None or not any(r is not None and r[0] == mine[0] and r[1] <= mine[1] for r in loaded):
+            return True
+    return False
+
+
+def _add_direct_store_twins(module, lowered, pristine, rep, target, steps) -> list:
+    """A kernel that loads and stores with TMA needs every tensor TMA-addressable; where only a stored one is not
+    (fp8_gemm's C at an odd N: its loads' rows are K long), the host launches a twin compiled with "tma_store"
+    disabled, NAME__direct_stores, whose loads stay TMA's and whose threads store the accumulator with guarded
+    stores -- no padded copy of the output, no cp.async loads. Built only where the stored tensors' rows can be
+    misaligned alone (_stores_alone_can_misalign). Returns the twins' lowered kernels."""
+    wanted = {}
+    for sk in lowered.kernels:
+        stored = _tma_stored(sk) if sk.attrs.get("tensor_maps") else set()
+        tk = next((k for k in module.kernels if k.name == sk.name), None)
+        if stored and tk is not None and _stores_alone_can_misalign(tk, sk.attrs["tensor_maps"], stored):
+            wanted[sk.name] = stored
+    if not wanted:
+        return []
+    pristine.kernels = [k for k in pristine.kernels if k.name in wanted]
+    for k in pristine.kernels:
+        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma_store"}
+        k.name += DIRECT_STORES_SUFFIX
+        k.attrs["internal"] = True
+    twins = run_steps(steps, pristine, rep, target, {}, set())
+    for sk in lowered.kernels:
+        if sk.name in wanted:
+            sk.attrs["direct_stores"] = sk.name + DIRECT_STORES_SUFFIX
+            rep.remark("tma", f"kernel '{sk.name}' stores {', '.join(sorted(wanted[sk.name]))} with TMA; its "
+                              f"twin '{sk.name}{DIRECT_STORES_SUFFIX}' (TMA loads, the threads' stores) is compiled "
+                              "too, and the runtime and the C launcher launch it instead when only a stored tensor's "
+                              "base address or row pitch is not a multiple of 16 bytes", sk.span)
+    for sk in twins.kernels:
+        sk.attrs["internal"] = True
+    module.kernels.extend(pristine.kernels)
+    lowered.kernels.extend(twins.kernels)
+    return twins.kernels
 
 
 def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
