@@ -8,7 +8,9 @@ cubins -- so that `pip install tilec` alone builds cubins and fatbins on a machi
 
 Beyond the shared SIMT passes it owns the no-TMA twins: on a target with TMA pipelines, every kernel whose
 lowering took TMA tensor maps is compiled once more with "tma" disabled, as NAME__no_tma, which the runtime
-or the C launcher launch when a tensor is not TMA-addressable (docs/hopper.md, docs/deploy.md).
+or the C launcher launch when a tensor is not TMA-addressable (docs/hopper.md, docs/deploy.md); and a kernel that
+stores with TMA a tensor whose rows can be misaligned while its loaded tensors' are not (fp8_gemm's C) once more with
+"tma_store" disabled, as NAME__direct_stores, launched when only such a stored tensor is not TMA-addressable.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ class CudaBackend(SimtBackend):
     """The CUDA back end. Its stages, top to bottom:
 
     1. `pipeline(target)`: the shared SIMT passes (simt_pipeline), from checked Tile IR to SIMT IR;
-    2. `lower`: that pipeline, then on a target with TMA pipelines the no-TMA twins (_add_no_tma_twins);
+    2. `lower`: that pipeline, then on a target with TMA pipelines the no-TMA twins (_add_no_tma_twins) and the
+       direct-stores twins (_add_direct_store_twins);
     3. `generate`: CUDA C++ (codegen.py), the source (kind "cu"; several targets: _combined_source);
     4. `build`, with the options parsed once into a CudaOptions (`parse_options`):
        cu -> ptx | cubin     nvcc (toolchain.py) or NVRTC (nvrtc.py), as _device_toolchain says;
@@ -503,6 +506,8 @@ def _stores_alone_can_misalign(kernel, maps: list[dict], stored: set[str]) -> bo
     loaded = [row(m["tensor"]) for m in maps if m["tensor"] not in stored]
     for name in stored:
         mine = row(name)
+        if mine is not None and mine[0][0] == "const" and mine[0][1] * mine[1] % 16 == 0:
+            continue  # rows of a fixed multiple of 16 bytes
         if mine is None or not any(r is not None and r[0] == mine[0] and r[1] <= mine[1] for r in loaded):
             return True
     return False
