@@ -428,7 +428,10 @@ def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws
     ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 137, "K": 72}),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True, "trans_B": True},
      {"M": 300, "N": 263, "K": 136}),
-], ids=["fp8", "fp8-decode", "trans_B", "trans_B-persistent"])
+    # persistent on 4 stages: the staging tile holds two of the four 128-byte panels at a time
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "trans_B": True,
+              "dtype": "bf16"}, {"M": 300, "N": 263, "K": 136}),
+], ids=["fp8", "fp8-decode", "trans_B", "trans_B-persistent", "trans_B-persistent-panels"])
 def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes):
     """Where C's rows can be misaligned while A's and B's are not (N is not a dimension of a loaded row), the build
     carries a twin with the kernel's load maps and no TMA store; lane by lane on a CPU it matches the Tile IR

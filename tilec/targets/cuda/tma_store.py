@@ -50,7 +50,8 @@ class TmaStores:
             return False
         staging_layout = SharedLayout((rows, cols), out_dt.bytes, swizzle=True, panel=True)
         width = staging_layout.panel_elems
-        if any(e > 256 for e in dst.const_extents[:-1]) or width > 256:
+        if any(e > 256 for e in dst.const_extents[:-1]) or width > 256 or (
+                threads_store and self.consumer_threads() % width):
             return False
         tile = self.dead_tma_tile(rows * cols * out_dt.bytes)
         copies = 2 if self.pingpong else 1  # ping-pong: a staging tile per consumer warpgroup, side by side
@@ -63,7 +64,7 @@ class TmaStores:
                 self.cx.shared.append(tile)
             elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
                 fit = (self.cx.target.shared_memory_bytes - used - 1024) // (copies * rows * width * out_dt.bytes)
-                if 1 <= fit < -(-cols // width) and not threads_store:
+                if 1 <= fit < -(-cols // width):
                     return self.tma_store_in_panels(s, lay, staging_layout, fit)
         if tile is None:
             return False
@@ -83,8 +84,9 @@ class TmaStores:
         self.cx.emit(S.SIf(None, compare("<", self.thread, c(self.consumer_threads())), writes))
         if threads_store:
             self.cx.barrier()
-            self.cx.emit(S.SIf(None, compare("<", self.thread, c(self.consumer_threads())),
-                               self.store_staging_with_threads(dst, staging, staging_layout, rows, cols)))
+            stores = self.store_staging_with_threads(dst, staging, lambda i, j: staging_layout.offset([i, j]), rows,
+                                                     width, range(-(-cols // width)))
+            self.cx.emit(S.SIf(None, compare("<", self.thread, c(self.consumer_threads())), stores))
             self.cx.smem_read = True
             return True
         self.cx.emit(S.SCall(None, "fence_proxy_async", []))
@@ -106,44 +108,41 @@ class TmaStores:
         self.cx.smem_dirty = True  # the staging tile must not be overwritten before the stores have read it
         return True
 
-    def store_staging_with_threads(self, dst: T.Region, staging: S.SBuffer, staging_layout: SharedLayout, rows: int,
-                                   cols: int) -> list[S.SStmt]:
-        """The staging tile's elements stored to the output by the consumer threads, consecutive threads on
-        consecutive elements of a row (a warp writes 64 contiguous bytes of 2-byte elements), each store guarded by
-        the output's bounds: what the direct-stores twin does where a TMA store cannot address the output (its rows
-        not a multiple of 16 bytes), in place of the fragment's own scattered 2-element stores (H200, s21: fp8
-        2048x50257x768 0.545 -> 0.276 ms)."""
+    def store_staging_with_threads(self, dst: T.Region, staging: S.SBuffer, offset: Callable[[T.Expr, T.Expr], T.Expr],
+                                   rows: int, width: int, panels: range) -> list[S.SStmt]:
+        """The staging tile's 128-byte panels `panels` (each `width` columns of the tile; offset(i, j) is element
+        (i, j)'s place in the staging tile) stored to the output by the consumer threads: a pass of the threads
+        covers threads/width rows of a panel, consecutive threads on consecutive elements of a row (a warp writes
+        64 contiguous bytes of 2-byte elements), each store guarded by the output's bounds. What the direct-stores
+        twin does where a TMA store cannot address the output (its rows not a multiple of 16 bytes), in place of the
+        fragment's own scattered 2-element stores (H200, s21: fp8 2048x50257x768 0.545 -> 0.276 ms)."""
         threads = self.consumer_threads()
+        per_pass = threads // width
         spread = [k for k, e in enumerate(dst.const_extents) if e != 1]
         row_dim, col_dim = spread[0], len(dst.const_extents) - 1
         start, dim = self.cx.lx(dst.starts[row_dim]), self.cx.lx(dst.buffer.shape[row_dim])
 
-        def loop(passes: T.Expr, rows_guarded: bool, unroll: bool) -> S.SFor:
-            kv = self.cx.fresh("e")
-            if threads % cols == 0:  # each pass of the threads covers whole rows: a thread's column is fixed
-                i, j = add(mul(kv, c(threads // cols)), div(self.thread, c(cols))), mod(self.thread, c(cols))
-            elif cols % threads == 0:
-                i, j = div(kv, c(cols // threads)), add(mul(mod(kv, c(cols // threads)), c(threads)), self.thread)
-            else:
-                element = add(mul(kv, c(threads)), self.thread)
-                i, j = div(element, c(cols)), mod(element, c(cols))
-            idx, inside = [], (compare("<", i, c(rows)) if rows * cols % threads else None)
+        def passes(count: T.Expr, rows_guarded: bool, unroll: bool) -> S.SFor:
+            rv, pv = self.cx.fresh("r"), self.cx.fresh("p")
+            i = add(mul(rv, c(per_pass)), div(self.thread, c(width)))
+            j = add(mul(pv, c(width)), mod(self.thread, c(width)))
+            idx, inside = [], (compare("<", i, c(rows)) if rows % per_pass else None)
             for k, at in enumerate(dst.starts):
                 at = self.cx.lx(at)
                 at = add(at, i) if k == row_dim else add(at, j) if k == col_dim else at
                 idx.append(at)
                 if k != row_dim or rows_guarded:
                     inside = both(inside, compare("<", at, self.cx.lx(dst.buffer.shape[k])))
-            value = S.Ref(staging.dtype, None, staging, staging_layout.offset([i, j]))
-            store = S.SStore(None, self.cx.sbuf(dst.buffer), self.cx.global_offset(dst.buffer, idx), value)
-            return S.SFor(None, kv, c(0), passes, [S.SIf(None, inside, [store]) if inside is not None else store],
-                          unroll=unroll)
+            store = S.SStore(None, self.cx.sbuf(dst.buffer), self.cx.global_offset(dst.buffer, idx),
+                             S.Ref(staging.dtype, None, staging, offset(i, j)))
+            body = [S.SIf(None, inside, [store]) if inside is not None else store]
+            return S.SFor(None, rv, c(0), count, [S.SFor(None, pv, c(panels.start), c(len(panels)), body,
+                                                        unroll=True)], unroll=unroll)
 
-        # A tile with all its rows inside the output: every pass, unrolled where the thread's columns are fixed (the
-        # offsets are then the thread's plus constants); else as many passes as it has rows inside (a decode step's
-        # M = 1 stores one row, not 64)
-        full = loop(c(-(-rows * cols // threads)), False, threads % cols == 0 or cols % threads == 0)
-        partial = loop(div(add(mul(sub(dim, start), c(cols)), c(threads - 1)), c(threads)), True, False)
+        # A tile with all its rows inside the output: every pass, unrolled (the offsets are the thread's plus
+        # constants); else as many passes as it has rows inside (a decode step's M = 1 stores one row, not 64)
+        full = passes(c(-(-rows // per_pass)), False, True)
+        partial = passes(div(add(sub(dim, start), c(per_pass - 1)), c(per_pass)), True, False)
         return [S.SIf(None, compare("<=", add(start, c(rows)), dim), [full], [partial])]
 
     def own_staging(self, elems: int, offset: T.Expr) -> T.Expr:
@@ -167,11 +166,13 @@ class TmaStores:
                             origin="TMA store staging (groups of panels)" + (
                                 ", one per warpgroup" if self.pingpong else ""), align=1024)
         self.cx.shared.append(staging)
-        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and TMA, {fit} of "
+        threads_store = "tma_store" in self.cx.k.disabled  # the direct-stores twin: the threads store each group
+        how = "the threads' stores" if threads_store else "TMA"
+        self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and {how}, {fit} of "
                                         f"{-(-cols // width)} panels at a time"))
         box = [1] * (len(dst.buffer.shape) - 1) + [width]
         box[[k for k, e in enumerate(dst.const_extents) if e != 1][0]] = rows
-        tmap = self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
+        tmap = None if threads_store else self.tensor_map(dst.buffer, box, staging_layout.swizzle_bytes)
         starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in dst.starts]
         panels = -(-cols // width)
         for first in range(0, panels, fit):
@@ -185,6 +186,15 @@ class TmaStores:
                 [(mi, range(chunks[0], chunks[-1] + 1)) for mi in range(lay.mi)])
             # (the always-true branch keeps ptxas from serializing the main loop's wgmma, as in tma_store_fragment)
             self.cx.emit(S.SIf(None, compare("<", self.thread, c(self.consumer_threads())), writes))
+            if threads_store:
+                self.cx.barrier()
+                self.cx.emit(S.SIf(None, compare("<", self.thread, c(self.consumer_threads())),
+                                   self.store_staging_with_threads(
+                                       dst, staging, lambda i, j, first=first: sub(staging_layout.offset([i, j]),
+                                                                                   c(first * panel)), rows, width,
+                                       group)))
+                self.cx.smem_read = True
+                continue
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
             self.cx.barrier()
             stores = []
