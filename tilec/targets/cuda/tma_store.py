@@ -109,13 +109,14 @@ class TmaStores:
         return True
 
     def store_staging_with_threads(self, dst: T.Region, staging: S.SBuffer, offset: Callable[[T.Expr, T.Expr], T.Expr],
-                                   rows: int, width: int, panels: range) -> list[S.SStmt]:
+                                   rows: int, width: int, panels: range, unroll: bool = True) -> list[S.SStmt]:
         """The staging tile's 128-byte panels `panels` (each `width` columns of the tile; offset(i, j) is element
         (i, j)'s place in the staging tile) stored to the output by the consumer threads: a pass of the threads
         covers threads/width rows of a panel, consecutive threads on consecutive elements of a row (a warp writes
         64 contiguous bytes of 2-byte elements), each store guarded by the output's bounds. What the direct-stores
         twin does where a TMA store cannot address the output (its rows not a multiple of 16 bytes), in place of the
-        fragment's own scattered 2-element stores (H200, s21: fp8 2048x50257x768 0.545 -> 0.276 ms)."""
+        fragment's own scattered 2-element stores (H200, s21: fp8 2048x50257x768 0.545 -> 0.276 ms). `unroll`: the
+        passes over the rows unrolled too (not where the accumulator stays live around them: its registers)."""
         threads = self.consumer_threads()
         per_pass = threads // width
         spread = [k for k, e in enumerate(dst.const_extents) if e != 1]
@@ -141,7 +142,7 @@ class TmaStores:
 
         # A tile with all its rows inside the output: every pass, unrolled (the offsets are the thread's plus
         # constants); else as many passes as it has rows inside (a decode step's M = 1 stores one row, not 64)
-        full = passes(c(-(-rows // per_pass)), False, True)
+        full = passes(c(-(-rows // per_pass)), False, unroll)
         partial = passes(div(add(sub(dim, start), c(per_pass - 1)), c(per_pass)), True, False)
         return [S.SIf(None, compare("<=", add(start, c(rows)), dim), [full], [partial])]
 
@@ -192,7 +193,7 @@ class TmaStores:
                                    self.store_staging_with_threads(
                                        dst, staging, lambda i, j, first=first: sub(staging_layout.offset([i, j]),
                                                                                    c(first * panel)), rows, width,
-                                       group)))
+                                       group, unroll=False)))
                 self.cx.smem_read = True
                 continue
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
