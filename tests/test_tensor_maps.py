@@ -240,7 +240,8 @@ def _twin_entries() -> dict[str, dict]:
     """gemmt (fp8_gemm's shape: TMA loads of A and B, a TMA store of C), its direct-stores twin (the loads' maps
     alone) and its no-TMA fallback."""
     common = {"params": GEMMT_PARAMS, "sizes": ["M", "K", "N"], "flops": "2*M*N*K", "bytes": "0"}
-    a_map, b_map = {"tensor": "A", "box": [128, 128], "swizzle": 128}, {"tensor": "B", "box": [128, 128], "swizzle": 128}
+    a_map = {"tensor": "A", "box": [128, 128], "swizzle": 128}
+    b_map = {"tensor": "B", "box": [128, 128], "swizzle": 128}
     gemmt = dict(common, name="gemmt", grid=["ceildiv(N, 128)", "ceildiv(M, 128)", "1"], threads=384,
                  shared_bytes=200000, tensor_maps=[{"tensor": "C", "box": [128, 64], "swizzle": 128}, a_map, b_map],
                  fallback="gemmt__simt", direct_stores="gemmt__stores", tma_only={"A": "load", "B": "load",
