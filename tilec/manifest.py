@@ -272,15 +272,22 @@ def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
     return out
 
 
+def _named_entry(entry: dict, name: str | None, entries: list[dict], role: str) -> dict | None:
+    """The entry of `entries` called `name` (None when name is None); ManifestError when there is none."""
+    if name is None:
+        return None
+    for e in entries:
+        if e["name"] == name:
+            return e
+    raise ManifestError(f"kernel '{entry['name']}': its {role} '{name}' is not in the manifest")
+
+
 def fallback_entry(entry: dict, entries: list[dict]) -> dict | None:
     """The entry's "fallback" kernel entry among `entries` (checked), or None when it names none."""
     fb = entry.get(FALLBACK_KEY)
-    if fb is None:
+    e = _named_entry(entry, fb, entries, "fallback")
+    if e is None:
         return None
-    found = [e for e in entries if e["name"] == fb]
-    if not found:
-        raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' is not in the manifest")
-    e = found[0]
     if e.get(TENSOR_MAPS_KEY) or e["params"] != entry["params"] or e["sizes"] != entry["sizes"]:
         raise ManifestError(f"kernel '{entry['name']}': its fallback '{fb}' must take the same params and sizes "
                             "and no tensor maps")
@@ -291,12 +298,9 @@ def direct_stores_entry(entry: dict, entries: list[dict]) -> tuple[dict, list[in
     """The entry's "direct_stores" twin among `entries` (checked) and, for each of the twin's tensor maps, the
     index of the same map among the entry's; None when it names none."""
     name = entry.get(DIRECT_STORES_KEY)
-    if name is None:
+    twin = _named_entry(entry, name, entries, "direct-stores twin")
+    if twin is None:
         return None
-    found = [e for e in entries if e["name"] == name]
-    if not found:
-        raise ManifestError(f"kernel '{entry['name']}': its direct-stores twin '{name}' is not in the manifest")
-    twin = found[0]
     mine, theirs = entry.get(TENSOR_MAPS_KEY) or [], twin.get(TENSOR_MAPS_KEY) or []
     if twin["params"] != entry["params"] or twin["sizes"] != entry["sizes"] or not theirs or any(
             m not in mine for m in theirs) or len(theirs) >= len(mine):

@@ -527,12 +527,7 @@ def _add_direct_store_twins(module, lowered, pristine, rep, target, steps) -> li
             wanted[sk.name] = stored
     if not wanted:
         return []
-    pristine.kernels = [k for k in pristine.kernels if k.name in wanted]
-    for k in pristine.kernels:
-        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma_store"}
-        k.name += DIRECT_STORES_SUFFIX
-        k.attrs["internal"] = True
-    twins = run_steps(steps, pristine, rep, target, {}, set())
+    twins = _compile_twins(pristine, set(wanted), {"tma_store"}, DIRECT_STORES_SUFFIX, rep, target, steps)
     for sk in lowered.kernels:
         if sk.name in wanted:
             sk.attrs["direct_stores"] = sk.name + DIRECT_STORES_SUFFIX
@@ -540,11 +535,23 @@ def _add_direct_store_twins(module, lowered, pristine, rep, target, steps) -> li
                               f"twin '{sk.name}{DIRECT_STORES_SUFFIX}' (TMA loads, the threads' stores) is compiled "
                               "too, and the runtime and the C launcher launch it instead when only a stored tensor's "
                               "base address or row pitch is not a multiple of 16 bytes", sk.span)
-    for sk in twins.kernels:
-        sk.attrs["internal"] = True
     module.kernels.extend(pristine.kernels)
     lowered.kernels.extend(twins.kernels)
     return twins.kernels
+
+
+def _compile_twins(pristine, names: set[str], disable: set[str], suffix: str, rep, target, steps):
+    """The kernels `names` of the pristine module compiled again with `disable` turned off, as NAME + suffix, marked
+    internal (the lowered module; `pristine` keeps their Tile IR)."""
+    pristine.kernels = [k for k in pristine.kernels if k.name in names]
+    for k in pristine.kernels:
+        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | disable
+        k.name += suffix
+        k.attrs["internal"] = True
+    twins = run_steps(steps, pristine, rep, target, {}, set())
+    for sk in twins.kernels:
+        sk.attrs["internal"] = True
+    return twins
 
 
 def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
@@ -554,12 +561,7 @@ def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
     needing = {sk.name for sk in lowered.kernels if sk.attrs.get("tensor_maps")}
     if not needing:
         return
-    pristine.kernels = [k for k in pristine.kernels if k.name in needing]
-    for k in pristine.kernels:
-        k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | {"tma", "partition"}
-        k.name += FALLBACK_SUFFIX
-        k.attrs["internal"] = True
-    twins = run_steps(steps, pristine, rep, target, {}, set())
+    twins = _compile_twins(pristine, needing, {"tma", "partition"}, FALLBACK_SUFFIX, rep, target, steps)
     for sk in lowered.kernels:
         if sk.name in needing:
             sk.attrs["fallback"] = sk.name + FALLBACK_SUFFIX
@@ -567,7 +569,5 @@ def _add_no_tma_twins(module, lowered, pristine, rep, target, steps) -> None:
                               "(cp.async, no TMA) is compiled too, and the runtime and the C launcher launch it "
                               "instead when a tensor's base address or row pitch is not a multiple of 16 bytes",
                        sk.span)
-    for sk in twins.kernels:
-        sk.attrs["internal"] = True
     module.kernels.extend(pristine.kernels)
     lowered.kernels.extend(twins.kernels)
