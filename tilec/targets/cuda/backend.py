@@ -102,11 +102,11 @@ class CudaBackend(SimtBackend):
         steps = self.pipeline(target)
         lowered = run_steps(steps, module, rep, target, dumps, want, verify)
         if pristine is not None:
-            for_stores = copy.deepcopy(pristine)
+            stores_alone = _stores_misaligned_alone(module, lowered)
+            for_stores = copy.deepcopy(pristine) if stores_alone else None  # (before the no-TMA twins take it)
             _add_no_tma_twins(module, lowered, pristine, rep, target, steps)
-            twins = _add_direct_store_twins(module, lowered, for_stores, rep, target, steps)
-            for sk in twins:  # a direct-stores twin whose loads TMA cannot address either: the no-TMA twin
-                sk.attrs["fallback"] = sk.name.removesuffix(DIRECT_STORES_SUFFIX) + FALLBACK_SUFFIX
+            if stores_alone:
+                _add_direct_store_twins(module, lowered, for_stores, stores_alone, rep, target, steps)
         return lowered
 
     def forward_ptx_target(self, targets, kind, options):
@@ -407,9 +407,9 @@ def _resources(units: list[Unit], usage_by_arch: dict[str, dict[str, dict[str, i
         usage = usage_by_arch.get(arch) or (usage_by_arch.get("") if len(units) == 1 else None) or {}
         spans = {sk.name: sk.span for sk in getattr(u.lowered, "kernels", [])}
         entries = {k["name"]: k for k in u.kernels}
-        twin_of = {k["fallback"]: k["name"] for k in u.kernels
-                   if k.get("fallback") and not k["name"].endswith(DIRECT_STORES_SUFFIX)}
         stores_twin_of = {k["direct_stores"]: k["name"] for k in u.kernels if k.get("direct_stores")}
+        twin_of = {k["fallback"]: k["name"] for k in u.kernels
+                   if k.get("fallback") and k["name"] not in stores_twin_of}
         per_kernel = {}
         for name, use in usage.items():
             per_kernel[name] = {"registers": use["registers"], "spill_stores": use["spill_stores"],
@@ -513,31 +513,40 @@ def _stores_alone_can_misalign(kernel, maps: list[dict], stored: set[str]) -> bo
     return False
 
 
-def _add_direct_store_twins(module, lowered, pristine, rep, target, steps) -> list:
-    """A kernel that loads and stores with TMA needs every tensor TMA-addressable; where only a stored one is not
-    (fp8_gemm's C at an odd N: its loads' rows are K long), the host launches a twin compiled with "tma_store"
-    disabled, NAME__direct_stores, whose loads stay TMA's and whose threads store the accumulator with guarded
-    stores -- no padded copy of the output, no cp.async loads. Built only where the stored tensors' rows can be
-    misaligned alone (_stores_alone_can_misalign). Returns the twins' lowered kernels."""
+def _stores_misaligned_alone(module, lowered) -> dict[str, set[str]]:
+    """The lowered kernels whose TMA-stored tensors' rows can be misaligned alone (_stores_alone_can_misalign), each
+    with those tensors."""
+    tile_kernels = {k.name: k for k in module.kernels}
     wanted = {}
     for sk in lowered.kernels:
         stored = _tma_stored(sk) if sk.attrs.get("tensor_maps") else set()
-        tk = next((k for k in module.kernels if k.name == sk.name), None)
+        tk = tile_kernels.get(sk.name)
         if stored and tk is not None and _stores_alone_can_misalign(tk, sk.attrs["tensor_maps"], stored):
             wanted[sk.name] = stored
-    if not wanted:
-        return []
+    return wanted
+
+
+def _add_direct_store_twins(module, lowered, pristine, wanted: dict[str, set[str]], rep, target, steps) -> None:
+    """A kernel that loads and stores with TMA needs every tensor TMA-addressable; where only a stored one is not
+    (fp8_gemm's C at an odd N: its loads' rows are K long), the host launches a twin compiled with "tma_store"
+    disabled, NAME__direct_stores, whose loads stay TMA's and whose threads store the accumulator with guarded
+    stores -- no padded copy of the output, no cp.async loads. Built for the kernels `wanted`
+    (_stores_misaligned_alone), after their no-TMA twins: a twin whose loads TMA cannot address either falls back to
+    its kernel's no-TMA twin."""
     twins = _compile_twins(pristine, set(wanted), {"tma_store"}, DIRECT_STORES_SUFFIX, rep, target, steps)
+    fallback_of = {}
     for sk in lowered.kernels:
         if sk.name in wanted:
             sk.attrs["direct_stores"] = sk.name + DIRECT_STORES_SUFFIX
+            fallback_of[sk.attrs["direct_stores"]] = sk.attrs["fallback"]
             rep.remark("tma", f"kernel '{sk.name}' stores {', '.join(sorted(wanted[sk.name]))} with TMA; its "
                               f"twin '{sk.name}{DIRECT_STORES_SUFFIX}' (TMA loads, the threads' stores) is compiled "
                               "too, and the runtime and the C launcher launch it instead when only a stored tensor's "
                               "base address or row pitch is not a multiple of 16 bytes", sk.span)
+    for sk in twins.kernels:
+        sk.attrs["fallback"] = fallback_of[sk.name]
     module.kernels.extend(pristine.kernels)
     lowered.kernels.extend(twins.kernels)
-    return twins.kernels
 
 
 def _compile_twins(pristine, names: set[str], disable: set[str], suffix: str, rep, target, steps):

@@ -23,6 +23,12 @@ from .intrinsics import PACK_PAIR
 class TmaStores:
     """The TMA-store methods of HopperLowering (which provides cx, pingpong, persistent, tensor_map, barrier...)."""
 
+    @property
+    def threads_store(self) -> bool:
+        """The direct-stores twin ("tma_store" disabled): the accumulator staged as for a TMA store, then stored by
+        the consumer threads."""
+        return "tma_store" in self.cx.k.disabled
+
     def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:
         """A TMA-filled, 1024-byte aligned pipeline buffer of at least nbytes that nothing reads or
         writes after its loop (the loop has finished when the statement being lowered runs)."""
@@ -38,7 +44,7 @@ class TmaStores:
         issues one box per 128-byte panel; the tensor map clips the ragged edges."""
         lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
-        threads_store = "tma_store" in self.cx.k.disabled  # the direct-stores twin: staged, then the threads' stores
+        threads_store = self.threads_store
         if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and not (threads_store and self.pingpong)
                 and dst.const_extents is not None
                 and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
@@ -123,7 +129,7 @@ class TmaStores:
         row_dim, col_dim = spread[0], len(dst.const_extents) - 1
         start, dim = self.cx.lx(dst.starts[row_dim]), self.cx.lx(dst.buffer.shape[row_dim])
 
-        def passes(count: T.Expr, rows_guarded: bool, unroll: bool) -> S.SFor:
+        def passes(count: T.Expr, rows_guarded: bool, unrolled: bool) -> S.SFor:
             rv, pv = self.cx.fresh("r"), self.cx.fresh("p")
             i = add(mul(rv, c(per_pass)), div(self.thread, c(width)))
             j = add(mul(pv, c(width)), mod(self.thread, c(width)))
@@ -138,7 +144,7 @@ class TmaStores:
                              S.Ref(staging.dtype, None, staging, offset(i, j)))
             body = [S.SIf(None, inside, [store]) if inside is not None else store]
             return S.SFor(None, rv, c(0), count, [S.SFor(None, pv, c(panels.start), c(len(panels)), body,
-                                                        unroll=True)], unroll=unroll)
+                                                        unroll=True)], unroll=unrolled)
 
         # A tile with all its rows inside the output: every pass, unrolled (the offsets are the thread's plus
         # constants); else as many passes as it has rows inside (a decode step's M = 1 stores one row, not 64)
@@ -167,7 +173,7 @@ class TmaStores:
                             origin="TMA store staging (groups of panels)" + (
                                 ", one per warpgroup" if self.pingpong else ""), align=1024)
         self.cx.shared.append(staging)
-        threads_store = "tma_store" in self.cx.k.disabled  # the direct-stores twin: the threads store each group
+        threads_store = self.threads_store
         how = "the threads' stores" if threads_store else "TMA"
         self.cx.emit(S.SComment(s.span, f"store {s.src.buffer.name} through shared memory and {how}, {fit} of "
                                         f"{-(-cols // width)} panels at a time"))
