@@ -223,6 +223,7 @@ class TmaStores:
         lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
         if not (isinstance(lay, WgmmaTiled) and dst.buffer.dtype in PACK_PAIR and len(lay.shape) == 2
+                and not lay.cols_by_residue
                 and list(dst.const_extents or ()) == list(lay.shape) and all(_is_zero(x) for x in dst.starts)
                 and dst.buffer not in self.cx.stage_offset):
             return False
@@ -242,7 +243,8 @@ class TmaStores:
         staging tile, converted to its type; offset(i, j) is element (i, j)'s place there."""
         src = self.cx.sbuf(acc)
         out_dt = staging.dtype
-        if out_dt not in PACK_PAIR or src.dtype not in (D.F32, out_dt):
+        if out_dt not in PACK_PAIR or src.dtype not in (D.F32, out_dt) or lay.cols_by_residue:
+            # (columns by residue class: a register pair's two columns lie 16 apart, so no stmatrix rows)
             out = []
             for mi, rng in chunks:
                 kv = self.cx.fresh("r")
