@@ -68,7 +68,9 @@ class TmaStores:
                                  origin="TMA store staging" + (", one per warpgroup" if self.pingpong else ""),
                                  align=1024)
                 self.cx.shared.append(tile)
-            elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
+            elif lay.wn == 1 and width % 8 == 0 and not lay.cols_by_residue:
+                # a staging tile for as many 128-byte panels as fit (not for columns by residue class: an 8-column
+                # chunk of the accumulator then spans two panels)
                 fit = (self.cx.target.shared_memory_bytes - used - 1024) // (copies * rows * width * out_dt.bytes)
                 if 1 <= fit < -(-cols // width):
                     return self.tma_store_in_panels(s, lay, staging_layout, fit)
