@@ -41,10 +41,9 @@ def _realigned(twin) -> dict[str, list[int]]:
      {"M": 200, "N": 72, "K": 1411}, {"A", "B"}),  # split-K: the planes of the first launch
     ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 137, "K": 75}, {"A", "B"}),
     ("gemm", {}, {"M": 200, "N": 136, "K": 75}, {"A"}),  # NN: B's rows are N long (a plain map)
-    # persistent: A by residue, B plain (its columns stay in place: the staging tile's panels)
-    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "trans_B": True,
-              "dtype": "bf16"}, {"M": 300, "N": 264, "K": 137}, {"A"}),
-], ids=["fp8", "fp8-decode", "fp8-split-k", "trans_B", "nn", "trans_B-persistent"])
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "trans_B": True, "dtype": "bf16"},
+     {"M": 300, "N": 264, "K": 137}, {"A", "B"}),  # two consumer warpgroups, 16 rows of B a class
+], ids=["fp8", "fp8-decode", "fp8-split-k", "trans_B", "nn", "trans_B-128x256"])
 def test_realigned_twin_matches_the_tile_interpreter_at_an_odd_k(sample, defines, sizes, realigned):
     from test_simt_interp import check
 
@@ -70,9 +69,12 @@ def test_the_twin_is_checked_by_its_order(monkeypatch):
               result=SimpleNamespace(simt=SimpleNamespace(kernels=[_twin(r)[1]])))
 
 
-def test_no_realigned_twin_for_attention():
-    """Attention's accumulators feed row statistics and a second gemm: their rows must stay in place."""
-    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90")
+@pytest.mark.parametrize("sample,defines", [
+    ("flash_attention", {}),  # its accumulators feed row statistics and a second gemm: rows must stay in place
+    ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "trans_B": True}),
+], ids=["attention", "persistent"])
+def test_no_realigned_twin(sample, defines):
+    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines)
     assert not any(sk.name.endswith("__realigned") or "realigned_loads" in sk.attrs for sk in r.simt.kernels)
 
 

@@ -562,13 +562,19 @@ def _realignable(module, lowered) -> dict[str, set[str]]:
     nothing reduces an accumulator (the twin reorders the accumulator's rows and columns: flash attention's row
     statistics and P operand would need them in place)."""
     from ...ir import tile as T
+    from ...ir.fold import multiple_of
+    from ...ir.schedule import request_of
     from ...ir.visit import walk_stmts
+    from ...manifest import RESIDUE_CLASSES
 
     tile_kernels = {k.name: k for k in module.kernels}
     wanted = {}
     for sk in lowered.kernels:
         tk = tile_kernels.get(sk.name)
-        if tk is None or not sk.attrs.get("tensor_maps") or sk.attrs.get("cluster"):
+        # (not a persistent kernel: its staging tile may hold only some panels of the tile, which an 8-column chunk
+        # of columns by residue class spans two of, and its epilogue spilled at 128x256 with rows by residue class)
+        if (tk is None or not sk.attrs.get("tensor_maps") or sk.attrs.get("cluster")
+                or request_of(tk).keywords.persistent):
             continue
         stmts = list(walk_stmts(tk.body))
         gemms = [st for st in stmts if isinstance(st, T.Gemm)]
@@ -583,9 +589,13 @@ def _realignable(module, lowered) -> dict[str, set[str]]:
                 continue
             src = st.src.buffer
             last = src.shape[-1] if len(src.shape) == 2 else None
-            if src.name in mapped and last is not None and not (
+            if src.name not in mapped or last is None or (
                     isinstance(last, T.Const) and int(last.value) * src.dtype.bytes % 16 == 0):
-                tensors.add(src.name)
+                continue
+            if st.dst.buffer.const_shape[0] % RESIDUE_CLASSES or not multiple_of(st.src.starts[0], RESIDUE_CLASSES):
+                tensors = set()  # a tile whose rows are not whole classes from a row a multiple of 16: no twin
+                break
+            tensors.add(src.name)
         if tensors:
             wanted[sk.name] = tensors
     return wanted

@@ -12,7 +12,6 @@ from ...ir import dtypes as D
 from ...ir import tile as T
 from ...ir.instructions import MatrixInstruction
 from ...ir.layout import SharedLayout, WgmmaTiled, panel_span
-from ...ir.schedule import request_of
 from ...ops import gemm
 from ...ops.gemm_impl import GemmContext, GemmImpl
 
@@ -73,13 +72,10 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
             continue
         if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
             continue  # an MN-major B is addressed in whole swizzle panels per warpgroup
-        # a realigned-loads twin (docs/hopper.md): its K-major shared operands arrive by residue class -- B not in a
-        # persistent kernel, whose staging tile may hold only some panels of the tile (an 8-column chunk of columns
-        # by residue class spans two) and whose stores from the registers would spill (128x256 on 256 threads)
+        # a realigned-loads twin (docs/hopper.md): its K-major shared operands arrive by residue class
         realigned = k.attrs.get("load_by_residue", False)
         return WgmmaTiled(m, n, wm, wn, rows_by_residue=realigned and a.scope == "shared",
-                          cols_by_residue=realigned and s.transpose_b and n % 16 == 0
-                          and not request_of(k).keywords.persistent)
+                          cols_by_residue=realigned and s.transpose_b and n % 16 == 0)
     return None
 
 
