@@ -167,7 +167,12 @@ class _Layout:
         nslots = self.nparams + len(self.size_names)
         self.ntensors = len(self.tensors)
         self.slots = (ctypes.c_uint64 * max(1, nslots))()
-        self.params = (ctypes.c_void_p * max(1, nslots + len(self.tmaps)))()
+        # room for the most maps a launch through this block can pass: a twin's (the realigned-loads twin takes 16
+        # per realigned tensor) as well as the kernel's own
+        twins = {entry.get(REALIGNED_LOADS_KEY), entry.get(DIRECT_STORES_KEY)}
+        most_maps = max([len(self.tmaps)] + [len(e.get("tensor_maps") or ()) for e in
+                                             kernel.module.manifest.get("kernels", ()) if e["name"] in twins])
+        self.params = (ctypes.c_void_p * max(1, nslots + most_maps))()
         base = ctypes.addressof(self.slots)
         scalar_params = [i for i, p in enumerate(params) if p["kind"] == "scalar"]
         slot_of = {t.index: k for k, t in enumerate(self.tensors)}
@@ -925,6 +930,7 @@ class Kernel:
         elem_bytes: dict[int, int] = {}
         only = self.entry.get("tma_only") or {}
         refused = None  # the first map TMA cannot take even padded: (spec, why)
+        refused_names = set()  # every tensor whose map TMA cannot take even padded
         for spec in layout.tmaps:
             k = position[spec.param_index]
             shape = shapes[k] if spec.view_shape is None else [  # a view of the tensor: its own dims
@@ -940,11 +946,11 @@ class Kernel:
                             -(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN // spec.elem_bytes,))
                 if targs is None or isinstance(targs, NoTma):
                     refused = refused or (spec, why)
+                    refused_names.add(spec.param["name"])
             encoded_args.append((spec, targs))
         realigned = self._realigned
         if realigned is not None and _PADDING != "always" and (
-                refused is not None and refused[0].param["name"] in realigned[1]
-                or any(layout.tensors[k].name in realigned[1] for k in padded)):
+                refused_names & realigned[1] or any(layout.tensors[k].name in realigned[1] for k in padded)):
             # TMA cannot address a K-major operand's rows (an odd K): the twin that loads them by residue class
             # instead of padding them or falling back (TILEC_PADDING=always: pads them)
             kernel = realigned[0]
