@@ -40,8 +40,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..manifest import (
+    DIRECT_STORES_KEY,
     PAD_BATCH,
     PAD_BATCH_HELPER,
+    REALIGNED_LOADS_KEY,
     WRITTEN_IN_FULL_KEY,
     ManifestError,
     cluster_dims,
