@@ -22,7 +22,6 @@ from .manifest import (
     LAUNCHES_KEY,
     LOADER_KEY,
     MANIFEST_VERSION,
-    REALIGNED_LOADS_KEY,
     TMA_ONLY_KEY,
     WRITTEN_IN_FULL_KEY,
 )
@@ -82,8 +81,6 @@ def kernel_entry(k: T.Kernel, sk: S.SKernel, costs: dict[str, str]) -> dict:
         entry["fallback"] = sk.attrs["fallback"]
         if sk.attrs.get("direct_stores"):
             entry[DIRECT_STORES_KEY] = sk.attrs["direct_stores"]
-        if sk.attrs.get("realigned_loads"):
-            entry[REALIGNED_LOADS_KEY] = sk.attrs["realigned_loads"]
         only = tma_only_tensors(sk)
         if only:
             entry[TMA_ONLY_KEY] = only

@@ -197,10 +197,6 @@ INTERNAL_KEY = "internal"
 # multiple of 16 bytes): same params and sizes, TMA loads through a subset of the kernel's own tensor maps, the
 # threads' stores
 DIRECT_STORES_KEY = "direct_stores"
-# the internal entry launched when TMA cannot address a tensor the kernel loads as a K-major matrix operand (rows of
-# an odd K): same params and sizes, those tensors through 16 residue-class maps each (TensorMapSpec.residue), the
-# threads' stores
-REALIGNED_LOADS_KEY = "realigned_loads"
 
 # CUtensorMapDataType: TMA copies bits, so every 1-byte type is UINT8 and i16/u16 are UINT16.
 TMA_DTYPES = {"bool": 0, "i8": 0, "u8": 0, "f8e4m3": 0, "f8e5m2": 0, "i16": 1, "u16": 1, "u32": 2, "i32": 3,
@@ -228,41 +224,9 @@ class TensorMapSpec:
     # a view of the tensor (`T.reshape`): its dims (ints, size names, size formulas), outermost first; None: the
     # tensor's own shape. The map then reads the tensor's memory with these dims and the view's dtype.
     view_shape: tuple | None = None
-    # a residue-class map of a 2-D tensor (a realigned-loads twin's): rows residue, residue + 16, ... from that
-    # row's address rounded down to 16 bytes (residue_map_geometry), so rows of any pitch and base; None: plain
-    residue: int | None = None
 
     def describe(self) -> str:
-        rows = "" if self.residue is None else f", rows {self.residue} mod {RESIDUE_CLASSES}"
-        return (f"tensor map {self.index} ('{self.param['name']}', box {list(self.box)}, swizzle "
-                f"{self.swizzle_bytes}{rows})")
-
-
-RESIDUE_CLASSES = 16  # rows 16 apart of any pitch lie a multiple of 16 bytes apart (TMA's pitch rule)
-
-
-@dataclass(frozen=True)
-class ResidueMapGeometry:
-    """Where a residue-class tensor map of a rows x cols tensor starts and what it spans: its base (byte_offset
-    from the tensor's address: the class's first row rounded down to 16 bytes), `rows` of the class, `cols` the row's
-    elements plus the `phase` elements the rounding put before it (a kernel's column coordinates start there), and
-    the pitch, 16 rows."""
-    byte_offset: int
-    rows: int
-    cols: int
-    phase: int
-    pitch: int
-
-
-def residue_map_geometry(rows: int, cols: int, elem_bytes: int, residue: int, ptr: int) -> ResidueMapGeometry:
-    """The residue-class map `residue` of a C-contiguous rows x cols tensor at address `ptr`. A class with no rows
-    (rows <= residue: a decode step's M) reads class 0's rows instead: the tiles' rows past the tensor are never
-    stored, and every address the map reaches stays inside the tensor. The C launcher does the same arithmetic."""
-    cls = residue if residue < rows else 0
-    first = ptr + cls * cols * elem_bytes
-    phase = first % TMA_ALIGN // elem_bytes
-    return ResidueMapGeometry(first - first % TMA_ALIGN - ptr, -(-(rows - cls) // RESIDUE_CLASSES), cols + phase,
-                              phase, RESIDUE_CLASSES * cols * elem_bytes)
+        return f"tensor map {self.index} ('{self.param['name']}', box {list(self.box)}, swizzle {self.swizzle_bytes})"
 
 
 def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
@@ -303,13 +267,8 @@ def tensor_map_specs(entry: dict) -> list[TensorMapSpec]:
             raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) must be a multiple of 16 bytes")
         if sw and inner > sw:
             raise ManifestError(f"{where}: the box's inner extent ({inner} bytes) exceeds the {sw}-byte swizzle")
-        residue = m.get("residue")
-        if residue is not None and not (type(residue) is int and 0 <= residue < RESIDUE_CLASSES and ndim == 2
-                                        and view is None):
-            raise ManifestError(f"{where}: residue {residue!r} must be a row class 0..{RESIDUE_CLASSES - 1} of a "
-                                "2-D tensor (not a view)")
         out.append(TensorMapSpec(j, p, pi, TMA_DTYPES[dtype], ELEM_BYTES[dtype], tuple(box), TMA_SWIZZLES[sw], sw,
-                                 tuple(shape) if view is not None else None, residue))
+                                 tuple(shape) if view is not None else None))
     return out
 
 
@@ -348,25 +307,6 @@ def direct_stores_entry(entry: dict, entries: list[dict]) -> tuple[dict, list[in
         raise ManifestError(f"kernel '{entry['name']}': its direct-stores twin '{name}' must take the same params "
                             "and sizes and some of the kernel's own tensor maps")
     return twin, [mine.index(m) for m in theirs]
-
-
-def realigned_loads_entry(entry: dict, entries: list[dict]) -> tuple[dict, frozenset[str]] | None:
-    """The entry's "realigned_loads" twin among `entries` (checked) and the tensors it reads by residue class; None
-    when it names none."""
-    name = entry.get(REALIGNED_LOADS_KEY)
-    twin = _named_entry(entry, name, entries, "realigned-loads twin")
-    if twin is None:
-        return None
-    specs = tensor_map_specs(twin)
-    realigned = frozenset(s.param["name"] for s in specs if s.residue is not None)
-    classes = {n: sorted(s.residue for s in specs if s.param["name"] == n and s.residue is not None)
-               for n in realigned}
-    if (twin["params"] != entry["params"] or twin["sizes"] != entry["sizes"] or not realigned
-            or any(c != list(range(RESIDUE_CLASSES)) for c in classes.values())):
-        raise ManifestError(f"kernel '{entry['name']}': its realigned-loads twin '{name}' must take the same params "
-                            "and sizes and, per tensor it realigns, one map per residue class "
-                            f"0..{RESIDUE_CLASSES - 1}")
-    return twin, realigned
 
 
 def loader_name(manifest: dict) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..manifest import RESIDUE_CLASSES
 from . import dtypes as D
 from . import tile as T
 
@@ -140,10 +139,6 @@ class WgmmaTiled(MmaTiled):
     """
 
     atom_m = 64
-    # the operand tile in shared memory holds its rows by residue class (a realigned-loads twin: TMA box c carries
-    # rows c, c + 16, ... of the tile), so the accumulator's rows (A's) or columns (a K-major B's) come in that order
-    rows_by_residue: bool = False
-    cols_by_residue: bool = False
 
     def coords(self, t: T.Expr, k: K) -> list[T.Expr]:
         k = _e(k)
@@ -154,8 +149,7 @@ class WgmmaTiled(MmaTiled):
         i = add(add(add(add(mul(group_m, self.m // self.wm), mul(mi, 64)), mul(warp, 16)), mul(div(e, 2), 8)),
                 div(lane, 4))
         j = add(add(add(mul(group_n, self.n // self.wn), mul(ni, 8)), mod(e, 2)), mul(mod(lane, 4), 2))
-        return [residue_order(i, self.m) if self.rows_by_residue else i,
-                residue_order(j, self.n) if self.cols_by_residue else j]
+        return [i, j]
 
     def stmatrix_row(self, t: T.Expr, mi: int, chunk: int, count: int) -> list[T.Expr]:
         """(i, j) of the 8-element row whose shared address thread t gives to stmatrix_x{count} (count 8x8 matrices)
@@ -168,24 +162,14 @@ class WgmmaTiled(MmaTiled):
         i = add(add(add(add(mul(group_m, self.m // self.wm), c(mi * 64)), mul(warp, 16)), mul(mod(matrix, 2), 8)),
                 mod(lane, 8))
         j = add(add(mul(group_n, self.n // self.wn), c(chunk * 8)), mul(div(matrix, 2), 8))
-        assert not self.cols_by_residue, "stmatrix stores 8 consecutive columns a row"
-        return [residue_order(i, self.m) if self.rows_by_residue else i, j]
+        return [i, j]
 
     @property
     def instr_n(self) -> int:
         return self.n // self.wn
 
     def __str__(self) -> str:
-        order = "".join(f", {what} by residue" for what, on in (("rows", self.rows_by_residue),
-                                                                 ("cols", self.cols_by_residue)) if on)
-        return f"wgmma_m64n{self.instr_n}[{self.m}x{self.n}, warpgroups {self.wm}x{self.wn}{order}]"
-
-
-def residue_order(x: T.Expr, extent: int) -> T.Expr:
-    """The tile index held at position x of a tile of `extent` rows stored by residue class (class c's extent / 16
-    rows first, then class c + 1's): position x holds row x // R + 16 * (x % R), R = extent / 16."""
-    per_class = extent // RESIDUE_CLASSES
-    return add(div(x, per_class), mul(mod(x, per_class), RESIDUE_CLASSES))
+        return f"wgmma_m64n{self.instr_n}[{self.m}x{self.n}, warpgroups {self.wm}x{self.wn}]"
 
 
 @dataclass(frozen=True)

@@ -51,11 +51,9 @@ def read_schedule(k: T.Kernel, lines: list[Line]):
         m = re.fullmatch(r"mma_m16n8\[(\d+)x(\d+), warps (\d+)x(\d+)\]", text)
         if m:
             return MmaTiled(*map(int, m.groups()))
-        m = re.fullmatch(r"wgmma_m64n\d+\[(\d+)x(\d+), warpgroups (\d+)x(\d+)((?:, (?:rows|cols) by residue)*)\]",
-                         text)
+        m = re.fullmatch(r"wgmma_m64n\d+\[(\d+)x(\d+), warpgroups (\d+)x(\d+)\]", text)
         if m:
-            return WgmmaTiled(*map(int, m.groups()[:4]), rows_by_residue="rows by residue" in m.group(5),
-                              cols_by_residue="cols by residue" in m.group(5))
+            return WgmmaTiled(*map(int, m.groups()))
         m = re.fullmatch(r"mfma_16x16(T?)\[(\d+)x(\d+), waves (\d+)x(\d+)\]", text)
         if m:
             return MfmaTiled(*map(int, m.groups()[1:]), transposed=m.group(1) == "T")

@@ -106,7 +106,7 @@ class DispatchKernel(Kernel):
 
     def _make_layout(self):
         layout = super()._make_layout()
-        self._fallback = self._direct_stores = self._realigned = None  # each variant launches its own TMA twins
+        self._fallback = self._direct_stores = None  # each variant launches its own TMA twins
         layout.key_has_pointers = any(v._layout().key_has_pointers for v in self.variants)
         return layout
 

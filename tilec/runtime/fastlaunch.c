@@ -103,7 +103,7 @@ typedef int (*tl_capturing_fn)(void* stream, int* status);
 #define TL_MAX_DIMS 8
 #define TL_MAX_KEY 160
 #define TL_MAX_SIZES 32
-#define TL_MAX_MAPS 40  /* a realigned-loads twin: 16 residue-class maps per realigned tensor */
+#define TL_MAX_MAPS 16
 #define TL_PLANS 32
 #define TL_TYPES 8
 #define TL_MAX_STEPS 16

@@ -33,7 +33,6 @@ MODULE = "tilec_fastlaunch"
 SCALAR_KINDS = {"i8": 0, "u8": 1, "i16": 2, "u16": 3, "i32": 4, "u32": 5, "i64": 6, "u64": 7, "f32": 8, "f64": 9,
                 "f16": 10, "bf16": 11, "bool": 12}
 MAX_PARAMS, MAX_DIMS = 64, 8  # fastlaunch.c's limits (TL_MAX_PARAMS, TL_MAX_DIMS)
-MAX_MAPS = 40  # fastlaunch.c's TL_MAX_MAPS (a realigned-loads twin: 16 maps per realigned tensor)
 # __cuda_array_interface__ typestrs of tilec dtypes (little-endian hosts); bf16 and fp8 have none: any type of
 # their width is read as their bits (arrays.py's _NO_TYPESTR)
 TYPESTRS = {"bool": "|b1", "i8": "|i1", "u8": "|u1", "i16": "<i2", "u16": "<u2", "i32": "<i4", "u32": "<u4",
@@ -194,7 +193,7 @@ def launcher_for(kernel, layout, miss, launch: int | None = None, device_type: i
                                                                          "__c_dlpack_exchange_api__"))
     if not tables and "cupy" not in sys.modules:
         return None  # torch before 2.10 (no exchange table) and no cupy
-    if len(kernel.entry["params"]) > MAX_PARAMS or len(layout.size_names) > 32 or len(layout.tmaps) > MAX_MAPS:
+    if len(kernel.entry["params"]) > MAX_PARAMS or len(layout.size_names) > 32 or len(layout.tmaps) > 16:
         return None
     ext = extension()
     if ext is None:
@@ -264,8 +263,6 @@ def remember(launcher, layout, key, plan, args=()) -> None:
     for shape in key[:n]:
         flat.extend(int(d) for d in shape)
     flat.extend(int(v) for v in key[n:])
-    if len(plan.map_addresses) > MAX_MAPS:
-        return  # (a twin with more maps than the C file holds: the ctypes path serves it)
     # (a clustered plan is filed where the launcher has cuLaunchKernelEx; else remember() declines it)
     launcher.remember(flat, plan.fn, plan.grid, plan.threads, plan.shared, plan.sizes, plan.map_addresses, plan,
                       plan.cluster)

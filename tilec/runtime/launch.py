@@ -40,10 +40,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..manifest import (
-    DIRECT_STORES_KEY,
     PAD_BATCH,
     PAD_BATCH_HELPER,
-    REALIGNED_LOADS_KEY,
     WRITTEN_IN_FULL_KEY,
     ManifestError,
     cluster_dims,
@@ -169,12 +167,7 @@ class _Layout:
         nslots = self.nparams + len(self.size_names)
         self.ntensors = len(self.tensors)
         self.slots = (ctypes.c_uint64 * max(1, nslots))()
-        # room for the most maps a launch through this block can pass: a twin's (the realigned-loads twin takes 16
-        # per realigned tensor) as well as the kernel's own
-        twins = {entry.get(REALIGNED_LOADS_KEY), entry.get(DIRECT_STORES_KEY)}
-        most_maps = max([len(self.tmaps)] + [len(e.get("tensor_maps") or ()) for e in
-                                             kernel.module.manifest.get("kernels", ()) if e["name"] in twins])
-        self.params = (ctypes.c_void_p * max(1, nslots + most_maps))()
+        self.params = (ctypes.c_void_p * max(1, nslots + len(self.tmaps)))()
         base = ctypes.addressof(self.slots)
         scalar_params = [i for i, p in enumerate(params) if p["kind"] == "scalar"]
         slot_of = {t.index: k for k, t in enumerate(self.tensors)}
@@ -654,8 +647,6 @@ class Kernel:
         self._fallback: Kernel | None = None
         # the direct-stores twin (TMA loads, the threads' stores) and the tensors it has no maps for
         self._direct_stores: tuple[Kernel, frozenset[str]] | None = None
-        # the realigned-loads twin (misaligned K-major operands through residue-class maps) and the tensors it realigns
-        self._realigned: tuple[Kernel, frozenset[str]] | None = None
         self._grid = None  # compiled grid formulas
         self._num_sms: dict[int, int] = {}
         self._native = None  # the compiled launcher (fastlaunch.py), once the first call made it
@@ -816,7 +807,7 @@ class Kernel:
         return self._arguments or self._make_layout()
 
     def _make_layout(self) -> _Layout:
-        from .tensor_maps import direct_stores_entry, fallback_entry, realigned_loads_entry
+        from .tensor_maps import direct_stores_entry, fallback_entry
 
         layout = _Layout(self)
         if layout.tmaps:
@@ -829,9 +820,6 @@ class Kernel:
                 mapped = {s.param["name"] for s in tensor_map_specs(twin[0])}
                 self._direct_stores = (self.module._internal[twin[0]["name"]],
                                        frozenset(s.param["name"] for s in layout.tmaps) - mapped)
-            realigned = realigned_loads_entry(self.entry, entries)
-            if realigned is not None:
-                self._realigned = (self.module._internal[realigned[0]["name"]], realigned[1])
         self._arguments = layout
         return layout
 
@@ -932,7 +920,6 @@ class Kernel:
         elem_bytes: dict[int, int] = {}
         only = self.entry.get("tma_only") or {}
         refused = None  # the first map TMA cannot take even padded: (spec, why)
-        refused_names = set()  # every tensor whose map TMA cannot take even padded
         for spec in layout.tmaps:
             k = position[spec.param_index]
             shape = shapes[k] if spec.view_shape is None else [  # a view of the tensor: its own dims
@@ -940,7 +927,7 @@ class Kernel:
             targs = tensor_map_args(spec, spec.param, shape, ptrs[k])
             if isinstance(targs, NoTma):
                 why = targs.reason
-                if spec.param["name"] in only and spec.residue is None and _torch_tensor(args, spec.param_index):
+                if spec.param["name"] in only and _torch_tensor(args, spec.param_index):
                     targs = padded_map_args(spec, shape)
                     if targs is not None:
                         elem_bytes[k] = spec.elem_bytes
@@ -948,16 +935,7 @@ class Kernel:
                             -(-shape[-1] * spec.elem_bytes // TMA_ALIGN) * TMA_ALIGN // spec.elem_bytes,))
                 if targs is None or isinstance(targs, NoTma):
                     refused = refused or (spec, why)
-                    refused_names.add(spec.param["name"])
             encoded_args.append((spec, targs))
-        realigned = self._realigned
-        if realigned is not None and _PADDING != "always" and (
-                refused_names & realigned[1] or any(layout.tensors[k].name in realigned[1] for k in padded)):
-            # TMA cannot address a K-major operand's rows (an odd K): the twin that loads them by residue class
-            # instead of padding them or falling back (TILEC_PADDING=always: pads them)
-            kernel = realigned[0]
-            grid, threads = kernel.launch_config(sizes, device)
-            return kernel._choose_tma(kernel._layout(), ptrs, shapes, sizes, grid, threads, device, args)
         twin = self._direct_stores
         if twin is not None and (refused is not None and refused[0].param["name"] in twin[1] or _PADDING != "always"
                                  and any(layout.tensors[k].name in twin[1] for k in padded)):
@@ -984,8 +962,8 @@ class Kernel:
 
         drv = Driver.get(device)
         maps = [None if position[s.param_index] in padded else
-                drv.encode_tensor_map(t.dtype, t.rank, ptrs[position[s.param_index]] + t.offset, t.dims, t.strides,
-                                      t.box, t.swizzle, what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
+                drv.encode_tensor_map(t.dtype, t.rank, ptrs[position[s.param_index]], t.dims, t.strides, t.box,
+                                      t.swizzle, what=f"{self.name}: {s.describe()}") for s, t in encoded_args]
         if not padded:
             return self, grid, threads, maps, None
         padding = _Padding(self.name, layout, padded, modes,

@@ -28,8 +28,6 @@ from ..manifest import (  # noqa: F401  (the schema: shared with the C launcher;
     TensorMapSpec,
     direct_stores_entry,
     fallback_entry,
-    realigned_loads_entry,
-    residue_map_geometry,
     tensor_map_specs,
 )
 
@@ -43,7 +41,6 @@ class TensorMapArgs:
     strides: tuple[int, ...]  # rank - 1 byte strides
     box: tuple[int, ...]
     swizzle: int
-    offset: int = 0  # the map's base, in bytes from the tensor's address (a residue-class map's rounded-down row)
 
 
 @dataclass(frozen=True)
@@ -62,8 +59,6 @@ def tensor_map_args(spec: TensorMapSpec | dict, param: dict | None, shape, ptr: 
     rank = len(shape)
     if rank != len(spec.box):
         raise ManifestError(f"{spec.describe()}: shape {shape} does not match the box")
-    if spec.residue is not None:
-        return _residue_map_args(spec, shape, ptr)
     if ptr % TMA_ALIGN:
         return NoTma(f"its address 0x{ptr:x} is not 16-byte aligned")
     if any(d < 1 or d > TMA_MAX_DIM for d in shape):
@@ -77,18 +72,3 @@ def tensor_map_args(spec: TensorMapSpec | dict, param: dict | None, shape, ptr: 
             return NoTma(f"a row stride of {stride} bytes (shape {shape}) is not a multiple of 16 below 2^40")
         strides.append(stride)
     return TensorMapArgs(spec.dtype, rank, dims, tuple(strides), tuple(reversed(spec.box)), spec.swizzle)
-
-
-def _residue_map_args(spec: TensorMapSpec, shape: list[int], ptr: int) -> TensorMapArgs | NoTma:
-    """A residue-class map (TensorMapSpec.residue): rows residue, residue + 16, ... of a rows x cols tensor, from
-    that row's address rounded down to 16 bytes; TMA addresses any pitch and any base aligned to the element."""
-    rows, cols = shape
-    if ptr % spec.elem_bytes:
-        return NoTma(f"its address 0x{ptr:x} is not aligned to its {spec.elem_bytes}-byte elements")
-    if rows < 1 or cols < 1:
-        return NoTma(f"its shape {shape} is empty")
-    geo = residue_map_geometry(rows, cols, spec.elem_bytes, spec.residue, ptr)
-    if geo.pitch >= TMA_MAX_STRIDE or geo.cols > TMA_MAX_DIM:
-        return NoTma(f"sixteen of its rows ({geo.pitch} bytes) or one ({geo.cols} elements) exceed TMA's range")
-    return TensorMapArgs(spec.dtype, 2, (geo.cols, geo.rows), (geo.pitch,), tuple(reversed(spec.box)), spec.swizzle,
-                         geo.byte_offset)

@@ -18,11 +18,7 @@ A kernel whose manifest entry lists "tensor_maps" (Hopper TMA) takes one CUtenso
 its sizes: `K_launch` encodes them with cuTensorMapEncodeTiled from the pointers and sizes of that
 launch, or, when TMA cannot address the tensors (an address not 16-byte aligned, a row not a
 multiple of 16 bytes), launches the entry's "fallback" kernel instead. Fallback entries are marked
-"internal": they are looked up with the other kernels but get no launch function of their own. Two
-internal twins stand in before the fallback, by the rules of tilec.runtime's Kernel._choose_tma:
-the "realigned_loads" twin when the first tensor TMA cannot address is one it reads through 16
-residue-class maps (TensorMapSpec.residue: rows of any pitch and base; not with TILEC_PADDING=always),
-then the "direct_stores" twin when only tensors the kernel stores are out of TMA's reach.
+"internal": they are looked up with the other kernels but get no launch function of their own.
 
 Everything the header defines is `static` (functions `static inline`), so it can be included in
 several translation units; its private names carry a per-header id, and the small runtime helpers
@@ -53,14 +49,11 @@ from ...manifest import (
     direct_stores_entry,
     fallback_entry,
     launch_checks,
-    realigned_loads_entry,
     tensor_map_specs,
 )
 from .size_checks import check_sizes_function  # K_check_sizes
 
-# bump when the shared helpers below change meaning (2: tilec_encode_tensor_map_; 3: PTX images; 4: residue-class
-# maps, TILEC_PADDING)
-LAUNCHER_ABI = 4
+LAUNCHER_ABI = 3  # bump when the shared helpers below change meaning (2: tilec_encode_tensor_map_; 3: PTX images)
 
 _C_TYPES = {"bool": "bool", "i8": "int8_t", "u8": "uint8_t", "i16": "int16_t", "u16": "uint16_t",
             "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t", "f32": "float",
@@ -331,43 +324,6 @@ static inline CUresult tilec_encode_tensor_map_(CUtensorMap* map, int dtype, uns
                                 (CUtensorMapSwizzle)swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
-/* Encodes residue-class map `residue` of a C-contiguous rows x cols tensor at ptr (a realigned-loads twin's; the
- * arithmetic of tilec.manifest.residue_map_geometry): rows residue, residue + 16, ... -- sixteen rows of any
- * pitch lie a multiple of 16 bytes apart -- from that row's address rounded down to 16 bytes, each row's `phase`
- * elements before it counted in its length. A class with no rows (rows <= residue) reads class 0's. Box outermost
- * first, as tilec_encode_tensor_map_'s. *usable = 0 (and CUDA_SUCCESS) when TMA cannot address it -- an address
- * not aligned to the element, an empty tensor, sixteen rows of 2^40 bytes or more, a row over 2^32 elements. */
-static inline CUresult tilec_encode_residue_map_(CUtensorMap* map, int dtype, unsigned elem_bytes, CUdeviceptr ptr,
-                                                 int64_t rows, int64_t cols, unsigned residue, const unsigned* box,
-                                                 int swizzle, int* usable) {
-  cuuint64_t dims[2], pitch[1];
-  cuuint32_t boxdim[2], elem_strides[2] = {1, 1};
-  uint64_t cls, first, phase;
-  const uint64_t e = elem_bytes;
-  *usable = 0;
-  if (e == 0 || (uint64_t)ptr % e != 0 || rows < 1 || cols < 1) return CUDA_SUCCESS;
-  if ((uint64_t)cols > ((UINT64_C(1) << 40) - 1) / (16u * e)) return CUDA_SUCCESS;
-  cls = residue < (uint64_t)rows ? residue : 0u;
-  first = (uint64_t)ptr + cls * (uint64_t)cols * e;
-  phase = first % 16u / e;
-  if ((uint64_t)cols + phase > (UINT64_C(1) << 32)) return CUDA_SUCCESS;
-  dims[0] = (uint64_t)cols + phase;
-  dims[1] = ((uint64_t)rows - cls + 15u) / 16u;
-  pitch[0] = 16u * (uint64_t)cols * e;
-  boxdim[0] = (cuuint32_t)box[1];
-  boxdim[1] = (cuuint32_t)box[0];
-  *usable = 1;
-  return cuTensorMapEncodeTiled(map, (CUtensorMapDataType)dtype, 2u, (void*)(uintptr_t)(first - first % 16u), dims,
-                                pitch, boxdim, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                (CUtensorMapSwizzle)swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-/* TILEC_PADDING=always (tilec.runtime's A/B switch: pad misaligned tensors wherever TMA could take them padded):
- * no realigned-loads twin. A header pads nothing, so the kernel's direct-stores twin or fallback runs instead. */
-static inline int tilec_padding_always_(void) {
-  const char* v = getenv("TILEC_PADDING");
-  return v != NULL && strcmp(v, "always") == 0;
-}
 #endif
 #endif /* TILEC_LAUNCHER_COMMON_@ABI@ */
 """)
@@ -484,42 +440,18 @@ class _TwinPlan(NamedTuple):
     maps: list[int]
 
 
-class _RealignedPlan(NamedTuple):
-    """A kernel's realigned-loads twin in one image: its entry, its kernel-table index, its own tensor maps (residue
-    maps and plain ones), and the indices of the kernel's maps whose tensors it realigns."""
-    entry: dict
-    index: int
-    maps: list[TensorMapSpec]
-    refused: list[int]
-
-
-class _MapPlan(NamedTuple):
-    """Image `im`'s tensor maps for a kernel, the kernel-table index of its fallback (None: none), its direct-stores
-    twin and its realigned-loads twin (None: none)."""
-    maps: list[TensorMapSpec]
-    fallback: int | None
-    stores: _TwinPlan | None
-    realigned: _RealignedPlan | None
-
-
-def _tensor_map_plan(k: dict, im: Image, index_of: dict[str, int]) -> _MapPlan:
+def _tensor_map_plan(k: dict, im: Image, index_of: dict[str, int]
+                     ) -> tuple[list[TensorMapSpec], int | None, _TwinPlan | None]:
+    """Image `im`'s tensor maps for kernel k, the kernel-table index of its fallback (None: none) and its
+    direct-stores twin (None: none)."""
     try:
         maps = tensor_map_specs(k)
         fb = fallback_entry(k, im.kernels) if maps else None
         twin = direct_stores_entry(k, im.kernels) if maps else None
-        realigned = realigned_loads_entry(k, im.kernels) if maps else None
-        if realigned is not None:
-            twin_fb = fallback_entry(realigned[0], im.kernels)
-            if twin_fb is not fb:  # the header falls back from the twin to the kernel's own fallback
-                raise ManifestError(f"kernel '{k['name']}': its realigned-loads twin '{realigned[0]['name']}' must "
-                                    f"fall back to the kernel's own fallback ({k.get('fallback')})")
     except ManifestError as e:
         raise LauncherError(f"{im.arch}: {e}") from None
-    return _MapPlan(maps, index_of[fb["name"]] if fb is not None else None,
-                    _TwinPlan(twin[0], index_of[twin[0]["name"]], twin[1]) if twin is not None else None,
-                    _RealignedPlan(realigned[0], index_of[realigned[0]["name"]], tensor_map_specs(realigned[0]),
-                                   [m.index for m in maps if m.param["name"] in realigned[1]])
-                    if realigned is not None else None)
+    return (maps, (index_of[fb["name"]] if fb is not None else None),
+            _TwinPlan(twin[0], index_of[twin[0]["name"]], twin[1]) if twin is not None else None)
 
 
 def launch_check_lines(k: dict, sizes: dict[str, str], invalid: str) -> list[str]:
@@ -574,9 +506,9 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     plans = [_tensor_map_plan(e, im, index_of) for e, im in zip(per_image, images, strict=True)]
     names_of = {i: n for n, i in index_of.items()}
     fb_entries = [next(e for e in im.kernels if e["name"] == names_of[fb]) if fb is not None else None
-                  for im, (_, fb, _, _) in zip(images, plans, strict=True)]
-    twin_entries = [twin.entry for pl in plans for twin in (pl.stores, pl.realigned) if twin is not None]
-    nmaps = max(max(len(pl.maps), len(pl.realigned.maps) if pl.realigned else 0) for pl in plans)
+                  for im, (_, fb, _) in zip(images, plans, strict=True)]
+    twin_entries = [twin.entry for _, _, twin in plans if twin is not None]
+    nmaps = max(len(maps) for maps, _, _ in plans)
     configs = [(tuple(e["grid"]), e["threads"], e["shared_bytes"]) for e in per_image]
     # thread-block clusters (sm90): launched with cuLaunchKernelEx and the cluster dimension attribute
     clusters = IdentityDict((e, cluster_dims(e)) for e in per_image + [fe for fe in fb_entries if fe]
@@ -600,97 +532,35 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     def dim_c(d) -> str:
         return f"INT64_C({d})" if isinstance(d, int) else vars_[d] if d in vars_ else formula_to_c(d, vars_)
 
-    def encode_code(m: TensorMapSpec, indent: str, flag: str) -> list[str]:
-        """Encode plain map m into tilec_tmap[m.index] (returning the driver's error), `flag` its usable flag."""
-        rank = len(m.box)
-        return [f"{indent}const int64_t tilec_shape[{rank}] = "
-                f"{{{', '.join(dim_c(d) for d in (m.view_shape or m.param['shape']))}}};",
-                f"{indent}static const unsigned tilec_box[{rank}] = {{{', '.join(f'{b}u' for b in m.box)}}};",
-                f"{indent}tilec_rc = tilec_encode_tensor_map_(&tilec_tmap[{m.index}], {m.dtype}, "
-                f"{m.elem_bytes}u, {rank}, {cname_of[m.param['name']]}, tilec_shape, tilec_box, {m.swizzle},",
-                f"{indent}                                    {flag});",
-                f"{indent}if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
-
-    def residue_runs(maps: list[TensorMapSpec]) -> list[list[TensorMapSpec]]:
-        """The maps in order, consecutive residue maps of one tensor, box and swizzle whose classes count up with
-        their indices in one run (encoded by one loop), every other map alone."""
-        runs: list[list[TensorMapSpec]] = []
-        for m in maps:
-            last = runs[-1][-1] if runs else None
-            if (last is not None and m.residue is not None and last.residue is not None
-                    and (m.param_index, m.box, m.swizzle, m.dtype) == (last.param_index, last.box, last.swizzle,
-                                                                        last.dtype)
-                    and m.residue == last.residue + 1 and m.index == last.index + 1):
-                runs[-1].append(m)
-            else:
-                runs.append([m])
-        return runs
-
-    def realigned_code(twin: _RealignedPlan, indent: str) -> list[str]:
-        """Switch to the realigned-loads twin and encode its maps into tilec_tmap[] (tilec_tma = 0: TMA cannot
-        address them, the fallback runs)."""
-        te = twin.entry
-        code = [f"{indent}tilec_rc = {p}function({twin.index}, &tilec_fn, &tilec_image); /* {_comment(te['name'])} */",
-                f"{indent}if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
-                *config_code((tuple(te["grid"]), te["threads"], te["shared_bytes"]), indent, te),
-                f"{indent}tilec_tma = 1;"]
-        for run in residue_runs(twin.maps):
-            m = run[0]
-            if m.residue is None:
-                code += [f"{indent}if (tilec_tma) {{ /* {_comment(m.describe())} */",
-                         *encode_code(m, indent + "  ", "&tilec_tma"), f"{indent}}}"]
-                continue
-            rows, cols = (dim_c(d) for d in m.param["shape"])
-            what = (f"tensor maps {m.index}..{run[-1].index}: '{m.param['name']}' by rows {m.residue}.."
-                    f"{run[-1].residue} mod 16 (box {list(m.box)}, swizzle {m.swizzle_bytes})")
-            code += [f"{indent}if (tilec_tma) {{ /* {_comment(what)} */",
-                     f"{indent}  static const unsigned tilec_box[2] = {{{m.box[0]}u, {m.box[1]}u}};",
-                     f"{indent}  unsigned tilec_c;",
-                     f"{indent}  for (tilec_c = 0; tilec_c < {len(run)}u && tilec_tma; ++tilec_c) {{",
-                     f"{indent}    tilec_rc = tilec_encode_residue_map_(&tilec_tmap[{m.index} + tilec_c], {m.dtype}, "
-                     f"{m.elem_bytes}u, {cname_of[m.param['name']]}, {rows},",
-                     f"{indent}                                         {cols}, {m.residue}u + tilec_c, tilec_box, "
-                     f"{m.swizzle}, &tilec_tma);",
-                     f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
-                     f"{indent}  }}",
-                     f"{indent}}}"]
-        return code
-
     def image_code(i: int, indent: str) -> list[str]:
-        """Image i's launch configuration, with its tensor maps encoded (or a twin or its fallback picked)."""
+        """Image i's launch configuration, with its tensor maps encoded (or its fallback picked)."""
         code = config_code(configs[i], indent, per_image[i])
-        maps, fb, twin, realigned = plans[i]
+        maps, fb, twin = plans[i]
         if not maps:
             return code
         code += [f"{indent}if (tilec_gx > 0 && tilec_gy > 0 && tilec_gz > 0) {{ /* an empty launch encodes nothing */",
                  f"{indent}  int tilec_tma = 1;"]
         if twin is not None:  # every map is encoded, so that the twin's can be picked out of them
             code += [f"{indent}  int tilec_usable[{len(maps)}];"]
-        if realigned is not None:
-            code += [f"{indent}  int tilec_refused = -1; /* the first map TMA cannot take */"]
         for m in maps:
-            flag = f"tilec_usable[{m.index}]" if twin is not None else "tilec_tma"
+            rank = len(m.box)
+            flag = f"&tilec_usable[{m.index}]" if twin is not None else "&tilec_tma"
             code += [f"{indent}  {'{' if twin is not None else 'if (tilec_tma) {'} /* {_comment(m.describe())} */",
-                     *encode_code(m, indent + "    ", "&" + flag)]
-            if realigned is not None:
-                code += [f"{indent}    if (!{flag} && tilec_refused < 0) tilec_refused = {m.index};"]
+                     f"{indent}    const int64_t tilec_shape[{rank}] = "
+                     f"{{{', '.join(dim_c(d) for d in (m.view_shape or m.param['shape']))}}};",
+                     f"{indent}    static const unsigned tilec_box[{rank}] = {{{', '.join(f'{b}u' for b in m.box)}}};",
+                     f"{indent}    tilec_rc = tilec_encode_tensor_map_(&tilec_tmap[{m.index}], {m.dtype}, "
+                     f"{m.elem_bytes}u, {rank}, {cname_of[m.param['name']]}, tilec_shape, tilec_box, {m.swizzle},",
+                     f"{indent}                                        {flag});",
+                     f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;"]
             if twin is not None:
                 code += [f"{indent}    if (!tilec_usable[{m.index}]) tilec_tma = 0;"]
             code += [f"{indent}  }}"]
-        chain = "if"
-        if realigned is not None:
-            names = ", ".join(dict.fromkeys(maps[j].param["name"] for j in realigned.refused))
-            refused = " || ".join(f"tilec_refused == {j}" for j in realigned.refused)
-            code += [f"{indent}  if (!tilec_tma && ({refused}) && !tilec_padding_always_()) {{",
-                     f"{indent}    /* TMA cannot address the rows of {_comment(names)}: the twin that reads them by "
-                     "residue class */",
-                     *realigned_code(realigned, indent + "    ")]
-            chain = "} else if"
         if twin is not None:
             te = twin.entry
             usable = " && ".join(f"tilec_usable[{j}]" for j in twin.maps)
-            code += [f"{indent}  {chain} (!tilec_tma && {usable}) {{ /* only stored tensors are not: the "
-                     "direct-stores twin */",
+            code += [f"{indent}  if (!tilec_tma && {usable}) {{ /* only stored tensors are not: the direct-stores "
+                     "twin */",
                      f"{indent}    CUtensorMap tilec_loads[{len(twin.maps)}];",
                      *[f"{indent}    tilec_loads[{t}] = tilec_tmap[{j}];" for t, j in enumerate(twin.maps)],
                      *[f"{indent}    tilec_tmap[{t}] = tilec_loads[{t}];" for t in range(len(twin.maps))],
@@ -698,9 +568,8 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
                      f"/* {_comment(te['name'])} */",
                      f"{indent}    if (tilec_rc != CUDA_SUCCESS) return tilec_rc;",
                      *config_code((tuple(te["grid"]), te["threads"], te["shared_bytes"]), indent + "    ", te),
-                     f"{indent}    tilec_tma = 1;"]
-        if twin is not None or realigned is not None:
-            code += [f"{indent}  }}"]
+                     f"{indent}    tilec_tma = 1;",
+                     f"{indent}  }}"]
         if fb is None:
             code += [f"{indent}  if (!tilec_tma) return CUDA_ERROR_INVALID_VALUE; /* and no fallback kernel */"]
         else:
@@ -720,8 +589,8 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
     formulas = [g for cfg in configs for g in cfg[0]] + [g for fe in fb_entries + twin_entries if fe
                                                          for g in fe["grid"]]
     used = {n for g in formulas for n in formula_names(g)}
-    used |= {n for pl in plans for m in pl.maps + (pl.realigned.maps if pl.realigned else [])
-             for d in (m.view_shape or m.param["shape"]) if isinstance(d, str) for n in formula_names(d)}
+    used |= {n for maps, _, _ in plans for m in maps for d in (m.view_shape or m.param["shape"]) if isinstance(d, str)
+             for n in formula_names(d)}
     body += [f"  const int64_t tilec_s_{c} = {c};" for s, c in sizes.items() if s in used]
     if "num_sms" in used:  # a persistent kernel: at most one block per multiprocessor
         vars_["num_sms"] = "tilec_num_sms"
@@ -789,7 +658,7 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
         grid_doc = "; ".join(f"{im.arch}: grid ({', '.join(c[0])}) x {c[1]} threads, {c[2]} B shared"
                              for im, c in zip(images, configs, strict=True))
     tma_doc = []
-    for im, (maps, fb, twin, realigned) in zip(images, plans, strict=True):
+    for im, (maps, fb, twin) in zip(images, plans, strict=True):
         if maps:
             what = ", ".join(f"{m.param['name']} (box {'x'.join(map(str, m.box))}, swizzle {m.swizzle_bytes})"
                              for m in maps)
@@ -798,17 +667,10 @@ def _launch_function(fname: str, k: dict, index_of: dict[str, int], images: list
             tma_doc += [_comment(f" * {im.arch}: encodes TMA tensor maps for {what} at each launch;"),
                         _comment(f" *   when TMA cannot address the tensors (an address not 16-byte aligned, a row not "
                                  f"a multiple of 16 bytes), {then}.")]
-            if realigned is not None:
-                names = ", ".join(dict.fromkeys(maps[j].param["name"] for j in realigned.refused))
-                tma_doc += [_comment(f" *   Where the first tensor it cannot address is {names}, it launches "
-                                     f"'{realigned.entry['name']}', which reads their rows through 16 residue-class "
-                                     "maps each"),
-                            " *   (unless TILEC_PADDING=always)."]
             if twin is not None:
                 loaded = ", ".join(maps[j].param["name"] for j in twin.maps)
-                tma_doc += [_comment(f" *   {'Else, w' if realigned is not None else 'W'}here it can address {loaded}"
-                                     f" (what the kernel loads), it launches '{twin.entry['name']}', whose threads "
-                                     "store the rest.")]
+                tma_doc += [_comment(f" *   Where it can address {loaded} (what the kernel loads), it launches "
+                                     f"'{twin.entry['name']}', whose threads store the rest.")]
     proto = f"static inline CUresult {fname}({', '.join(args)})"
     doc = [f"/* {fname}: launch kernel '{k['name']}' on `stream` (asynchronous; 0 is the legacy default stream).",
            *docs,

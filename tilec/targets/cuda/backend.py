@@ -24,7 +24,6 @@ from ..backend import ArtifactInfo, Built, SimtBackend, Unit, run_steps
 
 FALLBACK_SUFFIX = "__no_tma"
 DIRECT_STORES_SUFFIX = "__direct_stores"
-REALIGNED_SUFFIX = "__realigned"
 
 
 @dataclass(frozen=True)
@@ -104,15 +103,10 @@ class CudaBackend(SimtBackend):
         lowered = run_steps(steps, module, rep, target, dumps, want, verify)
         if pristine is not None:
             stores_alone = _stores_misaligned_alone(module, lowered)
-            realignable = _realignable(module, lowered)
-            # (copied before the no-TMA twins take the pristine module)
-            for_stores = copy.deepcopy(pristine) if stores_alone else None
-            for_loads = copy.deepcopy(pristine) if realignable else None
+            for_stores = copy.deepcopy(pristine) if stores_alone else None  # (before the no-TMA twins take it)
             _add_no_tma_twins(module, lowered, pristine, rep, target, steps)
             if stores_alone:
                 _add_direct_store_twins(module, lowered, for_stores, stores_alone, rep, target, steps)
-            if realignable:
-                _add_realigned_load_twins(module, lowered, for_loads, realignable, rep, target, steps)
         return lowered
 
     def forward_ptx_target(self, targets, kind, options):
@@ -555,86 +549,12 @@ def _add_direct_store_twins(module, lowered, pristine, wanted: dict[str, set[str
     lowered.kernels.extend(twins.kernels)
 
 
-def _realignable(module, lowered) -> dict[str, set[str]]:
-    """The lowered kernels that load with TMA, outside a cluster, a 2-D tensor whose rows can be misaligned (a size
-    or a constant not a multiple of 16 bytes long) as the K-major operand tile of a wgmma gemm -- gemm's A, a trans_B
-    gemm's B, both of fp8_gemm's -- each with those tensors; only where every gemm reads its A from shared memory and
-    nothing reduces an accumulator (the twin reorders the accumulator's rows and columns: flash attention's row
-    statistics and P operand would need them in place)."""
-    from ...ir import tile as T
-    from ...ir.fold import multiple_of
-    from ...ir.schedule import request_of
-    from ...ir.visit import walk_stmts
-    from ...manifest import RESIDUE_CLASSES
-
-    tile_kernels = {k.name: k for k in module.kernels}
-    wanted = {}
-    for sk in lowered.kernels:
-        tk = tile_kernels.get(sk.name)
-        # (not a persistent kernel: its staging tile may hold only some panels of the tile, which an 8-column chunk
-        # of columns by residue class spans two of, and its epilogue spilled at 128x256 with rows by residue class)
-        if (tk is None or not sk.attrs.get("tensor_maps") or sk.attrs.get("cluster")
-                or request_of(tk).keywords.persistent):
-            continue
-        stmts = list(walk_stmts(tk.body))
-        gemms = [st for st in stmts if isinstance(st, T.Gemm)]
-        if not gemms or any(isinstance(st, T.Reduce) for st in stmts) or any(
-                g.a.buffer.scope != "shared" or g.transpose_a for g in gemms):
-            continue
-        operand_tiles = {g.a.buffer for g in gemms} | {g.b.buffer for g in gemms if g.transpose_b}
-        mapped = {m["tensor"] for m in sk.attrs["tensor_maps"] if m.get("view") is None}
-        tensors = set()
-        for st in stmts:
-            if not (isinstance(st, T.Copy) and st.dst.buffer in operand_tiles and st.src.buffer.scope == "global"):
-                continue
-            src = st.src.buffer
-            last = src.shape[-1] if len(src.shape) == 2 else None
-            if src.name not in mapped or last is None or (
-                    isinstance(last, T.Const) and int(last.value) * src.dtype.bytes % 16 == 0):
-                continue
-            if st.dst.buffer.const_shape[0] % RESIDUE_CLASSES or not multiple_of(st.src.starts[0], RESIDUE_CLASSES):
-                tensors = set()  # a tile whose rows are not whole classes from a row a multiple of 16: no twin
-                break
-            tensors.add(src.name)
-        if tensors:
-            wanted[sk.name] = tensors
-    return wanted
-
-
-def _add_realigned_load_twins(module, lowered, pristine, wanted: dict[str, set[str]], rep, target, steps) -> None:
-    """A kernel whose K-major matrix operands TMA cannot address (rows of an odd K: fp8_gemm at K = 4097) would pad
-    them into a workspace every call, or fall back to cp.async; the host launches instead a twin, NAME__realigned,
-    that loads each such tile through 16 residue-class tensor maps (rows c, c + 16, ... from that row's address
-    rounded down to 16 bytes) and reorders its accumulator to match, its threads storing the output (docs/hopper.md,
-    "The realigned-loads twin"). Built for the kernels `wanted` (_realignable)."""
-    twins = _compile_twins(pristine, set(wanted), {"tma_store"}, REALIGNED_SUFFIX, rep, target, steps,
-                           attrs={"load_by_residue": True})
-    built = {sk.name for sk in twins.kernels if any(m.get("residue") is not None
-                                                     for m in sk.attrs.get("tensor_maps") or ())}
-    fallback_of = {}
-    for sk in lowered.kernels:
-        if sk.name + REALIGNED_SUFFIX in built:
-            sk.attrs["realigned_loads"] = sk.name + REALIGNED_SUFFIX
-            fallback_of[sk.attrs["realigned_loads"]] = sk.attrs["fallback"]
-            rep.remark("tma", f"kernel '{sk.name}' loads {', '.join(sorted(wanted[sk.name]))} with TMA; its twin "
-                              f"'{sk.name}{REALIGNED_SUFFIX}' (those tiles by residue class through 16 tensor maps "
-                              "each, the threads' stores) is compiled too, and the runtime and the C launcher launch "
-                              "it instead when their base address or row pitch is not a multiple of 16 bytes", sk.span)
-    keep = [sk for sk in twins.kernels if sk.name in built]
-    for sk in keep:
-        sk.attrs["fallback"] = fallback_of[sk.name]
-    module.kernels.extend(k for k in pristine.kernels if k.name in built)
-    lowered.kernels.extend(keep)
-
-
-def _compile_twins(pristine, names: set[str], disable: set[str], suffix: str, rep, target, steps,
-                   attrs: dict | None = None):
-    """The kernels `names` of the pristine module compiled again with `disable` turned off (and `attrs` set), as
-    NAME + suffix, marked internal (the lowered module; `pristine` keeps their Tile IR)."""
+def _compile_twins(pristine, names: set[str], disable: set[str], suffix: str, rep, target, steps):
+    """The kernels `names` of the pristine module compiled again with `disable` turned off, as NAME + suffix, marked
+    internal (the lowered module; `pristine` keeps their Tile IR)."""
     pristine.kernels = [k for k in pristine.kernels if k.name in names]
     for k in pristine.kernels:
         k.attrs["disabled"] = frozenset(k.attrs.get("disabled", ())) | disable
-        k.attrs.update(attrs or {})
         k.name += suffix
         k.attrs["internal"] = True
     twins = run_steps(steps, pristine, rep, target, {}, set())

@@ -78,7 +78,6 @@ _VALUES = {
     "pack_bf162": lambda a: f"tl::pack_bf162({a[0]}, {a[1]})",
     "pack2": lambda a: f"tl::pack2({a[0]}, {a[1]})",
     "grid_dim_x": lambda a: "int(gridDim.x)",
-    "elem_phase16": lambda a: f"tl::elem_phase16({a[0]})",
     "aligned16": lambda a: f"tl::aligned16({a[0]})",
     "aligned": lambda a: f"tl::aligned({a[0]}, {a[1]})",
 }

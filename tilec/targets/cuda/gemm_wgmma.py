@@ -72,10 +72,7 @@ def accumulator_layout(q: gemm.GemmQuery) -> WgmmaTiled | None:
             continue
         if wn > 1 and not s.transpose_b and (n // wn) % panel_n:
             continue  # an MN-major B is addressed in whole swizzle panels per warpgroup
-        # a realigned-loads twin (docs/hopper.md): its K-major shared operands arrive by residue class
-        realigned = k.attrs.get("load_by_residue", False)
-        return WgmmaTiled(m, n, wm, wn, rows_by_residue=realigned and a.scope == "shared",
-                          cols_by_residue=realigned and s.transpose_b and n % 16 == 0)
+        return WgmmaTiled(m, n, wm, wn)
     return None
 
 

@@ -38,11 +38,10 @@ from __future__ import annotations
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
-from ...ir.fold import fold, multiple_of
+from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, compare, div, mod, mul, sub
 from ...ir.schedule import consumer_threads, grouped_order, request_of
 from ...ir.visit import sub_exprs, walk_stmts
-from ...manifest import RESIDUE_CLASSES
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
@@ -86,7 +85,6 @@ class HopperLowering(TmaStores, LoweringExtension):
         self.next_stage_gemm: T.Gemm | None = None  # the gemm after whose commit a cp.async pipeline's copies go
         self.tma_enabled = self.cx.target.tma_pipelines and "tma" not in self.cx.k.disabled
         self.tma_loops_done: dict[T.Buffer, bool] = {}  # buffer filled by a finished TMA loop -> unused after it
-        self.realigned = self.realigned_tiles()
         if any(p.warp_specialized for p in self.cx.sched.loops.values()):
             self.barrier_threads = self.cx.k.threads  # consumer-only named barrier under warp specialization
         # persistent=True: the grid is at most one block per multiprocessor and each block loops over output
@@ -155,21 +153,7 @@ class HopperLowering(TmaStores, LoweringExtension):
                for st in walk_stmts(loop.body)):
             self.cx.emit(S.SCall(None, "fence_proxy_async", []))
 
-    def realigned_tiles(self) -> set[T.Buffer]:
-        """The shared operand tiles of a realigned-loads twin's gemms that arrive by residue class (their
-        accumulator's rows or columns say so: gemm_wgmma.accumulator_layout)."""
-        out = set()
-        for st in walk_stmts(self.cx.k.body):
-            lay = self.cx.sched.fragments.get(st.c.buffer.uid) if isinstance(st, T.Gemm) else None
-            if isinstance(lay, WgmmaTiled):
-                out |= {st.a.buffer} if lay.rows_by_residue else set()
-                out |= {st.b.buffer} if lay.cols_by_residue else set()
-        return out
-
     def lower_copy(self, s: T.Copy) -> bool:
-        if s.dst.buffer in self.realigned and not any(s in plan.preloads for plan in self.cx.sched.loops.values()):
-            raise self.cx.fail(f"internal error: the realigned-loads twin loads '{s.dst.buffer.name}' outside a TMA "
-                               "pipeline (its tiles arrive by residue class from TMA alone)", s.span)
         if any(s in plan.preloads for plan in self.cx.sched.loops.values()):
             # the producer warpgroup issues it (producer_branch); the consumers wait before the loop
             self.preload_bars.append((s, self.mbarriers(1, 1)))
@@ -279,10 +263,8 @@ class HopperLowering(TmaStores, LoweringExtension):
     def mbar_addr(self, index: T.Expr) -> S.AddrOf:
         return S.AddrOf(D.I64, None, self.mbar, index)
 
-    def tensor_map(self, tensor: T.Buffer, box: list[int], swizzle: int, residue: int | None = None) -> T.Var:
+    def tensor_map(self, tensor: T.Buffer, box: list[int], swizzle: int) -> T.Var:
         entry = {"tensor": tensor.storage.name, "box": box, "swizzle": swizzle}
-        if residue is not None:
-            entry["residue"] = residue
         if tensor.view_of is not None:  # a view: the map describes the tensor's memory with the view's dims
             from ...ir.formula import formula
 
@@ -323,8 +305,6 @@ class HopperLowering(TmaStores, LoweringExtension):
         starts = [fold(T.Cast(D.I32, None, self.cx.lx(x))) for x in p.src.starts]
         if self.cluster != (1, 1) and any(p is m for lp in self.cx.sched.loops.values() for m in lp.multicast):
             return self.issue_multicast(p, dst, mul(stage, size), full, starts)
-        if p.dst.buffer in self.realigned:
-            return self.issue_by_residue(p, dst, mul(stage, size), full, starts)
         for tmap, smem_off, col in self.tma_boxes(p):
             coords = list(starts)
             coords[-1] = fold(add(coords[-1], c(col)))
@@ -333,41 +313,11 @@ class HopperLowering(TmaStores, LoweringExtension):
                 tmap, S.AddrOf(D.I64, None, dst, add(mul(stage, size), c(smem_off))), self.mbar_addr(full),
                 *reversed(coords)]))
 
-    def issue_by_residue(self, p: T.Copy, dst: S.SBuffer, base: T.Expr, full: T.Expr, starts: list[T.Expr]) -> None:
-        """A realigned-loads twin's tile of a 2-D tensor whose rows may be misaligned (an odd K): one box per
-        residue class c and 128-byte panel, through the class's own map (rows c, c + 16, ... from that row's address
-        rounded down to 16 bytes, so any pitch and base will do), at column coordinate + the row's phase. Class c's
-        rows land together, R = rows / 16 of them from row c * R: the tile holds its rows by residue class, which
-        its gemm's accumulator layout undoes (WgmmaTiled.rows_by_residue / cols_by_residue)."""
-        lay: SharedLayout = self.cx.shared_layout(p.dst.buffer)
-        exts = list(p.src.const_extents)
-        tensor = p.src.buffer
-        rows = exts[0]
-        if (len(tensor.shape) != 2 or not (lay.panel and lay.swizzle) or rows % RESIDUE_CLASSES
-                or not multiple_of(starts[0], RESIDUE_CLASSES)):
-            raise self.cx.fail(f"internal error: '{p.dst.buffer.name}' cannot be loaded by residue class (a 2-D "
-                               "tensor, a swizzled panel tile of whole classes, a first row a multiple of 16)", p.span)
-        per_class = rows // RESIDUE_CLASSES
-        width = lay.panel_elems
-        row_elems = self.cx.lx(tensor.shape[-1])
-        first = fold(div(starts[0], RESIDUE_CLASSES))
-        for cls in range(RESIDUE_CLASSES):
-            tmap = self.tensor_map(tensor, [per_class, min(width, exts[-1])], lay.swizzle_bytes, residue=cls)
-            row = S.AddrOf(D.I64, None, self.cx.sbuf(tensor), mul(c(cls), row_elems))
-            phase = S.value(D.I32, None, "elem_phase16", [row])
-            for j in range(-(-exts[-1] // width)):
-                col = fold(add(add(starts[-1], c(j * width)), phase))
-                offset = add(base, c(j * lay.rows * width + cls * per_class * width))
-                self.cx.emit(S.call(None, "tma_load", rank=2, args=[
-                    tmap, S.AddrOf(D.I64, None, dst, offset), self.mbar_addr(full), col, first]))
-
     def issue_multicast(self, p: T.Copy, dst: S.SBuffer, base: T.Expr, full: T.Expr, starts: list[T.Expr]) -> None:
         """A tile both blocks of the cluster share: this block loads its half of the rows of every 128-byte panel
         (rank 0 the upper, rank 1 the lower) and TMA multicasts it into the same place of both blocks' stage,
         completing transaction bytes on both blocks' full barrier -- so each block's barrier still expects the
         whole tile, half from its own loads and half from its peer's."""
-        if p.dst.buffer in self.realigned:
-            raise self.cx.fail(f"internal error: '{p.dst.buffer.name}' is multicast in a realigned-loads twin", p.span)
         lay: SharedLayout = self.cx.shared_layout(p.dst.buffer)
         exts = list(p.src.const_extents)
         row_dim = next(i for i, e in enumerate(exts) if e != 1)

@@ -66,7 +66,4 @@ define(
                      "inverse, sm90)"),
     IntrinsicDef("pack2", feature=_WGMMA, statement=False, value_type=D.U32, semantics=_SM90 + "pack2"),
     IntrinsicDef("grid_dim_x", feature="tma", statement=False, value_type=D.I32, semantics=_SM90 + "grid_dim_x"),
-    IntrinsicDef("elem_phase16", feature="tma", statement=False, value_type=D.I32, semantics=_SM90 + "elem_phase16",
-                 doc="a global address's place in its 16-byte unit, in elements (where a residue-class tensor map's "
-                     "row starts: the map's base is the address rounded down to 16 bytes)"),
 )

@@ -51,7 +51,6 @@ import numpy as np
 
 from ...ir import dtypes as D
 from ...ir import simt as S
-from ...manifest import RESIDUE_CLASSES, residue_map_geometry
 
 _NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f8e4m3": ml_dtypes.float8_e4m3fn,
        "f8e5m2": ml_dtypes.float8_e5m2}
@@ -171,15 +170,6 @@ class Hopper:
         """Global flat indices (or -1 when out of bounds) of a box, in row-major box order."""
         shape = self.map_memory(entry)[1]
         box = entry["box"]
-        if entry.get("residue") is not None:  # rows cls, cls + 16, ... from the row's address rounded down (host's)
-            rows, cols = shape
-            eb = self.map_memory(entry)[0].dtype.itemsize
-            geo = residue_map_geometry(rows, cols, eb, entry["residue"], 0)
-            r = np.arange(box[0])[:, None] + coords[0]
-            x = np.arange(box[1])[None, :] + coords[1]
-            inside = (r >= 0) & (r < geo.rows) & (x >= 0) & (x < geo.cols)
-            flat = (geo.byte_offset // eb) + r * (RESIDUE_CLASSES * cols) + x
-            return np.where(inside, flat, -1).ravel()
         grids = np.meshgrid(*[np.arange(n) for n in box], indexing="ij")
         inside = np.ones(grids[0].shape, bool)
         flat = np.zeros(grids[0].shape, np.int64)
@@ -460,10 +450,3 @@ def pack2(run, e, mask) -> np.ndarray:
 
 def grid_dim_x(run, e, mask) -> np.ndarray:
     return np.asarray(run.sim.grid_x, np.int64)
-
-
-def elem_phase16(run, e, mask) -> np.ndarray:
-    """A global element's place in its 16-byte unit, in elements (global tensors start 16-byte aligned here)."""
-    b, idx = run.addr(e.args[0], mask)
-    eb = run.storage_dtype(b.dtype).itemsize
-    return (idx * eb % 16) // eb

@@ -68,9 +68,7 @@ class TmaStores:
                                  origin="TMA store staging" + (", one per warpgroup" if self.pingpong else ""),
                                  align=1024)
                 self.cx.shared.append(tile)
-            elif lay.wn == 1 and width % 8 == 0 and not lay.cols_by_residue:
-                # a staging tile for as many 128-byte panels as fit (not for columns by residue class: an 8-column
-                # chunk of the accumulator then spans two panels)
+            elif lay.wn == 1 and width % 8 == 0:  # a staging tile for as many 128-byte panels as fit
                 fit = (self.cx.target.shared_memory_bytes - used - 1024) // (copies * rows * width * out_dt.bytes)
                 if 1 <= fit < -(-cols // width):
                     return self.tma_store_in_panels(s, lay, staging_layout, fit)
@@ -225,7 +223,6 @@ class TmaStores:
         lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
         if not (isinstance(lay, WgmmaTiled) and dst.buffer.dtype in PACK_PAIR and len(lay.shape) == 2
-                and not lay.cols_by_residue
                 and list(dst.const_extents or ()) == list(lay.shape) and all(_is_zero(x) for x in dst.starts)
                 and dst.buffer not in self.cx.stage_offset):
             return False
@@ -245,8 +242,7 @@ class TmaStores:
         staging tile, converted to its type; offset(i, j) is element (i, j)'s place there."""
         src = self.cx.sbuf(acc)
         out_dt = staging.dtype
-        if out_dt not in PACK_PAIR or src.dtype not in (D.F32, out_dt) or lay.cols_by_residue:
-            # (columns by residue class: a register pair's two columns lie 16 apart, so no stmatrix rows)
+        if out_dt not in PACK_PAIR or src.dtype not in (D.F32, out_dt):
             out = []
             for mi, rng in chunks:
                 kv = self.cx.fresh("r")

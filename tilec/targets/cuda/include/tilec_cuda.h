@@ -546,12 +546,6 @@ TL_DEVICE void store_cvt(T* dst, const R* src) {
 }
 
 TL_DEVICE bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15ull) == 0; }
-// where an element sits in its 16-byte unit, in elements: a residue-class tensor map's base is the row's address
-// rounded down to 16 bytes, so its column coordinates start this many elements in
-template <typename T>
-TL_DEVICE int elem_phase16(const T* p) {
-  return int((reinterpret_cast<unsigned long long>(p) & 15ull) / sizeof(T));
-}
 
 
 // ---------------------------------------------------------------- Hopper (sm90): mbarriers, TMA, wgmma
