@@ -515,6 +515,26 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
         check("gemm", tile, sizes, "sm90", result=r)
 
 
+def test_simt_interpreter_refuses_a_tma_box_starting_inside_16_bytes():
+    """The H200 stops a kernel with an illegal instruction when a TMA load's box starts at a column that is not 16
+    bytes into the row (bench/RESULTS.md, s22: residue-class maps whose boxes started 3 bytes in); the model says so
+    for a load whose column coordinate a plant moves by 3 fp8 elements, and runs the unplanted kernel."""
+    from test_simt_interp import check
+
+    from tilec.ir.layout import add, c
+    from tilec.simt.interp import SimtInterpreterError
+
+    sizes = {"M": 128, "N": 128, "K": 256}
+    for disable in (set(), {"warp_specialize"}):  # (the producer warpgroup's error, not the consumers' deadlock)
+        r = tilec.compile(ROOT / "samples" / "fp8_gemm.tile", target="sm90", disable=disable)
+        check("fp8_gemm", {}, sizes, "sm90", result=r)
+        for st in S.walk_simt(r.simt.kernels[0].body):
+            if isinstance(st, S.SCall) and st.op == "tma_load":
+                st.args[3] = add(st.args[3], c(3))  # the innermost coordinate (the column): after map, smem, mbarrier
+        with pytest.raises(SimtInterpreterError, match="3 bytes into its row: not a multiple of 16 bytes"):
+            check("fp8_gemm", {}, sizes, "sm90", result=r)
+
+
 # ---------------------------------------------------------------- overlap_softmax
 
 

@@ -40,6 +40,8 @@ class Turns:
         self.mark = 0
         self.stalled = 0
         self.errors: list[BaseException] = []
+        self.causes: list[BaseException] = []  # errors raised before any thread found a deadlock
+        self.deadlocked = False
 
     def enter(self) -> None:
         """The calling thread joins and takes the turn (it must not hold it already)."""
@@ -73,6 +75,8 @@ class Turns:
                 fn()
             except BaseException as e:  # noqa: BLE001  (re-raised by whoever waits for this thread)
                 self.errors.append(e)
+                if not self.deadlocked:
+                    self.causes.append(e)
             finally:
                 self.leave()
 
@@ -94,6 +98,7 @@ class Turns:
             self.mark, self.stalled = self.progress, 0
         self.stalled += 1
         if len(self.order) < 2 or self.stalled > len(self.order):
+            self.deadlocked = True
             return False
         self.holder = self.order[(self.order.index(me) + 1) % len(self.order)]
         self.cond.notify_all()
@@ -135,8 +140,15 @@ class ThreadGroups:
 
     def give_way(self) -> bool:
         """Let the other thread groups run (one at a time) until one changes something; False when none can: a
-        deadlock."""
-        return self.turns is not None and self.turns.give_way()
+        deadlock -- unless a group stopped on an error before it, whose error this raises instead (the others wait
+        for that group forever: the deadlock is not the cause)."""
+        if self.turns is None:
+            return False
+        if self.turns.give_way():
+            return True
+        if self.turns.causes:
+            raise self.turns.causes[0]
+        return False
 
     def run_concurrently(self, s, then_mask: np.ndarray, else_mask: np.ndarray) -> None:
         """The producer branch as a thread group of its own, started first; this group runs the consumers (with
