@@ -535,6 +535,32 @@ def test_simt_interpreter_refuses_a_tma_box_starting_inside_16_bytes():
             check("fp8_gemm", {}, sizes, "sm90", result=r)
 
 
+def test_a_copy_starting_inside_16_bytes_is_not_a_tma_box(tmp_path):
+    """A user's copy whose first column is not a multiple of 16 bytes into the row (here 3 f16 elements) cannot be a
+    TMA box on the H200 (the illegal instruction above): the loop loads with cp.async, says why, and computes what
+    the Tile IR interpreter computes; 8 elements (16 bytes) in stays TMA."""
+    from test_simt_interp import TOL, random_inputs, run_kernel, run_simt
+
+    tile = {"block_M": 128, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3}
+    sizes = {"M": 130, "N": 72, "K": 100}
+    for shift, tma in ((3, False), (8, True)):
+        text = (ROOT / "samples" / "gemm.tile").read_text().replace(
+            "copy(A[by * block_M, k * block_K], A_s)", f"copy(A[by * block_M, k * block_K + {shift}], A_s)")
+        r = tilec.compile(tmp_path / "k.tile", text=text, target="sm90", defines=tile)
+        loads = [st.op for st in S.walk_simt(r.simt.kernels[0].body) if isinstance(st, S.SCall)]
+        assert ("tma_load" in loads) == tma
+        remarks = [d.message for d in r.remarks if "not TMA" in d.message]
+        assert bool(remarks) != tma and all("starting a multiple of 16 bytes into its row" in m for m in remarks)
+        if not tma:
+            tk = tilec.compile(tmp_path / "k.tile", text=text, defines=tile).module.kernels[0]
+            args = random_inputs(tk, sizes, 0)
+            want = {n: a.copy() if hasattr(a, "copy") else a for n, a in args.items()}
+            run_kernel(tk, want)
+            run_simt(r.simt.kernels[0], args, sizes, warp_size=32)
+            rtol, atol = TOL["f16"]
+            assert np.allclose(args["C"].astype(np.float64), want["C"].astype(np.float64), rtol=rtol, atol=atol)
+
+
 # ---------------------------------------------------------------- overlap_softmax
 
 

@@ -6,17 +6,26 @@ from __future__ import annotations
 
 from ...ir import tile as T
 from ...ir.copy_mechanisms import CopyMechanism, PlanContext
+from ...ir.fold import multiple_of
+
+
+def starts_16_bytes_in(region: T.Region) -> bool:
+    """Whether a global region's first column always lies a multiple of 16 bytes into its row: a TMA box must (the
+    H200 stops a load that starts 3 bytes in with an illegal instruction, bench/RESULTS.md s22)."""
+    return multiple_of(region.starts[-1], max(1, 16 // region.buffer.dtype.bytes))
 
 
 def tma_copy_ok(p: T.Copy, sched) -> bool:
     """A global->shared copy one TMA box (or one per 128-byte panel) can do: the whole destination
-    tile, the same element type, a source box of at most 256 per dimension, and a destination layout
-    that TMA writes (a swizzled panel layout, or linear rows of a multiple of 16 bytes)."""
+    tile, the same element type, a source box of at most 256 per dimension starting a multiple of 16 bytes into
+    its row, and a destination layout that TMA writes (a swizzled panel layout, or linear rows of a multiple of 16
+    bytes)."""
     src, dst = p.src, p.dst
     lay = sched.shared.get(dst.buffer.uid)
     exts = src.const_extents
     if (lay is None or exts is None or src.buffer.dtype != dst.buffer.dtype or len(src.buffer.shape) > 5
-            or lay.index_map is not None):  # (a user's layout: TMA writes none)
+            or lay.index_map is not None  # (a user's layout: TMA writes none)
+            or not starts_16_bytes_in(src)):
         return False
     if not (all(isinstance(x, T.Const) and int(x.value) == 0 for x in dst.starts)
             and list(dst.const_extents) == list(dst.buffer.const_shape)):
@@ -55,7 +64,8 @@ class TmaPipeline(CopyMechanism):
             else:
                 bad = [p.dst.buffer.name for p in plan.producers if not tma_copy_ok(p, ctx.sched)]
                 why = (f"the copy into {', '.join(repr(b) for b in bad)} is not one TMA box (a whole tile, same "
-                       "element type, at most 256 per dimension, in a layout TMA writes)" if bad
+                       "element type, at most 256 per dimension, starting a multiple of 16 bytes into its row, in a "
+                       "layout TMA writes)" if bad
                        else "the schedule asks for another mechanism")
             rep.remark("tma", f"Pipelined loop loads its tiles with {plan.mechanism}, not TMA: {why}", loop.span)
         elif plan.mechanism == self.name:

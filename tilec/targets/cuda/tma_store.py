@@ -18,6 +18,7 @@ from ...ir.exprs import both
 from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, compare, div, mod, mul, sub
 from .intrinsics import PACK_PAIR
+from .tma_pipeline import starts_16_bytes_in
 
 
 class TmaStores:
@@ -48,7 +49,8 @@ class TmaStores:
         if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and not (threads_store and self.pingpong)
                 and dst.const_extents is not None
                 and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
-                and dst.const_extents[-1] != 1 and len(dst.buffer.shape) <= 5):
+                and dst.const_extents[-1] != 1 and len(dst.buffer.shape) <= 5
+                and (threads_store or starts_16_bytes_in(dst))):
             return False
         out_dt = dst.buffer.dtype
         rows, cols = lay.shape
