@@ -18,11 +18,12 @@ NAMED: dict[str, list[dict[str, int]]] = {
                                            (32768, 8192), (4096, 16384), (4096, 50257), (1024, 65536), (64, 4096),
                                            (256, 768), (1024, 1024), (2048, 1536), (512, 2560), (8192, 3072),
                                            (128, 2048)]],
-    # (batch, sequence, heads) for attention at head dims the kernel fixes with -D dim=...: long prefills, and short
-    # prompts whose few query tiles per head leave the tile size, not the loop, to decide the time
+    # (batch, sequence, heads) for attention at head dims the kernel fixes with -D dim=...: long prefills, short
+    # prompts whose few query tiles per head leave the tile size, not the loop, to decide the time, and decode steps
+    # (S = 1) of a small and a large batch
     "attention": [{"B": 4, "S": 4096, "H": 32}, {"B": 4, "S": 8192, "H": 32}, {"B": 2, "S": 16384, "H": 16},
                   {"B": 8, "S": 1024, "H": 32}, {"B": 16, "S": 16, "H": 32}, {"B": 8, "S": 128, "H": 32},
-                  {"B": 16, "S": 512, "H": 16}],
+                  {"B": 16, "S": 512, "H": 16}, {"B": 4, "S": 1, "H": 32}, {"B": 32, "S": 1, "H": 32}],
 }
 
 
