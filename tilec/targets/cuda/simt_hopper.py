@@ -246,10 +246,10 @@ class Hopper:
             first = 4
         coords = list(reversed(self.thread_values(s.args[first:], mask, t)))  # outermost first
         src = self.map_memory(entry)[0]
-        if coords[-1] * src.dtype.itemsize % 16:
+        offset = coords[-1] * src.dtype.itemsize
+        if offset % 16:
             # the H200 stops the kernel with an illegal instruction (bench/RESULTS.md, s22: boxes starting 3 bytes
             # into a row); the map's base and pitches are multiples of 16 bytes, so the column decides
-            offset = coords[-1] * src.dtype.itemsize
             raise self.err(f"TMA box starts at column {coords[-1]} of '{entry['tensor']}', {offset} bytes into its "
                            "row: not a multiple of 16 bytes", s.span)
         flat = self.box_elements(entry, coords)
