@@ -14,7 +14,9 @@ configuration, a time of five terms to the times the tuner measured at every tun
   MMA, the epilogue's stores after the last; a split-K's reduction launch adds its own);
 - d: the launches' fixed cost.
 
-The coefficients are non-negative least squares in relative error; the waves term joins the fit only where the
+The coefficients are non-negative least squares in relative error, the compute term always among them (a fit
+free to drop it left a split-K configuration with no cost for K, chosen at long K where it lost 1.2x: docs/tuning.md,
+"Between the tuned shapes"); the waves term joins the fit only where the
 configuration was timed at WAVES_MIN_SHAPES shapes or more (a few shapes fit five coefficients too closely). Each
 term is a formula of the sizes in the manifest's formula language (ceildiv, min, max, // and integers), so the C
 launcher evaluates it as the runtime does. The manifest keeps three terms and four coefficients (`COST_KEY`):
@@ -117,14 +119,15 @@ def _solve(rows: list[list[float]], rhs: list[float]) -> list[float] | None:
 
 def fit(features: list[list[float]], times: list[float]) -> list[float]:
     """Non-negative coefficients of `features` (rows of term values plus 1) that best give `times`, in relative
-    error: every subset of the columns solved, the best whose coefficients are all non-negative."""
+    error: every subset of the columns that keeps the first (compute) solved, the best whose coefficients are all
+    non-negative."""
     width = len(features[0])
     norm = [max(abs(f[i]) for f in features) or 1.0 for i in range(width)]  # columns of like size
     rows = [[f[i] / norm[i] / t for i in range(width)] for f, t in zip(features, times, strict=True)]
     best, best_error = [0.0] * width, math.inf
     for mask in itertools.product((0, 1), repeat=width):
         cols = [i for i in range(width) if mask[i]]
-        if not cols:
+        if 0 not in cols:
             continue
         solved = _solve([[r[i] for i in cols] for r in rows], [1.0] * len(rows))
         if solved is None or any(c < 0 for c in solved):
