@@ -257,9 +257,20 @@ def test_a_split_compile_of_the_users_replaces_tilecs(nvrtc):
     assert f"--ptxas-options=--split-compile={nvrtc.PTXAS_THREADS}" in cmd
     cmd = nvrtc.build_nvrtc("", "k", BuildOptions("cubin", ["sm_80"], dryrun=True,
                                                    ptxas_args=["--split-compile=4"])).commands[0]
-    assert "--ptxas-options=--split-compile=4" in cmd and cmd.count("split-compile") == 1
+    assert "--ptxas-options=--split-compile=4" in cmd and cmd.count("--ptxas-options=--split-compile") == 1
     ptx = nvrtc.build_nvrtc("", "k", BuildOptions("ptx", ["sm_80"], dryrun=True)).commands[0]
-    assert "split-compile" not in ptx  # (no ptxas for PTX)
+    assert "ptxas-options" not in ptx and ptx.count("split-compile") == 1  # (no ptxas for PTX; NVVM's own)
+
+
+def test_nvvm_splits_its_compile_unless_the_user_chose(nvrtc):
+    """NVRTC's NVVM gets --split-compile=0 as nvcc does; a -Xcompiler --split-compile=N of the user's replaces it."""
+    from tilec.targets.cuda.toolchain import BuildOptions
+
+    cmd = nvrtc.build_nvrtc("", "k", BuildOptions("cubin", ["sm_90a"], dryrun=True)).commands[0]
+    assert f" {nvrtc.NVVM_SPLIT_COMPILE} " in cmd
+    cmd = nvrtc.build_nvrtc("", "k", BuildOptions("cubin", ["sm_90a"], dryrun=True,
+                                                   extra=["--split-compile=3"])).commands[0]
+    assert nvrtc.NVVM_SPLIT_COMPILE not in cmd and cmd.count(" --split-compile=3") == 1
 
 
 def test_nvcc_splits_its_compile_unless_the_user_chose(monkeypatch):
@@ -277,3 +288,19 @@ def test_nvcc_splits_its_compile_unless_the_user_chose(monkeypatch):
     assert cmd.count("split-compile") == 1 and cmd.endswith("--split-compile=2")
     monkeypatch.setattr(toolchain, "nvcc_version", lambda: "nvcc 11.4.100")
     assert "split-compile" not in toolchain.build("", "k", BuildOptions("cubin", ["sm_80"], dryrun=True)).commands[0]
+
+
+def test_toolchain_sass_reads_each_kernels_registers_and_instructions(nvrtc, tmp_path):
+    """bench/toolchain_sass.py (NVRTC's binaries against nvcc's, kernel by kernel) on one NVRTC build."""
+    import importlib.util
+
+    from tilec.inspect.isa import cuobjdump
+
+    if cuobjdump() is None:
+        pytest.skip("cuobjdump (pip nvidia-cuda-cuobjdump) is not installed")
+    spec = importlib.util.spec_from_file_location("toolchain_sass", ROOT / "bench" / "toolchain_sass.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    regs, sass = bench.build("vector_add", "sm80", ["--compiler", "nvrtc"], tmp_path, tmp_path / "cache")
+    assert set(regs) == set(sass) and regs and all(r > 0 for r in regs.values())
+    assert all(any(op.startswith("EXIT") for op in ops) for ops in sass.values())

@@ -257,3 +257,17 @@ def test_misaligned_picks_the_shapes_with_rows_not_a_multiple_of_16_bytes(sweep,
     assert not sweep.misaligned_rows({"family": "softmax", "sizes": {"M": 3, "N": 1001}})
     picked = [s for s in shapes if sweep.misaligned_rows(s)]
     assert 40 <= len(picked) < len(shapes) / 10
+
+
+def test_build_passes_the_toolchain_choice_to_every_compile(sweep, tmp_path, monkeypatch):
+    # an NVRTC build beside the default one is how the sweep times what a user without a CUDA toolkit runs
+    import tilec.cli.main
+
+    calls = []
+    monkeypatch.setattr(tilec.cli.main, "main", lambda argv: calls.append(argv) or 0)
+    sweep.build(tmp_path, ["softmax", "rmsnorm"], compiler="nvrtc")
+    assert len(calls) == 2 and all(argv[-2:] == ["--compiler", "nvrtc"] for argv in calls)
+    assert json.loads((tmp_path / "shapes.json").read_text())["meta"]["compiler"] == "nvrtc"
+    calls.clear()
+    sweep.build(tmp_path, ["softmax"])
+    assert "--compiler" not in calls[0]

@@ -43,6 +43,14 @@ SPLIT_ENV = "TILEC_NVRTC_SPLIT"  # "1": the split build (backend.py puts it in t
 # cores: the cubin records ptxas's options, so its bytes depend on it (and stay the same from machine to machine).
 PTXAS_THREADS = 2
 
+# NVVM optimizes the program's kernels in as many threads as the machine has cores, as nvcc does (toolchain.py's
+# SPLIT_COMPILE). The SASS is the same at any thread count above one (gemm sm90's tuned build at 0, 2, 4 and 8) and
+# the cubin records the option as written; against NVRTC's one-thread build, the registers are those of the nvcc
+# builds that the H200 times at 72 of the samples' 86 sm90 kernels (68) and the SASS the same at 14 (2), and gemm
+# sm90's tuned build takes 18.6 s instead of 25.7 on two cores (bench/toolchain_sass.py, bench/RESULTS.md s24). A
+# user's own --split-compile (-Xcompiler) replaces it; NVRTC before 12.4 gets none.
+NVVM_SPLIT_COMPILE = "--split-compile=0"
+
 
 def load():
     """The NVRTC library find_lib names now (TILEC_NVRTC may name another CUDA version's: each is loaded once)."""
@@ -66,6 +74,12 @@ def version() -> str:
     return f"nvrtc {major.value}.{minor.value}"
 
 
+def _release() -> tuple[int, int]:
+    """NVRTC's (major, minor)."""
+    m = re.match(r"nvrtc (\d+)\.(\d+)", version())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     if opts.kind == "fatbin" or len(opts.archs) != 1:
         raise CompileError([Diagnostic("error", "NVRTC builds one architecture to .cubin or .ptx at a time "
@@ -80,6 +94,8 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags.append("-lineinfo")
     if opts.debug:
         flags.append("-G")
+    if not any("split-compile" in a for a in opts.extra) and _release() >= (12, 4):
+        flags.append(NVVM_SPLIT_COMPILE)
     ptx_flags = [f"-arch=compute_{cc}", *flags]
     user = ptxas_args(opts)
     split_flags = [] if any("split-compile" in a for a in user) else [f"--split-compile={PTXAS_THREADS}"]
