@@ -46,7 +46,7 @@ PTXAS_THREADS = 2
 # NVVM optimizes the program's kernels in as many threads as the machine has cores, as nvcc does (toolchain.py's
 # SPLIT_COMPILE). The SASS is the same at any thread count above one (gemm sm90's tuned build at 0, 2, 4 and 8) and
 # the cubin records the option as written; against NVRTC's one-thread build, the registers are those of the nvcc
-# builds that the H200 times at 72 of the samples' 86 sm90 kernels (68) and the SASS the same at 14 (2), and gemm
+# builds that the sweeps time at 72 of the samples' 86 sm90 kernels (68) and the SASS the same at 14 (2), and gemm
 # sm90's tuned build takes 18.6 s instead of 25.7 on two cores (bench/toolchain_sass.py, bench/RESULTS.md s24). A
 # user's own --split-compile (-Xcompiler) replaces it; NVRTC before 12.4 gets none.
 NVVM_SPLIT_COMPILE = "--split-compile=0"
