@@ -1,5 +1,6 @@
 """How far the binaries of NVRTC (the toolchain of a user with no CUDA toolkit) are from nvcc's (the toolchain of the
-builds the H200 times): the samples' default sm90 builds made with each, kernel by kernel, registers and SASS.
+builds the sweeps time on the H200): the samples' default sm90 builds made with each, kernel by kernel, registers and
+SASS.
 
     python bench/toolchain_sass.py [--samples gemm,softmax] [--target sm90] [--side NAME=ARGS ...]
 
