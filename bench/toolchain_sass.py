@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -33,17 +32,9 @@ SAMPLES = ["gemm", "fp8_gemm", "flash_attention", "softmax", "rmsnorm", "layerno
 
 
 def sass_by_kernel(cubin: Path) -> dict[str, list[str]]:
-    from tilec.inspect.isa import cuobjdump
+    from tilec.inspect.isa import sass_functions
 
-    text = subprocess.run([cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    kernels: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if m := re.match(r"\s+Function : (\S+)", line):
-            current = kernels.setdefault(m.group(1), [])
-        elif (m := re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", line)) and current is not None:
-            current.append(m.group(1).strip())
-    return kernels
+    return {name: [i.text for i in insns] for name, insns in sass_functions(cubin.read_bytes()).items()}
 
 
 def build(sample: str, target: str, args: list[str], out: Path, cache: Path) -> tuple[dict, dict]:

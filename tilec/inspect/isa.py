@@ -47,6 +47,7 @@ class Instruction:
     address: int
     opcode: str  # SASS: "HMMA.16816.F32"; AMD: "v_mfma_f32_16x16x16_f16"
     branch_to: int | None  # the target of a branch
+    text: str = ""  # SASS: the whole instruction as cuobjdump prints it, its predicate and operands included
 
 
 def cuobjdump() -> str | None:
@@ -80,7 +81,7 @@ def _run(tool: str, args: list[str], data: bytes, suffix: str) -> str:
 
 
 _SASS_FN = re.compile(r"^\s*Function : (\S+)")
-_SASS_INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_SASS_INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*));")
 
 
 def sass_functions(cubin: bytes) -> dict[str, list[Instruction]]:
@@ -94,12 +95,12 @@ def sass_functions(cubin: bytes) -> dict[str, list[Instruction]]:
         if m := _SASS_FN.match(line):
             current = out.setdefault(m.group(1), [])
         elif current is not None and (m := _SASS_INSN.match(line)):
-            op, operands = m.group(2), m.group(3)
+            op, operands = m.group(3), m.group(4)
             target = None
             if op.split(".")[0] in ("BRA", "BRX", "JMP"):
                 t = re.search(r"0x([0-9a-f]+)\s*$", operands.strip())
                 target = int(t.group(1), 16) if t else None
-            current.append(Instruction(int(m.group(1), 16), op, target))
+            current.append(Instruction(int(m.group(1), 16), op, target, m.group(2).strip()))
     return out
 
 

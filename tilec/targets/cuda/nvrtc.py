@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ...diagnostics import CompileError, Diagnostic
 from .locate import cuda_include_dir, nvrtc_lib, ptxas_path
-from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, ptxas_args, toolchain_diagnostics
+from .toolchain import BuildOptions, BuildResult, parse_ptxas_usage_by_arch, ptxas_args, release, toolchain_diagnostics
 
 _libs: dict = {}  # path -> the loaded library
 _lock = threading.Lock()  # builds of several targets run in threads (ctypes releases the GIL in NVRTC)
@@ -74,12 +74,6 @@ def version() -> str:
     return f"nvrtc {major.value}.{minor.value}"
 
 
-def _release() -> tuple[int, int]:
-    """NVRTC's (major, minor)."""
-    m = re.match(r"nvrtc (\d+)\.(\d+)", version())
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
 def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
     if opts.kind == "fatbin" or len(opts.archs) != 1:
         raise CompileError([Diagnostic("error", "NVRTC builds one architecture to .cubin or .ptx at a time "
@@ -94,7 +88,7 @@ def build_nvrtc(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         flags.append("-lineinfo")
     if opts.debug:
         flags.append("-G")
-    if not any("split-compile" in a for a in opts.extra) and _release() >= (12, 4):
+    if not any("split-compile" in a for a in opts.extra) and release(version()) >= (12, 4):
         flags.append(NVVM_SPLIT_COMPILE)
     ptx_flags = [f"-arch=compute_{cc}", *flags]
     user = ptxas_args(opts)

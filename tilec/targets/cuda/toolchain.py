@@ -63,9 +63,10 @@ def nvcc_version() -> str | None:
 SPLIT_COMPILE = "--split-compile=0"
 
 
-def _release(version: str | None) -> tuple[int, int]:
-    """(major, minor) of an nvcc_version() string ("nvcc 13.0.48"), (0, 0) when unknown."""
-    m = re.match(r"nvcc (\d+)\.(\d+)", version or "")
+def release(version: str | None) -> tuple[int, int]:
+    """(major, minor) of an nvcc_version() or nvrtc.version() string ("nvcc 13.0.48", "nvrtc 13.0"), (0, 0) when
+    unknown."""
+    m = re.match(r"(?:nvcc|nvrtc) (\d+)\.(\d+)", version or "")
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
@@ -110,7 +111,7 @@ def build(source: str, stem: str, opts: BuildOptions) -> BuildResult:
         if opts.keep_dir:
             cmd += ["--keep", f"--keep-dir={work}"]
         version = nvcc_version()
-        if not any("split-compile" in a for a in opts.extra) and _release(version) >= (12, 0):
+        if not any("split-compile" in a for a in opts.extra) and release(version) >= (12, 0):
             cmd.append(SPLIT_COMPILE)
         cmd += opts.extra
         shown = " ".join(cmd)
