@@ -2,14 +2,16 @@
 small and skinny shapes, and the aligned anchor, on the H200: tilec's default builds (what a user runs: the
 samples with their committed tuning databases) beside cuBLAS (torch.matmul) and torch._scaled_mm in the same run.
 
-    python bench/misaligned_h200.py build OUT LABEL   # here, no GPU: OUT/LABEL/*.cubin (+ manifests)
+    python bench/misaligned_h200.py build OUT LABEL [TILEC FLAG...]  # here, no GPU: OUT/LABEL/*.cubin (+ manifests)
     python3 bench/misaligned_h200.py run OUT          # on the H200: every OUT/LABEL side by side, checked, timed
     python3 bench/misaligned_h200.py check OUT LABEL  # one ragged misaligned launch a build (for compute-sanitizer)
     python bench/misaligned_h200.py twin OUT LABEL    # OUT/LABEL_twin: LABEL's cubins, manifests without "tma_only"
     python bench/misaligned_h200.py copyin OUT LABEL  # OUT/LABEL_copyin: manifests without "written_in_full"
 
-`twin` makes a build whose launches with misaligned rows run the no-TMA twin (as before tilec.runtime padded such
-tensors into 16-byte-pitched workspaces for the TMA kernel), so both run side by side from the same cubins.
+Flags after LABEL go to every `tilec` build of it (e.g. `--loader-warpgroup`: the twin's producer warpgroup loads
+the tiles, docs/hopper.md). `twin` makes a build whose launches with misaligned rows run the no-TMA twin (as
+before tilec.runtime padded such tensors into 16-byte-pitched workspaces for the TMA kernel), so both run side by
+side from the same cubins.
 `copyin` makes one whose padded launches copy a misaligned C into the workspace before the kernel as well as out
 after it (as before the manifests said which outputs the kernel writes in full): the A/B of that copy.
 
@@ -53,14 +55,14 @@ BUILDS = {"gemm_f16": ("gemm.tile", []), "gemm_bf16": ("gemm.tile", ["-Ddtype=bf
 TOL = {"f16": 1e-2, "bf16": 4e-2, "e4m3": 2e-2}
 
 
-def build(out: Path) -> None:
+def build(out: Path, flags: list[str] = ()) -> None:
     import tilec
     from tilec.cli.main import main as tilec_main
 
     samples = Path(tilec.__file__).resolve().parent.parent / "samples"
     out.mkdir(parents=True, exist_ok=True)
     for name, (src, defines) in BUILDS.items():
-        if tilec_main([str(samples / src), "--target", "sm90", *defines, "-o", str(out / f"{name}.cubin")]):
+        if tilec_main([str(samples / src), "--target", "sm90", *defines, *flags, "-o", str(out / f"{name}.cubin")]):
             raise SystemExit(f"build of {name} failed")
 
 
@@ -211,7 +213,7 @@ if __name__ == "__main__":
         raise SystemExit(__doc__)
     folder = Path(sys.argv[2])
     if sys.argv[1] == "build":
-        build(folder / sys.argv[3])
+        build(folder / sys.argv[3], sys.argv[4:])
     elif sys.argv[1] == "twin":  # misaligned rows run the no-TMA twin
         without_key(folder, sys.argv[3], "tma_only", "twin")
     elif sys.argv[1] == "copyin":  # misaligned outputs copied into the workspace too

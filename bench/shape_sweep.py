@@ -284,7 +284,7 @@ def builds_of(families: list[str] | None) -> list[str]:
 
 
 def build(out: Path, families: list[str] | None = None, toolchain_args: list[str] | None = None,
-          compiler: str | None = None) -> None:
+          compiler: str | None = None, flags: list[str] | None = None) -> None:
     import subprocess
 
     from tilec.cli.main import main as tilec_main
@@ -297,7 +297,7 @@ def build(out: Path, families: list[str] | None = None, toolchain_args: list[str
         rc = tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "-o", str(out / f"{name}.cubin"),
                          *[f"-D{k}={v}" for k, v in defs.items()],
                          *[f"-Xcompiler={arg}" for arg in toolchain_args or ()],
-                         *(["--compiler", compiler] if compiler else [])])
+                         *(flags or ()), *(["--compiler", compiler] if compiler else [])])
         if rc:
             raise SystemExit(f"build of {name} failed")
         print(f"built {name} ({time.time() - t0:.1f} s)", flush=True)
@@ -306,7 +306,8 @@ def build(out: Path, families: list[str] | None = None, toolchain_args: list[str
                            text=True)
     shapes = generate_shapes()
     meta = {"commit": commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else ""),
-            "built": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "compiler": compiler or "default"}
+            "built": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "compiler": compiler or "default",
+            "flags": list(flags or ())}
     (out / "shapes.json").write_text(json.dumps({"meta": meta, "shapes": shapes}, indent=0))
     tuned = sum(s["tuned"] for s in shapes)
     print(f"{len(shapes)} shapes ({tuned} tuned, {len(shapes) - tuned} not) in {out / 'shapes.json'}")
@@ -824,6 +825,9 @@ def main() -> None:
     ap.add_argument("--compiler", choices=["nvcc", "nvrtc"],
                     help="build: the device toolchain (default: tilec's, nvcc where it is on PATH; a user without a "
                          "CUDA toolkit gets NVRTC, whose SASS differs from nvcc's: an A/B of the two)")
+    ap.add_argument("--tilec-flag", dest="flags", action="append", metavar="FLAG",
+                    help="build: pass FLAG to every tilec build (repeatable; an A/B of a code-generation switch, "
+                         "e.g. --tilec-flag=--loader-warpgroup)")
     ap.add_argument("--repeat", type=int, default=REPEAT, metavar="N",
                     help=f"run: time each side N times, in turn, and take the medians (default {REPEAT})")
     ap.add_argument("--breakdown", type=int, default=0, metavar="N",
@@ -841,7 +845,7 @@ def main() -> None:
     ap.add_argument("--markdown", type=Path, help="report: also write the table here")
     a = ap.parse_args()
     if a.mode == "build":
-        build(a.path, a.only, a.toolchain_args, a.compiler)
+        build(a.path, a.only, a.toolchain_args, a.compiler, a.flags)
     elif a.mode == "run":
         if a.repeat < 1:
             ap.error("--repeat takes a whole number of 1 or more")

@@ -271,3 +271,8 @@ def test_build_passes_the_toolchain_choice_to_every_compile(sweep, tmp_path, mon
     calls.clear()
     sweep.build(tmp_path, ["softmax"])
     assert "--compiler" not in calls[0]
+    # a code-generation switch beside the default build (--tilec-flag): the A/B of --loader-warpgroup
+    calls.clear()
+    sweep.build(tmp_path, ["softmax"], flags=["--loader-warpgroup"])
+    assert "--loader-warpgroup" in calls[0]
+    assert json.loads((tmp_path / "shapes.json").read_text())["meta"]["flags"] == ["--loader-warpgroup"]

@@ -11,10 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 
 # Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
-# --no-partition; simplify-indices and realign are off unless CompileOptions.simplify_indices / realign_rows ask;
+# --no-partition; simplify-indices, realign and loader are off unless CompileOptions.simplify_indices /
+# realign_rows / loader_warpgroup ask;
 # tma_store keeps TMA loads but stores the accumulator with the threads: the CUDA back end's direct-stores twin).
 DISABLEABLE = frozenset({"tma", "tma_store", "wgmma", "warp_specialize", "simplify_indices", "partition",
-                        "realign"})
+                        "realign", "loader"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
 LIMITS = frozenset({"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"})
@@ -63,6 +64,10 @@ class CompileOptions:
     # copy_shifted. Off by default: on the H200 it made bf16 rows of 50257 up to 2.6x slower and never faster by
     # more than noise (bench/RESULTS.md, 2026-12-02 s10); gemm's twin realigns its pipelines regardless.
     realign_rows: bool = False
+    # --loader-warpgroup: where TMA cannot load a gemm pipeline's tiles (the no-TMA twin, --no-tma), a producer
+    # warpgroup loads them 16 bytes a thread, realigning misaligned rows (the "loader" copy mechanism). Off by
+    # default until the H200 has timed it against the cp.async twin and the padded TMA launch.
+    loader_warpgroup: bool = False
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them

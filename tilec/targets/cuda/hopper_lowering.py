@@ -6,7 +6,9 @@ stores); it talks back only through the lowering context (tilec/passes/lowering_
 
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
-    arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase.
+    arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase. With the "loader"
+    mechanism (loader_pipeline.py) the producer warpgroup's threads copy the tile themselves, fence their stores
+    into the async proxy (which wgmma reads through) and each producer warp arrives once: four arrivals a phase.
   * empty[s] (warp specialization only): every consumer warp arrives (lane 0, after __syncwarp) when it
     is done with stage s; the producer waits for it before refilling the stage (parity starts at 1, so
     the first round passes).
@@ -42,12 +44,14 @@ from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, compare, div, mod, mul, sub
 from ...ir.schedule import consumer_threads, grouped_order, request_of
 from ...ir.visit import sub_exprs, walk_stmts
+from ...ops import copy as copy_op
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 from .gemm_wgmma import WGMMA
 from .intrinsics import PACK_PAIR
+from .loader_pipeline import LOADER_REGISTERS, LoaderWarpgroup
 from .tma_store import TmaStores
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
@@ -56,6 +60,7 @@ MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
 # of attention's ping-pong; a ping-pong persistent kernel's per-warpgroup block barriers and main-loop turns:
 PINGPONG_BARRIER = 6  # + warpgroup (6, 7), 128 threads
 PINGPONG_TURN = 8  # + warpgroup (8, 9), 256 threads
+PRODUCER_WARPS = 4  # the producer warpgroup's warps: a loader's full barriers take one arrival from each
 
 
 def _and(a: T.Expr, b: T.Expr) -> T.Expr:
@@ -143,7 +148,7 @@ class HopperLowering(TmaStores, LoweringExtension):
 
     def lower_pipelined(self, s: T.For, plan) -> bool:
         self.forget_preload_writes()
-        if plan.mechanism != "tma":
+        if plan.mechanism not in ("tma", LoaderWarpgroup.name):
             return False
         self.pipelined_tma(s, plan)
         return True
@@ -387,7 +392,8 @@ class HopperLowering(TmaStores, LoweringExtension):
         stages = plan.stages
         producers = plan.producers
         nprod = len(producers)
-        full0 = self.mbarriers(stages * nprod, 1)
+        loader = plan.mechanism == LoaderWarpgroup.name  # (always warp-specialized: pipeline-planning sees to it)
+        full0 = self.mbarriers(stages * nprod, PRODUCER_WARPS if loader else 1)
         ws = plan.warp_specialized
         # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread; one per producer
         # and stage when the producers' tiles are released at different points (overlap_softmax)
@@ -670,6 +676,8 @@ class HopperLowering(TmaStores, LoweringExtension):
         stages = plan.stages
 
         base = self.cx.fresh(f"{var.name}_issued") if self.persistent else None
+        loader = plan.mechanism == LoaderWarpgroup.name
+        stage_sizes = {p.dst.buffer: self.cx.shared_layout(p.dst.buffer).stage_size for p in plan.producers}
 
         def body():
             saved = dict(self.cx.subst)
@@ -680,6 +688,7 @@ class HopperLowering(TmaStores, LoweringExtension):
                 self.cx.subst[a.var] = v
             for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
                 self.issue_tma(p, c(0), c(bar))
+            copy_threads = self.loader_context() if loader else None
             n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
             it = self.cx.fresh(f"{var.name}_load")
 
@@ -695,17 +704,46 @@ class HopperLowering(TmaStores, LoweringExtension):
                     if bars["empty_per_producer"]:  # each tile as soon as its own stage is free
                         empty = add(c(bars["empty"] + i * stages), stage)
                         self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(empty), free]))
-                    self.issue_tma(p, stage, add(c(bars["full"] + i * stages), stage))
+                    full = add(c(bars["full"] + i * stages), stage)
+                    if loader:
+                        self.load_by_threads(p, copy_threads, mul(stage, stage_sizes[p.dst.buffer]), full)
+                    else:
+                        self.issue_tma(p, stage, full)
 
             self.cx.emit(S.SFor(None, it, c(0), n, self.cx.block(step)))
             if base is not None:
                 self.cx.emit(S.SAssign(None, base, add(base, n)))
             self.cx.subst = saved
 
-        issuer = compare("==", self.thread, c(self.consumer_threads()))
+        # one elected thread issues TMA boxes; a loader's threads all copy
+        issuer = T.Const(D.BOOL, None, True) if loader else compare("==", self.thread, c(self.consumer_threads()))
         if base is None:
             return [S.SIf(None, issuer, self.cx.block(body))]
         return [S.SIf(None, issuer, [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
+
+    def loader_context(self):
+        """The copy lowering's context for the producer warpgroup's threads: 128 of them, numbered from 0 (as the
+        thread index modulo 128, which the index arithmetic knows to be non-negative; the consumers are whole
+        warpgroups)."""
+        import dataclasses
+
+        from ...ops.copy import CopyContext
+
+        tid = mod(self.thread, 128)
+        return dataclasses.replace(CopyContext.of(self.cx), threads=128, tid=tid,
+                                   spread=lambda *a, **kw: self.cx.spread(*a, **kw, threads=128, tid=tid))
+
+    def load_by_threads(self, p: T.Copy, copy_cx, offset: T.Expr, full: T.Expr) -> None:
+        """A loader warpgroup's copy of producer p into the stage at `offset`: the threads' 16-byte copies (realigned
+        where a row is not 16-byte aligned), their stores fenced into the async proxy that wgmma reads through, then
+        one arrival a warp on the stage's full barrier."""
+        self.cx.stage_offset[p.dst.buffer] = offset
+        try:
+            copy_op.lower(copy_cx, p, realign=True)
+        finally:
+            self.cx.stage_offset.pop(p.dst.buffer, None)
+        self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+        self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(full)]))
 
     def consumer_threads(self) -> int:
         """The threads that run the kernel body: the declared ones, twice over with ping-pong."""
@@ -764,16 +802,18 @@ class HopperLowering(TmaStores, LoweringExtension):
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
+        loader = self.ws_loop[1].mechanism == LoaderWarpgroup.name
         if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc:  # the producer's registers to the
             # consumers (setmaxnreg), unless the kernel says T.disable_warp_group_reg_alloc()
-            producer_regs = 40
+            producer_regs = LOADER_REGISTERS if loader else 40
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body
         split = S.SIf(None, compare(">=", self.thread, c(threads)), prod, cons, concurrent=True,
                       groups=2 if self.pingpong else 1)
         what = f"0..{threads - 1} compute" + (" (two warpgroups, ping-pong)" if self.pingpong else "")
-        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, {what}"), split] + end, \
+        how = "load the tiles" if loader else "issue TMA"
+        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. {how}, {what}"), split] + end, \
             threads + 128
 
     # ------------------------------------------------------------ wgmma

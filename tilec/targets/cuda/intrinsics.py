@@ -46,7 +46,7 @@ define(
                  pattern=r"tma_store_(?P<rank>\d)d", semantics=_SM90 + "tma_stores"),
     IntrinsicDef("tma_store_commit", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("tma_store_wait", feature="tma", semantics=_SM90 + "no_effect"),
-    IntrinsicDef("fence_proxy_async", feature="tma", semantics=_SM90 + "no_effect"),
+    IntrinsicDef("fence_proxy_async", feature="tma", semantics=_SM90 + "fence_proxy_async"),
     IntrinsicDef("setmaxnreg_inc", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("setmaxnreg_dec", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("named_barrier_sync", feature="tma", semantics=_SM90 + "named_barrier"),

@@ -8,6 +8,12 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   (the 16-byte chunk bits 4.. XOR the 128-byte row bits 7.., over log2(span/16) bits).
 * mbarriers: `mbar_init` sets the expected arrivals; `mbar_expect_tx` is an arrival that also expects
   transaction bytes, which TMA loads complete. A phase completes when both reach zero.
+* Threads' shared stores for the async proxy (sm90's loader warpgroup): `fence_proxy_async` fences the stores its
+  threads made since the last barrier; an arrival (a warp's, for `mbar_arrive_warp`) then publishes the fenced stores
+  of its threads through that mbarrier, as TMA's bytes are: in flight until a thread has waited for the phase, and
+  ordered by the barrier rather than by the epoch (so the next round's stores into the stage race with nothing).
+  A wgmma that reads an element some thread stored in the current epoch and did not publish (a missing fence, or
+  arrival) is an error.
   `mbar_wait(parity)` returns when the phase of that parity has completed — in this lockstep model
   a wait that could not return is a deadlock and an error. The bytes a TMA load writes count as in
   flight until a thread has waited for their barrier's phase: reading them before is an error (a
@@ -90,6 +96,7 @@ class Hopper:
         self.barriers: dict[int, _Barrier] = {}
         self.wgmma_open: dict[int, list[tuple]] = {}  # per warpgroup: issued wgmma instructions not committed yet
         self.wgmma_groups: dict[int, list[list[tuple]]] = {}  # per warpgroup: committed groups not retired yet
+        self.fenced: dict[S.SBuffer, np.ndarray] = {}  # threads' stores fenced into the async proxy, not published
 
     def __getattr__(self, name: str):
         return getattr(self.run, name)
@@ -197,11 +204,33 @@ class Hopper:
             if s.op == "mbar_arrive_warp" and t % 32:
                 continue
             bar.arrivals += 1
+            self.publish(bar, np.arange(t, t + 32) if s.op == "mbar_arrive_warp" else np.array([t]))
             self.progressed()
             if s.op == "mbar_expect_tx":
                 bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
             self.check_arrivals(bar, s.span)
             bar.maybe_complete()
+
+    def fence_proxy_async(self, s: S.SCall, mask) -> None:
+        """The active threads' shared stores of this epoch become visible to the async proxy (once published)."""
+        threads = np.nonzero(self.active(mask))[0]
+        for b, sh in self.shared.items():
+            mine = (sh.write_epoch == self.epoch) & np.isin(sh.writer, threads)
+            if mine.any():
+                self.fenced.setdefault(b, np.zeros(b.size, bool))[mine] = True
+
+    def publish(self, bar: _Barrier, threads: np.ndarray) -> None:
+        """An arrival by `threads` publishes their fenced stores through `bar` (in flight until a wait)."""
+        for b, fenced in self.fenced.items():
+            sh = self.shared[b]
+            mine = fenced & np.isin(sh.writer, threads) & (sh.write_epoch == self.epoch)
+            if not mine.any():
+                continue
+            elems = np.nonzero(mine)[0]
+            fenced[elems] = False
+            sh.write_epoch[elems] = -1  # ordered by the barrier from now on
+            self.in_flight.setdefault(b, np.zeros(b.size, bool))[elems] = True
+            bar.in_flight.append((b, elems))
 
     def check_arrivals(self, bar: _Barrier, span) -> None:
         if bar.arrivals > bar.count:
@@ -329,6 +358,10 @@ class Hopper:
         addr = swizzle(start + off, span_b)
         b, elems = self.buffer_at(addr.ravel())
         self.check_in_flight(b, elems, span)
+        unpublished = self.shared[b].write_epoch[elems] == self.epoch
+        if unpublished.any():
+            raise self.err(f"wgmma reads shared '{b.name}'[{int(elems[np.nonzero(unpublished)[0][0]])}], which a "
+                           f"thread stored with no barrier since (nor a proxy fence and an mbarrier arrival)", span)
         raw = self.raw[(int(b.offset) + elems * self.storage_dtype(b.dtype).itemsize)[:, None] + np.arange(eb)]
         return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
 
@@ -441,10 +474,11 @@ named_barrier = _on(Hopper.named_barrier)
 wgmma = _on(Hopper.wgmma)
 wgmma_commit = _on(Hopper.wgmma_commit)
 wgmma_wait = _on(Hopper.wgmma_wait)
+fence_proxy_async = _on(Hopper.fence_proxy_async)
 
 
 def no_effect(run, s, mask) -> None:
-    """The fences and register hints, which order nothing in this lockstep model."""
+    """The other fences and the register hints, which order nothing in this lockstep model."""
 
 
 def pack2(run, e, mask) -> np.ndarray:

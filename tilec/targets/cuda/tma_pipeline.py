@@ -4,6 +4,7 @@ producer warpgroup -- is hopper_lowering.py's, the sm90 target's LoweringExtensi
 
 from __future__ import annotations
 
+from ...ir import copy_mechanisms as mechanisms
 from ...ir import tile as T
 from ...ir.copy_mechanisms import CopyMechanism, PlanContext
 from ...ir.fold import multiple_of
@@ -50,6 +51,7 @@ class TmaPipeline(CopyMechanism):
     stages_aligned = True
     mbarriers = True
     producer_warpgroup = True
+    tensor_maps = True
     once_per_loop_run = True  # mbarrier phases count one run of the loop from zero
     intrinsics = ("mbar_init", "mbar_expect_tx", "mbar_wait", "tma_load")
 
@@ -67,7 +69,8 @@ class TmaPipeline(CopyMechanism):
                        "element type, at most 256 per dimension, starting a multiple of 16 bytes into its row, in a "
                        "layout TMA writes)" if bad
                        else "the schedule asks for another mechanism")
-            rep.remark("tma", f"Pipelined loop loads its tiles with {plan.mechanism}, not TMA: {why}", loop.span)
+            how = mechanisms.named(plan.mechanism).label
+            rep.remark("tma", f"Pipelined loop loads its tiles with {how}, not TMA: {why}", loop.span)
         elif plan.mechanism == self.name:
             how = ", from a producer warpgroup (warp-specialized)" if plan.warp_specialized else ""
             rep.remark("tma", f"Pipelined loop loads {', '.join(repr(p.dst.buffer.name) for p in plan.producers)} "

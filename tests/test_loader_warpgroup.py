@@ -1,0 +1,172 @@
+"""sm90's loader warpgroup (--loader-warpgroup): where TMA cannot load a gemm pipeline's tiles (the no-TMA twin that
+misaligned rows run), the producer warpgroup's 128 threads copy them -- 16 bytes a thread, rows that are not 16-byte
+aligned realigned out of the aligned chunks that cover them -- fence their stores into the async proxy and arrive on
+the stage's mbarrier, one arrival a warp; the consumers run the TMA pipeline's loop unchanged.
+
+The SIMT model runs the twins against the Tile IR interpreter at ragged, misaligned shapes (f16 NN, bf16 trans_B on
+two consumer warpgroups, fp8's 1-byte rows), and at aligned ones (the plain 16-byte copies); it holds a consumer at
+its stage's barrier until all four producer warps have arrived, so a missing or early arrival fails here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilec
+from tilec.interp import random_inputs, run_kernel
+from tilec.ir import tile as T
+from tilec.simt import interp as simt_interp
+from tilec.simt.interp import SimtInterpreterError, run_simt
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2)}
+SMALL = {"block_M": 64, "block_N": 64, "block_K": 32, "threads": 128, "num_stages": 3}
+
+
+@functools.cache
+def _compiled(sample: str, defines: tuple, target: str | None, loader: bool = True):
+    return tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=dict(defines), verify=True,
+                         loader_warpgroup=loader)
+
+
+def _twin(sample: str, defines: dict, loader: bool = True):
+    lowered = _compiled(sample, tuple(sorted(defines.items())), "sm90", loader)
+    return next(k for k in lowered.simt.kernels if k.name.endswith("__no_tma")), lowered
+
+
+def _run(sample: str, defines: dict, sizes: dict[str, int], seed: int = 0) -> dict:
+    """The twin in the SIMT model against the Tile IR interpreter; how many lane-instructions realigned."""
+    tk = _compiled(sample, tuple(sorted(defines.items())), None).module.kernels[0]
+    sk, _ = _twin(sample, defines)
+    sizes = {n: v for n, v in sizes.items() if n in {s.name for s in tk.size_vars}}
+    args = random_inputs(tk, sizes, seed)
+    for p in tk.params:
+        if isinstance(p, T.Buffer) and p.is_output and p.dtype.is_float:
+            args[p.name][...] = np.nan
+    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+    run_kernel(tk, want)
+    counts = {"copy_shifted": 0, "copy16_realign": 0}
+    original = simt_interp._BlockRun.copy16_realign
+
+    def counting(self, s, mask):
+        counts[s.op] += int(np.count_nonzero(self.active(mask)))
+        return original(self, s, mask)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(simt_interp._BlockRun, "copy16_realign", counting)
+        run_simt(sk, args, sizes, warp_size=32)
+    for p in tk.params:
+        if isinstance(p, T.Buffer) and p.is_output:
+            got, exp = args[p.name].astype(np.float64), want[p.name].astype(np.float64)
+            rtol, atol = TOL.get(p.dtype.name, (2e-2, 2e-2))
+            bad = ~np.isclose(got, exp, rtol=rtol, atol=atol)
+            assert not bad.any(), (f"{sk.name} at {sizes}: {p.name} differs in {int(bad.sum())} of {bad.size} "
+                                   f"(first at {np.argwhere(bad)[0].tolist()})")
+    return counts
+
+
+def _source_of(kernel: str, source: str) -> str:
+    start = source.index(f"{kernel}(")
+    end = source.find("__global__", start)
+    return source[start:end if end > 0 else len(source)]
+
+
+@pytest.mark.parametrize("sample,defines,sizes", [
+    # NN f16: odd K (A's rows) and odd N (B's rows), every row at another offset in its 16-byte chunk
+    ("gemm", SMALL, {"M": 70, "N": 101, "K": 77}),
+    # trans_B bf16 on two consumer warpgroups (setmaxnreg shares the registers): odd K misaligns both operands
+    ("gemm", {**SMALL, "dtype": "bf16", "trans_B": True, "block_M": 128, "threads": 256},
+     {"M": 130, "N": 70, "K": 99}),
+    # fp8: 1-byte elements, any of 16 offsets
+    ("fp8_gemm", {"block_M": 64, "block_N": 64, "block_K": 64, "threads": 128, "num_stages": 2},
+     {"M": 70, "N": 72, "K": 141}),
+], ids=["nn_f16", "trans_b_bf16_two_warpgroups", "fp8_odd_k"])
+def test_the_loader_realigns_misaligned_rows(sample, defines, sizes):
+    counts = _run(sample, defines, sizes)
+    assert counts["copy_shifted"] > 0 and counts["copy16_realign"] > 0, counts
+
+
+def test_aligned_rows_take_plain_16_byte_copies():
+    counts = _run("gemm", SMALL, {"M": 64, "N": 128, "K": 96})
+    assert counts == {"copy_shifted": 0, "copy16_realign": 0}
+
+
+def test_the_twin_is_warp_specialized_with_a_loader():
+    """The twin's producer warpgroup loads (all its threads, no tensor maps), its full barriers count four warps'
+    arrivals, each arrival after a proxy fence; the block has the consumers' threads and the producer's 128."""
+    sk, lowered = _twin("gemm", SMALL)
+    twin = _source_of(sk.name, lowered.source)
+    assert "threads 128.. load the tiles" in twin
+    assert "tl::tma_load" not in twin and "TensorMap" not in twin and "cp_async" not in twin
+    assert twin.count("tl::mbar_init(&tl_mbar[0], 4);") == 1
+    for operand in ("A_s", "B_s"):
+        copy = twin.index(f"tl::copy_shifted(&{operand[0]}[")
+        fence = twin.index("tl::fence_proxy_async();", copy)
+        assert fence < twin.index("tl::mbar_arrive_warp(", fence)
+    assert sk.threads == 256 and not sk.attrs.get("tensor_maps")
+
+
+def test_two_consumer_warpgroups_give_the_loader_its_registers():
+    sk, lowered = _twin("gemm", {**SMALL, "block_M": 128, "threads": 256})
+    twin = _source_of(sk.name, lowered.source)
+    from tilec.targets.cuda.loader_pipeline import LOADER_REGISTERS
+
+    consumers = (65536 - LOADER_REGISTERS * 128) // 256 // 8 * 8
+    assert f"tl::setmaxnreg_dec<{LOADER_REGISTERS}>();" in twin and f"tl::setmaxnreg_inc<{consumers}>();" in twin
+    assert LOADER_REGISTERS * 128 + consumers * 256 <= 65536
+
+
+def test_off_by_default():
+    """Without --loader-warpgroup the twin keeps its cp.async pipeline in the consumers' threads."""
+    sk, lowered = _twin("gemm", SMALL, loader=False)
+    twin = _source_of(sk.name, lowered.source)
+    assert "load the tiles" not in twin and "tl::cp_async" in twin
+
+
+def test_the_kernel_itself_keeps_tma():
+    _, lowered = _twin("gemm", SMALL)
+    kernel = _source_of("gemm", lowered.source)
+    assert "threads 128.. issue TMA" in kernel and "tl::tma_load_2d" in kernel
+
+
+def test_a_missing_arrival_deadlocks_in_the_model(monkeypatch):
+    """The model holds the consumers until every producer warp has arrived: a full barrier that expects one arrival
+    more than the producer's four warps make never completes, and the consumers' wait is reported."""
+    from tilec.targets.cuda import hopper_lowering
+
+    monkeypatch.setattr(hopper_lowering, "PRODUCER_WARPS", 5)
+    _compiled.cache_clear()
+    try:
+        with pytest.raises(SimtInterpreterError, match="never completes"):
+            _run("gemm", SMALL, {"M": 64, "N": 64, "K": 96})
+    finally:
+        _compiled.cache_clear()
+
+
+def test_a_missing_proxy_fence_is_caught(monkeypatch):
+    """Without fence.proxy.async the loader's stores are not published by its arrival, and the wgmma that reads them
+    is reported (on the H200 it could read stale bytes)."""
+    from tilec.ir import simt as S
+    from tilec.targets.cuda.hopper_lowering import HopperLowering
+
+    original = HopperLowering.load_by_threads
+
+    def unfenced(self, p, copy_cx, offset, full):
+        emit = self.cx.emit
+        self.cx.emit = lambda st: None if isinstance(st, S.SCall) and st.op == "fence_proxy_async" else emit(st)
+        try:
+            original(self, p, copy_cx, offset, full)
+        finally:
+            self.cx.emit = emit
+
+    monkeypatch.setattr(HopperLowering, "load_by_threads", unfenced)
+    _compiled.cache_clear()
+    try:
+        with pytest.raises(SimtInterpreterError, match="wgmma reads shared"):
+            _run("gemm", SMALL, {"M": 64, "N": 64, "K": 96})
+    finally:
+        _compiled.cache_clear()
