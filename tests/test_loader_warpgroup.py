@@ -96,28 +96,34 @@ def test_aligned_rows_take_plain_16_byte_copies():
 
 
 def test_the_twin_is_warp_specialized_with_a_loader():
-    """The twin's producer warpgroup loads (all its threads, no tensor maps), its full barriers count four warps'
-    arrivals, each arrival after a proxy fence; the block has the consumers' threads and the producer's 128."""
+    """The twin's producer warpgroup loads (its threads, no tensor maps): two warps copy A and two B, so that both
+    tiles' loads are in flight together; each pair fences its stores into the async proxy and arrives on its tile's
+    full barrier (two arrivals a phase). The block has the consumers' threads and the producer's 128."""
     sk, lowered = _twin("gemm", SMALL)
     twin = _source_of(sk.name, lowered.source)
     assert "threads 128.. load the tiles" in twin
     assert "tl::tma_load" not in twin and "TensorMap" not in twin and "cp_async" not in twin
-    assert twin.count("tl::mbar_init(&tl_mbar[0], 4);") == 1
-    for operand in ("A_s", "B_s"):
-        copy = twin.index(f"tl::copy_shifted(&{operand[0]}[")
-        fence = twin.index("tl::fence_proxy_async();", copy)
-        assert fence < twin.index("tl::mbar_arrive_warp(", fence)
+    assert twin.count("tl::mbar_init(&tl_mbar[0], 2);") == 1
+    producer = twin[twin.index("load the tiles"):twin.index("} else {\n    int by_swizzled")]
+    a_warps = producer.index("if (int(threadIdx.x) % 128 < 64) {")
+    b_warps = producer.index("if (int(threadIdx.x) % 128 >= 64 && int(threadIdx.x) % 128 < 128) {")
+    parts = ((a_warps, b_warps, "A_s", "k_slot"), (b_warps, len(producer), "B_s", "3 + k_slot"))
+    for start, end, operand, full in parts:
+        part = producer[start:end]
+        fence = part.index("tl::fence_proxy_async();")
+        arrival = part.index(f"tl::mbar_arrive_warp(&tl_mbar[{full}]);")
+        assert part.rindex(f"tl::copy16_realign(&{operand}") < fence < arrival
     assert sk.threads == 256 and not sk.attrs.get("tensor_maps")
 
 
-def test_two_consumer_warpgroups_give_the_loader_its_registers():
-    sk, lowered = _twin("gemm", {**SMALL, "block_M": 128, "threads": 256})
-    twin = _source_of(sk.name, lowered.source)
-    from tilec.targets.cuda.loader_pipeline import LOADER_REGISTERS
-
-    consumers = (65536 - LOADER_REGISTERS * 128) // 256 // 8 * 8
-    assert f"tl::setmaxnreg_dec<{LOADER_REGISTERS}>();" in twin and f"tl::setmaxnreg_inc<{consumers}>();" in twin
-    assert LOADER_REGISTERS * 128 + consumers * 256 <= 65536
+def test_a_loader_keeps_its_registers():
+    """With two consumer warpgroups the TMA kernel gives its producer's registers to the consumers (setmaxnreg 40 /
+    232); a loader's threads need as many as the consumers, and ptxas refuses a setmaxnreg.dec above the kernel's own
+    count (at most 168 for 384 threads), so its twin keeps the launch's even share."""
+    defines = {**SMALL, "block_M": 128, "threads": 256}
+    sk, lowered = _twin("gemm", defines)
+    assert "setmaxnreg" not in _source_of(sk.name, lowered.source)
+    assert "tl::setmaxnreg_dec<40>();" in _source_of("gemm", lowered.source)
 
 
 def test_off_by_default():
@@ -135,7 +141,7 @@ def test_the_kernel_itself_keeps_tma():
 
 def test_a_missing_arrival_deadlocks_in_the_model(monkeypatch):
     """The model holds the consumers until every producer warp has arrived: a full barrier that expects one arrival
-    more than the producer's four warps make never completes, and the consumers' wait is reported."""
+    more than the warps that copy its tile make never completes, and the consumers' wait is reported."""
     from tilec.targets.cuda import hopper_lowering
 
     monkeypatch.setattr(hopper_lowering, "PRODUCER_WARPS", 5)
@@ -155,11 +161,11 @@ def test_a_missing_proxy_fence_is_caught(monkeypatch):
 
     original = HopperLowering.load_by_threads
 
-    def unfenced(self, p, copy_cx, offset, full):
+    def unfenced(self, *args):
         emit = self.cx.emit
         self.cx.emit = lambda st: None if isinstance(st, S.SCall) and st.op == "fence_proxy_async" else emit(st)
         try:
-            original(self, p, copy_cx, offset, full)
+            original(self, *args)
         finally:
             self.cx.emit = emit
 

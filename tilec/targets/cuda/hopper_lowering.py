@@ -51,7 +51,7 @@ from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 from .gemm_wgmma import WGMMA
 from .intrinsics import PACK_PAIR
-from .loader_pipeline import LOADER_REGISTERS, LoaderWarpgroup
+from .loader_pipeline import LoaderWarpgroup
 from .tma_store import TmaStores
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
@@ -60,7 +60,13 @@ MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
 # of attention's ping-pong; a ping-pong persistent kernel's per-warpgroup block barriers and main-loop turns:
 PINGPONG_BARRIER = 6  # + warpgroup (6, 7), 128 threads
 PINGPONG_TURN = 8  # + warpgroup (8, 9), 256 threads
-PRODUCER_WARPS = 4  # the producer warpgroup's warps: a loader's full barriers take one arrival from each
+PRODUCER_WARPS = 4  # the producer warpgroup's warps
+
+
+def loader_share(producers: int) -> int:
+    """The producer warps that copy each tile of a loader warpgroup (and arrive on its full barrier): the warpgroup
+    split evenly between the tiles (gemm's A and B: two warps each), else every warp copies every tile."""
+    return PRODUCER_WARPS // producers if PRODUCER_WARPS % producers == 0 else PRODUCER_WARPS
 
 
 def _and(a: T.Expr, b: T.Expr) -> T.Expr:
@@ -393,7 +399,7 @@ class HopperLowering(TmaStores, LoweringExtension):
         producers = plan.producers
         nprod = len(producers)
         loader = plan.mechanism == LoaderWarpgroup.name  # (always warp-specialized: pipeline-planning sees to it)
-        full0 = self.mbarriers(stages * nprod, PRODUCER_WARPS if loader else 1)
+        full0 = self.mbarriers(stages * nprod, loader_share(nprod) if loader else 1)
         ws = plan.warp_specialized
         # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread; one per producer
         # and stage when the producers' tiles are released at different points (overlap_softmax)
@@ -688,7 +694,7 @@ class HopperLowering(TmaStores, LoweringExtension):
                 self.cx.subst[a.var] = v
             for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
                 self.issue_tma(p, c(0), c(bar))
-            copy_threads = self.loader_context() if loader else None
+            share = loader_share(len(plan.producers)) if loader else None
             n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
             it = self.cx.fresh(f"{var.name}_load")
 
@@ -706,7 +712,7 @@ class HopperLowering(TmaStores, LoweringExtension):
                         self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(empty), free]))
                     full = add(c(bars["full"] + i * stages), stage)
                     if loader:
-                        self.load_by_threads(p, copy_threads, mul(stage, stage_sizes[p.dst.buffer]), full)
+                        self.load_by_threads(p, i, share, mul(stage, stage_sizes[p.dst.buffer]), full)
                     else:
                         self.issue_tma(p, stage, full)
 
@@ -721,29 +727,38 @@ class HopperLowering(TmaStores, LoweringExtension):
             return [S.SIf(None, issuer, self.cx.block(body))]
         return [S.SIf(None, issuer, [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
 
-    def loader_context(self):
-        """The copy lowering's context for the producer warpgroup's threads: 128 of them, numbered from 0 (as the
-        thread index modulo 128, which the index arithmetic knows to be non-negative; the consumers are whole
-        warpgroups)."""
+    def load_by_threads(self, p: T.Copy, index: int, share: int, offset: T.Expr, full: T.Expr) -> None:
+        """A loader warpgroup's copy of producer `index` into its stage at `offset`, by its share of the producer
+        warpgroup (`share` warps: each tile its own warps, so that the loads of every tile are in flight together):
+        the threads' 16-byte copies (realigned where a row is not 16-byte aligned), one proxy fence for their stores
+        (wgmma reads through the async proxy), then one arrival a warp on the tile's full barrier."""
         import dataclasses
 
         from ...ops.copy import CopyContext
 
-        tid = mod(self.thread, 128)
-        return dataclasses.replace(CopyContext.of(self.cx), threads=128, tid=tid,
-                                   spread=lambda *a, **kw: self.cx.spread(*a, **kw, threads=128, tid=tid))
+        threads = 32 * share
+        local = mod(self.thread, 128)  # (the consumers are whole warpgroups: this is the producer's own index)
+        first = index * threads % 128
+        tid = mod(local, threads) if share < PRODUCER_WARPS else local
+        copy_cx = dataclasses.replace(CopyContext.of(self.cx), threads=threads, tid=tid,
+                                      spread=lambda *a, **kw: self.cx.spread(*a, **kw, threads=threads, tid=tid))
 
-    def load_by_threads(self, p: T.Copy, copy_cx, offset: T.Expr, full: T.Expr) -> None:
-        """A loader warpgroup's copy of producer p into the stage at `offset`: the threads' 16-byte copies (realigned
-        where a row is not 16-byte aligned), their stores fenced into the async proxy that wgmma reads through, then
-        one arrival a warp on the stage's full barrier."""
-        self.cx.stage_offset[p.dst.buffer] = offset
-        try:
-            copy_op.lower(copy_cx, p, realign=True)
-        finally:
-            self.cx.stage_offset.pop(p.dst.buffer, None)
-        self.cx.emit(S.SCall(None, "fence_proxy_async", []))
-        self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(full)]))
+        def copy():
+            self.cx.stage_offset[p.dst.buffer] = offset
+            try:
+                copy_op.lower(copy_cx, p, realign=True)
+            finally:
+                self.cx.stage_offset.pop(p.dst.buffer, None)
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+            self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(full)]))
+
+        if share == PRODUCER_WARPS:
+            copy()
+        else:
+            mine = compare("<", local, c(first + threads))
+            if first:
+                mine = _and(compare(">=", local, c(first)), mine)
+            self.cx.emit(S.SIf(None, mine, self.cx.block(copy)))
 
     def consumer_threads(self) -> int:
         """The threads that run the kernel body: the declared ones, twice over with ping-pong."""
@@ -803,9 +818,11 @@ class HopperLowering(TmaStores, LoweringExtension):
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
         loader = self.ws_loop[1].mechanism == LoaderWarpgroup.name
-        if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc:  # the producer's registers to the
-            # consumers (setmaxnreg), unless the kernel says T.disable_warp_group_reg_alloc()
-            producer_regs = LOADER_REGISTERS if loader else 40
+        # the producer's registers to the consumers (setmaxnreg), unless the kernel says
+        # T.disable_warp_group_reg_alloc(); not a loader's, whose threads need as many registers as the consumers
+        # (ptxas refuses a setmaxnreg.dec above the kernel's own count, at most 168 for 384 threads)
+        if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc and not loader:
+            producer_regs = 40
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
         cons = ([S.SCall(None, "setmaxnreg_inc", [c(consumer_regs)])] if consumer_regs else []) + body

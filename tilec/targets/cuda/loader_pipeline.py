@@ -13,10 +13,6 @@ from __future__ import annotations
 from ...ir import tile as T
 from ...ir.copy_mechanisms import CopyMechanism, PlanContext
 
-# The producer warpgroup's registers under setmaxnreg (TMA's needs 40): a thread holds the aligned chunks of one
-# copy_shifted group (five 16-byte loads) and their shifted results beside the addresses.
-LOADER_REGISTERS = 152
-
 
 class LoaderWarpgroup(CopyMechanism):
     """A producer warpgroup whose threads copy every producer tile (16 bytes a thread, misaligned rows realigned),
