@@ -176,3 +176,37 @@ def test_a_missing_proxy_fence_is_caught(monkeypatch):
             _run("gemm", SMALL, {"M": 64, "N": 64, "K": 96})
     finally:
         _compiled.cache_clear()
+
+
+def test_the_next_stage_is_prefetched_into_l2():
+    """Before waiting for a stage to be free, each tile's warps prefetch the next iteration's tile into L2 (its
+    synchronous loads then find it there); not past the last iteration."""
+    sk, lowered = _twin("gemm", SMALL)
+    producer = _source_of(sk.name, lowered.source)
+    producer = producer[producer.index("load the tiles"):producer.index("} else {\n    int by_swizzled")]
+    prefetch = producer.index("tl::prefetch_l2(&A[")
+    assert producer.index("k_load + 1 < k_count_2") < prefetch < producer.index("tl::prefetch_l2(&B[")
+    assert prefetch < producer.index("tl::mbar_wait(") < producer.index("tl::copy_shifted(&A[")
+
+
+def test_an_unguarded_prefetch_is_caught(monkeypatch):
+    """The model checks that every prefetched address lies inside its tensor: without the bounds guard, a ragged
+    tile's rows past M are reported."""
+    from tilec.targets.cuda.hopper_lowering import HopperLowering
+
+    original = HopperLowering.prefetch_tile
+
+    def unguarded(self, p, copy_cx):
+        self.cx.bounds = lambda region, idx: None
+        try:
+            original(self, p, copy_cx)
+        finally:
+            del self.cx.bounds
+
+    monkeypatch.setattr(HopperLowering, "prefetch_tile", unguarded)
+    _compiled.cache_clear()
+    try:
+        with pytest.raises(SimtInterpreterError, match="out-of-bounds prefetch"):
+            _run("gemm", SMALL, {"M": 70, "N": 101, "K": 77})
+    finally:
+        _compiled.cache_clear()

@@ -703,6 +703,12 @@ class HopperLowering(TmaStores, LoweringExtension):
                 stage = self.cx.declare(f"{var.name}_slot", mod(count, stages))
                 phase = self.cx.declare(f"{var.name}_round", mod(div(count, stages), 2))
                 free = fold(T.Binary(D.I32, None, "^", phase, c(1)))
+                if loader:  # the next iteration's tiles into L2, before this one's synchronous loads
+                    ahead = add(it, 1)
+                    self.cx.subst[var] = ahead
+                    for i, p in enumerate(plan.producers):
+                        self.by_tile_warps(i, share, lambda cx, p=p: self.prefetch_tile(p, cx),
+                                           compare("<", ahead, n))
                 if not bars["empty_per_producer"]:
                     self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)), free]))
                 self.cx.subst[var] = it
@@ -728,10 +734,24 @@ class HopperLowering(TmaStores, LoweringExtension):
         return [S.SIf(None, issuer, [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
 
     def load_by_threads(self, p: T.Copy, index: int, share: int, offset: T.Expr, full: T.Expr) -> None:
-        """A loader warpgroup's copy of producer `index` into its stage at `offset`, by its share of the producer
-        warpgroup (`share` warps: each tile its own warps, so that the loads of every tile are in flight together):
-        the threads' 16-byte copies (realigned where a row is not 16-byte aligned), one proxy fence for their stores
+        """A loader warpgroup's copy of producer `index` into its stage at `offset`, by its warps (by_tile_warps): the
+        threads' 16-byte copies (realigned where a row is not 16-byte aligned), one proxy fence for their stores
         (wgmma reads through the async proxy), then one arrival a warp on the tile's full barrier."""
+        def copy(copy_cx) -> None:
+            self.cx.stage_offset[p.dst.buffer] = offset
+            try:
+                copy_op.lower(copy_cx, p, realign=True)
+            finally:
+                self.cx.stage_offset.pop(p.dst.buffer, None)
+            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
+            self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(full)]))
+
+        self.by_tile_warps(index, share, copy)
+
+    def by_tile_warps(self, index: int, share: int, emit, when: T.Expr | None = None) -> None:
+        """Emit code for the producer warps that copy tile `index` (`share` warps a tile: each tile its own, so that
+        the loads of every tile are in flight together; all four where the tiles do not split them evenly), with a
+        copy context over just those threads (`emit(copy_cx)`), under `when` too."""
         import dataclasses
 
         from ...ops.copy import CopyContext
@@ -742,23 +762,34 @@ class HopperLowering(TmaStores, LoweringExtension):
         tid = mod(local, threads) if share < PRODUCER_WARPS else local
         copy_cx = dataclasses.replace(CopyContext.of(self.cx), threads=threads, tid=tid,
                                       spread=lambda *a, **kw: self.cx.spread(*a, **kw, threads=threads, tid=tid))
-
-        def copy():
-            self.cx.stage_offset[p.dst.buffer] = offset
-            try:
-                copy_op.lower(copy_cx, p, realign=True)
-            finally:
-                self.cx.stage_offset.pop(p.dst.buffer, None)
-            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
-            self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(full)]))
-
-        if share == PRODUCER_WARPS:
-            copy()
-        else:
-            mine = compare("<", local, c(first + threads))
+        mine = when
+        if share < PRODUCER_WARPS:
+            mine = _and(mine, compare("<", local, c(first + threads))) if mine is not None else \
+                compare("<", local, c(first + threads))
             if first:
                 mine = _and(compare(">=", local, c(first)), mine)
-            self.cx.emit(S.SIf(None, mine, self.cx.block(copy)))
+        if mine is None:
+            emit(copy_cx)
+        else:
+            self.cx.emit(S.SIf(None, mine, self.cx.block(lambda: emit(copy_cx))))
+
+    def prefetch_tile(self, p: T.Copy, copy_cx) -> None:
+        """Producer p's tile (at the loop variable's present substitution) into L2: one prefetch a 128-byte line of
+        each row, one line more than its length needs (a misaligned row straddles one more), each address clamped to
+        the row's last element and guarded by the tensor's bounds."""
+        src = p.src
+        sext = [e for e in src.const_extents if e != 1] or [1]
+        per_line = max(1, 128 // src.buffer.dtype.bytes)
+        lines = -(-sext[-1] // per_line) + 1
+
+        def point(tile: list[T.Expr]) -> None:
+            col = fold(T.Call(D.I32, None, "min", [mul(tile[-1], c(per_line)), c(sext[-1] - 1)]))
+            idx = self.cx.region_index(src, tile[:-1] + [col])
+            guard = self.cx.bounds(src, idx)
+            call = S.SCall(None, "prefetch_l2", [self.cx.addr(src.buffer, idx, p.span)])
+            self.cx.emit(call if guard is None else S.SIf(None, guard, [call]))
+
+        copy_cx.spread(sext[:-1] + [lines], "line", point, p.span)
 
     def consumer_threads(self) -> int:
         """The threads that run the kernel body: the declared ones, twice over with ping-pong."""

@@ -47,6 +47,9 @@ define(
     IntrinsicDef("tma_store_commit", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("tma_store_wait", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("fence_proxy_async", feature="tma", semantics=_SM90 + "fence_proxy_async"),
+    IntrinsicDef("prefetch_l2", feature="tma", semantics=_SM90 + "prefetch_l2",
+                 doc="prefetch.global.L2 of the 128-byte line holding a global address (sm90's loader warpgroup: the "
+                     "next stage's tiles)"),
     IntrinsicDef("setmaxnreg_inc", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("setmaxnreg_dec", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("named_barrier_sync", feature="tma", semantics=_SM90 + "named_barrier"),

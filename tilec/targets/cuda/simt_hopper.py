@@ -477,6 +477,13 @@ wgmma_wait = _on(Hopper.wgmma_wait)
 fence_proxy_async = _on(Hopper.fence_proxy_async)
 
 
+def prefetch_l2(run, s, mask) -> None:
+    """A prefetch changes no value; the model checks that its address lies inside its tensor (the hardware ignores
+    one that does not, so a wrong guard would only waste the prefetch, or fetch another allocation's line)."""
+    b, idx = run.addr(s.args[0], mask)
+    run.check_index(b, idx, run.active(mask), 1, "prefetch", s.span)
+
+
 def no_effect(run, s, mask) -> None:
     """The other fences and the register hints, which order nothing in this lockstep model."""
 

@@ -659,6 +659,9 @@ TL_DEVICE void tma_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;
 
 // Order this thread's generic-proxy shared-memory accesses before later async-proxy ones (wgmma, TMA).
 TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// The 128-byte line that holds a global address into L2, nothing waited for (sm90's loader warpgroup asks for the next
+// stage's tiles while it copies this one's, so that its synchronous loads find them in L2).
+TL_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // T.fence_global's fence, between two block barriers: after the first it is cumulative over every write of the block,
 // and an atomic after it releases them; after an atomic it acquires what that atomic saw released. acq_rel is all
 // the pattern needs (PTX ISA, memory consistency model); __threadfence() would be a sequentially consistent fence.
