@@ -210,3 +210,12 @@ def test_an_unguarded_prefetch_is_caught(monkeypatch):
             _run("gemm", SMALL, {"M": 70, "N": 101, "K": 77})
     finally:
         _compiled.cache_clear()
+
+
+def test_a_persistent_kernel_keeps_the_cp_async_twin():
+    """The loader is for a twin whose loop pipeline-planning can warp-specialize as a gemm pipeline on an ordinary
+    grid; a persistent kernel's twin is re-planned with cp.async (its consumers load their stages as before)."""
+    sk, lowered = _twin("gemm", {**SMALL, "persistent": True})
+    twin = _source_of(sk.name, lowered.source)
+    assert "load the tiles" not in twin and "tl::cp_async" in twin
+    assert sk.threads == 128
