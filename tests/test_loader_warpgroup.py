@@ -84,7 +84,9 @@ def _source_of(kernel: str, source: str) -> str:
     # fp8: 1-byte elements, any of 16 offsets
     ("fp8_gemm", {"block_M": 64, "block_N": 64, "block_K": 64, "threads": 128, "num_stages": 2},
      {"M": 70, "N": 72, "K": 141}),
-], ids=["nn_f16", "trans_b_bf16_two_warpgroups", "fp8_odd_k"])
+    # eleven k-steps round three stages: the barriers' phases wrap three times
+    ("gemm", SMALL, {"M": 64, "N": 72, "K": 333}),
+], ids=["nn_f16", "trans_b_bf16_two_warpgroups", "fp8_odd_k", "many_rounds"])
 def test_the_loader_realigns_misaligned_rows(sample, defines, sizes):
     counts = _run(sample, defines, sizes)
     assert counts["copy_shifted"] > 0 and counts["copy16_realign"] > 0, counts
