@@ -6,8 +6,8 @@ in flight), `registers` (the next tiles loaded into registers during the compute
 shared buffer: AMD), `tma` (sm90: TMA boxes completing on mbarriers, possibly from a producer warpgroup), `loader`
 (sm90, asked for: a producer warpgroup's threads load the tiles and arrive on mbarriers, where TMA cannot). The
 classes of the generic ones are here; each back end registers those its targets have, with a predicate, from its
-`instructions` module (Target.implementations: tilec/targets/cuda/instructions.py registers cp.async and TMA,
-tilec/targets/hip/instructions.py registers registers). pipeline-planning tries the mechanisms a target's
+`instructions` module (Target.implementations: tilec/targets/cuda/instructions.py registers cp.async, TMA and the
+loader, tilec/targets/hip/instructions.py registers registers). pipeline-planning tries the mechanisms a target's
 predicates take, best (lowest rank) first, and takes the first that can run the loop; it, lower-to-simt and the
 schedule's resource count ask the mechanism (`named(plan.mechanism)`) what it does instead of testing names.
 """

@@ -11,8 +11,10 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
     MAX_STAGED_PER_THREAD elements a thread; else 1 (load, barrier, compute,
     barrier);
   * `mechanism`: "tma" (sm90: every producer is one TMA box per 128-byte panel, completion tracked
-    by mbarriers), "cp.async", "registers" (AMD) or "sync";
-  * `warp_specialized` (tma only): the kernel's single Pipelined loop sits at its top level and its
+    by mbarriers), "loader" (sm90 with --loader-warpgroup, where TMA cannot: a producer warpgroup's threads copy
+    the tiles; only a warp-specialized gemm pipeline on an ordinary grid keeps it, any other loop is planned
+    again without it), "cp.async", "registers" (AMD) or "sync";
+  * `warp_specialized` (tma or loader): the kernel's single Pipelined loop sits at its top level and its
     copies depend only on the loop variable and launch values, so a producer warpgroup can issue
     them alone while the declared threads compute; off with `Kernel(..., warp_specialize=False)`
     or `--no-warp-specialize`;

@@ -7,8 +7,9 @@ stores); it talks back only through the lowering context (tilec/passes/lowering_
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
     arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase. With the "loader"
-    mechanism (loader_pipeline.py) the producer warpgroup's threads copy the tile themselves, fence their stores
-    into the async proxy (which wgmma reads through) and each producer warp arrives once: four arrivals a phase.
+    mechanism (loader_pipeline.py) the producer warps that copy the tile (loader_share: two of the four for each of
+    gemm's two tiles) copy it themselves, fence their stores into the async proxy (which wgmma reads through) and
+    arrive once a warp: as many arrivals a phase as they are warps.
   * empty[s] (warp specialization only): every consumer warp arrives (lane 0, after __syncwarp) when it
     is done with stage s; the producer waits for it before refilling the stage (parity starts at 1, so
     the first round passes).
@@ -37,6 +38,8 @@ barrier (named barrier PINGPONG_BARRIER + w, 128 threads) and TMA-store staging 
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
@@ -47,6 +50,7 @@ from ...ir.visit import sub_exprs, walk_stmts
 from ...ops import copy as copy_op
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
+from ...ops.copy import CopyContext
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 from .gemm_wgmma import WGMMA
@@ -752,26 +756,22 @@ class HopperLowering(TmaStores, LoweringExtension):
         """Emit code for the producer warps that copy tile `index` (`share` warps a tile: each tile its own, so that
         the loads of every tile are in flight together; all four where the tiles do not split them evenly), with a
         copy context over just those threads (`emit(copy_cx)`), under `when` too."""
-        import dataclasses
-
-        from ...ops.copy import CopyContext
-
         threads = 32 * share
         local = mod(self.thread, 128)  # (the consumers are whole warpgroups: this is the producer's own index)
         first = index * threads % 128
         tid = mod(local, threads) if share < PRODUCER_WARPS else local
         copy_cx = dataclasses.replace(CopyContext.of(self.cx), threads=threads, tid=tid,
                                       spread=lambda *a, **kw: self.cx.spread(*a, **kw, threads=threads, tid=tid))
-        mine = when
+        conds = [] if when is None else [when]
         if share < PRODUCER_WARPS:
-            mine = _and(mine, compare("<", local, c(first + threads))) if mine is not None else \
-                compare("<", local, c(first + threads))
-            if first:
-                mine = _and(compare(">=", local, c(first)), mine)
-        if mine is None:
-            emit(copy_cx)
-        else:
-            self.cx.emit(S.SIf(None, mine, self.cx.block(lambda: emit(copy_cx))))
+            conds += [compare(">=", local, c(first))] if first else []
+            conds.append(compare("<", local, c(first + threads)))
+        if not conds:
+            return emit(copy_cx)
+        mine = conds[0]
+        for cond in conds[1:]:
+            mine = _and(mine, cond)
+        self.cx.emit(S.SIf(None, mine, self.cx.block(lambda: emit(copy_cx))))
 
     def prefetch_tile(self, p: T.Copy, copy_cx) -> None:
         """Producer p's tile (at the loop variable's present substitution) into L2: one prefetch a 128-byte line of
