@@ -13,17 +13,13 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import tilec
-from tilec.interp import random_inputs, run_kernel
-from tilec.ir import tile as T
-from tilec.simt import interp as simt_interp
-from tilec.simt.interp import SimtInterpreterError, run_simt
+from tilec.simt.interp import SimtInterpreterError
+from tilec.testing.differential import simt_against_interpreter
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2)}
 SMALL = {"block_M": 64, "block_N": 64, "block_K": 32, "threads": 128, "num_stages": 3}
 
 
@@ -42,31 +38,19 @@ def _run(sample: str, defines: dict, sizes: dict[str, int], seed: int = 0) -> di
     """The twin in the SIMT model against the Tile IR interpreter; how many lane-instructions realigned."""
     tk = _compiled(sample, tuple(sorted(defines.items())), None).module.kernels[0]
     sk, _ = _twin(sample, defines)
-    sizes = {n: v for n, v in sizes.items() if n in {s.name for s in tk.size_vars}}
-    args = random_inputs(tk, sizes, seed)
-    for p in tk.params:
-        if isinstance(p, T.Buffer) and p.is_output and p.dtype.is_float:
-            args[p.name][...] = np.nan
-    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
-    run_kernel(tk, want)
-    counts = {"copy_shifted": 0, "copy16_realign": 0}
-    original = simt_interp._BlockRun.copy16_realign
+    wrong, counts = simt_against_interpreter(tk, sk, sizes, seed)
+    assert not wrong, f"{sk.name} at {sizes}: " + "; ".join(wrong)
+    return {op: counts[op] for op in ("copy_shifted", "copy16_realign")}
 
-    def counting(self, s, mask):
-        counts[s.op] += int(np.count_nonzero(self.active(mask)))
-        return original(self, s, mask)
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(simt_interp._BlockRun, "copy16_realign", counting)
-        run_simt(sk, args, sizes, warp_size=32)
-    for p in tk.params:
-        if isinstance(p, T.Buffer) and p.is_output:
-            got, exp = args[p.name].astype(np.float64), want[p.name].astype(np.float64)
-            rtol, atol = TOL.get(p.dtype.name, (2e-2, 2e-2))
-            bad = ~np.isclose(got, exp, rtol=rtol, atol=atol)
-            assert not bad.any(), (f"{sk.name} at {sizes}: {p.name} differs in {int(bad.sum())} of {bad.size} "
-                                   f"(first at {np.argwhere(bad)[0].tolist()})")
-    return counts
+def _model_reports(match: str, sizes: dict[str, int]) -> None:
+    """A bug the caller planted (monkeypatched into the lowering) is reported by the SIMT model at these sizes."""
+    _compiled.cache_clear()
+    try:
+        with pytest.raises(SimtInterpreterError, match=match):
+            _run("gemm", SMALL, sizes)
+    finally:
+        _compiled.cache_clear()
 
 
 def _source_of(kernel: str, source: str) -> str:
@@ -147,12 +131,7 @@ def test_a_missing_arrival_deadlocks_in_the_model(monkeypatch):
     from tilec.targets.cuda import hopper_lowering
 
     monkeypatch.setattr(hopper_lowering, "PRODUCER_WARPS", 5)
-    _compiled.cache_clear()
-    try:
-        with pytest.raises(SimtInterpreterError, match="never completes"):
-            _run("gemm", SMALL, {"M": 64, "N": 64, "K": 96})
-    finally:
-        _compiled.cache_clear()
+    _model_reports("never completes", {"M": 64, "N": 64, "K": 96})
 
 
 def test_a_missing_proxy_fence_is_caught(monkeypatch):
@@ -172,12 +151,7 @@ def test_a_missing_proxy_fence_is_caught(monkeypatch):
             self.cx.emit = emit
 
     monkeypatch.setattr(HopperLowering, "load_by_threads", unfenced)
-    _compiled.cache_clear()
-    try:
-        with pytest.raises(SimtInterpreterError, match="wgmma reads shared"):
-            _run("gemm", SMALL, {"M": 64, "N": 64, "K": 96})
-    finally:
-        _compiled.cache_clear()
+    _model_reports("wgmma reads shared", {"M": 64, "N": 64, "K": 96})
 
 
 def test_the_next_stage_is_prefetched_into_l2():
@@ -206,12 +180,7 @@ def test_an_unguarded_prefetch_is_caught(monkeypatch):
             del self.cx.bounds
 
     monkeypatch.setattr(HopperLowering, "prefetch_tile", unguarded)
-    _compiled.cache_clear()
-    try:
-        with pytest.raises(SimtInterpreterError, match="out-of-bounds prefetch"):
-            _run("gemm", SMALL, {"M": 70, "N": 101, "K": 77})
-    finally:
-        _compiled.cache_clear()
+    _model_reports("out-of-bounds prefetch", {"M": 70, "N": 101, "K": 77})
 
 
 def test_a_persistent_kernel_keeps_the_cp_async_twin():

@@ -13,18 +13,15 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import tilec
-from tilec.interp import random_inputs, run_kernel
 from tilec.ir import tile as T
 from tilec.ir.dtypes import I64
-from tilec.simt import interp as simt_interp
-from tilec.simt.interp import SimtInterpreterError, run_simt
+from tilec.simt.interp import SimtInterpreterError
+from tilec.testing.differential import simt_against_interpreter
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}
 # one consumer warpgroup, small tiles: a few blocks, so the model runs in seconds
 SMALL = {"block_M": 64, "block_N": 64, "block_K": 32, "threads": 128, "num_stages": 3}
 
@@ -39,33 +36,10 @@ def _run(sample: str, defines: dict, kernel: str, target: str, sizes: dict[str, 
     many times each realigning intrinsic ran (lane-instructions)."""
     key = tuple(sorted(defines.items()))
     tk = _compiled(sample, key, None).module.kernels[0]
-    lowered = _compiled(sample, key, target)
-    sk = next(k for k in lowered.simt.kernels if k.name == kernel)
-    sizes = {n: v for n, v in sizes.items() if n in {s.name for s in tk.size_vars}}
-    args = random_inputs(tk, sizes, seed)
-    for p in tk.params:
-        if isinstance(p, T.Buffer) and p.is_output and p.dtype.is_float:
-            args[p.name][...] = np.nan
-    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
-    run_kernel(tk, want)
-    counts = {"copy_shifted": 0, "copy16_realign": 0}
-    original = simt_interp._BlockRun.copy16_realign
-
-    def counting(self, s, mask):
-        counts[s.op] += int(np.count_nonzero(self.active(mask)))
-        return original(self, s, mask)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(simt_interp._BlockRun, "copy16_realign", counting)
-        run_simt(sk, args, sizes, warp_size=32)
-    for p in tk.params:
-        if isinstance(p, T.Buffer) and p.is_output:
-            got, exp = args[p.name].astype(np.float64), want[p.name].astype(np.float64)
-            rtol, atol = TOL.get(p.dtype.name, (2e-2, 2e-2))
-            bad = ~np.isclose(got, exp, rtol=rtol, atol=atol)
-            assert not bad.any(), (f"{kernel} at {sizes}: {p.name} differs in {int(bad.sum())} of {bad.size} "
-                                   f"(first at {np.argwhere(bad)[0].tolist()})")
-    return counts
+    sk = next(k for k in _compiled(sample, key, target).simt.kernels if k.name == kernel)
+    wrong, counts = simt_against_interpreter(tk, sk, sizes, seed)
+    assert not wrong, f"{kernel} at {sizes}: " + "; ".join(wrong)
+    return {op: counts[op] for op in ("copy_shifted", "copy16_realign")}
 
 
 @pytest.mark.parametrize("defines,sizes", [

@@ -18,21 +18,18 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import tilec
-from tilec.interp import random_inputs, run_kernel
 from tilec.ir import tile as T
 from tilec.ir.dtypes import I64
 from tilec.ops import copy as copy_op
-from tilec.simt import interp as simt_interp
-from tilec.simt.interp import SimtInterpreterError, run_simt
+from tilec.simt.interp import SimtInterpreterError
+from tilec.testing.differential import simt_against_interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 HEADER = ROOT / "tilec" / "targets" / "cuda" / "include" / "tilec_cuda.h"
-TOL = {"f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2), "f32": (1e-4, 1e-4)}
 # One row a block, streamed in column tiles of 4 (or 8) elements a thread straight into registers (the schedule the
 # tuned builds run at 4096 x 50257): rows past block_N.
 DIRECT = {"block_M": 1, "block_N": 512, "threads": 64, "row_grid": 2, "tile_elems": 4}
@@ -48,30 +45,8 @@ def _run(sample: str, defines: dict, target: str, sizes: dict[str, int], kernel:
     lowered = tilec.compile(str(SAMPLES / f"{sample}.tile"), target=target, defines=defines, verify=True,
                             realign_rows=realign_rows)
     sk = next(k for k in lowered.simt.kernels if kernel is None or k.name == kernel)
-    sizes = {n: v for n, v in sizes.items() if n in {s.name for s in tk.size_vars}}
-    args = random_inputs(tk, sizes, seed)
-    for p in tk.params:
-        if isinstance(p, T.Buffer) and p.is_output and p.dtype.is_float:
-            args[p.name][...] = np.nan
-    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
-    run_kernel(tk, want)
-    counts: collections.Counter = collections.Counter()
-    original = simt_interp._BlockRun.call_stmt
-
-    def counting(self, s, mask):
-        counts[s.op] += int(np.count_nonzero(self.active(mask)))
-        return original(self, s, mask)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(simt_interp._BlockRun, "call_stmt", counting)
-        run_simt(sk, args, sizes, warp_size=32)
-    for p in tk.params:
-        if isinstance(p, T.Buffer) and p.is_output:
-            got, exp = args[p.name].astype(np.float64), want[p.name].astype(np.float64)
-            rtol, atol = TOL[p.dtype.name]
-            bad = ~np.isclose(got, exp, rtol=rtol, atol=atol)
-            assert not bad.any(), (f"{sample} {defines} {target} at {sizes}: {p.name} differs in {int(bad.sum())} "
-                                   f"of {bad.size} (first at {np.argwhere(bad)[0].tolist()})")
+    wrong, counts = simt_against_interpreter(tk, sk, sizes, seed)
+    assert not wrong, f"{sample} {defines} {target} at {sizes}: " + "; ".join(wrong)
     return counts
 
 

@@ -419,6 +419,8 @@ class _BlockRun(ScalarOps, ThreadGroups):
 
     # ------------------------------------------------------------ intrinsic statements
     def call_stmt(self, s: S.SCall, mask) -> None:
+        if self.sim.op_counts is not None:
+            self.sim.op_counts[s.op] += int(np.count_nonzero(self.active(mask)))
         own = _SEMANTICS.get(s.op)
         if own is not None:
             return getattr(self, own)(s, mask)
@@ -607,6 +609,7 @@ class _Sim:
         self.turns: Turns | None = None  # the thread groups taking turns (warp specialization, clusters)
         self.writeback: list[tuple[np.ndarray, np.ndarray]] = []
         self.memo: dict = {}  # what a back end's semantics compute once per run (instruction lane tables)
+        self.op_counts: dict | None = None  # lanes that ran each intrinsic statement, where run_simt asks
         for p in k.params:
             if isinstance(p, S.SBuffer):
                 arr = args[p.name]
@@ -687,13 +690,15 @@ _MAX_WHILE_ITERATIONS = 1 << 20  # (a model of a loop that never ends would neve
 
 
 def run_simt(kernel: S.SKernel, args: dict[str, object], sizes: dict[str, int], warp_size: int = 32,
-             stdout=None, profile_marks: dict | None = None) -> dict[str, object]:
+             stdout=None, profile_marks: dict | None = None, op_counts: dict | None = None) -> dict[str, object]:
     """Execute `kernel` over its whole grid on `args` (numpy arrays in the declared dtypes, scalars by name);
     `sizes` gives every runtime size by name. Output arrays are updated in place. Raises
     SimtInterpreterError on undefined behaviour (out-of-bounds, races, divergent barriers or shuffles).
-    `profile_marks` (a dict) receives a profiled kernel's marks by (block, warp) (see _BlockRun.profile_mark)."""
+    `profile_marks` (a dict) receives a profiled kernel's marks by (block, warp) (see _BlockRun.profile_mark);
+    `op_counts` (a collections.Counter) how many lanes ran each intrinsic statement, by op."""
     sim = _Sim(kernel, args, sizes, warp_size, stdout)
     sim.profile_marks, sim.profile_step = profile_marks, 0
+    sim.op_counts = op_counts
     sim.run()
     return args
 

@@ -15,6 +15,7 @@ errors of order one.
 
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
@@ -87,3 +88,21 @@ def mismatches(kernel: T.Kernel, got: dict, want: dict, sizes: dict[str, int]) -
                        f"against {w[tuple(first)]:.6g}; rtol {rtol:.2g}, atol {atol:.2g}), "
                        f"{int(np.isnan(g).sum())} unwritten")
     return out
+
+
+def simt_against_interpreter(kernel: T.Kernel, lowered, sizes: dict[str, int], seed: int = 0,
+                             warp_size: int = 32) -> tuple[list[str], collections.Counter]:
+    """Run the SIMT kernel `lowered` (a lowering of Tile IR `kernel`) in the SIMT model and `kernel` in the
+    interpreter on the same fresh random inputs (outputs as prepare_outputs leaves them); the mismatches and how many
+    lanes ran each intrinsic statement, by op. The model's own findings (races, out-of-bounds accesses, deadlocks)
+    raise SimtInterpreterError."""
+    from ..interp import random_inputs, run_kernel
+    from ..simt.interp import run_simt
+
+    sizes = {n: v for n, v in sizes.items() if n in {s.name for s in kernel.size_vars}}
+    args = prepare_outputs(kernel, random_inputs(kernel, sizes, seed), seed)
+    want = {n: np.array(a, copy=True) if isinstance(a, np.ndarray) else a for n, a in args.items()}
+    run_kernel(kernel, want)
+    counts: collections.Counter = collections.Counter()
+    run_simt(lowered, args, sizes, warp_size=warp_size, op_counts=counts)
+    return mismatches(kernel, args, want, sizes), counts
