@@ -190,3 +190,15 @@ def test_a_persistent_kernel_keeps_the_cp_async_twin():
     twin = _source_of(sk.name, lowered.source)
     assert "load the tiles" not in twin and "tl::cp_async" in twin
     assert sk.threads == 128
+
+
+def test_the_manifest_launches_the_twin_with_its_producer_warpgroup():
+    """The runtime and the C launcher take a fallback's block from its own manifest entry: the loader twin's is the
+    consumers' threads and the producer's 128, its shared memory the TMA kernel's stages and barriers."""
+    from tilec.artifacts import kernel_entries
+
+    _, lowered = _twin("gemm", SMALL)
+    entries = {e["name"]: e for e in kernel_entries(lowered)}
+    assert entries["gemm"]["fallback"] == "gemm__no_tma"
+    assert entries["gemm__no_tma"]["threads"] == 256 == entries["gemm"]["threads"]
+    assert entries["gemm__no_tma"]["shared_bytes"] == entries["gemm"]["shared_bytes"]
