@@ -1,11 +1,13 @@
 """sm90's loader warpgroup (--loader-warpgroup): where TMA cannot load a gemm pipeline's tiles (the no-TMA twin that
-misaligned rows run), the producer warpgroup's 128 threads copy them -- 16 bytes a thread, rows that are not 16-byte
-aligned realigned out of the aligned chunks that cover them -- fence their stores into the async proxy and arrive on
-the stage's mbarrier, one arrival a warp; the consumers run the TMA pipeline's loop unchanged.
+misaligned rows run), the producer warpgroup's threads copy them, each tile by its own two warps -- 16 bytes a thread,
+rows that are not 16-byte aligned realigned out of the aligned chunks that cover them -- fence their stores into the
+async proxy and arrive on the tile's mbarrier, one arrival a warp; first they prefetch the next iteration's tiles into
+L2. The consumers run the TMA pipeline's loop unchanged.
 
 The SIMT model runs the twins against the Tile IR interpreter at ragged, misaligned shapes (f16 NN, bf16 trans_B on
 two consumer warpgroups, fp8's 1-byte rows), and at aligned ones (the plain 16-byte copies); it holds a consumer at
-its stage's barrier until all four producer warps have arrived, so a missing or early arrival fails here.
+its tile's barrier until the warps that copy it have arrived, reports a wgmma that reads stores no fence and arrival
+published, and a prefetch outside its tensor: planted bugs of each kind fail here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """sm90's loader warpgroup as a copy mechanism (tilec/ir/copy_mechanisms.py): where TMA cannot load a gemm
 pipeline's tiles -- rows that are not 16-byte aligned, whose boxes the H200 refuses (bench/RESULTS.md s22) -- the
-producer warpgroup's 128 threads load them, 16 bytes a thread, realigning misaligned rows out of the aligned chunks
-that cover them, store them into the stage, fence them into the async proxy and arrive on the stage's mbarrier; the
-consumers run the TMA pipeline's loop unchanged. Against the cp.async twin, whose consumers load the next stage
+producer warpgroup's threads load them (each tile by its own warps), 16 bytes a thread, realigning misaligned rows out
+of the aligned chunks that cover them, store them into the stage, fence them into the async proxy and arrive on the
+tile's mbarrier, having asked L2 for the next iteration's tiles first; the consumers run the TMA pipeline's loop
+unchanged. Against the cp.async twin, whose consumers load the next stage
 themselves between a wgmma's commit and its wait, the loads of several stages are in flight while the consumers
 compute. Offered only where asked (--loader-warpgroup: the "loader" feature is disabled otherwise), and only for a
 warp-specialized gemm pipeline (pipeline-planning re-plans any other loop without it). Its lowering is
@@ -16,7 +17,7 @@ from ...ir.copy_mechanisms import CopyMechanism, PlanContext
 
 class LoaderWarpgroup(CopyMechanism):
     """A producer warpgroup whose threads copy every producer tile (16 bytes a thread, misaligned rows realigned),
-    completion tracked by one mbarrier arrival a producer warp."""
+    completion tracked by one mbarrier arrival from each warp that copies the tile."""
 
     name = "loader"
     label = "a loader warpgroup"
