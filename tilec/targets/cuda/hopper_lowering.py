@@ -1,8 +1,8 @@
 """The Hopper (sm90) parts of lower-to-simt: TMA copies, mbarrier pipelines, wgmma, warp specialization.
 
 The sm90 target's LoweringExtension: the generic lowering hands it a Pipelined loop that pipeline-planning gave the
-"tma" mechanism, a gemm that layout-inference gave "wgmma", a warpgroup accumulator stored to global memory (TMA
-stores); it talks back only through the lowering context (tilec/passes/lowering_extension.py).
+"tma" or "loader" mechanism, a gemm that layout-inference gave "wgmma", a warpgroup accumulator stored to global
+memory (TMA stores); it talks back only through the lowering context (tilec/passes/lowering_extension.py).
 
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...ir import copy_mechanisms as mechanisms
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
@@ -158,7 +159,7 @@ class HopperLowering(TmaStores, LoweringExtension):
 
     def lower_pipelined(self, s: T.For, plan) -> bool:
         self.forget_preload_writes()
-        if plan.mechanism not in ("tma", LoaderWarpgroup.name):
+        if not mechanisms.named(plan.mechanism).producer_warpgroup:  # (TMA, the loader)
             return False
         self.pipelined_tma(s, plan)
         return True
@@ -680,7 +681,8 @@ class HopperLowering(TmaStores, LoweringExtension):
 
     def producer_branch(self) -> list[S.SStmt]:
         """The producer warpgroup's program: recompute the launch values, then for each iteration
-        wait for the stage to be free and issue its boxes (one elected thread)."""
+        wait for the stage to be free and issue its boxes (one elected thread) -- or, a loader's, prefetch the next
+        iteration's tiles into L2, wait, and copy each tile by its own warps."""
         loop, plan, bars = self.ws_loop
         var = loop.vars[0]
         stages = plan.stages
