@@ -425,22 +425,30 @@ def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws
 @pytest.mark.parametrize("sample,defines,sizes", [
     ("fp8_gemm", {}, {"M": 130, "N": 131, "K": 160}),
     ("fp8_gemm", {}, {"M": 3, "N": 131, "K": 160}),  # a decode step: one tile with 3 of its 128 rows inside
+    # N = 187: the second column tile's first panel (columns 128-191) reaches 5 columns past N, so its rows go
+    # element by element while the first tile's rows take the realigned 16-byte stores
+    ("fp8_gemm", {}, {"M": 130, "N": 187, "K": 160}),
+    ("gemm", {"trans_B": True}, {"M": 70, "N": 200, "K": 72}),  # rows 16-byte aligned: the realigned stores' shift 0
     ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 137, "K": 72}),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True, "trans_B": True},
      {"M": 300, "N": 263, "K": 136}),
     # persistent on 4 stages: the staging tile holds two of the four 128-byte panels at a time
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 4, "persistent": True, "trans_B": True,
               "dtype": "bf16"}, {"M": 300, "N": 263, "K": 136}),
-], ids=["fp8", "fp8-decode", "trans_B", "trans_B-persistent", "trans_B-persistent-panels"])
-def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes):
+], ids=["fp8", "fp8-decode", "fp8-panel-past-N", "trans_B-aligned-rows", "trans_B", "trans_B-persistent",
+        "trans_B-persistent-panels"])
+@pytest.mark.parametrize("realign_stores", [False, True], ids=["element-stores", "realign-stores"])
+def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes, realign_stores):
     """Where C's rows can be misaligned while A's and B's are not (N is not a dimension of a loaded row), the build
     carries a twin with the kernel's load maps and no TMA store; lane by lane on a CPU it matches the Tile IR
-    interpreter at a ragged N."""
+    interpreter at a ragged N, its rows stored element by element or (--realign-stores) 16 aligned bytes at a
+    time."""
     from types import SimpleNamespace
 
     from test_simt_interp import check
 
-    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines)
+    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines,
+                      realign_stores=realign_stores)
     by_name = {sk.name: sk for sk in r.simt.kernels}
     main = r.simt.kernels[0]
     twin = by_name[main.attrs["direct_stores"]]
@@ -449,6 +457,7 @@ def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, d
     calls = [st.op for st in S.walk_simt(twin.body) if isinstance(st, S.SCall)]
     assert "tma_store" not in calls and "tma_load" in calls
     assert "tma_store" in [st.op for st in S.walk_simt(main.body) if isinstance(st, S.SCall)]
+    assert ("store_realign" in calls) == realign_stores
     check(sample, defines, sizes, "sm90", result=SimpleNamespace(simt=SimpleNamespace(kernels=[twin])))
 
 

@@ -104,6 +104,22 @@ def test_the_twin_is_warp_specialized_with_a_loader():
     assert sk.threads == 256 and not sk.attrs.get("tensor_maps")
 
 
+@pytest.mark.parametrize("realign_stores", [False, True], ids=["element-stores", "realign-stores"])
+def test_the_twin_stores_its_output_through_a_staging_tile(realign_stores):
+    """After the loader's pipeline its tiles are dead, so the accumulator leaves as the direct-stores twin's does
+    (stmatrix into a staging tile, then row by row, or with --realign-stores 16 aligned bytes at a time), not in
+    scattered 2-byte stores from the registers: checked at an odd N, every output row at another offset."""
+    lowered = tilec.compile(str(SAMPLES / "gemm.tile"), target="sm90", defines=SMALL, verify=True,
+                            loader_warpgroup=True, realign_stores=realign_stores)
+    sk = next(k for k in lowered.simt.kernels if k.name.endswith("__no_tma"))
+    twin = _source_of(sk.name, lowered.source)
+    assert "store C_local through shared memory and the threads' stores" in twin and "tl::stmatrix_x4" in twin
+    assert ("tl::store_realign<8>" in twin) == realign_stores
+    tk = _compiled("gemm", tuple(sorted(SMALL.items())), None).module.kernels[0]
+    wrong, _ = simt_against_interpreter(tk, sk, {"M": 70, "N": 101, "K": 77}, seed=1)
+    assert not wrong, "; ".join(wrong)
+
+
 def test_a_loader_keeps_its_registers():
     """With two consumer warpgroups the TMA kernel gives its producer's registers to the consumers (setmaxnreg 40 /
     232); a loader's threads need as many as the consumers, and ptxas refuses a setmaxnreg.dec above the kernel's own

@@ -484,6 +484,46 @@ def prefetch_l2(run, s, mask) -> None:
     run.check_index(b, idx, run.active(mask), 1, "prefetch", s.span)
 
 
+def store_realign(run, s, mask) -> None:
+    """A lane's share of a staged row stored to a global row aligned to its element only (include/tilec_cuda.h
+    `store_realign`; arguments the row, the lane's staged chunk q, chunk q + 1, chunks 0 and C - 1, and q). The model
+    writes what the GPU does -- lanes q < C - 1 the aligned 16-byte chunk q + 1 of the row's cover whole, from the
+    two staged chunks it straddles; every lane its share of the row's elements in the first and the last chunk -- so
+    a row that does not lie wholly inside its tensor, staged chunks that are not 16-byte aligned, or lanes that do
+    not cover the row show up as out-of-bounds writes or unwritten elements. Element 0 of a global buffer is taken
+    to be 16-byte aligned, as an allocation is."""
+    chunks = s.params["chunks"]
+    act = run.active(mask)
+    gb, gi = run.addr(s.args[0], mask)
+    staged = [run.addr(x, mask) for x in s.args[1:5]]
+    q = run.full(run.eval(s.args[5], mask)).astype(np.int64)
+    e = gb.dtype.bytes
+    width = 16 // e
+    for b, i in staged:
+        if b.scope != "shared" or b.dtype.bytes != e:
+            raise run.err(f"{s.name}: the staged chunks must be shared memory of the row's element size", s.span)
+        if np.any(act & ((i * e) % 16 != 0)):
+            raise run.err(f"{s.name}: a staged chunk of '{b.name}' is not 16-byte aligned", s.span)
+    if gb.scope != "global" or np.any(act & ((q < 0) | (q >= chunks))):
+        raise run.err(f"{s.name}: a global row and lanes 0 .. {chunks - 1} expected", s.span)
+    a = (gi * e) % 16 // e  # elements of the row's first aligned chunk before it
+    aligned_start = gi - a
+    inner = act & (q < chunks - 1)
+    lo, hi = (run.read(b, i, inner, width, s.span) for b, i in staged[:2])
+    take = (width - a)[:, None] + np.arange(width)  # chunk q + 1 of the cover: staged bytes 16 q + 16 - a ...
+    run.write(gb, aligned_start + width * (q + 1), np.take_along_axis(np.concatenate([lo, hi], axis=1), take, axis=1),
+              inner, s.span)
+    head = width - a
+    (first_b, first_i), (last_b, last_i) = staged[2:]
+    for t in range(-(-width // chunks)):
+        j = q + t * chunks
+        lane = act & (j < width)
+        in_first = j < head
+        value = np.where(in_first, run.read(first_b, first_i + j, lane & in_first, 1, s.span)[:, 0],
+                         run.read(last_b, last_i + j, lane & ~in_first, 1, s.span)[:, 0])
+        run.write(gb, np.where(in_first, gi + j, aligned_start + width * chunks + j - head), value, lane, s.span)
+
+
 def no_effect(run, s, mask) -> None:
     """The other fences and the register hints, which order nothing in this lockstep model."""
 
