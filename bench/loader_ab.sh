@@ -8,11 +8,12 @@
 #   bash bench/loader_ab.sh build [DIR]   # here, no GPU (about 10 min on two cores): DIR, default .artifacts/loader_ab
 #   bash bench/loader_ab.sh run DIR       # there, from the repository root: every step's log in $OUT/loader_ab.tgz
 #
-# DIR holds mis/{base,loader,stores} (bench/misaligned_h200.py builds without a flag, with --loader-warpgroup, with
-# --realign-stores), the `_twin` copies of base and loader and of a build with both flags (manifests without
-# "tma_only": every misaligned launch runs the twin), and sweep/ (bench/shape_sweep.py builds of the fp8, gemm f16
-# and gemm bf16 trans_B families with --loader-warpgroup); `du` prints its size, which must stay under the device's
-# 64 MiB of carried files. The device tool's call: carry [DIR], command `bash bench/loader_ab.sh run DIR`.
+# DIR holds mis/{base,loader,stores,loader_stores} (bench/misaligned_h200.py builds without a flag, with
+# --loader-warpgroup, with --realign-stores, with both) and sweep/ (bench/shape_sweep.py builds of the fp8, gemm f16
+# and gemm bf16 trans_B families with --loader-warpgroup); `du` prints its size (about 50 MB), which must stay under
+# the device's 64 MiB of carried files. `run` first makes the `_twin` copies of base, loader and loader_stores there
+# (manifests without "tma_only": every misaligned launch runs the twin). The device tool's call: carry [DIR], command
+# `bash bench/loader_ab.sh run DIR`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?build or run}
@@ -26,8 +27,6 @@ case "$mode" in
     "$PY" bench/misaligned_h200.py build "$dir/mis" loader --loader-warpgroup
     "$PY" bench/misaligned_h200.py build "$dir/mis" stores --realign-stores
     "$PY" bench/misaligned_h200.py build "$dir/mis" loader_stores --loader-warpgroup --realign-stores
-    for label in base loader loader_stores; do "$PY" bench/misaligned_h200.py twin "$dir/mis" "$label"; done
-    rm -rf "$dir/mis/loader_stores"  # (its TMA launches are the stores build's: only its twin is timed)
     "$PY" bench/shape_sweep.py build "$dir/sweep" --only fp8 --only "gemm f16" --only "gemm bf16 trans_B" \
         --tilec-flag=--loader-warpgroup
     du -sh "$dir"
@@ -47,6 +46,10 @@ case "$mode" in
         timeout "$2" bash -c "$3" > "$o/$1.log" 2>&1 || rc=$?
         echo "$1 rc=$rc $((SECONDS - t0)) s"; tail -n 3 "$o/$1.log"
     }
+    # the twin builds are made here, not carried (copies of the cubins); the loader builds' own launches pad as the
+    # base and stores builds' do, so only their twins are timed
+    for label in base loader loader_stores; do "$PY" bench/misaligned_h200.py twin "$dir/mis" "$label"; done
+    rm -rf "$dir/mis/loader" "$dir/mis/loader_stores"
     step misaligned 260 "$PY bench/misaligned_h200.py run $dir/mis"
     step sweep 140 "$PY bench/shape_sweep.py run $dir/sweep --misaligned --results $o/sweep_misaligned.json"
     step memcheck 50 "compute-sanitizer --tool memcheck --error-exitcode 1 $PY bench/misaligned_h200.py check $dir/mis loader_stores_twin"
