@@ -461,6 +461,21 @@ def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, d
     check(sample, defines, sizes, "sm90", result=SimpleNamespace(simt=SimpleNamespace(kernels=[twin])))
 
 
+def test_realign_stores_from_the_command_line(tmp_path):
+    """`tilec FILE --realign-stores` as typed: the direct-stores twin's stores become tl::store_realign; the kernel and
+    its no-TMA twin are the same source as without the flag."""
+    sources = {}
+    for flags in ([], ["--realign-stores"]):
+        out = tmp_path / f"fp8{len(flags)}.cu"
+        assert tilec_main([str(ROOT / "samples" / "fp8_gemm.tile"), "--target", "sm90", "-Dblock_N=128",
+                           "--no-cache", *flags, "-o", str(out)]) == 0
+        sources[bool(flags)] = out.read_text()
+    plain, realigned = sources[False], sources[True]
+    twin = realigned.index("fp8_gemm__direct_stores(")
+    assert "tl::store_realign<8>(" in realigned[twin:] and "tl::store_realign<8>(" not in plain
+    assert realigned[:twin] == plain[:plain.index("fp8_gemm__direct_stores(")]
+
+
 def test_no_direct_stores_twin_where_a_misaligned_output_means_a_misaligned_load():
     """gemm's C[M, N] and B[K, N] share N and the element size: C's rows are never misaligned alone."""
     for sample in ("gemm", "flash_attention"):
