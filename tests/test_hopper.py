@@ -461,6 +461,20 @@ def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, d
     check(sample, defines, sizes, "sm90", result=SimpleNamespace(simt=SimpleNamespace(kernels=[twin])))
 
 
+def test_realign_stores_of_split_k_f32_planes():
+    """Split-K's first launch stores f32 planes (4 elements a 16-byte chunk; half the lanes of a row store an end
+    element): its direct-stores twin with --realign-stores against the interpreter at an odd N."""
+    from tilec.testing.differential import simt_against_interpreter
+
+    defines = {"trans_B": True, "split_k": 3, "block_M": 128, "block_N": 128, "block_K": 64, "threads": 256,
+               "num_stages": 4}
+    tk = tilec.compile(ROOT / "samples" / "gemm.tile", defines=defines).module.kernels[0]
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", defines=defines, realign_stores=True)
+    twin = {k.name: k for k in r.simt.kernels}[f"{tk.name}__direct_stores"]
+    wrong, counts = simt_against_interpreter(tk, twin, {"M": 70, "N": 37, "K": 512}, seed=2)
+    assert not wrong and counts["store_realign"] > 0, wrong
+
+
 def test_realign_stores_from_the_command_line(tmp_path):
     """`tilec FILE --realign-stores` as typed: the direct-stores twin's stores become tl::store_realign; the kernel and
     its no-TMA twin are the same source as without the flag."""
