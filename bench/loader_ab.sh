@@ -5,15 +5,16 @@
 # stores, side by side with cuBLAS and _scaled_mm; the sweep's misaligned shapes with the loader build, padded against
 # the twin; the loader twin (with realigned stores) under compute-sanitizer's memcheck and racecheck.
 #
-#   bash bench/loader_ab.sh build [DIR]   # here, no GPU (about 10 min on two cores): DIR, default .artifacts/loader_ab
-#   bash bench/loader_ab.sh run DIR       # there, from the repository root: every step's log in $OUT/loader_ab.tgz
+#   bash bench/loader_ab.sh build [DIR]      # here, no GPU (about 10 min on two cores): DIR, default .artifacts/loader_ab
+#   bash bench/loader_ab.sh run DIR.tar.xz   # there, from the repository root: every step's log in $OUT/loader_ab.tgz
 #
 # DIR holds mis/{base,loader,stores,loader_stores} (bench/misaligned_h200.py builds without a flag, with
 # --loader-warpgroup, with --realign-stores, with both) and sweep/ (bench/shape_sweep.py builds of the fp8, gemm f16
-# and gemm bf16 trans_B families with --loader-warpgroup); `du` prints its size (about 50 MB), which must stay under
-# the device's 64 MiB of carried files. `run` first makes the `_twin` copies of base, loader and loader_stores there
-# (manifests without "tma_only": every misaligned launch runs the twin). The device tool's call: carry [DIR], command
-# `bash bench/loader_ab.sh run DIR`.
+# and gemm bf16 trans_B families with --loader-warpgroup), about 50 MB, and DIR.tar.xz, the same in about 2 MB: the
+# device's 64 MiB of carried files count the repository's own 16 MB too, so the archive is what travels. `run`
+# unpacks it, then makes the `_twin` copies of base, loader and loader_stores there (manifests without "tma_only":
+# every misaligned launch runs the twin). The device tool's call: carry [DIR.tar.xz], command
+# `bash bench/loader_ab.sh run DIR.tar.xz`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?build or run}
@@ -29,10 +30,12 @@ case "$mode" in
     "$PY" bench/misaligned_h200.py build "$dir/mis" loader_stores --loader-warpgroup --realign-stores
     "$PY" bench/shape_sweep.py build "$dir/sweep" --only fp8 --only "gemm f16" --only "gemm bf16 trans_B" \
         --tilec-flag=--loader-warpgroup
-    du -sh "$dir"
+    tar -C "$(dirname "$dir")" -cf - "$(basename "$dir")" | xz -T0 -6 > "$dir.tar.xz"
+    du -sh "$dir" "$dir.tar.xz"
     ;;
   run)
-    dir=${2:?the build folder}
+    dir=${2:?the build folder or its .tar.xz}
+    if [[ $dir == *.tar.xz ]]; then tar -xJf "$dir" -C "$(dirname "$dir")"; dir=${dir%.tar.xz}; fi
     PY=${PYTHON:-python3}
     o=$(mktemp -d)/loader_ab
     mkdir -p "$o"
@@ -53,7 +56,7 @@ case "$mode" in
     step misaligned 260 "$PY bench/misaligned_h200.py run $dir/mis"
     step sweep 140 "$PY bench/shape_sweep.py run $dir/sweep --misaligned --results $o/sweep_misaligned.json"
     step memcheck 50 "compute-sanitizer --tool memcheck --error-exitcode 1 $PY bench/misaligned_h200.py check $dir/mis loader_stores_twin"
-    step racecheck 80 "compute-sanitizer --tool racecheck --error-exitcode 1 $PY bench/misaligned_h200.py check $dir/mis loader_stores_twin"
+    step racecheck 70 "compute-sanitizer --tool racecheck --error-exitcode 1 $PY bench/misaligned_h200.py check $dir/mis loader_stores_twin"
     step memcheck_stores 40 "compute-sanitizer --tool memcheck --error-exitcode 1 $PY bench/misaligned_h200.py check $dir/mis stores"
     ;;
   *) echo "usage: $0 build [DIR] | run DIR" >&2; exit 2 ;;
