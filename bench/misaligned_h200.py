@@ -8,10 +8,9 @@ samples with their committed tuning databases) beside cuBLAS (torch.matmul) and 
     python bench/misaligned_h200.py twin OUT LABEL    # OUT/LABEL_twin: LABEL's cubins, manifests without "tma_only"
     python bench/misaligned_h200.py copyin OUT LABEL  # OUT/LABEL_copyin: manifests without "written_in_full"
 
-Flags after LABEL go to every `tilec` build of it (e.g. `--loader-warpgroup`: the twin's producer warpgroup loads
-the tiles, docs/hopper.md). `twin` makes a build whose launches with misaligned rows run the no-TMA twin (as
-before tilec.runtime padded such tensors into 16-byte-pitched workspaces for the TMA kernel), so both run side by
-side from the same cubins.
+Flags after LABEL go to every `tilec` build of it (e.g. `--simplify-indices`, docs/cli.md). `twin` makes a build
+whose launches with misaligned rows run the no-TMA twin (as before tilec.runtime padded such tensors into
+16-byte-pitched workspaces for the TMA kernel), so both run side by side from the same cubins.
 `copyin` makes one whose padded launches copy a misaligned C into the workspace before the kernel as well as out
 after it (as before the manifests said which outputs the kernel writes in full): the A/B of that copy.
 

@@ -827,7 +827,7 @@ def main() -> None:
                          "CUDA toolkit gets NVRTC, whose SASS differs from nvcc's: an A/B of the two)")
     ap.add_argument("--tilec-flag", dest="flags", action="append", metavar="FLAG",
                     help="build: pass FLAG to every tilec build (repeatable; an A/B of a code-generation switch, "
-                         "e.g. --tilec-flag=--loader-warpgroup)")
+                         "e.g. --tilec-flag=--simplify-indices)")
     ap.add_argument("--repeat", type=int, default=REPEAT, metavar="N",
                     help=f"run: time each side N times, in turn, and take the medians (default {REPEAT})")
     ap.add_argument("--breakdown", type=int, default=0, metavar="N",

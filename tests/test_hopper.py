@@ -425,10 +425,9 @@ def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws
 @pytest.mark.parametrize("sample,defines,sizes", [
     ("fp8_gemm", {}, {"M": 130, "N": 131, "K": 160}),
     ("fp8_gemm", {}, {"M": 3, "N": 131, "K": 160}),  # a decode step: one tile with 3 of its 128 rows inside
-    # N = 187: the second column tile's first panel (columns 128-191) reaches 5 columns past N, so its rows go
-    # element by element while the first tile's rows take the realigned 16-byte stores
+    # N = 187: the second column tile's first panel (columns 128-191) reaches 5 columns past N
     ("fp8_gemm", {}, {"M": 130, "N": 187, "K": 160}),
-    ("gemm", {"trans_B": True}, {"M": 70, "N": 200, "K": 72}),  # rows 16-byte aligned: the realigned stores' shift 0
+    ("gemm", {"trans_B": True}, {"M": 70, "N": 200, "K": 72}),  # rows 16-byte aligned
     ("gemm", {"trans_B": True, "dtype": "bf16"}, {"M": 200, "N": 137, "K": 72}),
     ("gemm", {"block_N": 256, "block_K": 64, "threads": 256, "num_stages": 3, "persistent": True, "trans_B": True},
      {"M": 300, "N": 263, "K": 136}),
@@ -437,18 +436,15 @@ def test_hopper_lowering_runs_in_the_simt_interpreter(sample, defines, sizes, ws
               "dtype": "bf16"}, {"M": 300, "N": 263, "K": 136}),
 ], ids=["fp8", "fp8-decode", "fp8-panel-past-N", "trans_B-aligned-rows", "trans_B", "trans_B-persistent",
         "trans_B-persistent-panels"])
-@pytest.mark.parametrize("realign_stores", [False, True], ids=["element-stores", "realign-stores"])
-def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes, realign_stores):
+def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, defines, sizes):
     """Where C's rows can be misaligned while A's and B's are not (N is not a dimension of a loaded row), the build
     carries a twin with the kernel's load maps and no TMA store; lane by lane on a CPU it matches the Tile IR
-    interpreter at a ragged N, its rows stored element by element or (--realign-stores) 16 aligned bytes at a
-    time."""
+    interpreter at a ragged N."""
     from types import SimpleNamespace
 
     from test_simt_interp import check
 
-    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines,
-                      realign_stores=realign_stores)
+    r = tilec.compile(ROOT / "samples" / f"{sample}.tile", target="sm90", defines=defines)
     by_name = {sk.name: sk for sk in r.simt.kernels}
     main = r.simt.kernels[0]
     twin = by_name[main.attrs["direct_stores"]]
@@ -457,37 +453,7 @@ def test_direct_stores_twin_loads_with_tma_and_stores_with_the_threads(sample, d
     calls = [st.op for st in S.walk_simt(twin.body) if isinstance(st, S.SCall)]
     assert "tma_store" not in calls and "tma_load" in calls
     assert "tma_store" in [st.op for st in S.walk_simt(main.body) if isinstance(st, S.SCall)]
-    assert ("store_realign" in calls) == realign_stores
     check(sample, defines, sizes, "sm90", result=SimpleNamespace(simt=SimpleNamespace(kernels=[twin])))
-
-
-def test_realign_stores_of_split_k_f32_planes():
-    """Split-K's first launch stores f32 planes (4 elements a 16-byte chunk; half the lanes of a row store an end
-    element): its direct-stores twin with --realign-stores against the interpreter at an odd N."""
-    from tilec.testing.differential import simt_against_interpreter
-
-    defines = {"trans_B": True, "split_k": 3, "block_M": 128, "block_N": 128, "block_K": 64, "threads": 256,
-               "num_stages": 4}
-    tk = tilec.compile(ROOT / "samples" / "gemm.tile", defines=defines).module.kernels[0]
-    r = tilec.compile(ROOT / "samples" / "gemm.tile", target="sm90", defines=defines, realign_stores=True)
-    twin = {k.name: k for k in r.simt.kernels}[f"{tk.name}__direct_stores"]
-    wrong, counts = simt_against_interpreter(tk, twin, {"M": 70, "N": 37, "K": 512}, seed=2)
-    assert not wrong and counts["store_realign"] > 0, wrong
-
-
-def test_realign_stores_from_the_command_line(tmp_path):
-    """`tilec FILE --realign-stores` as typed: the direct-stores twin's stores become tl::store_realign; the kernel and
-    its no-TMA twin are the same source as without the flag."""
-    sources = {}
-    for flags in ([], ["--realign-stores"]):
-        out = tmp_path / f"fp8{len(flags)}.cu"
-        assert tilec_main([str(ROOT / "samples" / "fp8_gemm.tile"), "--target", "sm90", "-Dblock_N=128",
-                           "--no-cache", *flags, "-o", str(out)]) == 0
-        sources[bool(flags)] = out.read_text()
-    plain, realigned = sources[False], sources[True]
-    twin = realigned.index("fp8_gemm__direct_stores(")
-    assert "tl::store_realign<8>(" in realigned[twin:] and "tl::store_realign<8>(" not in plain
-    assert realigned[:twin] == plain[:plain.index("fp8_gemm__direct_stores(")]
 
 
 def test_no_direct_stores_twin_where_a_misaligned_output_means_a_misaligned_load():

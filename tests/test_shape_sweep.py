@@ -271,8 +271,8 @@ def test_build_passes_the_toolchain_choice_to_every_compile(sweep, tmp_path, mon
     calls.clear()
     sweep.build(tmp_path, ["softmax"])
     assert "--compiler" not in calls[0]
-    # a code-generation switch beside the default build (--tilec-flag): the A/B of --loader-warpgroup
+    # a code-generation switch beside the default build (--tilec-flag): the A/B of --simplify-indices
     calls.clear()
-    sweep.build(tmp_path, ["softmax"], flags=["--loader-warpgroup"])
-    assert "--loader-warpgroup" in calls[0]
-    assert json.loads((tmp_path / "shapes.json").read_text())["meta"]["flags"] == ["--loader-warpgroup"]
+    sweep.build(tmp_path, ["softmax"], flags=["--simplify-indices"])
+    assert "--simplify-indices" in calls[0]
+    assert json.loads((tmp_path / "shapes.json").read_text())["meta"]["flags"] == ["--simplify-indices"]

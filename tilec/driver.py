@@ -190,9 +190,7 @@ def compile(source: str | Path, options: CompileOptions | None = None, *, text: 
             raise CompileError([Diagnostic("error", f"schedule: {e}")]) from None
         for k in module.kernels:
             k.attrs["disabled"] = (opts.disable | (frozenset() if opts.simplify_indices else {"simplify_indices"})
-                                   | (frozenset() if opts.realign_rows else {"realign"})
-                                   | (frozenset() if opts.loader_warpgroup else {"loader"})
-                                   | (frozenset() if opts.realign_stores else {"realign_stores"}))
+                                   | (frozenset() if opts.realign_rows else {"realign"}))
             pin(k, request)
         result = CompileResult(module, sources, rep.diagnostics, dumps, options=opts, remarks=rep.remarks,
                                launch_when=launch_when)

@@ -11,11 +11,10 @@ import dataclasses
 from dataclasses import dataclass
 
 # Target features and optimisations a user may turn off (the CLI's --no-tma, --no-wgmma, --no-warp-specialize,
-# --no-partition; simplify-indices, realign, loader and realign_stores are off unless CompileOptions.simplify_indices /
-# realign_rows / loader_warpgroup / realign_stores ask;
+# --no-partition; simplify-indices and realign are off unless CompileOptions.simplify_indices / realign_rows ask;
 # tma_store keeps TMA loads but stores the accumulator with the threads: the CUDA back end's direct-stores twin).
 DISABLEABLE = frozenset({"tma", "tma_store", "wgmma", "warp_specialize", "simplify_indices", "partition",
-                        "realign", "loader", "realign_stores"})
+                        "realign"})
 
 # Target limits a user may override (Target.with_limits; the CLI's --max-workgroup-storage).
 LIMITS = frozenset({"shared_memory_bytes", "max_threads", "max_storage_buffers", "max_grid"})
@@ -64,14 +63,6 @@ class CompileOptions:
     # copy_shifted. Off by default: on the H200 it made bf16 rows of 50257 up to 2.6x slower and never faster by
     # more than noise (bench/RESULTS.md, 2026-12-02 s10); gemm's twin realigns its pipelines regardless.
     realign_rows: bool = False
-    # --loader-warpgroup: where TMA cannot load a gemm pipeline's tiles (the no-TMA twin, --no-tma), a producer
-    # warpgroup loads them 16 bytes a thread, realigning misaligned rows (the "loader" copy mechanism). Off by
-    # default until the H200 has timed it against the cp.async twin and the padded TMA launch.
-    loader_warpgroup: bool = False
-    # --realign-stores: the direct-stores twin (an output whose rows are not 16-byte aligned, stored by the threads
-    # from a staging tile) stores each row 16 aligned bytes at a time, its ends element by element (store_realign).
-    # Off by default until the H200 has timed it against the element-wise row stores.
-    realign_stores: bool = False
     # How the build runs, not what it produces: any of these turns the compile cache off.
     keep_dir: str | None = None  # keep the toolchain's intermediate files here
     dryrun: bool = False  # print the toolchain's commands instead of running them

@@ -61,9 +61,7 @@ def compile_options(args, **extra):
         remarks=bool(getattr(args, "remarks", False) or getattr(args, "remarks_filter", None)),
         werror=bool(getattr(args, "Werror", False)), warn_conversion=bool(getattr(args, "Wconversion", False)),
         simplify_indices=bool(getattr(args, "simplify_indices", False)),
-        realign_rows=bool(getattr(args, "realign_rows", False)),
-        loader_warpgroup=bool(getattr(args, "loader_warpgroup", False)),
-        realign_stores=bool(getattr(args, "realign_stores", False)))
+        realign_rows=bool(getattr(args, "realign_rows", False)))
     # a back end's own options (CompileOptions.backend_options), where the command line says something
     if getattr(args, "lineinfo", False):
         fields["lineinfo"] = True

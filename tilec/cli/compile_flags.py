@@ -116,12 +116,6 @@ COMPILE_FLAGS: list[Flag] = [
          "(simplify-indices; off by default: slower sm90 gemms on the H200).", TOOLCHAIN),
     Flag(("--no-simplify-indices",), "disable", "Emit index arithmetic as lowered (the default).", TOOLCHAIN,
          "append-const", const="simplify_indices"),
-    Flag(("--loader-warpgroup",), "loader_warpgroup", "sm90: where TMA cannot load a gemm pipeline's tiles (the "
-         "no-TMA twin that misaligned rows run, --no-tma), a producer warpgroup loads them 16 bytes a thread, "
-         "realigning rows that are not 16-byte aligned (off by default: not yet timed on the H200).", HOPPER),
-    Flag(("--realign-stores",), "realign_stores", "sm90: the direct-stores twin (an output whose rows are not "
-         "16-byte aligned) stores each row from its staging tile 16 aligned bytes at a time, its ends element by "
-         "element (off by default: not yet timed on the H200).", HOPPER),
     Flag(("--no-warp-specialize",), "disable", "sm90: no producer warpgroup; the compute threads issue the TMA "
          "copies.", HOPPER, "append-const", const="warp_specialize"),
     # Diagnostics and display

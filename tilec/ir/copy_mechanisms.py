@@ -3,11 +3,10 @@
 A mechanism is how a Pipelined loop's producer copies (global -> shared tiles of later iterations) overlap the
 compute: `sync` (none: load, barrier, compute; generic, every target), `cp.async` (asynchronous copies, stages
 in flight), `registers` (the next tiles loaded into registers during the compute, then stored to a second
-shared buffer: AMD), `tma` (sm90: TMA boxes completing on mbarriers, possibly from a producer warpgroup), `loader`
-(sm90, asked for: a producer warpgroup's threads load the tiles and arrive on mbarriers, where TMA cannot). The
+shared buffer: AMD), `tma` (sm90: TMA boxes completing on mbarriers, possibly from a producer warpgroup). The
 classes of the generic ones are here; each back end registers those its targets have, with a predicate, from its
-`instructions` module (Target.implementations: tilec/targets/cuda/instructions.py registers cp.async, TMA and the
-loader, tilec/targets/hip/instructions.py registers registers). pipeline-planning tries the mechanisms a target's
+`instructions` module (Target.implementations: tilec/targets/cuda/instructions.py registers cp.async and TMA,
+tilec/targets/hip/instructions.py registers registers). pipeline-planning tries the mechanisms a target's
 predicates take, best (lowest rank) first, and takes the first that can run the loop; it, lower-to-simt and the
 schedule's resource count ask the mechanism (`named(plan.mechanism)`) what it does instead of testing names.
 """
@@ -43,9 +42,7 @@ class CopyMechanism:
     fixed_stages: int | None = None  # the stages it always uses (register staging: 2), whatever the loop asks
     stages_aligned: bool = False  # each stage of a tile starts where a TMA box may land (SharedLayout.stage_size)
     mbarriers: bool = False  # completion tracked by mbarriers (the schedule's resources count them)
-    producer_warpgroup: bool = False  # a producer warpgroup may issue the copies (warp specialization)
-    only_warp_specialized: bool = False  # it runs a loop only from a producer warpgroup (pipeline-planning re-plans)
-    tensor_maps: bool = False  # its copies are TMA boxes through tensor maps (clusters' multicast; the no-TMA twin)
+    producer_warpgroup: bool = False  # a producer warpgroup may issue the copies (warp specialization, clusters)
     once_per_loop_run: bool = False  # its state counts one run of the loop (not for a loop an outer loop reruns)
     register_staged: bool = False  # lower-to-simt stages the next tiles through registers (pipelined_registers)
     intrinsics: tuple[str, ...] = ()  # intrinsics its lowering always emits (check_registry: the target offers them)

@@ -550,8 +550,7 @@ def vector_copy(cx, s: T.Copy, sext: list[int], asynchronous: bool, realign: boo
         # each chunk assembled from the aligned chunks that cover it (element by element only at ragged edges). Not
         # for other copies (a row kernel's rows): their kernels would carry the realigned code's registers on the
         # aligned path too (softmax sm90: 48 -> 64 registers, fewer rows in flight) for a gain not measured.
-        realigned = realign and src.buffer.scope == "global" and dst.buffer.scope == "shared"
-        slow = cx.block(realigned_body if realigned else lambda: copy_elements(cx, s, sext, cold=True))
+        slow = cx.block(realigned_body if use_async and realign else lambda: copy_elements(cx, s, sext, cold=True))
         cx.emit(S.SIf(None, runtime_ok, fast, slow))
     return True
 

@@ -852,21 +852,18 @@ class Lowerer:
         finally:
             self.undriven_parallel = None
 
-    def spread(self, shape: list[int], name: str, emit_point, span=None, cold: bool = False,
-               threads: int | None = None, tid: T.Expr | None = None) -> None:
+    def spread(self, shape: list[int], name: str, emit_point, span=None, cold: bool = False) -> None:
         """Spread the points of a tile over the block's threads (consecutive threads on the innermost
-        dimension, so global accesses coalesce); emit_point(index list) emits one point's code. `threads` and
-        `tid` name other threads (sm90's loader warpgroup: its 128, numbered from 0)."""
+        dimension, so global accesses coalesce); emit_point(index list) emits one point's code."""
         total = 1
         for e in shape:
             total *= e
-        threads = threads or self.k.threads
-        tid = self.tid if tid is None else tid
+        threads = self.k.threads
         iters = -(-total // threads)
         itv = self.fresh(name)
 
         def body():
-            flat = self.declare("idx", add(mul(itv, threads), tid))
+            flat = self.declare("idx", add(mul(itv, threads), self.tid))
             rem: T.Expr = flat
             tile: list[T.Expr] = []
             for e in reversed(shape):

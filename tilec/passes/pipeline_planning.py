@@ -11,10 +11,8 @@ Guarantees: `kernel.schedule.loops` maps every Pipelined loop (by its stable id)
     MAX_STAGED_PER_THREAD elements a thread; else 1 (load, barrier, compute,
     barrier);
   * `mechanism`: "tma" (sm90: every producer is one TMA box per 128-byte panel, completion tracked
-    by mbarriers), "loader" (sm90 with --loader-warpgroup, where TMA cannot: a producer warpgroup's threads copy
-    the tiles; only a warp-specialized gemm pipeline on an ordinary grid keeps it, any other loop is planned
-    again without it), "cp.async", "registers" (AMD) or "sync";
-  * `warp_specialized` (tma or loader): the kernel's single Pipelined loop sits at its top level and its
+    by mbarriers), "cp.async", "registers" (AMD) or "sync";
+  * `warp_specialized` (tma only): the kernel's single Pipelined loop sits at its top level and its
     copies depend only on the loop variable and launch values, so a producer warpgroup can issue
     them alone while the declared threads compute; off with `Kernel(..., warp_specialize=False)`
     or `--no-warp-specialize`;
@@ -266,7 +264,7 @@ def _plan_cluster(k: T.Kernel, target: Target, sched: KernelSchedule, loops: lis
         return
     dim = 0 if shape[0] > 1 else 1
     why = None
-    multicast = [m for m in mechanisms.offered(target) if m.tensor_maps]  # (sm90: TMA)
+    multicast = [m for m in mechanisms.offered(target) if m.producer_warpgroup]  # (sm90: TMA)
     if not multicast:
         why = f"{target.name} has no thread-block clusters with TMA multicast (sm90 has)"
     elif multicast[0].name in k.disabled:
@@ -425,7 +423,7 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
         sched = k.schedule if k.schedule is not None else KernelSchedule()
         k.schedule = sched
         disabled = k.disabled
-        warpgroup_copies = {m.name for m in mechanisms.offered(target) if m.tensor_maps}  # (sm90: TMA)
+        warpgroup_copies = {m.name for m in mechanisms.offered(target) if m.producer_warpgroup}  # (sm90: TMA)
         tma_ok = bool(warpgroup_copies - set(disabled))
         shared_bytes = {uid: lay.size * lay.elem_bytes for uid, lay in sched.shared.items()}
         loops = [s for s in walk_stmts(k.body) if isinstance(s, T.For) and s.kind == "pipelined"]
@@ -459,14 +457,8 @@ def run(module: T.Module, rep: Reporter, target: Target) -> T.Module:
             if req.warp_specialized and not plan.warp_specialized:
                 rep.error("the schedule asks for warp specialization of this loop, which needs the kernel's only "
                           "Pipelined loop, at its top level, on TMA", s.span)
-        wants_persistent = request.persistent if request.persistent is not None else asked.persistent
-        for s in loops:  # a mechanism that runs only from a producer warpgroup, where the loop cannot have one
-            plan = plans[s.uid]
-            if mechanisms.named(plan.mechanism).only_warp_specialized and not (
-                    plan.warp_specialized and not wants_persistent and gemm_pipeline(s, plan, sched)):
-                plans[s.uid] = plan_loop(s, target, sched, disabled | {plan.mechanism}, s.uid in nested, shared_bytes,
-                                         requests[s.uid], k.threads)
         ws = any(p.warp_specialized for p in plans.values())
+        wants_persistent = request.persistent if request.persistent is not None else asked.persistent
         if wants_persistent and not ws and not k.internal:  # (the TMA-less twin says nothing)
             rep.warning(f"persistent=True has no effect on kernel '{k.name}' for {target.name}: it applies to "
                         "warp-specialized kernels (sm90, a TMA-pipelined loop at the kernel's top level)", k.span)

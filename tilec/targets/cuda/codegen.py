@@ -54,8 +54,6 @@ _CALLS = {
     "mbar_expect_tx": spelled("tl::mbar_expect_tx({0}, {1})"),
     "mbar_arrive": spelled("tl::mbar_arrive({0})"),
     "mbar_arrive_warp": spelled("tl::mbar_arrive_warp({0})"),
-    "prefetch_l2": spelled("tl::prefetch_l2({0})"),
-    "store_realign": lambda printer, s, args: f"tl::store_realign<{s.params['chunks']}>({', '.join(args)});",
     "mbar_wait": spelled("tl::mbar_wait({0}, {1})"),
     "setmaxnreg_inc": spelled("tl::setmaxnreg_inc<{0}>()"),
     "setmaxnreg_dec": spelled("tl::setmaxnreg_dec<{0}>()"),

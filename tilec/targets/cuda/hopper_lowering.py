@@ -1,15 +1,12 @@
 """The Hopper (sm90) parts of lower-to-simt: TMA copies, mbarrier pipelines, wgmma, warp specialization.
 
 The sm90 target's LoweringExtension: the generic lowering hands it a Pipelined loop that pipeline-planning gave the
-"tma" or "loader" mechanism, a gemm that layout-inference gave "wgmma", a warpgroup accumulator stored to global
-memory (TMA stores); it talks back only through the lowering context (tilec/passes/lowering_extension.py).
+"tma" mechanism, a gemm that layout-inference gave "wgmma", a warpgroup accumulator stored to global memory (TMA
+stores); it talks back only through the lowering context (tilec/passes/lowering_extension.py).
 
 Pipelines (stage s = iteration % stages, phase = (iteration / stages) & 1):
   * full[p][s]: producer p's tile for stage s has landed. One arrival (the issuing thread's
-    arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase. With the "loader"
-    mechanism (loader_pipeline.py) the producer warps that copy the tile (loader_share: two of the four for each of
-    gemm's two tiles) copy it themselves, fence their stores into the async proxy (which wgmma reads through) and
-    arrive once a warp: as many arrivals a phase as they are warps.
+    arrive.expect_tx with the box bytes) plus the TMA transaction bytes complete a phase.
   * empty[s] (warp specialization only): every consumer warp arrives (lane 0, after __syncwarp) when it
     is done with stage s; the producer waits for it before refilling the stage (parity starts at 1, so
     the first round passes).
@@ -38,9 +35,6 @@ barrier (named barrier PINGPONG_BARRIER + w, 128 threads) and TMA-store staging 
 
 from __future__ import annotations
 
-import dataclasses
-
-from ...ir import copy_mechanisms as mechanisms
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
@@ -48,15 +42,12 @@ from ...ir.fold import fold
 from ...ir.layout import SharedLayout, WgmmaTiled, add, c, compare, div, mod, mul, sub
 from ...ir.schedule import consumer_threads, grouped_order, request_of
 from ...ir.visit import sub_exprs, walk_stmts
-from ...ops import copy as copy_op
 from ...ops import gemm as gemm_op
 from ...ops import registry as ops
-from ...ops.copy import CopyContext
 from ...passes.lowering_extension import LoweringExtension
 from ...passes.pipeline_planning import gemm_pipeline, launch_value_assigns, overlap_split
 from .gemm_wgmma import WGMMA
 from .intrinsics import PACK_PAIR
-from .loader_pipeline import LoaderWarpgroup
 from .tma_store import TmaStores
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}
@@ -65,13 +56,6 @@ MBAR = D.I64  # an mbarrier is 8 bytes of shared memory
 # of attention's ping-pong; a ping-pong persistent kernel's per-warpgroup block barriers and main-loop turns:
 PINGPONG_BARRIER = 6  # + warpgroup (6, 7), 128 threads
 PINGPONG_TURN = 8  # + warpgroup (8, 9), 256 threads
-PRODUCER_WARPS = 4  # the producer warpgroup's warps
-
-
-def loader_share(producers: int) -> int:
-    """The producer warps that copy each tile of a loader warpgroup (and arrive on its full barrier): the warpgroup
-    split evenly between the tiles (gemm's A and B: two warps each), else every warp copies every tile."""
-    return PRODUCER_WARPS // producers if PRODUCER_WARPS % producers == 0 else PRODUCER_WARPS
 
 
 def _and(a: T.Expr, b: T.Expr) -> T.Expr:
@@ -159,7 +143,7 @@ class HopperLowering(TmaStores, LoweringExtension):
 
     def lower_pipelined(self, s: T.For, plan) -> bool:
         self.forget_preload_writes()
-        if not mechanisms.named(plan.mechanism).producer_warpgroup:  # (TMA, the loader)
+        if plan.mechanism != "tma":
             return False
         self.pipelined_tma(s, plan)
         return True
@@ -403,8 +387,7 @@ class HopperLowering(TmaStores, LoweringExtension):
         stages = plan.stages
         producers = plan.producers
         nprod = len(producers)
-        loader = plan.mechanism == LoaderWarpgroup.name  # (always warp-specialized: pipeline-planning sees to it)
-        full0 = self.mbarriers(stages * nprod, loader_share(nprod) if loader else 1)
+        full0 = self.mbarriers(stages * nprod, 1)
         ws = plan.warp_specialized
         # empty[s]: one arrival per consumer warp (after __syncwarp, lane 0), not per thread; one per producer
         # and stage when the producers' tiles are released at different points (overlap_softmax)
@@ -681,15 +664,12 @@ class HopperLowering(TmaStores, LoweringExtension):
 
     def producer_branch(self) -> list[S.SStmt]:
         """The producer warpgroup's program: recompute the launch values, then for each iteration
-        wait for the stage to be free and issue its boxes (one elected thread) -- or, a loader's, prefetch the next
-        iteration's tiles into L2, wait, and copy each tile by its own warps."""
+        wait for the stage to be free and issue its boxes (one elected thread)."""
         loop, plan, bars = self.ws_loop
         var = loop.vars[0]
         stages = plan.stages
 
         base = self.cx.fresh(f"{var.name}_issued") if self.persistent else None
-        loader = plan.mechanism == LoaderWarpgroup.name
-        stage_sizes = {p.dst.buffer: self.cx.shared_layout(p.dst.buffer).stage_size for p in plan.producers}
 
         def body():
             saved = dict(self.cx.subst)
@@ -700,7 +680,6 @@ class HopperLowering(TmaStores, LoweringExtension):
                 self.cx.subst[a.var] = v
             for p, bar in self.preload_bars:  # first of all, the tiles the consumers need before the loop
                 self.issue_tma(p, c(0), c(bar))
-            share = loader_share(len(plan.producers)) if loader else None
             n = self.cx.declare(f"{var.name}_count", self.cx.lx(loop.extents[0]))
             it = self.cx.fresh(f"{var.name}_load")
 
@@ -709,12 +688,6 @@ class HopperLowering(TmaStores, LoweringExtension):
                 stage = self.cx.declare(f"{var.name}_slot", mod(count, stages))
                 phase = self.cx.declare(f"{var.name}_round", mod(div(count, stages), 2))
                 free = fold(T.Binary(D.I32, None, "^", phase, c(1)))
-                if loader:  # the next iteration's tiles into L2, before this one's synchronous loads
-                    ahead = add(it, 1)
-                    self.cx.subst[var] = ahead
-                    for i, p in enumerate(plan.producers):
-                        self.by_tile_warps(i, share, lambda cx, p=p: self.prefetch_tile(p, cx),
-                                           compare("<", ahead, n))
                 if not bars["empty_per_producer"]:
                     self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(add(c(bars["empty"]), stage)), free]))
                 self.cx.subst[var] = it
@@ -722,76 +695,17 @@ class HopperLowering(TmaStores, LoweringExtension):
                     if bars["empty_per_producer"]:  # each tile as soon as its own stage is free
                         empty = add(c(bars["empty"] + i * stages), stage)
                         self.cx.emit(S.SCall(None, "mbar_wait", [self.mbar_addr(empty), free]))
-                    full = add(c(bars["full"] + i * stages), stage)
-                    if loader:
-                        self.load_by_threads(p, i, share, mul(stage, stage_sizes[p.dst.buffer]), full)
-                    else:
-                        self.issue_tma(p, stage, full)
+                    self.issue_tma(p, stage, add(c(bars["full"] + i * stages), stage))
 
             self.cx.emit(S.SFor(None, it, c(0), n, self.cx.block(step)))
             if base is not None:
                 self.cx.emit(S.SAssign(None, base, add(base, n)))
             self.cx.subst = saved
 
-        # one elected thread issues TMA boxes; a loader's threads all copy
-        issuer = T.Const(D.BOOL, None, True) if loader else compare("==", self.thread, c(self.consumer_threads()))
+        issuer = compare("==", self.thread, c(self.consumer_threads()))
         if base is None:
             return [S.SIf(None, issuer, self.cx.block(body))]
         return [S.SIf(None, issuer, [S.Declare(None, base, c(0)), self.tile_loop(self.cx.block(body))])]
-
-    def load_by_threads(self, p: T.Copy, index: int, share: int, offset: T.Expr, full: T.Expr) -> None:
-        """A loader warpgroup's copy of producer `index` into its stage at `offset`, by its warps (by_tile_warps): the
-        threads' 16-byte copies (realigned where a row is not 16-byte aligned), one proxy fence for their stores
-        (wgmma reads through the async proxy), then one arrival a warp on the tile's full barrier."""
-        def copy(copy_cx) -> None:
-            self.cx.stage_offset[p.dst.buffer] = offset
-            try:
-                copy_op.lower(copy_cx, p, realign=True)
-            finally:
-                self.cx.stage_offset.pop(p.dst.buffer, None)
-            self.cx.emit(S.SCall(None, "fence_proxy_async", []))
-            self.cx.emit(S.SCall(None, "mbar_arrive_warp", [self.mbar_addr(full)]))
-
-        self.by_tile_warps(index, share, copy)
-
-    def by_tile_warps(self, index: int, share: int, emit, when: T.Expr | None = None) -> None:
-        """Emit code for the producer warps that copy tile `index` (`share` warps a tile: each tile its own, so that
-        the loads of every tile are in flight together; all four where the tiles do not split them evenly), with a
-        copy context over just those threads (`emit(copy_cx)`), under `when` too."""
-        threads = 32 * share
-        local = mod(self.thread, 128)  # (the consumers are whole warpgroups: this is the producer's own index)
-        first = index * threads % 128
-        tid = mod(local, threads) if share < PRODUCER_WARPS else local
-        copy_cx = dataclasses.replace(CopyContext.of(self.cx), threads=threads, tid=tid,
-                                      spread=lambda *a, **kw: self.cx.spread(*a, **kw, threads=threads, tid=tid))
-        conds = [] if when is None else [when]
-        if share < PRODUCER_WARPS:
-            conds += [compare(">=", local, c(first))] if first else []
-            conds.append(compare("<", local, c(first + threads)))
-        if not conds:
-            return emit(copy_cx)
-        mine = conds[0]
-        for cond in conds[1:]:
-            mine = _and(mine, cond)
-        self.cx.emit(S.SIf(None, mine, self.cx.block(lambda: emit(copy_cx))))
-
-    def prefetch_tile(self, p: T.Copy, copy_cx) -> None:
-        """Producer p's tile (at the loop variable's present substitution) into L2: one prefetch a 128-byte line of
-        each row, one line more than its length needs (a misaligned row straddles one more), each address clamped to
-        the row's last element and guarded by the tensor's bounds."""
-        src = p.src
-        sext = [e for e in src.const_extents if e != 1] or [1]
-        per_line = max(1, 128 // src.buffer.dtype.bytes)
-        lines = -(-sext[-1] // per_line) + 1
-
-        def point(tile: list[T.Expr]) -> None:
-            col = fold(T.Call(D.I32, None, "min", [mul(tile[-1], c(per_line)), c(sext[-1] - 1)]))
-            idx = self.cx.region_index(src, tile[:-1] + [col])
-            guard = self.cx.bounds(src, idx)
-            call = S.SCall(None, "prefetch_l2", [self.cx.addr(src.buffer, idx, p.span)])
-            self.cx.emit(call if guard is None else S.SIf(None, guard, [call]))
-
-        copy_cx.spread(sext[:-1] + [lines], "line", point, p.span)
 
     def consumer_threads(self) -> int:
         """The threads that run the kernel body: the declared ones, twice over with ping-pong."""
@@ -850,11 +764,8 @@ class HopperLowering(TmaStores, LoweringExtension):
             body = self.persistent_pre + [S.SComment(None, "persistent: this block's output tiles"),
                                           self.tile_loop(body)]
         consumer_regs = producer_regs = None
-        loader = self.ws_loop[1].mechanism == LoaderWarpgroup.name
-        # the producer's registers to the consumers (setmaxnreg), unless the kernel says
-        # T.disable_warp_group_reg_alloc(); not a loader's, whose threads need as many registers as the consumers
-        # (ptxas refuses a setmaxnreg.dec above the kernel's own count, at most 168 for 384 threads)
-        if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc and not loader:
+        if threads >= 256 and request_of(self.cx.k).keywords.warp_group_reg_alloc:  # the producer's registers to the
+            # consumers (setmaxnreg), unless the kernel says T.disable_warp_group_reg_alloc()
             producer_regs = 40
             consumer_regs = min(240, (65536 - producer_regs * 128) // threads // 8 * 8)
         prod = ([S.SCall(None, "setmaxnreg_dec", [c(producer_regs)])] if producer_regs else []) + producer
@@ -862,8 +773,7 @@ class HopperLowering(TmaStores, LoweringExtension):
         split = S.SIf(None, compare(">=", self.thread, c(threads)), prod, cons, concurrent=True,
                       groups=2 if self.pingpong else 1)
         what = f"0..{threads - 1} compute" + (" (two warpgroups, ping-pong)" if self.pingpong else "")
-        how = "load the tiles" if loader else "issue TMA"
-        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. {how}, {what}"), split] + end, \
+        return pre + [S.SComment(None, f"warp specialization: threads {threads}.. issue TMA, {what}"), split] + end, \
             threads + 128
 
     # ------------------------------------------------------------ wgmma

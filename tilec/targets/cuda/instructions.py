@@ -9,12 +9,10 @@ from ...ir.copy_mechanisms import CpAsync, register_mechanism
 from ...ops.gemm_impl import register_gemm_impl
 from .gemm_mma import MMA, MmaGemm
 from .gemm_wgmma import WGMMA, WgmmaGemm
-from .loader_pipeline import LoaderWarpgroup
 from .tma_pipeline import TmaPipeline
 
 register_gemm_impl(WgmmaGemm(), WGMMA.offered_by, rank=10)
 register_gemm_impl(MmaGemm(), MMA.offered_by, rank=20)
 
 register_mechanism(TmaPipeline(), lambda target: target.tma_pipelines, rank=10)
-register_mechanism(LoaderWarpgroup(), lambda target: target.tma_pipelines, rank=15)
 register_mechanism(CpAsync(), lambda target: "cp.async" in target.async_copy, rank=20)

@@ -46,15 +46,7 @@ define(
                  pattern=r"tma_store_(?P<rank>\d)d", semantics=_SM90 + "tma_stores"),
     IntrinsicDef("tma_store_commit", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("tma_store_wait", feature="tma", semantics=_SM90 + "no_effect"),
-    IntrinsicDef("fence_proxy_async", feature="tma", semantics=_SM90 + "fence_proxy_async"),
-    IntrinsicDef("prefetch_l2", feature="tma", semantics=_SM90 + "prefetch_l2",
-                 doc="prefetch.global.L2 of the 128-byte line holding a global address (sm90's loader warpgroup: the "
-                     "next stage's tiles)"),
-    IntrinsicDef("store_realign", {"chunks": int}, "tma", key=lambda p: f"store_realign{p['chunks']}",
-                 pattern=r"store_realign(?P<chunks>\d+)", semantics=_SM90 + "store_realign",
-                 doc="a lane's share of a staged row of `chunks` 16-byte chunks stored to a global row aligned to its "
-                     "element only: args the row's address, the lane's chunk q, chunk q + 1 (mod chunks), the first "
-                     "and the last chunk, and q; whole aligned 16-byte stores inside, elements at the ends"),
+    IntrinsicDef("fence_proxy_async", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("setmaxnreg_inc", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("setmaxnreg_dec", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("named_barrier_sync", feature="tma", semantics=_SM90 + "named_barrier"),

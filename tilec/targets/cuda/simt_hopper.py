@@ -8,12 +8,6 @@ Modelled from the PTX ISA, independently of the lowering that emits them:
   (the 16-byte chunk bits 4.. XOR the 128-byte row bits 7.., over log2(span/16) bits).
 * mbarriers: `mbar_init` sets the expected arrivals; `mbar_expect_tx` is an arrival that also expects
   transaction bytes, which TMA loads complete. A phase completes when both reach zero.
-* Threads' shared stores for the async proxy (sm90's loader warpgroup): `fence_proxy_async` fences the stores its
-  threads made since the last barrier; an arrival (a warp's, for `mbar_arrive_warp`) then publishes the fenced stores
-  of its threads through that mbarrier, as TMA's bytes are: in flight until a thread has waited for the phase, and
-  ordered by the barrier rather than by the epoch (so the next round's stores into the stage race with nothing).
-  A wgmma that reads an element some thread stored in the current epoch and did not publish (a missing fence, or
-  arrival) is an error.
   `mbar_wait(parity)` returns when the phase of that parity has completed — in this lockstep model
   a wait that could not return is a deadlock and an error. The bytes a TMA load writes count as in
   flight until a thread has waited for their barrier's phase: reading them before is an error (a
@@ -96,7 +90,6 @@ class Hopper:
         self.barriers: dict[int, _Barrier] = {}
         self.wgmma_open: dict[int, list[tuple]] = {}  # per warpgroup: issued wgmma instructions not committed yet
         self.wgmma_groups: dict[int, list[list[tuple]]] = {}  # per warpgroup: committed groups not retired yet
-        self.fenced: dict[S.SBuffer, np.ndarray] = {}  # threads' stores fenced into the async proxy, not published
 
     def __getattr__(self, name: str):
         return getattr(self.run, name)
@@ -204,33 +197,11 @@ class Hopper:
             if s.op == "mbar_arrive_warp" and t % 32:
                 continue
             bar.arrivals += 1
-            self.publish(bar, np.arange(t, t + 32) if s.op == "mbar_arrive_warp" else np.array([t]))
             self.progressed()
             if s.op == "mbar_expect_tx":
                 bar.tx += int(self.full(self.eval(s.args[1], mask))[t])
             self.check_arrivals(bar, s.span)
             bar.maybe_complete()
-
-    def fence_proxy_async(self, s: S.SCall, mask) -> None:
-        """The active threads' shared stores of this epoch become visible to the async proxy (once published)."""
-        threads = np.nonzero(self.active(mask))[0]
-        for b, sh in self.shared.items():
-            mine = (sh.write_epoch == self.epoch) & np.isin(sh.writer, threads)
-            if mine.any():
-                self.fenced.setdefault(b, np.zeros(b.size, bool))[mine] = True
-
-    def publish(self, bar: _Barrier, threads: np.ndarray) -> None:
-        """An arrival by `threads` publishes their fenced stores through `bar` (in flight until a wait)."""
-        for b, fenced in self.fenced.items():
-            sh = self.shared[b]
-            mine = fenced & np.isin(sh.writer, threads) & (sh.write_epoch == self.epoch)
-            if not mine.any():
-                continue
-            elems = np.nonzero(mine)[0]
-            fenced[elems] = False
-            sh.write_epoch[elems] = -1  # ordered by the barrier from now on
-            self.in_flight.setdefault(b, np.zeros(b.size, bool))[elems] = True
-            bar.in_flight.append((b, elems))
 
     def check_arrivals(self, bar: _Barrier, span) -> None:
         if bar.arrivals > bar.count:
@@ -358,10 +329,6 @@ class Hopper:
         addr = swizzle(start + off, span_b)
         b, elems = self.buffer_at(addr.ravel())
         self.check_in_flight(b, elems, span)
-        unpublished = self.shared[b].write_epoch[elems] == self.epoch
-        if unpublished.any():
-            raise self.err(f"wgmma reads shared '{b.name}'[{int(elems[np.nonzero(unpublished)[0][0]])}], which a "
-                           f"thread stored with no barrier since (nor a proxy fence and an mbarrier arrival)", span)
         raw = self.raw[(int(b.offset) + elems * self.storage_dtype(b.dtype).itemsize)[:, None] + np.arange(eb)]
         return raw.reshape(-1).view(np_t).astype(np.float32).reshape(rows, cols)
 
@@ -474,58 +441,10 @@ named_barrier = _on(Hopper.named_barrier)
 wgmma = _on(Hopper.wgmma)
 wgmma_commit = _on(Hopper.wgmma_commit)
 wgmma_wait = _on(Hopper.wgmma_wait)
-fence_proxy_async = _on(Hopper.fence_proxy_async)
-
-
-def prefetch_l2(run, s, mask) -> None:
-    """A prefetch changes no value; the model checks that its address lies inside its tensor (the hardware ignores
-    one that does not, so a wrong guard would only waste the prefetch, or fetch another allocation's line)."""
-    b, idx = run.addr(s.args[0], mask)
-    run.check_index(b, idx, run.active(mask), 1, "prefetch", s.span)
-
-
-def store_realign(run, s, mask) -> None:
-    """A lane's share of a staged row stored to a global row aligned to its element only (include/tilec_cuda.h
-    `store_realign`; arguments the row, the lane's staged chunk q, chunk q + 1, chunks 0 and C - 1, and q). The model
-    writes what the GPU does -- lanes q < C - 1 the aligned 16-byte chunk q + 1 of the row's cover whole, from the
-    two staged chunks it straddles; every lane its share of the row's elements in the first and the last chunk -- so
-    a row that does not lie wholly inside its tensor, staged chunks that are not 16-byte aligned, or lanes that do
-    not cover the row show up as out-of-bounds writes or unwritten elements. Element 0 of a global buffer is taken
-    to be 16-byte aligned, as an allocation is."""
-    chunks = s.params["chunks"]
-    act = run.active(mask)
-    gb, gi = run.addr(s.args[0], mask)
-    staged = [run.addr(x, mask) for x in s.args[1:5]]
-    q = run.full(run.eval(s.args[5], mask)).astype(np.int64)
-    e = gb.dtype.bytes
-    width = 16 // e
-    for b, i in staged:
-        if b.scope != "shared" or b.dtype.bytes != e:
-            raise run.err(f"{s.name}: the staged chunks must be shared memory of the row's element size", s.span)
-        if np.any(act & ((i * e) % 16 != 0)):
-            raise run.err(f"{s.name}: a staged chunk of '{b.name}' is not 16-byte aligned", s.span)
-    if gb.scope != "global" or np.any(act & ((q < 0) | (q >= chunks))):
-        raise run.err(f"{s.name}: a global row and lanes 0 .. {chunks - 1} expected", s.span)
-    a = (gi * e) % 16 // e  # elements of the row's first aligned chunk before it
-    aligned_start = gi - a
-    inner = act & (q < chunks - 1)
-    lo, hi = (run.read(b, i, inner, width, s.span) for b, i in staged[:2])
-    take = (width - a)[:, None] + np.arange(width)  # chunk q + 1 of the cover: staged bytes 16 q + 16 - a ...
-    run.write(gb, aligned_start + width * (q + 1), np.take_along_axis(np.concatenate([lo, hi], axis=1), take, axis=1),
-              inner, s.span)
-    head = width - a
-    (first_b, first_i), (last_b, last_i) = staged[2:]
-    for t in range(-(-width // chunks)):
-        j = q + t * chunks
-        lane = act & (j < width)
-        in_first = j < head
-        value = np.where(in_first, run.read(first_b, first_i + j, lane & in_first, 1, s.span)[:, 0],
-                         run.read(last_b, last_i + j, lane & ~in_first, 1, s.span)[:, 0])
-        run.write(gb, np.where(in_first, gi + j, aligned_start + width * chunks + j - head), value, lane, s.span)
 
 
 def no_effect(run, s, mask) -> None:
-    """The other fences and the register hints, which order nothing in this lockstep model."""
+    """The fences and register hints, which order nothing in this lockstep model."""
 
 
 def pack2(run, e, mask) -> np.ndarray:

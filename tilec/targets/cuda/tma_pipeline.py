@@ -51,7 +51,6 @@ class TmaPipeline(CopyMechanism):
     stages_aligned = True
     mbarriers = True
     producer_warpgroup = True
-    tensor_maps = True
     once_per_loop_run = True  # mbarrier phases count one run of the loop from zero
     intrinsics = ("mbar_init", "mbar_expect_tx", "mbar_wait", "tma_load")
 

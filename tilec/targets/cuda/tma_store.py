@@ -26,9 +26,9 @@ class TmaStores:
 
     @property
     def threads_store(self) -> bool:
-        """The direct-stores twin ("tma_store" disabled), or a loader twin (no TMA at all; its producer warpgroup
-        loads the tiles): the accumulator staged as for a TMA store, then stored by the consumer threads."""
-        return "tma_store" in self.cx.k.disabled or not self.tma_enabled
+        """The direct-stores twin ("tma_store" disabled): the accumulator staged as for a TMA store, then stored by
+        the consumer threads."""
+        return "tma_store" in self.cx.k.disabled
 
     def dead_tma_tile(self, nbytes: int) -> S.SBuffer | None:
         """A TMA-filled, 1024-byte aligned pipeline buffer of at least nbytes that nothing reads or
@@ -46,9 +46,7 @@ class TmaStores:
         lay = self.cx.sched.fragments.get(s.src.buffer.uid)
         dst = s.dst
         threads_store = self.threads_store
-        # (without TMA, only after a loader warpgroup's pipeline: its tiles are dead, as a TMA pipeline's are)
-        if not (isinstance(lay, WgmmaTiled) and (self.tma_enabled or self.tma_loops_done)
-                and not (threads_store and self.pingpong)
+        if not (isinstance(lay, WgmmaTiled) and self.tma_enabled and not (threads_store and self.pingpong)
                 and dst.const_extents is not None
                 and len(lay.shape) == 2 and [e for e in dst.const_extents if e != 1] == list(lay.shape)
                 and dst.const_extents[-1] != 1 and len(dst.buffer.shape) <= 5
@@ -121,19 +119,14 @@ class TmaStores:
     def store_staging_with_threads(self, dst: T.Region, staging: S.SBuffer, offset: Callable[[T.Expr, T.Expr], T.Expr],
                                    rows: int, width: int, panels: range, unroll: bool = True) -> list[S.SStmt]:
         """The staging tile's 128-byte panels `panels` (each `width` columns of the tile; offset(i, j) is element
-        (i, j)'s place in the staging tile) stored to the output by the consumer threads, in place of the fragment's
-        own scattered 2-element stores (H200, s21: fp8 2048x50257x768 0.545 -> 0.276 ms), each store guarded by the
-        output's bounds. The output's rows are not 16-byte aligned (why no TMA store), so by default consecutive
-        threads store consecutive elements of a row (a warp writes 64 contiguous bytes of 2-byte elements). With
-        --realign-stores each row of a panel is stored by as many threads as it has 16-byte chunks: the aligned
-        16-byte chunks inside the row whole, each from the two staged chunks it straddles, the row's ends element by
-        element (`store_realign`); a panel reaching past the output's last column goes element by element. `unroll`:
-        the passes over the rows unrolled too (not where the accumulator stays live around them: its registers)."""
+        (i, j)'s place in the staging tile) stored to the output by the consumer threads: a pass of the threads
+        covers threads/width rows of a panel, consecutive threads on consecutive elements of a row (a warp writes
+        64 contiguous bytes of 2-byte elements), each store guarded by the output's bounds. What the direct-stores
+        twin does where a TMA store cannot address the output (its rows not a multiple of 16 bytes), in place of the
+        fragment's own scattered 2-element stores (H200, s21: fp8 2048x50257x768 0.545 -> 0.276 ms). `unroll`: the
+        passes over the rows unrolled too (not where the accumulator stays live around them: its registers)."""
         threads = self.consumer_threads()
-        vec = 16 // staging.dtype.bytes
-        realigned = "realign_stores" not in self.cx.k.disabled
-        lanes = width // vec if realigned else width  # the threads that store a row of a panel
-        per_pass = threads // lanes
+        per_pass = threads // width
         spread = [k for k, e in enumerate(dst.const_extents) if e != 1]
         row_dim, col_dim = spread[0], len(dst.const_extents) - 1
         start, dim = self.cx.lx(dst.starts[row_dim]), self.cx.lx(dst.buffer.shape[row_dim])
@@ -149,30 +142,14 @@ class TmaStores:
                 None, gbuf, self.cx.global_offset(dst.buffer, element(i, j)),
                 S.Ref(staging.dtype, None, staging, offset(i, j)))])
 
-        def row_of_panel(i: T.Expr, first: T.Expr) -> S.SStmt:
-            lane = mod(self.thread, c(lanes))
-            if not realigned:
-                return store(i, add(first, lane))
-
-            def staged(chunk: T.Expr) -> S.AddrOf:
-                return S.AddrOf(D.I64, None, staging, offset(i, add(first, mul(chunk, c(vec)))))
-
-            whole = S.call(None, "store_realign", chunks=lanes, args=[
-                S.AddrOf(D.I64, None, gbuf, self.cx.global_offset(dst.buffer, element(i, first))),
-                staged(lane), staged(mod(add(lane, c(1)), c(lanes))), staged(c(0)), staged(c(lanes - 1)), lane])
-            kv = self.cx.fresh("e")
-            one_by_one = S.SFor(None, kv, c(0), c(vec), [store(i, add(add(first, mul(lane, c(vec))), kv))],
-                                unroll=True)
-            return S.SIf(None, compare("<=", add(col_start, add(first, c(width))), cols), [whole], [one_by_one])
-
         def passes(count: T.Expr, rows_guarded: bool, unrolled: bool) -> S.SFor:
             rv, pv = self.cx.fresh("r"), self.cx.fresh("p")
-            i = add(mul(rv, c(per_pass)), div(self.thread, c(lanes)))
+            i = add(mul(rv, c(per_pass)), div(self.thread, c(width)))
             row_inside = compare("<", i, c(rows)) if rows % per_pass else None
             for k, at in enumerate(element(i, c(0))):
                 if k == row_dim and rows_guarded or k not in (row_dim, col_dim):
                     row_inside = both(row_inside, compare("<", at, self.cx.lx(dst.buffer.shape[k])))
-            body = row_of_panel(i, mul(pv, c(width)))
+            body = store(i, add(mul(pv, c(width)), mod(self.thread, c(width))))
             if row_inside is not None:
                 body = S.SIf(None, row_inside, [body])
             return S.SFor(None, rv, c(0), count, [S.SFor(None, pv, c(panels.start), c(len(panels)), [body],

@@ -484,36 +484,6 @@ TL_DEVICE void copy16_realign(void* dst, const T* src, int n, const T* end) {
   st_128(dst, out.v);
 }
 
-// store_realign: lane q (0 <= q < C) of the C lanes that store one row of C staged 16-byte chunks (shared memory:
-// lo is chunk q, hi chunk q + 1, first and last chunks 0 and C - 1) to `row`, a global address aligned to its
-// element only (an output whose rows are not a multiple of 16 bytes). The row covers C + 1 aligned 16-byte chunks of
-// global memory when it starts inside one (C when it does not): lanes 0 .. C - 2 store the C - 1 whole ones after
-// the first, each from the two staged chunks it straddles, shifted; the row's 16 bytes in the first and the last
-// are stored element by element, spread over all C lanes. No byte outside the row is written. (Host-callable:
-// tests/test_realign_rows.py runs it on a CPU.)
-template <int C, typename T>
-TL_HOST_DEVICE void store_realign(T* row, const void* lo_smem, const void* hi_smem, const void* first_smem,
-                                  const void* last_smem, int q) {
-  constexpr int V = 16 / int(sizeof(T));
-  typedef typename UintOf<int(sizeof(T))>::type U;
-  const unsigned a = static_cast<unsigned>(reinterpret_cast<unsigned long long>(row)) & 15u;
-  char* aligned_start = reinterpret_cast<char*>(row) - a;
-  // (selects, not branches: lane C - 1 computes a chunk it does not store, and the calls of a row interleave)
-  const uint4 lo = *static_cast<const uint4*>(lo_smem), hi = *static_cast<const uint4*>(hi_smem);
-  const uint4 chunk = shift_chunks(a ? lo : hi, hi, a ? 16u - a : 0u);
-  if (q < C - 1) *reinterpret_cast<uint4*>(aligned_start + 16 * (q + 1)) = chunk;
-  const int head = static_cast<int>(16u - a) / int(sizeof(T));  // the row's elements in the first chunk
-#pragma unroll
-  for (int t = 0; t < (V + C - 1) / C; ++t) {
-    const int j = q + t * C;  // element j of the first chunk's share (j < head) or of the last one's
-    if (j < V) {
-      const bool in_first = j < head;
-      U* dst = in_first ? reinterpret_cast<U*>(row) + j : reinterpret_cast<U*>(aligned_start + 16 * C) + (j - head);
-      *dst = static_cast<const U*>(in_first ? first_smem : last_smem)[j];
-    }
-  }
-}
-
 // The N elements that start `shift` elements into the aligned unit lo (N elements, 4, 8 or 16 bytes), the rest
 // from the unit after it, hi (0 <= shift < N): a funnel shift of the two units' bits.
 template <int Bytes> struct UnitOf;
@@ -689,9 +659,6 @@ TL_DEVICE void tma_store_wait() { asm volatile("cp.async.bulk.wait_group.read 0;
 
 // Order this thread's generic-proxy shared-memory accesses before later async-proxy ones (wgmma, TMA).
 TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// The 128-byte line that holds a global address into L2, nothing waited for (sm90's loader warpgroup asks for the next
-// stage's tiles while it copies this one's, so that its synchronous loads find them in L2).
-TL_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 // T.fence_global's fence, between two block barriers: after the first it is cumulative over every write of the block,
 // and an atomic after it releases them; after an atomic it acquires what that atomic saw released. acq_rel is all
 // the pattern needs (PTX ISA, memory consistency model); __threadfence() would be a sequentially consistent fence.
