@@ -26,6 +26,7 @@ from tilec.ir.visit import walk_stmts
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER_GEMM = ["-Dblock_N=256", "-Dblock_K=64", "-Dthreads=256", "-Dnum_stages=4"]
 HOPPER_ATTN = ["-Dblock_M=128", "-Dblock_N=128", "-Dthreads=256", "-Ddim=128", "-Ddtype=bf16"]
+ATTN_D128_CAUSAL_64 = ["-Dblock_M=64", "-Dblock_N=64", "-Dthreads=128", "-Ddim=128", "-Ddtype=bf16", "-Dcausal=True"]
 
 
 def _defines(flags: list[str]) -> dict[str, object]:
@@ -226,7 +227,8 @@ def hopper_cubins(tmp_path_factory):
     for name, sample, flags in [("gemm", "gemm", []), ("gemm_ws2", "gemm", HOPPER_GEMM),
                                 ("flash_attention", "flash_attention", []),
                                 ("flash_attention_ws2", "flash_attention", HOPPER_ATTN),
-                                ("fp8_gemm", "fp8_gemm", [])]:
+                                ("fp8_gemm", "fp8_gemm", []),
+                                ("attention_d128_causal_64", "flash_attention", ATTN_D128_CAUSAL_64)]:
         path = out / f"{name}.cubin"
         assert tilec_main([str(ROOT / "samples" / f"{sample}.tile"), "--target", "sm90", "-o", str(path),
                            *flags]) == 0
@@ -253,6 +255,44 @@ def test_sm90_sass_has_wgmma_tma_and_mbarriers(hopper_cubins, name):
     entries = {k["name"]: k for k in manifest["kernels"]}
     assert entries[kernel]["fallback"] == kernel + "__no_tma" and entries[kernel + "__no_tma"]["internal"]
     assert entries[kernel]["threads"] == entries[kernel + "__no_tma"]["threads"] + 128
+
+
+def _hgmma_groups(kernel_sass: str) -> list[list[str]]:
+    """The opcodes of each wgmma group: from an HGMMA to the one that closes the group (gsb0), inclusive."""
+    groups, current = [], None
+    for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)([^;]*);", kernel_sass):
+        op = m.group(1)
+        if current is None and op.startswith("HGMMA"):
+            current = []
+        if current is not None:
+            current.append(op)
+            if op.startswith("HGMMA") and "gsb0" in m.group(2):
+                groups.append(current)
+                current = None
+    return groups
+
+
+def test_sm90_wgmma_descriptors_stay_in_uniform_registers(hopper_cubins):
+    """Between the wgmma of one group the consumers only advance descriptors, in the uniform datapath: the
+    warpgroup index is broadcast from lane 0 (`tl_warpgroup`), and a tile's descriptor is the constant descriptor of
+    dynamic shared memory advanced by the tile's offset. A descriptor built from each tile's own address cost a
+    dozen instructions per wgmma (R2UR moves into the uniform registers among them) inside the attention loop."""
+    kernel = _functions(_sass(hopper_cubins["flash_attention_ws2"]))["flash_attention"]
+    groups = _hgmma_groups(kernel)
+    assert len(groups) >= 2 and all(sum(op.startswith("HGMMA") for op in g) == 8 for g in groups[:2])
+    for g in groups:
+        between = [op for op in g if not op.startswith("HGMMA")]
+        assert not [op for op in between if op.startswith("R2UR")], g
+        assert len(between) <= 8 * sum(op.startswith("HGMMA") for op in g), g
+
+
+def test_sm90_attention_64x64_keeps_two_blocks_a_multiprocessor(hopper_cubins):
+    """d128 causal at 64 x 64 (the tuned choice at most shapes) runs two blocks a multiprocessor: 256 threads of at
+    most 128 registers. Six registers more (descriptor bases hoisted out of the loop into ordinary registers) left
+    one block and ran 1.5x slower on the H200 (bench/RESULTS.md, s28)."""
+    path = hopper_cubins["attention_d128_causal_64"]
+    use = json.loads(Path(str(path) + ".json").read_text())["resources"]["sm_90a"]["flash_attention"]
+    assert use["registers"] <= 128 and 2 * use["shared_bytes"] <= 232448, use
 
 
 def test_row_statistics_keep_warpgroups_stacked_along_m():
@@ -338,18 +378,18 @@ def test_attention_warpgroups_take_turns_issuing_the_first_gemm(flags, groups):
     # the barrier ids as lowering spells them (simplify-indices would print 3 - g, tid < 256)
     src = _compile("flash_attention", flags, disable={"simplify_indices"}).source
     body = src[src.index("take turns"):src.index("__no_tma(")]
-    opening = f"if (int(threadIdx.x) / 128 == {groups - 1} && k_count > 0) {{\n      tl::named_barrier_arrive(2, 256);"
+    opening = f"if (tl_warpgroup == {groups - 1} && k_count > 0) {{\n      tl::named_barrier_arrive(2, 256);"
     assert opening in body
-    turn = body.index("tl::named_barrier(2 + (int(threadIdx.x) / 128), 256);")
+    turn = body.index("tl::named_barrier(2 + tl_warpgroup, 256);")
     first_wgmma = body.index("tl_wgmma_ss_")
     commit = body.index("tl::wgmma_commit();", first_wgmma)
     handoff = body.index("tl::named_barrier_arrive(", commit)
     wait = body.index("tl::wgmma_wait<0>();", commit)
     assert turn < first_wgmma < commit < handoff < wait
-    group = "(int(threadIdx.x) / 128)"
-    following = f"2 + (1 - {group})" if groups == 2 else f"2 + ((int(threadIdx.x) / 128 + 1) % {groups})"
+    group = "tl_warpgroup"
+    following = f"2 + (1 - {group})" if groups == 2 else f"2 + ((tl_warpgroup + 1) % {groups})"
     assert f"tl::named_barrier_arrive({following}, 256);" in body
-    assert f"if (int(threadIdx.x) / 128 < {groups - 1} || k < k_count - 1)" in body
+    assert f"if (tl_warpgroup < {groups - 1} || k < k_count - 1)" in body
     # the second gemm (P.V) is issued without a turn
     assert body.count("tl::named_barrier(2 + ") == 1
 
@@ -593,9 +633,9 @@ def test_overlap_softmax_is_planned_only_where_asked_and_possible():
     assert r.source.count("tl::wgmma_wait<1>();") == 1
     # ping-pong in the steady loop: the turn is taken before Q.K^T and handed on after its commit, before P.V
     steady = r.source[r.source.index("for (int k_2_t = 0;"):r.source.index("__no_tma(")]
-    turn = steady.index("tl::named_barrier(2 + (int(threadIdx.x) / 128), 256);")
+    turn = steady.index("tl::named_barrier(2 + tl_warpgroup, 256);")
     first = steady.index("tl_wgmma_ss_")
-    handoff = steady.index("tl::named_barrier_arrive(2 + (1 - (int(threadIdx.x) / 128)), 256);")
+    handoff = steady.index("tl::named_barrier_arrive(2 + (1 - tl_warpgroup), 256);")
     second = steady.index("tl_wgmma_rs_")
     assert turn < first < steady.index("tl::wgmma_commit();") < handoff < second < steady.index("tl::wgmma_wait<1>();")
 

@@ -115,11 +115,11 @@ def test_tune_axis_keeps_to_its_where():
 def test_warpgroups_take_turns_and_keep_their_own_barriers_and_staging():
     main = _main(tilec.compile(GEMM, target="sm90", defines=PINGPONG).source)
     body = main[main.index("__launch_bounds__(384, 1)"):]
-    wg = "(int(threadIdx.x) / 128)"
+    wg = "tl_warpgroup"
     assert "tl::setmaxnreg_dec<40>();" in body and "tl::setmaxnreg_inc<232>();" in body
     # the warpgroups' tiles: every other one of the block's sequence, from the warpgroup's index
     assert f"tl::ceildiv(tl_block_tiles - {wg}, 2)" in body
-    assert "int tl_seq = int(threadIdx.x) / 128 + tl_seq_t * 2;" in body
+    assert "int tl_seq = tl_warpgroup + tl_seq_t * 2;" in body
     turn = body.index(f"tl::named_barrier(8 + {wg}, 256);")
     loop = body.index("for (int k = 0; k < k_count; ++k)")
     handoff = body.index(f"tl::named_barrier_arrive(8 + (1 - {wg}), 256);")

@@ -98,6 +98,9 @@ class CudaPrinter(CStylePrinter):
     narrow_floats = frozenset({D.F16, D.BF16, D.F8E4M3, D.F8E5M2})
 
     def expr(self, e: T.Expr, parent: int = 0) -> str:
+        if self.warpgroup_uniform and isinstance(e, T.Binary) and e.op == "//" and isinstance(e.a, S.ThreadIdx) \
+                and isinstance(e.b, T.Const) and int(e.b.value) == 128:
+            return "tl_warpgroup"
         # cuda_fp8.h's types have no arithmetic or comparisons: compute in f32 (rounded back for arithmetic)
         if isinstance(e, T.Binary) and e.dtype in _FP8 and e.op in ("+", "-", "*", "/"):
             return f"{self.type(e.dtype)}({self.f32(e.a)} {e.op} {self.f32(e.b)})"
@@ -137,6 +140,7 @@ class CudaPrinter(CStylePrinter):
     def __init__(self):
         super().__init__()
         self.helpers: dict[str, str] = {}
+        self.warpgroup_uniform = False
 
     def named_barrier(self, threads: int, index: T.Expr | None = None) -> str:
         if isinstance(index, T.Const):  # the kernel's own T.sync_threads(id, count): any arch (the header's is sm90's)
@@ -149,10 +153,19 @@ class CudaPrinter(CStylePrinter):
     def wgmma_call(self, s: S.SCall, args: list[str]) -> str:
         fn = self.wgmma_helper(s.params)
         if s.params["operands"] == "rs":
-            acc, a, b = args[0], args[1], args[2:]
-            return f"{fn}({acc}, {a}, tl::wgmma_desc({', '.join(b)}));"
-        acc, a, b = args[0], args[1:5], args[5:]
-        return f"{fn}({acc}, tl::wgmma_desc({', '.join(a)}), tl::wgmma_desc({', '.join(b)}));"
+            return f"{fn}({args[0]}, {args[1]}, {self.wgmma_descriptor(s.args[2:], args[3:6])});"
+        a_desc, b_desc = self.wgmma_descriptor(s.args[1:5], args[2:5]), self.wgmma_descriptor(s.args[5:], args[6:])
+        return f"{fn}({args[0]}, {a_desc}, {b_desc});"
+
+    def wgmma_descriptor(self, operand: list[S.Expr], fields: list[str]) -> str:
+        """The descriptor of a wgmma operand tile: the descriptor of the start of dynamic shared memory (a constant)
+        advanced by the tile's byte offset. nvcc folds the constant parts into one add per wgmma, where a descriptor
+        built from the tile's own address cost about a dozen instructions per wgmma inside the loop (masking,
+        shifting and merging every address anew)."""
+        addr = operand[0]
+        assert isinstance(addr, S.AddrOf) and addr.buffer.scope == "shared" and addr.buffer.offset is not None
+        offset = f"{addr.buffer.offset} + ({self.expr(addr.index)}) * {addr.buffer.dtype.bytes}"
+        return f"tl::wgmma_desc_advance(tl::wgmma_desc(tl_smem, {', '.join(fields)}), {offset})"
 
     def wgmma_helper(self, params: dict) -> str:
         """A device function issuing one wgmma.mma_async of this shape and operand kind (generated:
@@ -195,6 +208,13 @@ class CudaPrinter(CStylePrinter):
         self.lines = []
         self.line(f'extern "C" __global__ void __launch_bounds__({k.threads}, 1) {k.name}({self.c_params(k)}) {{')
         self.indent += 1
+        # A wgmma kernel's warpgroup index, broadcast from lane 0 while every thread is still converged: nvcc then
+        # knows it is the same across the warp and keeps what depends on it (the wgmma descriptors of a consumer
+        # warpgroup's rows) in uniform registers, instead of moving it to them before every wgmma.
+        self.warpgroup_uniform = k.threads % 128 == 0 and any(
+            isinstance(st, S.SCall) and st.op == "wgmma" for st in S.walk_simt(k.body))
+        if self.warpgroup_uniform:
+            self.line("const int tl_warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);")
         if k.shared:
             align = max(b.align for b in k.shared)
             self.line(f"extern __shared__ __align__({align}) unsigned char tl_smem[];")

@@ -687,6 +687,14 @@ TL_DEVICE unsigned long long wgmma_desc(const void* smem, unsigned lbo, unsigned
   return d;
 }
 
+// `desc` advanced by `bytes` (a multiple of 16). The start address field counts 16-byte units, and a shared address
+// (under 228 KiB) never carries out of its 14 bits; int arithmetic (an offset never overflows) lets nvcc fold the
+// constant parts, and the add is 32-bit, so the fields above the address stay as they are.
+TL_DEVICE unsigned long long wgmma_desc_advance(unsigned long long desc, int bytes) {
+  unsigned lo = static_cast<unsigned>(desc) + static_cast<unsigned>(bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 TL_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 TL_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
