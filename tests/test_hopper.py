@@ -529,6 +529,7 @@ def test_head_dim_96_without_tma_fills_the_64_byte_panels_with_cp_async():
 def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     from test_simt_interp import check
 
+    from tilec.ir.layout import add
     from tilec.simt.interp import SimtInterpreterError
     from tilec.targets.cuda import hopper_lowering as lower_hopper
 
@@ -556,6 +557,18 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
     r = tilec.compile(ROOT / "samples" / "gemm.tile", text=(ROOT / "samples" / "gemm.tile").read_text() + "\n",
                       target="sm90", defines=tile, disable={"warp_specialize"})
     with pytest.raises(AssertionError, match="differs"):
+        check("gemm", tile, sizes, "sm90", result=r)
+
+    # an operand tile starting 4 elements (8 bytes) into a 16-byte unit: the descriptor (and the generated code's
+    # `tl::wgmma_desc_advance`, which adds the offset in 16-byte units) cannot say so; the model refuses it
+    def shifted(self, r_, row, col, k_major):
+        addr, lbo, sbo, swz = real(self, r_, row, col, k_major)
+        return [S.AddrOf(addr.dtype, None, addr.buffer, add(addr.index, c(4))), lbo, sbo, swz]
+
+    monkeypatch.setattr(lower_hopper.HopperLowering, "descriptor", shifted)
+    r = tilec.compile(ROOT / "samples" / "gemm.tile", text=(ROOT / "samples" / "gemm.tile").read_text() + "\n\n",
+                      target="sm90", defines=tile, disable={"warp_specialize"})
+    with pytest.raises(SimtInterpreterError, match="descriptor starts at byte .* not a multiple of 16"):
         check("gemm", tile, sizes, "sm90", result=r)
 
 

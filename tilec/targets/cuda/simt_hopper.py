@@ -367,6 +367,10 @@ class Hopper:
             b_start = self.uniform(self.shared_byte(b_b, 0) + b_i * self.storage_dtype(b_b.dtype).itemsize,
                                    wg_act, "B descriptor", s.span)
             b_desc = (b_start, *(int(self.full(self.eval(x, mask))[threads[0]]) for x in b_args[1:4]))
+            for what, start in (("A", a_desc[0] if a_desc else None), ("B", b_start)):
+                if start is not None and start % 16:  # the hardware would drop the low bits: another tile
+                    raise self.err(f"wgmma's {what} descriptor starts at byte {start} of shared memory, not a "
+                                   "multiple of 16 (a descriptor's start address counts 16-byte units)", s.span)
             self.wgmma_open.setdefault(g, []).append((s, threads, acc, acc_i.copy(), a_desc, a_regs, b_desc, n, kdim,
                                                       eb, np_t, tnsp_b == "0"))
 
