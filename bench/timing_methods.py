@@ -50,13 +50,18 @@ def main() -> int:
 
     import tilec.runtime as rt
     from tilec.runtime.tune_worker import time_launches
+
     m, n, k = (int(x) for x in a.shape.split(","))
     gemm = rt.load(a.dir / f"{a.build}.cubin").gemm
     args = operands(a.build, m, n, k)
     x, b, c = args
-    ref = torch.mm(x, b.t() if a.build.endswith("_tB") else b)
+    b_kn = b.t() if a.build.endswith("_tB") else b
+
+    def cublas(*_):
+        return torch.mm(x, b_kn)
+
+    ref = cublas()
     calls = {"public call": gemm, **{v.name: v for v in getattr(gemm, "variants", ())}}
-    peer = {"cuBLAS": lambda: torch.mm(x, b.t() if a.build.endswith("_tB") else b)}
     for name, call in calls.items():
         c.fill_(float("nan"))
         call(*args)
@@ -67,16 +72,12 @@ def main() -> int:
             calls[name] = None
     times: dict[str, dict[str, list[float]]] = {}
     for _ in range(a.repeat):
-        for name, call in [*calls.items(), *peer.items()]:
+        for name, call in [*calls.items(), ("cuBLAS", cublas)]:
             if call is None:
                 continue
             t = times.setdefault(name, {"time_launches": [], "do_bench": []})
-            if name in calls:
-                t["time_launches"].append(time_launches(call, args))
-            else:
-                t["time_launches"].append(time_launches(lambda f=call: f(), ()))
-            fn = (lambda f=call: f(*args)) if name in calls else call
-            t["do_bench"].append(do_bench(fn, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+            t["time_launches"].append(time_launches(call, args))
+            t["do_bench"].append(do_bench(lambda f=call: f(*args), warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
     print(f"{a.build} at {m}x{n}x{k} on {torch.cuda.get_device_name()}, {a.repeat} rounds (median ms)")
     print("| variant | time_launches (tune) | do_bench (sweep) | sweep / tune |")
     print("|---|---|---|---|")

@@ -153,16 +153,15 @@ class CudaPrinter(CStylePrinter):
     def wgmma_call(self, s: S.SCall, args: list[str]) -> str:
         fn = self.wgmma_helper(s.params)
         if s.params["operands"] == "rs":
-            return f"{fn}({args[0]}, {args[1]}, {self.wgmma_descriptor(s.args[2:], args[3:6])});"
-        a_desc, b_desc = self.wgmma_descriptor(s.args[1:5], args[2:5]), self.wgmma_descriptor(s.args[5:], args[6:])
+            return f"{fn}({args[0]}, {args[1]}, {self.wgmma_descriptor(s.args[2], args[3:6])});"
+        a_desc, b_desc = self.wgmma_descriptor(s.args[1], args[2:5]), self.wgmma_descriptor(s.args[5], args[6:])
         return f"{fn}({args[0]}, {a_desc}, {b_desc});"
 
-    def wgmma_descriptor(self, operand: list[S.Expr], fields: list[str]) -> str:
+    def wgmma_descriptor(self, addr: S.Expr, fields: list[str]) -> str:
         """The descriptor of a wgmma operand tile: the descriptor of the start of dynamic shared memory (a constant)
         advanced by the tile's byte offset. nvcc folds the constant parts into one add per wgmma, where a descriptor
         built from the tile's own address cost about a dozen instructions per wgmma inside the loop (masking,
-        shifting and merging every address anew)."""
-        addr = operand[0]
+        shifting and merging every address anew). `fields`: the leading and stride byte offsets and the swizzle."""
         assert isinstance(addr, S.AddrOf) and addr.buffer.scope == "shared" and addr.buffer.offset is not None
         offset = f"{addr.buffer.offset} + ({self.expr(addr.index)}) * {addr.buffer.dtype.bytes}"
         return f"tl::wgmma_desc_advance(tl::wgmma_desc(tl_smem, {', '.join(fields)}), {offset})"
