@@ -441,6 +441,9 @@ WS_ONLY_CASES = [
     ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "tma_preload": True},
      {"B": 1, "S": 200, "H": 2}),
     ("flash_attention", {"tma_preload": True, "overlap_softmax": True, "causal": True}, {"B": 2, "S": 130, "H": 1}),
+    # persistent: 6 query blocks (the longest first) on 3 "multiprocessors", causal, ragged S
+    ("flash_attention", {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "causal": True, "dtype": "bf16",
+                         "persistent": True}, {"B": 1, "S": 300, "H": 2}),
 ]
 
 

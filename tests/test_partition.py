@@ -135,7 +135,7 @@ def test_both_paths_run_at_the_ragged_attention_shape(monkeypatch, side):
 def test_the_causal_mask_is_skipped_on_interior_kv_tiles():
     """Only the diagonal block and the ragged tail select -inf; interior KV tiles store the zeros alone."""
     text = _compile("flash_attention", ATTN).source
-    assert "if (k * 64 + 63 <= int(blockIdx.x) * 64 && k * 64 + 63 < S) {" in text
+    assert "if (k * 64 + 63 <= bx * 64 && k * 64 + 63 < S) {" in text
 
 
 def test_index_terms_are_simplified():
@@ -389,5 +389,7 @@ def test_warp_specialized_attention_skips_the_mask_on_interior_kv_tiles(causal):
         assert any(isinstance(x, T.Var | S.BlockIdx) for x in sub_exprs(branch.cond)), \
             f"a fast path under a constant condition: {branch.cond}"
     source = result.source[:result.source.index("flash_attention__no_tma(")]  # the warp-specialized kernel
-    want = "k * 128 + 127 <= int(blockIdx.x) * 128 && k * 128 + 127 < S" if causal else "k * 128 + 127 < S"
+    # (causal: `bx` is the query block, the launch's blocks taken in reverse so that the longest start first)
+    want = "k * 128 + 127 <= bx * 128 && k * 128 + 127 < S" if causal else "k * 128 + 127 < S"
     assert f"if ({want}) {{" in source
+    assert ("int bx = (tl::ceildiv(S, 128) - 1) - int(blockIdx.x);" in source) == causal

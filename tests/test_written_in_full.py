@@ -97,6 +97,13 @@ kernel k(A: f32[M, N], C: out f32[M, N], D: out f32[M, 64]):
     ("ceildiv(N, bn)", "for r in range(1):\n            copy(t, C[by * bm, bx * bn])", []),  # in a loop
     ("1", "copy(t, D[by * bm, 0])", ["D"]),  # a fixed dimension of 64 in one tile of 64
     ("1", "copy(t[0:bm, 0:32], D[by * bm, 0])", []),  # half of it
+    # a local standing for a block index: the index itself, its reverse (the blocks in the other order), not a shift
+    ("ceildiv(N, bn)", "x = bx\n        copy(t, C[by * bm, x * bn])", ["C"]),
+    ("ceildiv(N, bn)", "x = ceildiv(N, bn) - 1 - bx\n        copy(t, C[by * bm, x * bn])", ["C"]),
+    ("ceildiv(N, bn)", "x = ceildiv(N, bn) - bx\n        copy(t, C[by * bm, x * bn])", []),
+    ("ceildiv(N, bn)", "x = ceildiv(M, bm) - 1 - by\n        copy(t, C[by * bm, x * bn])", []),
+    ("ceildiv(N, bn)", "x = bx\n        x = bx + 1\n        copy(t, C[by * bm, x * bn])", []),  # assigned twice
+    ("ceildiv(N, bn)", "x = by\n        copy(t, C[x * bm, by * bn])", []),  # by in both dimensions
 ])
 def test_planted_partial_writes_are_not_marked(grid_x, store, want):
     kernel = tilec.compile("planted.tile", text=PLANTED.format(grid_x=grid_x, store=store)).module.kernels[0]

@@ -13,7 +13,9 @@ the tensor,
   past its edge are dropped).
 
 Rasterization's remapped block indices (`use_swizzle`) stand for the indices they remap: the remapping is a
-bijection of the grid (tilec/passes/rasterization.py), so the blocks still cover the same tiles.
+bijection of the grid (tilec/passes/rasterization.py), so the blocks still cover the same tiles. So does a local
+assigned once, in the kernel's body itself, a block index `b` or its reverse `(n - 1) - b` where n is the grid's
+extent along b (flash_attention's causal blocks, taken longest first).
 """
 
 from __future__ import annotations
@@ -29,13 +31,38 @@ def outputs_written_in_full(k: T.Kernel) -> list[str]:
     if raster is not None:  # (x assign, y assign): bx_swizzled, by_swizzled over bx's and by's grid extents
         for assign, original in zip(raster, k.block_vars[:2], strict=True):
             grid[assign.var] = grid[original]
+    aliases = _block_aliases(k)
+    grid.update({alias: grid[block] for alias, block in aliases.items()})
     outputs = [p for p in k.params if isinstance(p, T.Buffer) and p.is_output]
     covered = {p.name for s in k.body if isinstance(s, T.Copy) and s.dst.buffer in outputs
-               for p in [s.dst.buffer] if _tiles_the_tensor(s.dst, grid)}
+               for p in [s.dst.buffer] if _tiles_the_tensor(s.dst, grid, aliases)}
     return [p.name for p in outputs if p.name in covered]
 
 
-def _tiles_the_tensor(region: T.Region, grid: dict[T.Var, T.Expr]) -> bool:
+def _block_aliases(k: T.Kernel) -> dict[T.Var, T.Var]:
+    """Locals that enumerate a block index's values (see the module's docstring), with that block index."""
+    from .visit import walk_stmts
+
+    grid = dict(zip(k.block_vars, k.grid, strict=True))
+    assigned: dict[T.Var, int] = {}
+    for s in walk_stmts(k.body):
+        if isinstance(s, T.Assign):
+            assigned[s.var] = assigned.get(s.var, 0) + 1
+    out: dict[T.Var, T.Var] = {}
+    for s in k.body:
+        if not isinstance(s, T.Assign) or assigned[s.var] != 1:
+            continue
+        v = s.value
+        if isinstance(v, T.Var) and v in k.block_vars:
+            out[s.var] = v
+        elif (isinstance(v, T.Binary) and v.op == "-" and isinstance(v.b, T.Var) and v.b in k.block_vars
+              and isinstance(v.a, T.Binary) and v.a.op == "-" and _is_const(v.a.b, 1)
+              and expr_str(v.a.a) == expr_str(grid[v.b])):
+            out[s.var] = v.b
+    return out
+
+
+def _tiles_the_tensor(region: T.Region, grid: dict[T.Var, T.Expr], aliases: dict[T.Var, T.Var]) -> bool:
     extents = region.const_extents
     shape = region.buffer.shape
     if extents is None or len(extents) != len(shape) or len(region.starts) != len(shape):
@@ -45,9 +72,9 @@ def _tiles_the_tensor(region: T.Region, grid: dict[T.Var, T.Expr]) -> bool:
         if _is_const(start, 0) and isinstance(size, T.Const) and int(size.value) <= extent:
             continue
         block = _block_times(start, extent)
-        if block is None or block not in grid or block in used:
+        if block is None or block not in grid or aliases.get(block, block) in used:
             return False
-        used.add(block)
+        used.add(aliases.get(block, block))
         if not _spans(grid[block], size, extent):
             return False
     return True
