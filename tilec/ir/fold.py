@@ -243,6 +243,50 @@ def multiple_of(e: T.Expr, vec: int) -> bool:
     return False
 
 
+def _fold_multiple_node(e: T.Expr) -> T.Expr | None:
+    """fold_node, and three rewrites that hold for every integer value: (x * k) // c -> x * (k / c) where c divides
+    k; x % c -> 0 where x is a multiple of c; x ^ 0 -> x."""
+    out = fold_node(e)
+    if out is not None:
+        e = out
+    if not isinstance(e, T.Binary) or e.dtype.is_float:
+        return out
+    b = as_int(e.b)
+    if e.op == "//" and b and isinstance(e.a, T.Binary) and e.a.op == "*" and e.a.dtype == e.dtype:
+        k = as_int(e.a.b)
+        if k is not None and k % b == 0:
+            return fold(T.Binary(e.dtype, e.span, "*", e.a.a, const(k // b, e.dtype, e.span)))
+    if e.op == "%" and b and multiple_of(e.a, b):
+        return const(0, e.dtype, e.span)
+    if e.op == "^" and (b == 0 or as_int(e.a) == 0):
+        return e.a if b == 0 else e.b
+    return out
+
+
+def fold_multiples(e: T.Expr) -> T.Expr:
+    """fold, with the rewrites of _fold_multiple_node: a swizzle's `(c ^ ((x * 64) % 8))` becomes `c`. Kept apart from
+    fold, which every lowered index goes through: only the callers that want these rewrites pay for them."""
+    return rewrite_expr(e, _fold_multiple_node)
+
+
+def split_constant(e: T.Expr) -> tuple[T.Expr | None, int]:
+    """An integer sum as (the terms that are not constant, or None; the sum of those that are)."""
+    if isinstance(e, T.Const) and not e.dtype.is_float:
+        return None, int(e.value)
+    if isinstance(e, T.Binary) and e.op in ("+", "-") and not e.dtype.is_float:
+        a_rest, a_const = split_constant(e.a)
+        b_rest, b_const = split_constant(e.b)
+        sign = 1 if e.op == "+" else -1
+        if b_rest is None:
+            rest = a_rest
+        elif a_rest is None:
+            rest = b_rest if sign == 1 else T.Unary(e.dtype, e.span, "-", b_rest)
+        else:
+            rest = T.Binary(e.dtype, e.span, e.op, a_rest, b_rest)
+        return rest, a_const + sign * b_const
+    return e, 0
+
+
 # ---------------------------------------------------------------- polynomials (view sizes)
 
 

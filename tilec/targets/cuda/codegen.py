@@ -8,6 +8,7 @@ from ...diagnostics import Diagnostic, Reporter
 from ...ir import dtypes as D
 from ...ir import simt as S
 from ...ir import tile as T
+from ...ir.fold import fold_multiples, split_constant
 from ...ir.simt_printer import PORTABLE_CALLS, CStylePrinter, spelled
 from ..registry import check_spellings
 
@@ -159,12 +160,23 @@ class CudaPrinter(CStylePrinter):
 
     def wgmma_descriptor(self, addr: S.Expr, fields: list[str]) -> str:
         """The descriptor of a wgmma operand tile: the descriptor of the start of dynamic shared memory (a constant)
-        advanced by the tile's byte offset. nvcc folds the constant parts into one add per wgmma, where a descriptor
-        built from the tile's own address cost about a dozen instructions per wgmma inside the loop (masking,
-        shifting and merging every address anew). `fields`: the leading and stride byte offsets and the swizzle."""
+        advanced by the tile's byte offset, in two adds: the offset's runtime part (the stage, the warpgroup's rows:
+        the same for every wgmma of a k-loop step, so nvcc computes it once), then its constant part (the k-step
+        within the tile: one add a wgmma). A descriptor built from the tile's own address cost about a dozen
+        instructions per wgmma inside the loop (masking, shifting and merging every address anew), one advanced by
+        the whole offset four to seven (its runtime and constant parts added, then shifted, for each wgmma).
+        `fields`: the leading and stride byte offsets and the swizzle."""
         assert isinstance(addr, S.AddrOf) and addr.buffer.scope == "shared" and addr.buffer.offset is not None
-        offset = f"{addr.buffer.offset} + ({self.expr(addr.index)}) * {addr.buffer.dtype.bytes}"
-        return f"tl::wgmma_desc_advance(tl::wgmma_desc(tl_smem, {', '.join(fields)}), {offset})"
+        base = f"tl::wgmma_desc(tl_smem, {', '.join(fields)})"
+        size = addr.buffer.dtype.bytes
+        runtime, constant = split_constant(fold_multiples(addr.index))
+        constant_bytes = addr.buffer.offset + constant * size
+        if runtime is not None and constant_bytes % 16 == 0:
+            # the whole offset is a multiple of 16 bytes (the SIMT model checks), so its runtime part is too
+            base = f"tl::wgmma_desc_advance({base}, ({self.expr(runtime)}) * {size})"
+            return f"tl::wgmma_desc_advance({base}, {constant_bytes})"
+        offset = f"{addr.buffer.offset} + ({self.expr(addr.index)}) * {size}"
+        return f"tl::wgmma_desc_advance({base}, {offset})"
 
     def wgmma_helper(self, params: dict) -> str:
         """A device function issuing one wgmma.mma_async of this shape and operand kind (generated:
