@@ -44,6 +44,7 @@ SHAPES = {
 
 
 def build(out: Path, before: Path) -> None:
+    out = out.resolve()  # the compiles run in each tree's own folder
     out.mkdir(parents=True, exist_ok=True)
     for tree, root in (("before", before), ("after", ROOT)):
         env = {**os.environ, "PYTHONPATH": str(root), "TILEC_CACHE_DIR": str(out / f".cache_{tree}")}

@@ -11,6 +11,9 @@
 #          launch overhead, the shape sweep                                                        (~250 s there)
 #   call2: the GPU suite's second half, the TileLang ports, the named-barrier test                  (~100 s there)
 #   call3: the documented GPU commands (bench/docs_gpu_commands.sh, both groups; STEPS= picks)      (~600 s: two calls)
+# A callN folder may also hold ab.tar.xz: folders built by `bench/shape_sweep.py build` (each with its shapes.json),
+# whose sweeps of the seven wgmma families `run` takes in turn, twice (an A/B: name them so that they sort in the
+# order to compare), and optionally sched/ from `bench/attention_schedule_ab.py build`      (~95 s a sweep, ~90 s sched)
 # The device tool's call for folder N: carry [".artifacts/session/callN"], command
 # `bash bench/gpu_session.sh run .artifacts/session/callN` (call3: prefix `STEPS="..." MORE=1`, see that script).
 # Issue the next call within the machine's 30 s warm window, or it starts cold again.
@@ -86,6 +89,18 @@ case "$mode" in
     if [ -d "$c/perf_next" ]; then mkdir -p "$o/pn"; step perf_next 230 "OUT=$o/pn bash bench/perf_next_gpu.sh run $c/perf_next"; fi
     if [ -d "$c/launch" ]; then step launch 90 "OUT=$o $PY bench/launch_overhead.py run $c/launch"; fi
     if [ -d "$c/sweep" ]; then step sweep 120 "$PY bench/shape_sweep.py run $c/sweep --results $o/sweep.json"; fi
+    if [ -f "$c/ab.tar.xz" ]; then
+        mkdir -p "$c/ab" && tar -xJf "$c/ab.tar.xz" -C "$c/ab"
+        families=(--only "gemm f16" --only "gemm bf16" --only "gemm f16 trans_B" --only "gemm bf16 trans_B" --only fp8
+                  --only attention --only "attention causal")
+        for i in 1 2; do
+            for b in $(cd "$c/ab" && ls -d */ | tr -d / | sort); do
+                [ -f "$c/ab/$b/shapes.json" ] || continue
+                step "sweep_${b}_$i" 200 "$PY bench/shape_sweep.py run $c/ab/$b --results $o/sweep_${b}_$i.json $(printf '%q ' "${families[@]}")"
+            done
+        done
+        if [ -d "$c/ab/sched" ]; then step sched 200 "$PY bench/attention_schedule_ab.py run $c/ab/sched"; fi
+    fi
     if [ -f "$c/docs_gpu_commands.sh" ]; then
         mkdir -p "$o/docs"; step docs $((590 - SECONDS + t0)) "OUT=$o/docs bash $c/docs_gpu_commands.sh"
     fi
