@@ -5,6 +5,7 @@ copies on the H200 run in bench/misaligned_h200.py and the shape sweep (and comp
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -102,6 +103,29 @@ def test_pad_rows_copies_every_row_and_nothing_else(checked_harness, tmp_path):
                                              for rows, width, src_off, src_pitch, dst_off, dst_pitch in CASES])
 
 
+def test_pad_rows_copies_every_row_in_the_launchs_own_grid(checked_harness, tmp_path):
+    """The same cases in the grid tilec.runtime launches (each thread four rows, a quarter of them apart): row counts
+    that four does not divide leave some threads fewer rows."""
+    _run_checked(checked_harness, tmp_path, [(src_off, dst_off, rows, width, src_pitch, dst_pitch)
+                                             for rows, width, src_off, src_pitch, dst_off, dst_pitch in CASES],
+                 rows_per_grid=1 << 16)
+
+
+def test_the_manifest_says_how_many_rows_a_thread_copies():
+    """The header's TILEC_PAD_ROWS is what the manifest of a TMA build records and what the runtime sizes grid y by;
+    an artifact built before the copy took several rows a thread (no key) gets one row a thread, its own grid."""
+    import re
+
+    import tilec
+    from tilec.manifest import PAD_ROWS, PAD_ROWS_KEY
+
+    assert re.search(r"#define TILEC_PAD_ROWS (\d+)", HEADER.read_text()).group(1) == str(PAD_ROWS)
+    manifest = tilec.compile(str(HEADER.parents[4] / "samples" / "gemm.tile"), target="sm90", emit="cu",
+                             tune_db="").manifest
+    assert json.loads(manifest)[PAD_ROWS_KEY] == PAD_ROWS
+    assert _copy_grid(8198, 4099)[2] == -(-4099 // PAD_ROWS) and _copy_grid(8198, 4099, 1)[2] == 4099
+
+
 def test_units_are_the_widest_every_row_is_aligned_to():
     assert _unit(0x1000, 8208) == 16 and _unit(0x1000, 8198) == 2 and _unit(0x1001, 3008) == 1
     assert _unit(0x1008, 48) == 8 and _unit(0x1004, 40) == 4 and _unit(0x1000, 3003) == 1
@@ -152,7 +176,8 @@ def test_a_batch_launch_has_no_block_without_work():
     from tilec.runtime.launch import _batch_grid
 
     threads, grid, places = _batch_grid([(1030, 127), (1030, 4099), (8198, 127)])
-    assert threads == 256 and places == [(1, 127, 0), (1, 4099, 127), (3, 127, 4226)] and grid == (4607, 1, 1)
+    # (grid y: a block's threads take 4 rows each, so 127 rows are 32 blocks tall and 4099 rows 1025)
+    assert threads == 256 and places == [(1, 32, 0), (1, 1025, 32), (3, 32, 1057)] and grid == (1153, 1, 1)
 
 
 # Many copies in one process, each into a fresh destination, with every 16-byte access checked: a 16-byte load must lie
@@ -256,14 +281,14 @@ def _checked_cases(widths, directions=("in", "out")):
     return cases
 
 
-def _run_checked(harness, tmp_path, cases, threads_cap=None):
+def _run_checked(harness, tmp_path, cases, threads_cap=None, rows_per_grid=2):
     rng = np.random.default_rng(7)
     src = rng.integers(0, 256, 64 + max(so + rows * sp for so, _, rows, _, sp, _ in cases) + 64, dtype=np.uint8)
     lines, wants = [], []
     for i, (src_off, dst_off, rows, width, src_pitch, dst_pitch) in enumerate(cases):
         src_off += 64  # the source buffer's first 64 bytes lie outside every tensor: a load there is caught
         dst_size = dst_off + rows * dst_pitch + 48
-        threads, gx, gy = _launch_shape(width, rows, 2)
+        threads, gx, gy = _launch_shape(width, rows, rows_per_grid)
         if threads_cap:
             threads = min(threads, threads_cap)
             gx = -(-width // (16 * threads))

@@ -22,6 +22,9 @@ from .manifest import (
     LAUNCHES_KEY,
     LOADER_KEY,
     MANIFEST_VERSION,
+    PAD_HELPER,
+    PAD_ROWS,
+    PAD_ROWS_KEY,
     TMA_ONLY_KEY,
     WRITTEN_IN_FULL_KEY,
 )
@@ -214,6 +217,8 @@ def manifest(result, kind: str, archs: list[str], toolchain: str, options: dict,
     helpers = backend.helper_functions(m["kernels"])
     if helpers:
         m[HELPERS_KEY] = helpers
+    if PAD_HELPER in helpers:
+        m[PAD_ROWS_KEY] = PAD_ROWS
     m["remarks"] = [remark_entry(d) for d in result.remarks]
     if options:
         m["options"] = {k: ({n: v if isinstance(v, (bool, int, float, str)) else str(v) for n, v in v.items()}

@@ -42,6 +42,8 @@ from typing import NamedTuple
 from ..manifest import (
     PAD_BATCH,
     PAD_BATCH_HELPER,
+    PAD_ROWS,
+    PAD_ROWS_KEY,
     WRITTEN_IN_FULL_KEY,
     ManifestError,
     cluster_dims,
@@ -443,10 +445,12 @@ class _Padding:
             if output:
                 outs.append((work, pitch, ptrs[k], width, width, rows))
         batch_fn = kernel.module.pad_function(device, PAD_BATCH_HELPER)
+        rows_per_thread = kernel.module.manifest.get(PAD_ROWS_KEY, 1)
 
         def launches(group: list) -> list[_Copy]:
             if batch_fn is not None:
-                return [self._batch(batch_fn, group[i:i + PAD_BATCH]) for i in range(0, len(group), PAD_BATCH)]
+                return [self._batch(batch_fn, group[i:i + PAD_BATCH], rows_per_thread)
+                        for i in range(0, len(group), PAD_BATCH)]
             return [self._copy(kernel, device, *c) for c in group]
 
         every = [c for c, _ in ins]
@@ -464,7 +468,7 @@ class _Padding:
         fn = kernel.module.pad_function(device)
         if fn is None:
             return _Copy(lambda handle: drv.copy_rows(dst, dst_pitch, src, src_pitch, width, rows, handle), None)
-        threads, gx, gy = _copy_grid(width, rows)
+        threads, gx, gy = _copy_grid(width, rows, kernel.module.manifest.get(PAD_ROWS_KEY, 1))
         grid = (gx, gy, 1)
         args = (ctypes.c_uint64(src), ctypes.c_uint64(dst), ctypes.c_int64(rows), ctypes.c_int64(width),
                 ctypes.c_int64(src_pitch), ctypes.c_int64(dst_pitch), ctypes.c_int(_unit(src, src_pitch)),
@@ -477,10 +481,10 @@ class _Padding:
         step = Step(fn, grid, threads, 0, None, (-1,) * len(args), tuple(ctypes.addressof(a) for a in args))
         return _Copy(launch, step, (args, params))
 
-    def _batch(self, fn: int, group: list) -> _Copy:
+    def _batch(self, fn: int, group: list, rows_per_thread: int) -> _Copy:
         """One launch of tilec_pad_batch moving each copy of `group` (at most PAD_BATCH), its blocks in turn
         (_batch_grid)."""
-        threads, grid, places = _batch_grid([(width, rows) for *_, width, rows in group])
+        threads, grid, places = _batch_grid([(width, rows) for *_, width, rows in group], rows_per_thread)
         copies = _PadCopies(count=len(group))
         for j, ((src, src_pitch, dst, dst_pitch, width, rows), place) in enumerate(zip(group, places, strict=True)):
             copies.copy[j] = _PadCopy(src, dst, rows, width, src_pitch, dst_pitch, _unit(src, src_pitch),
@@ -493,15 +497,17 @@ class _Padding:
         return _Copy(launch, Step(fn, grid, threads, 0, None, (-1,), (ctypes.addressof(copies),)), (copies, params))
 
 
-def _copy_grid(width: int, rows: int) -> tuple[int, int, int]:
-    """(threads, grid x, grid y) of a pitched copy of `rows` rows of `width` bytes: 16 bytes a thread, blocks of
-    32 to 256 threads over a row, grid y over the rows (at most 65535: the kernel strides over the rest)."""
+def _copy_grid(width: int, rows: int, rows_per_thread: int = PAD_ROWS) -> tuple[int, int, int]:
+    """(threads, grid x, grid y) of a pitched copy of `rows` rows of `width` bytes: 16 bytes a thread and row, blocks
+    of 32 to 256 threads over a row, grid y over the rows, `rows_per_thread` of them a thread (the artifact's
+    PAD_ROWS_KEY; at most 65535 blocks: the kernel strides over the rest)."""
     chunks = -(-width // 16)
     threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
-    return threads, -(-chunks // threads), min(rows, 65535)
+    return threads, -(-chunks // threads), min(-(-rows // rows_per_thread), 65535)
 
 
-def _batch_grid(copies: list[tuple[int, int]]) -> tuple[int, tuple[int, int, int], list[tuple[int, int, int]]]:
+def _batch_grid(copies: list[tuple[int, int]], rows_per_thread: int = PAD_ROWS
+                ) -> tuple[int, tuple[int, int, int], list[tuple[int, int, int]]]:
     """(threads, grid, per copy (blocks x, blocks y, first block)) of a tilec_pad_batch launch of copies of (row
     bytes, rows): the widest block any of them takes, and each copy's own grid for that block laid out in turn on
     one line of blocks."""
@@ -509,7 +515,7 @@ def _batch_grid(copies: list[tuple[int, int]]) -> tuple[int, tuple[int, int, int
     places, first = [], 0
     for width, rows in copies:
         chunks = -(-width // 16)
-        blocks_x, blocks_y = -(-chunks // threads), min(rows, 65535)
+        blocks_x, blocks_y = -(-chunks // threads), min(-(-rows // rows_per_thread), 65535)
         places.append((blocks_x, blocks_y, first))
         first += blocks_x * blocks_y
     return threads, (first, 1, 1), places

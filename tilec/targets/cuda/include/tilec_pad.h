@@ -8,17 +8,52 @@
 // A warp moves a 512-byte span of a row, 16 bytes a thread. `src_unit` and `dst_unit` (16, 8, 4, 2 or 1 bytes) are the
 // widest accesses each side's address and pitch allow. Where both are 4 or more, the warp moves the span in units of
 // the narrower: in step i, lane l moves unit i * 32 + l, so that every load and store instruction of the warp covers
-// contiguous bytes. Narrower rows take tilec_pad_row_shifted (below): aligned 16-byte loads and stores, the bytes
+// contiguous bytes. Narrower rows take tilec_pad_rows_shifted (below): aligned 16-byte loads and stores, the bytes
 // shifted in registers. Grid: x over a row's spans (blocks of 32 to 256 threads), y over the rows (in strides of
-// gridDim.y).
+// gridDim.y). A thread takes TILEC_PAD_ROWS rows, gridDim.y apart, at a time: all their loads, then all their stores,
+// so that a multiprocessor keeps that many times the bytes in flight (with one row a thread, 16 bytes and a block's
+// start for every 16 bytes moved, the copy ran at 2.7 TB/s on the H200 where torch's copy runs at 4.25).
+#define TILEC_PAD_ROWS 4
+
+// One thread's units of a warp's span (lane l: units l, l + 32, ...), and their loads and stores.
+template <typename Unit>
+struct tilec_pad_units {
+  Unit u[16 / sizeof(Unit)];
+};
 
 template <typename Unit>
-__device__ __forceinline__ void tilec_pad_span(const unsigned char* s, unsigned char* d, long long left, int lane) {
-  constexpr int kSteps = 16 / sizeof(Unit);
+__device__ __forceinline__ void tilec_pad_load(tilec_pad_units<Unit>& v, const unsigned char* s, long long left,
+                                               int lane) {
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
+  for (int i = 0; i < (int)(16 / sizeof(Unit)); ++i) {
     const int u = i * 32 + lane;
-    if ((long long)u * sizeof(Unit) < left) reinterpret_cast<Unit*>(d)[u] = reinterpret_cast<const Unit*>(s)[u];
+    if ((long long)u * sizeof(Unit) < left) v.u[i] = Unit(reinterpret_cast<const Unit*>(s)[u]);
+  }
+}
+
+template <typename Unit>
+__device__ __forceinline__ void tilec_pad_store(const tilec_pad_units<Unit>& v, unsigned char* d, long long left,
+                                                int lane) {
+#pragma unroll
+  for (int i = 0; i < (int)(16 / sizeof(Unit)); ++i) {
+    const int u = i * 32 + lane;
+    if ((long long)u * sizeof(Unit) < left) reinterpret_cast<Unit*>(d)[u] = v.u[i];
+  }
+}
+
+// The warp's span of the rows by, by + gy, ...: TILEC_PAD_ROWS rows' loads, then their stores.
+template <typename Unit>
+__device__ __forceinline__ void tilec_pad_spans(const unsigned char* src, unsigned char* dst, long long rows,
+                                                long long left, long long src_pitch, long long dst_pitch, long long by,
+                                                long long gy, int lane) {
+  for (long long r0 = by; r0 < rows; r0 += gy * TILEC_PAD_ROWS) {
+    tilec_pad_units<Unit> v[TILEC_PAD_ROWS];
+#pragma unroll
+    for (int j = 0; j < TILEC_PAD_ROWS; ++j)
+      if (r0 + j * gy < rows) tilec_pad_load(v[j], src + (r0 + j * gy) * src_pitch, left, lane);
+#pragma unroll
+    for (int j = 0; j < TILEC_PAD_ROWS; ++j)
+      if (r0 + j * gy < rows) tilec_pad_store(v[j], dst + (r0 + j * gy) * dst_pitch, left, lane);
   }
 }
 
@@ -54,32 +89,56 @@ __device__ __forceinline__ uint4 tilec_pad_gather(const unsigned char* s, const 
                tilec_pad_funnel(w[Word + 2], w[Word + 3], shift), tilec_pad_funnel(w[Word + 3], w[Word + 4], shift)};
 }
 
-// One row when either side is aligned to less than 4 bytes (rows of an odd number of 2-byte elements, 1-byte rows of
-// any length), which byte and 2-byte accesses moved slowly (fp8 calls with such rows ran 6-23% longer on the H200,
-// bench/RESULTS.md s14). Here every thread stores one aligned 16-byte block of the destination row, gathered from two
-// aligned 16-byte loads of the source; the bytes before the row's first aligned block (`head`, under 16) and after its
-// last whole one go one at a time. Chunk c of the row is its bytes [head + 16c, head + 16c + 16).
-__device__ __forceinline__ void tilec_pad_row_shifted(const unsigned char* s, unsigned char* d, long long width,
-                                                      long long chunk, const unsigned char* lo,
+// 16 source bytes from `s` (any alignment), whichever word of its aligned block they start at.
+__device__ __forceinline__ uint4 tilec_pad_gather_any(const unsigned char* s, const unsigned char* lo,
                                                       const unsigned char* hi) {
+  switch ((reinterpret_cast<unsigned long long>(s) >> 2) & 3) {  // the same for the whole row: no divergence
+    case 0: return tilec_pad_gather<0>(s, lo, hi);
+    case 1: return tilec_pad_gather<1>(s, lo, hi);
+    case 2: return tilec_pad_gather<2>(s, lo, hi);
+    default: return tilec_pad_gather<3>(s, lo, hi);
+  }
+}
+
+// Rows where either side is aligned to less than 4 bytes (rows of an odd number of 2-byte elements, 1-byte rows of
+// any length), which byte and 2-byte accesses moved slowly (fp8 calls with such rows ran 6-23% longer on the H200,
+// bench/RESULTS.md s14). Here every thread stores one aligned 16-byte block of each destination row, gathered from two
+// aligned 16-byte loads of the source; the bytes before the row's first aligned block (`head`, under 16) and after its
+// last whole one go one at a time. Chunk c of a row is its bytes [head + 16c, head + 16c + 16). This copies the bytes a
+// row's chunk has that are not such a block and returns where the block starts in the row (-1: none).
+__device__ __forceinline__ long long tilec_pad_row_edges(const unsigned char* s, unsigned char* d, long long width,
+                                                         long long chunk) {
   const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15);
   if (chunk == 0)
     for (long long i = 0; i < head && i < width; ++i) d[i] = s[i];
   const long long first = head + chunk * 16;
-  if (first >= width) return;
+  if (first >= width) return -1;
   if (first + 16 > width) {  // the row's last, partial block
     for (long long i = first; i < width; ++i) d[i] = s[i];
-    return;
+    return -1;
   }
-  const unsigned char* from = s + first;
-  uint4 v;
-  switch ((reinterpret_cast<unsigned long long>(from) >> 2) & 3) {  // the same for the whole row: no divergence
-    case 0: v = tilec_pad_gather<0>(from, lo, hi); break;
-    case 1: v = tilec_pad_gather<1>(from, lo, hi); break;
-    case 2: v = tilec_pad_gather<2>(from, lo, hi); break;
-    default: v = tilec_pad_gather<3>(from, lo, hi);
+  return first;
+}
+
+// The thread's chunk of the rows by, by + gy, ...: TILEC_PAD_ROWS rows' gathers, then their stores.
+__device__ __forceinline__ void tilec_pad_rows_shifted(const unsigned char* src, unsigned char* dst, long long rows,
+                                                       long long width, long long src_pitch, long long dst_pitch,
+                                                       long long chunk, long long by, long long gy) {
+  const unsigned char* lo = src;
+  const unsigned char* hi = src + (rows - 1) * src_pitch + width;
+  for (long long r0 = by; r0 < rows; r0 += gy * TILEC_PAD_ROWS) {
+    long long at[TILEC_PAD_ROWS];
+    uint4 v[TILEC_PAD_ROWS];
+#pragma unroll
+    for (int j = 0; j < TILEC_PAD_ROWS; ++j) {
+      const long long r = r0 + j * gy;
+      at[j] = r < rows ? tilec_pad_row_edges(src + r * src_pitch, dst + r * dst_pitch, width, chunk) : -1;
+      if (at[j] >= 0) v[j] = tilec_pad_gather_any(src + r * src_pitch + at[j], lo, hi);
+    }
+#pragma unroll
+    for (int j = 0; j < TILEC_PAD_ROWS; ++j)
+      if (at[j] >= 0) *reinterpret_cast<uint4*>(dst + (r0 + j * gy) * dst_pitch + at[j]) = v[j];
   }
-  *reinterpret_cast<uint4*>(d + first) = v;
 }
 
 // The copy's block (bx, by) of a grid gy blocks tall: its warps' spans of the rows by, by + gy, ...
@@ -96,20 +155,14 @@ __device__ __forceinline__ void tilec_pad_rows_body(const unsigned char* __restr
   const long long span = (bx * blockDim.x + (threadIdx.x & ~31)) * 16;  // the warp's first byte
   if (span >= width) return;
   if (unit < 4) {
-    const unsigned char* lo = src;
-    const unsigned char* hi = src + (rows - 1) * src_pitch + width;
-    for (long long r = by; r < rows; r += gy)
-      tilec_pad_row_shifted(src + r * src_pitch, dst + r * dst_pitch, width, span / 16 + lane, lo, hi);
+    tilec_pad_rows_shifted(src, dst, rows, width, src_pitch, dst_pitch, span / 16 + lane, by, gy);
     return;
   }
-  for (long long r = by; r < rows; r += gy) {
-    const unsigned char* s = src + r * src_pitch + span;
-    unsigned char* d = dst + r * dst_pitch + span;
-    switch (unit) {
-      case 16: tilec_pad_span<uint4>(s, d, width - span, lane); break;
-      case 8: tilec_pad_span<uint2>(s, d, width - span, lane); break;
-      default: tilec_pad_span<unsigned int>(s, d, width - span, lane);
-    }
+  const long long left = width - span;
+  switch (unit) {
+    case 16: tilec_pad_spans<uint4>(src + span, dst + span, rows, left, src_pitch, dst_pitch, by, gy, lane); break;
+    case 8: tilec_pad_spans<uint2>(src + span, dst + span, rows, left, src_pitch, dst_pitch, by, gy, lane); break;
+    default: tilec_pad_spans<unsigned int>(src + span, dst + span, rows, left, src_pitch, dst_pitch, by, gy, lane);
   }
 }
 
