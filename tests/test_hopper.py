@@ -293,7 +293,7 @@ def test_wgmma_descriptor_adds_its_runtime_offset_once_and_a_constant_per_wgmma(
     with a multiple of the swizzle period folds away, so every descriptor is the same runtime base plus a constant."""
     defines = {"dim": 128, "block_M": 128, "block_N": 128, "threads": 256, "dtype": "bf16"}
     source = tilec.compile(str(ROOT / "samples" / "flash_attention.tile"), target="sm90", defines=defines).source
-    calls = re.findall(r"tl_wgmma_ss_n128_bf16_t0\(&acc_s\[0\], (.*)\);", source)
+    calls = re.findall(r"tl_wgmma_ss_n128_bf16_t0(?:_zero_d)?\(&acc_s\[0\], (.*)\);", source)
     assert len(calls) >= 8
     advanced = re.compile(r"tl::wgmma_desc_advance\((tl::wgmma_desc_advance\(tl::wgmma_desc\(tl_smem, [^)]*\), "
                           r"\(.*?\) \* 2\)), (\d+)\)")
@@ -636,6 +636,31 @@ def test_simt_interpreter_catches_planted_hopper_bugs(monkeypatch):
                       target="sm90", defines=tile, disable={"warp_specialize"})
     with pytest.raises(SimtInterpreterError, match="descriptor starts at byte .* not a multiple of 16"):
         check("gemm", tile, sizes, "sm90", result=r)
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice")
+def test_clear_accum_gemm_replaces_the_accumulator_through_wgmma_scale_d():
+    """gemm(..., clear_accum=True) on wgmma (attention's Q.K^T): no fill of the accumulator before it; its first
+    k-step's wgmma has scale-d 0 and output-only accumulator operands, so the registers' earlier values are dead.
+    Lane by lane on a CPU it matches the Tile IR interpreter; with scale-d dropped, the model's registers (NaN until
+    written) reach the result."""
+    from test_simt_interp import check
+
+    defines = {"dim": 64, "causal": True}
+    sizes = {"B": 1, "S": 150, "H": 1}
+    r = tilec.compile(ROOT / "samples" / "flash_attention.tile", target="sm90", defines=defines)
+    main = r.source[:r.source.index("__no_tma(")]
+    wgmmas = [st for st in S.walk_simt(r.simt.kernels[0].body) if isinstance(st, S.SCall) and st.op == "wgmma"]
+    zero = [st for st in wgmmas if st.params["zero_d"]]
+    assert len(zero) == 1 and zero[0] is wgmmas[0]  # one 64-row slice a warpgroup: its first k-step alone
+    assert "_zero_d(&acc_s[0]" in main and not re.search(r"acc_s\[\w+\] = 0\.0f", main)
+    helper = re.search(r"void tl_wgmma_ss_\w+_zero_d\(.*?\n}", r.source, re.S).group(0)
+    assert '"=f"(d[0])' in helper and '"+f"' not in helper and '"n"(0)' in helper
+    check("flash_attention", defines, sizes, "sm90", result=r)
+    for st in zero:
+        st.name, st.params = st.name.replace(":zero_d", ""), {**st.params, "zero_d": False}
+    with pytest.raises(AssertionError, match="differs"):
+        check("flash_attention", defines, sizes, "sm90", result=r)
 
 
 def test_simt_interpreter_refuses_a_tma_box_starting_inside_16_bytes():

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
     ("prof_mark", {"phase": 12, "end": False}),
     ("ldmatrix", {"count": 4, "trans": True}), ("ldmatrix", {"count": 2, "trans": False}), ("mma", {"dtype": "bf16"}),
     ("mfma", {"dtype": "f16"}), ("mfma", {"dtype": "bf16"}), ("tma_load", {"rank": 3}),
-    ("wgmma", {"operands": "rs", "n": 64, "dtype": "f8e4m3", "b_k_major": 1}), ("cp_async_wait", {}),
+    ("wgmma", {"operands": "rs", "n": 64, "dtype": "f8e4m3", "b_k_major": 1, "zero_d": False}),
+    ("wgmma", {"operands": "ss", "n": 128, "dtype": "bf16", "b_k_major": 0, "zero_d": True}), ("cp_async_wait", {}),
 ])
 def test_printed_names_round_trip(op, params):
     s = S.call(None, op, [], **params)

@@ -339,7 +339,7 @@ MUTATIONS = [
      lambda t: check_softmax("f16", 37, 1000, t, **ONE_READ)),  # one read: running sum not rescaled
     ("flash_attention", "acc_o[i, j] * scores_scale[i]", "acc_o[i, j]",
      lambda t: check_flash_attention("f16", False, 1, 128, 1, t)),  # output not rescaled
-    ("flash_attention", "if_then_else(k_idx < S, 0, -infinity(accum_dtype))", "0",
+    ("flash_attention", "if_then_else(k_idx < S, attended, -infinity(accum_dtype))", "attended",
      lambda t: check_flash_attention("f16", False, 1, 100, 1, t)),  # ragged keys not masked
     ("flash_attention", "k_idx <= q_idx and k_idx < S", "k_idx < S",
      lambda t: check_flash_attention("f16", True, 1, 100, 1, t)),  # causal mask lost

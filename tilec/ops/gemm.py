@@ -140,11 +140,11 @@ def missed_reason(impl, q: GemmQuery) -> str:
 def lower(cx, s: T.Gemm) -> None:
     """The schedule's instruction for s, by its registered implementation (tilec/ops/gemm_impl.py)."""
     instruction = cx.sched.instruction(s)
-    if s.clear_accum:
-        cx.lower(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
     impl = gemm_impl.lookup(instruction, cx.target)
     if impl is None:
         raise cx.fail(f"internal error: no lowering of gemm instruction '{instruction}' for {cx.target.name}", s.span)
+    if s.clear_accum and not impl.zeroes_accumulator:
+        cx.lower(T.Fill(s.span, s.c, T.Const(s.c.buffer.dtype, None, 0)))
     impl.lower(gemm_impl.GemmContext.of(cx), s)
 
 

@@ -47,6 +47,9 @@ class GemmImpl:
     warpgroup_async: bool = False
     # shared operands stored XOR-swizzled where possible, unless an annotation says otherwise (mma.sync's ldmatrix)
     swizzles_operands: bool = False
+    # gemm(..., clear_accum=True) needs no fill of the accumulator first: its first k-step replaces the accumulator
+    # instead of adding to it (wgmma's scale-d operand)
+    zeroes_accumulator: bool = False
     # its operand layouts (shared_operand_layouts) win over a layout annotation (wgmma's TMA panels)
     operand_layouts_beat_annotations: bool = False
     # why a shared operand with a layout of its own cannot be read row-major through a view (an error's words)

@@ -3,8 +3,10 @@
 Assumes: an SModule from lower-to-simt.
 Guarantees: every expression is constant-folded; `if (true)` / `if (false)` are replaced by the
 branch taken; loops with a zero trip count are removed; scalar declarations whose value is never
-read (and has no side effect) are removed, so generated code has no dead variables. (Lowering
-already omits bounds checks that constant extents prove in range.)
+read (and has no side effect) are removed, so generated code has no dead variables; a register stored
+with its own value (`acc[r] = acc[r]`: a mask that partition-boundaries proved a no-op) is removed, and
+so is a loop left with nothing in it. (Lowering already omits bounds checks that constant extents prove
+in range.)
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def _body(body: list[S.SStmt]) -> list[S.SStmt]:
         elif isinstance(s, S.Declare):
             out.append(dataclasses.replace(s, value=_x(s.value)))
         elif isinstance(s, S.SStore):
-            out.append(dataclasses.replace(s, index=_x(s.index), value=_x(s.value)))
+            s = dataclasses.replace(s, index=_x(s.index), value=_x(s.value))
+            if not _stores_its_own_value(s):
+                out.append(s)
         elif isinstance(s, S.SAssign):
             out.append(dataclasses.replace(s, value=_x(s.value)))
         elif isinstance(s, S.SCall):
@@ -56,6 +60,15 @@ def _body(body: list[S.SStmt]) -> list[S.SStmt]:
         else:
             out.append(s)
     return out
+
+
+def _stores_its_own_value(s: S.SStore) -> bool:
+    """`r[i] = r[i]` on a register array, the index the same loop variable or constant on both sides."""
+    v = s.value
+    if not (isinstance(v, S.Ref) and v.buffer is s.buffer and s.buffer.scope == "local"):
+        return False
+    a, b = s.index, v.index
+    return a is b or (isinstance(a, T.Const) and isinstance(b, T.Const) and a.value == b.value)
 
 
 def _used_vars(body: list[S.SStmt], out: set[T.Var]) -> None:
@@ -94,41 +107,30 @@ def _used_vars(body: list[S.SStmt], out: set[T.Var]) -> None:
                 expr(a)
 
 
-def _drop_dead(body: list[S.SStmt], used: set[T.Var]) -> list[S.SStmt]:
-    out = []
-    for s in body:
-        if isinstance(s, S.Declare) and s.var not in used:
+def _drop_dead(body: list[S.SStmt]) -> list[S.SStmt]:
+    """The block without the declarations that no later statement of it mentions (a declaration is visible in its
+    own block alone, so the interior and boundary copies of a loop that partition-boundaries made, which share
+    their variables, are judged apart), and without the loops left empty."""
+    out: list[S.SStmt] = []
+    mentioned: set[T.Var] = set()
+    for s in reversed(body):
+        if isinstance(s, S.Declare) and s.var not in mentioned:
             continue  # values are pure expressions: dropping the declaration changes nothing
-        if isinstance(s, S.SFor | S.SWhile):
-            s = dataclasses.replace(s, body=_drop_dead(s.body, used))
+        if isinstance(s, S.SFor):
+            s = dataclasses.replace(s, body=_drop_dead(s.body))
+            if not s.body:
+                continue  # nothing left to repeat (its bounds are pure expressions)
+        elif isinstance(s, S.SWhile):
+            s = dataclasses.replace(s, body=_drop_dead(s.body))
         elif isinstance(s, S.SIf):
-            s = dataclasses.replace(s, then_body=_drop_dead(s.then_body, used),
-                                    else_body=_drop_dead(s.else_body, used))
+            s = dataclasses.replace(s, then_body=_drop_dead(s.then_body), else_body=_drop_dead(s.else_body))
         out.append(s)
-    return out
+        _used_vars([s], mentioned)
+    return out[::-1]
 
 
 def run(module: S.SModule, rep: Reporter, target: Target) -> S.SModule:
     for k in module.kernels:
-        k.body = _body(k.body)
-        while True:  # a removed declaration may have been the last reader of another
-            used: set[T.Var] = set()
-            _used_vars(k.body, used)
-            for g in k.grid:
-                used.update(x for x in sub_exprs(g) if isinstance(x, T.Var))
-            new = _drop_dead(k.body, used)
-            if _count(new) == _count(k.body):
-                break
-            k.body = new
+        k.body = _drop_dead(_body(k.body))
     return module
 
-
-def _count(body: list[S.SStmt]) -> int:
-    n = 0
-    for s in body:
-        n += 1
-        if isinstance(s, S.SFor | S.SWhile):
-            n += _count(s.body)
-        elif isinstance(s, S.SIf):
-            n += _count(s.then_body) + _count(s.else_body)
-    return n

@@ -182,7 +182,8 @@ class CudaPrinter(CStylePrinter):
         """A device function issuing one wgmma.mma_async of this shape and operand kind (generated:
         the accumulator operand list grows with N)."""
         kind, n, dt, tnsp_b = f"wgmma_{params['operands']}", params["n"], params["dtype"], params["b_k_major"]
-        name = f"tl_{kind}_n{n}_{dt}_t{tnsp_b}"
+        zero_d = params["zero_d"]  # scale-d 0: the product replaces the accumulator
+        name = f"tl_{kind}_n{n}_{dt}_t{tnsp_b}{'_zero_d' if zero_d else ''}"
         if name in self.helpers:
             return name
         ptx_t = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}[dt]
@@ -200,8 +201,10 @@ class CudaPrinter(CStylePrinter):
             tail = "1, 1" if dt.startswith("f8") else f"1, 1, 0, {tnsp_b}"
             params = "float* d, unsigned long long da, unsigned long long db"
             ins = ['"l"(da)', '"l"(db)']
-        ins.append('"n"(1)')
-        outs = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+        ins.append(f'"n"({0 if zero_d else 1})')
+        # scale-d 0 does not read the accumulator: outputs alone, so that its registers' earlier values are dead
+        # (read-write operands kept them live around a loop, and ptxas then packed P for P.V in twice the instructions)
+        outs = ", ".join(f'"{"=" if zero_d else "+"}f"(d[{i}])' for i in range(nacc))
         body = (f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"\n'
                 f'               "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ptx_t}.{ptx_t} "\n'
                 f'               "{{{acc}}}, {a}, {b}, p, {tail};\\n}}\\n"\n'

@@ -85,6 +85,7 @@ class WgmmaGemm(GemmImpl):
     warp_tiled = False
     warpgroup_async = True
     operand_layouts_beat_annotations = True
+    zeroes_accumulator = True
     stored_as = "a wgmma operand (stored in swizzled panels)"
 
     def accumulator_layout(self, q: gemm.GemmQuery) -> WgmmaTiled | None:

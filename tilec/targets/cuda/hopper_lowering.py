@@ -809,10 +809,11 @@ class HopperLowering(TmaStores, LoweringExtension):
             for kk in range(kd // kstep):
                 for mi in range(lay.mi):
                     self.pack_register_a_into(s, a_all, mi, kk, base=4 * (kk * lay.mi + mi))
-        if not self.wgmma_in_flight:
+        if not self.wgmma_in_flight and not s.clear_accum:
             # pin the accumulator's earlier writes before wgmma.fence: ptxas serializes every wgmma
             # (C7515) when a non-wgmma instruction defines an accumulator register inside a stage.
-            # (A pipelined loop with a group in flight pins them once, before the loop.)
+            # (A pipelined loop with a group in flight pins them once, before the loop; clear_accum's first
+            # wgmma writes the accumulator without reading it.)
             self.cx.emit(S.SCall(None, "wgmma_fence_regs", [S.AddrOf(D.I64, None, c_sb, c(0)), c(lay.num_local)]))
         self.cx.emit(S.SCall(None, "wgmma_fence", []))
         for kk in range(kd // kstep):
@@ -821,14 +822,16 @@ class HopperLowering(TmaStores, LoweringExtension):
                 b_desc = self.descriptor(s.b, col_base, k0, True)
             else:
                 b_desc = self.descriptor(s.b, k0, col_base, False)
+            # clear_accum: the first k-step's product replaces the accumulator (no fill before the gemm)
+            step = {**variant, "zero_d": s.clear_accum and kk == 0}
             for mi in range(lay.mi):
                 acc = S.AddrOf(D.I64, None, c_sb, c(mi * regs))
                 if register_a:
                     a_regs = S.AddrOf(D.I64, None, a_all, c(4 * (kk * lay.mi + mi)))
-                    self.cx.emit(S.call(s.span, "wgmma", [acc, a_regs, *b_desc], **variant))
+                    self.cx.emit(S.call(s.span, "wgmma", [acc, a_regs, *b_desc], **step))
                 else:
                     a_desc = self.descriptor(s.a, add(row_base, c(mi * 64)), k0, True)
-                    self.cx.emit(S.call(s.span, "wgmma", [acc, *a_desc, *b_desc], **variant))
+                    self.cx.emit(S.call(s.span, "wgmma", [acc, *a_desc, *b_desc], **step))
         self.cx.emit(S.SCall(None, "wgmma_commit", []))
         for st in self.after_wgmma_issue:
             self.cx.emit(st)

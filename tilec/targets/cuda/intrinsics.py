@@ -51,10 +51,12 @@ define(
     IntrinsicDef("setmaxnreg_dec", feature="tma", semantics=_SM90 + "no_effect"),
     IntrinsicDef("named_barrier_sync", feature="tma", semantics=_SM90 + "named_barrier"),
     IntrinsicDef("named_barrier_arrive", feature="tma", semantics=_SM90 + "named_barrier"),
-    # operands "ss": A and B from shared memory (descriptors), "rs": A from registers
-    IntrinsicDef("wgmma", {"operands": str, "n": int, "dtype": str, "b_k_major": int}, _WGMMA,
-                 key=lambda p: f"wgmma_{p['operands']}:n{p['n']}:{p['dtype']}:{p['b_k_major']}",
-                 pattern=r"wgmma_(?P<operands>rs|ss):n(?P<n>\d+):(?P<dtype>\w+):(?P<b_k_major>[01])",
+    # operands "ss": A and B from shared memory (descriptors), "rs": A from registers; zero_d: the product replaces
+    # the accumulator (scale-d 0: the first k-step of gemm(..., clear_accum=True)) instead of adding to it
+    IntrinsicDef("wgmma", {"operands": str, "n": int, "dtype": str, "b_k_major": int, "zero_d": bool}, _WGMMA,
+                 key=lambda p: (f"wgmma_{p['operands']}:n{p['n']}:{p['dtype']}:{p['b_k_major']}"
+                                f"{':zero_d' if p['zero_d'] else ''}"),
+                 pattern=r"wgmma_(?P<operands>rs|ss):n(?P<n>\d+):(?P<dtype>\w+):(?P<b_k_major>[01])(?P<zero_d>:zero_d)?",
                  semantics=_SM90 + "wgmma"),
     IntrinsicDef("wgmma_fence", feature=_WGMMA, semantics=_SM90 + "no_effect"),
     IntrinsicDef("wgmma_commit", feature=_WGMMA, semantics=_SM90 + "wgmma_commit"),

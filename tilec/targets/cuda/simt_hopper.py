@@ -372,9 +372,10 @@ class Hopper:
                     raise self.err(f"wgmma's {what} descriptor starts at byte {start} of shared memory, not a "
                                    "multiple of 16 (a descriptor's start address counts 16-byte units)", s.span)
             self.wgmma_open.setdefault(g, []).append((s, threads, acc, acc_i.copy(), a_desc, a_regs, b_desc, n, kdim,
-                                                      eb, np_t, tnsp_b == "0"))
+                                                      eb, np_t, tnsp_b == "0", p["zero_d"]))
 
-    def wgmma_complete(self, s, threads, acc, acc_i, a_desc, a_regs, b_desc, n, kdim, eb, np_t, b_k_major) -> None:
+    def wgmma_complete(self, s, threads, acc, acc_i, a_desc, a_regs, b_desc, n, kdim, eb, np_t, b_k_major,
+                       zero_d) -> None:
         if a_desc is not None:
             a = self.operand(*a_desc, 64, kdim, eb, True, np_t, s.span)
         else:
@@ -387,7 +388,8 @@ class Hopper:
             row = 16 * warp + lane // 4 + 8 * ((i % 4) // 2)
             col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
             idx = acc_i[threads] + i
-            acc[threads, idx] = (acc[threads, idx].astype(np.float32) + d[row, col]).astype(acc.dtype)
+            before = 0 if zero_d else acc[threads, idx].astype(np.float32)  # scale-d 0: the accumulator is not read
+            acc[threads, idx] = (before + d[row, col]).astype(acc.dtype)
 
     def warpgroups(self, mask) -> list[int]:
         act = self.active(mask)
