@@ -3,6 +3,7 @@
 # bench/RESULTS.md, "2026-12-02 (s10, lead)").
 #
 #   bash bench/gpu_session.sh build [DIR]      # here, no GPU: DIR (default .artifacts/session) gets call1/ call2/ call3/
+#   bash bench/gpu_session.sh ab DIR BASE      # here: DIR/ab.tar.xz, the A/B of commit BASE against this checkout
 #   bash bench/gpu_session.sh run DIR/callN    # there, from the repository root: everything that folder holds
 #
 # Each callN folder stays under the device's 64 MiB of carried files (with the working tree's ~7 MB), and `run`
@@ -14,6 +15,8 @@
 # A callN folder may also hold ab.tar.xz: folders built by `bench/shape_sweep.py build` (each with its shapes.json),
 # whose sweeps of the seven wgmma families `run` takes in turn, twice (an A/B: name them so that they sort in the
 # order to compare), and optionally sched/ from `bench/attention_schedule_ab.py build`      (~95 s a sweep, ~90 s sched)
+# `ab DIR BASE` builds one: base/ from a git worktree of BASE (its own compiler and databases), head/ from this
+# checkout (committed or not), sched/ from both; about 20 minutes on 2 cores, 2 MB of .tar.xz.
 # The device tool's call for folder N: carry [".artifacts/session/callN"], command
 # `bash bench/gpu_session.sh run .artifacts/session/callN` (call3: prefix `STEPS="..." MORE=1`, see that script).
 # Issue the next call within the machine's 30 s warm window, or it starts cold again.
@@ -65,6 +68,25 @@ case "$mode" in
     rm -rf "$dir/work"
     du -sh "$dir"/call*
     ;;
+  ab)
+    dir=${2:?the call folder to write}; base=${3:?the commit to compare against}
+    PY=${PYTHON:-$PWD/.venv/bin/python}
+    families=(--only "gemm f16" --only "gemm bf16" --only "gemm f16 trans_B" --only "gemm bf16 trans_B" --only fp8
+              --only attention --only "attention causal")
+    work=$(mktemp -d); tree=$work/base_tree
+    git worktree add --detach "$tree" "$base" >/dev/null
+    trap 'git worktree remove --force "$tree"; rm -rf "$work"' EXIT
+    mkdir -p "$work/ab"
+    # each tree's own compiler builds its folder: run from that tree, so that its tilec is the one imported
+    (cd "$tree" && PYTHONPATH=$tree TILEC_CACHE_DIR=$work/cache_base "$PY" bench/shape_sweep.py build "$work/ab/base" "${families[@]}")
+    PYTHONPATH=$PWD TILEC_CACHE_DIR=$work/cache_head "$PY" bench/shape_sweep.py build "$work/ab/head" "${families[@]}"
+    PYTHONPATH=$PWD "$PY" bench/attention_schedule_ab.py build "$work/ab/sched" --before "$tree"
+    rm -rf "$work/ab/sched"/.cache_*
+    mkdir -p "$dir"
+    tar -cJf "$dir/ab.tar.xz" -C "$work/ab" base head sched
+    du -h "$dir/ab.tar.xz"
+    echo "carry [\"$dir\"], command: bash bench/gpu_session.sh run $dir"
+    ;;
   run)
     c=${2:?the callN folder}
     o=$(mktemp -d)/$(basename "$c")
@@ -105,5 +127,5 @@ case "$mode" in
         mkdir -p "$o/docs"; step docs $((590 - SECONDS + t0)) "OUT=$o/docs bash $c/docs_gpu_commands.sh"
     fi
     ;;
-  *) echo "usage: $0 build [DIR] | run DIR/callN" >&2; exit 2 ;;
+  *) echo "usage: $0 build [DIR] | ab DIR BASE | run DIR/callN" >&2; exit 2 ;;
 esac
