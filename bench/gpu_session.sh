@@ -91,7 +91,7 @@ case "$mode" in
     c=${2:?the callN folder}
     o=$(mktemp -d)/$(basename "$c")
     mkdir -p "$o"
-    export PYTHONUNBUFFERED=1
+    export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD  # attention_schedule_ab.py imports tilec.runtime from this checkout
     trap 'tar -czf "${OUT:-.}/$(basename "$c").tgz" -C "$(dirname "$o")" "$(basename "$o")"' EXIT
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$o/gpu.txt"
     t0=$SECONDS

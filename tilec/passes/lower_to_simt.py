@@ -839,19 +839,7 @@ class Lowerer:
                 finally:
                     self.frag_ctx = saved
 
-            loop = S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True)
-            factor = self.row_rescale_factor(s, driver)
-            if factor is not None:
-                # X *= f[row] with every factor this thread holds at 1 changes nothing (x * 1 == x for every float,
-                # NaN and infinities included): skip it. Attention's output rescale, whose row max mostly stops
-                # growing after the first key tiles: 64 of the 327 instructions of a 64x64 d128 step.
-                held = self.sbuf(factor)
-                changed = None
-                for e in range(self.sched.fragment(factor).num_local):
-                    ne = compare("!=", S.Ref(held.dtype, None, held, c(e)), T.Const(held.dtype, None, 1.0))
-                    changed = ne if changed is None else T.Binary(D.BOOL, None, "or", changed, ne)
-                loop = S.SIf(None, changed, [loop])
-            self.emit(loop)
+            self.emit(S.SFor(s.span, kv, c(0), c(layout.num_local), self.block(body), unroll=True))
             return
         def point(tile: list[T.Expr]) -> None:
             for v, val in zip(s.vars, tile, strict=True):
@@ -863,40 +851,6 @@ class Lowerer:
             self.spread(extents, "it", point, s.span)
         finally:
             self.undriven_parallel = None
-
-    def row_rescale_factor(self, s: T.For, driver: T.Buffer) -> T.Buffer | None:
-        """f when Parallel loop s is `X[i, j] = X[i, j] * f[i]` on CUDA, f a fragment of X's rows and X a float
-        accumulator of a gemm in a loop around s: an online softmax's rescale between two accumulations."""
-        if self.target.backend != "cuda" or len(s.body) != 1 or not driver.dtype.is_float:
-            return None
-        if not any(s is p and driver in accumulators for p, accumulators in self.accumulating_loops()):
-            return None
-        st, loop_vars = s.body[0], list(s.vars)
-        if not (isinstance(st, T.Store) and st.buffer is driver and len(loop_vars) == 2
-                and [i if isinstance(i, T.Var) else None for i in st.indices] == loop_vars
-                and isinstance(st.value, T.Binary) and st.value.op == "*"):
-            return None
-        loads = [x for x in (st.value.a, st.value.b) if isinstance(x, T.Load)]
-        own = [x for x in loads if x.buffer is driver and list(x.indices) == loop_vars]
-        rows = [x for x in loads if x.buffer is not driver and x.buffer.scope == "fragment"
-                and list(x.indices) == loop_vars[:1]]
-        if len(loads) != 2 or len(own) != 1 or len(rows) != 1:
-            return None
-        return rows[0].buffer
-
-    def accumulating_loops(self) -> list[tuple[T.For, set[T.Buffer]]]:
-        """Each Parallel loop of the kernel inside a serial or pipelined loop, with the accumulators of the gemms in
-        that loop (computed once a kernel)."""
-        cached = getattr(self, "_accumulating", None)
-        if cached is None or cached[0] is not self.k:
-            found = []
-            for loop in walk_stmts(self.k.body):
-                if isinstance(loop, T.For) and loop.kind != "parallel":
-                    inner = list(walk_stmts(loop.body))
-                    accumulators = {g.c.buffer for g in inner if isinstance(g, T.Gemm)}
-                    found += [(p, accumulators) for p in inner if isinstance(p, T.For) and p.kind == "parallel"]
-            cached = self._accumulating = (self.k, found)
-        return cached[1]
 
     def spread(self, shape: list[int], name: str, emit_point, span=None, cold: bool = False) -> None:
         """Spread the points of a tile over the block's threads (consecutive threads on the innermost
