@@ -61,6 +61,12 @@ class Variants:
     # the manifest's records of them: "tuning" and, with several variants, "dispatch" (public name -> table, whose
     # configs the build marks "launches": true where the variant is a multi-launch kernel)
     records: dict = dataclasses.field(default_factory=dict)
+    # makes the configurations and records when a build needs them (a cache miss): the database's selection takes
+    # a tenth of a second that a cache hit, keyed by the entry's digest alone, need not pay
+    pending: Callable[[], Variants] | None = None
+
+    def resolved(self) -> Variants:
+        return self.pending() if self.pending is not None else self
 
 
 class NotCached(Exception):
@@ -112,7 +118,7 @@ def build_artifact(source, opts: CompileOptions, targets, backend, emit: str, ou
                             info.get("warnings", ""), from_cache=True)
     if cached_only:
         raise NotCached(f"{source}: no compile-cache entry for {', '.join(opts.targets)} ({emit})")
-    artifact = _build(source, opts, own, targets, backend, emit, name, text, on_compiled, variants)
+    artifact = _build(source, opts, own, targets, backend, emit, name, text, on_compiled, variants.resolved())
     if key is not None:
         _store(key, artifact, list(opts.include_dirs))
     return artifact

@@ -81,11 +81,17 @@ def variants_for(source, opts, source_kind: str):
 
     entry = database.entry_for(source, opts)
     key, inputs = database.digest(entry), tuple(database.build_input(source, opts))
-    plan = plan_for(source, opts, entry) if entry is not None else None
-    if plan is None:
+    if entry is None:
         return Variants(key=key, inputs=inputs)
-    configs = plan.variants(opts, source_kind)
-    return Variants(tuple(configs), key, inputs, plan.manifest(entry["kernel"], len(configs)))
+
+    def select() -> Variants:  # on a cache miss alone (the cache key is the entry's digest)
+        plan = plan_for(source, opts, entry)
+        if plan is None:
+            return Variants(key=key, inputs=inputs)
+        configs = plan.variants(opts, source_kind)
+        return Variants(tuple(configs), key, inputs, plan.manifest(entry["kernel"], len(configs)))
+
+    return Variants(key=key, inputs=inputs, pending=select)
 
 
 def compile_artifact(source, options=None, *, emit: str, output_name: str | None = None,
