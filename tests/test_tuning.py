@@ -579,9 +579,11 @@ def test_dispatch_passes_over_variants_whose_condition_is_false():
     assert [condition_value([op, a, b], {}) for op, a, b in [("//", -7, 2), ("%", -7, 2), ("//", 7, 0)]] == [-4, 1, 0]
 
 
-def test_c_dispatcher_chooses_as_the_runtime_does_under_conditions(tmp_path):
+@pytest.mark.parametrize("classes", [False, True], ids=["one_class", "aligned_and_odd_rows"])
+def test_c_dispatcher_chooses_as_the_runtime_does_under_conditions(tmp_path, classes):
     """The generated K_config against tilec.runtime.dispatch.choose at every size of a grid around the tuned
-    shapes and the conditions' edges (floor division and modulo of negative values included)."""
+    shapes and the conditions' edges (floor division and modulo of negative values included); with the rules in
+    two alignment classes too (odd and even N among them and the grid)."""
     import itertools
     import shutil
 
@@ -599,6 +601,11 @@ def test_c_dispatcher_chooses_as_the_runtime_does_under_conditions(tmp_path):
                          {"kernel": "k__cfg2", "when": ["!=", ["//", "N", ["-", "M", 7]], 0]}],
              "rules": [{"at": {"M": 4096, "N": 128}, "config": 1}, {"at": {"M": 8, "N": 4096}, "config": 0},
                        {"at": {"M": 100, "N": 100}, "config": 2}]}
+    if classes:
+        table["rules"] += [{"at": {"M": 6, "N": 4099}, "config": 2}, {"at": {"M": 4093, "N": 127}, "config": 0}]
+        table["aligned"] = ["==", ["%", ["*", "N", 2], 16], 0]
+        for r in table["rules"]:
+            r["aligned"] = r["at"]["N"] * 2 % 16 == 0
     entry = {"name": "k__cfg0", "sizes": ["M", "N"],
              "params": [{"name": "X", "kind": "tensor", "dtype": "f32"}]}
     code, _ = dispatchers({"k": table}, [entry], CUDA_API, "", False)
@@ -617,6 +624,43 @@ def test_c_dispatcher_chooses_as_the_runtime_does_under_conditions(tmp_path):
     want = [str(choose(table, {"M": m, "N": n})) for m, n in grid]
     assert got == want
     assert len(set(want)) == 3  # every variant is chosen somewhere on the grid
+
+
+def test_dispatch_serves_odd_rows_from_the_odd_tuned_shapes():
+    """A table whose tuned shapes have rows of both alignments serves a launch from those of its own, unless none
+    of them may run there; the build gives a table that key only when its shapes have both (a row sample's
+    database has odd row lengths, gemm's none)."""
+    from tilec.manifest import condition_holds, rows_aligned_condition
+    from tilec.outputs import _mark_row_alignment
+    from tilec.runtime.dispatch import choose
+
+    params = [{"name": "X", "kind": "tensor", "dtype": "bf16", "shape": ["M", "N"]},
+              {"name": "W", "kind": "tensor", "dtype": "f32", "shape": ["N"]},
+              {"name": "eps", "kind": "scalar", "dtype": "f32"}]
+    tree = rows_aligned_condition(params)
+    assert [condition_holds(tree, {"N": n}) for n in (4096, 4100, 4099, 4104)] == [True, False, False, True]
+    assert rows_aligned_condition([{"kind": "tensor", "dtype": "f8e4m3", "shape": ["K", 24]}]) is False
+    assert condition_holds(rows_aligned_condition([{"kind": "tensor", "dtype": "f8e4m3", "shape": ["M", "K"]}]),
+                           {"K": 48})
+
+    def records(at):
+        return {"dispatch": {"k": {"sizes": ["M", "N"], "configs": [{"kernel": f"k__cfg{i}"} for i in range(3)],
+                                   "rules": [{"at": a, "config": i} for i, a in enumerate(at)]}}}
+
+    kernels = [{"name": "k__cfg0", "params": params}]
+    one_class = records([{"M": 4096, "N": 2048}, {"M": 64, "N": 4096}])
+    _mark_row_alignment(one_class, kernels)
+    assert "aligned" not in one_class["dispatch"]["k"]
+    rec = records([{"M": 4096, "N": 2048}, {"M": 64, "N": 4096}, {"M": 4096, "N": 50257}])
+    _mark_row_alignment(rec, kernels)
+    table = rec["dispatch"]["k"]
+    assert table["aligned"] == tree and [r["aligned"] for r in table["rules"]] == [True, True, False]
+    assert choose(table, {"M": 6156, "N": 2048}) == 0
+    assert choose(table, {"M": 6156, "N": 2047}) == 2  # nearer to (4096, 2048), but of the other class
+    assert choose(table, {"M": 64, "N": 4099}) == 2
+    table["configs"][2]["when"] = ["<=", "N", 8192]  # the odd shape's variant may not run: the nearest of all
+    assert choose(table, {"M": 6156, "N": 50001}) == 0
+    assert choose(table, {"M": 6156, "N": 2047}) == 2
 
 
 def test_dispatch_picks_the_nearest_tuned_shape(monkeypatch):

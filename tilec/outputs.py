@@ -26,7 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .diagnostics import CompileError, Diagnostic
-from .manifest import COST_KEY, DISPATCH_KEY, MS_KEY, SCALE_KEY, TUNING_KEY, WHEN_KEY
+from .manifest import (
+    ALIGNED_KEY,
+    COST_KEY,
+    DISPATCH_KEY,
+    MS_KEY,
+    SCALE_KEY,
+    TUNING_KEY,
+    WHEN_KEY,
+    condition_holds,
+    rows_aligned_condition,
+)
 from .options import CompileOptions, resolve
 
 
@@ -204,6 +214,7 @@ def _build(source, opts: CompileOptions, own, targets, backend, kind: str, outpu
     deps = unique_paths(first.module.files + list(tuned.inputs))  # with the files the variants were chosen from
     recorded = manifest_options(opts, kind, backend, own)
     tuning = _variant_records(tuned.records, {e["name"] for e in launches}, when)
+    _mark_row_alignment(tuning, units[0].kernels)
     _fit_dispatch_costs(tuning, units[0].kernels, launches)
 
     stem = intermediate_stem(Path(source).stem)
@@ -264,6 +275,26 @@ def _variant_records(records: dict, sequences: set[str], when: dict[str, object]
             if condition is not True:
                 c[WHEN_KEY] = condition
     return out
+
+
+def _mark_row_alignment(records: dict, kernels: list[dict]) -> None:
+    """Give each dispatch table whose tuned shapes include both 16-byte aligned rows and rows that are not (an odd
+    row length) the kernel's alignment condition and each rule its class (tilec.manifest.ALIGNED_KEY), so that the
+    dispatch serves a launch from the tuned shapes of its own class first. Tables of one class stay as they were."""
+    by_name = {k["name"]: k for k in kernels}
+    for table in (records.get(DISPATCH_KEY) or {}).values():
+        entry = by_name.get(table["configs"][0]["kernel"])
+        if entry is None:
+            continue
+        tree = rows_aligned_condition(entry["params"])
+        try:
+            classes = [condition_holds(tree, r["at"]) for r in table["rules"]]
+        except ValueError:  # a tuned shape lacks a size the condition reads
+            continue
+        if len(set(classes)) > 1:
+            table[ALIGNED_KEY] = tree
+            for rule, aligned in zip(table["rules"], classes, strict=True):
+                rule[ALIGNED_KEY] = aligned
 
 
 def _fit_dispatch_costs(records: dict, kernels: list[dict], launches: list[dict]) -> None:

@@ -3,11 +3,13 @@
 An artifact built with a tuning database (tilec/tuning/multi.py) may hold several variants of a kernel
 (`gemm__cfg0`, `gemm__cfg1`, ...) and, under "dispatch", the tuned shapes with the variant that serves each. The
 public name (`mod.gemm`) is a `DispatchKernel`: at each launch it reads the sizes from the arguments and runs the
-variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b|, among the
-variants whose condition (a config's "when": its source's tune(..., when=...)) holds at the launch's sizes; when
-none holds, among all. A table with a cost model (tilec/runtime/cost_model.py) runs, near that shape, the variant
-of least predicted time instead of its winner. The generated C launcher (tilec/targets/c_launcher/dispatch.py)
-computes the same choice (tilec.manifest.log2_approx, condition_holds).
+variant of the nearest tuned shape, the distance being the sum over the tuned sizes of |log2 a - log2 b| (among the
+tuned shapes whose rows were 16-byte aligned as the launch's are or are not, where the table records both kinds:
+tilec.manifest.ALIGNED_KEY), among the variants whose condition (a config's "when": its source's tune(...,
+when=...)) holds at the launch's sizes; when none holds, among all. A table with a cost model
+(tilec/runtime/cost_model.py) runs, near that shape, the variant of least predicted time instead of its winner. The
+generated C launcher (tilec/targets/c_launcher/dispatch.py) computes the same choice (tilec.manifest.log2_approx,
+condition_holds).
 
 A variant may be a multi-launch kernel (a split-K gemm: its stages and a workspace, tilec/runtime/sequence.py).
 Then the public name cannot hand the launch to one variant's plan: the general path picks the variant from the
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from ..manifest import SCALE_KEY, WHEN_KEY, condition_holds, log2_approx
+from ..manifest import SCALE_KEY, WHEN_KEY, condition_holds, log2_approx, rule_classes_match
 from .arrays import ArgumentError
 from .cost_model import cost_choice
 from .fastlaunch import native_class
@@ -32,9 +34,12 @@ def choose(table: dict, sizes: dict[str, int]) -> int:
     allowed = [condition_holds(c.get(WHEN_KEY, True), sizes) for c in table["configs"]]
     if not any(allowed):
         allowed = [True] * len(allowed)
+    same_class = rule_classes_match(table, sizes)
+    if not any(s and allowed[r["config"]] for s, r in zip(same_class, table["rules"], strict=True)):
+        same_class = [True] * len(same_class)
     best, best_distance, nearest = 0, math.inf, None
-    for rule in table["rules"]:
-        if not allowed[rule["config"]]:
+    for rule, usable in zip(table["rules"], same_class, strict=True):
+        if not (usable and allowed[rule["config"]]):
             continue
         distance = sum(abs(log2_approx(sizes.get(n, 1)) - log2_approx(rule["at"][n]))
                        for n in table["sizes"] if n in rule["at"])

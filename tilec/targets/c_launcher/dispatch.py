@@ -9,7 +9,9 @@ with the launch functions of any kernel (header.py; HIP's hip/launcher.py). For 
 and, when a variant is a multi-launch kernel (its config says "launches": true), `K_workspace_bytes` and
 `K_launch_with_workspace` as a multi-launch kernel has them; with CUDA, `K_check_device` as the variants'. The
 choice is tilec.runtime.dispatch.choose's: the rule whose tuned sizes are nearest in the sum of
-|log2 a - log2 b| (tilec.manifest.log2_approx, computed in C the same way), among the variants whose "when"
+|log2 a - log2 b| (tilec.manifest.log2_approx, computed in C the same way; among the tuned shapes of the
+launch's row alignment where the table has both kinds, tilec.manifest.rule_classes_match), among the variants whose
+"when"
 condition holds (tilec.manifest.condition_value, rendered in C by `c_condition`; K_config also takes the sizes a
 condition reads beyond the tuned ones); with a cost model (tilec.runtime.cost_model), the variant of least
 predicted time near that rule, its terms' formulas in C (K_config then takes every size they read). Everything is
@@ -21,7 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...manifest import COST_KEY, LAUNCHES_KEY, SCALE_KEY, WHEN_KEY, condition_names, log2_approx
+from ...manifest import (
+    ALIGNED_KEY,
+    COST_KEY,
+    LAUNCHES_KEY,
+    SCALE_KEY,
+    WHEN_KEY,
+    condition_names,
+    log2_approx,
+)
 from .header import _C_TYPES, SequenceApi, _c_name, formula_names, formula_to_c
 
 
@@ -143,7 +153,8 @@ def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: Sequenc
     if not set(table["sizes"]) <= set(size_c):
         return "", []
     conditions = [c.get(WHEN_KEY, True) for c in table["configs"]]
-    read = set().union(*(condition_names(w) for w in conditions))
+    aligned = table.get(ALIGNED_KEY)
+    read = set().union(*(condition_names(w) for w in conditions), condition_names(aligned))
     if not read <= set(size_c):
         return "", []
     costed = all(COST_KEY in c for c in table["configs"]) and all(SCALE_KEY in r for r in table["rules"])
@@ -179,12 +190,22 @@ def _dispatcher(kernel: str, table: dict, entries: dict[str, dict], api: Sequenc
     skip = "    if (any_ && !allowed_[pick[r]]) continue;\n" if guarded else ""
     fallback = (f"  if (best == 1e300) for (int c = 0; c < {len(conditions)}; c++) if (allowed_[c]) return c;\n"
                 if guarded else "")
+    alignment = ""
+    if aligned is not None:  # tilec.manifest.rule_classes_match: the rules of the launch's class, if any may run
+        rules = len(table["rules"])
+        classes = ", ".join(str(int(bool(r.get(ALIGNED_KEY, True)))) for r in table["rules"])
+        runs = " && (!any_ || allowed_[pick[r]])" if guarded else ""
+        alignment = (f"  static const int aligned_at[{rules}] = {{{classes}}};\n"
+                     f"  const int aligned_here = !!{c_condition(aligned, size_c)};\n"
+                     f"  int class_any_ = 0;\n"
+                     f"  for (int r = 0; r < {rules}; r++) if (aligned_at[r] == aligned_here{runs}) class_any_ = 1;\n")
+        skip += "    if (class_any_ && aligned_at[r] != aligned_here) continue;\n"
     code = f"""
 /* {cname}: the index of the tuned configuration that serves a launch of '{kernel}' with these sizes: that of the
  * tuned shape nearest to them (sum over {', '.join(table['sizes'])} of |log2 a - log2 b|, log2 linear between
  * powers of two){' among the configurations whose when= condition holds (all, when none does)' if guarded else ''},
  * as the manifest's "dispatch" table and tilec.runtime choose it. */
-{_C_CONDITION_HELPERS if guarded else ''}#ifndef TILEC_DISPATCH_LOG2_
+{_C_CONDITION_HELPERS if guarded or aligned is not None else ''}#ifndef TILEC_DISPATCH_LOG2_
 #define TILEC_DISPATCH_LOG2_
 static inline double tilec_dispatch_log2_(int v) {{
   double x = v > 1 ? (double)v : 1.0;
@@ -197,7 +218,7 @@ static inline double tilec_dispatch_log2_(int v) {{
   static const double at[{len(table['rules'])}][{len(table['sizes'])}] = {{{at}}};
   static const int pick[{len(table['rules'])}] = {{{picks}}};
   const double here[{len(table['sizes'])}] = {{{here}}};
-{allowed}  double best = 1e300;
+{allowed}{alignment}  double best = 1e300;
   int chosen = 0{", nearest = -1" if costed else ""};
   for (int r = 0; r < {len(table['rules'])}; r++) {{
 {skip}    double d = 0;
