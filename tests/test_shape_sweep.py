@@ -29,9 +29,9 @@ def test_the_sweep_covers_every_family_with_mostly_untuned_shapes(sweep, shapes)
     by_family = {f: [s for s in shapes if s["family"] == f] for f in sweep.FAMILIES}
     assert all(len(v) >= 20 for v in by_family.values()), {f: len(v) for f, v in by_family.items()}
     tuned = sum(s["tuned"] for s in shapes)
-    # the databases' own shapes are there (all of them: 322 of 874 once bf16 trans_B got an entry of its own, s17),
-    # but most are shapes they never saw, in every family
-    assert 0 < tuned < 0.4 * len(shapes)
+    # the databases' own shapes are there (all of them: 322 of 874 once bf16 trans_B got an entry of its own, s17;
+    # 389 of 971 with fp8's odd-K shapes, s31), but most are shapes they never saw (issue #26), in every family
+    assert 0 < tuned < 0.5 * len(shapes)
     for f in sweep.FAMILIES:
         assert any(s["tuned"] for s in by_family[f]), f
         assert sum(not s["tuned"] for s in by_family[f]) > len(by_family[f]) / 2, f
