@@ -47,12 +47,15 @@ def reference(q, k, v, causal: bool) -> np.ndarray:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", type=Path)
+    ap.add_argument("--only", action="append", metavar="BUILD", help="just these builds (attn_d64, ...)")
     args = ap.parse_args()
     import tilec.runtime as rt
 
     rng = np.random.default_rng(7)
     bad = 0
     for path in sorted(args.dir.glob("attn_d*.cubin")):
+        if args.only and path.stem not in args.only:
+            continue
         mod = rt.load(path)
         kern = mod.kernels["flash_attention"]
         variants = list(getattr(kern, "variants", [kern]))
