@@ -663,6 +663,27 @@ def test_dispatch_serves_odd_rows_from_the_odd_tuned_shapes():
     assert choose(table, {"M": 6156, "N": 2047}) == 2
 
 
+def test_committed_row_entries_give_odd_launches_their_own_class(tmp_path, monkeypatch):
+    """rmsnorm's committed entry was tuned at odd row lengths (3001, 6001, 7001, 50257, 100003) and aligned ones:
+    its build's dispatch table has the alignment condition, and an odd launch near an aligned tuned shape runs an
+    odd shape's winner (s31: the sweep's odd rmsnorm rows went from 2.04 to 2.27 of torch's speed). gemm's entries
+    have aligned rows only, so their tables stay as they were."""
+    from tilec.runtime.dispatch import choose
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    rows = json.loads(tilec.compile(str(ROOT / "samples" / "rmsnorm.tile"), "sm90", emit="cu",
+                                    options=CompileOptions(defines=(("dtype", "bf16"),))).manifest)
+    table = rows["dispatch"]["rmsnorm"]
+    assert table["aligned"] == ["==", ["%", ["*", "N", 2], 16], 0]
+    odd = [r for r in table["rules"] if not r["aligned"]]
+    assert {r["at"]["N"] for r in odd} == {3001, 6001, 7001, 50257, 100003}
+    assert all(r["aligned"] == (r["at"]["N"] % 8 == 0) for r in table["rules"])
+    assert choose(table, {"M": 1500, "N": 3001}) == next(r["config"] for r in odd if r["at"]["N"] == 3001)
+    assert choose(table, {"M": 12000, "N": 5003}) in {r["config"] for r in odd}  # 12000 x 5000 is an aligned one
+    gemm = json.loads(tilec.compile(str(ROOT / "samples" / "gemm.tile"), "sm90", emit="cu").manifest)
+    assert "aligned" not in gemm["dispatch"]["gemm"]
+
+
 def test_dispatch_picks_the_nearest_tuned_shape(monkeypatch):
     """The public name launches the variant of the nearest tuned shape, each with its own grid and argument
     block, choosing once per shape (the plan cache), through the same launch path as a plain kernel."""
