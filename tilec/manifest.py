@@ -40,7 +40,6 @@ CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION; its grid formulas are whole clusters).
 from __future__ import annotations
 
 import operator
-import re
 from dataclasses import dataclass
 
 from .errors import UserFacingError
@@ -144,8 +143,7 @@ def rows_aligned_condition(params: list[dict]) -> object:
         shape = prm.get("shape") or []
         if prm.get("kind") != "tensor" or not shape:
             continue
-        bits = re.search(r"\d+", prm["dtype"])
-        nbytes = max(1, int(bits.group()) // 8) if bits else 1
+        nbytes = ELEM_BYTES[prm["dtype"]]
         inner = shape[-1]
         if isinstance(inner, str):
             term = ["==", ["%", ["*", inner, nbytes] if nbytes > 1 else inner, 16], 0]

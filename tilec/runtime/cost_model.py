@@ -38,7 +38,7 @@ import itertools
 import math
 import re
 
-from ..manifest import COST_KEY, MS_KEY, SCALE_KEY
+from ..manifest import COST_KEY, ELEM_BYTES, MS_KEY, SCALE_KEY
 from .formulas import compile_formulas
 
 BOUND = 2.0  # a configuration more than this much slower than the best at the nearest tuned shape is passed over
@@ -48,11 +48,6 @@ MAX_THREADS_PER_SM = 2048
 # shared memory a multiprocessor holds, by compute capability (the CUDA programming guide's table)
 SHARED_PER_SM = {"7.0": 96 * 1024, "7.5": 64 * 1024, "8.0": 164 * 1024, "8.6": 100 * 1024, "8.7": 164 * 1024,
                  "8.9": 100 * 1024, "9.0": 228 * 1024, "10.0": 228 * 1024, "12.0": 100 * 1024}
-
-
-def _element_bytes(dtype: str) -> int:
-    bits = re.search(r"\d+", dtype)
-    return max(1, int(bits.group()) // 8) if bits else 1
 
 
 _NUM_SMS = re.compile(r"\bnum_sms\b")
@@ -82,7 +77,7 @@ def cost_terms(public: dict, stages: list[tuple[dict, list[str]]], sms: int, sha
         units = _work(grid, sms)
         compute.append(f"ceildiv({units}, {sms * resident}) * (({entry['flops']}) // max({units}, 1))")
         waves.append(f"ceildiv({units}, {sms * resident})")
-    footprint = [f"{_element_bytes(p['dtype'])} * " + " * ".join(f"({d})" for d in p["shape"] or [1])
+    footprint = [f"{ELEM_BYTES[p['dtype']]} * " + " * ".join(f"({d})" for d in p["shape"] or [1])
                  for p in public["params"] if p.get("kind") == "tensor"]
     return [" + ".join(compute) or "0", f"({public['bytes']})", " + ".join(footprint) or "0",
             " + ".join(waves) or "0"]
