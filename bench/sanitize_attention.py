@@ -8,7 +8,7 @@ For each attention build of DIR (attn_d64 ... attn_d256_causal) and each variant
 configurations: tiles, mask_after_gemm, ...), one launch at each of a few small ragged shapes (S = 1, 17, 200: a
 partial query tile and a partial key tile, masked edges), on numpy inputs the runtime stages, checked against a numpy
 reference (bf16 tolerance), so that the sanitizer sees every variant's copies, barriers and masked edges. Small shapes
-keep racecheck's run short. Needs numpy and tilec.runtime (bf16 as uint16 bit patterns: no ml_dtypes).
+keep racecheck's run short. Needs numpy, torch (the device arrays: numpy has no bfloat16) and tilec.runtime.
 """
 
 from __future__ import annotations
@@ -49,7 +49,12 @@ def main() -> int:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--only", action="append", metavar="BUILD", help="just these builds (attn_d64, ...)")
     args = ap.parse_args()
+    import torch
+
     import tilec.runtime as rt
+
+    def device(bits: np.ndarray):
+        return torch.from_numpy(bits.view(np.int16)).cuda().view(torch.bfloat16)
 
     rng = np.random.default_rng(7)
     bad = 0
@@ -64,10 +69,12 @@ def main() -> int:
         for var in variants:
             for b, h, s in SHAPES:
                 q, k, v = (to_bf16(rng.standard_normal((b, s, h, d), dtype=np.float32)) for _ in range(3))
-                o = np.full_like(q, 0x7FC0)  # NaN: every element must be written
-                var(q, k, v, o)
+                o = device(np.full_like(q, 0x7FC0))  # NaN: every element must be written
+                var(device(q), device(k), device(v), o)
+                torch.cuda.synchronize()
                 want = reference(from_bf16(q), from_bf16(k), from_bf16(v), causal)
-                err = float(np.abs(from_bf16(o) - want).max() / max(np.abs(want).max(), 1e-30))
+                got = from_bf16(o.view(torch.int16).cpu().numpy().view(np.uint16))
+                err = float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
                 ok = err < 4e-2
                 bad += not ok
                 print(f"{path.stem:18} {var.name:28} B{b} H{h} S{s}: max rel err {err:.1e} {'ok' if ok else 'WRONG'}")
