@@ -36,7 +36,10 @@ MID = [f"M={m},N={n},K={k}" for m in (32, 256, 2048) for n, k in ((1536, 1536), 
 # 6-stage tile and the split of 3 did: bench/small_m_trial.py --set mid); none of these is a shape of shape_sweep.py
 MID_LONG_K = ["M=160,N=5120,K=10240", "M=384,N=2560,K=8192", "M=384,N=3072,K=3072", "M=4096,N=256,K=4096",
               "M=3072,N=256,K=8192"]
-GEMM_SMALL = GEMM + [arg for size in DECODE + MID + MID_LONG_K for arg in ("--size", size)]
+# issue #26's aligned anchor that neither named set has: without it the dispatch picked the nearest tuned shape's
+# winner there, 8-19 % behind the fastest carried variant in the trans_B builds (bench/RESULTS.md, "s28")
+ANCHORS = ["M=5120,N=3584,K=7168"]
+GEMM_SMALL = GEMM + [arg for size in DECODE + MID + MID_LONG_K + ANCHORS for arg in ("--size", size)]
 # The row kernels' winner changes with the rows in flight (M against the blocks the multiprocessors hold) and with
 # whether a row fits a block and is 16-byte aligned, more than smoothly with log M and log N: with `rows` alone (M =
 # 4096 at most row lengths) the nearest tuned shape ran a variant 1.1-2x slower than the fastest carried one at 8
