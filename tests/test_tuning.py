@@ -546,6 +546,30 @@ def test_when_conditions_reach_the_dispatch_table_with_the_consts_folded(tmp_pat
     assert tilec.compile(str(src), "sm90", emit="cu", options=CompileOptions(tune_db="")).manifest
 
 
+def test_a_cached_candidate_keeps_its_when_condition(tmp_path, monkeypatch):
+    """A tune build whose candidates come from the compile cache records each one's when= condition and resources
+    as a fresh build does. The cache calls no on_compiled hook, and until s32 such a plan lost every condition: the
+    database then let a configuration serve tuned shapes where it may not run (softmax's block of four 1024-wide
+    rows at 3001-long rows), and the build's dispatch skipped those shapes' rules."""
+    from tilec.tuning.database import collect
+    from tilec.tuning.plan import local_build, prepare
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    src = _write(tmp_path, WHEN_SPACE)
+    opts = CompileOptions(targets=("sm90",))
+    shapes = [{"M": 64, "N": 100}, {"M": 4096, "N": 512}]
+    plans = [prepare(str(src), opts, shapes, tmp_path / name, emit="cu", build=local_build(1))
+             for name in ("fresh", "cached")]
+    fresh, cached = ([c for c in plan.to_json()["candidates"] if c["status"] == "built"] for plan in plans)
+    assert [c["when"] for c in cached] == [c["when"] for c in fresh] and all(c["when"] is not True for c in fresh)
+    assert [(c["shared_bytes"], c["threads"]) for c in cached] == [(c["shared_bytes"], c["threads"]) for c in fresh]
+    assert all(c["threads"] for c in cached)
+    times = {str(c["index"]): {"check": "ok", "times": {"M=64,N=100": 1.0, "M=4096,N=512": 1.0}} for c in cached}
+    (tmp_path / "cached" / "results.json").write_text(json.dumps({"version": 1, "gpu": "test GPU",
+                                                                  "candidates": times}))
+    assert len(collect(tmp_path / "cached")["conditions"]) == len(cached)
+
+
 @pytest.mark.parametrize("when, message, at", [
     ("Q > 1", "when= reads 'Q', which is neither a const nor a runtime size of the kernel (its sizes: M, N)", "Q"),
     ("N > 1.5", "when= takes integers", "1.5"),

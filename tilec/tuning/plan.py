@@ -169,22 +169,12 @@ def _build_one(args) -> dict:
     source, opts, index, config, folder, emit, check = args
     from ..artifacts import kernel_entries
     from ..diagnostics import CompileError
+    from ..driver import compile as compile_ir
     from ..outputs import compile_artifact
 
     name = f"cand{index}.{emit}"
     resources: dict = {}
     opts = opts.replace(defines=tuple(sorted({**dict(opts.defines), **config}.items())))
-    if check is not None:
-        from ..driver import compile as compile_ir
-
-        try:
-            lowered = compile_ir(source, opts)
-        except CompileError as e:
-            first = next((d.message for d in e.diagnostics if d.severity == "error"), str(e))
-            return {"status": "pruned", "reason": first.splitlines()[0]}
-        why = cpu_check(lowered, Path(folder), check)
-        if why is not None:
-            return {"status": "wrong", "reason": why}
 
     def compiled(result):
         entries = kernel_entries(result)
@@ -194,8 +184,23 @@ def _build_one(args) -> dict:
         if result.launch_when is not True:
             resources["when"] = result.launch_when
 
+    if check is not None:
+        try:
+            lowered = compile_ir(source, opts)
+        except CompileError as e:
+            first = next((d.message for d in e.diagnostics if d.severity == "error"), str(e))
+            return {"status": "pruned", "reason": first.splitlines()[0]}
+        why = cpu_check(lowered, Path(folder), check)
+        if why is not None:
+            return {"status": "wrong", "reason": why}
+        compiled(lowered)
+
     try:
         art = compile_artifact(source, options=opts, emit=emit, output_name=name, on_compiled=compiled)
+        if not resources.get("lowered"):
+            # served by the compile cache, which calls no on_compiled: without this the candidate's when= condition
+            # was lost, and the database let a configuration serve tuned shapes where it may not run (s32's softmax)
+            compiled(compile_ir(source, opts))
     except CompileError as e:
         first = next((d.message for d in e.diagnostics if d.severity == "error"), str(e))
         status = "failed" if resources.get("lowered") else "pruned"
