@@ -6,9 +6,10 @@
 
 For each attention build of DIR (attn_d64 ... attn_d256_causal) and each variant the build carries (the tuned
 configurations: tiles, mask_after_gemm, ...), one launch at each of a few small ragged shapes (S = 1, 17, 200: a
-partial query tile and a partial key tile, masked edges), on numpy inputs the runtime stages, checked against a numpy
-reference (bf16 tolerance), so that the sanitizer sees every variant's copies, barriers and masked edges. Small shapes
-keep racecheck's run short. Needs numpy, torch (the device arrays: numpy has no bfloat16) and tilec.runtime.
+partial query tile and a partial key tile, masked edges), on random inputs in torch device tensors, checked against
+a numpy reference (bf16 tolerance), so that the sanitizer sees every variant's copies, barriers and masked edges.
+Small shapes keep racecheck's run short. Needs numpy, torch (the device arrays: numpy has no bfloat16) and
+tilec.runtime.
 """
 
 from __future__ import annotations

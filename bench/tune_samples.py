@@ -54,10 +54,6 @@ ROWS_EXTRA = [f"M={m},N={n}" for m, n in [
     (1500, 3001), (1500, 10240), (12000, 1280), (12000, 2304), (12000, 5000), (12000, 7001), (24000, 640),
     (8000, 20000)]]
 ROWS = ["--shapes", "rows", *[arg for size in ROWS_EXTRA for arg in ("--size", size)]]
-# Rows that are not a multiple of 16 bytes: the dispatch serves such a launch from the tuned shapes of its own class
-# (docs/tuning.md, "Odd row lengths"), so these give odd-K/N launches winners measured on their own path (the padded
-# workspaces) without moving any aligned launch's rule. None is a shape of shape_sweep.py. (softmax's entry, tuned
-# on an older source, cannot be extended: `--extend` refuses it; adding odd rows to it means tuning it again.)
 # softmax's next full tune (its entry predates softmax.tile's current source, so it cannot be extended): odd rows for
 # the alignment classes, and a few long rows, which by the nearest shape sit as close to 64 x 4096 as to 1024 x 65536
 # (s32: 8 x 65024 ran 1.4x slower on 64 x 4096's variant). None is a shape of shape_sweep.py.
@@ -65,6 +61,9 @@ SOFTMAX_EXTRA = [f"M={m},N={n}" for m, n in [
     (16, 100003), (300, 6001), (1500, 3001), (12000, 7001), (4000, 2049), (64, 12289), (16, 32768), (16, 65536),
     (32, 131072), (32, 50001)]]
 SOFTMAX = ["--shapes", "rows", *[arg for size in SOFTMAX_EXTRA for arg in ("--size", size)]]
+# Rows that are not a multiple of 16 bytes: the dispatch serves such a launch from the tuned shapes of its own class
+# (docs/tuning.md, "Odd row lengths"), so these give odd-K/N launches winners measured on their own path (the padded
+# workspaces) without moving any aligned launch's rule. None is a shape of shape_sweep.py.
 FP8_ODD = ["M=8192,N=255,K=8191", "M=2048,N=4097,K=4095", "M=1024,N=2001,K=3001", "M=128,N=1003,K=2999",
            "M=4096,N=32001,K=4096", "M=512,N=4096,K=4100"]
 # (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --

@@ -91,7 +91,8 @@ def compile_artifact(source: str | os.PathLike, options: CompileOptions | None =
 
     `output_name` is the artifact's file name as the manifest records it (default: the source's stem with the
     kind's suffix). `on_compiled(result)` is called with the first target's CompileResult as soon as the
-    source compiled (the command line prints its warnings then, before a slow toolchain runs). `text`
+    source compiled (the command line prints its warnings then, before a slow toolchain runs); a cache hit compiles
+    nothing and calls it not at all. `text`
     compiles that text instead of the file's (never cached). `cached_only`: raise NotCached rather than compile
     (the no-JIT guarantee of tilec.load).
     """

@@ -196,7 +196,8 @@ def _build_one(args) -> dict:
         compiled(lowered)
 
     try:
-        art = compile_artifact(source, options=opts, emit=emit, output_name=name, on_compiled=compiled)
+        art = compile_artifact(source, options=opts, emit=emit, output_name=name,
+                               on_compiled=None if resources.get("lowered") else compiled)
         if not resources.get("lowered"):
             # served by the compile cache, which calls no on_compiled: without this the candidate's when= condition
             # was lost, and the database let a configuration serve tuned shapes where it may not run (s32's softmax)
