@@ -5,6 +5,7 @@ samples with their committed tuning databases) beside cuBLAS (torch.matmul) and 
     python bench/misaligned_h200.py build OUT LABEL [TILEC FLAG...]  # here, no GPU: OUT/LABEL/*.cubin (+ manifests)
     python3 bench/misaligned_h200.py run OUT          # on the H200: every OUT/LABEL side by side, checked, timed
     python3 bench/misaligned_h200.py check OUT LABEL  # one ragged misaligned launch a build (for compute-sanitizer)
+    python3 bench/misaligned_h200.py breakdown OUT    # on the H200: each build's GPU kernels a call, misaligned shapes
     python bench/misaligned_h200.py twin OUT LABEL    # OUT/LABEL_twin: LABEL's cubins, manifests without "tma_only"
     python bench/misaligned_h200.py copyin OUT LABEL  # OUT/LABEL_copyin: manifests without "written_in_full"
 
@@ -151,6 +152,39 @@ def run(out: Path) -> int:
     return 1 if bad else 0
 
 
+def breakdown(out: Path) -> int:
+    """Where a call's time goes at each misaligned shape of SHAPES, for every OUT/LABEL: the GPU kernels of ten calls
+    under torch's profiler (CUPTI sees tilec.runtime's driver-API launches too), microseconds a call -- the padded
+    launches' copies (tilec_pad_batch), split-K's stages, the kernel."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import tilec.runtime as rt
+
+    labels = sorted(p.name for p in out.iterdir() if p.is_dir())
+    mods = {lab: {name: rt.load(out / lab / f"{name}.cubin") for name in BUILDS} for lab in labels}
+    for family, dt, m, n, k in SHAPES:
+        if all(size % 16 == 0 for size in (n, k)):
+            continue
+        a, b = _inputs(family, dt, m, n, k)
+        c = torch.empty((m, n), device="cuda", dtype=torch.bfloat16 if family == "fp8" else a.dtype)
+        for lab in labels:
+            fn = _call(mods[lab][_artifact(family, dt)], family, a, b, c)
+            fn()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(10):
+                    fn()
+                torch.cuda.synchronize()
+            totals: dict[str, float] = {}
+            for ev in prof.events():
+                if ev.device_type == torch.autograd.DeviceType.CUDA:
+                    totals[ev.name] = totals.get(ev.name, 0.0) + ev.device_time_total / 10
+            kernels = ", ".join(f"{name[:40]} {us:.1f}" for name, us in sorted(totals.items(), key=lambda kv: -kv[1]))
+            print(f"{family:6} {dt:5} {m:5} {n:6} {k:6}  {lab:8} {sum(totals.values()):7.1f} us: {kernels}", flush=True)
+    return 0
+
+
 def check_once(out: Path, label: str) -> int:
     """One ragged misaligned launch of each build (for compute-sanitizer memcheck / racecheck)."""
     import torch
@@ -208,7 +242,7 @@ def without_key(out: Path, label: str, key: str, suffix: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run", "check", "twin", "copyin"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run", "check", "twin", "copyin", "breakdown"):
         raise SystemExit(__doc__)
     folder = Path(sys.argv[2])
     if sys.argv[1] == "build":
@@ -219,5 +253,7 @@ if __name__ == "__main__":
         without_key(folder, sys.argv[3], "written_in_full", "copyin")
     elif sys.argv[1] == "check":
         sys.exit(check_once(folder, sys.argv[3]))
+    elif sys.argv[1] == "breakdown":
+        sys.exit(breakdown(folder))
     else:
         sys.exit(run(folder))

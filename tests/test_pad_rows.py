@@ -175,9 +175,10 @@ def test_a_batch_launch_has_no_block_without_work():
     on the H200 against 9 us of copies launched apart, bench/RESULTS.md s13)."""
     from tilec.runtime.launch import _batch_grid
 
-    threads, grid, places = _batch_grid([(1030, 127), (1030, 4099), (8198, 127)])
-    # (grid y: a block's threads take 4 rows each, so 127 rows are 32 blocks tall and 4099 rows 1025)
-    assert threads == 256 and places == [(1, 32, 0), (1, 1025, 32), (3, 32, 1057)] and grid == (1153, 1, 1)
+    threads, grid, places = _batch_grid([(1030, 127), (1030, 4099), (8198, 127)], 4)
+    # (grid y: a block's threads take 4 rows each, so 127 rows are 32 blocks tall and 4099 rows 1025; the 8198-byte
+    # rows' 513 chunks share three blocks of 192 threads)
+    assert threads == 192 and places == [(1, 32, 0), (1, 1025, 32), (3, 32, 1057)] and grid == (1153, 1, 1)
 
 
 # Many copies in one process, each into a fresh destination, with every 16-byte access checked: a 16-byte load must lie
@@ -330,15 +331,16 @@ def test_the_shifted_path_with_several_warps_a_row(checked_harness, tmp_path):
 
 PLANTED = [("const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15);",
             "const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 7);"),
-           ("if (at >= lo && at + 16 <= hi) return", "if (at + 16 <= hi) return"),
-           ("if (first + 16 > width) {", "if (first + 16 > width + 1) {"),
-           ("(Word == 0 && shift == 0) ? a :", "(shift == 0) ? a :")]
+           ("whole[j] = first[j] >= 0 && at[j] >= lo && at[j] + 32 <= hi;",
+            "whole[j] = first[j] >= 0 && at[j] + 32 <= hi;"),
+           ("if (first[j] + 16 <= width)", "if (first[j] + 15 <= width)"),
+           ("b[j] = tilec_pad_load16(at[j] + 16);", "b[j] = a[j];")]
 
 
 @pytest.mark.parametrize("planted", range(len(PLANTED)))
 def test_the_checked_harness_catches_planted_slips(tmp_path_factory, tmp_path, planted):
-    """A head that leaves the stores 8-byte aligned, a load unguarded at the tensor's start, a partial last block
-    stored whole, the second block left out where its words are needed: each fails the alignment test above."""
+    """A head that leaves the stores 8-byte aligned, a load unguarded at the tensor's start, a partial last chunk
+    stored whole, the second block's words taken from the first: each fails the alignment test above."""
     old, new = PLANTED[planted]
     text = HEADER.read_text()
     assert old in text

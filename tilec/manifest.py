@@ -66,7 +66,7 @@ PAD_BATCH = 4
 # the rows a thread of those copies moves at a time (tilec_pad.h's TILEC_PAD_ROWS), which the runtime sizes their grids
 # by; absent in an artifact built before the copy took several (one row a thread)
 PAD_ROWS_KEY = "pad_rows_per_thread"
-PAD_ROWS = 4
+PAD_ROWS = 2
 WORKSPACE_ALIGN = 256  # bytes: where each scratch tensor of a multi-launch kernel starts in its workspace
 
 

@@ -500,10 +500,13 @@ class _Padding:
 def _copy_grid(width: int, rows: int, rows_per_thread: int = PAD_ROWS) -> tuple[int, int, int]:
     """(threads, grid x, grid y) of a pitched copy of `rows` rows of `width` bytes: 16 bytes a thread and row, blocks
     of 32 to 256 threads over a row, grid y over the rows, `rows_per_thread` of them a thread (the artifact's
-    PAD_ROWS_KEY; at most 65535 blocks: the kernel strides over the rest)."""
+    PAD_ROWS_KEY; at most 65535 blocks: the kernel strides over the rest). A row's blocks share its chunks evenly:
+    a 4097-byte row (257 chunks) takes two blocks of 160 threads, not one of 256 and one with a single busy warp."""
     chunks = -(-width // 16)
-    threads = 256 if chunks >= 256 else max(32, -(-chunks // 32) * 32)
-    return threads, -(-chunks // threads), min(-(-rows // rows_per_thread), 65535)
+    blocks_x = -(-chunks // 256)
+    per_block = -(-chunks // blocks_x)
+    threads = max(32, -(-per_block // 32) * 32)
+    return threads, blocks_x, min(-(-rows // rows_per_thread), 65535)
 
 
 def _batch_grid(copies: list[tuple[int, int]], rows_per_thread: int = PAD_ROWS

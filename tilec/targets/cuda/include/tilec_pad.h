@@ -12,8 +12,10 @@
 // shifted in registers. Grid: x over a row's spans (blocks of 32 to 256 threads), y over the rows (in strides of
 // gridDim.y). A thread takes TILEC_PAD_ROWS rows, gridDim.y apart, at a time: all their loads, then all their stores,
 // so that a multiprocessor keeps that many times the bytes in flight (with one row a thread, 16 bytes and a block's
-// start for every 16 bytes moved, the copy ran at 2.7 TB/s on the H200 where torch's copy runs at 4.25).
-#define TILEC_PAD_ROWS 4
+// start for every 16 bytes moved, the copy ran at 2.7 TB/s on the H200 where torch's copy runs at 4.25). Two rows, not
+// four: the shifted path then fits 62 registers, a full multiprocessor of threads, and moved the H200's odd rows 7-15%
+// faster than with four (bench/pad_copy.py, bench/RESULTS.md s33).
+#define TILEC_PAD_ROWS 2
 
 // One thread's units of a warp's span (lane l: units l, l + 32, ...), and their loads and stores.
 template <typename Unit>
@@ -57,12 +59,15 @@ __device__ __forceinline__ void tilec_pad_spans(const unsigned char* src, unsign
   }
 }
 
+// The 16 bytes at `at` (16-byte aligned).
+__device__ __forceinline__ uint4 tilec_pad_load16(const unsigned char* at) { return *reinterpret_cast<const uint4*>(at); }
+
 // The bytes [at, at + 16) of the tensor whose bytes are [lo, hi), `at` 16-byte aligned: one 16-byte load where the
 // whole block lies in the tensor, else the block's bytes that do, one by one (the rest read as 0: no caller uses them).
 // A tensor's first and last 16-byte blocks may start or end outside it, where another allocation may begin.
 __device__ __forceinline__ uint4 tilec_pad_block(const unsigned char* at, const unsigned char* lo,
                                                  const unsigned char* hi) {
-  if (at >= lo && at + 16 <= hi) return *reinterpret_cast<const uint4*>(at);
+  if (at >= lo && at + 16 <= hi) return tilec_pad_load16(at);
   unsigned w[4] = {0, 0, 0, 0};
   for (int i = 0; i < 16; ++i)
     if (at + i >= lo && at + i < hi) w[i >> 2] |= (unsigned)at[i] << (8 * (i & 3));
@@ -74,70 +79,97 @@ __device__ __forceinline__ unsigned tilec_pad_funnel(unsigned lo, unsigned hi, i
   return shift ? (lo >> (8 * shift)) | (hi << (32 - 8 * shift)) : lo;
 }
 
-// 16 source bytes from `s` (any alignment) as four words: the two aligned 16-byte blocks around them, shifted.
-// `Word` (0 to 3) is where the bytes start in the first block, in words: a template argument, so that the words are
-// picked by constant indices (a register array indexed at run time would live in local memory).
-template <int Word>
+// Bytes [off, off + 16) of the 32 in the aligned blocks a, b (off 0 to 15). The words are picked by selects: a register
+// array indexed at run time would live in local memory.
+__device__ __forceinline__ uint4 tilec_pad_shift(const uint4& a, const uint4& b, unsigned off) {
+  const unsigned q = off >> 2;
+  const int shift = (int)(off & 3);
+  const unsigned x0 = q == 0 ? a.x : q == 1 ? a.y : q == 2 ? a.z : a.w;
+  const unsigned x1 = q == 0 ? a.y : q == 1 ? a.z : q == 2 ? a.w : b.x;
+  const unsigned x2 = q == 0 ? a.z : q == 1 ? a.w : q == 2 ? b.x : b.y;
+  const unsigned x3 = q == 0 ? a.w : q == 1 ? b.x : q == 2 ? b.y : b.z;
+  const unsigned x4 = q == 0 ? b.x : q == 1 ? b.y : q == 2 ? b.z : b.w;
+  return uint4{tilec_pad_funnel(x0, x1, shift), tilec_pad_funnel(x1, x2, shift), tilec_pad_funnel(x2, x3, shift),
+               tilec_pad_funnel(x3, x4, shift)};
+}
+
+// 16 source bytes from `s` (any alignment): the two aligned 16-byte blocks around them, each read whole where it lies
+// in the tensor's bytes [lo, hi) and byte by byte where it does not.
 __device__ __forceinline__ uint4 tilec_pad_gather(const unsigned char* s, const unsigned char* lo,
                                                   const unsigned char* hi) {
   const unsigned char* at = reinterpret_cast<const unsigned char*>(reinterpret_cast<unsigned long long>(s) & ~15ull);
-  const int shift = (int)(reinterpret_cast<unsigned long long>(s) & 3);
-  const uint4 a = tilec_pad_block(at, lo, hi);
-  const uint4 b = (Word == 0 && shift == 0) ? a : tilec_pad_block(at + 16, lo, hi);
-  const unsigned w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-  return uint4{tilec_pad_funnel(w[Word], w[Word + 1], shift), tilec_pad_funnel(w[Word + 1], w[Word + 2], shift),
-               tilec_pad_funnel(w[Word + 2], w[Word + 3], shift), tilec_pad_funnel(w[Word + 3], w[Word + 4], shift)};
+  return tilec_pad_shift(tilec_pad_block(at, lo, hi), tilec_pad_block(at + 16, lo, hi),
+                         (unsigned)(reinterpret_cast<unsigned long long>(s) & 15));
 }
 
-// 16 source bytes from `s` (any alignment), whichever word of its aligned block they start at.
-__device__ __forceinline__ uint4 tilec_pad_gather_any(const unsigned char* s, const unsigned char* lo,
-                                                      const unsigned char* hi) {
-  switch ((reinterpret_cast<unsigned long long>(s) >> 2) & 3) {  // the same for the whole row: no divergence
-    case 0: return tilec_pad_gather<0>(s, lo, hi);
-    case 1: return tilec_pad_gather<1>(s, lo, hi);
-    case 2: return tilec_pad_gather<2>(s, lo, hi);
-    default: return tilec_pad_gather<3>(s, lo, hi);
-  }
+// Bytes [0, n) of the 16 in `v` to d (n under 16), one at a time, from registers.
+__device__ __forceinline__ void tilec_pad_store_bytes(unsigned char* d, const uint4& v, long long n) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 15; ++i)
+    if (i < n) d[i] = (unsigned char)(w[i >> 2] >> (8 * (i & 3)));
 }
 
 // Rows where either side is aligned to less than 4 bytes (rows of an odd number of 2-byte elements, 1-byte rows of
 // any length), which byte and 2-byte accesses moved slowly (fp8 calls with such rows ran 6-23% longer on the H200,
-// bench/RESULTS.md s14). Here every thread stores one aligned 16-byte block of each destination row, gathered from two
-// aligned 16-byte loads of the source; the bytes before the row's first aligned block (`head`, under 16) and after its
-// last whole one go one at a time. Chunk c of a row is its bytes [head + 16c, head + 16c + 16). This copies the bytes a
-// row's chunk has that are not such a block and returns where the block starts in the row (-1: none).
-__device__ __forceinline__ long long tilec_pad_row_edges(const unsigned char* s, unsigned char* d, long long width,
-                                                         long long chunk) {
-  const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15);
-  if (chunk == 0)
-    for (long long i = 0; i < head && i < width; ++i) d[i] = s[i];
-  const long long first = head + chunk * 16;
-  if (first >= width) return -1;
-  if (first + 16 > width) {  // the row's last, partial block
-    for (long long i = first; i < width; ++i) d[i] = s[i];
-    return -1;
-  }
-  return first;
-}
-
-// The thread's chunk of the rows by, by + gy, ...: TILEC_PAD_ROWS rows' gathers, then their stores.
+// bench/RESULTS.md s14). A destination row is cut at its 16-byte boundaries: `head` bytes (under 16) up to the first,
+// then chunk c, the bytes [head + 16c, head + 16c + 16) (the last one may be shorter). Every thread moves one chunk of
+// TILEC_PAD_ROWS rows: for each, the two aligned 16-byte source blocks that hold its bytes, all the rows' loads first
+// (no branch among them: the memory system sees them together), then the bytes shifted in registers and stored, one
+// aligned 16-byte store a chunk (a short last chunk, and the head, byte by byte from registers). Loads of blocks that
+// are not wholly in the tensor's bytes [lo, hi) (its first and last 16-byte blocks may start or end outside it,
+// where another allocation may begin) are redone byte by byte after the others.
 __device__ __forceinline__ void tilec_pad_rows_shifted(const unsigned char* src, unsigned char* dst, long long rows,
                                                        long long width, long long src_pitch, long long dst_pitch,
                                                        long long chunk, long long by, long long gy) {
   const unsigned char* lo = src;
   const unsigned char* hi = src + (rows - 1) * src_pitch + width;
   for (long long r0 = by; r0 < rows; r0 += gy * TILEC_PAD_ROWS) {
-    long long at[TILEC_PAD_ROWS];
-    uint4 v[TILEC_PAD_ROWS];
+    long long first[TILEC_PAD_ROWS];
+    const unsigned char* at[TILEC_PAD_ROWS];
+    uint4 a[TILEC_PAD_ROWS], b[TILEC_PAD_ROWS];
+    bool whole[TILEC_PAD_ROWS];
 #pragma unroll
     for (int j = 0; j < TILEC_PAD_ROWS; ++j) {
       const long long r = r0 + j * gy;
-      at[j] = r < rows ? tilec_pad_row_edges(src + r * src_pitch, dst + r * dst_pitch, width, chunk) : -1;
-      if (at[j] >= 0) v[j] = tilec_pad_gather_any(src + r * src_pitch + at[j], lo, hi);
+      const unsigned char* d = dst + r * dst_pitch;
+      first[j] = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15) + chunk * 16;
+      if (r >= rows || first[j] >= width) first[j] = -1;
+      at[j] = reinterpret_cast<const unsigned char*>(
+          reinterpret_cast<unsigned long long>(src + r * src_pitch + first[j]) & ~15ull);
+      whole[j] = first[j] >= 0 && at[j] >= lo && at[j] + 32 <= hi;
+      if (whole[j]) {
+        a[j] = tilec_pad_load16(at[j]);
+        b[j] = tilec_pad_load16(at[j] + 16);
+      }
     }
 #pragma unroll
     for (int j = 0; j < TILEC_PAD_ROWS; ++j)
-      if (at[j] >= 0) *reinterpret_cast<uint4*>(dst + (r0 + j * gy) * dst_pitch + at[j]) = v[j];
+      if (first[j] >= 0 && !whole[j]) {
+        a[j] = tilec_pad_block(at[j], lo, hi);
+        b[j] = tilec_pad_block(at[j] + 16, lo, hi);
+      }
+#pragma unroll
+    for (int j = 0; j < TILEC_PAD_ROWS; ++j) {
+      if (first[j] < 0) continue;
+      const long long r = r0 + j * gy;
+      const unsigned char* s = src + r * src_pitch + first[j];
+      const uint4 v = tilec_pad_shift(a[j], b[j], (unsigned)(reinterpret_cast<unsigned long long>(s) & 15));
+      unsigned char* d = dst + r * dst_pitch + first[j];
+      if (first[j] + 16 <= width)
+        *reinterpret_cast<uint4*>(d) = v;
+      else
+        tilec_pad_store_bytes(d, v, width - first[j]);
+    }
+    if (chunk == 0)  // the heads (a destination row that does not start at a 16-byte boundary: a copy out)
+#pragma unroll
+      for (int j = 0; j < TILEC_PAD_ROWS; ++j) {
+        const long long r = r0 + j * gy;
+        unsigned char* d = dst + r * dst_pitch;
+        const long long head = (long long)((16 - (reinterpret_cast<unsigned long long>(d) & 15)) & 15);
+        if (r < rows && head > 0) tilec_pad_store_bytes(d, tilec_pad_gather(src + r * src_pitch, lo, hi),
+                                                        head < width ? head : width);
+      }
   }
 }
 
