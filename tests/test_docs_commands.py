@@ -70,8 +70,8 @@ def readme_python_snippets() -> list[str]:
 # command -> (what it needs, what its output must contain: strings in stdout+stderr, "" for nothing claimed)
 RUN_HERE: dict[str, tuple[tuple[str, ...], str | tuple[str, ...]]] = {
     "tilec tune --show samples/gemm.tune.json --kernel gemm":
-        ((), ("-D dtype=bf16 (NVIDIA H200, 57 shapes): 10 configurations (at most 10)",
-              "-D trans_B=True (NVIDIA H200, 57 shapes): 10 configurations (at most 10)")),
+        ((), ("-D dtype=bf16 (NVIDIA H200, 58 shapes): 10 configurations (at most 10)",
+              "-D trans_B=True (NVIDIA H200, 58 shapes): 10 configurations (at most 10)")),
     "tilec tune --show samples/gemm.tune.json --kernel gemm --max-configs 10": ((), "(at most 10)"),
     "tilec samples/flash_attention.tile --emit-ir": ((), "kernel flash_attention"),
     "tilec samples/gemm.tile --emit-ir=after:lower-to-simt --target sm90": ((), "gemm"),
