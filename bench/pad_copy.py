@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# (name, direction, rows, row bytes): the copies of one call; "in": a caller's packed rows into a workspace whose
-# pitch is the width rounded up to 16, "out": the workspace's rows back into packed ones
+# (name, copies of one call as (direction, rows, row bytes)): "in" moves a caller's packed rows into a workspace whose
+# pitch is the width rounded up to 16, "out" the workspace's rows back into packed ones
 CASES = [
     ("fp8 8191x131x8191", [("in", 8191, 8191), ("in", 131, 8191)]),
     ("fp8 2047x4099x4097", [("in", 2047, 4097), ("in", 4099, 4097)]),
