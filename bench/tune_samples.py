@@ -56,10 +56,11 @@ ROWS_EXTRA = [f"M={m},N={n}" for m, n in [
 ROWS = ["--shapes", "rows", *[arg for size in ROWS_EXTRA for arg in ("--size", size)]]
 # softmax's next full tune (its entry predates softmax.tile's current source, so it cannot be extended): odd rows for
 # the alignment classes, and a few long rows, which by the nearest shape sit as close to 64 x 4096 as to 1024 x 65536
-# (s32: 8 x 65024 ran 1.4x slower on 64 x 4096's variant). None is a shape of shape_sweep.py.
+# (s32: 8 x 65024 ran 1.4x slower on 64 x 4096's variant); 1 x 65536 is issue #26's, and four more few-long-row shapes
+# give the split rows (split_n) tuned neighbours. None is a shape of shape_sweep.py.
 SOFTMAX_EXTRA = [f"M={m},N={n}" for m, n in [
     (16, 100003), (300, 6001), (1500, 3001), (12000, 7001), (4000, 2049), (64, 12289), (16, 32768), (16, 65536),
-    (32, 131072), (32, 50001)]]
+    (32, 131072), (32, 50001), (1, 65536), (4, 200000), (128, 50257), (512, 32000)]]
 SOFTMAX = ["--shapes", "rows", *[arg for size in SOFTMAX_EXTRA for arg in ("--size", size)]]
 # Rows that are not a multiple of 16 bytes: the dispatch serves such a launch from the tuned shapes of its own class
 # (docs/tuning.md, "Odd row lengths"), so these give odd-K/N launches winners measured on their own path (the padded

@@ -1066,6 +1066,73 @@ def test_fp8_gemm_64_row_tiles_pass_the_simt_interpreter(tmp_path, defines, size
     assert cpu_check(lowered, tmp_path, check) is None
 
 
+# ------------------------------------------------------------ split rows in softmax.tile (two launches, a workspace)
+
+SOFTMAX = ROOT / "samples" / "softmax.tile"
+SPLIT_ROWS = {"block_M": 1, "block_N": 8192, "threads": 256, "row_grid": 0}
+
+
+def _softmax_reference(x):
+    e = np.exp(x.astype(np.float64) - x.astype(np.float64).max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize(("split_n", "tile_elems", "m", "n"), [
+    (4, 8, 3, 9000), (8, 4, 2, 5001), (16, 8, 1, 40000), (32, 4, 5, 1000), (4, 8, 1, 2048)])
+def test_split_rows_softmax_matches_numpy(split_n, tile_elems, m, n):
+    """Each row cut into split_n slices of whole column tiles: regular (1 x 2048 is one tile, so three slices are
+    empty), ragged (N = 9000: five tiles of 2048, two slices of two, the last of one, the fourth empty), odd rows
+    (5001) and more slices than tiles (32 slices of a 1000-long row's one tile). An empty slice's log-sum-exp is
+    -inf, which the combine must weigh as zero; a scale of 8 makes the rows' maxima far apart."""
+    from tilec.interp.run import public_kernels, run_any
+
+    front = tilec.compile(str(SOFTMAX), defines={**SPLIT_ROWS, "split_n": split_n, "tile_elems": tile_elems}).module
+    (unit,) = public_kernels(front)
+    assert [st.kernel for st in unit.stages] == ["softmax__stage0", "softmax__stage1"]
+    assert [b.name for b in unit.scratch] == ["Lse"]
+    rng = np.random.default_rng(split_n + n)
+    x = (rng.standard_normal((m, n)) * 8).astype(np.float16)
+    y = rng.standard_normal((m, n)).astype(np.float16)  # overwritten
+    run_any(front, unit, {"X": x, "Y": y})
+    np.testing.assert_allclose(y.astype(np.float64), _softmax_reference(x), rtol=1e-2, atol=1e-4)
+
+
+def test_split_rows_one_is_the_single_launch_softmax():
+    from tilec.interp.run import public_kernels
+    from tilec.ir import tile as T
+
+    (unit,) = public_kernels(tilec.compile(str(SOFTMAX), defines={**SPLIT_ROWS, "split_n": 1}).module)
+    assert isinstance(unit, T.Kernel) and unit.name == "softmax"
+
+
+@pytest.mark.parametrize(("target", "split_n", "tile_elems", "sizes"), [
+    ("sm90", 4, 8, {"M": 2, "N": 5001}), ("sm90", 16, 4, {"M": 1, "N": 20000}), ("sm80", 8, 8, {"M": 3, "N": 9000})])
+def test_split_rows_softmax_lowering_passes_the_simt_interpreter(tmp_path, target, split_n, tile_elems, sizes):
+    """Both launches lowered and run lane by lane against the interpreter's result for the whole sequence, bf16,
+    at odd rows (5001: every row starts at another element of its 16-byte chunk) and with empty slices."""
+    from tilec.interp.run import public_kernels
+    from tilec.tuning.plan import cpu_check, write_check
+
+    config = {**SPLIT_ROWS, "split_n": split_n, "tile_elems": tile_elems, "dtype": "bf16"}
+    module = tilec.compile(str(SOFTMAX), defines=config).module
+    check = write_check(tmp_path, module, public_kernels(module)[0], dict(sizes))
+    lowered = tilec.compile(str(SOFTMAX), target, defines=config)
+    assert [k.name for k in lowered.simt.kernels] == ["softmax__stage0", "softmax__stage1"]
+    assert cpu_check(lowered, tmp_path, check) is None
+
+
+@pytest.mark.parametrize("defines", [
+    {"block_M": 4, "block_N": 1024, "threads": 128, "row_grid": 0},   # several rows a block
+    {"block_M": 1, "block_N": 8192, "threads": 256, "row_grid": 132},  # the persistent grid
+    {"block_M": 1, "block_N": 16384, "threads": 512, "row_grid": 0}])  # another held-row width (one is enough)
+def test_split_rows_only_with_one_row_8192_wide_blocks(defines):
+    """where= keeps split rows to one-row, non-persistent 8192-wide blocks: a -D outside that is refused."""
+    from tilec.diagnostics import CompileError
+
+    with pytest.raises(CompileError, match="split_n=4 break"):
+        tilec.compile(str(SOFTMAX), defines={**defines, "split_n": 4})
+
+
 GEMV_TILES = {32: {"block_M": 16, "block_N": 32, "block_K": 256, "threads": 128, "num_stages": 4},
               64: {"block_M": 16, "block_N": 64, "block_K": 128, "threads": 128, "num_stages": 4}}
 
