@@ -2,6 +2,7 @@
 
     python bench/softmax_split_trial.py build DIR      # here: the committed build and single-configuration sm90 builds
     python3 bench/softmax_split_trial.py run DIR       # on the GPU: each build at each shape beside torch.softmax
+    python3 bench/softmax_split_trial.py check DIR     # the same outputs, untimed (for compute-sanitizer)
 
 A decode batch's logits (1 to a few hundred rows of a 32k-256k vocabulary) leave most multiprocessors idle with a
 block a row. The split builds cut each row into split_n slices (two launches: each slice's log-sum-exp, then the
@@ -48,7 +49,7 @@ def build(out: Path) -> int:
     return 0
 
 
-def run(out: Path) -> int:
+def run(out: Path, timed: bool = True) -> int:
     import torch
     from triton.testing import do_bench
 
@@ -73,15 +74,19 @@ def run(out: Path) -> int:
             torch.cuda.synchronize()
             ok = (y.float() - want).abs().max().item() <= 2e-3
             bad += not ok
+            if not timed:
+                cells.append("ok" if ok else "WRONG")
+                continue
             us = do_bench(lambda mod=mod, x=x, y=y: mod.softmax(x, y), warmup=10, rep=60, return_mode="median")
             cells.append(f"{us * 1000:8.1f} us{'' if ok else ' WRONG'}")
-        peer = do_bench(lambda x=x: torch.softmax(x, dim=1), warmup=10, rep=60, return_mode="median")
+        peer = do_bench(lambda x=x: torch.softmax(x, dim=1), warmup=10, rep=60, return_mode="median") if timed else 0
         print(f"{m:5} {n:7}  " + "  ".join(f"{c:>15}" for c in cells) + f"  {peer * 1000:8.1f}", flush=True)
     print("all correct" if not bad else f"{bad} WRONG")
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("build", "run"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("build", "run", "check"):
         raise SystemExit(__doc__)
-    sys.exit(build(Path(sys.argv[2])) if sys.argv[1] == "build" else run(Path(sys.argv[2])))
+    mode, folder = sys.argv[1], Path(sys.argv[2])
+    sys.exit(build(folder) if mode == "build" else run(folder, timed=mode == "run"))
