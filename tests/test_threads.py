@@ -673,3 +673,25 @@ kernel g(A: f16[M, K], B: f16[K, N], C: out f32[M, N]):
         tilec.compile("g.tile", text=text)
     errs = [d for d in e.value.diagnostics if d.severity == "error"]
     assert any(d.span.line == 11 and "the operands of gemm" in d.message for d in errs), errs
+
+
+def test_interpreter_refuses_a_parallel_store_whose_points_race_on_one_element(tmp_path):
+    """A Parallel loop whose store ignores the loop's variables writes one element from every point: one point
+    (`Parallel(1)`) or points that agree are fine, points that store different values are a race on a GPU."""
+    from tilec.interp.tile_interp import InterpreterError
+
+    src = tmp_path / "one_element.tile"
+    src.write_text("""
+kernel one_element(A: f32[4], B: out f32[2]):
+    with Kernel(1, threads=32) as bx:
+        for i in Parallel(1):
+            B[0] = A[0] * 2.0
+        for i in Parallel(4):
+            B[1] = A[i]
+""")
+    k = tilec.compile(str(src)).module.kernels[0]
+    args = {"A": np.full(4, 3.0, np.float32), "B": np.zeros(2, np.float32)}
+    run_kernel(k, args)
+    assert args["B"].tolist() == [6.0, 3.0]
+    with pytest.raises(InterpreterError, match=r"threads store different values to 'B'\[1\]"):
+        run_kernel(k, {"A": np.arange(4, dtype=np.float32), "B": np.zeros(2, np.float32)})

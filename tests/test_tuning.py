@@ -1077,13 +1077,15 @@ def _softmax_reference(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize(("split_n", "tile_elems", "m", "n"), [
-    (4, 8, 3, 9000), (8, 4, 2, 5001), (16, 8, 1, 40000), (32, 4, 5, 1000), (4, 8, 1, 2048)])
-def test_split_rows_softmax_matches_numpy(split_n, tile_elems, m, n):
+@pytest.mark.parametrize(("split_n", "tile_elems", "m", "n", "scale"), [
+    (4, 8, 3, 9000, 8), (8, 4, 2, 5001, 8), (16, 8, 1, 40000, 8), (32, 4, 5, 1000, 8), (4, 8, 1, 2048, 8),
+    (4, 8, 2, 16384, 1), (4, 8, 1, 15000, 1), (8, 4, 3, 5001, 1)])
+def test_split_rows_softmax_matches_numpy(split_n, tile_elems, m, n, scale):
     """Each row cut into split_n slices of whole column tiles: regular (1 x 2048 is one tile, so three slices are
-    empty), ragged (N = 9000: five tiles of 2048, two slices of two, the last of one, the fourth empty), odd rows
-    (5001) and more slices than tiles (32 slices of a 1000-long row's one tile). An empty slice's log-sum-exp is
-    -inf, which the combine must weigh as zero; a scale of 8 makes the rows' maxima far apart."""
+    empty; 16384 is four full slices of two tiles), ragged (N = 9000: five tiles of 2048, two slices of two, the last
+    of one, the fourth empty; 15000: the last slice's second tile partial), odd rows (5001) and more slices than tiles
+    (32 slices of a 1000-long row's one tile). An empty slice's log-sum-exp is -inf, which the combine must weigh as
+    zero. A scale of 8 makes the rows' maxima far apart; at 1 every slice's share of the row's sum counts."""
     from tilec.interp.run import public_kernels, run_any
 
     front = tilec.compile(str(SOFTMAX), defines={**SPLIT_ROWS, "split_n": split_n, "tile_elems": tile_elems}).module
@@ -1091,8 +1093,28 @@ def test_split_rows_softmax_matches_numpy(split_n, tile_elems, m, n):
     assert [st.kernel for st in unit.stages] == ["softmax__stage0", "softmax__stage1"]
     assert [b.name for b in unit.scratch] == ["Lse"]
     rng = np.random.default_rng(split_n + n)
-    x = (rng.standard_normal((m, n)) * 8).astype(np.float16)
+    x = (rng.standard_normal((m, n)) * scale).astype(np.float16)
     y = rng.standard_normal((m, n)).astype(np.float16)  # overwritten
+    run_any(front, unit, {"X": x, "Y": y})
+    np.testing.assert_allclose(y.astype(np.float64), _softmax_reference(x), rtol=1e-2, atol=1e-4)
+
+
+@pytest.mark.parametrize("split_n", [1, 4])
+def test_softmax_with_masked_logits(split_n):
+    """Masked logits (-inf): a column tile of nothing but -inf at the start of the row and at the start of a slice
+    (2048-wide tiles; slices of two tiles at split_n = 4), and scattered ones. The running max starts at -inf, so
+    the first tile's exp(x - max) must not become -inf - -inf = NaN, which would leave the row NaN (one launch) or
+    drop the slice from the row's sum (split rows)."""
+    from tilec.interp.run import public_kernels, run_any
+
+    front = tilec.compile(str(SOFTMAX), defines={**SPLIT_ROWS, "split_n": split_n, "tile_elems": 8}).module
+    (unit,) = public_kernels(front)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 16384)).astype(np.float16)
+    x[0, :2048] = -np.inf            # the row's first tile
+    x[1, 4096:6144] = -np.inf        # slice 1's first tile
+    x[2, rng.random(16384) < 0.9] = -np.inf  # 90% masked, as after top-p
+    y = rng.standard_normal(x.shape).astype(np.float16)
     run_any(front, unit, {"X": x, "Y": y})
     np.testing.assert_allclose(y.astype(np.float64), _softmax_reference(x), rtol=1e-2, atol=1e-4)
 

@@ -320,9 +320,13 @@ class _Block(ScalarOps):
             data, idx = self._indices(s.buffer, s.indices, mask, s.span, "write")
             value = to_storage(self.eval(s.value, mask), s.buffer.dtype)
             if mask is None and all(np.ndim(i) == 0 for i in idx):
-                # every point of a Parallel loop whose store ignores the loop's variables writes the one element: the
-                # last one's value stays, as in the broadcast below (one point, `for i in Parallel(1)`, writes it)
-                data[idx] = value if np.ndim(value) == 0 else np.ravel(value)[-1]
+                # every point of a Parallel loop whose store ignores the loop's variables writes the one element
+                # (`for i in Parallel(1)` has one point): fine while they agree, a race on a GPU where they do not
+                if np.ndim(value):
+                    flat = np.ravel(value)
+                    self.check_conflicts(s, data, tuple(np.full(flat.shape, i) for i in idx), flat)
+                    value = flat[-1]
+                data[idx] = value
                 return
             shape = np.broadcast_shapes(*(np.shape(i) for i in idx), np.shape(value),
                                         () if mask is None else np.shape(mask))
