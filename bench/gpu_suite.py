@@ -75,6 +75,9 @@ CASES = [
       {"M": 130, "N": 72, "K": 1411}]),
     # rows that fit the block (one read) and rows longer than it (streamed twice), ragged both ways
     ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
+    # split rows (two launches through a log-sum-exp workspace): full slices, empty slices, an odd row length
+    ("softmax", {"block_M": 1, "block_N": 8192, "threads": 256, "row_grid": 0, "tile_elems": 8, "split_n": 8},
+     [{"M": 1, "N": 65536}, {"M": 3, "N": 20001}, {"M": 16, "N": 32768}, {"M": 5, "N": 16385}]),
     ("rmsnorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
     ("layernorm", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
     ("row_sum", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 300}, {"M": 33, "N": 777}]),
@@ -124,7 +127,7 @@ def source_path(sample: str) -> Path:
     return ROOT / f"{sample}.tile" if "/" in sample else ROOT / "samples" / f"{sample}.tile"
 
 
-def build(out: Path, compiler: str | None = None) -> None:
+def build(out: Path, compiler: str | None = None, only: list[str] | None = None) -> None:
     import ml_dtypes  # noqa: F401
 
     import tilec
@@ -139,6 +142,8 @@ def build(out: Path, compiler: str | None = None) -> None:
         defines = {k: v for k, v in defines.items() if k != "_sm90_only"}
         for dtype in dtypes:
             name = case_name(sample, defines, dtype)
+            if only and not any(name.startswith(prefix) for prefix in only):
+                continue
             defs = {**defines, const: dtype}
             dargs = [f"-D{k}={v}" for k, v in defs.items()]
             for label, target, kind, flags in TARGETS:
@@ -269,13 +274,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["build", "run"])
     ap.add_argument("dir")
-    ap.add_argument("--only", help="comma-separated case prefixes")
+    ap.add_argument("--only", help="comma-separated case prefixes (build: only those cases; run: only those of DIR)")
     ap.add_argument("--targets", default="sm90,sm90-nows,sm80")
     ap.add_argument("--results", help="write the results as JSON here")
     ap.add_argument("--compiler", choices=["nvcc", "nvrtc"], help="build: the device toolchain (default: tilec's)")
     a = ap.parse_args()
     if a.mode == "build":
-        build(Path(a.dir), a.compiler)
+        build(Path(a.dir), a.compiler, a.only.split(",") if a.only else None)
         return 0
     return run(Path(a.dir), a.only, a.targets.split(","), a.results or os.environ.get("TILEC_RESULTS"))
 
