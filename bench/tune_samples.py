@@ -67,6 +67,8 @@ SOFTMAX = ["--shapes", "rows", *[arg for size in SOFTMAX_EXTRA for arg in ("--si
 # workspaces) without moving any aligned launch's rule. None is a shape of shape_sweep.py.
 FP8_ODD = ["M=8192,N=255,K=8191", "M=2048,N=4097,K=4095", "M=1024,N=2001,K=3001", "M=128,N=1003,K=2999",
            "M=4096,N=32001,K=4096", "M=512,N=4096,K=4100"]
+# N just above 128 at long M, where a 64x144 tile beats the 128-wide ones (bench/fp8_tile_trial.py); not sweep shapes
+FP8_NARROW_N = ["M=8192,N=136,K=8192", "M=4096,N=144,K=8192"]
 # (the worker timed split-K 16-19 us slower than do_bench until 2026-12-02: it drained the queue after each launch --
 # bench/RESULTS.md, "small and skinny gemm shapes" and "the GEMV tiles")
 # the configurations an artifact carries (the database's default is 4): the gemms serve decode shapes (GEMV tiles,
@@ -79,7 +81,7 @@ JOBS = [
     ("gemm_bf16", "gemm", ["dtype=bf16"], GEMM_SMALL),
     ("gemm_f16_tB", "gemm", ["trans_B=True"], GEMM_SMALL),
     ("gemm_bf16_tB", "gemm", ["dtype=bf16", "trans_B=True"], GEMM_SMALL),
-    ("fp8_gemm", "fp8_gemm", [], GEMM_SMALL + [arg for size in FP8_ODD for arg in ("--size", size)]),
+    ("fp8_gemm", "fp8_gemm", [], GEMM_SMALL + [arg for size in FP8_ODD + FP8_NARROW_N for arg in ("--size", size)]),
     ("attn_d64", "flash_attention", ["dtype=bf16"], ["--shapes", "attention"]),
     ("attn_d64_causal", "flash_attention", ["dtype=bf16", "causal=True"], ["--shapes", "attention"]),
     ("attn_d128", "flash_attention", ["dtype=bf16", "dim=128"], ["--shapes", "attention"]),
