@@ -73,6 +73,10 @@ CASES = [
     ("fp8_gemm", {"block_N": 128, "block_K": 128, "threads": 256, "num_stages": 6, "split_k": 3, "_sm90_only": True},
      [{"M": 256, "N": 256, "K": 1536}, {"M": 300, "N": 272, "K": 1040}, {"M": 300, "N": 131, "K": 1536},
       {"M": 130, "N": 72, "K": 1411}]),
+    # the 64x144 tile (128 threads: one consumer warpgroup) at N just above 128, aligned, ragged and odd
+    ("fp8_gemm", {"block_M": 64, "block_N": 144, "block_K": 128, "threads": 128, "num_stages": 6, "_sm90_only": True},
+     [{"M": 512, "N": 144, "K": 1024}, {"M": 300, "N": 272, "K": 1040}, {"M": 300, "N": 131, "K": 1040},
+      {"M": 130, "N": 136, "K": 141}]),
     # rows that fit the block (one read) and rows longer than it (streamed twice), ragged both ways
     ("softmax", {}, [{"M": 64, "N": 1024}, {"M": 100, "N": 2048}, {"M": 37, "N": 1000}, {"M": 5, "N": 20001}]),
     # split rows (two launches through a log-sum-exp workspace): full slices, empty slices, an odd row length
