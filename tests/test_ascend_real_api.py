@@ -8,6 +8,7 @@ them); elsewhere they skip, also under TILEC_REQUIRE_TOOLCHAINS=1."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def _numerics(name: str, source_edit=None, sizes=None):
 def test_vector_add_numbers_through_cann_s_api_over_tilec_s_intrinsics():
     assert _numerics("vector_add") == []
     # planted: the barrier between the casts and the add: the checker under CANN's API sees the V-pipe hazard
-    failures = _numerics("vector_add", lambda s: s.replace("PipeBarrier<PIPE_V>();", "", 1))
+    failures = _numerics("vector_add", lambda s: re.sub(r"PipeBarrier<PIPE_V>\(\);(\s*Add\()", r"\1", s, count=1))
     assert failures and "pipe hazard" in failures[0] and "vadd" in failures[0]
 
 

@@ -14,6 +14,8 @@
 // What it does not: scalar-pipe accesses (the CPU-debug LocalTensor reads memory directly), GM hazards; an
 // intrinsic tilec's kernels do not reach stays a stub that aborts when called.
 
+#include "kernel_operator.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
