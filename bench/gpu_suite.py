@@ -131,7 +131,7 @@ def source_path(sample: str) -> Path:
     return ROOT / f"{sample}.tile" if "/" in sample else ROOT / "samples" / f"{sample}.tile"
 
 
-def build(out: Path, compiler: str | None = None, only: list[str] | None = None) -> None:
+def build(out: Path, compiler: str | None = None, only: str | None = None) -> None:
     import ml_dtypes  # noqa: F401
 
     import tilec
@@ -146,7 +146,7 @@ def build(out: Path, compiler: str | None = None, only: list[str] | None = None)
         defines = {k: v for k, v in defines.items() if k != "_sm90_only"}
         for dtype in dtypes:
             name = case_name(sample, defines, dtype)
-            if only and not any(name.startswith(prefix) for prefix in only):
+            if only and not any(name.startswith(prefix) for prefix in only.split(",")):
                 continue
             defs = {**defines, const: dtype}
             dargs = [f"-D{k}={v}" for k, v in defs.items()]
@@ -284,7 +284,7 @@ def main() -> int:
     ap.add_argument("--compiler", choices=["nvcc", "nvrtc"], help="build: the device toolchain (default: tilec's)")
     a = ap.parse_args()
     if a.mode == "build":
-        build(Path(a.dir), a.compiler, a.only.split(",") if a.only else None)
+        build(Path(a.dir), a.compiler, a.only)
         return 0
     return run(Path(a.dir), a.only, a.targets.split(","), a.results or os.environ.get("TILEC_RESULTS"))
 
